@@ -1,0 +1,34 @@
+# Shoal: `make demo` and `make test` work on a fresh Debian machine (they install what
+# is missing through scripts/deps.sh).
+SHELL := /bin/bash
+BUILD ?= build
+MPICC ?= mpicc
+CFLAGS ?= -O2 -g
+GO ?= go
+
+.PHONY: all build deps go-build lib examples kernels test test-go test-c test-integration demo clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps go-build lib examples kernels
+
+go-build:
+	$(GO) build -o bin/shoal ./cmd/shoal
+
+include lib/lib.mk
+include examples/examples.mk
+include bench/kernels/kernels.mk
+
+test: build
+	$(GO) vet ./...
+	$(MAKE) test-c
+	SHOAL_REQUIRE_BUILD=1 $(GO) test ./... -count=1 -p 1 -timeout 40m
+
+demo: build
+	scripts/demo.sh
+
+clean:
+	rm -rf bin $(BUILD)

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# bench/kernels.sh - what checkpointing with Shoal costs the benchmark kernels.
+#
+#   bench/kernels.sh [--class S|W|A] [--ranks N] [--interval SECONDS] [--repeat R] [KERNEL...]
+#
+# Runs each kernel (default: cg mg ft is ep) at class W on 4 ranks, in this one invocation,
+# twice: with Shoal, checkpointing every 10 s, and its -plain build (Shoal compiled out) under
+# mpirun. "With Shoal" means `bin/shoal run`; when bin/shoal is missing or cannot run a job,
+# mpirun with libshoal in standalone mode (SHOAL_DIR in a temporary directory).
+#
+# Times are the kernels' own timers (their iterations; start-up and verification excluded),
+# the best of R repeats (default 3; other work on the machine only ever slows a run down).
+# The checkpoint columns come from the line libshoal appends to $SHOAL_STATS at
+# shoal_finalize: checkpoints taken, bytes per rank per checkpoint, and the mean time a
+# checkpoint blocked the ranks. Target: with / without <= 1.03.
+# KERNELS_LAUNCHER=shoal|mpirun forces the launcher of the runs with Shoal.
+#
+# Needs `make kernels` (and `make go-build` for bin/shoal). Exits non-zero when a run fails
+# or does not verify; a ratio above the target is reported, not failed, since timings on a
+# shared machine are noisy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+class=W ranks=4 interval=10 repeat=3
+usage() {
+    sed -n '4p' "$0" | sed 's/^# *//' >&2
+    exit 2
+}
+while [ $# -gt 0 ]; do
+    case $1 in
+    --class) class=${2:?}; shift 2 ;;
+    --ranks) ranks=${2:?}; shift 2 ;;
+    --interval) interval=${2:?}; shift 2 ;;
+    --repeat) repeat=${2:?}; shift 2 ;;
+    -h | --help) usage ;;
+    -*) echo "kernels.sh: unknown flag $1" >&2; usage ;;
+    *) break ;;
+    esac
+done
+kernels=("$@")
+[ ${#kernels[@]} -gt 0 ] || kernels=(cg mg ft is ep)
+for k in "${kernels[@]}"; do
+    for bin in "$BUILD/bench/kernels/$k" "$BUILD/bench/kernels/$k-plain"; do
+        [ -x "$bin" ] || { echo "kernels.sh: $bin is missing; run 'make kernels'" >&2; exit 1; }
+    done
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The flags `shoal run` gives mpirun when ranks outnumber cores; the plain runs get the same.
+mpirun_flags=(-n "$ranks" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+[ "$(id -u)" = 0 ] && mpirun_flags+=(--allow-run-as-root)
+
+launcher=${KERNELS_LAUNCHER:-}
+if [ -z "$launcher" ]; then
+    if [ -x bin/shoal ] && bin/shoal run -n 1 --quiet -- /bin/true >/dev/null 2>&1; then
+        launcher=shoal
+    else
+        launcher=mpirun
+    fi
+fi
+
+# run_with_shoal KERNEL OUT STATS
+run_with_shoal() {
+    local prog=$BUILD/bench/kernels/$1
+    if [ $launcher = shoal ]; then
+        SHOAL_STATS=$3 bin/shoal run -n "$ranks" --quiet --ckpt-interval "${interval}s" \
+            -- "$prog" --class "$class" >"$2" 2>&1
+    else
+        local dir
+        dir=$(mktemp -d "$work/ckpt.XXXXXX")
+        SHOAL_DIR=$dir SHOAL_CKPT_INTERVAL=$interval SHOAL_STATS=$3 \
+            mpirun "${mpirun_flags[@]}" -x SHOAL_DIR -x SHOAL_CKPT_INTERVAL -x SHOAL_STATS \
+            "$prog" --class "$class" >"$2" 2>&1
+        rm -rf "$dir"
+    fi
+}
+
+# run_plain KERNEL OUT
+run_plain() {
+    mpirun "${mpirun_flags[@]}" "$BUILD/bench/kernels/$1-plain" --class "$class" >"$2" 2>&1
+}
+
+# seconds OUT: the kernel's `time:` line (shoal run prefixes rank output with "[0] ").
+seconds() { sed -nE 's/^(\[[0-9]+\] )?time: ([0-9.]+) s$/\2/p' "$1" | tail -1; }
+verified() { grep -qE '^(\[[0-9]+\] )?verification: passed' "$1"; }
+stat_field() { sed -nE "s/.*\"$2\":([0-9.eE+-]+).*/\1/p" "$1" | tail -1; }
+min() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }'; }
+
+echo "kernels at class $class on $ranks ranks; with Shoal: $launcher, checkpoint every ${interval} s;" \
+    "best of $repeat"
+printf '%-6s %10s %12s %7s %12s %15s %18s\n' kernel "with (s)" "without (s)" ratio \
+    checkpoints "MiB/ckpt/rank" "blocking mean (s)"
+status=0 over=()
+for k in "${kernels[@]}"; do
+    with="" without="" stats_best=""
+    for ((r = 1; r <= repeat; r++)) do
+        out=$work/$k.$r
+        if ! run_with_shoal "$k" "$out.with" "$out.stats" || ! verified "$out.with"; then
+            echo "$k with Shoal failed or did not verify; its output:" >&2
+            tail -5 "$out.with" >&2
+            status=1
+            continue 2
+        fi
+        if ! run_plain "$k" "$out.plain" || ! verified "$out.plain"; then
+            echo "$k-plain failed or did not verify; its output:" >&2
+            tail -5 "$out.plain" >&2
+            status=1
+            continue 2
+        fi
+        t=$(seconds "$out.with")
+        [ "$(min "$with" "$t")" = "$t" ] && { with=$t; stats_best=$out.stats; }
+        without=$(min "$without" "$(seconds "$out.plain")")
+    done
+    ckpts=n/a mib=n/a block=n/a
+    if [ -s "$stats_best" ]; then
+        ckpts=$(stat_field "$stats_best" checkpoints)
+        mib=$(awk -v b="$(stat_field "$stats_best" bytes_per_rank)" 'BEGIN { printf "%.1f", b / 1048576 }')
+        block=$(awk -v s="$(stat_field "$stats_best" blocking_mean_s)" 'BEGIN { printf "%.4f", s }')
+    fi
+    ratio=$(awk -v a="$with" -v b="$without" 'BEGIN { printf "%.3f", a / b }')
+    awk -v r="$ratio" 'BEGIN { exit !(r > 1.03) }' && over+=("$k")
+    printf '%-6s %10.3f %12.3f %7s %12s %15s %18s\n' "$k" "$with" "$without" "$ratio" "$ckpts" \
+        "$mib" "$block"
+done
+if [ ${#over[@]} -gt 0 ]; then
+    echo "above the target ratio of 1.03: ${over[*]}"
+else
+    echo "every ratio within the target of 1.03"
+fi
+exit $status

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"shoal/internal/agent"
+	"shoal/internal/membership"
+)
+
+// version is reported by GET /v1/health.
+var version = "0.1.0-dev"
+
+func init() {
+	register("agent", command{summary: "run this node's agent: membership, API, jobs", run: agentCmd})
+}
+
+const agentUsage = `Usage: shoal agent [flags]
+
+Runs this node's agent in the foreground until the node leaves the cluster:
+'shoal leave', SIGTERM or Ctrl-C make it leave gracefully (a second signal
+stops it at once; a killed agent is declared dead by the others).
+
+The first agent of a cluster creates the cluster secret (kept if it exists):
+    shoal agent --init
+writes DATA-DIR/secret, mode 0600 (or --secret-file FILE). Every other node
+joins with a copy of that file:
+    shoal agent --join HOST:7946 --secret-file FILE
+
+Gossip (UDP and TCP) listens on --bind; the HTTP API on --api. Commands on the
+same node (shoal nodes, shoal leave, shoal run) find the agent through its data
+dir: --data-dir, else $SHOAL_DATA_DIR, else /var/lib/shoal for root and ~/.shoal
+for others. The agent writes DATA-DIR/agent.addr (its API address) and keeps a
+copy of the secret in DATA-DIR/secret; only one agent may use a data dir.
+
+Flags:
+`
+
+func agentCmd(args []string, stdout, stderr io.Writer) int {
+	var (
+		init                            bool
+		join, secretFile, bind, apiAddr string
+		dataDir, name, labels, profile  string
+		cores                           int
+		verbose                         bool
+	)
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&init, "init", false, "start a new cluster: create the secret file if there is none")
+	fs.StringVar(&join, "join", "", "join the cluster of these agents: HOST:PORT[,HOST:PORT...] (port default 7946)")
+	fs.StringVar(&secretFile, "secret-file", "", "cluster secret file (default: DATA-DIR/secret)")
+	fs.StringVar(&bind, "bind", agent.DefaultBind, "gossip address IP:PORT, UDP and TCP")
+	fs.StringVar(&apiAddr, "api", "", "API address IP:PORT (default: the --bind IP, port + 1)")
+	fs.StringVar(&dataDir, "data-dir", "", "data dir (default: $SHOAL_DATA_DIR, else /var/lib/shoal for root, ~/.shoal for others)")
+	fs.StringVar(&name, "name", "", "node name, unique in the cluster (default: the host name)")
+	fs.StringVar(&labels, "labels", "", "labels announced with the node: KEY=VALUE[,KEY=VALUE...]")
+	fs.StringVar(&profile, "profile", "lan", "failure-detector timing: lan, wifi (lossy, slow networks: slower to declare a node dead) or local (agents on one machine, tests)")
+	fs.IntVar(&cores, "cores", 0, "cores offered to ranks (default: all of this machine's)")
+	fs.BoolVar(&verbose, "verbose", false, "log debug lines, including memberlist's")
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, agentUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal agent: %v (see 'shoal agent --help')\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shoal agent: unexpected argument %q (see 'shoal agent --help')\n", fs.Arg(0))
+		return exitUsage
+	}
+	gossip, err := membership.Profile(profile)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal agent: --profile %q: want lan, wifi or local\n", profile)
+		return exitUsage
+	}
+	lbls, err := parseLabels(labels)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal agent: --labels: %v\n", err)
+		return exitUsage
+	}
+	if cores < 0 {
+		fmt.Fprintf(stderr, "shoal agent: --cores %d: must not be negative\n", cores)
+		return exitUsage
+	}
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg := agent.Config{
+		DataDir:    dataDir,
+		Name:       name,
+		Bind:       bind,
+		API:        apiAddr,
+		SecretFile: secretFile,
+		Init:       init,
+		Labels:     lbls,
+		Gossip:     gossip,
+		Cores:      cores,
+		Version:    version,
+		Log:        log,
+	}
+	if join != "" {
+		cfg.Join = strings.Split(join, ",")
+	}
+
+	// Catch signals before starting, so that none is lost in between.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	a, err := agent.Start(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal agent: %s\n", errorLine(err))
+		return exitFailure
+	}
+	if err := plugCoordinator(a); err != nil {
+		fmt.Fprintf(stderr, "shoal agent: %s\n", errorLine(err))
+		a.Shutdown()
+		return exitFailure
+	}
+	select {
+	case <-a.Done(): // left through the API
+		return exitOK
+	case sig := <-sigs:
+		log.Info("leaving on signal; send another to stop at once", "signal", sig.String())
+	}
+	go a.Leave(context.Background())
+	select {
+	case <-a.Done():
+		return exitOK
+	case sig := <-sigs:
+		log.Warn("stopping without leaving", "signal", sig.String())
+		a.Shutdown()
+		return exitFailure
+	}
+}
+
+// parseLabels parses KEY=VALUE[,KEY=VALUE...].
+func parseLabels(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want KEY=VALUE", kv)
+		}
+		if err := membership.CheckLabel(k, v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func init() {
+	register("jobs", command{summary: "list the jobs the local agent coordinates", run: jobsCmd})
+	register("events", command{summary: "print a job's events (--follow to keep printing)", run: eventsCmd})
+	register("rebalance", command{summary: "checkpoint a job and relaunch it over every live node", run: rebalanceCmd})
+}
+
+// agentCommand parses the flags shared by the commands that ask the local agent
+// about jobs, and returns the positional arguments, or an exit code.
+func agentCommand(name, usage string, nargs int, args []string, stdout, stderr io.Writer, extra func(*flag.FlagSet)) (*localAgentFlags, []string, int) {
+	var af localAgentFlags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if extra != nil {
+		extra(fs)
+	}
+	af.register(fs)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return nil, nil, exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal %s: %v (see 'shoal %s --help')\n", name, err, name)
+		return nil, nil, exitUsage
+	}
+	if fs.NArg() != nargs {
+		fmt.Fprintf(stderr, "shoal %s: want %d argument(s), got %d (see 'shoal %s --help')\n", name, nargs, fs.NArg(), name)
+		return nil, nil, exitUsage
+	}
+	return &af, fs.Args(), -1
+}
+
+const jobsUsage = `Usage: shoal jobs [flags]
+
+Lists the jobs the local agent coordinates: ID, STATE (pending, placing, staging,
+running, recovering, succeeded, failed, cancelled), RANKS, the newest complete
+checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks).
+
+Flags:
+`
+
+func jobsCmd(args []string, stdout, stderr io.Writer) int {
+	var asJSON bool
+	af, _, code := agentCommand("jobs", jobsUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print the agent's answer as JSON")
+	})
+	if code >= 0 {
+		return code
+	}
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
+		return exitFailure
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
+		return exitFailure
+	}
+	if asJSON {
+		json.NewEncoder(stdout).Encode(map[string]any{"jobs": jobs})
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tRANKS\tEPOCH\tRESTARTS\tPLACEMENT")
+	for _, j := range jobs {
+		var nodes []string
+		for n, ranks := range j.Placement {
+			nodes = append(nodes, fmt.Sprintf("%s:%d", n, len(ranks)))
+		}
+		sort.Strings(nodes)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", j.ID, j.State, j.Spec.Ranks, j.Epoch, j.Restarts, strings.Join(nodes, " "))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+const eventsUsage = `Usage: shoal events [flags] JOB
+
+Prints the events of JOB, one line each: time, type, message. Types include
+launch, epoch (a checkpoint epoch became complete), node-lost, rank-lost,
+restart, reconfigure (a node leaving, a rebalance), output, finished and done.
+
+Flags:
+`
+
+func eventsCmd(args []string, stdout, stderr io.Writer) int {
+	var follow, asJSON bool
+	af, rest, code := agentCommand("events", eventsUsage, 1, args, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&follow, "follow", false, "keep printing new events until the job ends")
+		fs.BoolVar(&asJSON, "json", false, "print each event as a JSON line")
+	})
+	if code >= 0 {
+		return code
+	}
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal events: %s\n", errorLine(err))
+		return exitFailure
+	}
+	stream, err := c.Events(context.Background(), rest[0], 0, follow)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal events: %s\n", errorLine(err))
+		return exitFailure
+	}
+	defer stream.Close()
+	enc := json.NewEncoder(stdout)
+	for {
+		e, err := stream.Next()
+		if errors.Is(err, io.EOF) {
+			return exitOK
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal events: %s\n", errorLine(err))
+			return exitFailure
+		}
+		if asJSON {
+			enc.Encode(e)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s  %-11s %s\n", e.Time.Format("15:04:05.000"), e.Type, e.Message)
+	}
+}
+
+const rebalanceUsage = `Usage: shoal rebalance [flags] JOB
+
+Takes a checkpoint of JOB now and relaunches it from that checkpoint over every
+live node, so that nodes that joined since its launch get ranks. No work is lost.
+Returns once the job runs on the new layout.
+
+Flags:
+`
+
+func rebalanceCmd(args []string, stdout, stderr io.Writer) int {
+	var timeout time.Duration
+	af, rest, code := agentCommand("rebalance", rebalanceUsage, 1, args, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.DurationVar(&timeout, "timeout", 5*time.Minute, "give up waiting after this long")
+	})
+	if code >= 0 {
+		return code
+	}
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal rebalance: %s\n", errorLine(err))
+		return exitFailure
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	j, err := c.Rebalance(ctx, rest[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal rebalance: %s\n", errorLine(err))
+		return exitFailure
+	}
+	var nodes []string
+	for n, ranks := range j.Placement {
+		nodes = append(nodes, fmt.Sprintf("%s:%d", n, len(ranks)))
+	}
+	sort.Strings(nodes)
+	fmt.Fprintf(stdout, "job %s now runs on %s\n", j.ID, strings.Join(nodes, " "))
+	return exitOK
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/internal/coord"
+	"shoal/internal/engine"
+)
+
+func init() {
+	register("run", command{summary: "run an MPI program that survives lost ranks", run: runJob})
+}
+
+const runUsage = `Usage: shoal run -n N [flags] [--] PROGRAM [ARGS]
+
+Runs PROGRAM as an MPI job of N ranks through Open MPI's mpirun. The program
+checkpoints through libshoal; when a rank dies of a signal, the job is relaunched
+from its newest complete checkpoint epoch. When an agent runs on this machine, the
+job goes to it: ranks are spread over the cluster's nodes and the program (and
+every --file) is staged to them. With no agent, the job runs on this machine.
+
+Rank output is prefixed "[rank] "; shoal's own lines start "shoal: ".
+
+Flags:
+`
+
+const runExitCodes = `
+Exit codes: 0 success; the program's own exit code when a rank exited non-zero
+by itself (not retried); 1 shoal could not run the job; 2 usage error;
+3 ranks kept dying and --max-restarts was used up; 130 interrupted.
+`
+
+type runFlags struct {
+	nranks       int
+	ckptInterval time.Duration
+	maxRestarts  int
+	jobID        string
+	quiet        bool
+	local        bool
+	files        multiFlag
+	env          multiFlag
+	relocation   string
+	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
+	maxOversubscribe float64
+}
+
+// multiFlag collects a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string, int) {
+	var f runFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&f.nranks, "n", 0, "number of ranks (required, ≥ 1)")
+	fs.DurationVar(&f.ckptInterval, "ckpt-interval", 30*time.Second, "time between checkpoints (0 turns interval checkpoints off)")
+	fs.IntVar(&f.maxRestarts, "max-restarts", 3, "how often the job may be relaunched after losing ranks")
+	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix)")
+	fs.BoolVar(&f.local, "local", false, "run on this machine only, even when an agent is running")
+	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
+	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
+	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
+	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run (with an agent; this machine alone always allows more)")
+	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, runUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fmt.Fprint(stdout, runExitCodes)
+		return f, nil, exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: %v (see 'shoal run --help')\n", err)
+		return f, nil, exitUsage
+	}
+	rest := fs.Args()
+	switch {
+	case f.nranks < 1:
+		fmt.Fprintf(stderr, "shoal run: -n %d: need at least 1 rank\n", f.nranks)
+		return f, nil, exitUsage
+	case f.ckptInterval < 0:
+		fmt.Fprintf(stderr, "shoal run: --ckpt-interval %v: must not be negative\n", f.ckptInterval)
+		return f, nil, exitUsage
+	case f.relocation != "rank" && f.relocation != "block":
+		fmt.Fprintf(stderr, "shoal run: --relocation %q: want rank or block\n", f.relocation)
+		return f, nil, exitUsage
+	case f.maxOversubscribe < 1:
+		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: must be at least 1\n", f.maxOversubscribe)
+		return f, nil, exitUsage
+	case f.maxRestarts < 0:
+		fmt.Fprintf(stderr, "shoal run: --max-restarts %d: must not be negative\n", f.maxRestarts)
+		return f, nil, exitUsage
+	case len(rest) == 0:
+		fmt.Fprintln(stderr, "shoal run: no program given (see 'shoal run --help')")
+		return f, nil, exitUsage
+	}
+	return f, rest, -1
+}
+
+// resolveProgram finds the executable as a shell would and checks it can run.
+func resolveProgram(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", fmt.Errorf("program %q not found", name)
+		}
+		var pe *os.PathError
+		if errors.As(err, &pe) && errors.Is(pe.Err, os.ErrNotExist) {
+			return "", fmt.Errorf("program %q does not exist", name)
+		}
+		return "", fmt.Errorf("program %q is not executable", name)
+	}
+	return filepath.Abs(path)
+}
+
+func runJob(args []string, stdout, stderr io.Writer) int {
+	f, rest, code := parseRunFlags(args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	program, err := resolveProgram(rest[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: %v\n", err)
+		return exitUsage
+	}
+	for _, in := range f.files {
+		if st, err := os.Stat(in); err != nil || !st.Mode().IsRegular() {
+			fmt.Fprintf(stderr, "shoal run: --file %s: not a readable file\n", in)
+			return exitUsage
+		}
+	}
+	for _, kv := range f.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			fmt.Fprintf(stderr, "shoal run: --env %q: want KEY=VALUE\n", kv)
+			return exitUsage
+		}
+	}
+	if !f.local {
+		if c := localAgent(); c != nil {
+			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
+		}
+	}
+	o := engine.OpenMPI{}
+	if _, err := o.Version(); err != nil {
+		fmt.Fprintf(stderr, "shoal run: %v\n", err)
+		return exitFailure
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: cannot find the shoal executable: %v\n", err)
+		return exitFailure
+	}
+	id := f.jobID
+	if id == "" {
+		id = coord.NewJobID(program)
+	}
+	wd, _ := os.Getwd()
+	spec := coord.Spec{
+		ID: id, NRanks: f.nranks, Program: program, Args: rest[1:], Workdir: wd,
+		CkptInterval: f.ckptInterval, MaxRestarts: f.maxRestarts, Env: f.env,
+	}
+	if err := spec.Validate(); err != nil {
+		fmt.Fprintf(stderr, "shoal run: %v\n", err)
+		return exitUsage
+	}
+	ckptRoot, runRoot := localDirs()
+	cfg := coord.DefaultConfig(ckptRoot, runRoot, self)
+	cfg.Engine = o
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var mu sync.Mutex // rank output and events share stdout
+	out := coord.Output{
+		Stdout: &lockedWriter{mu: &mu, w: stdout},
+		Stderr: &lockedWriter{mu: &mu, w: stderr},
+		Events: func(e coord.Event) {
+			switch {
+			case e.Kind == coord.EventRankLost || e.Kind == coord.EventState:
+				return // the restart line that follows says it all
+			case f.quiet && e.Kind != coord.EventRestart && e.Kind != coord.EventEpochBad:
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(stdout, "shoal: %s\n", e.Message)
+		},
+	}
+	if !f.quiet {
+		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s on this node; checkpoints in %s\n",
+			id, f.nranks, filepath.Base(program), filepath.Join(ckptRoot, id))
+	}
+	res := coord.Run(ctx, cfg, spec, out)
+	switch res.State {
+	case coord.Succeeded:
+		os.RemoveAll(filepath.Join(ckptRoot, id))
+		os.RemoveAll(filepath.Join(runRoot, id))
+		return exitOK
+	case coord.Cancelled:
+		fmt.Fprintf(stderr, "shoal run: job %s cancelled; checkpoints kept in %s\n", id, filepath.Join(ckptRoot, id))
+		return 130
+	}
+	fmt.Fprintf(stderr, "shoal run: job %s failed: %s\n", id, res.Reason)
+	switch {
+	case res.Exhausted:
+		return exitRestarts
+	case res.ExitCode > 0:
+		return res.ExitCode
+	}
+	return exitFailure
+}
+
+// localDirs returns where an embedded agent keeps shards (tmpfs when there is one) and
+// job run state.
+func localDirs() (ckptRoot, runRoot string) {
+	base := os.Getenv("SHOAL_DATA_DIR")
+	if base == "" {
+		base = filepath.Join(os.TempDir(), fmt.Sprintf("shoal-%d", os.Getuid()))
+	}
+	runRoot = filepath.Join(base, "jobs")
+	ckptRoot = filepath.Join(base, "ckpt")
+	if os.Getenv("SHOAL_DATA_DIR") == "" {
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			shm := filepath.Join("/dev/shm", fmt.Sprintf("shoal-%d", os.Getuid()), "ckpt")
+			if os.MkdirAll(shm, 0o700) == nil {
+				ckptRoot = shm
+			}
+		}
+	}
+	return ckptRoot, runRoot
+}
+
+
+// lockedWriter serialises whole writes of several goroutines to one writer.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

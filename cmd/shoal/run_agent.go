@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"shoal/internal/agent"
+	"shoal/internal/api"
+	"shoal/internal/coord"
+)
+
+// localAgent returns a client of this machine's running agent, or nil when there is
+// none (then `shoal run` runs the job itself).
+func localAgent() *api.Client {
+	addr, secret, err := agent.FindLocal(os.Getenv("SHOAL_DATA_DIR"))
+	if err != nil {
+		return nil
+	}
+	c := api.NewClient(addr, secret)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.Nodes(ctx); err != nil {
+		return nil
+	}
+	return c
+}
+
+// upload stores a local file in the agent's cache and describes it for a job spec.
+func upload(ctx context.Context, c *api.Client, path, name string, mode uint32) (api.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return api.File{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err != nil {
+		return api.File{}, err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	file := api.File{Name: name, SHA256: sum, Size: size, Mode: mode}
+	if has, err := c.HasFile(ctx, sum); err != nil || has {
+		return file, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return api.File{}, err
+	}
+	return file, c.PutFile(ctx, sum, f, size)
+}
+
+// runOnCluster submits the job to the local agent, which places it over the
+// cluster, and follows its events until it ends.
+func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer) int {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	name := filepath.Base(program)
+	prog, err := upload(ctx, c, program, name, 0o755)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: upload %s to the agent: %s\n", program, errorLine(err))
+		return exitFailure
+	}
+	spec := api.JobSpec{
+		Ranks: f.nranks, Argv: append([]string{name}, args...), Files: []api.File{prog},
+		CheckpointInterval: api.Duration(f.ckptInterval), MaxRestarts: f.maxRestarts,
+		MaxOversubscribe: f.maxOversubscribe, Relocation: f.relocation,
+	}
+	for _, kv := range f.env {
+		k, v, _ := strings.Cut(kv, "=")
+		if spec.Env == nil {
+			spec.Env = map[string]string{}
+		}
+		spec.Env[k] = v
+	}
+	for _, in := range f.files {
+		file, err := upload(ctx, c, in, filepath.Base(in), 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal run: --file %s: %s\n", in, errorLine(err))
+			return exitUsage
+		}
+		spec.Files = append(spec.Files, file)
+	}
+	job, err := c.Submit(ctx, spec)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: %s\n", errorLine(err))
+		return exitFailure
+	}
+	if !f.quiet {
+		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s, coordinated by %s\n", job.ID, f.nranks, name, job.Coordinator)
+	}
+	events, err := c.Events(context.Background(), job.ID, 0, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: follow job %s: %s\n", job.ID, errorLine(err))
+		return exitFailure
+	}
+	defer events.Close()
+	go func() {
+		<-ctx.Done()
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		c.Cancel(cctx, job.ID)
+	}()
+	for {
+		e, err := events.Next()
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal run: lost the job's event stream: %s (the job %s may still run: shoal jobs)\n", errorLine(err), job.ID)
+			return exitFailure
+		}
+		switch e.Type {
+		case "output":
+			fmt.Fprintln(stdout, e.Message)
+		case "output-err":
+			fmt.Fprintln(stderr, e.Message)
+		case "done":
+			var d coord.DoneData
+			json.Unmarshal(e.Data, &d)
+			return clusterExit(d, job.ID, stderr)
+		case coord.EventRankLost, coord.EventNodeLost, coord.EventState:
+		default:
+			if !f.quiet || e.Type == coord.EventRestart || e.Type == coord.EventEpochBad {
+				fmt.Fprintf(stdout, "shoal: %s\n", e.Message)
+			}
+		}
+	}
+}
+
+func clusterExit(d coord.DoneData, id string, stderr io.Writer) int {
+	switch d.State {
+	case api.JobSucceeded:
+		return exitOK
+	case api.JobCancelled:
+		fmt.Fprintf(stderr, "shoal run: job %s cancelled\n", id)
+		return 130
+	}
+	fmt.Fprintf(stderr, "shoal run: job %s failed: %s\n", id, d.Reason)
+	if d.ExitCode > 0 {
+		return d.ExitCode
+	}
+	return exitFailure
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRunArgumentErrors(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "data.txt")
+	if err := os.WriteFile(notExec, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{}, exitUsage, ""},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"run", "-n", "0", "/bin/true"}, exitUsage, "-n 0: need at least 1 rank"},
+		{[]string{"run", "/bin/true"}, exitUsage, "-n 0: need at least 1 rank"},
+		{[]string{"run", "-n", "2"}, exitUsage, "no program given"},
+		{[]string{"run", "--bogus", "-n", "2", "/bin/true"}, exitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"run", "-n", "2", "--ckpt-interval", "soon", "/bin/true"}, exitUsage, `invalid value "soon" for flag -ckpt-interval`},
+		{[]string{"run", "-n", "2", "--max-restarts", "-1", "/bin/true"}, exitUsage, "--max-restarts -1"},
+		{[]string{"run", "-n", "2", filepath.Join(dir, "missing")}, exitUsage, "does not exist"},
+		{[]string{"run", "-n", "2", "no-such-program-anywhere"}, exitUsage, `program "no-such-program-anywhere" not found`},
+		{[]string{"run", "-n", "2", notExec}, exitUsage, "is not executable"},
+		{[]string{"run", "-n", "2", "--job-id", "bad/id", "/bin/true"}, exitUsage, `job id "bad/id"`},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(tt.args, &stdout, &stderr)
+		if code != tt.code {
+			t.Errorf("shoal %q: exit %d, want %d (stderr %q)", tt.args, code, tt.code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("shoal %q: stderr %q, want it to contain %q", tt.args, stderr.String(), tt.want)
+		}
+		if tt.want != "" && strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+			t.Errorf("shoal %q: error is not one line: %q", tt.args, stderr.String())
+		}
+	}
+}
+
+func TestHelpIsTrue(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("shoal --help: exit %d", code)
+	}
+	for name, c := range commands {
+		if c.hidden {
+			if strings.Contains(stdout.String(), " "+name+" ") {
+				t.Errorf("shoal --help lists hidden command %q", name)
+			}
+			continue
+		}
+		if !strings.Contains(stdout.String(), "  "+name+" ") {
+			t.Errorf("shoal --help does not list %q", name)
+		}
+	}
+	stdout.Reset()
+	if code := run([]string{"run", "--help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("shoal run --help: exit %d", code)
+	}
+	for _, flag := range []string{"-n ", "-ckpt-interval", "-max-restarts", "-job-id", "-quiet", "Exit codes"} {
+		if !strings.Contains(stdout.String(), flag) {
+			t.Errorf("shoal run --help does not mention %q", flag)
+		}
+	}
+}

@@ -1,0 +1,460 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"shoal/internal/testbed"
+)
+
+func init() {
+	register("testbed", command{summary: "real hosts on this machine for tests and demos (root)", run: testbedCmd})
+}
+
+const testbedUsage = `Usage: shoal testbed SUBCOMMAND [flags] [ARGS]
+
+Builds hosts n1, n2, … out of network namespaces on a bridge (shoalbr0,
+10.77.0.0/24; host nK is 10.77.0.(10+K)), each with its own hostname, temp dir,
+data dir, cgroup (optional CPU quota), optional bandwidth limit, and a Shoal
+agent. Needs root. See docs/testbed.md.
+
+Subcommands:
+  up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit] [--no-agent]
+                    remove any previous testbed, bring up a new one
+  down              remove everything: processes, namespaces, links, cgroups, files
+  status [--json]   hosts, addresses, state, processes, agents
+  kill NODE         SIGKILL every process in NODE (the host stays)
+  cut NODE          take NODE's link down (packets vanish, processes live on)
+  heal NODE         bring NODE's link up again
+  add [--cores N] [--cpu-quota Q] [--rate R] [--no-agent]
+                    add a host n<K+1> (with an agent joining the others)
+  restart NODE      start NODE's agent again (after kill)
+  exec NODE [--] COMMAND [ARGS]
+                    run COMMAND inside NODE with stdio passed through; exits
+                    with its exit code
+  rsh HOST COMMAND...
+                    run COMMAND (words joined, run by /bin/sh) inside HOST
+                    (a name or an address): Open MPI's --mca plm_rsh_agent
+                    "shoal testbed rsh" for plain mpirun across hosts
+
+Every subcommand takes --instance I (default $SHOAL_TESTBED_INSTANCE, else 0) to
+work on another testbed: bridge shoalbr<I>, subnet 10.77.<I>.0/24,
+/tmp/shoal-testbed-<I>.
+`
+
+func testbedCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, testbedUsage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	sub, rest := args[0], args[1:]
+	subs := map[string]func(*tbCtx, []string) int{
+		"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
+		"heal": tbHeal, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+	}
+	f, ok := subs[sub]
+	if !ok {
+		fmt.Fprintf(stderr, "shoal testbed: unknown subcommand %q (see 'shoal testbed --help')\n", sub)
+		return exitUsage
+	}
+	c := &tbCtx{sub: sub, stdout: stdout, stderr: stderr}
+	return f(c, rest)
+}
+
+// tbCtx is what every testbed subcommand shares: its flag set with --instance, output,
+// and the root check.
+type tbCtx struct {
+	sub            string
+	stdout, stderr io.Writer
+	fs             *flag.FlagSet
+	instance       int
+}
+
+func (c *tbCtx) flags() *flag.FlagSet {
+	c.fs = flag.NewFlagSet("testbed "+c.sub, flag.ContinueOnError)
+	c.fs.SetOutput(io.Discard)
+	def, err := testbed.InstanceFromEnv(os.Getenv, 0)
+	if err != nil {
+		def = 0
+	}
+	c.fs.IntVar(&c.instance, "instance", def, "testbed instance (0 to 255)")
+	return c.fs
+}
+
+// parse parses flags and checks root; code < 0 means go on.
+func (c *tbCtx) parse(args []string, usage string) (rest []string, code int) {
+	err := c.fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(c.stdout, "Usage: shoal testbed %s %s\n\nFlags:\n", c.sub, usage)
+		c.fs.SetOutput(c.stdout)
+		c.fs.PrintDefaults()
+		return nil, exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed %s: %v (see 'shoal testbed %s --help')\n", c.sub, err, c.sub)
+		return nil, exitUsage
+	}
+	if c.instance < 0 || c.instance > testbed.MaxInstance {
+		fmt.Fprintf(c.stderr, "shoal testbed %s: --instance %d: want 0 to %d\n", c.sub, c.instance, testbed.MaxInstance)
+		return nil, exitUsage
+	}
+	if !testbed.IsRoot() {
+		fmt.Fprintln(c.stderr, "shoal testbed: needs root (network namespaces)")
+		return nil, exitFailure
+	}
+	return c.fs.Args(), -1
+}
+
+func (c *tbCtx) logf(format string, args ...any) {
+	fmt.Fprintf(c.stderr, "shoal testbed: "+format+"\n", args...)
+}
+
+func (c *tbCtx) fail(err error) int {
+	fmt.Fprintf(c.stderr, "shoal testbed %s: %v\n", c.sub, err)
+	return exitFailure
+}
+
+func (c *tbCtx) open() (*testbed.Bed, int) {
+	b, err := testbed.Open(c.instance, c.logf)
+	if errors.Is(err, testbed.ErrNotUp) {
+		fmt.Fprintf(c.stderr, "shoal testbed %s: no testbed is up (instance %d; run 'shoal testbed up')\n", c.sub, c.instance)
+		return nil, exitFailure
+	}
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	return b, -1
+}
+
+// oneNode parses "SUBCOMMAND [flags] NODE".
+func (c *tbCtx) oneNode(args []string) (*testbed.Bed, string, int) {
+	c.flags()
+	rest, code := c.parse(args, "[--instance I] NODE")
+	if code >= 0 {
+		return nil, "", code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintf(c.stderr, "shoal testbed %s: want one NODE (n1, n2, …), got %d arguments\n", c.sub, len(rest))
+		return nil, "", exitUsage
+	}
+	b, code := c.open()
+	return b, rest[0], code
+}
+
+func tbUp(c *tbCtx, args []string) int {
+	fs := c.flags()
+	nodes := fs.Int("nodes", 3, "number of hosts")
+	cores := fs.String("cores", "", "cores of each host: one value for all or one per host (default: this machine's)")
+	quota := fs.String("cpu-quota", "", "CPU quota of each host in CPUs (0.5 = half a CPU): one value or one per host")
+	rate := fs.String("rate", "", "bandwidth of each host in tc syntax (15mbit): one value or one per host")
+	noAgent := fs.Bool("no-agent", false, "start no agents")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--no-agent]")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(c.stderr, "shoal testbed up: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	cfg := testbed.Config{Nodes: *nodes, Instance: c.instance, Logf: c.logf}
+	var err error
+	if cfg.Cores, err = parseList(*cores, strconv.Atoi); err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed up: --cores %q: %v\n", *cores, err)
+		return exitUsage
+	}
+	parseFloat := func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+	if cfg.CPUQuota, err = parseList(*quota, parseFloat); err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed up: --cpu-quota %q: %v\n", *quota, err)
+		return exitUsage
+	}
+	cfg.Rate, _ = parseList(*rate, func(s string) (string, error) { return s, nil })
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
+		return exitUsage
+	}
+	if !*noAgent {
+		if cfg.AgentBinary, err = os.Executable(); err != nil {
+			return c.fail(err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := testbed.Up(ctx, cfg)
+	if err != nil {
+		return c.fail(err)
+	}
+	printStatus(c, b, false)
+	fmt.Fprintf(c.stdout, "\nRun commands in a host with 'shoal testbed exec n1 -- COMMAND'; remove it all with 'shoal testbed down'.\n")
+	return exitOK
+}
+
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a valid value", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func tbDown(c *tbCtx, args []string) int {
+	c.flags()
+	rest, code := c.parse(args, "[--instance I]")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(c.stderr, "shoal testbed down: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	if err := testbed.Clean(context.Background(), c.instance); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+func tbStatus(c *tbCtx, args []string) int {
+	fs := c.flags()
+	asJSON := fs.Bool("json", false, "print JSON: one object per host")
+	rest, code := c.parse(args, "[--instance I] [--json]")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(c.stderr, "shoal testbed status: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	b, code := c.open()
+	if code >= 0 {
+		return code
+	}
+	return printStatus(c, b, *asJSON)
+}
+
+func printStatus(c *tbCtx, b *testbed.Bed, asJSON bool) int {
+	hosts, cg, err := b.Status()
+	if err != nil {
+		return c.fail(err)
+	}
+	agents, _, _ := b.Agents()
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(hosts); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "testbed %d: bridge shoalbr%d on %s, %s\n", b.Instance(), b.Instance(), b.Subnet(), b.Dir())
+	fmt.Fprintf(c.stdout, "%s\n", cg)
+	if !agents {
+		fmt.Fprintln(c.stdout, "hosts run no agent")
+	}
+	fmt.Fprintln(c.stdout)
+	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tCORES\tCPU QUOTA\tRATE\tPROCS\tAGENT")
+	for _, h := range hosts {
+		quota := "-"
+		if h.CPUQuota > 0 {
+			quota = strconv.FormatFloat(h.CPUQuota, 'g', -1, 64)
+			if h.CPUQuotaOff {
+				quota += " (not applied)"
+			}
+		}
+		rate := h.Rate
+		if rate == "" {
+			rate = "-"
+		}
+		agent := "-"
+		switch {
+		case agents && h.AgentAlive:
+			agent = fmt.Sprintf("pid %d alive", h.AgentPID)
+		case agents && h.AgentPID > 0:
+			agent = fmt.Sprintf("pid %d dead (%s)", h.AgentPID, h.AgentLog)
+		case agents:
+			agent = "not started"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", h.Name, h.IP, h.State, h.Cores, quota, rate, h.Procs, agent)
+	}
+	w.Flush()
+	return exitOK
+}
+
+func tbKill(c *tbCtx, args []string) int {
+	b, node, code := c.oneNode(args)
+	if code >= 0 {
+		return code
+	}
+	n, err := b.Kill(context.Background(), node)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.stdout, "killed %d processes in %s\n", n, node)
+	return exitOK
+}
+
+func tbCut(c *tbCtx, args []string) int {
+	b, node, code := c.oneNode(args)
+	if code >= 0 {
+		return code
+	}
+	if err := b.Cut(context.Background(), node); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+func tbHeal(c *tbCtx, args []string) int {
+	b, node, code := c.oneNode(args)
+	if code >= 0 {
+		return code
+	}
+	if err := b.Heal(context.Background(), node); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+func tbRestart(c *tbCtx, args []string) int {
+	b, node, code := c.oneNode(args)
+	if code >= 0 {
+		return code
+	}
+	if err := b.StartAgent(context.Background(), node); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+func tbAdd(c *tbCtx, args []string) int {
+	fs := c.flags()
+	var hc testbed.HostConfig
+	fs.IntVar(&hc.Cores, "cores", 0, "cores of the new host (default: this machine's)")
+	fs.Float64Var(&hc.CPUQuota, "cpu-quota", 0, "CPU quota of the new host in CPUs (0: none)")
+	fs.StringVar(&hc.Rate, "rate", "", "bandwidth of the new host in tc syntax (15mbit)")
+	fs.BoolVar(&hc.NoAgent, "no-agent", false, "start no agent in the new host")
+	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--no-agent]")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(c.stderr, "shoal testbed add: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	if err := hc.Validate(); err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed add: %v\n", err)
+		return exitUsage
+	}
+	b, code := c.open()
+	if code >= 0 {
+		return code
+	}
+	h, err := b.Add(context.Background(), hc)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.stdout, "added %s at %s\n", h.Name, h.IP)
+	return exitOK
+}
+
+func tbExec(c *tbCtx, args []string) int {
+	c.flags()
+	rest, code := c.parse(args, "[--instance I] NODE [--] COMMAND [ARGS]")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) > 1 && rest[1] == "--" {
+		rest = append(rest[:1:1], rest[2:]...)
+	}
+	if len(rest) < 2 {
+		fmt.Fprintln(c.stderr, "shoal testbed exec: want NODE and a COMMAND: shoal testbed exec n1 -- hostname")
+		return exitUsage
+	}
+	b, code := c.open()
+	if code >= 0 {
+		return code
+	}
+	return runInHost(c, b, rest[0], rest[1:])
+}
+
+// tbRsh is what Open MPI runs instead of ssh: "AGENT HOST word…", the words forming one
+// shell command line, as ssh would hand them to the remote shell.
+func tbRsh(c *tbCtx, args []string) int {
+	c.flags()
+	rest, code := c.parse(args, "[--instance I] HOST COMMAND...")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) < 2 {
+		fmt.Fprintln(c.stderr, "shoal testbed rsh: want HOST and a COMMAND")
+		return exitUsage
+	}
+	b, code := c.open()
+	if code >= 0 {
+		return code
+	}
+	return runInHost(c, b, rest[0], []string{"/bin/sh", "-c", strings.Join(rest[1:], " ")})
+}
+
+// runInHost runs argv in node with this process's stdio and returns its exit code
+// (128+N when signal N ended it). SIGTERM and SIGHUP sent to this process are passed on;
+// SIGINT and SIGQUIT from a terminal reach the command directly (same process group).
+func runInHost(c *tbCtx, b *testbed.Bed, node string, argv []string) int {
+	cmd, err := b.Command(context.Background(), node, argv...)
+	if err != nil {
+		return c.fail(err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return c.fail(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if s == syscall.SIGTERM || s == syscall.SIGHUP {
+					cmd.Process.Signal(s)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}

@@ -1,0 +1,26 @@
+# Example programs, included by the top-level Makefile (which sets BUILD, MPICC, CFLAGS).
+#
+#   $(BUILD)/examples/heat, nqueens              linked with libshoal
+#   $(BUILD)/examples/heat-plain, nqueens-plain  the same sources with -DSHOAL_OFF: plain MPI
+#
+# Every Shoal program in this repository builds with these flags; bench/kernels uses them too.
+
+SHOAL_LIB ?= $(BUILD)/lib/libshoal.so
+SHOAL_HEADER ?= $(BUILD)/include/shoal.h
+SHOAL_PROGRAM_CFLAGS = $(CFLAGS) -std=c99 -Wall -Wextra -Iexamples
+SHOAL_CPPFLAGS = -I$(BUILD)/include
+SHOAL_LDFLAGS = -L$(BUILD)/lib -lshoal -Wl,-rpath,$(abspath $(BUILD))/lib
+
+EXAMPLES := heat nqueens
+EXAMPLE_BINS := $(addprefix $(BUILD)/examples/,$(EXAMPLES))
+EXAMPLE_PLAIN_BINS := $(addsuffix -plain,$(EXAMPLE_BINS))
+
+examples: $(EXAMPLE_BINS) $(EXAMPLE_PLAIN_BINS)
+
+$(EXAMPLE_BINS): $(BUILD)/examples/%: examples/%.c examples/shoal_off.h $(SHOAL_LIB) $(SHOAL_HEADER)
+	@mkdir -p $(@D)
+	$(MPICC) $(SHOAL_PROGRAM_CFLAGS) $(SHOAL_CPPFLAGS) -o $@ $< $(SHOAL_LDFLAGS)
+
+$(EXAMPLE_PLAIN_BINS): $(BUILD)/examples/%-plain: examples/%.c examples/shoal_off.h
+	@mkdir -p $(@D)
+	$(MPICC) $(SHOAL_PROGRAM_CFLAGS) -DSHOAL_OFF -o $@ $<

@@ -1,0 +1,469 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/launch"
+	"shoal/internal/membership"
+	"shoal/internal/shardstore"
+)
+
+// DefaultBind is the default gossip address; the API listens on the next port.
+const DefaultBind = "0.0.0.0:7946"
+
+// Config says how to start an agent. The zero value of every field but
+// DataDir's has a useful default.
+type Config struct {
+	// DataDir holds the lock, the published API address and the secret.
+	// Default: DefaultDataDir().
+	DataDir string
+	// Name is the node's name in the cluster. Default: the host name.
+	Name string
+	// Bind is the gossip address, IP:PORT. Default: DefaultBind. Port 0 picks
+	// a free port (tests).
+	Bind string
+	// API is the API's listen address. Default: Bind's IP with Bind's port + 1
+	// (port 0 when Bind's port is 0).
+	API string
+	// Join lists nodes of an existing cluster, host:port (port default 7946).
+	Join []string
+	// SecretFile is the cluster secret. Default: DataDir/secret. It is copied
+	// to DataDir/secret when elsewhere, for the local CLI.
+	SecretFile string
+	// Init creates a new secret at SecretFile when there is none: the first
+	// agent of a new cluster. An existing secret is kept.
+	Init bool
+	// Labels are announced with the node's metadata.
+	Labels map[string]string
+	// Gossip is the membership timing preset (membership.DefaultLANConfig when
+	// zero); its Name, BindAddr, BindPort and Secret are set from this Config.
+	Gossip membership.Config
+	// Cores offered to ranks. Default: runtime.NumCPU().
+	Cores int
+	// SpeedSample is how long the start-up speed measurement runs. Default:
+	// membership.DefaultSpeedSample; negative skips it (speed 0).
+	SpeedSample time.Duration
+	// LeaveTimeout bounds a graceful leave: BeforeLeave, then the gossip
+	// announcement. Default: 2 minutes.
+	LeaveTimeout time.Duration
+	// BeforeLeave, if set, runs first on a graceful leave; the coordinator uses
+	// it to checkpoint the node's jobs. It may also be set later with
+	// [Agent.SetBeforeLeave]. An error is logged and the leave goes on.
+	BeforeLeave func(ctx context.Context) error
+	// Version is reported by GET /v1/health.
+	Version string
+	// Log receives the agent's log lines. Default: discard.
+	Log *slog.Logger
+}
+
+// Agent is one running node. Its methods are safe for concurrent use.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	lock    *dirLock
+	secret  []byte
+	members *membership.Membership
+	server  *api.Server
+	launch  *launch.Service
+	shards  *shardstore.Store
+	apiLn   net.Listener
+	apiAddr string // as announced to other nodes
+	local   string // as written to AddrFile
+
+	beforeLeave atomic.Pointer[func(context.Context) error]
+
+	leaveOnce sync.Once
+	leaveErr  error
+	leaveDone chan struct{}
+	stopOnce  sync.Once
+	done      chan struct{}
+}
+
+// Start starts an agent: it locks the data directory, loads or creates the
+// secret, starts gossip and the API, joins cfg.Join if given, and publishes the
+// API address for local clients. On error everything started is stopped again.
+func Start(cfg Config) (_ *Agent, err error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log, leaveDone: make(chan struct{}), done: make(chan struct{})}
+	if cfg.BeforeLeave != nil {
+		a.beforeLeave.Store(&cfg.BeforeLeave)
+	}
+	defer func() {
+		if err != nil {
+			a.stop()
+		}
+	}()
+	if a.lock, err = lockDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if a.secret, err = a.loadSecret(); err != nil {
+		return nil, err
+	}
+	gossip, err := a.gossipConfig()
+	if err != nil {
+		return nil, err
+	}
+	if a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log}); err != nil {
+		return nil, err
+	}
+	// A previous agent on this data dir that died left its daemons running:
+	// their connections are gone, so they are stale.
+	a.launch.KillStale()
+	if a.apiLn, err = net.Listen("tcp", cfg.API); err != nil {
+		return nil, fmt.Errorf("API: %w", err)
+	}
+	meta := membership.Meta{
+		Cores:  cfg.Cores,
+		Speed:  membership.MeasureSpeed(cfg.SpeedSample),
+		Arch:   runtime.GOARCH,
+		OS:     runtime.GOOS,
+		Labels: cfg.Labels,
+	}
+	if a.members, err = membership.New(gossip, meta, a.log); err != nil {
+		return nil, err
+	}
+	// Announce an API address the others can reach: the gossip address's IP
+	// when the API listens on every interface.
+	a.apiAddr = announcedAddr(a.apiLn.Addr(), a.members.Addr())
+	meta.API = a.apiAddr
+	if err = a.members.SetMeta(meta, time.Second); err != nil {
+		return nil, err
+	}
+	a.server = api.NewServer(api.ServerConfig{
+		Node: (*localNode)(a), Secret: a.secret, Version: cfg.Version, Log: a.log,
+	})
+	a.server.SetGrantService(a.launch)
+	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
+	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, secret: a.secret})
+	a.SetJobService(nil)
+	go a.fence(a.members.Subscribe())
+	go func() {
+		if err := a.server.Serve(a.apiLn); err != nil {
+			a.log.Error("API server stopped", "err", err)
+		}
+	}()
+	if err = a.members.Join(cfg.Join); err != nil {
+		return nil, err
+	}
+	a.local = localAddr(a.apiLn.Addr(), cfg.API)
+	if err = writeFileAtomic(filepath.Join(cfg.DataDir, AddrFile), []byte(a.local+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("publish API address: %w", err)
+	}
+	a.log.Info("agent started", "node", gossip.Name, "gossip", a.members.Addr(), "api", a.apiAddr,
+		"cores", meta.Cores, "speed", meta.Speed, "data_dir", cfg.DataDir)
+	return a, nil
+}
+
+func (c *Config) setDefaults() error {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir()
+	}
+	if abs, err := filepath.Abs(c.DataDir); err == nil {
+		c.DataDir = abs
+	}
+	if c.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("%w: no --name and no host name: %v", ErrConfig, err)
+		}
+		c.Name = h
+	}
+	if c.Bind == "" {
+		c.Bind = DefaultBind
+	}
+	host, port, err := net.SplitHostPort(c.Bind)
+	if err != nil || net.ParseIP(host) == nil {
+		return fmt.Errorf("%w: bind address %q: want IP:PORT", ErrConfig, c.Bind)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%w: bind address %q: bad port", ErrConfig, c.Bind)
+	}
+	if c.API == "" {
+		apiPort := 0
+		if p != 0 {
+			apiPort = p + 1
+		}
+		c.API = net.JoinHostPort(host, strconv.Itoa(apiPort))
+	}
+	if c.SecretFile == "" {
+		c.SecretFile = filepath.Join(c.DataDir, SecretFile)
+	}
+	if c.Gossip.ProbeInterval == 0 {
+		c.Gossip = membership.DefaultLANConfig()
+	}
+	if c.Cores == 0 {
+		c.Cores = runtime.NumCPU()
+	}
+	if c.SpeedSample == 0 {
+		c.SpeedSample = membership.DefaultSpeedSample
+	}
+	if c.LeaveTimeout == 0 {
+		c.LeaveTimeout = 2 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// loadSecret reads the secret, creating it first with Init, and keeps a copy
+// in the data directory for the local CLI.
+func (a *Agent) loadSecret() ([]byte, error) {
+	path := a.cfg.SecretFile
+	s, err := ReadSecret(path)
+	if errors.Is(err, ErrNoSecret) && a.cfg.Init {
+		if s, err = CreateSecret(path); err == nil {
+			a.log.Info("created a new cluster secret: copy it to the other nodes and pass it with --secret-file", "file", path)
+		}
+	}
+	if errors.Is(err, ErrNoSecret) {
+		if len(a.cfg.Join) > 0 {
+			return nil, fmt.Errorf("%w: joining needs the cluster's secret: --secret-file FILE (a copy of %s from the first node)", ErrNoSecret, SecretFile)
+		}
+		return nil, fmt.Errorf("%w: start a new cluster with --init, or join one with --join HOST:PORT --secret-file FILE", ErrNoSecret)
+	}
+	if err != nil {
+		return nil, err
+	}
+	local := filepath.Join(a.cfg.DataDir, SecretFile)
+	if filepath.Clean(path) != local {
+		if old, _ := os.ReadFile(local); !bytes.Equal(bytes.TrimSpace(old), s) {
+			if err := writeFileAtomic(local, append(s, '\n'), 0o600); err != nil {
+				return nil, fmt.Errorf("copy secret into data dir: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+func (a *Agent) gossipConfig() (membership.Config, error) {
+	g := a.cfg.Gossip
+	host, port, _ := net.SplitHostPort(a.cfg.Bind)
+	g.Name, g.BindAddr, g.Secret = a.cfg.Name, host, a.secret
+	g.BindPort, _ = strconv.Atoi(port)
+	if err := g.Validate(); err != nil {
+		return g, err
+	}
+	if _, err := (membership.Meta{Labels: a.cfg.Labels}).Encode(); err != nil {
+		return g, err
+	}
+	return g, nil
+}
+
+// announcedAddr is the API address to announce: the listener's, with the
+// gossip address's host when the listener is on every interface.
+func announcedAddr(listen net.Addr, gossip string) string {
+	tcp, ok := listen.(*net.TCPAddr)
+	if !ok || (tcp.IP != nil && !tcp.IP.IsUnspecified()) {
+		return listen.String()
+	}
+	// On every interface: reachable wherever gossip is.
+	host, _, err := net.SplitHostPort(gossip)
+	if err != nil {
+		return listen.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+// Name returns the node's name.
+func (a *Agent) Name() string { return a.cfg.Name }
+
+// DataDir returns the data directory, absolute.
+func (a *Agent) DataDir() string { return a.cfg.DataDir }
+
+// APIAddr returns the API address announced to the other nodes.
+func (a *Agent) APIAddr() string { return a.apiAddr }
+
+// LocalAPIAddr returns the API address written for local clients.
+func (a *Agent) LocalAPIAddr() string { return a.local }
+
+// GossipAddr returns the gossip address, host:port.
+func (a *Agent) GossipAddr() string { return a.members.Addr() }
+
+// Membership returns the node's membership, to read nodes and subscribe to events.
+func (a *Agent) Membership() *membership.Membership { return a.members }
+
+// Secret returns the cluster secret.
+func (a *Agent) Secret() []byte { return a.secret }
+
+// SetJobService plugs the job coordinator into the API; nil unplugs it.
+// Launch requests (POST /v1/launch) never reach it: every agent serves them
+// with its own launch service ([Agent.Launcher]), coordinator or not, so j's
+// Launch method is not called.
+func (a *Agent) SetJobService(j api.JobService) {
+	if j == nil {
+		j = api.Unavailable{}
+	}
+	a.server.SetJobService(launchingJobs{JobService: j, launch: a.launch})
+}
+
+// launchingJobs is a JobService whose launches go to the launch service.
+type launchingJobs struct {
+	api.JobService
+	launch *launch.Service
+}
+
+func (j launchingJobs) Launch(ctx context.Context, req api.LaunchRequest) (func(io.ReadWriteCloser), error) {
+	return j.launch.Launch(ctx, req)
+}
+
+// Launcher returns the node's launch service: grants (also reachable as POST
+// and DELETE /v1/grants) and the MPI daemons started for them. A coordinator
+// on this node grants its own node through it.
+func (a *Agent) Launcher() *launch.Service { return a.launch }
+
+// fence revokes the launch grants of jobs whose coordinator's node died or
+// left: their daemons here must not run on beside a new run elsewhere.
+func (a *Agent) fence(sub *membership.Subscription) {
+	for ev := range sub.C {
+		if ev.Type != membership.EventFailed && ev.Type != membership.EventLeave {
+			continue
+		}
+		if jobs := a.launch.RevokeCoordinator(ev.Node.Name); len(jobs) > 0 {
+			a.log.Warn("coordinator gone: killed its jobs' processes on this node", "coordinator", ev.Node.Name, "event", ev.Type.String(), "jobs", jobs)
+		}
+	}
+}
+
+// SetDataService plugs the file store into the API.
+func (a *Agent) SetDataService(d api.DataService) { a.server.SetDataService(d) }
+
+// Shards returns the node's checkpoint store (DataDir/ckpt), which the agent
+// serves on the shard routes of its API whether or not it runs a coordinator. A
+// coordinator on this node uses it directly for its own node.
+func (a *Agent) Shards() *shardstore.Store { return a.shards }
+
+// SetBeforeLeave sets the hook run first on a graceful leave (nil: none).
+func (a *Agent) SetBeforeLeave(f func(ctx context.Context) error) {
+	if f == nil {
+		a.beforeLeave.Store(nil)
+		return
+	}
+	a.beforeLeave.Store(&f)
+}
+
+// Done is closed once the agent has stopped, after a leave or a shutdown.
+func (a *Agent) Done() <-chan struct{} { return a.done }
+
+// Leave leaves the cluster gracefully and then stops the agent: BeforeLeave
+// (the coordinator checkpoints jobs), then the departure is gossiped so that the
+// other nodes show this one as left, then everything stops. It returns once the
+// departure is gossiped; [Agent.Done] is closed when the agent has stopped.
+// Later calls wait for the first and return its result. ctx and
+// Config.LeaveTimeout bound the whole leave.
+func (a *Agent) Leave(ctx context.Context) error {
+	a.leaveOnce.Do(func() {
+		defer close(a.leaveDone)
+		// A caller that goes away (Ctrl-C on `shoal leave`) must not cut the
+		// checkpoint short; only the deadlines bound the leave.
+		caller := ctx
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), a.cfg.LeaveTimeout)
+		defer cancel()
+		if dl, ok := caller.Deadline(); ok {
+			var cancel2 context.CancelFunc
+			ctx, cancel2 = context.WithDeadline(ctx, dl)
+			defer cancel2()
+		}
+		a.log.Info("leaving the cluster")
+		if f := a.beforeLeave.Load(); f != nil {
+			if err := (*f)(ctx); err != nil {
+				a.log.Error("before leave", "err", err)
+			}
+		}
+		a.leaveErr = a.members.Leave()
+		// Stop in the background: an API request asking to leave must still
+		// get its answer, and the API server's shutdown waits for it.
+		go a.stop()
+	})
+	select {
+	case <-a.leaveDone:
+		return a.leaveErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown stops the agent without leaving: the other nodes will declare it
+// dead after their failure detector's timeout, as if it had crashed.
+func (a *Agent) Shutdown() {
+	a.stop()
+}
+
+// stop releases everything Start acquired, in reverse order.
+func (a *Agent) stop() {
+	a.stopOnce.Do(func() {
+		defer close(a.done)
+		started := a.local != ""
+		if started {
+			addrFile := filepath.Join(a.cfg.DataDir, AddrFile)
+			if b, err := os.ReadFile(addrFile); err == nil && string(bytes.TrimSpace(b)) == a.local {
+				os.Remove(addrFile)
+			}
+		}
+		if a.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			a.server.Shutdown(ctx)
+			cancel()
+		} else if a.apiLn != nil {
+			a.apiLn.Close()
+		}
+		if a.launch != nil {
+			a.launch.Close() // the connections of what it launched are gone
+		}
+		if a.members != nil {
+			a.members.Shutdown()
+		}
+		a.lock.release()
+		if started {
+			a.log.Info("agent stopped")
+		}
+	})
+}
+
+// localNode is the agent as the API server sees it.
+type localNode Agent
+
+var _ api.LocalNode = (*localNode)(nil)
+
+func (n *localNode) Name() string { return n.cfg.Name }
+
+func (n *localNode) Leave(ctx context.Context) error { return (*Agent)(n).Leave(ctx) }
+
+func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
+	var out []api.Node
+	for _, m := range n.members.Nodes() {
+		out = append(out, api.Node{
+			Name:    m.Name,
+			Addr:    m.Addr,
+			API:     m.Meta.API,
+			Cores:   m.Meta.Cores,
+			Speed:   m.Meta.Speed,
+			Arch:    m.Meta.Arch,
+			OS:      m.Meta.OS,
+			Labels:  m.Meta.Labels,
+			State:   m.State.String(),
+			Since:   m.Since,
+			RTT:     api.Duration(m.RTT),
+			Leaving: m.Meta.Leaving,
+			Local:   m.Local,
+		})
+	}
+	return out, nil
+}

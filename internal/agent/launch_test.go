@@ -1,0 +1,83 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// fakeOrted writes a script named orted (so the launch service accepts it)
+// that runs its first argument with sh, and returns its path.
+func fakeOrted(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "orted")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\neval \"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestAgentServesLaunchesAndFences: an agent with no coordinator plugged in
+// serves grants and launches, and kills a job's daemon when the job's
+// coordinator node dies, and what it launched when it stops.
+func TestAgentServesLaunchesAndFences(t *testing.T) {
+	agents := startCluster(t, 3)
+	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	n2 := agents[1]
+	c := api.NewClient(n2.LocalAPIAddr(), n2.Secret())
+	ctx := context.Background()
+	orted := fakeOrted(t)
+
+	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{orted, "'sleep 300'"}}); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("launch without a grant: error %v, want ErrNotFound", err)
+	}
+	// j1 is coordinated by n3, j2 by n1.
+	if _, err := c.Grant(ctx, "j1", "n3", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n2.Launcher().Grant("j2", "n1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A JobService plugged in later does not take launches away.
+	n2.SetJobService(nil)
+	var conns []io.ReadWriteCloser
+	for _, job := range []string{"j1", "j2"} {
+		conn, err := c.Launch(ctx, api.LaunchRequest{Job: job, Argv: []string{orted, "'sleep 300'"}})
+		if err != nil {
+			t.Fatalf("launch %s: %v", job, err)
+		}
+		conns = append(conns, conn)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	running := func(job string, want int) func() string {
+		return func() string {
+			if n := n2.Launcher().Running(job); n != want {
+				return fmt.Sprintf("%s: %d launches running on n2, want %d", job, n, want)
+			}
+			return ""
+		}
+	}
+	waitFor(t, 5*time.Second, running("j1", 1))
+	waitFor(t, 5*time.Second, running("j2", 1))
+
+	agents[2].Shutdown() // n3 dies: n2 must fence j1, and only j1
+	waitFor(t, 10*time.Second, running("j1", 0))
+	if n := n2.Launcher().Running("j2"); n != 1 {
+		t.Errorf("j2 (coordinated by n1, alive): %d running on n2, want 1", n)
+	}
+	n2.Shutdown()
+	if n := n2.Launcher().Running("j2"); n != 0 {
+		t.Errorf("after n2 stopped: j2 has %d launches running, want 0", n)
+	}
+}

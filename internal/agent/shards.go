@@ -1,0 +1,103 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+
+	"shoal/internal/api"
+	"shoal/internal/engine"
+	"shoal/internal/shardstore"
+)
+
+// CkptDir is the node's checkpoint store in the data directory: the ranks'
+// SHOAL_DIR (set by `shoal exec-rank`), and where other nodes' shards are copied.
+const CkptDir = "ckpt"
+
+// JobsDir holds one directory per job run on the node (work/, ranks/).
+const JobsDir = "jobs"
+
+// RanksDir is where the ranks of job on the node of data dir dataDir record
+// their states (engine.WriteRankState, through `shoal exec-rank`).
+func RanksDir(dataDir, job string) string {
+	return filepath.Join(dataDir, JobsDir, job, "ranks")
+}
+
+// shardService is the API's view of the node's checkpoint store and rank states.
+type shardService struct {
+	store   *shardstore.Store
+	dataDir string
+	secret  []byte
+
+	mu      sync.Mutex
+	clients map[string]*api.Client // by API address, reused for keep-alive
+}
+
+var _ api.ShardService = (*shardService)(nil)
+
+func (s *shardService) client(addr string) *api.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clients == nil {
+		s.clients = map[string]*api.Client{}
+	}
+	c := s.clients[addr]
+	if c == nil {
+		c = api.NewClient(addr, s.secret)
+		s.clients[addr] = c
+	}
+	return c
+}
+
+func (s *shardService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
+	f, info, err := s.store.Open(ref)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, info.Size, nil
+}
+
+func (s *shardService) PutShard(ctx context.Context, ref api.ShardRef, size int64, r io.Reader) error {
+	_, err := s.store.Put(ref, r)
+	return err
+}
+
+func (s *shardService) Shards(ctx context.Context, job string) (api.ShardIndex, error) {
+	return s.store.Index(job)
+}
+
+func (s *shardService) FetchShard(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
+	return s.store.Fetch(ctx, ref, s.client(from))
+}
+
+func (s *shardService) RemoveShards(ctx context.Context, job string, before uint64) ([]uint64, error) {
+	if before == 0 {
+		return s.store.RemoveJob(job)
+	}
+	return s.store.RemoveBefore(job, before)
+}
+
+func (s *shardService) RequestHold(ctx context.Context, job string) error {
+	return s.store.RequestHold(job)
+}
+
+func (s *shardService) RequestCheckpoint(ctx context.Context, job string) error {
+	return s.store.RequestCheckpoint(job)
+}
+
+func (s *shardService) RankStates(ctx context.Context, job string) ([]api.RankState, error) {
+	if !api.ValidJobID(job) { // the path below is built from it
+		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
+	}
+	states, err := engine.ReadRankStates(RanksDir(s.dataDir, job))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.RankState, len(states))
+	for i, st := range states {
+		out[i] = api.RankState{Rank: st.Rank, PID: st.PID, State: st.State, Code: st.Code, Signal: st.Signal, TimeNs: st.TimeNs}
+	}
+	return out, nil
+}

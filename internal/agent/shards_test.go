@@ -1,0 +1,199 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+	"shoal/internal/engine"
+)
+
+// testShard returns a valid shard of job at epoch for rank of nranks.
+func testShard(t *testing.T, job string, epoch uint64, rank, nranks, size int) []byte {
+	t.Helper()
+	data := bytes.Repeat([]byte{byte(rank + 1), byte(epoch)}, size/2)
+	b, err := ckpt.Encode(ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 42},
+		[]ckpt.Region{{ID: 1, ElemSize: 2, Count: uint64(len(data) / 2), Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeRankShard writes a shard into a's checkpoint store as a rank there would.
+func writeRankShard(t *testing.T, a *Agent, ref api.ShardRef, b []byte) string {
+	t.Helper()
+	path := ckpt.JobDir{Root: filepath.Join(a.DataDir(), CkptDir), Job: ref.Job}.ShardPath(ref.Epoch, ref.Rank)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestShardReplicationBetweenAgents(t *testing.T) {
+	agents := startCluster(t, 2)
+	a, b := agents[0], agents[1]
+	ctx := context.Background()
+	ca := api.NewClient(a.LocalAPIAddr(), a.Secret())
+	cb := api.NewClient(b.LocalAPIAddr(), b.Secret())
+
+	// Rank 0 and 1 of epoch 3 were written on a; rank 1's copy got damaged.
+	good := testShard(t, "heat", 3, 0, 2, 1<<20)
+	writeRankShard(t, a, api.ShardRef{Job: "heat", Epoch: 3, Rank: 0}, good)
+	bad := testShard(t, "heat", 3, 1, 2, 1000)
+	bad[600] ^= 1
+	writeRankShard(t, a, api.ShardRef{Job: "heat", Epoch: 3, Rank: 1}, bad)
+
+	idx, err := ca.Shards(ctx, "heat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Shards) != 1 || idx.Shards[0].Rank != 0 || idx.Shards[0].Size != int64(len(good)) ||
+		len(idx.Bad) != 1 || idx.Bad[0].Rank != 1 || idx.Bad[0].Error != "checksum mismatch" {
+		t.Fatalf("index on a = %+v, want rank 0 good and rank 1 bad (checksum mismatch)", idx)
+	}
+
+	// b copies rank 0 from a: verified, durable, identical.
+	ref0 := api.ShardRef{Job: "heat", Epoch: 3, Rank: 0}
+	f, err := cb.FetchShard(ctx, ref0, a.APIAddr())
+	if err != nil || !f.Copied || f.Shard != idx.Shards[0] {
+		t.Fatalf("FetchShard to b = %+v, %v; want a copy described as %+v", f, err, idx.Shards[0])
+	}
+	rc, size, err := cb.GetShard(ctx, ref0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.Equal(got, good) || size != int64(len(good)) {
+		t.Errorf("b serves %d bytes (Content-Length %d), want a's %d", len(got), size, len(good))
+	}
+	if f, err := cb.FetchShard(ctx, ref0, a.APIAddr()); err != nil || f.Copied {
+		t.Errorf("second fetch = %+v, %v; want no copy", f, err)
+	}
+	if idx, err := b.Shards().Index("heat"); err != nil || len(idx.Shards) != 1 {
+		t.Errorf("b's own store index = %+v, %v", idx, err)
+	}
+
+	// a refuses to serve its corrupt rank 1, and b's fetch says so.
+	ref1 := api.ShardRef{Job: "heat", Epoch: 3, Rank: 1}
+	if _, _, err := ca.GetShard(ctx, ref1); !errors.Is(err, api.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("GET of a's corrupt shard: %v, want ErrCorrupt naming the checksum mismatch", err)
+	}
+	_, err = cb.FetchShard(ctx, ref1, a.APIAddr())
+	if !errors.Is(err, api.ErrCorrupt) || !strings.Contains(err.Error(), "heat/3/1") ||
+		!strings.Contains(err.Error(), a.APIAddr()) || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("fetch of a corrupt shard: %v, want ErrCorrupt naming the shard, %s and the checksum mismatch", err, a.APIAddr())
+	}
+	if _, _, err := cb.GetShard(ctx, ref1); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("b after the refused fetch: %v, want no copy (ErrNotFound)", err)
+	}
+	// Not on a at all; a node that is not there.
+	if _, err := cb.FetchShard(ctx, api.ShardRef{Job: "heat", Epoch: 4, Rank: 0}, a.APIAddr()); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("fetch of a shard a lacks: %v, want ErrNotFound", err)
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	gone := l.Addr().String()
+	l.Close()
+	if _, err := cb.FetchShard(ctx, api.ShardRef{Job: "heat", Epoch: 4, Rank: 0}, gone); !errors.Is(err, api.ErrBadGateway) || !strings.Contains(err.Error(), gone) {
+		t.Errorf("fetch from a dead address: %v, want ErrBadGateway naming %s", err, gone)
+	}
+
+	// A corrupt upload is rejected and b keeps its good copy.
+	if err := cb.PutShard(ctx, ref0, bytes.NewReader(bad)); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "wrong shard") && !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("PUT of a bad shard: %v, want ErrBadRequest naming the check", err)
+	}
+	if info, err := b.Shards().Stat(ref0); err != nil || info != idx.Shards[0] {
+		t.Errorf("b's copy after a bad upload: %+v, %v", info, err)
+	}
+
+	// Requests, removal.
+	if err := ca.RequestCheckpoint(ctx, "heat"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a.DataDir(), CkptDir, "heat", "request-checkpoint")); err != nil {
+		t.Errorf("request file: %v", err)
+	}
+	writeRankShard(t, b, api.ShardRef{Job: "heat", Epoch: 5, Rank: 0}, testShard(t, "heat", 5, 0, 2, 100))
+	if removed, err := cb.RemoveShardsBefore(ctx, "heat", 5); err != nil || len(removed) != 1 || removed[0] != 3 {
+		t.Errorf("RemoveShardsBefore(5) on b = %v, %v; want [3]", removed, err)
+	}
+	if removed, err := ca.RemoveJobShards(ctx, "heat"); err != nil || len(removed) != 1 || removed[0] != 3 {
+		t.Errorf("RemoveJobShards on a = %v, %v; want [3]", removed, err)
+	}
+	if idx, err := ca.Shards(ctx, "heat"); err != nil || len(idx.Shards)+len(idx.Bad) != 0 {
+		t.Errorf("a's index after removing the job = %+v, %v", idx, err)
+	}
+}
+
+func TestShardRoutesNeedTheSecret(t *testing.T) {
+	a := startCluster(t, 1)[0]
+	writeRankShard(t, a, api.ShardRef{Job: "heat", Epoch: 1, Rank: 0}, testShard(t, "heat", 1, 0, 1, 100))
+	ctx := context.Background()
+	wrong := api.NewClient(a.LocalAPIAddr(), []byte("not the cluster secret at all!!"))
+	checks := map[string]error{}
+	_, checks["index"] = wrong.Shards(ctx, "heat")
+	_, _, checks["get"] = wrong.GetShard(ctx, api.ShardRef{Job: "heat", Epoch: 1, Rank: 0})
+	_, checks["fetch"] = wrong.FetchShard(ctx, api.ShardRef{Job: "heat", Epoch: 1, Rank: 0}, "127.0.0.1:1")
+	_, checks["remove"] = wrong.RemoveJobShards(ctx, "heat")
+	checks["request"] = wrong.RequestCheckpoint(ctx, "heat")
+	_, checks["ranks"] = wrong.RankStates(ctx, "heat")
+	for name, err := range checks {
+		if !errors.Is(err, api.ErrUnauthorized) {
+			t.Errorf("%s with a wrong secret: %v, want ErrUnauthorized", name, err)
+		}
+	}
+	for _, path := range []string{"/v1/shards/heat", "/v1/shards/heat/1/0", "/v1/grants/heat/ranks"} {
+		resp, err := http.Get("http://" + a.LocalAPIAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("unsigned GET %s: status %d, want 401", path, resp.StatusCode)
+		}
+	}
+	if idx, _ := a.Shards().Index("heat"); len(idx.Shards) != 1 {
+		t.Errorf("the shard is gone after refused calls: %+v", idx)
+	}
+}
+
+func TestRankStatesRoute(t *testing.T) {
+	a := startCluster(t, 1)[0]
+	ctx := context.Background()
+	c := api.NewClient(a.LocalAPIAddr(), a.Secret())
+	if ranks, err := c.RankStates(ctx, "heat"); err != nil || len(ranks) != 0 {
+		t.Errorf("RankStates before any rank ran = %+v, %v; want none", ranks, err)
+	}
+	dir := RanksDir(a.DataDir(), "heat")
+	os.MkdirAll(dir, 0o755)
+	engine.WriteRankState(dir, engine.RankState{Rank: 3, PID: 300, State: engine.StateSignaled, Signal: 9, TimeNs: 77})
+	engine.WriteRankState(dir, engine.RankState{Rank: 1, PID: 100, State: engine.StateRunning})
+	engine.WriteRankState(dir, engine.RankState{Rank: 2, PID: 200, State: engine.StateExited, Code: 3, TimeNs: 78})
+	ranks, err := c.RankStates(ctx, "heat")
+	want := []api.RankState{
+		{Rank: 1, PID: 100, State: "running"},
+		{Rank: 2, PID: 200, State: "exited", Code: 3, TimeNs: 78},
+		{Rank: 3, PID: 300, State: "signaled", Signal: 9, TimeNs: 77},
+	}
+	if err != nil || len(ranks) != len(want) {
+		t.Fatalf("RankStates = %+v, %v; want %+v", ranks, err, want)
+	}
+	for i := range want {
+		if ranks[i] != want[i] {
+			t.Errorf("rank state %d = %+v, want %+v", i, ranks[i], want[i])
+		}
+	}
+}

@@ -1,0 +1,436 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client calls one agent's API. It is safe for concurrent use.
+type Client struct {
+	addr string // host:port
+	base string // http://host:port
+	key  []byte
+	hc   *http.Client
+	now  func() time.Time
+}
+
+// NewClient returns a client of the agent at addr (host:port, or an http:// URL)
+// that signs its requests with the cluster secret's API key.
+func NewClient(addr string, secret []byte) *Client {
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	base = strings.TrimRight(base, "/")
+	host := base
+	if u, err := url.Parse(base); err == nil {
+		host = u.Host
+	}
+	return &Client{
+		addr: host,
+		base: base,
+		key:  DeriveAuthKey(secret),
+		hc: &http.Client{Transport: &http.Transport{
+			// Cluster traffic never goes through HTTP_PROXY.
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     90 * time.Second,
+		}},
+		now: time.Now,
+	}
+}
+
+// Addr returns the agent's address, host:port.
+func (c *Client) Addr() string { return c.addr }
+
+// request builds a signed request. body is either nil, []byte, or an
+// io.Reader with its hex SHA-256 given in sum and its length in size.
+func (c *Client) request(ctx context.Context, method, path string, body any, sum string, size int64) (*http.Request, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+		sum, size = EmptySHA256, 0
+	case []byte:
+		h := sha256.Sum256(b)
+		sum, size, rd = hex.EncodeToString(h[:]), int64(len(b)), bytes.NewReader(b)
+	case io.Reader:
+		rd = b
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrBadRequest, method, path, err)
+	}
+	req.ContentLength = size
+	if rd != nil && size == 0 {
+		req.Body = http.NoBody
+	}
+	if _, ok := body.([]byte); ok {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	Sign(req, c.key, sum, c.now())
+	return req, nil
+}
+
+// send performs req and turns transport failures and error statuses into errors.
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return nil, fmt.Errorf("%s %s at %s: %w", req.Method, req.URL.Path, c.addr, ctxErr)
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err
+		}
+		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, err)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		return nil, readError(resp)
+	}
+	return resp, nil
+}
+
+// readError turns an error answer into an *Error.
+func readError(resp *http.Response) error {
+	e := &Error{Status: resp.StatusCode}
+	var body errorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &body) == nil && body.Error != "" {
+		e.Code, e.Message = body.Code, body.Error
+	} else {
+		e.Message = fmt.Sprintf("%s (status %d)", strings.TrimSpace(http.StatusText(resp.StatusCode)), resp.StatusCode)
+	}
+	return e
+}
+
+// call sends a JSON request (in may be nil) and decodes the JSON answer into out
+// (which may be nil).
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body any
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%w: encoding request: %v", ErrBadRequest, err)
+		}
+		body = b
+	}
+	req, err := c.request(ctx, method, path, body, "", 0)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%w: %s %s at %s: malformed answer: %v", ErrInternal, method, path, c.addr, err)
+	}
+	return nil
+}
+
+// Health calls GET /v1/health (unauthenticated, but signed anyway).
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	err := c.call(ctx, "GET", "/v1/health", nil, &h)
+	return h, err
+}
+
+// Nodes calls GET /v1/nodes.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var l NodeList
+	err := c.call(ctx, "GET", "/v1/nodes", nil, &l)
+	return l.Nodes, err
+}
+
+// Leave calls POST /v1/leave and returns once the agent has left; timeout 0
+// uses the agent's default.
+func (c *Client) Leave(ctx context.Context, timeout time.Duration) (LeaveResponse, error) {
+	var out LeaveResponse
+	err := c.call(ctx, "POST", "/v1/leave", LeaveRequest{Timeout: Duration(timeout)}, &out)
+	return out, err
+}
+
+// Submit calls POST /v1/jobs.
+func (c *Client) Submit(ctx context.Context, spec JobSpec) (Job, error) {
+	var j Job
+	err := c.call(ctx, "POST", "/v1/jobs", spec, &j)
+	return j, err
+}
+
+// Jobs calls GET /v1/jobs.
+func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
+	var l JobList
+	err := c.call(ctx, "GET", "/v1/jobs", nil, &l)
+	return l.Jobs, err
+}
+
+// Job calls GET /v1/jobs/{id}.
+func (c *Client) Job(ctx context.Context, id string) (Job, error) {
+	var j Job
+	err := c.call(ctx, "GET", "/v1/jobs/"+url.PathEscape(id), nil, &j)
+	return j, err
+}
+
+// Cancel calls DELETE /v1/jobs/{id}.
+func (c *Client) Cancel(ctx context.Context, id string) (Job, error) {
+	var j Job
+	err := c.call(ctx, "DELETE", "/v1/jobs/"+url.PathEscape(id), nil, &j)
+	return j, err
+}
+
+// EventStream reads the lines of GET /v1/jobs/{id}/events.
+type EventStream struct {
+	body io.ReadCloser
+	sc   *bufio.Scanner
+}
+
+// Next returns the next event, io.EOF at the end of the stream, or the
+// server's error if the stream ended with one.
+func (s *EventStream) Next() (JobEvent, error) {
+	if !s.sc.Scan() {
+		if err := s.sc.Err(); err != nil {
+			return JobEvent{}, err
+		}
+		return JobEvent{}, io.EOF
+	}
+	line := s.sc.Bytes()
+	var probe struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	if json.Unmarshal(line, &probe) == nil && probe.Error != "" {
+		e := &Error{Status: http.StatusInternalServerError, Code: probe.Code, Message: probe.Error}
+		for _, se := range statusErrors {
+			if se.code == probe.Code {
+				e.Status = se.status
+			}
+		}
+		return JobEvent{}, e
+	}
+	var ev JobEvent
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return JobEvent{}, fmt.Errorf("%w: malformed event line: %v", ErrInternal, err)
+	}
+	return ev, nil
+}
+
+// Close ends the stream.
+func (s *EventStream) Close() error { return s.body.Close() }
+
+// Events calls GET /v1/jobs/{id}/events: the job's events with Seq ≥ from; with
+// follow, until the job ends.
+func (c *Client) Events(ctx context.Context, id string, from uint64, follow bool) (*EventStream, error) {
+	path := fmt.Sprintf("/v1/jobs/%s/events?from=%d&follow=%t", url.PathEscape(id), from, follow)
+	req, err := c.request(ctx, "GET", path, nil, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	return &EventStream{body: resp.Body, sc: sc}, nil
+}
+
+// Launch calls POST /v1/launch and returns the switched connection, which
+// carries the launch protocol (internal/launch). ctx bounds the request until
+// the switch only: after that the connection lives until the caller closes
+// it, and closing it makes the agent kill what it launched.
+func (c *Client) Launch(ctx context.Context, lr LaunchRequest) (io.ReadWriteCloser, error) {
+	b, err := json.Marshal(lr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding request: %v", ErrBadRequest, err)
+	}
+	req, err := c.request(ctx, "POST", "/v1/launch", b, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", LaunchProtocol)
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: launch at %s: answered %s instead of switching protocols", ErrInternal, c.addr, resp.Status)
+	}
+	return rwc, nil
+}
+
+// Grant calls POST /v1/grants: the agent will launch MPI daemons for job, on
+// behalf of the coordinator node, for ttl from now (0: [DefaultGrantTTL]).
+func (c *Client) Grant(ctx context.Context, job, coordinator string, ttl time.Duration) (Grant, error) {
+	var g Grant
+	err := c.call(ctx, "POST", "/v1/grants", GrantRequest{Job: job, Coordinator: coordinator, TTL: Duration(ttl)}, &g)
+	return g, err
+}
+
+// Revoke calls DELETE /v1/grants/{job}: the agent withdraws the grant and
+// kills what it launched for job, and answers once it is gone.
+func (c *Client) Revoke(ctx context.Context, job string) (Revoked, error) {
+	var rv Revoked
+	err := c.call(ctx, "DELETE", "/v1/grants/"+url.PathEscape(job), nil, &rv)
+	return rv, err
+}
+
+// HasFile calls HEAD /v1/files/{sha256}.
+func (c *Client) HasFile(ctx context.Context, sum string) (bool, error) {
+	req, err := c.request(ctx, "HEAD", "/v1/files/"+url.PathEscape(sum), nil, "", 0)
+	if err != nil {
+		return false, err
+	}
+	resp, err := c.send(req)
+	if errors.Is(err, ErrNotFound) { // HEAD answers carry no error body
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	return true, nil
+}
+
+// PutFile calls PUT /v1/files/{sha256} with size bytes from r, whose content
+// must hash to sum.
+func (c *Client) PutFile(ctx context.Context, sum string, r io.Reader, size int64) error {
+	req, err := c.request(ctx, "PUT", "/v1/files/"+url.PathEscape(sum), r, sum, size)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+func shardPath(ref ShardRef) string {
+	return fmt.Sprintf("/v1/shards/%s/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Rank)
+}
+
+// GetShard calls GET /v1/shards/{job}/{epoch}/{rank}; the caller closes the
+// reader and verifies the shard.
+func (c *Client) GetShard(ctx context.Context, ref ShardRef) (io.ReadCloser, int64, error) {
+	req, err := c.request(ctx, "GET", shardPath(ref), nil, "", 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// PutShard calls PUT /v1/shards/{job}/{epoch}/{rank} with the content of r,
+// which it reads twice: once to hash it, once to send it.
+func (c *Client) PutShard(ctx context.Context, ref ShardRef, r io.ReadSeeker) error {
+	h := sha256.New()
+	size, err := io.Copy(h, r)
+	if err != nil {
+		return fmt.Errorf("hashing shard %s: %w", ref, err)
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewinding shard %s: %w", ref, err)
+	}
+	req, err := c.request(ctx, "PUT", shardPath(ref), r, hex.EncodeToString(h.Sum(nil)), size)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Shards calls GET /v1/shards/{job}: the job's verified shards on the agent's
+// node, and the files there that fail verification.
+func (c *Client) Shards(ctx context.Context, job string) (ShardIndex, error) {
+	var idx ShardIndex
+	err := c.call(ctx, "GET", "/v1/shards/"+url.PathEscape(job), nil, &idx)
+	return idx, err
+}
+
+// FetchShard calls POST /v1/shards/{job}/{epoch}/{rank}/fetch: the agent copies
+// the shard from the agent whose API address is from, verifies it and stores
+// it, and answers once it is durable (at once if it already held a verified
+// copy). ctx bounds the whole transfer.
+func (c *Client) FetchShard(ctx context.Context, ref ShardRef, from string) (Fetched, error) {
+	var f Fetched
+	err := c.call(ctx, "POST", shardPath(ref)+"/fetch", FetchRequest{From: from}, &f)
+	return f, err
+}
+
+// RemoveShardsBefore calls DELETE /v1/shards/{job}?before=epoch: the agent
+// deletes the job's epochs older than epoch (≥ 1) and returns them.
+func (c *Client) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) ([]uint64, error) {
+	var out ShardsRemoved
+	err := c.call(ctx, "DELETE", fmt.Sprintf("/v1/shards/%s?before=%d", url.PathEscape(job), epoch), nil, &out)
+	return out.Removed, err
+}
+
+// RemoveJobShards calls DELETE /v1/shards/{job}: the agent deletes the job's
+// whole checkpoint directory and returns the epochs it held.
+func (c *Client) RemoveJobShards(ctx context.Context, job string) ([]uint64, error) {
+	var out ShardsRemoved
+	err := c.call(ctx, "DELETE", "/v1/shards/"+url.PathEscape(job), nil, &out)
+	return out.Removed, err
+}
+
+// RequestCheckpoint calls POST /v1/shards/{job}/request-checkpoint: the job's
+// rank 0, if it runs on the agent's node, checkpoints at its next agreement.
+func (c *Client) RequestCheckpoint(ctx context.Context, job string) error {
+	return c.call(ctx, "POST", "/v1/shards/"+url.PathEscape(job)+"/request-checkpoint", nil, nil)
+}
+
+// RankStates calls GET /v1/grants/{job}/ranks: the states recorded by the job's
+// ranks on the agent's node, by rank.
+func (c *Client) RankStates(ctx context.Context, job string) ([]RankState, error) {
+	var out RankStates
+	err := c.call(ctx, "GET", "/v1/grants/"+url.PathEscape(job)+"/ranks", nil, &out)
+	return out.Ranks, err
+}
+
+// Rebalance calls POST /v1/jobs/{id}/rebalance on the job's coordinator.
+func (c *Client) Rebalance(ctx context.Context, id string) (Job, error) {
+	var j Job
+	err := c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(id)+"/rebalance", nil, &j)
+	return j, err
+}
+
+// Evacuate calls POST /v1/evacuate: the coordinator moves its jobs off node.
+func (c *Client) Evacuate(ctx context.Context, node string) error {
+	return c.call(ctx, "POST", "/v1/evacuate", EvacuateRequest{Node: node}, nil)
+}
+
+// RequestHold calls POST /v1/shards/{job}/request-checkpoint with {"hold": true}.
+func (c *Client) RequestHold(ctx context.Context, job string) error {
+	return c.call(ctx, "POST", "/v1/shards/"+url.PathEscape(job)+"/request-checkpoint", CheckpointRequest{Hold: true}, nil)
+}

@@ -1,0 +1,498 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LaunchProtocol is the Upgrade token of POST /v1/launch.
+const LaunchProtocol = "shoal-launch/1"
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, Health{Name: s.cfg.Node.Name(), Version: s.cfg.Version})
+	return nil
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
+	nodes, err := s.cfg.Node.Nodes(r.Context())
+	if err != nil {
+		return err
+	}
+	ranks, err := s.jobService().NodeRanks(r.Context())
+	if err != nil { // the node list is still worth answering
+		s.log.Warn("ranks per node unknown", "err", err)
+	}
+	for i := range nodes {
+		nodes[i].Ranks = ranks[nodes[i].Name]
+	}
+	if nodes == nil {
+		nodes = []Node{}
+	}
+	writeJSON(w, http.StatusOK, NodeList{Nodes: nodes})
+	return nil
+}
+
+func (s *Server) leave(w http.ResponseWriter, r *http.Request) error {
+	var req LeaveRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		return err
+	}
+	if req.Timeout < 0 {
+		return fmt.Errorf("%w: timeout %v: want ≥ 0", ErrBadRequest, req.Timeout)
+	}
+	ctx := r.Context()
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout))
+		defer cancel()
+	}
+	if err := s.cfg.Node.Leave(ctx); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, LeaveResponse{Name: s.cfg.Node.Name(), State: "left"})
+	return nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	jobs, err := s.jobService().Jobs(r.Context())
+	if err != nil {
+		return err
+	}
+	if jobs == nil {
+		jobs = []Job{}
+	}
+	writeJSON(w, http.StatusOK, JobList{Jobs: jobs})
+	return nil
+}
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
+	var spec JobSpec
+	if err := decodeJSON(r, &spec, false); err != nil {
+		return err
+	}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	job, err := s.jobService().Submit(r.Context(), spec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, job)
+	return nil
+}
+
+// jobID returns the {id} path value, checked.
+func jobID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !ValidJobID(id) {
+		return "", fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, id)
+	}
+	return id, nil
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	job, err := s.jobService().Job(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, job)
+	return nil
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	job, err := s.jobService().Cancel(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, job)
+	return nil
+}
+
+func (s *Server) rebalanceJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	job, err := s.jobService().Rebalance(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, job)
+	return nil
+}
+
+func (s *Server) evacuate(w http.ResponseWriter, r *http.Request) error {
+	var req EvacuateRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if req.Node == "" {
+		return fmt.Errorf("%w: node: want the name of the leaving node", ErrBadRequest)
+	}
+	if err := s.jobService().Evacuate(r.Context(), req.Node); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// jobEvents streams events as newline-delimited JSON. Once the stream has begun
+// an error can no longer change the status; it is sent as a last line
+// {"error": ..., "code": ...}.
+func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var from uint64
+	if v := q.Get("from"); v != "" {
+		if from, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return fmt.Errorf("%w: from=%q: want a sequence number", ErrBadRequest, v)
+		}
+	}
+	follow := false
+	if v := q.Get("follow"); v != "" {
+		if follow, err = strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%w: follow=%q: want true or false", ErrBadRequest, v)
+		}
+	}
+	jobs := s.jobService()
+	if _, err := jobs.Job(r.Context(), id); err != nil {
+		return err
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	rc.Flush()
+	enc := json.NewEncoder(w)
+	err = jobs.Events(r.Context(), id, from, follow, func(ev JobEvent) error {
+		if err := enc.Encode(ev); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	if err != nil && r.Context().Err() == nil {
+		_, code := statusOf(err)
+		enc.Encode(errorBody{Error: err.Error(), Code: code})
+	}
+	return nil
+}
+
+// launch switches the connection to the launch protocol and hands it over.
+func (s *Server) launch(w http.ResponseWriter, r *http.Request) error {
+	if !headerHasToken(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), LaunchProtocol) {
+		return fmt.Errorf("%w: want headers Connection: Upgrade and Upgrade: %s", ErrBadRequest, LaunchProtocol)
+	}
+	var req LaunchRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	run, err := s.jobService().Launch(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return fmt.Errorf("%w: cannot switch protocols on this connection: %v", ErrInternal, err)
+	}
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + LaunchProtocol + "\r\n\r\n")
+	if err := brw.Flush(); err != nil {
+		conn.Close()
+		return nil
+	}
+	run(&bufferedConn{Conn: conn, r: brw.Reader})
+	return nil
+}
+
+func (s *Server) grant(w http.ResponseWriter, r *http.Request) error {
+	var req GrantRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	ttl := time.Duration(req.TTL)
+	if ttl == 0 {
+		ttl = DefaultGrantTTL
+	}
+	g, err := s.grantService().Grant(req.Job, req.Coordinator, ttl)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, g)
+	return nil
+}
+
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) error {
+	job := r.PathValue("job")
+	if !ValidJobID(job) {
+		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, job)
+	}
+	rv, err := s.grantService().Revoke(job)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rv)
+	return nil
+}
+
+// bufferedConn reads through the bufio.Reader that may already hold bytes the
+// client sent after its request.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func fileSum(r *http.Request) (string, error) {
+	sum := r.PathValue("sha256")
+	if !ValidSHA256(sum) {
+		return "", fmt.Errorf("%w: %q is not a lower-case hex SHA-256", ErrBadRequest, sum)
+	}
+	return sum, nil
+}
+
+func (s *Server) hasFile(w http.ResponseWriter, r *http.Request) error {
+	sum, err := fileSum(r)
+	if err != nil {
+		return err
+	}
+	ok, err := s.dataService().HasFile(r.Context(), sum)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: file %s", ErrNotFound, sum)
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
+	sum, err := fileSum(r)
+	if err != nil {
+		return err
+	}
+	if got := r.Header.Get(HeaderContentSHA256); got != sum {
+		return fmt.Errorf("%w: %s %s differs from the file's address %s", ErrBadRequest, HeaderContentSHA256, got, sum)
+	}
+	if err := s.dataService().PutFile(r.Context(), sum, r.ContentLength, r.Body); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func shardRef(r *http.Request) (ShardRef, error) {
+	job, e, rk := r.PathValue("job"), r.PathValue("epoch"), r.PathValue("rank")
+	if !ValidJobID(job) {
+		return ShardRef{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, job)
+	}
+	epoch, err := strconv.ParseUint(e, 10, 64)
+	if err != nil || epoch == 0 {
+		return ShardRef{}, fmt.Errorf("%w: epoch %q: want an integer ≥ 1", ErrBadRequest, e)
+	}
+	rank, err := strconv.Atoi(rk)
+	if err != nil || rank < 0 || rank >= 1<<20 {
+		return ShardRef{}, fmt.Errorf("%w: rank %q: want an integer from 0", ErrBadRequest, rk)
+	}
+	return ShardRef{Job: job, Epoch: epoch, Rank: rank}, nil
+}
+
+func (s *Server) getShard(w http.ResponseWriter, r *http.Request) error {
+	ref, err := shardRef(r)
+	if err != nil {
+		return err
+	}
+	rc, size, err := s.shardService().GetShard(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, rc); err != nil {
+		return fmt.Errorf("sending shard %s: %w", ref, err)
+	}
+	return nil
+}
+
+func (s *Server) putShard(w http.ResponseWriter, r *http.Request) error {
+	ref, err := shardRef(r)
+	if err != nil {
+		return err
+	}
+	if err := s.shardService().PutShard(r.Context(), ref, r.ContentLength, r.Body); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// pathJob returns the {job} path value, checked.
+func pathJob(r *http.Request) (string, error) {
+	job := r.PathValue("job")
+	if !ValidJobID(job) {
+		return "", fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, job)
+	}
+	return job, nil
+}
+
+// noQuery rejects query parameters a route does not take, so that a typo is
+// an error rather than a default.
+func noQuery(r *http.Request, allowed ...string) error {
+	for k := range r.URL.Query() {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			if len(allowed) == 0 {
+				return fmt.Errorf("%w: unknown query parameter %q: %s %s takes none", ErrBadRequest, k, r.Method, r.URL.Path)
+			}
+			return fmt.Errorf("%w: unknown query parameter %q: want %s", ErrBadRequest, k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+func (s *Server) listShards(w http.ResponseWriter, r *http.Request) error {
+	job, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	idx, err := s.shardService().Shards(r.Context(), job)
+	if err != nil {
+		return err
+	}
+	idx.Job = job
+	if idx.Shards == nil {
+		idx.Shards = []ShardInfo{}
+	}
+	if idx.Bad == nil {
+		idx.Bad = []BadShard{}
+	}
+	writeJSON(w, http.StatusOK, idx)
+	return nil
+}
+
+func (s *Server) fetchShard(w http.ResponseWriter, r *http.Request) error {
+	ref, err := shardRef(r)
+	if err != nil {
+		return err
+	}
+	var req FetchRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	f, err := s.shardService().FetchShard(r.Context(), ref, req.From)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
+// removeShards deletes epochs older than ?before=E, or the whole job without it.
+func (s *Server) removeShards(w http.ResponseWriter, r *http.Request) error {
+	job, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	if err := noQuery(r, "before"); err != nil {
+		return err
+	}
+	var before uint64
+	q := r.URL.Query()
+	if q.Has("before") {
+		v := q.Get("before")
+		if before, err = strconv.ParseUint(v, 10, 64); err != nil || before == 0 {
+			return fmt.Errorf("%w: before=%q: want an epoch ≥ 1 (omit it to remove every epoch)", ErrBadRequest, v)
+		}
+	}
+	removed, err := s.shardService().RemoveShards(r.Context(), job, before)
+	if err != nil {
+		return err
+	}
+	if removed == nil {
+		removed = []uint64{}
+	}
+	writeJSON(w, http.StatusOK, ShardsRemoved{Job: job, Removed: removed})
+	return nil
+}
+
+func (s *Server) requestCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	job, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	var req CheckpointRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		return err
+	}
+	request := s.shardService().RequestCheckpoint
+	if req.Hold {
+		request = s.shardService().RequestHold
+	}
+	if err := request(r.Context(), job); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) rankStates(w http.ResponseWriter, r *http.Request) error {
+	job, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	ranks, err := s.shardService().RankStates(r.Context(), job)
+	if err != nil {
+		return err
+	}
+	if ranks == nil {
+		ranks = []RankState{}
+	}
+	writeJSON(w, http.StatusOK, RankStates{Job: job, Ranks: ranks})
+	return nil
+}

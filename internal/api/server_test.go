@@ -1,0 +1,534 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeNode struct {
+	mu     sync.Mutex
+	leaves int
+}
+
+func (f *fakeNode) Name() string { return "n1" }
+func (f *fakeNode) Nodes(context.Context) ([]Node, error) {
+	return []Node{
+		{Name: "n1", API: "127.0.0.1:7947", Cores: 4, State: "alive", Local: true},
+		{Name: "n2", API: "127.0.0.2:7947", Cores: 2, State: "dead"},
+	}, nil
+}
+func (f *fakeNode) Leave(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leaves++
+	return nil
+}
+
+// fakeJobs knows one job, "j1", with three events.
+type fakeJobs struct{ Unavailable }
+
+func (fakeJobs) Submit(_ context.Context, spec JobSpec) (Job, error) {
+	return Job{ID: "j2", State: JobPending, Spec: spec}, nil
+}
+func (fakeJobs) Job(_ context.Context, id string) (Job, error) {
+	if id != "j1" {
+		return Job{}, fmt.Errorf("%w: job %s", ErrNotFound, id)
+	}
+	return Job{ID: "j1", State: JobRunning}, nil
+}
+func (fakeJobs) Cancel(_ context.Context, id string) (Job, error) {
+	return Job{}, fmt.Errorf("%w: job %s has already ended", ErrConflict, id)
+}
+func (fakeJobs) Events(_ context.Context, id string, from uint64, follow bool, send func(JobEvent) error) error {
+	for seq := max(from, 1); seq <= 3; seq++ {
+		if err := send(JobEvent{Seq: seq, Job: id, Type: "state"}); err != nil {
+			return err
+		}
+	}
+	if follow {
+		return errors.New("coordinator lost its state")
+	}
+	return nil
+}
+func (fakeJobs) Launch(_ context.Context, req LaunchRequest) (func(io.ReadWriteCloser), error) {
+	if req.Job != "j1" {
+		return nil, fmt.Errorf("%w: job %s was not created by a coordinator", ErrNotFound, req.Job)
+	}
+	return func(conn io.ReadWriteCloser) { // echo one line in upper case
+		defer conn.Close()
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		io.WriteString(conn, strings.ToUpper(line))
+	}, nil
+}
+func (fakeJobs) NodeRanks(context.Context) (map[string]int, error) {
+	return map[string]int{"n1": 3}, nil
+}
+
+// fakeData is both the file store and the checkpoint store; it records the
+// arguments of the shard primitives.
+type fakeData struct {
+	Unavailable
+	mu     sync.Mutex
+	files  map[string][]byte
+	shards map[ShardRef][]byte
+	calls  []string
+}
+
+func (f *fakeData) record(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+func (f *fakeData) Shards(_ context.Context, job string) (ShardIndex, error) {
+	f.record("index %s", job)
+	return ShardIndex{Shards: []ShardInfo{{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}}}, nil
+}
+func (f *fakeData) FetchShard(_ context.Context, ref ShardRef, from string) (Fetched, error) {
+	f.record("fetch %s from %s", ref, from)
+	if from == "10.9.9.9:7947" {
+		return Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: connection refused", ErrBadGateway, ref, from)
+	}
+	return Fetched{Shard: ShardInfo{Epoch: ref.Epoch, Rank: ref.Rank}, Copied: true}, nil
+}
+func (f *fakeData) RemoveShards(_ context.Context, job string, before uint64) ([]uint64, error) {
+	f.record("remove %s before %d", job, before)
+	return []uint64{1, 2}, nil
+}
+func (f *fakeData) RequestHold(ctx context.Context, job string) error {
+	return f.RequestCheckpoint(ctx, job)
+}
+
+func (f *fakeData) RequestCheckpoint(_ context.Context, job string) error {
+	f.record("request %s", job)
+	return nil
+}
+func (f *fakeData) RankStates(_ context.Context, job string) ([]RankState, error) {
+	f.record("ranks %s", job)
+	return []RankState{{Rank: 0, PID: 10, State: "running"}, {Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}}, nil
+}
+
+func (f *fakeData) HasFile(_ context.Context, sum string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.files[sum]
+	return ok, nil
+}
+func (f *fakeData) PutFile(_ context.Context, sum string, size int64, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files[sum] = b
+	return nil
+}
+func (f *fakeData) GetShard(_ context.Context, ref ShardRef) (io.ReadCloser, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.shards[ref]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: shard %s", ErrNotFound, ref)
+	}
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+}
+func (f *fakeData) PutShard(_ context.Context, ref ShardRef, size int64, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shards[ref] = b
+	return nil
+}
+
+// fakeGrants records grants and revokes.
+type fakeGrants struct {
+	mu     sync.Mutex
+	grants map[string]time.Duration
+}
+
+func (f *fakeGrants) Grant(job, coordinator string, ttl time.Duration) (Grant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.grants[job] = ttl
+	return Grant{Job: job, Coordinator: coordinator, Expires: time.Unix(1700000000, 0).UTC().Add(ttl)}, nil
+}
+
+func (f *fakeGrants) Revoke(job string) (Revoked, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.grants[job]
+	delete(f.grants, job)
+	if ok {
+		return Revoked{Job: job, Killed: 2}, nil
+	}
+	return Revoked{Job: job}, nil
+}
+
+// newTestServer runs a server on loopback; plug says whether the fake job and
+// data services are plugged in.
+func newTestServer(t *testing.T, plug bool) (*Server, *httptest.Server, *fakeNode) {
+	t.Helper()
+	node := &fakeNode{}
+	s := NewServer(ServerConfig{Node: node, Secret: testSecret, Version: "test", MaxBody: 4096})
+	if plug {
+		s.SetJobService(fakeJobs{})
+		data := &fakeData{files: map[string][]byte{}, shards: map[ShardRef][]byte{}}
+		s.SetDataService(data)
+		s.SetShardService(data)
+		s.SetGrantService(&fakeGrants{grants: map[string]time.Duration{}})
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return s, ts, node
+}
+
+// raw sends a request signed with secret (nil: unsigned) and returns the status
+// and the decoded error body.
+func raw(t *testing.T, ts *httptest.Server, secret []byte, method, path, body string) (int, errorBody) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret != nil {
+		h := sha256.Sum256([]byte(body))
+		Sign(req, DeriveAuthKey(secret), hex.EncodeToString(h[:]), time.Now())
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eb errorBody
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 400 && method != "HEAD" {
+		if err := json.Unmarshal(b, &eb); err != nil || eb.Error == "" || eb.Code == "" {
+			t.Errorf("%s %s: status %d body %q is not {\"error\": ..., \"code\": ...}", method, path, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode, eb
+}
+
+func TestErrors(t *testing.T) {
+	_, ts, _ := newTestServer(t, false)
+	big := `{"ranks": 1, "argv": ["x"], "env": {"A": "` + strings.Repeat("x", 5000) + `"}}`
+	tests := []struct {
+		name         string
+		secret       []byte
+		method, path string
+		body         string
+		status       int
+		want         string // substring of the error message
+	}{
+		{"unsigned", nil, "GET", "/v1/nodes", "", 401, "must be signed"},
+		{"wrong secret", wrongSecret, "GET", "/v1/nodes", "", 401, "wrong cluster secret?"},
+		{"unsigned unknown route", nil, "GET", "/v1/secret-things", "", 401, "must be signed"},
+		{"unknown route", testSecret, "GET", "/v1/nope", "", 404, "no route GET /v1/nope"},
+		{"unknown version", testSecret, "GET", "/v2/nodes", "", 404, "no route"},
+		{"wrong method", testSecret, "PUT", "/v1/nodes", "", 405, "allowed: GET"},
+		{"malformed JSON", testSecret, "POST", "/v1/jobs", `{"ranks": 2,`, 400, "malformed JSON"},
+		{"bad syntax", testSecret, "POST", "/v1/jobs", `{"ranks": x}`, 400, "malformed JSON at byte"},
+		{"unknown field", testSecret, "POST", "/v1/jobs", `{"rank": 2}`, 400, `unknown field "rank"`},
+		{"wrong type", testSecret, "POST", "/v1/jobs", `{"ranks": "2"}`, 400, `field "ranks": want int`},
+		{"empty body", testSecret, "POST", "/v1/jobs", ``, 400, "empty body"},
+		{"trailing data", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"]} {}`, 400, "data after the object"},
+		{"bad duration", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "wait_for_nodes": "soon"}`, 400, `"30s", got "soon"`},
+		{"invalid spec", testSecret, "POST", "/v1/jobs", `{"ranks": 0, "argv": ["x"], "engine": "lam"}`, 400, "ranks 0"},
+		{"invalid spec lists all", testSecret, "POST", "/v1/jobs", `{"ranks": 0, "argv": ["x"], "engine": "lam"}`, 400, `engine "lam"`},
+		{"bad file name", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "files": [{"name": "../etc/passwd", "sha256": "` + EmptySHA256 + `"}]}`, 400, "files[0].name"},
+		{"too large", testSecret, "POST", "/v1/jobs", big, 413, "larger than 4096 bytes"},
+		{"no coordinator", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"]}`, 503, "no job coordinator"},
+		{"bad job id", testSecret, "GET", "/v1/jobs/a%20b", "", 400, "job id"},
+		{"bad leave body", testSecret, "POST", "/v1/leave", `{"timeout": 5}`, 400, "duration"},
+		{"bad file hash", testSecret, "PUT", "/v1/files/abc", "x", 400, "not a lower-case hex SHA-256"},
+		{"no file store", testSecret, "HEAD", "/v1/files/" + EmptySHA256, "", 503, ""},
+		{"bad shard epoch", testSecret, "GET", "/v1/shards/j1/0/1", "", 400, "epoch"},
+		{"bad shard rank", testSecret, "GET", "/v1/shards/j1/1/-1", "", 400, "rank"},
+		{"no shard store", testSecret, "GET", "/v1/shards/j1/1/0", "", 503, "no checkpoint store"},
+		{"index bad job", testSecret, "GET", "/v1/shards/a%20b", "", 400, "job id"},
+		{"index query", testSecret, "GET", "/v1/shards/j1?epoch=3", "", 400, `unknown query parameter "epoch"`},
+		{"index unplugged", testSecret, "GET", "/v1/shards/j1", "", 503, "no checkpoint store"},
+		{"fetch no body", testSecret, "POST", "/v1/shards/j1/1/0/fetch", "", 400, "empty body"},
+		{"fetch bad from", testSecret, "POST", "/v1/shards/j1/1/0/fetch", `{"from": "n2"}`, 400, `from "n2": want`},
+		{"fetch bad port", testSecret, "POST", "/v1/shards/j1/1/0/fetch", `{"from": "10.0.0.2:0"}`, 400, "HOST:PORT"},
+		{"fetch unknown field", testSecret, "POST", "/v1/shards/j1/1/0/fetch", `{"source": "10.0.0.2:7947"}`, 400, `unknown field "source"`},
+		{"fetch bad epoch", testSecret, "POST", "/v1/shards/j1/x/0/fetch", `{"from": "10.0.0.2:7947"}`, 400, "epoch"},
+		{"fetch wrong method", testSecret, "GET", "/v1/shards/j1/1/0/fetch", "", 405, "allowed: POST"},
+		{"remove before 0", testSecret, "DELETE", "/v1/shards/j1?before=0", "", 400, "before=\"0\""},
+		{"remove before junk", testSecret, "DELETE", "/v1/shards/j1?before=new", "", 400, "want an epoch"},
+		{"remove typo", testSecret, "DELETE", "/v1/shards/j1?befor=3", "", 400, `unknown query parameter "befor"`},
+		{"remove bad job", testSecret, "DELETE", "/v1/shards/a%20b", "", 400, "job id"},
+		{"request body", testSecret, "POST", "/v1/shards/j1/request-checkpoint", `{"now": true}`, 400, `unknown field "now"`},
+		{"request unplugged", testSecret, "POST", "/v1/shards/j1/request-checkpoint", "", 503, "no checkpoint store"},
+		{"ranks bad job", testSecret, "GET", "/v1/grants/a%2Fb/ranks", "", 400, "job id"},
+		{"ranks unplugged", testSecret, "GET", "/v1/grants/j1/ranks", "", 503, "no checkpoint store"},
+		{"unsigned index", nil, "GET", "/v1/shards/j1", "", 401, "must be signed"},
+		{"unsigned fetch", nil, "POST", "/v1/shards/j1/1/0/fetch", `{"from": "10.0.0.2:7947"}`, 401, "must be signed"},
+		{"unsigned remove", nil, "DELETE", "/v1/shards/j1", "", 401, "must be signed"},
+		{"unsigned request", nil, "POST", "/v1/shards/j1/request-checkpoint", "", 401, "must be signed"},
+		{"unsigned ranks", nil, "GET", "/v1/grants/j1/ranks", "", 401, "must be signed"},
+		{"wrong secret fetch", wrongSecret, "POST", "/v1/shards/j1/1/0/fetch", `{"from": "10.0.0.2:7947"}`, 401, "wrong cluster secret?"},
+		{"events bad from", testSecret, "GET", "/v1/jobs/j1/events?from=x", "", 400, "from="},
+		{"no launch service", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1"}`, 503, "no launch service"},
+		{"grant bad fields", testSecret, "POST", "/v1/grants", `{"job": "a/b", "coordinator": "", "ttl": "-1s"}`, 400, `job "a/b"`},
+		{"grant lists all", testSecret, "POST", "/v1/grants", `{"job": "a/b", "coordinator": "", "ttl": "-1s"}`, 400, `ttl -1s`},
+		{"grant unknown field", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1", "tll": "1m"}`, 400, `unknown field "tll"`},
+		{"grant bad ttl", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1", "ttl": 60}`, 400, "duration"},
+		{"revoke bad job", testSecret, "DELETE", "/v1/grants/a%20b", "", 400, "job id"},
+		{"revoke unplugged", testSecret, "DELETE", "/v1/grants/j1", "", 503, "no launch service"},
+		{"grant wrong method", testSecret, "GET", "/v1/grants", "", 405, "allowed: POST"},
+	}
+	for _, tt := range tests {
+		status, eb := raw(t, ts, tt.secret, tt.method, tt.path, tt.body)
+		if status != tt.status || !strings.Contains(eb.Error, tt.want) {
+			t.Errorf("%s: %s %s = %d %q, want %d containing %q", tt.name, tt.method, tt.path, status, eb.Error, tt.status, tt.want)
+		}
+	}
+}
+
+func TestTamperedBodyRejected(t *testing.T) {
+	_, ts, _ := newTestServer(t, true)
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/jobs", strings.NewReader(`{"ranks": 64, "argv": ["rm"]}`))
+	h := sha256.Sum256([]byte(`{"ranks": 1, "argv": ["ok"]}`))
+	Sign(req, DeriveAuthKey(testSecret), hex.EncodeToString(h[:]), time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("tampered body: status %d, want 401", resp.StatusCode)
+	}
+	// Streamed uploads are checked as they are read: the store sees an error.
+	c := NewClient(ts.URL, testSecret)
+	good := []byte("program bytes")
+	sum := sha256.Sum256(good)
+	err = c.PutFile(context.Background(), hex.EncodeToString(sum[:]), strings.NewReader("program bytez"), int64(len(good)))
+	if !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("PutFile with tampered content: error = %v, want ErrUnauthorized", err)
+	}
+}
+
+func TestClient(t *testing.T) {
+	_, ts, node := newTestServer(t, true)
+	ctx := context.Background()
+	c := NewClient(ts.URL, testSecret)
+
+	h, err := c.Health(ctx)
+	if err != nil || h != (Health{Name: "n1", Version: "test"}) {
+		t.Errorf("Health = %+v, %v", h, err)
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) != 2 || nodes[0].Ranks != 3 || nodes[1].State != "dead" {
+		t.Errorf("Nodes = %+v, %v; want n1 with 3 ranks and n2 dead", nodes, err)
+	}
+	if lr, err := c.Leave(ctx, 0); err != nil || lr.State != "left" || node.leaves != 1 {
+		t.Errorf("Leave = %+v, %v (leaves %d)", lr, err, node.leaves)
+	}
+	job, err := c.Submit(ctx, JobSpec{Ranks: 2, Argv: []string{"./heat"}, CheckpointInterval: Duration(30 * time.Second)})
+	if err != nil || job.ID != "j2" || job.Spec.CheckpointInterval != Duration(30*time.Second) {
+		t.Errorf("Submit = %+v, %v", job, err)
+	}
+	if _, err := c.Job(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Job(nope) error = %v, want ErrNotFound", err)
+	}
+	if _, err := c.Cancel(ctx, "j1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("Cancel error = %v, want ErrConflict", err)
+	}
+
+	// Events: from 2 without follow gives 2 and 3; with follow, the error line.
+	es, err := c.Events(ctx, "j1", 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for {
+		ev, err := es.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ev.Seq)
+	}
+	es.Close()
+	if fmt.Sprint(seqs) != "[2 3]" {
+		t.Errorf("events from 2 = %v, want [2 3]", seqs)
+	}
+	es, _ = c.Events(ctx, "j1", 3, true)
+	if ev, err := es.Next(); err != nil || ev.Seq != 3 {
+		t.Errorf("first followed event = %+v, %v", ev, err)
+	}
+	if _, err := es.Next(); !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "lost its state") {
+		t.Errorf("stream end = %v, want the server's error", err)
+	}
+	es.Close()
+	if _, err := c.Events(ctx, "j9", 0, false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("events of unknown job: error = %v, want ErrNotFound before streaming", err)
+	}
+
+	// Launch switches protocols and hands the connection over.
+	conn, err := c.Launch(ctx, LaunchRequest{Job: "j1", Argv: []string{"orted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(conn, "hello\n")
+	got, _ := bufio.NewReader(conn).ReadString('\n')
+	conn.Close()
+	if got != "HELLO\n" {
+		t.Errorf("launch echo = %q, want HELLO", got)
+	}
+	if _, err := c.Launch(ctx, LaunchRequest{Job: "j7", Argv: []string{"orted"}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("launch for an unknown job: error = %v, want ErrNotFound", err)
+	}
+
+	// Files and shards.
+	content := []byte("#!/bin/sh\necho hi\n")
+	sum := sha256.Sum256(content)
+	hexSum := hex.EncodeToString(sum[:])
+	if ok, err := c.HasFile(ctx, hexSum); ok || err != nil {
+		t.Errorf("HasFile before upload = %v, %v", ok, err)
+	}
+	if err := c.PutFile(ctx, hexSum, bytes.NewReader(content), int64(len(content))); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.HasFile(ctx, hexSum); !ok || err != nil {
+		t.Errorf("HasFile after upload = %v, %v", ok, err)
+	}
+	ref := ShardRef{Job: "j1", Epoch: 3, Rank: 5}
+	if err := c.PutShard(ctx, ref, bytes.NewReader([]byte("shard"))); err != nil {
+		t.Fatal(err)
+	}
+	rc, size, err := c.GetShard(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "shard" || size != 5 {
+		t.Errorf("GetShard = %q (%d bytes), want shard", b, size)
+	}
+	if _, _, err := c.GetShard(ctx, ShardRef{Job: "j1", Epoch: 1, Rank: 0}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetShard of a missing shard: %v, want ErrNotFound", err)
+	}
+}
+
+// TestShardRoutes checks that the shard primitives reach the service with their
+// arguments and that the client decodes the answers.
+func TestShardRoutes(t *testing.T) {
+	s, ts, _ := newTestServer(t, true)
+	data := s.shardService().(*fakeData)
+	ctx := context.Background()
+	c := NewClient(ts.URL, testSecret)
+
+	idx, err := c.Shards(ctx, "j1")
+	want := ShardInfo{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}
+	if err != nil || idx.Job != "j1" || len(idx.Shards) != 1 || idx.Shards[0] != want || idx.Bad == nil {
+		t.Errorf("Shards = %+v, %v", idx, err)
+	}
+	ref := ShardRef{Job: "j1", Epoch: 4, Rank: 2}
+	if f, err := c.FetchShard(ctx, ref, "10.0.0.2:7947"); err != nil || !f.Copied || f.Shard.Epoch != 4 || f.Shard.Rank != 2 {
+		t.Errorf("FetchShard = %+v, %v", f, err)
+	}
+	_, err = c.FetchShard(ctx, ref, "10.9.9.9:7947")
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 502 || e.Code != "bad_gateway" || !errors.Is(err, ErrBadGateway) || !strings.Contains(err.Error(), "10.9.9.9") {
+		t.Errorf("FetchShard from a dead node: %#v, want a 502 bad_gateway naming it", err)
+	}
+	if removed, err := c.RemoveShardsBefore(ctx, "j1", 7); err != nil || fmt.Sprint(removed) != "[1 2]" {
+		t.Errorf("RemoveShardsBefore = %v, %v", removed, err)
+	}
+	if _, err := c.RemoveJobShards(ctx, "j1"); err != nil {
+		t.Errorf("RemoveJobShards: %v", err)
+	}
+	if _, err := c.RemoveShardsBefore(ctx, "j1", 0); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("RemoveShardsBefore(0): %v, want ErrBadRequest", err)
+	}
+	if err := c.RequestCheckpoint(ctx, "j1"); err != nil {
+		t.Errorf("RequestCheckpoint: %v", err)
+	}
+	ranks, err := c.RankStates(ctx, "j1")
+	if err != nil || len(ranks) != 2 || ranks[1] != (RankState{Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}) {
+		t.Errorf("RankStates = %+v, %v", ranks, err)
+	}
+	wantCalls := []string{"index j1", "fetch j1/4/2 from 10.0.0.2:7947", "fetch j1/4/2 from 10.9.9.9:7947",
+		"remove j1 before 7", "remove j1 before 0", "request j1", "ranks j1"}
+	if fmt.Sprint(data.calls) != fmt.Sprint(wantCalls) {
+		t.Errorf("service calls:\n got %q\nwant %q", data.calls, wantCalls)
+	}
+}
+
+// TestCorruptStatus: a corrupt stored shard is a 422 "corrupt" that clients
+// recognise.
+func TestCorruptStatus(t *testing.T) {
+	e := &Error{Status: 422, Code: "corrupt", Message: "x"}
+	if !errors.Is(e, ErrCorrupt) {
+		t.Errorf("422 does not unwrap to ErrCorrupt")
+	}
+	if st, code := statusOf(fmt.Errorf("%w: shard j/1/0 fails verification", ErrCorrupt)); st != 422 || code != "corrupt" {
+		t.Errorf("statusOf(ErrCorrupt) = %d %s", st, code)
+	}
+}
+
+func TestGrants(t *testing.T) {
+	_, ts, _ := newTestServer(t, true)
+	ctx := context.Background()
+	c := NewClient(ts.URL, testSecret)
+	g, err := c.Grant(ctx, "j1", "n2", 0)
+	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || !g.Expires.Equal(want) {
+		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2 with the default TTL (expires %v)", g, err, want)
+	}
+	if g, err := c.Grant(ctx, "j2", "n2", 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
+		t.Errorf("Grant 90s = %+v, %v", g, err)
+	}
+	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1", Killed: 2}) {
+		t.Errorf("Revoke j1 = %+v, %v; want 2 killed", rv, err)
+	}
+	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1"}) {
+		t.Errorf("Revoke j1 again = %+v, %v; want 0 killed and no error", rv, err)
+	}
+	if _, err := c.Grant(ctx, "j1", "", time.Minute); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("Grant without a coordinator: error %v, want ErrBadRequest", err)
+	}
+	_, err = c.Launch(ctx, LaunchRequest{Job: "j1", Argv: []string{"orted"}, Env: map[string]string{"A=B": "c"}})
+	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "env key") {
+		t.Errorf("Launch with env key A=B: error %v, want ErrBadRequest naming the env key", err)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	_, ts, _ := newTestServer(t, false)
+	ctx := context.Background()
+	_, err := NewClient(ts.URL, wrongSecret).Nodes(ctx)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 401 || !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("Nodes with wrong secret: error = %#v, want *Error 401 unwrapping to ErrUnauthorized", err)
+	}
+	if _, err := NewClient(ts.URL, testSecret).Jobs(ctx); !errors.Is(err, ErrNotAvailable) {
+		t.Errorf("Jobs without coordinator: error = %v, want ErrNotAvailable", err)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	addr := closed.Listener.Addr().String()
+	closed.Close()
+	_, err = NewClient(addr, testSecret).Nodes(ctx)
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), addr) {
+		t.Errorf("Nodes of a stopped agent: error = %v, want ErrUnreachable naming %s", err, addr)
+	}
+}

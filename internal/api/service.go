@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// LocalNode is the agent as the server sees it: its name, its view of the
+// cluster and its departure. Implementations must be safe for concurrent use.
+type LocalNode interface {
+	// Name is this node's name.
+	Name() string
+	// Nodes returns every node this node knows of, dead and left ones included.
+	// Ranks is filled in by the server from JobService.NodeRanks.
+	Nodes(ctx context.Context) ([]Node, error)
+	// Leave makes this node leave the cluster and returns once it has (jobs
+	// checkpointed, departure gossiped). The server answers the request, then
+	// the agent shuts down. A second call while leaving waits for the first.
+	Leave(ctx context.Context) error
+}
+
+// JobService is the job coordinator as the server sees it. The server calls its
+// methods from one goroutine per request, so implementations must be safe for
+// concurrent use. ctx is the request's context: it is cancelled when the client
+// goes away or the server shuts down, and methods must then return promptly.
+//
+// Errors choose the HTTP status: wrap [ErrBadRequest] (400), [ErrNotFound] (404),
+// [ErrConflict] (409, e.g. cancelling a finished job) or [ErrNotAvailable] (503);
+// anything else is a 500. The error text is sent to the client, so it should be
+// one line a user understands. The server has authenticated and validated the
+// request (ids, JobSpec.Validate) before calling.
+type JobService interface {
+	// Submit creates a job on this node (its coordinator) and returns it.
+	Submit(ctx context.Context, spec JobSpec) (Job, error)
+	// Jobs lists the jobs this node coordinates, running and finished.
+	Jobs(ctx context.Context) ([]Job, error)
+	// Job returns one job.
+	Job(ctx context.Context, id string) (Job, error)
+	// Cancel stops a job and returns it in its new state.
+	Cancel(ctx context.Context, id string) (Job, error)
+	// Events calls send with the job's events whose Seq ≥ from, in order. If
+	// follow is false it returns after the events recorded so far; otherwise it
+	// keeps sending until the job has ended (then returns nil) or ctx is done.
+	// It returns send's error at once if send fails (the client went away).
+	// send must not be called concurrently.
+	Events(ctx context.Context, id string, from uint64, follow bool, send func(JobEvent) error) error
+	// Launch checks a launch request (the job must exist and have been created
+	// by an authenticated coordinator) and returns the function that serves it.
+	// An error here is answered as an HTTP error. Otherwise the server switches
+	// the connection to the launch protocol (101) and calls run with it; run
+	// owns conn, must close it, and must kill what it started when reading
+	// from conn fails (the caller went away).
+	Launch(ctx context.Context, req LaunchRequest) (run func(conn io.ReadWriteCloser), err error)
+	// NodeRanks returns how many ranks of running jobs are on each node, by
+	// node name, for `shoal nodes`.
+	NodeRanks(ctx context.Context) (map[string]int, error)
+	// Rebalance checkpoints job id now and relaunches it over every live node, and
+	// returns once it runs on the new layout.
+	Rebalance(ctx context.Context, id string) (Job, error)
+	// Evacuate moves every job this node coordinates off node without losing work
+	// (checkpoint, then relaunch elsewhere); it returns once they all have.
+	Evacuate(ctx context.Context, node string) error
+}
+
+// DataService stores content-addressed job files on this node. Same
+// concurrency and error contract as [JobService]. The reader given to PutFile
+// fails with an error wrapping [ErrUnauthorized] at its end if the body does
+// not match its signed hash: PutFile must only commit data once it has read
+// its reader to io.EOF without error.
+type DataService interface {
+	// HasFile reports whether the file with this content hash is stored.
+	HasFile(ctx context.Context, sha256 string) (bool, error)
+	// PutFile stores a file; it must check that the content hashes to sha256.
+	// size is the Content-Length, or -1 if unknown.
+	PutFile(ctx context.Context, sha256 string, size int64, r io.Reader) error
+}
+
+// ShardService is this node's checkpoint store (internal/shardstore) and its
+// record of the ranks it ran: the primitives a coordinator uses to make
+// checkpoints durable and to tell a lost rank from a failed program. Same
+// concurrency and error contract as [JobService], plus [ErrCorrupt] (422) for
+// a stored shard that fails verification and [ErrBadGateway] (502) when a
+// node this one called failed. The server has validated job ids, refs and
+// request bodies before calling. Every agent serves it, coordinator or not.
+type ShardService interface {
+	// GetShard opens a stored shard after verifying it; size is its length in
+	// bytes. A missing shard wraps ErrNotFound, a corrupt one ErrCorrupt.
+	GetShard(ctx context.Context, ref ShardRef) (r io.ReadCloser, size int64, err error)
+	// PutShard stores a shard, verifying it first (format and identity: a bad
+	// one wraps ErrBadRequest) and replacing any previous copy only once the
+	// new one is complete and durable. r fails with ErrUnauthorized at its
+	// end if the body does not match its signed hash; nothing is committed
+	// then. size is the Content-Length, or -1.
+	PutShard(ctx context.Context, ref ShardRef, size int64, r io.Reader) error
+	// Shards lists the job's shards on this node, verified ones and bad ones.
+	// A job with no shards here has an empty index, not an error.
+	Shards(ctx context.Context, job string) (ShardIndex, error)
+	// FetchShard copies a shard from the node whose API is at from, verifying
+	// it before storing it; a verified local copy makes it a no-op.
+	FetchShard(ctx context.Context, ref ShardRef, from string) (Fetched, error)
+	// RemoveShards deletes the job's epoch directories older than before, or
+	// the whole job directory (shards, manifest, requests) when before is 0,
+	// and returns the epochs deleted.
+	RemoveShards(ctx context.Context, job string, before uint64) ([]uint64, error)
+	// RequestCheckpoint asks the job's rank 0 on this node for a checkpoint
+	// at its next agreement.
+	RequestCheckpoint(ctx context.Context, job string) error
+	// RequestHold asks for a checkpoint after which the ranks wait to be stopped.
+	RequestHold(ctx context.Context, job string) error
+	// RankStates returns the states the job's ranks on this node recorded,
+	// by rank; none when no rank ran here.
+	RankStates(ctx context.Context, job string) ([]RankState, error)
+}
+
+// GrantService holds this node's launch grants: which jobs' MPI daemons
+// POST /v1/launch may start here, on behalf of which coordinator. Same
+// concurrency and error contract as [JobService]; the server has validated
+// the request ([GrantRequest.Validate], the job id) before calling.
+type GrantService interface {
+	// Grant allows launches for job, on behalf of the coordinator node, for
+	// ttl from now, replacing any earlier grant of the job.
+	Grant(job, coordinator string, ttl time.Duration) (Grant, error)
+	// Revoke withdraws job's grant and kills every process started for it on
+	// this node (fencing), returning once they are gone. Revoking a job with
+	// no grant is not an error.
+	Revoke(job string) (Revoked, error)
+}
+
+// Unavailable is the [JobService], [DataService], [ShardService] and
+// [GrantService] used until real ones are plugged in: every method fails with
+// [ErrNotAvailable], except NodeRanks, which reports no ranks anywhere.
+type Unavailable struct{}
+
+var (
+	_ JobService   = Unavailable{}
+	_ DataService  = Unavailable{}
+	_ ShardService = Unavailable{}
+	_ GrantService = Unavailable{}
+)
+
+func notAvailable(what string) error {
+	return fmt.Errorf("%w: this agent has no %s yet", ErrNotAvailable, what)
+}
+
+func (Unavailable) Submit(context.Context, JobSpec) (Job, error) {
+	return Job{}, notAvailable("job coordinator")
+}
+func (Unavailable) Jobs(context.Context) ([]Job, error) { return nil, notAvailable("job coordinator") }
+func (Unavailable) Rebalance(context.Context, string) (Job, error) {
+	return Job{}, notAvailable("job coordinator")
+}
+func (Unavailable) Evacuate(context.Context, string) error { return notAvailable("job coordinator") }
+func (Unavailable) Job(context.Context, string) (Job, error) {
+	return Job{}, notAvailable("job coordinator")
+}
+func (Unavailable) Cancel(context.Context, string) (Job, error) {
+	return Job{}, notAvailable("job coordinator")
+}
+func (Unavailable) Events(context.Context, string, uint64, bool, func(JobEvent) error) error {
+	return notAvailable("job coordinator")
+}
+func (Unavailable) Launch(context.Context, LaunchRequest) (func(io.ReadWriteCloser), error) {
+	return nil, notAvailable("job coordinator")
+}
+func (Unavailable) NodeRanks(context.Context) (map[string]int, error) { return nil, nil }
+func (Unavailable) HasFile(context.Context, string) (bool, error) {
+	return false, notAvailable("file store")
+}
+func (Unavailable) PutFile(context.Context, string, int64, io.Reader) error {
+	return notAvailable("file store")
+}
+func (Unavailable) GetShard(context.Context, ShardRef) (io.ReadCloser, int64, error) {
+	return nil, 0, notAvailable("checkpoint store")
+}
+func (Unavailable) Grant(string, string, time.Duration) (Grant, error) {
+	return Grant{}, notAvailable("launch service")
+}
+func (Unavailable) Revoke(string) (Revoked, error) { return Revoked{}, notAvailable("launch service") }
+func (Unavailable) PutShard(context.Context, ShardRef, int64, io.Reader) error {
+	return notAvailable("checkpoint store")
+}
+func (Unavailable) Shards(context.Context, string) (ShardIndex, error) {
+	return ShardIndex{}, notAvailable("checkpoint store")
+}
+func (Unavailable) FetchShard(context.Context, ShardRef, string) (Fetched, error) {
+	return Fetched{}, notAvailable("checkpoint store")
+}
+func (Unavailable) RemoveShards(context.Context, string, uint64) ([]uint64, error) {
+	return nil, notAvailable("checkpoint store")
+}
+func (Unavailable) RequestHold(context.Context, string) error { return notAvailable("shard store") }
+func (Unavailable) RequestCheckpoint(context.Context, string) error {
+	return notAvailable("checkpoint store")
+}
+func (Unavailable) RankStates(context.Context, string) ([]RankState, error) {
+	return nil, notAvailable("checkpoint store")
+}

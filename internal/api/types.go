@@ -1,0 +1,280 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Health is the answer of GET /v1/health, the one unauthenticated route.
+type Health struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Node is one cluster member as GET /v1/nodes reports it.
+type Node struct {
+	Name   string            `json:"name"`
+	Addr   string            `json:"addr"` // gossip address, host:port
+	API    string            `json:"api"`  // API address, host:port
+	Cores  int               `json:"cores"`
+	Speed  uint64            `json:"speed"` // single-core loop iterations per second; compare between nodes
+	Arch   string            `json:"arch"`
+	OS     string            `json:"os"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// State is alive, suspect, dead or left; Since is when it began, as seen
+	// by the answering node.
+	State   string    `json:"state"`
+	Since   time.Time `json:"since"`
+	RTT     Duration  `json:"rtt,omitzero"`     // last direct probe from the answering node
+	Leaving bool      `json:"leaving,omitzero"` // announced it is about to leave
+	Local   bool      `json:"local,omitzero"`   // the answering node itself
+	Ranks   int       `json:"ranks"`            // ranks of running jobs placed on the node
+}
+
+// NodeList is the answer of GET /v1/nodes.
+type NodeList struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// LeaveRequest is the optional body of POST /v1/leave.
+type LeaveRequest struct {
+	// Timeout bounds the whole leave, including checkpointing the node's jobs;
+	// 0 means the agent's default.
+	Timeout Duration `json:"timeout,omitzero"`
+}
+
+// LeaveResponse is the answer of POST /v1/leave, sent once the node has left.
+type LeaveResponse struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // "left"
+}
+
+// JobState is a job's place in the coordinator's state machine.
+type JobState string
+
+// Job states (DESIGN.md: Pending → Placing → Staging → Running ⇄ Recovering →
+// Succeeded | Failed | Cancelled).
+const (
+	JobPending    JobState = "pending"
+	JobPlacing    JobState = "placing"
+	JobStaging    JobState = "staging"
+	JobRunning    JobState = "running"
+	JobRecovering JobState = "recovering"
+	JobSucceeded  JobState = "succeeded"
+	JobFailed     JobState = "failed"
+	JobCancelled  JobState = "cancelled"
+)
+
+// JobSpec is what POST /v1/jobs submits. [JobSpec.Validate] lists the rules.
+type JobSpec struct {
+	Ranks int      `json:"ranks"`
+	Argv  []string `json:"argv"` // program (a staged file's name or an absolute path) and arguments
+	// Files are staged to every node the job uses before launch: the program
+	// and the inputs given with --file. Each must already be stored on the
+	// submitting node (PUT /v1/files/{sha256}).
+	Files              []File            `json:"files,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
+	Engine             string            `json:"engine,omitempty"` // "openmpi" (default) or "mpich"
+	CheckpointInterval Duration          `json:"checkpoint_interval,omitzero"`
+	MaxRestarts        int               `json:"max_restarts,omitempty"`
+	MaxOversubscribe   float64           `json:"max_oversubscribe,omitempty"` // ranks per core allowed; 0: coordinator default
+	WaitForNodes       Duration          `json:"wait_for_nodes,omitzero"`
+	Redundancy         int               `json:"redundancy,omitempty"` // copies of each shard; 0: default (2)
+	// Relocation is how ranks are placed again after a node is lost: "rank" (the
+	// default) places every rank anew over the remaining nodes; "block" moves the
+	// lost node's ranks together to one survivor, as older systems do (for
+	// comparison in benchmarks).
+	Relocation string `json:"relocation,omitempty"`
+}
+
+// File is one staged file of a job.
+type File struct {
+	Name   string `json:"name"`   // relative path in the job directory
+	SHA256 string `json:"sha256"` // hex content hash
+	Size   int64  `json:"size"`
+	Mode   uint32 `json:"mode,omitempty"` // permission bits; 0: 0644 (0755 for the program)
+}
+
+// Job is a job as the coordinator reports it.
+type Job struct {
+	ID          string           `json:"id"`
+	State       JobState         `json:"state"`
+	Spec        JobSpec          `json:"spec"`
+	Coordinator string           `json:"coordinator"` // node that runs the job's coordinator
+	Submitted   time.Time        `json:"submitted"`
+	Ended       time.Time        `json:"ended,omitzero"`
+	Placement   map[string][]int `json:"placement,omitempty"` // node → ranks
+	Epoch       uint64           `json:"epoch,omitempty"`     // newest complete checkpoint epoch
+	Restarts    int              `json:"restarts"`
+	ExitCode    *int             `json:"exit_code,omitempty"`
+	Reason      string           `json:"reason,omitempty"` // one line, why it failed or restarted
+	Progress    float64          `json:"progress,omitempty"`
+}
+
+// JobList is the answer of GET /v1/jobs.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// JobEvent is one line of GET /v1/jobs/{id}/events.
+type JobEvent struct {
+	Seq     uint64          `json:"seq"` // 1, 2, …: resume a stream with ?from=Seq+1
+	Time    time.Time       `json:"time"`
+	Job     string          `json:"job"`
+	Type    string          `json:"type"` // chosen by the coordinator: "state", "output", "node-lost", …
+	Message string          `json:"message,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"` // type-specific details
+}
+
+// LaunchRequest is the body of POST /v1/launch: `shoal rsh NODE CMD...` asking
+// NODE's agent to start an MPI daemon for a job.
+type LaunchRequest struct {
+	Job  string            `json:"job"`
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env,omitempty"`
+}
+
+// DefaultGrantTTL is a grant's time to live when POST /v1/grants gives none.
+const DefaultGrantTTL = 10 * time.Minute
+
+// GrantRequest is the body of POST /v1/grants: a coordinator allowing this
+// node to launch MPI daemons for one of its jobs.
+type GrantRequest struct {
+	Job         string `json:"job"`
+	Coordinator string `json:"coordinator"` // node name of the job's coordinator
+	// TTL is how long launches may start under the grant; 0 means
+	// DefaultGrantTTL. It does not limit how long they run.
+	TTL Duration `json:"ttl,omitzero"`
+}
+
+// Grant is the answer of POST /v1/grants.
+type Grant struct {
+	Job         string    `json:"job"`
+	Coordinator string    `json:"coordinator"`
+	Expires     time.Time `json:"expires"` // launches are refused after this
+}
+
+// Revoked is the answer of DELETE /v1/grants/{job}.
+type Revoked struct {
+	Job    string `json:"job"`
+	Killed int    `json:"killed"` // launched commands of the job that were running and were killed
+}
+
+// ShardRef names one checkpoint shard.
+type ShardRef struct {
+	Job   string
+	Epoch uint64
+	Rank  int
+}
+
+func (s ShardRef) String() string { return fmt.Sprintf("%s/%d/%d", s.Job, s.Epoch, s.Rank) }
+
+// ShardInfo is one shard stored on a node that passed full verification
+// (docs/shard-format.md) and holds the job, epoch and rank its path names.
+type ShardInfo struct {
+	Epoch     uint64 `json:"epoch"`
+	Rank      int    `json:"rank"`
+	NRanks    int    `json:"nranks"`
+	Size      int64  `json:"size"`       // bytes
+	CreatedNs uint64 `json:"created_ns"` // when the checkpoint was taken, ns since the Unix epoch
+	Checksum  uint64 `json:"checksum"`   // the shard's XXH3-64 (its last 8 bytes): equal copies have equal checksums
+}
+
+// Ref returns the reference of the shard of job described by i.
+func (i ShardInfo) Ref(job string) ShardRef { return ShardRef{Job: job, Epoch: i.Epoch, Rank: i.Rank} }
+
+// BadShard is a file stored under a shard's name that fails verification: it
+// is never served, fetched or counted.
+type BadShard struct {
+	Epoch uint64 `json:"epoch"`
+	Rank  int    `json:"rank"`
+	// Error is the short name of the failed check from docs/shard-format.md
+	// ("truncated", "bad magic", "unsupported version", "checksum mismatch",
+	// "bad header", "bad region table", "wrong shard"), or "unreadable".
+	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"` // the whole message, for people
+}
+
+// ShardIndex is the answer of GET /v1/shards/{job}: the job's shards on the
+// answering node, by epoch then rank.
+type ShardIndex struct {
+	Job    string      `json:"job"`
+	Shards []ShardInfo `json:"shards"`
+	Bad    []BadShard  `json:"bad"`
+}
+
+// FetchRequest is the body of POST /v1/shards/{job}/{epoch}/{rank}/fetch.
+type FetchRequest struct {
+	From string `json:"from"` // API address (host:port) of the node holding the shard
+}
+
+// Fetched is the answer of POST /v1/shards/{job}/{epoch}/{rank}/fetch.
+type Fetched struct {
+	Shard ShardInfo `json:"shard"`
+	// Copied is false when the node already held a verified copy and
+	// transferred nothing.
+	Copied bool `json:"copied"`
+}
+
+// ShardsRemoved is the answer of DELETE /v1/shards/{job}.
+type ShardsRemoved struct {
+	Job     string   `json:"job"`
+	Removed []uint64 `json:"removed"` // epoch directories deleted, oldest first
+}
+
+// RankState is how one rank of a job on a node ran or ended, as its wrapper
+// `shoal exec-rank` recorded it (docs/launcher-protocol.md, "Rank wrapper").
+type RankState struct {
+	Rank   int    `json:"rank"`
+	PID    int    `json:"pid"`
+	State  string `json:"state"`            // running, exited, signaled (a loss), stopped (torn down by the launcher)
+	Code   int    `json:"code,omitempty"`   // exit code, for exited
+	Signal int    `json:"signal,omitempty"` // for signaled and stopped
+	TimeNs int64  `json:"time_ns"`          // when the wrapper saw it end (Unix ns); 0 while running
+}
+
+// RankStates is the answer of GET /v1/grants/{job}/ranks.
+type RankStates struct {
+	Job   string      `json:"job"`
+	Ranks []RankState `json:"ranks"`
+}
+
+// errorBody is every error answer's body.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string ("1.5s").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\", got %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// EvacuateRequest is the body of POST /v1/evacuate: move the jobs this node
+// coordinates off Node, which is about to leave.
+type EvacuateRequest struct {
+	Node string `json:"node"`
+}
+
+// CheckpointRequest is the optional body of POST /v1/shards/{job}/request-checkpoint.
+type CheckpointRequest struct {
+	// Hold makes the ranks wait, after the checkpoint, to be stopped: the coordinator
+	// relaunches from that checkpoint, so no step is computed twice.
+	Hold bool `json:"hold,omitempty"`
+}

@@ -1,0 +1,139 @@
+package api
+
+import (
+	"fmt"
+	"net"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// ValidJobID reports whether s can be a job id: 1 to 63 bytes of [A-Za-z0-9._-],
+// not "." or ".." (docs/launcher-protocol.md, SHOAL_JOB).
+func ValidJobID(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidSHA256 reports whether s is a hex SHA-256 in lower case.
+func ValidSHA256(s string) bool { return len(s) == 64 && isHex(s) }
+
+// Engines are the accepted JobSpec.Engine values ("" means the first).
+var Engines = []string{"openmpi", "mpich"}
+
+// Validate reports every problem of the spec in one error wrapping
+// [ErrBadRequest], naming each field, separated by "; ".
+func (s JobSpec) Validate() error {
+	var problems []string
+	bad := func(format string, args ...any) {
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	if s.Ranks < 1 || s.Ranks > 1<<20 {
+		bad("ranks %d: want 1 to %d", s.Ranks, 1<<20)
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		bad("argv: want the program and its arguments, program not empty")
+	}
+	seen := map[string]bool{}
+	for i, f := range s.Files {
+		if f.Name == "" || path.IsAbs(f.Name) || path.Clean(f.Name) != f.Name || f.Name == ".." || strings.HasPrefix(f.Name, "../") {
+			bad("files[%d].name %q: want a clean relative path inside the job directory", i, f.Name)
+		}
+		if seen[f.Name] {
+			bad("files[%d].name %q: given twice", i, f.Name)
+		}
+		seen[f.Name] = true
+		if !ValidSHA256(f.SHA256) {
+			bad("files[%d].sha256 %q: want 64 lower-case hex digits", i, f.SHA256)
+		}
+		if f.Size < 0 {
+			bad("files[%d].size %d: want ≥ 0", i, f.Size)
+		}
+		if f.Mode&^0o777 != 0 {
+			bad("files[%d].mode %#o: want permission bits only", i, f.Mode)
+		}
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			bad("env key %q: want a non-empty name without '=' or NUL", k)
+		}
+	}
+	if s.Engine != "" && s.Engine != Engines[0] && s.Engine != Engines[1] {
+		bad("engine %q: want %s", s.Engine, strings.Join(Engines, " or "))
+	}
+	if s.Relocation != "" && s.Relocation != "rank" && s.Relocation != "block" {
+		bad("relocation %q: want rank or block", s.Relocation)
+	}
+	if s.CheckpointInterval < 0 {
+		bad("checkpoint_interval %v: want ≥ 0", s.CheckpointInterval)
+	}
+	if s.MaxRestarts < 0 {
+		bad("max_restarts %d: want ≥ 0", s.MaxRestarts)
+	}
+	if s.MaxOversubscribe < 0 {
+		bad("max_oversubscribe %g: want ≥ 0", s.MaxOversubscribe)
+	}
+	if s.WaitForNodes < 0 {
+		bad("wait_for_nodes %v: want ≥ 0", s.WaitForNodes)
+	}
+	if s.Redundancy < 0 {
+		bad("redundancy %d: want ≥ 0", s.Redundancy)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Validate checks a launch request; errors wrap [ErrBadRequest].
+func (l LaunchRequest) Validate() error {
+	if !ValidJobID(l.Job) {
+		return fmt.Errorf("%w: job %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, l.Job)
+	}
+	if len(l.Argv) == 0 || l.Argv[0] == "" {
+		return fmt.Errorf("%w: argv: want the command to run", ErrBadRequest)
+	}
+	for k := range l.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("%w: env key %q: want a non-empty name without '=' or NUL", ErrBadRequest, k)
+		}
+	}
+	return nil
+}
+
+// Validate checks a grant request, reporting every bad field in one error
+// wrapping [ErrBadRequest]. The service may bound TTL further.
+func (g GrantRequest) Validate() error {
+	var problems []string
+	if !ValidJobID(g.Job) {
+		problems = append(problems, fmt.Sprintf("job %q: want 1 to 63 bytes of [A-Za-z0-9._-]", g.Job))
+	}
+	if !ValidJobID(g.Coordinator) { // node names follow the same rule
+		problems = append(problems, fmt.Sprintf("coordinator %q: want a node name, 1 to 63 bytes of [A-Za-z0-9._-]", g.Coordinator))
+	}
+	if g.TTL < 0 {
+		problems = append(problems, fmt.Sprintf("ttl %v: want ≥ 0 (0: %v)", g.TTL, DefaultGrantTTL))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Validate checks a fetch request; errors wrap [ErrBadRequest].
+func (f FetchRequest) Validate() error {
+	host, port, err := net.SplitHostPort(f.From)
+	p, perr := strconv.Atoi(port)
+	if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%w: from %q: want the API address of the node holding the shard, HOST:PORT", ErrBadRequest, f.From)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package ckpt
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ErrNoEpoch means no complete epoch is usable: the job starts from the beginning.
+var ErrNoEpoch = errors.New("ckpt: no usable complete epoch")
+
+// JobDir is the directory of one job's shards on one node: root/job, laid out as in
+// docs/shard-format.md. Its methods are safe for concurrent use by readers; writers
+// are libshoal's ranks.
+type JobDir struct {
+	Root string
+	Job  string
+}
+
+// Path returns the directory of the job.
+func (d JobDir) Path() string { return filepath.Join(d.Root, d.Job) }
+
+// EpochPath returns the directory of one epoch.
+func (d JobDir) EpochPath(epoch uint64) string {
+	return filepath.Join(d.Path(), fmt.Sprintf("e%08d", epoch))
+}
+
+// ShardPath returns the file of one shard.
+func (d JobDir) ShardPath(epoch uint64, rank int) string {
+	return filepath.Join(d.EpochPath(epoch), fmt.Sprintf("r%06d.shard", rank))
+}
+
+// Epochs lists the epoch directories present, oldest first, complete or not.
+func (d JobDir) Epochs() ([]uint64, error) {
+	ents, err := os.ReadDir(d.Path())
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []uint64
+	for _, e := range ents {
+		n := e.Name()
+		if !e.IsDir() || len(n) != 9 || n[0] != 'e' {
+			continue
+		}
+		if v, err := strconv.ParseUint(n[1:], 10, 64); err == nil && v > 0 {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// ShardCount returns how many ranks' shards of epoch are present under their final
+// names (written completely, not yet verified).
+func (d JobDir) ShardCount(epoch uint64) int {
+	ents, err := os.ReadDir(d.EpochPath(epoch))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".shard") {
+			n++
+		}
+	}
+	return n
+}
+
+// VerifyShard reads and fully verifies the shard of rank at epoch, including that it
+// is the shard asked for.
+func (d JobDir) VerifyShard(epoch uint64, rank, nranks int) (Header, error) {
+	path := d.ShardPath(epoch, rank)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Header{}, err
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return Header{}, &ShardError{Path: path, Err: err}
+	}
+	want := Header{Job: d.Job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks)}
+	if err := s.Header.Check(want); err != nil {
+		return Header{}, &ShardError{Path: path, Err: err}
+	}
+	return s.Header, nil
+}
+
+// VerifyEpoch verifies every rank's shard of epoch and returns rank 0's header.
+func (d JobDir) VerifyEpoch(epoch uint64, nranks int) (Header, error) {
+	var h0 Header
+	for r := 0; r < nranks; r++ {
+		h, err := d.VerifyShard(epoch, r, nranks)
+		if err != nil {
+			return Header{}, fmt.Errorf("rank %d: %w", r, err)
+		}
+		if r == 0 {
+			h0 = h
+		}
+	}
+	return h0, nil
+}
+
+// RemoveEpoch deletes one epoch directory.
+func (d JobDir) RemoveEpoch(epoch uint64) error { return os.RemoveAll(d.EpochPath(epoch)) }
+
+// ShardError says which shard failed verification; it unwraps to the sentinel.
+type ShardError struct {
+	Path string
+	Err  error
+}
+
+func (e *ShardError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *ShardError) Unwrap() error { return e.Err }
+
+// ManifestEntry is one complete epoch as recorded in a manifest line.
+type ManifestEntry struct {
+	Epoch     uint64
+	NRanks    int
+	CreatedNs uint64
+}
+
+// ReadManifest returns the complete epochs recorded in the job's manifest, in file
+// order (oldest first). A missing manifest is an empty one; a malformed line is an
+// error naming the line.
+func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
+	f, err := os.Open(filepath.Join(d.Path(), "manifest"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []ManifestEntry
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		var e ManifestEntry
+		if _, err := fmt.Sscanf(sc.Text(), "epoch %d nranks %d created_ns %d", &e.Epoch, &e.NRanks, &e.CreatedNs); err != nil {
+			return nil, fmt.Errorf("%s line %d: %q: not \"epoch E nranks N created_ns T\"", f.Name(), line, sc.Text())
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}

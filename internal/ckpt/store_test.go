@@ -1,0 +1,84 @@
+package ckpt
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func writeShard(t *testing.T, d JobDir, h Header) {
+	t.Helper()
+	b, err := Encode(h, []Region{{ID: 1, ElemSize: 8, Count: 2, Data: make([]byte, 16)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(d.EpochPath(h.Epoch), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.ShardPath(h.Epoch, int(h.Rank)), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJobDirVerify(t *testing.T) {
+	d := JobDir{Root: t.TempDir(), Job: "heat"}
+	for _, e := range []uint64{2, 3} {
+		for r := uint32(0); r < 2; r++ {
+			writeShard(t, d, Header{Job: "heat", Epoch: e, Rank: r, NRanks: 2, CreatedNs: 7})
+		}
+	}
+	os.MkdirAll(filepath.Join(d.Path(), "e0000000x"), 0o755) // not an epoch
+	os.WriteFile(d.ShardPath(3, 1)+".tmp", nil, 0o644)       // being written: not counted
+	epochs, err := d.Epochs()
+	if err != nil || !reflect.DeepEqual(epochs, []uint64{2, 3}) {
+		t.Fatalf("Epochs() = %v, %v; want [2 3]", epochs, err)
+	}
+	if n := d.ShardCount(3); n != 2 {
+		t.Errorf("ShardCount(3) = %d, want 2", n)
+	}
+	if h, err := d.VerifyEpoch(3, 2); err != nil || h.CreatedNs != 7 {
+		t.Errorf("VerifyEpoch(3) = %+v, %v", h, err)
+	}
+	// A shard of another job, another rank, or the wrong rank count is refused.
+	writeShard(t, d, Header{Job: "other", Epoch: 2, Rank: 0, NRanks: 2})
+	if _, err := d.VerifyEpoch(2, 2); !errors.Is(err, ErrWrongShard) {
+		t.Errorf("shard of another job: err %v, want ErrWrongShard", err)
+	}
+	os.Rename(d.ShardPath(3, 0), d.ShardPath(3, 1))
+	if _, err := d.VerifyShard(3, 1, 2); !errors.Is(err, ErrWrongShard) {
+		t.Errorf("shard of another rank: err %v, want ErrWrongShard", err)
+	}
+	if _, err := d.VerifyShard(3, 0, 2); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing shard: err %v, want not-exist", err)
+	}
+	// A flipped byte is a checksum mismatch and names the file.
+	writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: 0, NRanks: 2})
+	b, _ := os.ReadFile(d.ShardPath(3, 0))
+	b[140] ^= 1
+	os.WriteFile(d.ShardPath(3, 0), b, 0o644)
+	_, err = d.VerifyShard(3, 0, 2)
+	var se *ShardError
+	if !errors.Is(err, ErrChecksum) || !errors.As(err, &se) || se.Path != d.ShardPath(3, 0) {
+		t.Errorf("corrupt shard: err %v, want ErrChecksum naming the path", err)
+	}
+}
+
+func TestReadManifest(t *testing.T) {
+	d := JobDir{Root: t.TempDir(), Job: "j"}
+	if m, err := d.ReadManifest(); err != nil || m != nil {
+		t.Fatalf("missing manifest: %v, %v; want empty", m, err)
+	}
+	os.MkdirAll(d.Path(), 0o755)
+	os.WriteFile(filepath.Join(d.Path(), "manifest"), []byte("epoch 2 nranks 4 created_ns 10\nepoch 3 nranks 4 created_ns 20\n"), 0o644)
+	m, err := d.ReadManifest()
+	want := []ManifestEntry{{2, 4, 10}, {3, 4, 20}}
+	if err != nil || !reflect.DeepEqual(m, want) {
+		t.Fatalf("ReadManifest = %v, %v; want %v", m, err, want)
+	}
+	os.WriteFile(filepath.Join(d.Path(), "manifest"), []byte("epoch 2 nranks 4 created_ns 10\nepoch three\n"), 0o644)
+	if _, err := d.ReadManifest(); err == nil {
+		t.Fatal("malformed manifest accepted")
+	}
+}

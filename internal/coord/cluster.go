@@ -1,0 +1,624 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+	"shoal/internal/engine"
+	"shoal/internal/files"
+	"shoal/internal/place"
+)
+
+// clusterBackend runs a job over the cluster's nodes. Each rank writes its shards to
+// its own node; the backend has every shard copied to Redundancy nodes, counts an
+// epoch complete when every rank's shard is that durable, and after a node is lost
+// relaunches from the newest complete epoch whose shards all survive, on the nodes
+// that remain.
+type clusterBackend struct {
+	s  *Service
+	cj *clusterJob
+	j  *job
+
+	redundancy int
+	placement  place.Placement
+	nodes      map[string]api.Node // the nodes of the current run, as placed
+
+	mu        sync.Mutex
+	holders   map[uint64]map[int]map[string]bool // epoch → rank → nodes with a verified copy
+	created   map[uint64]uint64                  // epoch → created_ns
+	complete  map[uint64]bool
+	inflight  map[string]bool // replications under way, by "epoch/rank/node"
+	lastSeen  map[string]time.Time
+	excluded  map[string]bool // nodes that stopped answering; not placed on
+	lastPoll  time.Time
+	highest   uint64
+	reconfigs chan reconfig
+	pending   *reconfig // a planned reconfiguration waiting for its checkpoint
+}
+
+// reconfig is a planned relaunch: a node leaving, or a rebalance over new nodes.
+type reconfig struct {
+	without string        // node to leave out ("" for a rebalance)
+	after   uint64        // relaunch once an epoch newer than this is complete
+	done    chan struct{} // closed once the job runs without the node (or ended)
+	reason  string
+}
+
+var _ backend = (*clusterBackend)(nil)
+
+func (b *clusterBackend) peer(name string) Peer { return b.s.cfg.Peer(b.nodes[name]) }
+
+// liveNodes returns the nodes the job may use now.
+func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[string]api.Node, error) {
+	nodes, err := b.s.cfg.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]api.Node{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range nodes {
+		if n.State == "alive" && !n.Leaving && !b.excluded[n.Name] && n.Name != without {
+			out[n.Name] = n
+		}
+	}
+	return out, nil
+}
+
+func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
+	info := b.cj.snapshot()
+	without := ""
+	if b.pending != nil {
+		without = b.pending.without
+	}
+	live, err := b.liveNodes(ctx, without)
+	if err != nil {
+		return engine.Launch{}, nil, "", err
+	}
+	var candidates []place.Node
+	for _, n := range live {
+		candidates = append(candidates, place.Node{Name: n.Name, Cores: n.Cores, Speed: float64(n.Speed)})
+	}
+	p, err := place.Spread(candidates, info.Spec.Ranks, place.Options{MaxOversubscribe: info.Spec.MaxOversubscribe})
+	if err != nil && b.placement != nil {
+		// Losing a node may leave too few cores; running slower beats not running.
+		p, err = place.Spread(candidates, info.Spec.Ranks, place.Options{MaxOversubscribe: float64(info.Spec.Ranks)})
+	}
+	if err != nil {
+		return engine.Launch{}, nil, "", fmt.Errorf("too few nodes: %w", err)
+	}
+	if info.Spec.Relocation == "block" && b.placement != nil {
+		if bp, err := place.Block(b.placement, candidates); err == nil {
+			p = bp
+		}
+	}
+	moves := describeMoves(b.placement, p, live)
+	if rc := b.pending; rc != nil {
+		b.mu.Lock()
+		if rc.without != "" {
+			b.excluded[rc.without] = true // until membership shows it gone
+		}
+		b.mu.Unlock()
+		b.pending = nil
+		defer close(rc.done)
+	}
+	old := b.nodes
+	b.placement, b.nodes = p, live
+	byNode := map[string][]int{}
+	for r, n := range p {
+		byNode[n] = append(byNode[n], r)
+	}
+	b.cj.mu.Lock()
+	b.cj.placement = p
+	b.cj.mu.Unlock()
+	b.cj.update(func(a *api.Job) { a.Placement = byNode; a.State = api.JobStaging })
+
+	// Fence the old run everywhere it may still have processes, then stage and grant.
+	for name := range old {
+		if _, ok := live[name]; ok {
+			b.peer(name).Revoke(ctx, info.ID)
+		}
+	}
+	if err := b.stage(ctx, info, byNode, restartEpoch); err != nil {
+		return engine.Launch{}, nil, "", err
+	}
+	l, launcherEnv, err := b.s.launchFiles(info, p, live, env)
+	if err != nil {
+		return engine.Launch{}, nil, "", err
+	}
+	b.j.progressFile = ""
+	if p[0] == b.s.cfg.Node {
+		b.j.progressFile = filepath.Join(b.s.cfg.DataDir, "ckpt", info.ID, "progress")
+	}
+	names := make([]string, 0, len(byNode))
+	for n := range byNode {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	where := fmt.Sprintf("on %d nodes (%s)", len(names), p)
+	if moves != "" {
+		where = fmt.Sprintf("on %s (%s)", strings.Join(names, ", "), moves)
+	}
+	return l, launcherEnv, where, nil
+}
+
+// describeMoves says where a lost node's ranks went: "2 of c's ranks → a, 1 → b".
+func describeMoves(prev, next place.Placement, live map[string]api.Node) string {
+	if prev == nil {
+		return ""
+	}
+	var parts []string
+	lost := map[string]map[string]int{}
+	var order []string
+	for r, from := range prev {
+		if _, ok := live[from]; ok || r >= len(next) {
+			continue
+		}
+		if lost[from] == nil {
+			lost[from] = map[string]int{}
+			order = append(order, from)
+		}
+		lost[from][next[r]]++
+	}
+	for _, from := range order {
+		moves := sortedMoves(lost[from])
+		first := strings.Replace(moves[0], " → ", " of "+from+"'s ranks → ", 1)
+		parts = append(parts, strings.Join(append([]string{first}, moves[1:]...), ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func sortedMoves(m map[string]int) []string {
+	var out []string
+	for dst, n := range m {
+		out = append(out, fmt.Sprintf("%d → %s", n, dst))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return strings.SplitN(out[i], " → ", 2)[1] < strings.SplitN(out[j], " → ", 2)[1]
+	})
+	return out
+}
+
+// stage copies the job's files and, for a restart, each rank's shard to the node the
+// rank will run on, from any live node holding a verified copy; all in parallel.
+func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(byNode)*(1+info.Spec.Ranks))
+	for name, ranks := range byNode {
+		peer := b.peer(name)
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			if name != b.s.cfg.Node {
+				if err := b.s.stage(ctx, peer, info); err != nil {
+					errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
+					return
+				}
+			}
+			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, 24*time.Hour); err != nil {
+				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
+			}
+		}(name)
+		if epoch == 0 {
+			continue
+		}
+		for _, r := range ranks {
+			b.mu.Lock()
+			holders := b.holders[epoch][r]
+			var from string
+			have := holders[name]
+			for h := range holders {
+				if _, ok := b.nodes[h]; ok && h != name {
+					from = h
+				}
+			}
+			b.mu.Unlock()
+			// Fetch even when the node is believed to hold the shard: its copy may
+			// have been damaged since, and a node holding a good copy answers at
+			// once without copying.
+			if from == "" && have {
+				continue
+			}
+			if from == "" {
+				return fmt.Errorf("no live node holds rank %d's shard of epoch %d", r, epoch)
+			}
+			wg.Add(1)
+			go func(name, from string, r int) {
+				defer wg.Done()
+				ref := api.ShardRef{Job: info.ID, Epoch: epoch, Rank: r}
+				if err := b.peer(name).Fetch(ctx, ref, b.nodes[from].API); err != nil {
+					errs <- fmt.Errorf("stage rank %d's shard of epoch %d from %s to %s: %w", r, epoch, from, name, err)
+					return
+				}
+				b.addHolder(epoch, r, name, 0)
+			}(name, from, r)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (b *clusterBackend) addHolder(epoch uint64, rank int, node string, created uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.holders[epoch] == nil {
+		b.holders[epoch] = map[int]map[string]bool{}
+	}
+	if b.holders[epoch][rank] == nil {
+		b.holders[epoch][rank] = map[string]bool{}
+	}
+	b.holders[epoch][rank][node] = true
+	if created != 0 {
+		b.created[epoch] = created
+	}
+	b.highest = max(b.highest, epoch)
+}
+
+// poll refreshes what each node holds, starts the copies that make shards durable,
+// records newly complete epochs, and reports a lost node.
+func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
+	if time.Since(b.lastPoll) < 300*time.Millisecond {
+		return nil
+	}
+	b.lastPoll = time.Now()
+	if loss := b.checkMembers(ctx); loss != nil {
+		return loss
+	}
+	b.refresh(ctx)
+	b.replicate(ctx)
+	b.markComplete(ctx)
+	select {
+	case rc := <-b.reconfigs:
+		b.startReconfig(ctx, rc)
+	default:
+	}
+	if rc := b.pending; rc != nil {
+		b.mu.Lock()
+		var taken uint64
+		for e := range b.complete {
+			if e > rc.after {
+				taken = max(taken, e)
+			}
+		}
+		// The ranks hold still after that checkpoint: nothing since it is lost.
+		at := time.Unix(0, int64(b.created[taken]))
+		b.mu.Unlock()
+		if taken > 0 {
+			return &nodeLoss{nodes: []string{rc.without}, reason: rc.reason, at: at, planned: true}
+		}
+	}
+	return nil
+}
+
+// checkMembers reports the nodes of the run that membership declares dead or left.
+func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
+	nodes, err := b.s.cfg.Nodes(ctx)
+	if err != nil {
+		return nil
+	}
+	var lost []string
+	reason := ""
+	for _, n := range nodes {
+		if _, ok := b.nodes[n.Name]; !ok || (n.State != "dead" && n.State != "left") {
+			continue
+		}
+		if b.pending != nil && n.Name == b.pending.without {
+			continue
+		}
+		lost = append(lost, n.Name)
+		b.mu.Lock()
+		seen := b.lastSeen[n.Name]
+		b.mu.Unlock()
+		reason = n.State
+		if n.State == "dead" && !seen.IsZero() {
+			reason = fmt.Sprintf("no answer for %.1f s", time.Since(seen).Seconds())
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	sort.Strings(lost)
+	return &nodeLoss{nodes: lost, reason: reason, at: time.Now()}
+}
+
+// refresh asks every node of the run which verified shards it holds.
+func (b *clusterBackend) refresh(ctx context.Context) {
+	id := b.cj.snapshot().ID
+	var wg sync.WaitGroup
+	for name := range b.nodes {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			shards, err := b.peer(name).Shards(cctx, id)
+			if err != nil {
+				return
+			}
+			// The index replaces what we knew of the node: a copy found corrupt
+			// since, or removed, must not be counted or staged from.
+			b.mu.Lock()
+			b.lastSeen[name] = time.Now()
+			for _, ranks := range b.holders {
+				for _, nodes := range ranks {
+					delete(nodes, name)
+				}
+			}
+			b.mu.Unlock()
+			for _, s := range shards {
+				b.addHolder(s.Epoch, s.Rank, name, s.CreatedNs)
+			}
+		}(name)
+	}
+	wg.Wait()
+}
+
+// want is how many verified copies make a shard durable: the job's redundancy, or
+// every node when there are fewer.
+func (b *clusterBackend) want() int { return min(b.redundancy, len(b.nodes)) }
+
+// replicate starts a copy of every shard that has fewer copies than wanted, to the
+// next nodes after its holder in name order. Copies run in the background: the ranks
+// never wait for them.
+func (b *clusterBackend) replicate(ctx context.Context) {
+	names := make([]string, 0, len(b.nodes))
+	for n := range b.nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	id := b.cj.snapshot().ID
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for epoch, ranks := range b.holders {
+		if b.complete[epoch] || epoch+2 < b.highest {
+			continue
+		}
+		for rank, holders := range ranks {
+			var from string
+			for h := range holders {
+				if _, ok := b.nodes[h]; ok {
+					from = h
+				}
+			}
+			if from == "" || len(holders) >= b.want() {
+				continue
+			}
+			start := sort.SearchStrings(names, from)
+			for k := 1; k < len(names) && len(holders) < b.want(); k++ {
+				to := names[(start+k)%len(names)]
+				key := fmt.Sprintf("%d/%d/%s", epoch, rank, to)
+				if holders[to] || b.inflight[key] {
+					continue
+				}
+				b.inflight[key] = true
+				go func(to, from, key string, epoch uint64, rank int) {
+					cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+					defer cancel()
+					err := b.peer(to).Fetch(cctx, api.ShardRef{Job: id, Epoch: epoch, Rank: rank}, b.nodes[from].API)
+					if err == nil {
+						b.addHolder(epoch, rank, to, 0)
+					}
+					b.mu.Lock()
+					delete(b.inflight, key)
+					b.mu.Unlock()
+				}(to, from, key, epoch, rank)
+				break
+			}
+		}
+	}
+}
+
+// markComplete records the epochs whose every rank has enough copies, and removes
+// shards older than the two newest complete epochs from every node.
+func (b *clusterBackend) markComplete(ctx context.Context) {
+	n := b.j.spec.NRanks
+	b.mu.Lock()
+	var fresh []uint64
+	for epoch, ranks := range b.holders {
+		if b.complete[epoch] || len(ranks) < n {
+			continue
+		}
+		ok := true
+		for r := 0; r < n && ok; r++ {
+			ok = len(ranks[r]) >= b.want()
+		}
+		if ok {
+			b.complete[epoch] = true
+			fresh = append(fresh, epoch)
+		}
+	}
+	var all []uint64
+	for e := range b.complete {
+		all = append(all, e)
+	}
+	b.mu.Unlock()
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i] < fresh[j] })
+	for _, e := range fresh {
+		b.cj.update(func(a *api.Job) { a.Epoch = max(a.Epoch, e) })
+		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %d copies each)", e, n, b.want())})
+	}
+	if len(fresh) == 0 || len(all) < 3 {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] > all[j] })
+	keep := all[1]
+	id := b.cj.snapshot().ID
+	for name := range b.nodes {
+		go b.peer(name).RemoveShardsBefore(context.Background(), id, keep)
+	}
+	b.mu.Lock()
+	for e := range b.holders {
+		if e < keep {
+			delete(b.holders, e)
+			delete(b.complete, e)
+		}
+	}
+	b.mu.Unlock()
+}
+
+// finish collects the rank states of every node after the launcher exited, and tells
+// a lost node (its agent does not answer, or membership says so) from a rank failure.
+func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
+	b.refresh(ctx)
+	b.markComplete(ctx)
+	if !failed {
+		return local, nil
+	}
+	id := b.cj.snapshot().ID
+	var states []engine.RankState
+	var silent []string
+	for name := range b.nodes {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := b.peer(name).RankStates(cctx, id)
+		cancel()
+		if err != nil {
+			silent = append(silent, name)
+			continue
+		}
+		states = append(states, s...)
+	}
+	if len(silent) == 0 {
+		if loss := b.checkMembers(ctx); loss != nil {
+			return states, loss
+		}
+		return states, nil
+	}
+	sort.Strings(silent)
+	b.mu.Lock()
+	for _, n := range silent {
+		b.excluded[n] = true
+	}
+	seen := b.lastSeen[silent[0]]
+	b.mu.Unlock()
+	reason := "its agent does not answer"
+	if !seen.IsZero() {
+		reason = fmt.Sprintf("no answer for %.1f s", time.Since(seen).Seconds())
+	}
+	return states, &nodeLoss{nodes: silent, reason: reason, at: time.Now()}
+}
+
+// choose picks the newest complete epoch whose every rank's shard survives on a node
+// the job may still use.
+func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped) {
+	b.refresh(ctx)
+	without := ""
+	if b.pending != nil {
+		without = b.pending.without
+	}
+	live, _ := b.liveNodes(ctx, without)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var candidates []uint64
+	for e := range b.complete {
+		candidates = append(candidates, e)
+	}
+	epoch, skipped, err := ckpt.Choose(candidates, func(e uint64) error {
+		for r := 0; r < b.j.spec.NRanks; r++ {
+			found := false
+			for h := range b.holders[e][r] {
+				_, ok := live[h]
+				found = found || ok
+			}
+			if !found {
+				return fmt.Errorf("rank %d's shard is on no live node", r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, ckpt.Header{}, skipped
+	}
+	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.NRanks), CreatedNs: b.created[epoch]}, skipped
+}
+
+func (b *clusterBackend) epochBase() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.highest + 1
+}
+
+// startReconfig asks rank 0's node for an immediate checkpoint; the relaunch follows
+// once that epoch is complete (see poll).
+func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
+	b.mu.Lock()
+	after := uint64(0)
+	for e := range b.complete {
+		after = max(after, e)
+	}
+	b.mu.Unlock()
+	rc.after = after
+	b.pending = &rc
+	id := b.cj.snapshot().ID
+	if err := b.peer(b.placement[0]).RequestHold(ctx, id); err != nil {
+		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: checkpoint request to %s failed: %v", b.placement[0], err)})
+	}
+	b.j.event(EventReconfig, Event{Message: fmt.Sprintf("%s: checkpointing now, then relaunching", rc.reason)})
+}
+
+// launchFiles writes the hostfile, rankfile and rsh node map of a launch and
+// describes it.
+func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
+	runDir := filepath.Join(s.cfg.DataDir, "coord", info.ID)
+	cores := map[string]int{}
+	rshNodes := map[string]string{}
+	for name, n := range live {
+		cores[name] = n.Cores
+		rshNodes[name] = n.API
+		if host, _, err := net.SplitHostPort(n.Addr); err == nil {
+			rshNodes[host] = n.API
+		}
+	}
+	hostfile := filepath.Join(runDir, "hostfile")
+	rankfile := filepath.Join(runDir, "rankfile")
+	nodesFile := filepath.Join(runDir, "rsh-nodes.json")
+	nodesJSON, _ := json.Marshal(rshNodes)
+	for path, content := range map[string][]byte{
+		hostfile: []byte(place.Hostfile(p)), rankfile: []byte(place.Rankfile(p, cores)), nodesFile: nodesJSON,
+	} {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			return engine.Launch{}, nil, err
+		}
+	}
+	wrapper := []string{s.cfg.ShoalBin, "exec-rank"}
+	for _, f := range info.Spec.Files {
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+			if f.Name == info.Spec.Argv[0] {
+				mode = 0o755
+			}
+		}
+		wrapper = append(wrapper, "--stage", files.Stage{Name: f.Name, Sum: f.SHA256, Mode: mode}.String())
+	}
+	wrapper = append(wrapper, "--")
+	over := false
+	for name, n := range p.Counts() {
+		over = over || n > cores[name]
+	}
+	for k, v := range info.Spec.Env {
+		env = append(env, k+"="+v)
+	}
+	l := engine.Launch{
+		NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
+		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
+		RshAgent: s.cfg.ShoalBin + " rsh", Oversubscribe: over, Env: env,
+	}
+	launcherEnv := []string{
+		"SHOAL_NODE_DATA=" + s.cfg.DataDir,
+		"SHOAL_JOB=" + info.ID,
+		"SHOAL_RSH_NODES=" + nodesFile,
+		"SHOAL_SECRET_FILE=" + s.cfg.SecretFile,
+	}
+	return l, launcherEnv, nil
+}

@@ -1,0 +1,111 @@
+// Package coord runs jobs: it launches the real MPI through an engine, watches the
+// job's checkpoint epochs, tells a lost rank from the program's own failure, and
+// relaunches from the newest complete epoch when a rank is lost.
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+)
+
+// State is where a job is in its life:
+// Pending → Placing → Staging → Running ⇄ Recovering → Succeeded | Failed | Cancelled.
+type State string
+
+const (
+	Pending    State = "pending"
+	Placing    State = "placing"
+	Staging    State = "staging"
+	Running    State = "running"
+	Recovering State = "recovering"
+	Succeeded  State = "succeeded"
+	Failed     State = "failed"
+	Cancelled  State = "cancelled"
+)
+
+// Errors a job spec can fail validation with.
+var (
+	ErrBadSpec = errors.New("coord: invalid job")
+)
+
+// Spec is what the user asked to run.
+type Spec struct {
+	// ID names the job in paths and shards: 1 to 63 bytes of [A-Za-z0-9._-].
+	ID      string
+	NRanks  int
+	Program string   // absolute path of an executable file
+	Args    []string // the program's arguments
+	Workdir string   // where ranks run
+	Env     []string // extra KEY=VALUE for every rank
+	// CkptInterval is the time between checkpoints libshoal takes; 0 turns interval
+	// checkpoints off (the program may still call shoal_checkpoint).
+	CkptInterval time.Duration
+	// MaxRestarts bounds how often a job is relaunched after losing ranks.
+	MaxRestarts int
+}
+
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,63}$`)
+
+// Validate reports the first problem with s, naming the field and the value.
+func (s Spec) Validate() error {
+	switch {
+	case !jobIDPattern.MatchString(s.ID):
+		return fmt.Errorf("%w: job id %q: want 1 to 63 of A-Z a-z 0-9 . _ -", ErrBadSpec, s.ID)
+	case s.NRanks < 1:
+		return fmt.Errorf("%w: ranks = %d: need at least 1", ErrBadSpec, s.NRanks)
+	case s.Program == "":
+		return fmt.Errorf("%w: no program", ErrBadSpec)
+	case s.CkptInterval < 0:
+		return fmt.Errorf("%w: checkpoint interval %v is negative", ErrBadSpec, s.CkptInterval)
+	case s.MaxRestarts < 0:
+		return fmt.Errorf("%w: max restarts = %d is negative", ErrBadSpec, s.MaxRestarts)
+	}
+	return nil
+}
+
+// Event is one step of a job, for `shoal run`'s output and the job's event stream.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Job     string    `json:"job"`
+	Kind    string    `json:"kind"` // see the Event* constants
+	State   State     `json:"state,omitempty"`
+	Epoch   uint64    `json:"epoch,omitempty"`
+	Rank    int       `json:"rank,omitempty"`
+	Message string    `json:"message"`
+}
+
+// Event kinds.
+const (
+	EventState      = "state"
+	EventLaunch     = "launch"
+	EventEpoch      = "epoch"       // an epoch became complete
+	EventEpochBad   = "epoch-bad"   // an epoch's shards failed verification
+	EventRankLost   = "rank-lost"   // a rank died of a signal
+	EventNodeLost   = "node-lost"   // a node of the run is gone
+	EventReconfig   = "reconfigure" // a planned relaunch: a node leaving, a rebalance
+	EventRestart    = "restart"     // relaunching from an epoch
+	EventProgress   = "progress"    // the program reported progress
+	EventAppFailure = "app-failure" // the program failed by itself
+	EventDone       = "finished"
+)
+
+// Result is how a job ended.
+type Result struct {
+	State    State
+	ExitCode int // the program's exit code when it ended by itself
+	Restarts int
+	// Exhausted is set when ranks kept dying and MaxRestarts ran out.
+	Exhausted bool
+	Reason    string // one line, for Failed and Cancelled
+}
+
+// Output is where a job's rank output and events go. Events must be safe to call
+// from several goroutines; it is never called after Run returns.
+type Output struct {
+	Stdout io.Writer // ranks' stdout, each line prefixed "[rank] "
+	Stderr io.Writer // ranks' stderr, likewise
+	Events func(Event)
+}

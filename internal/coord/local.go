@@ -1,0 +1,105 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"shoal/internal/ckpt"
+	"shoal/internal/engine"
+)
+
+// localBackend runs every rank of a job on this node; shards stay in this node's
+// store.
+type localBackend struct {
+	j        *job
+	dir      ckpt.JobDir
+	complete map[uint64]ckpt.Header // verified complete epochs
+	bad      map[uint64]bool        // epochs whose shards failed verification
+}
+
+var _ backend = (*localBackend)(nil)
+
+func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
+	j := b.j
+	l := engine.Launch{
+		NRanks: j.spec.NRanks, Program: j.spec.Program, Args: j.spec.Args, Dir: j.spec.Workdir,
+		Wrapper:       []string{j.cfg.ShoalBin, "exec-rank", "--"},
+		Oversubscribe: j.spec.NRanks > j.cfg.Cores,
+		Env: append(append(env, j.spec.Env...),
+			"SHOAL_DIR="+j.cfg.CkptRoot,
+			engine.EnvRanksDir+"="+ranksDir),
+	}
+	return l, nil, "on 1 node", nil
+}
+
+func (b *localBackend) poll(ctx context.Context) *nodeLoss {
+	b.scanEpochs()
+	return nil
+}
+
+func (b *localBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
+	b.scanEpochs() // the last epoch may have completed as the run ended
+	return local, nil
+}
+
+func (b *localBackend) epochBase() uint64 {
+	base := uint64(1)
+	if present, _ := b.dir.Epochs(); len(present) > 0 {
+		base = present[len(present)-1] + 1
+	}
+	for e := range b.complete {
+		base = max(base, e+1)
+	}
+	return base
+}
+
+// scanEpochs verifies every epoch whose shards are all written and records it.
+func (b *localBackend) scanEpochs() {
+	present, err := b.dir.Epochs()
+	if err != nil {
+		return
+	}
+	n := b.j.spec.NRanks
+	for _, e := range present {
+		if _, ok := b.complete[e]; ok || b.bad[e] || b.dir.ShardCount(e) < n {
+			continue
+		}
+		h, err := b.dir.VerifyEpoch(e, n)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // removed by retention while we looked
+			}
+			b.bad[e] = true
+			b.j.event(EventEpochBad, Event{Epoch: e, Message: fmt.Sprintf("warning: epoch %d not counted: %v", e, err)})
+			continue
+		}
+		b.complete[e] = h
+		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards verified)", e, n)})
+	}
+}
+
+// choose picks the newest complete epoch whose every shard verifies now, and removes
+// incomplete epoch directories a killed run left behind.
+func (b *localBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped) {
+	present, _ := b.dir.Epochs()
+	var candidates []uint64
+	for _, e := range present {
+		if _, ok := b.complete[e]; ok {
+			candidates = append(candidates, e)
+		} else if !b.bad[e] {
+			b.dir.RemoveEpoch(e)
+		}
+	}
+	var h ckpt.Header
+	epoch, skipped, err := ckpt.Choose(candidates, func(e uint64) error {
+		var err error
+		h, err = b.dir.VerifyEpoch(e, b.j.spec.NRanks)
+		return err
+	})
+	if errors.Is(err, ckpt.ErrNoEpoch) {
+		return 0, ckpt.Header{}, skipped
+	}
+	return epoch, h, skipped
+}

@@ -1,0 +1,392 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/internal/ckpt"
+	"shoal/internal/engine"
+)
+
+// Config is how a node runs jobs.
+type Config struct {
+	// CkptRoot holds shards, one directory per job (fast local storage: tmpfs).
+	CkptRoot string
+	// RunRoot holds each job's launcher log and rank state files.
+	RunRoot string
+	// ShoalBin is the shoal executable, used as the rank wrapper.
+	ShoalBin string
+	Engine   engine.OpenMPI
+	// Cores of this node; more ranks than cores means oversubscription.
+	Cores int
+	// PollInterval is how often the runner looks for new epochs and progress.
+	PollInterval time.Duration
+	// KillGrace is how long a launcher gets after SIGTERM before SIGKILL.
+	KillGrace time.Duration
+}
+
+// DefaultConfig returns a single-node configuration rooted at dir.
+func DefaultConfig(ckptRoot, runRoot, shoalBin string) Config {
+	return Config{
+		CkptRoot: ckptRoot, RunRoot: runRoot, ShoalBin: shoalBin,
+		Cores: runtime.NumCPU(), PollInterval: 200 * time.Millisecond, KillGrace: 3 * time.Second,
+	}
+}
+
+// job is the runner's view of one job while it runs.
+type job struct {
+	cfg      Config
+	spec     Spec
+	out      Output
+	be       backend
+	runDir   string
+	progress int // last progress decile reported
+	// progressFile is where rank 0 reports progress, when it runs on this node.
+	progressFile string
+}
+
+// Run runs spec on this node until it succeeds, fails or ctx is cancelled, relaunching
+// from the newest complete epoch when a rank is lost.
+func Run(ctx context.Context, cfg Config, spec Spec, out Output) Result {
+	if err := spec.Validate(); err != nil {
+		return Result{State: Failed, Reason: err.Error()}
+	}
+	j := newJob(cfg, spec, out)
+	lb := &localBackend{j: j, dir: ckpt.JobDir{Root: cfg.CkptRoot, Job: spec.ID},
+		complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
+	j.be = lb
+	j.progressFile = filepath.Join(lb.dir.Path(), "progress")
+	for _, d := range []string{lb.dir.Path(), j.runDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return Result{State: Failed, Reason: fmt.Sprintf("create job directory: %v", err)}
+		}
+	}
+	return j.loop(ctx)
+}
+
+func newJob(cfg Config, spec Spec, out Output) *job {
+	return &job{cfg: cfg, spec: spec, out: out, runDir: filepath.Join(cfg.RunRoot, spec.ID), progress: -1}
+}
+
+func (j *job) event(kind string, e Event) {
+	e.Time, e.Job, e.Kind = time.Now(), j.spec.ID, kind
+	if j.out.Events != nil {
+		j.out.Events(e)
+	}
+}
+
+// backend is what differs between a job on this node alone and a job spread over
+// a cluster. Its methods are called from the job's goroutine only.
+type backend interface {
+	// prepare readies one launch from restartEpoch (0: fresh): placement, staging.
+	// It returns the launch, extra environment of the launcher process, and the
+	// layout in words ("on 3 nodes (n1:0-1 n2:2-3)").
+	prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error)
+	// poll runs on every tick of a run: it tracks epochs and returns a loss when a
+	// node of the run is gone.
+	poll(ctx context.Context) *nodeLoss
+	// finish runs once the launcher has exited: the last epochs, the states of the
+	// ranks on every node, and whether a node of the run was lost.
+	finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss)
+	// choose picks the epoch to restart from and names the epochs passed over.
+	choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped)
+	// epochBase is the lowest epoch number a new run may write.
+	epochBase() uint64
+}
+
+// nodeLoss says which nodes of a run are gone and why.
+type nodeLoss struct {
+	nodes   []string
+	reason  string // "no answer for 4.1 s", "left", ...
+	at      time.Time
+	planned bool // a node leaving politely or a rebalance: checkpointed first
+}
+
+func (l *nodeLoss) String() string {
+	if l.planned {
+		return l.reason
+	}
+	return fmt.Sprintf("node %s lost (%s)", strings.Join(l.nodes, ", "), l.reason)
+}
+
+func (j *job) loop(ctx context.Context) Result {
+	var restartEpoch uint64
+	var restartNote func(layout string) string // the restart line, once the new layout is known
+	restarts := 0
+	started := time.Now()
+	for {
+		runStart := time.Now()
+		code, states, loss, launcherTail, err := j.launch(ctx, restartEpoch, restartNote)
+		if ctx.Err() != nil {
+			return Result{State: Cancelled, Restarts: restarts, ExitCode: 130, Reason: "cancelled"}
+		}
+		if err != nil {
+			return Result{State: Failed, Restarts: restarts, Reason: err.Error()}
+		}
+		var what string
+		var lostAt time.Time
+		if loss != nil {
+			what, lostAt = loss.String(), loss.at
+			if !loss.planned {
+				j.event(EventNodeLost, Event{Message: what})
+			}
+		} else {
+			o := engine.Classify(states, j.spec.NRanks, code)
+			switch o.Kind {
+			case engine.Succeeded:
+				j.event(EventDone, Event{State: Succeeded, Message: fmt.Sprintf("job %s finished in %s (%d restarts)", j.spec.ID, round(time.Since(started)), restarts)})
+				return Result{State: Succeeded, Restarts: restarts}
+			case engine.AppFailed:
+				msg := fmt.Sprintf("rank %d exited with code %d; not restarting (the program failed by itself)", o.Cause.Rank, o.Cause.Code)
+				j.event(EventAppFailure, Event{State: Failed, Rank: o.Cause.Rank, Message: msg})
+				return Result{State: Failed, ExitCode: o.Cause.Code, Restarts: restarts, Reason: msg}
+			case engine.Unknown:
+				return Result{State: Failed, Restarts: restarts, ExitCode: exitOf(code),
+					Reason: fmt.Sprintf("mpirun exited with status %d and no rank said why: %s", code, launcherTail)}
+			}
+			what, lostAt = fmt.Sprintf("rank %d killed by signal %d", o.Cause.Rank, o.Cause.Signal), time.Unix(0, o.Cause.TimeNs)
+			j.event(EventRankLost, Event{Rank: o.Cause.Rank, Message: what})
+		}
+		planned := loss != nil && loss.planned
+		if !planned && restarts >= j.spec.MaxRestarts {
+			return Result{State: Failed, Restarts: restarts, Exhausted: true,
+				Reason: fmt.Sprintf("%s; giving up after %d restarts (--max-restarts)", what, restarts)}
+		}
+		if !planned {
+			restarts++
+		}
+		j.event(EventState, Event{State: Recovering, Message: "recovering"})
+		epoch, h, skipped := j.be.choose(ctx)
+		for _, s := range skipped {
+			j.event(EventEpochBad, Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
+		}
+		restartEpoch = epoch
+		since := runStart
+		if epoch > 0 {
+			since = time.Unix(0, int64(h.CreatedNs))
+		}
+		lost := max(lostAt.Sub(since), 0)
+		restartNote = func(layout string) string {
+			from := fmt.Sprintf("from epoch %d", epoch)
+			if epoch == 0 {
+				from = "from the beginning: no complete checkpoint"
+			}
+			if loss == nil {
+				return fmt.Sprintf("%s; restarting %s (%s of work lost)", what, from, round(lost))
+			}
+			return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", what, j.spec.NRanks, from, layout, round(lost))
+		}
+	}
+}
+
+// launch runs the job once, from restartEpoch (0: fresh), and returns mpirun's exit
+// status, the ranks' states and the launcher's last lines.
+func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(string) string) (int, []engine.RankState, *nodeLoss, string, error) {
+	fail := func(err error) (int, []engine.RankState, *nodeLoss, string, error) { return 0, nil, nil, "", err }
+	ranksDir := filepath.Join(j.runDir, "ranks")
+	os.RemoveAll(ranksDir)
+	if err := os.MkdirAll(ranksDir, 0o755); err != nil {
+		return fail(err)
+	}
+	env := []string{
+		"SHOAL_JOB=" + j.spec.ID,
+		"SHOAL_CKPT_INTERVAL=" + strconv.FormatFloat(j.spec.CkptInterval.Seconds(), 'f', -1, 64),
+		"SHOAL_RESTART_EPOCH=" + strconv.FormatUint(restartEpoch, 10),
+		"SHOAL_EPOCH_BASE=" + strconv.FormatUint(j.be.epochBase(), 10),
+	}
+	if stats := os.Getenv("SHOAL_STATS"); stats != "" {
+		env = append(env, "SHOAL_STATS="+stats)
+	}
+	j.event(EventState, Event{State: Placing, Message: "placing"})
+	l, launcherEnv, where, err := j.be.prepare(ctx, restartEpoch, env, ranksDir)
+	if err != nil {
+		return fail(err)
+	}
+	if restartNote != nil {
+		j.event(EventRestart, Event{Epoch: restartEpoch, Message: restartNote(where)})
+	}
+	cmd := j.cfg.Engine.Command(l)
+	cmd.Env = append(os.Environ(), launcherEnv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	log, err := os.Create(filepath.Join(j.runDir, "launcher.log"))
+	if err != nil {
+		return fail(err)
+	}
+	defer log.Close()
+	tail := &tailBuffer{max: 4096}
+	launcherOut := io.MultiWriter(log, tail)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fail(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return fail(err)
+	}
+	if restartEpoch > 0 {
+		where += fmt.Sprintf(", from epoch %d", restartEpoch)
+	}
+	j.event(EventLaunch, Event{State: Running, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.spec.NRanks, where)})
+
+	// Pdeathsig follows the thread that started the child: keep that thread until the
+	// launcher has been waited for.
+	done := make(chan launchExit, 1)
+	started := make(chan error, 1)
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			copies.Add(-2)
+			started <- err
+			return
+		}
+		started <- nil
+		copies.Wait()
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code, err = ee.ExitCode(), nil
+			if code < 0 {
+				code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+			}
+		}
+		done <- launchExit{code, err}
+	}()
+	if err := <-started; err != nil {
+		return fail(fmt.Errorf("start mpirun: %w", err))
+	}
+	go func() { defer copies.Done(); engine.CopyTagged(stdout, j.out.Stdout, launcherOut) }()
+	go func() { defer copies.Done(); engine.CopyTagged(stderr, j.out.Stderr, launcherOut) }()
+
+	tick := time.NewTicker(j.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case e := <-done:
+			local, _ := engine.ReadRankStates(ranksDir)
+			states, loss := j.be.finish(ctx, local, e.code != 0)
+			return e.code, states, loss, strings.TrimSpace(lastLine(tail.String())), e.err
+		case <-tick.C:
+			if loss := j.be.poll(ctx); loss != nil {
+				// A cut node's daemon never answers: the launcher must be killed.
+				j.stop(cmd, done, time.Second, stdout, stderr)
+				return 0, nil, loss, "", nil
+			}
+			j.scanProgress()
+		case <-ctx.Done():
+			j.stop(cmd, done, j.cfg.KillGrace, stdout, stderr)
+			return fail(ctx.Err())
+		}
+	}
+}
+
+// stop ends a run: SIGTERM to the launcher's process group, SIGKILL after the grace
+// period (a launcher waiting on an unreachable daemon ignores SIGTERM).
+func (j *job) stop(cmd *exec.Cmd, done <-chan launchExit, grace time.Duration, pipes ...io.Closer) {
+	pgid := cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-done:
+		return
+	case <-time.After(grace):
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		// Something the launcher started outside its process group still holds its
+		// output open; stop reading so the launcher can be reaped now.
+		for _, p := range pipes {
+			p.Close()
+		}
+		<-done
+	}
+}
+
+type launchExit struct {
+	code int
+	err  error
+}
+
+// scanProgress reports the program's progress in steps of 10%.
+func (j *job) scanProgress() {
+	if j.progressFile == "" {
+		return
+	}
+	b, err := os.ReadFile(j.progressFile)
+	if err != nil {
+		return
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil || f < 0 || f > 1 {
+		return
+	}
+	if d := int(f * 10); d > j.progress {
+		j.progress = d
+		j.event(EventProgress, Event{Message: fmt.Sprintf("progress %d%%", d*10)})
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// lastLine returns the last non-empty line of s that is not a box rule.
+func lastLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l != "" && !bytes.ContainsAny([]byte{l[0]}, "-*") {
+			return l
+		}
+	}
+	return "(no output)"
+}
+
+func round(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+func exitOf(code int) int {
+	if code == 0 {
+		return 1
+	}
+	return code
+}

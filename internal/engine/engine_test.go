@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestParseTagged(t *testing.T) {
+	tests := []struct {
+		line   string
+		rank   int
+		stream string
+		text   string
+		ok     bool
+	}{
+		{"[1,3]<stdout>:checksum: 42", 3, "stdout", "checksum: 42", true},
+		{"[12,0]<stderr>:", 0, "stderr", "", true},
+		{"[1,10]<stdout>:a ]<b>: c", 10, "stdout", "a ]<b>: c", true},
+		{"mpirun noticed that process rank 1", 0, "", "", false},
+		{"[1,x]<stdout>:no", 0, "", "", false},
+		{"[1]<stdout>:no", 0, "", "", false},
+	}
+	for _, tt := range tests {
+		rank, stream, text, ok := ParseTagged(tt.line)
+		if rank != tt.rank || stream != tt.stream || text != tt.text || ok != tt.ok {
+			t.Errorf("ParseTagged(%q) = %d, %q, %q, %v; want %d, %q, %q, %v",
+				tt.line, rank, stream, text, ok, tt.rank, tt.stream, tt.text, tt.ok)
+		}
+	}
+}
+
+func TestCopyTagged(t *testing.T) {
+	in := "[1,0]<stdout>:hello\n---\n[1,1]<stdout>:world\n"
+	var out, launcher bytes.Buffer
+	if err := CopyTagged(strings.NewReader(in), &out, &launcher); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "[0] hello\n[1] world\n"; got != want {
+		t.Errorf("ranks' output = %q, want %q", got, want)
+	}
+	if got, want := launcher.String(), "---\n"; got != want {
+		t.Errorf("launcher output = %q, want %q", got, want)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	exited := func(rank, code int, at int64) RankState {
+		return RankState{Rank: rank, State: StateExited, Code: code, TimeNs: at}
+	}
+	killed := func(rank, sig int, at int64) RankState {
+		return RankState{Rank: rank, State: StateSignaled, Signal: sig, TimeNs: at}
+	}
+	stopped := RankState{Rank: 3, State: StateStopped, Signal: 15, TimeNs: 50}
+	tests := []struct {
+		name      string
+		states    []RankState
+		code      int
+		want      OutcomeKind
+		causeRank int
+	}{
+		{"all exited 0", []RankState{exited(0, 0, 1), exited(1, 0, 2)}, 0, Succeeded, -1},
+		{"remote ranks not seen", []RankState{exited(0, 0, 1)}, 0, Succeeded, -1},
+		{"launcher failed, remote cause", []RankState{exited(0, 0, 1)}, 1, Unknown, -1},
+		{"launcher failed", []RankState{exited(0, 0, 1), exited(1, 0, 2)}, 1, Unknown, -1},
+		{"killed rank", []RankState{exited(0, 0, 1), killed(1, 9, 10), stopped}, 137, RankLost, 1},
+		{"crash", []RankState{exited(0, 3, 10), stopped}, 3, AppFailed, 0},
+		{"peer error after a kill is a consequence", []RankState{exited(0, 1, 20), killed(2, 9, 10), stopped}, 137, RankLost, 2},
+		{"kill after a crash is a consequence", []RankState{exited(0, 1, 10), killed(2, 9, 20)}, 1, AppFailed, 0},
+		{"only stopped ranks", []RankState{stopped}, 143, Unknown, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Classify(tt.states, 2, tt.code)
+			cause := -1
+			if got.Cause != nil {
+				cause = got.Cause.Rank
+			}
+			if got.Kind != tt.want || cause != tt.causeRank {
+				t.Errorf("Classify = kind %d cause %d, want kind %d cause %d", got.Kind, cause, tt.want, tt.causeRank)
+			}
+		})
+	}
+}
+
+func TestRankStateRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	in := []RankState{
+		{Rank: 0, PID: 10, State: StateExited, Code: 0, TimeNs: 5},
+		{Rank: 2, PID: 12, State: StateSignaled, Signal: 9, TimeNs: 6},
+		{Rank: 11, PID: 13, State: StateRunning},
+	}
+	for _, s := range in {
+		if err := WriteRankState(dir, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadRankStates(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("read %d states, want %d", len(got), len(in))
+	}
+	for i := range in {
+		if got[i] != in[i] {
+			t.Errorf("state %d = %+v, want %+v", i, got[i], in[i])
+		}
+	}
+}

@@ -1,0 +1,109 @@
+// Package engine starts jobs through the real MPI launcher (Open MPI's mpirun) and
+// tells how a run ended. Shoal never reimplements MPI transports: co-located ranks
+// get shared memory and remote ranks TCP, exactly as a plain mpirun launch gives them.
+package engine
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+)
+
+// Launch describes one run of a job: a fresh mpirun with its own rank layout.
+type Launch struct {
+	NRanks  int
+	Program string   // absolute path of the executable
+	Args    []string // the program's arguments
+	Dir     string   // working directory of every rank
+	Env     []string // extra KEY=VALUE for every rank
+	// Wrapper is prepended to the program, e.g. {"/usr/bin/shoal", "exec-rank", "--"}.
+	Wrapper []string
+	// Hostfile, when set, lists the hosts mpirun may use (and Rankfile pins each rank
+	// to one). Empty means every rank on this machine.
+	Hostfile string
+	Rankfile string
+	// RshAgent is what mpirun runs instead of ssh to start its daemons on other hosts.
+	RshAgent string
+	// Oversubscribe lets mpirun start more ranks on a host than it has cores; binding is
+	// then turned off and waiting ranks yield the CPU, or they would spin against each
+	// other on the same cores.
+	Oversubscribe bool
+	// NoBind turns off process binding even without oversubscription (testbed hosts
+	// share one machine's cores; see docs/testbed.md).
+	NoBind bool
+	// MCA holds extra --mca parameters.
+	MCA map[string]string
+}
+
+// OpenMPI builds mpirun command lines for Open MPI 4.1.
+type OpenMPI struct {
+	// Mpirun is the launcher's path; "" means "mpirun" on PATH.
+	Mpirun string
+}
+
+// Command returns the mpirun command for l. Its stdout carries the ranks' tagged
+// output (see [TagReader]).
+func (o OpenMPI) Command(l Launch) *exec.Cmd {
+	mpirun := o.Mpirun
+	if mpirun == "" {
+		mpirun = "mpirun"
+	}
+	args := []string{"--tag-output", "-n", strconv.Itoa(l.NRanks)}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	if l.Oversubscribe {
+		args = append(args, "--oversubscribe")
+	}
+	if l.Oversubscribe || l.NoBind {
+		args = append(args, "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1")
+	}
+	if l.Hostfile != "" {
+		args = append(args, "--hostfile", l.Hostfile)
+	}
+	if l.Rankfile != "" {
+		args = append(args, "--rankfile", l.Rankfile)
+	}
+	if l.RshAgent != "" {
+		args = append(args, "--mca", "plm_rsh_agent", l.RshAgent)
+	}
+	for _, k := range sortedKeys(l.MCA) {
+		args = append(args, "--mca", k, l.MCA[k])
+	}
+	if l.Dir != "" {
+		args = append(args, "--wdir", l.Dir)
+	}
+	for _, kv := range l.Env {
+		args = append(args, "-x", kv)
+	}
+	args = append(args, l.Wrapper...)
+	args = append(args, l.Program)
+	args = append(args, l.Args...)
+	cmd := exec.Command(mpirun, args...)
+	cmd.Dir = l.Dir
+	return cmd
+}
+
+// Version returns the first line of `mpirun --version`, or an error saying that Open
+// MPI is missing.
+func (o OpenMPI) Version() (string, error) {
+	mpirun := o.Mpirun
+	if mpirun == "" {
+		mpirun = "mpirun"
+	}
+	path, err := exec.LookPath(mpirun)
+	if err != nil {
+		return "", fmt.Errorf("engine: mpirun not found (install Open MPI: apt-get install openmpi-bin libopenmpi-dev)")
+	}
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("engine: %s --version: %w", path, err)
+	}
+	for i, c := range out {
+		if c == '\n' {
+			return string(out[:i]), nil
+		}
+	}
+	return string(out), nil
+}

@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Environment variables the rank wrapper reads; the runner sets them.
+const (
+	EnvRanksDir = "SHOAL_RANKS_DIR" // where rank state files go
+)
+
+// forwarded are the signals the launcher uses to tear a job down; the wrapper passes
+// them to the program and records the program's end as "stopped", not as a loss.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCONT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// RunWrapped runs argv as one rank of a job and records how it ended in the ranks
+// directory named by SHOAL_RANKS_DIR (see docs/launcher-protocol.md). It returns the
+// exit code the wrapper should exit with: the program's own, or 128+signal.
+func RunWrapped(argv []string, stderr io.Writer) int {
+	dir := os.Getenv(EnvRanksDir)
+	rank, err := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_RANK"))
+	if err != nil {
+		rank, err = strconv.Atoi(os.Getenv("PMI_RANK")) // MPICH's Hydra
+	}
+	if dir == "" || err != nil {
+		fmt.Fprintln(stderr, "shoal exec-rank: not started by shoal run (SHOAL_RANKS_DIR or the MPI rank is not set)")
+		return 127
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// The program must not outlive the wrapper: the launcher may SIGKILL the wrapper,
+	// and an orphaned rank would keep computing beside the relaunched job. Pdeathsig
+	// follows the creating thread, so this goroutine keeps its thread for good.
+	runtime.LockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "shoal: rank %d: cannot start %s: %v\n", rank, argv[0], err)
+		WriteRankState(dir, RankState{Rank: rank, State: StateExited, Code: 127, TimeNs: time.Now().UnixNano()})
+		return 127
+	}
+	pid := cmd.Process.Pid
+	WriteRankState(dir, RankState{Rank: rank, PID: pid, State: StateRunning})
+	var told atomic.Bool
+	go func() {
+		for s := range sigs {
+			if s != syscall.SIGCONT && s != syscall.SIGUSR1 && s != syscall.SIGUSR2 {
+				told.Store(true)
+			}
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	now := time.Now().UnixNano()
+	st := RankState{Rank: rank, PID: pid, TimeNs: now}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		st.State = StateExited
+	case errors.As(err, &ee):
+		ws := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			st.Signal = int(ws.Signal())
+			st.State = StateSignaled
+			if told.Load() {
+				st.State = StateStopped
+			}
+		} else {
+			st.State, st.Code = StateExited, ws.ExitStatus()
+		}
+	default:
+		fmt.Fprintf(stderr, "shoal: rank %d: %v\n", rank, err)
+		st.State, st.Code = StateExited, 127
+	}
+	WriteRankState(dir, st)
+	if st.Signal != 0 {
+		return 128 + st.Signal
+	}
+	return st.Code
+}

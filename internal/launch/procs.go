@@ -1,0 +1,86 @@
+package launch
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// MarkerVar is set in the environment of every launched command, and so
+// inherited by everything it starts: OWNER/JOB/N, where OWNER identifies the
+// agent's data dir, JOB the job and N the launch. MPI daemons put the ranks
+// they start in process groups of their own, so killing the daemon's group is
+// not enough; the marker finds the ranks too (and anything they started that
+// kept its environment).
+const MarkerVar = "SHOAL_LAUNCH"
+
+// marked returns the pids of this machine's processes whose environment has
+// MarkerVar set to a value that match accepts. Processes whose environment
+// cannot be read (other users', unless root) are not found. Without /proc
+// (not Linux) it finds nothing.
+func marked(match func(value string) bool) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	self := os.Getpid()
+	prefix := []byte(MarkerVar + "=")
+	var pids []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + n + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, prefix); ok {
+				if match(string(v)) {
+					pids = append(pids, pid)
+				}
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// exactly matches one launch's marker.
+func exactly(marker string) func(string) bool {
+	return func(v string) bool { return v == marker }
+}
+
+// under matches every marker beginning with prefix (which ends in "/").
+func under(prefix string) func(string) bool {
+	return func(v string) bool { return strings.HasPrefix(v, prefix) }
+}
+
+// killMarked sends SIGKILL to every process match accepts, again and again
+// while new ones appear (a process may fork while it is being killed), for at
+// most a few seconds. It returns how many processes it killed.
+func killMarked(match func(string) bool) int {
+	killed := map[int]bool{}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		fresh := 0
+		for _, pid := range marked(match) {
+			// A zombie's environ reads empty, so a pid seen again was still
+			// running at this scan: kill it again, but count it once.
+			if syscall.Kill(pid, syscall.SIGKILL) == nil && !killed[pid] {
+				killed[pid] = true
+				fresh++
+			}
+		}
+		if fresh == 0 || time.Now().After(deadline) {
+			return len(killed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

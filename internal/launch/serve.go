@@ -1,0 +1,294 @@
+package launch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// proc is one launched command: a shell in its own process group.
+type proc struct {
+	job    string
+	marker string
+	cmd    *exec.Cmd
+	grace  time.Duration
+
+	exitedCh chan struct{} // closed once the shell has been reaped
+	ended    chan struct{} // closed once everything it started is gone too
+
+	mu     sync.Mutex
+	exited bool
+	lost   bool
+}
+
+// signalGroup sends sig to the command's process group while its leader has
+// not been reaped (after that the group id could name someone else's group).
+func (p *proc) signalGroup(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.exited {
+		syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
+
+// killAll sends SIGKILL to the group and to every process carrying the
+// launch's marker.
+func (p *proc) killAll() {
+	p.signalGroup(syscall.SIGKILL)
+	killMarked(exactly(p.marker))
+}
+
+// connLost ends the command after its connection was lost: SIGTERM to the
+// group, SIGKILL after the grace period. Once the shell is reaped, serve
+// kills whatever it left, so waiting for that is enough.
+func (p *proc) connLost() {
+	p.mu.Lock()
+	if p.exited || p.lost {
+		p.mu.Unlock()
+		return
+	}
+	p.lost = true
+	p.mu.Unlock()
+	p.signalGroup(syscall.SIGTERM)
+	go func() {
+		select {
+		case <-p.exitedCh:
+		case <-time.After(p.grace):
+			p.signalGroup(syscall.SIGKILL)
+		}
+	}()
+}
+
+// start starts a command for req, registered so that Revoke and Close find
+// it. It re-checks the grant under the lock, so that a Revoke either sees the
+// process or the launch sees the grant gone.
+func (s *Service) start(req api.LaunchRequest, line string, stdin, stdout, stderr *os.File) (*proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := s.grants[req.Job]; !ok {
+		return nil, fmt.Errorf("the grant of job %s was revoked", req.Job)
+	}
+	s.seq++
+	p := &proc{
+		job:      req.Job,
+		marker:   s.owner + "/" + req.Job + "/" + strconv.FormatUint(s.seq, 10),
+		grace:    s.cfg.KillGrace,
+		exitedCh: make(chan struct{}),
+		ended:    make(chan struct{}),
+	}
+	p.cmd = exec.Command("/bin/sh", "-c", line)
+	p.cmd.Dir = s.cfg.DataDir
+	p.cmd.Env = s.env(req.Env, p.marker)
+	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	s.procs[p] = true
+	return p, nil
+}
+
+// serve runs one launch on conn: it starts the command, relays stdio and
+// signals, and ends with the exit frame.
+func (s *Service) serve(req api.LaunchRequest, line string, conn io.ReadWriteCloser) {
+	defer conn.Close()
+	fw := &frameWriter{w: conn}
+	pipes, err := newPipes()
+	if err != nil {
+		s.cannotStart(fw, err)
+		return
+	}
+	p, err := s.start(req, line, pipes.inR, pipes.outW, pipes.errW)
+	pipes.closeChildEnds()
+	if err != nil {
+		pipes.closeAll()
+		s.cannotStart(fw, err)
+		return
+	}
+	log := s.log.With("job", p.job, "pid", p.cmd.Process.Pid)
+	log.Info("launched", "command", cut(line, 200))
+
+	var copies sync.WaitGroup
+	for _, o := range []struct {
+		r *os.File
+		t FrameType
+	}{{pipes.outR, FrameStdout}, {pipes.errR, FrameStderr}} {
+		copies.Add(1)
+		go func() {
+			defer copies.Done()
+			buf := make([]byte, chunk)
+			for {
+				n, err := o.r.Read(buf)
+				if n > 0 && fw.write(o.t, buf[:n]) != nil {
+					p.connLost() // keep draining so the command never blocks on a full pipe
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	go p.readClient(conn, pipes.inW, log)
+
+	p.cmd.Wait() // the exit status is in ProcessState
+	p.mu.Lock()
+	p.exited = true
+	lost := p.lost
+	p.mu.Unlock()
+	close(p.exitedCh)
+	// What the command left behind (a rank its daemon did not reap, a
+	// background job) dies with it: a launch lives exactly as long as its
+	// command. The group id stays reserved while the group has members, so
+	// this reaches only ours.
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	killMarked(exactly(p.marker))
+	copiesDone := make(chan struct{})
+	go func() { copies.Wait(); close(copiesDone) }()
+	select {
+	case <-copiesDone:
+	case <-time.After(2 * time.Second): // someone without the marker holds the pipes
+		pipes.outR.Close()
+		pipes.errR.Close()
+		<-copiesDone
+	}
+	pipes.closeAll()
+	s.mu.Lock()
+	delete(s.procs, p)
+	s.mu.Unlock()
+	close(p.ended)
+
+	exit := exitOf(p.cmd.ProcessState)
+	log.Info("launch ended", "exit", exit, "connection_lost", lost)
+	if !lost {
+		fw.write(FrameExit, exit.encode())
+	}
+}
+
+// cannotStart reports a command that could not be started.
+func (s *Service) cannotStart(fw *frameWriter, err error) {
+	s.log.Warn("launch failed to start", "err", err)
+	fmt.Fprintf(frameStream{fw, FrameStderr}, "shoal: node %s cannot start the command: %v\n", s.cfg.Node, err)
+	fw.write(FrameExit, Exit{Code: ExitCannotStart}.encode())
+}
+
+// readClient reads the client's frames until the connection fails: stdin
+// goes to the command, signals to its process group. A failed read means the
+// client is gone: the command is ended.
+func (p *proc) readClient(conn io.Reader, stdin *os.File, log *slog.Logger) {
+	data := make(chan []byte, 16)
+	var closeStdin sync.Once
+	endStdin := func() { closeStdin.Do(func() { close(data) }) }
+	go func() { // writes may block on a command that does not read
+		failed := false
+		for b := range data {
+			if !failed {
+				_, err := stdin.Write(b)
+				failed = err != nil
+			}
+		}
+		stdin.Close()
+	}()
+	defer endStdin()
+	stdinOpen := true
+	for {
+		f, err := ReadFrame(conn)
+		if err != nil {
+			p.mu.Lock()
+			finished := p.exited
+			p.mu.Unlock()
+			if !finished {
+				if !errors.Is(err, io.EOF) {
+					log.Warn("launch connection failed: ending the command", "err", err)
+				} else {
+					log.Warn("launch connection closed by the client: ending the command")
+				}
+				p.connLost()
+			}
+			return
+		}
+		switch f.Type {
+		case FrameStdin:
+			if stdinOpen && len(f.Payload) > 0 {
+				select {
+				case data <- f.Payload:
+				case <-p.ended:
+				}
+			}
+		case FrameStdinClose:
+			stdinOpen = false
+			endStdin()
+		case FrameSignal:
+			sig := binary.BigEndian.Uint32(f.Payload)
+			if sig >= 1 && sig <= 64 {
+				p.signalGroup(syscall.Signal(sig))
+			}
+		default:
+			log.Warn("launch client sent an agent-to-client frame: ending the command", "frame", f.Type)
+			p.connLost()
+			return
+		}
+	}
+}
+
+// exitOf turns a reaped command's state into an Exit.
+func exitOf(ps *os.ProcessState) Exit {
+	if ps == nil {
+		return Exit{Code: ExitCannotStart}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Signal: int(ws.Signal())}
+	}
+	return Exit{Code: ps.ExitCode()}
+}
+
+// pipes are the command's stdio pipes.
+type pipes struct {
+	inR, inW, outR, outW, errR, errW *os.File
+}
+
+func newPipes() (*pipes, error) {
+	var p pipes
+	var err error
+	if p.inR, p.inW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	return &p, nil
+}
+
+// closeChildEnds closes this process's copies of the ends the command uses.
+func (p *pipes) closeChildEnds() {
+	for _, f := range []*os.File{p.inR, p.outW, p.errW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+func (p *pipes) closeAll() {
+	for _, f := range []*os.File{p.inR, p.inW, p.outR, p.outW, p.errR, p.errW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package launch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// Errors. Launch and Grant also return errors wrapping [api.ErrNotFound] and
+// [api.ErrBadRequest], which the API server answers as 404 and 400.
+var (
+	// ErrProtocol: a peer broke the launch protocol (unknown frame type,
+	// oversized or malformed frame).
+	ErrProtocol = errors.New("launch: protocol error")
+	// ErrConnLost: the connection ended before the exit frame.
+	ErrConnLost = errors.New("launch: connection lost before the command's exit status")
+	// ErrClosed: the service has been closed (the agent is stopping).
+	ErrClosed = errors.New("launch: service closed")
+)
+
+// Defaults of [Config].
+const (
+	DefaultKillGrace = time.Second
+	DefaultMaxTTL    = 24 * time.Hour
+)
+
+// ExitCannotStart is the exit code reported when the agent could not start
+// the command at all (its reason is sent on stderr first): 255, what ssh
+// reports for its own failures.
+const ExitCannotStart = 255
+
+// Config configures a [Service].
+type Config struct {
+	// Node is this node's name, for messages.
+	Node string
+	// DataDir is the node's data dir. Launched commands run in it and find it
+	// in $SHOAL_NODE_DATA. It also identifies this agent's processes (see
+	// [MarkerVar]); the agent's lock makes it unique on the machine. Required.
+	DataDir string
+	// ExecDir is put first in the PATH of launched commands, so that daemons
+	// find the same shoal (for `shoal exec-rank`, `shoal rsh`). Default: the
+	// directory of the running executable.
+	ExecDir string
+	// AllowedDaemons are the base names of the programs a launched command
+	// line may run (in command position; see [Service.Launch]). Default:
+	// [DefaultDaemons]. Tests add their own scripts.
+	AllowedDaemons []string
+	// KillGrace is how long a command gets between SIGTERM and SIGKILL when
+	// its connection is lost. Default: [DefaultKillGrace].
+	KillGrace time.Duration
+	// MaxTTL bounds a grant's time to live. Default: [DefaultMaxTTL].
+	MaxTTL time.Duration
+	// Log receives a line per launch and per kill. Default: discard.
+	Log *slog.Logger
+}
+
+// Service starts MPI daemons on this node for jobs that a coordinator has
+// granted, relays their stdio, exit status and signals over the launch
+// protocol, and kills them (and everything they started) when their
+// connection drops, their grant is revoked or the service closes. It
+// implements [api.GrantService], and its Launch method has the signature of
+// [api.JobService.Launch]. Its methods are safe for concurrent use.
+type Service struct {
+	cfg   Config
+	owner string // first part of every marker: identifies DataDir
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	grants map[string]grantEntry // by job
+	procs  map[*proc]bool
+	seq    uint64
+	closed bool
+}
+
+type grantEntry struct {
+	coordinator string
+	expires     time.Time
+}
+
+var _ api.GrantService = (*Service)(nil)
+
+// New returns a service with no grants. It kills nothing: call
+// [Service.KillStale] to end what a previous agent on the same data dir left.
+func New(cfg Config) (*Service, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("launch: Config.DataDir is required")
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("launch: data dir %q: %w", cfg.DataDir, err)
+	}
+	cfg.DataDir = dir
+	if cfg.ExecDir == "" {
+		if exe, err := os.Executable(); err == nil {
+			cfg.ExecDir = filepath.Dir(exe)
+		}
+	}
+	if cfg.AllowedDaemons == nil {
+		cfg.AllowedDaemons = DefaultDaemons
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = DefaultMaxTTL
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return &Service{
+		cfg:    cfg,
+		owner:  hex.EncodeToString(sum[:8]),
+		log:    cfg.Log,
+		grants: map[string]grantEntry{},
+		procs:  map[*proc]bool{},
+	}, nil
+}
+
+// Grant allows launches for job, on behalf of the coordinator node, for ttl
+// from now. Granting again replaces the grant (a coordinator renews it before
+// each relaunch). The TTL bounds when launches may start, not how long they
+// run: what runs is ended by [Service.Revoke], by losing its connection, or
+// by [Service.RevokeCoordinator] when the coordinator's node is gone.
+func (s *Service) Grant(job, coordinator string, ttl time.Duration) (api.Grant, error) {
+	req := api.GrantRequest{Job: job, Coordinator: coordinator, TTL: api.Duration(ttl)}
+	if err := req.Validate(); err != nil {
+		return api.Grant{}, err
+	}
+	if ttl <= 0 || ttl > s.cfg.MaxTTL {
+		return api.Grant{}, fmt.Errorf("%w: ttl %v: want more than 0 and at most %v", api.ErrBadRequest, ttl, s.cfg.MaxTTL)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return api.Grant{}, fmt.Errorf("%w: node %s is stopping", api.ErrNotAvailable, s.cfg.Node)
+	}
+	for j, g := range s.grants { // forget expired grants with nothing running
+		if now.After(g.expires) && s.runningLocked(j) == 0 {
+			delete(s.grants, j)
+		}
+	}
+	g := grantEntry{coordinator: coordinator, expires: now.Add(ttl)}
+	s.grants[job] = g
+	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ttl", ttl)
+	return api.Grant{Job: job, Coordinator: coordinator, Expires: g.expires}, nil
+}
+
+// Revoke withdraws job's grant and kills, with SIGKILL, every process started
+// for job on this node: the daemons and everything they started (fencing). It
+// returns once they are gone (or after a few seconds if some refuse to die).
+// Revoking a job with no grant is not an error: fencing must be safe to
+// repeat.
+func (s *Service) Revoke(job string) (api.Revoked, error) {
+	if !api.ValidJobID(job) {
+		return api.Revoked{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
+	}
+	s.mu.Lock()
+	delete(s.grants, job)
+	procs := s.procsLocked(func(p *proc) bool { return p.job == job })
+	s.mu.Unlock()
+	s.kill(procs, s.owner+"/"+job+"/")
+	if len(procs) > 0 {
+		s.log.Info("launch grant revoked: killed its commands", "job", job, "commands", len(procs))
+	}
+	return api.Revoked{Job: job, Killed: len(procs)}, nil
+}
+
+// RevokeCoordinator revokes every job whose grant names coordinator, the
+// node that has just died or left: its jobs' daemons here are stale (fencing).
+// It returns the jobs revoked.
+func (s *Service) RevokeCoordinator(coordinator string) []string {
+	s.mu.Lock()
+	var jobs []string
+	for j, g := range s.grants {
+		if g.coordinator == coordinator {
+			jobs = append(jobs, j)
+		}
+	}
+	s.mu.Unlock()
+	sort.Strings(jobs)
+	for _, j := range jobs {
+		s.Revoke(j)
+	}
+	return jobs
+}
+
+// Running returns how many launched commands of job are running on this node.
+func (s *Service) Running(job string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runningLocked(job)
+}
+
+func (s *Service) runningLocked(job string) int {
+	n := 0
+	for p := range s.procs {
+		if p.job == job {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Service) procsLocked(keep func(*proc) bool) []*proc {
+	var out []*proc
+	for p := range s.procs {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Close revokes every grant, kills everything launched and refuses new
+// grants and launches: the agent is stopping.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.grants = map[string]grantEntry{}
+	procs := s.procsLocked(func(*proc) bool { return true })
+	s.mu.Unlock()
+	s.kill(procs, s.owner+"/")
+}
+
+// KillStale kills the processes that an earlier agent on the same data dir
+// launched and left behind when it died. Call it before serving launches.
+func (s *Service) KillStale() int {
+	n := killMarked(under(s.owner + "/"))
+	if n > 0 {
+		s.log.Warn("killed processes left by an earlier agent on this data dir", "processes", n)
+	}
+	return n
+}
+
+// kill ends procs and then any process whose marker begins with prefix, and
+// waits (boundedly) until procs have been reaped.
+func (s *Service) kill(procs []*proc, prefix string) {
+	for _, p := range procs {
+		p.killAll()
+	}
+	killMarked(under(prefix))
+	timeout := time.After(5 * time.Second)
+	for _, p := range procs {
+		select {
+		case <-p.ended:
+		case <-timeout:
+			s.log.Error("launched command still running after SIGKILL", "job", p.job, "pid", p.cmd.Process.Pid)
+			return
+		}
+	}
+}
+
+// Launch checks a launch request and returns the function that serves it on
+// the switched connection: the method [api.JobService.Launch] describes.
+//
+// It refuses, wrapping [api.ErrNotFound], a job without a live grant, and,
+// wrapping [api.ErrBadRequest], a command line that runs no MPI daemon (no
+// command whose base name is in Config.AllowedDaemons). The command line is
+// req.Argv joined with spaces, run by `/bin/sh -c` in a new process group, in
+// the data dir, with the agent's environment plus SHOAL_NODE_DATA (the data
+// dir), PATH with Config.ExecDir first, req.Env and [MarkerVar].
+func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(io.ReadWriteCloser), error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	line := strings.Join(req.Argv, " ")
+	s.mu.Lock()
+	g, ok := s.grants[req.Job]
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%w: node %s is stopping", api.ErrNotAvailable, s.cfg.Node)
+	}
+	if !ok || time.Now().After(g.expires) {
+		return nil, fmt.Errorf("%w: job %s has no live launch grant on node %s (its coordinator grants one before launching)", api.ErrNotFound, req.Job, s.cfg.Node)
+	}
+	if !runsDaemon(line, s.cfg.AllowedDaemons) {
+		return nil, fmt.Errorf("%w: node %s only launches MPI daemons (%s), and this command runs none: %s",
+			api.ErrBadRequest, s.cfg.Node, strings.Join(s.cfg.AllowedDaemons, ", "), abbrev(line, 80))
+	}
+	return func(conn io.ReadWriteCloser) { s.serve(req, line, conn) }, nil
+}
+
+// abbrev quotes s, cut to n bytes.
+func abbrev(s string, n int) string {
+	if len(s) > n {
+		return strconv.Quote(s[:n]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// cut cuts s to n bytes.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// env is the environment of a launched command; later entries win.
+func (s *Service) env(extra map[string]string, marker string) []string {
+	env := os.Environ()
+	path := s.cfg.ExecDir
+	if old := os.Getenv("PATH"); old != "" {
+		path += string(os.PathListSeparator) + old
+	}
+	env = append(env, "SHOAL_NODE_DATA="+s.cfg.DataDir, "PATH="+path)
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return append(env, MarkerVar+"="+marker)
+}
+
+// Coordinators returns the nodes that coordinate the jobs granted here, each once,
+// in name order: the nodes to ask to move their jobs away before this node leaves.
+func (s *Service) Coordinators() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range s.grants {
+		if !seen[g.coordinator] {
+			seen[g.coordinator] = true
+			out = append(out, g.coordinator)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,436 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+)
+
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
+
+type testNode struct{}
+
+func (testNode) Name() string                              { return "n1" }
+func (testNode) Nodes(context.Context) ([]api.Node, error) { return nil, nil }
+func (testNode) Leave(context.Context) error               { return nil }
+
+// testJobs is a JobService that only launches, through svc.
+type testJobs struct {
+	api.Unavailable
+	svc *Service
+}
+
+func (j testJobs) Launch(ctx context.Context, req api.LaunchRequest) (func(io.ReadWriteCloser), error) {
+	return j.svc.Launch(ctx, req)
+}
+
+// fakeDaemon is a script that runs its first argument with sh: the tests'
+// stand-in for orted, allowed by the service and found through PATH.
+const fakeDaemon = "fake-orted"
+
+// testService starts a launch service behind a real API server on loopback
+// and returns it with a client of that server.
+func testService(t *testing.T) (*Service, *api.Client) {
+	t.Helper()
+	bin := t.TempDir()
+	script := "#!/bin/sh\neval \"$1\"\n"
+	if err := os.WriteFile(filepath.Join(bin, fakeDaemon), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Node:           "n1",
+		DataDir:        t.TempDir(),
+		ExecDir:        bin,
+		AllowedDaemons: append([]string{fakeDaemon}, DefaultDaemons...),
+	}
+	if testing.Verbose() {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	srv := api.NewServer(api.ServerConfig{Node: testNode{}, Secret: testSecret})
+	srv.SetJobService(testJobs{svc: svc})
+	srv.SetGrantService(svc)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return svc, api.NewClient(ts.Listener.Addr().String(), testSecret)
+}
+
+// daemon is the argv that makes the fake daemon run script.
+func daemon(script string) []string {
+	return []string{fakeDaemon, "'" + strings.ReplaceAll(script, "'", `'\''`) + "'"}
+}
+
+// syncBuffer is a bytes.Buffer safe for a relay goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond until it returns "" or timeout passes, then fails with
+// cond's last description of what is still wrong.
+func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid is a process that has not ended (zombies have).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no /proc: best effort
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// readPids waits until file holds n pids, one a line, and returns them.
+func readPids(t *testing.T, file string, n int) []int {
+	t.Helper()
+	var pids []int
+	waitFor(t, 5*time.Second, func() string {
+		b, _ := os.ReadFile(file)
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, p)
+			}
+		}
+		if len(pids) < n {
+			return fmt.Sprintf("%s holds %d pids, want %d", file, len(pids), n)
+		}
+		return ""
+	})
+	return pids
+}
+
+func allGone(pids []int) func() string {
+	return func() string {
+		for _, p := range pids {
+			if alive(p) {
+				return fmt.Sprintf("pid %d still running", p)
+			}
+		}
+		return ""
+	}
+}
+
+func TestLaunchRefusedWithoutGrant(t *testing.T) {
+	svc, c := testService(t)
+	ctx := context.Background()
+	_, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{"orted", "-mca", "ess", "env"}})
+	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "grant") {
+		t.Errorf("launch without a grant: got %v, want ErrNotFound saying there is no grant", err)
+	}
+	// An expired grant is no grant.
+	if _, err := svc.Grant("j1", "n0", 30*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{"orted"}}); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("launch with an expired grant: got %v, want ErrNotFound", err)
+	}
+	// A revoked one neither.
+	if _, err := c.Grant(ctx, "j2", "n0", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Revoke(ctx, "j2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j2", Argv: []string{"orted"}}); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("launch after revoke: got %v, want ErrNotFound", err)
+	}
+}
+
+func TestLaunchRefusesNonDaemon(t *testing.T) {
+	_, c := testService(t)
+	ctx := context.Background()
+	if _, err := c.Grant(ctx, "j1", "n0", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{
+		{"rm", "-rf", "/"},
+		{"echo", "orted"},
+		{"sh", "-c", "'orted'"},
+	} {
+		_, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: argv})
+		if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "orted") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("launch %q: got %v, want a one-line ErrBadRequest naming orted", argv, err)
+		}
+	}
+}
+
+func TestGrantValidation(t *testing.T) {
+	_, c := testService(t)
+	ctx := context.Background()
+	g, err := c.Grant(ctx, "j1", "n0", 0)
+	if err != nil || g.Job != "j1" || g.Coordinator != "n0" || time.Until(g.Expires) < 9*time.Minute {
+		t.Errorf("grant with the default TTL = %+v, %v; want j1 from n0 expiring in 10m", g, err)
+	}
+	for _, tt := range []struct {
+		job, coord string
+		ttl        time.Duration
+		want       string
+	}{
+		{"a/b", "n0", time.Minute, "job"},
+		{"j1", "", time.Minute, "coordinator"},
+		{"j1", "n0", -time.Second, "ttl"},
+		{"j1", "n0", 25 * time.Hour, "ttl"},
+	} {
+		if _, err := c.Grant(ctx, tt.job, tt.coord, tt.ttl); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("grant(%q, %q, %v): got %v, want ErrBadRequest naming %s", tt.job, tt.coord, tt.ttl, err, tt.want)
+		}
+	}
+	if rv, err := c.Revoke(ctx, "never-granted"); err != nil || rv.Killed != 0 {
+		t.Errorf("revoking a job never granted = %+v, %v; want 0 killed, no error", rv, err)
+	}
+}
+
+func TestLaunchRelaysStdioAndExit(t *testing.T) {
+	svc, c := testService(t)
+	ctx := context.Background()
+	if _, err := c.Grant(ctx, "j1", "n0", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	script := `echo "out $K"; echo "err $SHOAL_NODE_DATA" >&2; pwd; ` +
+		`case "$SHOAL_LAUNCH" in ?*/j1/?*) echo marked;; esac; tr a-z A-Z; exit 3`
+	conn, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(script), Env: map[string]string{"K": "V"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	big := strings.Repeat("stdin data ", 20000) // several frames
+	exit, err := (&Relay{Stdin: strings.NewReader(big), Stdout: &stdout, Stderr: &stderr}).Run(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit != (Exit{Code: 3}) {
+		t.Errorf("exit = %v, want exit code 3", exit)
+	}
+	want := "out V\n" + svc.cfg.DataDir + "\nmarked\n" + strings.ToUpper(big)
+	if got := stdout.String(); got != want {
+		t.Errorf("stdout = %.200q…, want %.200q…", got, want)
+	}
+	if got, want := stderr.String(), "err "+svc.cfg.DataDir+"\n"; got != want {
+		t.Errorf("stderr = %q, want %q", got, want)
+	}
+	if n := svc.Running("j1"); n != 0 {
+		t.Errorf("running after exit = %d, want 0", n)
+	}
+}
+
+func TestLaunchForwardsSignal(t *testing.T) {
+	svc, c := testService(t)
+	ctx := context.Background()
+	svc.Grant("j1", "n0", time.Minute)
+	conn, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(`echo started; exec sleep 300`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout syncBuffer
+	sigs := make(chan os.Signal, 1)
+	done := make(chan Exit, 1)
+	go func() {
+		exit, err := (&Relay{Stdout: &stdout, Signals: sigs}).Run(conn)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- exit
+	}()
+	waitFor(t, 5*time.Second, func() string {
+		if stdout.String() == "" {
+			return "command did not start"
+		}
+		return ""
+	})
+	sigs <- syscall.SIGTERM
+	select {
+	case exit := <-done:
+		if exit != (Exit{Signal: 15}) || exit.ExitCode() != 143 {
+			t.Errorf("exit = %v, want signal 15", exit)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no exit 5 s after SIGTERM")
+	}
+}
+
+// TestDroppedConnectionKillsEverything drops the client's connection and
+// checks that the command, its process group, and a child that left the
+// group (as MPI daemons' ranks do) are all gone.
+func TestDroppedConnectionKillsEverything(t *testing.T) {
+	for _, ignoreTerm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignore SIGTERM %v", ignoreTerm), func(t *testing.T) {
+			svc, c := testService(t)
+			svc.Grant("j1", "n0", time.Minute)
+			pidFile := filepath.Join(t.TempDir(), "pids")
+			script := fmt.Sprintf(`echo $$ > %[1]s; setsid sleep 300 & echo $! >> %[1]s; sleep 300 & echo $! >> %[1]s; wait`, pidFile)
+			argv := daemon(script)
+			if ignoreTerm { // the whole launch, shell included
+				argv = append([]string{"trap", "''", "TERM;"}, argv...)
+			}
+			conn, err := c.Launch(context.Background(), api.LaunchRequest{Job: "j1", Argv: argv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids := readPids(t, pidFile, 3)
+			if n := svc.Running("j1"); n != 1 {
+				t.Errorf("running = %d, want 1", n)
+			}
+			start := time.Now()
+			conn.Close()
+			waitFor(t, 5*time.Second, allGone(pids))
+			if took := time.Since(start); ignoreTerm && took < DefaultKillGrace {
+				t.Errorf("a command ignoring SIGTERM died after %v, before the %v grace", took, DefaultKillGrace)
+			}
+			waitFor(t, 5*time.Second, func() string {
+				if n := svc.Running("j1"); n != 0 {
+					return fmt.Sprintf("running = %d, want 0", n)
+				}
+				return ""
+			})
+		})
+	}
+}
+
+func TestRevokeKillsRunning(t *testing.T) {
+	svc, c := testService(t)
+	ctx := context.Background()
+	svc.Grant("j1", "n0", time.Minute)
+	svc.Grant("j2", "n0", time.Minute)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	script := fmt.Sprintf(`setsid sleep 300 & echo $! >> %[1]s; sleep 300 & echo $! >> %[1]s; wait`, pidFile)
+	var exits sync.WaitGroup
+	var results [2]Exit
+	for i := range 2 {
+		conn, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(script)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exits.Add(1)
+		go func() {
+			defer exits.Done()
+			results[i], _ = (&Relay{}).Run(conn)
+		}()
+	}
+	other, err := c.Launch(ctx, api.LaunchRequest{Job: "j2", Argv: daemon(`exec sleep 300`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	pids := readPids(t, pidFile, 4)
+	waitFor(t, 5*time.Second, func() string {
+		if n := svc.Running("j1"); n != 2 {
+			return fmt.Sprintf("running = %d, want 2", n)
+		}
+		return ""
+	})
+	rv, err := c.Revoke(ctx, "j1")
+	if err != nil || rv.Killed != 2 {
+		t.Errorf("revoke = %+v, %v; want 2 killed", rv, err)
+	}
+	if n := svc.Running("j1"); n != 0 {
+		t.Errorf("running after revoke = %d, want 0", n)
+	}
+	waitFor(t, 5*time.Second, allGone(pids))
+	exits.Wait()
+	for i, e := range results {
+		if e != (Exit{Signal: 9}) {
+			t.Errorf("launch %d ended with %v, want signal 9", i, e)
+		}
+	}
+	if n := svc.Running("j2"); n != 1 {
+		t.Errorf("another job's launch: running = %d, want 1", n)
+	}
+	if jobs := svc.RevokeCoordinator("n0"); len(jobs) != 1 || jobs[0] != "j2" || svc.Running("j2") != 0 {
+		t.Errorf("revoke coordinator n0 = %v (j2 running %d), want [j2] and 0", jobs, svc.Running("j2"))
+	}
+}
+
+// TestKillStale: a new service on the same data dir kills what an earlier
+// one (an agent that died) left behind, and nothing of another data dir.
+func TestKillStale(t *testing.T) {
+	old, c := testService(t)
+	other, c2 := testService(t)
+	old.Grant("j1", "n0", time.Minute)
+	other.Grant("j1", "n0", time.Minute)
+	dir := t.TempDir()
+	for i, cl := range []*api.Client{c, c2} {
+		conn, err := cl.Launch(context.Background(), api.LaunchRequest{Job: "j1",
+			Argv: daemon(fmt.Sprintf(`setsid sleep 300 & echo $! > %s/%d; wait`, dir, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+	}
+	stale := readPids(t, filepath.Join(dir, "0"), 1)
+	kept := readPids(t, filepath.Join(dir, "1"), 1)
+	fresh, err := New(Config{DataDir: old.cfg.DataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fresh.KillStale(); n < 1 {
+		t.Errorf("KillStale killed %d processes, want at least 1", n)
+	}
+	waitFor(t, 5*time.Second, allGone(stale))
+	if !alive(kept[0]) {
+		t.Errorf("KillStale killed pid %d of another data dir", kept[0])
+	}
+}
+
+func TestCannotStartReportsOnStderr(t *testing.T) {
+	svc, c := testService(t)
+	svc.Grant("j1", "n0", time.Minute)
+	// The data dir is gone: the command cannot start in it.
+	os.RemoveAll(svc.cfg.DataDir)
+	conn, err := c.Launch(context.Background(), api.LaunchRequest{Job: "j1", Argv: daemon("true")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	exit, err := (&Relay{Stderr: &stderr}).Run(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit.Code != ExitCannotStart || !strings.Contains(stderr.String(), "cannot start") {
+		t.Errorf("exit %v, stderr %q; want code 255 and a reason", exit, stderr.String())
+	}
+}

@@ -1,0 +1,446 @@
+package membership
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// DefaultPort is the gossip port used when a join address has none.
+const DefaultPort = 7946
+
+// Membership is this node's view of the cluster. Its methods are safe for
+// concurrent use.
+type Membership struct {
+	cfg    Config
+	log    *slog.Logger
+	ml     *memberlist.Memberlist
+	table  *table
+	events broker
+
+	metaMu  sync.Mutex
+	meta    Meta
+	encoded atomic.Pointer[[]byte] // what NodeMeta returns
+
+	leaving  atomic.Bool
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// New starts gossiping on cfg's bind address as a cluster of one. meta is what
+// this node announces; call [Membership.Join] to join others. log receives
+// membership events and memberlist's own messages (nil discards them).
+func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	m := &Membership{
+		cfg:   cfg,
+		log:   logger,
+		table: newTable(),
+		meta:  meta,
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	enc, err := meta.Encode()
+	if err != nil {
+		return nil, err
+	}
+	m.encoded.Store(&enc)
+	keys, err := keyring(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	sink := &logSink{log: logger, onSuspect: m.suspect}
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.Name
+	mc.BindAddr, mc.BindPort = cfg.BindAddr, cfg.BindPort
+	mc.AdvertiseAddr, mc.AdvertisePort = cfg.AdvertiseAddr, cfg.AdvertisePort
+	if mc.AdvertiseAddr == "" && cfg.BindAddr == "0.0.0.0" {
+		mc.AdvertiseAddr = defaultIPv4()
+	}
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = cfg.BindPort
+	}
+	// No memberlist label: encryption already keeps other clusters out, and a
+	// labelled node logs an error for every bare TCP connect (health probes).
+	mc.Keyring = keys
+	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeTimeout
+	mc.IndirectChecks = cfg.IndirectChecks
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = cfg.SuspicionMult, cfg.SuspicionMaxTimeoutMult
+	mc.RetransmitMult = cfg.RetransmitMult
+	mc.GossipInterval, mc.GossipNodes = cfg.GossipInterval, cfg.GossipNodes
+	mc.GossipToTheDeadTime = cfg.GossipToTheDeadTime
+	mc.PushPullInterval = cfg.PushPullInterval
+	mc.TCPTimeout = cfg.TCPTimeout
+	mc.AwarenessMaxMultiplier = cfg.AwarenessMaxMultiplier
+	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
+	mc.Logger = log.New(sink, "", 0)
+	d := &delegate{m}
+	mc.Delegate, mc.Events, mc.Ping = d, d, d
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("membership: gossip on %s: %w",
+			net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.BindPort)), err)
+	}
+	m.ml = ml
+	go m.housekeep()
+	return m, nil
+}
+
+// Name returns this node's name.
+func (m *Membership) Name() string { return m.cfg.Name }
+
+// Addr returns the gossip address other nodes use to reach this one, host:port.
+func (m *Membership) Addr() string {
+	n := m.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Config returns the configuration the membership was started with.
+func (m *Membership) Config() Config { return m.cfg }
+
+// Nodes returns every node seen, sorted by name: alive and suspect ones, and dead
+// and departed ones until Config.ForgetAfter has passed.
+func (m *Membership) Nodes() []Node { return m.table.list() }
+
+// Node returns one node by name.
+func (m *Membership) Node(name string) (Node, bool) { return m.table.get(name) }
+
+// Meta returns the metadata this node announces.
+func (m *Membership) Meta() Meta {
+	m.metaMu.Lock()
+	defer m.metaMu.Unlock()
+	return m.meta
+}
+
+// SetMeta changes what this node announces and waits, up to timeout, until the
+// change has been gossiped.
+func (m *Membership) SetMeta(meta Meta, timeout time.Duration) error {
+	m.metaMu.Lock()
+	enc, err := meta.Encode()
+	if err != nil {
+		m.metaMu.Unlock()
+		return err
+	}
+	m.meta = meta
+	m.encoded.Store(&enc)
+	m.metaMu.Unlock()
+	m.table.update(m.cfg.Name, func(n *Node) { n.Meta = meta })
+	if err := m.ml.UpdateNode(timeout); err != nil {
+		return fmt.Errorf("membership: announce metadata: %w", err)
+	}
+	return nil
+}
+
+// Subscribe returns a new subscription to membership events. See [Subscription]
+// for the delivery guarantees.
+func (m *Membership) Subscribe() *Subscription { return m.events.subscribe() }
+
+// Join contacts the given nodes (host:port, port defaulting to [DefaultPort])
+// and merges their view of the cluster into this one. It succeeds if any of them
+// answered. It fails with [ErrJoinUnreachable] when none accepted a connection,
+// and with [ErrJoinRefused] when one accepted but the exchange failed, which with
+// encrypted gossip means the cluster secrets differ.
+func (m *Membership) Join(addrs []string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	full := make([]string, len(addrs))
+	for i, a := range addrs {
+		full[i] = withPort(a)
+	}
+	n, err := m.ml.Join(full)
+	if n > 0 {
+		m.log.Info("joined cluster", "via", full, "nodes", m.ml.NumMembers())
+		return nil
+	}
+	// Find out why. Probing only now keeps successful joins from leaving a
+	// stray connection in the other nodes' logs.
+	var first error
+	for _, a := range full {
+		conn, derr := net.DialTimeout("tcp", a, m.cfg.TCPTimeout)
+		if derr == nil {
+			conn.Close()
+			m.log.Debug("join failed", "addr", a, "err", err)
+			return &JoinError{Addr: a, Err: ErrJoinRefused, Cause: err}
+		}
+		if first == nil {
+			first = &JoinError{Addr: a, Err: ErrJoinUnreachable, Cause: unwrapNet(derr)}
+		}
+	}
+	return first
+}
+
+// JoinError says why joining through Addr failed; it unwraps to
+// [ErrJoinRefused] or [ErrJoinUnreachable].
+type JoinError struct {
+	Addr  string
+	Err   error // the sentinel
+	Cause error // what the network or memberlist said
+}
+
+func (e *JoinError) Error() string {
+	if e.Err == ErrJoinRefused {
+		return "join refused by " + e.Addr + ": wrong cluster secret?"
+	}
+	return fmt.Sprintf("cannot reach %s to join: %v", e.Addr, e.Cause)
+}
+
+func (e *JoinError) Unwrap() error { return e.Err }
+
+// Leave announces that this node is leaving, so that the others record it as
+// [StateLeft], and waits up to Config.LeaveTimeout for the announcement to
+// spread. The node keeps answering until [Membership.Shutdown].
+func (m *Membership) Leave() error {
+	if !m.leaving.CompareAndSwap(false, true) {
+		return nil
+	}
+	deadline := time.Now().Add(m.cfg.LeaveTimeout)
+	meta := m.Meta()
+	meta.Leaving = true
+	// The flag goes out first, in an alive message: memberlist's leave message
+	// cannot carry it, and the others read it when the leave arrives.
+	if err := m.SetMeta(meta, m.cfg.LeaveTimeout/2); err != nil {
+		m.log.Warn("leave: flag not confirmed gossiped", "err", err)
+	}
+	if err := m.ml.Leave(time.Until(deadline)); err != nil {
+		return fmt.Errorf("membership: leave: %w", err)
+	}
+	m.log.Info("left cluster")
+	return nil
+}
+
+// Shutdown stops gossiping at once, without telling anyone: the other nodes will
+// declare this one dead unless [Membership.Leave] ran first. Subscriptions
+// receive what is queued and are then closed.
+func (m *Membership) Shutdown() error {
+	var err error
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		<-m.done
+		err = m.ml.Shutdown()
+		m.events.close()
+	})
+	return err
+}
+
+// housekeep forgets long-dead nodes.
+func (m *Membership) housekeep() {
+	defer close(m.done)
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	var reconnect <-chan time.Time
+	if m.cfg.ReconnectInterval > 0 {
+		r := time.NewTicker(m.cfg.ReconnectInterval)
+		defer r.Stop()
+		reconnect = r.C
+	}
+	var trying sync.Map // node name → a join attempt is under way
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			if m.cfg.ForgetAfter > 0 {
+				m.table.forget(now.Add(-m.cfg.ForgetAfter))
+			}
+		case now := <-reconnect:
+			for _, n := range m.table.list() {
+				if n.State != StateDead || n.Local || now.Sub(n.Since) > m.cfg.ReconnectTimeout {
+					continue
+				}
+				if _, busy := trying.LoadOrStore(n.Name, true); busy {
+					continue
+				}
+				go func(n Node) {
+					defer trying.Delete(n.Name)
+					if _, err := m.ml.Join([]string{n.Addr}); err == nil {
+						m.log.Info("reconnected to a node held dead", "node", n.Name, "addr", n.Addr)
+					}
+				}(n)
+			}
+		}
+	}
+}
+
+func (m *Membership) publish(t EventType, n Node) {
+	switch {
+	case t == EventUpdate || n.Local:
+		m.log.Debug("node "+t.String(), "node", n.Name, "addr", n.Addr)
+	default:
+		m.log.Info("node "+t.String(), "node", n.Name, "addr", n.Addr)
+	}
+	m.events.publish(Event{Type: t, Node: n, Time: time.Now()})
+}
+
+// suspect is called when this node's probe of name failed.
+func (m *Membership) suspect(name string) {
+	now := time.Now()
+	before, after, ok := m.table.update(name, func(n *Node) {
+		if n.State == StateAlive {
+			n.State, n.Since = StateSuspect, now
+		}
+	})
+	if ok && before.State == StateAlive {
+		m.publish(EventSuspect, after)
+	}
+}
+
+// delegate receives memberlist's callbacks. memberlist holds its node lock while
+// calling the event methods, so they must never call back into memberlist.
+type delegate struct{ m *Membership }
+
+var (
+	_ memberlist.Delegate      = (*delegate)(nil)
+	_ memberlist.EventDelegate = (*delegate)(nil)
+	_ memberlist.PingDelegate  = (*delegate)(nil)
+)
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	b := *d.m.encoded.Load()
+	if len(b) > limit { // cannot happen: Encode enforces MaxMetaSize
+		return nil
+	}
+	return b
+}
+
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d *delegate) node(n *memberlist.Node) Node {
+	meta, err := DecodeMeta(n.Meta)
+	if err != nil {
+		d.m.log.Warn("ignoring node metadata", "node", n.Name, "err", err)
+	}
+	return Node{
+		Name:  n.Name,
+		Addr:  net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
+		Meta:  meta,
+		Local: n.Name == d.m.cfg.Name,
+	}
+}
+
+func (d *delegate) NotifyJoin(mn *memberlist.Node) {
+	n := d.node(mn)
+	n.State, n.Since = StateAlive, time.Now()
+	d.m.table.set(n)
+	d.m.publish(EventJoin, n)
+}
+
+func (d *delegate) NotifyLeave(mn *memberlist.Node) {
+	n := d.node(mn)
+	left := n.Meta.Leaving || (n.Local && d.m.leaving.Load())
+	now := time.Now()
+	_, after, ok := d.m.table.update(n.Name, func(t *Node) {
+		t.Meta, t.Since = n.Meta, now
+		t.State = StateDead
+		if left {
+			t.State = StateLeft
+		}
+	})
+	if !ok {
+		return
+	}
+	if left {
+		d.m.publish(EventLeave, after)
+	} else {
+		d.m.publish(EventFailed, after)
+	}
+}
+
+func (d *delegate) NotifyUpdate(mn *memberlist.Node) {
+	n := d.node(mn)
+	now := time.Now()
+	_, after, ok := d.m.table.update(n.Name, func(t *Node) {
+		t.Meta, t.Addr = n.Meta, n.Addr
+		if t.State != StateAlive { // a newer alive message: it refuted
+			t.State, t.Since = StateAlive, now
+		}
+	})
+	if ok {
+		d.m.publish(EventUpdate, after)
+	}
+}
+
+func (d *delegate) AckPayload() []byte { return nil }
+
+func (d *delegate) NotifyPingComplete(mn *memberlist.Node, rtt time.Duration, _ []byte) {
+	now := time.Now()
+	before, after, ok := d.m.table.update(mn.Name, func(t *Node) {
+		t.RTT = rtt
+		if t.State == StateSuspect {
+			t.State, t.Since = StateAlive, now
+		}
+	})
+	if ok && before.State == StateSuspect && after.State == StateAlive {
+		d.m.publish(EventAlive, after)
+	}
+}
+
+// defaultIPv4 returns the address to announce when bound to 0.0.0.0: the first
+// private IPv4 address of an interface that is up, else its first global IPv4
+// address, else "" (memberlist's choice, which may be an IPv6 address even
+// though the node listens on IPv4 only).
+func defaultIPv4() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	var global string
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok || ipn.IP.To4() == nil || !ipn.IP.IsGlobalUnicast() {
+				continue
+			}
+			if ipn.IP.IsPrivate() {
+				return ipn.IP.String()
+			}
+			if global == "" {
+				global = ipn.IP.String()
+			}
+		}
+	}
+	return global
+}
+
+// withPort adds DefaultPort to an address that has no port.
+func withPort(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(DefaultPort))
+}
+
+// unwrapNet shortens "dial tcp 1.2.3.4:5: connect: connection refused" to its
+// innermost cause.
+func unwrapNet(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
+}

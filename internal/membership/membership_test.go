@@ -1,0 +1,266 @@
+package membership
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var testSecret = []byte("test secret: 0123456789abcdef")
+
+// syncBuffer collects log output from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs one node on loopback with fast timings.
+func start(t *testing.T, name string, secret []byte, logs *syncBuffer) *Membership {
+	t.Helper()
+	c := DefaultLocalConfig()
+	c.Name, c.BindPort, c.Secret = name, 0, secret
+	var log *slog.Logger
+	if logs != nil {
+		log = slog.New(slog.NewTextHandler(logs, nil))
+	} else if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", name)
+	}
+	m, err := New(c, Meta{API: "127.0.0.1:1", Cores: 2, Arch: "amd64", OS: "linux"}, log)
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	return m
+}
+
+// waitFor polls cond until it returns "" or timeout passes; then it fails with
+// cond's last description of what is still wrong.
+func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// states returns "name=state ..." for m's view of the cluster.
+func states(m *Membership) string {
+	var s []string
+	for _, n := range m.Nodes() {
+		s = append(s, n.Name+"="+n.State.String())
+	}
+	sort.Strings(s)
+	return strings.Join(s, " ")
+}
+
+func wantStates(ms []*Membership, want string) func() string {
+	return func() string {
+		for _, m := range ms {
+			if got := states(m); got != want {
+				return fmt.Sprintf("%s sees %q, want %q", m.Name(), got, want)
+			}
+		}
+		return ""
+	}
+}
+
+func cluster(t *testing.T, names ...string) []*Membership {
+	t.Helper()
+	var ms []*Membership
+	for i, name := range names {
+		m := start(t, name, testSecret, nil)
+		if i > 0 {
+			if err := m.Join([]string{ms[0].Addr()}); err != nil {
+				t.Fatalf("%s joins %s: %v", name, ms[0].Addr(), err)
+			}
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+func TestThreeNodesSeeEachOther(t *testing.T) {
+	ms := cluster(t, "n1", "n2", "n3")
+	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
+	n, ok := ms[2].Node("n1")
+	if !ok || n.Meta.Cores != 2 || n.Meta.API != "127.0.0.1:1" || n.Local {
+		t.Errorf("n3's view of n1 = %+v, want cores 2, API 127.0.0.1:1, not local", n)
+	}
+	if self, _ := ms[0].Node("n1"); !self.Local {
+		t.Errorf("n1's view of itself is not marked local")
+	}
+	// Metadata changes reach the others.
+	meta := ms[0].Meta()
+	meta.Labels = map[string]string{"room": "b"}
+	if err := ms[0].SetMeta(meta, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() string {
+		if n, _ := ms[1].Node("n1"); n.Meta.Labels["room"] != "b" {
+			return fmt.Sprintf("n2 sees n1's labels %v", n.Meta.Labels)
+		}
+		return ""
+	})
+}
+
+func TestLeaveShowsLeft(t *testing.T) {
+	ms := cluster(t, "n1", "n2", "n3")
+	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
+	sub := ms[0].Subscribe()
+	defer sub.Close()
+	if err := ms[2].Leave(); err != nil {
+		t.Fatal(err)
+	}
+	ms[2].Shutdown()
+	waitFor(t, 5*time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=left"))
+	for ev := range sub.C {
+		if ev.Node.Name == "n3" && ev.Type != EventUpdate {
+			if ev.Type != EventLeave {
+				t.Errorf("first event about n3 = %v, want leave", ev.Type)
+			}
+			break
+		}
+	}
+	// Left nodes stay visible for a while, and stay left: no failure later.
+	holds(t, time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=left"))
+}
+
+// holds checks that cond keeps returning "" for d.
+func holds(t *testing.T, d time.Duration, cond func() string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if msg := cond(); msg != "" {
+			t.Fatalf("stopped holding: %s", msg)
+		}
+	}
+}
+
+func TestKilledNodeShowsSuspectThenDead(t *testing.T) {
+	ms := cluster(t, "n1", "n2", "n3")
+	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
+	sub := ms[0].Subscribe()
+	defer sub.Close()
+	killed := time.Now()
+	ms[2].Shutdown() // no leave: as if killed
+	waitFor(t, 10*time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=dead"))
+	t.Logf("n3 declared dead on n1 and n2 %v after shutdown", time.Since(killed).Round(10*time.Millisecond))
+	var seen []string
+	for ev := range sub.C {
+		if ev.Node.Name == "n3" {
+			seen = append(seen, ev.Type.String())
+			if ev.Type == EventFailed {
+				break
+			}
+		}
+	}
+	// n1 sees n3 suspect only if n1's own probe failed first; n2 may have
+	// declared n3 dead before n1 probed it.
+	if last := seen[len(seen)-1]; last != "failed" {
+		t.Errorf("events about n3 on n1 = %v, want ending in failed", seen)
+	}
+	n, _ := ms[0].Node("n3")
+	if n.Since.Before(killed) {
+		t.Errorf("n3's state change time %v is before the kill %v", n.Since, killed)
+	}
+}
+
+func TestSuspectEventFromOwnProbe(t *testing.T) {
+	ms := cluster(t, "n1", "n2")
+	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
+	sub := ms[0].Subscribe()
+	defer sub.Close()
+	ms[1].Shutdown()
+	var seen []string
+	for ev := range sub.C {
+		seen = append(seen, ev.Type.String())
+		if ev.Type == EventFailed {
+			break
+		}
+	}
+	// With two nodes, only n1 probes n2, so n1 must see the suspicion first.
+	if strings.Join(seen, ",") != "suspect,failed" {
+		t.Errorf("events on n1 = %v, want [suspect failed]", seen)
+	}
+}
+
+func TestWrongSecretCannotJoin(t *testing.T) {
+	var logs syncBuffer
+	good := start(t, "n1", testSecret, &logs)
+	bad := start(t, "intruder", []byte("another secret, 0123456789"), nil)
+	err := bad.Join([]string{good.Addr()})
+	if !errors.Is(err, ErrJoinRefused) {
+		t.Fatalf("join with wrong secret: error = %v, want ErrJoinRefused", err)
+	}
+	if want := "join refused by " + good.Addr() + ": wrong cluster secret?"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
+	}
+	if got := states(good); got != "n1=alive" {
+		t.Errorf("after the refused join, n1 sees %q", got)
+	}
+	waitFor(t, 2*time.Second, func() string {
+		if !strings.Contains(logs.String(), "wrong cluster secret?") {
+			return "n1 did not log the refused gossip; log:\n" + logs.String()
+		}
+		return ""
+	})
+}
+
+func TestJoinUnreachable(t *testing.T) {
+	m := start(t, "n1", testSecret, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	err = m.Join([]string{addr})
+	if !errors.Is(err, ErrJoinUnreachable) || !strings.Contains(err.Error(), addr) {
+		t.Errorf("join %s: error = %v, want ErrJoinUnreachable naming the address", addr, err)
+	}
+}
+
+// Health probes that connect and close (the testbed does) must not look like
+// intruders in the log.
+func TestBareConnectIsQuiet(t *testing.T) {
+	var logs syncBuffer
+	m := start(t, "n1", testSecret, &logs)
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", m.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	holds(t, 300*time.Millisecond, func() string {
+		if strings.Contains(logs.String(), "level=WARN") {
+			return "bare TCP connects were logged as warnings:\n" + logs.String()
+		}
+		return ""
+	})
+}

@@ -1,0 +1,131 @@
+package place
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+)
+
+func nodes(spec ...any) []Node {
+	var ns []Node
+	for i := 0; i < len(spec); i += 2 {
+		ns = append(ns, Node{Name: spec[i].(string), Cores: spec[i+1].(int)})
+	}
+	return ns
+}
+
+func TestSpread(t *testing.T) {
+	tests := []struct {
+		name   string
+		nodes  []Node
+		nranks int
+		opt    Options
+		want   string
+		err    error
+	}{
+		{"one node", nodes("a", 4), 4, Options{}, "a:0-3", nil},
+		{"2+2+3 cores", nodes("a", 2, "b", 2, "c", 3), 7, Options{}, "a:0-1 b:2-3 c:4-6", nil},
+		{"proportional", nodes("a", 2, "b", 6), 4, Options{}, "a:0 b:1-3", nil},
+		{"name order", nodes("b", 2, "a", 2), 4, Options{}, "a:0-1 b:2-3", nil},
+		{"remainder to the larger fraction", nodes("a", 1, "b", 2), 2, Options{}, "a:0 b:1", nil},
+		{"capped node overflows to others", nodes("a", 1, "b", 8), 9, Options{}, "a:0 b:1-8", nil},
+		{"oversubscribe evenly", nodes("a", 2, "b", 2), 7, Options{MaxOversubscribe: 2}, "a:0-3 b:4-6", nil},
+		{"speed counts", []Node{{"a", 2, 3}, {"b", 2, 1}}, 4, Options{}, "a:0-1 b:2-3", nil},
+		{"speed counts under oversubscription", []Node{{"a", 2, 3}, {"b", 2, 1}}, 8, Options{MaxOversubscribe: 4}, "a:0-5 b:6-7", nil},
+		{"too few cores", nodes("a", 2, "b", 2), 5, Options{}, "", ErrTooFewSlots},
+		{"no nodes", nil, 1, Options{}, "", ErrNoNodes},
+		{"no ranks", nodes("a", 1), 0, Options{}, "", ErrBadRankCount},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Spread(tt.nodes, tt.nranks, tt.opt)
+			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
+				t.Fatalf("Spread err = %v, want %v", err, tt.err)
+			}
+			if err == nil && p.String() != tt.want {
+				t.Errorf("Spread = %s, want %s", p, tt.want)
+			}
+		})
+	}
+}
+
+// TestSpreadProperties checks every small input: all ranks placed, slots respected,
+// contiguous blocks, shares within one rank of the proportional ideal (when no node
+// is capped), and the same answer twice.
+func TestSpreadProperties(t *testing.T) {
+	for a := 1; a <= 4; a++ {
+		for b := 1; b <= 4; b++ {
+			for c := 1; c <= 4; c++ {
+				ns := nodes("a", a, "b", b, "c", c)
+				for n := 1; n <= 2*(a+b+c); n++ {
+					opt := Options{MaxOversubscribe: 2}
+					p, err := Spread(ns, n, opt)
+					if err != nil {
+						t.Fatalf("%v n=%d: %v", ns, n, err)
+					}
+					if len(p) != n {
+						t.Fatalf("%v n=%d: %d ranks placed", ns, n, len(p))
+					}
+					again, _ := Spread(ns, n, opt)
+					if !reflect.DeepEqual(p, again) {
+						t.Fatalf("%v n=%d: not deterministic", ns, n)
+					}
+					counts := p.Counts()
+					seen := map[string]bool{}
+					for r, host := range p {
+						if r > 0 && host != p[r-1] && seen[host] {
+							t.Fatalf("%v n=%d: %s not contiguous: %s", ns, n, host, p)
+						}
+						seen[host] = true
+					}
+					capped := false
+					for _, nd := range ns {
+						if counts[nd.Name] > 2*nd.Cores {
+							t.Fatalf("%v n=%d: %s has %d ranks for %d cores", ns, n, nd.Name, counts[nd.Name], nd.Cores)
+						}
+						capped = capped || counts[nd.Name] == 2*nd.Cores
+					}
+					if capped {
+						continue
+					}
+					for _, nd := range ns {
+						ideal := float64(n) * float64(nd.Cores) / float64(a+b+c)
+						if math.Abs(float64(counts[nd.Name])-ideal) >= 1 {
+							t.Fatalf("%v n=%d: %s has %d ranks, ideal %.2f", ns, n, nd.Name, counts[nd.Name], ideal)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestBlockMovesLostRanksTogether(t *testing.T) {
+	prev := Placement{"a", "a", "b", "b", "c", "c", "c"}
+	got, err := Block(prev, nodes("a", 2, "b", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Placement{"a", "a", "b", "b", "a", "a", "a"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Block = %s, want %s", got, want)
+	}
+	spread, _ := Spread(nodes("a", 2, "b", 2), 7, Options{MaxOversubscribe: 2})
+	if fmt.Sprint(spread.Counts()) != "map[a:4 b:3]" {
+		t.Errorf("rank-by-rank layout after the loss = %v, want 4 and 3", spread.Counts())
+	}
+}
+
+func TestRankfileAndHostfile(t *testing.T) {
+	p := Placement{"n1", "n1", "n1", "n2"}
+	got := Rankfile(p, map[string]int{"n1": 2, "n2": 2})
+	want := "rank 0=n1 slot=0\nrank 1=n1 slot=1\nrank 2=n1 slot=0\nrank 3=n2 slot=0\n"
+	if got != want {
+		t.Errorf("Rankfile = %q, want %q", got, want)
+	}
+	if got, want := Hostfile(p), "n1 slots=3\nn2 slots=1\n"; got != want {
+		t.Errorf("Hostfile = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,638 @@
+// Package shardstore is one node's checkpoint store: the shards libshoal's ranks
+// write into the node's ckpt directory (docs/shard-format.md, "Files on disk"),
+// and those the agent receives from other nodes. It verifies every shard it lists,
+// serves or stores, so a corrupt copy is reported and never passed on, and it
+// gives the coordinator its durability primitives: index, fetch from another
+// node, remove old epochs, request a checkpoint.
+package shardstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+)
+
+// RequestFile is the file in a job's directory that asks its rank 0 for a
+// checkpoint (docs/launcher-protocol.md).
+const RequestFile = "request-checkpoint"
+
+// Store is the checkpoint store rooted at Dir (an agent's <data>/ckpt). The zero
+// value with Dir set is ready; a Store must not be copied after first use. Its
+// methods are safe for concurrent use, also with libshoal's ranks writing into
+// Dir. Errors wrap the api sentinels that choose their HTTP status
+// (api.ErrBadRequest, api.ErrNotFound, api.ErrCorrupt, api.ErrBadGateway) and,
+// for verification failures, ckpt's sentinels (ckpt.ErrChecksum, …).
+type Store struct {
+	Dir string
+	// StallTimeout aborts a Fetch whose source sends nothing for this long (a
+	// cut link otherwise blocks until TCP gives up, minutes later). Default:
+	// DefaultStallTimeout.
+	StallTimeout time.Duration
+
+	mu    sync.Mutex
+	cache map[string]map[string]entry // job → shard path → last verification
+	locks map[string]*pathLock        // shard path → writers of it
+}
+
+// DefaultStallTimeout is Store.StallTimeout's default.
+const DefaultStallTimeout = 15 * time.Second
+
+// errStalled is the cause of a fetch aborted by Store.StallTimeout.
+var errStalled = errors.New("stalled")
+
+// New returns a store rooted at dir.
+func New(dir string) *Store { return &Store{Dir: dir} }
+
+// Source is a node a shard can be fetched from; *api.Client is one.
+type Source interface {
+	// Addr names the node in messages (its API address).
+	Addr() string
+	GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error)
+}
+
+// fileKey identifies one version of a file: a shard rewritten or replaced gets a
+// new key, so a cached verification never outlives the bytes it verified.
+type fileKey struct {
+	dev, ino     uint64
+	size, mtimNs int64
+}
+
+func keyOf(fi os.FileInfo) fileKey {
+	k := fileKey{size: fi.Size(), mtimNs: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.dev, k.ino = uint64(st.Dev), st.Ino
+	}
+	return k
+}
+
+// entry is the outcome of verifying one version of a shard file.
+type entry struct {
+	key  fileKey
+	info api.ShardInfo
+	err  error // nil: good; else wraps a ckpt sentinel
+}
+
+type pathLock struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (s *Store) jobDir(job string) ckpt.JobDir { return ckpt.JobDir{Root: s.Dir, Job: job} }
+
+func (s *Store) path(ref api.ShardRef) string {
+	return s.jobDir(ref.Job).ShardPath(ref.Epoch, ref.Rank)
+}
+
+func checkJob(job string) error {
+	if !api.ValidJobID(job) {
+		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
+	}
+	return nil
+}
+
+func checkRef(ref api.ShardRef) error {
+	if err := checkJob(ref.Job); err != nil {
+		return err
+	}
+	if ref.Epoch == 0 || ref.Rank < 0 || ref.Rank >= 1<<20 {
+		return fmt.Errorf("%w: shard %s: want epoch ≥ 1 and rank from 0 to %d", api.ErrBadRequest, ref, 1<<20-1)
+	}
+	return nil
+}
+
+// cached returns the verification of path's version key, if known.
+func (s *Store) cached(job, path string, key fileKey) (entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.cache[job][path]
+	return e, ok && e.key == key
+}
+
+func (s *Store) remember(job, path string, e entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache == nil {
+		s.cache = map[string]map[string]entry{}
+	}
+	if s.cache[job] == nil {
+		s.cache[job] = map[string]entry{}
+	}
+	s.cache[job][path] = e
+}
+
+// verifyOpen verifies the open shard file f, whose path names ref, through the
+// cache. A read failure is returned as err; a verification failure is in the
+// entry (with a nil err).
+func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return entry{}, err
+	}
+	key := keyOf(fi)
+	if e, ok := s.cached(ref.Job, path, key); ok {
+		return e, nil
+	}
+	h, sum, err := verifyFile(f, fi.Size())
+	e := entry{key: key}
+	var vf *verifyFailure
+	switch {
+	case errors.As(err, &vf):
+		e.err = &ckpt.ShardError{Path: path, Err: vf.err}
+	case err != nil:
+		return entry{}, err
+	default:
+		want := ckpt.Header{Job: ref.Job, Epoch: ref.Epoch, Rank: uint32(ref.Rank), NRanks: h.NRanks}
+		if err := h.Check(want); err != nil {
+			e.err = &ckpt.ShardError{Path: path, Err: err}
+		} else {
+			e.info = api.ShardInfo{Epoch: h.Epoch, Rank: int(h.Rank), NRanks: int(h.NRanks),
+				Size: fi.Size(), CreatedNs: h.CreatedNs, Checksum: sum}
+		}
+	}
+	s.remember(ref.Job, path, e)
+	return e, nil
+}
+
+// parseShardName returns the rank of a final shard file name, r<6 digits>.shard
+// (more digits for ranks beyond 999999, as %06d writes them).
+func parseShardName(name string) (int, bool) {
+	if len(name) < len("r000000.shard") || name[0] != 'r' || !strings.HasSuffix(name, ".shard") {
+		return 0, false
+	}
+	rank, err := strconv.Atoi(name[1 : len(name)-len(".shard")])
+	if err != nil || rank < 0 || fmt.Sprintf("r%06d.shard", rank) != name {
+		return 0, false
+	}
+	return rank, true
+}
+
+// Index lists the job's shards on this node that verify, and separately those
+// that do not, by epoch then rank. Files being written (names other than
+// r<rank>.shard, such as .tmp files) are not listed. Verification results are
+// cached by file version, so polling costs one stat per shard once verified.
+func (s *Store) Index(job string) (api.ShardIndex, error) {
+	idx := api.ShardIndex{Job: job}
+	if err := checkJob(job); err != nil {
+		return idx, err
+	}
+	jd := s.jobDir(job)
+	epochs, err := jd.Epochs()
+	if err != nil {
+		return idx, err
+	}
+	seen := map[string]bool{}
+	for _, epoch := range epochs {
+		ents, err := os.ReadDir(jd.EpochPath(epoch))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // removed meanwhile
+			}
+			return idx, err
+		}
+		for _, de := range ents {
+			rank, ok := parseShardName(de.Name())
+			if !ok || !de.Type().IsRegular() {
+				continue
+			}
+			ref := api.ShardRef{Job: job, Epoch: epoch, Rank: rank}
+			path := filepath.Join(jd.EpochPath(epoch), de.Name())
+			e, err := s.verifyPath(ref, path)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			seen[path] = true
+			switch {
+			case err != nil:
+				idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: "unreadable", Detail: err.Error()})
+			case e.err != nil:
+				idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: ckpt.ShortName(e.err), Detail: e.err.Error()})
+			default:
+				idx.Shards = append(idx.Shards, e.info)
+			}
+		}
+	}
+	s.prune(job, seen)
+	return idx, nil
+}
+
+// verifyPath verifies the shard file at path through the cache: a stat when
+// its version was verified before.
+func (s *Store) verifyPath(ref api.ShardRef, path string) (entry, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return entry{}, err
+	}
+	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
+		return e, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return entry{}, err
+	}
+	defer f.Close()
+	return s.verifyOpen(ref, path, f)
+}
+
+// prune forgets the cached verifications of the job's files not in seen.
+func (s *Store) prune(job string, seen map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.cache[job] {
+		if !seen[p] {
+			delete(s.cache[job], p)
+		}
+	}
+	if len(s.cache[job]) == 0 {
+		delete(s.cache, job)
+	}
+}
+
+// Stat returns the verified description of the local copy of ref: an error
+// wrapping api.ErrNotFound when there is none, api.ErrCorrupt (and the ckpt
+// sentinel) when it fails verification.
+func (s *Store) Stat(ref api.ShardRef) (api.ShardInfo, error) {
+	f, info, err := s.Open(ref)
+	if err != nil {
+		return api.ShardInfo{}, err
+	}
+	f.Close()
+	return info, nil
+}
+
+// Open opens the local copy of ref after verifying it (through the cache); the
+// caller reads info.Size bytes and closes it. Errors are as for Stat.
+func (s *Store) Open(ref api.ShardRef) (*os.File, api.ShardInfo, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, api.ShardInfo{}, err
+	}
+	path := s.path(ref)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, api.ShardInfo{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
+	}
+	if err != nil {
+		return nil, api.ShardInfo{}, err
+	}
+	e, err := s.verifyOpen(ref, path, f)
+	if err == nil && e.err != nil {
+		err = fmt.Errorf("%w: shard %s on this node fails verification and is not served: %w", api.ErrCorrupt, ref, e.err)
+	}
+	if err != nil {
+		f.Close()
+		return nil, api.ShardInfo{}, err
+	}
+	return f, e.info, nil
+}
+
+// Put stores the shard read from r as ref: it writes a temporary file, syncs it,
+// verifies it (format and identity), renames it over any previous copy and
+// syncs the directory. A shard that fails verification wraps api.ErrBadRequest
+// and the ckpt sentinel; an error reading r is returned as it is (the API's
+// signed-body check wraps api.ErrUnauthorized). Either way nothing is replaced.
+func (s *Store) Put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
+	info, err := s.put(ref, r)
+	var vf *verifyFailure
+	var rf *readFailure
+	switch {
+	case errors.As(err, &vf):
+		return info, fmt.Errorf("%w: shard %s rejected, nothing stored: %w", api.ErrBadRequest, ref, vf.err)
+	case errors.As(err, &rf):
+		if errors.Is(rf.err, api.ErrUnauthorized) {
+			return info, rf.err
+		}
+		return info, fmt.Errorf("%w: reading shard %s: %w", api.ErrBadRequest, ref, rf.err)
+	}
+	return info, err
+}
+
+// verifyFailure is a shard that failed verification; err wraps a ckpt sentinel.
+type verifyFailure struct{ err error }
+
+func (v *verifyFailure) Error() string { return v.err.Error() }
+func (v *verifyFailure) Unwrap() error { return v.err }
+
+// readFailure is an error reading the shard's source.
+type readFailure struct{ err error }
+
+func (r *readFailure) Error() string { return r.err.Error() }
+func (r *readFailure) Unwrap() error { return r.err }
+
+type trackedReader struct {
+	r   io.Reader
+	err error
+}
+
+func (t *trackedReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF {
+		t.err = err
+	}
+	return n, err
+}
+
+func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
+	if err := checkRef(ref); err != nil {
+		return api.ShardInfo{}, err
+	}
+	final := s.path(ref)
+	unlock := s.lock(final)
+	defer unlock()
+	dir := filepath.Dir(final)
+	if err := s.mkdirs(ref); err != nil {
+		return api.ShardInfo{}, err
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return api.ShardInfo{}, err
+	}
+	committed := false
+	defer func() {
+		f.Close()
+		if !committed {
+			os.Remove(tmp)
+		}
+	}()
+	tr := &trackedReader{r: r}
+	buf := make([]byte, 1<<20)
+	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, tr, buf); err != nil {
+		if tr.err != nil {
+			return api.ShardInfo{}, &readFailure{tr.err}
+		}
+		return api.ShardInfo{}, fmt.Errorf("writing shard %s: %w", ref, err)
+	}
+	if err := f.Sync(); err != nil {
+		return api.ShardInfo{}, fmt.Errorf("writing shard %s: %w", ref, err)
+	}
+	e, err := s.verifyOpen(ref, tmp, f)
+	s.forget(ref.Job, tmp)
+	if err != nil {
+		return api.ShardInfo{}, err
+	}
+	if e.err != nil {
+		return api.ShardInfo{}, &verifyFailure{e.err}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return api.ShardInfo{}, err
+	}
+	committed = true
+	// The renamed file keeps its inode and times: its verification holds.
+	s.remember(ref.Job, final, e)
+	if err := syncDir(dir); err != nil {
+		return e.info, fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return e.info, nil
+}
+
+func (s *Store) forget(job, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.cache[job], path)
+}
+
+// lock serializes the writers of one shard path and returns the unlock.
+func (s *Store) lock(path string) func() {
+	s.mu.Lock()
+	if s.locks == nil {
+		s.locks = map[string]*pathLock{}
+	}
+	l := s.locks[path]
+	if l == nil {
+		l = &pathLock{}
+		s.locks[path] = l
+	}
+	l.n++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.n--; l.n == 0 {
+			delete(s.locks, path)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// mkdirs creates the store, job and epoch directories of ref, syncing the
+// parent of each one it creates so that the new entries are durable.
+func (s *Store) mkdirs(ref api.ShardRef) error {
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return err
+	}
+	jd := s.jobDir(ref.Job)
+	for _, d := range []string{jd.Path(), jd.EpochPath(ref.Epoch)} {
+		err := os.Mkdir(d, 0o755)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Fetch makes sure this node holds a verified copy of ref, copying it from src
+// when it has none (a corrupt local copy is replaced). It reports whether bytes
+// were copied. Errors: the source's 404 and 422 (it has no good copy) are
+// passed on as api.ErrNotFound and api.ErrCorrupt; bytes that arrive but fail
+// verification wrap api.ErrCorrupt and the ckpt sentinel; any other failure of
+// the source or of the transfer wraps api.ErrBadGateway. Messages name the
+// source.
+func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fetched, error) {
+	if err := checkRef(ref); err != nil {
+		return api.Fetched{}, err
+	}
+	if info, err := s.Stat(ref); err == nil {
+		return api.Fetched{Shard: info}, nil
+	}
+	from := src.Addr()
+	stall := s.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+	stalled := func() bool { return errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil }
+
+	rc, _, err := src.GetShard(ctx, ref)
+	switch {
+	case err != nil && stalled():
+		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: no answer for %v", api.ErrBadGateway, ref, from, stall)
+	case err != nil && (errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrCorrupt)):
+		return api.Fetched{}, fmt.Errorf("fetch shard %s from %s: %w", ref, from, err)
+	case err != nil && parent.Err() != nil:
+		return api.Fetched{}, fmt.Errorf("fetch shard %s from %s: %w", ref, from, parent.Err())
+	case err != nil:
+		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: %v", api.ErrBadGateway, ref, from, err)
+	}
+	defer rc.Close()
+	info, err := s.put(ref, &progressReader{r: rc, t: watchdog, d: stall})
+	var vf *verifyFailure
+	var rf *readFailure
+	switch {
+	case errors.As(err, &vf):
+		return api.Fetched{}, fmt.Errorf("%w: shard %s fetched from %s fails verification, not stored: %w", api.ErrCorrupt, ref, from, vf.err)
+	case errors.As(err, &rf) && stalled():
+		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: transfer stalled, no data for %v", api.ErrBadGateway, ref, from, stall)
+	case errors.As(err, &rf) && parent.Err() != nil:
+		return api.Fetched{}, fmt.Errorf("fetch shard %s from %s: %w", ref, from, parent.Err())
+	case errors.As(err, &rf):
+		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: transfer failed: %v", api.ErrBadGateway, ref, from, rf.err)
+	case err != nil:
+		return api.Fetched{}, fmt.Errorf("fetch shard %s from %s: %w", ref, from, err)
+	}
+	return api.Fetched{Shard: info, Copied: true}, nil
+}
+
+// progressReader restarts the stall timer t at every read that returns data.
+type progressReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.t.Reset(p.d)
+	}
+	return n, err
+}
+
+// RemoveBefore deletes the job's epoch directories older than epoch (≥ 1) and
+// returns the epochs deleted, oldest first.
+func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
+	if err := checkJob(job); err != nil {
+		return nil, err
+	}
+	if epoch == 0 {
+		return nil, fmt.Errorf("%w: remove epochs before 0: want an epoch ≥ 1", api.ErrBadRequest)
+	}
+	jd := s.jobDir(job)
+	epochs, err := jd.Epochs()
+	if err != nil {
+		return nil, err
+	}
+	var removed []uint64
+	for _, e := range epochs {
+		if e >= epoch {
+			break
+		}
+		if err := jd.RemoveEpoch(e); err != nil {
+			return removed, err
+		}
+		removed = append(removed, e)
+	}
+	s.pruneEpochs(job, func(e uint64) bool { return e < epoch })
+	return removed, nil
+}
+
+// RemoveJob deletes the job's whole directory (shards, manifest, request) and
+// returns the epochs it held. A job with no directory is not an error.
+func (s *Store) RemoveJob(job string) ([]uint64, error) {
+	if err := checkJob(job); err != nil {
+		return nil, err
+	}
+	jd := s.jobDir(job)
+	epochs, err := jd.Epochs()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(jd.Path()); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	delete(s.cache, job)
+	s.mu.Unlock()
+	return epochs, nil
+}
+
+// pruneEpochs forgets the cached verifications of the job's epochs that gone says are gone.
+func (s *Store) pruneEpochs(job string, gone func(uint64) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.cache[job] {
+		var e uint64
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(p)), "e%d", &e); err == nil && gone(e) {
+			delete(s.cache[job], p)
+		}
+	}
+}
+
+// RequestCheckpoint creates the job's request-checkpoint file: its rank 0, if it
+// runs on this node, deletes it at its next agreement and every rank checkpoints.
+// The request stays until a rank 0 of the job on this node takes it.
+func (s *Store) RequestCheckpoint(job string) error { return s.request(job, "") }
+
+// RequestHold asks for a checkpoint after which the ranks hold still until the
+// launcher stops them: the relaunch that follows loses no work
+// (docs/launcher-protocol.md).
+func (s *Store) RequestHold(job string) error { return s.request(job, "hold\n") }
+
+func (s *Store) request(job, content string) error {
+	if err := checkJob(job); err != nil {
+		return err
+	}
+	dir := s.jobDir(job).Path()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// Written whole and renamed: rank 0 must never read half a request.
+	tmp := filepath.Join(dir, RequestFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, RequestFile))
+}
+
+// Jobs lists the jobs that have a directory in the store, sorted.
+func (s *Store) Jobs() ([]string, error) {
+	ents, err := os.ReadDir(s.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && api.ValidJobID(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

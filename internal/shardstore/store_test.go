@@ -1,0 +1,522 @@
+package shardstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+)
+
+// shard returns a valid shard of job at epoch for rank of nranks, with payload
+// bytes derived from its identity (so shards of different ranks differ).
+func shard(t *testing.T, job string, epoch uint64, rank, nranks, payload int) []byte {
+	t.Helper()
+	data := make([]byte, payload)
+	for i := range data {
+		data[i] = byte(i*7 + rank*13 + int(epoch))
+	}
+	b, err := ckpt.Encode(ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 1000 * epoch},
+		[]ckpt.Region{{ID: 0, ElemSize: 1, Count: uint64(payload), Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// place writes b where libshoal would write the shard of ref.
+func place(t *testing.T, s *Store, ref api.ShardRef, b []byte) string {
+	t.Helper()
+	path := s.path(ref)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func flip(b []byte, i int) []byte {
+	c := bytes.Clone(b)
+	c[i] ^= 0x40
+	return c
+}
+
+func ref(epoch uint64, rank int) api.ShardRef {
+	return api.ShardRef{Job: "heat", Epoch: epoch, Rank: rank}
+}
+
+func TestIndex(t *testing.T) {
+	s := New(t.TempDir())
+	good := map[api.ShardRef][]byte{}
+	for _, r := range []api.ShardRef{ref(3, 0), ref(3, 1), ref(4, 0)} {
+		good[r] = shard(t, "heat", r.Epoch, r.Rank, 2, 100+r.Rank)
+		place(t, s, r, good[r])
+	}
+	place(t, s, ref(4, 1), flip(shard(t, "heat", 4, 1, 2, 100), 150)) // damaged payload
+	place(t, s, ref(4, 2), shard(t, "heat", 4, 1, 3, 100))            // rank 1's shard under rank 2's name
+	place(t, s, ref(5, 0), shard(t, "heat", 5, 0, 2, 100)[:90])       // truncated
+	place(t, s, ref(5, 1), shard(t, "other", 5, 1, 2, 100))           // another job's shard
+	// Not shards: being written, odd names, stray files and directories.
+	dir := s.jobDir("heat").EpochPath(5)
+	for _, name := range []string{"r000003.shard.tmp", "r000004.shard.1a2b.tmp", "r3.shard", "r0000005.shard", "rabcdef.shard", "notes"} {
+		os.WriteFile(filepath.Join(dir, name), shard(t, "heat", 5, 3, 8, 10), 0o644)
+	}
+	os.Mkdir(filepath.Join(s.jobDir("heat").Path(), "e1"), 0o755)
+	os.WriteFile(filepath.Join(s.jobDir("heat").Path(), "manifest"), []byte("epoch 3 nranks 2 created_ns 3000\n"), 0o644)
+
+	idx, err := s.Index("heat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotGood []string
+	for _, si := range idx.Shards {
+		r := si.Ref("heat")
+		b := good[r]
+		if b == nil {
+			t.Errorf("listed %s, which is not a good shard", r)
+			continue
+		}
+		want := api.ShardInfo{Epoch: r.Epoch, Rank: r.Rank, NRanks: 2, Size: int64(len(b)), CreatedNs: 1000 * r.Epoch,
+			Checksum: ckptChecksum(b)}
+		if si != want {
+			t.Errorf("shard %s: %+v, want %+v", r, si, want)
+		}
+		gotGood = append(gotGood, r.String())
+	}
+	if want := []string{"heat/3/0", "heat/3/1", "heat/4/0"}; !reflect.DeepEqual(gotGood, want) {
+		t.Errorf("good shards %v, want %v", gotGood, want)
+	}
+	var gotBad []string
+	for _, b := range idx.Bad {
+		gotBad = append(gotBad, fmt.Sprintf("%d/%d %s", b.Epoch, b.Rank, b.Error))
+		if !strings.Contains(b.Detail, b.Error) {
+			t.Errorf("bad shard %d/%d: detail %q does not contain %q", b.Epoch, b.Rank, b.Detail, b.Error)
+		}
+	}
+	want := []string{"4/1 checksum mismatch", "4/2 wrong shard", "5/0 truncated", "5/1 wrong shard"}
+	if !reflect.DeepEqual(gotBad, want) {
+		t.Errorf("bad shards %v, want %v", gotBad, want)
+	}
+
+	// Unknown job: empty index. Bad job ids never reach the file system.
+	if idx, err := s.Index("nothing"); err != nil || len(idx.Shards)+len(idx.Bad) != 0 {
+		t.Errorf("Index of an unknown job = %+v, %v; want empty", idx, err)
+	}
+	for _, job := range []string{"..", "a/b", "", strings.Repeat("x", 64)} {
+		if _, err := s.Index(job); !errors.Is(err, api.ErrBadRequest) {
+			t.Errorf("Index(%q): %v, want ErrBadRequest", job, err)
+		}
+	}
+}
+
+func ckptChecksum(b []byte) uint64 {
+	s, err := ckpt.Parse(b)
+	if err != nil {
+		panic(err)
+	}
+	return s.Checksum
+}
+
+// TestIndexCaches shows that a verified file version is not read again: bytes
+// changed behind the store's back while size and mtime are kept are not
+// noticed, a change of mtime or a replaced file is.
+func TestIndexCaches(t *testing.T) {
+	s := New(t.TempDir())
+	b := shard(t, "heat", 1, 0, 1, 1000)
+	path := place(t, s, ref(1, 0), b)
+	if idx, _ := s.Index("heat"); len(idx.Shards) != 1 {
+		t.Fatalf("index %+v, want one good shard", idx)
+	}
+	fi, _ := os.Stat(path)
+	f, _ := os.OpenFile(path, os.O_WRONLY, 0)
+	f.WriteAt([]byte{b[500] ^ 1}, 500)
+	f.Close()
+	os.Chtimes(path, fi.ModTime(), fi.ModTime())
+	if idx, _ := s.Index("heat"); len(idx.Shards) != 1 {
+		t.Fatalf("same version: index %+v, want the cached good result", idx)
+	}
+	later := fi.ModTime().Add(time.Second)
+	os.Chtimes(path, later, later)
+	idx, _ := s.Index("heat")
+	if len(idx.Shards) != 0 || len(idx.Bad) != 1 || idx.Bad[0].Error != "checksum mismatch" {
+		t.Fatalf("new mtime: index %+v, want the shard re-verified as bad", idx)
+	}
+	// Replaced by rename (a new inode), same size and mtime as the bad one.
+	tmp := path + ".new"
+	os.WriteFile(tmp, b, 0o644)
+	os.Chtimes(tmp, later, later)
+	os.Rename(tmp, path)
+	if idx, _ := s.Index("heat"); len(idx.Shards) != 1 {
+		t.Fatalf("replaced file: index %+v, want it re-verified as good", idx)
+	}
+	// Entries of files gone are dropped.
+	os.Remove(path)
+	s.Index("heat")
+	if n := len(s.cache["heat"]); n != 0 {
+		t.Errorf("cache holds %d entries after the shard was removed", n)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	s := New(t.TempDir())
+	b := shard(t, "heat", 2, 1, 2, 200<<10) // mapped for verification
+	place(t, s, ref(2, 1), b)
+	f, info, err := s.Open(ref(2, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if !bytes.Equal(got, b) || info.Size != int64(len(b)) || info.NRanks != 2 {
+		t.Errorf("Open: %d bytes, info %+v", len(got), info)
+	}
+	if _, _, err := s.Open(ref(2, 0)); !errors.Is(err, api.ErrNotFound) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open of a missing shard: %v, want ErrNotFound", err)
+	}
+	place(t, s, ref(2, 0), flip(shard(t, "heat", 2, 0, 2, 200<<10), 100<<10))
+	_, _, err = s.Open(ref(2, 0))
+	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, ckpt.ErrChecksum) || !strings.Contains(err.Error(), "heat/2/0") {
+		t.Errorf("Open of a corrupt shard: %v, want ErrCorrupt and ckpt.ErrChecksum naming heat/2/0", err)
+	}
+	if _, _, err := s.Open(api.ShardRef{Job: "heat", Epoch: 0, Rank: 0}); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("Open of epoch 0: %v, want ErrBadRequest", err)
+	}
+}
+
+func tmpFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".tmp") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestPut(t *testing.T) {
+	s := New(filepath.Join(t.TempDir(), "ckpt")) // created on first Put
+	b := shard(t, "heat", 7, 3, 4, 300<<10)
+	info, err := s.Put(ref(7, 3), bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size != int64(len(b)) || info.Checksum != ckptChecksum(b) || info.CreatedNs != 7000 {
+		t.Errorf("Put info %+v", info)
+	}
+	stored := func() []byte {
+		got, err := os.ReadFile(s.path(ref(7, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if !bytes.Equal(stored(), b) {
+		t.Fatal("stored bytes differ")
+	}
+
+	// Bad uploads are rejected, name the failed check, and leave the good copy.
+	tests := []struct {
+		name string
+		body []byte
+		want error
+	}{
+		{"flipped bit", flip(b, 1000), ckpt.ErrChecksum},
+		{"truncated", b[:len(b)-1], ckpt.ErrChecksum},
+		{"short", b[:20], ckpt.ErrTruncated},
+		{"empty", nil, ckpt.ErrTruncated},
+		{"other rank", shard(t, "heat", 7, 2, 4, 10), ckpt.ErrWrongShard},
+		{"other epoch", shard(t, "heat", 6, 3, 4, 10), ckpt.ErrWrongShard},
+		{"other job", shard(t, "cold", 7, 3, 4, 10), ckpt.ErrWrongShard},
+		{"not a shard", []byte(strings.Repeat("hello ", 100)), ckpt.ErrBadMagic},
+	}
+	for _, tt := range tests {
+		_, err := s.Put(ref(7, 3), bytes.NewReader(tt.body))
+		if !errors.Is(err, api.ErrBadRequest) || !errors.Is(err, tt.want) || !strings.Contains(err.Error(), "heat/7/3") {
+			t.Errorf("%s: Put = %v, want ErrBadRequest and %v naming the shard", tt.name, err, tt.want)
+		}
+		if !bytes.Equal(stored(), b) {
+			t.Fatalf("%s: the good copy was replaced", tt.name)
+		}
+	}
+	// A failing reader (the API's signed-body check) stores nothing.
+	bodyErr := fmt.Errorf("%w: body does not match its signed SHA-256", api.ErrUnauthorized)
+	if _, err := s.Put(ref(7, 3), io.MultiReader(bytes.NewReader(b), errReader{bodyErr})); !errors.Is(err, api.ErrUnauthorized) {
+		t.Errorf("Put with a tampered body: %v, want ErrUnauthorized", err)
+	}
+	if _, err := s.Put(ref(8, 0), io.MultiReader(bytes.NewReader(b[:100]), errReader{io.ErrUnexpectedEOF})); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("Put with a broken body: %v, want ErrBadRequest", err)
+	}
+	if _, err := os.Stat(s.path(ref(8, 0))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("broken upload left a shard: %v", err)
+	}
+	if tmp := tmpFiles(t, s.Dir); len(tmp) > 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+	if idx, _ := s.Index("heat"); len(idx.Shards) != 1 || len(idx.Bad) != 0 {
+		t.Errorf("index after the uploads: %+v", idx)
+	}
+	// A good upload replaces a corrupt copy.
+	place(t, s, ref(9, 0), flip(shard(t, "heat", 9, 0, 1, 10), 140))
+	if _, err := s.Put(ref(9, 0), bytes.NewReader(shard(t, "heat", 9, 0, 1, 10))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Stat(ref(9, 0)); err != nil {
+		t.Errorf("after replacing a corrupt copy: %v", err)
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// TestConcurrent runs puts of the same shard, indexes and opens at once (run
+// with -race).
+func TestConcurrent(t *testing.T) {
+	s := New(t.TempDir())
+	b := shard(t, "heat", 1, 0, 1, 100<<10)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Put(ref(1, 0), bytes.NewReader(b)); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			idx, err := s.Index("heat")
+			if err != nil || len(idx.Bad) > 0 {
+				t.Errorf("Index during puts: %+v, %v", idx, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if f, _, err := s.Open(ref(1, 0)); err == nil {
+				f.Close()
+			} else if !errors.Is(err, api.ErrNotFound) {
+				t.Errorf("Open during puts: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := s.Stat(ref(1, 0)); err != nil {
+		t.Error(err)
+	}
+}
+
+// fakeSource serves shards from memory, or fails as told.
+type fakeSource struct {
+	shards map[api.ShardRef][]byte
+	err    error // returned by GetShard
+	cut    int   // > 0: the body breaks after this many bytes
+	hang   bool  // the body stops sending after cut bytes, until ctx ends
+	calls  int
+}
+
+// hangingReader blocks until ctx ends, as a body whose link was cut does.
+type hangingReader struct{ ctx context.Context }
+
+func (h hangingReader) Read([]byte) (int, error) {
+	<-h.ctx.Done()
+	return 0, h.ctx.Err()
+}
+
+func (f *fakeSource) Addr() string { return "10.0.0.1:7947" }
+func (f *fakeSource) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
+	f.calls++
+	if f.err != nil {
+		return nil, 0, f.err
+	}
+	b, ok := f.shards[ref]
+	if !ok {
+		return nil, 0, &api.Error{Status: 404, Code: "not_found", Message: "api: not found: shard " + ref.String() + " is not stored on this node"}
+	}
+	if f.hang {
+		return io.NopCloser(io.MultiReader(bytes.NewReader(b[:f.cut]), hangingReader{ctx})), int64(len(b)), nil
+	}
+	if f.cut > 0 {
+		return io.NopCloser(io.MultiReader(bytes.NewReader(b[:f.cut]), errReader{io.ErrUnexpectedEOF})), int64(len(b)), nil
+	}
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+}
+
+func TestFetch(t *testing.T) {
+	ctx := context.Background()
+	s := New(t.TempDir())
+	good := shard(t, "heat", 4, 1, 2, 100<<10)
+	src := &fakeSource{shards: map[api.ShardRef][]byte{ref(4, 1): good, ref(4, 0): flip(shard(t, "heat", 4, 0, 2, 10), 130)}}
+	f, err := s.Fetch(ctx, ref(4, 1), src)
+	if err != nil || !f.Copied || f.Shard.Checksum != ckptChecksum(good) {
+		t.Fatalf("Fetch = %+v, %v", f, err)
+	}
+	// Already here: nothing transferred.
+	f, err = s.Fetch(ctx, ref(4, 1), src)
+	if err != nil || f.Copied || src.calls != 1 {
+		t.Errorf("second Fetch = %+v, %v after %d calls; want no copy", f, err, src.calls)
+	}
+	// The source has it, but the bytes that arrive are bad.
+	_, err = s.Fetch(ctx, ref(4, 0), src)
+	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, ckpt.ErrChecksum) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
+		t.Errorf("Fetch of bad bytes: %v, want ErrCorrupt, ErrChecksum, naming the source", err)
+	}
+	// The source does not have it.
+	if _, err = s.Fetch(ctx, ref(4, 2), src); !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
+		t.Errorf("Fetch of a missing shard: %v, want ErrNotFound naming the source", err)
+	}
+	// The source's copy is corrupt: passed on as such.
+	src.err = &api.Error{Status: 422, Code: "corrupt", Message: "api: corrupt: shard heat/4/3 fails verification: checksum mismatch"}
+	if _, err = s.Fetch(ctx, ref(4, 3), src); !errors.Is(err, api.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("Fetch from a corrupt source: %v, want ErrCorrupt", err)
+	}
+	// The source is unreachable or refuses: a gateway error, not its status.
+	for _, e := range []error{
+		fmt.Errorf("%w at 10.0.0.1:7947: connection refused", api.ErrUnreachable),
+		&api.Error{Status: 401, Code: "unauthorized", Message: "api: unauthorized: bad signature"},
+	} {
+		src.err = e
+		_, err = s.Fetch(ctx, ref(4, 3), src)
+		if !errors.Is(err, api.ErrBadGateway) || errors.Is(err, api.ErrUnauthorized) {
+			t.Errorf("Fetch with source error %v: %v, want only ErrBadGateway", e, err)
+		}
+	}
+	// The transfer breaks.
+	src.err, src.cut = nil, 1000
+	src.shards[ref(5, 0)] = shard(t, "heat", 5, 0, 1, 10<<10)
+	if _, err = s.Fetch(ctx, ref(5, 0), src); !errors.Is(err, api.ErrBadGateway) {
+		t.Errorf("Fetch with a broken transfer: %v, want ErrBadGateway", err)
+	}
+	// The transfer stalls (a cut link): aborted after StallTimeout, not when
+	// TCP gives up; the caller's own cancellation is reported as such.
+	src.hang = true
+	s.StallTimeout = 200 * time.Millisecond
+	start := time.Now()
+	_, err = s.Fetch(ctx, ref(5, 0), src)
+	if !errors.Is(err, api.ErrBadGateway) || !strings.Contains(err.Error(), "stalled") || time.Since(start) > 5*time.Second {
+		t.Errorf("Fetch of a stalled transfer: %v after %v, want ErrBadGateway (stalled) after 200ms", err, time.Since(start))
+	}
+	s.StallTimeout = time.Minute
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = s.Fetch(cctx, ref(5, 0), src)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrBadGateway) {
+		t.Errorf("Fetch past the caller's deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if idx, _ := s.Index("heat"); len(idx.Shards) != 1 || len(idx.Bad) != 0 {
+		t.Errorf("index after the fetches: %+v, want only heat/4/1", idx)
+	}
+	if tmp := tmpFiles(t, s.Dir); len(tmp) > 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	s := New(t.TempDir())
+	for e := uint64(1); e <= 5; e++ {
+		place(t, s, ref(e, 0), shard(t, "heat", e, 0, 1, 10))
+	}
+	place(t, s, api.ShardRef{Job: "cold", Epoch: 1}, shard(t, "cold", 1, 0, 1, 10))
+	s.Index("heat")
+	removed, err := s.RemoveBefore("heat", 4)
+	if err != nil || !reflect.DeepEqual(removed, []uint64{1, 2, 3}) {
+		t.Fatalf("RemoveBefore(4) = %v, %v", removed, err)
+	}
+	if n := len(s.cache["heat"]); n != 2 {
+		t.Errorf("cache holds %d entries, want 2", n)
+	}
+	idx, _ := s.Index("heat")
+	if len(idx.Shards) != 2 || idx.Shards[0].Epoch != 4 {
+		t.Errorf("after RemoveBefore(4): %+v", idx)
+	}
+	if removed, err := s.RemoveBefore("heat", 4); err != nil || len(removed) != 0 {
+		t.Errorf("RemoveBefore again = %v, %v; want nothing", removed, err)
+	}
+	if _, err := s.RemoveBefore("heat", 0); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("RemoveBefore(0): %v, want ErrBadRequest", err)
+	}
+	if _, err := s.RemoveBefore("../x", 3); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("RemoveBefore of a bad job id: %v, want ErrBadRequest", err)
+	}
+	s.RequestCheckpoint("heat")
+	removed, err = s.RemoveJob("heat")
+	if err != nil || !reflect.DeepEqual(removed, []uint64{4, 5}) {
+		t.Errorf("RemoveJob = %v, %v", removed, err)
+	}
+	if _, err := os.Stat(s.jobDir("heat").Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("job directory still there: %v", err)
+	}
+	if jobs, _ := s.Jobs(); !reflect.DeepEqual(jobs, []string{"cold"}) {
+		t.Errorf("Jobs = %v, want [cold]", jobs)
+	}
+	if removed, err := s.RemoveJob("heat"); err != nil || len(removed) != 0 {
+		t.Errorf("RemoveJob again = %v, %v", removed, err)
+	}
+}
+
+func TestRequestCheckpoint(t *testing.T) {
+	s := New(filepath.Join(t.TempDir(), "ckpt"))
+	for i := 0; i < 2; i++ { // repeating is harmless
+		if err := s.RequestCheckpoint("heat"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "heat", RequestFile)); err != nil {
+		t.Error(err)
+	}
+	if err := s.RequestCheckpoint(".."); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("RequestCheckpoint(..): %v, want ErrBadRequest", err)
+	}
+}
+
+// TestMappedFileShrinks: a shard truncated while it is verified through its
+// mapping is reported as truncated, not a crash of the agent.
+func TestMappedFileShrinks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r000000.shard")
+	b := shard(t, "heat", 1, 0, 1, 4<<20)
+	os.WriteFile(path, b, 0o644)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := parseMapped(m); !errors.Is(err, ckpt.ErrTruncated) {
+		t.Errorf("parseMapped of a shrunk file: %v, want ckpt.ErrTruncated", err)
+	}
+}
+
+func TestParseShardName(t *testing.T) {
+	for name, want := range map[string]int{"r000000.shard": 0, "r000042.shard": 42, "r1000000.shard": 1000000} {
+		if got, ok := parseShardName(name); !ok || got != want {
+			t.Errorf("parseShardName(%q) = %d, %v", name, got, ok)
+		}
+	}
+	for _, name := range []string{"r00042.shard", "r0000042.shard", "r000042.shard.tmp", "r-00001.shard", "x000001.shard", "r+00001.shard", ".shard"} {
+		if _, ok := parseShardName(name); ok {
+			t.Errorf("parseShardName(%q) accepted", name)
+		}
+	}
+}

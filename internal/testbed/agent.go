@@ -1,0 +1,229 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// agentArgv is the one place that says how a testbed host runs its Shoal agent. The first
+// host's agent creates the cluster (--init writes the secret file); every later one joins
+// the agent at join with that secret. --cores is passed when the agent takes it.
+func agentArgv(st *state, h *Host, join string) []string {
+	argv := []string{st.AgentBinary, "agent",
+		"--bind", net.JoinHostPort(h.IP, strconv.Itoa(AgentPort)),
+		"--data-dir", h.DataDir,
+		"--name", h.Name,
+	}
+	if join == "" {
+		argv = append(argv, "--init")
+	} else {
+		argv = append(argv, "--join", join)
+	}
+	argv = append(argv, "--secret-file", st.Secret)
+	if strings.Contains(st.AgentHelp, "-cores") {
+		argv = append(argv, "--cores", strconv.Itoa(h.Cores))
+	}
+	return argv
+}
+
+// probeAgent runs `bin agent --help`: whether the agent command exists in bin, and its
+// help text. A binary whose CLI does not know `agent` says "unknown command".
+func probeAgent(ctx context.Context, bin string) (help string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "agent", "--help")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runErr := cmd.Run()
+	text := out.String()
+	switch {
+	case ctx.Err() != nil:
+		return "", fmt.Errorf("%s agent --help: no answer in 10 s", bin)
+	case strings.Contains(text, "unknown command"):
+		return "", fmt.Errorf("%s has no agent command", bin)
+	case runErr != nil && !isExit(runErr):
+		return "", fmt.Errorf("%s agent --help: %w", bin, runErr)
+	case runErr != nil && !strings.Contains(text, "-bind"):
+		return "", fmt.Errorf("%s agent --help: %v: %s", bin, runErr, firstLine(text))
+	}
+	return text, nil
+}
+
+func isExit(err error) bool {
+	_, ok := err.(*exec.ExitError)
+	return ok
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// agentAddrFile is the file in its data dir where an agent publishes its API address once
+// it is up and has joined the cluster (agent.AddrFile of shoal/internal/agent).
+const agentAddrFile = "agent.addr"
+
+// agentTimeout bounds each wait for agents: for one agent to publish its address, and for
+// the agents to see each other alive.
+const agentTimeout = 15 * time.Second
+
+// startAgent starts host h's agent in the background, in its own session, with its output
+// appended to h.AgentLog, and records its pid in h. The agent's previous run (killed, so it
+// could not clean up) may have left its address file: it goes first, so that [Bed.waitAgent]
+// waits for the new one.
+func (b *Bed) startAgent(ctx context.Context, st *state, h *Host, join string) error {
+	if err := os.Remove(filepath.Join(h.DataDir, agentAddrFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("testbed: start agent of %s: %w", h.Name, err)
+	}
+	logf, err := os.OpenFile(h.AgentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	argv := append(prefix(st, h), agentArgv(st, h, join)...)
+	fmt.Fprintf(logf, "# %s shoal testbed: %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = h.DataDir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testbed: start agent of %s: %w", h.Name, err)
+	}
+	h.AgentPID = cmd.Process.Pid
+	// Reap it if it dies while this process lives (a test); otherwise init does.
+	go cmd.Wait()
+	return nil
+}
+
+// waitAgent waits until h's agent has written its address file, which it does once it is
+// up and has joined the cluster (the first agent: once it has written the secret and
+// listens). It fails with [ErrAgentNotReady] when the agent exits or takes longer than
+// agentTimeout.
+func (b *Bed) waitAgent(ctx context.Context, h *Host) error {
+	addrFile := filepath.Join(h.DataDir, agentAddrFile)
+	deadline := time.Now().Add(agentTimeout)
+	for {
+		if _, err := os.Stat(addrFile); err == nil {
+			return nil
+		}
+		// Not alive(): until nsenter has run, the agent's pid is in the machine's namespace.
+		if !running(h.AgentPID) {
+			return fmt.Errorf("%w: the agent of %s exited; last lines of %s:\n%s", ErrAgentNotReady, h.Name, h.AgentLog, tail(h.AgentLog, 5))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the agent of %s has not written %s after %v; last lines of %s:\n%s",
+				ErrAgentNotReady, h.Name, addrFile, agentTimeout, h.AgentLog, tail(h.AgentLog, 5))
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitCluster waits until the agents see each other alive: for every pair of hosts whose
+// agents run and whose links are up, with at least one of the pair in focus (nil: every
+// host), `shoal nodes --json` run in the first lists the second as alive. It fails with
+// [ErrAgentNotReady] naming what is still wrong after agentTimeout.
+func (b *Bed) waitCluster(ctx context.Context, st *state, focus []string) error {
+	inFocus := func(name string) bool { return focus == nil || slices.Contains(focus, name) }
+	deadline := time.Now().Add(agentTimeout)
+	for {
+		var up []*Host
+		for i := range st.Hosts {
+			h := &st.Hosts[i]
+			if id, err := nsID(h.netnsPath()); err == nil && !h.Cut && alive(h.AgentPID, id) {
+				up = append(up, h)
+			}
+		}
+		problem := ""
+	check:
+		for _, h := range up {
+			var seen map[string]string
+			for _, o := range up {
+				if !inFocus(h.Name) && !inFocus(o.Name) {
+					continue
+				}
+				if seen == nil {
+					var err error
+					if seen, err = agentView(ctx, st, h); err != nil {
+						problem = err.Error()
+						break check
+					}
+				}
+				if state := seen[o.Name]; state != "alive" {
+					if state == "" {
+						state = "nothing"
+					}
+					problem = fmt.Sprintf("%s sees %s %s", h.Name, o.Name, state)
+					break check
+				}
+			}
+		}
+		if problem == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: after %v the agents do not all see each other alive: %s", ErrAgentNotReady, agentTimeout, problem)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// agentView runs `shoal nodes --json` in h (which finds h's agent through SHOAL_DATA_DIR)
+// and returns the state of every node it lists, by name.
+func agentView(ctx context.Context, st *state, h *Host) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	argv := append(prefix(st, h), st.AgentBinary, "nodes", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("shoal nodes in %s: %v: %s", h.Name, err, firstLine(stderr.String()))
+	}
+	var list struct {
+		Nodes []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &list); err != nil {
+		return nil, fmt.Errorf("shoal nodes --json in %s: %v", h.Name, err)
+	}
+	seen := map[string]string{}
+	for _, n := range list.Nodes {
+		seen[n.Name] = n.State
+	}
+	return seen, nil
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+func (h *Host) netnsPath() string { return "/run/netns/" + h.Netns }

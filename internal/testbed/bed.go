@@ -1,0 +1,410 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+)
+
+// Bed is a handle on a testbed instance that is up. All its state is in the state file,
+// so any number of Beds (in any processes) may refer to one testbed; methods that change
+// it hold a file lock. A Bed is safe for concurrent use.
+type Bed struct {
+	n    names
+	logf func(format string, args ...any)
+}
+
+// Open returns a handle on testbed instance inst, which an earlier [Up] (perhaps in another
+// process) brought up, or an error wrapping [ErrNotUp].
+func Open(inst int, logf func(format string, args ...any)) (*Bed, error) {
+	if inst < 0 || inst > MaxInstance {
+		return nil, fmt.Errorf("%w: Instance = %d: want 0 to %d", ErrInvalidConfig, inst, MaxInstance)
+	}
+	b := &Bed{n: names{inst}, logf: orDiscard(logf)}
+	if _, err := loadState(b.n); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func orDiscard(logf func(string, ...any)) func(string, ...any) {
+	if logf == nil {
+		return func(string, ...any) {}
+	}
+	return logf
+}
+
+// IsRoot reports whether the caller may build a testbed.
+func IsRoot() bool { return os.Geteuid() == 0 }
+
+// Up brings up the testbed of cfg: it first removes whatever the same instance left behind
+// ([Clean]), then makes the bridge, the hosts and, if cfg.AgentBinary is set, their agents.
+// With agents it returns once every agent is up and sees every host alive; an agent that
+// exits or does not get there within 15 s fails it with [ErrAgentNotReady]. When it
+// fails, it removes what it made.
+func Up(ctx context.Context, cfg Config) (*Bed, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !IsRoot() {
+		return nil, ErrNotRoot
+	}
+	b := &Bed{n: names{cfg.Instance}, logf: orDiscard(cfg.Logf)}
+	unlock, err := lock(b.n)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := clean(ctx, b.n); err != nil {
+		return nil, fmt.Errorf("testbed: remove the previous testbed: %w", err)
+	}
+	st, err := b.up(ctx, cfg)
+	if err != nil {
+		if cerr := clean(context.WithoutCancel(ctx), b.n); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("testbed: clean up after the failure: %w", cerr))
+		}
+		return nil, err
+	}
+	return b, st.save(b.n)
+}
+
+func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
+	n := b.n
+	if err := os.MkdirAll(n.dir(), 0o755); err != nil {
+		return nil, err
+	}
+	if err := n.keepMachineNetns(); err != nil {
+		return nil, err
+	}
+	st := &state{
+		Version: stateVersion, Instance: n.inst,
+		Bridge: n.bridge(), BridgeIP: n.bridgeIP(), Subnet: n.subnet(),
+		Secret:  n.secretFile(),
+		Cgroups: detectCgroups(n),
+	}
+	if cfg.AgentBinary != "" {
+		help, err := probeAgent(ctx, cfg.AgentBinary)
+		if err != nil {
+			b.logf("warning: hosts run no agent: %v", err)
+		} else {
+			st.AgentBinary, st.AgentHelp = cfg.AgentBinary, help
+		}
+	}
+	if err := st.save(n); err != nil {
+		return nil, err
+	}
+	if err := makeBridge(ctx, n); err != nil {
+		return nil, err
+	}
+	quotaWarned := false
+	for i := 0; i < cfg.Nodes; i++ {
+		h, err := b.makeHost(ctx, st, i+1, cfg.Host(i))
+		if err != nil {
+			return nil, err
+		}
+		if h.CPUQuotaOff && !quotaWarned {
+			b.logf("warning: no cgroup cpu controller (v2 or v1): hosts run without CPU quota")
+			quotaWarned = true
+		}
+		st.Hosts = append(st.Hosts, *h)
+		if err := st.save(n); err != nil {
+			return nil, err
+		}
+	}
+	if st.AgentBinary != "" {
+		for i := range st.Hosts {
+			join := ""
+			if i > 0 {
+				join = net.JoinHostPort(st.Hosts[0].IP, strconv.Itoa(AgentPort))
+			}
+			if err := b.startAgent(ctx, st, &st.Hosts[i], join); err != nil {
+				return nil, err
+			}
+			// The others need the first agent's secret and someone to join.
+			if i == 0 {
+				if err := b.waitAgent(ctx, &st.Hosts[0]); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := st.save(n); err != nil {
+			return nil, err
+		}
+		for i := 1; i < len(st.Hosts); i++ {
+			if err := b.waitAgent(ctx, &st.Hosts[i]); err != nil {
+				return nil, err
+			}
+		}
+		if err := b.waitCluster(ctx, st, nil); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// makeHost builds host nK: directories, UTS namespace, network, cgroups.
+func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*Host, error) {
+	n := b.n
+	hc = hc.withDefaults()
+	dir := n.hostDir(k)
+	h := &Host{
+		Name: n.hostName(k), Index: k, IP: n.hostIP(k),
+		Netns: n.netns(k), Link: n.netns(k), UTS: n.utsPath(k),
+		Dir: dir, TmpDir: dir + "/tmp", DataDir: dir + "/data", AgentLog: dir + "/agent.log",
+		Cores: hc.Cores, CPUQuota: hc.CPUQuota, Rate: hc.Rate,
+	}
+	for _, d := range []string{h.Dir, h.DataDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(h.TmpDir, 0o1777); err != nil {
+		return nil, err
+	}
+	os.Chmod(h.TmpDir, 0o1777)
+	if err := makeUTS(ctx, n, k); err != nil {
+		return nil, err
+	}
+	if err := makeHostNet(ctx, n, k, hc.Rate); err != nil {
+		return nil, err
+	}
+	dirs, applied, err := st.Cgroups.makeHostCgroups(n, h.Name, hc.CPUQuota)
+	h.Cgroups = dirs
+	if err != nil {
+		return nil, err
+	}
+	h.CPUQuotaOff = hc.CPUQuota > 0 && !applied
+	return h, nil
+}
+
+// Down removes the testbed: see [Clean].
+func (b *Bed) Down(ctx context.Context) error {
+	unlock, err := lock(b.n)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return clean(ctx, b.n)
+}
+
+// Hosts returns the hosts as recorded in the state file, in order.
+func (b *Bed) Hosts() ([]Host, error) {
+	st, err := loadState(b.n)
+	if err != nil {
+		return nil, err
+	}
+	return st.Hosts, nil
+}
+
+// Host returns one host by name (n2), address or namespace name.
+func (b *Bed) Host(node string) (Host, error) {
+	st, err := loadState(b.n)
+	if err != nil {
+		return Host{}, err
+	}
+	h, err := st.host(node)
+	if err != nil {
+		return Host{}, err
+	}
+	return *h, nil
+}
+
+// Instance is the testbed's instance number.
+func (b *Bed) Instance() int { return b.n.inst }
+
+// Dir is the testbed's directory (state file, secret, one directory per host).
+func (b *Bed) Dir() string { return b.n.dir() }
+
+// Subnet is the testbed's network, 10.77.I.0/24.
+func (b *Bed) Subnet() string { return b.n.subnet() }
+
+// Kill sends SIGKILL to every process of node (its agent, its MPI daemons and ranks,
+// whatever runs in it) and returns how many it killed. The host itself stays: its
+// network still answers, so peers see connections reset, as when a machine's processes
+// die.
+func (b *Bed) Kill(ctx context.Context, node string) (int, error) {
+	st, err := loadState(b.n)
+	if err != nil {
+		return 0, err
+	}
+	h, err := st.host(node)
+	if err != nil {
+		return 0, err
+	}
+	return matchFor(b.n, h.Index, h.Cgroups).kill(ctx)
+}
+
+// Cut takes node's link down: its packets vanish and nobody is told, as when a machine
+// leaves the network. Its processes live on.
+func (b *Bed) Cut(ctx context.Context, node string) error { return b.setCut(ctx, node, true) }
+
+// Heal brings node's link up again after [Bed.Cut].
+func (b *Bed) Heal(ctx context.Context, node string) error { return b.setCut(ctx, node, false) }
+
+func (b *Bed) setCut(ctx context.Context, node string, cut bool) error {
+	unlock, err := lock(b.n)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := loadState(b.n)
+	if err != nil {
+		return err
+	}
+	h, err := st.host(node)
+	if err != nil {
+		return err
+	}
+	if err := setLink(ctx, b.n, h.Index, !cut); err != nil {
+		return err
+	}
+	h.Cut = cut
+	return st.save(b.n)
+}
+
+// Add adds a host n<K+1>, K being the highest host index so far, and starts its agent
+// (joining the first host whose agent runs) when the testbed has agents and not
+// hc.NoAgent. It returns once the new agent and the running ones see each other alive, or
+// fails with [ErrAgentNotReady] (the host stays).
+func (b *Bed) Add(ctx context.Context, hc HostConfig) (Host, error) {
+	if err := hc.Validate(); err != nil {
+		return Host{}, err
+	}
+	unlock, err := lock(b.n)
+	if err != nil {
+		return Host{}, err
+	}
+	defer unlock()
+	st, err := loadState(b.n)
+	if err != nil {
+		return Host{}, err
+	}
+	k := 0
+	for _, h := range st.Hosts {
+		k = max(k, h.Index)
+	}
+	k++
+	if k > MaxNodes {
+		return Host{}, fmt.Errorf("%w: n%d: at most %d hosts", ErrInvalidConfig, k, MaxNodes)
+	}
+	h, err := b.makeHost(ctx, st, k, hc)
+	if err != nil {
+		return Host{}, err
+	}
+	if h.CPUQuotaOff {
+		b.logf("warning: no cgroup cpu controller (v2 or v1): %s runs without CPU quota", h.Name)
+	}
+	st.Hosts = append(st.Hosts, *h)
+	if err := st.save(b.n); err != nil {
+		return Host{}, err
+	}
+	h = &st.Hosts[len(st.Hosts)-1]
+	if st.AgentBinary != "" && !hc.NoAgent {
+		if err := b.startAgent(ctx, st, h, b.joinAddr(st, h)); err != nil {
+			return *h, err
+		}
+		if err := st.save(b.n); err != nil {
+			return *h, err
+		}
+		if err := b.waitAgent(ctx, h); err != nil {
+			return *h, err
+		}
+		if err := b.waitCluster(ctx, st, []string{h.Name}); err != nil {
+			return *h, err
+		}
+	}
+	return *h, nil
+}
+
+// joinAddr is the agent address a new agent on h joins: the first other host whose agent
+// runs and whose link is up, else n1's.
+func (b *Bed) joinAddr(st *state, h *Host) string {
+	for _, o := range st.Hosts {
+		if o.Index == h.Index || o.Cut {
+			continue
+		}
+		if id, err := nsID(o.netnsPath()); err == nil && alive(o.AgentPID, id) {
+			return net.JoinHostPort(o.IP, strconv.Itoa(AgentPort))
+		}
+	}
+	return net.JoinHostPort(st.Hosts[0].IP, strconv.Itoa(AgentPort))
+}
+
+// StartAgent starts node's agent again, e.g. after [Bed.Kill] or a leave; it joins another
+// running agent. It returns once that agent and the running ones see each other alive, or
+// fails with [ErrAgentNotReady]. It fails on a testbed without agents.
+func (b *Bed) StartAgent(ctx context.Context, node string) error {
+	unlock, err := lock(b.n)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := loadState(b.n)
+	if err != nil {
+		return err
+	}
+	h, err := st.host(node)
+	if err != nil {
+		return err
+	}
+	if st.AgentBinary == "" {
+		return errors.New("testbed: this testbed runs no agents")
+	}
+	if id, err := nsID(h.netnsPath()); err == nil && alive(h.AgentPID, id) {
+		return fmt.Errorf("testbed: the agent of %s runs already (pid %d)", h.Name, h.AgentPID)
+	}
+	if err := b.startAgent(ctx, st, h, b.joinAddr(st, h)); err != nil {
+		return err
+	}
+	if err := st.save(b.n); err != nil {
+		return err
+	}
+	if err := b.waitAgent(ctx, h); err != nil {
+		return err
+	}
+	return b.waitCluster(ctx, st, []string{h.Name})
+}
+
+// HostStatus is a host as it is now.
+type HostStatus struct {
+	Host
+	State      string // "up", "cut", or "gone" (its namespace no longer exists)
+	Procs      int    // processes in the host
+	AgentAlive bool
+}
+
+// Status describes every host now, and the cgroup support in one line.
+func (b *Bed) Status() (hosts []HostStatus, cgroups string, err error) {
+	st, err := loadState(b.n)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, h := range st.Hosts {
+		s := HostStatus{Host: h, State: "up"}
+		id, err := nsID(h.netnsPath())
+		switch {
+		case err != nil || !isNsfs(h.netnsPath()):
+			s.State = "gone"
+		case h.Cut:
+			s.State = "cut"
+		}
+		if err == nil {
+			s.AgentAlive = alive(h.AgentPID, id)
+		}
+		s.Procs = len(matchFor(b.n, h.Index, h.Cgroups).pids())
+		hosts = append(hosts, s)
+	}
+	return hosts, st.Cgroups.describe(), nil
+}
+
+// Agents reports whether the testbed's hosts run agents, and the binary.
+func (b *Bed) Agents() (bool, string, error) {
+	st, err := loadState(b.n)
+	if err != nil {
+		return false, "", err
+	}
+	return st.AgentBinary != "", st.AgentBinary, nil
+}

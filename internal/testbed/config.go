@@ -1,0 +1,235 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// Errors of the testbed package. Callers test them with errors.Is.
+var (
+	// ErrNotRoot: network namespaces, bridges and cgroups need root.
+	ErrNotRoot = errors.New("testbed: needs root (network namespaces)")
+	// ErrNotUp: no testbed of this instance is up (no state file).
+	ErrNotUp = errors.New("testbed: no testbed is up")
+	// ErrUnknownNode: the named host is not part of the testbed.
+	ErrUnknownNode = errors.New("testbed: unknown node")
+	// ErrInvalidConfig: a Config or HostConfig field is out of range.
+	ErrInvalidConfig = errors.New("testbed: invalid config")
+	// ErrAgentNotReady: an agent exited, did not publish its address in time, or the
+	// agents did not all see each other alive in time.
+	ErrAgentNotReady = errors.New("testbed: agent not ready")
+)
+
+// Limits of one testbed instance.
+const (
+	// MaxNodes is the largest host index: host nK has address 10.77.I.(10+K).
+	MaxNodes = 244
+	// MaxInstance is the largest instance number: it is the third byte of the subnet.
+	MaxInstance = 255
+	// AgentPort is the port every host's agent binds (gossip and, by the agent's choice,
+	// its API next to it).
+	AgentPort = 7946
+)
+
+// Config describes a testbed to bring up with [Up].
+type Config struct {
+	// Nodes is the number of hosts, named n1 … nNodes. 1 ≤ Nodes ≤ [MaxNodes].
+	Nodes int
+
+	// Cores is the number of cores each host says it has (given to its agent, and in
+	// SHOAL_TESTBED_CORES). Empty: every host has runtime.NumCPU() cores; one value: all
+	// hosts; otherwise exactly one value per host. Each ≥ 1. The cores are not reserved:
+	// hosts share the machine's CPUs (see CPUQuota).
+	Cores []int
+
+	// CPUQuota is each host's CPU time limit in CPUs: 0.5 is half of one CPU, 2 is two
+	// CPUs. It becomes the host cgroup's quota = CPUQuota × 100 ms per 100 ms period
+	// (cpu.max on cgroup v2, cpu.cfs_quota_us on v1). 0 means no limit; otherwise
+	// 0.01 ≤ CPUQuota ≤ 1024. Empty, one value for all hosts, or one per host. Without a
+	// cgroup cpu controller the testbed warns and runs without quota.
+	CPUQuota []float64
+
+	// Rate is each host's bandwidth in tc syntax ("15mbit", "1gbit", "500kbit"),
+	// applied with tbf in both directions of the host's link (egress of its eth0 and of
+	// its bridge port). "" means no limit. Empty, one value for all hosts, or one per host.
+	Rate []string
+
+	// Instance selects one of several testbeds that can coexist on the machine (tests
+	// of different packages run at the same time; give each its own). It decides every
+	// name: bridge shoalbr<Instance>, subnet 10.77.<Instance>.0/24, namespaces and links
+	// shoal<Instance>-nK, directory /tmp/shoal-testbed (Instance 0) or
+	// /tmp/shoal-testbed-<Instance>. 0 ≤ Instance ≤ [MaxInstance]; the CLI uses 0.
+	Instance int
+
+	// AgentBinary is the shoal executable whose `agent` subcommand runs in every host.
+	// "" means no agents. If `AgentBinary agent --help` fails, Up warns and continues
+	// without agents.
+	AgentBinary string
+
+	// Logf receives warnings (no cgroup cpu controller, agent missing or dead). nil
+	// discards them.
+	Logf func(format string, args ...any)
+}
+
+// HostConfig describes one host: the per-host values of [Config], or what [Bed.Add] adds.
+type HostConfig struct {
+	Cores    int     // as Config.Cores; 0 means runtime.NumCPU()
+	CPUQuota float64 // as Config.CPUQuota; 0 means no limit
+	Rate     string  // as Config.Rate; "" means no limit
+	// NoAgent makes [Bed.Add] start no agent in the new host even when the testbed has
+	// agents (a host for an agent started by hand). [Up] ignores it: Config.AgentBinary
+	// decides for every host.
+	NoAgent bool
+}
+
+// DefaultConfig is three hosts of instance 0, with as many cores as the machine, no
+// quota, no rate limit and no agent.
+func DefaultConfig() Config { return Config{Nodes: 3} }
+
+var rateRE = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$`)
+
+// Validate reports the first field that is out of range, naming the field and the value.
+func (c Config) Validate() error {
+	if c.Nodes < 1 || c.Nodes > MaxNodes {
+		return fmt.Errorf("%w: Nodes = %d: want 1 to %d", ErrInvalidConfig, c.Nodes, MaxNodes)
+	}
+	if c.Instance < 0 || c.Instance > MaxInstance {
+		return fmt.Errorf("%w: Instance = %d: want 0 to %d", ErrInvalidConfig, c.Instance, MaxInstance)
+	}
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"Cores", len(c.Cores)}, {"CPUQuota", len(c.CPUQuota)}, {"Rate", len(c.Rate)}} {
+		if l.n > 1 && l.n != c.Nodes {
+			return fmt.Errorf("%w: %s has %d values for %d nodes: want none, one, or one per node",
+				ErrInvalidConfig, l.name, l.n, c.Nodes)
+		}
+	}
+	for i := 0; i < c.Nodes; i++ {
+		if err := c.Host(i).validate(fmt.Sprintf("[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Host returns the configuration of host n(i+1).
+func (c Config) Host(i int) HostConfig {
+	var h HostConfig
+	if v := pick(c.Cores, i); v != nil {
+		h.Cores = *v
+	}
+	if v := pick(c.CPUQuota, i); v != nil {
+		h.CPUQuota = *v
+	}
+	if v := pick(c.Rate, i); v != nil {
+		h.Rate = *v
+	}
+	return h
+}
+
+func pick[T any](vs []T, i int) *T {
+	switch {
+	case len(vs) == 0:
+		return nil
+	case len(vs) == 1:
+		return &vs[0]
+	case i < len(vs):
+		return &vs[i]
+	}
+	return nil
+}
+
+// Validate reports the first field that is out of range.
+func (h HostConfig) Validate() error { return h.validate("") }
+
+func (h HostConfig) validate(index string) error {
+	if h.Cores < 0 || h.Cores > 4096 {
+		return fmt.Errorf("%w: Cores%s = %d: want 1 to 4096 (0 for the machine's count)", ErrInvalidConfig, index, h.Cores)
+	}
+	if h.CPUQuota != 0 && !(h.CPUQuota >= 0.01 && h.CPUQuota <= 1024) {
+		return fmt.Errorf("%w: CPUQuota%s = %g: want 0.01 to 1024 CPUs (0 for no limit)", ErrInvalidConfig, index, h.CPUQuota)
+	}
+	if h.Rate != "" {
+		if _, err := parseRate(h.Rate); err != nil {
+			return fmt.Errorf("%w: Rate%s = %q: %v", ErrInvalidConfig, index, h.Rate, err)
+		}
+	}
+	return nil
+}
+
+func (h HostConfig) withDefaults() HostConfig {
+	if h.Cores == 0 {
+		h.Cores = runtime.NumCPU()
+	}
+	h.Rate = strings.ToLower(h.Rate)
+	return h
+}
+
+// parseRate turns a tc rate ("15mbit", "2mbps") into bits per second.
+func parseRate(s string) (float64, error) {
+	m := rateRE.FindStringSubmatch(strings.ToLower(s))
+	if m == nil {
+		return 0, errors.New("want a number and a unit: bit, kbit, mbit, gbit, tbit, bps, kbps, mbps, gbps, tbps (tc syntax)")
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, err
+	}
+	mult := map[string]float64{
+		"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
+		"bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
+	}[m[3]]
+	bits := v * mult
+	if bits < 8000 {
+		return 0, errors.New("below 8kbit")
+	}
+	return bits, nil
+}
+
+// names derives every name and address of one testbed instance. Nothing else in the
+// package builds them.
+type names struct{ inst int }
+
+func (n names) bridge() string        { return fmt.Sprintf("shoalbr%d", n.inst) }
+func (n names) bridgeIP() string      { return fmt.Sprintf("10.77.%d.1", n.inst) }
+func (n names) subnet() string        { return fmt.Sprintf("10.77.%d.0/24", n.inst) }
+func (n names) hostName(k int) string { return fmt.Sprintf("n%d", k) }
+func (n names) hostIP(k int) string   { return fmt.Sprintf("10.77.%d.%d", n.inst, 10+k) }
+
+// netns is both the network namespace's name and the name of the host's bridge port.
+func (n names) netns(k int) string { return fmt.Sprintf("shoal%d-n%d", n.inst, k) }
+
+// hostIndex is the inverse of netns: k, or 0 when name is not one of this instance's.
+func (n names) hostIndex(name string) int {
+	rest, ok := strings.CutPrefix(name, fmt.Sprintf("shoal%d-n", n.inst))
+	if !ok {
+		return 0
+	}
+	k, err := strconv.Atoi(rest)
+	if err != nil || k < 1 || k > MaxNodes || strconv.Itoa(k) != rest {
+		return 0
+	}
+	return k
+}
+
+func (n names) base() string {
+	if n.inst == 0 {
+		return "shoal-testbed"
+	}
+	return fmt.Sprintf("shoal-testbed-%d", n.inst)
+}
+
+func (n names) dir() string              { return "/tmp/" + n.base() }
+func (n names) hostDir(k int) string     { return fmt.Sprintf("%s/n%d", n.dir(), k) }
+func (n names) stateFile() string        { return n.dir() + "/state.json" }
+func (n names) machineNetnsPath() string { return n.dir() + "/machine-netns" }
+func (n names) secretFile() string       { return n.dir() + "/secret" }
+func (n names) cgroupGroup() string      { return n.base() }
+func (n names) lockFile() string         { return "/run/lock/" + n.base() + ".lock" }
+func (n names) netnsPath(k int) string   { return "/run/netns/" + n.netns(k) }
+func (n names) utsPath(k int) string     { return n.hostDir(k) + "/uts" }

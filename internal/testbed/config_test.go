@@ -1,0 +1,123 @@
+package testbed
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg  Config
+		want string // substring of the error; "" for valid
+	}{
+		{Config{Nodes: 3}, ""},
+		{Config{Nodes: 3, Cores: []int{2, 2, 3}, CPUQuota: []float64{0.5, 0.5, 1}, Rate: []string{"15mbit"}}, ""},
+		{Config{Nodes: 1, Instance: 255, Rate: []string{"1.5Gbit"}}, ""},
+		{Config{Nodes: 0}, "Nodes = 0"},
+		{Config{Nodes: 245}, "Nodes = 245"},
+		{Config{Nodes: 2, Instance: 256}, "Instance = 256"},
+		{Config{Nodes: 3, Cores: []int{2, 2}}, "Cores has 2 values for 3 nodes"},
+		{Config{Nodes: 2, Cores: []int{2, -1}}, "Cores[1] = -1"},
+		{Config{Nodes: 2, CPUQuota: []float64{0.001}}, "CPUQuota[0] = 0.001"},
+		{Config{Nodes: 2, CPUQuota: []float64{1, 2, 3}}, "CPUQuota has 3 values"},
+		{Config{Nodes: 2, Rate: []string{"15"}}, `Rate[0] = "15"`},
+		{Config{Nodes: 2, Rate: []string{"fast"}}, `Rate[0] = "fast"`},
+		{Config{Nodes: 1, Rate: []string{"100bit"}}, "below 8kbit"},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Validate(%+v) = %v, want nil", tt.cfg, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("Validate(%+v) = %v, want an error containing %q", tt.cfg, err, tt.want)
+		case tt.want != "" && !errors.Is(err, ErrInvalidConfig):
+			t.Errorf("Validate(%+v) = %v, want errors.Is ErrInvalidConfig", tt.cfg, err)
+		}
+	}
+}
+
+func TestConfigHost(t *testing.T) {
+	cfg := Config{Nodes: 3, Cores: []int{2, 2, 3}, CPUQuota: []float64{0.5}, Rate: nil}
+	got := []HostConfig{cfg.Host(0), cfg.Host(1), cfg.Host(2)}
+	want := []HostConfig{{Cores: 2, CPUQuota: 0.5}, {Cores: 2, CPUQuota: 0.5}, {Cores: 3, CPUQuota: 0.5}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("hosts of %+v: got %+v, want %+v", cfg, got, want)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+	}{
+		{"15mbit", 15e6}, {"1gbit", 1e9}, {"500kbit", 500e3}, {"2mbps", 16e6}, {"1.5Mbit", 1.5e6}, {"8000bit", 8000},
+	}
+	for _, tt := range tests {
+		got, err := parseRate(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("parseRate(%q) = %v, %v, want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	n := names{0}
+	got := []string{n.bridge(), n.bridgeIP(), n.subnet(), n.hostIP(1), n.netns(1), n.dir(), n.hostDir(2), n.lockFile()}
+	want := []string{"shoalbr0", "10.77.0.1", "10.77.0.0/24", "10.77.0.11", "shoal0-n1", "/tmp/shoal-testbed", "/tmp/shoal-testbed/n2", "/run/lock/shoal-testbed.lock"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("names of instance 0: got %q, want %q", got, want)
+	}
+	n = names{255}
+	if got, want := n.netns(MaxNodes), "shoal255-n244"; got != want || len(got) > 15 {
+		t.Errorf("longest link name: got %q, want %q (at most 15 bytes)", got, want)
+	}
+	if got, want := n.hostIP(MaxNodes), "10.77.255.254"; got != want {
+		t.Errorf("last host address: got %q, want %q", got, want)
+	}
+	for _, tt := range []struct {
+		name string
+		want int
+	}{{"shoal255-n7", 7}, {"shoal255-n07", 0}, {"shoal25-n7", 0}, {"shoal255-n", 0}, {"shoal255-n245", 0}, {"shoalbr255", 0}} {
+		if got := n.hostIndex(tt.name); got != tt.want {
+			t.Errorf("hostIndex(%q) = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMPIEnv(t *testing.T) {
+	env := HostEnv(Host{Name: "n2", TmpDir: "/tmp/shoal-testbed/n2/tmp", DataDir: "/tmp/shoal-testbed/n2/data", Cores: 3}, 0)
+	for _, want := range []string{
+		"TMPDIR=/tmp/shoal-testbed/n2/tmp",
+		"SHOAL_DATA_DIR=/tmp/shoal-testbed/n2/data",
+		"SHOAL_TESTBED_NODE=n2",
+		"SHOAL_TESTBED_CORES=3",
+		"OMPI_MCA_oob_tcp_if_include=10.77.0.0/24",
+		"OMPI_MCA_btl_tcp_if_include=10.77.0.0/24",
+		"OMPI_MCA_hwloc_base_binding_policy=none",
+		"OMPI_MCA_mpi_yield_when_idle=1",
+	} {
+		found := false
+		for _, e := range env {
+			found = found || e == want
+		}
+		if !found {
+			t.Errorf("HostEnv lacks %s: %q", want, env)
+		}
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"/sys/fs/cgroup/cpu/shoal-testbed/n1/cgroup.procs", "/sys/fs/cgroup/cpu/shoal-testbed/n1/cgroup.procs"},
+		{"a b", "'a b'"},
+		{"it's", `'it'\''s'`},
+		{"", "''"},
+	} {
+		if got := shellQuote(tt.in); got != tt.want {
+			t.Errorf("shellQuote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+// Package testbed builds real hosts out of network namespaces on one Linux machine, so
+// that Shoal's agents, Open MPI daemons and ranks run on separate "machines" in tests and
+// demos.
+//
+// A host nK (n1, n2, …) of testbed instance I is:
+//   - a network namespace shoal<I>-nK (see `ip netns list`) whose eth0 has address
+//     10.77.I.(10+K)/24 and whose other end, the link shoal<I>-nK, is a port of the bridge
+//     shoalbr<I> (address 10.77.I.1/24 in the machine's own namespace);
+//   - a UTS namespace whose hostname is nK, kept alive by a bind mount at DIR/nK/uts;
+//   - a temp dir DIR/nK/tmp (TMPDIR of every process in the host) and a data dir
+//     DIR/nK/data, where DIR is /tmp/shoal-testbed for instance 0 and
+//     /tmp/shoal-testbed-I otherwise;
+//   - a cgroup shoal-testbed[-I]/nK holding every process started in the host, with an
+//     optional CPU quota;
+//   - an optional tc bandwidth limit (tbf, both directions of the host's link);
+//   - unless disabled, a Shoal agent (`shoal agent`), logging to DIR/nK/agent.log.
+//
+// Processes run in a host through [Bed.Command] or [Bed.Exec], which enter its
+// namespaces with nsenter and give it the environment of [HostEnv] (per-host TMPDIR, the
+// host agent's data dir as SHOAL_DATA_DIR, and the Open MPI settings namespace hosts need,
+// see [MPIEnv]). [Up], [Bed.Add] and [Bed.StartAgent] return once the agents they start
+// are up and see the others alive.
+//
+// The state of a testbed lives in DIR/state.json, so that separate `shoal testbed`
+// invocations and tests see the same hosts; [Open] reads it. [Clean] removes everything
+// a testbed instance may have left behind — found from the state file and from a scan for
+// its names — and [Up] calls it first, so a crashed run never breaks the next one.
+//
+// Everything here needs root.
+package testbed

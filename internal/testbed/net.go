@@ -1,0 +1,125 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+)
+
+// makeBridge creates the instance's bridge with its address. Bridged frames skip
+// iptables (nf_call_* 0): a FORWARD policy of DROP, as Docker sets, must not cut the hosts
+// off each other.
+func makeBridge(ctx context.Context, n names) error {
+	br := n.bridge()
+	steps := [][]string{
+		{"ip", "link", "add", br, "type", "bridge", "nf_call_iptables", "0", "nf_call_ip6tables", "0", "nf_call_arptables", "0"},
+		{"ip", "addr", "add", n.bridgeIP() + "/24", "dev", br},
+		{"ip", "link", "set", br, "up"},
+	}
+	for _, s := range steps {
+		if err := n.sh(ctx, s...); err != nil {
+			return fmt.Errorf("testbed: make bridge %s: %w", br, err)
+		}
+	}
+	return nil
+}
+
+// makeHostNet creates host k's network namespace, its veth pair (eth0 inside, the bridge
+// port outside, named like the namespace), its address and its rate limit.
+func makeHostNet(ctx context.Context, n names, k int, rate string) error {
+	ns, link := n.netns(k), n.netns(k)
+	steps := [][]string{
+		{"ip", "netns", "add", ns},
+		{"ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"ip", "link", "set", link, "master", n.bridge()},
+		{"ip", "link", "set", link, "up"},
+		{"ip", "-n", ns, "link", "set", "lo", "up"},
+		{"ip", "-n", ns, "addr", "add", n.hostIP(k) + "/24", "dev", "eth0"},
+		{"ip", "-n", ns, "link", "set", "eth0", "up"},
+	}
+	if rate != "" {
+		tbf, err := tbfArgs(rate)
+		if err != nil {
+			return err
+		}
+		steps = append(steps,
+			append([]string{"tc", "qdisc", "replace", "dev", link, "root", "tbf"}, tbf...),
+			append([]string{"tc", "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "tbf"}, tbf...))
+	}
+	for _, s := range steps {
+		if err := n.sh(ctx, s...); err != nil {
+			return fmt.Errorf("testbed: make network of n%d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// tbfArgs is a token bucket at rate, with a bucket of 10 ms of traffic (at least 16 KiB,
+// so full-size and GSO packets pass) and up to 100 ms of queue.
+func tbfArgs(rate string) ([]string, error) {
+	bits, err := parseRate(rate)
+	if err != nil {
+		return nil, err
+	}
+	burst := int(math.Max(bits/8/100, 16*1024))
+	return []string{"rate", rate, "burst", fmt.Sprint(burst), "latency", "100ms"}, nil
+}
+
+// setLink takes host k's bridge port down (the host is cut off: its frames vanish, as
+// when a phone leaves the Wi-Fi, and nothing tells its connections) or up again.
+func setLink(ctx context.Context, n names, k int, up bool) error {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	if err := n.sh(ctx, "ip", "link", "set", n.netns(k), state); err != nil {
+		return fmt.Errorf("testbed: set link of n%d %s: %w", k, state, err)
+	}
+	return nil
+}
+
+// makeUTS creates host k's UTS namespace, kept by a bind mount at its uts file, with
+// hostname nK.
+func makeUTS(ctx context.Context, n names, k int) error {
+	path := n.utsPath(k)
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		return err
+	}
+	if err := n.sh(ctx, "unshare", "--uts="+path, "hostname", n.hostName(k)); err != nil {
+		return fmt.Errorf("testbed: make UTS namespace of n%d: %w", k, err)
+	}
+	return nil
+}
+
+// leftoverNet lists the instance's network namespaces and root-namespace links by host
+// index, and whether its bridge exists.
+func leftoverNet(ctx context.Context, n names) (netns, links map[int]bool, bridge bool) {
+	netns, links = map[int]bool{}, map[int]bool{}
+	if ents, err := os.ReadDir("/run/netns"); err == nil {
+		for _, e := range ents {
+			if k := n.hostIndex(e.Name()); k > 0 {
+				netns[k] = true
+			}
+		}
+	}
+	out, _ := n.shOut(ctx, "ip", "-o", "link", "show")
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		if name == n.bridge() {
+			bridge = true
+		} else if k := n.hostIndex(name); k > 0 {
+			links[k] = true
+		}
+	}
+	return netns, links, bridge
+}
+
+func (n names) linkExists(ctx context.Context, name string) bool {
+	return n.sh(ctx, "ip", "link", "show", name) == nil
+}

@@ -1,0 +1,218 @@
+/*
+ * checkpoint.c - protected regions, the staging buffer, and taking a checkpoint: a
+ * memcpy of every region into the staging buffer, which the writer thread (writer.c)
+ * then hashes and writes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int region_index(struct shoal_ctx *c, int id, int *insert_at)
+{
+    int lo = 0, hi = c->nregions;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (c->regions[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *insert_at = lo;
+    return (lo < c->nregions && c->regions[lo].id == id) ? lo : -1;
+}
+
+static uint64_t protected_file_size(struct shoal_ctx *c)
+{
+    uint64_t payload = 0;
+    for (int i = 0; i < c->nregions; i++)
+        payload += (uint64_t)c->regions[i].count * (uint64_t)c->regions[i].elem_size;
+    return shard_file_size((uint64_t)c->nregions, payload);
+}
+
+SHOAL_EXPORT int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype type)
+{
+    struct shoal_ctx *c = shoal_g;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (type == MPI_DATATYPE_NULL || (ptr == NULL && count > 0))
+        return SHOAL_ERR_ARG;
+    int size;
+    MPI_Aint lb, extent, true_lb, true_extent;
+    if (MPI_Type_size(type, &size) != MPI_SUCCESS ||
+        MPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+        MPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    /* The region is copied with memcpy: only types without holes fit. */
+    if (size <= 0 || lb != 0 || true_lb != 0 || extent != size || true_extent != size) {
+        shoal_log("shoal_protect(%d): the datatype must be contiguous (size %d, extent %ld)",
+                  id, size, (long)extent);
+        return SHOAL_ERR_ARG;
+    }
+    if (count > SIZE_MAX / (size_t)size)
+        return SHOAL_ERR_ARG;
+
+    int at, i = region_index(c, id, &at);
+    if (i < 0) {
+        if (c->nregions == c->cap_regions) {
+            int cap = c->cap_regions ? 2 * c->cap_regions : 8;
+            struct region *grown = realloc(c->regions, sizeof *grown * (size_t)cap);
+            if (grown == NULL)
+                return SHOAL_ERR_NOMEM;
+            c->regions = grown;
+            c->cap_regions = cap;
+        }
+        memmove(&c->regions[at + 1], &c->regions[at],
+                sizeof c->regions[0] * (size_t)(c->nregions - at));
+        c->nregions++;
+        i = at;
+    }
+    c->regions[i] = (struct region){id, ptr, count, size};
+
+    /* Grow the staging buffer now if the writer lets us, so that the next checkpoint
+     * only copies; otherwise the checkpoint grows it. Failure here is not an error yet. */
+    uint64_t need = protected_file_size(c);
+    if (need != 0 && need <= SIZE_MAX)
+        ctx_stage_reserve(c, (size_t)need, 0);
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_unprotect(int id)
+{
+    struct shoal_ctx *c = shoal_g;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    int at, i = region_index(c, id, &at);
+    if (i < 0)
+        return SHOAL_ERR_NOTFOUND;
+    memmove(&c->regions[i], &c->regions[i + 1],
+            sizeof c->regions[0] * (size_t)(c->nregions - i - 1));
+    c->nregions--;
+    return SHOAL_SUCCESS;
+}
+
+int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
+{
+    if (size <= c->stage_cap)
+        return SHOAL_SUCCESS;
+    if (!may_wait && writer_is_busy(&c->writer))
+        return SHOAL_SUCCESS;
+    writer_wait_idle(&c->writer);
+    /* Headroom so that an array growing a little at a time does not reallocate at
+     * every checkpoint. */
+    size_t cap = size + size / 8;
+    if (cap < size)
+        cap = size;
+    unsigned char *p = malloc(cap);
+    if (p == NULL) {
+        cap = size;
+        p = malloc(cap);
+    }
+    if (p == NULL)
+        return SHOAL_ERR_NOMEM;
+    /* Touch every page now: first-touch page faults would otherwise make the
+     * checkpoint's copy several times slower than a memcpy. Written through a volatile
+     * pointer, since a compiler may turn malloc+memset(0) into a lazy calloc. */
+    volatile unsigned char *touch = p;
+    for (size_t off = 0; off < cap; off += 4096)
+        touch[off] = 0;
+    touch[cap - 1] = 0;
+    free(c->stage);
+    c->stage = p;
+    c->stage_cap = cap;
+    return SHOAL_SUCCESS;
+}
+
+int ctx_checkpoint_local(struct shoal_ctx *c)
+{
+    /* Every rank numbers the epoch the same way, even when its own copy fails. */
+    long long epoch = c->next_epoch++;
+    writer_wait_idle(&c->writer);
+    uint64_t size = protected_file_size(c);
+    int rc = SHOAL_SUCCESS;
+    if (epoch > SHARD_EPOCH_MAX || size == 0 || size > SIZE_MAX)
+        rc = SHOAL_ERR_ARG;
+    else
+        rc = ctx_stage_reserve(c, (size_t)size, 1);
+    if (rc != SHOAL_SUCCESS) {
+        shoal_log("rank %d: checkpoint of epoch %lld failed: %s", c->rank, epoch,
+                  shoal_strerror(rc));
+        writer_record_failure(&c->writer, epoch);
+        return rc;
+    }
+
+    /* Header and table are built here rather than in the writer: the regions may be
+     * re-protected as soon as this returns, and the table is a few bytes. */
+    struct shard_header h;
+    memset(&h, 0, sizeof h);
+    h.epoch = (uint64_t)epoch;
+    h.rank = (uint32_t)c->rank;
+    h.nranks = (uint32_t)c->nranks;
+    h.nregions = (uint32_t)c->nregions;
+    h.payload_bytes = size - shard_file_size((uint64_t)c->nregions, 0);
+    h.created_ns = shoal_wall_ns();
+    memcpy(h.job, c->cfg.job, sizeof c->cfg.job);
+    shard_put_header(c->stage, &h);
+    size_t off = SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * (size_t)c->nregions;
+    for (int i = 0; i < c->nregions; i++) {
+        const struct region *r = &c->regions[i];
+        struct shard_entry e = {r->id, (uint32_t)r->elem_size, r->count,
+                                (uint64_t)r->count * (uint64_t)r->elem_size};
+        shard_put_entry(c->stage, (uint32_t)i, &e);
+        if (e.bytes > 0)
+            memcpy(c->stage + off, r->ptr, (size_t)e.bytes);
+        off += (size_t)e.bytes;
+    }
+    c->staged_epoch = epoch;
+    c->staged_size = (size_t)size;
+
+    int slot = (int)(epoch % CREATED_RING);
+    c->created[slot].epoch = epoch;
+    c->created[slot].created_ns = h.created_ns;
+    c->checkpoints++;
+    if (h.payload_bytes > c->bytes_max)
+        c->bytes_max = h.payload_bytes;
+    return SHOAL_SUCCESS;
+}
+
+void ctx_submit_staged(struct shoal_ctx *c)
+{
+    if (c->staged_epoch == 0)
+        return;
+    writer_submit(&c->writer, c->stage, c->staged_size, c->staged_epoch);
+    c->staged_epoch = 0;
+}
+
+SHOAL_EXPORT int shoal_checkpoint(void)
+{
+    struct shoal_ctx *c = shoal_g;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    double t0 = shoal_now();
+    /* This checkpoint answers a pending request of the runner too; a `hold` is agreed
+     * in the message below. */
+    int request = c->rank == 0 ? agree_take_request(c) : REQUEST_NONE;
+    long long epoch = c->next_epoch;
+    int rc = ctx_checkpoint_local(c);
+    /* Completes the previous epoch, which every rank finished writing before copying
+     * this one, and reports write errors on every rank alike. Done before the writer
+     * starts: on a rank bound to one core, the writer thread would compete with this
+     * allreduce for that core. */
+    struct exchange ex = {0, 0, 0, 0};
+    int mrc = agree_exchange(c, 0, request == REQUEST_HOLD, 0, &ex);
+    ctx_submit_staged(c);
+    double t1 = shoal_now();
+    c->block_sum += t1 - t0;
+    if (t1 - t0 > c->block_max)
+        c->block_max = t1 - t0;
+    c->t_checkpoint = t1;
+    if (mrc == SHOAL_SUCCESS && ex.hold) {
+        agree_hold(c, epoch);
+        c->t_checkpoint = shoal_now();
+    }
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (mrc != SHOAL_SUCCESS)
+        return mrc;
+    return ex.io_error ? SHOAL_ERR_IO : SHOAL_SUCCESS;
+}

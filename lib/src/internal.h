@@ -1,0 +1,313 @@
+/*
+ * internal.h - declarations shared by libshoal's source files. Nothing here is exported:
+ * the library is built with -fvisibility=hidden and only SHOAL_EXPORT functions of
+ * shoal.h are visible outside it.
+ */
+#ifndef SHOAL_INTERNAL_H
+#define SHOAL_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal.h"
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+/* ---- shard.c: the on-disk shard format v1 (docs/shard-format.md), no I/O ---- */
+
+#define SHARD_MAGIC         "SHOALSHD"
+#define SHARD_VERSION       1
+#define SHARD_HEADER_SIZE   128
+#define SHARD_ENTRY_SIZE    32
+#define SHARD_CHECKSUM_SIZE 8
+#define SHARD_MIN_SIZE      (SHARD_HEADER_SIZE + SHARD_CHECKSUM_SIZE)
+#define SHARD_JOB_FIELD     64
+#define SHARD_JOB_MAX       63
+/* Paths hold the epoch in 8 digits and the rank in 6. */
+#define SHARD_EPOCH_MAX 99999999LL
+#define SHARD_RANK_MAX  999999
+
+/* What a reader concludes about a shard. The names of the format's checks are the
+ * ones of docs/shard-format.md ("checksum mismatch"...), shared with the Go and Python
+ * readers through the test vectors. */
+enum shard_verdict {
+    SHARD_OK = 0,
+    SHARD_TRUNCATED,
+    SHARD_BAD_MAGIC,
+    SHARD_UNSUPPORTED_VERSION,
+    SHARD_CHECKSUM_MISMATCH,
+    SHARD_BAD_HEADER,
+    SHARD_BAD_REGION_TABLE,
+    SHARD_WRONG_SHARD,
+    SHARD_MISSING,    /* no file */
+    SHARD_READ_ERROR, /* the file exists but could not be read */
+    SHARD_NOMEM,
+    SHARD_NVERDICTS
+};
+
+struct shard_header {
+    uint64_t epoch;
+    uint32_t rank;
+    uint32_t nranks;
+    uint32_t nregions;
+    uint64_t payload_bytes;
+    char job[SHARD_JOB_FIELD];
+    uint64_t created_ns;
+};
+
+struct shard_entry {
+    int32_t id;
+    uint32_t elem_size;
+    uint64_t count;
+    uint64_t bytes;
+};
+
+const char *shard_verdict_name(int verdict);
+int shard_verdict_code(int verdict);
+/* Total file size for a table of nregions and payload_bytes of data; 0 on overflow. */
+uint64_t shard_file_size(uint64_t nregions, uint64_t payload_bytes);
+void shard_put_header(unsigned char *file, const struct shard_header *h);
+void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_entry *e);
+/* Writes the trailing checksum of a file of size bytes whose other bytes are final. */
+void shard_seal(unsigned char *file, size_t size);
+/* Runs every check of the format, in the documented order; fills h when SHARD_OK. */
+int shard_verify(const unsigned char *file, size_t size, struct shard_header *h);
+/* Entry index of a verified shard. */
+void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_entry *e);
+int shard_check_identity(const struct shard_header *h, const char *job, uint64_t epoch,
+                         uint32_t rank, uint32_t nranks);
+uint64_t shard_get_u64(const unsigned char *p);
+
+/* ---- error.c ---- */
+
+/* One line on stderr, prefixed "shoal: ". */
+void shoal_log(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* strerror that is safe to call from the writer thread. */
+const char *shoal_errno_text(int err, char *buf, size_t len);
+double shoal_now(void);       /* monotonic seconds */
+uint64_t shoal_wall_ns(void); /* ns since the Unix epoch */
+
+/* ---- store.c: paths and crash-safe files under $SHOAL_DIR/$SHOAL_JOB ---- */
+
+int store_mkdirs(const char *path);                  /* mkdir -p; 0 or errno */
+int store_probe_writable(const char *dir, int rank); /* 0 or errno */
+int store_epoch_dir(char *out, size_t len, const char *jobdir, long long epoch);
+int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
+                     int tmp);
+/* Writes path via path.tmp, optional fsync, rename, fsync of the directory. 0 or errno. */
+int store_write_atomic(const char *path, const void *data, size_t len, int durable);
+int store_fsync_dir(const char *dir);
+/* Epoch directories (e + 8 digits) of jobdir, ascending. 0 or errno (ENOENT: none). */
+int store_list_epochs(const char *jobdir, long long **epochs, int *n);
+/* Removes epoch directories below epoch `below`: all of them if whole, else only this
+ * rank's files and then the directory if it is empty (ranks on other nodes). */
+void store_prune(const char *jobdir, long long below, int rank, int whole);
+/* Removes leftover *.tmp files in epoch directories below `below` (this rank's, or
+ * every rank's if all) and, if all, the job directory's own. */
+void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int all);
+/* Reads a whole shard file into a malloc'd buffer and verifies it. Returns a verdict;
+ * *file is set (caller frees) only for SHARD_OK. */
+int store_load_shard(const char *path, unsigned char **file, size_t *size,
+                     struct shard_header *h);
+
+/* ---- manifest.c: the list of complete epochs ---- */
+
+struct manifest_entry {
+    long long epoch;
+    long long nranks;
+    long long created_ns;
+};
+
+/* Reads jobdir/manifest, sorted by epoch; a missing file is an empty manifest.
+ * Malformed lines are reported and skipped. 0 or errno. */
+int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n);
+int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n);
+/* jobdir/finished: the newest epoch of a run that ended with shoal_finalize; 0: none. */
+long long manifest_read_finished(const char *jobdir);
+int manifest_write_finished(const char *jobdir, long long epoch);
+
+/* ---- env.c: configuration from the environment ---- */
+
+struct shoal_config {
+    char dir[PATH_MAX];
+    char job[SHARD_JOB_MAX + 1];
+    double interval_s;       /* 0: no interval checkpoints */
+    long long restart_epoch; /* -1: not set; 0: fresh */
+    long long epoch_base;    /* 0: not set */
+    char stats[PATH_MAX];    /* "" : no statistics */
+    double hold_timeout_s;   /* longest hold after a `hold` request; 0: never hold */
+};
+
+/* Fills c; on error returns SHOAL_ERR_ARG and a one-line message in msg. */
+int config_from_env(struct shoal_config *c, char *msg, size_t msglen);
+/* Parses "30", "0.5", "500ms", "2m", "1m30s"... into seconds. 0 or -1. */
+int config_parse_duration(const char *s, double *seconds);
+int config_valid_job(const char *job);
+
+/* ---- writer.c: the background thread that hashes and writes shards ---- */
+
+struct writer {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running;
+    int rank;
+    const char *jobdir; /* owned by the context */
+    /* the shard being written; the staging buffer belongs to the thread while busy */
+    int busy;
+    unsigned char *file;
+    size_t size;
+    long long epoch;
+    /* results, read by the main thread */
+    long long written; /* newest epoch written completely */
+    long long failed;  /* newest epoch whose write failed */
+    int new_errors;    /* errors not yet reported to the caller */
+    /* epoch bookkeeping to do after the current write: manifest (rank 0), pruning */
+    int commit_pending;
+    struct manifest_entry manifest[2];
+    int manifest_n;
+    long long prune_below;
+    int stop;
+};
+
+int writer_start(struct writer *w, const char *jobdir, int rank);
+/* Finishes queued work and joins; returns the errors not yet reported. */
+int writer_stop(struct writer *w);
+void writer_wait_idle(struct writer *w);
+int writer_is_busy(struct writer *w);
+void writer_submit(struct writer *w, unsigned char *file, size_t size, long long epoch);
+/* Records a failure that happened before the write could start (no memory). */
+void writer_record_failure(struct writer *w, long long epoch);
+/* Newest written and failed epochs, and whether errors happened since the last poll. */
+void writer_poll(struct writer *w, long long *written, long long *failed, int *new_errors);
+void writer_commit(struct writer *w, const struct manifest_entry *m, int n,
+                   long long prune_below);
+
+/* ---- the library's state (shoal.c) ---- */
+
+struct region {
+    int id;
+    void *ptr;
+    size_t count;
+    int elem_size;
+};
+
+struct stored_region {
+    int32_t id;
+    uint32_t elem_size;
+    uint64_t count;
+    uint64_t offset; /* of its bytes in the shard file */
+};
+
+#define CREATED_RING 64
+
+struct shoal_ctx {
+    MPI_Comm comm;
+    int rank;
+    int nranks;
+    struct shoal_config cfg;
+    char jobdir[PATH_MAX];
+    char request_path[PATH_MAX];
+    char request_taken_path[PATH_MAX]; /* where rank 0 moves a request to read it */
+    char progress_path[PATH_MAX];
+
+    /* restart: status 1 when restart_epoch > 0 */
+    int status;
+    int recovered;
+    long long restart_epoch;
+    long long finished_epoch;    /* epochs up to it belong to a run that finished */
+    unsigned char *restart_file; /* the verified shard, until recovered */
+    size_t restart_size;
+    struct stored_region *stored;
+    int nstored;
+
+    /* epochs */
+    long long next_epoch;
+    long long committed;  /* newest epoch this run committed */
+    long long failed_max; /* newest epoch some rank failed to write; never committed */
+    struct manifest_entry complete[2]; /* the two newest complete epochs, oldest first */
+    int ncomplete;
+    struct {
+        long long epoch;
+        uint64_t created_ns;
+    } created[CREATED_RING];
+
+    /* protected regions, sorted by id */
+    struct region *regions;
+    int nregions;
+    int cap_regions;
+
+    /* the staging buffer: a whole shard file image, reused and kept pre-faulted */
+    unsigned char *stage;
+    size_t stage_cap;
+    long long staged_epoch; /* copied, not yet handed to the writer; 0: none */
+    size_t staged_size;
+    struct writer writer;
+
+    /* snapshot agreement */
+    long long countdown; /* calls until the next agreement */
+    int k;               /* calls between agreements */
+    double t_agreed;     /* when the last agreement ended */
+    double t_checkpoint; /* when the last checkpoint was taken (rank 0) */
+    double agree_cost;   /* lowest seconds one agreement took (rank 0) */
+    long long agreements;
+
+    /* statistics */
+    long long checkpoints;
+    double block_sum;
+    double block_max;
+    uint64_t bytes_max;
+
+    /* progress (rank 0) */
+    double progress_written_at;
+    double progress_pending;
+    int progress_dirty;
+};
+
+extern struct shoal_ctx *shoal_g;
+
+/* restart.c */
+int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n);
+void restart_release(struct shoal_ctx *c);
+
+/* agree.c */
+struct exchange {
+    int checkpoint;
+    int k;
+    int io_error;
+    int hold;
+};
+/* What rank 0 found in request-checkpoint. */
+enum { REQUEST_NONE, REQUEST_CHECKPOINT, REQUEST_HOLD };
+/* Rank 0: consumes the runner's request, if there is one. */
+int agree_take_request(struct shoal_ctx *c);
+/* checkpoint and hold are rank 0's decision (the other ranks pass 0). */
+int agree_exchange(struct shoal_ctx *c, int checkpoint, int hold, int k, struct exchange *out);
+/* After a checkpoint agreed with hold: waits for this rank's shard to be written, then
+ * sleeps without MPI until the launcher kills the process, or SHOAL_HOLD_TIMEOUT. */
+void agree_hold(struct shoal_ctx *c, long long epoch);
+/* Collective: measures one agreement's cost while the ranks are in step. */
+int agree_calibrate(struct shoal_ctx *c);
+/* Adds e as the newest complete epoch, keeping the two newest. */
+void agree_note_complete(struct shoal_ctx *c, const struct manifest_entry *e);
+
+/* checkpoint.c */
+/* Copies the protected regions into the staging buffer as the next epoch's shard;
+ * ctx_submit_staged then hands it to the writer. Local: no MPI. */
+int ctx_checkpoint_local(struct shoal_ctx *c);
+void ctx_submit_staged(struct shoal_ctx *c);
+int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
+
+/* shoal.c */
+/* The first failing rank's code, the same on every rank; it prints msg. Collective. */
+int ctx_agree_error(MPI_Comm comm, int rank, int nranks, int code, const char *msg);
+
+#endif /* SHOAL_INTERNAL_H */

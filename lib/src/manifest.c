@@ -1,0 +1,134 @@
+/*
+ * manifest.c - $SHOAL_DIR/$SHOAL_JOB/manifest, the complete epochs, one per line:
+ *
+ *   epoch 3 nranks 4 created_ns 1795427000000000000
+ *
+ * Only rank 0 reads and writes it; it is replaced whole (tmp, fsync, rename).
+ *
+ * Beside it, `finished` ("epoch E") says that a run ended with shoal_finalize after
+ * epoch E: running the program again then starts from the beginning rather than
+ * resuming a run that is over.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int parse_line(const char *line, struct manifest_entry *e)
+{
+    int used = -1;
+    if (sscanf(line, "epoch %lld nranks %lld created_ns %lld %n", &e->epoch, &e->nranks,
+               &e->created_ns, &used) != 3 ||
+        used < 0)
+        return -1;
+    if (line[used] != 0 || e->epoch < 1 || e->epoch > SHARD_EPOCH_MAX || e->nranks < 1)
+        return -1;
+    return 0;
+}
+
+static int cmp_epoch(const void *a, const void *b)
+{
+    long long x = ((const struct manifest_entry *)a)->epoch;
+    long long y = ((const struct manifest_entry *)b)->epoch;
+    return (x > y) - (x < y);
+}
+
+int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n)
+{
+    *entries = NULL;
+    *n = 0;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/manifest", jobdir) >= (int)sizeof path)
+        return ENAMETOOLONG;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return errno == ENOENT ? 0 : errno;
+    struct manifest_entry *list = NULL;
+    int len = 0, cap = 0, lineno = 0, err = 0;
+    char line[256];
+    while (fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[strspn(line, " \t")] == 0)
+            continue;
+        struct manifest_entry e;
+        if (parse_line(line, &e) != 0) {
+            shoal_log("%s:%d: ignoring malformed line \"%.80s\"", path, lineno, line);
+            continue;
+        }
+        if (len == cap) {
+            cap = cap ? 2 * cap : 8;
+            struct manifest_entry *grown = realloc(list, sizeof *list * (size_t)cap);
+            if (grown == NULL) {
+                err = ENOMEM;
+                break;
+            }
+            list = grown;
+        }
+        list[len++] = e;
+    }
+    if (ferror(f) && !err)
+        err = EIO;
+    fclose(f);
+    if (err) {
+        free(list);
+        return err;
+    }
+    if (len > 1)
+        qsort(list, (size_t)len, sizeof *list, cmp_epoch);
+    /* A repeated epoch keeps its last line. */
+    int out = 0;
+    for (int i = 0; i < len; i++) {
+        if (out > 0 && list[out - 1].epoch == list[i].epoch)
+            out--;
+        list[out++] = list[i];
+    }
+    *entries = list;
+    *n = out;
+    return 0;
+}
+
+int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/manifest", jobdir) >= (int)sizeof path)
+        return ENAMETOOLONG;
+    size_t cap = 96 * (size_t)(n > 0 ? n : 1), used = 0;
+    char *text = malloc(cap);
+    if (text == NULL)
+        return ENOMEM;
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, cap - used,
+                                 "epoch %lld nranks %lld created_ns %lld\n", entries[i].epoch,
+                                 entries[i].nranks, entries[i].created_ns);
+    int err = store_write_atomic(path, text, used, 1);
+    free(text);
+    return err;
+}
+
+long long manifest_read_finished(const char *jobdir)
+{
+    char path[PATH_MAX], line[64];
+    long long epoch = 0;
+    if (snprintf(path, sizeof path, "%s/finished", jobdir) >= (int)sizeof path)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    if (fgets(line, sizeof line, f) == NULL || sscanf(line, "epoch %lld", &epoch) != 1 ||
+        epoch < 0)
+        epoch = 0;
+    fclose(f);
+    return epoch;
+}
+
+int manifest_write_finished(const char *jobdir, long long epoch)
+{
+    char path[PATH_MAX], line[64];
+    if (snprintf(path, sizeof path, "%s/finished", jobdir) >= (int)sizeof path)
+        return ENAMETOOLONG;
+    int len = snprintf(line, sizeof line, "epoch %lld\n", epoch);
+    return store_write_atomic(path, line, (size_t)len, 1);
+}

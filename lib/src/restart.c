@@ -1,0 +1,245 @@
+/*
+ * restart.c - finding the checkpoint to restart from, and restoring from it.
+ *
+ * With a runner, SHOAL_RESTART_EPOCH names the epoch and the ranks only verify it.
+ * Standalone, the manifest's complete epochs are tried newest first; each rank fully
+ * verifies its own shard and one collective tells whether every rank could. A corrupt
+ * or missing shard means the next older epoch, never silently wrong data, and nothing
+ * is deleted because a verification failed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void restart_release(struct shoal_ctx *c)
+{
+    free(c->restart_file);
+    c->restart_file = NULL;
+    c->restart_size = 0;
+    free(c->stored);
+    c->stored = NULL;
+    c->nstored = 0;
+}
+
+/* Loads and verifies this rank's shard of epoch, keeping it on success. A verdict. */
+static int load_epoch(struct shoal_ctx *c, long long epoch)
+{
+    char path[PATH_MAX];
+    if (store_shard_path(path, sizeof path, c->jobdir, epoch, c->rank, 0) != 0)
+        return SHARD_READ_ERROR;
+    unsigned char *file;
+    size_t size;
+    struct shard_header h;
+    int verdict = store_load_shard(path, &file, &size, &h);
+    if (verdict != SHARD_OK)
+        return verdict;
+    verdict = shard_check_identity(&h, c->cfg.job, (uint64_t)epoch, (uint32_t)c->rank,
+                                   (uint32_t)c->nranks);
+    struct stored_region *stored = NULL;
+    if (verdict == SHARD_OK && h.nregions > 0) {
+        stored = malloc(sizeof *stored * h.nregions);
+        if (stored == NULL)
+            verdict = SHARD_NOMEM;
+    }
+    if (verdict != SHARD_OK) {
+        free(file);
+        return verdict;
+    }
+    uint64_t offset = SHARD_HEADER_SIZE + (uint64_t)SHARD_ENTRY_SIZE * h.nregions;
+    for (uint32_t i = 0; i < h.nregions; i++) {
+        struct shard_entry e;
+        shard_get_entry(file, i, &e);
+        stored[i] = (struct stored_region){e.id, e.elem_size, e.count, offset};
+        offset += e.bytes;
+    }
+    restart_release(c);
+    c->restart_file = file;
+    c->restart_size = size;
+    c->stored = stored;
+    c->nstored = (int)h.nregions;
+    return SHARD_OK;
+}
+
+/* The verdict of the lowest failing rank (in *bad_rank), the same on every rank. */
+static int agree_verdict(struct shoal_ctx *c, int verdict, int *bad_rank)
+{
+    int in[2] = {verdict != SHARD_OK ? c->rank : c->nranks, verdict}, out[2];
+    if (MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, c->comm) != MPI_SUCCESS)
+        return -1;
+    *bad_rank = out[0];
+    return out[0] < c->nranks ? out[1] : SHARD_OK;
+}
+
+/* Collective. SHARD_OK when every rank holds a good shard of epoch; -1 on MPI error. */
+static int try_epoch(struct shoal_ctx *c, long long epoch, int *bad_rank)
+{
+    int verdict = agree_verdict(c, load_epoch(c, epoch), bad_rank);
+    if (verdict != SHARD_OK)
+        restart_release(c);
+    return verdict;
+}
+
+static int restart_from_env(struct shoal_ctx *c)
+{
+    long long epoch = c->cfg.restart_epoch;
+    if (epoch == 0)
+        return SHOAL_SUCCESS;
+    int bad_rank, verdict = try_epoch(c, epoch, &bad_rank);
+    if (verdict < 0)
+        return SHOAL_ERR_MPI;
+    if (verdict != SHARD_OK) {
+        if (c->rank == 0)
+            shoal_log("epoch %lld from SHOAL_RESTART_EPOCH unusable (rank %d: %s)", epoch,
+                      bad_rank, shard_verdict_name(verdict));
+        return shard_verdict_code(verdict);
+    }
+    c->status = 1;
+    c->restart_epoch = epoch;
+    return SHOAL_SUCCESS;
+}
+
+/* Index of the newest entry before `before` that this run may restart from (its rank
+ * count, newer than a finished run), or -1. */
+static int older_candidate(struct shoal_ctx *c, const struct manifest_entry *m, int before)
+{
+    for (int i = before - 1; i >= 0; i--)
+        if (m[i].nranks == c->nranks && m[i].epoch > c->finished_epoch)
+            return i;
+    return -1;
+}
+
+int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n)
+{
+    if (c->cfg.restart_epoch >= 0)
+        return restart_from_env(c);
+    for (int i = older_candidate(c, m, n); i >= 0;) {
+        int bad_rank, verdict = try_epoch(c, m[i].epoch, &bad_rank);
+        if (verdict < 0)
+            return SHOAL_ERR_MPI;
+        if (verdict == SHARD_OK) {
+            c->status = 1;
+            c->restart_epoch = m[i].epoch;
+            return SHOAL_SUCCESS;
+        }
+        int next = older_candidate(c, m, i);
+        if (c->rank == 0) {
+            char fallback[64] = "no older complete epoch";
+            if (next >= 0)
+                snprintf(fallback, sizeof fallback, "falling back to epoch %lld",
+                         m[next].epoch);
+            shoal_log("epoch %lld unusable (rank %d: %s); %s", m[i].epoch, bad_rank,
+                      shard_verdict_name(verdict), fallback);
+        }
+        i = next;
+    }
+    int unfinished = 0;
+    for (int i = 0; i < n; i++)
+        unfinished += m[i].epoch > c->finished_epoch;
+    if (c->rank == 0 && unfinished > 0)
+        shoal_log("WARNING: no usable checkpoint for %d ranks among the %d complete epochs "
+                  "of %s/manifest: STARTING FROM SCRATCH",
+                  c->nranks, unfinished, c->jobdir);
+    else if (c->rank == 0 && n > 0)
+        shoal_log("the last run of %s finished (epoch %lld): starting from the beginning; "
+                  "remove %s/finished to resume from its last checkpoint instead",
+                  c->cfg.job, c->finished_epoch, c->jobdir);
+    return SHOAL_SUCCESS;
+}
+
+static const struct stored_region *find_stored(struct shoal_ctx *c, int id)
+{
+    for (int i = 0; i < c->nstored; i++)
+        if (c->stored[i].id == id)
+            return &c->stored[i];
+    return NULL;
+}
+
+/* Checks every region before copying any, so a failed recover changes nothing. */
+static int recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
+{
+    if (c->status != 1) {
+        snprintf(msg, msglen, "shoal_recover: no checkpoint to recover from");
+        return SHOAL_ERR_NOCKPT;
+    }
+    if (c->restart_file == NULL) {
+        /* Handed to the staging buffer after an earlier recover: read it again. */
+        int verdict = load_epoch(c, c->restart_epoch);
+        if (verdict != SHARD_OK) {
+            snprintf(msg, msglen, "rank %d: shard of epoch %lld unusable: %s", c->rank,
+                     c->restart_epoch, shard_verdict_name(verdict));
+            return shard_verdict_code(verdict);
+        }
+    }
+    for (int i = 0; i < c->nregions; i++) {
+        const struct region *r = &c->regions[i];
+        const struct stored_region *s = find_stored(c, r->id);
+        if (s == NULL) {
+            snprintf(msg, msglen, "rank %d: region %d is not in the checkpoint of epoch %lld",
+                     c->rank, r->id, c->restart_epoch);
+            return SHOAL_ERR_NOTFOUND;
+        }
+        if (s->count != r->count || s->elem_size != (uint32_t)r->elem_size) {
+            snprintf(msg, msglen,
+                     "rank %d: region %d has %llu elements of %u bytes in epoch %lld, "
+                     "protected with %zu of %d (see shoal_stored_count)",
+                     c->rank, r->id, (unsigned long long)s->count, s->elem_size,
+                     c->restart_epoch, r->count, r->elem_size);
+            return SHOAL_ERR_SIZE;
+        }
+    }
+    for (int i = 0; i < c->nregions; i++) {
+        const struct region *r = &c->regions[i];
+        const struct stored_region *s = find_stored(c, r->id);
+        size_t bytes = r->count * (size_t)r->elem_size;
+        if (bytes > 0)
+            memcpy(r->ptr, c->restart_file + s->offset, bytes);
+    }
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_recover(void)
+{
+    struct shoal_ctx *c = shoal_g;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    char msg[512] = "";
+    int rc = recover_local(c, msg, sizeof msg);
+    int agreed = ctx_agree_error(c->comm, c->rank, c->nranks, rc, msg);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (agreed != SHOAL_SUCCESS)
+        return agreed;
+    c->recovered = 1;
+    /* The shard image is already faulted in: reuse it as the staging buffer when it is
+     * the larger one, instead of freeing one buffer and faulting in another. */
+    if (c->restart_size > c->stage_cap && !writer_is_busy(&c->writer)) {
+        free(c->stage);
+        c->stage = c->restart_file;
+        c->stage_cap = c->restart_size;
+    } else {
+        free(c->restart_file);
+    }
+    c->restart_file = NULL;
+    c->restart_size = 0;
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_stored_count(int id, size_t *count)
+{
+    struct shoal_ctx *c = shoal_g;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (count == NULL)
+        return SHOAL_ERR_ARG;
+    if (c->status != 1)
+        return SHOAL_ERR_NOCKPT;
+    const struct stored_region *s = find_stored(c, id);
+    if (s == NULL)
+        return SHOAL_ERR_NOTFOUND;
+    if (s->count > SIZE_MAX)
+        return SHOAL_ERR_SIZE;
+    *count = (size_t)s->count;
+    return SHOAL_SUCCESS;
+}

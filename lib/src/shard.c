@@ -1,0 +1,220 @@
+/*
+ * shard.c - encoding and verification of shard format v1 (docs/shard-format.md).
+ * Pure functions over memory: the file I/O lives in store.c and writer.c.
+ */
+#include <string.h>
+#include <xxhash.h>
+
+#include "internal.h"
+
+/* Header field offsets. */
+enum {
+    OFF_MAGIC = 0,
+    OFF_VERSION = 8,
+    OFF_HEADER_SIZE = 12,
+    OFF_EPOCH = 16,
+    OFF_RANK = 24,
+    OFF_NRANKS = 28,
+    OFF_NREGIONS = 32,
+    OFF_RESERVED1 = 36,
+    OFF_PAYLOAD = 40,
+    OFF_JOB = 48,
+    OFF_CREATED = 112,
+    OFF_RESERVED2 = 120
+};
+
+/* Region table entry field offsets. */
+enum { ENT_ID = 0, ENT_ELEM = 4, ENT_COUNT = 8, ENT_BYTES = 16, ENT_RESERVED = 24 };
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+uint64_t shard_get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static const char *const verdict_names[SHARD_NVERDICTS] = {
+    [SHARD_OK] = "ok",
+    [SHARD_TRUNCATED] = "truncated",
+    [SHARD_BAD_MAGIC] = "bad magic",
+    [SHARD_UNSUPPORTED_VERSION] = "unsupported version",
+    [SHARD_CHECKSUM_MISMATCH] = "checksum mismatch",
+    [SHARD_BAD_HEADER] = "bad header",
+    [SHARD_BAD_REGION_TABLE] = "bad region table",
+    [SHARD_WRONG_SHARD] = "wrong shard",
+    [SHARD_MISSING] = "missing",
+    [SHARD_READ_ERROR] = "read error",
+    [SHARD_NOMEM] = "out of memory",
+};
+
+const char *shard_verdict_name(int verdict)
+{
+    if (verdict < 0 || verdict >= SHARD_NVERDICTS)
+        return "unknown";
+    return verdict_names[verdict];
+}
+
+int shard_verdict_code(int verdict)
+{
+    switch (verdict) {
+    case SHARD_OK:
+        return SHOAL_SUCCESS;
+    case SHARD_UNSUPPORTED_VERSION:
+        return SHOAL_ERR_VERSION;
+    case SHARD_WRONG_SHARD:
+        return SHOAL_ERR_MISMATCH;
+    case SHARD_MISSING:
+        return SHOAL_ERR_NOCKPT;
+    case SHARD_READ_ERROR:
+        return SHOAL_ERR_IO;
+    case SHARD_NOMEM:
+        return SHOAL_ERR_NOMEM;
+    default:
+        return SHOAL_ERR_CORRUPT;
+    }
+}
+
+uint64_t shard_file_size(uint64_t nregions, uint64_t payload_bytes)
+{
+    const uint64_t fixed = SHARD_HEADER_SIZE + SHARD_CHECKSUM_SIZE;
+    if (nregions > (UINT64_MAX - fixed) / SHARD_ENTRY_SIZE)
+        return 0;
+    uint64_t without_payload = fixed + SHARD_ENTRY_SIZE * nregions;
+    if (payload_bytes > UINT64_MAX - without_payload)
+        return 0;
+    return without_payload + payload_bytes;
+}
+
+void shard_put_header(unsigned char *file, const struct shard_header *h)
+{
+    memset(file, 0, SHARD_HEADER_SIZE);
+    memcpy(file + OFF_MAGIC, SHARD_MAGIC, 8);
+    put_u32(file + OFF_VERSION, SHARD_VERSION);
+    put_u32(file + OFF_HEADER_SIZE, SHARD_HEADER_SIZE);
+    put_u64(file + OFF_EPOCH, h->epoch);
+    put_u32(file + OFF_RANK, h->rank);
+    put_u32(file + OFF_NRANKS, h->nranks);
+    put_u32(file + OFF_NREGIONS, h->nregions);
+    put_u64(file + OFF_PAYLOAD, h->payload_bytes);
+    /* The job field keeps at least one NUL: the format needs it to find the end. */
+    size_t len = strnlen(h->job, SHARD_JOB_MAX);
+    memcpy(file + OFF_JOB, h->job, len);
+    put_u64(file + OFF_CREATED, h->created_ns);
+}
+
+void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_entry *e)
+{
+    unsigned char *p = file + SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * index;
+    put_u32(p + ENT_ID, (uint32_t)e->id);
+    put_u32(p + ENT_ELEM, e->elem_size);
+    put_u64(p + ENT_COUNT, e->count);
+    put_u64(p + ENT_BYTES, e->bytes);
+    put_u64(p + ENT_RESERVED, 0);
+}
+
+void shard_seal(unsigned char *file, size_t size)
+{
+    size_t body = size - SHARD_CHECKSUM_SIZE;
+    put_u64(file + body, (uint64_t)XXH3_64bits(file, body));
+}
+
+void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_entry *e)
+{
+    const unsigned char *p = file + SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * index;
+    e->id = (int32_t)get_u32(p + ENT_ID);
+    e->elem_size = get_u32(p + ENT_ELEM);
+    e->count = shard_get_u64(p + ENT_COUNT);
+    e->bytes = shard_get_u64(p + ENT_BYTES);
+}
+
+static int header_ok(const unsigned char *file, size_t size, struct shard_header *h)
+{
+    h->epoch = shard_get_u64(file + OFF_EPOCH);
+    h->rank = get_u32(file + OFF_RANK);
+    h->nranks = get_u32(file + OFF_NRANKS);
+    h->nregions = get_u32(file + OFF_NREGIONS);
+    h->payload_bytes = shard_get_u64(file + OFF_PAYLOAD);
+    h->created_ns = shard_get_u64(file + OFF_CREATED);
+    memcpy(h->job, file + OFF_JOB, SHARD_JOB_FIELD);
+
+    if (h->nranks == 0 || h->rank >= h->nranks || h->epoch == 0)
+        return 0;
+    if (memchr(h->job, 0, SHARD_JOB_FIELD) == NULL || h->job[0] == 0)
+        return 0;
+    if (get_u32(file + OFF_RESERVED1) != 0 || shard_get_u64(file + OFF_RESERVED2) != 0)
+        return 0;
+    uint64_t want = shard_file_size(h->nregions, h->payload_bytes);
+    return want != 0 && want == (uint64_t)size;
+}
+
+static int table_ok(const unsigned char *file, const struct shard_header *h)
+{
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < h->nregions; i++) {
+        struct shard_entry e;
+        shard_get_entry(file, i, &e);
+        const unsigned char *p = file + SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * i;
+        if (e.elem_size == 0 || shard_get_u64(p + ENT_RESERVED) != 0)
+            return 0;
+        if (e.count > UINT64_MAX / e.elem_size || e.count * e.elem_size != e.bytes)
+            return 0;
+        if (i > 0) {
+            struct shard_entry prev;
+            shard_get_entry(file, i - 1, &prev);
+            if (prev.id >= e.id)
+                return 0;
+        }
+        if (e.bytes > UINT64_MAX - total)
+            return 0;
+        total += e.bytes;
+    }
+    return total == h->payload_bytes;
+}
+
+int shard_verify(const unsigned char *file, size_t size, struct shard_header *h)
+{
+    if (size < SHARD_MIN_SIZE)
+        return SHARD_TRUNCATED;
+    if (memcmp(file + OFF_MAGIC, SHARD_MAGIC, 8) != 0)
+        return SHARD_BAD_MAGIC;
+    if (get_u32(file + OFF_VERSION) != SHARD_VERSION ||
+        get_u32(file + OFF_HEADER_SIZE) != SHARD_HEADER_SIZE)
+        return SHARD_UNSUPPORTED_VERSION;
+    size_t body = size - SHARD_CHECKSUM_SIZE;
+    if ((uint64_t)XXH3_64bits(file, body) != shard_get_u64(file + body))
+        return SHARD_CHECKSUM_MISMATCH;
+    if (!header_ok(file, size, h))
+        return SHARD_BAD_HEADER;
+    if (!table_ok(file, h))
+        return SHARD_BAD_REGION_TABLE;
+    return SHARD_OK;
+}
+
+int shard_check_identity(const struct shard_header *h, const char *job, uint64_t epoch,
+                         uint32_t rank, uint32_t nranks)
+{
+    if (strcmp(h->job, job) != 0 || h->epoch != epoch || h->rank != rank || h->nranks != nranks)
+        return SHARD_WRONG_SHARD;
+    return SHARD_OK;
+}

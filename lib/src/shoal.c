@@ -1,0 +1,309 @@
+/*
+ * shoal.c - the library's lifetime (init, finalize), status, progress and statistics.
+ * See shoal.h for the contract and docs/libshoal.md for the behaviour; protected
+ * regions and checkpoints are in checkpoint.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct shoal_ctx *shoal_g;
+
+/* One context per process: static storage, so that shoal_init cannot fail to allocate
+ * it on one rank only and leave the others waiting in a collective. */
+static struct shoal_ctx the_ctx;
+
+int ctx_agree_error(MPI_Comm comm, int rank, int nranks, int code, const char *msg)
+{
+    int in[2] = {code != SHOAL_SUCCESS ? rank : nranks, code}, out[2];
+    if (MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    if (out[0] == nranks)
+        return SHOAL_SUCCESS;
+    if (out[0] == rank && msg != NULL && msg[0] != 0)
+        shoal_log("%s", msg);
+    return out[1];
+}
+
+/* Everything shoal_init does before talking to the other ranks. */
+static int init_local(struct shoal_ctx *c, char *msg, size_t msglen)
+{
+    int rc = config_from_env(&c->cfg, msg, msglen);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (c->nranks - 1 > SHARD_RANK_MAX) {
+        snprintf(msg, msglen, "%d ranks: shard names hold at most %d", c->nranks,
+                 SHARD_RANK_MAX + 1);
+        return SHOAL_ERR_ARG;
+    }
+    const char *dir = c->cfg.dir;
+    if (snprintf(c->jobdir, sizeof c->jobdir, "%s/%s", dir, c->cfg.job) >=
+            (int)sizeof c->jobdir ||
+        snprintf(c->request_path, sizeof c->request_path, "%s/request-checkpoint", c->jobdir) >=
+            (int)sizeof c->request_path ||
+        snprintf(c->request_taken_path, sizeof c->request_taken_path,
+                 "%s/request-checkpoint.taken.tmp",
+                 c->jobdir) >= (int)sizeof c->request_taken_path ||
+        snprintf(c->progress_path, sizeof c->progress_path, "%s/progress", c->jobdir) >=
+            (int)sizeof c->progress_path) {
+        snprintf(msg, msglen, "checkpoint directory %.200s: path too long", dir);
+        return SHOAL_ERR_DIR;
+    }
+    int err = store_mkdirs(c->jobdir);
+    if (!err)
+        err = store_probe_writable(c->jobdir, c->rank);
+    if (err) {
+        char text[128];
+        snprintf(msg, msglen, "checkpoint directory %.300s is not writable (SHOAL_DIR): %s",
+                 c->jobdir, shoal_errno_text(err, text, sizeof text));
+        return SHOAL_ERR_DIR;
+    }
+    return SHOAL_SUCCESS;
+}
+
+/* Rank 0 reads the manifest and the finished mark (the others may be on nodes without
+ * them) and shares them. */
+static int share_manifest(struct shoal_ctx *c, struct manifest_entry **m, int *n)
+{
+    char msg[512] = "";
+    int rc = SHOAL_SUCCESS;
+    *m = NULL;
+    *n = 0;
+    long long shared[2] = {0, 0}; /* entries, finished epoch */
+    if (c->rank == 0) {
+        int err = manifest_read(c->jobdir, m, n);
+        shared[0] = *n;
+        shared[1] = manifest_read_finished(c->jobdir);
+        if (err) {
+            char text[128];
+            snprintf(msg, sizeof msg, "reading %.300s/manifest failed: %s", c->jobdir,
+                     shoal_errno_text(err, text, sizeof text));
+            rc = err == ENOMEM ? SHOAL_ERR_NOMEM : SHOAL_ERR_IO;
+        }
+    }
+    rc = ctx_agree_error(c->comm, c->rank, c->nranks, rc, msg);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (MPI_Bcast(shared, 2, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    *n = (int)shared[0];
+    c->finished_epoch = shared[1];
+    if (*n == 0)
+        return SHOAL_SUCCESS;
+    if (c->rank != 0)
+        *m = malloc(sizeof **m * (size_t)*n);
+    rc = ctx_agree_error(c->comm, c->rank, c->nranks,
+                         *m == NULL ? SHOAL_ERR_NOMEM : SHOAL_SUCCESS, "out of memory");
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (MPI_Bcast(*m, 3 * *n, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    return SHOAL_SUCCESS;
+}
+
+/* The first epoch this run writes: SHOAL_EPOCH_BASE, or above every epoch any rank can
+ * see, so that a shard of an earlier run is never rewritten. Also starts the writer,
+ * whose failure is agreed on in the same message. */
+static int choose_epoch_base(struct shoal_ctx *c, const struct manifest_entry *m, int n)
+{
+    long long highest = c->restart_epoch;
+    if (n > 0 && m[n - 1].epoch > highest)
+        highest = m[n - 1].epoch;
+    long long *epochs;
+    int count;
+    if (store_list_epochs(c->jobdir, &epochs, &count) == 0) {
+        if (count > 0 && epochs[count - 1] > highest)
+            highest = epochs[count - 1];
+        free(epochs);
+    }
+    int started = writer_start(&c->writer, c->jobdir, c->rank);
+    long long in[2] = {highest, -(long long)started}, out[2];
+    if (MPI_Allreduce(in, out, 2, MPI_LONG_LONG, MPI_MAX, c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    if (out[1] != 0)
+        return SHOAL_ERR_NOMEM;
+    c->next_epoch = c->cfg.epoch_base > 0 ? c->cfg.epoch_base : out[0] + 1;
+    if (c->next_epoch > SHARD_EPOCH_MAX) {
+        if (c->rank == 0)
+            shoal_log("epoch numbers exhausted in %s (highest %lld)", c->jobdir, out[0]);
+        return SHOAL_ERR_ARG;
+    }
+    return SHOAL_SUCCESS;
+}
+
+static void ctx_release(struct shoal_ctx *c)
+{
+    writer_stop(&c->writer);
+    restart_release(c);
+    free(c->regions);
+    free(c->stage);
+    MPI_Comm_free(&c->comm);
+    memset(c, 0, sizeof *c);
+}
+
+SHOAL_EXPORT int shoal_init(MPI_Comm comm)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized || shoal_g != NULL)
+        return SHOAL_ERR_STATE;
+    if (comm == MPI_COMM_NULL)
+        return SHOAL_ERR_ARG;
+
+    struct shoal_ctx *c = &the_ctx;
+    memset(c, 0, sizeof *c);
+    if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    /* Errors on the library's own communicator come back as codes, not aborts. */
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->nranks);
+
+    char msg[512] = "";
+    struct manifest_entry *m = NULL;
+    int n = 0;
+    int rc = init_local(c, msg, sizeof msg);
+    rc = ctx_agree_error(c->comm, c->rank, c->nranks, rc, msg);
+    if (rc == SHOAL_SUCCESS)
+        rc = share_manifest(c, &m, &n);
+    if (rc == SHOAL_SUCCESS)
+        rc = restart_find(c, m, n);
+    if (rc == SHOAL_SUCCESS)
+        rc = choose_epoch_base(c, m, n);
+    if (rc == SHOAL_SUCCESS)
+        rc = agree_calibrate(c);
+    if (rc != SHOAL_SUCCESS) {
+        free(m);
+        ctx_release(c);
+        return rc;
+    }
+
+    /* The complete epochs so far are those up to the one restarted from: newer ones
+     * were unusable (or not chosen by the runner) and must not count among the two
+     * that pruning keeps. A fresh start keeps none. */
+    for (int i = 0; i < n && m[i].epoch <= c->restart_epoch; i++)
+        agree_note_complete(c, &m[i]);
+    free(m);
+    /* Leftovers of killed runs; epochs from next_epoch on are this run's to write. */
+    store_remove_stale_tmp(c->jobdir, c->next_epoch, c->rank, c->rank == 0);
+
+    c->k = 1;
+    c->countdown = 1;
+    c->t_agreed = c->t_checkpoint = shoal_now();
+    shoal_g = c;
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_status(void)
+{
+    struct shoal_ctx *c = shoal_g;
+    return c == NULL ? SHOAL_ERR_STATE : c->status;
+}
+
+static int write_progress(struct shoal_ctx *c)
+{
+    char line[32];
+    int len = snprintf(line, sizeof line, "%.6g\n", c->progress_pending);
+    int err = store_write_atomic(c->progress_path, line, (size_t)len, 0);
+    c->progress_written_at = shoal_now();
+    c->progress_dirty = 0;
+    if (err) {
+        char text[128];
+        shoal_log("writing %s failed: %s", c->progress_path,
+                  shoal_errno_text(err, text, sizeof text));
+        return SHOAL_ERR_IO;
+    }
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_progress(double fraction)
+{
+    struct shoal_ctx *c = shoal_g;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (!(fraction >= 0 && fraction <= 1)) /* also rejects NaN */
+        return SHOAL_ERR_ARG;
+    if (c->rank != 0)
+        return SHOAL_SUCCESS;
+    c->progress_pending = fraction;
+    c->progress_dirty = 1;
+    /* At most once a second; the last value is written at shoal_finalize. */
+    if (c->progress_written_at > 0 && shoal_now() - c->progress_written_at < 1.0)
+        return SHOAL_SUCCESS;
+    return write_progress(c);
+}
+
+/* Rank 0 appends one JSON line to SHOAL_STATS; blocking times are the worst rank's. */
+static int write_stats(struct shoal_ctx *c)
+{
+    double mean = c->checkpoints > 0 ? c->block_sum / (double)c->checkpoints : 0;
+    double in[3] = {mean, c->block_max, (double)c->bytes_max}, out[3];
+    if (MPI_Allreduce(in, out, 3, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    if (c->rank != 0 || c->cfg.stats[0] == 0)
+        return SHOAL_SUCCESS;
+    FILE *f = fopen(c->cfg.stats, "a");
+    int ok = f != NULL;
+    if (ok) {
+        fprintf(f,
+                "{\"checkpoints\":%lld,\"bytes_per_rank\":%.0f,\"blocking_mean_s\":%.9f,"
+                "\"blocking_max_s\":%.9f,\"agreements\":%lld}\n",
+                c->checkpoints, out[2], out[0], out[1], c->agreements);
+        ok = fclose(f) == 0;
+    }
+    if (!ok) {
+        char text[128];
+        shoal_log("writing SHOAL_STATS file %s failed: %s", c->cfg.stats,
+                  shoal_errno_text(errno, text, sizeof text));
+        return SHOAL_ERR_IO;
+    }
+    return SHOAL_SUCCESS;
+}
+
+/* Rank 0 marks the run as finished, so that running the program again in standalone
+ * mode starts from the beginning instead of resuming at the last checkpoint. */
+static int write_finished(struct shoal_ctx *c)
+{
+    long long epoch = c->restart_epoch;
+    if (c->ncomplete > 0 && c->complete[c->ncomplete - 1].epoch > epoch)
+        epoch = c->complete[c->ncomplete - 1].epoch;
+    if (c->rank != 0 || epoch <= 0)
+        return SHOAL_SUCCESS;
+    int err = manifest_write_finished(c->jobdir, epoch);
+    if (err) {
+        char text[128];
+        shoal_log("writing %s/finished failed: %s", c->jobdir,
+                  shoal_errno_text(err, text, sizeof text));
+        return SHOAL_ERR_IO;
+    }
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_finalize(void)
+{
+    struct shoal_ctx *c = shoal_g;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    /* Wait for the last shard, then one last agreement completes its epoch. */
+    writer_wait_idle(&c->writer);
+    struct exchange ex = {0, 0, 0, 0};
+    int rc = agree_exchange(c, 0, 0, 0, &ex);
+    /* Runs the manifest update and pruning just queued. */
+    int errors = writer_stop(&c->writer);
+    int src = write_stats(c);
+    int frc = write_finished(c);
+    int prc = (c->rank == 0 && c->progress_dirty) ? write_progress(c) : SHOAL_SUCCESS;
+    shoal_g = NULL;
+    ctx_release(c);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (ex.io_error || errors > 0)
+        return SHOAL_ERR_IO;
+    if (src != SHOAL_SUCCESS)
+        return src;
+    return prc != SHOAL_SUCCESS ? prc : frc;
+}

@@ -1,0 +1,314 @@
+/*
+ * store.c - the job directory: paths, crash-safe writes, listing and pruning of epoch
+ * directories, and reading shards back.
+ *
+ *   $SHOAL_DIR/$SHOAL_JOB/eNNNNNNNN/rNNNNNN.shard   (docs/shard-format.md)
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int store_mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    size_t len = strlen(path);
+    if (len == 0)
+        return ENOENT;
+    if (len >= sizeof buf)
+        return ENAMETOOLONG;
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != 0)
+            continue;
+        char saved = buf[i];
+        buf[i] = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return errno;
+        buf[i] = saved;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno;
+    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+int store_probe_writable(const char *dir, int rank)
+{
+    /* A real file, not access(2): root passes access() on a read-only file system and
+     * on directories without write permission bits. */
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/.probe-r%06d.tmp", dir, rank) >= (int)sizeof path)
+        return ENAMETOOLONG;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
+int store_epoch_dir(char *out, size_t len, const char *jobdir, long long epoch)
+{
+    int n = snprintf(out, len, "%s/e%08lld", jobdir, epoch);
+    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
+}
+
+int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
+                     int tmp)
+{
+    int n =
+        snprintf(out, len, "%s/e%08lld/r%06d.shard%s", jobdir, epoch, rank, tmp ? ".tmp" : "");
+    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
+}
+
+int store_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int err = fsync(fd) == 0 ? 0 : errno;
+    close(fd);
+    /* Some file systems cannot fsync a directory; the rename is still atomic there. */
+    return (err == EINVAL || err == ENOTSUP) ? 0 : err;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t len)
+{
+    while (len > 0) {
+        /* Bounded chunks: some systems reject single writes above 2 GB. */
+        size_t chunk = len > (1u << 30) ? (1u << 30) : len;
+        ssize_t n = write(fd, p, chunk);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int store_write_atomic(const char *path, const void *data, size_t len, int durable)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
+    int err = write_all(fd, data, len);
+    if (!err && durable && fsync(fd) != 0)
+        err = errno;
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        unlink(tmp);
+        return err;
+    }
+    if (!durable)
+        return 0;
+    char dir[PATH_MAX];
+    memcpy(dir, path, strlen(path) + 1);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return store_fsync_dir(".");
+    *slash = 0;
+    return store_fsync_dir(slash == dir ? "/" : dir);
+}
+
+/* Parses "e" + 8 digits; -1 for any other name. */
+static long long epoch_of_name(const char *name)
+{
+    if (name[0] != 'e' || strlen(name) != 9)
+        return -1;
+    long long v = 0;
+    for (int i = 1; i < 9; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    return v;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+int store_list_epochs(const char *jobdir, long long **epochs, int *n)
+{
+    *epochs = NULL;
+    *n = 0;
+    DIR *d = opendir(jobdir);
+    if (d == NULL)
+        return errno;
+    long long *list = NULL;
+    int len = 0, cap = 0, err = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        long long e = epoch_of_name(de->d_name);
+        if (e < 0)
+            continue;
+        char path[PATH_MAX];
+        struct stat st;
+        if (store_epoch_dir(path, sizeof path, jobdir, e) != 0 || stat(path, &st) != 0 ||
+            !S_ISDIR(st.st_mode))
+            continue;
+        if (len == cap) {
+            cap = cap ? 2 * cap : 16;
+            long long *grown = realloc(list, sizeof *list * (size_t)cap);
+            if (grown == NULL) {
+                err = ENOMEM;
+                break;
+            }
+            list = grown;
+        }
+        list[len++] = e;
+    }
+    closedir(d);
+    if (err) {
+        free(list);
+        return err;
+    }
+    if (len > 1)
+        qsort(list, (size_t)len, sizeof *list, cmp_ll);
+    *epochs = list;
+    *n = len;
+    return 0;
+}
+
+static int is_tmp_name(const char *name)
+{
+    size_t len = strlen(name);
+    return len > 4 && strcmp(name + len - 4, ".tmp") == 0;
+}
+
+/* Removes the entries of dir (all, or only *.tmp); rmdir when remove_dir. */
+static void remove_entries(const char *dir, int only_tmp, int remove_dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (only_tmp && !is_tmp_name(de->d_name))
+            continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) < (int)sizeof path)
+            unlink(path);
+    }
+    closedir(d);
+    if (remove_dir)
+        rmdir(dir);
+}
+
+void store_prune(const char *jobdir, long long below, int rank, int whole)
+{
+    long long *epochs;
+    int n;
+    if (store_list_epochs(jobdir, &epochs, &n) != 0)
+        return;
+    for (int i = 0; i < n && epochs[i] < below; i++) {
+        char dir[PATH_MAX], path[PATH_MAX];
+        if (store_epoch_dir(dir, sizeof dir, jobdir, epochs[i]) != 0)
+            continue;
+        if (whole) {
+            remove_entries(dir, 0, 1);
+            continue;
+        }
+        /* Errors are ignored: on a shared directory rank 0 may have removed it all. */
+        if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 0) == 0)
+            unlink(path);
+        if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
+            unlink(path);
+        rmdir(dir);
+    }
+    free(epochs);
+}
+
+void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int all)
+{
+    long long *epochs;
+    int n;
+    if (store_list_epochs(jobdir, &epochs, &n) == 0) {
+        for (int i = 0; i < n && epochs[i] < below; i++) {
+            char path[PATH_MAX];
+            if (all) {
+                if (store_epoch_dir(path, sizeof path, jobdir, epochs[i]) == 0)
+                    remove_entries(path, 1, 0);
+            } else if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0) {
+                unlink(path);
+            }
+        }
+        free(epochs);
+    }
+    if (all)
+        remove_entries(jobdir, 1, 0);
+}
+
+static int read_all(int fd, unsigned char *p, size_t len)
+{
+    while (len > 0) {
+        size_t chunk = len > (1u << 30) ? (1u << 30) : len;
+        ssize_t n = read(fd, p, chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1; /* an error, or the file shrank while being read */
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int store_load_shard(const char *path, unsigned char **file, size_t *size,
+                     struct shard_header *h)
+{
+    *file = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? SHARD_MISSING : SHARD_READ_ERROR;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return SHARD_READ_ERROR;
+    }
+    if ((uint64_t)st.st_size < SHARD_MIN_SIZE) {
+        close(fd);
+        return SHARD_TRUNCATED;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        return SHARD_NOMEM;
+    }
+    size_t len = (size_t)st.st_size;
+    unsigned char *buf = malloc(len);
+    if (buf == NULL) {
+        close(fd);
+        return SHARD_NOMEM;
+    }
+    int rd = read_all(fd, buf, len);
+    close(fd);
+    int verdict = rd == 0 ? shard_verify(buf, len, h) : SHARD_READ_ERROR;
+    if (verdict != SHARD_OK) {
+        free(buf);
+        return verdict;
+    }
+    *file = buf;
+    *size = len;
+    return SHARD_OK;
+}

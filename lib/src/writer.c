@@ -1,0 +1,222 @@
+/*
+ * writer.c - the background thread of a rank. It hashes and writes the shard staged by
+ * shoal_checkpoint, so the caller only pays for the memcpy into the staging buffer,
+ * then does the epoch bookkeeping (manifest, pruning) off the caller's path too.
+ *
+ * Contract: one writer per rank; the main thread only hands over a shard when the
+ * writer is idle (writer_wait_idle) and does not touch the staging buffer until the
+ * writer is idle again. The thread never calls MPI, so MPI_THREAD_SINGLE/FUNNELED is
+ * enough. Errors are printed when they happen and counted, so that a later call
+ * returns SHOAL_ERR_IO: none is lost.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Linux's SCHED_BATCH, hidden by <sched.h> without _GNU_SOURCE; the value is ABI. */
+#if defined(__linux__) && !defined(SCHED_BATCH)
+#define SCHED_BATCH 3
+#endif
+
+static int write_shard_file(const char *jobdir, int rank, long long epoch, unsigned char *file,
+                            size_t size, char *failed_path, size_t failed_len)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    int err = store_epoch_dir(dir, sizeof dir, jobdir, epoch);
+    if (!err)
+        err = store_shard_path(path, sizeof path, jobdir, epoch, rank, 0);
+    if (err) {
+        snprintf(failed_path, failed_len, "%s/e%08lld", jobdir, epoch);
+        return err;
+    }
+    snprintf(failed_path, failed_len, "%s", dir);
+    if (mkdir(dir, 0755) == 0) {
+        /* The new directory entry must be durable before the shard in it is. */
+        err = store_fsync_dir(jobdir);
+    } else if (errno != EEXIST) {
+        err = errno;
+    }
+    if (err)
+        return err;
+    snprintf(failed_path, failed_len, "%s", path);
+    shard_seal(file, size);
+    return store_write_atomic(path, file, size, 1);
+}
+
+static void do_commit(struct writer *w, const struct manifest_entry *m, int n,
+                      long long prune_below)
+{
+    /* The manifest first: it must never name an epoch that pruning removed. */
+    if (w->rank == 0 && n > 0) {
+        int err = manifest_write(w->jobdir, m, n);
+        if (err) {
+            char text[128];
+            shoal_log("writing %s/manifest failed: %s", w->jobdir,
+                      shoal_errno_text(err, text, sizeof text));
+            pthread_mutex_lock(&w->mu);
+            w->new_errors++;
+            pthread_mutex_unlock(&w->mu);
+            return; /* keep the older epochs: the manifest may still name them */
+        }
+    }
+    if (prune_below > 0)
+        store_prune(w->jobdir, prune_below, w->rank, w->rank == 0);
+}
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+#if defined(__linux__)
+    /* A batch thread does not preempt the rank when it is woken: the rank, often bound
+     * to the same core, finishes its call and goes on computing, and the writer takes
+     * its fair share from then on instead of stretching the checkpoint call. */
+    struct sched_param param = {0};
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+#endif
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        /* Bookkeeping first: it is quick, makes the previous epoch durable in the
+         * manifest sooner, and pruning frees space before the next shard needs it. */
+        if (w->commit_pending) {
+            struct manifest_entry m[2];
+            int n = w->manifest_n;
+            long long below = w->prune_below;
+            memcpy(m, w->manifest, sizeof m);
+            w->commit_pending = 0;
+            pthread_mutex_unlock(&w->mu);
+            do_commit(w, m, n, below);
+            pthread_mutex_lock(&w->mu);
+            pthread_cond_broadcast(&w->cv);
+            continue;
+        }
+        if (w->busy && w->file != NULL) {
+            unsigned char *file = w->file;
+            size_t size = w->size;
+            long long epoch = w->epoch;
+            pthread_mutex_unlock(&w->mu);
+
+            char path[PATH_MAX], text[128];
+            int err =
+                write_shard_file(w->jobdir, w->rank, epoch, file, size, path, sizeof path);
+            if (err)
+                shoal_log("rank %d: writing %s failed: %s", w->rank, path,
+                          shoal_errno_text(err, text, sizeof text));
+
+            pthread_mutex_lock(&w->mu);
+            if (err) {
+                w->failed = epoch;
+                w->new_errors++;
+            } else {
+                w->written = epoch;
+            }
+            w->busy = 0;
+            w->file = NULL;
+            pthread_cond_broadcast(&w->cv);
+            continue;
+        }
+        if (w->stop)
+            break;
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int writer_start(struct writer *w, const char *jobdir, int rank)
+{
+    memset(w, 0, sizeof *w);
+    w->jobdir = jobdir;
+    w->rank = rank;
+    if (pthread_mutex_init(&w->mu, NULL) != 0)
+        return SHOAL_ERR_NOMEM;
+    if (pthread_cond_init(&w->cv, NULL) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        return SHOAL_ERR_NOMEM;
+    }
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        return SHOAL_ERR_NOMEM;
+    }
+    w->running = 1;
+    return SHOAL_SUCCESS;
+}
+
+int writer_stop(struct writer *w)
+{
+    if (!w->running)
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    w->running = 0;
+    return w->new_errors; /* the thread is gone: no lock needed */
+}
+
+void writer_wait_idle(struct writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->busy)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int writer_is_busy(struct writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int busy = w->busy;
+    pthread_mutex_unlock(&w->mu);
+    return busy;
+}
+
+void writer_submit(struct writer *w, unsigned char *file, size_t size, long long epoch)
+{
+    pthread_mutex_lock(&w->mu);
+    w->busy = 1;
+    w->file = file;
+    w->size = size;
+    w->epoch = epoch;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void writer_record_failure(struct writer *w, long long epoch)
+{
+    pthread_mutex_lock(&w->mu);
+    w->failed = epoch;
+    w->new_errors++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void writer_poll(struct writer *w, long long *written, long long *failed, int *new_errors)
+{
+    pthread_mutex_lock(&w->mu);
+    *written = w->written;
+    *failed = w->failed;
+    *new_errors = w->new_errors;
+    w->new_errors = 0;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void writer_commit(struct writer *w, const struct manifest_entry *m, int n,
+                   long long prune_below)
+{
+    pthread_mutex_lock(&w->mu);
+    /* Only the newest bookkeeping matters: the manifest is rewritten whole. */
+    memcpy(w->manifest, m, sizeof w->manifest[0] * (size_t)n);
+    w->manifest_n = n;
+    w->prune_below = prune_below;
+    w->commit_pending = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}

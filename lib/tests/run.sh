@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs libshoal's C tests (make test-c): the shard format and test vectors (no MPI), the
+# API on 1 and 2 ranks, a standalone crash-and-resume on 2 ranks, and the library's
+# exported symbols. Each program prints "N passed, M failed"; this script exits non-zero
+# if any of them failed.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+T=$BUILD/lib/tests
+MPIRUN=(mpirun --oversubscribe)
+if [ "$(id -u)" = 0 ]; then MPIRUN+=(--allow-run-as-root); fi
+
+failures=0
+# run [-C DIR] COMMAND...: runs COMMAND (in DIR), counting it as failed if it fails.
+run() {
+	local dir=.
+	if [ "$1" = -C ]; then
+		dir=$2
+		shift 2
+	fi
+	echo "== $*"
+	if (cd "$dir" && "$@"); then
+		return 0
+	fi
+	echo "FAILED: $*"
+	failures=$((failures + 1))
+}
+
+run "$T/test_shard" testdata/shards
+
+# Open MPI leaks by design at MPI_Finalize, so LeakSanitizer is off for MPI programs;
+# AddressSanitizer and UBSan stay on.
+export ASAN_OPTIONS=detect_leaks=0
+for n in 1 2; do
+	run "${MPIRUN[@]}" -n "$n" "$T/test_api"
+done
+
+# A run that dies after its checkpoints, then the same command again in the same
+# directory: the second run must resume, not start over. A third run starts over: the
+# second one finished.
+scratch=$(mktemp -d)
+exe=$(realpath "$T/test_resume")
+run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 120 fresh
+run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 restart
+run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 fresh
+rm -rf "$scratch"
+
+echo "== exported symbols of $BUILD/lib/libshoal.so"
+want=$(grep -o 'SHOAL_EXPORT [^(]*(' lib/include/shoal.h | grep -o 'shoal_[a-z_]*' | sort)
+got=$(nm -D --defined-only "$BUILD/lib/libshoal.so" | awk '$2 == "T" { print $3 }' | sort)
+if [ "$want" = "$got" ]; then
+	echo "1 passed, 0 failed"
+else
+	echo "want:" $want
+	echo "got: " $got
+	echo "0 passed, 1 failed"
+	failures=$((failures + 1))
+fi
+
+if [ "$failures" -ne 0 ]; then
+	echo "test-c: $failures test program(s) failed"
+	exit 1
+fi
+echo "test-c: all passed"

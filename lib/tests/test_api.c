@@ -1,0 +1,728 @@
+/*
+ * test_api.c - libshoal through its public API, on any number of ranks (run.sh uses 1
+ * and 2): round trips of several datatypes and sizes, growing arrays, recover errors,
+ * the snapshot agreement, checkpoint requests (and holding after them), epochs,
+ * pruning, progress, statistics and write errors. Corrupt shards and configuration
+ * errors are in test_corrupt.c.
+ *
+ * Every scenario uses its own job id under one scratch directory; rank 0 does the file
+ * surgery between barriers.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h" /* store_load_shard: a held epoch's shards must verify */
+#include "json.h"
+#include "shoal.h"
+#include "testutil.h"
+
+void test_corrupt_all(void); /* test_corrupt.c */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Values a rank stores: different per rank, region and element. */
+static double dval(size_t i, int tag)
+{
+    return (double)i * 0.5 + 1000.0 * t_rank + tag;
+}
+
+struct state {
+    double *big; /* several MB */
+    size_t nbig;
+    int one;
+    char empty[1];
+    double triples[5][3]; /* a contiguous derived type of 3 doubles */
+    char text[12];
+};
+
+static void fill(struct state *s, int tag)
+{
+    for (size_t i = 0; i < s->nbig; i++)
+        s->big[i] = dval(i, tag);
+    s->one = 42 + t_rank + tag;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++)
+            s->triples[i][j] = dval((size_t)(i * 3 + j), tag + 7);
+    snprintf(s->text, sizeof s->text, "hello %d-%d", t_rank, tag % 10);
+}
+
+static int protect_all(struct state *s, MPI_Datatype triple)
+{
+    int rc = shoal_protect(1, s->big, s->nbig, MPI_DOUBLE);
+    if (rc == 0)
+        rc = shoal_protect(2, &s->one, 1, MPI_INT);
+    if (rc == 0)
+        rc = shoal_protect(3, s->empty, 0, MPI_CHAR);
+    if (rc == 0)
+        rc = shoal_protect(4, s->triples, 5, triple);
+    if (rc == 0)
+        rc = shoal_protect(-7, s->text, sizeof s->text, MPI_CHAR);
+    if (rc == 0)
+        rc = shoal_protect(9, NULL, 0, MPI_BYTE); /* zero bytes, no memory at all */
+    return rc;
+}
+
+static void test_round_trip(void)
+{
+    const char *job = "types";
+    MPI_Datatype triple;
+    MPI_Type_contiguous(3, MPI_DOUBLE, &triple);
+    MPI_Type_commit(&triple);
+    struct state s;
+    memset(&s, 0, sizeof s);
+    s.nbig = (3u << 20) / sizeof(double) + 3; /* 3 MB and a bit */
+    s.big = malloc(s.nbig * sizeof(double));
+
+    t_env(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 0);
+    CHECK_EQ(protect_all(&s, triple), SHOAL_SUCCESS);
+    fill(&s, 1);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    fill(&s, 2); /* changes after the checkpoint must not reach epoch 1 */
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    char path[512], text[256], want[256];
+    t_shard_path(path, sizeof path, job, 1, t_rank);
+    CHECK_EQ(t_file_size(path), 128 + 6 * 32 + s.nbig * 8 + 4 + 0 + 5 * 24 + 12 + 0 + 8);
+    t_job_path(path, sizeof path, job, "manifest");
+    t_read_text(path, text, sizeof text);
+    snprintf(want, sizeof want, "epoch 1 nranks %d created_ns ", t_nranks);
+    CHECK(strncmp(text, want, strlen(want)) == 0);
+
+    /* A standalone restart: the same program run again after dying finds epoch 1. */
+    t_unfinish(job);
+    memset(s.big, 0, s.nbig * sizeof(double));
+    memset(&s.one, 0, sizeof s - offsetof(struct state, one));
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 1);
+    size_t count = 0;
+    CHECK_EQ(shoal_stored_count(1, &count), SHOAL_SUCCESS);
+    CHECK_EQ(count, s.nbig);
+    CHECK_EQ(shoal_stored_count(4, &count), SHOAL_SUCCESS);
+    CHECK_EQ(count, 5);
+    CHECK_EQ(shoal_stored_count(3, &count), SHOAL_SUCCESS);
+    CHECK_EQ(count, 0);
+    CHECK_EQ(shoal_stored_count(99, &count), SHOAL_ERR_NOTFOUND);
+    CHECK_EQ(shoal_stored_count(1, NULL), SHOAL_ERR_ARG);
+    CHECK_EQ(protect_all(&s, triple), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_snapshot(), SHOAL_SUCCESS); /* the first snapshot recovers */
+    struct state w;
+    memset(&w, 0, sizeof w);
+    w.nbig = s.nbig;
+    w.big = malloc(w.nbig * sizeof(double));
+    fill(&w, 1);
+    CHECK(memcmp(s.big, w.big, s.nbig * sizeof(double)) == 0);
+    CHECK_EQ(s.one, w.one);
+    CHECK(memcmp(s.triples, w.triples, sizeof s.triples) == 0);
+    CHECK_STR(s.text, w.text);
+    /* Later snapshots do not recover again; status stays 1. */
+    s.one = -1;
+    CHECK_EQ(shoal_snapshot(), SHOAL_SUCCESS);
+    CHECK_EQ(s.one, -1);
+    CHECK_EQ(shoal_status(), 1);
+    /* A restarted run writes new epochs above the old ones. */
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    t_shard_path(path, sizeof path, job, 2, t_rank);
+    CHECK(t_exists(path));
+
+    free(w.big);
+    free(s.big);
+    MPI_Type_free(&triple);
+}
+
+static void test_growing(void)
+{
+    const char *job = "grow";
+    t_env(job);
+    size_t n = 10;
+    int *a = malloc(n * sizeof *a);
+    for (size_t i = 0; i < n; i++)
+        a[i] = (int)i;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, a, n, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    /* Grows right after a checkpoint, while the writer may still be busy. */
+    for (int step = 0; step < 3; step++) {
+        n = n * 10 + 7;
+        a = realloc(a, n * sizeof *a);
+        for (size_t i = 0; i < n; i++)
+            a[i] = (int)(i * 3 + (size_t)t_rank);
+        CHECK_EQ(shoal_protect(0, a, n, MPI_INT), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    }
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    t_unfinish(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    size_t count = 0;
+    CHECK_EQ(shoal_stored_count(0, &count), SHOAL_SUCCESS);
+    CHECK_EQ(count, n);
+    int *b = calloc(count, sizeof *b);
+    CHECK_EQ(shoal_protect(0, b, count, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    CHECK(memcmp(a, b, n * sizeof *a) == 0);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    free(a);
+    free(b);
+}
+
+static void test_recover_errors(void)
+{
+    const char *job = "recover-errors";
+    t_env(job);
+    double x[4] = {1, 2, 3, 4};
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_recover(), SHOAL_ERR_NOCKPT); /* fresh start */
+    CHECK_EQ(shoal_stored_count(5, &(size_t){0}), SHOAL_ERR_NOCKPT);
+    CHECK_EQ(shoal_protect(5, x, 4, MPI_DOUBLE), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    double y[5] = {9, 9, 9, 9, 9}, z = 9;
+    t_unfinish(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(5, y, 3, MPI_DOUBLE), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_recover(), SHOAL_ERR_SIZE);
+    CHECK_EQ(shoal_snapshot(), SHOAL_ERR_SIZE); /* still not recovered: tries again */
+    CHECK_EQ(shoal_protect(5, y, 4, MPI_FLOAT), SHOAL_SUCCESS); /* same bytes, other type */
+    CHECK_EQ(shoal_recover(), SHOAL_ERR_SIZE);
+    CHECK_EQ(shoal_protect(5, y, 4, MPI_DOUBLE), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(6, &z, 1, MPI_DOUBLE), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_recover(), SHOAL_ERR_NOTFOUND);
+    CHECK(y[0] == 9 && z == 9); /* a failed recover changes nothing */
+    CHECK_EQ(shoal_unprotect(6), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_unprotect(6), SHOAL_ERR_NOTFOUND);
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    CHECK(y[0] == 1 && y[3] == 4 && y[4] == 9);
+    /* Explicit recover again reads the shard again. */
+    y[0] = 0;
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    CHECK(y[0] == 1);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+}
+
+/* Reads the last SHOAL_STATS line. */
+static int read_stats(const char *path, long long *checkpoints, long long *agreements,
+                      double *block_max)
+{
+    char *text = json_read_file(path, NULL);
+    if (text == NULL)
+        return -1;
+    char *last = text, *nl;
+    while ((nl = strchr(last, '\n')) != NULL && nl[1] != 0)
+        last = nl + 1;
+    const char *p = last;
+    char err[100];
+    struct json *v = json_parse(&p, err, sizeof err);
+    free(text);
+    int64_t c, a;
+    int rc = (v != NULL && json_get_i64(v, "checkpoints", &c) == 0 &&
+              json_get_i64(v, "agreements", &a) == 0 && json_get(v, "blocking_max_s") &&
+              json_get(v, "bytes_per_rank") && json_get(v, "blocking_mean_s"))
+                 ? 0
+                 : -1;
+    if (rc == 0) {
+        *checkpoints = c;
+        *agreements = a;
+        *block_max = atof(json_get(v, "blocking_max_s")->text);
+    }
+    json_free(v);
+    return rc;
+}
+
+static void test_snapshot_interval(void)
+{
+    const char *job = "interval";
+    char stats[512];
+    t_job_path(stats, sizeof stats, job, "../interval-stats.json");
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "100ms", 1);
+    setenv("SHOAL_STATS", stats, 1);
+    double v[1000] = {0};
+    double start = MPI_Wtime();
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, v, 1000, MPI_DOUBLE), SHOAL_SUCCESS);
+    int bad = 0;
+    for (int it = 0; it < 600; it++) { /* 0.7 s on an idle machine */
+        v[0] = it;
+        sleep_ms(1);
+        if (shoal_snapshot() != SHOAL_SUCCESS)
+            bad++;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    double elapsed = MPI_Wtime() - start;
+    long long checkpoints = 0, agreements = 0;
+    double block_max = 0;
+    if (t_rank == 0 && CHECK(read_stats(stats, &checkpoints, &agreements, &block_max) == 0)) {
+        /* One checkpoint per 100 ms at most, and at the first agreement after that
+         * (agreements are at most 50 ms apart here), give or take the ends. */
+        if (!CHECK(checkpoints >= (long long)(elapsed / 0.2) - 1 &&
+                   checkpoints <= (long long)(elapsed / 0.1) + 1) ||
+            !CHECK(agreements >= checkpoints && agreements < 200) ||
+            !CHECK(block_max > 0 && block_max < 0.5))
+            fprintf(stderr, "  %.2f s: %lld checkpoints, %lld agreements, blocking max %g s\n",
+                    elapsed, checkpoints, agreements, block_max);
+    }
+}
+
+/* Writes request-checkpoint as the runner does: whole, then renamed into place. */
+static int write_request(const char *job, const char *content)
+{
+    char tmp[512], path[512];
+    t_job_path(tmp, sizeof tmp, job, "request-checkpoint.tmp");
+    t_job_path(path, sizeof path, job, "request-checkpoint");
+    return t_write_text(tmp, content) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+}
+
+/* CPU seconds of the whole process, every thread. */
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* Sends stderr to path until restore_stderr; returns the saved descriptor. */
+static int capture_stderr(const char *path)
+{
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 2);
+        close(fd);
+    }
+    return saved;
+}
+
+static void restore_stderr(int saved)
+{
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+}
+
+/* Every rank's shard of epoch verifies, and stores `value`. */
+static int epoch_verifies(const char *job, long long epoch, int value)
+{
+    int ok = 1;
+    for (int r = 0; r < t_nranks; r++) {
+        char path[512];
+        unsigned char *file = NULL;
+        size_t size = 0;
+        struct shard_header h;
+        t_shard_path(path, sizeof path, job, epoch, r);
+        if (store_load_shard(path, &file, &size, &h) != SHARD_OK) {
+            fprintf(stderr, "%s%s does not verify\n", check_prefix, path);
+            ok = 0;
+            continue;
+        }
+        int stored;
+        memcpy(&stored, file + SHARD_HEADER_SIZE + SHARD_ENTRY_SIZE, sizeof stored);
+        if (h.epoch != (uint64_t)epoch || h.nregions != 1 || stored != value) {
+            fprintf(stderr, "%s%s: epoch %llu, %u regions, value %d; want %lld, 1, %d\n",
+                    check_prefix, path, (unsigned long long)h.epoch, h.nregions, stored, epoch,
+                    value);
+            ok = 0;
+        }
+        free(file);
+    }
+    return ok;
+}
+
+/* A request-checkpoint made by rank 0 at iteration 100 of 450 (interval checkpoints
+ * off), answered by the next agreement or, with by_checkpoint, by a shoal_checkpoint
+ * at that iteration. Exactly one checkpoint is taken; with `hold` (and a timeout
+ * above 0) every rank then holds at the same call for the timeout, using no CPU, and
+ * goes on. */
+struct request_case {
+    const char *job;
+    const char *content;
+    const char *timeout; /* SHOAL_HOLD_TIMEOUT; NULL: unset (120 s) */
+    int by_checkpoint;
+    double hold_s; /* 0: checkpoint and continue */
+};
+
+static void test_request(const struct request_case *tc)
+{
+    const char *job = tc->job;
+    char stats[512], request[512], taken[512], errlog[512];
+    snprintf(stats, sizeof stats, "%s/%s-stats.json", t_base, job);
+    snprintf(errlog, sizeof errlog, "%s/%s-stderr-%d", t_base, job, t_rank);
+    t_job_path(request, sizeof request, job, "request-checkpoint");
+    t_job_path(taken, sizeof taken, job, "request-checkpoint.taken.tmp");
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "0", 1);
+    setenv("SHOAL_STATS", stats, 1);
+    if (tc->timeout != NULL)
+        setenv("SHOAL_HOLD_TIMEOUT", tc->timeout, 1);
+    int v = 0;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+
+    int bad = 0, longest_it = -1, verified = -1;
+    double longest = 0, longest_cpu = 0;
+    int saved = capture_stderr(errlog);
+    for (int it = 0; it < 450; it++) { /* about 0.6 s, plus the hold */
+        if (it == 100 && t_rank == 0 && write_request(job, tc->content) != 0)
+            bad++;
+        sleep_ms(1);
+        v = it;
+        double cpu0 = cpu_seconds(), t0 = MPI_Wtime();
+        int rc = tc->by_checkpoint && it == 100 ? shoal_checkpoint() : shoal_snapshot();
+        double dt = MPI_Wtime() - t0;
+        if (rc != SHOAL_SUCCESS)
+            bad++;
+        if (dt > longest) {
+            longest = dt;
+            longest_it = it;
+            longest_cpu = cpu_seconds() - cpu0;
+        }
+        /* Right after the hold: the epoch held for is on disk, on every rank. */
+        if (tc->hold_s > 0 && verified < 0 && dt >= tc->hold_s)
+            verified = epoch_verifies(job, 1, it);
+    }
+    restore_stderr(saved);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    CHECK(!t_exists(request));
+    CHECK(!t_exists(taken));
+    long long checkpoints = 0, agreements = 0;
+    double block_max = 0;
+    if (t_rank == 0 && CHECK(read_stats(stats, &checkpoints, &agreements, &block_max) == 0)) {
+        CHECK_EQ(checkpoints, 1);
+        CHECK(block_max < 0.5); /* holding is not checkpoint cost */
+    }
+
+    char text[4096], want[256];
+    t_read_text(errlog, text, sizeof text);
+    int logs_ok;
+    if (tc->hold_s > 0) {
+        int lo, hi;
+        MPI_Allreduce(&longest_it, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(&longest_it, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        CHECK_EQ(lo, hi); /* every rank held at the same call */
+        CHECK(longest_it >= 100);
+        if (tc->by_checkpoint)
+            CHECK_EQ(longest_it, 100);
+        if (!CHECK(longest >= tc->hold_s && longest < tc->hold_s + 2) ||
+            !CHECK(longest_cpu < 0.5 * longest)) /* slept, no busy wait in MPI */
+            fprintf(stderr, "  held %.3f s at iteration %d, %.3f s of CPU\n", longest,
+                    longest_it, longest_cpu);
+        CHECK_EQ(verified, 1);
+        snprintf(want, sizeof want,
+                 "shoal: rank %d held for %g s after a checkpoint and nobody stopped the job; "
+                 "continuing\n",
+                 t_rank, tc->hold_s);
+        logs_ok = CHECK(strstr(text, want) != NULL);
+        if (t_rank == 0)
+            logs_ok &= CHECK(strstr(text, "shoal: checkpoint epoch 1 taken for a relaunch; "
+                                          "holding\n") != NULL);
+        else
+            logs_ok &= CHECK(strstr(text, "; holding") == NULL);
+    } else {
+        if (!CHECK(longest < 0.5))
+            fprintf(stderr, "  longest call %.3f s at iteration %d\n", longest, longest_it);
+        logs_ok = CHECK(strstr(text, "; holding") == NULL && strstr(text, " held ") == NULL);
+    }
+    if (!logs_ok)
+        fprintf(stderr, "  stderr of the run:\n%s", text);
+
+    /* The request was seen at an agreement after it was made; after a hold, the
+     * checkpoint is the one of the held call. */
+    int restored = -1;
+    t_env(job);
+    t_unfinish(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &restored, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    if (tc->hold_s > 0)
+        CHECK_EQ(restored, longest_it);
+    else
+        CHECK(restored >= 100 && restored < 450);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+}
+
+static void test_snapshot_requests(void)
+{
+    /* The timeouts are short so that a hold that wrongly happens shows. */
+    static const struct request_case cases[] = {
+        {"request", "", "1", 0, 0},                   /* empty: checkpoint and continue */
+        {"request-newline", "\n", "1", 0, 0},         /* blank line: the same */
+        {"request-unknown", "later\n", "1", 0, 0},    /* unknown: a plain checkpoint */
+        {"hold", "hold\n", "1", 0, 1.0},              /* the runner's hold */
+        {"hold-checkpoint", "hold", "300ms", 1, 0.3}, /* answered by shoal_checkpoint */
+        {"hold-off", "hold\n", "0", 0, 0},            /* SHOAL_HOLD_TIMEOUT=0: no hold */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        test_request(&cases[i]);
+}
+
+static int count_epoch_dirs(const char *job, long long upto)
+{
+    int n = 0;
+    for (long long e = 1; e <= upto; e++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s/e%08lld", t_base, job, e);
+        n += t_exists(path);
+    }
+    return n;
+}
+
+static void test_pruning(void)
+{
+    const char *job = "prune";
+    t_env(job);
+    int v = 0;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    for (v = 1; v <= 4; v++)
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    t_barrier();
+    char path[512], text[512], want[512];
+    CHECK_EQ(count_epoch_dirs(job, 10), 2);
+    t_shard_path(path, sizeof path, job, 3, t_rank);
+    CHECK(t_exists(path));
+    t_job_path(path, sizeof path, job, "manifest");
+    t_read_text(path, text, sizeof text);
+    snprintf(want, sizeof want, "epoch 3 nranks %d created_ns", t_nranks);
+    CHECK(strncmp(text, want, strlen(want)) == 0);
+    CHECK(strstr(text, "\nepoch 4 ") != NULL);
+    CHECK(strstr(text, "epoch 2 ") == NULL);
+
+    /* Leftovers of a killed run go at the next start; finished shards stay. */
+    t_barrier();
+    if (t_rank == 0) {
+        t_shard_path(path, sizeof path, job, 4, 7);
+        strcat(path, ".tmp");
+        CHECK_EQ(t_write_text(path, "partial"), 0);
+        t_job_path(path, sizeof path, job, "manifest.tmp");
+        CHECK_EQ(t_write_text(path, "partial"), 0);
+    }
+    t_unfinish(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 1);
+    t_barrier();
+    t_shard_path(path, sizeof path, job, 4, 7);
+    strcat(path, ".tmp");
+    CHECK(!t_exists(path));
+    t_job_path(path, sizeof path, job, "manifest.tmp");
+    CHECK(!t_exists(path));
+    t_shard_path(path, sizeof path, job, 4, t_rank);
+    CHECK(t_exists(path));
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    CHECK_EQ(v, 4);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+}
+
+static void test_runner_mode(void)
+{
+    /* The runner names the epoch to restore and the first one to write. */
+    const char *job = "prune"; /* epochs 3 and 4 exist */
+    t_env(job);
+    setenv("SHOAL_RESTART_EPOCH", "3", 1);
+    setenv("SHOAL_EPOCH_BASE", "10", 1);
+    int v = 0;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 1);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_snapshot(), SHOAL_SUCCESS);
+    CHECK_EQ(v, 3);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    char path[512];
+    t_shard_path(path, sizeof path, job, 10, t_rank);
+    CHECK(t_exists(path));
+
+    /* "0" (and "-1") mean a fresh start even with complete epochs present. */
+    t_env(job);
+    setenv("SHOAL_RESTART_EPOCH", "-1", 1);
+    setenv("SHOAL_EPOCH_BASE", "20", 1);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 0);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    /* A base at or below the restart epoch would rewrite it. */
+    t_env(job);
+    setenv("SHOAL_RESTART_EPOCH", "10", 1);
+    setenv("SHOAL_EPOCH_BASE", "10", 1);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_ERR_ARG);
+}
+
+static void test_write_error(void)
+{
+    /* A file where epoch 50's directory should be makes the writer thread fail. */
+    const char *job = "write-error";
+    char path[512];
+    t_env(job);
+    setenv("SHOAL_EPOCH_BASE", "50", 1);
+    int v = 5;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    if (t_rank == 0) {
+        t_job_path(path, sizeof path, job, "e00000050");
+        CHECK_EQ(t_write_text(path, "in the way"), 0);
+    }
+    t_barrier();
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    int rc[3];
+    rc[0] = shoal_checkpoint(); /* epoch 50: fails in the background */
+    sleep_ms(50);
+    rc[1] = shoal_checkpoint(); /* epoch 51 */
+    rc[2] = shoal_finalize();
+    int io = 0, ok = 0;
+    for (int i = 0; i < 3; i++) {
+        io += rc[i] == SHOAL_ERR_IO;
+        ok += rc[i] == SHOAL_SUCCESS;
+    }
+    /* Each rank's failure is reported once, by a later call, on every rank alike; the
+     * two ranks' failures may arrive in different calls. */
+    CHECK(io >= 1 && io <= t_nranks && io + ok == 3);
+    int lo[3], hi[3];
+    MPI_Allreduce(rc, lo, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(rc, hi, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(memcmp(lo, hi, sizeof lo) == 0);
+    /* Epoch 51 is complete, 50 never is. */
+    char text[512];
+    t_job_path(path, sizeof path, job, "manifest");
+    t_read_text(path, text, sizeof text);
+    CHECK(strncmp(text, "epoch 51 ", 9) == 0);
+    CHECK(strstr(text, "epoch 50 ") == NULL);
+}
+
+static void test_progress(void)
+{
+    const char *job = "progress";
+    char path[512], text[64];
+    t_job_path(path, sizeof path, job, "progress");
+    t_env(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_progress(0.25), SHOAL_SUCCESS);
+    t_barrier();
+    t_read_text(path, text, sizeof text);
+    CHECK_STR(text, "0.25\n");
+    CHECK_EQ(shoal_progress(0.5), SHOAL_SUCCESS); /* within a second: not yet written */
+    t_read_text(path, text, sizeof text);
+    CHECK_STR(text, "0.25\n");
+    CHECK_EQ(shoal_progress(1.5), SHOAL_ERR_ARG);
+    CHECK_EQ(shoal_progress(-0.1), SHOAL_ERR_ARG);
+    CHECK_EQ(shoal_progress(NAN), SHOAL_ERR_ARG);
+    t_barrier();
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS); /* writes the last value */
+    t_barrier();
+    t_read_text(path, text, sizeof text);
+    CHECK_STR(text, "0.5\n");
+}
+
+static void test_finished(void)
+{
+    /* A run that ended with shoal_finalize is over: running it again starts from the
+     * beginning, and a later run that dies resumes from its own epochs. */
+    const char *job = "finished";
+    char path[512], text[64];
+    int v = 1;
+    t_env(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    t_barrier();
+    t_job_path(path, sizeof path, job, "finished");
+    t_read_text(path, text, sizeof text);
+    CHECK_STR(text, "epoch 1\n");
+
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 0);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    for (v = 2; v <= 3; v++)
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS); /* epochs 2 and 3 */
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    t_barrier();
+    t_read_text(path, text, sizeof text);
+    CHECK_STR(text, "epoch 3\n");
+
+    /* As if the second run had died: only epoch 1 is a finished run's. */
+    t_barrier();
+    if (t_rank == 0)
+        CHECK_EQ(t_write_text(path, "epoch 1\n"), 0);
+    t_barrier();
+    v = 0;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 1);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    CHECK_EQ(v, 3);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+}
+
+static void test_call_order(void)
+{
+    int x = 0;
+    CHECK_EQ(shoal_protect(0, &x, 1, MPI_INT), SHOAL_ERR_STATE);
+    CHECK_EQ(shoal_snapshot(), SHOAL_ERR_STATE);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_ERR_STATE);
+    CHECK_EQ(shoal_recover(), SHOAL_ERR_STATE);
+    CHECK_EQ(shoal_finalize(), SHOAL_ERR_STATE);
+    CHECK_EQ(shoal_status(), SHOAL_ERR_STATE);
+    t_env("call-order");
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_ERR_STATE);
+    CHECK_EQ(shoal_protect(0, NULL, 3, MPI_INT), SHOAL_ERR_ARG);
+    CHECK_EQ(shoal_protect(0, &x, 1, MPI_DATATYPE_NULL), SHOAL_ERR_ARG);
+    MPI_Datatype strided;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &strided);
+    MPI_Type_commit(&strided);
+    CHECK_EQ(shoal_protect(0, &x, 1, strided), SHOAL_ERR_ARG); /* has holes */
+    MPI_Type_free(&strided);
+    CHECK_EQ(shoal_unprotect(3), SHOAL_ERR_NOTFOUND);
+    /* Re-protecting an id replaces it; snapshot with nothing due is cheap and fine. */
+    CHECK_EQ(shoal_protect(0, &x, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &x, 1, MPI_INT), SHOAL_SUCCESS);
+    for (int i = 0; i < 1000; i++)
+        CHECK_EQ(shoal_snapshot(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    CHECK_EQ(shoal_version_number(), SHOAL_VERSION_NUMBER);
+    CHECK_STR(shoal_strerror(SHOAL_ERR_CORRUPT),
+              "corrupt shard (bad magic, truncated or checksum mismatch)");
+    CHECK_STR(shoal_strerror(12345), "unknown error");
+    for (int code = 0; code >= SHOAL_ERR_NOTFOUND; code--)
+        CHECK(strcmp(shoal_strerror(code), "unknown error") != 0);
+}
+
+int main(int argc, char **argv)
+{
+    t_setup(&argc, &argv);
+    test_call_order();
+    test_round_trip();
+    test_growing();
+    test_recover_errors();
+    test_pruning();
+    test_finished();
+    test_runner_mode();
+    test_write_error();
+    test_progress();
+    test_snapshot_interval();
+    test_snapshot_requests();
+    test_corrupt_all();
+    return t_finish();
+}

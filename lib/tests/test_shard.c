@@ -1,0 +1,379 @@
+/*
+ * test_shard.c - shard format v1 without MPI: encoding, every verification failure in
+ * the documented order, and the shared test vectors (testdata/shards/vectors.json).
+ *
+ * Usage: test_shard [testdata/shards]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "check.h"
+#include "internal.h"
+#include "json.h"
+
+struct spec {
+    int32_t id;
+    uint32_t elem_size;
+    uint64_t count;
+};
+
+static void set_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void set_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A valid shard with a recognisable payload: byte i of region r is (r.id + i) & 0xff. */
+static unsigned char *build(const struct spec *regions, int n, size_t *size)
+{
+    uint64_t payload = 0;
+    for (int i = 0; i < n; i++)
+        payload += regions[i].elem_size * regions[i].count;
+    *size = (size_t)shard_file_size((uint64_t)n, payload);
+    unsigned char *file = calloc(1, *size);
+    struct shard_header h;
+    memset(&h, 0, sizeof h);
+    h.epoch = 7;
+    h.rank = 1;
+    h.nranks = 3;
+    h.nregions = (uint32_t)n;
+    h.payload_bytes = payload;
+    h.created_ns = 1795427000000000000ull;
+    strcpy(h.job, "heat");
+    shard_put_header(file, &h);
+    size_t off = SHARD_HEADER_SIZE + SHARD_ENTRY_SIZE * (size_t)n;
+    for (int i = 0; i < n; i++) {
+        struct shard_entry e = {regions[i].id, regions[i].elem_size, regions[i].count,
+                                regions[i].elem_size * regions[i].count};
+        shard_put_entry(file, (uint32_t)i, &e);
+        for (uint64_t b = 0; b < e.bytes; b++)
+            file[off++] = (unsigned char)(regions[i].id + (int)b);
+    }
+    shard_seal(file, *size);
+    return file;
+}
+
+static const struct spec three[] = {{-5, 1, 3}, {0, 8, 4}, {42, 4, 0}};
+
+static void test_round_trip(void)
+{
+    size_t size;
+    unsigned char *file = build(three, 3, &size);
+    CHECK_EQ(size, 128 + 3 * 32 + 3 + 32 + 0 + 8);
+    CHECK(memcmp(file, "SHOALSHD", 8) == 0);
+    CHECK_EQ(file[8], 1);    /* version, little-endian */
+    CHECK_EQ(file[12], 128); /* header_size */
+    CHECK_EQ(file[16], 7);   /* epoch */
+    CHECK(memcmp(file + 48, "heat\0", 5) == 0);
+    struct shard_header h;
+    CHECK_EQ(shard_verify(file, size, &h), SHARD_OK);
+    CHECK_EQ(h.epoch, 7);
+    CHECK_EQ(h.rank, 1);
+    CHECK_EQ(h.nranks, 3);
+    CHECK_EQ(h.nregions, 3);
+    CHECK_EQ(h.payload_bytes, 35);
+    CHECK_EQ(h.created_ns, 1795427000000000000ll);
+    CHECK_STR(h.job, "heat");
+    struct shard_entry e;
+    shard_get_entry(file, 0, &e);
+    CHECK_EQ(e.id, -5);
+    CHECK_EQ(e.bytes, 3);
+    shard_get_entry(file, 2, &e);
+    CHECK_EQ(e.id, 42);
+    CHECK_EQ(e.count, 0);
+    CHECK_EQ(shard_get_u64(file + size - 8), XXH3_64bits(file, size - 8));
+    CHECK_EQ(shard_check_identity(&h, "heat", 7, 1, 3), SHARD_OK);
+    CHECK_EQ(shard_check_identity(&h, "cold", 7, 1, 3), SHARD_WRONG_SHARD);
+    CHECK_EQ(shard_check_identity(&h, "heat", 6, 1, 3), SHARD_WRONG_SHARD);
+    CHECK_EQ(shard_check_identity(&h, "heat", 7, 0, 3), SHARD_WRONG_SHARD);
+    CHECK_EQ(shard_check_identity(&h, "heat", 7, 1, 4), SHARD_WRONG_SHARD);
+    free(file);
+
+    /* No regions at all is a valid shard of 136 bytes. */
+    file = build(NULL, 0, &size);
+    CHECK_EQ(size, 136);
+    CHECK_EQ(shard_verify(file, size, &h), SHARD_OK);
+    free(file);
+}
+
+/* One write into a shard at off (from the end if negative): width bytes (4 or 8) of
+ * value, little-endian; width 1 sets one byte, 64 sets 64 bytes to value, 0 flips a
+ * bit. */
+struct patch {
+    long off;
+    int width;
+    uint64_t value;
+};
+
+#define T0 128 /* start of the region table */
+#define E1 (T0 + 32)
+#define E2 (T0 + 64)
+
+/* A valid shard of `three`, edited, resealed if asked, then verified. */
+static const struct verify_case {
+    const char *what;
+    long size_delta; /* negative: cut the file */
+    int reseal;      /* checksum recomputed after the edit */
+    struct patch patch[2];
+    int want;
+} verify_cases[] = {
+    {"cut below 136 bytes", -(long)(128 + 96 + 35 + 8 - 135), 0, {{0}}, SHARD_TRUNCATED},
+    {"cut by one byte: the checksum sees it", -1, 0, {{0}}, SHARD_CHECKSUM_MISMATCH},
+    {"magic", 0, 1, {{0, 1, 'X'}}, SHARD_BAD_MAGIC},
+    {"version 2", 0, 1, {{8, 4, 2}}, SHARD_UNSUPPORTED_VERSION},
+    {"version 2, checked before the checksum", 0, 0, {{8, 4, 2}}, SHARD_UNSUPPORTED_VERSION},
+    {"header_size 64", 0, 1, {{12, 4, 64}}, SHARD_UNSUPPORTED_VERSION},
+    {"payload bit", 0, 0, {{-9, 0, 0}}, SHARD_CHECKSUM_MISMATCH},
+    {"checksum bit", 0, 0, {{-1, 0, 0}}, SHARD_CHECKSUM_MISMATCH},
+    {"header bit: a checksum mismatch, not a bad header",
+     0,
+     0,
+     {{28, 4, 0}},
+     SHARD_CHECKSUM_MISMATCH},
+    {"nranks 0", 0, 1, {{28, 4, 0}}, SHARD_BAD_HEADER},
+    {"rank = nranks", 0, 1, {{24, 4, 3}}, SHARD_BAD_HEADER},
+    {"epoch 0", 0, 1, {{16, 8, 0}}, SHARD_BAD_HEADER},
+    {"job empty", 0, 1, {{48, 4, 0}}, SHARD_BAD_HEADER},
+    {"job without NUL", 0, 1, {{48, 64, 'a'}}, SHARD_BAD_HEADER},
+    {"reserved at 36", 0, 1, {{36, 1, 1}}, SHARD_BAD_HEADER},
+    {"reserved at 120", 0, 1, {{127, 1, 1}}, SHARD_BAD_HEADER},
+    {"payload_bytes too big for the file", 0, 1, {{40, 8, 36}}, SHARD_BAD_HEADER},
+    {"payload_bytes overflows", 0, 1, {{40, 8, UINT64_MAX}}, SHARD_BAD_HEADER},
+    {"nregions too big for the file", 0, 1, {{32, 4, 4}}, SHARD_BAD_HEADER},
+    {"elem_size 0", 0, 1, {{E1 + 4, 4, 0}}, SHARD_BAD_REGION_TABLE},
+    {"bytes != elem_size * count, totals right",
+     0,
+     1,
+     {{T0 + 16, 8, 4}, {E1 + 16, 8, 31}},
+     SHARD_BAD_REGION_TABLE},
+    {"count * elem_size wraps around to bytes",
+     0,
+     1,
+     {{E1 + 8, 8, UINT64_MAX / 8 + 5}},
+     SHARD_BAD_REGION_TABLE},
+    {"entry reserved", 0, 1, {{E1 + 24, 1, 1}}, SHARD_BAD_REGION_TABLE},
+    {"ids equal", 0, 1, {{E1, 4, (uint32_t)-5}}, SHARD_BAD_REGION_TABLE},
+    {"ids decreasing", 0, 1, {{E2, 4, (uint32_t)-9}}, SHARD_BAD_REGION_TABLE},
+    {"bytes do not add up to payload_bytes",
+     0,
+     1,
+     {{E2 + 8, 8, 1}, {E2 + 16, 8, 4}},
+     SHARD_BAD_REGION_TABLE},
+};
+
+static void apply(unsigned char *file, size_t size, const struct patch *p)
+{
+    unsigned char *at = file + (p->off < 0 ? (long)size + p->off : p->off);
+    if (p->width == 0)
+        *at ^= 0x10;
+    else if (p->width == 1)
+        *at = (unsigned char)p->value;
+    else if (p->width == 64)
+        memset(at, (int)p->value, 64);
+    else if (p->width == 4)
+        set_u32(at, (uint32_t)p->value);
+    else
+        set_u64(at, p->value);
+}
+
+static void test_verify_failures(void)
+{
+    for (size_t i = 0; i < sizeof verify_cases / sizeof verify_cases[0]; i++) {
+        const struct verify_case *c = &verify_cases[i];
+        size_t size;
+        unsigned char *file = build(three, 3, &size);
+        size = (size_t)((long)size + c->size_delta);
+        for (int j = 0; j < 2; j++)
+            if (c->patch[j].width != 0 || c->patch[j].off != 0)
+                apply(file, size, &c->patch[j]);
+        if (c->reseal)
+            shard_seal(file, size);
+        struct shard_header h;
+        int got = shard_verify(file, size, &h);
+        if (!CHECK_STR(shard_verdict_name(got), shard_verdict_name(c->want)))
+            fprintf(stderr, "  case: %s\n", c->what);
+        free(file);
+    }
+    CHECK_EQ(shard_verify((const unsigned char *)"", 0, &(struct shard_header){0}),
+             SHARD_TRUNCATED);
+
+    CHECK_STR(shard_verdict_name(SHARD_CHECKSUM_MISMATCH), "checksum mismatch");
+    CHECK_EQ(shard_verdict_code(SHARD_BAD_MAGIC), SHOAL_ERR_CORRUPT);
+    CHECK_EQ(shard_verdict_code(SHARD_TRUNCATED), SHOAL_ERR_CORRUPT);
+    CHECK_EQ(shard_verdict_code(SHARD_UNSUPPORTED_VERSION), SHOAL_ERR_VERSION);
+    CHECK_EQ(shard_verdict_code(SHARD_WRONG_SHARD), SHOAL_ERR_MISMATCH);
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Does the payload of a region equal the hex string? */
+static int payload_equals(const unsigned char *bytes, uint64_t len, const char *hex)
+{
+    if (hex == NULL || strlen(hex) != 2 * len)
+        return 0;
+    for (uint64_t i = 0; i < len; i++) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0 || bytes[i] != (unsigned char)(hi * 16 + lo))
+            return 0;
+    }
+    return 1;
+}
+
+static void check_valid_vector(const struct json *v, const unsigned char *file, size_t size,
+                               const struct shard_header *h, const char *name)
+{
+    int64_t epoch, rank, nranks;
+    uint64_t created;
+    if (!CHECK(json_get_i64(v, "epoch", &epoch) == 0 && json_get_i64(v, "rank", &rank) == 0 &&
+               json_get_i64(v, "nranks", &nranks) == 0 &&
+               json_get_u64(v, "created_ns", &created) == 0)) {
+        fprintf(stderr, "  vector %s lacks epoch, rank, nranks or created_ns\n", name);
+        return;
+    }
+    CHECK_STR(h->job, json_get_str(v, "job"));
+    CHECK_EQ(h->epoch, epoch);
+    CHECK_EQ(h->rank, rank);
+    CHECK_EQ(h->nranks, nranks);
+    CHECK_EQ(h->created_ns, created);
+    const char *checksum = json_get_str(v, "checksum");
+    if (CHECK(checksum != NULL))
+        CHECK_EQ(shard_get_u64(file + size - 8), strtoull(checksum, NULL, 16));
+    const struct json *regions = json_get(v, "regions");
+    if (!CHECK(regions != NULL && regions->type == JSON_ARRAY))
+        return;
+    if (!CHECK_EQ(h->nregions, regions->n))
+        return;
+    uint64_t off = SHARD_HEADER_SIZE + (uint64_t)SHARD_ENTRY_SIZE * h->nregions;
+    for (int i = 0; i < regions->n; i++) {
+        const struct json *r = regions->items[i];
+        struct shard_entry e;
+        int64_t id, elem, count;
+        shard_get_entry(file, (uint32_t)i, &e);
+        if (!CHECK(json_get_i64(r, "id", &id) == 0 &&
+                   json_get_i64(r, "elem_size", &elem) == 0 &&
+                   json_get_i64(r, "count", &count) == 0))
+            continue;
+        CHECK_EQ(e.id, id);
+        CHECK_EQ(e.elem_size, elem);
+        CHECK_EQ(e.count, count);
+        if (!CHECK(payload_equals(file + off, e.bytes, json_get_str(r, "payload_hex"))))
+            fprintf(stderr, "  vector %s: payload of region %lld differs\n", name,
+                    (long long)id);
+        off += e.bytes;
+    }
+}
+
+/* The reader's expectations of a "wrong shard" vector, if the vector gives them. */
+static int expected_identity(const struct json *v, struct shard_header *want)
+{
+    const struct json *src = json_get(v, "expect");
+    if (src == NULL)
+        src = v;
+    int64_t epoch, rank, nranks;
+    const char *job = json_get_str(src, "job");
+    if (job == NULL || json_get_i64(src, "epoch", &epoch) != 0 ||
+        json_get_i64(src, "rank", &rank) != 0 || json_get_i64(src, "nranks", &nranks) != 0)
+        return -1;
+    snprintf(want->job, sizeof want->job, "%s", job);
+    want->epoch = (uint64_t)epoch;
+    want->rank = (uint32_t)rank;
+    want->nranks = (uint32_t)nranks;
+    return 0;
+}
+
+static void check_vector(const struct json *v, const char *dir)
+{
+    const char *name = json_get_str(v, "file");
+    const struct json *ok = json_get(v, "ok");
+    if (!CHECK(name != NULL && ok != NULL && ok->type == JSON_BOOL))
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t size;
+    unsigned char *file = (unsigned char *)json_read_file(path, &size);
+    if (!CHECK(file != NULL)) {
+        fprintf(stderr, "  cannot read %s\n", path);
+        return;
+    }
+    struct shard_header h;
+    int verdict = shard_verify(file, size, &h);
+    const char *error = json_get_str(v, "error");
+    if (verdict == SHARD_OK && error != NULL && strcmp(error, "wrong shard") == 0) {
+        struct shard_header want;
+        if (CHECK(expected_identity(v, &want) == 0))
+            verdict = shard_check_identity(&h, want.job, want.epoch, want.rank, want.nranks);
+    }
+    if (ok->boolean) {
+        if (CHECK_STR(shard_verdict_name(verdict), "ok"))
+            check_valid_vector(v, file, size, &h, name);
+        else
+            fprintf(stderr, "  vector %s\n", name);
+    } else if (!CHECK_STR(shard_verdict_name(verdict), error)) {
+        fprintf(stderr, "  vector %s\n", name);
+    }
+    free(file);
+}
+
+/* vectors.json: one object per line, or an array of them, or {"vectors": [...]}. */
+static void test_vectors(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vectors.json", dir);
+    char *text = json_read_file(path, NULL);
+    if (!CHECK(text != NULL)) {
+        fprintf(stderr, "  %s is missing: the shared test vectors are required\n", path);
+        return;
+    }
+    const char *p = text;
+    int checked = 0;
+    char err[128];
+    for (;;) {
+        while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+            p++;
+        if (*p == 0)
+            break;
+        struct json *v = json_parse(&p, err, sizeof err);
+        if (!CHECK(v != NULL)) {
+            fprintf(stderr, "  %s: %s\n", path, err);
+            break;
+        }
+        const struct json *list = v->type == JSON_ARRAY ? v : json_get(v, "vectors");
+        if (list != NULL && list->type == JSON_ARRAY) {
+            for (int i = 0; i < list->n; i++, checked++)
+                check_vector(list->items[i], dir);
+        } else {
+            check_vector(v, dir);
+            checked++;
+        }
+        json_free(v);
+    }
+    free(text);
+    CHECK(checked > 0);
+    printf("checked %d test vectors from %s\n", checked, path);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : "testdata/shards";
+    test_round_trip();
+    test_verify_failures();
+    test_vectors(dir);
+    return check_summary(check_passed, check_failed);
+}

@@ -1,0 +1,224 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/testbed"
+)
+
+// The tests run in this order and share one testbed; TestTeardown must stay last.
+
+func TestNodesAlive(t *testing.T) {
+	b := cluster(t)
+	// testbed.Up returned once every agent saw every host alive; this checks it the way
+	// a user would, in every host, with no flags.
+	took := waitViews(t, b, 5*time.Second, hosts, allAlive())
+	t.Logf("all three alive in every host %v after Up (Up took %v)", took.Round(time.Millisecond), upTook.Round(time.Millisecond))
+	if upTook > 10*time.Second {
+		t.Errorf("testbed.Up took %v: want the agents up and all alive within a few seconds", upTook)
+	}
+	for _, h := range hosts {
+		ns, err := nodes(b, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ns) != len(hosts) {
+			t.Errorf("%s lists %d nodes, want %d: %+v", h, len(ns), len(hosts), ns)
+			continue
+		}
+		for i, n := range ns {
+			want, _ := b.Host(n.Name)
+			if n.Name != hosts[i] || n.Cores != cores[i] || n.Speed == 0 || n.Arch == "" || n.Ranks != 0 {
+				t.Errorf("%s lists %+v; want %s with %d cores, a speed > 0, an arch and no ranks", h, n, hosts[i], cores[i])
+			}
+			if !strings.HasPrefix(n.Addr, want.IP+":") || !strings.HasPrefix(n.API, want.IP+":") {
+				t.Errorf("%s lists %s at gossip %s, API %s; want both on %s", h, n.Name, n.Addr, n.API, want.IP)
+			}
+			if n.Local != (n.Name == h) {
+				t.Errorf("%s lists %s with local = %v", h, n.Name, n.Local)
+			}
+		}
+	}
+	// The table a user reads.
+	out, err := b.Exec(context.Background(), "n2", shoalBin, "nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "NAME ") || strings.Count(string(out), " alive ") != 3 {
+		t.Errorf("shoal nodes in n2 =\n%s\nwant a header and n1, n2, n3 alive", out)
+	}
+}
+
+func TestWrongSecret(t *testing.T) {
+	b := cluster(t)
+	ctx := context.Background()
+	// A fourth host with no agent of the testbed's: the intruder starts its own, with a
+	// secret of its own (--init writes one into its data dir, $SHOAL_DATA_DIR).
+	h, err := b.Add(ctx, testbed.HostConfig{Cores: 1, NoAgent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, _ := b.Host("n1")
+	join := n1.IP + ":7946"
+	r := run(t, b, h.Name, 30*time.Second, shoalBin, "agent", "--init", "--bind", h.IP+":7946", "--join", join)
+	errorLine(t, "shoal agent --join with another secret", r, "shoal agent: join refused by "+join+": wrong cluster secret?")
+	if _, err := os.Stat(filepath.Join(h.DataDir, "agent.addr")); err == nil {
+		t.Errorf("the refused agent left %s/agent.addr", h.DataDir)
+	}
+	// The cluster's side says so too.
+	waitFor(t, 2*time.Second, "n1's agent log to mention the refused gossip", func() bool {
+		log, _ := os.ReadFile(n1.AgentLog)
+		return strings.Contains(string(log), "wrong cluster secret")
+	})
+
+	// Its secret opens no API: not from its host, nor from a host of the cluster.
+	wrong := filepath.Join(h.DataDir, "secret")
+	ns, err := nodes(b, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var api string
+	for _, n := range ns {
+		if n.Name == "n1" {
+			api = n.API
+		}
+	}
+	r = run(t, b, h.Name, 15*time.Second, shoalBin, "nodes", "--agent", api, "--secret-file", wrong)
+	errorLine(t, "shoal nodes --secret-file WRONG in "+h.Name, r, "shoal nodes: the agent refused the request")
+	r = run(t, b, "n1", 15*time.Second, shoalBin, "nodes", "--secret-file", wrong)
+	errorLine(t, "shoal nodes --secret-file WRONG in n1", r, "shoal nodes: the agent refused the request")
+	if r.stdout != "" {
+		t.Errorf("the refused shoal nodes printed %q", r.stdout)
+	}
+	r = run(t, b, "n1", 15*time.Second, shoalBin, "leave", "--secret-file", wrong)
+	errorLine(t, "shoal leave --secret-file WRONG in n1", r, "shoal leave: the agent refused the request")
+	// Unsigned, from the machine (bridge address): 401 with a JSON error (docs/api.md).
+	direct := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	resp, err := direct.Get("http://" + api + "/v1/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct{ Error, Code string }
+	jerr := json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || jerr != nil || body.Code != "unauthorized" || body.Error == "" {
+		t.Errorf("unsigned GET /v1/nodes: status %d, body %+v (%v); want 401 and a JSON error with code unauthorized", resp.StatusCode, body, jerr)
+	}
+
+	// Nothing changed: the cluster is the three nodes, all alive (and n1 did not leave).
+	holdViews(t, b, time.Second, hosts, allAlive())
+	if st, _, _ := b.Status(); st[len(st)-1].Procs != 0 {
+		t.Errorf("%d processes left in %s after the refused agent", st[len(st)-1].Procs, h.Name)
+	}
+}
+
+func TestLeave(t *testing.T) {
+	b := cluster(t)
+	r := run(t, b, "n3", 30*time.Second, shoalBin, "leave")
+	if r.code != 0 || r.stdout != "node n3 left the cluster\n" {
+		t.Fatalf("shoal leave in n3: exit %d, stdout %q, stderr %q; want exit 0 and \"node n3 left the cluster\"", r.code, r.stdout, r.stderr)
+	}
+	want := states("n1", "alive", "n2", "alive", "n3", "left")
+	took := waitViews(t, b, 5*time.Second, others("n3"), want)
+	t.Logf("n1 and n2 show n3 left %v after shoal leave returned", took.Round(time.Millisecond))
+	// The agent stopped, and a left node stays left: the failure detector does not turn
+	// it into dead.
+	waitFor(t, 10*time.Second, "n3's agent to stop after leaving", func() bool { return !agentAlive(t, b, "n3") })
+	holdViews(t, b, 2*time.Second, others("n3"), want)
+}
+
+func TestKill(t *testing.T) {
+	b := cluster(t)
+	if _, err := b.Kill(context.Background(), "n2"); err != nil {
+		t.Fatal(err)
+	}
+	// LAN failure detector: suspect after about 1–2 s, dead 3 to 12 s later.
+	took := waitViews(t, b, 30*time.Second, others("n2"), states("n1", "alive", "n2", "dead", "n3", "alive"))
+	t.Logf("n1 and n3 show the killed n2 dead after %v", took.Round(time.Millisecond))
+}
+
+func TestCutHeal(t *testing.T) {
+	b := cluster(t)
+	ctx := context.Background()
+	t.Run("cut", func(t *testing.T) {
+		if err := b.Cut(ctx, "n3"); err != nil {
+			t.Fatal(err)
+		}
+		took := waitViews(t, b, 30*time.Second, others("n3"), states("n1", "alive", "n2", "alive", "n3", "dead"))
+		t.Logf("n1 and n2 show the cut n3 dead after %v", took.Round(time.Millisecond))
+		// n3's agent lives on alone and declares the others dead in turn (later: no
+		// other node confirms its suspicion, so it waits the longest suspicion timeout).
+		took = waitViews(t, b, 45*time.Second, []string{"n3"}, states("n1", "dead", "n2", "dead", "n3", "alive"))
+		t.Logf("the cut n3 shows n1 and n2 dead %v later", took.Round(time.Millisecond))
+		// The partition lasts a little longer, as a phone's time off the Wi-Fi would.
+		// This is the scenario, not a wait for something: for a second or two after
+		// its verdict a node still gossips it to the nodes it declared dead, and a heal
+		// within that window lets them find each other by chance.
+		time.Sleep(5 * time.Second)
+	})
+	t.Run("heal", func(t *testing.T) {
+		if err := b.Heal(ctx, "n3"); err != nil {
+			t.Fatal(err)
+		}
+		// Nobody restarts anything: the agents must find each other again by themselves,
+		// as a phone's agent must when the phone is back on the Wi-Fi. 20 s is several
+		// probe periods and suspicion timeouts. (memberlist alone never does it: it
+		// probes and push-pulls only nodes it thinks alive, and gossips to dead ones only
+		// for a short while and only when it has news; the agent has to try to reach
+		// the nodes it holds dead.)
+		took := waitViews(t, b, 20*time.Second, hosts, allAlive())
+		t.Logf("all alive again in every host %v after heal", took.Round(time.Millisecond))
+	})
+}
+
+func TestTeardown(t *testing.T) {
+	needTestbed(t)
+	if bed == nil {
+		// Run alone: bring it up, so that there is something to take down.
+		cluster(t)
+	}
+	b := bed
+	bed = nil
+	start := time.Now()
+	if err := b.Down(context.Background()); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	t.Logf("Down took %v", time.Since(start).Round(time.Millisecond))
+	if l := leftovers(t); len(l) > 0 {
+		t.Errorf("after Down: %s", strings.Join(l, "; "))
+	}
+}
+
+// agentAlive reports whether host's agent process runs.
+func agentAlive(t *testing.T, b *testbed.Bed, host string) bool {
+	t.Helper()
+	st, _, err := b.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range st {
+		if h.Name == host {
+			return h.AgentAlive
+		}
+	}
+	t.Fatalf("no host %s", host)
+	return false
+}
+
+// waitFor polls cond until it holds, failing after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", timeout, what)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var kernels = []string{"cg", "mg", "ft", "is", "ep"}
+
+// verified returns the value after "verification: passed", failing the test when the
+// line is missing or says failed.
+func verified(t *testing.T, what, out string) string {
+	t.Helper()
+	v := field(out, "verification")
+	if !strings.HasPrefix(v, "passed") {
+		t.Fatalf("%s: verification %q, want passed\n%s", what, v, out)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(v, "passed"))
+}
+
+// TestKernelsVerify runs every kernel at class S on 4 ranks, built with and without
+// Shoal, under plain mpirun: both verify and print the same value.
+func TestKernelsVerify(t *testing.T) {
+	requireMPI(t)
+	for _, k := range kernels {
+		t.Run(k, func(t *testing.T) {
+			values := map[string]string{}
+			for _, build := range []string{k, k + "-plain"} {
+				bin := artifact(t, "build/bench/kernels/"+build)
+				cmd := exec.Command("mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "4", bin, "--class", "S")
+				cmd.Dir = t.TempDir()
+				cmd.Env = append(cmd.Environ(), "SHOAL_CKPT_INTERVAL=0")
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", build, err, out)
+				}
+				values[build] = verified(t, build, string(out))
+			}
+			if values[k] != values[k+"-plain"] {
+				t.Errorf("with Shoal %q, without %q: want the same value", values[k], values[k+"-plain"])
+			}
+		})
+	}
+}
+
+// TestKernelsSurviveKilledRank runs every kernel under shoal run, kills a rank after
+// the first checkpoint epoch, and checks the relaunched job verifies with the value
+// of an uninterrupted run. Class W runs long enough to be killed mid-way.
+func TestKernelsSurviveKilledRank(t *testing.T) {
+	requireMPI(t)
+	shoal := artifact(t, "bin/shoal")
+	for _, k := range kernels {
+		t.Run(k, func(t *testing.T) {
+			bin := artifact(t, "build/bench/kernels/"+k)
+			ref := exec.Command("mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "4", bin+"-plain", "--class", "W")
+			out, err := ref.CombinedOutput()
+			if err != nil {
+				t.Fatalf("reference: %v\n%s", err, out)
+			}
+			want := verified(t, "reference", string(out))
+			data := t.TempDir()
+			p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, "run", "-n", "4", "--ckpt-interval", "300ms", "--", bin, "--class", "W")
+			job := p.waitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
+			p.waitLine(`epoch 1 complete`, 2*time.Minute)
+			syscall.Kill(rankPID(t, data, job, 1), syscall.SIGKILL)
+			if code := p.wait(5 * time.Minute); code != 0 {
+				t.Fatalf("job exited %d", code)
+			}
+			if !strings.Contains(p.output(), "rank 1 killed by signal 9; restarting from epoch") {
+				t.Error("no restart from an epoch after the kill")
+			}
+			if got := verified(t, "after the kill", p.output()); got != want {
+				t.Errorf("verified value after the kill %q, want %q", got, want)
+			}
+		})
+	}
+}

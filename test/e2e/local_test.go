@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const heatArgs = "--size 800 --steps 3000"
+
+// runReference runs a job to completion without interruption and returns the value
+// of key in its output.
+func runReference(t *testing.T, key string, program string, args ...string) string {
+	t.Helper()
+	shoal := artifact(t, "bin/shoal")
+	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal,
+		append([]string{"run", "-n", "4", "--ckpt-interval", "0", "--", program}, args...)...)
+	if code := p.wait(3 * time.Minute); code != 0 {
+		t.Fatalf("reference run exited %d", code)
+	}
+	v := field(p.output(), key)
+	if v == "" {
+		t.Fatalf("reference run printed no %q line", key)
+	}
+	return v
+}
+
+// killAfterEpoch runs program on 4 ranks, kills rank 2 with SIGKILL once epoch
+// `after` is complete, and returns the output of the finished job.
+func killAfterEpoch(t *testing.T, after int, program string, args ...string) string {
+	return killAfterEpochEvery(t, after, "500ms", program, args...)
+}
+
+func killAfterEpochEvery(t *testing.T, after int, interval, program string, args ...string) string {
+	t.Helper()
+	shoal := artifact(t, "bin/shoal")
+	data := t.TempDir()
+	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
+		append([]string{"run", "-n", "4", "--ckpt-interval", interval, "--", program}, args...)...)
+	job := p.waitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
+	p.waitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
+	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
+	if code := p.wait(3 * time.Minute); code != 0 {
+		t.Fatalf("job exited %d after the kill", code)
+	}
+	return p.output()
+}
+
+func TestLocalHeatSurvivesKilledRank(t *testing.T) {
+	requireMPI(t)
+	heat := artifact(t, "build/examples/heat")
+	args := strings.Fields(heatArgs)
+	want := runReference(t, "checksum", heat, args...)
+	out := killAfterEpoch(t, 2, heat, args...)
+	if !strings.Contains(out, "shoal: rank 2 killed by signal 9; restarting from epoch") {
+		t.Errorf("no restart line naming rank 2 and signal 9")
+	}
+	if got := field(out, "checksum"); got != want {
+		t.Errorf("checksum after the kill = %q, want %q (uninterrupted)", got, want)
+	}
+}
+
+func TestLocalNQueensSurvivesKilledRank(t *testing.T) {
+	requireMPI(t)
+	nq := artifact(t, "build/examples/nqueens")
+	out := killAfterEpochEvery(t, 2, "300ms", nq, "15")
+	if !strings.Contains(out, "restarting from epoch") {
+		t.Errorf("no restart line")
+	}
+	if got := field(out, "solutions"); got != "2279184" {
+		t.Errorf("solutions after the kill = %q, want 2279184", got)
+	}
+}
+
+func TestLocalCorruptNewestEpochFallsBack(t *testing.T) {
+	requireMPI(t)
+	shoal := artifact(t, "bin/shoal")
+	heat := artifact(t, "build/examples/heat")
+	args := []string{"--size", "800", "--steps", "6000"}
+	want := runReference(t, "checksum", heat, args...)
+	data := t.TempDir()
+	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
+		append([]string{"run", "-n", "4", "--ckpt-interval", "1s", "--", heat}, args...)...)
+	job := p.waitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
+	epoch := p.waitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
+	if epoch == "1" {
+		epoch = p.waitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
+	}
+	n, _ := strconv.Atoi(epoch)
+	shard := filepath.Join(data, "ckpt", job, "e"+pad(n, 8), "r000001.shard")
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(shard, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
+	if code := p.wait(3 * time.Minute); code != 0 {
+		t.Fatalf("job exited %d", code)
+	}
+	out := p.output()
+	if !strings.Contains(out, "epoch "+epoch+" unusable") || !strings.Contains(out, "checksum mismatch") {
+		t.Errorf("no warning that epoch %s is unusable because of a checksum mismatch", epoch)
+	}
+	if !strings.Contains(out, "restarting from epoch "+strconv.Itoa(n-1)+" ") {
+		t.Errorf("did not restart from the previous epoch %d", n-1)
+	}
+	if got := field(out, "checksum"); got != want {
+		t.Errorf("checksum = %q, want %q", got, want)
+	}
+}
+
+func TestLocalProgramFailureIsNotRetried(t *testing.T) {
+	requireMPI(t)
+	shoal := artifact(t, "bin/shoal")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "fail.c")
+	os.WriteFile(src, []byte(`#include <mpi.h>
+int main(int argc, char **argv) {
+	int rank;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Finalize();
+	return rank == 1 ? 7 : 0;
+}
+`), 0o644)
+	bin := filepath.Join(dir, "fail")
+	if out, err := exec.Command("mpicc", src, "-o", bin).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", bin)
+	if code := p.wait(time.Minute); code != 7 {
+		t.Errorf("exit code %d, want the program's 7", code)
+	}
+	out := p.output()
+	if strings.Contains(out, "restarting from") || !strings.Contains(out, "rank 1 exited with code 7; not restarting") {
+		t.Errorf("a program's own failure must end the job without a restart")
+	}
+}
+
+func TestLocalRestartsExhausted(t *testing.T) {
+	requireMPI(t)
+	shoal := artifact(t, "bin/shoal")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "die.c")
+	os.WriteFile(src, []byte(`#include <mpi.h>
+#include <signal.h>
+int main(int argc, char **argv) {
+	int rank;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (rank == 1) raise(SIGKILL);
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Finalize();
+	return 0;
+}
+`), 0o644)
+	bin := filepath.Join(dir, "die")
+	if out, err := exec.Command("mpicc", src, "-o", bin).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", "--max-restarts", "2", bin)
+	if code := p.wait(time.Minute); code != 3 {
+		t.Errorf("exit code %d, want 3 (restarts exhausted)", code)
+	}
+	out := p.output()
+	if n := strings.Count(out, "restarting from the beginning"); n != 2 {
+		t.Errorf("%d restarts, want 2", n)
+	}
+	if !strings.Contains(out, "giving up after 2 restarts") {
+		t.Errorf("no line saying why the job gave up")
+	}
+}
+
+func pad(n, width int) string {
+	s := strconv.Itoa(n)
+	for len(s) < width {
+		s = "0" + s
+	}
+	return s
+}
+
+// TestStandaloneRestart runs heat under plain mpirun (no shoal at all), kills a rank
+// once a checkpoint epoch is in the manifest, and runs it again: the second run must
+// resume from that epoch and finish with the uninterrupted checksum.
+func TestStandaloneRestart(t *testing.T) {
+	requireMPI(t)
+	heat := artifact(t, "build/examples/heat")
+	args := []string{"--size", "800", "--steps", "12000"} // long enough to be killed mid-way
+	want := runReference(t, "checksum", heat, args...)
+	dir := t.TempDir()
+	env := []string{"SHOAL_DIR=" + dir, "SHOAL_CKPT_INTERVAL=0.5", "SHOAL_JOB=heat-standalone"}
+	mpirun := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "4", heat}, args...)
+	first := start(t, env, "mpirun", mpirun...)
+	manifest := filepath.Join(dir, "heat-standalone", "manifest")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if b, _ := os.ReadFile(manifest); strings.Contains(string(b), "epoch 2 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no epoch 2 in the manifest within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, err := exec.Command("pgrep", "-f", "-n", "^"+heat).Output()
+	if err != nil {
+		t.Fatalf("find a rank of heat: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	syscall.Kill(pid, syscall.SIGKILL)
+	if code := first.wait(time.Minute); code == 0 {
+		t.Fatal("mpirun exited 0 although a rank was killed")
+	}
+	second := start(t, env, "mpirun", mpirun...)
+	if code := second.wait(3 * time.Minute); code != 0 {
+		t.Fatalf("second run exited %d", code)
+	}
+	if !strings.Contains(second.output(), "heat: resumed at step") {
+		t.Error("second run did not resume from the checkpoint")
+	}
+	if got := field(second.output(), "checksum"); got != want {
+		t.Errorf("checksum after resuming = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,229 @@
+// Package jobs runs real jobs across testbed hosts and takes nodes away while they run:
+// hosts killed, links cut, nodes leaving and joining. Every job must finish with the
+// result of an uninterrupted run. Each test brings up its own testbed (instance 240)
+// and takes it down; they run one after the other.
+package jobs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/internal/testbed"
+)
+
+const instance = 240
+
+var root = func() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}()
+
+// built returns the path of a built file; under make test (SHOAL_REQUIRE_BUILD) a
+// missing one fails the test, otherwise it is skipped.
+func built(t *testing.T, rel string) string {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
+			t.Fatalf("%s missing: make build did not produce it", rel)
+		}
+		t.Skipf("%s not built (run make build)", rel)
+	}
+	return p
+}
+
+// up brings up a testbed of n hosts with agents and returns it; it is torn down at
+// the end of the test.
+func up(t *testing.T, n int) *testbed.Bed {
+	t.Helper()
+	if !testbed.IsRoot() {
+		t.Skip("needs root: the testbed makes network namespaces")
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("Open MPI not installed (make deps installs it)")
+	}
+	bin := built(t, "bin/shoal")
+	built(t, "build/examples/heat")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := testbed.Up(ctx, testbed.Config{Nodes: n, Cores: []int{2}, Instance: instance, AgentBinary: bin, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("testbed up: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if t.Failed() {
+			for i := 1; i <= n+1; i++ {
+				if log, err := os.ReadFile(filepath.Join(b.Dir(), fmt.Sprintf("n%d", i), "agent.log")); err == nil {
+					t.Logf("agent log of n%d (tail):\n%s", i, tail(string(log), 30))
+				}
+			}
+		}
+		if err := b.Down(ctx); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	return b
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// job is a `shoal run` inside a host, its output watched line by line.
+type job struct {
+	id    string // the job id, once its first line is seen
+	t     *testing.T
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	out   bytes.Buffer
+	lines chan string
+	done  chan struct{}
+	err   error
+}
+
+func submit(t *testing.T, b *testbed.Bed, host string, args ...string) *job {
+	t.Helper()
+	argv := append([]string{filepath.Join(root, "bin/shoal"), "run"}, args...)
+	cmd, err := b.Command(context.Background(), host, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Dir = root
+	j := &job{t: t, cmd: cmd, lines: make(chan string, 100000), done: make(chan struct{})}
+	r, w, _ := os.Pipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			j.mu.Lock()
+			j.out.WriteString(sc.Text() + "\n")
+			j.mu.Unlock()
+			select {
+			case j.lines <- sc.Text():
+			default:
+			}
+		}
+		j.err = cmd.Wait()
+		close(j.lines)
+		close(j.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-j.done
+		if t.Failed() {
+			t.Logf("output of shoal run:\n%s", j.output())
+		}
+	})
+	return j
+}
+
+func (j *job) output() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.out.String()
+}
+
+func (j *job) waitLine(re string, timeout time.Duration) []string {
+	j.t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-j.lines:
+			if !ok {
+				j.t.Fatalf("job ended before a line matching %q", re)
+			}
+			if m := rx.FindStringSubmatch(l); m != nil {
+				return m
+			}
+		case <-deadline:
+			j.t.Fatalf("no line matching %q within %v", re, timeout)
+		}
+	}
+}
+
+func (j *job) wait(timeout time.Duration) int {
+	j.t.Helper()
+	select {
+	case <-j.done:
+	case <-time.After(timeout):
+		j.t.Fatalf("job still running after %v", timeout)
+	}
+	if ee, ok := j.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if j.err != nil {
+		j.t.Fatal(j.err)
+	}
+	return 0
+}
+
+func field(out, key string) string {
+	v := ""
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, key+": "); i >= 0 {
+			v = strings.TrimSpace(l[i+len(key)+2:])
+		}
+	}
+	return v
+}
+
+// reference runs the program with plain mpirun on this machine and returns the
+// value of key: the result an uninterrupted run gives.
+func reference(t *testing.T, key string, n int, argv ...string) string {
+	t.Helper()
+	args := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", fmt.Sprint(n)}, argv...)
+	out, err := exec.Command("mpirun", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	v := field(string(out), key)
+	if v == "" {
+		t.Fatalf("reference run printed no %s line:\n%s", key, out)
+	}
+	return v
+}
+
+// event is one line of `shoal events --json`.
+type event struct {
+	Seq     uint64 `json:"seq"`
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func events(t *testing.T, b *testbed.Bed, host, id string) []event {
+	t.Helper()
+	out, err := b.Exec(context.Background(), host, filepath.Join(root, "bin/shoal"), "events", "--json", id)
+	if err != nil {
+		t.Fatalf("shoal events: %v\n%s", err, out)
+	}
+	var evs []event
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var e event
+		if err := json.Unmarshal([]byte(l), &e); err == nil {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}

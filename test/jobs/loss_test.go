@@ -1,0 +1,134 @@
+package jobs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/testbed"
+)
+
+var heatArgs = []string{"--size", "1000", "--steps", "8000"}
+
+// runWithLoss starts heat on 6 ranks from n1, lets lose take nodes away once epoch
+// `after` is complete, and checks the job ends with the uninterrupted checksum after
+// restarting `restarts` times. It returns the job's output.
+func runWithLoss(t *testing.T, nodes, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
+	return runHeatWithLoss(t, heatArgs, nodes, after, restarts, interval, lose)
+}
+
+func runHeatWithLoss(t *testing.T, heatArgs []string, nodes, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
+	t.Helper()
+	b := up(t, nodes)
+	heat := filepath.Join(root, "build/examples/heat")
+	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, heatArgs...)...)
+	j := submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", interval, "--max-oversubscribe", "3", "--", heat}, heatArgs...)...)
+	j.id = j.waitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+	j.waitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
+	lose(b, j)
+	if code := j.wait(4 * time.Minute); code != 0 {
+		t.Fatalf("job exited %d", code)
+	}
+	out := j.output()
+	if got := field(out, "checksum"); got != want {
+		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
+	}
+	if n := strings.Count(out, "; restarting 6 ranks from epoch"); n != restarts {
+		t.Errorf("%d restarts from an epoch, want %d", n, restarts)
+	}
+	return out
+}
+
+func TestKillHost(t *testing.T) {
+	out := runWithLoss(t, 3, 2, 1, "500ms", func(b *testbed.Bed, j *job) {
+		if _, err := b.Kill(context.Background(), "n3"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !strings.Contains(out, "shoal: node n3 lost") || !strings.Contains(out, "of n3's ranks →") {
+		t.Error("no line saying n3 was lost and where its ranks went")
+	}
+}
+
+func TestCutHost(t *testing.T) {
+	out := runWithLoss(t, 3, 2, 1, "500ms", func(b *testbed.Bed, j *job) {
+		if err := b.Cut(context.Background(), "n3"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !strings.Contains(out, "node n3 lost (no answer for") {
+		t.Error("no line saying n3 stopped answering")
+	}
+	t.Logf("output:\n%s", grepShoal(out))
+}
+
+func TestTwoSuccessiveLosses(t *testing.T) {
+	runWithLoss(t, 4, 2, 2, "500ms", func(b *testbed.Bed, j *job) {
+		if _, err := b.Kill(context.Background(), "n4"); err != nil {
+			t.Fatal(err)
+		}
+		j.waitLine(`launching 6 ranks on n1, n2, n3 `, time.Minute)
+		j.waitLine(`epoch \d+ complete`, time.Minute)
+		if _, err := b.Kill(context.Background(), "n3"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestNQueensKillHost(t *testing.T) {
+	b := up(t, 3)
+	nq := filepath.Join(root, "build/examples/nqueens")
+	j := submit(t, b, "n1", "-n", "6", "--ckpt-interval", "300ms", "--max-oversubscribe", "3", "--", nq, "16")
+	j.waitLine(`epoch 2 complete`, 2*time.Minute)
+	if _, err := b.Kill(context.Background(), "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if code := j.wait(4 * time.Minute); code != 0 {
+		t.Fatalf("job exited %d", code)
+	}
+	if got := field(j.output(), "solutions"); got != "14772512" {
+		t.Errorf("solutions = %q, want 14772512", got)
+	}
+	if !strings.Contains(j.output(), "restarting 6 ranks from epoch") {
+		t.Error("the job did not restart from an epoch after n2 was killed")
+	}
+}
+
+// TestCorruptShardTakenFromReplica damages one rank's shard on the node that wrote it,
+// then kills another node: the relaunch must stage that rank's shard from its copy on
+// another node, not use the damaged one nor fall back an epoch.
+func TestCorruptShardTakenFromReplica(t *testing.T) {
+	// Checkpoints every 3 s: epoch 3 cannot appear between the damage and the kill.
+	out := runHeatWithLoss(t, longHeat, 3, 2, 1, "3s", func(b *testbed.Bed, j *job) {
+		// Rank 0 runs on n1 and wrote its shard of epoch 2 there.
+		shard := filepath.Join(b.Dir(), "n1", "data", "ckpt", j.id, "e00000002", "r000000.shard")
+		data, err := os.ReadFile(shard)
+		if err != nil {
+			t.Fatalf("rank 0's shard on n1: %v", err)
+		}
+		data[len(data)/2] ^= 0xff
+		if err := os.WriteFile(shard, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Kill(context.Background(), "n3"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !strings.Contains(out, "restarting 6 ranks from epoch 2 ") {
+		t.Error("the job did not restart from epoch 2 with rank 0's shard from its copy")
+	}
+}
+
+func grepShoal(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "shoal") || strings.Contains(l, "time:") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
