@@ -17,10 +17,10 @@ EXAMPLE_PLAIN_BINS := $(addsuffix -plain,$(EXAMPLE_BINS))
 
 examples: $(EXAMPLE_BINS) $(EXAMPLE_PLAIN_BINS)
 
-$(EXAMPLE_BINS): $(BUILD)/examples/%: examples/%.c examples/shoal_off.h $(SHOAL_LIB) $(SHOAL_HEADER)
+$(EXAMPLE_BINS): $(BUILD)/examples/%: examples/%.c examples/shoal_off.h examples/pace.h $(SHOAL_LIB) $(SHOAL_HEADER)
 	@mkdir -p $(@D)
 	$(MPICC) $(SHOAL_PROGRAM_CFLAGS) $(SHOAL_CPPFLAGS) -o $@ $< $(SHOAL_LDFLAGS)
 
-$(EXAMPLE_PLAIN_BINS): $(BUILD)/examples/%-plain: examples/%.c examples/shoal_off.h
+$(EXAMPLE_PLAIN_BINS): $(BUILD)/examples/%-plain: examples/%.c examples/shoal_off.h examples/pace.h
 	@mkdir -p $(@D)
 	$(MPICC) $(SHOAL_PROGRAM_CFLAGS) -DSHOAL_OFF -o $@ $<

@@ -1,7 +1,7 @@
 /*
  * heat - 2-D heat diffusion by Jacobi iteration, rows split across the ranks.
  *
- *   heat [--size N] [--steps S]
+ *   heat [--size N] [--steps S] [--pace US]
  *
  * A square plate of N x N points has its edges held at fixed temperatures: the top edge at
  * 100 degrees, the left edge falling linearly from 100 to 0, the other two at 0. Every step
@@ -12,15 +12,21 @@
  * not depend on how the rows are split, and the sum is taken row by row in global order on
  * rank 0, so any number of ranks prints the same digits.
  *
+ * --pace US makes every step last at least US microseconds (see pace.h), so that a demo
+ * or a test sees the run last long enough to interrupt it on any machine.
+ *
  * Shoal: the step counter and the grid are protected, and shoal_snapshot is called at the
  * start of every step, when no message is in flight. After a restart that first call puts
  * back both, and the loop goes on from the saved step.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pace.h"
 #include "shoal_off.h"
 
 enum { DEFAULT_SIZE = 2048, DEFAULT_STEPS = 5000 };
@@ -29,6 +35,7 @@ enum { ID_STEP = 1, ID_GRID = 2 }; /* Shoal region ids */
 typedef struct {
     int size;  /* N: interior points per side */
     int steps; /* Jacobi sweeps */
+    int pace;  /* minimum microseconds per step */
 } options;
 
 /* This rank's rows of the plate, each row N+2 points wide (the edge columns included). */
@@ -43,12 +50,15 @@ static int parse_options(int argc, char **argv, options *opt)
 {
     opt->size = DEFAULT_SIZE;
     opt->steps = DEFAULT_STEPS;
+    opt->pace = 0;
     for (int i = 1; i < argc; i++) {
         int *target = NULL;
         if (strcmp(argv[i], "--size") == 0)
             target = &opt->size;
         else if (strcmp(argv[i], "--steps") == 0)
             target = &opt->steps;
+        else if (strcmp(argv[i], "--pace") == 0)
+            target = &opt->pace;
         if (target == NULL || i + 1 == argc)
             return -1;
         char *end;
@@ -166,7 +176,7 @@ int main(int argc, char **argv)
     options opt;
     if (parse_options(argc, argv, &opt) != 0 || opt.size < nranks) {
         if (rank == 0)
-            fprintf(stderr, "usage: heat [--size N] [--steps S]  (N >= number of ranks)\n");
+            fprintf(stderr, "usage: heat [--size N] [--steps S] [--pace US]  (N >= number of ranks)\n");
         MPI_Finalize();
         return 2;
     }
@@ -191,6 +201,7 @@ int main(int argc, char **argv)
     double start = MPI_Wtime();
     int report_every = opt.steps >= 10 ? opt.steps / 10 : 1;
     for (; step < opt.steps; step++) {
+        double step_start = MPI_Wtime();
         /* The buffers swap roles every step: point the grid region at the current one. */
         shoal_or_die(shoal_protect(ID_GRID, grid, cells, MPI_DOUBLE), "shoal_protect");
         shoal_or_die(shoal_snapshot(), "shoal_snapshot");
@@ -207,6 +218,7 @@ int main(int argc, char **argv)
         shoal_progress((double)(step + 1) / opt.steps);
         if (rank == 0 && (step + 1) % report_every == 0)
             printf("step %d of %d\n", step + 1, opt.steps);
+        pace_wait(step_start, opt.pace);
     }
     double seconds = MPI_Wtime() - start;
 

@@ -1,23 +1,28 @@
 /*
  * nqueens - count the ways to place N non-attacking queens on an N x N board.
  *
- *   nqueens N
+ *   nqueens [--pace US] N
  *
  * Master-worker: rank 0, the master, lists every legal placement of the queens of the first
  * rows (a task is such a board) and hands the boards out; every rank, the master included,
  * counts the solutions that complete its board by bitmask backtracking. The last line is
  * `solutions: <count>`; the line before it compares the count with the known value.
  *
+ * --pace US makes every round last at least US microseconds (see pace.h).
+ *
  * Shoal: the work goes in rounds. Each round the master scatters one board to every rank and
  * the counts are summed back on the master, so a round ends with no message in flight, which
  * is where shoal_snapshot is called. The task cursor and the running total are protected;
  * after a restart the master resumes handing out boards where the checkpoint left off.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pace.h"
 #include "shoal_off.h"
 
 enum { MAX_N = 24, PLACED_ROWS = 3 };
@@ -101,12 +106,21 @@ static void list_tasks(task_list *l, task *t, int depth, unsigned all, unsigned 
     }
 }
 
-static int parse_n(int argc, char **argv)
+/* Reads `[--pace US] N`; returns N, or -1 when the arguments are wrong. */
+static int parse_args(int argc, char **argv, long *pace)
 {
-    if (argc != 2)
-        return -1;
+    *pace = 0;
+    int i = 1;
     char *end;
-    long n = strtol(argv[1], &end, 10);
+    if (argc == 4 && strcmp(argv[1], "--pace") == 0) {
+        *pace = strtol(argv[2], &end, 10);
+        if (*end != '\0' || *pace < 0 || *pace > 1000000000)
+            return -1;
+        i = 3;
+    }
+    if (argc != i + 1)
+        return -1;
+    long n = strtol(argv[i], &end, 10);
     return *end == '\0' && n >= 1 && n <= MAX_N ? (int)n : -1;
 }
 
@@ -142,10 +156,11 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
-    int n = parse_n(argc, argv);
+    long pace;
+    int n = parse_args(argc, argv, &pace);
     if (n < 0) {
         if (rank == 0)
-            fprintf(stderr, "usage: nqueens N  (1 <= N <= %d)\n", MAX_N);
+            fprintf(stderr, "usage: nqueens [--pace US] N  (1 <= N <= %d)\n", MAX_N);
         MPI_Finalize();
         return 2;
     }
@@ -171,6 +186,7 @@ int main(int argc, char **argv)
     shoal_or_die(shoal_protect(ID_CURSOR, &cursor, 1, MPI_INT), "shoal_protect");
     shoal_or_die(shoal_protect(ID_TOTAL, &total, 1, MPI_LONG_LONG), "shoal_protect");
     while (cursor < ntasks) {
+        double round_start = MPI_Wtime();
         shoal_or_die(shoal_snapshot(), "shoal_snapshot");
         if (restarted && rank == 0)
             printf("nqueens: resumed at board %d of %d\n", cursor, ntasks);
@@ -186,6 +202,7 @@ int main(int argc, char **argv)
         total += round_total;
         cursor += nranks;
         shoal_progress(cursor < ntasks ? (double)cursor / ntasks : 1.0);
+        pace_wait(round_start, pace);
     }
 
     shoal_or_die(shoal_finalize(), "shoal_finalize");

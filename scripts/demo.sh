@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 SHOAL=bin/shoal
 HEAT=build/examples/heat
 ARGS=(--size 1200 --steps 1500)
+# The interrupted run is paced (each step lasts at least 4 ms) so that it takes about 6 s on
+# any machine: long enough to watch, and to kill a rank after epoch 2 while it still runs.
+PACE=(--pace 4000)
 export SHOAL_DATA_DIR="${SHOAL_DATA_DIR:-$(mktemp -d /tmp/shoal-demo.XXXXXX)}"
 trap 'rm -rf "$SHOAL_DATA_DIR"' EXIT
 
@@ -18,7 +21,7 @@ ref=$("$SHOAL" run -n 4 --quiet -- "$HEAT" "${ARGS[@]}" | tee /dev/stderr | sed 
 
 say "2/2 the same job, checkpointing every second; a rank will be killed after epoch 2"
 out="$SHOAL_DATA_DIR/run.out"
-"$SHOAL" run -n 4 --ckpt-interval 1s -- "$HEAT" "${ARGS[@]}" >"$out" 2>&1 &
+"$SHOAL" run -n 4 --ckpt-interval 1s -- "$HEAT" "${ARGS[@]}" "${PACE[@]}" >"$out" 2>&1 &
 run=$!
 tail -f "$out" --pid=$run &
 tailer=$!

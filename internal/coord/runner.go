@@ -146,7 +146,7 @@ func (j *job) loop(ctx context.Context) Result {
 			o := engine.Classify(states, j.spec.NRanks, code)
 			switch o.Kind {
 			case engine.Succeeded:
-				j.event(EventDone, Event{State: Succeeded, Message: fmt.Sprintf("job %s finished in %s (%d restarts)", j.spec.ID, round(time.Since(started)), restarts)})
+				j.event(EventDone, Event{State: Succeeded, Message: fmt.Sprintf("job %s finished in %s (%s)", j.spec.ID, round(time.Since(started)), plural(restarts, "restart"))})
 				return Result{State: Succeeded, Restarts: restarts}
 			case engine.AppFailed:
 				msg := fmt.Sprintf("rank %d exited with code %d; not restarting (the program failed by itself)", o.Cause.Rank, o.Cause.Code)
@@ -162,7 +162,7 @@ func (j *job) loop(ctx context.Context) Result {
 		planned := loss != nil && loss.planned
 		if !planned && restarts >= j.spec.MaxRestarts {
 			return Result{State: Failed, Restarts: restarts, Exhausted: true,
-				Reason: fmt.Sprintf("%s; giving up after %d restarts (--max-restarts)", what, restarts)}
+				Reason: fmt.Sprintf("%s; giving up after %s (--max-restarts)", what, plural(restarts, "restart"))}
 		}
 		if !planned {
 			restarts++
@@ -389,4 +389,12 @@ func exitOf(code int) int {
 		return 1
 	}
 	return code
+}
+
+// plural writes n with a noun, in the plural unless n is 1: "1 restart", "3 restarts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -11,7 +11,12 @@ import (
 	"time"
 )
 
+// heatArgs is the local heat job. Unpaced it runs about a second on 4 ranks, so the runs
+// that must be interrupted add pace (a floor of 1 ms per step): they then last at least 3 s
+// on any machine, and the kill after epoch 2 always lands while the job still runs.
 const heatArgs = "--size 800 --steps 3000"
+
+const heatPace = "--pace 1000"
 
 // runReference runs a job to completion without interruption and returns the value
 // of key in its output.
@@ -56,7 +61,7 @@ func TestLocalHeatSurvivesKilledRank(t *testing.T) {
 	heat := artifact(t, "build/examples/heat")
 	args := strings.Fields(heatArgs)
 	want := runReference(t, "checksum", heat, args...)
-	out := killAfterEpoch(t, 2, heat, args...)
+	out := killAfterEpoch(t, 2, heat, append(strings.Fields(heatPace), args...)...)
 	if !strings.Contains(out, "shoal: rank 2 killed by signal 9; restarting from epoch") {
 		t.Errorf("no restart line naming rank 2 and signal 9")
 	}
@@ -68,7 +73,8 @@ func TestLocalHeatSurvivesKilledRank(t *testing.T) {
 func TestLocalNQueensSurvivesKilledRank(t *testing.T) {
 	requireMPI(t)
 	nq := artifact(t, "build/examples/nqueens")
-	out := killAfterEpochEvery(t, 2, "300ms", nq, "15")
+	// 441 rounds of at least 5 ms each: 2.2 s or more, epoch 2 after about 0.7 s.
+	out := killAfterEpochEvery(t, 2, "300ms", nq, "--pace", "5000", "15")
 	if !strings.Contains(out, "restarting from epoch") {
 		t.Errorf("no restart line")
 	}
@@ -85,7 +91,7 @@ func TestLocalCorruptNewestEpochFallsBack(t *testing.T) {
 	want := runReference(t, "checksum", heat, args...)
 	data := t.TempDir()
 	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
-		append([]string{"run", "-n", "4", "--ckpt-interval", "1s", "--", heat}, args...)...)
+		append([]string{"run", "-n", "4", "--ckpt-interval", "1s", "--", heat, "--pace", "1000"}, args...)...)
 	job := p.waitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 	epoch := p.waitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
 	if epoch == "1" {
