@@ -244,7 +244,6 @@ func localDirs() (ckptRoot, runRoot string) {
 	return ckptRoot, runRoot
 }
 
-
 // lockedWriter serialises whole writes of several goroutines to one writer.
 type lockedWriter struct {
 	mu *sync.Mutex
