@@ -50,6 +50,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		join, secretFile, bind, apiAddr string
 		dataDir, name, labels, profile  string
 		cores                           int
+		speed                           uint64
 		verbose                         bool
 	)
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -64,6 +65,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&labels, "labels", "", "labels announced with the node: KEY=VALUE[,KEY=VALUE...]")
 	fs.StringVar(&profile, "profile", "lan", "failure-detector timing: lan, wifi (lossy, slow networks: slower to declare a node dead) or local (agents on one machine, tests)")
 	fs.IntVar(&cores, "cores", 0, "cores offered to ranks (default: all of this machine's)")
+	fs.Uint64Var(&speed, "speed", 0, "single-core speed to announce instead of measuring it at start, in the measurement's units (0: measure; use it to make equal machines look equal)")
 	fs.BoolVar(&verbose, "verbose", false, "log debug lines, including memberlist's")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -109,6 +111,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		Labels:     lbls,
 		Gossip:     gossip,
 		Cores:      cores,
+		Speed:      speed,
 		Version:    version,
 		Log:        log,
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"shoal/internal/api"
 )
 
 func init() {
@@ -98,7 +100,9 @@ const eventsUsage = `Usage: shoal events [flags] JOB
 
 Prints the events of JOB, one line each: time, type, message. Types include
 launch, epoch (a checkpoint epoch became complete), node-lost, rank-lost,
-restart, reconfigure (a node leaving, a rebalance), output, finished and done.
+restart, reconfigure (a node leaving, a rebalance), rebalance (one weighed and
+not done), nodes (too few nodes: waiting for joins, or oversubscribing),
+progress, output, finished and done.
 
 Flags:
 `
@@ -147,13 +151,21 @@ Takes a checkpoint of JOB now and relaunches it from that checkpoint over every
 live node, so that nodes that joined since its launch get ranks. No work is lost.
 Returns once the job runs on the new layout.
 
+The coordinator first weighs the rebalance: it refuses (exit status 1, saying why)
+when the live nodes would not run the job faster, or when the time the new layout
+would save over the rest of the run (estimated from the job's progress reports) is
+less than a checkpoint plus a restart cost, as measured on this job. --force skips
+that. To have joins used without asking, see 'shoal run --auto-rebalance'.
+
 Flags:
 `
 
 func rebalanceCmd(args []string, stdout, stderr io.Writer) int {
 	var timeout time.Duration
+	var req api.RebalanceRequest
 	af, rest, code := agentCommand("rebalance", rebalanceUsage, 1, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.DurationVar(&timeout, "timeout", 5*time.Minute, "give up waiting after this long")
+		fs.BoolVar(&req.Force, "force", false, "rebalance even when it is estimated not to pay")
 	})
 	if code >= 0 {
 		return code
@@ -165,7 +177,7 @@ func rebalanceCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	j, err := c.Rebalance(ctx, rest[0])
+	j, err := c.Rebalance(ctx, rest[0], req)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal rebalance: %s\n", errorLine(err))
 		return exitFailure

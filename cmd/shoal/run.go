@@ -54,6 +54,8 @@ type runFlags struct {
 	relocation   string
 	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
 	maxOversubscribe float64
+	waitForNodes     time.Duration
+	autoRebalance    float64
 }
 
 // multiFlag collects a repeated flag.
@@ -75,6 +77,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
 	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run (with an agent; this machine alone always allows more)")
+	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
+	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -101,6 +105,12 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		return f, nil, exitUsage
 	case f.maxOversubscribe < 1:
 		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: must be at least 1\n", f.maxOversubscribe)
+		return f, nil, exitUsage
+	case f.waitForNodes < 0:
+		fmt.Fprintf(stderr, "shoal run: --wait-for-nodes %v: must not be negative\n", f.waitForNodes)
+		return f, nil, exitUsage
+	case f.autoRebalance != 0 && !(f.autoRebalance >= 1):
+		fmt.Fprintf(stderr, "shoal run: --auto-rebalance %g: want 0 (off) or a ratio of at least 1\n", f.autoRebalance)
 		return f, nil, exitUsage
 	case f.maxRestarts < 0:
 		fmt.Fprintf(stderr, "shoal run: --max-restarts %d: must not be negative\n", f.maxRestarts)
@@ -154,6 +164,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		if c := localAgent(); c != nil {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
 		}
+	}
+	if f.waitForNodes > 0 || f.autoRebalance > 0 {
+		fmt.Fprintln(stderr, "shoal run: --wait-for-nodes and --auto-rebalance need a cluster, and no agent runs on this node (or --local was given)")
+		return exitUsage
 	}
 	o := engine.OpenMPI{}
 	if _, err := o.Version(); err != nil {

@@ -73,6 +73,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		Ranks: f.nranks, Argv: append([]string{name}, args...), Files: []api.File{prog},
 		CheckpointInterval: api.Duration(f.ckptInterval), MaxRestarts: f.maxRestarts,
 		MaxOversubscribe: f.maxOversubscribe, Relocation: f.relocation,
+		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
 	}
 	for _, kv := range f.env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -54,6 +54,8 @@ type Config struct {
 	Gossip membership.Config
 	// Cores offered to ranks. Default: runtime.NumCPU().
 	Cores int
+	// Speed is the single-core speed to announce; 0 measures it at start.
+	Speed uint64
 	// SpeedSample is how long the start-up speed measurement runs. Default:
 	// membership.DefaultSpeedSample; negative skips it (speed 0).
 	SpeedSample time.Duration
@@ -128,9 +130,12 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.apiLn, err = net.Listen("tcp", cfg.API); err != nil {
 		return nil, fmt.Errorf("API: %w", err)
 	}
+	if cfg.Speed == 0 {
+		cfg.Speed = membership.MeasureSpeed(cfg.SpeedSample)
+	}
 	meta := membership.Meta{
 		Cores:  cfg.Cores,
-		Speed:  membership.MeasureSpeed(cfg.SpeedSample),
+		Speed:  cfg.Speed,
 		Arch:   runtime.GOARCH,
 		OS:     runtime.GOOS,
 		Labels: cfg.Labels,

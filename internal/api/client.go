@@ -419,9 +419,9 @@ func (c *Client) RankStates(ctx context.Context, job string) ([]RankState, error
 }
 
 // Rebalance calls POST /v1/jobs/{id}/rebalance on the job's coordinator.
-func (c *Client) Rebalance(ctx context.Context, id string) (Job, error) {
+func (c *Client) Rebalance(ctx context.Context, id string, req RebalanceRequest) (Job, error) {
 	var j Job
-	err := c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(id)+"/rebalance", nil, &j)
+	err := c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(id)+"/rebalance", req, &j)
 	return j, err
 }
 

@@ -129,7 +129,11 @@ func (s *Server) rebalanceJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, err := s.jobService().Rebalance(r.Context(), id)
+	var req RebalanceRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		return err
+	}
+	job, err := s.jobService().Rebalance(r.Context(), id, req)
 	if err != nil {
 		return err
 	}

@@ -57,8 +57,9 @@ type JobService interface {
 	// node name, for `shoal nodes`.
 	NodeRanks(ctx context.Context) (map[string]int, error)
 	// Rebalance checkpoints job id now and relaunches it over every live node, and
-	// returns once it runs on the new layout.
-	Rebalance(ctx context.Context, id string) (Job, error)
+	// returns once it runs on the new layout. Unless req.Force, a rebalance
+	// estimated not to pay for itself is refused with ErrConflict.
+	Rebalance(ctx context.Context, id string, req RebalanceRequest) (Job, error)
 	// Evacuate moves every job this node coordinates off node without losing work
 	// (checkpoint, then relaunch elsewhere); it returns once they all have.
 	Evacuate(ctx context.Context, node string) error
@@ -148,7 +149,7 @@ func (Unavailable) Submit(context.Context, JobSpec) (Job, error) {
 	return Job{}, notAvailable("job coordinator")
 }
 func (Unavailable) Jobs(context.Context) ([]Job, error) { return nil, notAvailable("job coordinator") }
-func (Unavailable) Rebalance(context.Context, string) (Job, error) {
+func (Unavailable) Rebalance(context.Context, string, RebalanceRequest) (Job, error) {
 	return Job{}, notAvailable("job coordinator")
 }
 func (Unavailable) Evacuate(context.Context, string) error { return notAvailable("job coordinator") }

@@ -79,13 +79,27 @@ type JobSpec struct {
 	CheckpointInterval Duration          `json:"checkpoint_interval,omitzero"`
 	MaxRestarts        int               `json:"max_restarts,omitempty"`
 	MaxOversubscribe   float64           `json:"max_oversubscribe,omitempty"` // ranks per core allowed; 0: coordinator default
-	WaitForNodes       Duration          `json:"wait_for_nodes,omitzero"`
-	Redundancy         int               `json:"redundancy,omitempty"` // copies of each shard; 0: default (2)
+	// WaitForNodes is how long a job whose ranks do not fit the live nodes (at
+	// MaxOversubscribe) waits for nodes to join before it fails. 0: do not wait;
+	// a relaunch then oversubscribes the survivors rather than stop.
+	WaitForNodes Duration `json:"wait_for_nodes,omitzero"`
+	// AutoRebalance turns on automatic rebalancing: when nodes join, the job is
+	// checkpointed and relaunched over the larger set if the estimated time saved
+	// over the rest of the run exceeds AutoRebalance times the measured cost of a
+	// checkpoint plus a restart. 0: off (the default); otherwise at least 1.
+	AutoRebalance float64 `json:"auto_rebalance,omitempty"`
+	Redundancy    int     `json:"redundancy,omitempty"` // copies of each shard; 0: default (2)
 	// Relocation is how ranks are placed again after a node is lost: "rank" (the
 	// default) places every rank anew over the remaining nodes; "block" moves the
 	// lost node's ranks together to one survivor, as older systems do (for
 	// comparison in benchmarks).
 	Relocation string `json:"relocation,omitempty"`
+}
+
+// RebalanceRequest is the optional body of POST /v1/jobs/{id}/rebalance.
+type RebalanceRequest struct {
+	// Force relaunches even when the estimate says the rebalance would not pay.
+	Force bool `json:"force,omitempty"`
 }
 
 // File is one staged file of a job.
@@ -202,6 +216,15 @@ type ShardIndex struct {
 	Job    string      `json:"job"`
 	Shards []ShardInfo `json:"shards"`
 	Bad    []BadShard  `json:"bad"`
+	// Progress is the job's progress as its rank 0 last reported it on this node
+	// (shoal_progress); absent when no rank 0 of the job has run here.
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a fraction of a job's work done, and when rank 0 reported it.
+type Progress struct {
+	Fraction float64   `json:"fraction"`
+	At       time.Time `json:"at"`
 }
 
 // FetchRequest is the body of POST /v1/shards/{job}/{epoch}/{rank}/fetch.

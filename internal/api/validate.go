@@ -84,6 +84,9 @@ func (s JobSpec) Validate() error {
 	if s.WaitForNodes < 0 {
 		bad("wait_for_nodes %v: want ≥ 0", s.WaitForNodes)
 	}
+	if s.AutoRebalance != 0 && !(s.AutoRebalance >= 1) {
+		bad("auto_rebalance %g: want 0 (off) or at least 1", s.AutoRebalance)
+	}
 	if s.Redundancy < 0 {
 		bad("redundancy %d: want ≥ 0", s.Redundancy)
 	}

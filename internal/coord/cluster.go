@@ -3,7 +3,9 @@ package coord
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,6 +46,14 @@ type clusterBackend struct {
 	highest   uint64
 	reconfigs chan reconfig
 	pending   *reconfig // a planned reconfiguration waiting for its checkpoint
+
+	// What a rebalance is weighed with, measured on this job (job goroutine only).
+	launchAt    time.Time     // when the current run's placement was made
+	restartCost time.Duration // the last launch: placement to the first progress report
+	ckptCost    time.Duration // the newest complete epoch: written to durable
+	progFirst   *api.Progress // the current run's first progress report
+	progLast    *api.Progress // and its latest
+	autoWeighed string        // the live nodes an automatic rebalance was last weighed for
 }
 
 // reconfig is a planned relaunch: a node leaving, or a rebalance over new nodes.
@@ -52,6 +62,11 @@ type reconfig struct {
 	after   uint64        // relaunch once an epoch newer than this is complete
 	done    chan struct{} // closed once the job runs without the node (or ended)
 	reason  string
+	// force relaunches a rebalance even when it is estimated not to pay.
+	force bool
+	// refused, when not nil, receives why a rebalance was not done, before done
+	// is closed.
+	refused *string
 }
 
 var _ backend = (*clusterBackend)(nil)
@@ -81,22 +96,11 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	if b.pending != nil {
 		without = b.pending.without
 	}
-	live, err := b.liveNodes(ctx, without)
+	live, p, err := b.placeRanks(ctx, info.Spec, without)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
-	var candidates []place.Node
-	for _, n := range live {
-		candidates = append(candidates, place.Node{Name: n.Name, Cores: n.Cores, Speed: float64(n.Speed)})
-	}
-	p, err := place.Spread(candidates, info.Spec.Ranks, place.Options{MaxOversubscribe: info.Spec.MaxOversubscribe})
-	if err != nil && b.placement != nil {
-		// Losing a node may leave too few cores; running slower beats not running.
-		p, err = place.Spread(candidates, info.Spec.Ranks, place.Options{MaxOversubscribe: float64(info.Spec.Ranks)})
-	}
-	if err != nil {
-		return engine.Launch{}, nil, "", fmt.Errorf("too few nodes: %w", err)
-	}
+	candidates := placeNodes(live)
 	if info.Spec.Relocation == "block" && b.placement != nil {
 		if bp, err := place.Block(b.placement, candidates); err == nil {
 			p = bp
@@ -114,6 +118,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	}
 	old := b.nodes
 	b.placement, b.nodes = p, live
+	b.launchAt, b.progFirst, b.progLast = time.Now(), nil, nil
 	byNode := map[string][]int{}
 	for r, n := range p {
 		byNode[n] = append(byNode[n], r)
@@ -136,10 +141,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
-	b.j.progressFile = ""
-	if p[0] == b.s.cfg.Node {
-		b.j.progressFile = filepath.Join(b.s.cfg.DataDir, "ckpt", info.ID, "progress")
-	}
+	b.j.progressFile = "" // progress comes with rank 0's node's shard index (refresh)
 	names := make([]string, 0, len(byNode))
 	for n := range byNode {
 		names = append(names, n)
@@ -150,6 +152,90 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 		where = fmt.Sprintf("on %s (%s)", strings.Join(names, ", "), moves)
 	}
 	return l, launcherEnv, where, nil
+}
+
+// placeNodes is what the planner needs to know of nodes.
+func placeNodes(nodes map[string]api.Node) []place.Node {
+	out := make([]place.Node, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, place.Node{Name: n.Name, Cores: n.Cores, Speed: float64(n.Speed)})
+	}
+	return out
+}
+
+// placeRanks places the job's ranks over the live nodes (but without), within the
+// job's oversubscription limit. When they do not fit, it waits up to the job's
+// WaitForNodes for nodes to join and then fails; a job that does not wait and has
+// run before is relaunched on the survivors, oversubscribed, since running slower
+// beats not running.
+func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, without string) (map[string]api.Node, place.Placement, error) {
+	wait := time.Duration(spec.WaitForNodes)
+	deadline := time.Now().Add(wait)
+	opts := place.Options{MaxOversubscribe: spec.MaxOversubscribe}
+	announced := false
+	for {
+		live, err := b.liveNodes(ctx, without)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := place.Spread(placeNodes(live), spec.Ranks, opts)
+		if err == nil {
+			if announced {
+				b.j.event(EventNodes, Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(live))})
+			}
+			return live, p, nil
+		}
+		if wait == 0 && b.placement != nil && len(live) > 0 {
+			p, err := place.Spread(placeNodes(live), spec.Ranks, place.Options{MaxOversubscribe: float64(spec.Ranks)})
+			if err == nil {
+				b.j.event(EventNodes, Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
+					spec.Ranks, totalCores(live), nodeList(live))})
+				return live, p, nil
+			}
+		}
+		short := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g; the live nodes (%s) have %d",
+			spec.Ranks, plural(coresNeeded(spec), "core"), max(spec.MaxOversubscribe, 1), nodeList(live), totalCores(live))
+		if wait == 0 {
+			return nil, nil, errors.New(short)
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("%s, and no node joined within --wait-for-nodes %s", short, wait)
+		}
+		if !announced {
+			announced = true
+			b.j.event(EventNodes, Event{State: Placing, Message: fmt.Sprintf("%s; waiting up to %s for nodes to join", short, wait)})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func coresNeeded(spec api.JobSpec) int {
+	return int(math.Ceil(float64(spec.Ranks)/max(spec.MaxOversubscribe, 1) - 1e-9))
+}
+
+func totalCores(nodes map[string]api.Node) int {
+	n := 0
+	for _, node := range nodes {
+		n += node.Cores
+	}
+	return n
+}
+
+// nodeList names nodes in order: "n1, n2".
+func nodeList(nodes map[string]api.Node) string {
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // describeMoves says where a lost node's ranks went: "2 of c's ranks → a, 1 → b".
@@ -280,8 +366,17 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 	b.markComplete(ctx)
 	select {
 	case rc := <-b.reconfigs:
-		b.startReconfig(ctx, rc)
+		if why := b.vetRebalance(ctx, rc); why != "" {
+			b.j.event(EventRebalance, Event{Message: "not rebalancing: " + why})
+			if rc.refused != nil {
+				*rc.refused = why
+			}
+			close(rc.done)
+		} else {
+			b.startReconfig(ctx, rc)
+		}
 	default:
+		b.autoRebalance(ctx)
 	}
 	if rc := b.pending; rc != nil {
 		b.mu.Lock()
@@ -342,9 +437,12 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			shards, err := b.peer(name).Shards(cctx, id)
+			shards, prog, err := b.peer(name).Shards(cctx, id)
 			if err != nil {
 				return
+			}
+			if len(b.placement) > 0 && name == b.placement[0] {
+				b.noteProgress(prog)
 			}
 			// The index replaces what we knew of the node: a copy found corrupt
 			// since, or removed, must not be counted or staged from.
@@ -362,6 +460,114 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 		}(name)
 	}
 	wg.Wait()
+	if b.progLast != nil {
+		b.j.reportProgress(b.progLast.Fraction)
+	}
+}
+
+// noteProgress records a progress report of the current run's rank 0 (older ones,
+// left by an earlier run on that node, are ignored). The first report of a run ends
+// its restart: from placement to the program computing again.
+func (b *clusterBackend) noteProgress(p *api.Progress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p == nil || !p.At.After(b.launchAt) {
+		return
+	}
+	if b.progFirst == nil {
+		b.progFirst = p
+		b.restartCost = p.At.Sub(b.launchAt)
+	}
+	b.progLast = p
+}
+
+// remaining estimates the time the current run needs to finish, from the progress
+// its rank 0 reported since the launch.
+func (b *clusterBackend) remaining() (time.Duration, bool) {
+	f, l := b.progFirst, b.progLast
+	if f == nil || l == nil || l.Fraction <= f.Fraction || l.At.Sub(f.At) < time.Second {
+		return 0, false
+	}
+	perUnit := float64(l.At.Sub(f.At)) / (l.Fraction - f.Fraction)
+	return max(time.Duration(perUnit*(1-l.Fraction))-time.Since(l.At), 0), true
+}
+
+// weigh estimates what relaunching over the live nodes would gain against what it
+// costs. ok is false when the job has not reported enough progress to tell.
+func (b *clusterBackend) weigh(live map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
+	spec := b.cj.snapshot().Spec
+	next, err := place.Spread(placeNodes(live), spec.Ranks, place.Options{MaxOversubscribe: spec.MaxOversubscribe})
+	if err != nil {
+		return e, nil, false
+	}
+	rem, ok := b.remaining()
+	cur, nxt := place.Rate(b.placement, placeNodes(b.nodes)), place.Rate(next, placeNodes(live))
+	return place.Weigh(rem, b.ckptCost+b.restartCost, cur, nxt), next, ok
+}
+
+func describeEstimate(e place.Estimate) string {
+	return fmt.Sprintf("estimated to save %s of the remaining %s, at a cost of %s (a checkpoint and a restart, as measured)",
+		round(e.Gain), round(e.Remaining), round(e.Cost))
+}
+
+// autoRebalance weighs, once for every new set of live nodes with a node the job
+// does not use, relaunching over them, and starts that when it pays the job's
+// AutoRebalance times over.
+func (b *clusterBackend) autoRebalance(ctx context.Context) {
+	ratio := b.cj.snapshot().Spec.AutoRebalance
+	if ratio <= 0 || b.pending != nil {
+		return
+	}
+	live, err := b.liveNodes(ctx, "")
+	if err != nil {
+		return
+	}
+	var joined []string
+	for n := range live {
+		if _, ok := b.nodes[n]; !ok {
+			joined = append(joined, n)
+		}
+	}
+	sort.Strings(joined)
+	key := nodeList(live)
+	if len(joined) == 0 || key == b.autoWeighed {
+		return
+	}
+	e, next, ok := b.weigh(live)
+	if !ok {
+		return // too little progress seen yet: weigh again at the next poll
+	}
+	b.autoWeighed = key
+	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), next, describeEstimate(e))
+	if !e.Worth(ratio) {
+		b.j.event(EventRebalance, Event{Message: fmt.Sprintf("%s; not worth it (--auto-rebalance %g)", what, ratio)})
+		return
+	}
+	b.j.event(EventRebalance, Event{Message: what + "; rebalancing"})
+	b.startReconfig(ctx, reconfig{reason: "rebalancing onto " + strings.Join(joined, ", "), done: make(chan struct{})})
+}
+
+// vetRebalance decides whether an asked-for rebalance goes ahead: not when the live
+// nodes would run the job no faster, nor when the gain is estimated below the cost,
+// unless forced. It returns why not, or "".
+func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
+	if rc.without != "" || rc.force {
+		return ""
+	}
+	live, err := b.liveNodes(ctx, "")
+	if err != nil {
+		return ""
+	}
+	e, next, ok := b.weigh(live)
+	switch {
+	case next == nil:
+		return ""
+	case place.Rate(next, placeNodes(live)) <= place.Rate(b.placement, placeNodes(b.nodes)):
+		return fmt.Sprintf("the live nodes would not run it faster (now %s, would be %s); --force relaunches anyway", b.placement, next)
+	case ok && !e.Worth(1):
+		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", next, describeEstimate(e))
+	}
+	return ""
 }
 
 // want is how many verified copies make a shard durable: the job's redundancy, or
@@ -444,6 +650,13 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	}
 	b.mu.Unlock()
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i] < fresh[j] })
+	if len(fresh) > 0 {
+		b.mu.Lock()
+		if c := b.created[fresh[len(fresh)-1]]; c != 0 {
+			b.ckptCost = max(time.Since(time.Unix(0, int64(c))), 0)
+		}
+		b.mu.Unlock()
+	}
 	for _, e := range fresh {
 		b.cj.update(func(a *api.Job) { a.Epoch = max(a.Epoch, e) })
 		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %d copies each)", e, n, b.want())})

@@ -89,6 +89,8 @@ const (
 	EventRestart    = "restart"     // relaunching from an epoch
 	EventProgress   = "progress"    // the program reported progress
 	EventAppFailure = "app-failure" // the program failed by itself
+	EventNodes      = "nodes"       // too few nodes: waiting for joins, or oversubscribing
+	EventRebalance  = "rebalance"   // a rebalance weighed and not done
 	EventDone       = "finished"
 )
 

@@ -323,7 +323,8 @@ type launchExit struct {
 	err  error
 }
 
-// scanProgress reports the program's progress in steps of 10%.
+// scanProgress reads the progress file rank 0 writes on this node, if the backend
+// named one.
 func (j *job) scanProgress() {
 	if j.progressFile == "" {
 		return
@@ -336,6 +337,11 @@ func (j *job) scanProgress() {
 	if err != nil || f < 0 || f > 1 {
 		return
 	}
+	j.reportProgress(f)
+}
+
+// reportProgress reports the program's progress in steps of 10%.
+func (j *job) reportProgress(f float64) {
 	if d := int(f * 10); d > j.progress {
 		j.progress = d
 		j.event(EventProgress, Event{Message: fmt.Sprintf("progress %d%%", d*10)})

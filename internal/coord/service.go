@@ -30,8 +30,9 @@ type Peer interface {
 	// started for the job (fencing an old run).
 	Grant(ctx context.Context, job, coordinator string, ttl time.Duration) error
 	Revoke(ctx context.Context, job string) error
-	// Shards lists the job's shards the node holds and has verified.
-	Shards(ctx context.Context, job string) ([]ShardInfo, error)
+	// Shards lists the job's shards the node holds and has verified, and the job's
+	// progress as a rank 0 on the node last reported it (nil: none).
+	Shards(ctx context.Context, job string) ([]ShardInfo, *api.Progress, error)
 	// Fetch makes the node copy a shard from the agent at API address from.
 	Fetch(ctx context.Context, ref api.ShardRef, from string) error
 	// RankStates reads how the job's ranks on the node ended.
@@ -422,19 +423,31 @@ func (s *Service) Evacuate(ctx context.Context, node string) error {
 
 // Rebalance relaunches job id from a fresh checkpoint over every live node, so that
 // nodes that joined since its launch are used.
-func (s *Service) Rebalance(ctx context.Context, id string) (api.Job, error) {
+func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceRequest) (api.Job, error) {
 	j, err := s.get(id)
 	if err != nil {
 		return api.Job{}, err
 	}
 	j.mu.Lock()
-	done := j.done
+	done, b := j.done, j.backend
 	j.mu.Unlock()
-	if done {
+	if done || b == nil {
 		return j.snapshot(), fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
 	}
-	if err := s.reconfigure(ctx, id, "", "rebalancing over the live nodes"); err != nil {
-		return api.Job{}, err
+	var refused string
+	rc := reconfig{reason: "rebalancing over the live nodes", force: req.Force, refused: &refused, done: make(chan struct{})}
+	select {
+	case b.reconfigs <- rc:
+	default:
+		return j.snapshot(), fmt.Errorf("%w: job %s is already being reconfigured", api.ErrConflict, id)
+	}
+	select {
+	case <-rc.done:
+	case <-ctx.Done():
+		return api.Job{}, ctx.Err()
+	}
+	if refused != "" {
+		return j.snapshot(), fmt.Errorf("%w: not rebalancing job %s: %s", api.ErrConflict, id, refused)
 	}
 	return j.snapshot(), nil
 }

@@ -226,7 +226,26 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 		}
 	}
 	s.prune(job, seen)
+	idx.Progress = readProgress(filepath.Join(jd.Path(), "progress"))
 	return idx, nil
+}
+
+// readProgress reads the progress file libshoal's rank 0 keeps in the job's
+// directory: one fraction in [0, 1]. Missing or unreadable means unknown.
+func readProgress(path string) *api.Progress {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil || !(f >= 0 && f <= 1) {
+		return nil
+	}
+	return &api.Progress{Fraction: f, At: st.ModTime()}
 }
 
 // verifyPath verifies the shard file at path through the cache: a stat when

@@ -20,7 +20,10 @@ import (
 
 // agentArgv is the one place that says how a testbed host runs its Shoal agent. The first
 // host's agent creates the cluster (--init writes the secret file); every later one joins
-// the agent at join with that secret. --cores is passed when the agent takes it.
+// the agent at join with that secret. --cores is passed when the agent takes it, and so is
+// --speed: the hosts share this machine, so a start-up measurement would read the load
+// of the moment; a host's speed is its CPU share per core instead (equal for all hosts
+// without quotas), in units of testbedSpeed per CPU.
 func agentArgv(st *state, h *Host, join string) []string {
 	argv := []string{st.AgentBinary, "agent",
 		"--bind", net.JoinHostPort(h.IP, strconv.Itoa(AgentPort)),
@@ -36,7 +39,21 @@ func agentArgv(st *state, h *Host, join string) []string {
 	if strings.Contains(st.AgentHelp, "-cores") {
 		argv = append(argv, "--cores", strconv.Itoa(h.Cores))
 	}
+	if strings.Contains(st.AgentHelp, "-speed") {
+		argv = append(argv, "--speed", strconv.FormatUint(hostSpeed(h), 10))
+	}
 	return argv
+}
+
+// testbedSpeed is the speed a testbed host announces for one whole CPU per core.
+const testbedSpeed = 100_000_000
+
+// hostSpeed is the speed a host announces: the CPU its quota gives each of its cores.
+func hostSpeed(h *Host) uint64 {
+	if h.CPUQuota <= 0 || h.Cores < 1 {
+		return testbedSpeed
+	}
+	return uint64(testbedSpeed * h.CPUQuota / float64(h.Cores))
 }
 
 // probeAgent runs `bin agent --help`: whether the agent command exists in bin, and its

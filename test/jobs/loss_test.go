@@ -18,15 +18,21 @@ var heatArgs = []string{"--size", "1000", "--steps", "8000"}
 // `after` is complete, and checks the job ends with the uninterrupted checksum after
 // restarting `restarts` times. It returns the job's output.
 func runWithLoss(t *testing.T, nodes, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
-	return runHeatWithLoss(t, heatArgs, nodes, after, restarts, interval, lose)
+	return runHeatWithLoss(t, heatArgs, nil, nodes, after, restarts, interval, lose)
 }
 
-func runHeatWithLoss(t *testing.T, heatArgs []string, nodes, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
+// runHeatWithLoss is runWithLoss with heat's arguments and shoal run's flags given
+// (nil flags: --max-oversubscribe 3, so 2 hosts of 2 cores can run the 6 ranks).
+func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
 	t.Helper()
 	b := up(t, nodes)
 	heat := filepath.Join(root, "build/examples/heat")
 	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, heatArgs...)...)
-	j := submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", interval, "--max-oversubscribe", "3", "--", heat}, heatArgs...)...)
+	if runFlags == nil {
+		runFlags = []string{"--max-oversubscribe", "3"}
+	}
+	args := append(append([]string{"-n", "6", "--ckpt-interval", interval}, runFlags...), "--", heat)
+	j := submit(t, b, "n1", append(args, heatArgs...)...)
 	j.id = j.waitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
 	j.waitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
 	lose(b, j)
@@ -103,7 +109,7 @@ func TestNQueensKillHost(t *testing.T) {
 // another node, not use the damaged one nor fall back an epoch.
 func TestCorruptShardTakenFromReplica(t *testing.T) {
 	// Checkpoints every 3 s: epoch 3 cannot appear between the damage and the kill.
-	out := runHeatWithLoss(t, longHeat, 3, 2, 1, "3s", func(b *testbed.Bed, j *job) {
+	out := runHeatWithLoss(t, longHeat, nil, 3, 2, 1, "3s", func(b *testbed.Bed, j *job) {
 		// Rank 0 runs on n1 and wrote its shard of epoch 2 there.
 		shard := filepath.Join(b.Dir(), "n1", "data", "ckpt", j.id, "e00000002", "r000000.shard")
 		data, err := os.ReadFile(shard)

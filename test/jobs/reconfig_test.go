@@ -17,7 +17,7 @@ var longHeat = []string{"--size", "1000", "--steps", "16000"}
 // TestGracefulLeave has n3 leave mid-run: the job must relaunch from the epoch taken
 // for the leave, with the ranks held still after it, so no work is lost.
 func TestGracefulLeave(t *testing.T) {
-	out := runHeatWithLoss(t, longHeat, 3, 2, 1, "2s", func(b *testbed.Bed, j *job) {
+	out := runHeatWithLoss(t, longHeat, nil, 3, 2, 1, "2s", func(b *testbed.Bed, j *job) {
 		if out, err := b.Exec(context.Background(), "n3", filepath.Join(root, "bin/shoal"), "leave"); err != nil {
 			t.Fatalf("shoal leave: %v\n%s", err, out)
 		}
@@ -57,7 +57,7 @@ func TestGracefulLeave(t *testing.T) {
 // rebalance the job has ranks on it, and still computes the uninterrupted result.
 func TestJoinThenRebalance(t *testing.T) {
 	var placement map[string][]int
-	runHeatWithLoss(t, longHeat, 2, 1, 1, "1s", func(b *testbed.Bed, j *job) {
+	runHeatWithLoss(t, longHeat, nil, 2, 1, 1, "1s", func(b *testbed.Bed, j *job) {
 		ctx := context.Background()
 		if _, err := b.Add(ctx, testbed.HostConfig{Cores: 2}); err != nil {
 			t.Fatalf("add a host: %v", err)
@@ -86,5 +86,58 @@ func TestJoinThenRebalance(t *testing.T) {
 	})
 	if len(placement["n3"]) == 0 {
 		t.Errorf("after the rebalance the job has no rank on the new node n3: %v", placement)
+	}
+}
+
+// TestAutoRebalanceUsesJoinedNode runs a job with --auto-rebalance on 2 hosts (3 ranks
+// on each 2-core host) and adds a third: the coordinator must weigh the join, find
+// that 2 ranks per host pays, and relaunch over all three without being asked.
+func TestAutoRebalanceUsesJoinedNode(t *testing.T) {
+	flags := []string{"--max-oversubscribe", "3", "--auto-rebalance", "1"}
+	out := runHeatWithLoss(t, longHeat, flags, 2, 1, 1, "1s", func(b *testbed.Bed, j *job) {
+		if _, err := b.Add(context.Background(), testbed.HostConfig{Cores: 2}); err != nil {
+			t.Fatalf("add a host: %v", err)
+		}
+		j.waitLine(`node n3 available: a relaunch as .* is estimated to save .*; rebalancing`, time.Minute)
+		j.waitLine(`launching 6 ranks on 3 nodes \(n1:0-1 n2:2-3 n3:4-5\)`, time.Minute)
+	})
+	if !strings.Contains(out, "rebalancing onto n3; restarting 6 ranks from epoch") || !strings.Contains(out, "; 0s of work lost") {
+		t.Errorf("the automatic rebalance lost work:\n%s", grepShoal(out))
+	}
+}
+
+// TestWaitForNodes loses one of three hosts of a job that may not oversubscribe: the
+// job must wait for a node to join rather than crowd the survivors, and go on from
+// its checkpoint on the new host once it does.
+func TestWaitForNodes(t *testing.T) {
+	flags := []string{"--max-oversubscribe", "1", "--wait-for-nodes", "2m"}
+	out := runHeatWithLoss(t, heatArgs, flags, 3, 2, 1, "500ms", func(b *testbed.Bed, j *job) {
+		ctx := context.Background()
+		if _, err := b.Kill(ctx, "n3"); err != nil {
+			t.Fatal(err)
+		}
+		j.waitLine(`too few nodes: 6 ranks need 6 cores .*; waiting up to 2m0s for nodes to join`, time.Minute)
+		if _, err := b.Add(ctx, testbed.HostConfig{Cores: 2}); err != nil {
+			t.Fatalf("add a host: %v", err)
+		}
+		j.waitLine(`launching 6 ranks on n1, n2, n4 `, time.Minute)
+	})
+	if strings.Contains(out, "oversubscribed") {
+		t.Error("the job oversubscribed the survivors instead of waiting")
+	}
+}
+
+// TestTooFewNodesFails asks for more ranks than the cluster's cores with a short
+// --wait-for-nodes: the job must fail with a line naming the shortfall, exit 1.
+func TestTooFewNodesFails(t *testing.T) {
+	b := up(t, 2)
+	heat := filepath.Join(root, "build/examples/heat")
+	j := submit(t, b, "n1", "-n", "6", "--wait-for-nodes", "2s", "--", heat, "--steps", "10")
+	if code := j.wait(time.Minute); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	want := "too few nodes: 6 ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4, and no node joined within --wait-for-nodes 2s"
+	if !strings.Contains(j.output(), want) {
+		t.Errorf("no line %q", want)
 	}
 }

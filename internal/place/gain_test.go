@@ -1,0 +1,68 @@
+package place
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRate(t *testing.T) {
+	nodes := []Node{{"a", 2, 1}, {"b", 2, 1}, {"c", 3, 1}, {"fast", 2, 2}, {"unknown", 2, 0}}
+	cases := []struct {
+		name string
+		p    Placement
+		want float64
+	}{
+		{"empty", nil, 0},
+		{"one rank per core", Placement{"a", "a", "b", "b"}, 1},
+		{"one node oversubscribed sets the pace", Placement{"a", "a", "a", "b"}, 2.0 / 3},
+		{"DESIGN scenario, rank by rank 4+3 on 2+2", Placement{"a", "a", "a", "a", "b", "b", "b"}, 0.5},
+		{"DESIGN scenario, block 5+2 on 2+2", Placement{"a", "a", "a", "a", "a", "b", "b"}, 0.4},
+		{"a faster node", Placement{"fast", "fast"}, 2},
+		{"fast but crowded", Placement{"fast", "fast", "fast", "fast"}, 1},
+		{"slowest node wins", Placement{"fast", "a"}, 1},
+		{"speed 0 counts as 1", Placement{"unknown", "unknown"}, 1},
+		{"fewer ranks than cores", Placement{"c"}, 1},
+		{"unknown node", Placement{"a", "gone"}, 0},
+	}
+	for _, c := range cases {
+		if got := Rate(c.p, nodes); abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: Rate(%v) = %g, want %g", c.name, c.p, got, c.want)
+		}
+	}
+}
+
+func TestWeigh(t *testing.T) {
+	s := time.Second
+	cases := []struct {
+		name            string
+		remaining, cost time.Duration
+		cur, next       float64
+		ratio           float64
+		gain            time.Duration
+		worth           bool
+	}{
+		{"twice as fast halves the rest", 60 * s, 5 * s, 0.5, 1, 1, 30 * s, true},
+		{"gain below the cost", 6 * s, 5 * s, 0.5, 1, 1, 3 * s, false},
+		{"gain above the cost but below the ratio", 60 * s, 11 * s, 0.5, 1, 3, 30 * s, false},
+		{"gain above ratio x cost", 60 * s, 9 * s, 0.5, 1, 3, 30 * s, true},
+		{"no faster: no gain", 60 * s, 0, 1, 1, 1, 0, false},
+		{"slower: no gain", 60 * s, 0, 1, 0.5, 1, 0, false},
+		{"ratio below 1 counts as 1", 10 * s, 5 * s, 0.5, 1, 0.1, 5 * s, false},
+		{"no current rate", 60 * s, 0, 0, 1, 1, 0, false},
+		{"negative remaining", -s, 0, 0.5, 1, 1, 0, false},
+		{"4+3 against 5+2", 100 * s, 0, 0.4, 0.5, 1, 20 * s, true},
+	}
+	for _, c := range cases {
+		e := Weigh(c.remaining, c.cost, c.cur, c.next)
+		if e.Gain != c.gain || e.Worth(c.ratio) != c.worth {
+			t.Errorf("%s: gain %v worth %v, want %v %v", c.name, e.Gain, e.Worth(c.ratio), c.gain, c.worth)
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
