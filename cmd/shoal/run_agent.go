@@ -113,7 +113,15 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	for {
 		e, err := events.Next()
 		if err != nil {
-			fmt.Fprintf(stderr, "shoal run: lost the job's event stream: %s (the job %s may still run: shoal jobs)\n", errorLine(err), job.ID)
+			hctx, hcancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, herr := c.Health(hctx)
+			hcancel()
+			if herr != nil {
+				fmt.Fprintf(stderr, "shoal run: the agent coordinating job %s on %s stopped answering (%s); the job ends with its coordinator: Shoal does not move a coordinator to another node yet\n",
+					job.ID, job.Coordinator, errorLine(err))
+			} else {
+				fmt.Fprintf(stderr, "shoal run: lost the job's event stream: %s (the job %s may still run: shoal jobs)\n", errorLine(err), job.ID)
+			}
 			return exitFailure
 		}
 		switch e.Type {
