@@ -63,16 +63,16 @@ func TestKernelsSurviveKilledRank(t *testing.T) {
 			want := verified(t, "reference", string(out))
 			data := t.TempDir()
 			p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, "run", "-n", "4", "--ckpt-interval", "300ms", "--", bin, "--class", "W")
-			job := p.waitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
-			p.waitLine(`epoch 1 complete`, 2*time.Minute)
+			job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
+			p.WaitLine(`epoch 1 complete`, 2*time.Minute)
 			syscall.Kill(rankPID(t, data, job, 1), syscall.SIGKILL)
-			if code := p.wait(5 * time.Minute); code != 0 {
+			if code := p.Wait(5 * time.Minute); code != 0 {
 				t.Fatalf("job exited %d", code)
 			}
-			if !strings.Contains(p.output(), "rank 1 killed by signal 9; restarting from epoch") {
+			if !strings.Contains(p.Output(), "rank 1 killed by signal 9; restarting from epoch") {
 				t.Error("no restart from an epoch after the kill")
 			}
-			if got := verified(t, "after the kill", p.output()); got != want {
+			if got := verified(t, "after the kill", p.Output()); got != want {
 				t.Errorf("verified value after the kill %q, want %q", got, want)
 			}
 		})

@@ -25,10 +25,10 @@ func runReference(t *testing.T, key string, program string, args ...string) stri
 	shoal := artifact(t, "bin/shoal")
 	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal,
 		append([]string{"run", "-n", "4", "--ckpt-interval", "0", "--", program}, args...)...)
-	if code := p.wait(3 * time.Minute); code != 0 {
+	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("reference run exited %d", code)
 	}
-	v := field(p.output(), key)
+	v := field(p.Output(), key)
 	if v == "" {
 		t.Fatalf("reference run printed no %q line", key)
 	}
@@ -47,13 +47,13 @@ func killAfterEpochEvery(t *testing.T, after int, interval, program string, args
 	data := t.TempDir()
 	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
 		append([]string{"run", "-n", "4", "--ckpt-interval", interval, "--", program}, args...)...)
-	job := p.waitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
-	p.waitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
+	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
+	p.WaitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
 	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
-	if code := p.wait(3 * time.Minute); code != 0 {
+	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("job exited %d after the kill", code)
 	}
-	return p.output()
+	return p.Output()
 }
 
 func TestLocalHeatSurvivesKilledRank(t *testing.T) {
@@ -92,10 +92,10 @@ func TestLocalCorruptNewestEpochFallsBack(t *testing.T) {
 	data := t.TempDir()
 	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
 		append([]string{"run", "-n", "4", "--ckpt-interval", "1s", "--", heat, "--pace", "1000"}, args...)...)
-	job := p.waitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
-	epoch := p.waitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
+	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
+	epoch := p.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
 	if epoch == "1" {
-		epoch = p.waitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
+		epoch = p.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
 	}
 	n, _ := strconv.Atoi(epoch)
 	shard := filepath.Join(data, "ckpt", job, "e"+pad(n, 8), "r000001.shard")
@@ -108,10 +108,10 @@ func TestLocalCorruptNewestEpochFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
-	if code := p.wait(3 * time.Minute); code != 0 {
+	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("job exited %d", code)
 	}
-	out := p.output()
+	out := p.Output()
 	if !strings.Contains(out, "epoch "+epoch+" unusable") || !strings.Contains(out, "checksum mismatch") {
 		t.Errorf("no warning that epoch %s is unusable because of a checksum mismatch", epoch)
 	}
@@ -143,10 +143,10 @@ int main(int argc, char **argv) {
 		t.Fatalf("mpicc: %v\n%s", err, out)
 	}
 	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", bin)
-	if code := p.wait(time.Minute); code != 7 {
+	if code := p.Wait(time.Minute); code != 7 {
 		t.Errorf("exit code %d, want the program's 7", code)
 	}
-	out := p.output()
+	out := p.Output()
 	if strings.Contains(out, "restarting from") || !strings.Contains(out, "rank 1 exited with code 7; not restarting") {
 		t.Errorf("a program's own failure must end the job without a restart")
 	}
@@ -174,10 +174,10 @@ int main(int argc, char **argv) {
 		t.Fatalf("mpicc: %v\n%s", err, out)
 	}
 	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", "--max-restarts", "2", bin)
-	if code := p.wait(time.Minute); code != 3 {
+	if code := p.Wait(time.Minute); code != 3 {
 		t.Errorf("exit code %d, want 3 (restarts exhausted)", code)
 	}
-	out := p.output()
+	out := p.Output()
 	if n := strings.Count(out, "restarting from the beginning"); n != 2 {
 		t.Errorf("%d restarts, want 2", n)
 	}
@@ -223,17 +223,17 @@ func TestStandaloneRestart(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	syscall.Kill(pid, syscall.SIGKILL)
-	if code := first.wait(time.Minute); code == 0 {
+	if code := first.Wait(time.Minute); code == 0 {
 		t.Fatal("mpirun exited 0 although a rank was killed")
 	}
 	second := start(t, env, "mpirun", mpirun...)
-	if code := second.wait(3 * time.Minute); code != 0 {
+	if code := second.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("second run exited %d", code)
 	}
-	if !strings.Contains(second.output(), "heat: resumed at step") {
+	if !strings.Contains(second.Output(), "heat: resumed at step") {
 		t.Error("second run did not resume from the checkpoint")
 	}
-	if got := field(second.output(), "checksum"); got != want {
+	if got := field(second.Output(), "checksum"); got != want {
 		t.Errorf("checksum after resuming = %q, want %q", got, want)
 	}
 }

@@ -5,21 +5,18 @@
 package jobs
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/watch"
 )
 
 const instance = 240
@@ -88,14 +85,8 @@ func tail(s string, n int) string {
 
 // job is a `shoal run` inside a host, its output watched line by line.
 type job struct {
-	id    string // the job id, once its first line is seen
-	t     *testing.T
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	out   bytes.Buffer
-	lines chan string
-	done  chan struct{}
-	err   error
+	*watch.Proc
+	id string // the job id, once its first line is seen
 }
 
 func submit(t *testing.T, b *testbed.Bed, host string, args ...string) *job {
@@ -106,88 +97,10 @@ func submit(t *testing.T, b *testbed.Bed, host string, args ...string) *job {
 		t.Fatal(err)
 	}
 	cmd.Dir = root
-	j := &job{t: t, cmd: cmd, lines: make(chan string, 100000), done: make(chan struct{})}
-	r, w, _ := os.Pipe()
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			j.mu.Lock()
-			j.out.WriteString(sc.Text() + "\n")
-			j.mu.Unlock()
-			select {
-			case j.lines <- sc.Text():
-			default:
-			}
-		}
-		j.err = cmd.Wait()
-		close(j.lines)
-		close(j.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-j.done
-		if t.Failed() {
-			t.Logf("output of shoal run:\n%s", j.output())
-		}
-	})
-	return j
+	return &job{Proc: watch.Start(t, cmd)}
 }
 
-func (j *job) output() string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.out.String()
-}
-
-func (j *job) waitLine(re string, timeout time.Duration) []string {
-	j.t.Helper()
-	rx := regexp.MustCompile(re)
-	deadline := time.After(timeout)
-	for {
-		select {
-		case l, ok := <-j.lines:
-			if !ok {
-				j.t.Fatalf("job ended before a line matching %q", re)
-			}
-			if m := rx.FindStringSubmatch(l); m != nil {
-				return m
-			}
-		case <-deadline:
-			j.t.Fatalf("no line matching %q within %v", re, timeout)
-		}
-	}
-}
-
-func (j *job) wait(timeout time.Duration) int {
-	j.t.Helper()
-	select {
-	case <-j.done:
-	case <-time.After(timeout):
-		j.t.Fatalf("job still running after %v", timeout)
-	}
-	if ee, ok := j.err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	if j.err != nil {
-		j.t.Fatal(j.err)
-	}
-	return 0
-}
-
-func field(out, key string) string {
-	v := ""
-	for _, l := range strings.Split(out, "\n") {
-		if i := strings.Index(l, key+": "); i >= 0 {
-			v = strings.TrimSpace(l[i+len(key)+2:])
-		}
-	}
-	return v
-}
+var field = watch.Field
 
 // reference runs the program with plain mpirun on this machine and returns the
 // value of key: the result an uninterrupted run gives.

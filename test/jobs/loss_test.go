@@ -33,13 +33,13 @@ func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, re
 	}
 	args := append(append([]string{"-n", "6", "--ckpt-interval", interval}, runFlags...), "--", heat)
 	j := submit(t, b, "n1", append(args, heatArgs...)...)
-	j.id = j.waitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
-	j.waitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
+	j.id = j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+	j.WaitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
 	lose(b, j)
-	if code := j.wait(4 * time.Minute); code != 0 {
+	if code := j.Wait(4 * time.Minute); code != 0 {
 		t.Fatalf("job exited %d", code)
 	}
-	out := j.output()
+	out := j.Output()
 	if got := field(out, "checksum"); got != want {
 		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
 	}
@@ -77,8 +77,8 @@ func TestTwoSuccessiveLosses(t *testing.T) {
 		if _, err := b.Kill(context.Background(), "n4"); err != nil {
 			t.Fatal(err)
 		}
-		j.waitLine(`launching 6 ranks on n1, n2, n3 `, time.Minute)
-		j.waitLine(`epoch \d+ complete`, time.Minute)
+		j.WaitLine(`launching 6 ranks on n1, n2, n3 `, time.Minute)
+		j.WaitLine(`epoch \d+ complete`, time.Minute)
 		if _, err := b.Kill(context.Background(), "n3"); err != nil {
 			t.Fatal(err)
 		}
@@ -89,17 +89,17 @@ func TestNQueensKillHost(t *testing.T) {
 	b := up(t, 3)
 	nq := filepath.Join(root, "build/examples/nqueens")
 	j := submit(t, b, "n1", "-n", "6", "--ckpt-interval", "300ms", "--max-oversubscribe", "3", "--", nq, "16")
-	j.waitLine(`epoch 2 complete`, 2*time.Minute)
+	j.WaitLine(`epoch 2 complete`, 2*time.Minute)
 	if _, err := b.Kill(context.Background(), "n2"); err != nil {
 		t.Fatal(err)
 	}
-	if code := j.wait(4 * time.Minute); code != 0 {
+	if code := j.Wait(4 * time.Minute); code != 0 {
 		t.Fatalf("job exited %d", code)
 	}
-	if got := field(j.output(), "solutions"); got != "14772512" {
+	if got := field(j.Output(), "solutions"); got != "14772512" {
 		t.Errorf("solutions = %q, want 14772512", got)
 	}
-	if !strings.Contains(j.output(), "restarting 6 ranks from epoch") {
+	if !strings.Contains(j.Output(), "restarting 6 ranks from epoch") {
 		t.Error("the job did not restart from an epoch after n2 was killed")
 	}
 }

@@ -82,7 +82,7 @@ func TestJoinThenRebalance(t *testing.T) {
 				placement = jb.Placement
 			}
 		}
-		j.waitLine(`launching 6 ranks .*n3`, time.Minute)
+		j.WaitLine(`launching 6 ranks .*n3`, time.Minute)
 	})
 	if len(placement["n3"]) == 0 {
 		t.Errorf("after the rebalance the job has no rank on the new node n3: %v", placement)
@@ -98,8 +98,8 @@ func TestAutoRebalanceUsesJoinedNode(t *testing.T) {
 		if _, err := b.Add(context.Background(), testbed.HostConfig{Cores: 2}); err != nil {
 			t.Fatalf("add a host: %v", err)
 		}
-		j.waitLine(`node n3 available: a relaunch as .* is estimated to save .*; rebalancing`, time.Minute)
-		j.waitLine(`launching 6 ranks on 3 nodes \(n1:0-1 n2:2-3 n3:4-5\)`, time.Minute)
+		j.WaitLine(`node n3 available: a relaunch as .* is estimated to save .*; rebalancing`, time.Minute)
+		j.WaitLine(`launching 6 ranks on 3 nodes \(n1:0-1 n2:2-3 n3:4-5\)`, time.Minute)
 	})
 	if !strings.Contains(out, "rebalancing onto n3; restarting 6 ranks from epoch") || !strings.Contains(out, "; 0s of work lost") {
 		t.Errorf("the automatic rebalance lost work:\n%s", grepShoal(out))
@@ -116,11 +116,11 @@ func TestWaitForNodes(t *testing.T) {
 		if _, err := b.Kill(ctx, "n3"); err != nil {
 			t.Fatal(err)
 		}
-		j.waitLine(`too few nodes: 6 ranks need 6 cores .*; waiting up to 2m0s for nodes to join`, time.Minute)
+		j.WaitLine(`too few nodes: 6 ranks need 6 cores .*; waiting up to 2m0s for nodes to join`, time.Minute)
 		if _, err := b.Add(ctx, testbed.HostConfig{Cores: 2}); err != nil {
 			t.Fatalf("add a host: %v", err)
 		}
-		j.waitLine(`launching 6 ranks on n1, n2, n4 `, time.Minute)
+		j.WaitLine(`launching 6 ranks on n1, n2, n4 `, time.Minute)
 	})
 	if strings.Contains(out, "oversubscribed") {
 		t.Error("the job oversubscribed the survivors instead of waiting")
@@ -133,11 +133,11 @@ func TestTooFewNodesFails(t *testing.T) {
 	b := up(t, 2)
 	heat := filepath.Join(root, "build/examples/heat")
 	j := submit(t, b, "n1", "-n", "6", "--wait-for-nodes", "2s", "--", heat, "--steps", "10")
-	if code := j.wait(time.Minute); code != 1 {
+	if code := j.Wait(time.Minute); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	want := "too few nodes: 6 ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4, and no node joined within --wait-for-nodes 2s"
-	if !strings.Contains(j.output(), want) {
+	if !strings.Contains(j.Output(), want) {
 		t.Errorf("no line %q", want)
 	}
 }
