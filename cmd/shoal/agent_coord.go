@@ -35,7 +35,7 @@ func (p peer) Shards(ctx context.Context, job string) ([]coord.ShardInfo, *api.P
 	}
 	out := make([]coord.ShardInfo, len(idx.Shards))
 	for i, s := range idx.Shards {
-		out[i] = coord.ShardInfo{Epoch: s.Epoch, Rank: s.Rank, CreatedNs: s.CreatedNs}
+		out[i] = coord.ShardInfo{Epoch: s.Epoch, Rank: s.Rank, CreatedNs: s.CreatedNs, Checksum: s.Checksum}
 	}
 	return out, idx.Progress, nil
 }

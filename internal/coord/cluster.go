@@ -35,9 +35,15 @@ type clusterBackend struct {
 	placement  place.Placement
 	nodes      map[string]api.Node // the nodes of the current run, as placed
 
-	mu        sync.Mutex
-	holders   map[uint64]map[int]map[string]bool // epoch → rank → nodes with a verified copy
-	created   map[uint64]uint64                  // epoch → created_ns
+	mu      sync.Mutex
+	holders map[uint64]map[int]map[string]bool // epoch → rank → nodes with a verified copy
+	// sums holds, by epoch and rank, the checksum of the shard as the rank's own node
+	// wrote it in the run that took the epoch. A copy counts only when it matches:
+	// a node that was cut off and comes back may hold shards its fenced ranks wrote
+	// under numbers a later run has reused, and those must never be counted.
+	sums      map[uint64]map[int]uint64
+	runBase   uint64            // the first epoch the current run may write
+	created   map[uint64]uint64 // epoch → created_ns
 	complete  map[uint64]bool
 	inflight  map[string]bool // replications under way, by "epoch/rank/node"
 	lastSeen  map[string]time.Time
@@ -128,9 +134,12 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.mu.Unlock()
 	b.cj.update(func(a *api.Job) { a.Placement = byNode; a.State = api.JobStaging })
 
-	// Fence the old run everywhere it may still have processes, then stage and grant.
-	for name := range old {
-		if _, ok := live[name]; ok {
+	// Fence every earlier run wherever it may still have processes: the nodes of the
+	// last run, and any node of this one, which may be back from being cut off with a
+	// fenced run's ranks still alive. Then stage and grant.
+	for name := range live {
+		_, wasIn := old[name]
+		if wasIn || len(byNode[name]) > 0 {
 			b.peer(name).Revoke(ctx, info.ID)
 		}
 	}
@@ -454,7 +463,7 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 				}
 			}
 			b.mu.Unlock()
-			for _, s := range shards {
+			for _, s := range b.accept(name, shards) {
 				b.addHolder(s.Epoch, s.Rank, name, s.CreatedNs)
 			}
 		}(name)
@@ -463,6 +472,32 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 	if b.progLast != nil {
 		b.j.reportProgress(b.progLast.Fraction)
 	}
+}
+
+// accept returns the shards of node's index that are the job's own: a rank's shard
+// of an epoch of the current run, reported by the node the rank runs on, sets the
+// epoch's checksum for that rank; any copy counts only if it has that checksum. It
+// also raises the highest epoch seen, so that no later run reuses a number that any
+// node holds.
+func (b *clusterBackend) accept(node string, shards []ShardInfo) []ShardInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []ShardInfo
+	for _, s := range shards {
+		b.highest = max(b.highest, s.Epoch)
+		if s.Epoch >= b.runBase && s.Rank < len(b.placement) && b.placement[s.Rank] == node {
+			if b.sums[s.Epoch] == nil {
+				b.sums[s.Epoch] = map[int]uint64{}
+			}
+			if _, ok := b.sums[s.Epoch][s.Rank]; !ok {
+				b.sums[s.Epoch][s.Rank] = s.Checksum
+			}
+		}
+		if sum, ok := b.sums[s.Epoch][s.Rank]; ok && sum == s.Checksum {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // noteProgress records a progress report of the current run's rank 0 (older ones,
@@ -677,6 +712,11 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 			delete(b.complete, e)
 		}
 	}
+	for e := range b.sums {
+		if e < keep {
+			delete(b.sums, e)
+		}
+	}
 	b.mu.Unlock()
 }
 
@@ -758,7 +798,8 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckp
 func (b *clusterBackend) epochBase() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.highest + 1
+	b.runBase = b.highest + 1
+	return b.runBase
 }
 
 // startReconfig asks rank 0's node for an immediate checkpoint; the relaunch follows

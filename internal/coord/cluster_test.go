@@ -75,3 +75,36 @@ func TestCoresNeeded(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptOnlyTheWritersShards: a copy counts only when it matches the shard its
+// rank's node wrote in the run that took the epoch; a node back from a cut with a
+// fenced run's shards under reused numbers is not counted, but its numbers are seen.
+func TestAcceptOnlyTheWritersShards(t *testing.T) {
+	b := &clusterBackend{sums: map[uint64]map[int]uint64{}, runBase: 5, placement: place.Placement{"a", "b"}}
+	accepted := func(node string, shards ...ShardInfo) []ShardInfo { return b.accept(node, shards) }
+	if got := accepted("c", ShardInfo{Epoch: 5, Rank: 0, Checksum: 99}); len(got) != 0 {
+		t.Errorf("a copy counted before the writer reported its shard: %v", got)
+	}
+	if got := accepted("a", ShardInfo{Epoch: 5, Rank: 0, Checksum: 1}); len(got) != 1 {
+		t.Errorf("the writer's own shard was not counted: %v", got)
+	}
+	got := accepted("b", ShardInfo{Epoch: 5, Rank: 0, Checksum: 1}, ShardInfo{Epoch: 5, Rank: 1, Checksum: 2})
+	if len(got) != 2 {
+		t.Errorf("a replica and b's own shard: counted %v, want both", got)
+	}
+	stale := []ShardInfo{
+		{Epoch: 5, Rank: 1, Checksum: 9}, // same numbers, other content: a fenced run's
+		{Epoch: 3, Rank: 0, Checksum: 3}, // an epoch this coordinator never saw written
+		{Epoch: 7, Rank: 1, Checksum: 7}, // ahead of the run: written by no run of ours
+	}
+	if got := accepted("c", stale...); len(got) != 0 {
+		t.Errorf("stale shards counted: %v", got)
+	}
+	if b.highest != 7 {
+		t.Errorf("highest epoch seen %d, want 7: a new run must not reuse a number a node holds", b.highest)
+	}
+	// The writer of rank 0 (a) reporting epoch 4, before this run: not this run's.
+	if got := accepted("a", ShardInfo{Epoch: 4, Rank: 0, Checksum: 4}); len(got) != 0 {
+		t.Errorf("a shard below the run's base without a record counted: %v", got)
+	}
+}

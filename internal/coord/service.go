@@ -50,6 +50,7 @@ type ShardInfo struct {
 	Epoch     uint64
 	Rank      int
 	CreatedNs uint64
+	Checksum  uint64 // equal copies have equal checksums
 }
 
 // ServiceConfig wires a coordinator into its node.
@@ -198,7 +199,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob) {
 	j.mu.Lock()
 	j.backend = &clusterBackend{
 		s: s, cj: j, j: rj, redundancy: red,
-		holders: map[uint64]map[int]map[string]bool{}, created: map[uint64]uint64{},
+		holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{}, created: map[uint64]uint64{},
 		complete: map[uint64]bool{}, inflight: map[string]bool{}, lastSeen: map[string]time.Time{},
 		excluded: map[string]bool{}, reconfigs: make(chan reconfig, 4),
 	}
