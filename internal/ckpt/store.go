@@ -127,6 +127,21 @@ type ManifestEntry struct {
 	CreatedNs uint64
 }
 
+// WriteManifest replaces the job's manifest with entries (oldest first), through a
+// temporary file and a rename, so a reader sees the old list or the new one.
+func (d JobDir) WriteManifest(entries []ManifestEntry) error {
+	var b strings.Builder
+	for _, e := range entries {
+		fmt.Fprintf(&b, "epoch %d nranks %d created_ns %d\n", e.Epoch, e.NRanks, e.CreatedNs)
+	}
+	path := filepath.Join(d.Path(), "manifest")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
 // ReadManifest returns the complete epochs recorded in the job's manifest, in file
 // order (oldest first). A missing manifest is an empty one; a malformed line is an
 // error naming the line.

@@ -696,6 +696,9 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		b.cj.update(func(a *api.Job) { a.Epoch = max(a.Epoch, e) })
 		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %d copies each)", e, n, b.want())})
 	}
+	if len(fresh) > 0 {
+		defer b.writeManifest()
+	}
 	if len(fresh) == 0 || len(all) < 3 {
 		return
 	}
@@ -718,6 +721,22 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		}
 	}
 	b.mu.Unlock()
+}
+
+// writeManifest records the complete epochs the job keeps (the two newest) in the
+// coordinator's manifest, DATA/coord/JOB/manifest, in the format of shard-format.md.
+func (b *clusterBackend) writeManifest() {
+	b.mu.Lock()
+	var entries []ckpt.ManifestEntry
+	for e := range b.complete {
+		entries = append(entries, ckpt.ManifestEntry{Epoch: e, NRanks: b.j.spec.NRanks, CreatedNs: b.created[e]})
+	}
+	b.mu.Unlock()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Epoch < entries[j].Epoch })
+	dir := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}
+	if err := dir.WriteManifest(entries); err != nil {
+		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: recording the complete epochs: %v", err)})
+	}
 }
 
 // finish collects the rank states of every node after the launcher exited, and tells

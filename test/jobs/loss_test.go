@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"shoal/internal/ckpt"
 	"shoal/internal/testbed"
 )
 
@@ -46,7 +48,32 @@ func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, re
 	if n := strings.Count(out, "; restarting 6 ranks from epoch"); n != restarts {
 		t.Errorf("%d restarts from an epoch, want %d", n, restarts)
 	}
+	checkManifest(t, b, j.id, out)
 	return out
+}
+
+// checkManifest checks the coordinator's record of complete epochs: the two newest,
+// in order, the last being the newest epoch the job reported complete.
+func checkManifest(t *testing.T, b *testbed.Bed, id, out string) {
+	t.Helper()
+	h, err := b.Host("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := ckpt.JobDir{Root: filepath.Join(h.DataDir, "coord"), Job: id}.ReadManifest()
+	if err != nil || len(entries) == 0 || len(entries) > 2 {
+		t.Fatalf("coordinator's manifest: %v %v, want the 1 or 2 newest complete epochs", entries, err)
+	}
+	if len(entries) == 2 && entries[0].Epoch >= entries[1].Epoch {
+		t.Errorf("manifest out of order: %v", entries)
+	}
+	newest := ""
+	for _, m := range regexp.MustCompile(`epoch (\d+) complete`).FindAllStringSubmatch(out, -1) {
+		newest = m[1]
+	}
+	if got := strconv.FormatUint(entries[len(entries)-1].Epoch, 10); got != newest {
+		t.Errorf("manifest's newest epoch %s, want %s (the last reported complete)", got, newest)
+	}
 }
 
 func TestKillHost(t *testing.T) {
