@@ -54,11 +54,13 @@ type clusterBackend struct {
 	pending   *reconfig // a planned reconfiguration waiting for its checkpoint
 
 	// What a rebalance is weighed with, measured on this job (job goroutine only).
-	launchAt    time.Time     // when the current run's placement was made
+	launchAt    time.Time     // when the current run's placement was made (this node's clock)
+	progBase    time.Time     // the time of the report on rank 0's node before the launch
 	restartCost time.Duration // the last launch: placement to the first progress report
 	ckptCost    time.Duration // the newest complete epoch: written to durable
 	progFirst   *api.Progress // the current run's first progress report
 	progLast    *api.Progress // and its latest
+	progSeen    time.Time     // when the latest was first seen (this node's clock)
 	autoWeighed string        // the live nodes an automatic rebalance was last weighed for
 }
 
@@ -124,7 +126,11 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	}
 	old := b.nodes
 	b.placement, b.nodes = p, live
-	b.launchAt, b.progFirst, b.progLast = time.Now(), nil, nil
+	b.launchAt, b.progFirst, b.progLast, b.progBase = time.Now(), nil, nil, time.Time{}
+	// What rank 0's node reports before the launch is an earlier run's progress.
+	if _, prog, err := b.peer(p[0]).Shards(ctx, info.ID); err == nil && prog != nil {
+		b.progBase = prog.At
+	}
 	byNode := map[string][]int{}
 	for r, n := range p {
 		byNode[n] = append(byNode[n], r)
@@ -451,7 +457,7 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 				return
 			}
 			if len(b.placement) > 0 && name == b.placement[0] {
-				b.noteProgress(prog)
+				b.noteProgress(prog, time.Now())
 			}
 			// The index replaces what we knew of the node: a copy found corrupt
 			// since, or removed, must not be counted or staged from.
@@ -500,18 +506,23 @@ func (b *clusterBackend) accept(node string, shards []ShardInfo) []ShardInfo {
 	return out
 }
 
-// noteProgress records a progress report of the current run's rank 0 (older ones,
-// left by an earlier run on that node, are ignored). The first report of a run ends
-// its restart: from placement to the program computing again.
-func (b *clusterBackend) noteProgress(p *api.Progress) {
+// noteProgress records a progress report of the current run's rank 0, seen at seen
+// (the report that was on its node before the launch is an earlier run's, and is
+// ignored). The first report of a run ends its restart: from placement to the
+// program computing again, both times on this node's clock, since the report's own
+// time is the other node's.
+func (b *clusterBackend) noteProgress(p *api.Progress, seen time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if p == nil || !p.At.After(b.launchAt) {
+	if p == nil || p.At.Equal(b.progBase) {
 		return
 	}
 	if b.progFirst == nil {
 		b.progFirst = p
-		b.restartCost = p.At.Sub(b.launchAt)
+		b.restartCost = max(seen.Sub(b.launchAt), 0)
+	}
+	if b.progLast == nil || !p.At.Equal(b.progLast.At) {
+		b.progSeen = seen
 	}
 	b.progLast = p
 }
@@ -524,7 +535,7 @@ func (b *clusterBackend) remaining() (time.Duration, bool) {
 		return 0, false
 	}
 	perUnit := float64(l.At.Sub(f.At)) / (l.Fraction - f.Fraction)
-	return max(time.Duration(perUnit*(1-l.Fraction))-time.Since(l.At), 0), true
+	return max(time.Duration(perUnit*(1-l.Fraction))-time.Since(b.progSeen), 0), true
 }
 
 // weigh estimates what relaunching over the live nodes would gain against what it
