@@ -81,7 +81,9 @@ var _ backend = (*clusterBackend)(nil)
 
 func (b *clusterBackend) peer(name string) Peer { return b.s.cfg.Peer(b.nodes[name]) }
 
-// liveNodes returns the nodes the job may use now.
+// liveNodes returns the nodes the job may use now. A node excluded for not answering
+// or for leaving stays excluded until membership declares it dead or left; if it
+// comes back alive after that, it is a node like any other (a join).
 func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[string]api.Node, error) {
 	nodes, err := b.s.cfg.Nodes(ctx)
 	if err != nil {
@@ -91,6 +93,9 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, n := range nodes {
+		if n.State == "dead" || n.State == "left" {
+			delete(b.excluded, n.Name)
+		}
 		if n.State == "alive" && !n.Leaving && !b.excluded[n.Name] && n.Name != without {
 			out[n.Name] = n
 		}
@@ -420,6 +425,11 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 	var lost []string
 	reason := ""
 	for _, n := range nodes {
+		if n.State == "dead" || n.State == "left" {
+			b.mu.Lock()
+			delete(b.excluded, n.Name) // see liveNodes
+			b.mu.Unlock()
+		}
 		if _, ok := b.nodes[n.Name]; !ok || (n.State != "dead" && n.State != "left") {
 			continue
 		}

@@ -141,3 +141,61 @@ func TestTooFewNodesFails(t *testing.T) {
 		t.Errorf("no line %q", want)
 	}
 }
+
+// TestCutHealRejoin cuts n3 off a running job, so the job goes on without it, then
+// heals the link: once membership has n3 back, a rebalance gives it ranks again. n3
+// comes back holding the fenced run's ranks' shards; the job must still compute the
+// uninterrupted result.
+func TestCutHealRejoin(t *testing.T) {
+	// Paced to last at least 40 s: the cut, its detection, the heal and the rejoin
+	// take 20 to 30 s of it.
+	paced := append([]string{"--pace", "5000"}, heatArgs...)
+	out := runHeatWithLoss(t, paced, nil, 3, 2, 2, "1s", func(b *testbed.Bed, j *job) {
+		ctx := context.Background()
+		if err := b.Cut(ctx, "n3"); err != nil {
+			t.Fatal(err)
+		}
+		j.WaitLine(`launching 6 ranks on n1, n2 `, time.Minute)
+		time.Sleep(5 * time.Second) // n3 alone declares the others dead too (TestCutHeal)
+		if err := b.Heal(ctx, "n3"); err != nil {
+			t.Fatal(err)
+		}
+		shoal := filepath.Join(root, "bin/shoal")
+		deadline := time.Now().Add(time.Minute)
+		for !nodeAlive(ctx, b, "n3") {
+			if time.Now().After(deadline) {
+				t.Fatal("n3 not alive again a minute after the heal")
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		// Forced: this is about n3 being usable again, whatever the estimate says.
+		if out, err := b.Exec(ctx, "n1", shoal, "rebalance", "--force", j.id); err != nil {
+			t.Fatalf("shoal rebalance: %v\n%s", err, out)
+		}
+		j.WaitLine(`launching 6 ranks on 3 nodes \(.*n3:`, time.Minute)
+	})
+	if !strings.Contains(out, "node n3 lost") {
+		t.Error("no line saying n3 was lost")
+	}
+}
+
+// nodeAlive says whether n1's agent has node alive.
+func nodeAlive(ctx context.Context, b *testbed.Bed, node string) bool {
+	out, err := b.Exec(ctx, "n1", filepath.Join(root, "bin/shoal"), "nodes", "--json")
+	if err != nil {
+		return false
+	}
+	var list struct {
+		Nodes []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"nodes"`
+	}
+	json.Unmarshal(out, &list)
+	for _, n := range list.Nodes {
+		if n.Name == node {
+			return n.State == "alive"
+		}
+	}
+	return false
+}
