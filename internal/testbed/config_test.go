@@ -94,6 +94,7 @@ func TestMPIEnv(t *testing.T) {
 		"SHOAL_DATA_DIR=/tmp/shoal-testbed/n2/data",
 		"SHOAL_TESTBED_NODE=n2",
 		"SHOAL_TESTBED_CORES=3",
+		"HWLOC_SYNTHETIC=pack:1 core:3 pu:1",
 		"OMPI_MCA_oob_tcp_if_include=10.77.0.0/24",
 		"OMPI_MCA_btl_tcp_if_include=10.77.0.0/24",
 		"OMPI_MCA_hwloc_base_binding_policy=none",

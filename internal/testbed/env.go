@@ -35,7 +35,8 @@ func MPIEnv(subnet string) []string {
 // its own TMPDIR (Open MPI keeps its session directory there, and two daemons sharing one
 // clash), its agent's data dir as SHOAL_DATA_DIR (so `shoal nodes`, `shoal leave` and
 // `shoal run` in the host find its agent without flags), who it is (SHOAL_TESTBED_NODE,
-// SHOAL_TESTBED_INSTANCE, SHOAL_TESTBED_CORES), and [MPIEnv].
+// SHOAL_TESTBED_INSTANCE, SHOAL_TESTBED_CORES), the machine it claims to be
+// ([HwlocSynthetic]), and [MPIEnv].
 func HostEnv(h Host, instance int) []string {
 	env := []string{
 		"TMPDIR=" + h.TmpDir,
@@ -44,7 +45,22 @@ func HostEnv(h Host, instance int) []string {
 		"SHOAL_TESTBED_INSTANCE=" + strconv.Itoa(instance),
 		"SHOAL_TESTBED_CORES=" + strconv.Itoa(h.Cores),
 	}
+	if h.Cores > 0 {
+		env = append(env, "HWLOC_SYNTHETIC="+HwlocSynthetic(h.Cores))
+	}
 	return append(env, MPIEnv(names{instance}.subnet())...)
+}
+
+// HwlocSynthetic is the hwloc topology of a host with the given number of cores (one
+// package, one hardware thread per core): the HWLOC_SYNTHETIC of every process in a
+// testbed host, so that Open MPI (mpirun and its daemons; hwloc reads the variable) sees
+// as many cores as the host's --cores says, not the machine's CPUs. Without it a host
+// with more --cores than the machine has CPUs cannot start a rankfile that uses its
+// cores: Shoal numbers a host's slots up to its cores, and Open MPI 4.1 rejects
+// "slot=2" on a machine with 2 processing units (mpirun exits 1 with no message).
+// Binding is off on the testbed ([MPIEnv]), so the topology names no real CPU.
+func HwlocSynthetic(cores int) string {
+	return fmt.Sprintf("pack:1 core:%d pu:1", cores)
 }
 
 // InstanceFromEnv returns the testbed instance named by SHOAL_TESTBED_INSTANCE (set in

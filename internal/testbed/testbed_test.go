@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -476,6 +477,40 @@ func TestOpenMPI(t *testing.T) {
 	t.Logf("Open MPI ping-pong n1 <-> n2 over TCP: %.1f µs one way", us)
 	if us >= 1000 {
 		t.Errorf("one-way latency %.1f µs, want tens of µs (< 1000): are ranks bound to one core?", us)
+	}
+}
+
+// TestOpenMPICores checks that a host with more --cores than the machine has CPUs looks
+// like that many cores to Open MPI (HWLOC_SYNTHETIC in HostEnv): a rankfile naming its
+// last slot starts, where Open MPI would otherwise reject the slot and exit 1.
+func TestOpenMPICores(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skipf("needs Open MPI's mpirun: %v", err)
+	}
+	cores := runtime.NumCPU() + 1
+	b := upForTest(t, Config{Nodes: 1, Cores: []int{cores}})
+	dir := t.TempDir()
+	var rf strings.Builder
+	for r := 0; r < cores; r++ {
+		fmt.Fprintf(&rf, "rank %d=n1 slot=%d\n", r, r)
+	}
+	rankfile := filepath.Join(dir, "ranks")
+	if err := os.WriteFile(rankfile, []byte(rf.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd, err := b.Command(ctx, "n1", "mpirun", "-np", strconv.Itoa(cores), "--rankfile", rankfile, "hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mpirun with slots 0-%d on a host of %d cores (machine: %d CPUs): %v\n%s", cores-1, cores, runtime.NumCPU(), err, out)
+	}
+	if n := strings.Count(string(out), "n1\n"); n != cores {
+		t.Errorf("mpirun ran %d ranks on n1, want %d:\n%s", n, cores, out)
 	}
 }
 
