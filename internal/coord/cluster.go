@@ -653,11 +653,19 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 					from = h
 				}
 			}
-			if from == "" || len(holders) >= b.want() {
+			// Copies under way count: a large shard takes longer than a poll to
+			// copy, and each poll would otherwise start one more.
+			copies := len(holders)
+			for _, n := range names {
+				if !holders[n] && b.inflight[fmt.Sprintf("%d/%d/%s", epoch, rank, n)] {
+					copies++
+				}
+			}
+			if from == "" || copies >= b.want() {
 				continue
 			}
 			start := sort.SearchStrings(names, from)
-			for k := 1; k < len(names) && len(holders) < b.want(); k++ {
+			for k := 1; k < len(names) && copies < b.want(); k++ {
 				to := names[(start+k)%len(names)]
 				key := fmt.Sprintf("%d/%d/%s", epoch, rank, to)
 				if holders[to] || b.inflight[key] {

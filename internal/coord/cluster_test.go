@@ -1,6 +1,8 @@
 package coord
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,4 +111,45 @@ func TestAcceptOnlyTheWritersShards(t *testing.T) {
 	if got := accepted("a", ShardInfo{Epoch: 4, Rank: 0, Checksum: 4}); len(got) != 0 {
 		t.Errorf("a shard below the run's base without a record counted: %v", got)
 	}
+}
+
+// fetchPeer is a Peer whose Fetch blocks until released; it records the copies asked.
+type fetchPeer struct {
+	Peer
+	node    string
+	asked   chan string
+	release chan struct{}
+}
+
+func (p fetchPeer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
+	p.asked <- fmt.Sprintf("%d/%d→%s", ref.Epoch, ref.Rank, p.node)
+	<-p.release
+	return nil
+}
+
+// TestReplicateCountsCopiesUnderWay: while a copy of a large shard is under way, later
+// polls must not start more copies of it (each poll used to add one more node).
+func TestReplicateCountsCopiesUnderWay(t *testing.T) {
+	asked, release := make(chan string, 10), make(chan struct{})
+	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer {
+		return fetchPeer{node: n.Name, asked: asked, release: release}
+	}}}
+	b := &clusterBackend{
+		s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, redundancy: 2,
+		nodes:    map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
+		holders:  map[uint64]map[int]map[string]bool{1: {0: {"a": true}}},
+		complete: map[uint64]bool{}, inflight: map[string]bool{}, highest: 1,
+	}
+	for poll := 0; poll < 3; poll++ {
+		b.replicate(context.Background())
+	}
+	if got := <-asked; got != "1/0→b" {
+		t.Errorf("first copy %s, want 1/0→b (the next node by name)", got)
+	}
+	select {
+	case got := <-asked:
+		t.Errorf("another copy started while one was under way: %s", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
 }
