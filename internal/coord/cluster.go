@@ -258,7 +258,9 @@ func nodeList(nodes map[string]api.Node) string {
 	return strings.Join(names, ", ")
 }
 
-// describeMoves says where a lost node's ranks went: "2 of c's ranks → a, 1 → b".
+// describeMoves says where a lost node's ranks went, and how many ranks of the
+// surviving nodes moved too (placing every rank anew may move some to balance the
+// load): "2 of c's ranks → a, 1 → b; 1 other rank moved". Nothing when no node was lost.
 func describeMoves(prev, next place.Placement, live map[string]api.Node) string {
 	if prev == nil {
 		return ""
@@ -266,8 +268,15 @@ func describeMoves(prev, next place.Placement, live map[string]api.Node) string 
 	var parts []string
 	lost := map[string]map[string]int{}
 	var order []string
+	others := 0
 	for r, from := range prev {
-		if _, ok := live[from]; ok || r >= len(next) {
+		if r >= len(next) {
+			continue
+		}
+		if _, ok := live[from]; ok {
+			if next[r] != from {
+				others++
+			}
 			continue
 		}
 		if lost[from] == nil {
@@ -280,6 +289,9 @@ func describeMoves(prev, next place.Placement, live map[string]api.Node) string 
 		moves := sortedMoves(lost[from])
 		first := strings.Replace(moves[0], " → ", " of "+from+"'s ranks → ", 1)
 		parts = append(parts, strings.Join(append([]string{first}, moves[1:]...), ", "))
+	}
+	if len(parts) > 0 && others > 0 {
+		parts = append(parts, plural(others, "other rank")+" moved")
 	}
 	return strings.Join(parts, "; ")
 }

@@ -17,8 +17,10 @@ func TestDescribeMoves(t *testing.T) {
 		want       string
 	}{
 		{nil, place.Placement{"a", "b"}, ""},
-		{place.Placement{"a", "b", "c", "c", "c"}, place.Placement{"a", "a", "a", "a", "b"}, "2 of c's ranks → a, 1 → b"},
+		{place.Placement{"a", "b", "c", "c", "c"}, place.Placement{"a", "a", "a", "a", "b"}, "2 of c's ranks → a, 1 → b; 1 other rank moved"},
 		{place.Placement{"a", "c", "d"}, place.Placement{"a", "b", "b"}, "1 of c's ranks → b; 1 of d's ranks → b"},
+		{place.Placement{"a", "b", "c"}, place.Placement{"a", "a", "b"}, "1 of c's ranks → b; 1 other rank moved"},
+		{place.Placement{"a", "b", "c", "c"}, place.Placement{"b", "a", "a", "b"}, "1 of c's ranks → a, 1 → b; 2 other ranks moved"},
 		{place.Placement{"a", "b"}, place.Placement{"b", "a"}, ""}, // nothing lost: nothing said
 	}
 	for _, c := range cases {
