@@ -468,6 +468,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 func (b *clusterBackend) refresh(ctx context.Context) {
 	id := b.cj.snapshot().ID
 	var wg sync.WaitGroup
+	indexes := map[string][]ShardInfo{} // by node, those that answered
 	for name := range b.nodes {
 		wg.Add(1)
 		go func(name string) {
@@ -481,36 +482,43 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 			if len(b.placement) > 0 && name == b.placement[0] {
 				b.noteProgress(prog, time.Now())
 			}
-			// The index replaces what we knew of the node: a copy found corrupt
-			// since, or removed, must not be counted or staged from.
 			b.mu.Lock()
 			b.lastSeen[name] = time.Now()
-			for _, ranks := range b.holders {
-				for _, nodes := range ranks {
-					delete(nodes, name)
-				}
-			}
+			indexes[name] = shards
 			b.mu.Unlock()
-			for _, s := range b.accept(name, shards) {
-				b.addHolder(s.Epoch, s.Rank, name, s.CreatedNs)
-			}
 		}(name)
 	}
 	wg.Wait()
+	// The writers' reports first, so that a copy reported by another node in the same
+	// round is checked against them at once, not a round later.
+	for name, shards := range indexes {
+		b.noteWritten(name, shards)
+	}
+	for name, shards := range indexes {
+		// The index replaces what we knew of the node: a copy found corrupt since,
+		// or removed, must not be counted or staged from.
+		b.mu.Lock()
+		for _, ranks := range b.holders {
+			for _, nodes := range ranks {
+				delete(nodes, name)
+			}
+		}
+		b.mu.Unlock()
+		for _, s := range b.accept(name, shards) {
+			b.addHolder(s.Epoch, s.Rank, name, s.CreatedNs)
+		}
+	}
 	if b.progLast != nil {
 		b.j.reportProgress(b.progLast.Fraction)
 	}
 }
 
-// accept returns the shards of node's index that are the job's own: a rank's shard
-// of an epoch of the current run, reported by the node the rank runs on, sets the
-// epoch's checksum for that rank; any copy counts only if it has that checksum. It
-// also raises the highest epoch seen, so that no later run reuses a number that any
-// node holds.
-func (b *clusterBackend) accept(node string, shards []ShardInfo) []ShardInfo {
+// noteWritten records, from node's index, the checksums of the shards of the current
+// run's epochs that node wrote itself (the ranks it runs), and raises the highest
+// epoch seen, so that no later run reuses a number that any node holds.
+func (b *clusterBackend) noteWritten(node string, shards []ShardInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []ShardInfo
 	for _, s := range shards {
 		b.highest = max(b.highest, s.Epoch)
 		if s.Epoch >= b.runBase && s.Rank < len(b.placement) && b.placement[s.Rank] == node {
@@ -521,6 +529,16 @@ func (b *clusterBackend) accept(node string, shards []ShardInfo) []ShardInfo {
 				b.sums[s.Epoch][s.Rank] = s.Checksum
 			}
 		}
+	}
+}
+
+// accept returns the shards of node's index that are the job's own: copies with the
+// checksum the rank's own node wrote (noteWritten) in the run that took the epoch.
+func (b *clusterBackend) accept(node string, shards []ShardInfo) []ShardInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []ShardInfo
+	for _, s := range shards {
 		if sum, ok := b.sums[s.Epoch][s.Rank]; ok && sum == s.Checksum {
 			out = append(out, s)
 		}

@@ -87,7 +87,10 @@ func TestCoresNeeded(t *testing.T) {
 // fenced run's shards under reused numbers is not counted, but its numbers are seen.
 func TestAcceptOnlyTheWritersShards(t *testing.T) {
 	b := &clusterBackend{sums: map[uint64]map[int]uint64{}, runBase: 5, placement: place.Placement{"a", "b"}}
-	accepted := func(node string, shards ...ShardInfo) []ShardInfo { return b.accept(node, shards) }
+	accepted := func(node string, shards ...ShardInfo) []ShardInfo {
+		b.noteWritten(node, shards)
+		return b.accept(node, shards)
+	}
 	if got := accepted("c", ShardInfo{Epoch: 5, Rank: 0, Checksum: 99}); len(got) != 0 {
 		t.Errorf("a copy counted before the writer reported its shard: %v", got)
 	}
@@ -154,4 +157,43 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
+}
+
+// indexPeer is a Peer whose shard index is fixed.
+type indexPeer struct {
+	Peer
+	shards []ShardInfo
+}
+
+func (p indexPeer) Shards(ctx context.Context, job string) ([]ShardInfo, *api.Progress, error) {
+	return p.shards, nil, nil
+}
+
+// TestRefreshCountsACopyInTheWritersRound: a copy reported in the same round as the
+// shard its writer reports counts at once, whatever order the answers come in; an
+// epoch completes in that round, not a poll later (at short intervals later epochs
+// would overtake it).
+func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
+	idx := map[string][]ShardInfo{
+		"a": {{Epoch: 1, Rank: 0, Checksum: 10}, {Epoch: 1, Rank: 1, Checksum: 11}},
+		"b": {{Epoch: 1, Rank: 1, Checksum: 11}, {Epoch: 1, Rank: 2, Checksum: 12}},
+		"c": {{Epoch: 1, Rank: 2, Checksum: 12}, {Epoch: 1, Rank: 0, Checksum: 10}},
+	}
+	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}}
+	for round := 0; round < 20; round++ {
+		b := &clusterBackend{
+			s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, j: &job{spec: Spec{NRanks: 3}}, redundancy: 2,
+			nodes:     map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
+			placement: place.Placement{"a", "b", "c"}, runBase: 1,
+			holders:   map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{},
+			created:   map[uint64]uint64{}, complete: map[uint64]bool{}, inflight: map[string]bool{},
+			lastSeen:  map[string]time.Time{},
+		}
+		b.refresh(context.Background())
+		for r := 0; r < 3; r++ {
+			if n := len(b.holders[1][r]); n != 2 {
+				t.Fatalf("round %d: rank %d has %d counted copies after one refresh, want 2", round, r, n)
+			}
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,20 @@ func tail(s string, n int) string {
 // job is a `shoal run` inside a host, its output watched line by line.
 type job struct {
 	*watch.Proc
-	id string // the job id, once its first line is seen
+	id    string // the job id, once its first line is seen
+	epoch int    // the complete epoch the test's loss came after
+}
+
+// waitEpoch waits until an epoch numbered at least min is complete and returns its
+// number. Epochs can be overtaken: one that is not yet durable when a newer one is
+// taken is never reported, so the test must not wait for one number.
+func (j *job) waitEpoch(min int) int {
+	for {
+		n, _ := strconv.Atoi(j.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1])
+		if n >= min {
+			return n
+		}
+	}
 }
 
 func submit(t *testing.T, b *testbed.Bed, host string, args ...string) *job {

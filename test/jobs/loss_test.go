@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,7 +37,7 @@ func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, re
 	args := append(append([]string{"-n", "6", "--ckpt-interval", interval}, runFlags...), "--", heat)
 	j := submit(t, b, "n1", append(args, heatArgs...)...)
 	j.id = j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
-	j.WaitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
+	j.epoch = j.waitEpoch(after)
 	lose(b, j)
 	if code := j.Wait(4 * time.Minute); code != 0 {
 		t.Fatalf("job exited %d", code)
@@ -128,8 +129,9 @@ func TestTwoSuccessiveLosses(t *testing.T) {
 func TestNQueensKillHost(t *testing.T) {
 	b := up(t, 3)
 	nq := filepath.Join(root, "build/examples/nqueens")
-	j := submit(t, b, "n1", "-n", "6", "--ckpt-interval", "300ms", "--max-oversubscribe", "3", "--", nq, "16")
-	j.WaitLine(`epoch 2 complete`, 2*time.Minute)
+	// 373 rounds of at least 20 ms: 7.5 s or more, so the kill lands mid-run.
+	j := submit(t, b, "n1", "-n", "6", "--ckpt-interval", "300ms", "--max-oversubscribe", "3", "--", nq, "--pace", "20000", "16")
+	j.waitEpoch(2)
 	if _, err := b.Kill(context.Background(), "n2"); err != nil {
 		t.Fatal(err)
 	}
@@ -148,10 +150,12 @@ func TestNQueensKillHost(t *testing.T) {
 // then kills another node: the relaunch must stage that rank's shard from its copy on
 // another node, not use the damaged one nor fall back an epoch.
 func TestCorruptShardTakenFromReplica(t *testing.T) {
-	// Checkpoints every 3 s: epoch 3 cannot appear between the damage and the kill.
+	// Checkpoints every 3 s: no newer epoch can appear between the damage and the kill.
+	var damaged int
 	out := runHeatWithLoss(t, longHeat, nil, 3, 2, 1, "3s", func(b *testbed.Bed, j *job) {
-		// Rank 0 runs on n1 and wrote its shard of epoch 2 there.
-		shard := filepath.Join(b.Dir(), "n1", "data", "ckpt", j.id, "e00000002", "r000000.shard")
+		damaged = j.epoch
+		// Rank 0 runs on n1 and wrote its shard of the epoch there.
+		shard := filepath.Join(b.Dir(), "n1", "data", "ckpt", j.id, fmt.Sprintf("e%08d", j.epoch), "r000000.shard")
 		data, err := os.ReadFile(shard)
 		if err != nil {
 			t.Fatalf("rank 0's shard on n1: %v", err)
@@ -164,8 +168,8 @@ func TestCorruptShardTakenFromReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if !strings.Contains(out, "restarting 6 ranks from epoch 2 ") {
-		t.Error("the job did not restart from epoch 2 with rank 0's shard from its copy")
+	if !strings.Contains(out, fmt.Sprintf("restarting 6 ranks from epoch %d ", damaged)) {
+		t.Errorf("the job did not restart from epoch %d with rank 0's shard from its copy", damaged)
 	}
 }
 
