@@ -335,11 +335,22 @@ func (j launchingJobs) Launch(ctx context.Context, req api.LaunchRequest) (func(
 func (a *Agent) Launcher() *launch.Service { return a.launch }
 
 // fence revokes the launch grants of jobs whose coordinator's node died or
-// left: their daemons here must not run on beside a new run elsewhere.
+// left: their daemons here must not run on beside a new run elsewhere. A node
+// declared dead whose API still answers is not fenced: when a partition heals,
+// the other side's verdicts are gossipped here, and the node refutes them.
 func (a *Agent) fence(sub *membership.Subscription) {
 	for ev := range sub.C {
 		if ev.Type != membership.EventFailed && ev.Type != membership.EventLeave {
 			continue
+		}
+		if ev.Type == membership.EventFailed && ev.Node.Meta.API != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := api.NewClient(ev.Node.Meta.API, a.secret).Health(ctx)
+			cancel()
+			if err == nil {
+				a.log.Warn("a node reported dead still answers: not fencing its jobs", "node", ev.Node.Name)
+				continue
+			}
 		}
 		if jobs := a.launch.RevokeCoordinator(ev.Node.Name); len(jobs) > 0 {
 			a.log.Warn("coordinator gone: killed its jobs' processes on this node", "coordinator", ev.Node.Name, "event", ev.Type.String(), "jobs", jobs)

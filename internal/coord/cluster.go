@@ -448,10 +448,16 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 		if b.pending != nil && n.Name == b.pending.without {
 			continue
 		}
-		lost = append(lost, n.Name)
 		b.mu.Lock()
 		seen := b.lastSeen[n.Name]
 		b.mu.Unlock()
+		if n.State == "dead" && time.Since(seen) < 2*time.Second && b.answers(ctx, n.Name) {
+			// A node that answered a moment ago and still answers is not lost: a
+			// partition that heals gossips the other side's verdicts, and the node
+			// refutes its "death" within a probe period.
+			continue
+		}
+		lost = append(lost, n.Name)
 		reason = n.State
 		if n.State == "dead" && !seen.IsZero() {
 			reason = fmt.Sprintf("no answer for %.1f s", time.Since(seen).Seconds())
@@ -462,6 +468,19 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 	}
 	sort.Strings(lost)
 	return &nodeLoss{nodes: lost, reason: reason, at: time.Now()}
+}
+
+// answers says whether node's agent answers now (within a second).
+func (b *clusterBackend) answers(ctx context.Context, node string) bool {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, _, err := b.peer(node).Shards(cctx, b.cj.snapshot().ID); err != nil {
+		return false
+	}
+	b.mu.Lock()
+	b.lastSeen[node] = time.Now()
+	b.mu.Unlock()
+	return true
 }
 
 // refresh asks every node of the run which verified shards it holds.
