@@ -185,9 +185,9 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 			s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, j: &job{spec: Spec{NRanks: 3}}, redundancy: 2,
 			nodes:     map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
 			placement: place.Placement{"a", "b", "c"}, runBase: 1,
-			holders:   map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{},
-			created:   map[uint64]uint64{}, complete: map[uint64]bool{}, inflight: map[string]bool{},
-			lastSeen:  map[string]time.Time{},
+			holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{},
+			created: map[uint64]uint64{}, complete: map[uint64]bool{}, inflight: map[string]bool{},
+			lastSeen: map[string]time.Time{},
 		}
 		b.refresh(context.Background())
 		for r := 0; r < 3; r++ {
