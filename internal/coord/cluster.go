@@ -89,13 +89,11 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 	if err != nil {
 		return nil, err
 	}
+	b.forgetGone(nodes)
 	out := map[string]api.Node{}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, n := range nodes {
-		if n.State == "dead" || n.State == "left" {
-			delete(b.excluded, n.Name)
-		}
 		if n.State == "alive" && !n.Leaving && !b.excluded[n.Name] && n.Name != without {
 			out[n.Name] = n
 		}
@@ -434,14 +432,10 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 	if err != nil {
 		return nil
 	}
+	b.forgetGone(nodes)
 	var lost []string
 	reason := ""
 	for _, n := range nodes {
-		if n.State == "dead" || n.State == "left" {
-			b.mu.Lock()
-			delete(b.excluded, n.Name) // see liveNodes
-			b.mu.Unlock()
-		}
 		if _, ok := b.nodes[n.Name]; !ok || (n.State != "dead" && n.State != "left") {
 			continue
 		}
@@ -468,6 +462,18 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 	}
 	sort.Strings(lost)
 	return &nodeLoss{nodes: lost, reason: reason, at: time.Now()}
+}
+
+// forgetGone ends the exclusion of the nodes membership declares dead or left: if
+// one comes back alive, it is a join like any other (see liveNodes).
+func (b *clusterBackend) forgetGone(nodes []api.Node) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range nodes {
+		if n.State == "dead" || n.State == "left" {
+			delete(b.excluded, n.Name)
+		}
+	}
 }
 
 // answers says whether node's agent answers now (within a second).
