@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
-# Open MPI and xxHash from Debian's packages, Go modules from the module proxy.
+# Open MPI and xxHash from Debian's packages; Go and the Go modules from the module proxy.
 set -euo pipefail
 
 need=()
@@ -23,8 +23,47 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-if ! command -v go >/dev/null; then
-	echo "deps: Go is not installed (https://go.dev/doc/install, 1.24 or newer)" >&2
-	exit 1
+# Go: at least the version go.mod names. Debian's golang-go is older, so when this machine
+# has no Go or an older one, the toolchain comes from the Go module proxy (the module
+# golang.org/toolchain, which is what `go` itself downloads when it switches toolchains).
+want=$(awk '$1 == "go" { print $2; exit }' go.mod)
+have=$(go env GOVERSION 2>/dev/null | sed 's/^go//' || true)
+older() { [ "$1" != "$2" ] && [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$1" ]; }
+if [ -z "$have" ] || older "$have" "$want"; then
+	prefix=${SHOAL_GO_PREFIX:-/usr/local}
+	if [ ! -w "$prefix" ]; then
+		echo "deps: Go ${have:-is missing}; need $want or newer: run as root, or install it (https://go.dev/doc/install)" >&2
+		exit 1
+	fi
+	case $(uname -m) in
+	x86_64) arch=amd64 ;;
+	aarch64 | arm64) arch=arm64 ;;
+	*) echo "deps: no Go toolchain download for $(uname -m); install Go $want or newer" >&2; exit 1 ;;
+	esac
+	tools=()
+	for tool in curl unzip; do command -v $tool >/dev/null || tools+=($tool); done
+	if [ ${#tools[@]} -gt 0 ]; then
+		apt-get update -qq
+		apt-get install -y -qq --no-install-recommends "${tools[@]}" ca-certificates >/dev/null
+	fi
+	proxy=${GOPROXY:-https://proxy.golang.org}
+	proxy=${proxy%%[,|]*}
+	mod=v0.0.1-go$want.linux-$arch
+	echo "deps: installing Go $want from $proxy into $prefix/lib/shoal-go"
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	curl -fsSL -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/$mod.zip"
+	unzip -q "$tmp/go.zip" -d "$tmp"
+	rm -rf "$prefix/lib/shoal-go"
+	mkdir -p "$prefix/lib" "$prefix/bin"
+	mv "$tmp/golang.org/toolchain@$mod" "$prefix/lib/shoal-go"
+	# Module zips keep no file modes.
+	chmod +x "$prefix"/lib/shoal-go/bin/* "$prefix"/lib/shoal-go/pkg/tool/*/*
+	ln -sf "$prefix/lib/shoal-go/bin/go" "$prefix/lib/shoal-go/bin/gofmt" "$prefix/bin/"
+	hash -r
+	if [ "$(command -v go)" != "$prefix/bin/go" ]; then
+		echo "deps: Go $want is in $prefix/bin, but $(command -v go || echo 'nothing') comes first on PATH" >&2
+		exit 1
+	fi
 fi
 go mod download

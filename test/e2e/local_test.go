@@ -237,3 +237,45 @@ func TestStandaloneRestart(t *testing.T) {
 		t.Errorf("checksum after resuming = %q, want %q", got, want)
 	}
 }
+
+// mpirunOutput runs program on n ranks under plain mpirun (libshoal standalone, no
+// checkpoints) and returns its output, failing on a non-zero exit.
+func mpirunOutput(t *testing.T, n int, program string, args ...string) string {
+	t.Helper()
+	env := []string{"SHOAL_DIR=" + t.TempDir(), "SHOAL_CKPT_INTERVAL=0"}
+	p := start(t, env, "mpirun", append([]string{"--allow-run-as-root", "--oversubscribe",
+		"--bind-to", "none", "-n", strconv.Itoa(n), program}, args...)...)
+	if code := p.Wait(3 * time.Minute); code != 0 {
+		t.Fatalf("%s on %d ranks exited %d", filepath.Base(program), n, code)
+	}
+	return p.Output()
+}
+
+// heat's checksum does not depend on how the grid is split: a restart on another number
+// of nodes keeps the rank count, but users compare runs of different sizes too. 301 rows
+// split unevenly over 2, 3 and 4 ranks.
+func TestHeatChecksumOnAnyRankCount(t *testing.T) {
+	requireMPI(t)
+	heat := artifact(t, "build/examples/heat")
+	args := []string{"--size", "301", "--steps", "200"}
+	want := field(mpirunOutput(t, 1, heat, args...), "checksum")
+	if want == "" {
+		t.Fatal("heat on 1 rank printed no checksum")
+	}
+	for n := 2; n <= 4; n++ {
+		if got := field(mpirunOutput(t, n, heat, args...), "checksum"); got != want {
+			t.Errorf("checksum on %d ranks = %q, on 1 rank %q", n, got, want)
+		}
+	}
+}
+
+// nqueens finds the published solution counts.
+func TestNQueensKnownCounts(t *testing.T) {
+	requireMPI(t)
+	nq := artifact(t, "build/examples/nqueens")
+	for n, want := range map[string]string{"8": "92", "12": "14200", "13": "73712", "14": "365596"} {
+		if got := field(mpirunOutput(t, 4, nq, n), "solutions"); got != want {
+			t.Errorf("nqueens %s: solutions = %q, want %s", n, got, want)
+		}
+	}
+}
