@@ -5,8 +5,10 @@ BUILD ?= build
 MPICC ?= mpicc
 CFLAGS ?= -O2 -g
 GO ?= go
+PYTHON ?= python3
+VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test test-go test-c test-integration demo clean
+.PHONY: all build deps go-build lib examples kernels test test-go test-c test-python test-integration demo clean
 
 all: build
 
@@ -25,7 +27,18 @@ include bench/kernels/kernels.mk
 test: build
 	$(GO) vet ./...
 	$(MAKE) test-c
+	$(MAKE) test-python
 	SHOAL_REQUIRE_BUILD=1 $(GO) test ./... -count=1 -p 1 -timeout 40m
+
+# The Python shard reader (python/), checked against the same test vectors as Go and C;
+# its one dependency, xxhash, comes from PyPI into a virtual environment under $(BUILD).
+$(VENV)/.installed: python/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check 'xxhash>=3.0'
+	touch $@
+
+test-python: $(VENV)/.installed
+	$(VENV)/bin/python -m unittest discover -s python/tests
 
 demo: build
 	scripts/demo.sh

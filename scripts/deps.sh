@@ -11,6 +11,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v tc >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v ping >/dev/null || need+=(iputils-ping)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3 python3-venv)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then

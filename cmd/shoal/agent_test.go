@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -198,6 +199,31 @@ func TestAgentCommands(t *testing.T) {
 	runCLIError(t, "shoal nodes: no local agent: none is running with data dir",
 		"nodes", "--data-dir", t.TempDir())
 
+	// `shoal run` submits to the local agent; one that refuses it is an error, not a
+	// reason to run the job elsewhere. An agent.addr nobody answers at is a leftover
+	// of an agent that is gone: the job runs on this machine, and says so.
+	refused := t.TempDir()
+	copyFile(t, filepath.Join(a.dir, agent.AddrFile), filepath.Join(refused, agent.AddrFile))
+	copyFile(t, filepath.Join(intruder, agent.SecretFile), filepath.Join(refused, agent.SecretFile))
+	t.Setenv("SHOAL_DATA_DIR", refused)
+	runCLIError(t, "shoal run: agent at "+readLine(t, filepath.Join(a.dir, agent.AddrFile))+": the agent refused the request: bad signature",
+		"run", "-n", "1", "--", "/bin/true")
+	if _, err := exec.LookPath("mpirun"); err == nil {
+		stale := t.TempDir()
+		os.WriteFile(filepath.Join(stale, agent.AddrFile), []byte(closed+"\n"), 0o644)
+		copyFile(t, secret, filepath.Join(stale, agent.SecretFile))
+		t.Setenv("SHOAL_DATA_DIR", stale)
+		// (The local run itself cannot succeed here: its ranks would be started
+		// through this test binary. test/e2e runs local jobs.)
+		var stdout, stderr bytes.Buffer
+		run([]string{"run", "-n", "1", "--", "/bin/true"}, &stdout, &stderr)
+		want := "shoal: the local agent at " + closed + " does not answer; running on this machine only\n"
+		if !strings.HasPrefix(stderr.String(), want) {
+			t.Errorf("shoal run with a stale agent.addr: stderr %q; want it to start with %q", &stderr, want)
+		}
+	}
+	t.Setenv("SHOAL_DATA_DIR", b.dir)
+
 	// `shoal leave` on cli2: it stops, and cli1 shows it left.
 	if got := runCLI(t, exitOK, "leave"); got != "node cli2 left the cluster\n" {
 		t.Errorf("shoal leave printed %q", got)
@@ -218,4 +244,24 @@ func TestAgentCommands(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readLine(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -161,7 +161,12 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !f.local {
-		if c := localAgent(); c != nil {
+		c, err := localAgent(stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal run: %v\n", err)
+			return exitFailure
+		}
+		if c != nil {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,20 +20,32 @@ import (
 	"shoal/internal/coord"
 )
 
-// localAgent returns a client of this machine's running agent, or nil when there is
-// none (then `shoal run` runs the job itself).
-func localAgent() *api.Client {
-	addr, secret, err := agent.FindLocal(os.Getenv("SHOAL_DATA_DIR"))
+// localAgent returns a client of the agent `shoal run` submits to: $SHOAL_AGENT's when
+// it is set, else this machine's. It returns nil, nil when no agent runs here (no
+// DATA-DIR/agent.addr, or one left by an agent that no longer answers, which note says);
+// then `shoal run` runs the job on this machine itself. An agent that answers but
+// refuses the request is an error: running the job elsewhere than asked would hide it.
+func localAgent(note io.Writer) (*api.Client, error) {
+	flags := localAgentFlags{dataDir: os.Getenv("SHOAL_DATA_DIR")}
+	named := os.Getenv("SHOAL_AGENT") != ""
+	c, err := flags.client()
+	if errors.Is(err, agent.ErrNoAgent) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	c := api.NewClient(addr, secret)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.Nodes(ctx); err != nil {
-		return nil
+	_, err = c.Nodes(ctx)
+	if errors.Is(err, api.ErrUnreachable) && !named {
+		fmt.Fprintf(note, "shoal: the local agent at %s does not answer; running on this machine only\n", c.Addr())
+		return nil, nil
 	}
-	return c
+	if err != nil {
+		return nil, fmt.Errorf("agent at %s: %s", c.Addr(), errorLine(err))
+	}
+	return c, nil
 }
 
 // upload stores a local file in the agent's cache and describes it for a job spec.
@@ -70,7 +83,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		return exitFailure
 	}
 	spec := api.JobSpec{
-		Ranks: f.nranks, Argv: append([]string{name}, args...), Files: []api.File{prog},
+		ID: f.jobID, Ranks: f.nranks, Argv: append([]string{name}, args...), Files: []api.File{prog},
 		CheckpointInterval: api.Duration(f.ckptInterval), MaxRestarts: f.maxRestarts,
 		MaxOversubscribe: f.maxOversubscribe, Relocation: f.relocation,
 		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,

@@ -251,6 +251,8 @@ func TestErrors(t *testing.T) {
 		{"bad duration", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "wait_for_nodes": "soon"}`, 400, `"30s", got "soon"`},
 		{"invalid spec", testSecret, "POST", "/v1/jobs", `{"ranks": 0, "argv": ["x"], "engine": "lam"}`, 400, "ranks 0"},
 		{"invalid spec lists all", testSecret, "POST", "/v1/jobs", `{"ranks": 0, "argv": ["x"], "engine": "lam"}`, 400, `engine "lam"`},
+		{"mpich not supported yet", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "engine": "mpich"}`, 400, `engine "mpich": want openmpi`},
+		{"job id with a slash", testSecret, "POST", "/v1/jobs", `{"id": "a/b", "ranks": 1, "argv": ["x"]}`, 400, `id "a/b"`},
 		{"bad file name", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "files": [{"name": "../etc/passwd", "sha256": "` + EmptySHA256 + `"}]}`, 400, "files[0].name"},
 		{"too large", testSecret, "POST", "/v1/jobs", big, 413, "larger than 4096 bytes"},
 		{"no coordinator", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"]}`, 503, "no job coordinator"},

@@ -68,6 +68,9 @@ const (
 
 // JobSpec is what POST /v1/jobs submits. [JobSpec.Validate] lists the rules.
 type JobSpec struct {
+	// ID names the job; empty: the coordinator names it after the program with a
+	// random suffix ("heat-3f9a2c"). 1 to 63 bytes of [A-Za-z0-9._-].
+	ID    string   `json:"id,omitempty"`
 	Ranks int      `json:"ranks"`
 	Argv  []string `json:"argv"` // program (a staged file's name or an absolute path) and arguments
 	// Files are staged to every node the job uses before launch: the program
@@ -75,7 +78,7 @@ type JobSpec struct {
 	// submitting node (PUT /v1/files/{sha256}).
 	Files              []File            `json:"files,omitempty"`
 	Env                map[string]string `json:"env,omitempty"`
-	Engine             string            `json:"engine,omitempty"` // "openmpi" (default) or "mpich"
+	Engine             string            `json:"engine,omitempty"` // "openmpi" (the default and, for now, the only one)
 	CheckpointInterval Duration          `json:"checkpoint_interval,omitzero"`
 	MaxRestarts        int               `json:"max_restarts,omitempty"`
 	MaxOversubscribe   float64           `json:"max_oversubscribe,omitempty"` // ranks per core allowed; 0: coordinator default

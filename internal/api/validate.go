@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,8 +27,9 @@ func ValidJobID(s string) bool {
 // ValidSHA256 reports whether s is a hex SHA-256 in lower case.
 func ValidSHA256(s string) bool { return len(s) == 64 && isHex(s) }
 
-// Engines are the accepted JobSpec.Engine values ("" means the first).
-var Engines = []string{"openmpi", "mpich"}
+// Engines are the accepted JobSpec.Engine values ("" means the first). MPICH is not
+// supported yet.
+var Engines = []string{"openmpi"}
 
 // Validate reports every problem of the spec in one error wrapping
 // [ErrBadRequest], naming each field, separated by "; ".
@@ -35,6 +37,9 @@ func (s JobSpec) Validate() error {
 	var problems []string
 	bad := func(format string, args ...any) {
 		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	if s.ID != "" && !ValidJobID(s.ID) {
+		bad("id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", s.ID)
 	}
 	if s.Ranks < 1 || s.Ranks > 1<<20 {
 		bad("ranks %d: want 1 to %d", s.Ranks, 1<<20)
@@ -66,7 +71,7 @@ func (s JobSpec) Validate() error {
 			bad("env key %q: want a non-empty name without '=' or NUL", k)
 		}
 	}
-	if s.Engine != "" && s.Engine != Engines[0] && s.Engine != Engines[1] {
+	if s.Engine != "" && !slices.Contains(Engines, s.Engine) {
 		bad("engine %q: want %s", s.Engine, strings.Join(Engines, " or "))
 	}
 	if s.Relocation != "" && s.Relocation != "rank" && s.Relocation != "block" {

@@ -132,13 +132,21 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 			return api.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
 		}
 	}
-	id := NewJobID(spec.Argv[0])
+	id := spec.ID
+	if id == "" {
+		id = NewJobID(spec.Argv[0])
+	}
 	j := &clusterJob{changed: make(chan struct{}), info: api.Job{
 		ID: id, State: api.JobPending, Spec: spec, Coordinator: s.cfg.Node, Submitted: time.Now(),
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
 	s.mu.Lock()
+	if _, taken := s.jobs[id]; taken {
+		s.mu.Unlock()
+		cancel()
+		return api.Job{}, fmt.Errorf("%w: job %s exists on this node; choose another id", api.ErrConflict, id)
+	}
 	s.jobs[id] = j
 	s.mu.Unlock()
 	go s.run(runCtx, j)
