@@ -5,6 +5,7 @@
 #                      $(BUILD)/lib/pkgconfig/shoal.pc
 #   make test-c        builds and runs lib/tests (on 1 and 2 ranks)
 #   make ckpt-cost     $(BUILD)/bench/ckpt-cost-prog (run it with bench/ckpt-cost)
+#   make snapshot-cost $(BUILD)/bench/snapshot-cost-prog (run it with bench/snapshot-cost)
 #
 # Needs mpicc and libxxhash-dev.
 
@@ -23,7 +24,7 @@ LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include
 LIB_LDLIBS := -lxxhash -pthread
 
-.PHONY: lib test-c ckpt-cost
+.PHONY: lib test-c ckpt-cost snapshot-cost
 
 LIB_OUTPUTS := $(BUILD)/lib/libshoal.so $(BUILD)/lib/libshoal.a $(BUILD)/include/shoal.h \
 	$(BUILD)/lib/pkgconfig/shoal.pc
@@ -106,4 +107,12 @@ $(BUILD)/bench/ckpt-cost-prog: bench/ckpt-cost-prog.c $(LIB_OUTPUTS)
 	@mkdir -p $(@D)
 	$(MPICC) -std=c99 -Wall -Wextra -O2 -D_POSIX_C_SOURCE=200809L -o $@ \
 		bench/ckpt-cost-prog.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
+		pkg-config --cflags --libs shoal)
+
+snapshot-cost: $(BUILD)/bench/snapshot-cost-prog
+
+$(BUILD)/bench/snapshot-cost-prog: bench/snapshot-cost-prog.c $(LIB_OUTPUTS)
+	@mkdir -p $(@D)
+	$(MPICC) -std=c99 -Wall -Wextra -O2 -D_POSIX_C_SOURCE=200809L -o $@ \
+		bench/snapshot-cost-prog.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
 		pkg-config --cflags --libs shoal)

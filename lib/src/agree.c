@@ -251,6 +251,8 @@ static int snapshot_agree(struct shoal_ctx *c)
         }
     }
     c->t_agreed = shoal_now();
+    if (!ex.checkpoint)
+        c->agree_sum += c->t_agreed - t0;
     if (rc != SHOAL_SUCCESS)
         return rc;
     return ex.io_error ? SHOAL_ERR_IO : SHOAL_SUCCESS;

@@ -259,6 +259,7 @@ struct shoal_ctx {
     double t_checkpoint; /* when the last checkpoint was taken (rank 0) */
     double agree_cost;   /* lowest seconds one agreement took (rank 0) */
     long long agreements;
+    double agree_sum; /* seconds in agreements that took no checkpoint */
 
     /* statistics */
     long long checkpoints;

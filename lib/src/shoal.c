@@ -241,8 +241,9 @@ SHOAL_EXPORT int shoal_progress(double fraction)
 static int write_stats(struct shoal_ctx *c)
 {
     double mean = c->checkpoints > 0 ? c->block_sum / (double)c->checkpoints : 0;
-    double in[3] = {mean, c->block_max, (double)c->bytes_max}, out[3];
-    if (MPI_Allreduce(in, out, 3, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS)
+    double in[5] = {mean, c->block_max, (double)c->bytes_max, c->agree_sum, c->agree_cost};
+    double out[5];
+    if (MPI_Allreduce(in, out, 5, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     if (c->rank != 0 || c->cfg.stats[0] == 0)
         return SHOAL_SUCCESS;
@@ -251,8 +252,9 @@ static int write_stats(struct shoal_ctx *c)
     if (ok) {
         fprintf(f,
                 "{\"checkpoints\":%lld,\"bytes_per_rank\":%.0f,\"blocking_mean_s\":%.9f,"
-                "\"blocking_max_s\":%.9f,\"agreements\":%lld}\n",
-                c->checkpoints, out[2], out[0], out[1], c->agreements);
+                "\"blocking_max_s\":%.9f,\"agreements\":%lld,\"agreeing_s\":%.9f,"
+                "\"agreement_cost_s\":%.9f}\n",
+                c->checkpoints, out[2], out[0], out[1], c->agreements, out[3], out[4]);
         ok = fclose(f) == 0;
     }
     if (!ok) {

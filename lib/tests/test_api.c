@@ -232,7 +232,8 @@ static int read_stats(const char *path, long long *checkpoints, long long *agree
     int64_t c, a;
     int rc = (v != NULL && json_get_i64(v, "checkpoints", &c) == 0 &&
               json_get_i64(v, "agreements", &a) == 0 && json_get(v, "blocking_max_s") &&
-              json_get(v, "bytes_per_rank") && json_get(v, "blocking_mean_s"))
+              json_get(v, "bytes_per_rank") && json_get(v, "blocking_mean_s") &&
+              json_get(v, "agreeing_s") && json_get(v, "agreement_cost_s"))
                  ? 0
                  : -1;
     if (rc == 0) {
