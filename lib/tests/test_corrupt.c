@@ -91,6 +91,12 @@ static int missing(const char *job, const char *p)
     (void)job;
     return unlink(p);
 }
+static int unreadable(const char *job, const char *p)
+{
+    (void)job;
+    /* Something that cannot be read as a file (as root, permissions can't do that). */
+    return unlink(p) || mkdir(p, 0755);
+}
 static int other_nranks(const char *job, const char *p)
 {
     (void)job;
@@ -126,6 +132,7 @@ static const struct {
     {"version", version2, SHOAL_ERR_VERSION},
     {"bad-header", bad_header, SHOAL_ERR_CORRUPT},
     {"missing", missing, SHOAL_ERR_NOCKPT},
+    {"unreadable", unreadable, SHOAL_ERR_IO},
     {"other-nranks", other_nranks, SHOAL_ERR_MISMATCH},
     {"other-job", other_job, SHOAL_ERR_MISMATCH},
     {"other-rank", other_rank, SHOAL_ERR_MISMATCH},
