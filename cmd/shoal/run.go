@@ -27,9 +27,11 @@ const runUsage = `Usage: shoal run -n N [flags] [--] PROGRAM [ARGS]
 
 Runs PROGRAM as an MPI job of N ranks through Open MPI's mpirun. The program
 checkpoints through libshoal; when a rank dies of a signal, the job is relaunched
-from its newest complete checkpoint epoch. When an agent runs on this machine, the
-job goes to it: ranks are spread over the cluster's nodes and the program (and
-every --file) is staged to them. With no agent, the job runs on this machine.
+from its newest complete checkpoint epoch. When an agent runs on this machine (or
+$SHOAL_AGENT names one), the job goes to it: ranks are spread over the cluster's
+nodes and the program (and every --file) is staged to them. With no agent, shoal run
+coordinates the job itself on this machine; an agent that refuses the job (a wrong
+secret) is an error, not a reason to run it here instead.
 
 Rank output is prefixed "[rank] "; shoal's own lines start "shoal: ".
 
