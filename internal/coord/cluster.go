@@ -313,7 +313,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	for name, ranks := range byNode {
 		peer := b.peer(name)
 		wg.Add(1)
-		go func(name string) {
+		go func(name string, nranks int) {
 			defer wg.Done()
 			if name != b.s.cfg.Node {
 				if err := b.s.stage(ctx, peer, info); err != nil {
@@ -321,10 +321,10 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 					return
 				}
 			}
-			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, 24*time.Hour); err != nil {
+			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour); err != nil {
 				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
 			}
-		}(name)
+		}(name, len(ranks))
 		if epoch == 0 {
 			continue
 		}

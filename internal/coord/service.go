@@ -26,9 +26,10 @@ import (
 type Peer interface {
 	HasFile(ctx context.Context, sum string) (bool, error)
 	PutFile(ctx context.Context, sum string, r io.Reader, size int64) error
-	// Grant allows the node to start MPI daemons for job; Revoke kills what it
-	// started for the job (fencing an old run).
-	Grant(ctx context.Context, job, coordinator string, ttl time.Duration) error
+	// Grant allows the node to start MPI daemons for job, which runs ranks of its
+	// ranks there (the node announces them); Revoke kills what it started for the
+	// job (fencing an old run) and withdraws the ranks.
+	Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error
 	Revoke(ctx context.Context, job string) error
 	// Shards lists the job's shards the node holds and has verified, and the job's
 	// progress as a rank 0 on the node last reported it (nil: none).
@@ -382,23 +383,6 @@ func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(conn 
 		return nil, fmt.Errorf("%w: this node does not launch MPI daemons", api.ErrNotAvailable)
 	}
 	return s.cfg.Launch(ctx, req)
-}
-
-// NodeRanks counts the ranks of running jobs on each node.
-func (s *Service) NodeRanks(ctx context.Context) (map[string]int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for _, j := range s.jobs {
-		j.mu.Lock()
-		if !j.done {
-			for _, n := range j.placement {
-				out[n]++
-			}
-		}
-		j.mu.Unlock()
-	}
-	return out, nil
 }
 
 // HasFile reports whether a job file is in this node's cache.
