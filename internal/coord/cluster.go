@@ -310,17 +310,24 @@ func sortedMoves(m map[string]int) []string {
 func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(byNode)*(1+info.Spec.Ranks))
+	var copiedMu sync.Mutex
+	copied := map[string][]api.File{} // by node
 	for name, ranks := range byNode {
 		peer := b.peer(name)
 		wg.Add(1)
 		go func(name string, nranks int) {
 			defer wg.Done()
-			if name != b.s.cfg.Node {
-				if err := b.s.stage(ctx, peer, info); err != nil {
+			var files []api.File
+			if name != b.s.cfg.Node { // the submitter uploaded them here
+				var err error
+				if files, err = b.s.stage(ctx, peer, info); err != nil {
 					errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
 					return
 				}
 			}
+			copiedMu.Lock()
+			copied[name] = files
+			copiedMu.Unlock()
 			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour); err != nil {
 				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
 			}
@@ -362,7 +369,11 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	}
 	wg.Wait()
 	close(errs)
-	return <-errs
+	if err := <-errs; err != nil {
+		return err
+	}
+	b.j.event(EventStage, Event{Message: describeStaging(copied)})
+	return nil
 }
 
 func (b *clusterBackend) addHolder(epoch uint64, rank int, node string, created uint64) {

@@ -252,27 +252,83 @@ drain:
 	j.record("done", res.Reason, DoneData{State: api.JobState(res.State), ExitCode: code, Reason: res.Reason})
 }
 
-// stage copies every file of the job that peer lacks from this node's cache.
-func (s *Service) stage(ctx context.Context, peer Peer, info api.Job) error {
+// stage copies every file of the job that peer lacks from this node's cache, and
+// returns those it copied: a file the node's cache holds already (same content
+// hash) is not sent again.
+func (s *Service) stage(ctx context.Context, peer Peer, info api.Job) ([]api.File, error) {
+	var copied []api.File
 	for _, f := range info.Spec.Files {
 		has, err := peer.HasFile(ctx, f.SHA256)
 		if err != nil {
-			return err
+			return copied, err
 		}
 		if has {
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))
 		if err != nil {
-			return err
+			return copied, err
 		}
 		err = peer.PutFile(ctx, f.SHA256, r, f.Size)
 		r.Close()
 		if err != nil {
-			return fmt.Errorf("file %s: %w", f.Name, err)
+			return copied, fmt.Errorf("file %s: %w", f.Name, err)
 		}
+		copied = append(copied, f)
 	}
-	return nil
+	return copied, nil
+}
+
+// describeStaging says which files went to which nodes, and which nodes had them
+// all: "staged heat, in.txt (1.2 MB) to n2, n3; n1 had them", or "job files
+// already on every node (n1, n2, n3): nothing staged". copied is by node, for
+// every node of the launch.
+func describeStaging(copied map[string][]api.File) string {
+	groups := map[string][]string{} // "names (size)" → nodes
+	var had []string
+	for node, files := range copied {
+		if len(files) == 0 {
+			had = append(had, node)
+			continue
+		}
+		names := make([]string, len(files))
+		var size int64
+		for i, f := range files {
+			names[i], size = f.Name, size+f.Size
+		}
+		key := fmt.Sprintf("%s (%s)", strings.Join(names, ", "), byteSize(size))
+		groups[key] = append(groups[key], node)
+	}
+	sort.Strings(had)
+	if len(groups) == 0 {
+		return fmt.Sprintf("job files already on every node (%s): nothing staged", strings.Join(had, ", "))
+	}
+	var parts []string
+	for key, nodes := range groups {
+		sort.Strings(nodes)
+		parts = append(parts, key+" to "+strings.Join(nodes, ", "))
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		return parts[i][strings.LastIndex(parts[i], " to "):] < parts[j][strings.LastIndex(parts[j], " to "):]
+	})
+	msg := "staged " + strings.Join(parts, "; ")
+	if len(had) > 0 {
+		msg += "; " + strings.Join(had, ", ") + " had them"
+	}
+	return msg
+}
+
+// byteSize writes n bytes for people: "512 B", "17.3 kB", "1.2 MB".
+func byteSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	case n < 1000*1000*1000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
 
 // lineEvents turns rank output into one event per line.
