@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -214,7 +213,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		short := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g; the live nodes (%s) have %d",
 			spec.Ranks, plural(coresNeeded(spec), "core"), max(spec.MaxOversubscribe, 1), nodeList(live), totalCores(live))
 		if wait == 0 {
-			return nil, nil, errors.New(short)
+			return nil, nil, fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
 		}
 		if time.Now().After(deadline) {
 			return nil, nil, fmt.Errorf("%s, and no node joined within --wait-for-nodes %s", short, wait)
