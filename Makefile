@@ -8,14 +8,14 @@ GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test test-go test-c test-python test-integration demo clean
+.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-python test-integration demo clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
-build: deps go-build lib examples kernels
+build: deps go-build lib examples kernels test-programs
 
 go-build:
 	$(GO) build -o bin/shoal ./cmd/shoal
@@ -23,6 +23,7 @@ go-build:
 include lib/lib.mk
 include examples/examples.mk
 include bench/kernels/kernels.mk
+include test/programs/programs.mk
 
 test: build
 	$(GO) vet ./...

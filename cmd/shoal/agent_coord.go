@@ -18,8 +18,8 @@ type peer struct{ *api.Client }
 
 var _ coord.Peer = peer{}
 
-func (p peer) Grant(ctx context.Context, job, coordinator string, ttl time.Duration) error {
-	_, err := p.Client.Grant(ctx, job, coordinator, ttl)
+func (p peer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error {
+	_, err := p.Client.Grant(ctx, job, coordinator, ranks, ttl)
 	return err
 }
 

@@ -27,7 +27,9 @@ Columns: NAME; ADDRESS (gossip); CORES; SPEED, single-core speed measured at
 agent start, relative to the fastest node listed; ARCH; STATE: alive, suspect
 (stopped answering probes), dead (declared failed), left (left on purpose),
 with "leaving" while a node is about to leave; SINCE, how long it has been in
-that state; RANKS, ranks of running jobs on the node.
+that state; RANKS, ranks of running jobs on the node, whichever node
+coordinates them (each node announces its own count; a change reaches the
+others within about a second).
 
 Flags:
 `

@@ -87,6 +87,8 @@ type Agent struct {
 	local   string // as written to AddrFile
 
 	beforeLeave atomic.Pointer[func(context.Context) error]
+	ranksDirty  chan struct{} // the launch grants' ranks changed: announce them
+	quit        chan struct{} // closed when the agent starts stopping
 
 	leaveOnce sync.Once
 	leaveErr  error
@@ -102,7 +104,8 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log, leaveDone: make(chan struct{}), done: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: cfg.Log, leaveDone: make(chan struct{}), done: make(chan struct{}),
+		ranksDirty: make(chan struct{}, 1), quit: make(chan struct{})}
 	if cfg.BeforeLeave != nil {
 		a.beforeLeave.Store(&cfg.BeforeLeave)
 	}
@@ -121,7 +124,8 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log}); err != nil {
+	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged})
+	if err != nil {
 		return nil, err
 	}
 	// A previous agent on this data dir that died left its daemons running:
@@ -140,15 +144,22 @@ func Start(cfg Config) (_ *Agent, err error) {
 		OS:     runtime.GOOS,
 		Labels: cfg.Labels,
 	}
+	// Announce an API address the others can reach: the gossip address's IP
+	// when the API listens on every interface. It goes into the first
+	// announcement when that IP is known before gossip starts, as it nearly
+	// always is (membership.AdvertiseIP says why that matters).
+	if ip := membership.AdvertiseIP(gossip); ip != "" {
+		meta.API = announcedAddr(a.apiLn.Addr(), net.JoinHostPort(ip, "0"))
+	}
 	if a.members, err = membership.New(gossip, meta, a.log); err != nil {
 		return nil, err
 	}
-	// Announce an API address the others can reach: the gossip address's IP
-	// when the API listens on every interface.
 	a.apiAddr = announcedAddr(a.apiLn.Addr(), a.members.Addr())
-	meta.API = a.apiAddr
-	if err = a.members.SetMeta(meta, time.Second); err != nil {
-		return nil, err
+	if meta.API != a.apiAddr {
+		meta.API = a.apiAddr
+		if err = a.members.SetMeta(meta, time.Second); err != nil {
+			return nil, err
+		}
 	}
 	a.server = api.NewServer(api.ServerConfig{
 		Node: (*localNode)(a), Secret: a.secret, Version: cfg.Version, Log: a.log,
@@ -158,6 +169,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, secret: a.secret})
 	a.SetJobService(nil)
 	go a.fence(a.members.Subscribe())
+	go a.announceRanks()
 	go func() {
 		if err := a.server.Serve(a.apiLn); err != nil {
 			a.log.Error("API server stopped", "err", err)
@@ -266,7 +278,8 @@ func (a *Agent) gossipConfig() (membership.Config, error) {
 	if err := g.Validate(); err != nil {
 		return g, err
 	}
-	if _, err := (membership.Meta{Labels: a.cfg.Labels}).Encode(); err != nil {
+	// With room for the largest rank count, so that announcing one never fails.
+	if _, err := (membership.Meta{Labels: a.cfg.Labels, Ranks: 1 << 30}).Encode(); err != nil {
 		return g, err
 	}
 	return g, nil
@@ -358,6 +371,39 @@ func (a *Agent) fence(sub *membership.Subscription) {
 	}
 }
 
+// ranksChanged is the launch service's report that its grants changed.
+func (a *Agent) ranksChanged(int) {
+	select {
+	case a.ranksDirty <- struct{}{}:
+	default: // one is pending: it will read the newest count
+	}
+}
+
+// announceRanks keeps the ranks this node announces in its metadata equal to
+// those of its launch grants, so that every node's `shoal nodes` shows them.
+// Announcing from one goroutine keeps the announcements in order.
+func (a *Agent) announceRanks() {
+	announced := 0
+	for {
+		select {
+		case <-a.quit:
+			return
+		case <-a.ranksDirty:
+		}
+		n := a.launch.Ranks()
+		if n == announced {
+			continue
+		}
+		// Waiting until it is gossiped keeps announcements apart (see
+		// membership.Membership.UpdateMeta); a few rounds of gossip take well
+		// under the timeout.
+		if err := a.members.UpdateMeta(func(m *membership.Meta) { m.Ranks = n }, 5*time.Second); err != nil {
+			a.log.Warn("announcing the node's ranks", "ranks", n, "err", err)
+		}
+		announced = n
+	}
+}
+
 // SetDataService plugs the file store into the API.
 func (a *Agent) SetDataService(d api.DataService) { a.server.SetDataService(d) }
 
@@ -426,6 +472,7 @@ func (a *Agent) Shutdown() {
 func (a *Agent) stop() {
 	a.stopOnce.Do(func() {
 		defer close(a.done)
+		close(a.quit)
 		started := a.local != ""
 		if started {
 			addrFile := filepath.Join(a.cfg.DataDir, AddrFile)
@@ -479,6 +526,7 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 			RTT:     api.Duration(m.RTT),
 			Leaving: m.Meta.Leaving,
 			Local:   m.Local,
+			Ranks:   m.Meta.Ranks,
 		})
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,10 +40,10 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 		t.Fatalf("launch without a grant: error %v, want ErrNotFound", err)
 	}
 	// j1 is coordinated by n3, j2 by n1.
-	if _, err := c.Grant(ctx, "j1", "n3", time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j1", "n3", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n2.Launcher().Grant("j2", "n1", time.Minute); err != nil {
+	if _, err := n2.Launcher().Grant("j2", "n1", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// A JobService plugged in later does not take launches away.
@@ -80,4 +81,50 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 	if n := n2.Launcher().Running("j2"); n != 0 {
 		t.Errorf("after n2 stopped: j2 has %d launches running, want 0", n)
 	}
+}
+
+// TestRanksAnnounced: the ranks a node's launch grants give it show in every
+// node's list, whoever coordinates the job, and go back to 0 when the grants
+// are revoked, or when their coordinator dies.
+func TestRanksAnnounced(t *testing.T) {
+	agents := startCluster(t, 3)
+	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	ctx := context.Background()
+	ranks := func(want string) func() string {
+		return func() string {
+			for _, a := range agents {
+				nodes, err := a.Nodes(ctx)
+				if err != nil {
+					return err.Error()
+				}
+				var got []string
+				for _, n := range nodes {
+					if n.State == "alive" {
+						got = append(got, fmt.Sprintf("%s=%d", n.Name, n.Ranks))
+					}
+				}
+				if s := strings.Join(got, " "); s != want {
+					return fmt.Sprintf("%s sees ranks %q, want %q", a.Name(), s, want)
+				}
+			}
+			return ""
+		}
+	}
+	grant := func(a *Agent, job, coordinator string, n int) {
+		t.Helper()
+		if _, err := api.NewClient(a.LocalAPIAddr(), a.Secret()).Grant(ctx, job, coordinator, n, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant(agents[0], "j1", "n1", 2) // j1: 2 ranks on n1, 3 on n2
+	grant(agents[1], "j1", "n1", 3)
+	grant(agents[1], "j2", "n3", 1) // j2, coordinated by n3: 1 more on n2
+	waitFor(t, 5*time.Second, ranks("n1=2 n2=4 n3=0"))
+	if _, err := agents[1].Launcher().Revoke("j1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, ranks("n1=2 n2=1 n3=0"))
+	agents[2].Shutdown() // j2's coordinator dies: n2 fences j2
+	agents = agents[:2]
+	waitFor(t, 15*time.Second, ranks("n1=2 n2=0"))
 }

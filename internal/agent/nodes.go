@@ -6,8 +6,8 @@ import (
 	"shoal/internal/api"
 )
 
-// Nodes returns every node this agent knows of, as GET /v1/nodes reports them
-// (without the ranks column). Safe for concurrent use.
+// Nodes returns every node this agent knows of, as GET /v1/nodes reports them.
+// Safe for concurrent use.
 func (a *Agent) Nodes(ctx context.Context) ([]api.Node, error) {
 	return (*localNode)(a).Nodes(ctx)
 }

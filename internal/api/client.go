@@ -280,10 +280,11 @@ func (c *Client) Launch(ctx context.Context, lr LaunchRequest) (io.ReadWriteClos
 }
 
 // Grant calls POST /v1/grants: the agent will launch MPI daemons for job, on
-// behalf of the coordinator node, for ttl from now (0: [DefaultGrantTTL]).
-func (c *Client) Grant(ctx context.Context, job, coordinator string, ttl time.Duration) (Grant, error) {
+// behalf of the coordinator node, for ttl from now (0: [DefaultGrantTTL]), and
+// counts ranks of the job's ranks as its own until the grant is revoked.
+func (c *Client) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) (Grant, error) {
 	var g Grant
-	err := c.call(ctx, "POST", "/v1/grants", GrantRequest{Job: job, Coordinator: coordinator, TTL: Duration(ttl)}, &g)
+	err := c.call(ctx, "POST", "/v1/grants", GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: Duration(ttl)}, &g)
 	return g, err
 }
 

@@ -26,13 +26,6 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ranks, err := s.jobService().NodeRanks(r.Context())
-	if err != nil { // the node list is still worth answering
-		s.log.Warn("ranks per node unknown", "err", err)
-	}
-	for i := range nodes {
-		nodes[i].Ranks = ranks[nodes[i].Name]
-	}
 	if nodes == nil {
 		nodes = []Node{}
 	}
@@ -240,7 +233,7 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request) error {
 	if ttl == 0 {
 		ttl = DefaultGrantTTL
 	}
-	g, err := s.grantService().Grant(req.Job, req.Coordinator, ttl)
+	g, err := s.grantService().Grant(req.Job, req.Coordinator, req.Ranks, ttl)
 	if err != nil {
 		return err
 	}

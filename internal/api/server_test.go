@@ -26,7 +26,7 @@ type fakeNode struct {
 func (f *fakeNode) Name() string { return "n1" }
 func (f *fakeNode) Nodes(context.Context) ([]Node, error) {
 	return []Node{
-		{Name: "n1", API: "127.0.0.1:7947", Cores: 4, State: "alive", Local: true},
+		{Name: "n1", API: "127.0.0.1:7947", Cores: 4, State: "alive", Local: true, Ranks: 3},
 		{Name: "n2", API: "127.0.0.2:7947", Cores: 2, State: "dead"},
 	}, nil
 }
@@ -72,9 +72,6 @@ func (fakeJobs) Launch(_ context.Context, req LaunchRequest) (func(io.ReadWriteC
 		line, _ := bufio.NewReader(conn).ReadString('\n')
 		io.WriteString(conn, strings.ToUpper(line))
 	}, nil
-}
-func (fakeJobs) NodeRanks(context.Context) (map[string]int, error) {
-	return map[string]int{"n1": 3}, nil
 }
 
 // fakeData is both the file store and the checkpoint store; it records the
@@ -162,11 +159,11 @@ type fakeGrants struct {
 	grants map[string]time.Duration
 }
 
-func (f *fakeGrants) Grant(job, coordinator string, ttl time.Duration) (Grant, error) {
+func (f *fakeGrants) Grant(job, coordinator string, ranks int, ttl time.Duration) (Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.grants[job] = ttl
-	return Grant{Job: job, Coordinator: coordinator, Expires: time.Unix(1700000000, 0).UTC().Add(ttl)}, nil
+	return Grant{Job: job, Coordinator: coordinator, Ranks: ranks, Expires: time.Unix(1700000000, 0).UTC().Add(ttl)}, nil
 }
 
 func (f *fakeGrants) Revoke(job string) (Revoked, error) {
@@ -493,11 +490,11 @@ func TestGrants(t *testing.T) {
 	_, ts, _ := newTestServer(t, true)
 	ctx := context.Background()
 	c := NewClient(ts.URL, testSecret)
-	g, err := c.Grant(ctx, "j1", "n2", 0)
-	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || !g.Expires.Equal(want) {
-		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2 with the default TTL (expires %v)", g, err, want)
+	g, err := c.Grant(ctx, "j1", "n2", 2, 0)
+	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || g.Ranks != 2 || !g.Expires.Equal(want) {
+		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2, 2 ranks, with the default TTL (expires %v)", g, err, want)
 	}
-	if g, err := c.Grant(ctx, "j2", "n2", 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
+	if g, err := c.Grant(ctx, "j2", "n2", 0, 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
 		t.Errorf("Grant 90s = %+v, %v", g, err)
 	}
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1", Killed: 2}) {
@@ -506,8 +503,11 @@ func TestGrants(t *testing.T) {
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1"}) {
 		t.Errorf("Revoke j1 again = %+v, %v; want 0 killed and no error", rv, err)
 	}
-	if _, err := c.Grant(ctx, "j1", "", time.Minute); !errors.Is(err, ErrBadRequest) {
+	if _, err := c.Grant(ctx, "j1", "", 1, time.Minute); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("Grant without a coordinator: error %v, want ErrBadRequest", err)
+	}
+	if _, err := c.Grant(ctx, "j1", "n2", -1, time.Minute); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
+		t.Errorf("Grant of -1 ranks: error %v, want ErrBadRequest naming ranks", err)
 	}
 	_, err = c.Launch(ctx, LaunchRequest{Job: "j1", Argv: []string{"orted"}, Env: map[string]string{"A=B": "c"}})
 	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "env key") {

@@ -12,8 +12,8 @@ import (
 type LocalNode interface {
 	// Name is this node's name.
 	Name() string
-	// Nodes returns every node this node knows of, dead and left ones included.
-	// Ranks is filled in by the server from JobService.NodeRanks.
+	// Nodes returns every node this node knows of, dead and left ones included,
+	// with the ranks each announces.
 	Nodes(ctx context.Context) ([]Node, error)
 	// Leave makes this node leave the cluster and returns once it has (jobs
 	// checkpointed, departure gossiped). The server answers the request, then
@@ -53,9 +53,6 @@ type JobService interface {
 	// owns conn, must close it, and must kill what it started when reading
 	// from conn fails (the caller went away).
 	Launch(ctx context.Context, req LaunchRequest) (run func(conn io.ReadWriteCloser), err error)
-	// NodeRanks returns how many ranks of running jobs are on each node, by
-	// node name, for `shoal nodes`.
-	NodeRanks(ctx context.Context) (map[string]int, error)
 	// Rebalance checkpoints job id now and relaunches it over every live node, and
 	// returns once it runs on the new layout. Unless req.Force, a rebalance
 	// estimated not to pay for itself is refused with ErrConflict.
@@ -121,8 +118,9 @@ type ShardService interface {
 // the request ([GrantRequest.Validate], the job id) before calling.
 type GrantService interface {
 	// Grant allows launches for job, on behalf of the coordinator node, for
-	// ttl from now, replacing any earlier grant of the job.
-	Grant(job, coordinator string, ttl time.Duration) (Grant, error)
+	// ttl from now, replacing any earlier grant of the job; the node runs ranks
+	// of the job's ranks until the grant is revoked.
+	Grant(job, coordinator string, ranks int, ttl time.Duration) (Grant, error)
 	// Revoke withdraws job's grant and kills every process started for it on
 	// this node (fencing), returning once they are gone. Revoking a job with
 	// no grant is not an error.
@@ -131,7 +129,7 @@ type GrantService interface {
 
 // Unavailable is the [JobService], [DataService], [ShardService] and
 // [GrantService] used until real ones are plugged in: every method fails with
-// [ErrNotAvailable], except NodeRanks, which reports no ranks anywhere.
+// [ErrNotAvailable].
 type Unavailable struct{}
 
 var (
@@ -165,7 +163,6 @@ func (Unavailable) Events(context.Context, string, uint64, bool, func(JobEvent) 
 func (Unavailable) Launch(context.Context, LaunchRequest) (func(io.ReadWriteCloser), error) {
 	return nil, notAvailable("job coordinator")
 }
-func (Unavailable) NodeRanks(context.Context) (map[string]int, error) { return nil, nil }
 func (Unavailable) HasFile(context.Context, string) (bool, error) {
 	return false, notAvailable("file store")
 }
@@ -175,7 +172,7 @@ func (Unavailable) PutFile(context.Context, string, int64, io.Reader) error {
 func (Unavailable) GetShard(context.Context, ShardRef) (io.ReadCloser, int64, error) {
 	return nil, 0, notAvailable("checkpoint store")
 }
-func (Unavailable) Grant(string, string, time.Duration) (Grant, error) {
+func (Unavailable) Grant(string, string, int, time.Duration) (Grant, error) {
 	return Grant{}, notAvailable("launch service")
 }
 func (Unavailable) Revoke(string) (Revoked, error) { return Revoked{}, notAvailable("launch service") }

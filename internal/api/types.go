@@ -29,7 +29,10 @@ type Node struct {
 	RTT     Duration  `json:"rtt,omitzero"`     // last direct probe from the answering node
 	Leaving bool      `json:"leaving,omitzero"` // announced it is about to leave
 	Local   bool      `json:"local,omitzero"`   // the answering node itself
-	Ranks   int       `json:"ranks"`            // ranks of running jobs placed on the node
+	// Ranks is how many ranks of running jobs the node hosts, whichever node
+	// coordinates them: the node announces it with its metadata (the sum of
+	// its launch grants' ranks), so every node's answer shows every node's.
+	Ranks int `json:"ranks"`
 }
 
 // NodeList is the answer of GET /v1/nodes.
@@ -160,6 +163,9 @@ const DefaultGrantTTL = 10 * time.Minute
 type GrantRequest struct {
 	Job         string `json:"job"`
 	Coordinator string `json:"coordinator"` // node name of the job's coordinator
+	// Ranks is how many of the job's ranks the node runs; the node announces
+	// the sum over its grants as its ranks (Node.Ranks) until they are revoked.
+	Ranks int `json:"ranks,omitempty"`
 	// TTL is how long launches may start under the grant; 0 means
 	// DefaultGrantTTL. It does not limit how long they run.
 	TTL Duration `json:"ttl,omitzero"`
@@ -169,6 +175,7 @@ type GrantRequest struct {
 type Grant struct {
 	Job         string    `json:"job"`
 	Coordinator string    `json:"coordinator"`
+	Ranks       int       `json:"ranks"`
 	Expires     time.Time `json:"expires"` // launches are refused after this
 }
 

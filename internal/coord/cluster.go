@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -214,7 +213,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		short := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g; the live nodes (%s) have %d",
 			spec.Ranks, plural(coresNeeded(spec), "core"), max(spec.MaxOversubscribe, 1), nodeList(live), totalCores(live))
 		if wait == 0 {
-			return nil, nil, errors.New(short)
+			return nil, nil, fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
 		}
 		if time.Now().After(deadline) {
 			return nil, nil, fmt.Errorf("%s, and no node joined within --wait-for-nodes %s", short, wait)
@@ -310,21 +309,28 @@ func sortedMoves(m map[string]int) []string {
 func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(byNode)*(1+info.Spec.Ranks))
+	var copiedMu sync.Mutex
+	copied := map[string][]api.File{} // by node
 	for name, ranks := range byNode {
 		peer := b.peer(name)
 		wg.Add(1)
-		go func(name string) {
+		go func(name string, nranks int) {
 			defer wg.Done()
-			if name != b.s.cfg.Node {
-				if err := b.s.stage(ctx, peer, info); err != nil {
+			var files []api.File
+			if name != b.s.cfg.Node { // the submitter uploaded them here
+				var err error
+				if files, err = b.s.stage(ctx, peer, info); err != nil {
 					errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
 					return
 				}
 			}
-			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, 24*time.Hour); err != nil {
+			copiedMu.Lock()
+			copied[name] = files
+			copiedMu.Unlock()
+			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour); err != nil {
 				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
 			}
-		}(name)
+		}(name, len(ranks))
 		if epoch == 0 {
 			continue
 		}
@@ -362,7 +368,11 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	}
 	wg.Wait()
 	close(errs)
-	return <-errs
+	if err := <-errs; err != nil {
+		return err
+	}
+	b.j.event(EventStage, Event{Message: describeStaging(copied)})
+	return nil
 }
 
 func (b *clusterBackend) addHolder(epoch uint64, rank int, node string, created uint64) {

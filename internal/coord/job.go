@@ -80,6 +80,7 @@ type Event struct {
 // Event kinds.
 const (
 	EventState      = "state"
+	EventStage      = "stage" // the job's files copied to the nodes lacking them
 	EventLaunch     = "launch"
 	EventEpoch      = "epoch"       // an epoch became complete
 	EventEpochBad   = "epoch-bad"   // an epoch's shards failed verification

@@ -26,9 +26,10 @@ import (
 type Peer interface {
 	HasFile(ctx context.Context, sum string) (bool, error)
 	PutFile(ctx context.Context, sum string, r io.Reader, size int64) error
-	// Grant allows the node to start MPI daemons for job; Revoke kills what it
-	// started for the job (fencing an old run).
-	Grant(ctx context.Context, job, coordinator string, ttl time.Duration) error
+	// Grant allows the node to start MPI daemons for job, which runs ranks of its
+	// ranks there (the node announces them); Revoke kills what it started for the
+	// job (fencing an old run) and withdraws the ranks.
+	Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error
 	Revoke(ctx context.Context, job string) error
 	// Shards lists the job's shards the node holds and has verified, and the job's
 	// progress as a rank 0 on the node last reported it (nil: none).
@@ -259,27 +260,83 @@ drain:
 	j.record("done", res.Reason, DoneData{State: api.JobState(res.State), ExitCode: code, Reason: res.Reason})
 }
 
-// stage copies every file of the job that peer lacks from this node's cache.
-func (s *Service) stage(ctx context.Context, peer Peer, info api.Job) error {
+// stage copies every file of the job that peer lacks from this node's cache, and
+// returns those it copied: a file the node's cache holds already (same content
+// hash) is not sent again.
+func (s *Service) stage(ctx context.Context, peer Peer, info api.Job) ([]api.File, error) {
+	var copied []api.File
 	for _, f := range info.Spec.Files {
 		has, err := peer.HasFile(ctx, f.SHA256)
 		if err != nil {
-			return err
+			return copied, err
 		}
 		if has {
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))
 		if err != nil {
-			return err
+			return copied, err
 		}
 		err = peer.PutFile(ctx, f.SHA256, r, f.Size)
 		r.Close()
 		if err != nil {
-			return fmt.Errorf("file %s: %w", f.Name, err)
+			return copied, fmt.Errorf("file %s: %w", f.Name, err)
 		}
+		copied = append(copied, f)
 	}
-	return nil
+	return copied, nil
+}
+
+// describeStaging says which files went to which nodes, and which nodes had them
+// all: "staged heat, in.txt (1.2 MB) to n2, n3; n1 had them", or "job files
+// already on every node (n1, n2, n3): nothing staged". copied is by node, for
+// every node of the launch.
+func describeStaging(copied map[string][]api.File) string {
+	groups := map[string][]string{} // "names (size)" → nodes
+	var had []string
+	for node, files := range copied {
+		if len(files) == 0 {
+			had = append(had, node)
+			continue
+		}
+		names := make([]string, len(files))
+		var size int64
+		for i, f := range files {
+			names[i], size = f.Name, size+f.Size
+		}
+		key := fmt.Sprintf("%s (%s)", strings.Join(names, ", "), byteSize(size))
+		groups[key] = append(groups[key], node)
+	}
+	sort.Strings(had)
+	if len(groups) == 0 {
+		return fmt.Sprintf("job files already on every node (%s): nothing staged", strings.Join(had, ", "))
+	}
+	var parts []string
+	for key, nodes := range groups {
+		sort.Strings(nodes)
+		parts = append(parts, key+" to "+strings.Join(nodes, ", "))
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		return parts[i][strings.LastIndex(parts[i], " to "):] < parts[j][strings.LastIndex(parts[j], " to "):]
+	})
+	msg := "staged " + strings.Join(parts, "; ")
+	if len(had) > 0 {
+		msg += "; " + strings.Join(had, ", ") + " had them"
+	}
+	return msg
+}
+
+// byteSize writes n bytes for people: "512 B", "17.3 kB", "1.2 MB".
+func byteSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	case n < 1000*1000*1000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
 
 // lineEvents turns rank output into one event per line.
@@ -390,23 +447,6 @@ func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(conn 
 		return nil, fmt.Errorf("%w: this node does not launch MPI daemons", api.ErrNotAvailable)
 	}
 	return s.cfg.Launch(ctx, req)
-}
-
-// NodeRanks counts the ranks of running jobs on each node.
-func (s *Service) NodeRanks(ctx context.Context) (map[string]int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for _, j := range s.jobs {
-		j.mu.Lock()
-		if !j.done {
-			for _, n := range j.placement {
-				out[n]++
-			}
-		}
-		j.mu.Unlock()
-	}
-	return out, nil
 }
 
 // HasFile reports whether a job file is in this node's cache.

@@ -65,6 +65,11 @@ type Config struct {
 	MaxTTL time.Duration
 	// Log receives a line per launch and per kill. Default: discard.
 	Log *slog.Logger
+	// OnRanks, if set, is called with [Service.Ranks] after every change of
+	// the grants (the agent announces the count in its node metadata). Calls
+	// are made without the service's lock held, and may come concurrently and
+	// out of order: read Ranks again for the latest count.
+	OnRanks func(ranks int)
 }
 
 // Service starts MPI daemons on this node for jobs that a coordinator has
@@ -87,6 +92,7 @@ type Service struct {
 
 type grantEntry struct {
 	coordinator string
+	ranks       int // of the job's ranks, how many run on this node
 	expires     time.Time
 }
 
@@ -131,12 +137,14 @@ func New(cfg Config) (*Service, error) {
 }
 
 // Grant allows launches for job, on behalf of the coordinator node, for ttl
-// from now. Granting again replaces the grant (a coordinator renews it before
-// each relaunch). The TTL bounds when launches may start, not how long they
-// run: what runs is ended by [Service.Revoke], by losing its connection, or
-// by [Service.RevokeCoordinator] when the coordinator's node is gone.
-func (s *Service) Grant(job, coordinator string, ttl time.Duration) (api.Grant, error) {
-	req := api.GrantRequest{Job: job, Coordinator: coordinator, TTL: api.Duration(ttl)}
+// from now, and counts ranks of the job's ranks as this node's (see
+// [Service.Ranks]). Granting again replaces the grant (a coordinator renews it
+// before each relaunch, with the new count). The TTL bounds when launches may
+// start, not how long they run: what runs is ended by [Service.Revoke], by
+// losing its connection, or by [Service.RevokeCoordinator] when the
+// coordinator's node is gone.
+func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration) (api.Grant, error) {
+	req := api.GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: api.Duration(ttl)}
 	if err := req.Validate(); err != nil {
 		return api.Grant{}, err
 	}
@@ -145,8 +153,8 @@ func (s *Service) Grant(job, coordinator string, ttl time.Duration) (api.Grant, 
 	}
 	now := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return api.Grant{}, fmt.Errorf("%w: node %s is stopping", api.ErrNotAvailable, s.cfg.Node)
 	}
 	for j, g := range s.grants { // forget expired grants with nothing running
@@ -154,10 +162,32 @@ func (s *Service) Grant(job, coordinator string, ttl time.Duration) (api.Grant, 
 			delete(s.grants, j)
 		}
 	}
-	g := grantEntry{coordinator: coordinator, expires: now.Add(ttl)}
+	g := grantEntry{coordinator: coordinator, ranks: ranks, expires: now.Add(ttl)}
 	s.grants[job] = g
-	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ttl", ttl)
-	return api.Grant{Job: job, Coordinator: coordinator, Expires: g.expires}, nil
+	s.mu.Unlock()
+	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ranks", ranks, "ttl", ttl)
+	s.ranksChanged()
+	return api.Grant{Job: job, Coordinator: coordinator, Ranks: ranks, Expires: g.expires}, nil
+}
+
+// Ranks returns how many ranks of running jobs this node hosts: the sum of the
+// ranks of its grants, from the grant until the revocation (the coordinator
+// revokes a job's grants when the job ends or moves, and this node revokes
+// those of a coordinator that died or left).
+func (s *Service) Ranks() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, g := range s.grants {
+		n += g.ranks
+	}
+	return n
+}
+
+func (s *Service) ranksChanged() {
+	if s.cfg.OnRanks != nil {
+		s.cfg.OnRanks(s.Ranks())
+	}
 }
 
 // Revoke withdraws job's grant and kills, with SIGKILL, every process started
@@ -170,9 +200,13 @@ func (s *Service) Revoke(job string) (api.Revoked, error) {
 		return api.Revoked{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
 	}
 	s.mu.Lock()
+	_, had := s.grants[job]
 	delete(s.grants, job)
 	procs := s.procsLocked(func(p *proc) bool { return p.job == job })
 	s.mu.Unlock()
+	if had {
+		s.ranksChanged()
+	}
 	s.kill(procs, s.owner+"/"+job+"/")
 	if len(procs) > 0 {
 		s.log.Info("launch grant revoked: killed its commands", "job", job, "commands", len(procs))
@@ -234,6 +268,7 @@ func (s *Service) Close() {
 	s.grants = map[string]grantEntry{}
 	procs := s.procsLocked(func(*proc) bool { return true })
 	s.mu.Unlock()
+	s.ranksChanged()
 	s.kill(procs, s.owner+"/")
 }
 

@@ -162,7 +162,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 		t.Errorf("launch without a grant: got %v, want ErrNotFound saying there is no grant", err)
 	}
 	// An expired grant is no grant.
-	if _, err := svc.Grant("j1", "n0", 30*time.Millisecond); err != nil {
+	if _, err := svc.Grant("j1", "n0", 1, 30*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(60 * time.Millisecond)
@@ -170,7 +170,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 		t.Errorf("launch with an expired grant: got %v, want ErrNotFound", err)
 	}
 	// A revoked one neither.
-	if _, err := c.Grant(ctx, "j2", "n0", time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j2", "n0", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Revoke(ctx, "j2"); err != nil {
@@ -184,7 +184,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 func TestLaunchRefusesNonDaemon(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, "j1", "n0", time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for _, argv := range [][]string{
@@ -202,7 +202,7 @@ func TestLaunchRefusesNonDaemon(t *testing.T) {
 func TestGrantValidation(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	g, err := c.Grant(ctx, "j1", "n0", 0)
+	g, err := c.Grant(ctx, "j1", "n0", 1, 0)
 	if err != nil || g.Job != "j1" || g.Coordinator != "n0" || time.Until(g.Expires) < 9*time.Minute {
 		t.Errorf("grant with the default TTL = %+v, %v; want j1 from n0 expiring in 10m", g, err)
 	}
@@ -216,7 +216,7 @@ func TestGrantValidation(t *testing.T) {
 		{"j1", "n0", -time.Second, "ttl"},
 		{"j1", "n0", 25 * time.Hour, "ttl"},
 	} {
-		if _, err := c.Grant(ctx, tt.job, tt.coord, tt.ttl); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := c.Grant(ctx, tt.job, tt.coord, 1, tt.ttl); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("grant(%q, %q, %v): got %v, want ErrBadRequest naming %s", tt.job, tt.coord, tt.ttl, err, tt.want)
 		}
 	}
@@ -228,7 +228,7 @@ func TestGrantValidation(t *testing.T) {
 func TestLaunchRelaysStdioAndExit(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, "j1", "n0", time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	script := `echo "out $K"; echo "err $SHOAL_NODE_DATA" >&2; pwd; ` +
@@ -261,7 +261,7 @@ func TestLaunchRelaysStdioAndExit(t *testing.T) {
 func TestLaunchForwardsSignal(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	svc.Grant("j1", "n0", time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute)
 	conn, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(`echo started; exec sleep 300`)})
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestDroppedConnectionKillsEverything(t *testing.T) {
 	for _, ignoreTerm := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ignore SIGTERM %v", ignoreTerm), func(t *testing.T) {
 			svc, c := testService(t)
-			svc.Grant("j1", "n0", time.Minute)
+			svc.Grant("j1", "n0", 1, time.Minute)
 			pidFile := filepath.Join(t.TempDir(), "pids")
 			script := fmt.Sprintf(`echo $$ > %[1]s; setsid sleep 300 & echo $! >> %[1]s; sleep 300 & echo $! >> %[1]s; wait`, pidFile)
 			argv := daemon(script)
@@ -334,8 +334,8 @@ func TestDroppedConnectionKillsEverything(t *testing.T) {
 func TestRevokeKillsRunning(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	svc.Grant("j1", "n0", time.Minute)
-	svc.Grant("j2", "n0", time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute)
+	svc.Grant("j2", "n0", 1, time.Minute)
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	script := fmt.Sprintf(`setsid sleep 300 & echo $! >> %[1]s; sleep 300 & echo $! >> %[1]s; wait`, pidFile)
 	var exits sync.WaitGroup
@@ -390,8 +390,8 @@ func TestRevokeKillsRunning(t *testing.T) {
 func TestKillStale(t *testing.T) {
 	old, c := testService(t)
 	other, c2 := testService(t)
-	old.Grant("j1", "n0", time.Minute)
-	other.Grant("j1", "n0", time.Minute)
+	old.Grant("j1", "n0", 1, time.Minute)
+	other.Grant("j1", "n0", 1, time.Minute)
 	dir := t.TempDir()
 	for i, cl := range []*api.Client{c, c2} {
 		conn, err := cl.Launch(context.Background(), api.LaunchRequest{Job: "j1",
@@ -418,7 +418,7 @@ func TestKillStale(t *testing.T) {
 
 func TestCannotStartReportsOnStderr(t *testing.T) {
 	svc, c := testService(t)
-	svc.Grant("j1", "n0", time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute)
 	// The data dir is gone: the command cannot start in it.
 	os.RemoveAll(svc.cfg.DataDir)
 	conn, err := c.Launch(context.Background(), api.LaunchRequest{Job: "j1", Argv: daemon("true")})
@@ -432,5 +432,46 @@ func TestCannotStartReportsOnStderr(t *testing.T) {
 	}
 	if exit.Code != ExitCannotStart || !strings.Contains(stderr.String(), "cannot start") {
 		t.Errorf("exit %v, stderr %q; want code 255 and a reason", exit, stderr.String())
+	}
+}
+
+// TestRanksFollowGrants: the node's ranks are the sum over its grants, from the
+// grant to its revocation, and every change is reported.
+func TestRanksFollowGrants(t *testing.T) {
+	var mu sync.Mutex
+	var reported []int
+	svc, err := New(Config{Node: "n1", DataDir: t.TempDir(), OnRanks: func(n int) {
+		mu.Lock()
+		reported = append(reported, n)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		what string
+		do   func()
+		want int
+	}{
+		{"grant j1 2 ranks", func() { svc.Grant("j1", "n0", 2, time.Minute) }, 2},
+		{"grant j2 3 ranks", func() { svc.Grant("j2", "n9", 3, time.Minute) }, 5},
+		{"grant j1 again, 1 rank (a relaunch)", func() { svc.Grant("j1", "n0", 1, time.Minute) }, 4},
+		{"revoke j1", func() { svc.Revoke("j1") }, 3},
+		{"revoke j1 again", func() { svc.Revoke("j1") }, 3},
+		{"n9 gone", func() { svc.RevokeCoordinator("n9") }, 0},
+		{"grant j3 4 ranks", func() { svc.Grant("j3", "n0", 4, time.Minute) }, 4},
+		{"close", svc.Close, 0},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := svc.Ranks(); got != s.want {
+			t.Errorf("after %s: Ranks() = %d, want %d", s.what, got, s.want)
+		}
+	}
+	want := []int{2, 5, 4, 3, 0, 4, 0} // revoking a job with no grant changes nothing
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(reported) != fmt.Sprint(want) {
+		t.Errorf("OnRanks reported %v, want %v", reported, want)
 	}
 }

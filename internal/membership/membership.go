@@ -27,9 +27,11 @@ type Membership struct {
 	table  *table
 	events broker
 
-	metaMu  sync.Mutex
-	meta    Meta
-	encoded atomic.Pointer[[]byte] // what NodeMeta returns
+	announceMu sync.Mutex // held through an announcement's gossip
+	announced  time.Time  // when the last announcement ended (under announceMu)
+	metaMu     sync.Mutex
+	meta       Meta
+	encoded    atomic.Pointer[[]byte] // what NodeMeta returns
 
 	leaving  atomic.Bool
 	stopOnce sync.Once
@@ -104,6 +106,29 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 	return m, nil
 }
 
+// AdvertiseIP returns the IP address a node started with cfg announces as its
+// gossip address, as [New] chooses it: Config.AdvertiseAddr, else BindAddr
+// unless that is 0.0.0.0, else the first private (then global) IPv4 address of
+// an interface that is up. It returns "" when there is none: memberlist then
+// picks one itself, known only once started ([Membership.Addr]).
+//
+// It lets a caller put addresses derived from it into the metadata given to
+// New, rather than announce them with [Membership.SetMeta] before joining:
+// changing the metadata while alone replaces the first announcement still
+// queued, which memberlist v0.7.0 mishandles (hashicorp/memberlist#263: after
+// a queued broadcast is replaced and the queue is left empty, a later broadcast
+// of the same size can silently take the new one's place, so this node's
+// announcements stop reaching the others).
+func AdvertiseIP(cfg Config) string {
+	switch {
+	case cfg.AdvertiseAddr != "":
+		return cfg.AdvertiseAddr
+	case cfg.BindAddr != "0.0.0.0":
+		return cfg.BindAddr
+	}
+	return defaultIPv4()
+}
+
 // Name returns this node's name.
 func (m *Membership) Name() string { return m.cfg.Name }
 
@@ -131,9 +156,52 @@ func (m *Membership) Meta() Meta {
 }
 
 // SetMeta changes what this node announces and waits, up to timeout, until the
-// change has been gossiped.
+// change has been gossiped. Give New the metadata known at the start instead
+// of setting it before [Membership.Join] (see [AdvertiseIP]).
 func (m *Membership) SetMeta(meta Meta, timeout time.Duration) error {
+	return m.announce(func(old *Meta) { *old = meta }, timeout)
+}
+
+// UpdateMeta applies f to what this node announces and waits, up to timeout,
+// until the change has been gossiped. Changes are applied in turn, each to the
+// result of the one before, so concurrent callers changing different fields
+// lose nothing; each is gossiped a little after the one before has been (a few
+// gossip intervals), so frequent changes should be coalesced by the caller.
+// Once the node is leaving it does nothing: an alive message then would undo
+// the departure.
+func (m *Membership) UpdateMeta(f func(*Meta), timeout time.Duration) error {
+	if m.leaving.Load() {
+		return nil
+	}
+	return m.announce(f, timeout)
+}
+
+// announce applies f to the metadata and gossips the result. announceMu spans
+// the gossip: memberlist reads the metadata before it numbers the alive message,
+// so two announcements at once could send the older metadata with the newer
+// number, which the others would keep.
+//
+// An announcement starts no sooner than announceGap after the previous one was
+// gossiped, so that the other nodes have passed the previous one on by then:
+// a node that queues a node's alive message while the same node's previous one
+// is its only queued broadcast can lose the new one to memberlist v0.7.0's
+// queue bug (see AdvertiseIP). Callers who wait for each announcement (a
+// timeout longer than the gossip takes) never meet it on this node.
+func (m *Membership) announce(f func(*Meta), timeout time.Duration) error {
+	m.announceMu.Lock()
+	defer m.announceMu.Unlock()
+	gap := time.Duration(m.cfg.RetransmitMult) * m.cfg.GossipInterval
+	if wait := time.Until(m.announced.Add(gap)); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-m.stop:
+			return ErrShutdown
+		}
+	}
+	defer func() { m.announced = time.Now() }()
 	m.metaMu.Lock()
+	meta := m.meta
+	f(&meta)
 	enc, err := meta.Encode()
 	if err != nil {
 		m.metaMu.Unlock()
@@ -213,11 +281,9 @@ func (m *Membership) Leave() error {
 		return nil
 	}
 	deadline := time.Now().Add(m.cfg.LeaveTimeout)
-	meta := m.Meta()
-	meta.Leaving = true
 	// The flag goes out first, in an alive message: memberlist's leave message
 	// cannot carry it, and the others read it when the leave arrives.
-	if err := m.SetMeta(meta, m.cfg.LeaveTimeout/2); err != nil {
+	if err := m.announce(func(meta *Meta) { meta.Leaving = true }, m.cfg.LeaveTimeout/2); err != nil {
 		m.log.Warn("leave: flag not confirmed gossiped", "err", err)
 	}
 	if err := m.ml.Leave(time.Until(deadline)); err != nil {

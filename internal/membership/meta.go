@@ -38,18 +38,27 @@ type Meta struct {
 	// Leaving is set just before the node leaves on purpose, so that the others
 	// record it as left and not as dead (memberlist does not tell them apart).
 	Leaving bool
+	// Ranks is how many ranks of running jobs the node hosts: the sum over the
+	// launch grants its jobs' coordinators gave it (see [Membership.UpdateMeta]).
+	Ranks int
 }
 
 // Encode returns the compact binary form of m:
 //
 //	version(1) flags(1) uvarint(cores) uvarint(speed) str(api) str(arch) str(os)
 //	uvarint(nlabels) {str(key) str(value)}…   (labels sorted by key)
+//	uvarint(ranks)
 //
-// where str is a uvarint length followed by the bytes. It fails with
+// where str is a uvarint length followed by the bytes. Ranks came last, after
+// the first release: a decoder that stops at the labels reads the rest the
+// same, and metadata that ends there decodes with Ranks 0. It fails with
 // [ErrMetaTooLarge] beyond [MaxMetaSize] bytes, or [ErrBadMeta] for a bad label.
 func (m Meta) Encode() ([]byte, error) {
 	if m.Cores < 0 {
 		return nil, fmt.Errorf("%w: cores %d", ErrBadMeta, m.Cores)
+	}
+	if m.Ranks < 0 {
+		return nil, fmt.Errorf("%w: ranks %d", ErrBadMeta, m.Ranks)
 	}
 	b := make([]byte, 0, 64)
 	b = append(b, metaVersion, 0)
@@ -73,6 +82,7 @@ func (m Meta) Encode() ([]byte, error) {
 	for _, k := range keys {
 		b = appendString(appendString(b, k), m.Labels[k])
 	}
+	b = binary.AppendUvarint(b, uint64(m.Ranks))
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (fewer or shorter labels?)", ErrMetaTooLarge, len(b), MaxMetaSize)
 	}
@@ -100,6 +110,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 			k, v := d.str(), d.str()
 			m.Labels[k] = v
 		}
+	}
+	if len(d.b) > 0 {
+		m.Ranks = int(d.uvarint(1 << 30))
 	}
 	if d.err != nil {
 		return Meta{}, d.err

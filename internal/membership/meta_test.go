@@ -13,6 +13,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{API: "10.0.0.1:7947", Cores: 8, Speed: 912345678, Arch: "arm64", OS: "android"},
 		{API: "[fe80::1]:7947", Cores: 2, Speed: 1, Arch: "amd64", OS: "linux",
 			Labels: map[string]string{"room": "lab-2", "gpu": "", "site/a.b_c-d": "ü"}, Leaving: true},
+		{API: "h:1", Cores: 2, Ranks: 300},
 	}
 	for _, m := range tests {
 		b, err := m.Encode()
@@ -36,14 +37,19 @@ func TestMetaEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// version, flags, cores, speed (uvarint 300 = ac 02), "a:1", "x", "y", 2 labels sorted.
-	want := []byte{1, 0, 4, 0xac, 0x02, 3, 'a', ':', '1', 1, 'x', 1, 'y', 2, 1, 'a', 1, '1', 1, 'b', 1, '2'}
+	// version, flags, cores, speed (uvarint 300 = ac 02), "a:1", "x", "y", 2 labels
+	// sorted, ranks 0.
+	want := []byte{1, 0, 4, 0xac, 0x02, 3, 'a', ':', '1', 1, 'x', 1, 'y', 2, 1, 'a', 1, '1', 1, 'b', 1, '2', 0}
 	if !reflect.DeepEqual(b, want) {
 		t.Errorf("Encode = % x, want % x", b, want)
 	}
 	// Later versions may append fields: trailing bytes are ignored.
-	if got, err := DecodeMeta(append(b, 9, 9)); err != nil || got.Cores != 4 {
-		t.Errorf("DecodeMeta with trailing bytes = %+v, %v; want cores 4, no error", got, err)
+	if got, err := DecodeMeta(append(b, 9, 9)); err != nil || got.Cores != 4 || got.Ranks != 0 {
+		t.Errorf("DecodeMeta with trailing bytes = %+v, %v; want cores 4, ranks 0, no error", got, err)
+	}
+	// Metadata of a node from before ranks were announced: no ranks.
+	if got, err := DecodeMeta(want[:len(want)-1]); err != nil || got.Cores != 4 || got.Ranks != 0 || len(got.Labels) != 2 {
+		t.Errorf("DecodeMeta without ranks = %+v, %v; want cores 4, 2 labels, ranks 0", got, err)
 	}
 }
 
@@ -56,8 +62,8 @@ func TestMetaErrors(t *testing.T) {
 		{"empty", nil},
 		{"version", append([]byte{2}, good[1:]...)},
 		{"truncated header", good[:1]},
-		{"truncated string", good[:len(good)-1]},
-		{"truncated labels", good[:len(good)-3]},
+		{"truncated string", good[:len(good)-2]},
+		{"truncated labels", good[:len(good)-4]},
 		{"huge cores", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 	}
 	for _, tt := range decode {
@@ -75,6 +81,7 @@ func TestMetaErrors(t *testing.T) {
 		{"bad key", Meta{Labels: map[string]string{"a=b": "v"}}, ErrBadMeta},
 		{"long value", Meta{Labels: map[string]string{"a": strings.Repeat("x", 256)}}, ErrBadMeta},
 		{"negative cores", Meta{Cores: -1}, ErrBadMeta},
+		{"negative ranks", Meta{Ranks: -1}, ErrBadMeta},
 	}
 	for _, tt := range encode {
 		if _, err := tt.m.Encode(); !errors.Is(err, tt.want) {

@@ -1,0 +1,38 @@
+package coord
+
+import (
+	"testing"
+
+	"shoal/internal/api"
+)
+
+func TestDescribeStaging(t *testing.T) {
+	prog := api.File{Name: "heat", Size: 1_234_567}
+	in := api.File{Name: "in.txt", Size: 300}
+	tests := []struct {
+		copied map[string][]api.File
+		want   string
+	}{
+		{map[string][]api.File{"n1": nil, "n2": {prog, in}, "n3": {prog, in}},
+			"staged heat, in.txt (1.2 MB) to n2, n3; n1 had them"},
+		{map[string][]api.File{"n1": nil, "n3": {prog, in}, "n2": {in}},
+			"staged in.txt (300 B) to n2; heat, in.txt (1.2 MB) to n3; n1 had them"},
+		{map[string][]api.File{"n2": {in}, "n1": {in}},
+			"staged in.txt (300 B) to n1, n2"},
+		{map[string][]api.File{"n3": nil, "n1": nil, "n2": nil},
+			"job files already on every node (n1, n2, n3): nothing staged"},
+	}
+	for _, tt := range tests {
+		if got := describeStaging(tt.copied); got != tt.want {
+			t.Errorf("describeStaging(%v) = %q, want %q", tt.copied, got, tt.want)
+		}
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 17_300: "17.3 kB", 1_250_000: "1.2 MB", 3_000_000_000: "3.0 GB"} {
+		if got := byteSize(n); got != want {
+			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
