@@ -64,12 +64,18 @@ func TestMultiHost(t *testing.T) {
 
 	t.Run("nqueens", func(t *testing.T) {
 		nq := filepath.Join(root, "build/examples/nqueens")
-		j := submit(t, b, "n1", "-n", "6", "--", nq, "14")
+		j := submit(t, b, "n1", "--job-id", "nq14", "-n", "6", "--", nq, "14")
+		j.WaitLine(`^shoal: job nq14: 6 ranks of nqueens, coordinated by n1`, time.Minute)
 		j.WaitLine(spread, time.Minute)
 		if code := j.Wait(2 * time.Minute); code != 0 {
 			t.Fatalf("job exited %d", code)
 		}
 		out := j.Output()
+		// The coordinator keeps ended jobs (shoal jobs lists them): the id is taken.
+		again := submit(t, b, "n1", "--job-id", "nq14", "-n", "6", "--", nq, "14")
+		if code := again.Wait(time.Minute); code != 1 || !strings.Contains(again.Output(), "job nq14 exists on this node; choose another id") {
+			t.Errorf("a second job with id nq14: exit %d, output %q; want 1 and the id named as taken", code, again.Output())
+		}
 		if got := field(out, "solutions"); got != "365596" {
 			t.Errorf("solutions = %q, want 365596 (OEIS A000170)", got)
 		}
