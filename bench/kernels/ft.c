@@ -351,9 +351,12 @@ int main(int argc, char **argv)
     kernel_protect(ID_SPECTRUM, spectrum, 2 * f.local, MPI_DOUBLE);
     kernel_protect(ID_SUMS, sums, 2 * MAX_ITERATIONS, MPI_DOUBLE);
 
+    int fault_iter = kernel_fault_at(&k, c->iterations / 2, "the spectrum's constant term");
     kernel_start_timer(&k);
     for (; iter < c->iterations; iter++) {
         kernel_snapshot(&k, &iter, c->iterations);
+        if (iter == fault_iter && k.rank == 0)
+            spectrum[0].re += 1.0;
         for (size_t i = 0; i < f.local; i++) {
             spectrum[i].re *= twiddle[i];
             spectrum[i].im *= twiddle[i];

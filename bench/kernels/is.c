@@ -243,9 +243,13 @@ int main(int argc, char **argv)
     kernel_protect(ID_ITER, &iter, 1, MPI_INT);
     kernel_protect(ID_KEYS, s.keys, s.nkeys, MPI_INT);
 
+    /* The last key, which no iteration changes. */
+    int fault_iter = kernel_fault_at(&k, c->iterations / 2, "rank 0's last key");
     kernel_start_timer(&k);
     for (; iter < c->iterations; iter++) {
         kernel_snapshot(&k, &iter, c->iterations);
+        if (iter == fault_iter && k.rank == 0)
+            s.keys[s.nkeys - 1] = (s.keys[s.nkeys - 1] + 1) % s.max_key;
         if (k.rank == 0)
             change_keys(s.keys, iter, c->iterations, s.max_key);
         exchange_keys(&k, &s, total);

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -9,6 +10,16 @@ import (
 )
 
 var kernels = []string{"cg", "mg", "ft", "is", "ep"}
+
+// mpirun returns a command that runs bin on 4 ranks under plain mpirun, in a fresh
+// directory, with env added and without checkpoints.
+func mpirun(t *testing.T, bin, class string, env ...string) *exec.Cmd {
+	cmd := exec.Command("mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "4", bin, "--class", class)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(cmd.Environ(), "SHOAL_CKPT_INTERVAL=0")
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
 
 // verified returns the value after "verification: passed", failing the test when the
 // line is missing or says failed.
@@ -29,11 +40,7 @@ func TestKernelsVerify(t *testing.T) {
 		t.Run(k, func(t *testing.T) {
 			values := map[string]string{}
 			for _, build := range []string{k, k + "-plain"} {
-				bin := artifact(t, "build/bench/kernels/"+build)
-				cmd := exec.Command("mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "4", bin, "--class", "S")
-				cmd.Dir = t.TempDir()
-				cmd.Env = append(cmd.Environ(), "SHOAL_CKPT_INTERVAL=0")
-				out, err := cmd.CombinedOutput()
+				out, err := mpirun(t, artifact(t, "build/bench/kernels/"+build), "S").CombinedOutput()
 				if err != nil {
 					t.Fatalf("%s: %v\n%s", build, err, out)
 				}
@@ -41,6 +48,30 @@ func TestKernelsVerify(t *testing.T) {
 			}
 			if values[k] != values[k+"-plain"] {
 				t.Errorf("with Shoal %q, without %q: want the same value", values[k], values[k+"-plain"])
+			}
+		})
+	}
+}
+
+// TestKernelsCatchSpoiledState spoils one element of every kernel's protected state
+// mid-run through the SHOAL_KERNEL_FAULT test hook: the kernel must say its verification
+// failed and exit non-zero, which is what a restart from a wrong state would look like.
+func TestKernelsCatchSpoiledState(t *testing.T) {
+	requireMPI(t)
+	for _, k := range kernels {
+		t.Run(k, func(t *testing.T) {
+			cmd := mpirun(t, artifact(t, "build/bench/kernels/"+k), "S", "SHOAL_KERNEL_FAULT=1")
+			b, err := cmd.CombinedOutput()
+			out := string(b)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("exit: %v, want a non-zero exit status\n%s", err, out)
+			}
+			if !strings.Contains(out, k+": SHOAL_KERNEL_FAULT=1: ") {
+				t.Errorf("the kernel never said it spoiled its state\n%s", out)
+			}
+			if v := field(out, "verification"); !strings.HasPrefix(v, "failed ") {
+				t.Errorf("verification %q, want failed\n%s", v, out)
 			}
 		})
 	}
@@ -55,8 +86,7 @@ func TestKernelsSurviveKilledRank(t *testing.T) {
 	for _, k := range kernels {
 		t.Run(k, func(t *testing.T) {
 			bin := artifact(t, "build/bench/kernels/"+k)
-			ref := exec.Command("mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "4", bin+"-plain", "--class", "W")
-			out, err := ref.CombinedOutput()
+			out, err := mpirun(t, bin+"-plain", "W").CombinedOutput()
 			if err != nil {
 				t.Fatalf("reference: %v\n%s", err, out)
 			}
