@@ -86,9 +86,12 @@ int main(int argc, char **argv)
     kernel_protect(ID_SUMS, sums, 2, MPI_DOUBLE);
     kernel_protect(ID_COUNTS, counts, ANNULI, MPI_DOUBLE);
 
+    int fault_iter = kernel_fault_at(&k, max_per_rank / 2, "rank 0's sum of x");
     kernel_start_timer(&k);
     for (; iter < max_per_rank; iter++) {
         kernel_snapshot(&k, &iter, max_per_rank);
+        if (iter == fault_iter && k.rank == 0)
+            sums[0] += 1.0;
         if (iter < mine)
             draw_batch((uint64_t)(first + iter), uniform, sums, counts);
     }

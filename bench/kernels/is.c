@@ -10,7 +10,8 @@
  *
  * Verification, after the last iteration: every rank places its keys by the ranks it found and
  * checks that they are in order, that the ranks together are in order, that no key was lost
- * (the count) and none changed (an order-independent hash of all keys, before and after).
+ * (the count) and that the sorted keys are the ones the problem defines: an order-independent
+ * hash of them against one of the keys generated afresh, with every iteration's two changes.
  * Shoal: the iteration counter and this rank's keys are protected.
  */
 #include <stdio.h>
@@ -71,6 +72,13 @@ static void generate_keys(int *keys, long first, int count, int max_key)
         x += randlc(&seed, NAS_MULTIPLIER);
         keys[i] = (int)(scale * x);
     }
+}
+
+/* The two keys NAS IS changes in iteration iter (from 0), at the start of rank 0's keys. */
+static void change_keys(int *keys, int iter, int niter, int max_key)
+{
+    keys[iter + 1] = iter + 1;
+    keys[iter + 1 + niter] = max_key - (iter + 1);
 }
 
 /* Gives rank r the buckets first[r] .. first[r+1]-1: each rank takes buckets until the keys
@@ -153,8 +161,9 @@ static uint64_t key_hash(const int *keys, int n)
     return global;
 }
 
-/* Places the received keys at their ranks and checks the result is one sorted sequence. */
-static int full_verify(const kernel *k, sorter *s, long total, uint64_t *hash)
+/* Places the received keys at their ranks and checks the result is one sorted sequence of
+ * the keys whose hash is want. */
+static int full_verify(const kernel *k, sorter *s, long total, uint64_t want, uint64_t *hash)
 {
     int *sorted = kernel_alloc(k, sizeof(int) * (s->nreceived > 0 ? s->nreceived : 1));
     for (int i = s->nreceived - 1; i >= 0; i--)
@@ -179,11 +188,22 @@ static int full_verify(const kernel *k, sorter *s, long total, uint64_t *hash)
     }
     int all_ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    uint64_t before = key_hash(s->keys, s->nkeys), after = key_hash(sorted, s->nreceived);
-    *hash = after;
+    *hash = key_hash(sorted, s->nreceived);
     free(all);
     free(sorted);
-    return all_ok && count == total && before == after;
+    return all_ok && count == total && *hash == want;
+}
+
+/* The hash of all keys after niter iterations, from the problem definition alone. Uses
+ * s->by_bucket. */
+static uint64_t expected_hash(sorter *s, int niter)
+{
+    int *keys = s->by_bucket;
+    generate_keys(keys, (long)s->rank * s->nkeys, s->nkeys, s->max_key);
+    if (s->rank == 0)
+        for (int iter = 0; iter < niter; iter++)
+            change_keys(keys, iter, niter, s->max_key);
+    return key_hash(keys, s->nkeys);
 }
 
 static void sorter_init(const kernel *k, sorter *s, const is_class *c)
@@ -223,24 +243,27 @@ int main(int argc, char **argv)
     kernel_protect(ID_ITER, &iter, 1, MPI_INT);
     kernel_protect(ID_KEYS, s.keys, s.nkeys, MPI_INT);
 
+    /* The last key, which no iteration changes. */
+    int fault_iter = kernel_fault_at(&k, c->iterations / 2, "rank 0's last key");
     kernel_start_timer(&k);
     for (; iter < c->iterations; iter++) {
         kernel_snapshot(&k, &iter, c->iterations);
-        if (k.rank == 0) { /* the two keys NAS IS changes, at the start of the sequence */
-            s.keys[iter + 1] = iter + 1;
-            s.keys[iter + 1 + c->iterations] = s.max_key - (iter + 1);
-        }
+        if (iter == fault_iter && k.rank == 0)
+            s.keys[s.nkeys - 1] = (s.keys[s.nkeys - 1] + 1) % s.max_key;
+        if (k.rank == 0)
+            change_keys(s.keys, iter, c->iterations, s.max_key);
         exchange_keys(&k, &s, total);
         rank_keys(&s);
     }
     kernel_stop_timer(&k);
 
-    uint64_t hash;
-    int passed = full_verify(&k, &s, total, &hash);
+    uint64_t hash, want = expected_hash(&s, c->iterations);
+    int passed = full_verify(&k, &s, total, want, &hash);
     free(s.keys);
     free(s.by_bucket);
     free(s.received);
     free(s.count);
     free(s.send_counts);
-    return kernel_finish(&k, passed, "keys=%ld hash=%016llx", total, (unsigned long long)hash);
+    return kernel_finish(&k, passed, "keys=%ld hash=%016llx (expected %016llx)", total,
+                         (unsigned long long)hash, (unsigned long long)want);
 }

@@ -501,11 +501,19 @@ int main(int argc, char **argv)
     kernel_protect(ID_U, g.u[g.lt], points(top), MPI_DOUBLE);
 
     int total = c->solves * c->iterations;
+    /* Halfway through the last solve: earlier solves start again from u = 0. */
+    int fault_iter =
+        kernel_fault_at(&k, total - c->iterations / 2, "u at rank 0's first point");
     kernel_start_timer(&k);
     for (; iter < total; iter++) {
         kernel_snapshot(&k, &iter, total);
         if (iter % c->iterations == 0) /* a new solve */
             memset(g.u[g.lt], 0, sizeof(double) * points(top));
+        if (iter == fault_iter) {
+            if (k.rank == 0)
+                g.u[g.lt][AT(top, 1, 1, 1)] += 1.0;
+            comm3(&g, top, g.u[g.lt]);
+        }
         resid(&g, top, g.u[g.lt], g.v, g.r[g.lt]);
         v_cycle(&g);
     }

@@ -42,6 +42,19 @@ void kernel_init(kernel *k, const char *name, int *argc, char ***argv)
             usage_exit(k, strcmp(av[i], "--class") == 0 ? "--class needs a value"
                                                         : "unknown argument");
     }
+
+    /* Rank 0 decides, so that every rank agrees even where mpirun passed no environment. */
+    const char *fault = getenv("SHOAL_KERNEL_FAULT");
+    int hook[2] = {0, 0}; /* on, bad value */
+    if (k->rank == 0 && fault != NULL && *fault != '\0') {
+        hook[0] = strcmp(fault, "1") == 0;
+        hook[1] = !hook[0] && strcmp(fault, "0") != 0;
+    }
+    MPI_Bcast(hook, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    if (hook[1])
+        usage_exit(k, "SHOAL_KERNEL_FAULT must be 0 or 1");
+    k->fault = hook[0];
+
     shoal_or_die(shoal_init(MPI_COMM_WORLD), "shoal_init");
     k->restarted = shoal_status() == 1;
 }
@@ -79,6 +92,16 @@ void kernel_snapshot(kernel *k, const int *iter, int niter)
         k->restarted = 0;
     }
     shoal_progress(niter > 0 ? (double)*iter / niter : 1.0);
+}
+
+int kernel_fault_at(const kernel *k, int at, const char *what)
+{
+    if (!k->fault)
+        return -1;
+    if (k->rank == 0)
+        printf("%s: SHOAL_KERNEL_FAULT=1: %s will be spoiled at iteration %d\n", k->name, what,
+               at);
+    return at;
 }
 
 void kernel_start_timer(kernel *k)

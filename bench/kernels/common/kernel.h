@@ -24,9 +24,11 @@ typedef struct {
     int restarted;  /* a checkpoint waits to be recovered by the first snapshot */
     double start;   /* MPI_Wtime when the iterations began */
     double seconds; /* time the iterations took, set by kernel_stop_timer */
+    int fault;      /* SHOAL_KERNEL_FAULT=1 on rank 0: the test hook, see kernel_fault_at */
 } kernel;
 
-/* MPI_Init, --class S|W|A, shoal_init. Bad arguments end the program (exit status 2). */
+/* MPI_Init, --class S|W|A, SHOAL_KERNEL_FAULT, shoal_init. Bad arguments end the program
+ * (exit status 2). */
 void kernel_init(kernel *k, const char *name, int *argc, char ***argv);
 
 /* Unless ok, prints the message and ends the whole job (MPI_Abort): for what a run cannot
@@ -42,6 +44,15 @@ void kernel_protect(int id, void *ptr, size_t count, MPI_Datatype type);
  * that the kernel protected. Checkpoints when one is due; after a restart, the first call
  * restores the protected state (*iter included) and says so. */
 void kernel_snapshot(kernel *k, const int *iter, int niter);
+
+/*
+ * Test hook: a way to see that verification catches a wrong answer. With SHOAL_KERNEL_FAULT=1
+ * in rank 0's environment, returns `at`, the iteration at which the kernel must spoil one
+ * element of its protected state (`what`, which rank 0 names on stdout); otherwise -1, which
+ * no iteration equals. Kernels test `iter == fault_iter` right after kernel_snapshot, so an
+ * ordinary run pays one never-taken branch per iteration.
+ */
+int kernel_fault_at(const kernel *k, int at, const char *what);
 
 /* Brackets the timed iterations. */
 void kernel_start_timer(kernel *k);
