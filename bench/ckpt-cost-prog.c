@@ -17,13 +17,7 @@
 #include <unistd.h>
 
 #include "shoal.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "stats.h"
 
 /* Busy-waits instead of sleeping: on virtual machines a vCPU that went idle comes
  * back slow for a while, which would make whichever measurement follows a sleep noisy. */
@@ -32,18 +26,6 @@ static void spin(double seconds)
     double end = now() + seconds;
     while (now() < end)
         ;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Waits until this rank's shard of epoch is in place, then lets the writer finish its

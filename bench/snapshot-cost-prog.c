@@ -23,15 +23,9 @@
 #include <time.h>
 
 #include "shoal.h"
+#include "stats.h"
 
 #define ROUNDS 10 /* of each kind */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* A dependent chain of multiply-adds: the same work every call, no memory traffic. */
 static double work(long n, double x)
@@ -39,18 +33,6 @@ static double work(long n, double x)
     for (long i = 0; i < n; i++)
         x = x * 0.999999 + 1e-9;
     return x;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* One round: iters iterations, with or without the snapshot call; the slowest rank's

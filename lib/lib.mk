@@ -102,17 +102,9 @@ test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_api $(TEST_DIR)/test_resume
 # ---- benchmark ----
 
 ckpt-cost: $(BUILD)/bench/ckpt-cost-prog
-
-$(BUILD)/bench/ckpt-cost-prog: bench/ckpt-cost-prog.c $(LIB_OUTPUTS)
-	@mkdir -p $(@D)
-	$(MPICC) -std=c99 -Wall -Wextra -O2 -D_POSIX_C_SOURCE=200809L -o $@ \
-		bench/ckpt-cost-prog.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
-		pkg-config --cflags --libs shoal)
-
 snapshot-cost: $(BUILD)/bench/snapshot-cost-prog
 
-$(BUILD)/bench/snapshot-cost-prog: bench/snapshot-cost-prog.c $(LIB_OUTPUTS)
+$(BUILD)/bench/%-prog: bench/%-prog.c bench/stats.h $(LIB_OUTPUTS)
 	@mkdir -p $(@D)
 	$(MPICC) -std=c99 -Wall -Wextra -O2 -D_POSIX_C_SOURCE=200809L -o $@ \
-		bench/snapshot-cost-prog.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
-		pkg-config --cflags --libs shoal)
+		$< $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig pkg-config --cflags --libs shoal)

@@ -116,12 +116,15 @@ func submit(t *testing.T, b *testbed.Bed, host string, args ...string) *job {
 
 var field = watch.Field
 
-// reference runs the program with plain mpirun on this machine and returns the
-// value of key: the result an uninterrupted run gives.
+// reference runs the program with plain mpirun on this machine alone, libshoal
+// keeping its shards in a temporary directory, and returns the value of key: the
+// result an uninterrupted run on one node gives.
 func reference(t *testing.T, key string, n int, argv ...string) string {
 	t.Helper()
-	args := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", fmt.Sprint(n)}, argv...)
-	out, err := exec.Command("mpirun", args...).CombinedOutput()
+	args := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", fmt.Sprint(n), "-x", "SHOAL_DIR"}, argv...)
+	cmd := exec.Command("mpirun", args...)
+	cmd.Env = append(os.Environ(), "SHOAL_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("reference run: %v\n%s", err, out)
 	}

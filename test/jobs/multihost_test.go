@@ -35,7 +35,7 @@ func TestMultiHost(t *testing.T) {
 		heat := filepath.Join(root, "build/examples/heat")
 		// 4000 steps of at least 0.75 ms: 3 s or more, time to look at the nodes meanwhile.
 		args := []string{"--size", "600", "--steps", "4000", "--pace", "750"}
-		want := singleNode(t, "checksum", 6, append([]string{heat}, unpaced(args)...)...)
+		want := reference(t, "checksum", 6, append([]string{heat}, unpaced(args)...)...)
 		j := submit(t, b, "n1", append([]string{"-n", "6", "--", heat}, args...)...)
 		j.WaitLine(spread, time.Minute)
 		// Every node's agent shows every node's ranks, whoever coordinates the job: ask n2
@@ -185,24 +185,6 @@ func TestMultiHost(t *testing.T) {
 			t.Errorf("ranks were launched:\n%s", &stdout)
 		}
 	})
-}
-
-// singleNode runs argv on n ranks with plain mpirun on this machine alone, libshoal
-// keeping its shards in a temporary directory, and returns the value of key.
-func singleNode(t *testing.T, key string, n int, argv ...string) string {
-	t.Helper()
-	args := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", fmt.Sprint(n), "-x", "SHOAL_DIR"}, argv...)
-	cmd := exec.Command("mpirun", args...)
-	cmd.Env = append(os.Environ(), "SHOAL_DIR="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("single-node run: %v\n%s", err, out)
-	}
-	v := field(string(out), key)
-	if v == "" {
-		t.Fatalf("single-node run printed no %s line:\n%s", key, out)
-	}
-	return v
 }
 
 // nodeRanks is what `shoal nodes --json` run in host says of each node's ranks:
