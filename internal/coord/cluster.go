@@ -628,7 +628,7 @@ func (b *clusterBackend) weigh(live map[string]api.Node) (e place.Estimate, next
 
 func describeEstimate(e place.Estimate) string {
 	return fmt.Sprintf("estimated to save %s of the remaining %s, at a cost of %s (a checkpoint and a restart, as measured)",
-		round(e.Gain), round(e.Remaining), round(e.Cost))
+		seconds(e.Gain), seconds(e.Remaining), seconds(e.Cost))
 }
 
 // autoRebalance weighs, once for every new set of live nodes with a node the job

@@ -197,3 +197,19 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 		}
 	}
 }
+
+func TestSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                       "0 s",
+		40 * time.Millisecond:   "0 s",
+		700 * time.Millisecond:  "0.7 s",
+		4449 * time.Millisecond: "4.4 s",
+		12 * time.Second:        "12 s",
+		99 * time.Second:        "99 s",
+		125 * time.Second:       "2m5s",
+	} {
+		if got := seconds(d); got != want {
+			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

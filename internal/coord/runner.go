@@ -146,7 +146,7 @@ func (j *job) loop(ctx context.Context) Result {
 			o := engine.Classify(states, j.spec.NRanks, code)
 			switch o.Kind {
 			case engine.Succeeded:
-				j.event(EventDone, Event{State: Succeeded, Message: fmt.Sprintf("job %s finished in %s (%s)", j.spec.ID, round(time.Since(started)), plural(restarts, "restart"))})
+				j.event(EventDone, Event{State: Succeeded, Message: fmt.Sprintf("job %s finished in %s (%s)", j.spec.ID, seconds(time.Since(started)), plural(restarts, "restart"))})
 				return Result{State: Succeeded, Restarts: restarts}
 			case engine.AppFailed:
 				msg := fmt.Sprintf("rank %d exited with code %d; not restarting (the program failed by itself)", o.Cause.Rank, o.Cause.Code)
@@ -184,9 +184,9 @@ func (j *job) loop(ctx context.Context) Result {
 				from = "from the beginning: no complete checkpoint"
 			}
 			if loss == nil {
-				return fmt.Sprintf("%s; restarting %s (%s of work lost)", what, from, round(lost))
+				return fmt.Sprintf("%s; restarting %s (%s of work lost)", what, from, seconds(lost))
 			}
-			return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", what, j.spec.NRanks, from, layout, round(lost))
+			return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", what, j.spec.NRanks, from, layout, seconds(lost))
 		}
 	}
 }
@@ -383,11 +383,16 @@ func lastLine(s string) string {
 	return "(no output)"
 }
 
-func round(d time.Duration) time.Duration {
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond)
+// seconds writes a duration for people, as the other times in shoal's lines are
+// written ("no answer for 4.4 s"): "0 s", "0.7 s", "12 s", "2m5s".
+func seconds(d time.Duration) string {
+	switch {
+	case d < 10*time.Second:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", d.Seconds()), ".0") + " s"
+	case d < 100*time.Second:
+		return fmt.Sprintf("%.0f s", d.Seconds())
 	}
-	return d.Round(time.Second)
+	return d.Round(time.Second).String()
 }
 
 func exitOf(code int) int {

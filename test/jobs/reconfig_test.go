@@ -46,7 +46,7 @@ func TestGracefulLeave(t *testing.T) {
 		if epoch == nil || !strings.Contains(restartMsg, "from epoch "+epoch[1]+" ") {
 			t.Errorf("restart %q does not use the epoch taken for the leave (%s)", restartMsg, evs[taken-1].Message)
 		}
-		if !strings.HasSuffix(restartMsg, "; 0s of work lost") {
+		if !strings.HasSuffix(restartMsg, "; 0 s of work lost") {
 			t.Errorf("restart %q: want no work lost", restartMsg)
 		}
 	})
@@ -103,7 +103,7 @@ func TestAutoRebalanceUsesJoinedNode(t *testing.T) {
 		j.WaitLine(`node n3 available: a relaunch as .* is estimated to save .*; rebalancing`, time.Minute)
 		j.WaitLine(`launching 6 ranks on 3 nodes \(n1:0-1 n2:2-3 n3:4-5\)`, time.Minute)
 	})
-	if !strings.Contains(out, "rebalancing onto n3; restarting 6 ranks from epoch") || !strings.Contains(out, "; 0s of work lost") {
+	if !strings.Contains(out, "rebalancing onto n3; restarting 6 ranks from epoch") || !strings.Contains(out, "; 0 s of work lost") {
 		t.Errorf("the automatic rebalance lost work:\n%s", grepShoal(out))
 	}
 }
