@@ -475,8 +475,10 @@ func TestOpenMPI(t *testing.T) {
 	}
 	us, _ := strconv.ParseFloat(m[1], 64)
 	t.Logf("Open MPI ping-pong n1 <-> n2 over TCP: %.1f µs one way", us)
-	if us >= 1000 {
-		t.Errorf("one-way latency %.1f µs, want tens of µs (< 1000): are ranks bound to one core?", us)
+	// Measured here: 6 to 30 µs. Ranks bound to one core, the failure this guards
+	// against, take milliseconds; the bound leaves room for a busy machine.
+	if us >= 250 {
+		t.Errorf("one-way latency %.1f µs, want tens of µs (< 250): are ranks bound to one core?", us)
 	}
 }
 
