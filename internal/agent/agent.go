@@ -372,7 +372,7 @@ func (a *Agent) fence(sub *membership.Subscription) {
 }
 
 // ranksChanged is the launch service's report that its grants changed.
-func (a *Agent) ranksChanged(int) {
+func (a *Agent) ranksChanged() {
 	select {
 	case a.ranksDirty <- struct{}{}:
 	default: // one is pending: it will read the newest count

@@ -323,7 +323,7 @@ func shardRef(r *http.Request) (ShardRef, error) {
 		return ShardRef{}, fmt.Errorf("%w: epoch %q: want an integer ≥ 1", ErrBadRequest, e)
 	}
 	rank, err := strconv.Atoi(rk)
-	if err != nil || rank < 0 || rank >= 1<<20 {
+	if err != nil || rank < 0 || rank >= MaxRanks {
 		return ShardRef{}, fmt.Errorf("%w: rank %q: want an integer from 0", ErrBadRequest, rk)
 	}
 	return ShardRef{Job: job, Epoch: epoch, Rank: rank}, nil

@@ -24,6 +24,9 @@ func ValidJobID(s string) bool {
 	return true
 }
 
+// MaxRanks bounds the ranks of a job (and so a rank number, which is below it).
+const MaxRanks = 1 << 20
+
 // ValidSHA256 reports whether s is a hex SHA-256 in lower case.
 func ValidSHA256(s string) bool { return len(s) == 64 && isHex(s) }
 
@@ -41,8 +44,8 @@ func (s JobSpec) Validate() error {
 	if s.ID != "" && !ValidJobID(s.ID) {
 		bad("id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", s.ID)
 	}
-	if s.Ranks < 1 || s.Ranks > 1<<20 {
-		bad("ranks %d: want 1 to %d", s.Ranks, 1<<20)
+	if s.Ranks < 1 || s.Ranks > MaxRanks {
+		bad("ranks %d: want 1 to %d", s.Ranks, MaxRanks)
 	}
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		bad("argv: want the program and its arguments, program not empty")
@@ -127,8 +130,8 @@ func (g GrantRequest) Validate() error {
 	if !ValidJobID(g.Coordinator) { // node names follow the same rule
 		problems = append(problems, fmt.Sprintf("coordinator %q: want a node name, 1 to 63 bytes of [A-Za-z0-9._-]", g.Coordinator))
 	}
-	if g.Ranks < 0 || g.Ranks > 1<<20 {
-		problems = append(problems, fmt.Sprintf("ranks %d: want 0 to %d", g.Ranks, 1<<20))
+	if g.Ranks < 0 || g.Ranks > MaxRanks {
+		problems = append(problems, fmt.Sprintf("ranks %d: want 0 to %d", g.Ranks, MaxRanks))
 	}
 	if g.TTL < 0 {
 		problems = append(problems, fmt.Sprintf("ttl %v: want ≥ 0 (0: %v)", g.TTL, DefaultGrantTTL))

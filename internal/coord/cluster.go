@@ -44,7 +44,7 @@ type clusterBackend struct {
 	runBase   uint64            // the first epoch the current run may write
 	created   map[uint64]uint64 // epoch → created_ns
 	complete  map[uint64]bool
-	inflight  map[string]bool // replications under way, by "epoch/rank/node"
+	inflight  map[shardCopy]bool // replications under way
 	lastSeen  map[string]time.Time
 	excluded  map[string]bool // nodes that stopped answering; not placed on
 	lastPoll  time.Time
@@ -464,7 +464,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 		lost = append(lost, n.Name)
 		reason = n.State
 		if n.State == "dead" && !seen.IsZero() {
-			reason = fmt.Sprintf("no answer for %.1f s", time.Since(seen).Seconds())
+			reason = noAnswerSince(seen)
 		}
 	}
 	if len(lost) == 0 {
@@ -472,6 +472,11 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 	}
 	sort.Strings(lost)
 	return &nodeLoss{nodes: lost, reason: reason, at: time.Now()}
+}
+
+// noAnswerSince is the reason a node last seen at seen is taken as lost.
+func noAnswerSince(seen time.Time) string {
+	return "no answer for " + seconds(time.Since(seen))
 }
 
 // forgetGone ends the exclusion of the nodes membership declares dead or left: if
@@ -529,16 +534,18 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 	for name, shards := range indexes {
 		b.noteWritten(name, shards)
 	}
-	for name, shards := range indexes {
-		// The index replaces what we knew of the node: a copy found corrupt since,
-		// or removed, must not be counted or staged from.
-		b.mu.Lock()
-		for _, ranks := range b.holders {
-			for _, nodes := range ranks {
+	// An index replaces what we knew of its node: a copy found corrupt since, or
+	// removed, must not be counted or staged from.
+	b.mu.Lock()
+	for _, ranks := range b.holders {
+		for _, nodes := range ranks {
+			for name := range indexes {
 				delete(nodes, name)
 			}
 		}
-		b.mu.Unlock()
+	}
+	b.mu.Unlock()
+	for name, shards := range indexes {
 		for _, s := range b.accept(name, shards) {
 			b.addHolder(s.Epoch, s.Rank, name, s.CreatedNs)
 		}
@@ -722,7 +729,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			// copy, and each poll would otherwise start one more.
 			copies := len(holders)
 			for _, n := range names {
-				if !holders[n] && b.inflight[fmt.Sprintf("%d/%d/%s", epoch, rank, n)] {
+				if !holders[n] && b.inflight[shardCopy{epoch, rank, n}] {
 					copies++
 				}
 			}
@@ -732,12 +739,12 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			start := sort.SearchStrings(names, from)
 			for k := 1; k < len(names) && copies < b.want(); k++ {
 				to := names[(start+k)%len(names)]
-				key := fmt.Sprintf("%d/%d/%s", epoch, rank, to)
+				key := shardCopy{epoch, rank, to}
 				if holders[to] || b.inflight[key] {
 					continue
 				}
 				b.inflight[key] = true
-				go func(to, from, key string, epoch uint64, rank int) {
+				go func(to, from string, key shardCopy, epoch uint64, rank int) {
 					cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 					defer cancel()
 					err := b.peer(to).Fetch(cctx, api.ShardRef{Job: id, Epoch: epoch, Rank: rank}, b.nodes[from].API)
@@ -752,6 +759,13 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// shardCopy is a copy of rank's shard of epoch on node.
+type shardCopy struct {
+	epoch uint64
+	rank  int
+	node  string
 }
 
 // markComplete records the epochs whose every rank has enough copies, and removes
@@ -869,7 +883,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	b.mu.Unlock()
 	reason := "its agent does not answer"
 	if !seen.IsZero() {
-		reason = fmt.Sprintf("no answer for %.1f s", time.Since(seen).Seconds())
+		reason = noAnswerSince(seen)
 	}
 	return states, &nodeLoss{nodes: silent, reason: reason, at: time.Now()}
 }

@@ -143,7 +143,7 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 		s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, redundancy: 2,
 		nodes:    map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
 		holders:  map[uint64]map[int]map[string]bool{1: {0: {"a": true}}},
-		complete: map[uint64]bool{}, inflight: map[string]bool{}, highest: 1,
+		complete: map[uint64]bool{}, inflight: map[shardCopy]bool{}, highest: 1,
 	}
 	for poll := 0; poll < 3; poll++ {
 		b.replicate(context.Background())
@@ -186,7 +186,7 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 			nodes:     map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
 			placement: place.Placement{"a", "b", "c"}, runBase: 1,
 			holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{},
-			created: map[uint64]uint64{}, complete: map[uint64]bool{}, inflight: map[string]bool{},
+			created: map[uint64]uint64{}, complete: map[uint64]bool{}, inflight: map[shardCopy]bool{},
 			lastSeen: map[string]time.Time{},
 		}
 		b.refresh(context.Background())

@@ -209,7 +209,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob) {
 	j.backend = &clusterBackend{
 		s: s, cj: j, j: rj, redundancy: red,
 		holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{}, created: map[uint64]uint64{},
-		complete: map[uint64]bool{}, inflight: map[string]bool{}, lastSeen: map[string]time.Time{},
+		complete: map[uint64]bool{}, inflight: map[shardCopy]bool{}, lastSeen: map[string]time.Time{},
 		excluded: map[string]bool{}, reconfigs: make(chan reconfig, 4),
 	}
 	cb := j.backend

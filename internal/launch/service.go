@@ -65,11 +65,11 @@ type Config struct {
 	MaxTTL time.Duration
 	// Log receives a line per launch and per kill. Default: discard.
 	Log *slog.Logger
-	// OnRanks, if set, is called with [Service.Ranks] after every change of
-	// the grants (the agent announces the count in its node metadata). Calls
-	// are made without the service's lock held, and may come concurrently and
-	// out of order: read Ranks again for the latest count.
-	OnRanks func(ranks int)
+	// OnRanks, if set, is called after every change of the grants' ranks (the
+	// agent then announces [Service.Ranks] in its node metadata). Calls are made
+	// without the service's lock held and may come concurrently: read Ranks for
+	// the latest count.
+	OnRanks func()
 }
 
 // Service starts MPI daemons on this node for jobs that a coordinator has
@@ -186,7 +186,7 @@ func (s *Service) Ranks() int {
 
 func (s *Service) ranksChanged() {
 	if s.cfg.OnRanks != nil {
-		s.cfg.OnRanks(s.Ranks())
+		s.cfg.OnRanks()
 	}
 }
 

@@ -440,9 +440,10 @@ func TestCannotStartReportsOnStderr(t *testing.T) {
 func TestRanksFollowGrants(t *testing.T) {
 	var mu sync.Mutex
 	var reported []int
-	svc, err := New(Config{Node: "n1", DataDir: t.TempDir(), OnRanks: func(n int) {
+	var svc *Service
+	svc, err := New(Config{Node: "n1", DataDir: t.TempDir(), OnRanks: func() {
 		mu.Lock()
-		reported = append(reported, n)
+		reported = append(reported, svc.Ranks())
 		mu.Unlock()
 	}})
 	if err != nil {

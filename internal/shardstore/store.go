@@ -108,8 +108,8 @@ func checkRef(ref api.ShardRef) error {
 	if err := checkJob(ref.Job); err != nil {
 		return err
 	}
-	if ref.Epoch == 0 || ref.Rank < 0 || ref.Rank >= 1<<20 {
-		return fmt.Errorf("%w: shard %s: want epoch ≥ 1 and rank from 0 to %d", api.ErrBadRequest, ref, 1<<20-1)
+	if ref.Epoch == 0 || ref.Rank < 0 || ref.Rank >= api.MaxRanks {
+		return fmt.Errorf("%w: shard %s: want epoch ≥ 1 and rank from 0 to %d", api.ErrBadRequest, ref, api.MaxRanks-1)
 	}
 	return nil
 }
