@@ -41,17 +41,20 @@ type Meta struct {
 	// Ranks is how many ranks of running jobs the node hosts: the sum over the
 	// launch grants its jobs' coordinators gave it (see [Membership.UpdateMeta]).
 	Ranks int
+	// Raft is the host:port of the node's job-store replication (Raft) transport;
+	// empty for a node that takes no part in it.
+	Raft string
 }
 
 // Encode returns the compact binary form of m:
 //
 //	version(1) flags(1) uvarint(cores) uvarint(speed) str(api) str(arch) str(os)
 //	uvarint(nlabels) {str(key) str(value)}…   (labels sorted by key)
-//	uvarint(ranks)
+//	uvarint(ranks) str(raft)
 //
-// where str is a uvarint length followed by the bytes. Ranks came last, after
-// the first release: a decoder that stops at the labels reads the rest the
-// same, and metadata that ends there decodes with Ranks 0. It fails with
+// where str is a uvarint length followed by the bytes. Ranks and then Raft came
+// last, after the first release: a decoder that stops earlier reads the rest the
+// same, and metadata that ends there decodes with Ranks 0 and no Raft address. It fails with
 // [ErrMetaTooLarge] beyond [MaxMetaSize] bytes, or [ErrBadMeta] for a bad label.
 func (m Meta) Encode() ([]byte, error) {
 	if m.Cores < 0 {
@@ -83,6 +86,7 @@ func (m Meta) Encode() ([]byte, error) {
 		b = appendString(appendString(b, k), m.Labels[k])
 	}
 	b = binary.AppendUvarint(b, uint64(m.Ranks))
+	b = appendString(b, m.Raft)
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (fewer or shorter labels?)", ErrMetaTooLarge, len(b), MaxMetaSize)
 	}
@@ -113,6 +117,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 	}
 	if len(d.b) > 0 {
 		m.Ranks = int(d.uvarint(1 << 30))
+	}
+	if len(d.b) > 0 {
+		m.Raft = d.str()
 	}
 	if d.err != nil {
 		return Meta{}, d.err

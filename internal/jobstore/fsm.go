@@ -1,0 +1,215 @@
+package jobstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"shoal/internal/api"
+)
+
+// Bounds on what the store keeps of one job. Rank output beyond MaxOutputLines
+// drops the oldest lines (Record.Dropped counts them); a line longer than
+// MaxLineBytes is cut there. Other events (states, epochs, losses) beyond
+// MaxOtherEvents drop the oldest too. At the limits a job's record holds about
+// 20 000 × 4 KiB = 80 MiB in the worst case and a few MB for ordinary output.
+const (
+	MaxOutputLines = 20000
+	MaxLineBytes   = 4096
+	MaxOtherEvents = 5000
+)
+
+// Op is what a [Command] does.
+type Op string
+
+const (
+	OpSubmit Op = "submit" // add a job; refused when its id is taken
+	OpUpdate Op = "update" // replace a job's info, append events, replace its epoch book
+	OpRemove Op = "remove" // forget a job
+)
+
+// Command is one entry of the replicated log. Every decision a coordinator makes
+// about a job is one: the store applies it on every node in the same order.
+type Command struct {
+	Op Op     `json:"op"`
+	ID string `json:"id"`
+	// Job is the submitted job (OpSubmit) or the job's new info (OpUpdate; nil
+	// leaves it unchanged).
+	Job *api.Job `json:"job,omitempty"`
+	// Events are appended to the job's events; the store numbers them.
+	Events []api.JobEvent `json:"events,omitempty"`
+	// Book, when not empty, replaces the job's epoch book (opaque to the store:
+	// the coordinator's record of which epochs are complete and where their
+	// shards are).
+	Book json.RawMessage `json:"book,omitempty"`
+}
+
+// Record is everything the cluster knows of one job.
+type Record struct {
+	Job     api.Job          `json:"job"`
+	Events  []api.JobEvent   `json:"events"`
+	NextSeq uint64           `json:"next_seq"`
+	Dropped uint64           `json:"dropped,omitempty"` // output lines dropped for MaxOutputLines
+	Book    json.RawMessage  `json:"book,omitempty"`
+	outputs int              // output events in Events
+}
+
+// IsOutput reports whether an event type carries a line of rank output.
+func IsOutput(typ string) bool { return typ == "output" || typ == "output-err" }
+
+// fsm is the replicated state: the cluster's jobs. Apply, Snapshot and Restore
+// are called by raft from one goroutine; readers take mu.
+type fsm struct {
+	mu      sync.RWMutex
+	jobs    map[string]*Record
+	changed chan struct{} // closed and replaced at every applied entry
+}
+
+func newFSM() *fsm { return &fsm{jobs: map[string]*Record{}, changed: make(chan struct{})} }
+
+var _ raft.FSM = (*fsm)(nil)
+
+// Apply applies one log entry. It returns nil or an error, which the leader's
+// caller receives from the apply future.
+func (f *fsm) Apply(l *raft.Log) any {
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
+	f.mu.Lock()
+	defer func() {
+		close(f.changed)
+		f.changed = make(chan struct{})
+		f.mu.Unlock()
+	}()
+	return f.apply(c)
+}
+
+func (f *fsm) apply(c Command) error {
+	switch c.Op {
+	case OpSubmit:
+		if c.Job == nil || c.Job.ID == "" {
+			return fmt.Errorf("%w: submit without a job", ErrBadCommand)
+		}
+		if _, taken := f.jobs[c.Job.ID]; taken {
+			return fmt.Errorf("%w: job %s", ErrExists, c.Job.ID)
+		}
+		r := &Record{Job: *c.Job, NextSeq: 1, Book: c.Book}
+		r.append(c.Events)
+		f.jobs[c.Job.ID] = r
+	case OpUpdate:
+		r, ok := f.jobs[c.ID]
+		if !ok {
+			return fmt.Errorf("%w: job %s", ErrNotFound, c.ID)
+		}
+		if c.Job != nil {
+			r.Job = *c.Job
+			r.Job.ID = c.ID
+		}
+		if len(c.Book) > 0 {
+			r.Book = c.Book
+		}
+		r.append(c.Events)
+	case OpRemove:
+		delete(f.jobs, c.ID)
+	default:
+		return fmt.Errorf("%w: op %q", ErrBadCommand, c.Op)
+	}
+	return nil
+}
+
+// append numbers events and adds them, dropping the oldest beyond the bounds.
+func (r *Record) append(events []api.JobEvent) {
+	if len(events) == 0 {
+		return
+	}
+	for _, e := range events {
+		e.Seq, e.Job = r.NextSeq, r.Job.ID
+		r.NextSeq++
+		if IsOutput(e.Type) {
+			if len(e.Message) > MaxLineBytes {
+				e.Message = e.Message[:MaxLineBytes]
+			}
+			r.outputs++
+		}
+		r.Events = append(r.Events, e)
+	}
+	others := len(r.Events) - r.outputs
+	// Trim in chunks, so that a chatty job does not copy its whole record for
+	// every line.
+	if r.outputs <= MaxOutputLines+MaxOutputLines/10 && others <= MaxOtherEvents+MaxOtherEvents/10 {
+		return
+	}
+	dropOut, dropOther := max(r.outputs-MaxOutputLines, 0), max(others-MaxOtherEvents, 0)
+	kept := r.Events[:0]
+	for _, e := range r.Events {
+		switch {
+		case IsOutput(e.Type) && dropOut > 0:
+			dropOut--
+			r.outputs--
+			r.Dropped++
+		case !IsOutput(e.Type) && dropOther > 0:
+			dropOther--
+		default:
+			kept = append(kept, e)
+		}
+	}
+	clear(r.Events[len(kept):])
+	r.Events = kept
+}
+
+// since returns the events numbered from on (the events are in Seq order).
+func (r *Record) since(from uint64) []api.JobEvent {
+	i := sort.Search(len(r.Events), func(i int) bool { return r.Events[i].Seq >= from })
+	return append([]api.JobEvent(nil), r.Events[i:]...)
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	// Records are replaced, never changed in place, only by Apply, which does not
+	// run while Snapshot does; the encoding happens in Persist, later, so copy.
+	b, err := json.Marshal(f.jobs)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(b), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	jobs := map[string]*Record{}
+	if err := json.NewDecoder(rc).Decode(&jobs); err != nil {
+		return fmt.Errorf("jobstore: restore snapshot: %w", err)
+	}
+	for _, r := range jobs {
+		for _, e := range r.Events {
+			if IsOutput(e.Type) {
+				r.outputs++
+			}
+		}
+	}
+	f.mu.Lock()
+	f.jobs = jobs
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+// snapshot is the encoded state at one index.
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}

@@ -1,0 +1,129 @@
+package jobstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"shoal/internal/api"
+)
+
+func applyCmd(t *testing.T, f *fsm, c Command) error {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := f.Apply(&raft.Log{Data: b})
+	if res == nil {
+		return nil
+	}
+	return res.(error)
+}
+
+func TestFSMSubmitUpdate(t *testing.T) {
+	f := newFSM()
+	job := api.Job{ID: "heat-1", State: api.JobPending, Submitted: time.Unix(5, 0)}
+	if err := applyCmd(t, f, Command{Op: OpSubmit, ID: job.ID, Job: &job, Events: []api.JobEvent{{Type: "state", Message: "pending"}}}); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if err := applyCmd(t, f, Command{Op: OpSubmit, ID: job.ID, Job: &job}); !errors.Is(err, ErrExists) {
+		t.Errorf("second submit: got %v, want ErrExists", err)
+	}
+	running := job
+	running.State = api.JobRunning
+	if err := applyCmd(t, f, Command{Op: OpUpdate, ID: job.ID, Job: &running, Book: json.RawMessage(`{"complete":[3]}`),
+		Events: []api.JobEvent{{Type: "output", Message: "[0] hi"}, {Type: "launch", Message: "launching"}}}); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if err := applyCmd(t, f, Command{Op: OpUpdate, ID: "nope"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("update of unknown job: got %v, want ErrNotFound", err)
+	}
+	if err := applyCmd(t, f, Command{Op: "frobnicate"}); !errors.Is(err, ErrBadCommand) {
+		t.Errorf("unknown op: got %v, want ErrBadCommand", err)
+	}
+	r := f.jobs[job.ID]
+	if r.Job.State != api.JobRunning || string(r.Book) != `{"complete":[3]}` {
+		t.Errorf("record = %+v, want running with the book", r.Job)
+	}
+	var seqs []uint64
+	for _, e := range r.Events {
+		seqs = append(seqs, e.Seq)
+		if e.Job != job.ID {
+			t.Errorf("event %d names job %q, want %q", e.Seq, e.Job, job.ID)
+		}
+	}
+	if len(seqs) != 3 || seqs[0] != 1 || seqs[2] != 3 {
+		t.Errorf("event seqs = %v, want 1 2 3", seqs)
+	}
+	if got := r.since(2); len(got) != 2 || got[0].Message != "[0] hi" {
+		t.Errorf("since(2) = %v, want the last two events", got)
+	}
+}
+
+// Output beyond the bound drops the oldest lines and counts them; other events are
+// kept; a long line is cut; numbering goes on.
+func TestFSMBounds(t *testing.T) {
+	f := newFSM()
+	job := api.Job{ID: "j"}
+	applyCmd(t, f, Command{Op: OpSubmit, ID: "j", Job: &job, Events: []api.JobEvent{{Type: "state", Message: "first"}}})
+	total := MaxOutputLines + MaxOutputLines/5
+	for i := 0; i < total; i += 1000 {
+		var evs []api.JobEvent
+		for k := 0; k < 1000; k++ {
+			evs = append(evs, api.JobEvent{Type: "output", Message: "line"})
+		}
+		applyCmd(t, f, Command{Op: OpUpdate, ID: "j", Events: evs})
+	}
+	applyCmd(t, f, Command{Op: OpUpdate, ID: "j", Events: []api.JobEvent{{Type: "output-err", Message: strings.Repeat("x", 2*MaxLineBytes)}}})
+	r := f.jobs["j"]
+	if r.outputs > MaxOutputLines+MaxOutputLines/10 || r.outputs < MaxOutputLines {
+		t.Errorf("kept %d output lines, want about %d", r.outputs, MaxOutputLines)
+	}
+	if got, want := r.Dropped, uint64(total+1-r.outputs); got != want {
+		t.Errorf("dropped %d, want %d", got, want)
+	}
+	if r.Events[0].Type != "state" {
+		t.Errorf("first event = %+v, want the state event kept", r.Events[0])
+	}
+	last := r.Events[len(r.Events)-1]
+	if last.Seq != uint64(total+2) || len(last.Message) != MaxLineBytes {
+		t.Errorf("last event seq %d, %d bytes; want seq %d, %d bytes", last.Seq, len(last.Message), total+2, MaxLineBytes)
+	}
+}
+
+func TestFSMSnapshotRestore(t *testing.T) {
+	f := newFSM()
+	job := api.Job{ID: "j", State: api.JobRunning}
+	applyCmd(t, f, Command{Op: OpSubmit, ID: "j", Job: &job, Book: json.RawMessage(`{"x":1}`),
+		Events: []api.JobEvent{{Type: "output", Message: "[0] a"}, {Type: "state"}}})
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	snap.Persist(&sink{Buffer: &buf})
+	g := newFSM()
+	if err := g.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	r := g.jobs["j"]
+	if r == nil || r.Job.State != api.JobRunning || r.NextSeq != 3 || r.outputs != 1 || string(r.Book) != `{"x":1}` {
+		t.Errorf("restored %+v, want the job with 2 events, 1 output, its book", r)
+	}
+	if err := g.Restore(io.NopCloser(strings.NewReader("{"))); err == nil {
+		t.Error("Restore of a truncated snapshot: no error")
+	}
+}
+
+type sink struct{ *bytes.Buffer }
+
+func (s *sink) ID() string    { return "test" }
+func (s *sink) Cancel() error { return nil }
+func (s *sink) Close() error  { return nil }

@@ -1,0 +1,345 @@
+package jobstore
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"shoal/internal/api"
+)
+
+// Errors of the store. Callers test them with errors.Is.
+var (
+	ErrNotLeader  = errors.New("jobstore: this node does not lead the cluster")
+	ErrNoLeader   = errors.New("jobstore: no leader: too few voting nodes answer for a quorum")
+	ErrExists     = errors.New("jobstore: job exists")
+	ErrNotFound   = errors.New("jobstore: no such job")
+	ErrBadCommand = errors.New("jobstore: bad command")
+	ErrConfig     = errors.New("jobstore: bad configuration")
+)
+
+// Timing is how fast the store notices a lost leader. raft's own defaults (1 s)
+// suit a WAN; the presets here are for the LAN and Wi-Fi clusters Shoal runs on.
+type Timing struct {
+	// HeartbeatTimeout: a follower that hears nothing from the leader for a
+	// random time between this and twice this starts an election.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout: a candidate that wins no election in this long tries again.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout: a leader that cannot reach a quorum for this long steps
+	// down (and its node stops coordinating). It must not exceed HeartbeatTimeout,
+	// so that the old leader has stepped down before a new one can be elected.
+	LeaderLeaseTimeout time.Duration
+}
+
+// DefaultTiming is the preset for a LAN: a lost leader is replaced within about
+// 0.6 to 1.5 s.
+func DefaultTiming() Timing {
+	return Timing{HeartbeatTimeout: 600 * time.Millisecond, ElectionTimeout: 600 * time.Millisecond, LeaderLeaseTimeout: 300 * time.Millisecond}
+}
+
+// Config says how to open a [Store].
+type Config struct {
+	// Node is this node's name: its server id in the Raft configuration.
+	Node string
+	// Dir holds the log (raft.db) and snapshots; it is created.
+	Dir string
+	// Bind is the TCP address of the Raft transport, IP:PORT (port 0: a free one).
+	Bind string
+	// Advertise is the address the other nodes reach Bind at. Default: Bind's
+	// listening address when its IP is not unspecified.
+	Advertise string
+	// Bootstrap makes this node the cluster's first voter when the store holds no
+	// state yet. Nodes that join an existing cluster leave it false and are added
+	// by the leader ([Store.Reconcile]).
+	Bootstrap bool
+	// Timing of leader loss detection. Zero: DefaultTiming().
+	Timing Timing
+	// Log receives the Raft library's warnings and errors. Default: discard.
+	Log *slog.Logger
+}
+
+// Validate reports the first problem with c, naming the field.
+func (c Config) Validate() error {
+	switch {
+	case c.Node == "":
+		return fmt.Errorf("%w: Node is empty", ErrConfig)
+	case c.Dir == "":
+		return fmt.Errorf("%w: Dir is empty", ErrConfig)
+	case c.Bind == "":
+		return fmt.Errorf("%w: Bind is empty", ErrConfig)
+	case c.Timing.LeaderLeaseTimeout > c.Timing.HeartbeatTimeout:
+		return fmt.Errorf("%w: LeaderLeaseTimeout %v exceeds HeartbeatTimeout %v", ErrConfig, c.Timing.LeaderLeaseTimeout, c.Timing.HeartbeatTimeout)
+	}
+	return nil
+}
+
+// Store is this node's replica of the cluster's jobs, kept with Raft. Reads are
+// answered from the local replica on any node; writes go through the leader.
+// Its methods are safe for concurrent use.
+type Store struct {
+	cfg    Config
+	raft   *raft.Raft
+	fsm    *fsm
+	trans  *raft.NetworkTransport
+	db     *raftboltdb.BoltStore
+	notify chan bool
+}
+
+// Open starts this node's replica: it opens the log in cfg.Dir, listens on
+// cfg.Bind and, when asked to and nothing is stored yet, bootstraps a cluster of
+// this one voter.
+func Open(cfg Config) (_ *Store, err error) {
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = DefaultTiming()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("jobstore: %w", err)
+	}
+	s := &Store{cfg: cfg, fsm: newFSM(), notify: make(chan bool, 16)}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: logWriter(cfg.Log)})
+	ln, err := net.Listen("tcp", cfg.Bind)
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: listen: %w", err)
+	}
+	adv, err := advertise(ln.Addr(), cfg.Advertise)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: &tcpStream{ln: ln, adv: adv}, MaxPool: 3, Timeout: 5 * time.Second, Logger: logger,
+	})
+	if s.db, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
+		return nil, fmt.Errorf("jobstore: open log: %w", err)
+	}
+	logs, err := raft.NewLogCache(256, s.db)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: snapshots: %w", err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Node)
+	rc.Logger = logger
+	rc.HeartbeatTimeout = cfg.Timing.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.Timing.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.Timing.LeaderLeaseTimeout
+	rc.NotifyCh = s.notify
+	rc.SnapshotThreshold = 1024
+	rc.TrailingLogs = 2048
+	has, err := raft.HasExistingState(logs, s.db, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: %w", err)
+	}
+	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.db, snaps, s.trans); err != nil {
+		return nil, fmt.Errorf("jobstore: %w", err)
+	}
+	if cfg.Bootstrap && !has {
+		f := s.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
+			{Suffrage: raft.Voter, ID: raft.ServerID(cfg.Node), Address: s.trans.LocalAddr()},
+		}})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("jobstore: bootstrap: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// advertise is the address to announce for a listener: adv when given, else the
+// listening address, which must then name a reachable IP.
+func advertise(listen net.Addr, adv string) (net.Addr, error) {
+	if adv == "" {
+		ta := listen.(*net.TCPAddr)
+		if ta.IP.IsUnspecified() {
+			return nil, fmt.Errorf("%w: Bind %s listens on every address: give Advertise", ErrConfig, listen)
+		}
+		return ta, nil
+	}
+	a, err := net.ResolveTCPAddr("tcp", adv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Advertise %q: %v", ErrConfig, adv, err)
+	}
+	if _, port, _ := net.SplitHostPort(adv); port == "0" {
+		a.Port = listen.(*net.TCPAddr).Port
+	}
+	return a, nil
+}
+
+// Addr is the address the other nodes reach this node's Raft transport at.
+func (s *Store) Addr() string { return string(s.trans.LocalAddr()) }
+
+// Close stops this replica. It does not leave the Raft configuration: the leader
+// removes a node that membership reports gone.
+func (s *Store) Close() error {
+	return s.close()
+}
+
+func (s *Store) close() error {
+	var err error
+	if s.raft != nil {
+		err = s.raft.Shutdown().Error()
+	}
+	if s.trans != nil {
+		s.trans.Close()
+	}
+	if s.db != nil {
+		s.db.Close()
+	}
+	return err
+}
+
+// Leadership receives true when this node becomes the leader and false when it
+// stops being the leader. It has one reader.
+func (s *Store) Leadership() <-chan bool { return s.notify }
+
+// IsLeader reports whether this node leads now.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// Leader returns the leading node's name, or "" when there is none known.
+func (s *Store) Leader() string {
+	_, id := s.raft.LeaderWithID()
+	return string(id)
+}
+
+// Barrier waits until every entry committed before it is applied here: a new
+// leader calls it before acting on what the store holds.
+func (s *Store) Barrier(timeout time.Duration) error {
+	return s.wrap(s.raft.Barrier(timeout).Error())
+}
+
+// Transfer hands leadership to another voter, for a leader about to leave.
+func (s *Store) Transfer() error { return s.wrap(s.raft.LeadershipTransfer().Error()) }
+
+func (s *Store) apply(c Command) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	f := s.raft.Apply(b, 10*time.Second)
+	if err := f.Error(); err != nil {
+		return s.wrap(err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
+func (s *Store) wrap(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w (%v)", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w (%v)", ErrNoLeader, err)
+	}
+	return fmt.Errorf("jobstore: %w", err)
+}
+
+// Submit adds a job with its first events. Only the leader can.
+func (s *Store) Submit(job api.Job, events []api.JobEvent) error {
+	return s.apply(Command{Op: OpSubmit, ID: job.ID, Job: &job, Events: events})
+}
+
+// Update replaces job id's info (job nil: unchanged), appends events and
+// replaces its epoch book (book empty: unchanged). Only the leader can.
+func (s *Store) Update(id string, job *api.Job, events []api.JobEvent, book json.RawMessage) error {
+	return s.apply(Command{Op: OpUpdate, ID: id, Job: job, Events: events, Book: book})
+}
+
+// Remove forgets a job. Only the leader can.
+func (s *Store) Remove(id string) error { return s.apply(Command{Op: OpRemove, ID: id}) }
+
+// Job returns a job's info and epoch book as this replica holds them.
+func (s *Store) Job(id string) (api.Job, json.RawMessage, error) {
+	s.fsm.mu.RLock()
+	defer s.fsm.mu.RUnlock()
+	r, ok := s.fsm.jobs[id]
+	if !ok {
+		return api.Job{}, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	return r.Job, r.Book, nil
+}
+
+// Jobs returns every job this replica holds, oldest first.
+func (s *Store) Jobs() []api.Job {
+	s.fsm.mu.RLock()
+	out := make([]api.Job, 0, len(s.fsm.jobs))
+	for _, r := range s.fsm.jobs {
+		out = append(out, r.Job)
+	}
+	s.fsm.mu.RUnlock()
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].Submitted.Equal(out[b].Submitted) {
+			return out[a].Submitted.Before(out[b].Submitted)
+		}
+		return out[a].ID < out[b].ID
+	})
+	return out
+}
+
+// Events returns job id's events numbered from on, whether the job has ended,
+// how many of its output lines were dropped for the bound, and a channel closed
+// at the next change of the store.
+func (s *Store) Events(id string, from uint64) (events []api.JobEvent, ended bool, dropped uint64, changed <-chan struct{}, err error) {
+	s.fsm.mu.RLock()
+	defer s.fsm.mu.RUnlock()
+	r, ok := s.fsm.jobs[id]
+	if !ok {
+		return nil, false, 0, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	return r.since(from), !r.Job.Ended.IsZero(), r.Dropped, s.fsm.changed, nil
+}
+
+// logWriter turns the Raft library's log lines into slog warnings.
+func logWriter(l *slog.Logger) io.Writer {
+	pr, pw := io.Pipe()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			l.Warn(strings.TrimSpace(sc.Text()))
+		}
+	}()
+	return pw
+}
+
+// tcpStream is raft's stream layer over plain TCP, advertising adv.
+type tcpStream struct {
+	ln  net.Listener
+	adv net.Addr
+}
+
+func (t *tcpStream) Accept() (net.Conn, error) { return t.ln.Accept() }
+func (t *tcpStream) Close() error              { return t.ln.Close() }
+func (t *tcpStream) Addr() net.Addr            { return t.adv }
+func (t *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}

@@ -1,0 +1,147 @@
+package jobstore
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// cluster opens n replicas on loopback; the first bootstraps and adds the others
+// through Reconcile, as an agent's leader does.
+func cluster(t *testing.T, n int) []*Store {
+	t.Helper()
+	var stores []*Store
+	for i := 0; i < n; i++ {
+		s, err := Open(Config{Node: fmt.Sprintf("n%d", i+1), Dir: t.TempDir(), Bind: "127.0.0.1:0", Bootstrap: i == 0})
+		if err != nil {
+			t.Fatalf("open n%d: %v", i+1, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores = append(stores, s)
+	}
+	waitFor(t, "n1 leads", func() bool { return stores[0].IsLeader() })
+	members := func() []Member {
+		var ms []Member
+		for i, s := range stores {
+			ms = append(ms, Member{Name: s.cfg.Node, Raft: s.Addr(), Alive: true, Since: time.Unix(int64(i), 0)})
+		}
+		return ms
+	}
+	waitFor(t, "every replica a voter", func() bool {
+		stores[0].Reconcile(members())
+		servers, _ := stores[0].Servers()
+		voters := 0
+		for _, s := range servers {
+			if s.Voter {
+				voters++
+			}
+		}
+		return voters == VoterTarget(n)
+	})
+	return stores
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStoreReplicatesAndFailsOver(t *testing.T) {
+	stores := cluster(t, 3)
+	job := api.Job{ID: "heat-1", State: api.JobRunning}
+	if err := stores[1].Submit(job, nil); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("submit on a follower: got %v, want ErrNotLeader", err)
+	}
+	if err := stores[0].Submit(job, []api.JobEvent{{Type: "output", Message: "[0] a"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stores[1:] {
+		waitFor(t, s.cfg.Node+" has the job", func() bool {
+			evs, _, _, _, err := s.Events("heat-1", 1)
+			return err == nil && len(evs) == 1
+		})
+	}
+	// Events waits are woken by the next entry.
+	_, _, _, changed, _ := stores[2].Events("heat-1", 2)
+	stores[0].Update("heat-1", nil, []api.JobEvent{{Type: "output", Message: "[0] b"}}, nil)
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a follower's change channel was not closed by a new entry")
+	}
+	// The leader goes: one of the others leads, with everything.
+	stores[0].Close()
+	var leader *Store
+	waitFor(t, "a new leader", func() bool {
+		for _, s := range stores[1:] {
+			if s.IsLeader() {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	if err := leader.Barrier(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	evs, _, _, _, err := leader.Events("heat-1", 1)
+	if err != nil || len(evs) != 2 || evs[1].Message != "[0] b" {
+		t.Errorf("new leader's events = %v, %v; want both lines", evs, err)
+	}
+	if err := leader.Update("heat-1", nil, []api.JobEvent{{Type: "state", Message: "coordinator n1 lost"}}, nil); err != nil {
+		t.Errorf("update on the new leader: %v", err)
+	}
+}
+
+// A replica closed and opened again on its directory has every job (an agent
+// killed and restarted forgets nothing).
+func TestStoreReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{Node: "n1", Dir: dir, Bind: "127.0.0.1:0", Bootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", s.IsLeader)
+	s.Submit(api.Job{ID: "a"}, nil)
+	s.Update("a", &api.Job{ID: "a", State: api.JobRunning}, nil, nil)
+	s.Close()
+	s, err = Open(Config{Node: "n1", Dir: dir, Bind: "127.0.0.1:0", Bootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitFor(t, "leader again", s.IsLeader)
+	s.Barrier(5 * time.Second)
+	if job, _, err := s.Job("a"); err != nil || job.State != api.JobRunning {
+		t.Errorf("after reopening: %+v, %v; want job a running", job, err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := Config{Node: "n", Dir: "d", Bind: "127.0.0.1:0", Timing: DefaultTiming()}
+	bad := map[string]func(*Config){
+		"Node":  func(c *Config) { c.Node = "" },
+		"Dir":   func(c *Config) { c.Dir = "" },
+		"Bind":  func(c *Config) { c.Bind = "" },
+		"Lease": func(c *Config) { c.Timing.LeaderLeaseTimeout = 2 * c.Timing.HeartbeatTimeout },
+	}
+	if err := good.Validate(); err != nil {
+		t.Errorf("good config: %v", err)
+	}
+	for name, f := range bad {
+		c := good
+		f(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("bad %s: got %v, want ErrConfig", name, err)
+		}
+	}
+}

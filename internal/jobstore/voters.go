@@ -1,0 +1,176 @@
+package jobstore
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// MaxVoters is how many nodes vote at most. Five voters survive two lost at once;
+// more would slow every decision for little gain.
+const MaxVoters = 5
+
+// Member is what the leader knows of a node from membership when it decides who
+// votes.
+type Member struct {
+	Name  string
+	Raft  string    // the node's Raft address; "" for a node that takes no part
+	Alive bool      // alive or suspect; false for dead and left
+	Since time.Time // when it was first seen alive: older nodes are preferred
+}
+
+// Server is one node of the Raft configuration.
+type Server struct {
+	Name  string `json:"name"`
+	Addr  string `json:"addr"`
+	Voter bool   `json:"voter"`
+}
+
+// ChangeKind is one kind of change to the Raft configuration.
+type ChangeKind string
+
+const (
+	AddNonvoter ChangeKind = "add-nonvoter" // a new node follows the log
+	Promote     ChangeKind = "promote"      // a follower that has caught up votes
+	Demote      ChangeKind = "demote"       // a voter stops voting (too many voters)
+	Remove      ChangeKind = "remove"       // a node that is gone leaves the configuration
+)
+
+// Change is one step [PlanVoters] asks for.
+type Change struct {
+	Kind ChangeKind
+	Name string
+	Addr string
+}
+
+func (c Change) String() string { return fmt.Sprintf("%s %s", c.Kind, c.Name) }
+
+// VoterTarget is how many of n live nodes should vote: all of them up to
+// MaxVoters, but an odd number, since an even number survives no more losses than
+// one fewer and needs a larger quorum. With 1 node it votes alone; with 2, only the
+// older votes: the other may go, but if the voter goes nobody coordinates until it
+// returns.
+func VoterTarget(n int) int {
+	t := min(n, MaxVoters)
+	if t > 0 && t%2 == 0 {
+		t--
+	}
+	return t
+}
+
+// PlanVoters is the leader's autopilot, in the manner of Consul's: given the
+// Raft configuration, the members and the leader's name, it returns the changes
+// that bring the configuration to the wanted shape, in the order to make them:
+//   - servers whose node is gone (dead, left, or no longer a member, or now at
+//     another address) are removed, the leader never;
+//   - live members with a Raft address that are not servers are added as
+//     non-voters, and promoted at a later round, once they follow the log;
+//   - VoterTarget(live members) of them vote: the leader, then the voters there
+//     are, then the longest-up members; other voters are demoted.
+//
+// It is pure: the same input gives the same plan.
+func PlanVoters(servers []Server, members []Member, leader string) []Change {
+	alive := map[string]Member{}
+	for _, m := range members {
+		if m.Alive && m.Raft != "" {
+			alive[m.Name] = m
+		}
+	}
+	var changes []Change
+	current := map[string]Server{}
+	for _, s := range servers {
+		m, ok := alive[s.Name]
+		if s.Name != leader && (!ok || m.Raft != s.Addr) {
+			changes = append(changes, Change{Kind: Remove, Name: s.Name, Addr: s.Addr})
+			continue
+		}
+		current[s.Name] = s
+	}
+	// Who should vote, in order of preference.
+	cands := make([]Member, 0, len(alive))
+	for _, m := range alive {
+		cands = append(cands, m)
+	}
+	rank := func(m Member) int {
+		switch s, ok := current[m.Name]; {
+		case m.Name == leader:
+			return 0
+		case ok && s.Voter:
+			return 1
+		case ok:
+			return 2 // following the log already: can be promoted now
+		}
+		return 3
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra < rb
+		}
+		if !a.Since.Equal(b.Since) {
+			return a.Since.Before(b.Since)
+		}
+		return a.Name < b.Name
+	})
+	target := VoterTarget(len(cands))
+	for i, m := range cands {
+		s, isServer := current[m.Name]
+		switch want := i < target; {
+		case !isServer:
+			changes = append(changes, Change{Kind: AddNonvoter, Name: m.Name, Addr: m.Raft})
+		case want && !s.Voter:
+			changes = append(changes, Change{Kind: Promote, Name: m.Name, Addr: m.Raft})
+		case !want && s.Voter && m.Name != leader:
+			changes = append(changes, Change{Kind: Demote, Name: m.Name, Addr: m.Raft})
+		}
+	}
+	return changes
+}
+
+// Servers returns the Raft configuration as this node knows it.
+func (s *Store) Servers() ([]Server, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, s.wrap(err)
+	}
+	var out []Server
+	for _, sv := range f.Configuration().Servers {
+		out = append(out, Server{Name: string(sv.ID), Addr: string(sv.Address), Voter: sv.Suffrage == raft.Voter})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Reconcile makes the changes [PlanVoters] asks for, one at a time, and returns
+// those it made. Only the leader can.
+func (s *Store) Reconcile(members []Member) ([]Change, error) {
+	if !s.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	servers, err := s.Servers()
+	if err != nil {
+		return nil, err
+	}
+	var done []Change
+	for _, c := range PlanVoters(servers, members, s.cfg.Node) {
+		id, addr := raft.ServerID(c.Name), raft.ServerAddress(c.Addr)
+		var f raft.IndexFuture
+		switch c.Kind {
+		case Remove:
+			f = s.raft.RemoveServer(id, 0, 5*time.Second)
+		case AddNonvoter:
+			f = s.raft.AddNonvoter(id, addr, 0, 5*time.Second)
+		case Promote:
+			f = s.raft.AddVoter(id, addr, 0, 5*time.Second)
+		case Demote:
+			f = s.raft.DemoteVoter(id, 0, 5*time.Second)
+		}
+		if err := f.Error(); err != nil {
+			return done, fmt.Errorf("%s: %w", c, s.wrap(err))
+		}
+		done = append(done, c)
+	}
+	return done, nil
+}

@@ -1,0 +1,113 @@
+package jobstore
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestVoterTarget(t *testing.T) {
+	for n, want := range []int{0, 1, 1, 3, 3, 5, 5, 5, 5} {
+		if got := VoterTarget(n); got != want {
+			t.Errorf("VoterTarget(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+func TestPlanVoters(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	m := func(name string, since int) Member {
+		return Member{Name: name, Raft: name + ":7948", Alive: true, Since: at(since)}
+	}
+	dead := func(name string) Member { return Member{Name: name, Raft: name + ":7948", Since: t0} }
+	v := func(name string) Server { return Server{Name: name, Addr: name + ":7948", Voter: true} }
+	nv := func(name string) Server { return Server{Name: name, Addr: name + ":7948"} }
+	c := func(k ChangeKind, name string) Change { return Change{Kind: k, Name: name, Addr: name + ":7948"} }
+	tests := []struct {
+		name    string
+		servers []Server
+		members []Member
+		want    []Change
+	}{
+		{"alone", []Server{v("n1")}, []Member{m("n1", 0)}, nil},
+		{"joiners follow first", []Server{v("n1")}, []Member{m("n1", 0), m("n2", 1), m("n3", 2)},
+			[]Change{c(AddNonvoter, "n2"), c(AddNonvoter, "n3")}},
+		{"followers promoted to three voters", []Server{v("n1"), nv("n2"), nv("n3")}, []Member{m("n1", 0), m("n2", 1), m("n3", 2)},
+			[]Change{c(Promote, "n2"), c(Promote, "n3")}},
+		{"two nodes: one voter", []Server{v("n1"), nv("n2")}, []Member{m("n1", 0), m("n2", 1)}, nil},
+		{"four nodes: three voters, the longest up", []Server{v("n1"), nv("n2"), nv("n3"), nv("n4")},
+			[]Member{m("n1", 0), m("n4", 1), m("n2", 5), m("n3", 3)},
+			[]Change{c(Promote, "n4"), c(Promote, "n3")}},
+		{"new leader replaces the old", []Server{v("n1"), v("n2"), v("n3"), nv("n4")},
+			[]Member{m("n2", 1), dead("n1"), m("n3", 2), m("n4", 3)},
+			[]Change{c(Remove, "n1"), c(Promote, "n4")}}, // n2 leads: the old leader n1 is gone
+		{"leader replaces a dead voter", []Server{v("n1"), v("n2"), v("n3"), nv("n4")},
+			[]Member{m("n1", 0), dead("n2"), m("n3", 2), m("n4", 3)},
+			[]Change{c(Remove, "n2"), c(Promote, "n4")}},
+		{"absent member removed", []Server{v("n1"), nv("n9")}, []Member{m("n1", 0)}, []Change{c(Remove, "n9")}},
+		{"moved address re-added", []Server{v("n1"), {Name: "n2", Addr: "old:1"}}, []Member{m("n1", 0), m("n2", 1)},
+			[]Change{{Kind: Remove, Name: "n2", Addr: "old:1"}, c(AddNonvoter, "n2")}},
+		{"shrink to one voter", []Server{v("n1"), v("n2"), v("n3")}, []Member{m("n1", 0), m("n2", 1), dead("n3")},
+			[]Change{c(Remove, "n3"), c(Demote, "n2")}},
+		{"five of seven vote, existing voters kept", []Server{v("n1"), v("n7"), nv("n2"), nv("n3"), nv("n4"), nv("n5"), nv("n6")},
+			[]Member{m("n1", 0), m("n2", 1), m("n3", 2), m("n4", 3), m("n5", 4), m("n6", 5), m("n7", 9)},
+			[]Change{c(Promote, "n2"), c(Promote, "n3"), c(Promote, "n4")}},
+		{"no raft address: ignored", []Server{v("n1")}, []Member{m("n1", 0), {Name: "old", Alive: true}}, nil},
+	}
+	for _, tt := range tests {
+		leader := "n1"
+		if tt.name == "new leader replaces the old" {
+			leader = "n2"
+		}
+		got := PlanVoters(tt.servers, tt.members, leader)
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: PlanVoters = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A plan applied and planned again asks for nothing more (after the promotions the
+// first plan defers): reconciling converges.
+func TestPlanVotersConverges(t *testing.T) {
+	var members []Member
+	for i, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		members = append(members, Member{Name: n, Raft: n + ":1", Alive: true, Since: time.Unix(int64(i), 0)})
+	}
+	servers := []Server{{Name: "a", Addr: "a:1", Voter: true}}
+	for round := 0; round < 3; round++ {
+		for _, c := range PlanVoters(servers, members, "a") {
+			servers = applyChange(servers, c)
+		}
+	}
+	if got := PlanVoters(servers, members, "a"); len(got) != 0 {
+		t.Errorf("after three rounds PlanVoters = %v, want nothing", got)
+	}
+	voters := 0
+	for _, s := range servers {
+		if s.Voter {
+			voters++
+		}
+	}
+	if voters != 5 || len(servers) != 7 {
+		t.Errorf("got %d voters of %d servers, want 5 of 7", voters, len(servers))
+	}
+}
+
+func applyChange(servers []Server, c Change) []Server {
+	out := servers[:0:0]
+	for _, s := range servers {
+		switch {
+		case s.Name != c.Name:
+			out = append(out, s)
+		case c.Kind == Promote:
+			out = append(out, Server{Name: s.Name, Addr: s.Addr, Voter: true})
+		case c.Kind == Demote:
+			out = append(out, Server{Name: s.Name, Addr: s.Addr})
+		}
+	}
+	if c.Kind == AddNonvoter {
+		out = append(out, Server{Name: c.Name, Addr: c.Addr})
+	}
+	return out
+}
