@@ -50,12 +50,12 @@ type Command struct {
 
 // Record is everything the cluster knows of one job.
 type Record struct {
-	Job     api.Job          `json:"job"`
-	Events  []api.JobEvent   `json:"events"`
-	NextSeq uint64           `json:"next_seq"`
-	Dropped uint64           `json:"dropped,omitempty"` // output lines dropped for MaxOutputLines
-	Book    json.RawMessage  `json:"book,omitempty"`
-	outputs int              // output events in Events
+	Job     api.Job         `json:"job"`
+	Events  []api.JobEvent  `json:"events"`
+	NextSeq uint64          `json:"next_seq"`
+	Dropped uint64          `json:"dropped,omitempty"` // output lines dropped for MaxOutputLines
+	Book    json.RawMessage `json:"book,omitempty"`
+	outputs int             // output events in Events
 }
 
 // IsOutput reports whether an event type carries a line of rank output.
