@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/jobstore"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
 	"shoal/internal/shardstore"
@@ -39,6 +40,11 @@ type Config struct {
 	// API is the API's listen address. Default: Bind's IP with Bind's port + 1
 	// (port 0 when Bind's port is 0).
 	API string
+	// Raft is the listen address of the job store's replication (TCP). Default:
+	// Bind's IP with Bind's port + 2 (port 0 when Bind's port is 0).
+	Raft string
+	// RaftTiming is how fast a lost leader is noticed. Zero: jobstore.DefaultTiming().
+	RaftTiming jobstore.Timing
 	// Join lists nodes of an existing cluster, host:port (port default 7946).
 	Join []string
 	// SecretFile is the cluster secret. Default: DataDir/secret. It is copied
@@ -82,6 +88,7 @@ type Agent struct {
 	server  *api.Server
 	launch  *launch.Service
 	shards  *shardstore.Store
+	store   *jobstore.Store
 	apiLn   net.Listener
 	apiAddr string // as announced to other nodes
 	local   string // as written to AddrFile
@@ -155,8 +162,11 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.apiAddr = announcedAddr(a.apiLn.Addr(), a.members.Addr())
-	if meta.API != a.apiAddr {
-		meta.API = a.apiAddr
+	if err = a.openStore(); err != nil {
+		return nil, err
+	}
+	if meta.API != a.apiAddr || meta.Raft != a.store.Addr() {
+		meta.API, meta.Raft = a.apiAddr, a.store.Addr()
 		if err = a.members.SetMeta(meta, time.Second); err != nil {
 			return nil, err
 		}
@@ -170,6 +180,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.SetJobService(nil)
 	go a.fence(a.members.Subscribe())
 	go a.announceRanks()
+	go a.reconcileVoters(a.members.Subscribe())
 	go func() {
 		if err := a.server.Serve(a.apiLn); err != nil {
 			a.log.Error("API server stopped", "err", err)
@@ -218,6 +229,13 @@ func (c *Config) setDefaults() error {
 			apiPort = p + 1
 		}
 		c.API = net.JoinHostPort(host, strconv.Itoa(apiPort))
+	}
+	if c.Raft == "" {
+		raftPort := 0
+		if p != 0 {
+			raftPort = p + 2
+		}
+		c.Raft = net.JoinHostPort(host, strconv.Itoa(raftPort))
 	}
 	if c.SecretFile == "" {
 		c.SecretFile = filepath.Join(c.DataDir, SecretFile)
@@ -444,6 +462,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 			defer cancel2()
 		}
 		a.log.Info("leaving the cluster")
+		a.handOver()
 		if f := a.beforeLeave.Load(); f != nil {
 			if err := (*f)(ctx); err != nil {
 				a.log.Error("before leave", "err", err)
@@ -489,6 +508,9 @@ func (a *Agent) stop() {
 		}
 		if a.launch != nil {
 			a.launch.Close() // the connections of what it launched are gone
+		}
+		if a.store != nil {
+			a.store.Close()
 		}
 		if a.members != nil {
 			a.members.Shutdown()

@@ -174,3 +174,42 @@ func (s *Store) Reconcile(members []Member) ([]Change, error) {
 	}
 	return done, nil
 }
+
+// HandOver passes the lead to another live voter, for a leader about to leave;
+// when this node is the only voter it first makes the longest-up live follower
+// among others a voter. It returns once another node leads, or with why not.
+func (s *Store) HandOver(others []Member) error {
+	if !s.IsLeader() {
+		return ErrNotLeader
+	}
+	servers, err := s.Servers()
+	if err != nil {
+		return err
+	}
+	alive := map[string]Member{}
+	for _, m := range others {
+		if m.Alive && m.Raft != "" {
+			alive[m.Name] = m
+		}
+	}
+	var follower *Member
+	for _, sv := range servers {
+		m, ok := alive[sv.Name]
+		if !ok || sv.Name == s.cfg.Node {
+			continue
+		}
+		if sv.Voter {
+			return s.Transfer()
+		}
+		if follower == nil || m.Since.Before(follower.Since) {
+			follower = &m
+		}
+	}
+	if follower == nil {
+		return fmt.Errorf("%w: no other live node follows the job store", ErrNoLeader)
+	}
+	if err := s.raft.AddVoter(raft.ServerID(follower.Name), raft.ServerAddress(follower.Raft), 0, 5*time.Second).Error(); err != nil {
+		return s.wrap(err)
+	}
+	return s.Transfer()
+}

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"net"
+	"path/filepath"
+	"time"
+
+	"shoal/internal/jobstore"
+	"shoal/internal/membership"
+)
+
+// StoreDir is where in the data dir the job store keeps its log and snapshots.
+const StoreDir = "raft"
+
+// openStore opens this node's replica of the job store. A node started without
+// --join is the first of a cluster: it bootstraps the store when it holds none.
+// The replica listens on Config.Raft and is announced at the gossip address's IP.
+func (a *Agent) openStore() error {
+	host, _, _ := net.SplitHostPort(a.members.Addr())
+	_, port, _ := net.SplitHostPort(a.cfg.Raft)
+	s, err := jobstore.Open(jobstore.Config{
+		Node: a.cfg.Name, Dir: filepath.Join(a.cfg.DataDir, StoreDir),
+		Bind: a.cfg.Raft, Advertise: net.JoinHostPort(host, port),
+		Bootstrap: len(a.cfg.Join) == 0, Timing: a.cfg.RaftTiming, Log: a.log.With("part", "raft"),
+	})
+	if err != nil {
+		return err
+	}
+	a.store = s
+	return nil
+}
+
+// Store returns the node's replica of the cluster's jobs.
+func (a *Agent) Store() *jobstore.Store { return a.store }
+
+// reconcileVoters keeps, while this node leads, the job store's voters in step
+// with membership (see jobstore.PlanVoters): at every membership event and every
+// second, which also retries a change that failed.
+func (a *Agent) reconcileVoters(sub *membership.Subscription) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.quit:
+			return
+		case _, ok := <-sub.C:
+			if !ok {
+				return
+			}
+		case <-tick.C:
+		}
+		if !a.store.IsLeader() {
+			continue
+		}
+		changes, err := a.store.Reconcile(a.storeMembers())
+		for _, c := range changes {
+			a.log.Info("job store voters", "change", c.String())
+		}
+		if err != nil {
+			a.log.Warn("job store voters", "err", err)
+		}
+	}
+}
+
+// storeMembers is membership as the voter plan needs it.
+func (a *Agent) storeMembers() []jobstore.Member {
+	var out []jobstore.Member
+	for _, n := range a.members.Nodes() {
+		alive := n.State == membership.StateAlive || n.State == membership.StateSuspect
+		out = append(out, jobstore.Member{Name: n.Name, Raft: n.Meta.Raft, Alive: alive && !n.Meta.Leaving, Since: n.Since})
+	}
+	return out
+}
+
+// handOver, on a node about to leave that leads the job store, passes the lead to
+// another node first, so that coordination goes on without waiting for an
+// election; a lone voter first makes a follower a voter.
+func (a *Agent) handOver() {
+	if !a.store.IsLeader() {
+		return
+	}
+	var others []jobstore.Member
+	for _, m := range a.storeMembers() {
+		if m.Name != a.cfg.Name {
+			others = append(others, m)
+		}
+	}
+	if err := a.store.HandOver(others); err != nil {
+		a.log.Warn("passing the job store's lead before leaving", "err", err)
+		return
+	}
+	a.log.Info("passed the job store's lead before leaving", "to", a.store.Leader())
+}
+
