@@ -91,4 +91,3 @@ func (a *Agent) handOver() {
 	}
 	a.log.Info("passed the job store's lead before leaving", "to", a.store.Leader())
 }
-
