@@ -313,6 +313,20 @@ func (c *Client) HasFile(ctx context.Context, sum string) (bool, error) {
 	return true, nil
 }
 
+// GetFile calls GET /v1/files/{sha256}; the caller closes the reader and checks
+// the content against sum (files.Cache.Put does).
+func (c *Client) GetFile(ctx context.Context, sum string) (io.ReadCloser, int64, error) {
+	req, err := c.request(ctx, "GET", "/v1/files/"+url.PathEscape(sum), nil, "", 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
 // PutFile calls PUT /v1/files/{sha256} with size bytes from r, whose content
 // must hash to sum.
 func (c *Client) PutFile(ctx context.Context, sum string, r io.Reader, size int64) error {

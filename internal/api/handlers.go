@@ -298,6 +298,25 @@ func (s *Server) hasFile(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
+	sum, err := fileSum(r)
+	if err != nil {
+		return err
+	}
+	rc, size, err := s.dataService().GetFile(r.Context(), sum)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, rc); err != nil {
+		return fmt.Errorf("sending file %s: %w", sum, err)
+	}
+	return nil
+}
+
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 	sum, err := fileSum(r)
 	if err != nil {

@@ -99,6 +99,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("DELETE /v1/grants/{job}", route{h: s.revoke})
 	s.handle("GET /v1/grants/{job}/ranks", route{h: s.rankStates})
 	s.handle("HEAD /v1/files/{sha256}", route{h: s.hasFile})
+	s.handle("GET /v1/files/{sha256}", route{h: s.getFile})
 	s.handle("PUT /v1/files/{sha256}", route{stream: true, h: s.putFile})
 	s.handle("GET /v1/shards/{job}/{epoch}/{rank}", route{h: s.getShard})
 	s.handle("PUT /v1/shards/{job}/{epoch}/{rank}", route{stream: true, h: s.putShard})

@@ -123,6 +123,15 @@ func (f *fakeData) HasFile(_ context.Context, sum string) (bool, error) {
 	_, ok := f.files[sum]
 	return ok, nil
 }
+func (f *fakeData) GetFile(_ context.Context, sum string) (io.ReadCloser, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.files[sum]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: file %s", ErrNotFound, sum)
+	}
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+}
 func (f *fakeData) PutFile(_ context.Context, sum string, size int64, r io.Reader) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
@@ -410,6 +419,18 @@ func TestClient(t *testing.T) {
 	}
 	if ok, err := c.HasFile(ctx, hexSum); !ok || err != nil {
 		t.Errorf("HasFile after upload = %v, %v", ok, err)
+	}
+	if rc, size, err := c.GetFile(ctx, hexSum); err != nil {
+		t.Errorf("GetFile after upload: %v", err)
+	} else {
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if !bytes.Equal(got, content) || size != int64(len(content)) {
+			t.Errorf("GetFile = %q (%d bytes), want the uploaded content", got, size)
+		}
+	}
+	if _, _, err := c.GetFile(ctx, strings.Repeat("0", 64)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile of a missing file: %v, want ErrNotFound", err)
 	}
 	ref := ShardRef{Job: "j1", Epoch: 3, Rank: 5}
 	if err := c.PutShard(ctx, ref, bytes.NewReader([]byte("shard"))); err != nil {

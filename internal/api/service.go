@@ -73,6 +73,9 @@ type DataService interface {
 	// PutFile stores a file; it must check that the content hashes to sha256.
 	// size is the Content-Length, or -1 if unknown.
 	PutFile(ctx context.Context, sha256 string, size int64, r io.Reader) error
+	// GetFile opens a stored file and returns its size; the caller closes it.
+	// A new coordinator fetches a job's files from the nodes that have them.
+	GetFile(ctx context.Context, sha256 string) (io.ReadCloser, int64, error)
 }
 
 // ShardService is this node's checkpoint store (internal/shardstore) and its
@@ -165,6 +168,9 @@ func (Unavailable) Launch(context.Context, LaunchRequest) (func(io.ReadWriteClos
 }
 func (Unavailable) HasFile(context.Context, string) (bool, error) {
 	return false, notAvailable("file store")
+}
+func (Unavailable) GetFile(context.Context, string) (io.ReadCloser, int64, error) {
+	return nil, 0, notAvailable("file store")
 }
 func (Unavailable) PutFile(context.Context, string, int64, io.Reader) error {
 	return notAvailable("file store")

@@ -454,6 +454,23 @@ func (s *Service) HasFile(ctx context.Context, sum string) (bool, error) {
 	return s.cache.Has(sum), nil
 }
 
+// GetFile opens a job file of this node's cache.
+func (s *Service) GetFile(ctx context.Context, sum string) (io.ReadCloser, int64, error) {
+	f, err := os.Open(s.cache.Path(sum))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("%w: file %s", api.ErrNotFound, sum)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
 // PutFile stores a job file in this node's cache.
 func (s *Service) PutFile(ctx context.Context, sum string, size int64, r io.Reader) error {
 	err := s.cache.Put(sum, r)
