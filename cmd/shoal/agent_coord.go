@@ -78,36 +78,22 @@ func plugCoordinator(a *agent.Agent) error {
 		Peer: func(n api.Node) coord.Peer {
 			return peer{api.NewClient(n.API, a.Secret())}
 		},
+		Agent: func(n api.Node) *api.Client { return api.NewClient(n.API, a.Secret()) },
+		Store: a.Store(),
 	})
 	a.SetJobService(svc)
-	// Before this node leaves, every coordinator with ranks here moves its job away
+	// Before this node leaves (and after it has passed on the lead of the job
+	// store, if it had it), the coordinator moves every job with ranks here away
 	// from a fresh checkpoint, so the leave costs no work.
 	a.SetBeforeLeave(func(ctx context.Context) error {
-		var firstErr error
-		for _, name := range a.Launcher().Coordinators() {
-			if name == a.Name() {
-				continue // a job's coordinator leaving ends the job: nothing to move it to
-			}
-			var err error
-			if n, ok := nodeByName(ctx, a, name); ok {
-				err = api.NewClient(n.API, a.Secret()).Evacuate(ctx, a.Name())
-			}
-			if err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("move jobs of %s off %s: %w", name, a.Name(), err)
-			}
+		if len(a.Launcher().Coordinators()) == 0 {
+			return nil
 		}
-		return firstErr
+		if err := svc.Evacuate(ctx, a.Name()); err != nil {
+			return fmt.Errorf("move jobs off %s: %w", a.Name(), err)
+		}
+		return nil
 	})
 	a.SetDataService(svc)
 	return nil
-}
-
-func nodeByName(ctx context.Context, a *agent.Agent, name string) (api.Node, bool) {
-	nodes, _ := a.Nodes(ctx)
-	for _, n := range nodes {
-		if n.Name == name && n.State == "alive" {
-			return n, true
-		}
-	}
-	return api.Node{}, false
 }

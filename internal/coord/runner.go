@@ -55,6 +55,13 @@ type job struct {
 	progress int // last progress decile reported
 	// progressFile is where rank 0 reports progress, when it runs on this node.
 	progressFile string
+	resume       *Resume
+}
+
+// Resume starts a job's loop as a restart: another coordinator ran it before.
+type Resume struct {
+	Restarts int    // restarts counted so far
+	Why      string // "coordinator n1 lost"
 }
 
 // Run runs spec on this node until it succeeds, fails or ctx is cancelled, relaunching

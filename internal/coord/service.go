@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/files"
-	"shoal/internal/place"
+	"shoal/internal/jobstore"
 )
 
 // Peer is what the coordinator needs of a node's agent (its own included). Methods
@@ -68,15 +67,23 @@ type ServiceConfig struct {
 	// Launch serves launch requests for this node (see internal/launch); nil
 	// refuses them.
 	Launch func(ctx context.Context, req api.LaunchRequest) (func(conn io.ReadWriteCloser), error)
+	// Store is the cluster's replicated jobs. The node that leads it coordinates
+	// every job; every node answers for every job from its replica.
+	Store *jobstore.Store
+	// Agent returns a client of a node's agent: what only the leader does is
+	// passed on to it.
+	Agent func(n api.Node) *api.Client
 }
 
 // Service is the job coordinator of one agent: it implements [api.JobService] and
-// [api.DataService]. It is safe for concurrent use.
+// [api.DataService]. While its node leads the job store it drives every job;
+// otherwise it answers from the store and passes requests on to the leader. It is
+// safe for concurrent use.
 type Service struct {
 	cfg   ServiceConfig
 	cache files.Cache
 	mu    sync.Mutex
-	jobs  map[string]*clusterJob
+	jobs  map[string]*clusterJob // the jobs this node drives
 }
 
 var (
@@ -85,38 +92,11 @@ var (
 )
 
 // NewService returns a coordinator for the node described by cfg.
+// It follows the node's leadership of the store from then on.
 func NewService(cfg ServiceConfig) *Service {
-	return &Service{cfg: cfg, cache: files.Cache{Dir: filepath.Join(cfg.DataDir, "files")}, jobs: map[string]*clusterJob{}}
-}
-
-// clusterJob is one job this node coordinates, with its event log.
-type clusterJob struct {
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced at every new event
-	info      api.Job
-	events    []api.JobEvent
-	cancel    context.CancelFunc
-	done      bool
-	placement place.Placement
-	backend   *clusterBackend
-}
-
-func (j *clusterJob) record(typ, msg string, data any) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	e := api.JobEvent{Seq: uint64(len(j.events) + 1), Time: time.Now(), Job: j.info.ID, Type: typ, Message: msg}
-	if data != nil {
-		e.Data, _ = json.Marshal(data)
-	}
-	j.events = append(j.events, e)
-	close(j.changed)
-	j.changed = make(chan struct{})
-}
-
-func (j *clusterJob) update(f func(*api.Job)) {
-	j.mu.Lock()
-	f(&j.info)
-	j.mu.Unlock()
+	s := &Service{cfg: cfg, cache: files.Cache{Dir: filepath.Join(cfg.DataDir, "files")}, jobs: map[string]*clusterJob{}}
+	go s.lead()
+	return s
 }
 
 // DoneData is the data of a job's last event ("done"): how it ended.
@@ -126,8 +106,12 @@ type DoneData struct {
 	Reason   string       `json:"reason,omitempty"`
 }
 
-// Submit creates a job coordinated by this node and starts it.
+// Submit creates a job and starts it. The leader of the job store coordinates
+// it; another node passes the job's files and the request on to the leader.
 func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
+	if !s.leads() {
+		return s.forwardSubmit(ctx, spec)
+	}
 	for _, f := range spec.Files {
 		if !s.cache.Has(f.SHA256) {
 			return api.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
@@ -137,27 +121,41 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	if id == "" {
 		id = NewJobID(spec.Argv[0])
 	}
-	j := &clusterJob{changed: make(chan struct{}), info: api.Job{
-		ID: id, State: api.JobPending, Spec: spec, Coordinator: s.cfg.Node, Submitted: time.Now(),
-	}}
-	runCtx, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
+	info := api.Job{ID: id, State: api.JobPending, Spec: spec, Coordinator: s.cfg.Node, Submitted: time.Now()}
 	s.mu.Lock()
-	if _, taken := s.jobs[id]; taken {
-		s.mu.Unlock()
-		cancel()
-		return api.Job{}, fmt.Errorf("%w: job %s exists on this node; choose another id", api.ErrConflict, id)
-	}
-	s.jobs[id] = j
+	_, taken := s.jobs[id]
 	s.mu.Unlock()
-	go s.run(runCtx, j)
-	return j.snapshot(), nil
+	if _, _, err := s.cfg.Store.Job(id); err == nil || taken {
+		return api.Job{}, fmt.Errorf("%w: job %s exists; choose another id", api.ErrConflict, id)
+	}
+	err := s.cfg.Store.Submit(info, []api.JobEvent{newEvent(EventState, fmt.Sprintf("submitted; %s coordinates", s.cfg.Node), nil)})
+	switch {
+	case errors.Is(err, jobstore.ErrExists):
+		return api.Job{}, fmt.Errorf("%w: job %s exists; choose another id", api.ErrConflict, id)
+	case errors.Is(err, jobstore.ErrNotLeader):
+		return s.forwardSubmit(ctx, spec)
+	case err != nil:
+		return api.Job{}, fmt.Errorf("%w: recording job %s: %v", api.ErrNotAvailable, id, err)
+	}
+	s.start(info, nil)
+	return info, nil
 }
 
-func (j *clusterJob) snapshot() api.Job {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.info
+// start drives a job on this node, the leader.
+func (s *Service) start(info api.Job, resume *Resume) {
+	runCtx, cancel := context.WithCancelCause(context.Background())
+	j := &clusterJob{s: s, info: info, cancel: cancel}
+	s.mu.Lock()
+	s.jobs[info.ID] = j
+	s.mu.Unlock()
+	go func() {
+		s.run(runCtx, j, resume)
+		s.mu.Lock()
+		if s.jobs[info.ID] == j {
+			delete(s.jobs, info.ID)
+		}
+		s.mu.Unlock()
+	}()
 }
 
 // NewJobID names a new job after its program, with a random suffix: "heat-3f9a2c".
@@ -176,8 +174,8 @@ func NewJobID(program string) string {
 	return name + "-" + hex.EncodeToString(b[:])
 }
 
-// run drives one job from placement to its end.
-func (s *Service) run(ctx context.Context, j *clusterJob) {
+// run drives one job from placement to its end, or until this node stops leading.
+func (s *Service) run(ctx context.Context, j *clusterJob, resume *Resume) {
 	info := j.snapshot()
 	spec := Spec{
 		ID: info.ID, NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
@@ -191,13 +189,15 @@ func (s *Service) run(ctx context.Context, j *clusterJob) {
 		Stdout: &lineEvents{job: j, typ: "output"},
 		Stderr: &lineEvents{job: j, typ: "output-err"},
 		Events: func(e Event) {
+			j.mu.Lock()
 			if e.State != "" {
-				j.update(func(a *api.Job) { a.State = api.JobState(e.State) })
+				j.info.State = api.JobState(e.State)
 			}
 			if e.Kind == EventEpoch {
-				j.update(func(a *api.Job) { a.Epoch = e.Epoch })
+				j.info.Epoch = e.Epoch
 			}
-			j.record(e.Kind, e.Message, nil)
+			j.mu.Unlock()
+			j.write(e.State != "" || e.Kind == EventEpoch, newEvent(e.Kind, e.Message, nil))
 		},
 	}
 	red := info.Spec.Redundancy
@@ -221,7 +221,13 @@ func (s *Service) run(ctx context.Context, j *clusterJob) {
 		res = Result{State: Failed, Reason: err.Error()}
 	} else {
 		rj.be = cb
+		rj.resume = resume
 		res = rj.loop(ctx)
+	}
+	if errors.Is(context.Cause(ctx), errLostLead) {
+		// The new leader takes the job over from what the store holds; this node
+		// must only make sure its run is gone (loop has stopped the launcher).
+		return
 	}
 	// Nobody waits in vain for a relaunch of a job that has ended.
 	if cb.pending != nil {
@@ -250,14 +256,10 @@ drain:
 	if res.State != Succeeded && code == 0 {
 		code = 1
 	}
-	j.update(func(a *api.Job) {
+	j.end(func(a *api.Job) {
 		a.State, a.Ended, a.Restarts, a.Reason = api.JobState(res.State), time.Now(), res.Restarts, res.Reason
 		a.ExitCode = &code
-	})
-	j.mu.Lock()
-	j.done = true
-	j.mu.Unlock()
-	j.record("done", res.Reason, DoneData{State: api.JobState(res.State), ExitCode: code, Reason: res.Reason})
+	}, newEvent("done", res.Reason, DoneData{State: api.JobState(res.State), ExitCode: code, Reason: res.Reason}))
 }
 
 // stage copies every file of the job that peer lacks from this node's cache, and
@@ -339,98 +341,67 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
 
-// lineEvents turns rank output into one event per line.
-type lineEvents struct {
-	job *clusterJob
-	typ string
-	buf []byte
-}
-
-func (l *lineEvents) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		l.job.record(l.typ, string(l.buf[:i]), nil)
-		l.buf = l.buf[i+1:]
-	}
-}
-
-func (s *Service) get(id string) (*clusterJob, error) {
+// driver returns the job this node drives, or nil.
+func (s *Service) driver(id string) *clusterJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, ok := s.jobs[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: no job %q on this node", api.ErrNotFound, id)
-	}
-	return j, nil
+	return s.jobs[id]
 }
 
-// Jobs lists the jobs this node coordinates, oldest first.
+// Jobs lists the cluster's jobs, oldest first, as this node's replica holds them.
 func (s *Service) Jobs(ctx context.Context) ([]api.Job, error) {
-	s.mu.Lock()
-	list := make([]*clusterJob, 0, len(s.jobs))
-	for _, j := range s.jobs {
-		list = append(list, j)
-	}
-	s.mu.Unlock()
-	out := make([]api.Job, 0, len(list))
-	for _, j := range list {
-		out = append(out, j.snapshot())
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Submitted.Before(out[b].Submitted) })
-	return out, nil
+	return s.cfg.Store.Jobs(), nil
 }
 
-// Job returns one job.
+// Job returns one job, as this node's replica holds it.
 func (s *Service) Job(ctx context.Context, id string) (api.Job, error) {
-	j, err := s.get(id)
+	info, _, err := s.cfg.Store.Job(id)
 	if err != nil {
-		return api.Job{}, err
+		return api.Job{}, fmt.Errorf("%w: no job %q", api.ErrNotFound, id)
 	}
-	return j.snapshot(), nil
+	return info, nil
 }
 
-// Cancel stops a running job.
+// Cancel stops a running job; a node that does not lead passes it on.
 func (s *Service) Cancel(ctx context.Context, id string) (api.Job, error) {
-	j, err := s.get(id)
+	info, err := s.Job(ctx, id)
 	if err != nil {
 		return api.Job{}, err
 	}
-	j.mu.Lock()
-	done := j.done
-	j.mu.Unlock()
-	if done {
-		return j.snapshot(), fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
+	if !info.Ended.IsZero() {
+		return info, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
 	}
-	j.cancel()
+	if !s.leads() {
+		c, err := s.leader(ctx)
+		if err != nil {
+			return info, err
+		}
+		return c.Cancel(ctx, id)
+	}
+	j := s.driver(id)
+	if j == nil {
+		return info, fmt.Errorf("%w: job %s is being taken over; try again", api.ErrNotAvailable, id)
+	}
+	j.cancel(nil)
 	return j.snapshot(), nil
 }
 
-// Events sends the job's events from seq from on, following new ones if asked.
+// Events sends the job's events from seq from on, following new ones if asked,
+// from this node's replica: every node answers the same.
 func (s *Service) Events(ctx context.Context, id string, from uint64, follow bool, send func(api.JobEvent) error) error {
-	j, err := s.get(id)
-	if err != nil {
-		return err
-	}
-	next := from
-	if next == 0 {
-		next = 1
-	}
+	next := max(from, 1)
 	for {
-		j.mu.Lock()
-		pending := append([]api.JobEvent(nil), j.events[min(int(next-1), len(j.events)):]...)
-		done, changed := j.done, j.changed
-		j.mu.Unlock()
-		for _, e := range pending {
+		events, ended, _, changed, err := s.cfg.Store.Events(id, next)
+		if err != nil {
+			return fmt.Errorf("%w: no job %q", api.ErrNotFound, id)
+		}
+		for _, e := range events {
 			if err := send(e); err != nil {
 				return err
 			}
 			next = e.Seq + 1
 		}
-		if !follow || (done && len(pending) == 0) {
+		if !follow || (ended && len(events) == 0) {
 			return nil
 		}
 		select {
@@ -484,15 +455,32 @@ func (s *Service) PutFile(ctx context.Context, sum string, size int64, r io.Read
 // a checkpoint, then relaunches on the other nodes from it. It returns once all have
 // (or ctx ends). A leaving node's agent calls it through the API before it leaves.
 func (s *Service) Evacuate(ctx context.Context, node string) error {
+	if !s.leads() {
+		c, err := s.leader(ctx)
+		if err != nil {
+			return err
+		}
+		return c.Evacuate(ctx, node)
+	}
 	return s.reconfigure(ctx, "", node, fmt.Sprintf("node %s leaving", node))
 }
 
 // Rebalance relaunches job id from a fresh checkpoint over every live node, so that
 // nodes that joined since its launch are used.
 func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceRequest) (api.Job, error) {
-	j, err := s.get(id)
-	if err != nil {
+	if _, err := s.Job(ctx, id); err != nil {
 		return api.Job{}, err
+	}
+	if !s.leads() {
+		c, err := s.leader(ctx)
+		if err != nil {
+			return api.Job{}, err
+		}
+		return c.Rebalance(ctx, id, req)
+	}
+	j := s.driver(id)
+	if j == nil {
+		return api.Job{}, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
 	}
 	j.mu.Lock()
 	done, b := j.done, j.backend

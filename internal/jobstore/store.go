@@ -2,6 +2,7 @@ package jobstore
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -342,4 +343,23 @@ func (t *tcpStream) Close() error              { return t.ln.Close() }
 func (t *tcpStream) Addr() net.Addr            { return t.adv }
 func (t *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+// WaitJob waits until this replica holds job id: a node that passed a job on to
+// the leader answers for it at once after.
+func (s *Store) WaitJob(ctx context.Context, id string) error {
+	for {
+		s.fsm.mu.RLock()
+		_, ok := s.fsm.jobs[id]
+		changed := s.fsm.changed
+		s.fsm.mu.RUnlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %q (not replicated here yet: %v)", ErrNotFound, id, ctx.Err())
+		}
+	}
 }

@@ -1,0 +1,217 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// EventCoordinator says that another node coordinates a job from now on.
+const EventCoordinator = "coordinator"
+
+// errLostLead ends a job's run on a node that stopped leading the job store: the
+// new leader takes the job over.
+var errLostLead = errors.New("coord: this node no longer leads the cluster")
+
+// leads reports whether this node leads the job store, and so coordinates jobs.
+func (s *Service) leads() bool { return s.cfg.Store.IsLeader() }
+
+// lead follows this node's leadership of the job store: a new leader takes over
+// every job that has not ended; a node that stops leading stops running them.
+func (s *Service) lead() {
+	for leading := range s.cfg.Store.Leadership() {
+		if leading {
+			s.takeOver()
+		} else {
+			s.stepDown()
+		}
+	}
+}
+
+// takeOver resumes every unfinished job the store holds that this node does not
+// drive yet: relaunched from its newest complete epoch, the event saying so.
+func (s *Service) takeOver() {
+	// Everything the old leader committed must be applied here first.
+	if err := s.cfg.Store.Barrier(10 * time.Second); err != nil {
+		return // not leading after all: a false follows
+	}
+	for _, info := range s.cfg.Store.Jobs() {
+		if !info.Ended.IsZero() || s.driver(info.ID) != nil {
+			continue
+		}
+		s.resume(info)
+	}
+}
+
+// stepDown stops every job this node drives; their processes are killed with
+// their launcher, so no stale rank runs beside the new leader's run.
+func (s *Service) stepDown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range s.jobs {
+		j.cancel(errLostLead)
+	}
+}
+
+// resume takes over a job an earlier leader coordinated: the job's files are
+// fetched from the nodes that have them, and the job restarts from the newest
+// complete epoch of its book.
+func (s *Service) resume(info api.Job) {
+	_, book, _ := s.cfg.Store.Job(info.ID)
+	prev := info.Coordinator
+	why := fmt.Sprintf("coordinator %s lost", prev)
+	if prev == s.cfg.Node {
+		why = fmt.Sprintf("coordinator %s restarted", prev)
+	}
+	from := "from the beginning"
+	if e := newestComplete(book); e > 0 {
+		from = fmt.Sprintf("from epoch %d", e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.fetchFiles(ctx, info); err != nil {
+		why += fmt.Sprintf("; warning: %v", err)
+	}
+	info.Coordinator = s.cfg.Node
+	j := &clusterJob{s: s, info: info}
+	j.write(true, newEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil))
+	s.start(info, &Resume{Restarts: info.Restarts, Why: why})
+}
+
+// newestComplete is the newest complete epoch of a stored book, 0 for none.
+func newestComplete(book json.RawMessage) uint64 {
+	var b struct {
+		Complete map[uint64]bool `json:"complete"`
+	}
+	json.Unmarshal(book, &b)
+	var newest uint64
+	for e, ok := range b.Complete {
+		if ok {
+			newest = max(newest, e)
+		}
+	}
+	return newest
+}
+
+// fetchFiles copies into this node's cache every file of the job it lacks, from
+// the first live node that has it.
+func (s *Service) fetchFiles(ctx context.Context, info api.Job) error {
+	nodes, err := s.cfg.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range info.Spec.Files {
+		if s.cache.Has(f.SHA256) {
+			continue
+		}
+		got := false
+		for _, n := range nodes {
+			if n.State != "alive" || n.Name == s.cfg.Node || got {
+				continue
+			}
+			rc, _, err := s.cfg.Agent(n).GetFile(ctx, f.SHA256)
+			if err != nil {
+				continue
+			}
+			got = s.cache.Put(f.SHA256, rc) == nil
+			rc.Close()
+		}
+		if !got {
+			return fmt.Errorf("no live node has file %s of job %s", f.Name, info.ID)
+		}
+	}
+	return nil
+}
+
+// leader returns a client of the leading node's agent, or why there is none.
+func (s *Service) leader(ctx context.Context) (*api.Client, error) {
+	name := s.cfg.Store.Leader()
+	if name != "" && name != s.cfg.Node {
+		nodes, err := s.cfg.Nodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			if n.Name == name && n.API != "" {
+				return s.cfg.Agent(n), nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: %s", api.ErrNotAvailable, s.quorum(ctx))
+}
+
+// quorum says why no node coordinates: "no node coordinates jobs: 1 of 3 voting
+// nodes answers (n2); a quorum needs 2".
+func (s *Service) quorum(ctx context.Context) string {
+	servers, err := s.cfg.Store.Servers()
+	if err != nil {
+		return "no node coordinates jobs: " + err.Error()
+	}
+	nodes, _ := s.cfg.Nodes(ctx)
+	alive := map[string]bool{}
+	for _, n := range nodes {
+		alive[n.Name] = n.State == "alive" || n.State == "suspect"
+	}
+	voters, up := 0, []string{}
+	for _, sv := range servers {
+		if sv.Voter {
+			voters++
+			if alive[sv.Name] {
+				up = append(up, sv.Name)
+			}
+		}
+	}
+	return fmt.Sprintf("no node coordinates jobs: %d of %d voting nodes answer (%s); a quorum needs %d",
+		len(up), voters, nodeNames(up), voters/2+1)
+}
+
+func nodeNames(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	out := names[0]
+	for _, n := range names[1:] {
+		out += ", " + n
+	}
+	return out
+}
+
+// forwardSubmit passes a job to the leader, with the files it needs from this
+// node's cache.
+func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
+	c, err := s.leader(ctx)
+	if err != nil {
+		return api.Job{}, err
+	}
+	for _, f := range spec.Files {
+		if has, err := c.HasFile(ctx, f.SHA256); err != nil || has {
+			if err != nil {
+				return api.Job{}, fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+			}
+			continue
+		}
+		r, err := os.Open(s.cache.Path(f.SHA256))
+		if err != nil {
+			return api.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
+		}
+		err = c.PutFile(ctx, f.SHA256, r, f.Size)
+		r.Close()
+		if err != nil {
+			return api.Job{}, fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+		}
+	}
+	info, err := c.Submit(ctx, spec)
+	if err != nil {
+		return info, err
+	}
+	// The submitter follows the job here next: wait until this replica has it.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s.cfg.Store.WaitJob(wctx, info.ID)
+	return info, nil
+}

@@ -1,0 +1,138 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/place"
+)
+
+// outputDelay is how long rank output waits to be written to the job store with
+// the lines after it: one log entry per burst of lines, not per line.
+const outputDelay = 100 * time.Millisecond
+
+// clusterJob is one job this node coordinates. The leader's copy of the job's
+// info is here; every change of it and every event is written through to the
+// replicated job store, where every node reads them.
+type clusterJob struct {
+	s         *Service // nil in unit tests of the backend: nothing is written
+	mu        sync.Mutex
+	info      api.Job
+	cancel    context.CancelCauseFunc
+	done      bool
+	placement place.Placement
+	backend   *clusterBackend
+	out       []api.JobEvent // rank output not yet written
+	flushing  bool           // a flush of out is scheduled
+	// writeMu keeps the store's entries in the order they were made.
+	writeMu sync.Mutex
+}
+
+func (j *clusterJob) snapshot() api.Job {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.info
+}
+
+// record writes one event, after any output written before it.
+func (j *clusterJob) record(typ, msg string, data any) {
+	j.write(false, newEvent(typ, msg, data))
+}
+
+func newEvent(typ, msg string, data any) api.JobEvent {
+	e := api.JobEvent{Time: time.Now(), Type: typ, Message: msg}
+	if data != nil {
+		e.Data, _ = json.Marshal(data)
+	}
+	return e
+}
+
+// update changes the job's info and writes it.
+func (j *clusterJob) update(f func(*api.Job)) {
+	j.mu.Lock()
+	f(&j.info)
+	j.mu.Unlock()
+	j.write(true)
+}
+
+// end writes the job's final info and its last event in one entry, so that no
+// reader sees the job ended without the event that says how.
+func (j *clusterJob) end(f func(*api.Job), last api.JobEvent) {
+	j.mu.Lock()
+	f(&j.info)
+	j.done = true
+	j.mu.Unlock()
+	j.write(true, last)
+}
+
+// write writes the pending output, then events, and the info when withInfo.
+// A write that fails because this node no longer leads is dropped: the new
+// leader resumes the job from what the store held.
+func (j *clusterJob) write(withInfo bool, events ...api.JobEvent) {
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
+	j.mu.Lock()
+	events = append(j.out, events...)
+	j.out = nil
+	var info *api.Job
+	if withInfo {
+		cp := j.info
+		info = &cp
+	}
+	id := j.info.ID
+	j.mu.Unlock()
+	if j.s == nil || j.s.cfg.Store == nil || (info == nil && len(events) == 0) {
+		return
+	}
+	j.s.cfg.Store.Update(id, info, events, nil)
+}
+
+// writeBook records the job's epoch book in the store.
+func (j *clusterJob) writeBook(book json.RawMessage) {
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
+	if j.s == nil || j.s.cfg.Store == nil {
+		return
+	}
+	j.s.cfg.Store.Update(j.snapshot().ID, nil, nil, book)
+}
+
+// output queues a line of rank output; it is written within outputDelay.
+func (j *clusterJob) output(typ, line string) {
+	j.mu.Lock()
+	j.out = append(j.out, newEvent(typ, line, nil))
+	schedule := !j.flushing
+	j.flushing = true
+	j.mu.Unlock()
+	if schedule {
+		time.AfterFunc(outputDelay, func() {
+			j.mu.Lock()
+			j.flushing = false
+			j.mu.Unlock()
+			j.write(false)
+		})
+	}
+}
+
+// lineEvents turns rank output into one event per line.
+type lineEvents struct {
+	job *clusterJob
+	typ string
+	buf []byte
+}
+
+func (l *lineEvents) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		l.job.output(l.typ, string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+}
