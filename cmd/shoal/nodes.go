@@ -29,7 +29,10 @@ agent start, relative to the fastest node listed; ARCH; STATE: alive, suspect
 with "leaving" while a node is about to leave; SINCE, how long it has been in
 that state; RANKS, ranks of running jobs on the node, whichever node
 coordinates them (each node announces its own count; a change reaches the
-others within about a second).
+others within about a second); ROLE, the node's part in the job store: leader
+(coordinates every job), voter, follower (keeps a copy of the jobs without
+voting), or - (none). When no node leads, a line after the table says why:
+how many voting nodes answer and how many a quorum needs.
 
 Flags:
 `
@@ -77,6 +80,9 @@ func nodesCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	printNodes(stdout, nodes, time.Now())
+	if msg := api.Quorum(nodes); msg != "" {
+		fmt.Fprintf(stdout, "\nwarning: %s\n", msg)
+	}
 	return exitOK
 }
 
@@ -86,7 +92,7 @@ func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
 		fastest = max(fastest, n.Speed)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tADDRESS\tCORES\tSPEED\tARCH\tSTATE\tSINCE\tRANKS")
+	fmt.Fprintln(tw, "NAME\tADDRESS\tCORES\tSPEED\tARCH\tSTATE\tSINCE\tRANKS\tROLE")
 	for _, n := range nodes {
 		speed := "-"
 		if n.Speed > 0 && fastest > 0 {
@@ -96,8 +102,12 @@ func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
 		if n.Leaving && state == "alive" {
 			state = "leaving"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n",
-			n.Name, n.Addr, n.Cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), n.Ranks)
+		role := n.Role
+		if role == "" {
+			role = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n",
+			n.Name, n.Addr, n.Cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), n.Ranks, role)
 	}
 	tw.Flush()
 }

@@ -532,6 +532,7 @@ func (n *localNode) Name() string { return n.cfg.Name }
 func (n *localNode) Leave(ctx context.Context) error { return (*Agent)(n).Leave(ctx) }
 
 func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
+	roles := (*Agent)(n).roles()
 	var out []api.Node
 	for _, m := range n.members.Nodes() {
 		out = append(out, api.Node{
@@ -549,6 +550,7 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 			Leaving: m.Meta.Leaving,
 			Local:   m.Local,
 			Ranks:   m.Meta.Ranks,
+			Role:    roles[m.Name],
 		})
 	}
 	return out, nil

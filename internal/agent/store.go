@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"shoal/internal/api"
 	"shoal/internal/jobstore"
 	"shoal/internal/membership"
 )
@@ -28,6 +29,30 @@ func (a *Agent) openStore() error {
 	}
 	a.store = s
 	return nil
+}
+
+// roles is each node's part in the job store, as this node's replica knows it.
+func (a *Agent) roles() map[string]string {
+	out := map[string]string{}
+	if a.store == nil {
+		return out
+	}
+	servers, err := a.store.Servers()
+	if err != nil {
+		return out
+	}
+	leader := a.store.Leader()
+	for _, s := range servers {
+		switch {
+		case s.Name == leader:
+			out[s.Name] = api.RoleLeader
+		case s.Voter:
+			out[s.Name] = api.RoleVoter
+		default:
+			out[s.Name] = api.RoleFollower
+		}
+	}
+	return out
 }
 
 // Store returns the node's replica of the cluster's jobs.

@@ -29,6 +29,10 @@ type Node struct {
 	RTT     Duration  `json:"rtt,omitzero"`     // last direct probe from the answering node
 	Leaving bool      `json:"leaving,omitzero"` // announced it is about to leave
 	Local   bool      `json:"local,omitzero"`   // the answering node itself
+	// Role is the node's part in the job store as the answering node knows it:
+	// "leader" (coordinates every job), "voter", "follower" (keeps a replica
+	// without voting), or "" (no part).
+	Role string `json:"role,omitempty"`
 	// Ranks is how many ranks of running jobs the node hosts, whichever node
 	// coordinates them: the node announces it with its metadata (the sum of
 	// its launch grants' ranks), so every node's answer shows every node's.

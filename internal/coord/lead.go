@@ -145,40 +145,16 @@ func (s *Service) leader(ctx context.Context) (*api.Client, error) {
 	return nil, fmt.Errorf("%w: %s", api.ErrNotAvailable, s.quorum(ctx))
 }
 
-// quorum says why no node coordinates: "no node coordinates jobs: 1 of 3 voting
-// nodes answers (n2); a quorum needs 2".
+// quorum says why no node coordinates jobs ([api.Quorum]).
 func (s *Service) quorum(ctx context.Context) string {
-	servers, err := s.cfg.Store.Servers()
+	nodes, err := s.cfg.Nodes(ctx)
 	if err != nil {
 		return "no node coordinates jobs: " + err.Error()
 	}
-	nodes, _ := s.cfg.Nodes(ctx)
-	alive := map[string]bool{}
-	for _, n := range nodes {
-		alive[n.Name] = n.State == "alive" || n.State == "suspect"
+	if msg := api.Quorum(nodes); msg != "" {
+		return msg
 	}
-	voters, up := 0, []string{}
-	for _, sv := range servers {
-		if sv.Voter {
-			voters++
-			if alive[sv.Name] {
-				up = append(up, sv.Name)
-			}
-		}
-	}
-	return fmt.Sprintf("no node coordinates jobs: %d of %d voting nodes answer (%s); a quorum needs %d",
-		len(up), voters, nodeNames(up), voters/2+1)
-}
-
-func nodeNames(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	out := names[0]
-	for _, n := range names[1:] {
-		out += ", " + n
-	}
-	return out
+	return "no node coordinates jobs: the leader is not reachable from " + s.cfg.Node
 }
 
 // forwardSubmit passes a job to the leader, with the files it needs from this

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -231,13 +232,15 @@ func ranksColumn(t *testing.T, table string) string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(table), "\n")
 	head := strings.Fields(lines[0])
-	if len(head) == 0 || head[len(head)-1] != "RANKS" {
-		t.Fatalf("shoal nodes: no RANKS column last:\n%s", table)
+	col := slices.Index(head, "RANKS")
+	if col < 0 {
+		t.Fatalf("shoal nodes: no RANKS column:\n%s", table)
 	}
 	var s []string
 	for _, l := range lines[1:] {
-		f := strings.Fields(l)
-		s = append(s, f[0]+"="+f[len(f)-1])
+		if f := strings.Fields(l); len(f) == len(head) {
+			s = append(s, f[0]+"="+f[col])
+		}
 	}
 	sort.Strings(s)
 	return strings.Join(s, " ")

@@ -1,0 +1,28 @@
+package api
+
+import "testing"
+
+func TestQuorum(t *testing.T) {
+	node := func(name, state, role string) Node { return Node{Name: name, State: state, Role: role} }
+	tests := []struct {
+		name  string
+		nodes []Node
+		want  string
+	}{
+		{"a leader", []Node{node("n1", "alive", RoleLeader), node("n2", "alive", RoleVoter)}, ""},
+		{"no job store", []Node{node("n1", "alive", "")}, ""},
+		{"one of three", []Node{node("n1", "dead", RoleVoter), node("n2", "alive", RoleVoter), node("n3", "dead", RoleVoter), node("n4", "alive", RoleFollower)},
+			"no node coordinates jobs: 1 of 3 voting nodes answers (n2); a quorum needs 2"},
+		{"none", []Node{node("n1", "dead", RoleVoter)},
+			"no node coordinates jobs: 0 of 1 voting nodes answer (none); a quorum needs 1"},
+		{"suspect does not answer", []Node{node("n1", "alive", RoleVoter), node("n2", "suspect", RoleVoter), node("n3", "dead", RoleVoter)},
+			"no node coordinates jobs: 1 of 3 voting nodes answers (n1); a quorum needs 2"},
+		{"electing", []Node{node("n3", "alive", RoleVoter), node("n2", "alive", RoleVoter), node("n1", "dead", RoleVoter)},
+			"no node coordinates jobs: 2 of 3 voting nodes answer (n2, n3); a quorum needs 2: electing a leader, try again in a moment"},
+	}
+	for _, tt := range tests {
+		if got := Quorum(tt.nodes); got != tt.want {
+			t.Errorf("%s: Quorum = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
