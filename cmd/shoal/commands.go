@@ -13,6 +13,10 @@ const (
 	exitFailure  = 1 // shoal could not do what was asked; the message says why
 	exitUsage    = 2 // bad flags or arguments
 	exitRestarts = 3 // the job kept losing ranks: --max-restarts exhausted
+	exitNoJob    = 4 // shoal wait, logs, events: the agent knows no job of that id
+	// exitCancelled is a job cancelled (shoal run interrupted), as a shell
+	// reports a command ended by SIGINT.
+	exitCancelled = 130
 )
 
 // command is one subcommand: its one-line summary and its entry point.
@@ -57,6 +61,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'shoal COMMAND --help' for a command's flags.")
-	fmt.Fprintln(w, "\nExit codes: 0 success; the program's own code when it failed by itself;")
-	fmt.Fprintln(w, "1 shoal could not run the job; 2 usage error; 3 restarts exhausted.")
+	fmt.Fprintln(w, "\nExit codes: 0 success; 1 failure (one line says why); 2 usage error;")
+	fmt.Fprintln(w, "4 no such job (wait, logs, events). run and wait give the job's end: the")
+	fmt.Fprintln(w, "program's own code when it failed by itself; 3 restarts exhausted; 130 cancelled.")
 }

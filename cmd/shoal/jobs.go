@@ -22,8 +22,9 @@ func init() {
 }
 
 // agentCommand parses the flags shared by the commands that ask the local agent
-// about jobs, and returns the positional arguments, or an exit code.
-func agentCommand(name, usage string, nargs int, args []string, stdout, stderr io.Writer, extra func(*flag.FlagSet)) (*localAgentFlags, []string, int) {
+// about jobs, and returns a client of the agent they designate and the
+// positional arguments, or an exit code.
+func agentCommand(name, usage string, nargs int, args []string, stdout, stderr io.Writer, extra func(*flag.FlagSet)) (*api.Client, []string, int) {
 	var af localAgentFlags
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -46,7 +47,12 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 		fmt.Fprintf(stderr, "shoal %s: want %d argument(s), got %d (see 'shoal %s --help')\n", name, nargs, fs.NArg(), name)
 		return nil, nil, exitUsage
 	}
-	return &af, fs.Args(), -1
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal %s: %s\n", name, errorLine(err))
+		return nil, nil, exitFailure
+	}
+	return c, fs.Args(), -1
 }
 
 const jobsUsage = `Usage: shoal jobs [flags]
@@ -60,16 +66,11 @@ Flags:
 
 func jobsCmd(args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
-	af, _, code := agentCommand("jobs", jobsUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
+	c, _, code := agentCommand("jobs", jobsUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print the agent's answer as JSON")
 	})
 	if code >= 0 {
 		return code
-	}
-	c, err := af.client()
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
-		return exitFailure
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -104,45 +105,36 @@ restart, reconfigure (a node leaving, a rebalance), rebalance (one weighed and
 not done), nodes (too few nodes: waiting for joins, or oversubscribing),
 progress, output, finished and done.
 
+With --follow, a stream that breaks is picked up where it broke, as in
+'shoal logs --follow'.
+
+Exit codes: 0 printed; 1 shoal could not read the events; 2 usage error;
+4 the agent knows no job JOB.
+
 Flags:
 `
 
 func eventsCmd(args []string, stdout, stderr io.Writer) int {
 	var follow, asJSON bool
-	af, rest, code := agentCommand("events", eventsUsage, 1, args, stdout, stderr, func(fs *flag.FlagSet) {
+	c, rest, code := agentCommand("events", eventsUsage, 1, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&follow, "follow", false, "keep printing new events until the job ends")
 		fs.BoolVar(&asJSON, "json", false, "print each event as a JSON line")
 	})
 	if code >= 0 {
 		return code
 	}
-	c, err := af.client()
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal events: %s\n", errorLine(err))
-		return exitFailure
-	}
-	stream, err := c.Events(context.Background(), rest[0], 0, follow)
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal events: %s\n", errorLine(err))
-		return exitFailure
-	}
-	defer stream.Close()
 	enc := json.NewEncoder(stdout)
-	for {
-		e, err := stream.Next()
-		if errors.Is(err, io.EOF) {
-			return exitOK
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal events: %s\n", errorLine(err))
-			return exitFailure
-		}
+	_, err := newJobStream(c, rest[0], follow, stderr).each(func(e api.JobEvent) {
 		if asJSON {
 			enc.Encode(e)
-			continue
+			return
 		}
 		fmt.Fprintf(stdout, "%s  %-11s %s\n", e.Time.Format("15:04:05.000"), e.Type, e.Message)
+	})
+	if err != nil {
+		return followFailed("events", rest[0], c, err, stderr)
 	}
+	return exitOK
 }
 
 const rebalanceUsage = `Usage: shoal rebalance [flags] JOB
@@ -163,17 +155,12 @@ Flags:
 func rebalanceCmd(args []string, stdout, stderr io.Writer) int {
 	var timeout time.Duration
 	var req api.RebalanceRequest
-	af, rest, code := agentCommand("rebalance", rebalanceUsage, 1, args, stdout, stderr, func(fs *flag.FlagSet) {
+	c, rest, code := agentCommand("rebalance", rebalanceUsage, 1, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.DurationVar(&timeout, "timeout", 5*time.Minute, "give up waiting after this long")
 		fs.BoolVar(&req.Force, "force", false, "rebalance even when it is estimated not to pay")
 	})
 	if code >= 0 {
 		return code
-	}
-	c, err := af.client()
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal rebalance: %s\n", errorLine(err))
-		return exitFailure
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

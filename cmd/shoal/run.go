@@ -35,13 +35,21 @@ secret) is an error, not a reason to run it here instead.
 
 Rank output is prefixed "[rank] "; shoal's own lines start "shoal: ".
 
+With --detach, shoal run submits the job to the agent and returns at once; the
+last line it prints on stdout is the job's id alone:
+
+    id=$(shoal run --detach -n 4 -- ./heat | tail -1)
+    shoal logs --follow "$id"; shoal wait "$id"
+
 Flags:
 `
 
 const runExitCodes = `
 Exit codes: 0 success; the program's own exit code when a rank exited non-zero
 by itself (not retried); 1 shoal could not run the job; 2 usage error;
-3 ranks kept dying and --max-restarts was used up; 130 interrupted.
+3 ranks kept dying and --max-restarts was used up; 130 interrupted (the job is
+cancelled). With --detach: 0 once the job is submitted; 'shoal wait' gives the
+job's code later.
 `
 
 type runFlags struct {
@@ -51,6 +59,7 @@ type runFlags struct {
 	jobID        string
 	quiet        bool
 	local        bool
+	detach       bool
 	files        multiFlag
 	env          multiFlag
 	relocation   string
@@ -75,6 +84,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.IntVar(&f.maxRestarts, "max-restarts", 3, "how often the job may be relaunched after losing ranks")
 	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix)")
 	fs.BoolVar(&f.local, "local", false, "run on this machine only, even when an agent is running")
+	fs.BoolVar(&f.detach, "detach", false, "submit the job to the agent and return; the last line printed is the job id (with an agent; see shoal wait, shoal logs)")
 	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
@@ -116,6 +126,9 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		return f, nil, exitUsage
 	case f.maxRestarts < 0:
 		fmt.Fprintf(stderr, "shoal run: --max-restarts %d: must not be negative\n", f.maxRestarts)
+		return f, nil, exitUsage
+	case f.detach && f.local:
+		fmt.Fprintln(stderr, "shoal run: --detach and --local: a detached job needs an agent to run it")
 		return f, nil, exitUsage
 	case len(rest) == 0:
 		fmt.Fprintln(stderr, "shoal run: no program given (see 'shoal run --help')")
@@ -172,8 +185,12 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
 		}
 	}
-	if f.waitForNodes > 0 || f.autoRebalance > 0 {
-		fmt.Fprintln(stderr, "shoal run: --wait-for-nodes and --auto-rebalance need a cluster, and no agent runs on this node (or --local was given)")
+	if given := clusterFlags(f); len(given) > 0 {
+		verb := "needs"
+		if len(given) > 1 {
+			verb = "need"
+		}
+		fmt.Fprintf(stderr, "shoal run: %s %s an agent, and none runs on this node (or --local was given)\n", strings.Join(given, " and "), verb)
 		return exitUsage
 	}
 	o := engine.OpenMPI{}
@@ -206,14 +223,12 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	var mu sync.Mutex // rank output and events share stdout
+	level := runVerbosity(f)
 	out := coord.Output{
 		Stdout: &lockedWriter{mu: &mu, w: stdout},
 		Stderr: &lockedWriter{mu: &mu, w: stderr},
 		Events: func(e coord.Event) {
-			switch {
-			case e.Kind == coord.EventRankLost || e.Kind == coord.EventState:
-				return // the restart line that follows says it all
-			case f.quiet && e.Kind != coord.EventRestart && e.Kind != coord.EventEpochBad:
+			if !showEvent(e.Kind, level) {
 				return
 			}
 			mu.Lock()
@@ -230,19 +245,33 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	case coord.Succeeded:
 		os.RemoveAll(filepath.Join(ckptRoot, id))
 		os.RemoveAll(filepath.Join(runRoot, id))
-		return exitOK
 	case coord.Cancelled:
 		fmt.Fprintf(stderr, "shoal run: job %s cancelled; checkpoints kept in %s\n", id, filepath.Join(ckptRoot, id))
-		return 130
+		return jobExit(res.Done())
 	}
-	fmt.Fprintf(stderr, "shoal run: job %s failed: %s\n", id, res.Reason)
-	switch {
-	case res.Exhausted:
-		return exitRestarts
-	case res.ExitCode > 0:
-		return res.ExitCode
+	return reportEnd("run", id, res.Done(), stderr)
+}
+
+// clusterFlags names the flags given in f that only an agent can honour.
+func clusterFlags(f runFlags) []string {
+	var given []string
+	for _, g := range []struct {
+		name string
+		set  bool
+	}{{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0}} {
+		if g.set {
+			given = append(given, g.name)
+		}
 	}
-	return exitFailure
+	return given
+}
+
+// runVerbosity is how much of a job's events shoal run prints.
+func runVerbosity(f runFlags) verbosity {
+	if f.quiet {
+		return showOutput
+	}
+	return showAll
 }
 
 // localDirs returns where an embedded agent keeps shards (tmpfs when there is one) and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
-	"shoal/internal/coord"
 )
 
 // localAgent returns a client of the agent `shoal run` submits to: $SHOAL_AGENT's when
@@ -72,7 +70,8 @@ func upload(ctx context.Context, c *api.Client, path, name string, mode uint32) 
 }
 
 // runOnCluster submits the job to the local agent, which places it over the
-// cluster, and follows its events until it ends.
+// cluster, and follows its events until it ends; with --detach it returns once
+// the job is submitted.
 func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -111,61 +110,24 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	if !f.quiet {
 		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s, coordinated by %s\n", job.ID, f.nranks, name, job.Coordinator)
 	}
-	events, err := c.Events(context.Background(), job.ID, 0, true)
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal run: follow job %s: %s\n", job.ID, errorLine(err))
-		return exitFailure
+	if f.detach {
+		fmt.Fprintln(stdout, job.ID)
+		return exitOK
 	}
-	defer events.Close()
+	// Interrupted, the job is cancelled, and shoal run follows it to its end to say
+	// so; a second interrupt ends shoal run at once.
+	following := make(chan struct{})
+	defer close(following)
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-following:
+			return
+		case <-ctx.Done():
+		}
+		cancel()
 		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer ccancel()
 		c.Cancel(cctx, job.ID)
 	}()
-	for {
-		e, err := events.Next()
-		if err != nil {
-			hctx, hcancel := context.WithTimeout(context.Background(), 3*time.Second)
-			_, herr := c.Health(hctx)
-			hcancel()
-			if herr != nil {
-				fmt.Fprintf(stderr, "shoal run: the agent coordinating job %s on %s stopped answering (%s); the job ends with its coordinator: Shoal does not move a coordinator to another node yet\n",
-					job.ID, job.Coordinator, errorLine(err))
-			} else {
-				fmt.Fprintf(stderr, "shoal run: lost the job's event stream: %s (the job %s may still run: shoal jobs)\n", errorLine(err), job.ID)
-			}
-			return exitFailure
-		}
-		switch e.Type {
-		case "output":
-			fmt.Fprintln(stdout, e.Message)
-		case "output-err":
-			fmt.Fprintln(stderr, e.Message)
-		case "done":
-			var d coord.DoneData
-			json.Unmarshal(e.Data, &d)
-			return clusterExit(d, job.ID, stderr)
-		case coord.EventRankLost, coord.EventNodeLost, coord.EventState:
-		default:
-			if !f.quiet || e.Type == coord.EventRestart || e.Type == coord.EventEpochBad {
-				fmt.Fprintf(stdout, "shoal: %s\n", e.Message)
-			}
-		}
-	}
-}
-
-func clusterExit(d coord.DoneData, id string, stderr io.Writer) int {
-	switch d.State {
-	case api.JobSucceeded:
-		return exitOK
-	case api.JobCancelled:
-		fmt.Fprintf(stderr, "shoal run: job %s cancelled\n", id)
-		return 130
-	}
-	fmt.Fprintf(stderr, "shoal run: job %s failed: %s\n", id, d.Reason)
-	if d.ExitCode > 0 {
-		return d.ExitCode
-	}
-	return exitFailure
+	return awaitJob("run", c, job.ID, jobPrinter{stdout: stdout, stderr: stderr, v: runVerbosity(f)}, stderr)
 }

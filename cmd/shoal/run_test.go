@@ -31,6 +31,11 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "-n", "2", "no-such-program-anywhere"}, exitUsage, `program "no-such-program-anywhere" not found`},
 		{[]string{"run", "-n", "2", notExec}, exitUsage, "is not executable"},
 		{[]string{"run", "-n", "2", "--job-id", "bad/id", "/bin/true"}, exitUsage, `job id "bad/id"`},
+		{[]string{"wait"}, exitUsage, "shoal wait: want 1 argument(s), got 0"},
+		{[]string{"wait", "a", "b"}, exitUsage, "shoal wait: want 1 argument(s), got 2"},
+		{[]string{"wait", "--follow", "a"}, exitUsage, "shoal wait: flag provided but not defined: -follow"},
+		{[]string{"logs"}, exitUsage, "shoal logs: want 1 argument(s), got 0"},
+		{[]string{"logs", "--bogus", "a"}, exitUsage, "shoal logs: flag provided but not defined: -bogus"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
@@ -67,9 +72,31 @@ func TestHelpIsTrue(t *testing.T) {
 	if code := run([]string{"run", "--help"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("shoal run --help: exit %d", code)
 	}
-	for _, flag := range []string{"-n ", "-ckpt-interval", "-max-restarts", "-job-id", "-quiet", "Exit codes"} {
+	for _, flag := range []string{"-n ", "-ckpt-interval", "-max-restarts", "-job-id", "-quiet", "-detach", "Exit codes"} {
 		if !strings.Contains(stdout.String(), flag) {
 			t.Errorf("shoal run --help does not mention %q", flag)
+		}
+	}
+	for cmd, words := range map[string][]string{
+		"wait":   {"-data-dir", "-agent", "-secret-file", "re-attaches", "Exit codes", "3    ranks kept dying", "4    the agent knows no job", "130  the job was cancelled"},
+		"logs":   {"-follow", "-data-dir", "-agent", "[rank] ", "stderr", "re-attaches", "Exit codes", "4 the agent knows no job"},
+		"events": {"-follow", "-json", "Exit codes", "4 the agent knows no job"},
+	} {
+		stdout.Reset()
+		if code := run([]string{cmd, "--help"}, &stdout, &stderr); code != exitOK {
+			t.Fatalf("shoal %s --help: exit %d", cmd, code)
+		}
+		for _, w := range words {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("shoal %s --help does not mention %q", cmd, w)
+			}
+		}
+	}
+	stdout.Reset()
+	run([]string{"--help"}, &stdout, &stderr)
+	for _, w := range []string{"3 restarts exhausted", "4 no such job (wait, logs, events)", "130 cancelled", "2 usage error"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("shoal --help does not mention exit code %q", w)
 		}
 	}
 }

@@ -134,6 +134,10 @@ type Job struct {
 	ExitCode    *int             `json:"exit_code,omitempty"`
 	Reason      string           `json:"reason,omitempty"` // one line, why it failed or restarted
 	Progress    float64          `json:"progress,omitempty"`
+	// Exhausted is set on a failed job whose ranks kept dying until
+	// MaxRestarts ran out (`shoal run` exits 3), as opposed to one that
+	// failed by itself or could not run.
+	Exhausted bool `json:"exhausted,omitzero"`
 }
 
 // JobList is the answer of GET /v1/jobs.

@@ -104,6 +104,19 @@ type DoneData struct {
 	State    api.JobState `json:"state"`
 	ExitCode int          `json:"exit_code"`
 	Reason   string       `json:"reason,omitempty"`
+	// Exhausted is set when ranks kept dying and MaxRestarts ran out: `shoal run`
+	// exits 3 then, on a cluster as on one machine.
+	Exhausted bool `json:"exhausted,omitzero"`
+}
+
+// Done is how r ended, as the job's done event carries it: a job that did not
+// succeed and has no exit code of its own gets 1.
+func (r Result) Done() DoneData {
+	code := r.ExitCode
+	if r.State != Succeeded && code == 0 {
+		code = 1
+	}
+	return DoneData{State: api.JobState(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
 }
 
 // Submit creates a job and starts it. The leader of the job store coordinates
@@ -252,14 +265,11 @@ drain:
 			}
 		}(cb.peer(name))
 	}
-	code := res.ExitCode
-	if res.State != Succeeded && code == 0 {
-		code = 1
-	}
+	done := res.Done()
 	j.end(func(a *api.Job) {
-		a.State, a.Ended, a.Restarts, a.Reason = api.JobState(res.State), time.Now(), res.Restarts, res.Reason
-		a.ExitCode = &code
-	}, newEvent("done", res.Reason, DoneData{State: api.JobState(res.State), ExitCode: code, Reason: res.Reason}))
+		a.State, a.Ended, a.Restarts, a.Reason = done.State, time.Now(), res.Restarts, done.Reason
+		a.ExitCode, a.Exhausted = &done.ExitCode, done.Exhausted
+	}, newEvent("done", res.Reason, done))
 }
 
 // stage copies every file of the job that peer lacks from this node's cache, and

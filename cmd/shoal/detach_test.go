@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"shoal/internal/api"
+)
+
+// script writes an executable shell script for ranks to run and returns its path.
+func script(t *testing.T, name, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// clusterAgent starts an agent for jobs run through this test binary (TestMain)
+// and points the commands at it.
+func clusterAgent(t *testing.T) *cliAgent {
+	t.Helper()
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("Open MPI not installed (make deps installs it)")
+	}
+	a := startCLIAgent(t, "cli1", "--init")
+	t.Setenv("SHOAL_DATA_DIR", a.dir)
+	return a
+}
+
+// runOut runs shoal with args and returns its exit code, stdout and stderr.
+func runOut(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// detach submits a job with shoal run --detach and returns its id, the last line.
+func detach(t *testing.T, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := runOut(append([]string{"run", "--detach"}, args...)...)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	id := lines[len(lines)-1]
+	if code != exitOK || !regexp.MustCompile(`^[A-Za-z0-9._-]+$`).MatchString(id) {
+		t.Fatalf("shoal run --detach %s: exit %d, last line %q; want 0 and the job id\nstderr: %s", strings.Join(args, " "), code, id, stderr)
+	}
+	return id
+}
+
+// sortedLines is s's lines in order: ranks' lines interleave as they please.
+func sortedLines(s string) []string {
+	l := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	sort.Strings(l)
+	return l
+}
+
+var talk = `echo "out $OMPI_COMM_WORLD_RANK"
+echo "err $OMPI_COMM_WORLD_RANK" >&2
+sleep ${PAUSE:-0}
+echo "late $OMPI_COMM_WORLD_RANK"
+exit ${CODE:-0}
+`
+
+func TestDetachWaitLogs(t *testing.T) {
+	clusterAgent(t)
+	prog := script(t, "talk", talk)
+
+	t.Run("succeeded", func(t *testing.T) {
+		code, stdout, _ := runOut("run", "--detach", "-n", "2", "--job-id", "talk-ok", "--", prog)
+		if want := "shoal: job talk-ok: 2 ranks of talk, coordinated by cli1\ntalk-ok\n"; code != exitOK || stdout != want {
+			t.Fatalf("shoal run --detach: exit %d, stdout %q; want 0, %q", code, stdout, want)
+		}
+		if code, stdout, stderr := runOut("wait", "talk-ok"); code != exitOK || stdout != "" || stderr != "" {
+			t.Errorf("shoal wait: exit %d, stdout %q, stderr %q; want 0 and nothing printed", code, stdout, stderr)
+		}
+		code, stdout, stderr := runOut("logs", "talk-ok")
+		if code != exitOK || strings.Join(sortedLines(stdout), ",") != "[0] late 0,[0] out 0,[1] late 1,[1] out 1" ||
+			strings.Join(sortedLines(stderr), ",") != "[0] err 0,[1] err 1" {
+			t.Errorf("shoal logs: exit %d\nstdout %q\nstderr %q\nwant 0, each rank's out and late lines on stdout, err on stderr", code, stdout, stderr)
+		}
+		// The same lines as shoal run --quiet prints.
+		_, runStdout, runStderr := runOut("run", "--quiet", "-n", "2", "--", prog)
+		if strings.Join(sortedLines(runStdout), ",") != strings.Join(sortedLines(stdout), ",") ||
+			strings.Join(sortedLines(runStderr), ",") != strings.Join(sortedLines(stderr), ",") {
+			t.Errorf("shoal logs printed\n%q\n%q\nshoal run --quiet\n%q\n%q", stdout, stderr, runStdout, runStderr)
+		}
+	})
+
+	t.Run("quiet", func(t *testing.T) {
+		code, stdout, _ := runOut("run", "--detach", "--quiet", "-n", "1", "--", prog)
+		if !regexp.MustCompile(`^talk-\w+\n$`).MatchString(stdout) {
+			t.Errorf("shoal run --detach --quiet: exit %d, stdout %q; want the id alone", code, stdout)
+		}
+		runOut("wait", strings.TrimSpace(stdout))
+	})
+
+	t.Run("program fails", func(t *testing.T) {
+		id := detach(t, "-n", "2", "--env", "CODE=7", "--", prog)
+		code, stdout, stderr := runOut("wait", id)
+		want := regexp.MustCompile(`^shoal wait: job ` + id + ` failed: rank \d exited with code 7; not restarting \(the program failed by itself\)\n$`)
+		if code != 7 || stdout != "" || !want.MatchString(stderr) {
+			t.Errorf("shoal wait: exit %d, stdout %q, stderr %q; want 7 and one line matching %s", code, stdout, stderr, want)
+		}
+	})
+
+	t.Run("follow", func(t *testing.T) {
+		id := detach(t, "-n", "2", "--env", "PAUSE=1", "--", prog)
+		code, stdout, _ := runOut("logs", "--follow", id)
+		if code != exitOK || strings.Join(sortedLines(stdout), ",") != "[0] late 0,[0] out 0,[1] late 1,[1] out 1" {
+			t.Errorf("shoal logs --follow: exit %d, stdout %q; want 0 and every line, the late ones too", code, stdout)
+		}
+		var j api.Job
+		_, out, _ := runOut("jobs", "--json")
+		var l api.JobList
+		json.Unmarshal([]byte(out), &l)
+		for _, x := range l.Jobs {
+			if x.ID == id {
+				j = x
+			}
+		}
+		if j.State != api.JobSucceeded {
+			t.Errorf("after shoal logs --follow, job %s is %q, want it ended: succeeded", id, j.State)
+		}
+	})
+
+	t.Run("unknown job", func(t *testing.T) {
+		for _, cmd := range []string{"wait", "logs"} {
+			code, _, stderr := runOut(cmd, "nosuch")
+			if code != exitNoJob || !strings.HasPrefix(stderr, `shoal `+cmd+`: no job "nosuch" known to the agent at `) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("shoal %s nosuch: exit %d, stderr %q; want %d and one line naming the job", cmd, code, stderr, exitNoJob)
+			}
+		}
+	})
+}
+
+// Ranks that keep dying of a signal use up --max-restarts: exit 3, as a job run on
+// this machine alone gives, whether shoal run follows the job or shoal wait does.
+func TestClusterRestartsExhausted(t *testing.T) {
+	clusterAgent(t)
+	die := script(t, "die", "kill -KILL $$\n")
+
+	code, stdout, stderr := runOut("run", "-n", "2", "--max-restarts", "1", "--", die)
+	want := regexp.MustCompile(`(?m)^shoal run: job die-\w+ failed: rank \d killed by signal 9; giving up after 1 restart \(--max-restarts\)$`)
+	if code != exitRestarts || !want.MatchString(stderr) {
+		t.Errorf("shoal run: exit %d, stderr %q; want %d and a line matching %s", code, stderr, exitRestarts, want)
+	}
+	if n := strings.Count(stdout, "restarting from the beginning"); n != 1 {
+		t.Errorf("%d restarts in\n%s\nwant 1", n, stdout)
+	}
+
+	id := detach(t, "-n", "1", "--max-restarts", "0", "--", die)
+	if code, _, stderr := runOut("wait", id); code != exitRestarts || !strings.Contains(stderr, "giving up after 0 restarts") {
+		t.Errorf("shoal wait: exit %d, stderr %q; want %d, giving up after 0 restarts", code, stderr, exitRestarts)
+	}
+	_, out, _ := runOut("jobs", "--json")
+	var l api.JobList
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range l.Jobs {
+		if !j.Exhausted || j.State != api.JobFailed {
+			t.Errorf("job %s: state %s, exhausted %t; want failed, exhausted", j.ID, j.State, j.Exhausted)
+		}
+	}
+}
+
+func TestDetachNeedsAnAgent(t *testing.T) {
+	t.Setenv("SHOAL_DATA_DIR", t.TempDir())
+	t.Setenv("SHOAL_AGENT", "")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--detach", "--local", "-n", "1", "/bin/true"}, "shoal run: --detach and --local: a detached job needs an agent to run it\n"},
+		{[]string{"run", "--detach", "-n", "1", "/bin/true"}, "shoal run: --detach needs an agent, and none runs on this node (or --local was given)\n"},
+		{[]string{"run", "--detach", "--wait-for-nodes", "1s", "-n", "1", "/bin/true"}, "shoal run: --detach and --wait-for-nodes need an agent, and none runs on this node (or --local was given)\n"},
+	}
+	for _, tt := range tests {
+		if code, stdout, stderr := runOut(tt.args...); code != exitUsage || stderr != tt.want || stdout != "" {
+			t.Errorf("shoal %s: exit %d, stdout %q, stderr %q; want %d, %q", strings.Join(tt.args, " "), code, stdout, stderr, exitUsage, tt.want)
+		}
+	}
+}

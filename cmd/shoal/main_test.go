@@ -1,0 +1,16 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// TestMain lets this test binary stand in for shoal where an agent that a test
+// starts in-process runs it (os.Executable): as the rank wrapper and as the
+// launcher's rsh agent.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && (os.Args[1] == "exec-rank" || os.Args[1] == "rsh") {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
