@@ -18,8 +18,14 @@ const EventCoordinator = "coordinator"
 // new leader takes the job over.
 var errLostLead = errors.New("coord: this node no longer leads the cluster")
 
-// leads reports whether this node leads the job store, and so coordinates jobs.
-func (s *Service) leads() bool { return s.cfg.Store.IsLeader() }
+// electionWait bounds how long a request waits for an election under way to end.
+const electionWait = 5 * time.Second
+
+// leads reports whether this node leads the job store, and so coordinates jobs;
+// during an election it waits for its outcome.
+func (s *Service) leads(ctx context.Context) bool {
+	return s.cfg.Store.AwaitLeader(ctx, electionWait) == s.cfg.Node && s.cfg.Store.IsLeader()
+}
 
 // lead follows this node's leadership of the job store: a new leader takes over
 // every job that has not ended; a node that stops leading stops running them.
@@ -130,7 +136,7 @@ func (s *Service) fetchFiles(ctx context.Context, info api.Job) error {
 
 // leader returns a client of the leading node's agent, or why there is none.
 func (s *Service) leader(ctx context.Context) (*api.Client, error) {
-	name := s.cfg.Store.Leader()
+	name := s.cfg.Store.AwaitLeader(ctx, electionWait)
 	if name != "" && name != s.cfg.Node {
 		nodes, err := s.cfg.Nodes(ctx)
 		if err != nil {

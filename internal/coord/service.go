@@ -122,7 +122,7 @@ func (r Result) Done() DoneData {
 // Submit creates a job and starts it. The leader of the job store coordinates
 // it; another node passes the job's files and the request on to the leader.
 func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
-	if !s.leads() {
+	if !s.leads(ctx) {
 		return s.forwardSubmit(ctx, spec)
 	}
 	for _, f := range spec.Files {
@@ -381,7 +381,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (api.Job, error) {
 	if !info.Ended.IsZero() {
 		return info, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
 	}
-	if !s.leads() {
+	if !s.leads(ctx) {
 		c, err := s.leader(ctx)
 		if err != nil {
 			return info, err
@@ -465,7 +465,7 @@ func (s *Service) PutFile(ctx context.Context, sum string, size int64, r io.Read
 // a checkpoint, then relaunches on the other nodes from it. It returns once all have
 // (or ctx ends). A leaving node's agent calls it through the API before it leaves.
 func (s *Service) Evacuate(ctx context.Context, node string) error {
-	if !s.leads() {
+	if !s.leads(ctx) {
 		c, err := s.leader(ctx)
 		if err != nil {
 			return err
@@ -481,7 +481,7 @@ func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceReq
 	if _, err := s.Job(ctx, id); err != nil {
 		return api.Job{}, err
 	}
-	if !s.leads() {
+	if !s.leads(ctx) {
 		c, err := s.leader(ctx)
 		if err != nil {
 			return api.Job{}, err

@@ -363,3 +363,19 @@ func (s *Store) WaitJob(ctx context.Context, id string) error {
 		}
 	}
 }
+
+// AwaitLeader returns the leading node's name, waiting up to timeout for an
+// election to end; "" when none ended.
+func (s *Store) AwaitLeader(ctx context.Context, timeout time.Duration) string {
+	deadline := time.Now().Add(timeout)
+	for {
+		if l := s.Leader(); l != "" || time.Now().After(deadline) {
+			return l
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
