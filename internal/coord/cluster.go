@@ -134,7 +134,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.mu.Lock()
 	b.cj.placement = p
 	b.cj.mu.Unlock()
-	b.cj.update(func(a *api.Job) { a.Placement = byNode; a.State = api.JobStaging })
+	b.cj.update(func(a *api.Job) { a.Placement = byNode })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a
@@ -178,19 +178,21 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 	b.refresh(ctx)
 	b.replicate(ctx)
 	b.markComplete(ctx)
-	select {
-	case rc := <-b.reconfigs:
-		if why := b.vetRebalance(ctx, rc); why != "" {
-			b.j.event(EventRebalance, Event{Message: "not rebalancing: " + why})
-			if rc.refused != nil {
-				*rc.refused = why
+	if b.pending == nil { // one move at a time: the next waits for this one's relaunch
+		select {
+		case rc := <-b.reconfigs:
+			if why := b.vetRebalance(ctx, rc); why != "" {
+				b.j.event(EventRebalance, Event{Message: "not rebalancing: " + why})
+				if rc.refused != nil {
+					*rc.refused = why
+				}
+				close(rc.done)
+			} else {
+				b.startReconfig(ctx, rc)
 			}
-			close(rc.done)
-		} else {
-			b.startReconfig(ctx, rc)
+		default:
+			b.autoRebalance(ctx)
 		}
-	default:
-		b.autoRebalance(ctx)
 	}
 	if rc := b.pending; rc != nil {
 		b.mu.Lock()
@@ -253,7 +255,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 
 // choose picks the newest complete epoch whose every rank's shard survives on a node
 // the job may still use.
-func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped) {
+func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error) {
 	b.refresh(ctx)
 	without := ""
 	if b.pending != nil {
@@ -280,9 +282,9 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckp
 		return nil
 	})
 	if err != nil {
-		return 0, ckpt.Header{}, skipped
+		return 0, ckpt.Header{}, skipped, nil
 	}
-	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.NRanks), CreatedNs: b.created[epoch]}, skipped
+	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.NRanks), CreatedNs: b.created[epoch]}, skipped, nil
 }
 
 func (b *clusterBackend) epochBase() uint64 {

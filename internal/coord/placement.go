@@ -61,7 +61,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		}
 		if !announced {
 			announced = true
-			b.j.event(EventNodes, Event{State: Placing, Message: fmt.Sprintf("%s; waiting up to %s for nodes to join", short, wait)})
+			b.j.event(EventNodes, Event{Message: fmt.Sprintf("%s; waiting up to %s for nodes to join", short, wait)})
 		}
 		select {
 		case <-ctx.Done():

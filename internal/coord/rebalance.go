@@ -121,8 +121,9 @@ func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
 	return ""
 }
 
-// startReconfig asks rank 0's node for an immediate checkpoint; the relaunch follows
-// once that epoch is complete (see poll).
+// startReconfig moves the job (see [Move]): it asks rank 0's node for an immediate
+// checkpoint after which the ranks hold; the relaunch follows once that epoch is
+// complete (see poll).
 func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
 	b.mu.Lock()
 	after := uint64(0)
@@ -132,9 +133,10 @@ func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
 	b.mu.Unlock()
 	rc.after = after
 	b.pending = &rc
+	d := b.j.policy.Decide(Outcome{Kind: Move, Detail: rc.reason}, 0)
+	b.j.setState(d.State, Event{Kind: EventReconfig, Message: d.Reason})
 	id := b.cj.snapshot().ID
 	if err := b.peer(b.placement[0]).RequestHold(ctx, id); err != nil {
 		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: checkpoint request to %s failed: %v", b.placement[0], err)})
 	}
-	b.j.event(EventReconfig, Event{Message: fmt.Sprintf("%s: checkpointing now, then relaunching", rc.reason)})
 }

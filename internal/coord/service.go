@@ -192,7 +192,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob) {
 		Stderr: &lineEvents{job: j, typ: "output-err"},
 		Events: func(e Event) {
 			if e.State != "" {
-				j.update(func(a *api.Job) { a.State = api.JobState(e.State) })
+				j.update(func(a *api.Job) { a.State = e.State })
 			}
 			if e.Kind == EventEpoch {
 				j.update(func(a *api.Job) { a.Epoch = e.Epoch })
@@ -216,9 +216,9 @@ func (s *Service) run(ctx context.Context, j *clusterJob) {
 	j.mu.Unlock()
 	var res Result
 	if err := spec.Validate(); err != nil {
-		res = Result{State: Failed, Reason: err.Error()}
+		res = rj.fail(err.Error())
 	} else if err := os.MkdirAll(filepath.Join(cfg.RunRoot, spec.ID), 0o755); err != nil {
-		res = Result{State: Failed, Reason: err.Error()}
+		res = rj.fail(err.Error())
 	} else {
 		rj.be = cb
 		res = rj.loop(ctx)
@@ -241,23 +241,23 @@ drain:
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			p.Revoke(cctx, info.ID)
-			if res.State == Succeeded {
+			if res.State == api.JobSucceeded {
 				p.RemoveShardsBefore(cctx, info.ID, ^uint64(0))
 			}
 		}(cb.peer(name))
 	}
 	code := res.ExitCode
-	if res.State != Succeeded && code == 0 {
+	if res.State != api.JobSucceeded && code == 0 {
 		code = 1
 	}
 	j.update(func(a *api.Job) {
-		a.State, a.Ended, a.Restarts, a.Reason = api.JobState(res.State), time.Now(), res.Restarts, res.Reason
+		a.State, a.Ended, a.Restarts, a.Reason = res.State, time.Now(), res.Restarts, res.Reason
 		a.ExitCode = &code
 	})
 	j.mu.Lock()
 	j.done = true
 	j.mu.Unlock()
-	j.record("done", res.Reason, DoneData{State: api.JobState(res.State), ExitCode: code, Reason: res.Reason})
+	j.record("done", res.Reason, DoneData{State: res.State, ExitCode: code, Reason: res.Reason})
 }
 
 // stage copies every file of the job that peer lacks from this node's cache, and
