@@ -28,16 +28,12 @@ func (p peer) Revoke(ctx context.Context, job string) error {
 	return err
 }
 
-func (p peer) Shards(ctx context.Context, job string) ([]coord.ShardInfo, *api.Progress, error) {
+func (p peer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
 	idx, err := p.Client.Shards(ctx, job)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]coord.ShardInfo, len(idx.Shards))
-	for i, s := range idx.Shards {
-		out[i] = coord.ShardInfo{Epoch: s.Epoch, Rank: s.Rank, CreatedNs: s.CreatedNs, Checksum: s.Checksum}
-	}
-	return out, idx.Progress, nil
+	return idx.Shards, idx.Progress, nil
 }
 
 func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,36 +16,33 @@ import (
 )
 
 // clusterBackend runs a job over the cluster's nodes. Each rank writes its shards to
-// its own node; the backend has every shard copied to Redundancy nodes, counts an
-// epoch complete when every rank's shard is that durable, and after a node is lost
-// relaunches from the newest complete epoch whose shards all survive, on the nodes
-// that remain.
+// its own node; the backend has every shard copied to as many nodes as the job's
+// redundancy asks, counts an epoch complete when every rank's shard is that durable
+// (its [EpochBook] decides), and after a node is lost relaunches from the newest
+// complete epoch whose shards all survive, on the nodes that remain.
 type clusterBackend struct {
 	s  *Service
 	cj *clusterJob
 	j  *job
 
-	redundancy int
-	placement  place.Placement
-	nodes      map[string]api.Node // the nodes of the current run, as placed
+	// The current run, changed only by prepare; read by the job's goroutine and by
+	// goroutines it waits for.
+	placement place.Placement
+	nodes     map[string]api.Node // the nodes of the current run, as placed
 
-	mu      sync.Mutex
-	holders map[uint64]map[int]map[string]bool // epoch → rank → nodes with a verified copy
-	// sums holds, by epoch and rank, the checksum of the shard as the rank's own node
-	// wrote it in the run that took the epoch. A copy counts only when it matches:
-	// a node that was cut off and comes back may hold shards its fenced ranks wrote
-	// under numbers a later run has reused, and those must never be counted.
-	sums      map[uint64]map[int]uint64
-	runBase   uint64            // the first epoch the current run may write
-	created   map[uint64]uint64 // epoch → created_ns
-	complete  map[uint64]bool
-	inflight  map[shardCopy]bool // replications under way
-	lastSeen  map[string]time.Time
-	excluded  map[string]bool // nodes that stopped answering; not placed on
-	lastPoll  time.Time
-	highest   uint64
-	reconfigs chan reconfig
-	pending   *reconfig // a planned reconfiguration waiting for its checkpoint
+	mu       sync.Mutex // guards the four below, shared with the copies under way
+	book     EpochBook
+	inflight map[shardCopy]bool // replications under way
+	lastSeen map[string]time.Time
+	excluded map[string]bool // nodes that stopped answering; not placed on
+
+	// onBook, when set, receives a copy of the book whenever its complete epochs
+	// change (one became complete, older ones were pruned), from the job's
+	// goroutine, so the job's state store can keep it.
+	onBook    func(EpochBook)
+	reconfigs chan reconfig // asked for by the service
+	pending   *reconfig     // a planned reconfiguration waiting for its checkpoint (job goroutine only)
+	lastPoll  time.Time     // job goroutine only
 
 	// What a rebalance is weighed with, measured on this job (job goroutine only).
 	launchAt    time.Time     // when the current run's placement was made (this node's clock)
@@ -55,6 +53,22 @@ type clusterBackend struct {
 	progLast    *api.Progress // and its latest
 	progSeen    time.Time     // when the latest was first seen (this node's clock)
 	autoWeighed string        // the live nodes an automatic rebalance was last weighed for
+}
+
+// newClusterBackend returns the backend of job rj, which s coordinates as cj. book
+// is where its epochs are recorded from: empty for a new job; for a job a new
+// coordinator resumes, the book its predecessor kept. The backend keeps a copy.
+func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clusterBackend {
+	b := &clusterBackend{
+		s: s, cj: cj, j: rj, book: book.Clone(),
+		inflight: map[shardCopy]bool{}, lastSeen: map[string]time.Time{}, excluded: map[string]bool{},
+		reconfigs: make(chan reconfig, 4),
+	}
+	if f := s.cfg.OnBook; f != nil {
+		id := rj.spec.ID
+		b.onBook = func(book EpochBook) { f(id, book) }
+	}
+	return b
 }
 
 // reconfig is a planned relaunch: a node leaving, or a rebalance over new nodes.
@@ -153,14 +167,14 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 		return engine.Launch{}, nil, "", err
 	}
 	b.j.progressFile = "" // progress comes with rank 0's node's shard index (refresh)
-	names := make([]string, 0, len(byNode))
+	used := make([]string, 0, len(byNode))
 	for n := range byNode {
-		names = append(names, n)
+		used = append(used, n)
 	}
-	sort.Strings(names)
-	where := fmt.Sprintf("on %d nodes (%s)", len(names), p)
+	sort.Strings(used)
+	where := fmt.Sprintf("on %d nodes (%s)", len(used), p)
 	if moves != "" {
-		where = fmt.Sprintf("on %s (%s)", strings.Join(names, ", "), moves)
+		where = fmt.Sprintf("on %s (%s)", strings.Join(used, ", "), moves)
 	}
 	return l, launcherEnv, where, nil
 }
@@ -196,16 +210,11 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 	}
 	if rc := b.pending; rc != nil {
 		b.mu.Lock()
-		var taken uint64
-		for e := range b.complete {
-			if e > rc.after {
-				taken = max(taken, e)
-			}
-		}
+		taken := b.book.Newest()
 		// The ranks hold still after that checkpoint: nothing since it is lost.
-		at := time.Unix(0, int64(b.created[taken]))
+		at := time.Unix(0, int64(b.book.CreatedNs(taken)))
 		b.mu.Unlock()
-		if taken > 0 {
+		if taken > rc.after {
 			return &nodeLoss{nodes: []string{rc.without}, reason: rc.reason, at: at, planned: true}
 		}
 	}
@@ -254,8 +263,16 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 }
 
 // choose picks the newest complete epoch whose every rank's shard survives on a node
-// the job may still use.
+// the job may still use. With no complete epoch the job starts afresh; when none
+// survives, it cannot go on (a [*LostEpochError]).
 func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error) {
+	if b.nodes == nil {
+		// A resumed job: its runs were another coordinator's. Every live node is
+		// asked what it holds, and fenced before the relaunch (prepare).
+		if live, err := b.liveNodes(ctx, ""); err == nil {
+			b.nodes = live
+		}
+	}
 	b.refresh(ctx)
 	without := ""
 	if b.pending != nil {
@@ -264,32 +281,28 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckp
 	live, _ := b.liveNodes(ctx, without)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var candidates []uint64
-	for e := range b.complete {
-		candidates = append(candidates, e)
-	}
-	epoch, skipped, err := ckpt.Choose(candidates, func(e uint64) error {
-		for r := 0; r < b.j.spec.NRanks; r++ {
-			found := false
-			for h := range b.holders[e][r] {
-				_, ok := live[h]
-				found = found || ok
-			}
-			if !found {
-				return fmt.Errorf("rank %d's shard is on no live node", r)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	epoch, skipped, err := b.book.Choose(names(live))
+	switch {
+	case errors.Is(err, ckpt.ErrNoEpoch):
 		return 0, ckpt.Header{}, skipped, nil
+	case err != nil:
+		return 0, ckpt.Header{}, skipped, err
 	}
-	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.NRanks), CreatedNs: b.created[epoch]}, skipped, nil
+	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.NRanks), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
 }
 
 func (b *clusterBackend) epochBase() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.runBase = b.highest + 1
-	return b.runBase
+	return b.book.StartRun()
+}
+
+// names returns the names of nodes, sorted.
+func names(nodes map[string]api.Node) []string {
+	out := make([]string, 0, len(nodes))
+	for n := range nodes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

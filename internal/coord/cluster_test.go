@@ -82,42 +82,6 @@ func TestCoresNeeded(t *testing.T) {
 	}
 }
 
-// TestAcceptOnlyTheWritersShards: a copy counts only when it matches the shard its
-// rank's node wrote in the run that took the epoch; a node back from a cut with a
-// fenced run's shards under reused numbers is not counted, but its numbers are seen.
-func TestAcceptOnlyTheWritersShards(t *testing.T) {
-	b := &clusterBackend{sums: map[uint64]map[int]uint64{}, runBase: 5, placement: place.Placement{"a", "b"}}
-	accepted := func(node string, shards ...ShardInfo) []ShardInfo {
-		b.noteWritten(node, shards)
-		return b.accept(node, shards)
-	}
-	if got := accepted("c", ShardInfo{Epoch: 5, Rank: 0, Checksum: 99}); len(got) != 0 {
-		t.Errorf("a copy counted before the writer reported its shard: %v", got)
-	}
-	if got := accepted("a", ShardInfo{Epoch: 5, Rank: 0, Checksum: 1}); len(got) != 1 {
-		t.Errorf("the writer's own shard was not counted: %v", got)
-	}
-	got := accepted("b", ShardInfo{Epoch: 5, Rank: 0, Checksum: 1}, ShardInfo{Epoch: 5, Rank: 1, Checksum: 2})
-	if len(got) != 2 {
-		t.Errorf("a replica and b's own shard: counted %v, want both", got)
-	}
-	stale := []ShardInfo{
-		{Epoch: 5, Rank: 1, Checksum: 9}, // same numbers, other content: a fenced run's
-		{Epoch: 3, Rank: 0, Checksum: 3}, // an epoch this coordinator never saw written
-		{Epoch: 7, Rank: 1, Checksum: 7}, // ahead of the run: written by no run of ours
-	}
-	if got := accepted("c", stale...); len(got) != 0 {
-		t.Errorf("stale shards counted: %v", got)
-	}
-	if b.highest != 7 {
-		t.Errorf("highest epoch seen %d, want 7: a new run must not reuse a number a node holds", b.highest)
-	}
-	// The writer of rank 0 (a) reporting epoch 4, before this run: not this run's.
-	if got := accepted("a", ShardInfo{Epoch: 4, Rank: 0, Checksum: 4}); len(got) != 0 {
-		t.Errorf("a shard below the run's base without a record counted: %v", got)
-	}
-}
-
 // fetchPeer is a Peer whose Fetch blocks until released; it records the copies asked.
 type fetchPeer struct {
 	Peer
@@ -139,12 +103,10 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer {
 		return fetchPeer{node: n.Name, asked: asked, release: release}
 	}}}
-	b := &clusterBackend{
-		s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, redundancy: 2,
-		nodes:    map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
-		holders:  map[uint64]map[int]map[string]bool{1: {0: {"a": true}}},
-		complete: map[uint64]bool{}, inflight: map[shardCopy]bool{}, highest: 1,
-	}
+	book := NewEpochBook(1, 2)
+	book.AddCopy(1, 0, "a")
+	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 1}, Output{}), book)
+	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 	for poll := 0; poll < 3; poll++ {
 		b.replicate(context.Background())
 	}
@@ -162,10 +124,10 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 // indexPeer is a Peer whose shard index is fixed.
 type indexPeer struct {
 	Peer
-	shards []ShardInfo
+	shards []api.ShardInfo
 }
 
-func (p indexPeer) Shards(ctx context.Context, job string) ([]ShardInfo, *api.Progress, error) {
+func (p indexPeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
 	return p.shards, nil, nil
 }
 
@@ -174,24 +136,20 @@ func (p indexPeer) Shards(ctx context.Context, job string) ([]ShardInfo, *api.Pr
 // epoch completes in that round, not a poll later (at short intervals later epochs
 // would overtake it).
 func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
-	idx := map[string][]ShardInfo{
+	idx := map[string][]api.ShardInfo{
 		"a": {{Epoch: 1, Rank: 0, Checksum: 10}, {Epoch: 1, Rank: 1, Checksum: 11}},
 		"b": {{Epoch: 1, Rank: 1, Checksum: 11}, {Epoch: 1, Rank: 2, Checksum: 12}},
 		"c": {{Epoch: 1, Rank: 2, Checksum: 12}, {Epoch: 1, Rank: 0, Checksum: 10}},
 	}
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}}
 	for round := 0; round < 20; round++ {
-		b := &clusterBackend{
-			s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, j: &job{spec: Spec{NRanks: 3}}, redundancy: 2,
-			nodes:     map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
-			placement: place.Placement{"a", "b", "c"}, runBase: 1,
-			holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{},
-			created: map[uint64]uint64{}, complete: map[uint64]bool{}, inflight: map[shardCopy]bool{},
-			lastSeen: map[string]time.Time{},
-		}
+		b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 3}, Output{}), NewEpochBook(3, 2))
+		b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
+		b.placement = place.Placement{"a", "b", "c"}
+		b.epochBase()
 		b.refresh(context.Background())
 		for r := 0; r < 3; r++ {
-			if n := len(b.holders[1][r]); n != 2 {
+			if n := len(b.book.Holders(1, r)); n != 2 {
 				t.Fatalf("round %d: rank %d has %d counted copies after one refresh, want 2", round, r, n)
 			}
 		}

@@ -98,6 +98,17 @@ type Result struct {
 	Reason    string // one line: why it ended
 }
 
+// Resume makes a job's loop begin as the relaunch of a job another coordinator
+// ran, from the newest complete epoch of the book its backend was given. The
+// relaunch counts as a restart (see [RestartPolicy]); the restart line begins
+// with Why.
+type Resume struct {
+	Restarts int    // restarts the job had used before
+	Why      string // "coordinator n1 lost"
+	// At is when the job was lost, for the work lost since its epoch; zero: now.
+	At time.Time
+}
+
 // Output is where a job's rank output and events go. Events must be safe to call
 // from several goroutines; it is never called after Run returns.
 type Output struct {

@@ -85,15 +85,10 @@ func totalCores(nodes map[string]api.Node) int {
 
 // nodeList names nodes in order: "n1, n2".
 func nodeList(nodes map[string]api.Node) string {
-	names := make([]string, 0, len(nodes))
-	for n := range nodes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
+	if len(nodes) == 0 {
 		return "none"
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names(nodes), ", ")
 }
 
 // describeMoves says where a lost node's ranks went, and how many ranks of the

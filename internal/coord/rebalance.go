@@ -126,12 +126,8 @@ func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
 // complete (see poll).
 func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
 	b.mu.Lock()
-	after := uint64(0)
-	for e := range b.complete {
-		after = max(after, e)
-	}
+	rc.after = b.book.Newest()
 	b.mu.Unlock()
-	rc.after = after
 	b.pending = &rc
 	d := b.j.policy.Decide(Outcome{Kind: Move, Detail: rc.reason}, 0)
 	b.j.setState(d.State, Event{Kind: EventReconfig, Message: d.Reason})

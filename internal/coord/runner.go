@@ -54,6 +54,7 @@ type job struct {
 	be       backend
 	lc       *Lifecycle
 	policy   RestartPolicy
+	resume   *Resume // set: the loop begins by relaunching a job another coordinator ran
 	runDir   string
 	progress int // last progress decile reported
 	// progressFile is where rank 0 reports progress, when it runs on this node.
@@ -121,7 +122,7 @@ type backend interface {
 	finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss)
 	// choose picks the epoch to restart from and names the epochs passed over.
 	// Epoch 0 is a fresh start. An error means no epoch survives and the job
-	// cannot go on.
+	// cannot go on (an [ErrEpochLost]).
 	choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error)
 	// epochBase is the lowest epoch number a new run may write.
 	epochBase() uint64
@@ -165,8 +166,22 @@ func (j *job) loop(ctx context.Context) Result {
 	var next relaunch
 	restarts := 0
 	started := time.Now()
+	var resumed *ending
+	if r := j.resume; r != nil {
+		at := r.At
+		if at.IsZero() {
+			at = started
+		}
+		restarts = r.Restarts
+		resumed = &ending{Outcome: Outcome{Kind: CoordinatorLost, Detail: r.Why}, at: at, runStart: at, wholeJob: true}
+	}
 	for {
-		end := j.run(ctx, next)
+		var end ending
+		if resumed != nil {
+			end, resumed = *resumed, nil
+		} else {
+			end = j.run(ctx, next)
+		}
 		d := j.policy.Decide(end.Outcome, restarts)
 		if d.Restart {
 			restarts++

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 )
 
@@ -181,5 +182,51 @@ func TestLoopCancelled(t *testing.T) {
 	want := []api.JobState{api.JobPending, api.JobStaging, api.JobRunning, api.JobCancelled}
 	if s := ev.states(); !slices.Equal(s, want) {
 		t.Errorf("states %v, want %v", s, want)
+	}
+}
+
+// A job resumed by a new coordinator begins by restarting, counted as a restart,
+// and its restart line says why.
+func TestLoopResume(t *testing.T) {
+	tests := []struct {
+		name     string
+		used     int
+		max      int
+		runs     []string
+		want     Result
+		states   []api.JobState
+		restarts []string
+	}{
+		{"within the restarts", 1, 3, []string{"ok"},
+			Result{State: api.JobSucceeded, Restarts: 2, Reason: "every rank finished"},
+			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
+			[]string{"coordinator n1 lost; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"}},
+		{"restarts used up", 3, 3, nil,
+			Result{State: api.JobFailed, Restarts: 3, Exhausted: true, Reason: "coordinator n1 lost; giving up after 3 restarts (--max-restarts)"},
+			[]api.JobState{api.JobPending, api.JobFailed}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, ev := localJob(t, fakeMpirun(t, tt.runs...), tt.max)
+			j.resume = &Resume{Restarts: tt.used, Why: "coordinator n1 lost"}
+			j.be = &localBackend{j: j, dir: ckpt.JobDir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
+				complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
+			if err := os.MkdirAll(j.runDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			got := j.loop(context.Background())
+			if got != tt.want {
+				t.Errorf("result\n got %+v\nwant %+v", got, tt.want)
+			}
+			if s := ev.states(); !slices.Equal(s, tt.states) {
+				t.Errorf("states %v, want %v", s, tt.states)
+			}
+			if r := ev.find(EventRestart); !slices.Equal(r, tt.restarts) {
+				t.Errorf("restart lines %q, want %q", r, tt.restarts)
+			}
+			if first := ev.find(EventState); len(first) == 0 || !strings.HasPrefix(first[0], "coordinator n1 lost; ") {
+				t.Errorf("state events %q: the first must say the coordinator was lost", first)
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ type Peer interface {
 	Revoke(ctx context.Context, job string) error
 	// Shards lists the job's shards the node holds and has verified, and the job's
 	// progress as a rank 0 on the node last reported it (nil: none).
-	Shards(ctx context.Context, job string) ([]ShardInfo, *api.Progress, error)
+	Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error)
 	// Fetch makes the node copy a shard from the agent at API address from.
 	Fetch(ctx context.Context, ref api.ShardRef, from string) error
 	// RankStates reads how the job's ranks on the node ended.
@@ -44,14 +44,6 @@ type Peer interface {
 	RequestCheckpoint(ctx context.Context, job string) error
 	// RequestHold asks for a checkpoint after which the ranks wait to be stopped.
 	RequestHold(ctx context.Context, job string) error
-}
-
-// ShardInfo is one verified shard a node holds.
-type ShardInfo struct {
-	Epoch     uint64
-	Rank      int
-	CreatedNs uint64
-	Checksum  uint64 // equal copies have equal checksums
 }
 
 // ServiceConfig wires a coordinator into its node.
@@ -68,6 +60,11 @@ type ServiceConfig struct {
 	// Launch serves launch requests for this node (see internal/launch); nil
 	// refuses them.
 	Launch func(ctx context.Context, req api.LaunchRequest) (func(conn io.ReadWriteCloser), error)
+	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
+	// complete epochs change (one became complete, older ones were pruned), so
+	// that a coordinator taking the job over can start from it (see [Resume]).
+	// Never called concurrently for one job; it should return quickly.
+	OnBook func(job string, book EpochBook)
 }
 
 // Service is the job coordinator of one agent: it implements [api.JobService] and
@@ -150,7 +147,7 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	}
 	s.jobs[id] = j
 	s.mu.Unlock()
-	go s.run(runCtx, j)
+	go s.run(runCtx, j, nil, nil)
 	return j.snapshot(), nil
 }
 
@@ -176,8 +173,11 @@ func NewJobID(program string) string {
 	return name + "-" + hex.EncodeToString(b[:])
 }
 
-// run drives one job from placement to its end.
-func (s *Service) run(ctx context.Context, j *clusterJob) {
+// run drives one job from placement to its end. book is the job's epoch book
+// (nil: a new job's, empty); resume, when set, makes the job begin by relaunching
+// from the book's newest surviving epoch, as a new coordinator does with a job
+// whose coordinator was lost.
+func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resume *Resume) {
 	info := j.snapshot()
 	spec := Spec{
 		ID: info.ID, NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
@@ -204,14 +204,14 @@ func (s *Service) run(ctx context.Context, j *clusterJob) {
 	if red == 0 {
 		red = 2
 	}
-	rj := newJob(cfg, spec, out)
-	j.mu.Lock()
-	j.backend = &clusterBackend{
-		s: s, cj: j, j: rj, redundancy: red,
-		holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{}, created: map[uint64]uint64{},
-		complete: map[uint64]bool{}, inflight: map[shardCopy]bool{}, lastSeen: map[string]time.Time{},
-		excluded: map[string]bool{}, reconfigs: make(chan reconfig, 4),
+	if book == nil {
+		fresh := NewEpochBook(spec.NRanks, red)
+		book = &fresh
 	}
+	rj := newJob(cfg, spec, out)
+	rj.resume = resume
+	j.mu.Lock()
+	j.backend = newClusterBackend(s, j, rj, *book)
 	cb := j.backend
 	j.mu.Unlock()
 	var res Result
