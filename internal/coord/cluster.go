@@ -152,13 +152,18 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a
-	// fenced run's ranks still alive. Then stage and grant.
+	// fenced run's ranks still alive. All at once, and all before staging and grants.
+	var fence sync.WaitGroup
 	for name := range live {
-		_, wasIn := old[name]
-		if wasIn || len(byNode[name]) > 0 {
-			b.peer(name).Revoke(ctx, info.ID)
+		if _, wasIn := old[name]; wasIn || len(byNode[name]) > 0 {
+			fence.Add(1)
+			go func(p Peer) {
+				defer fence.Done()
+				p.Revoke(ctx, info.ID)
+			}(b.peer(name))
 		}
 	}
+	fence.Wait()
 	if err := b.stage(ctx, info, byNode, restartEpoch); err != nil {
 		return engine.Launch{}, nil, "", err
 	}
@@ -232,16 +237,25 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	id := b.cj.snapshot().ID
 	var states []engine.RankState
 	var silent []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for name := range b.nodes {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		s, err := b.peer(name).RankStates(cctx, id)
-		cancel()
-		if err != nil {
-			silent = append(silent, name)
-			continue
-		}
-		states = append(states, s...)
+		wg.Add(1)
+		go func(name string, p Peer) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			s, err := p.RankStates(cctx, id)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				silent = append(silent, name)
+				return
+			}
+			states = append(states, s...)
+		}(name, b.peer(name))
 	}
+	wg.Wait()
 	if len(silent) == 0 {
 		if loss := b.checkMembers(ctx); loss != nil {
 			return states, loss

@@ -264,13 +264,26 @@ drain:
 // returns those it copied: a file the node's cache holds already (same content
 // hash) is not sent again.
 func (s *Service) stage(ctx context.Context, peer Peer, info api.Job) ([]api.File, error) {
-	var copied []api.File
-	for _, f := range info.Spec.Files {
-		has, err := peer.HasFile(ctx, f.SHA256)
+	// Ask about every file at once, then send those missing.
+	has := make([]bool, len(info.Spec.Files))
+	errs := make([]error, len(info.Spec.Files))
+	var wg sync.WaitGroup
+	for i, f := range info.Spec.Files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			has[i], errs[i] = peer.HasFile(ctx, f.SHA256)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return copied, err
+			return nil, err
 		}
-		if has {
+	}
+	var copied []api.File
+	for i, f := range info.Spec.Files {
+		if has[i] {
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))
