@@ -10,7 +10,6 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/coord"
-	"shoal/internal/engine"
 )
 
 // peer adapts an API client of another agent to what the coordinator needs.
@@ -39,18 +38,6 @@ func (p peer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Pro
 func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
 	_, err := p.Client.FetchShard(ctx, ref, from)
 	return err
-}
-
-func (p peer) RankStates(ctx context.Context, job string) ([]engine.RankState, error) {
-	states, err := p.Client.RankStates(ctx, job)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]engine.RankState, len(states))
-	for i, s := range states {
-		out[i] = engine.RankState{Rank: s.Rank, PID: s.PID, State: s.State, Code: s.Code, Signal: s.Signal, TimeNs: s.TimeNs}
-	}
-	return out, nil
 }
 
 func (p peer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
