@@ -31,6 +31,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 	deadline := time.Now().Add(wait)
 	opts := place.Options{MaxOversubscribe: spec.MaxOversubscribe}
 	announced := false
+	ranBefore := b.placement != nil || b.j.resume != nil // a resumed job ran under another coordinator
 	for {
 		live, err := b.liveNodes(ctx, without)
 		if err != nil {
@@ -43,7 +44,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 			}
 			return live, p, nil
 		}
-		if wait == 0 && b.placement != nil && len(live) > 0 {
+		if wait == 0 && ranBefore && len(live) > 0 {
 			p, err := place.Spread(placeNodes(live), spec.Ranks, place.Options{MaxOversubscribe: float64(spec.Ranks)})
 			if err == nil {
 				b.j.event(EventNodes, Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
