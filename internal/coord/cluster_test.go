@@ -3,6 +3,8 @@ package coord
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,6 +170,130 @@ func TestSeconds(t *testing.T) {
 	} {
 		if got := seconds(d); got != want {
 			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// bookPeer is a node holding a fixed shard index; removals are recorded.
+type bookPeer struct {
+	Peer
+	shards  []api.ShardInfo
+	removed chan uint64
+}
+
+func (p bookPeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
+	return p.shards, nil, nil
+}
+
+func (p bookPeer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
+	p.removed <- epoch
+	return nil
+}
+
+// TestOnBookWhenCompleteEpochsChange: the store hook hears of every change of the
+// complete epochs, with a copy, and of nothing else.
+func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
+	removed := make(chan uint64, 10)
+	var books []EpochBook
+	s := NewService(ServiceConfig{
+		DataDir: t.TempDir(),
+		Peer:    func(n api.Node) Peer { return bookPeer{removed: removed} },
+		OnBook:  func(job string, b EpochBook) { books = append(books, b) },
+	})
+	rj := newJob(Config{RunRoot: t.TempDir()}, Spec{ID: "j", NRanks: 1}, Output{})
+	b := newClusterBackend(s, &clusterJob{changed: make(chan struct{}), info: api.Job{ID: "j"}}, rj, NewEpochBook(1, 1))
+	b.nodes = map[string]api.Node{"a": {Name: "a"}}
+	b.placement = place.Placement{"a"}
+	b.epochBase()
+	tests := []struct {
+		written  uint64 // epoch a reports written (0: none)
+		calls    int    // OnBook calls so far
+		complete []uint64
+		removed  uint64 // shards removed before this epoch (0: none)
+	}{
+		{0, 0, nil, 0},
+		{1, 1, []uint64{1}, 0},
+		{1, 1, []uint64{1}, 0}, // nothing new
+		{2, 2, []uint64{1, 2}, 0},
+		{3, 3, []uint64{2, 3}, 2}, // epoch 1 pruned
+	}
+	var index []api.ShardInfo
+	for i, tt := range tests {
+		if tt.written != 0 {
+			index = append(index, api.ShardInfo{Epoch: tt.written, Rank: 0, Checksum: tt.written})
+		}
+		b.mu.Lock()
+		b.book.Index(map[string][]api.ShardInfo{"a": index}, b.placement)
+		b.mu.Unlock()
+		b.markComplete(context.Background())
+		if len(books) != tt.calls {
+			t.Fatalf("step %d: %d OnBook calls, want %d", i, len(books), tt.calls)
+		}
+		if tt.calls > 0 {
+			if got := books[len(books)-1].Complete(); !slices.Equal(got, tt.complete) {
+				t.Errorf("step %d: the book told has complete epochs %v, want %v", i, got, tt.complete)
+			}
+		}
+		if tt.removed != 0 {
+			if got := <-removed; got != tt.removed {
+				t.Errorf("step %d: shards removed before %d, want %d", i, got, tt.removed)
+			}
+		}
+	}
+	books[0].Epochs[1].Complete = false // a copy: the backend's own book is untouched
+	if got := b.book.Complete(); !slices.Equal(got, []uint64{2, 3}) {
+		t.Errorf("the backend's complete epochs %v after the store's copy changed", got)
+	}
+}
+
+// TestChooseFromASeededBook: a coordinator resuming a job chooses from the book it
+// was given, after asking every live node what it holds.
+func TestChooseFromASeededBook(t *testing.T) {
+	seed := book4() // epochs 3 and 4 complete over n1..n5
+	tests := []struct {
+		name  string
+		alive []string
+		want  uint64
+		err   string
+	}{
+		{"all but the old coordinator", []string{"n2", "n3", "n4", "n5"}, 4, ""},
+		{"two neighbours lost with it", []string{"n1", "n2", "n5"}, 0, "epoch 4 lost: shards of rank 2 were only on n3, n4"},
+	}
+	for _, tt := range tests {
+		var nodes []api.Node
+		index := map[string][]api.ShardInfo{}
+		for _, n := range tt.alive {
+			nodes = append(nodes, api.Node{Name: n, State: "alive"})
+		}
+		for _, e := range []uint64{3, 4} {
+			for r := 0; r < 5; r++ {
+				for _, h := range seed.Holders(e, r) {
+					index[h] = append(index[h], si(e, r, sum(e, r)))
+				}
+			}
+		}
+		asked := map[string]bool{}
+		var mu sync.Mutex
+		s := NewService(ServiceConfig{
+			Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
+			Peer: func(n api.Node) Peer {
+				mu.Lock()
+				asked[n.Name] = true
+				mu.Unlock()
+				return bookPeer{shards: index[n.Name]}
+			},
+		})
+		rj := newJob(Config{}, Spec{ID: "j", NRanks: 5}, Output{})
+		rj.resume = &Resume{Why: "coordinator n1 lost"}
+		b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, seed)
+		epoch, _, _, err := b.choose(context.Background())
+		if epoch != tt.want || (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) {
+			t.Errorf("%s: choose = %d, %v; want %d, %q", tt.name, epoch, err, tt.want, tt.err)
+		}
+		for _, n := range tt.alive {
+			if !asked[n] {
+				t.Errorf("%s: live node %s was not asked what it holds", tt.name, n)
+			}
 		}
 	}
 }
