@@ -10,7 +10,6 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/coord"
-	"shoal/internal/engine"
 )
 
 // peer adapts an API client of another agent to what the coordinator needs.
@@ -28,33 +27,17 @@ func (p peer) Revoke(ctx context.Context, job string) error {
 	return err
 }
 
-func (p peer) Shards(ctx context.Context, job string) ([]coord.ShardInfo, *api.Progress, error) {
+func (p peer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
 	idx, err := p.Client.Shards(ctx, job)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]coord.ShardInfo, len(idx.Shards))
-	for i, s := range idx.Shards {
-		out[i] = coord.ShardInfo{Epoch: s.Epoch, Rank: s.Rank, CreatedNs: s.CreatedNs, Checksum: s.Checksum}
-	}
-	return out, idx.Progress, nil
+	return idx.Shards, idx.Progress, nil
 }
 
 func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
 	_, err := p.Client.FetchShard(ctx, ref, from)
 	return err
-}
-
-func (p peer) RankStates(ctx context.Context, job string) ([]engine.RankState, error) {
-	states, err := p.Client.RankStates(ctx, job)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]engine.RankState, len(states))
-	for i, s := range states {
-		out[i] = engine.RankState{Rank: s.Rank, PID: s.PID, State: s.State, Code: s.Code, Signal: s.Signal, TimeNs: s.TimeNs}
-	}
-	return out, nil
 }
 
 func (p peer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {

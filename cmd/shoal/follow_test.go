@@ -44,11 +44,11 @@ func TestResultDoneExit(t *testing.T) {
 		res  coord.Result
 		want int
 	}{
-		{coord.Result{State: coord.Succeeded}, exitOK},
-		{coord.Result{State: coord.Failed, ExitCode: 7}, 7},
-		{coord.Result{State: coord.Failed, Exhausted: true}, exitRestarts},
-		{coord.Result{State: coord.Failed}, exitFailure},
-		{coord.Result{State: coord.Cancelled, ExitCode: 130}, exitCancelled},
+		{coord.Result{State: api.JobSucceeded}, exitOK},
+		{coord.Result{State: api.JobFailed, ExitCode: 7}, 7},
+		{coord.Result{State: api.JobFailed, Exhausted: true}, exitRestarts},
+		{coord.Result{State: api.JobFailed}, exitFailure},
+		{coord.Result{State: api.JobCancelled, ExitCode: 130}, exitCancelled},
 	}
 	for _, tt := range tests {
 		d := tt.res.Done()

@@ -57,8 +57,8 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 
 const jobsUsage = `Usage: shoal jobs [flags]
 
-Lists the jobs the local agent coordinates: ID, STATE (pending, placing, staging,
-running, recovering, succeeded, failed, cancelled), RANKS, the newest complete
+Lists the jobs the local agent coordinates: ID, STATE (pending, staging, running,
+moving, restarting, succeeded, failed, cancelled), RANKS, the newest complete
 checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks).
 
 Flags:
@@ -100,10 +100,11 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 const eventsUsage = `Usage: shoal events [flags] JOB
 
 Prints the events of JOB, one line each: time, type, message. Types include
+state (the job's state changed: staging, restarting and why, failed and why),
 launch, epoch (a checkpoint epoch became complete), node-lost, rank-lost,
-restart, reconfigure (a node leaving, a rebalance), rebalance (one weighed and
-not done), nodes (too few nodes: waiting for joins, or oversubscribing),
-progress, output, finished and done.
+restart, reconfigure (a node leaving, a rebalance: the job is moving), rebalance
+(one weighed and not done), nodes (too few nodes: waiting for joins, or
+oversubscribing), progress, output, finished and done.
 
 With --follow, a stream that breaks is picked up where it broke, as in
 'shoal logs --follow'.

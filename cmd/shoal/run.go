@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/engine"
 )
@@ -47,9 +48,9 @@ Flags:
 const runExitCodes = `
 Exit codes: 0 success; the program's own exit code when a rank exited non-zero
 by itself (not retried); 1 shoal could not run the job; 2 usage error;
-3 ranks kept dying and --max-restarts was used up; 130 interrupted (the job is
-cancelled). With --detach: 0 once the job is submitted; 'shoal wait' gives the
-job's code later.
+3 ranks kept dying (or mpirun kept failing without a rank saying why) and
+--max-restarts was used up; 130 interrupted (the job is cancelled). With
+--detach: 0 once the job is submitted; 'shoal wait' gives the job's code later.
 `
 
 type runFlags struct {
@@ -242,10 +243,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	}
 	res := coord.Run(ctx, cfg, spec, out)
 	switch res.State {
-	case coord.Succeeded:
+	case api.JobSucceeded:
 		os.RemoveAll(filepath.Join(ckptRoot, id))
 		os.RemoveAll(filepath.Join(runRoot, id))
-	case coord.Cancelled:
+	case api.JobCancelled:
 		fmt.Fprintf(stderr, "shoal run: job %s cancelled; checkpoints kept in %s\n", id, filepath.Join(ckptRoot, id))
 		return jobExit(res.Done())
 	}

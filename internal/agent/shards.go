@@ -91,13 +91,5 @@ func (s *shardService) RankStates(ctx context.Context, job string) ([]api.RankSt
 	if !api.ValidJobID(job) { // the path below is built from it
 		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
 	}
-	states, err := engine.ReadRankStates(RanksDir(s.dataDir, job))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.RankState, len(states))
-	for i, st := range states {
-		out[i] = api.RankState{Rank: st.Rank, PID: st.PID, State: st.State, Code: st.Code, Signal: st.Signal, TimeNs: st.TimeNs}
-	}
-	return out, nil
+	return engine.ReadRankStates(RanksDir(s.dataDir, job))
 }

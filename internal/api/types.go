@@ -57,17 +57,23 @@ type LeaveResponse struct {
 	State string `json:"state"` // "left"
 }
 
-// JobState is a job's place in the coordinator's state machine.
+// JobState is a job's place in the coordinator's state machine (the
+// coordinator's lifecycle lists the transitions between them).
 type JobState string
 
-// Job states (DESIGN.md: Pending → Placing → Staging → Running ⇄ Recovering →
-// Succeeded | Failed | Cancelled).
+// Job states.
 const (
-	JobPending    JobState = "pending"
-	JobPlacing    JobState = "placing"
-	JobStaging    JobState = "staging"
-	JobRunning    JobState = "running"
-	JobRecovering JobState = "recovering"
+	JobPending JobState = "pending"
+	// JobStaging: placing the ranks, fencing earlier runs, copying the job's
+	// files and the shards of the epoch a relaunch starts from.
+	JobStaging JobState = "staging"
+	JobRunning JobState = "running"
+	// JobMoving: a planned relaunch elsewhere (a node leaving, a rebalance): the
+	// ranks checkpoint, then the job is staged again; no work is lost.
+	JobMoving JobState = "moving"
+	// JobRestarting: recovering from a loss (a rank, a node, the launcher or the
+	// coordinator): choosing the epoch to restart from.
+	JobRestarting JobState = "restarting"
 	JobSucceeded  JobState = "succeeded"
 	JobFailed     JobState = "failed"
 	JobCancelled  JobState = "cancelled"

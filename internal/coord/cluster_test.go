@@ -3,6 +3,8 @@ package coord
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,42 +84,6 @@ func TestCoresNeeded(t *testing.T) {
 	}
 }
 
-// TestAcceptOnlyTheWritersShards: a copy counts only when it matches the shard its
-// rank's node wrote in the run that took the epoch; a node back from a cut with a
-// fenced run's shards under reused numbers is not counted, but its numbers are seen.
-func TestAcceptOnlyTheWritersShards(t *testing.T) {
-	b := &clusterBackend{sums: map[uint64]map[int]uint64{}, runBase: 5, placement: place.Placement{"a", "b"}}
-	accepted := func(node string, shards ...ShardInfo) []ShardInfo {
-		b.noteWritten(node, shards)
-		return b.accept(node, shards)
-	}
-	if got := accepted("c", ShardInfo{Epoch: 5, Rank: 0, Checksum: 99}); len(got) != 0 {
-		t.Errorf("a copy counted before the writer reported its shard: %v", got)
-	}
-	if got := accepted("a", ShardInfo{Epoch: 5, Rank: 0, Checksum: 1}); len(got) != 1 {
-		t.Errorf("the writer's own shard was not counted: %v", got)
-	}
-	got := accepted("b", ShardInfo{Epoch: 5, Rank: 0, Checksum: 1}, ShardInfo{Epoch: 5, Rank: 1, Checksum: 2})
-	if len(got) != 2 {
-		t.Errorf("a replica and b's own shard: counted %v, want both", got)
-	}
-	stale := []ShardInfo{
-		{Epoch: 5, Rank: 1, Checksum: 9}, // same numbers, other content: a fenced run's
-		{Epoch: 3, Rank: 0, Checksum: 3}, // an epoch this coordinator never saw written
-		{Epoch: 7, Rank: 1, Checksum: 7}, // ahead of the run: written by no run of ours
-	}
-	if got := accepted("c", stale...); len(got) != 0 {
-		t.Errorf("stale shards counted: %v", got)
-	}
-	if b.highest != 7 {
-		t.Errorf("highest epoch seen %d, want 7: a new run must not reuse a number a node holds", b.highest)
-	}
-	// The writer of rank 0 (a) reporting epoch 4, before this run: not this run's.
-	if got := accepted("a", ShardInfo{Epoch: 4, Rank: 0, Checksum: 4}); len(got) != 0 {
-		t.Errorf("a shard below the run's base without a record counted: %v", got)
-	}
-}
-
 // fetchPeer is a Peer whose Fetch blocks until released; it records the copies asked.
 type fetchPeer struct {
 	Peer
@@ -139,12 +105,10 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer {
 		return fetchPeer{node: n.Name, asked: asked, release: release}
 	}}}
-	b := &clusterBackend{
-		s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, redundancy: 2,
-		nodes:    map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
-		holders:  map[uint64]map[int]map[string]bool{1: {0: {"a": true}}},
-		complete: map[uint64]bool{}, inflight: map[shardCopy]bool{}, highest: 1,
-	}
+	book := NewEpochBook(1, 2)
+	book.AddCopy(1, 0, "a")
+	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 1}, Output{}), book)
+	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 	for poll := 0; poll < 3; poll++ {
 		b.replicate(context.Background())
 	}
@@ -162,10 +126,10 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 // indexPeer is a Peer whose shard index is fixed.
 type indexPeer struct {
 	Peer
-	shards []ShardInfo
+	shards []api.ShardInfo
 }
 
-func (p indexPeer) Shards(ctx context.Context, job string) ([]ShardInfo, *api.Progress, error) {
+func (p indexPeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
 	return p.shards, nil, nil
 }
 
@@ -174,24 +138,20 @@ func (p indexPeer) Shards(ctx context.Context, job string) ([]ShardInfo, *api.Pr
 // epoch completes in that round, not a poll later (at short intervals later epochs
 // would overtake it).
 func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
-	idx := map[string][]ShardInfo{
+	idx := map[string][]api.ShardInfo{
 		"a": {{Epoch: 1, Rank: 0, Checksum: 10}, {Epoch: 1, Rank: 1, Checksum: 11}},
 		"b": {{Epoch: 1, Rank: 1, Checksum: 11}, {Epoch: 1, Rank: 2, Checksum: 12}},
 		"c": {{Epoch: 1, Rank: 2, Checksum: 12}, {Epoch: 1, Rank: 0, Checksum: 10}},
 	}
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}}
 	for round := 0; round < 20; round++ {
-		b := &clusterBackend{
-			s: s, cj: &clusterJob{info: api.Job{ID: "j"}}, j: &job{spec: Spec{NRanks: 3}}, redundancy: 2,
-			nodes:     map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}},
-			placement: place.Placement{"a", "b", "c"}, runBase: 1,
-			holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{},
-			created: map[uint64]uint64{}, complete: map[uint64]bool{}, inflight: map[shardCopy]bool{},
-			lastSeen: map[string]time.Time{},
-		}
+		b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 3}, Output{}), NewEpochBook(3, 2))
+		b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
+		b.placement = place.Placement{"a", "b", "c"}
+		b.epochBase()
 		b.refresh(context.Background())
 		for r := 0; r < 3; r++ {
-			if n := len(b.holders[1][r]); n != 2 {
+			if n := len(b.book.Holders(1, r)); n != 2 {
 				t.Fatalf("round %d: rank %d has %d counted copies after one refresh, want 2", round, r, n)
 			}
 		}
@@ -210,6 +170,130 @@ func TestSeconds(t *testing.T) {
 	} {
 		if got := seconds(d); got != want {
 			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// bookPeer is a node holding a fixed shard index; removals are recorded.
+type bookPeer struct {
+	Peer
+	shards  []api.ShardInfo
+	removed chan uint64
+}
+
+func (p bookPeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
+	return p.shards, nil, nil
+}
+
+func (p bookPeer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
+	p.removed <- epoch
+	return nil
+}
+
+// TestOnBookWhenCompleteEpochsChange: the store hook hears of every change of the
+// complete epochs, with a copy, and of nothing else.
+func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
+	removed := make(chan uint64, 10)
+	var books []EpochBook
+	s := NewService(ServiceConfig{
+		DataDir: t.TempDir(),
+		Peer:    func(n api.Node) Peer { return bookPeer{removed: removed} },
+		OnBook:  func(job string, b EpochBook) { books = append(books, b) },
+	})
+	rj := newJob(Config{RunRoot: t.TempDir()}, Spec{ID: "j", NRanks: 1}, Output{})
+	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, NewEpochBook(1, 1))
+	b.nodes = map[string]api.Node{"a": {Name: "a"}}
+	b.placement = place.Placement{"a"}
+	b.epochBase()
+	tests := []struct {
+		written  uint64 // epoch a reports written (0: none)
+		calls    int    // OnBook calls so far
+		complete []uint64
+		removed  uint64 // shards removed before this epoch (0: none)
+	}{
+		{0, 0, nil, 0},
+		{1, 1, []uint64{1}, 0},
+		{1, 1, []uint64{1}, 0}, // nothing new
+		{2, 2, []uint64{1, 2}, 0},
+		{3, 3, []uint64{2, 3}, 2}, // epoch 1 pruned
+	}
+	var index []api.ShardInfo
+	for i, tt := range tests {
+		if tt.written != 0 {
+			index = append(index, api.ShardInfo{Epoch: tt.written, Rank: 0, Checksum: tt.written})
+		}
+		b.mu.Lock()
+		b.book.Index(map[string][]api.ShardInfo{"a": index}, b.placement)
+		b.mu.Unlock()
+		b.markComplete(context.Background())
+		if len(books) != tt.calls {
+			t.Fatalf("step %d: %d OnBook calls, want %d", i, len(books), tt.calls)
+		}
+		if tt.calls > 0 {
+			if got := books[len(books)-1].Complete(); !slices.Equal(got, tt.complete) {
+				t.Errorf("step %d: the book told has complete epochs %v, want %v", i, got, tt.complete)
+			}
+		}
+		if tt.removed != 0 {
+			if got := <-removed; got != tt.removed {
+				t.Errorf("step %d: shards removed before %d, want %d", i, got, tt.removed)
+			}
+		}
+	}
+	books[0].Epochs[1].Complete = false // a copy: the backend's own book is untouched
+	if got := b.book.Complete(); !slices.Equal(got, []uint64{2, 3}) {
+		t.Errorf("the backend's complete epochs %v after the store's copy changed", got)
+	}
+}
+
+// TestChooseFromASeededBook: a coordinator resuming a job chooses from the book it
+// was given, after asking every live node what it holds.
+func TestChooseFromASeededBook(t *testing.T) {
+	seed := book4() // epochs 3 and 4 complete over n1..n5
+	tests := []struct {
+		name  string
+		alive []string
+		want  uint64
+		err   string
+	}{
+		{"all but the old coordinator", []string{"n2", "n3", "n4", "n5"}, 4, ""},
+		{"two neighbours lost with it", []string{"n1", "n2", "n5"}, 0, "epoch 4 lost: shards of rank 2 were only on n3, n4"},
+	}
+	for _, tt := range tests {
+		var nodes []api.Node
+		index := map[string][]api.ShardInfo{}
+		for _, n := range tt.alive {
+			nodes = append(nodes, api.Node{Name: n, State: "alive"})
+		}
+		for _, e := range []uint64{3, 4} {
+			for r := 0; r < 5; r++ {
+				for _, h := range seed.Holders(e, r) {
+					index[h] = append(index[h], si(e, r, sum(e, r)))
+				}
+			}
+		}
+		asked := map[string]bool{}
+		var mu sync.Mutex
+		s := NewService(ServiceConfig{
+			Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
+			Peer: func(n api.Node) Peer {
+				mu.Lock()
+				asked[n.Name] = true
+				mu.Unlock()
+				return bookPeer{shards: index[n.Name]}
+			},
+		})
+		rj := newJob(Config{}, Spec{ID: "j", NRanks: 5}, Output{})
+		rj.resume = &Resume{Why: "coordinator n1 lost"}
+		b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, seed)
+		epoch, _, _, err := b.choose(context.Background())
+		if epoch != tt.want || (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) {
+			t.Errorf("%s: choose = %d, %v; want %d, %q", tt.name, epoch, err, tt.want, tt.err)
+		}
+		for _, n := range tt.alive {
+			if !asked[n] {
+				t.Errorf("%s: live node %s was not asked what it holds", tt.name, n)
+			}
 		}
 	}
 }

@@ -1,29 +1,20 @@
 // Package coord runs jobs: it launches the real MPI through an engine, watches the
 // job's checkpoint epochs, tells a lost rank from the program's own failure, and
 // relaunches from the newest complete epoch when a rank is lost.
+//
+// The decisions are pure and tested on plain data: a job's state changes only
+// through its [Lifecycle]; what follows each outcome of a run is the
+// [RestartPolicy]'s; which epochs are complete and which to restart from is the
+// [EpochBook]'s. The runner and the backends do the I/O around them.
 package coord
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"time"
-)
 
-// State is where a job is in its life:
-// Pending → Placing → Staging → Running ⇄ Recovering → Succeeded | Failed | Cancelled.
-type State string
-
-const (
-	Pending    State = "pending"
-	Placing    State = "placing"
-	Staging    State = "staging"
-	Running    State = "running"
-	Recovering State = "recovering"
-	Succeeded  State = "succeeded"
-	Failed     State = "failed"
-	Cancelled  State = "cancelled"
+	"shoal/internal/api"
 )
 
 // Errors a job spec can fail validation with.
@@ -33,7 +24,7 @@ var (
 
 // Spec is what the user asked to run.
 type Spec struct {
-	// ID names the job in paths and shards: 1 to 63 bytes of [A-Za-z0-9._-].
+	// ID names the job in paths and shards: see [api.ValidJobID].
 	ID      string
 	NRanks  int
 	Program string   // absolute path of an executable file
@@ -47,13 +38,11 @@ type Spec struct {
 	MaxRestarts int
 }
 
-var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,63}$`)
-
 // Validate reports the first problem with s, naming the field and the value.
 func (s Spec) Validate() error {
 	switch {
-	case !jobIDPattern.MatchString(s.ID):
-		return fmt.Errorf("%w: job id %q: want 1 to 63 of A-Z a-z 0-9 . _ -", ErrBadSpec, s.ID)
+	case !api.ValidJobID(s.ID):
+		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadSpec, s.ID)
 	case s.NRanks < 1:
 		return fmt.Errorf("%w: ranks = %d: need at least 1", ErrBadSpec, s.NRanks)
 	case s.Program == "":
@@ -68,41 +57,56 @@ func (s Spec) Validate() error {
 
 // Event is one step of a job, for `shoal run`'s output and the job's event stream.
 type Event struct {
-	Time    time.Time `json:"time"`
-	Job     string    `json:"job"`
-	Kind    string    `json:"kind"` // see the Event* constants
-	State   State     `json:"state,omitempty"`
-	Epoch   uint64    `json:"epoch,omitempty"`
-	Rank    int       `json:"rank,omitempty"`
-	Message string    `json:"message"`
+	Time time.Time `json:"time"`
+	Job  string    `json:"job"`
+	Kind string    `json:"kind"` // see the Event* constants
+	// State is set on the event of a transition (see [Lifecycle]): the job's
+	// new state.
+	State   api.JobState `json:"state,omitempty"`
+	Epoch   uint64       `json:"epoch,omitempty"`
+	Rank    int          `json:"rank,omitempty"`
+	Message string       `json:"message"`
 }
 
 // Event kinds.
 const (
-	EventState      = "state"
+	EventState      = "state" // a transition no other kind says more about
 	EventStage      = "stage" // the job's files copied to the nodes lacking them
 	EventLaunch     = "launch"
 	EventEpoch      = "epoch"       // an epoch became complete
 	EventEpochBad   = "epoch-bad"   // an epoch's shards failed verification
 	EventRankLost   = "rank-lost"   // a rank died of a signal
 	EventNodeLost   = "node-lost"   // a node of the run is gone
-	EventReconfig   = "reconfigure" // a planned relaunch: a node leaving, a rebalance
+	EventReconfig   = "reconfigure" // a planned relaunch begins: a node leaving, a rebalance
 	EventRestart    = "restart"     // relaunching from an epoch
 	EventProgress   = "progress"    // the program reported progress
 	EventAppFailure = "app-failure" // the program failed by itself
 	EventNodes      = "nodes"       // too few nodes: waiting for joins, or oversubscribing
 	EventRebalance  = "rebalance"   // a rebalance weighed and not done
 	EventDone       = "finished"
+	EventInternal   = "internal-error" // a bug in the coordinator, reported rather than fatal
 )
 
 // Result is how a job ended.
 type Result struct {
-	State    State
-	ExitCode int // the program's exit code when it ended by itself
+	State    api.JobState // succeeded, failed or cancelled
+	ExitCode int          // the program's exit code when it ended by itself; 130 cancelled
 	Restarts int
-	// Exhausted is set when ranks kept dying and MaxRestarts ran out.
+	// Exhausted is set when the job kept losing ranks, nodes, its launcher or its
+	// coordinator and MaxRestarts ran out.
 	Exhausted bool
-	Reason    string // one line, for Failed and Cancelled
+	Reason    string // one line: why it ended
+}
+
+// Resume makes a job's loop begin as the relaunch of a job another coordinator
+// ran, from the newest complete epoch of the book its backend was given. The
+// relaunch counts as a restart (see [RestartPolicy]); the restart line begins
+// with Why.
+type Resume struct {
+	Restarts int    // restarts the job had used before
+	Why      string // "coordinator n1 lost"
+	// At is when the job was lost, for the work lost since its epoch; zero: now.
+	At time.Time
 }
 
 // Output is where a job's rank output and events go. Events must be safe to call

@@ -68,15 +68,23 @@ func (s *Service) stepDown() {
 // fetched from the nodes that have them, and the job restarts from the newest
 // complete epoch of its book.
 func (s *Service) resume(info api.Job) {
-	_, book, _ := s.cfg.Store.Job(info.ID)
+	_, stored, _ := s.cfg.Store.Job(info.ID)
+	var book *EpochBook
+	if len(stored) > 0 {
+		book = new(EpochBook)
+		if err := json.Unmarshal(stored, book); err != nil {
+			book = nil // the job restarts from what the nodes hold, or afresh
+		}
+	}
+	lostAt := time.Now()
 	prev := info.Coordinator
 	why := fmt.Sprintf("coordinator %s lost", prev)
 	if prev == s.cfg.Node {
 		why = fmt.Sprintf("coordinator %s restarted", prev)
 	}
 	from := "from the beginning"
-	if e := newestComplete(book); e > 0 {
-		from = fmt.Sprintf("from epoch %d", e)
+	if book != nil && book.Newest() > 0 {
+		from = fmt.Sprintf("from epoch %d", book.Newest())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -86,22 +94,7 @@ func (s *Service) resume(info api.Job) {
 	info.Coordinator = s.cfg.Node
 	j := &clusterJob{s: s, info: info}
 	j.write(true, newEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil))
-	s.start(info, &Resume{Restarts: info.Restarts, Why: why})
-}
-
-// newestComplete is the newest complete epoch of a stored book, 0 for none.
-func newestComplete(book json.RawMessage) uint64 {
-	var b struct {
-		Complete map[uint64]bool `json:"complete"`
-	}
-	json.Unmarshal(book, &b)
-	var newest uint64
-	for e, ok := range b.Complete {
-		if ok {
-			newest = max(newest, e)
-		}
-	}
-	return newest
+	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt})
 }
 
 // fetchFiles copies into this node's cache every file of the job it lacks, from

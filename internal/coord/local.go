@@ -81,8 +81,9 @@ func (b *localBackend) scanEpochs() {
 }
 
 // choose picks the newest complete epoch whose every shard verifies now, and removes
-// incomplete epoch directories a killed run left behind.
-func (b *localBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped) {
+// incomplete epoch directories a killed run left behind. With none, the job starts
+// from the beginning, loudly (the skipped epochs are reported).
+func (b *localBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error) {
 	present, _ := b.dir.Epochs()
 	var candidates []uint64
 	for _, e := range present {
@@ -99,7 +100,7 @@ func (b *localBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.
 		return err
 	})
 	if errors.Is(err, ckpt.ErrNoEpoch) {
-		return 0, ckpt.Header{}, skipped
+		return 0, ckpt.Header{}, skipped, nil
 	}
-	return epoch, h, skipped
+	return epoch, h, skipped, nil
 }

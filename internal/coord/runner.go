@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 )
@@ -51,40 +52,37 @@ type job struct {
 	spec     Spec
 	out      Output
 	be       backend
+	lc       *Lifecycle
+	policy   RestartPolicy
+	resume   *Resume // set: the loop begins by relaunching a job another coordinator ran
 	runDir   string
 	progress int // last progress decile reported
 	// progressFile is where rank 0 reports progress, when it runs on this node.
 	progressFile string
-	resume       *Resume
-}
-
-// Resume starts a job's loop as a restart: another coordinator ran it before.
-type Resume struct {
-	Restarts int    // restarts counted so far
-	Why      string // "coordinator n1 lost"
 }
 
 // Run runs spec on this node until it succeeds, fails or ctx is cancelled, relaunching
 // from the newest complete epoch when a rank is lost.
 func Run(ctx context.Context, cfg Config, spec Spec, out Output) Result {
-	if err := spec.Validate(); err != nil {
-		return Result{State: Failed, Reason: err.Error()}
-	}
 	j := newJob(cfg, spec, out)
+	if err := spec.Validate(); err != nil {
+		return j.fail(err.Error())
+	}
 	lb := &localBackend{j: j, dir: ckpt.JobDir{Root: cfg.CkptRoot, Job: spec.ID},
 		complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
 	j.be = lb
 	j.progressFile = filepath.Join(lb.dir.Path(), "progress")
 	for _, d := range []string{lb.dir.Path(), j.runDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return Result{State: Failed, Reason: fmt.Sprintf("create job directory: %v", err)}
+			return j.fail(fmt.Sprintf("create job directory: %v", err))
 		}
 	}
 	return j.loop(ctx)
 }
 
 func newJob(cfg Config, spec Spec, out Output) *job {
-	return &job{cfg: cfg, spec: spec, out: out, runDir: filepath.Join(cfg.RunRoot, spec.ID), progress: -1}
+	return &job{cfg: cfg, spec: spec, out: out, runDir: filepath.Join(cfg.RunRoot, spec.ID), progress: -1,
+		lc: NewLifecycle(spec.ID, out.Events), policy: RestartPolicy{MaxRestarts: spec.MaxRestarts}}
 }
 
 func (j *job) event(kind string, e Event) {
@@ -92,6 +90,21 @@ func (j *job) event(kind string, e Event) {
 	if j.out.Events != nil {
 		j.out.Events(e)
 	}
+}
+
+// setState changes the job's state through its lifecycle. A refused transition is
+// a bug in this package: it is reported as an event, and the job goes on.
+func (j *job) setState(to api.JobState, e Event) {
+	if err := j.lc.UpdateState(to, e); err != nil {
+		j.event(EventInternal, Event{Message: fmt.Sprintf("internal error: %v", err)})
+	}
+}
+
+// fail ends a job that could not start.
+func (j *job) fail(reason string) Result {
+	d := j.policy.Decide(Outcome{Kind: StartFailed, Detail: reason}, 0)
+	j.setState(d.State, Event{Message: d.Reason})
+	return Result{State: d.State, Reason: d.Reason}
 }
 
 // backend is what differs between a job on this node alone and a job spread over
@@ -108,7 +121,9 @@ type backend interface {
 	// ranks on every node, and whether a node of the run was lost.
 	finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss)
 	// choose picks the epoch to restart from and names the epochs passed over.
-	choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped)
+	// Epoch 0 is a fresh start. An error means no epoch survives and the job
+	// cannot go on (an [ErrEpochLost]).
+	choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error)
 	// epochBase is the lowest epoch number a new run may write.
 	epochBase() uint64
 }
@@ -128,74 +143,129 @@ func (l *nodeLoss) String() string {
 	return fmt.Sprintf("node %s lost (%s)", strings.Join(l.nodes, ", "), l.reason)
 }
 
+// ending is how a run of the job ended, or what interrupted the job.
+type ending struct {
+	Outcome
+	at       time.Time // when the loss happened
+	runStart time.Time // when the run began: work since then is lost without an epoch
+	// wholeJob is set for a loss that moves ranks between nodes: the restart
+	// line then names the new layout.
+	wholeJob bool
+}
+
+// relaunch is where the next launch starts: from epoch (0: fresh) and, after a
+// loss or a move, with the restart line note gives once the layout is known.
+type relaunch struct {
+	epoch uint64
+	note  func(layout string) string
+}
+
+// loop runs the job until it ends: it launches, weighs how each run ended with the
+// restart policy, and relaunches from the epoch the backend chooses.
 func (j *job) loop(ctx context.Context) Result {
-	var restartEpoch uint64
-	var restartNote func(layout string) string // the restart line, once the new layout is known
+	var next relaunch
 	restarts := 0
 	started := time.Now()
+	var resumed *ending
+	if r := j.resume; r != nil {
+		at := r.At
+		if at.IsZero() {
+			at = started
+		}
+		restarts = r.Restarts
+		resumed = &ending{Outcome: Outcome{Kind: CoordinatorLost, Detail: r.Why}, at: at, runStart: at, wholeJob: true}
+	}
 	for {
-		runStart := time.Now()
-		code, states, loss, launcherTail, err := j.launch(ctx, restartEpoch, restartNote)
-		if ctx.Err() != nil {
-			return Result{State: Cancelled, Restarts: restarts, ExitCode: 130, Reason: "cancelled"}
-		}
-		if err != nil {
-			return Result{State: Failed, Restarts: restarts, Reason: err.Error()}
-		}
-		var what string
-		var lostAt time.Time
-		if loss != nil {
-			what, lostAt = loss.String(), loss.at
-			if !loss.planned {
-				j.event(EventNodeLost, Event{Message: what})
-			}
+		var end ending
+		if resumed != nil {
+			end, resumed = *resumed, nil
 		} else {
-			o := engine.Classify(states, j.spec.NRanks, code)
-			switch o.Kind {
-			case engine.Succeeded:
-				j.event(EventDone, Event{State: Succeeded, Message: fmt.Sprintf("job %s finished in %s (%s)", j.spec.ID, seconds(time.Since(started)), plural(restarts, "restart"))})
-				return Result{State: Succeeded, Restarts: restarts}
-			case engine.AppFailed:
-				msg := fmt.Sprintf("rank %d exited with code %d; not restarting (the program failed by itself)", o.Cause.Rank, o.Cause.Code)
-				j.event(EventAppFailure, Event{State: Failed, Rank: o.Cause.Rank, Message: msg})
-				return Result{State: Failed, ExitCode: o.Cause.Code, Restarts: restarts, Reason: msg}
-			case engine.Unknown:
-				return Result{State: Failed, Restarts: restarts, ExitCode: exitOf(code),
-					Reason: fmt.Sprintf("mpirun exited with status %d and no rank said why: %s", code, launcherTail)}
-			}
-			what, lostAt = fmt.Sprintf("rank %d killed by signal %d", o.Cause.Rank, o.Cause.Signal), time.Unix(0, o.Cause.TimeNs)
-			j.event(EventRankLost, Event{Rank: o.Cause.Rank, Message: what})
+			end = j.run(ctx, next)
 		}
-		planned := loss != nil && loss.planned
-		if !planned && restarts >= j.spec.MaxRestarts {
-			return Result{State: Failed, Restarts: restarts, Exhausted: true,
-				Reason: fmt.Sprintf("%s; giving up after %s (--max-restarts)", what, plural(restarts, "restart"))}
-		}
-		if !planned {
+		d := j.policy.Decide(end.Outcome, restarts)
+		if d.Restart {
 			restarts++
 		}
-		j.event(EventState, Event{State: Recovering, Message: "recovering"})
-		epoch, h, skipped := j.be.choose(ctx)
+		// A move entered moving when its checkpoint was asked for (startReconfig);
+		// the run ending now is the relaunch it waited for.
+		if !(end.Kind == Move && j.lc.State() == api.JobMoving) {
+			j.setState(d.State, j.transitionEvent(end.Outcome, d, restarts, started))
+		}
+		if Terminal(d.State) {
+			return Result{State: d.State, ExitCode: d.ExitCode, Restarts: restarts, Exhausted: d.Exhausted, Reason: d.Reason}
+		}
+		epoch, h, skipped, err := j.be.choose(ctx)
+		if err != nil { // no epoch survives: the error names the newest
+			d := j.policy.Decide(Outcome{Kind: StartFailed, Detail: err.Error()}, restarts)
+			j.setState(d.State, Event{Message: d.Reason})
+			return Result{State: d.State, Restarts: restarts, Reason: d.Reason}
+		}
 		for _, s := range skipped {
 			j.event(EventEpochBad, Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
 		}
-		restartEpoch = epoch
-		since := runStart
+		since := end.runStart
 		if epoch > 0 {
 			since = time.Unix(0, int64(h.CreatedNs))
 		}
-		lost := max(lostAt.Sub(since), 0)
-		restartNote = func(layout string) string {
-			from := fmt.Sprintf("from epoch %d", epoch)
-			if epoch == 0 {
-				from = "from the beginning: no complete checkpoint"
-			}
-			if loss == nil {
-				return fmt.Sprintf("%s; restarting %s (%s of work lost)", what, from, seconds(lost))
-			}
-			return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", what, j.spec.NRanks, from, layout, seconds(lost))
-		}
+		next = relaunch{epoch: epoch, note: restartNote(end, epoch, j.spec.NRanks, max(end.at.Sub(since), 0))}
 	}
+}
+
+// transitionEvent is the event of the transition d makes after o.
+func (j *job) transitionEvent(o Outcome, d Decision, restarts int, started time.Time) Event {
+	switch {
+	case d.State == api.JobSucceeded:
+		return Event{Kind: EventDone, Message: fmt.Sprintf("job %s finished in %s (%s)", j.spec.ID, seconds(time.Since(started)), plural(restarts, "restart"))}
+	case d.State == api.JobFailed && o.Kind == AppFailed:
+		return Event{Kind: EventAppFailure, Rank: o.Rank, Message: d.Reason}
+	case d.State == api.JobMoving:
+		return Event{Kind: EventReconfig, Message: d.Reason}
+	}
+	return Event{Message: d.Reason}
+}
+
+// restartNote returns the restart line of a relaunch from epoch after end, once the
+// layout is known.
+func restartNote(end ending, epoch uint64, nranks int, lost time.Duration) func(layout string) string {
+	return func(layout string) string {
+		from := fmt.Sprintf("from epoch %d", epoch)
+		if epoch == 0 {
+			from = "from the beginning: no complete checkpoint"
+		}
+		if !end.wholeJob {
+			return fmt.Sprintf("%s; restarting %s (%s of work lost)", end.Outcome, from, seconds(lost))
+		}
+		return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", end.Outcome, nranks, from, layout, seconds(lost))
+	}
+}
+
+// run launches the job once, from next, and says how the run ended.
+func (j *job) run(ctx context.Context, next relaunch) ending {
+	runStart := time.Now()
+	code, states, loss, launcherTail, err := j.launch(ctx, next.epoch, next.note)
+	switch {
+	case ctx.Err() != nil:
+		return ending{Outcome: Outcome{Kind: Cancelled}}
+	case err != nil:
+		return ending{Outcome: Outcome{Kind: StartFailed, Detail: err.Error()}}
+	case loss != nil && loss.planned:
+		return ending{Outcome: Outcome{Kind: Move, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
+	case loss != nil:
+		j.event(EventNodeLost, Event{Message: loss.String()})
+		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
+	}
+	o := engine.Classify(states, j.spec.NRanks, code)
+	switch o.Kind {
+	case engine.Succeeded:
+		return ending{Outcome: Outcome{Kind: RanksSucceeded}}
+	case engine.AppFailed:
+		return ending{Outcome: Outcome{Kind: AppFailed, Rank: o.Cause.Rank, Code: o.Cause.Code}}
+	case engine.Unknown:
+		return ending{Outcome: Outcome{Kind: LauncherFailed, Code: code, Detail: launcherTail}, at: time.Now(), runStart: runStart}
+	}
+	lost := Outcome{Kind: RankKilled, Rank: o.Cause.Rank, Signal: o.Cause.Signal}
+	j.event(EventRankLost, Event{Rank: lost.Rank, Message: lost.String()})
+	return ending{Outcome: lost, at: time.Unix(0, o.Cause.TimeNs), runStart: runStart}
 }
 
 // launch runs the job once, from restartEpoch (0: fresh), and returns mpirun's exit
@@ -216,7 +286,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	if stats := os.Getenv("SHOAL_STATS"); stats != "" {
 		env = append(env, "SHOAL_STATS="+stats)
 	}
-	j.event(EventState, Event{State: Placing, Message: "placing"})
+	j.setState(api.JobStaging, Event{})
 	l, launcherEnv, where, err := j.be.prepare(ctx, restartEpoch, env, ranksDir)
 	if err != nil {
 		return fail(err)
@@ -245,7 +315,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	if restartEpoch > 0 {
 		where += fmt.Sprintf(", from epoch %d", restartEpoch)
 	}
-	j.event(EventLaunch, Event{State: Running, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.spec.NRanks, where)})
+	j.setState(api.JobRunning, Event{Kind: EventLaunch, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.spec.NRanks, where)})
 
 	// Pdeathsig follows the thread that started the child: keep that thread until the
 	// launcher has been waited for.
@@ -400,13 +470,6 @@ func seconds(d time.Duration) string {
 		return fmt.Sprintf("%.0f s", d.Seconds())
 	}
 	return d.Round(time.Second).String()
-}
-
-func exitOf(code int) int {
-	if code == 0 {
-		return 1
-	}
-	return code
 }
 
 // plural writes n with a noun, in the plural unless n is 1: "1 restart", "3 restarts".

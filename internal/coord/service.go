@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -32,7 +33,7 @@ type Peer interface {
 	Revoke(ctx context.Context, job string) error
 	// Shards lists the job's shards the node holds and has verified, and the job's
 	// progress as a rank 0 on the node last reported it (nil: none).
-	Shards(ctx context.Context, job string) ([]ShardInfo, *api.Progress, error)
+	Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error)
 	// Fetch makes the node copy a shard from the agent at API address from.
 	Fetch(ctx context.Context, ref api.ShardRef, from string) error
 	// RankStates reads how the job's ranks on the node ended.
@@ -43,14 +44,6 @@ type Peer interface {
 	RequestCheckpoint(ctx context.Context, job string) error
 	// RequestHold asks for a checkpoint after which the ranks wait to be stopped.
 	RequestHold(ctx context.Context, job string) error
-}
-
-// ShardInfo is one verified shard a node holds.
-type ShardInfo struct {
-	Epoch     uint64
-	Rank      int
-	CreatedNs uint64
-	Checksum  uint64 // equal copies have equal checksums
 }
 
 // ServiceConfig wires a coordinator into its node.
@@ -73,6 +66,11 @@ type ServiceConfig struct {
 	// Agent returns a client of a node's agent: what only the leader does is
 	// passed on to it.
 	Agent func(n api.Node) *api.Client
+	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
+	// complete epochs change (one became complete, older ones were pruned), so
+	// that a coordinator taking the job over can start from it (see [Resume]).
+	// Never called concurrently for one job; it should return quickly.
+	OnBook func(job string, book EpochBook)
 }
 
 // Service is the job coordinator of one agent: it implements [api.JobService] and
@@ -95,7 +93,9 @@ var (
 // It follows the node's leadership of the store from then on.
 func NewService(cfg ServiceConfig) *Service {
 	s := &Service{cfg: cfg, cache: files.Cache{Dir: filepath.Join(cfg.DataDir, "files")}, jobs: map[string]*clusterJob{}}
-	go s.lead()
+	if cfg.Store != nil {
+		go s.lead()
+	}
 	return s
 }
 
@@ -113,7 +113,7 @@ type DoneData struct {
 // succeed and has no exit code of its own gets 1.
 func (r Result) Done() DoneData {
 	code := r.ExitCode
-	if r.State != Succeeded && code == 0 {
+	if r.State != api.JobSucceeded && code == 0 {
 		code = 1
 	}
 	return DoneData{State: api.JobState(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
@@ -150,19 +150,19 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	case err != nil:
 		return api.Job{}, fmt.Errorf("%w: recording job %s: %v", api.ErrNotAvailable, id, err)
 	}
-	s.start(info, nil)
+	s.start(info, nil, nil)
 	return info, nil
 }
 
-// start drives a job on this node, the leader.
-func (s *Service) start(info api.Job, resume *Resume) {
+// start drives a job on this node, the leader; see run for book and resume.
+func (s *Service) start(info api.Job, book *EpochBook, resume *Resume) {
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	j := &clusterJob{s: s, info: info, cancel: cancel}
 	s.mu.Lock()
 	s.jobs[info.ID] = j
 	s.mu.Unlock()
 	go func() {
-		s.run(runCtx, j, resume)
+		s.run(runCtx, j, book, resume)
 		s.mu.Lock()
 		if s.jobs[info.ID] == j {
 			delete(s.jobs, info.ID)
@@ -188,7 +188,10 @@ func NewJobID(program string) string {
 }
 
 // run drives one job from placement to its end, or until this node stops leading.
-func (s *Service) run(ctx context.Context, j *clusterJob, resume *Resume) {
+// book is the job's epoch book (nil: a new job's, empty); resume, when set, makes
+// the job begin by relaunching from the book's newest surviving epoch, as a new
+// coordinator does with a job whose coordinator was lost.
+func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resume *Resume) {
 	info := j.snapshot()
 	spec := Spec{
 		ID: info.ID, NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
@@ -204,7 +207,10 @@ func (s *Service) run(ctx context.Context, j *clusterJob, resume *Resume) {
 		Events: func(e Event) {
 			j.mu.Lock()
 			if e.State != "" {
-				j.info.State = api.JobState(e.State)
+				j.info.State = e.State
+			}
+			if e.State == api.JobRestarting {
+				j.info.Restarts++ // every entry into restarting is one counted restart
 			}
 			if e.Kind == EventEpoch {
 				j.info.Epoch = e.Epoch
@@ -217,24 +223,31 @@ func (s *Service) run(ctx context.Context, j *clusterJob, resume *Resume) {
 	if red == 0 {
 		red = 2
 	}
-	rj := newJob(cfg, spec, out)
-	j.mu.Lock()
-	j.backend = &clusterBackend{
-		s: s, cj: j, j: rj, redundancy: red,
-		holders: map[uint64]map[int]map[string]bool{}, sums: map[uint64]map[int]uint64{}, created: map[uint64]uint64{},
-		complete: map[uint64]bool{}, inflight: map[shardCopy]bool{}, lastSeen: map[string]time.Time{},
-		excluded: map[string]bool{}, reconfigs: make(chan reconfig, 4),
+	if book == nil {
+		fresh := NewEpochBook(spec.NRanks, red)
+		book = &fresh
 	}
+	rj := newJob(cfg, spec, out)
+	rj.resume = resume
+	j.mu.Lock()
+	j.backend = newClusterBackend(s, j, rj, *book)
 	cb := j.backend
 	j.mu.Unlock()
+	if cb.onBook == nil && s.cfg.Store != nil {
+		// The store keeps the book, so that the next leader resumes from it.
+		cb.onBook = func(book EpochBook) {
+			if b, err := json.Marshal(book); err == nil {
+				j.writeBook(b)
+			}
+		}
+	}
 	var res Result
 	if err := spec.Validate(); err != nil {
-		res = Result{State: Failed, Reason: err.Error()}
+		res = rj.fail(err.Error())
 	} else if err := os.MkdirAll(filepath.Join(cfg.RunRoot, spec.ID), 0o755); err != nil {
-		res = Result{State: Failed, Reason: err.Error()}
+		res = rj.fail(err.Error())
 	} else {
 		rj.be = cb
-		rj.resume = resume
 		res = rj.loop(ctx)
 	}
 	if errors.Is(context.Cause(ctx), errLostLead) {
@@ -260,7 +273,7 @@ drain:
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			p.Revoke(cctx, info.ID)
-			if res.State == Succeeded {
+			if res.State == api.JobSucceeded {
 				p.RemoveShardsBefore(cctx, info.ID, ^uint64(0))
 			}
 		}(cb.peer(name))
@@ -276,13 +289,26 @@ drain:
 // returns those it copied: a file the node's cache holds already (same content
 // hash) is not sent again.
 func (s *Service) stage(ctx context.Context, peer Peer, info api.Job) ([]api.File, error) {
-	var copied []api.File
-	for _, f := range info.Spec.Files {
-		has, err := peer.HasFile(ctx, f.SHA256)
+	// Ask about every file at once, then send those missing.
+	has := make([]bool, len(info.Spec.Files))
+	errs := make([]error, len(info.Spec.Files))
+	var wg sync.WaitGroup
+	for i, f := range info.Spec.Files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			has[i], errs[i] = peer.HasFile(ctx, f.SHA256)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return copied, err
+			return nil, err
 		}
-		if has {
+	}
+	var copied []api.File
+	for i, f := range info.Spec.Files {
+		if has[i] {
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))

@@ -7,18 +7,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"shoal/internal/api"
 )
 
 // RankState is how one rank's process ended, as written by `shoal exec-rank` (see
-// docs/launcher-protocol.md).
-type RankState struct {
-	Rank   int
-	PID    int
-	State  string // running, exited, signaled, stopped
-	Code   int    // exit code, for exited
-	Signal int    // for signaled and stopped
-	TimeNs int64  // when the wrapper saw the process end (Unix ns), 0 while running
-}
+// docs/launcher-protocol.md): the API's type, so a node reports the states it
+// read as they are.
+type RankState = api.RankState
 
 // Rank wrapper states.
 const (

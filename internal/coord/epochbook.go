@@ -1,0 +1,389 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+)
+
+// ErrEpochLost means a job had complete epochs but none survives: for each, some
+// rank's shard was only on nodes that are gone. [*LostEpochError] says which.
+var ErrEpochLost = errors.New("coord: epoch lost")
+
+// LostEpochError names the newest complete epoch of a job that is lost, the ranks
+// whose shards are gone, and the nodes that held them.
+type LostEpochError struct {
+	Epoch uint64
+	Ranks []int    // the ranks with no copy on a live node, ascending
+	Nodes []string // the nodes that held those ranks' copies, by name
+}
+
+func (e *LostEpochError) Error() string {
+	ranks := make([]string, len(e.Ranks))
+	for i, r := range e.Ranks {
+		ranks[i] = strconv.Itoa(r)
+	}
+	noun := "ranks"
+	if len(e.Ranks) == 1 {
+		noun = "rank"
+	}
+	if len(e.Nodes) == 0 {
+		return fmt.Sprintf("epoch %d lost: shards of %s %s are on no node", e.Epoch, noun, strings.Join(ranks, ", "))
+	}
+	return fmt.Sprintf("epoch %d lost: shards of %s %s were only on %s", e.Epoch, noun, strings.Join(ranks, ", "), strings.Join(e.Nodes, ", "))
+}
+
+func (e *LostEpochError) Unwrap() error { return ErrEpochLost }
+
+// EpochBook is what a job's coordinator knows of the job's checkpoint epochs:
+// which nodes hold a verified copy of each rank's shard, which epochs are complete
+// (every rank's shard durable with the job's redundancy), and which to restart
+// from when nodes are lost. It is plain data, decides without I/O or a clock, and
+// is JSON-serialisable, so a coordinator taking over a job can start from its
+// predecessor's book. It is not safe for concurrent use.
+//
+// The book trusts a copy only when its checksum equals that of the shard the
+// rank's own node wrote in the run that took the epoch: a node that was cut off
+// and comes back may hold shards its fenced ranks wrote under numbers a later run
+// has reused, and those must never be counted.
+type EpochBook struct {
+	NRanks int `json:"nranks"`
+	// Redundancy is how many verified copies, on as many nodes, make a shard
+	// durable; a run on fewer nodes wants one copy per node (see [EpochBook.Want]).
+	Redundancy int                    `json:"redundancy"`
+	Epochs     map[uint64]*EpochEntry `json:"epochs"`
+	// Highest is the highest epoch number any node was seen holding: a new run
+	// writes above it, so no number is ever reused.
+	Highest uint64 `json:"highest"`
+	// RunBase is the first epoch the current run may write.
+	RunBase uint64 `json:"run_base"`
+}
+
+// EpochEntry is what the book knows of one epoch.
+type EpochEntry struct {
+	CreatedNs uint64 `json:"created_ns,omitempty"` // when the checkpoint was taken
+	Complete  bool   `json:"complete,omitempty"`
+	// Shards is by rank, NRanks long.
+	Shards []ShardEntry `json:"shards"`
+}
+
+// ShardEntry is what the book knows of one rank's shard of an epoch.
+type ShardEntry struct {
+	// Written is set once the rank's own node reported the shard; Sum is then
+	// its checksum, which every counted copy has.
+	Written bool   `json:"written,omitempty"`
+	Sum     uint64 `json:"sum,omitempty"`
+	// Holders are the nodes with a verified copy, by name.
+	Holders []string `json:"holders,omitempty"`
+}
+
+// Replica is a copy of a rank's shard of an epoch to make, from a node that holds
+// it to one that does not.
+type Replica struct {
+	Epoch    uint64
+	Rank     int
+	From, To string
+}
+
+// NewEpochBook returns the empty book of a job of nranks ranks whose shards are
+// kept with redundancy copies.
+func NewEpochBook(nranks, redundancy int) EpochBook {
+	return EpochBook{NRanks: nranks, Redundancy: redundancy, Epochs: map[uint64]*EpochEntry{}}
+}
+
+// Clone returns a deep copy of b.
+func (b *EpochBook) Clone() EpochBook {
+	c := *b
+	c.Epochs = make(map[uint64]*EpochEntry, len(b.Epochs))
+	for e, ent := range b.Epochs {
+		ce := *ent
+		ce.Shards = make([]ShardEntry, len(ent.Shards))
+		for r, s := range ent.Shards {
+			s.Holders = slices.Clone(s.Holders)
+			ce.Shards[r] = s
+		}
+		c.Epochs[e] = &ce
+	}
+	return c
+}
+
+// entry returns epoch's entry, created if missing.
+func (b *EpochBook) entry(epoch uint64) *EpochEntry {
+	if b.Epochs == nil {
+		b.Epochs = map[uint64]*EpochEntry{}
+	}
+	e := b.Epochs[epoch]
+	if e == nil {
+		e = &EpochEntry{Shards: make([]ShardEntry, b.NRanks)}
+		b.Epochs[epoch] = e
+	}
+	return e
+}
+
+// shard returns rank's shard of epoch, or nil when the book has none.
+func (b *EpochBook) shard(epoch uint64, rank int) *ShardEntry {
+	e := b.Epochs[epoch]
+	if e == nil || rank < 0 || rank >= len(e.Shards) {
+		return nil
+	}
+	return &e.Shards[rank]
+}
+
+// Index takes the shard indexes of the nodes that answered, by node. writers is
+// the current run's placement (rank → node): a node's own ranks' shards of the
+// run's epochs (RunBase and above) record the checksums copies must match. Each
+// index then replaces what the book knew of its node (a copy found corrupt since,
+// or removed, is no longer counted), and its copies that match count. The
+// writers' reports are taken first, so a copy reported in the same round as its
+// original counts at once, whatever order the answers came in.
+func (b *EpochBook) Index(indexes map[string][]api.ShardInfo, writers []string) {
+	for node, shards := range indexes {
+		for _, s := range shards {
+			b.Highest = max(b.Highest, s.Epoch)
+			if s.Epoch < b.RunBase || s.Rank < 0 || s.Rank >= b.NRanks || s.Rank >= len(writers) || writers[s.Rank] != node {
+				continue
+			}
+			if sh := &b.entry(s.Epoch).Shards[s.Rank]; !sh.Written {
+				sh.Written, sh.Sum = true, s.Checksum
+			}
+		}
+	}
+	for _, e := range b.Epochs {
+		for r := range e.Shards {
+			e.Shards[r].Holders = slices.DeleteFunc(e.Shards[r].Holders, func(n string) bool {
+				_, answered := indexes[n]
+				return answered
+			})
+		}
+	}
+	for node, shards := range indexes {
+		for _, s := range shards {
+			sh := b.shard(s.Epoch, s.Rank)
+			if sh == nil || !sh.Written || sh.Sum != s.Checksum {
+				continue
+			}
+			sh.Holders = addName(sh.Holders, node)
+			if s.CreatedNs != 0 {
+				b.Epochs[s.Epoch].CreatedNs = s.CreatedNs
+			}
+		}
+	}
+}
+
+// AddCopy records that node now holds a verified copy of rank's shard of epoch,
+// made from one the book counts.
+func (b *EpochBook) AddCopy(epoch uint64, rank int, node string) {
+	b.Highest = max(b.Highest, epoch)
+	if rank < 0 || rank >= b.NRanks {
+		return
+	}
+	sh := &b.entry(epoch).Shards[rank]
+	sh.Holders = addName(sh.Holders, node)
+}
+
+// Want is how many copies make a shard durable in a run on nodes nodes: the
+// redundancy, or one on every node when there are fewer, and at least one.
+func (b *EpochBook) Want(nodes int) int {
+	return max(min(b.Redundancy, nodes), 1)
+}
+
+// MarkComplete records as complete the epochs whose every rank's shard has the
+// copies a run on nodes nodes wants, and returns them, oldest first.
+func (b *EpochBook) MarkComplete(nodes int) []uint64 {
+	want := b.Want(nodes)
+	var fresh []uint64
+	for epoch, e := range b.Epochs {
+		if e.Complete || len(e.Shards) < b.NRanks {
+			continue
+		}
+		ok := true
+		for r := 0; r < b.NRanks && ok; r++ {
+			ok = len(e.Shards[r].Holders) >= want
+		}
+		if ok {
+			e.Complete = true
+			fresh = append(fresh, epoch)
+		}
+	}
+	slices.Sort(fresh)
+	return fresh
+}
+
+// Complete returns the complete epochs, oldest first.
+func (b *EpochBook) Complete() []uint64 {
+	var out []uint64
+	for epoch, e := range b.Epochs {
+		if e.Complete {
+			out = append(out, epoch)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Newest returns the newest complete epoch, 0 when there is none.
+func (b *EpochBook) Newest() uint64 {
+	c := b.Complete()
+	if len(c) == 0 {
+		return 0
+	}
+	return c[len(c)-1]
+}
+
+// CreatedNs returns when epoch's checkpoint was taken, 0 when unknown.
+func (b *EpochBook) CreatedNs(epoch uint64) uint64 {
+	if e := b.Epochs[epoch]; e != nil {
+		return e.CreatedNs
+	}
+	return 0
+}
+
+// Holders returns the nodes holding a counted copy of rank's shard of epoch, by name.
+func (b *EpochBook) Holders(epoch uint64, rank int) []string {
+	if sh := b.shard(epoch, rank); sh != nil {
+		return slices.Clone(sh.Holders)
+	}
+	return nil
+}
+
+// Prune forgets every epoch older than the second newest complete one, once
+// there are more than two complete: the job keeps the two newest. It returns the
+// oldest epoch kept; the caller removes the older shards from the nodes.
+func (b *EpochBook) Prune() (keep uint64, pruned bool) {
+	c := b.Complete()
+	if len(c) < 3 {
+		return 0, false
+	}
+	keep = c[len(c)-2]
+	for epoch := range b.Epochs {
+		if epoch < keep {
+			delete(b.Epochs, epoch)
+		}
+	}
+	return keep, true
+}
+
+// StartRun starts a new run's epochs above every number seen, and returns the
+// first.
+func (b *EpochBook) StartRun() uint64 {
+	b.RunBase = b.Highest + 1
+	return b.RunBase
+}
+
+// Choose picks the epoch to restart from: the newest complete one whose every
+// rank's shard has a copy on one of the live nodes. It names the newer complete
+// epochs passed over and why. With no complete epoch it returns [ckpt.ErrNoEpoch]
+// (a fresh start); when none survives, a [*LostEpochError] for the newest.
+func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
+	alive := map[string]bool{}
+	for _, n := range live {
+		alive[n] = true
+	}
+	complete := b.Complete()
+	var skipped []ckpt.Skipped
+	var lost *LostEpochError
+	for i := len(complete) - 1; i >= 0; i-- {
+		epoch := complete[i]
+		gone := &LostEpochError{Epoch: epoch}
+		var nodes []string
+		for r, sh := range b.Epochs[epoch].Shards {
+			if !slices.ContainsFunc(sh.Holders, func(n string) bool { return alive[n] }) {
+				gone.Ranks = append(gone.Ranks, r)
+				for _, n := range sh.Holders {
+					nodes = addName(nodes, n)
+				}
+			}
+		}
+		if len(gone.Ranks) == 0 {
+			return epoch, skipped, nil
+		}
+		gone.Nodes = nodes
+		if lost == nil {
+			lost = gone
+		}
+		skipped = append(skipped, ckpt.Skipped{Epoch: epoch, Err: fmt.Errorf("rank %d's shard is on no live node", gone.Ranks[0])})
+	}
+	if lost == nil {
+		return 0, nil, ckpt.ErrNoEpoch
+	}
+	return 0, skipped, lost
+}
+
+// Source returns a node of nodes, other than to, from which to copy rank's shard
+// of epoch to node to (the first by name; "" when none), and whether to holds a
+// copy already.
+func (b *EpochBook) Source(epoch uint64, rank int, to string, nodes []string) (from string, have bool) {
+	holders := b.Holders(epoch, rank)
+	have = slices.Contains(holders, to)
+	for _, h := range holders {
+		if h != to && slices.Contains(nodes, h) {
+			return h, have
+		}
+	}
+	return "", have
+}
+
+// Replicas returns the copies to start so that the shards of the epochs not yet
+// complete reach the copies a run on nodes wants: for each shard short of copies,
+// one copy from its first holder among nodes (by name) to the next node after
+// that holder, in name order, that neither holds it nor is getting it. busy says
+// whether a copy to a node is under way; those count as copies. Epochs more than
+// two behind the highest seen are left alone: newer ones will complete first.
+func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, node string) bool) []Replica {
+	names := slices.Clone(nodes)
+	sort.Strings(names)
+	want := b.Want(len(names))
+	var epochs []uint64
+	for epoch, e := range b.Epochs {
+		if !e.Complete && epoch+2 >= b.Highest {
+			epochs = append(epochs, epoch)
+		}
+	}
+	slices.Sort(epochs)
+	var out []Replica
+	for _, epoch := range epochs {
+		for rank, sh := range b.Epochs[epoch].Shards {
+			from := ""
+			for _, h := range sh.Holders {
+				if slices.Contains(names, h) {
+					from = h
+					break
+				}
+			}
+			copies := len(sh.Holders)
+			for _, n := range names {
+				if !slices.Contains(sh.Holders, n) && busy(epoch, rank, n) {
+					copies++
+				}
+			}
+			if from == "" || copies >= want {
+				continue
+			}
+			start, _ := slices.BinarySearch(names, from)
+			for k := 1; k < len(names); k++ {
+				to := names[(start+k)%len(names)]
+				if slices.Contains(sh.Holders, to) || busy(epoch, rank, to) {
+					continue
+				}
+				out = append(out, Replica{Epoch: epoch, Rank: rank, From: from, To: to})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// addName adds name to the sorted list names, once.
+func addName(names []string, name string) []string {
+	i, found := slices.BinarySearch(names, name)
+	if found {
+		return names
+	}
+	return slices.Insert(names, i, name)
+}

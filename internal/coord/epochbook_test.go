@@ -1,0 +1,402 @@
+package coord
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+)
+
+// si is the index entry of rank's shard of epoch with checksum sum.
+func si(epoch uint64, rank int, sum uint64) api.ShardInfo {
+	return api.ShardInfo{Epoch: epoch, Rank: rank, Checksum: sum, CreatedNs: epoch * 1000}
+}
+
+// sum is the checksum the writer of rank's shard of epoch reports in these tests.
+func sum(epoch uint64, rank int) uint64 { return epoch*100 + uint64(rank) }
+
+// written returns a book of nranks ranks at redundancy whose run (placed as
+// writers) has written epochs, each rank's shard on its own node only.
+func written(nranks, redundancy int, writers []string, epochs ...uint64) EpochBook {
+	b := NewEpochBook(nranks, redundancy)
+	b.StartRun()
+	idx := map[string][]api.ShardInfo{}
+	for _, e := range epochs {
+		for r, n := range writers {
+			idx[n] = append(idx[n], si(e, r, sum(e, r)))
+		}
+	}
+	b.Index(idx, writers)
+	return b
+}
+
+func TestEpochBookCompletion(t *testing.T) {
+	tests := []struct {
+		name       string
+		redundancy int
+		nodes      int      // nodes of the run
+		copies     []string // extra copies of every shard of epoch 1: rank r's on copies[r]
+		want       []uint64
+	}{
+		{"redundancy 1: the writers' shards are enough", 1, 3, nil, []uint64{1}},
+		{"redundancy 2, no copies yet", 2, 3, nil, nil},
+		{"redundancy 2, a copy of each", 2, 3, []string{"b", "c", "a"}, []uint64{1}},
+		{"redundancy 2, rank 2's copy missing", 2, 3, []string{"b", "c", ""}, nil},
+		{"redundancy 3 on 3 nodes, one copy each", 3, 3, []string{"b", "c", "a"}, nil},
+		{"redundancy 2 on 1 node: one copy is all there can be", 2, 1, nil, []uint64{1}},
+		{"redundancy 3 on 2 nodes: two copies are enough", 3, 2, []string{"b", "c", "a"}, []uint64{1}},
+		{"redundancy 3 on 2 nodes, one rank short", 3, 2, []string{"b", "", "a"}, nil},
+	}
+	for _, tt := range tests {
+		b := written(3, tt.redundancy, []string{"a", "b", "c"}, 1)
+		for r, n := range tt.copies {
+			if n != "" {
+				b.AddCopy(1, r, n)
+			}
+		}
+		got := b.MarkComplete(tt.nodes)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: MarkComplete(%d nodes) = %v, want %v", tt.name, tt.nodes, got, tt.want)
+		}
+		if again := b.MarkComplete(tt.nodes); len(again) != 0 {
+			t.Errorf("%s: epochs %v completed twice", tt.name, again)
+		}
+		if got := b.Complete(); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: Complete() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestEpochBookRedundancy3(t *testing.T) {
+	b := written(2, 3, []string{"a", "b"}, 1)
+	b.AddCopy(1, 0, "b")
+	b.AddCopy(1, 1, "c")
+	if got := b.MarkComplete(3); len(got) != 0 {
+		t.Errorf("complete with two copies of each at redundancy 3: %v", got)
+	}
+	b.AddCopy(1, 0, "c")
+	b.AddCopy(1, 1, "a")
+	if got := b.MarkComplete(3); !slices.Equal(got, []uint64{1}) {
+		t.Errorf("three copies of each: complete %v, want [1]", got)
+	}
+}
+
+func TestEpochBookWant(t *testing.T) {
+	tests := []struct{ redundancy, nodes, want int }{
+		{1, 3, 1}, {2, 3, 2}, {3, 3, 3}, {3, 2, 2}, {2, 1, 1}, {2, 0, 1}, {0, 3, 1},
+	}
+	for _, tt := range tests {
+		b := NewEpochBook(1, tt.redundancy)
+		if got := b.Want(tt.nodes); got != tt.want {
+			t.Errorf("Want(redundancy %d, %d nodes) = %d, want %d", tt.redundancy, tt.nodes, got, tt.want)
+		}
+	}
+}
+
+// A copy counts only when it matches the shard its rank's node wrote in the run
+// that took the epoch; a node back from a cut with a fenced run's shards under
+// reused numbers is not counted, but its numbers are seen.
+func TestEpochBookCountsOnlyTheWritersShards(t *testing.T) {
+	writers := []string{"a", "b"}
+	b := NewEpochBook(2, 2)
+	b.Highest = 4
+	b.StartRun() // 5
+	steps := []struct {
+		name  string
+		node  string
+		index []api.ShardInfo
+		want  map[[2]int][]string // (epoch, rank) → holders after the step
+	}{
+		{"a copy before its writer reported", "c", []api.ShardInfo{si(5, 0, 1)},
+			map[[2]int][]string{{5, 0}: nil}},
+		{"the writer's own shard", "a", []api.ShardInfo{si(5, 0, 1)},
+			map[[2]int][]string{{5, 0}: {"a"}}},
+		{"a replica and b's own shard", "b", []api.ShardInfo{si(5, 0, 1), si(5, 1, 2)},
+			map[[2]int][]string{{5, 0}: {"a", "b"}, {5, 1}: {"b"}}},
+		{"the copy c reported first, now checked", "c", []api.ShardInfo{si(5, 0, 1)},
+			map[[2]int][]string{{5, 0}: {"a", "b", "c"}}},
+		{"a wrong checksum under the same numbers", "d", []api.ShardInfo{si(5, 1, 9)},
+			map[[2]int][]string{{5, 1}: {"b"}}},
+		{"an epoch never seen written", "d", []api.ShardInfo{si(3, 0, 3)},
+			map[[2]int][]string{{3, 0}: nil}},
+		{"ahead of the run, written by no run of ours", "d", []api.ShardInfo{si(7, 1, 7)},
+			map[[2]int][]string{{7, 1}: nil}},
+		{"a writer's shard below the run's base", "a", []api.ShardInfo{si(4, 0, 4), si(5, 0, 1)},
+			map[[2]int][]string{{4, 0}: nil, {5, 0}: {"a", "b", "c"}}},
+	}
+	for _, st := range steps {
+		b.Index(map[string][]api.ShardInfo{st.node: st.index}, writers)
+		for k, want := range st.want {
+			if got := b.Holders(uint64(k[0]), k[1]); !slices.Equal(got, want) {
+				t.Errorf("%s: holders of epoch %d rank %d = %v, want %v", st.name, k[0], k[1], got, want)
+			}
+		}
+	}
+	if b.Highest != 7 {
+		t.Errorf("highest epoch seen %d, want 7: a new run must not reuse a number a node holds", b.Highest)
+	}
+	if got := b.StartRun(); got != 8 {
+		t.Errorf("the next run starts at %d, want 8", got)
+	}
+}
+
+// An index replaces what was known of its node: a copy removed or found corrupt
+// since is no longer counted, and nodes that did not answer keep theirs.
+func TestEpochBookIndexReplacesTheNode(t *testing.T) {
+	writers := []string{"a", "b"}
+	b := written(2, 2, writers, 1, 2)
+	b.Index(map[string][]api.ShardInfo{"c": {si(1, 0, sum(1, 0)), si(1, 1, sum(1, 1)), si(2, 0, sum(2, 0))}}, writers)
+	if got := b.Holders(1, 0); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("holders %v, want [a c]", got)
+	}
+	// c lost epoch 1 (removed) and its copy of epoch 2 rank 0 is corrupt (not listed).
+	b.Index(map[string][]api.ShardInfo{"c": {si(1, 1, sum(1, 1))}}, writers)
+	tests := []struct {
+		epoch uint64
+		rank  int
+		want  []string
+	}{
+		{1, 0, []string{"a"}},
+		{1, 1, []string{"b", "c"}},
+		{2, 0, []string{"a"}},
+		{2, 1, []string{"b"}},
+	}
+	for _, tt := range tests {
+		if got := b.Holders(tt.epoch, tt.rank); !slices.Equal(got, tt.want) {
+			t.Errorf("holders of epoch %d rank %d = %v, want %v", tt.epoch, tt.rank, got, tt.want)
+		}
+	}
+	// An empty index: the node holds nothing of the job any more.
+	b.Index(map[string][]api.ShardInfo{"b": nil}, writers)
+	if got := b.Holders(1, 1); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("after b's empty index, holders of epoch 1 rank 1 = %v, want [c]", got)
+	}
+}
+
+// book4 is a job of 5 ranks over n1..n5, redundancy 2, with epochs 3 and 4
+// complete: rank r written on n(r+1) and copied to the next node (rank 4 to n1).
+func book4() EpochBook {
+	writers := []string{"n1", "n2", "n3", "n4", "n5"}
+	b := written(5, 2, writers, 3, 4)
+	next := map[string]string{"n1": "n2", "n2": "n3", "n3": "n4", "n4": "n5", "n5": "n1"}
+	for _, e := range []uint64{3, 4} {
+		for r, w := range writers {
+			b.AddCopy(e, r, next[w])
+		}
+	}
+	b.MarkComplete(5)
+	return b
+}
+
+func TestEpochBookChoose(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(*EpochBook)
+		live    []string
+		want    uint64
+		skipped []uint64
+		err     string
+	}{
+		{"every node alive: the newest", nil, []string{"n1", "n2", "n3", "n4", "n5"}, 4, nil, ""},
+		{"one node dead: every shard has a second copy", nil, []string{"n1", "n2", "n4", "n5"}, 4, nil, ""},
+		{"two neighbours dead: rank 2's copies were on both", nil, []string{"n1", "n2", "n5"}, 0, []uint64{4, 3},
+			"epoch 4 lost: shards of rank 2 were only on n3, n4"},
+		{"epoch 4 lost, epoch 3 copied elsewhere: fall back", func(b *EpochBook) { b.AddCopy(3, 2, "n1") }, []string{"n1", "n2", "n5"}, 3, []uint64{4}, ""},
+		{"two nodes apart dead", nil, []string{"n1", "n3", "n5"}, 4, nil, ""},
+		{"three dead: ranks 2 and 3 gone, rank 4 has a copy on n1", nil, []string{"n1", "n2"}, 0, []uint64{4, 3},
+			"epoch 4 lost: shards of ranks 2, 3 were only on n3, n4, n5"},
+		{"no node alive", nil, nil, 0, []uint64{4, 3},
+			"epoch 4 lost: shards of ranks 0, 1, 2, 3, 4 were only on n1, n2, n3, n4, n5"},
+	}
+	for _, tt := range tests {
+		b := book4()
+		if tt.setup != nil {
+			tt.setup(&b)
+		}
+		got, skipped, err := b.Choose(tt.live)
+		var skippedEpochs []uint64
+		for _, s := range skipped {
+			skippedEpochs = append(skippedEpochs, s.Epoch)
+		}
+		if got != tt.want || !slices.Equal(skippedEpochs, tt.skipped) {
+			t.Errorf("%s: Choose(%v) = %d skipping %v, want %d skipping %v", tt.name, tt.live, got, skippedEpochs, tt.want, tt.skipped)
+		}
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s: error %v", tt.name, err)
+		case tt.err != "" && (err == nil || !errors.Is(err, ErrEpochLost)):
+			t.Errorf("%s: error %v, want ErrEpochLost", tt.name, err)
+		case tt.err != "" && err.Error() != tt.err:
+			t.Errorf("%s: error %q, want %q", tt.name, err, tt.err)
+		}
+	}
+}
+
+func TestEpochBookLostMessage(t *testing.T) {
+	tests := []struct {
+		err  LostEpochError
+		want string
+	}{
+		{LostEpochError{Epoch: 4, Ranks: []int{3, 4}, Nodes: []string{"n3", "n4"}}, "epoch 4 lost: shards of ranks 3, 4 were only on n3, n4"},
+		{LostEpochError{Epoch: 7, Ranks: []int{0}, Nodes: []string{"n2"}}, "epoch 7 lost: shards of rank 0 were only on n2"},
+		{LostEpochError{Epoch: 2, Ranks: []int{1, 5}}, "epoch 2 lost: shards of ranks 1, 5 are on no node"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+// The issue's case: ranks 3 and 4 of epoch 4 were written on n3 and n4 and copied
+// to each other; both nodes are gone.
+func TestEpochBookIssueMessage(t *testing.T) {
+	writers := []string{"n1", "n1", "n2", "n3", "n4"}
+	b := written(5, 2, writers, 4)
+	for r, n := range []string{"n2", "n2", "n1", "n4", "n3"} {
+		b.AddCopy(4, r, n)
+	}
+	if got := b.MarkComplete(4); !slices.Equal(got, []uint64{4}) {
+		t.Fatalf("complete %v, want [4]", got)
+	}
+	_, _, err := b.Choose([]string{"n1", "n2"})
+	if want := "epoch 4 lost: shards of ranks 3, 4 were only on n3, n4"; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
+func TestEpochBookNoCompleteEpoch(t *testing.T) {
+	b := written(2, 2, []string{"a", "b"}, 1) // written, never copied
+	epoch, skipped, err := b.Choose([]string{"a", "b"})
+	if epoch != 0 || len(skipped) != 0 || !errors.Is(err, ckpt.ErrNoEpoch) {
+		t.Errorf("Choose = %d, %v, %v; want 0 and ckpt.ErrNoEpoch (a fresh start)", epoch, skipped, err)
+	}
+}
+
+func TestEpochBookPrune(t *testing.T) {
+	tests := []struct {
+		complete, incomplete []uint64
+		keep                 uint64
+		pruned               bool
+		left                 []uint64
+	}{
+		{[]uint64{1, 2}, nil, 0, false, []uint64{1, 2}},
+		{[]uint64{1, 2, 3}, nil, 2, true, []uint64{2, 3}},
+		{[]uint64{1, 2, 3, 5}, []uint64{4, 6}, 3, true, []uint64{3, 4, 5, 6}},
+		{[]uint64{2, 4, 6}, []uint64{1, 3, 5, 7}, 4, true, []uint64{4, 5, 6, 7}},
+	}
+	for _, tt := range tests {
+		b := written(1, 1, []string{"a"}, tt.complete...)
+		for _, e := range tt.incomplete {
+			b.entry(e) // seen, with no copy yet
+		}
+		b.MarkComplete(1)
+		keep, pruned := b.Prune()
+		var left []uint64
+		for e := range b.Epochs {
+			left = append(left, e)
+		}
+		slices.Sort(left)
+		if keep != tt.keep || pruned != tt.pruned || !slices.Equal(left, tt.left) {
+			t.Errorf("complete %v, incomplete %v: Prune() = %d, %v leaving %v; want %d, %v leaving %v",
+				tt.complete, tt.incomplete, keep, pruned, left, tt.keep, tt.pruned, tt.left)
+		}
+	}
+}
+
+func TestEpochBookSource(t *testing.T) {
+	b := book4() // epoch 4: rank 2 on n3 and n4
+	tests := []struct {
+		to    string
+		nodes []string
+		from  string
+		have  bool
+	}{
+		{"n1", []string{"n1", "n3", "n4"}, "n3", false},
+		{"n1", []string{"n1", "n4"}, "n4", false},
+		{"n3", []string{"n1", "n3", "n4"}, "n4", true}, // fetched all the same: its copy may be damaged
+		{"n3", []string{"n1", "n3"}, "", true},
+		{"n1", []string{"n1", "n2"}, "", false},
+	}
+	for _, tt := range tests {
+		from, have := b.Source(4, 2, tt.to, tt.nodes)
+		if from != tt.from || have != tt.have {
+			t.Errorf("Source(4, 2, %s, %v) = %q, %v; want %q, %v", tt.to, tt.nodes, from, have, tt.from, tt.have)
+		}
+	}
+}
+
+func TestEpochBookReplicas(t *testing.T) {
+	none := func(uint64, int, string) bool { return false }
+	tests := []struct {
+		name  string
+		book  func() EpochBook
+		nodes []string
+		busy  func(uint64, int, string) bool
+		want  []Replica
+	}{
+		{"each shard to the next node by name", func() EpochBook { return written(3, 2, []string{"a", "b", "c"}, 1) },
+			[]string{"c", "a", "b"}, none,
+			[]Replica{{1, 0, "a", "b"}, {1, 1, "b", "c"}, {1, 2, "c", "a"}}},
+		{"a copy under way counts", func() EpochBook { return written(3, 2, []string{"a", "b", "c"}, 1) },
+			[]string{"a", "b", "c"}, func(e uint64, r int, n string) bool { return r == 0 && n == "b" },
+			[]Replica{{1, 1, "b", "c"}, {1, 2, "c", "a"}}},
+		{"the next node busy: the one after", func() EpochBook { return written(1, 3, []string{"a"}, 1) },
+			[]string{"a", "b", "c"}, func(e uint64, r int, n string) bool { return n == "b" },
+			[]Replica{{1, 0, "a", "c"}}},
+		{"one node: nothing to copy", func() EpochBook { return written(2, 2, []string{"a", "a"}, 1) },
+			[]string{"a"}, none, nil},
+		{"complete epochs and those two behind are left alone", func() EpochBook {
+			b := written(1, 2, []string{"a"}, 1, 2, 3, 4)
+			b.AddCopy(4, 0, "b")
+			b.MarkComplete(2)
+			return b
+		}, []string{"a", "b"}, none, []Replica{{2, 0, "a", "b"}, {3, 0, "a", "b"}}},
+		{"a holder outside the run is no source", func() EpochBook {
+			b := written(1, 2, []string{"x"}, 1)
+			return b
+		}, []string{"a", "b"}, none, nil},
+	}
+	for _, tt := range tests {
+		b := tt.book()
+		if got := b.Replicas(tt.nodes, tt.busy); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: Replicas = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// The book is plain data: a clone shares nothing, and JSON keeps all of it.
+func TestEpochBookCloneAndJSON(t *testing.T) {
+	b := book4()
+	c := b.Clone()
+	c.AddCopy(4, 0, "n9")
+	c.Epochs[3].Complete = false
+	c.Highest = 99
+	if slices.Contains(b.Holders(4, 0), "n9") || !b.Epochs[3].Complete || b.Highest == 99 {
+		t.Error("changing a clone changed the original")
+	}
+	data, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back EpochBook
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, b) {
+		t.Errorf("JSON round trip:\n got %+v\nwant %+v", back, b)
+	}
+	if got, _, _ := back.Choose([]string{"n1", "n2", "n3", "n4"}); got != 4 {
+		t.Errorf("a book read back chooses %d, want 4", got)
+	}
+	var empty EpochBook
+	empty.NRanks = 1
+	empty.AddCopy(1, 0, "a") // a zero book is usable
+	if got := empty.Holders(1, 0); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("zero book: holders %v", got)
+	}
+}

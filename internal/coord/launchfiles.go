@@ -1,0 +1,70 @@
+package coord
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+
+	"shoal/internal/api"
+	"shoal/internal/engine"
+	"shoal/internal/files"
+	"shoal/internal/place"
+)
+
+// launchFiles writes the hostfile, rankfile and rsh node map of a launch and
+// describes it.
+func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
+	runDir := filepath.Join(s.cfg.DataDir, "coord", info.ID)
+	cores := map[string]int{}
+	rshNodes := map[string]string{}
+	for name, n := range live {
+		cores[name] = n.Cores
+		rshNodes[name] = n.API
+		if host, _, err := net.SplitHostPort(n.Addr); err == nil {
+			rshNodes[host] = n.API
+		}
+	}
+	hostfile := filepath.Join(runDir, "hostfile")
+	rankfile := filepath.Join(runDir, "rankfile")
+	nodesFile := filepath.Join(runDir, "rsh-nodes.json")
+	nodesJSON, _ := json.Marshal(rshNodes)
+	for path, content := range map[string][]byte{
+		hostfile: []byte(place.Hostfile(p)), rankfile: []byte(place.Rankfile(p, cores)), nodesFile: nodesJSON,
+	} {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			return engine.Launch{}, nil, err
+		}
+	}
+	wrapper := []string{s.cfg.ShoalBin, "exec-rank"}
+	for _, f := range info.Spec.Files {
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+			if f.Name == info.Spec.Argv[0] {
+				mode = 0o755
+			}
+		}
+		wrapper = append(wrapper, "--stage", files.Stage{Name: f.Name, Sum: f.SHA256, Mode: mode}.String())
+	}
+	wrapper = append(wrapper, "--")
+	over := false
+	for name, n := range p.Counts() {
+		over = over || n > cores[name]
+	}
+	for k, v := range info.Spec.Env {
+		env = append(env, k+"="+v)
+	}
+	l := engine.Launch{
+		NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
+		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
+		RshAgent: s.cfg.ShoalBin + " rsh", Oversubscribe: over, Env: env,
+	}
+	launcherEnv := []string{
+		"SHOAL_NODE_DATA=" + s.cfg.DataDir,
+		"SHOAL_JOB=" + info.ID,
+		"SHOAL_RSH_NODES=" + nodesFile,
+		"SHOAL_SECRET_FILE=" + s.cfg.SecretFile,
+	}
+	return l, launcherEnv, nil
+}

@@ -1,0 +1,148 @@
+package coord
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// barrier lets n callers through together; a caller that waits longer than a
+// second gives up and reports that the calls did not overlap.
+type barrier struct {
+	mu      sync.Mutex
+	n       int
+	arrived int
+	all     chan struct{}
+}
+
+func newBarrier(n int) *barrier { return &barrier{n: n, all: make(chan struct{})} }
+
+func (b *barrier) wait() bool {
+	b.mu.Lock()
+	b.arrived++
+	if b.arrived == b.n {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+		return true
+	case <-time.After(time.Second):
+		return false
+	}
+}
+
+// callLog records the calls made to the nodes, in order.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *callLog) add(call string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call)
+}
+
+// nodePeer is a node whose revokes and file checks meet at barriers, so that
+// calls made one after another time out there.
+type nodePeer struct {
+	Peer
+	node    string
+	log     *callLog
+	revokes *barrier
+	checks  *barrier
+}
+
+func (p nodePeer) Revoke(ctx context.Context, job string) error {
+	if !p.revokes.wait() {
+		p.log.add("revoke alone " + p.node)
+	}
+	p.log.add("revoked " + p.node)
+	return nil
+}
+
+func (p nodePeer) HasFile(ctx context.Context, sum string) (bool, error) {
+	if p.checks != nil && !p.checks.wait() {
+		p.log.add("check alone " + p.node)
+	}
+	p.log.add("check " + p.node)
+	return true, nil
+}
+
+func (p nodePeer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error {
+	p.log.add("grant " + p.node)
+	return nil
+}
+
+func (p nodePeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
+	return nil, nil, nil
+}
+
+// TestPrepareFencesInParallel: a relaunch revokes the old run on every node at
+// once, and stages and grants only once every revoke has returned.
+func TestPrepareFencesInParallel(t *testing.T) {
+	nodes := []api.Node{
+		{Name: "a", State: "alive", Cores: 2}, {Name: "b", State: "alive", Cores: 2}, {Name: "c", State: "alive", Cores: 2},
+	}
+	log := &callLog{}
+	revokes := newBarrier(len(nodes))
+	data := t.TempDir()
+	s := NewService(ServiceConfig{
+		Node: "a", DataDir: data,
+		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
+		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: revokes} },
+	})
+	spec := api.JobSpec{ID: "j", Ranks: 6, Argv: []string{"prog"}, Files: []api.File{{Name: "prog", SHA256: "00"}}}
+	cj := &clusterJob{info: api.Job{ID: "j", Spec: spec}}
+	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, Spec{ID: "j", NRanks: 6, Program: "prog"}, Output{})
+	b := newClusterBackend(s, cj, rj, NewEpochBook(6, 2))
+	b.nodes = map[string]api.Node{"a": nodes[0], "b": nodes[1], "c": nodes[2]} // the last run's
+	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	lastRevoke, firstOther := -1, len(log.calls)
+	for i, c := range log.calls {
+		switch {
+		case strings.HasPrefix(c, "revoke alone"):
+			t.Errorf("%s: the revokes did not overlap", c)
+		case strings.HasPrefix(c, "revoked"):
+			lastRevoke = i
+		default:
+			firstOther = min(firstOther, i)
+		}
+	}
+	if lastRevoke < 0 || lastRevoke > firstOther {
+		t.Errorf("calls %q: every revoke must return before staging or granting starts", log.calls)
+	}
+	for _, want := range []string{"grant a", "grant b", "grant c", "check b", "check c"} {
+		if !slices.Contains(log.calls, want) {
+			t.Errorf("calls %q: no %q", log.calls, want)
+		}
+	}
+}
+
+// TestStageChecksFilesInParallel: a node is asked about every job file at once.
+func TestStageChecksFilesInParallel(t *testing.T) {
+	log := &callLog{}
+	files := []api.File{{Name: "prog", SHA256: "01"}, {Name: "in1", SHA256: "02"}, {Name: "in2", SHA256: "03"}}
+	p := nodePeer{node: "b", log: log, checks: newBarrier(len(files))}
+	s := NewService(ServiceConfig{DataDir: t.TempDir()})
+	copied, err := s.stage(context.Background(), p, api.Job{ID: "j", Spec: api.JobSpec{Files: files}})
+	if err != nil || len(copied) != 0 {
+		t.Fatalf("stage: copied %v, %v; want nothing (the node has every file)", copied, err)
+	}
+	if slices.Contains(log.calls, "check alone b") {
+		t.Errorf("calls %q: the file checks did not overlap", log.calls)
+	}
+}

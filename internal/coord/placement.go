@@ -1,0 +1,142 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/place"
+)
+
+// placeNodes is what the planner needs to know of nodes.
+func placeNodes(nodes map[string]api.Node) []place.Node {
+	out := make([]place.Node, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, place.Node{Name: n.Name, Cores: n.Cores, Speed: float64(n.Speed)})
+	}
+	return out
+}
+
+// placeRanks places the job's ranks over the live nodes (but without), within the
+// job's oversubscription limit. When they do not fit, it waits up to the job's
+// WaitForNodes for nodes to join and then fails; a job that does not wait and has
+// run before is relaunched on the survivors, oversubscribed, since running slower
+// beats not running.
+func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, without string) (map[string]api.Node, place.Placement, error) {
+	wait := time.Duration(spec.WaitForNodes)
+	deadline := time.Now().Add(wait)
+	opts := place.Options{MaxOversubscribe: spec.MaxOversubscribe}
+	announced := false
+	ranBefore := b.placement != nil || b.j.resume != nil // a resumed job ran under another coordinator
+	for {
+		live, err := b.liveNodes(ctx, without)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := place.Spread(placeNodes(live), spec.Ranks, opts)
+		if err == nil {
+			if announced {
+				b.j.event(EventNodes, Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(live))})
+			}
+			return live, p, nil
+		}
+		if wait == 0 && ranBefore && len(live) > 0 {
+			p, err := place.Spread(placeNodes(live), spec.Ranks, place.Options{MaxOversubscribe: float64(spec.Ranks)})
+			if err == nil {
+				b.j.event(EventNodes, Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
+					spec.Ranks, totalCores(live), nodeList(live))})
+				return live, p, nil
+			}
+		}
+		short := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g; the live nodes (%s) have %d",
+			spec.Ranks, plural(coresNeeded(spec), "core"), max(spec.MaxOversubscribe, 1), nodeList(live), totalCores(live))
+		if wait == 0 {
+			return nil, nil, fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("%s, and no node joined within --wait-for-nodes %s", short, wait)
+		}
+		if !announced {
+			announced = true
+			b.j.event(EventNodes, Event{Message: fmt.Sprintf("%s; waiting up to %s for nodes to join", short, wait)})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func coresNeeded(spec api.JobSpec) int {
+	return int(math.Ceil(float64(spec.Ranks)/max(spec.MaxOversubscribe, 1) - 1e-9))
+}
+
+func totalCores(nodes map[string]api.Node) int {
+	n := 0
+	for _, node := range nodes {
+		n += node.Cores
+	}
+	return n
+}
+
+// nodeList names nodes in order: "n1, n2".
+func nodeList(nodes map[string]api.Node) string {
+	if len(nodes) == 0 {
+		return "none"
+	}
+	return strings.Join(names(nodes), ", ")
+}
+
+// describeMoves says where a lost node's ranks went, and how many ranks of the
+// surviving nodes moved too (placing every rank anew may move some to balance the
+// load): "2 of c's ranks → a, 1 → b; 1 other rank moved". Nothing when no node was lost.
+func describeMoves(prev, next place.Placement, live map[string]api.Node) string {
+	if prev == nil {
+		return ""
+	}
+	var parts []string
+	lost := map[string]map[string]int{}
+	var order []string
+	others := 0
+	for r, from := range prev {
+		if r >= len(next) {
+			continue
+		}
+		if _, ok := live[from]; ok {
+			if next[r] != from {
+				others++
+			}
+			continue
+		}
+		if lost[from] == nil {
+			lost[from] = map[string]int{}
+			order = append(order, from)
+		}
+		lost[from][next[r]]++
+	}
+	for _, from := range order {
+		moves := sortedMoves(lost[from])
+		first := strings.Replace(moves[0], " → ", " of "+from+"'s ranks → ", 1)
+		parts = append(parts, strings.Join(append([]string{first}, moves[1:]...), ", "))
+	}
+	if len(parts) > 0 && others > 0 {
+		parts = append(parts, plural(others, "other rank")+" moved")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func sortedMoves(m map[string]int) []string {
+	var out []string
+	for dst, n := range m {
+		out = append(out, fmt.Sprintf("%d → %s", n, dst))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return strings.SplitN(out[i], " → ", 2)[1] < strings.SplitN(out[j], " → ", 2)[1]
+	})
+	return out
+}

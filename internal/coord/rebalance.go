@@ -1,0 +1,138 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/place"
+)
+
+// noteProgress records a progress report of the current run's rank 0, seen at seen
+// (the report that was on its node before the launch is an earlier run's, and is
+// ignored). The first report of a run ends its restart: from placement to the
+// program computing again, both times on this node's clock, since the report's own
+// time is the other node's.
+func (b *clusterBackend) noteProgress(p *api.Progress, seen time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p == nil || p.At.Equal(b.progBase) {
+		return
+	}
+	if b.progFirst == nil {
+		b.progFirst = p
+		b.restartCost = max(seen.Sub(b.launchAt), 0)
+	}
+	if b.progLast == nil || !p.At.Equal(b.progLast.At) {
+		b.progSeen = seen
+	}
+	b.progLast = p
+}
+
+// remaining estimates the time the current run needs to finish, from the progress
+// its rank 0 reported since the launch.
+func (b *clusterBackend) remaining() (time.Duration, bool) {
+	f, l := b.progFirst, b.progLast
+	if f == nil || l == nil || l.Fraction <= f.Fraction || l.At.Sub(f.At) < time.Second {
+		return 0, false
+	}
+	perUnit := float64(l.At.Sub(f.At)) / (l.Fraction - f.Fraction)
+	return max(time.Duration(perUnit*(1-l.Fraction))-time.Since(b.progSeen), 0), true
+}
+
+// weigh estimates what relaunching over the live nodes would gain against what it
+// costs. ok is false when the job has not reported enough progress to tell.
+func (b *clusterBackend) weigh(live map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
+	spec := b.cj.snapshot().Spec
+	next, err := place.Spread(placeNodes(live), spec.Ranks, place.Options{MaxOversubscribe: spec.MaxOversubscribe})
+	if err != nil {
+		return e, nil, false
+	}
+	rem, ok := b.remaining()
+	cur, nxt := place.Rate(b.placement, placeNodes(b.nodes)), place.Rate(next, placeNodes(live))
+	return place.Weigh(rem, b.ckptCost+b.restartCost, cur, nxt), next, ok
+}
+
+func describeEstimate(e place.Estimate) string {
+	return fmt.Sprintf("estimated to save %s of the remaining %s, at a cost of %s (a checkpoint and a restart, as measured)",
+		seconds(e.Gain), seconds(e.Remaining), seconds(e.Cost))
+}
+
+// autoRebalance weighs, once for every new set of live nodes with a node the job
+// does not use, relaunching over them, and starts that when it pays the job's
+// AutoRebalance times over.
+func (b *clusterBackend) autoRebalance(ctx context.Context) {
+	ratio := b.cj.snapshot().Spec.AutoRebalance
+	if ratio <= 0 || b.pending != nil {
+		return
+	}
+	live, err := b.liveNodes(ctx, "")
+	if err != nil {
+		return
+	}
+	var joined []string
+	for n := range live {
+		if _, ok := b.nodes[n]; !ok {
+			joined = append(joined, n)
+		}
+	}
+	sort.Strings(joined)
+	key := nodeList(live)
+	if len(joined) == 0 || key == b.autoWeighed {
+		return
+	}
+	e, next, ok := b.weigh(live)
+	if !ok {
+		return // too little progress seen yet: weigh again at the next poll
+	}
+	b.autoWeighed = key
+	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), next, describeEstimate(e))
+	if !e.Worth(ratio) {
+		b.j.event(EventRebalance, Event{Message: fmt.Sprintf("%s; not worth it (--auto-rebalance %g)", what, ratio)})
+		return
+	}
+	b.j.event(EventRebalance, Event{Message: what + "; rebalancing"})
+	b.startReconfig(ctx, reconfig{reason: "rebalancing onto " + strings.Join(joined, ", "), done: make(chan struct{})})
+}
+
+// vetRebalance decides whether an asked-for rebalance goes ahead: not when the live
+// nodes would run the job no faster, nor when the gain is estimated below the cost,
+// unless forced. It returns why not, or "".
+func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
+	if rc.without != "" || rc.force {
+		return ""
+	}
+	live, err := b.liveNodes(ctx, "")
+	if err != nil {
+		return ""
+	}
+	e, next, ok := b.weigh(live)
+	switch {
+	case next == nil:
+		return ""
+	case place.Rate(next, placeNodes(live)) <= place.Rate(b.placement, placeNodes(b.nodes)):
+		return fmt.Sprintf("the live nodes would not run it faster (now %s, would be %s); --force relaunches anyway", b.placement, next)
+	case ok && !e.Worth(1):
+		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", next, describeEstimate(e))
+	}
+	return ""
+}
+
+// startReconfig moves the job (see [Move]): it asks rank 0's node for an immediate
+// checkpoint after which the ranks hold; the relaunch follows once that epoch is
+// complete (see poll).
+func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
+	b.mu.Lock()
+	rc.after = b.book.Newest()
+	b.mu.Unlock()
+	b.pending = &rc
+	d := b.j.policy.Decide(Outcome{Kind: Move, Detail: rc.reason}, 0)
+	b.j.setState(d.State, Event{Kind: EventReconfig, Message: d.Reason})
+	id := b.cj.snapshot().ID
+	if err := b.peer(b.placement[0]).RequestHold(ctx, id); err != nil {
+		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: checkpoint request to %s failed: %v", b.placement[0], err)})
+	}
+}

@@ -1,0 +1,232 @@
+package coord
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+	"shoal/internal/engine"
+)
+
+// fakeMpirun writes a launcher that, on its n-th start, does runs[n]:
+//
+//	ok     exit 0
+//	205    exit 205 and say why on stderr, as mpirun does after a daemon died
+//	kill   record rank 1 killed by signal 9, exit 137
+//	app    record rank 1 exited with code 7, exit 7
+//	sleep  sleep until stopped
+func fakeMpirun(t *testing.T, runs ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "mpirun")
+	body := `#!/bin/sh
+dir=` + dir + `
+n=$(cat $dir/count 2>/dev/null || echo 0)
+echo $((n + 1)) > $dir/count
+ranks=
+prev=
+for a in "$@"; do
+	case "$prev=$a" in -x=SHOAL_RANKS_DIR=*) ranks=${a#SHOAL_RANKS_DIR=} ;; esac
+	prev=$a
+done
+now=$(date +%s%N)
+case $(sed -n "$((n + 1))p" $dir/plan) in
+ok) exit 0 ;;
+205) echo "ORTE has lost communication with a remote daemon." >&2; exit 205 ;;
+kill) echo "pid=1 state=signaled time=$now signal=9" > $ranks/r000001; exit 137 ;;
+app) echo "pid=1 state=exited time=$now code=7" > $ranks/r000001; exit 7 ;;
+sleep) exec sleep 60 ;;
+esac
+echo "fake mpirun: no plan for start $((n + 1))" >&2
+exit 99
+`
+	if err := os.WriteFile(filepath.Join(dir, "plan"), []byte(strings.Join(runs, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+// events records a job's events.
+type events struct {
+	mu   sync.Mutex
+	list []Event
+	seen chan Event
+}
+
+func (e *events) add(ev Event) {
+	e.mu.Lock()
+	e.list = append(e.list, ev)
+	e.mu.Unlock()
+	select {
+	case e.seen <- ev:
+	default:
+	}
+}
+
+// states returns the states the job went through, from pending.
+func (e *events) states() []api.JobState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := []api.JobState{api.JobPending}
+	for _, ev := range e.list {
+		if ev.State != "" {
+			out = append(out, ev.State)
+		}
+	}
+	return out
+}
+
+func (e *events) find(kind string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.list {
+		if ev.Kind == kind {
+			out = append(out, ev.Message)
+		}
+	}
+	return out
+}
+
+// localJob returns a job of 2 ranks on this node whose launcher is mpirun.
+func localJob(t *testing.T, mpirun string, maxRestarts int) (*job, *events) {
+	t.Helper()
+	root := t.TempDir()
+	cfg := DefaultConfig(filepath.Join(root, "ckpt"), filepath.Join(root, "run"), "/bin/true")
+	cfg.Engine = engine.OpenMPI{Mpirun: mpirun}
+	cfg.PollInterval = 10 * time.Millisecond
+	cfg.KillGrace = time.Second
+	ev := &events{seen: make(chan Event, 100)}
+	spec := Spec{ID: "j", NRanks: 2, Program: "/bin/true", MaxRestarts: maxRestarts}
+	return newJob(cfg, spec, Output{Stdout: io.Discard, Stderr: io.Discard, Events: ev.add}), ev
+}
+
+func TestLoopOutcomes(t *testing.T) {
+	var (
+		P, S, R, RS = api.JobPending, api.JobStaging, api.JobRunning, api.JobRestarting
+		OK, F       = api.JobSucceeded, api.JobFailed
+	)
+	tests := []struct {
+		name        string
+		runs        []string
+		maxRestarts int
+		want        Result
+		states      []api.JobState
+		restart     string // a restart line that must be there
+	}{
+		{"success", []string{"ok"}, 3,
+			Result{State: OK, Reason: "every rank finished"},
+			[]api.JobState{P, S, R, OK}, ""},
+		{"mpirun failing with no rank saying why is a loss", []string{"205", "ok"}, 3,
+			Result{State: OK, Restarts: 1, Reason: "every rank finished"},
+			[]api.JobState{P, S, R, RS, S, R, OK},
+			"mpirun exited with status 205 and no rank said why: ORTE has lost communication with a remote daemon.; restarting from the beginning: no complete checkpoint ("},
+		{"mpirun failing until restarts run out", []string{"205", "205", "205"}, 2,
+			Result{State: F, Restarts: 2, Exhausted: true,
+				Reason: "mpirun exited with status 205 and no rank said why: ORTE has lost communication with a remote daemon.; giving up after 2 restarts (--max-restarts)"},
+			[]api.JobState{P, S, R, RS, S, R, RS, S, R, F}, ""},
+		{"a killed rank", []string{"kill", "ok"}, 3,
+			Result{State: OK, Restarts: 1, Reason: "every rank finished"},
+			[]api.JobState{P, S, R, RS, S, R, OK},
+			"rank 1 killed by signal 9; restarting from the beginning: no complete checkpoint ("},
+		{"the program's own failure", []string{"app"}, 3,
+			Result{State: F, ExitCode: 7, Reason: "rank 1 exited with code 7; not restarting (the program failed by itself)"},
+			[]api.JobState{P, S, R, F}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, ev := localJob(t, fakeMpirun(t, tt.runs...), tt.maxRestarts)
+			got := Run(context.Background(), j.cfg, j.spec, j.out)
+			if got != tt.want {
+				t.Errorf("result\n got %+v\nwant %+v", got, tt.want)
+			}
+			if s := ev.states(); !slices.Equal(s, tt.states) {
+				t.Errorf("states %v, want %v", s, tt.states)
+			}
+			if tt.restart != "" && !slices.ContainsFunc(ev.find(EventRestart), func(m string) bool { return strings.HasPrefix(m, tt.restart) }) {
+				t.Errorf("restart lines %q, want one starting %q", ev.find(EventRestart), tt.restart)
+			}
+			if bugs := ev.find(EventInternal); len(bugs) > 0 {
+				t.Errorf("refused transitions: %v", bugs)
+			}
+		})
+	}
+}
+
+func TestLoopCancelled(t *testing.T) {
+	j, ev := localJob(t, fakeMpirun(t, "sleep"), 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Result)
+	go func() { done <- Run(ctx, j.cfg, j.spec, j.out) }()
+	for e := range ev.seen {
+		if e.State == api.JobRunning {
+			break
+		}
+	}
+	cancel()
+	got := <-done
+	if want := (Result{State: api.JobCancelled, ExitCode: 130, Reason: "cancelled"}); got != want {
+		t.Errorf("result %+v, want %+v", got, want)
+	}
+	want := []api.JobState{api.JobPending, api.JobStaging, api.JobRunning, api.JobCancelled}
+	if s := ev.states(); !slices.Equal(s, want) {
+		t.Errorf("states %v, want %v", s, want)
+	}
+}
+
+// A job resumed by a new coordinator begins by restarting, counted as a restart,
+// and its restart line says why.
+func TestLoopResume(t *testing.T) {
+	tests := []struct {
+		name     string
+		used     int
+		max      int
+		runs     []string
+		want     Result
+		states   []api.JobState
+		restarts []string
+	}{
+		{"within the restarts", 1, 3, []string{"ok"},
+			Result{State: api.JobSucceeded, Restarts: 2, Reason: "every rank finished"},
+			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
+			[]string{"coordinator n1 lost; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"}},
+		{"restarts used up", 3, 3, nil,
+			Result{State: api.JobFailed, Restarts: 3, Exhausted: true, Reason: "coordinator n1 lost; giving up after 3 restarts (--max-restarts)"},
+			[]api.JobState{api.JobPending, api.JobFailed}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, ev := localJob(t, fakeMpirun(t, tt.runs...), tt.max)
+			j.resume = &Resume{Restarts: tt.used, Why: "coordinator n1 lost"}
+			j.be = &localBackend{j: j, dir: ckpt.JobDir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
+				complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
+			if err := os.MkdirAll(j.runDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			got := j.loop(context.Background())
+			if got != tt.want {
+				t.Errorf("result\n got %+v\nwant %+v", got, tt.want)
+			}
+			if s := ev.states(); !slices.Equal(s, tt.states) {
+				t.Errorf("states %v, want %v", s, tt.states)
+			}
+			if r := ev.find(EventRestart); !slices.Equal(r, tt.restarts) {
+				t.Errorf("restart lines %q, want %q", r, tt.restarts)
+			}
+			if first := ev.find(EventState); len(first) == 0 || !strings.HasPrefix(first[0], "coordinator n1 lost; ") {
+				t.Errorf("state events %q: the first must say the coordinator was lost", first)
+			}
+		})
+	}
+}

@@ -1,0 +1,133 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+)
+
+// refresh asks every node of the run which verified shards it holds, and records
+// the answers in the book.
+func (b *clusterBackend) refresh(ctx context.Context) {
+	id := b.cj.snapshot().ID
+	var wg sync.WaitGroup
+	indexes := map[string][]api.ShardInfo{} // by node, those that answered
+	for name := range b.nodes {
+		wg.Add(1)
+		go func(name string, p Peer) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			shards, prog, err := p.Shards(cctx, id)
+			if err != nil {
+				return
+			}
+			if len(b.placement) > 0 && name == b.placement[0] {
+				b.noteProgress(prog, time.Now())
+			}
+			b.mu.Lock()
+			b.lastSeen[name] = time.Now()
+			indexes[name] = shards
+			b.mu.Unlock()
+		}(name, b.peer(name))
+	}
+	wg.Wait()
+	b.mu.Lock()
+	b.book.Index(indexes, b.placement)
+	b.mu.Unlock()
+	if b.progLast != nil {
+		b.j.reportProgress(b.progLast.Fraction)
+	}
+}
+
+// replicate starts the copies that bring every shard to the copies wanted (see
+// [EpochBook.Replicas]). Copies run in the background: the ranks never wait for
+// them. A copy under way counts: a large shard takes longer than a poll to copy,
+// and each poll would otherwise start one more.
+func (b *clusterBackend) replicate(ctx context.Context) {
+	id := b.cj.snapshot().ID
+	b.mu.Lock()
+	copies := b.book.Replicas(names(b.nodes), func(epoch uint64, rank int, node string) bool {
+		return b.inflight[shardCopy{epoch, rank, node}]
+	})
+	for _, c := range copies {
+		b.inflight[shardCopy{c.Epoch, c.Rank, c.To}] = true
+	}
+	b.mu.Unlock()
+	for _, c := range copies {
+		go func(c Replica, to Peer, from string) {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if err == nil {
+				b.book.AddCopy(c.Epoch, c.Rank, c.To)
+			}
+			delete(b.inflight, shardCopy{c.Epoch, c.Rank, c.To})
+		}(c, b.peer(c.To), b.nodes[c.From].API)
+	}
+}
+
+// shardCopy is a copy of rank's shard of epoch on node.
+type shardCopy struct {
+	epoch uint64
+	rank  int
+	node  string
+}
+
+// markComplete records the epochs whose every rank has enough copies, and removes
+// shards older than the two newest complete epochs from every node. When the
+// complete epochs change, the manifest is rewritten and onBook told.
+func (b *clusterBackend) markComplete(ctx context.Context) {
+	b.mu.Lock()
+	want := b.book.Want(len(b.nodes))
+	fresh := b.book.MarkComplete(len(b.nodes))
+	if len(fresh) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	keep, pruned := b.book.Prune()
+	if c := b.book.CreatedNs(fresh[len(fresh)-1]); c != 0 {
+		b.ckptCost = max(time.Since(time.Unix(0, int64(c))), 0)
+	}
+	var book EpochBook
+	if b.onBook != nil {
+		book = b.book.Clone()
+	}
+	b.mu.Unlock()
+	n := b.j.spec.NRanks
+	for _, e := range fresh {
+		b.cj.update(func(a *api.Job) { a.Epoch = max(a.Epoch, e) })
+		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %d copies each)", e, n, want)})
+	}
+	b.writeManifest()
+	if b.onBook != nil {
+		b.onBook(book)
+	}
+	if pruned {
+		id := b.cj.snapshot().ID
+		for name := range b.nodes {
+			go b.peer(name).RemoveShardsBefore(context.Background(), id, keep)
+		}
+	}
+}
+
+// writeManifest records the complete epochs the job keeps (the two newest) in the
+// coordinator's manifest, DATA/coord/JOB/manifest, in the format of shard-format.md.
+func (b *clusterBackend) writeManifest() {
+	b.mu.Lock()
+	var entries []ckpt.ManifestEntry
+	for _, e := range b.book.Complete() {
+		entries = append(entries, ckpt.ManifestEntry{Epoch: e, NRanks: b.j.spec.NRanks, CreatedNs: b.book.CreatedNs(e)})
+	}
+	b.mu.Unlock()
+	dir := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}
+	if err := dir.WriteManifest(entries); err != nil {
+		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: recording the complete epochs: %v", err)})
+	}
+}

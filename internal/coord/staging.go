@@ -1,0 +1,97 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// stage copies the job's files and, for a restart, each rank's shard to the node the
+// rank will run on, from a node of the run holding a verified copy, and grants each
+// node its ranks; all in parallel.
+func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) error {
+	fetches, err := b.shardSources(byNode, epoch)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(byNode)+len(fetches))
+	var copiedMu sync.Mutex
+	copied := map[string][]api.File{} // by node
+	for name, ranks := range byNode {
+		wg.Add(1)
+		go func(name string, peer Peer, nranks int) {
+			defer wg.Done()
+			var files []api.File
+			if name != b.s.cfg.Node { // the submitter uploaded them here
+				var err error
+				if files, err = b.s.stage(ctx, peer, info); err != nil {
+					errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
+					return
+				}
+			}
+			copiedMu.Lock()
+			copied[name] = files
+			copiedMu.Unlock()
+			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour); err != nil {
+				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
+			}
+		}(name, b.peer(name), len(ranks))
+	}
+	for _, f := range fetches {
+		wg.Add(1)
+		go func(f Replica, to Peer, from string) {
+			defer wg.Done()
+			ref := api.ShardRef{Job: info.ID, Epoch: f.Epoch, Rank: f.Rank}
+			if err := to.Fetch(ctx, ref, from); err != nil {
+				errs <- fmt.Errorf("stage rank %d's shard of epoch %d from %s to %s: %w", f.Rank, f.Epoch, f.From, f.To, err)
+				return
+			}
+			b.addCopy(f.Epoch, f.Rank, f.To)
+		}(f, b.peer(f.To), b.nodes[f.From].API)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	b.j.event(EventStage, Event{Message: describeStaging(copied)})
+	return nil
+}
+
+// shardSources returns the copies that bring each rank's shard of epoch (0: none)
+// to the node it will run on (byNode), from nodes of the run. A node believed to
+// hold the shard fetches it all the same when another node has it: its copy may
+// have been damaged since, and a node holding a good copy answers at once without
+// copying.
+func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]Replica, error) {
+	if epoch == 0 {
+		return nil, nil
+	}
+	run := names(b.nodes)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Replica
+	for name, ranks := range byNode {
+		for _, r := range ranks {
+			from, have := b.book.Source(epoch, r, name, run)
+			switch {
+			case from != "":
+				out = append(out, Replica{Epoch: epoch, Rank: r, From: from, To: name})
+			case !have:
+				return nil, fmt.Errorf("no live node holds rank %d's shard of epoch %d", r, epoch)
+			}
+		}
+	}
+	return out, nil
+}
+
+// addCopy records a verified copy a node made.
+func (b *clusterBackend) addCopy(epoch uint64, rank int, node string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.book.AddCopy(epoch, rank, node)
+}
