@@ -31,7 +31,8 @@ echo "checksum: $ref"
 
 say "2/4 four hosts (n1..n4, 2 cores each), each running a Shoal agent"
 "$SHOAL" testbed up --nodes 4 --cores 2 >/dev/null
-until on n1 "$SHOAL" nodes | grep -q leader; do sleep 0.2; done
+# Settled: one leader and two more voters (the fourth node keeps a copy of the jobs).
+until [ "$(on n1 "$SHOAL" nodes --json | grep -c -E '"role": "(leader|voter)"')" -ge 3 ]; do sleep 0.2; done
 on n1 "$SHOAL" nodes
 
 say "3/4 heat submitted from n1 (detached), checkpointing every second; n1 coordinates it"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/place"
 )
 
 // EventCoordinator says that another node coordinates a job from now on.
@@ -77,10 +78,10 @@ func (s *Service) resume(info api.Job) {
 		}
 	}
 	lostAt := time.Now()
-	prev := info.Coordinator
+	prev, lost := info.Coordinator, info.Coordinator
 	why := fmt.Sprintf("coordinator %s lost", prev)
 	if prev == s.cfg.Node {
-		why = fmt.Sprintf("coordinator %s restarted", prev)
+		why, lost = fmt.Sprintf("coordinator %s restarted", prev), ""
 	}
 	from := "from the beginning"
 	if book != nil && book.Newest() > 0 {
@@ -94,7 +95,7 @@ func (s *Service) resume(info api.Job) {
 	info.Coordinator = s.cfg.Node
 	j := &clusterJob{s: s, info: info}
 	j.write(true, newEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil))
-	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt})
+	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost})
 }
 
 // fetchFiles copies into this node's cache every file of the job it lacks, from
@@ -189,4 +190,30 @@ func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job,
 	defer cancel()
 	s.cfg.Store.WaitJob(wctx, info.ID)
 	return info, nil
+}
+
+// seedRun gives a backend taking a job over the previous coordinator's run: its
+// placement (node → ranks), so that the shards that run wrote are counted and the
+// restart line says where its ranks went, and the lost coordinator's node, which
+// is not placed on until membership declares it gone. Which nodes to ask and to
+// fence, the backend finds from the live nodes (choose).
+func (b *clusterBackend) seedRun(byNode map[string][]int, lost string) {
+	if lost != "" {
+		b.excluded[lost] = true
+	}
+	p := make(place.Placement, b.j.spec.NRanks)
+	for name, ranks := range byNode {
+		for _, r := range ranks {
+			if r < 0 || r >= len(p) {
+				return // not this job's placement: start without one
+			}
+			p[r] = name
+		}
+	}
+	for _, n := range p {
+		if n == "" {
+			return
+		}
+	}
+	b.placement = p
 }

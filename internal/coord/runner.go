@@ -288,6 +288,10 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	}
 	j.setState(api.JobStaging, Event{})
 	l, launcherEnv, where, err := j.be.prepare(ctx, restartEpoch, env, ranksDir)
+	var le *lossError
+	if errors.As(err, &le) {
+		return 0, nil, le.loss, "", nil
+	}
 	if err != nil {
 		return fail(err)
 	}

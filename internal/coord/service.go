@@ -233,7 +233,10 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	j.backend = newClusterBackend(s, j, rj, *book)
 	cb := j.backend
 	j.mu.Unlock()
-	if cb.onBook == nil && s.cfg.Store != nil {
+	if resume != nil {
+		cb.seedRun(info.Placement, resume.Lost)
+	}
+		if cb.onBook == nil && s.cfg.Store != nil {
 		// The store keeps the book, so that the next leader resumes from it.
 		cb.onBook = func(book EpochBook) {
 			if b, err := json.Marshal(book); err == nil {

@@ -2,7 +2,9 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -19,6 +21,15 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(byNode)+len(fetches))
+	var downMu sync.Mutex
+	down := map[string]bool{} // nodes that did not answer
+	unreachable := func(err error, node string) {
+		if errors.Is(err, api.ErrUnreachable) {
+			downMu.Lock()
+			down[node] = true
+			downMu.Unlock()
+		}
+	}
 	var copiedMu sync.Mutex
 	copied := map[string][]api.File{} // by node
 	for name, ranks := range byNode {
@@ -29,6 +40,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			if name != b.s.cfg.Node { // the submitter uploaded them here
 				var err error
 				if files, err = b.s.stage(ctx, peer, info); err != nil {
+					unreachable(err, name)
 					errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
 					return
 				}
@@ -37,6 +49,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			copied[name] = files
 			copiedMu.Unlock()
 			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour); err != nil {
+				unreachable(err, name)
 				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
 			}
 		}(name, b.peer(name), len(ranks))
@@ -47,6 +60,10 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			defer wg.Done()
 			ref := api.ShardRef{Job: info.ID, Epoch: f.Epoch, Rank: f.Rank}
 			if err := to.Fetch(ctx, ref, from); err != nil {
+				unreachable(err, f.To)
+				if errors.Is(err, api.ErrBadGateway) {
+					unreachable(api.ErrUnreachable, f.From) // the holder did not answer the copy
+				}
 				errs <- fmt.Errorf("stage rank %d's shard of epoch %d from %s to %s: %w", f.Rank, f.Epoch, f.From, f.To, err)
 				return
 			}
@@ -55,6 +72,19 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	}
 	wg.Wait()
 	close(errs)
+	if len(down) > 0 {
+		// A node lost while the run was being staged is a node loss like any
+		// other: the job is placed again without it.
+		lost := make([]string, 0, len(down))
+		b.mu.Lock()
+		for n := range down {
+			b.excluded[n] = true
+			lost = append(lost, n)
+		}
+		b.mu.Unlock()
+		sort.Strings(lost)
+		return &lossError{&nodeLoss{nodes: lost, reason: "its agent did not answer while the run was staged", at: time.Now()}}
+	}
 	if err := <-errs; err != nil {
 		return err
 	}
@@ -95,3 +125,9 @@ func (b *clusterBackend) addCopy(epoch uint64, rank int, node string) {
 	defer b.mu.Unlock()
 	b.book.AddCopy(epoch, rank, node)
 }
+
+// lossError is a node loss found while preparing a run: the run is not launched
+// and the job restarts without the node.
+type lossError struct{ loss *nodeLoss }
+
+func (e *lossError) Error() string { return e.loss.String() }
