@@ -236,7 +236,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	if resume != nil {
 		cb.seedRun(info.Placement, resume.Lost)
 	}
-		if cb.onBook == nil && s.cfg.Store != nil {
+	if cb.onBook == nil && s.cfg.Store != nil {
 		// The store keeps the book, so that the next leader resumes from it.
 		cb.onBook = func(book EpochBook) {
 			if b, err := json.Marshal(book); err == nil {
