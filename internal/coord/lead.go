@@ -40,12 +40,27 @@ func (s *Service) lead() {
 	}
 }
 
-// takeOver resumes every unfinished job the store holds that this node does not
-// drive yet: relaunched from its newest complete epoch, the event saying so.
+// takeOver resumes every unfinished job the store holds: relaunched from its
+// newest complete epoch, the event saying so. A run this node still had from an
+// earlier term is waited for first: it is being stopped.
 func (s *Service) takeOver() {
+	s.mu.Lock()
+	s.term++
+	old := make([]*clusterJob, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		old = append(old, j)
+	}
+	s.mu.Unlock()
 	// Everything the old leader committed must be applied here first.
 	if err := s.cfg.Store.Barrier(10 * time.Second); err != nil {
 		return // not leading after all: a false follows
+	}
+	for _, j := range old {
+		j.cancel(errLostLead)
+		select {
+		case <-j.finished:
+		case <-time.After(30 * time.Second):
+		}
 	}
 	for _, info := range s.cfg.Store.Jobs() {
 		if !info.Ended.IsZero() || s.driver(info.ID) != nil {
@@ -60,6 +75,7 @@ func (s *Service) takeOver() {
 func (s *Service) stepDown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.term++
 	for _, j := range s.jobs {
 		j.cancel(errLostLead)
 	}
@@ -93,8 +109,7 @@ func (s *Service) resume(info api.Job) {
 		why += fmt.Sprintf("; warning: %v", err)
 	}
 	info.Coordinator = s.cfg.Node
-	j := &clusterJob{s: s, info: info}
-	j.write(true, newEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil))
+	s.cfg.Store.Update(info.ID, &info, []api.JobEvent{newEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil)}, nil)
 	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost})
 }
 

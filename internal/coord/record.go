@@ -30,6 +30,22 @@ type clusterJob struct {
 	flushing  bool           // a flush of out is scheduled
 	// writeMu keeps the store's entries in the order they were made.
 	writeMu sync.Mutex
+	// term is the Service's leadership term the job is driven in; finished is
+	// closed once its run has stopped.
+	term     uint64
+	finished chan struct{}
+}
+
+// current reports whether this node still drives the job in the term it started
+// it in: a job's run stopped because the node lost the lead must not write its
+// end (cancelled) into a store a later term of this node, or another node, leads.
+func (j *clusterJob) current() bool {
+	if j.s == nil {
+		return true
+	}
+	j.s.mu.Lock()
+	defer j.s.mu.Unlock()
+	return j.term == j.s.term
 }
 
 func (j *clusterJob) snapshot() api.Job {
@@ -85,7 +101,7 @@ func (j *clusterJob) write(withInfo bool, events ...api.JobEvent) {
 	}
 	id := j.info.ID
 	j.mu.Unlock()
-	if j.s == nil || j.s.cfg.Store == nil || (info == nil && len(events) == 0) {
+	if j.s == nil || j.s.cfg.Store == nil || (info == nil && len(events) == 0) || !j.current() {
 		return
 	}
 	j.s.cfg.Store.Update(id, info, events, nil)
@@ -95,7 +111,7 @@ func (j *clusterJob) write(withInfo bool, events ...api.JobEvent) {
 func (j *clusterJob) writeBook(book json.RawMessage) {
 	j.writeMu.Lock()
 	defer j.writeMu.Unlock()
-	if j.s == nil || j.s.cfg.Store == nil {
+	if j.s == nil || j.s.cfg.Store == nil || !j.current() {
 		return
 	}
 	j.s.cfg.Store.Update(j.snapshot().ID, nil, nil, book)

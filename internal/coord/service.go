@@ -82,6 +82,9 @@ type Service struct {
 	cache files.Cache
 	mu    sync.Mutex
 	jobs  map[string]*clusterJob // the jobs this node drives
+	// term counts this node's terms as leader: a job driven in an earlier term
+	// writes nothing more, even if this node leads again by the time it stops.
+	term uint64
 }
 
 var (
@@ -157,11 +160,13 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 // start drives a job on this node, the leader; see run for book and resume.
 func (s *Service) start(info api.Job, book *EpochBook, resume *Resume) {
 	runCtx, cancel := context.WithCancelCause(context.Background())
-	j := &clusterJob{s: s, info: info, cancel: cancel}
+	j := &clusterJob{s: s, info: info, cancel: cancel, finished: make(chan struct{})}
 	s.mu.Lock()
+	j.term = s.term
 	s.jobs[info.ID] = j
 	s.mu.Unlock()
 	go func() {
+		defer close(j.finished)
 		s.run(runCtx, j, book, resume)
 		s.mu.Lock()
 		if s.jobs[info.ID] == j {

@@ -186,15 +186,21 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// shoal runs the shoal command in host and returns its output and exit code.
+// shoal runs the shoal command in host and returns its output and exit code; it
+// fails the test if the command takes longer than three minutes.
 func shoal(t *testing.T, host string, args ...string) (string, int) {
 	t.Helper()
-	cmd, err := bed.Command(context.Background(), host, append([]string{filepath.Join(root, "bin/shoal")}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd, err := bed.Command(ctx, host, append([]string{filepath.Join(root, "bin/shoal")}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("shoal %s in %s did not end within 3 minutes:\n%s", strings.Join(args, " "), host, out)
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
