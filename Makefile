@@ -2,25 +2,30 @@
 # is missing through scripts/deps.sh).
 SHELL := /bin/bash
 BUILD ?= build
-MPICC ?= mpicc
+# Each MPI's own tools, never Debian's mpicc/mpirun alternatives, which point at whichever
+# MPI was installed last.
+MPICC ?= mpicc.openmpi
+MPIFC ?= mpifort.openmpi
+MPIRUN ?= mpirun.openmpi
 CFLAGS ?= -O2 -g
 GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-python test-integration demo clean
+.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran test-python test-integration demo clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
-build: deps go-build lib examples kernels test-programs
+build: deps go-build lib fortran examples fortran-examples kernels test-programs
 
 go-build:
 	$(GO) build -o bin/shoal ./cmd/shoal
 
 include lib/lib.mk
+include lib/fortran/fortran.mk
 include examples/examples.mk
 include bench/kernels/kernels.mk
 include test/programs/programs.mk
@@ -28,6 +33,7 @@ include test/programs/programs.mk
 test: build
 	$(GO) vet ./...
 	$(MAKE) test-c
+	$(MAKE) test-fortran
 	$(MAKE) test-python
 	SHOAL_REQUIRE_BUILD=1 $(GO) test ./... -count=1 -p 1 -timeout 40m
 

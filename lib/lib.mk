@@ -7,10 +7,11 @@
 #   make ckpt-cost     $(BUILD)/bench/ckpt-cost-prog (run it with bench/ckpt-cost)
 #   make snapshot-cost $(BUILD)/bench/snapshot-cost-prog (run it with bench/snapshot-cost)
 #
-# Needs mpicc and libxxhash-dev.
+# Needs Open MPI's mpicc.openmpi (or MPICC) and libxxhash-dev.
 
 BUILD ?= build
-MPICC ?= mpicc
+MPICC ?= mpicc.openmpi
+MPIRUN ?= mpirun.openmpi
 CFLAGS ?= -O2 -g
 
 SHOAL_BUILD_ABS := $(abspath $(BUILD))
@@ -97,7 +98,7 @@ $(TEST_DIR)/test_resume: lib/tests/test_resume.c lib/tests/check.c lib/tests/che
 		pkg-config --cflags --libs shoal)
 
 test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_api $(TEST_DIR)/test_resume
-	BUILD=$(BUILD) lib/tests/run.sh
+	BUILD=$(BUILD) MPIRUN=$(MPIRUN) lib/tests/run.sh
 
 # ---- benchmark ----
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
-# Open MPI and xxHash from Debian's packages; Go and the Go modules from the module proxy.
+# Open MPI, gfortran and xxHash from Debian's packages; Go and the Go modules from the module proxy.
 set -euo pipefail
 
 need=()
-command -v mpicc >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v mpicc.openmpi >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v gfortran >/dev/null || need+=(gfortran)
 [ -e /usr/include/xxhash.h ] || need+=(libxxhash-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v ip >/dev/null || need+=(iproute2)

@@ -7,8 +7,13 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 T=$BUILD/lib/tests
-MPIRUN=(mpirun --oversubscribe)
-if [ "$(id -u)" = 0 ]; then MPIRUN+=(--allow-run-as-root); fi
+MPIRUN=(${MPIRUN:-mpirun.openmpi})
+case ${MPIRUN[0]} in
+*openmpi*)
+	MPIRUN+=(--oversubscribe)
+	if [ "$(id -u)" = 0 ]; then MPIRUN+=(--allow-run-as-root); fi
+	;;
+esac
 
 failures=0
 # run [-C DIR] COMMAND...: runs COMMAND (in DIR), counting it as failed if it fails.
