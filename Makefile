@@ -12,14 +12,14 @@ GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python test-integration demo clean
+.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich test-integration demo clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
-build: deps go-build lib fortran python examples fortran-examples kernels test-programs
+build: deps go-build lib fortran python examples fortran-examples kernels test-programs mpich
 
 go-build:
 	$(GO) build -o bin/shoal ./cmd/shoal
@@ -60,6 +60,18 @@ python: $(VENV)/.installed
 
 test-python: $(VENV)/.installed
 	cd python && ../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+# The same library, Fortran module and examples built with MPICH, in $(BUILD)/mpich: the
+# two MPIs are not ABI compatible, so a program runs with the MPI it was built with
+# (shoal run --engine mpich -- $(BUILD)/mpich/examples/heat).
+MPICH_MAKE = $(MAKE) --no-print-directory BUILD=$(BUILD)/mpich MPICC=mpicc.mpich \
+	MPIFC=mpifort.mpich MPIRUN=mpiexec.mpich
+
+mpich:
+	$(MPICH_MAKE) lib fortran examples fortran-examples
+
+test-mpich: mpich
+	$(MPICH_MAKE) test-c test-fortran
 
 demo: build
 	scripts/demo.sh

@@ -50,6 +50,11 @@ run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 restart
 run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 fresh
 rm -rf "$scratch"
 
+scratch=$(mktemp -d)
+exe=$(realpath "$T/test_cxx")
+run -C "$scratch" env SHOAL_CKPT_INTERVAL=0 "${MPIRUN[@]}" -n 1 "$exe"
+rm -rf "$scratch"
+
 echo "== exported symbols of $BUILD/lib/libshoal.so"
 want=$(grep -o 'SHOAL_EXPORT [^(]*(' lib/include/shoal.h | grep -o 'shoal_[a-z_]*' | sort)
 got=$(nm -D --defined-only "$BUILD/lib/libshoal.so" | awk '$2 == "T" { print $3 }' | sort)

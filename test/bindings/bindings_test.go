@@ -107,11 +107,12 @@ func cChecksum(t *testing.T) string {
 // killRank2AfterEpoch2 runs prog on 4 ranks under shoal run with a checkpoint every
 // 500 ms, SIGKILLs rank 2 once epoch 2 is complete, and returns the finished job's
 // output.
-func killRank2AfterEpoch2(t *testing.T, prog program) string {
+func killRank2AfterEpoch2(t *testing.T, prog program, flags ...string) string {
 	t.Helper()
 	shoal := artifact(t, "bin/shoal")
 	data := t.TempDir()
-	args := append([]string{"run", "-n", "4", "--ckpt-interval", "500ms", "--"}, prog.argv(t)...)
+	args := append(append([]string{"run", "-n", "4", "--ckpt-interval", "500ms"}, flags...), "--")
+	args = append(args, prog.argv(t)...)
 	args = append(append(args, heatArgs...), "--pace", heatPace)
 	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, args...)
 	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
@@ -155,6 +156,53 @@ func TestHeatSurvivesKilledRank(t *testing.T) {
 				t.Errorf("%s heat's checksum after the kill = %q, want the C heat's uninterrupted %q", prog.name, got, want)
 			}
 		})
+	}
+}
+
+var (
+	mpichHeat        = program{"MPICH C", func(t *testing.T) []string { return []string{artifact(t, "build/mpich/examples/heat")} }}
+	mpichFortranHeat = program{"MPICH Fortran", func(t *testing.T) []string { return []string{artifact(t, "build/mpich/examples/fortran/heat")} }}
+)
+
+// Under MPICH (shoal run --engine mpich, the programs built in build/mpich), a killed
+// rank costs the same as under Open MPI: a restart from the newest epoch, and the
+// uninterrupted result.
+func TestMPICHHeatSurvivesKilledRank(t *testing.T) {
+	if _, err := exec.LookPath("mpiexec.mpich"); err != nil {
+		t.Skip("MPICH not installed (make deps installs it)")
+	}
+	for _, prog := range []program{mpichHeat, mpichFortranHeat} {
+		t.Run(prog.name, func(t *testing.T) {
+			want := cChecksum(t)
+			out := killRank2AfterEpoch2(t, prog, "--engine", "mpich")
+			if !strings.Contains(out, "shoal: rank 2 killed by signal 9; restarting from epoch") {
+				t.Errorf("no restart line naming rank 2 and signal 9")
+			}
+			if got := watch.Field(out, "checksum"); got != want {
+				t.Errorf("%s heat's checksum after the kill = %q, want the Open MPI C heat's uninterrupted %q", prog.name, got, want)
+			}
+		})
+	}
+}
+
+// A program that does not use libshoal is told apart at launch: shoal run says a lost
+// rank restarts it from the beginning, not where its checkpoints go.
+func TestUnmodifiedProgramWarned(t *testing.T) {
+	requireOpenMPI(t)
+	for _, tt := range []struct {
+		rel  string
+		warn bool
+	}{{"build/examples/heat-plain", true}, {"build/examples/heat", false}} {
+		p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, artifact(t, "bin/shoal"),
+			"run", "-n", "2", "--", artifact(t, tt.rel), "--size", "50", "--steps", "10")
+		if code := p.Wait(time.Minute); code != 0 {
+			t.Fatalf("%s exited %d", tt.rel, code)
+		}
+		first := strings.SplitN(p.Output(), "\n", 2)[0]
+		warned := strings.Contains(first, "heat-plain does not use libshoal (no shoal_init in it): it writes no checkpoints, so a lost rank restarts it from the beginning")
+		if warned != tt.warn || strings.Contains(first, "checkpoints in") == tt.warn {
+			t.Errorf("%s: launch line %q; want the no-libshoal warning: %v", tt.rel, first, tt.warn)
+		}
 	}
 }
 
