@@ -2,25 +2,30 @@
 # is missing through scripts/deps.sh).
 SHELL := /bin/bash
 BUILD ?= build
-MPICC ?= mpicc
+# Each MPI's own tools, never Debian's mpicc/mpirun alternatives, which point at whichever
+# MPI was installed last.
+MPICC ?= mpicc.openmpi
+MPIFC ?= mpifort.openmpi
+MPIRUN ?= mpirun.openmpi
 CFLAGS ?= -O2 -g
 GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-python test-integration demo clean
+.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich test-integration demo clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
-build: deps go-build lib examples kernels test-programs
+build: deps go-build lib fortran python examples fortran-examples kernels test-programs mpich
 
 go-build:
 	$(GO) build -o bin/shoal ./cmd/shoal
 
 include lib/lib.mk
+include lib/fortran/fortran.mk
 include examples/examples.mk
 include bench/kernels/kernels.mk
 include test/programs/programs.mk
@@ -28,18 +33,45 @@ include test/programs/programs.mk
 test: build
 	$(GO) vet ./...
 	$(MAKE) test-c
+	$(MAKE) test-fortran
 	$(MAKE) test-python
 	SHOAL_REQUIRE_BUILD=1 $(GO) test ./... -count=1 -p 1 -timeout 40m
 
-# The Python shard reader (python/), checked against the same test vectors as Go and C;
-# its one dependency, xxhash, comes from PyPI into a virtual environment under $(BUILD).
-$(VENV)/.installed: python/pyproject.toml
+# The Python package (python/): the checkpoint API over libshoal and the shard reader,
+# installed into a virtual environment under $(BUILD) with numpy, mpi4py and xxhash from
+# PyPI. mpi4py is compiled here, with this tree's MPI (--no-binary, and no wheel cache:
+# a wheel built for the other MPI must never be reused), and the package records where
+# this tree's libshoal is (shoal/_libshoal.py).
+PY_SRCS := python/pyproject.toml $(wildcard python/src/shoal/*.py)
+
+$(VENV)/.deps: python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check 'xxhash>=3.0'
+	MPICC=$(MPICC) $(VENV)/bin/pip install -q --disable-pip-version-check --no-cache-dir \
+		--no-binary mpi4py 'xxhash>=3.0' 'numpy>=1.21' 'mpi4py>=3.1' 'pytest>=7'
 	touch $@
 
+$(VENV)/.installed: $(VENV)/.deps $(PY_SRCS) $(BUILD)/lib/libshoal.so
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./python
+	printf 'PATH = %s\n' "'$(abspath $(BUILD))/lib/libshoal.so'" > \
+		"$$($(VENV)/bin/python -c 'import shoal, os; print(os.path.dirname(shoal.__file__))')/_libshoal.py"
+	touch $@
+
+python: $(VENV)/.installed
+
 test-python: $(VENV)/.installed
-	$(VENV)/bin/python -m unittest discover -s python/tests
+	cd python && ../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+# The same library, Fortran module and examples built with MPICH, in $(BUILD)/mpich: the
+# two MPIs are not ABI compatible, so a program runs with the MPI it was built with
+# (shoal run --engine mpich -- $(BUILD)/mpich/examples/heat).
+MPICH_MAKE = $(MAKE) --no-print-directory BUILD=$(BUILD)/mpich MPICC=mpicc.mpich \
+	MPIFC=mpifort.mpich MPIRUN=mpiexec.mpich
+
+mpich:
+	$(MPICH_MAKE) lib fortran examples fortran-examples
+
+test-mpich: mpich
+	$(MPICH_MAKE) test-c test-fortran
 
 demo: build
 	scripts/demo.sh

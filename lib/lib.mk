@@ -7,10 +7,11 @@
 #   make ckpt-cost     $(BUILD)/bench/ckpt-cost-prog (run it with bench/ckpt-cost)
 #   make snapshot-cost $(BUILD)/bench/snapshot-cost-prog (run it with bench/snapshot-cost)
 #
-# Needs mpicc and libxxhash-dev.
+# Needs Open MPI's mpicc.openmpi (or MPICC) and libxxhash-dev.
 
 BUILD ?= build
-MPICC ?= mpicc
+MPICC ?= mpicc.openmpi
+MPIRUN ?= mpirun.openmpi
 CFLAGS ?= -O2 -g
 
 SHOAL_BUILD_ABS := $(abspath $(BUILD))
@@ -96,8 +97,17 @@ $(TEST_DIR)/test_resume: lib/tests/test_resume.c lib/tests/check.c lib/tests/che
 		lib/tests/check.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
 		pkg-config --cflags --libs shoal)
 
-test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_api $(TEST_DIR)/test_resume
-	BUILD=$(BUILD) lib/tests/run.sh
+# shoal.h from C++, with the MPI's own C++ wrapper (mpicxx.openmpi, mpicxx.mpich).
+# -Wno-cast-function-type: Open MPI's own C++ bindings, which mpi.h pulls in, trip it.
+MPICXX ?= $(subst mpicc,mpicxx,$(MPICC))
+
+$(TEST_DIR)/test_cxx: lib/tests/test_cxx.cpp $(LIB_OUTPUTS)
+	@mkdir -p $(@D)
+	$(MPICXX) -std=c++11 -Wall -Wextra -pedantic -Werror -Wno-cast-function-type -O1 -I$(BUILD)/include -o $@ $< \
+		-L$(BUILD)/lib -lshoal -Wl,-rpath,$(abspath $(BUILD))/lib
+
+test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_api $(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx
+	BUILD=$(BUILD) MPIRUN=$(MPIRUN) lib/tests/run.sh
 
 # ---- benchmark ----
 

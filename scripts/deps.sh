@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
-# Open MPI and xxHash from Debian's packages; Go and the Go modules from the module proxy.
+# Open MPI, MPICH, gfortran and xxHash from Debian's packages; Go and the Go modules from the module proxy.
 set -euo pipefail
 
 need=()
-command -v mpicc >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v mpicc.openmpi >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v gfortran >/dev/null || need+=(gfortran)
+command -v mpicc.mpich >/dev/null || need+=(mpich libmpich-dev)
 [ -e /usr/include/xxhash.h ] || need+=(libxxhash-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v ip >/dev/null || need+=(iproute2)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +69,7 @@ type runFlags struct {
 	maxOversubscribe float64
 	waitForNodes     time.Duration
 	autoRebalance    float64
+	engine           string
 }
 
 // multiFlag collects a repeated flag.
@@ -92,6 +94,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run (with an agent; this machine alone always allows more)")
 	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
+	fs.StringVar(&f.engine, "engine", "openmpi", "the MPI that launches the job: openmpi or mpich (mpich on this machine only, for now; the program must be built with MPICH, as build/mpich/ is)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -124,6 +127,9 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		return f, nil, exitUsage
 	case f.autoRebalance != 0 && !(f.autoRebalance >= 1):
 		fmt.Fprintf(stderr, "shoal run: --auto-rebalance %g: want 0 (off) or a ratio of at least 1\n", f.autoRebalance)
+		return f, nil, exitUsage
+	case !slices.Contains(engine.Names, f.engine):
+		fmt.Fprintf(stderr, "shoal run: --engine %q: want %s\n", f.engine, strings.Join(engine.Names, " or "))
 		return f, nil, exitUsage
 	case f.maxRestarts < 0:
 		fmt.Fprintf(stderr, "shoal run: --max-restarts %d: must not be negative\n", f.maxRestarts)
@@ -182,6 +188,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "shoal run: %v\n", err)
 			return exitFailure
 		}
+		if c != nil && f.engine != "openmpi" {
+			fmt.Fprintf(stderr, "shoal run: --engine %s runs jobs on this machine only for now: add --local\n", f.engine)
+			return exitUsage
+		}
 		if c != nil {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
 		}
@@ -194,7 +204,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal run: %s %s an agent, and none runs on this node (or --local was given)\n", strings.Join(given, " and "), verb)
 		return exitUsage
 	}
-	o := engine.OpenMPI{}
+	o, _ := engine.ByName(f.engine)
 	if _, err := o.Version(); err != nil {
 		fmt.Fprintf(stderr, "shoal run: %v\n", err)
 		return exitFailure
@@ -238,8 +248,12 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		},
 	}
 	if !f.quiet {
-		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s on this node; checkpoints in %s\n",
-			id, f.nranks, filepath.Base(program), filepath.Join(ckptRoot, id))
+		where := "checkpoints in " + filepath.Join(ckptRoot, id)
+		if uses, known := usesLibshoal(program); known && !uses {
+			where = noCheckpointsNote(program)
+		}
+		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s on this node; %s\n",
+			id, f.nranks, filepath.Base(program), where)
 	}
 	res := coord.Run(ctx, cfg, spec, out)
 	switch res.State {

@@ -29,13 +29,22 @@ type Config struct {
 	RunRoot string
 	// ShoalBin is the shoal executable, used as the rank wrapper.
 	ShoalBin string
-	Engine   engine.OpenMPI
+	// Engine launches the runs; nil means Open MPI.
+	Engine engine.Engine
 	// Cores of this node; more ranks than cores means oversubscription.
 	Cores int
 	// PollInterval is how often the runner looks for new epochs and progress.
 	PollInterval time.Duration
 	// KillGrace is how long a launcher gets after SIGTERM before SIGKILL.
 	KillGrace time.Duration
+}
+
+// launcher is the configured engine, Open MPI when none is.
+func (c Config) launcher() engine.Engine {
+	if c.Engine == nil {
+		return engine.OpenMPI{}
+	}
+	return c.Engine
 }
 
 // DefaultConfig returns a single-node configuration rooted at dir.
@@ -298,7 +307,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	if restartNote != nil {
 		j.event(EventRestart, Event{Epoch: restartEpoch, Message: restartNote(where)})
 	}
-	cmd := j.cfg.Engine.Command(l)
+	cmd := j.cfg.launcher().Command(l)
 	cmd.Env = append(os.Environ(), launcherEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	log, err := os.Create(filepath.Join(j.runDir, "launcher.log"))

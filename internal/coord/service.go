@@ -52,7 +52,7 @@ type ServiceConfig struct {
 	DataDir    string // this agent's data dir: files/, jobs/, ckpt/
 	SecretFile string // given to `shoal rsh` through the launcher's environment
 	ShoalBin   string // the shoal executable (rank wrapper and rsh agent)
-	Engine     engine.OpenMPI
+	Engine     engine.Engine
 	// Nodes returns the cluster's nodes as membership sees them now.
 	Nodes func(ctx context.Context) ([]api.Node, error)
 	// Peer returns a client of another node's agent.

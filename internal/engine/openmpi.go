@@ -1,5 +1,5 @@
-// Package engine starts jobs through the real MPI launcher (Open MPI's mpirun) and
-// tells how a run ended. Shoal never reimplements MPI transports: co-located ranks
+// Package engine starts jobs through the real MPI launcher (Open MPI's mpirun, MPICH's
+// mpiexec; see [Engine]) and tells how a run ended. Shoal never reimplements MPI transports: co-located ranks
 // get shared memory and remote ranks TCP, exactly as a plain mpirun launch gives them.
 package engine
 
@@ -38,17 +38,25 @@ type Launch struct {
 
 // OpenMPI builds mpirun command lines for Open MPI 4.1.
 type OpenMPI struct {
-	// Mpirun is the launcher's path; "" means "mpirun" on PATH.
+	// Mpirun is the launcher's path; "" means "mpirun.openmpi" on PATH (Debian's name,
+	// which does not depend on which MPI the mpirun alternative points at).
 	Mpirun string
+}
+
+// Name implements [Engine].
+func (OpenMPI) Name() string { return "openmpi" }
+
+func (o OpenMPI) path() string {
+	if o.Mpirun != "" {
+		return o.Mpirun
+	}
+	return "mpirun.openmpi"
 }
 
 // Command returns the mpirun command for l. Its stdout carries the ranks' tagged
 // output (see [TagReader]).
 func (o OpenMPI) Command(l Launch) *exec.Cmd {
-	mpirun := o.Mpirun
-	if mpirun == "" {
-		mpirun = "mpirun"
-	}
+	mpirun := o.path()
 	args := []string{"--tag-output", "-n", strconv.Itoa(l.NRanks)}
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-run-as-root")
@@ -88,22 +96,9 @@ func (o OpenMPI) Command(l Launch) *exec.Cmd {
 // Version returns the first line of `mpirun --version`, or an error saying that Open
 // MPI is missing.
 func (o OpenMPI) Version() (string, error) {
-	mpirun := o.Mpirun
-	if mpirun == "" {
-		mpirun = "mpirun"
-	}
-	path, err := exec.LookPath(mpirun)
+	path, err := exec.LookPath(o.path())
 	if err != nil {
-		return "", fmt.Errorf("engine: mpirun not found (install Open MPI: apt-get install openmpi-bin libopenmpi-dev)")
+		return "", fmt.Errorf("engine: %s not found (install Open MPI: apt-get install openmpi-bin libopenmpi-dev)", o.path())
 	}
-	out, err := exec.Command(path, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("engine: %s --version: %w", path, err)
-	}
-	for i, c := range out {
-		if c == '\n' {
-			return string(out[:i]), nil
-		}
-	}
-	return string(out), nil
+	return firstLine(path, "--version")
 }

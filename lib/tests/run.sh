@@ -7,8 +7,13 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 T=$BUILD/lib/tests
-MPIRUN=(mpirun --oversubscribe)
-if [ "$(id -u)" = 0 ]; then MPIRUN+=(--allow-run-as-root); fi
+MPIRUN=(${MPIRUN:-mpirun.openmpi})
+case ${MPIRUN[0]} in
+*openmpi*)
+	MPIRUN+=(--oversubscribe)
+	if [ "$(id -u)" = 0 ]; then MPIRUN+=(--allow-run-as-root); fi
+	;;
+esac
 
 failures=0
 # run [-C DIR] COMMAND...: runs COMMAND (in DIR), counting it as failed if it fails.
@@ -43,6 +48,11 @@ exe=$(realpath "$T/test_resume")
 run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 120 fresh
 run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 restart
 run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 fresh
+rm -rf "$scratch"
+
+scratch=$(mktemp -d)
+exe=$(realpath "$T/test_cxx")
+run -C "$scratch" env SHOAL_CKPT_INTERVAL=0 "${MPIRUN[@]}" -n 1 "$exe"
 rm -rf "$scratch"
 
 echo "== exported symbols of $BUILD/lib/libshoal.so"

@@ -7,7 +7,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "src"))
 VECTORS = os.path.join(HERE, "..", "..", "testdata", "shards")
 
 from shoal.shard import ShardError, read_shard, read_shard_file  # noqa: E402

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// MPICH builds mpiexec command lines for MPICH 4 and its Hydra process manager.
+// MPICH and Open MPI are not ABI compatible: the program must be built with MPICH's
+// mpicc (Shoal's build does that in build/mpich/).
+type MPICH struct {
+	// Mpiexec is the launcher's path; "" means "mpiexec.mpich" on PATH (Debian's name,
+	// which does not depend on which MPI the mpiexec alternative points at).
+	Mpiexec string
+}
+
+// Name implements [Engine].
+func (MPICH) Name() string { return "mpich" }
+
+func (m MPICH) path() string {
+	if m.Mpiexec != "" {
+		return m.Mpiexec
+	}
+	return "mpiexec.mpich"
+}
+
+// Command implements [Engine]. Hydra tags output with the same "[1,RANK]<stdout>:" as
+// Open MPI's --tag-output (on both streams; the pipe tells them apart), passes this
+// process's environment on to every rank, allows more ranks than cores and does not
+// bind them, so Oversubscribe and NoBind need no flag. Hostfile is a Hydra machine
+// file ("host:slots" lines) and Rankfile is not used: Hydra places ranks in the order
+// of the machine file. RshAgent becomes -launcher-exec (Hydra runs it as ssh would be
+// run: AGENT HOST COMMAND...).
+func (m MPICH) Command(l Launch) *exec.Cmd {
+	args := []string{"-n", strconv.Itoa(l.NRanks), "-prepend-pattern", "[1,%r]<stdout>:"}
+	if l.Hostfile != "" {
+		args = append(args, "-f", l.Hostfile)
+	}
+	if l.RshAgent != "" {
+		args = append(args, "-launcher", "ssh", "-launcher-exec", l.RshAgent)
+	}
+	if l.Dir != "" {
+		args = append(args, "-wdir", l.Dir)
+	}
+	for _, kv := range l.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "-genv", k, v)
+	}
+	args = append(args, l.Wrapper...)
+	args = append(args, l.Program)
+	args = append(args, l.Args...)
+	cmd := exec.Command(m.path(), args...)
+	cmd.Dir = l.Dir
+	return cmd
+}
+
+// Version implements [Engine].
+func (m MPICH) Version() (string, error) {
+	path, err := exec.LookPath(m.path())
+	if err != nil {
+		return "", fmt.Errorf("engine: %s not found (install MPICH: apt-get install mpich libmpich-dev)", m.path())
+	}
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("engine: %s --version: %w", path, err)
+	}
+	// Hydra's first line is "HYDRA build details:"; the version is on the next.
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Version:"); ok {
+			return "MPICH Hydra " + strings.TrimSpace(v), nil
+		}
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]), nil
+}

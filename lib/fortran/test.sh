@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make test-fortran: the generated module is current, and a Fortran program's
+# checkpoint of every supported type survives a killed run (test_fortran write, then
+# read, on 2 ranks, in the same directory).
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+MPIRUN=(${MPIRUN:-mpirun.openmpi})
+case ${MPIRUN[0]} in *openmpi*) MPIRUN+=(--oversubscribe) ; [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root) ;; esac
+failures=0
+
+echo "== lib/fortran/shoal.f90 is what lib/fortran/generate.sh writes"
+if lib/fortran/generate.sh | diff -u lib/fortran/shoal.f90 -; then
+	echo "1 passed, 0 failed"
+else
+	echo "0 passed, 1 failed: run lib/fortran/generate.sh > lib/fortran/shoal.f90"
+	failures=$((failures + 1))
+fi
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+exe=$(realpath "$BUILD/lib/tests/test_fortran")
+for mode in write read; do
+	echo "== test_fortran $mode (2 ranks)"
+	(cd "$scratch" && SHOAL_CKPT_INTERVAL=0 "${MPIRUN[@]}" -n 2 "$exe" $mode) || failures=$((failures + 1))
+done
+
+if [ "$failures" -ne 0 ]; then
+	echo "test-fortran: $failures failed"
+	exit 1
+fi
+echo "test-fortran: all passed"

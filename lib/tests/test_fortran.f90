@@ -1,0 +1,203 @@
+! test_fortran - the Fortran module (use shoal) over libshoal, the way a Fortran program
+! meets it: a run that checkpoints and dies, then a run that restores.
+!
+!   test_fortran write     protects every supported type and rank (0 to 3) with known
+!                          values, checkpoints twice (the second completes the first
+!                          epoch) and leaves without shoal_finalize, like a killed run
+!   test_fortran read      the next run in the same directory: restarted, stored counts,
+!                          every value restored in place by shoal_snapshot
+!   test_fortran init CODE shoal_init must return CODE (a test vector put in place by the
+!                          caller, who names the code the C library must give for it)
+!
+! Prints "N passed, M failed" and exits 1 when a check failed.
+program test_fortran
+    use mpi
+    use shoal
+    use, intrinsic :: iso_c_binding, only: c_float, c_double, c_int32_t, c_int64_t, &
+        c_double_complex
+    implicit none
+
+    real(c_float), target :: r4_0, r4_1(3), r4_2(2, 3), r4_3(2, 2, 2)
+    real(c_double), target :: r8_0, r8_1(3), r8_2(2, 3), r8_3(2, 2, 2)
+    integer(c_int32_t), target :: i4_0, i4_1(3), i4_2(2, 3), i4_3(2, 2, 2)
+    integer(c_int64_t), target :: i8_0, i8_1(3), i8_2(2, 3), i8_3(2, 2, 2)
+    complex(c_double_complex), target :: c8_0, c8_1(3), c8_2(2, 3), c8_3(2, 2, 2)
+    logical, target :: l_0, l_1(3), l_2(2, 3), l_3(2, 2, 2)
+    real(c_double), allocatable, target :: grown(:)
+    real(c_double), target :: strided(10)
+    integer :: passed = 0, failed = 0, ierr, rank, code
+    integer(c_int64_t) :: count
+    character(len=16) :: mode, arg
+
+    call MPI_Init(ierr)
+    call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+    call get_command_argument(1, mode)
+
+    select case (mode)
+    case ("write")
+        call shoal_init(MPI_COMM_WORLD, ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_init")
+        call check(shoal_status() == 0, "fresh start: shoal_status 0")
+        call fill(rank)
+        call protect_all(ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_protect of every type and rank")
+        call shoal_protect(99, strided(1:10:2), ierr)
+        call check(ierr == SHOAL_ERR_ARG, "a strided section is refused with SHOAL_ERR_ARG")
+        call shoal_unprotect(98, ierr)
+        call check(ierr == SHOAL_ERR_NOTFOUND, "unprotecting an unknown id: SHOAL_ERR_NOTFOUND")
+        call shoal_stored_count(1, count, ierr)
+        call check(ierr == SHOAL_ERR_NOCKPT, "stored count on a fresh start: SHOAL_ERR_NOCKPT")
+        call check(shoal_strerror(SHOAL_ERR_CORRUPT) == &
+            "corrupt shard (bad magic, truncated or checksum mismatch)", "shoal_strerror")
+        call check(shoal_version_number() >= 100, "shoal_version_number")
+        call shoal_progress(0.5d0, ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_progress")
+        call shoal_checkpoint(ierr)
+        call check(ierr == SHOAL_SUCCESS, "first shoal_checkpoint")
+        ! Changed after the first checkpoint: the restart must restore the second one.
+        call fill(rank + 1)
+        call shoal_checkpoint(ierr)
+        call check(ierr == SHOAL_SUCCESS, "second shoal_checkpoint")
+        call shoal_checkpoint(ierr)
+        call check(ierr == SHOAL_SUCCESS, "third shoal_checkpoint")
+    case ("read")
+        call shoal_init(MPI_COMM_WORLD, ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_init")
+        call check(shoal_status() == 1, "restarted: shoal_status 1")
+        call shoal_stored_count(16, count, ierr)
+        call check(ierr == SHOAL_SUCCESS .and. count == 8, "stored count of a 2x2x2 array")
+        call shoal_stored_count(97, count, ierr)
+        call check(ierr == SHOAL_ERR_NOTFOUND, "stored count of an id never protected")
+        call fill(-7)
+        call protect_all(ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_protect of every type and rank")
+        allocate (grown(4))
+        call shoal_protect(30, grown, ierr)
+        call shoal_snapshot(ierr)
+        call check(ierr == SHOAL_ERR_NOTFOUND, "recovering a region the checkpoint lacks")
+        call shoal_unprotect(30)
+        call shoal_snapshot(ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_snapshot recovers")
+        call check(same(rank + 1), "every variable restored to its checkpointed value")
+        call shoal_finalize(ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_finalize")
+    case ("init")
+        call get_command_argument(2, arg)
+        read (arg, *) code
+        call shoal_init(MPI_COMM_WORLD, ierr)
+        call check(ierr == code, "shoal_init returns the vector's code")
+        if (ierr /= code) write (*, '("  got ", i0, " (", a, "), want ", i0)') &
+            ierr, shoal_strerror(ierr), code
+        if (ierr == SHOAL_SUCCESS) then
+            call check(shoal_status() == 1, "a valid vector is a restart")
+            call shoal_recover(ierr)
+            call check(ierr == SHOAL_SUCCESS, "recovering nothing from it")
+            call shoal_finalize()
+        end if
+    case default
+        write (*, '(a)') "usage: test_fortran write|read|init CODE"
+        call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
+    end select
+
+    if (rank == 0) write (*, '(i0, " passed, ", i0, " failed")') passed, failed
+    call MPI_Finalize(ierr)
+    if (failed > 0) error stop 1
+
+contains
+
+    subroutine check(ok, what)
+        logical, intent(in) :: ok
+        character(len=*), intent(in) :: what
+        if (ok) then
+            passed = passed + 1
+        else
+            failed = failed + 1
+            write (*, '("FAIL (rank ", i0, "): ", a)') rank, what
+        end if
+    end subroutine check
+
+    subroutine fill(seed)
+        integer, intent(in) :: seed
+        integer :: k
+        r4_0 = 1.5 + seed
+        r4_1 = [1.0, 2.0, 3.0] * seed
+        r4_2 = reshape([1, 2, 3, 4, 5, 6] * 0.25 * seed, [2, 3])
+        r4_3 = reshape([1, 2, 3, 4, 5, 6, 7, 8] * 0.5 * seed, [2, 2, 2])
+        r8_0 = 1d0 / 3 + seed
+        r8_1 = [1d0, 2d0, 3d0] / 7 * seed
+        r8_2 = reshape([1, 2, 3, 4, 5, 6] / 11d0 * seed, [2, 3])
+        r8_3 = reshape([1, 2, 3, 4, 5, 6, 7, 8] / 13d0 * seed, [2, 2, 2])
+        i4_0 = -2147483647 + seed
+        i4_1 = [1, 2, 3] * seed
+        i4_2 = reshape([1, 2, 3, 4, 5, 6] * seed, [2, 3])
+        i4_3 = reshape([1, 2, 3, 4, 5, 6, 7, 8] * seed, [2, 2, 2])
+        i8_0 = 9000000000000000000_c_int64_t + seed
+        i8_1 = [1, 2, 3] * 5000000000_c_int64_t * seed
+        i8_2 = reshape([1, 2, 3, 4, 5, 6] * 5000000000_c_int64_t * seed, [2, 3])
+        i8_3 = reshape([1, 2, 3, 4, 5, 6, 7, 8] * 5000000000_c_int64_t * seed, [2, 2, 2])
+        c8_0 = cmplx(seed, -seed, c_double)
+        c8_1 = cmplx([1, 2, 3], seed, c_double)
+        c8_2 = reshape(cmplx([1, 2, 3, 4, 5, 6], -seed, c_double), [2, 3])
+        c8_3 = reshape(cmplx([1, 2, 3, 4, 5, 6, 7, 8], 2 * seed, c_double), [2, 2, 2])
+        l_0 = mod(seed, 2) == 0
+        l_1 = [.true., .false., mod(seed, 2) == 1]
+        l_2 = reshape([(mod(seed + k, 3) == 0, k = 1, 6)], [2, 3])
+        l_3 = reshape([(mod(seed + k, 2) == 0, k = 1, 8)], [2, 2, 2])
+    end subroutine fill
+
+    logical function same(seed)
+        integer, intent(in) :: seed
+        real(c_float) :: r4(1 + 3 + 6 + 8)
+        real(c_double) :: r8(1 + 3 + 6 + 8)
+        integer(c_int32_t) :: i4(18)
+        integer(c_int64_t) :: i8(18)
+        complex(c_double_complex) :: c8(18)
+        logical :: l(18)
+        r4 = [r4_0, r4_1, reshape(r4_2, [6]), reshape(r4_3, [8])]
+        r8 = [r8_0, r8_1, reshape(r8_2, [6]), reshape(r8_3, [8])]
+        i4 = [i4_0, i4_1, reshape(i4_2, [6]), reshape(i4_3, [8])]
+        i8 = [i8_0, i8_1, reshape(i8_2, [6]), reshape(i8_3, [8])]
+        c8 = [c8_0, c8_1, reshape(c8_2, [6]), reshape(c8_3, [8])]
+        l = [l_0, l_1, reshape(l_2, [6]), reshape(l_3, [8])]
+        call fill(seed)
+        same = all(r4 == [r4_0, r4_1, reshape(r4_2, [6]), reshape(r4_3, [8])]) .and. &
+            all(r8 == [r8_0, r8_1, reshape(r8_2, [6]), reshape(r8_3, [8])]) .and. &
+            all(i4 == [i4_0, i4_1, reshape(i4_2, [6]), reshape(i4_3, [8])]) .and. &
+            all(i8 == [i8_0, i8_1, reshape(i8_2, [6]), reshape(i8_3, [8])]) .and. &
+            all(c8 == [c8_0, c8_1, reshape(c8_2, [6]), reshape(c8_3, [8])]) .and. &
+            all(l .eqv. [l_0, l_1, reshape(l_2, [6]), reshape(l_3, [8])])
+    end function same
+
+    ! Ids 1-4 real(4) of rank 0-3, 5-8 real(8), 9-12 integer(4), 13-16 integer(8),
+    ! 17-20 complex(8), 21-24 logical.
+    subroutine protect_all(ierr)
+        integer, intent(out) :: ierr
+        integer :: e(24)
+        call shoal_protect(1, r4_0, e(1))
+        call shoal_protect(2, r4_1, e(2))
+        call shoal_protect(3, r4_2, e(3))
+        call shoal_protect(4, r4_3, e(4))
+        call shoal_protect(5, r8_0, e(5))
+        call shoal_protect(6, r8_1, e(6))
+        call shoal_protect(7, r8_2, e(7))
+        call shoal_protect(8, r8_3, e(8))
+        call shoal_protect(9, i4_0, e(9))
+        call shoal_protect(10, i4_1, e(10))
+        call shoal_protect(11, i4_2, e(11))
+        call shoal_protect(12, i4_3, e(12))
+        call shoal_protect(13, i8_0, e(13))
+        call shoal_protect(14, i8_1, e(14))
+        call shoal_protect(15, i8_2, e(15))
+        call shoal_protect(16, i8_3, e(16))
+        call shoal_protect(17, c8_0, e(17))
+        call shoal_protect(18, c8_1, e(18))
+        call shoal_protect(19, c8_2, e(19))
+        call shoal_protect(20, c8_3, e(20))
+        call shoal_protect(21, l_0, e(21))
+        call shoal_protect(22, l_1, e(22))
+        call shoal_protect(23, l_2, e(23))
+        call shoal_protect(24, l_3, e(24))
+        ierr = minval(e)
+    end subroutine protect_all
+
+end program test_fortran
