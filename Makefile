@@ -39,14 +39,16 @@ test: build
 
 # The Python package (python/): the checkpoint API over libshoal and the shard reader,
 # installed into a virtual environment under $(BUILD) with numpy, mpi4py and xxhash from
-# PyPI. mpi4py is compiled here, with this tree's MPI (--no-binary, and no wheel cache:
-# a wheel built for the other MPI must never be reused), and the package records where
-# this tree's libshoal is (shoal/_libshoal.py).
+# PyPI. mpi4py is compiled here, with Open MPI (--no-binary); pip keeps the wheel it built
+# in its cache, so the next venv on this machine takes seconds, not minutes. Only this
+# tree's venv builds mpi4py: the MPICH tree has none, so no wheel built for the other MPI
+# can be taken from the cache. The package records where this tree's libshoal is
+# (shoal/_libshoal.py).
 PY_SRCS := python/pyproject.toml $(wildcard python/src/shoal/*.py)
 
 $(VENV)/.deps: python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	MPICC=$(MPICC) $(VENV)/bin/pip install -q --disable-pip-version-check --no-cache-dir \
+	MPICC=$(MPICC) $(VENV)/bin/pip install -q --disable-pip-version-check \
 		--no-binary mpi4py 'xxhash>=3.0' 'numpy>=1.21' 'mpi4py>=3.1' 'pytest>=7'
 	touch $@
 
