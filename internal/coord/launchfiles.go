@@ -55,6 +55,10 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 	for k, v := range info.Spec.Env {
 		env = append(env, k+"="+v)
 	}
+	// The coordinator removes epochs once newer ones are durable (markComplete); a
+	// rank must not remove one that is complete among the ranks but not yet copied,
+	// nor the other ranks' copies its node holds.
+	env = append(env, "SHOAL_KEEP_EPOCHS=1")
 	l := engine.Launch{
 		NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"shoal/internal/api"
@@ -231,4 +232,26 @@ func (b *clusterBackend) seedRun(byNode map[string][]int, lost string) {
 		}
 	}
 	b.placement = p
+}
+
+// fenceAll revokes the job on every live node, in parallel: a new coordinator
+// stops the old run's ranks before it reads what the nodes hold, so that no
+// rank of the old run writes on while the epoch to restart from is chosen.
+func (b *clusterBackend) fenceAll(ctx context.Context) {
+	live, err := b.liveNodes(ctx, "")
+	if err != nil {
+		return
+	}
+	id := b.cj.snapshot().ID
+	var wg sync.WaitGroup
+	for _, n := range live {
+		wg.Add(1)
+		go func(p Peer) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			p.Revoke(cctx, id)
+		}(b.s.cfg.Peer(n))
+	}
+	wg.Wait()
 }

@@ -240,6 +240,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	j.mu.Unlock()
 	if resume != nil {
 		cb.seedRun(info.Placement, resume.Lost)
+		cb.fenceAll(ctx)
 	}
 	if cb.onBook == nil && s.cfg.Store != nil {
 		// The store keeps the book, so that the next leader resumes from it.

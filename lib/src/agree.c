@@ -71,7 +71,10 @@ static void commit(struct shoal_ctx *c, long long min_written, long long failed)
     struct manifest_entry e = {min_written, c->nranks,
                                (long long)created_ns_of(c, min_written)};
     agree_note_complete(c, &e);
-    long long prune_below = c->ncomplete == 2 ? c->complete[0].epoch : 0;
+    /* On a cluster the coordinator removes epochs, once it has newer ones durable:
+     * epochs complete among the ranks may not be durable yet, and a node holds other
+     * ranks' copies in the same directories. */
+    long long prune_below = c->ncomplete == 2 && !c->cfg.keep_epochs ? c->complete[0].epoch : 0;
     writer_commit(&c->writer, c->complete, c->ncomplete, prune_below);
 }
 

@@ -184,6 +184,15 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
             c->restart_epoch = 0; /* -1 is the runner's other spelling of "fresh" */
     }
 
+    v = env("SHOAL_KEEP_EPOCHS");
+    if (v != NULL) {
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) {
+            snprintf(msg, msglen, "invalid SHOAL_KEEP_EPOCHS \"%.80s\": want 1 or 0", v);
+            return SHOAL_ERR_ARG;
+        }
+        c->keep_epochs = v[0] == '1';
+    }
+
     v = env("SHOAL_EPOCH_BASE");
     if (v != NULL && parse_int(v, 1, SHARD_EPOCH_MAX, &c->epoch_base) != 0) {
         snprintf(msg, msglen, "invalid SHOAL_EPOCH_BASE \"%.80s\": want 1 to %lld", v,

@@ -144,6 +144,7 @@ struct shoal_config {
     long long epoch_base;    /* 0: not set */
     char stats[PATH_MAX];    /* "" : no statistics */
     double hold_timeout_s;   /* longest hold after a `hold` request; 0: never hold */
+    int keep_epochs;         /* 1: never remove epochs (the runner removes them) */
 };
 
 /* Fills c; on error returns SHOAL_ERR_ARG and a one-line message in msg. */

@@ -536,6 +536,28 @@ static void test_pruning(void)
     CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
 }
 
+/* On a cluster the coordinator removes epochs (SHOAL_KEEP_EPOCHS=1): the ranks keep
+ * every epoch they write, since one complete among them may not be durable yet. */
+static void test_keep_epochs(void)
+{
+    const char *job = "keep";
+    t_env(job);
+    setenv("SHOAL_KEEP_EPOCHS", "1", 1);
+    int v = 0;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    for (v = 1; v <= 4; v++)
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    t_barrier();
+    CHECK_EQ(count_epoch_dirs(job, 10), 4);
+
+    t_env("keep-bad");
+    setenv("SHOAL_KEEP_EPOCHS", "yes", 1);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_ERR_ARG);
+    t_env("keep-bad");
+}
+
 static void test_runner_mode(void)
 {
     /* The runner names the epoch to restore and the first one to write. */
@@ -718,6 +740,7 @@ int main(int argc, char **argv)
     test_growing();
     test_recover_errors();
     test_pruning();
+    test_keep_epochs();
     test_finished();
     test_runner_mode();
     test_write_error();
