@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -392,22 +393,62 @@ func TestCoordinatorCut(t *testing.T) {
 	})
 }
 
+// The coordinating agent stops answering for a few seconds (paused, as a node
+// under heavy load or swapping may be) while its run goes on: another node takes
+// over, fences the old run and restarts from an epoch every rank's shard still
+// has; the paused node, back, follows.
+func TestCoordinatorPaused(t *testing.T) {
+	b := cluster(t)
+	lead := leader(t, "n1")
+	var other string
+	for _, h := range hosts {
+		if h != lead {
+			other = h
+		}
+	}
+	id := detach(t, other)
+	waitEpoch(t, other, id)
+	pid := agentPID(t, b, lead)
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Signal(syscall.SIGSTOP)
+	waitFor(t, "another node to lead", 30*time.Second, func() bool {
+		l := leader(t, other)
+		return l != "" && l != lead
+	})
+	time.Sleep(2 * time.Second) // the old run writes on meanwhile
+	p.Signal(syscall.SIGCONT)
+	events := finishes(t, other, id)
+	if !strings.Contains(events, fmt.Sprintf("coordinator %s lost", lead)) {
+		t.Errorf("no event says the coordinator %s was lost:\n%s", lead, events)
+	}
+}
+
+func agentPID(t *testing.T, b *testbed.Bed, host string) int {
+	t.Helper()
+	status, _, err := b.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range status {
+		if s.Name == host {
+			return s.AgentPID
+		}
+	}
+	t.Fatalf("no agent pid for %s", host)
+	return 0
+}
+
 // An agent killed (SIGKILL, its host otherwise untouched) and started again
 // forgets none of its jobs.
 func TestAgentRestartForgetsNothing(t *testing.T) {
 	b := cluster(t)
 	id := detach(t, "n2")
 	finishes(t, "n3", id)
-	status, _, err := b.Status()
-	if err != nil {
+	if err := syscallKill(agentPID(t, b, "n2")); err != nil {
 		t.Fatal(err)
-	}
-	for _, s := range status {
-		if s.Name == "n2" {
-			if err := syscallKill(s.AgentPID); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	ctx := context.Background()
 	waitFor(t, "the agent of n2 to be gone", 10*time.Second, func() bool {
