@@ -1,7 +1,9 @@
 // Command faultbench takes nodes away from Shoal jobs on a testbed, on purpose.
-// bench/failover builds and runs it; its header says what it measures.
+// bench/failover and bench/chaos build and run it; their headers say what each
+// subcommand measures.
 //
 //	faultbench failover [flags]   time a coordinator's loss against another node's
+//	faultbench chaos [flags]      long jobs under a seeded random schedule of faults
 //
 // It needs root (the testbed), Open MPI and `make build`.
 package main
@@ -18,14 +20,16 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: faultbench failover [flags]")
+		fmt.Fprintln(os.Stderr, "usage: faultbench failover|chaos [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
 	case "failover":
 		os.Exit(failoverMain(os.Args[2:]))
+	case "chaos":
+		os.Exit(chaosMain(os.Args[2:]))
 	}
-	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover\n", os.Args[1])
+	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover or chaos\n", os.Args[1])
 	os.Exit(2)
 }
 
@@ -38,7 +42,8 @@ func built() (root, shoal string, err error) {
 			return "", "", err
 		}
 	}
-	for _, rel := range []string{"bin/shoal", "build/examples/heat"} {
+	for _, rel := range []string{"bin/shoal", "build/examples/heat", "build/examples/heat-plain",
+		"build/examples/nqueens", "build/examples/nqueens-plain"} {
 		if _, err := os.Stat(filepath.Join(root, rel)); err != nil {
 			return "", "", fmt.Errorf("%s missing: run 'make build' first", rel)
 		}
