@@ -108,142 +108,183 @@ func gridSize(mb float64, nranks int) int {
 
 // failoverOnce brings up a testbed, runs heat until its epoch 2 is complete,
 // kills the coordinator's host (coord) or another host that runs ranks, and
-// times the way back to running ranks from the job's events, the agents' logs
-// and polls of `shoal nodes`, all on this machine's clock.
+// times the way back to running ranks.
 func failoverOnce(ctx context.Context, cfg failoverConfig, n int, coord bool) (sample, error) {
-	s := sample{coordinator: coord, detect: nan, election: nan, decision: nan, relaunch: nan, total: nan,
-		toCoord: nan, toRestart: nan, poll: nan, declared: nan}
+	t, err := startTrial(ctx, cfg, n)
+	if err != nil {
+		return sample{}, err
+	}
+	victim := t.leader
+	if !coord {
+		if victim, err = t.rankHost(); err != nil {
+			return sample{}, err
+		}
+	}
+	o, err := t.kill(ctx, victim, coord)
+	if err != nil {
+		return sample{}, err
+	}
+	return o.sample(t.c), down(cfg.instance)
+}
+
+// trial is a testbed with heat running on it, its epoch 2 complete.
+type trial struct {
+	c         *cluster
+	hosts     []string
+	view      []api.Node // the nodes and their roles, as the first host saw them
+	leader    string
+	submitter string // a host that does not lead, where the job was submitted
+	job       string
+}
+
+func startTrial(ctx context.Context, cfg failoverConfig, n int) (*trial, error) {
 	c, err := up(ctx, cfg.instance, cfg.hosts, cfg.cores, cfg.shoal)
 	if err != nil {
-		return s, err
+		return nil, err
 	}
-	hosts := make([]string, cfg.hosts)
-	for i := range hosts {
-		hosts[i] = fmt.Sprintf("n%d", i+1)
+	t := &trial{c: c}
+	for i := range cfg.hosts {
+		t.hosts = append(t.hosts, fmt.Sprintf("n%d", i+1))
 	}
-	view, err := c.nodes(hosts[0])
-	if err != nil {
-		return s, err
+	if t.view, err = c.nodes(t.hosts[0]); err != nil {
+		return nil, err
 	}
-	leader := leaderOf(view)
-	submitter := hosts[0]
-	if submitter == leader {
-		submitter = hosts[1]
+	t.leader, t.submitter = leaderOf(t.view), t.hosts[0]
+	if t.submitter == t.leader {
+		t.submitter = t.hosts[1]
 	}
-	id, err := c.submit(submitter, "-n", strconv.Itoa(cfg.nranks), "--ckpt-interval", cfg.interval.String(), "--",
+	t.job, err = c.submit(t.submitter, "-n", strconv.Itoa(cfg.nranks), "--ckpt-interval", cfg.interval.String(), "--",
 		filepath.Join(cfg.root, "build/examples/heat"), "--size", strconv.Itoa(n), "--steps", "1000000", "--pace", "2000")
 	if err != nil {
-		return s, err
+		return nil, err
 	}
-	if err := waitEvent(c, submitter, id, time.Minute, func(e api.JobEvent) bool {
+	return t, waitEvent(c, t.submitter, t.job, time.Minute, func(e api.JobEvent) bool {
 		return e.Type == "epoch" && strings.HasPrefix(e.Message, "epoch 2 complete")
-	}); err != nil {
-		return s, err
-	}
+	})
+}
 
-	// The victim: the leader, or a host with ranks that does not vote if there is one.
-	s.victim = leader
-	if !coord {
-		jobs, err := c.jobs(submitter)
-		if err != nil {
-			return s, err
-		}
-		s.victim = pickRankHost(jobs, id, view, leader)
-		if s.victim == "" {
-			return s, fmt.Errorf("every rank of %s runs on the leader %s: no other node to kill", id, leader)
-		}
+// rankHost is the host to kill for the baseline: one that runs ranks of the job
+// and does not lead, one that does not vote if there is one.
+func (t *trial) rankHost() (string, error) {
+	jobs, err := t.c.jobs(t.submitter)
+	if err != nil {
+		return "", err
 	}
-	query := submitter
-	if query == s.victim {
-		query = hosts[0]
+	if h := pickRankHost(jobs, t.job, t.view, t.leader); h != "" {
+		return h, nil
 	}
-	var survivors []string
-	for _, h := range hosts {
-		if h != s.victim {
-			survivors = append(survivors, h)
-		}
-	}
+	return "", fmt.Errorf("every rank of %s runs on the leader %s: no other node to kill", t.job, t.leader)
+}
 
-	var seen leaderSeen
+// observation is what a kill left to read: the job's events, the survivors'
+// logs, and when a new leader was first seen.
+type observation struct {
+	coord     bool
+	victim    string
+	survivors []string
+	killCmd   float64
+	killed    time.Time // when the kill command returned
+	evs       []api.JobEvent
+	launch    api.JobEvent // the launch of the run that runs again (or the last one)
+	running   time.Time    // when it ran again; zero if it did not
+	seen      leaderSeen
+}
+
+// kill kills victim's host and watches the job until it runs again or ends;
+// when the victim leads (coord), every survivor polls for a new leader meanwhile.
+func (t *trial) kill(ctx context.Context, victim string, coord bool) (*observation, error) {
+	o := &observation{coord: coord, victim: victim, seen: leaderSeen{poll: nan}}
+	for _, h := range t.hosts {
+		if h != victim {
+			o.survivors = append(o.survivors, h)
+		}
+	}
+	query := t.submitter
+	if query == victim {
+		query = o.survivors[0]
+	}
 	var polls sync.WaitGroup
 	pctx, stopPolls := context.WithTimeout(ctx, 30*time.Second)
 	defer stopPolls()
 	if coord {
 		polls.Add(1)
-		go func() { defer polls.Done(); seen = pollLeader(pctx, c, survivors, s.victim) }()
+		go func() { defer polls.Done(); o.seen = pollLeader(pctx, t.c, o.survivors, victim) }()
 	}
 	t0 := time.Now()
-	if _, err := c.bed.Kill(ctx, s.victim); err != nil {
-		return s, err
+	if _, err := t.c.bed.Kill(ctx, victim); err != nil {
+		return nil, err
 	}
-	killed := time.Now()
-	s.killCmd = killed.Sub(t0).Seconds()
-
-	evs, running, launch, err := waitRunningAgain(c, query, id, killed, 90*time.Second)
-	if err != nil {
-		return s, err
-	}
+	o.killed = time.Now()
+	o.killCmd = o.killed.Sub(t0).Seconds()
+	var err error
+	o.evs, o.running, o.launch, err = waitRunningAgain(t.c, query, t.job, o.killed, 90*time.Second)
 	polls.Wait() // bounded by pctx
+	return o, err
+}
 
+// sample times the phases of o (see bench/failover's header).
+func (o *observation) sample(c *cluster) sample {
+	s := sample{coordinator: o.coord, victim: o.victim, killCmd: o.killCmd, detect: nan, election: nan, decision: nan,
+		relaunch: nan, total: nan, toCoord: nan, toRestart: nan, poll: o.seen.poll, declared: nan}
 	sec := func(a, b time.Time) float64 {
 		if a.IsZero() || b.IsZero() {
 			return nan
 		}
 		return b.Sub(a).Seconds()
 	}
-	first := func(typ string, after time.Time, match func(api.JobEvent) bool) time.Time {
-		for _, e := range evs {
-			if e.Type == typ && !e.Time.Before(after) && (match == nil || match(e)) {
+	first := func(typ string) time.Time {
+		for _, e := range o.evs {
+			if e.Type == typ && !e.Time.Before(o.killed) {
 				return e.Time
 			}
 		}
 		return time.Time{}
 	}
-	for _, e := range evs {
-		if e.Type == "done" && e.Time.After(killed) {
+	for _, e := range o.evs {
+		if e.Type == "done" && e.Time.After(o.killed) {
 			s.failure = e.Message
 		}
 	}
 	// Membership may declare the victim dead only after the job runs again.
-	for end := killed.Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		s.declared = sec(killed, firstLog(c, survivors, killed, func(l logLine) bool {
-			return l.Msg == "node failed" && strings.Contains(l.Text, "node="+s.victim+" ")
+	for end := o.killed.Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		s.declared = sec(o.killed, firstLog(c, o.survivors, o.killed, func(l logLine) bool {
+			return l.Msg == "node failed" && strings.Contains(l.Text, "node="+o.victim+" ")
 		}))
 		if !math.IsNaN(s.declared) || time.Now().After(end) {
 			break
 		}
 	}
 
-	var decided time.Time // the new leader exists, or the coordinator knows the node is lost
-	if coord {
-		elect := firstLog(c, survivors, killed, func(l logLine) bool {
+	var decided time.Time // a new leader exists, or the coordinator knows the node is lost
+	if o.coord {
+		elect := firstLog(c, o.survivors, o.killed, func(l logLine) bool {
 			return strings.Contains(l.Msg, "heartbeat timeout reached, starting election")
 		})
-		coordEv := first("coordinator", killed, nil)
-		decided, s.endedBy = seen.at, "poll"
+		coordEv := first("coordinator")
+		decided, s.endedBy = o.seen.at, "poll"
 		if !coordEv.IsZero() && (decided.IsZero() || coordEv.Before(decided)) {
 			decided, s.endedBy = coordEv, "event"
 		}
-		s.detect, s.election, s.poll = sec(killed, elect), sec(elect, decided), seen.poll
+		s.detect, s.election = sec(o.killed, elect), sec(elect, decided)
 		s.toCoord = sec(decided, coordEv)
 	} else {
-		decided = first("node-lost", killed, nil)
-		s.detect, s.election = sec(killed, decided), 0
+		decided = first("node-lost")
+		s.detect, s.election = sec(o.killed, decided), 0
 	}
-	s.toRestart = sec(decided, first("restart", killed, nil))
-	if launch.Type != "" {
-		s.decision = sec(decided, launch.Time)
+	s.toRestart = sec(decided, first("restart"))
+	if o.launch.Type != "" {
+		s.decision = sec(decided, o.launch.Time)
 		s.from = "the beginning"
-		if m := regexp.MustCompile(`from epoch (\d+)`).FindStringSubmatch(launch.Message); m != nil {
+		if m := regexp.MustCompile(`from epoch (\d+)`).FindStringSubmatch(o.launch.Message); m != nil {
 			s.from = "epoch " + m[1]
 		}
 	}
-	if !running.IsZero() {
-		s.relaunch, s.total = sec(launch.Time, running), sec(killed, running)
+	if !o.running.IsZero() {
+		s.relaunch, s.total = sec(o.launch.Time, o.running), sec(o.killed, o.running)
 	} else if s.failure == "" {
 		s.failure = "not running again 90 s after the kill"
 	}
-	return s, down(cfg.instance)
+	return s
 }
 
 // pickRankHost is a host that runs ranks of job and does not lead the job store,
