@@ -128,7 +128,7 @@ func (r *jobRunner) loop(ctx context.Context, stop <-chan struct{}) {
 			st, known := states[j.id]
 			switch {
 			case known && (st.State == api.JobSucceeded || st.State == api.JobFailed || st.State == api.JobCancelled):
-				r.finish(j, string(st.State), "")
+				r.finish(j, string(st.State), st.Reason)
 				delete(active, name)
 			case time.Since(j.submitted) > r.w.cfg.jobTimeout:
 				r.finish(j, "hung", fmt.Sprintf("not ended %v after its submission", r.w.cfg.jobTimeout))
@@ -204,7 +204,7 @@ func (r *jobRunner) states() map[string]api.Job {
 }
 
 // finish reads an ended (or hung) job's events and output and checks its result
-// against the uninterrupted run's.
+// against the uninterrupted run's; why is the reason `shoal jobs` gives, or why it hung.
 func (r *jobRunner) finish(j *chaosJob, state, why string) {
 	j.ended, j.state = true, state
 	var logs string
@@ -220,13 +220,16 @@ func (r *jobRunner) finish(j *chaosJob, state, why string) {
 		j.events, logs, j.logs = evs, out, out
 		break
 	}
-	for _, e := range j.events {
-		if e.Type == "done" && state != "succeeded" {
-			j.reason = e.Message
+	j.reason = why
+	if state != "hung" && state != "succeeded" {
+		j.reason = "(no done event; shoal jobs says: " + why + ")"
+		for _, e := range j.events {
+			if e.Type == "done" {
+				j.reason = e.Message
+			}
 		}
 	}
 	if state == "hung" {
-		j.reason = why
 		if n := len(j.events); n > 0 {
 			e := j.events[n-1]
 			j.reason += fmt.Sprintf("; its last event: %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.Message)

@@ -16,8 +16,11 @@ type declaration struct {
 	observer, subject string
 	at                time.Time
 	source            string
-	// why it is no false declaration ("n3 was killed"), "" when it is one
+	// why it is no false declaration ("n3 killed"), "" when it is one
 	excuse string
+	// left: a job's node-lost event for a node that left ("node n3 lost
+	// (left)"): no death declared, but a leave that was not a planned move
+	left bool
 }
 
 // declaredGrace is how long after a host's repair a late declaration of its
@@ -66,7 +69,8 @@ func (w *world) declarations(jobs []*chaosJob) []declaration {
 				continue
 			}
 			for _, n := range strings.Split(m[1], ", ") {
-				d := declaration{subject: n, at: e.Time, source: "job " + j.id + ": " + e.Message}
+				d := declaration{subject: n, at: e.Time, source: "job " + j.id + ": " + e.Message,
+					left: strings.HasSuffix(e.Message, "(left)")}
 				d.excuse = w.excuse(n, d.at, downOnPurpose...)
 				out = append(out, d)
 			}
@@ -158,15 +162,28 @@ func chaosReport(out io.Writer, w *world, r *jobRunner, decl []declaration, elap
 			fmt.Fprintf(out, "  %s lost epochs %v\n", j.id, j.lost)
 		}
 	}
-	var falses []declaration
+	var falses, lefts []declaration
+	deaths := 0
 	for _, d := range decl {
-		if d.excuse == "" {
+		switch {
+		case d.left:
+			lefts = append(lefts, d)
+		case d.excuse == "":
 			falses = append(falses, d)
+			fallthrough
+		default:
+			deaths++
 		}
 	}
-	fmt.Fprintf(out, "failure declarations: %d, false ones (neither killed nor cut): %d\n", len(decl), len(falses))
+	fmt.Fprintf(out, "failure declarations: %d, false ones (neither killed nor cut): %d\n", deaths, len(falses))
 	for _, d := range falses {
 		fmt.Fprintf(out, "  FALSE %s declared %s dead at %s%s\n", d.source, d.subject, d.at.Format("15:04:05.000"), w.leftNote(d.subject, d.at))
+	}
+	if len(lefts) > 0 {
+		fmt.Fprintf(out, "nodes that left with shoal leave and that jobs lost as a failure (node-lost, not a planned move): %d\n", len(lefts))
+		for _, d := range lefts {
+			fmt.Fprintf(out, "  %s at %s\n", d.source, d.at.Format("15:04:05.000"))
+		}
 	}
 	if len(r.refused) > 0 {
 		fmt.Fprintf(out, "submissions refused: %d (first: %s)\n", len(r.refused), r.refused[0])
