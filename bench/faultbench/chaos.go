@@ -138,7 +138,12 @@ func chaosMain(args []string) int {
 	if err := w.keepLogs(jr.all()); err != nil {
 		w.note("keeping the agents' logs: %v", err)
 	}
-	return chaosReport(os.Stdout, w, jr, decl, elapsed)
+	code := chaosReport(os.Stdout, w, jr, decl, elapsed)
+	if ctx.Err() != nil {
+		fmt.Println("chaos: interrupted")
+		return 130
+	}
+	return code
 }
 
 // inject runs the fault schedule: settle, a pause, a fault, a hold, its repair,

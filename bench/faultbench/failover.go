@@ -158,7 +158,7 @@ func startTrial(ctx context.Context, cfg failoverConfig, n int) (*trial, error) 
 	if err != nil {
 		return nil, err
 	}
-	return t, waitEvent(c, t.submitter, t.job, time.Minute, func(e api.JobEvent) bool {
+	return t, waitEvent(ctx, c, t.submitter, t.job, time.Minute, func(e api.JobEvent) bool {
 		return e.Type == "epoch" && strings.HasPrefix(e.Message, "epoch 2 complete")
 	})
 }
@@ -217,7 +217,7 @@ func (t *trial) kill(ctx context.Context, victim string, coord bool) (*observati
 	o.killed = time.Now()
 	o.killCmd = o.killed.Sub(t0).Seconds()
 	var err error
-	o.evs, o.running, o.launch, err = waitRunningAgain(t.c, query, t.job, o.killed, 90*time.Second)
+	o.evs, o.running, o.launch, err = waitRunningAgain(ctx, t.c, query, t.job, o.killed, 90*time.Second)
 	polls.Wait() // bounded by pctx
 	return o, err
 }
@@ -353,7 +353,7 @@ func pollLeader(ctx context.Context, c *cluster, hosts []string, old string) lea
 }
 
 // waitEvent polls job's events in host until one matches, for up to timeout.
-func waitEvent(c *cluster, host, job string, timeout time.Duration, match func(api.JobEvent) bool) error {
+func waitEvent(ctx context.Context, c *cluster, host, job string, timeout time.Duration, match func(api.JobEvent) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		evs, err := c.events(host, job)
@@ -370,7 +370,9 @@ func waitEvent(c *cluster, host, job string, timeout time.Duration, match func(a
 		if time.Now().After(deadline) {
 			return fmt.Errorf("job %s: the awaited event did not come in %v (last error: %v)", job, timeout, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if !sleep(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
 	}
 }
 
@@ -378,7 +380,7 @@ func waitEvent(c *cluster, host, job string, timeout time.Duration, match func(a
 // program runs again or the job ends, for up to timeout. Running again is heat's
 // "resumed at step" line, or, after a relaunch from the beginning, rank 0's first
 // line; launch is the launch event of that run.
-func waitRunningAgain(c *cluster, host, job string, killed time.Time, timeout time.Duration) (evs []api.JobEvent, running time.Time, launch api.JobEvent, err error) {
+func waitRunningAgain(ctx context.Context, c *cluster, host, job string, killed time.Time, timeout time.Duration) (evs []api.JobEvent, running time.Time, launch api.JobEvent, err error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		evs, err = c.events(host, job)
@@ -407,7 +409,9 @@ func waitRunningAgain(c *cluster, host, job string, killed time.Time, timeout ti
 			}
 			return evs, time.Time{}, launch, nil
 		}
-		time.Sleep(150 * time.Millisecond)
+		if !sleep(ctx, 150*time.Millisecond) {
+			return nil, time.Time{}, launch, ctx.Err()
+		}
 	}
 }
 
