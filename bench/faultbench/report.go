@@ -33,7 +33,7 @@ var (
 	lostNodes  = regexp.MustCompile(`^nodes? (\S.*?) lost\b`)
 	// shardsLost is the reason a job fails when no copy of a shard it needs is
 	// left: "epoch 4 lost: shards of ranks 3, 4 were only on n3, n4" (issue 9).
-	shardsLost = regexp.MustCompile(`were only on n\d`)
+	shardsLost = regexp.MustCompile(`were only on (n\d+(?:, n\d+)*)`)
 )
 
 // declarations lists every node declared dead during the run, each with the
@@ -78,6 +78,32 @@ func (w *world) declarations(jobs []*chaosJob) []declaration {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].at.Before(out[b].at) })
 	return out
+}
+
+// shardsOnDownHosts is "" when job j failed because every copy of a shard it
+// needed was on hosts that were down (killed, their agent killed, or cut) at
+// its end, as its reason names them; otherwise it says what is not so.
+func (w *world) shardsOnDownHosts(j *chaosJob) string {
+	m := shardsLost.FindStringSubmatch(j.reason)
+	if m == nil {
+		return "not a loss of every copy of a shard"
+	}
+	var end time.Time
+	for _, e := range j.events {
+		if e.Type == "done" {
+			end = e.Time
+		}
+	}
+	var up []string
+	for _, h := range strings.Split(m[1], ", ") {
+		if w.excuse(h, end, downOnPurpose...) == "" {
+			up = append(up, h)
+		}
+	}
+	if len(up) > 0 {
+		return "but " + strings.Join(up, ", ") + " was neither killed nor cut"
+	}
+	return ""
 }
 
 // excuse names the window of one of the kinds whys in which host was at t
@@ -128,7 +154,7 @@ func chaosReport(out io.Writer, w *world, r *jobRunner, decl []declaration, elap
 			hung++
 		default:
 			failed++
-			if shardsLost.MatchString(j.reason) {
+			if w.shardsOnDownHosts(j) == "" {
 				shardsGone++
 			}
 		}
@@ -151,7 +177,11 @@ func chaosReport(out io.Writer, w *world, r *jobRunner, decl []declaration, elap
 		case j.wrong:
 			fmt.Fprintf(out, "  WRONG %s: %s %q, want %q (uninterrupted run)\n", j.id, j.kind.key, j.result, j.kind.want)
 		case !j.verified:
-			fmt.Fprintf(out, "  %s %s: %s\n", j.state, j.id, j.reason)
+			note := ""
+			if why := w.shardsOnDownHosts(j); j.state == "failed" && why != "" && shardsLost.MatchString(j.reason) {
+				note = " (" + why + ")"
+			}
+			fmt.Fprintf(out, "  %s %s: %s%s\n", j.state, j.id, j.reason, note)
 		}
 	}
 	fmt.Fprintf(out, "restarts: %d (coordinator take-overs %d); complete epochs lost: %d; relaunches from the beginning although an epoch was complete: %d\n",
