@@ -12,7 +12,7 @@ GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich test-integration demo clean
+.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich test-integration demo chaos clean
 
 all: build
 
@@ -77,6 +77,11 @@ test-mpich: mpich
 
 demo: build
 	scripts/demo.sh
+
+# Long jobs under a seeded random schedule of 50 faults on a 5-host testbed (root; about
+# 15 minutes): not part of make test, since its timing depends on the machine's load.
+chaos: build
+	bench/chaos
 
 clean:
 	rm -rf bin $(BUILD)
