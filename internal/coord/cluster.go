@@ -305,10 +305,10 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckp
 	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.NRanks), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
 }
 
-func (b *clusterBackend) epochBase() uint64 {
+func (b *clusterBackend) epochBase(restart uint64) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.book.StartRun()
+	return b.book.StartRun(restart)
 }
 
 // names returns the names of nodes, sorted.

@@ -148,7 +148,7 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 		b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 3}, Output{}), NewEpochBook(3, 2))
 		b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 		b.placement = place.Placement{"a", "b", "c"}
-		b.epochBase()
+		b.epochBase(0)
 		b.refresh(context.Background())
 		for r := 0; r < 3; r++ {
 			if n := len(b.book.Holders(1, r)); n != 2 {
@@ -204,7 +204,7 @@ func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, NewEpochBook(1, 1))
 	b.nodes = map[string]api.Node{"a": {Name: "a"}}
 	b.placement = place.Placement{"a"}
-	b.epochBase()
+	b.epochBase(0)
 	tests := []struct {
 		written  uint64 // epoch a reports written (0: none)
 		calls    int    // OnBook calls so far

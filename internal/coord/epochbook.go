@@ -269,10 +269,18 @@ func (b *EpochBook) Prune() (keep uint64, pruned bool) {
 	return keep, true
 }
 
-// StartRun starts a new run's epochs above every number seen, and returns the
-// first.
-func (b *EpochBook) StartRun() uint64 {
+// StartRun starts a new run, from epoch restart (0: afresh), whose epochs are
+// numbered above every number seen, and returns the first. The epochs between
+// restart and the new run's are forgotten: the stopped run's later epochs, which
+// the new run does not continue from, must not be counted complete, nor copied,
+// nor let pruning remove the epoch the new run restores.
+func (b *EpochBook) StartRun(restart uint64) uint64 {
 	b.RunBase = b.Highest + 1
+	for epoch := range b.Epochs {
+		if epoch > restart && epoch < b.RunBase {
+			delete(b.Epochs, epoch)
+		}
+	}
 	return b.RunBase
 }
 

@@ -23,7 +23,7 @@ func sum(epoch uint64, rank int) uint64 { return epoch*100 + uint64(rank) }
 // writers) has written epochs, each rank's shard on its own node only.
 func written(nranks, redundancy int, writers []string, epochs ...uint64) EpochBook {
 	b := NewEpochBook(nranks, redundancy)
-	b.StartRun()
+	b.StartRun(0)
 	idx := map[string][]api.ShardInfo{}
 	for _, e := range epochs {
 		for r, n := range writers {
@@ -104,7 +104,7 @@ func TestEpochBookCountsOnlyTheWritersShards(t *testing.T) {
 	writers := []string{"a", "b"}
 	b := NewEpochBook(2, 2)
 	b.Highest = 4
-	b.StartRun() // 5
+	b.StartRun(0) // 5
 	steps := []struct {
 		name  string
 		node  string
@@ -139,7 +139,7 @@ func TestEpochBookCountsOnlyTheWritersShards(t *testing.T) {
 	if b.Highest != 7 {
 		t.Errorf("highest epoch seen %d, want 7: a new run must not reuse a number a node holds", b.Highest)
 	}
-	if got := b.StartRun(); got != 8 {
+	if got := b.StartRun(0); got != 8 {
 		t.Errorf("the next run starts at %d, want 8", got)
 	}
 }
@@ -398,5 +398,41 @@ func TestEpochBookCloneAndJSON(t *testing.T) {
 	empty.AddCopy(1, 0, "a") // a zero book is usable
 	if got := empty.Holders(1, 0); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("zero book: holders %v", got)
+	}
+}
+
+// A relaunch from epoch 4 forgets the stopped run's later epochs (5, 6): copies of
+// them that finish after the relaunch must not make them complete, and pruning
+// must not then remove epoch 4, which the new run's ranks restore.
+func TestEpochBookRelaunchForgetsLaterEpochs(t *testing.T) {
+	writers := []string{"a", "b"}
+	b := NewEpochBook(2, 1)
+	b.StartRun(0)
+	for e := uint64(1); e <= 6; e++ {
+		b.Index(map[string][]api.ShardInfo{"a": {si(e, 0, e)}, "b": {si(e, 1, 10+e)}}, writers)
+		if e <= 4 {
+			b.MarkComplete(2)
+		}
+	}
+	if got := b.StartRun(4); got != 7 {
+		t.Fatalf("the relaunch's first epoch = %d, want 7", got)
+	}
+	// The stopped run's epochs 5 and 6 finish copying now: every node holds all.
+	all := map[string][]api.ShardInfo{}
+	for _, n := range []string{"a", "b"} {
+		for e := uint64(3); e <= 6; e++ {
+			all[n] = append(all[n], si(e, 0, e), si(e, 1, 10+e))
+		}
+	}
+	b.Index(all, writers)
+	if fresh := b.MarkComplete(2); len(fresh) != 0 {
+		t.Errorf("MarkComplete after the relaunch = %v, want nothing: epochs 5 and 6 are not this run's", fresh)
+	}
+	if got := b.Newest(); got != 4 {
+		t.Errorf("newest complete epoch = %d, want 4", got)
+	}
+	b.Prune()
+	if e, _, err := b.Choose([]string{"a", "b"}); e != 4 || err != nil {
+		t.Errorf("Choose = %d, %v; want 4", e, err)
 	}
 }

@@ -44,7 +44,7 @@ func (b *localBackend) finish(ctx context.Context, local []engine.RankState, fai
 	return local, nil
 }
 
-func (b *localBackend) epochBase() uint64 {
+func (b *localBackend) epochBase(uint64) uint64 {
 	base := uint64(1)
 	if present, _ := b.dir.Epochs(); len(present) > 0 {
 		base = present[len(present)-1] + 1

@@ -133,8 +133,9 @@ type backend interface {
 	// Epoch 0 is a fresh start. An error means no epoch survives and the job
 	// cannot go on (an [ErrEpochLost]).
 	choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error)
-	// epochBase is the lowest epoch number a new run may write.
-	epochBase() uint64
+	// epochBase is the lowest epoch number a new run from restart (0: fresh) may
+	// write.
+	epochBase(restart uint64) uint64
 }
 
 // nodeLoss says which nodes of a run are gone and why.
@@ -290,7 +291,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 		"SHOAL_JOB=" + j.spec.ID,
 		"SHOAL_CKPT_INTERVAL=" + strconv.FormatFloat(j.spec.CkptInterval.Seconds(), 'f', -1, 64),
 		"SHOAL_RESTART_EPOCH=" + strconv.FormatUint(restartEpoch, 10),
-		"SHOAL_EPOCH_BASE=" + strconv.FormatUint(j.be.epochBase(), 10),
+		"SHOAL_EPOCH_BASE=" + strconv.FormatUint(j.be.epochBase(restartEpoch), 10),
 	}
 	if stats := os.Getenv("SHOAL_STATS"); stats != "" {
 		env = append(env, "SHOAL_STATS="+stats)
