@@ -240,6 +240,9 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name := range b.nodes {
+		if b.placement.Counts()[name] == 0 {
+			continue // runs no rank: it cannot say how one ended
+		}
 		wg.Add(1)
 		go func(name string, p Peer) {
 			defer wg.Done()

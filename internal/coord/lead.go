@@ -95,17 +95,13 @@ func (s *Service) resume(info api.Job) {
 		}
 	}
 	lostAt := time.Now()
-	prev, lost := info.Coordinator, info.Coordinator
-	why := fmt.Sprintf("coordinator %s lost", prev)
-	if prev == s.cfg.Node {
-		why, lost = fmt.Sprintf("coordinator %s restarted", prev), ""
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	why, lost := s.whyTakeOver(ctx, info.Coordinator)
 	from := "from the beginning"
 	if book != nil && book.Newest() > 0 {
 		from = fmt.Sprintf("from epoch %d", book.Newest())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	if err := s.fetchFiles(ctx, info); err != nil {
 		why += fmt.Sprintf("; warning: %v", err)
 	}
@@ -254,4 +250,36 @@ func (b *clusterBackend) fenceAll(ctx context.Context) {
 		}(b.s.cfg.Peer(n))
 	}
 	wg.Wait()
+}
+
+// whyTakeOver says why this node takes over a job prev coordinated, and which
+// node not to place on until membership declares it gone ("" for none):
+//   - prev is this node: its agent restarted (its first term as leader), or it
+//     lost the lead and won it back;
+//   - prev still answers: it lost the lead (it was too slow to keep it, or is cut
+//     off from a majority but not from this node); its shards are still there;
+//   - prev does not answer: it is lost.
+func (s *Service) whyTakeOver(ctx context.Context, prev string) (why, lost string) {
+	if prev == s.cfg.Node {
+		s.mu.Lock()
+		first := s.term == 1
+		s.mu.Unlock()
+		if first {
+			return fmt.Sprintf("coordinator %s restarted", prev), ""
+		}
+		return fmt.Sprintf("coordinator %s lost the lead and won it back", prev), ""
+	}
+	nodes, _ := s.cfg.Nodes(ctx)
+	for _, n := range nodes {
+		if n.Name != prev || n.API == "" {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := s.cfg.Agent(n).Health(cctx)
+		cancel()
+		if err == nil {
+			return fmt.Sprintf("coordinator %s lost the lead", prev), ""
+		}
+	}
+	return fmt.Sprintf("coordinator %s lost", prev), prev
 }

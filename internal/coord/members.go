@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"fmt"
 	"context"
 	"sort"
 	"time"
@@ -22,6 +23,15 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 			continue
 		}
 		if b.pending != nil && n.Name == b.pending.without {
+			continue
+		}
+		if b.placement.Counts()[n.Name] == 0 {
+			// A node that runs no rank only held copies: the run goes on, and the
+			// shards it held are copied again to the nodes that remain.
+			b.mu.Lock()
+			delete(b.nodes, n.Name)
+			b.mu.Unlock()
+			b.j.event(EventNodes, Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, goneWord(n.State))})
 			continue
 		}
 		b.mu.Lock()
@@ -74,4 +84,12 @@ func (b *clusterBackend) answers(ctx context.Context, node string) bool {
 	b.lastSeen[node] = time.Now()
 	b.mu.Unlock()
 	return true
+}
+
+// goneWord says how membership saw a node go: "left", or "lost" for dead.
+func goneWord(state string) string {
+	if state == "left" {
+		return "left"
+	}
+	return "lost"
 }
