@@ -1,8 +1,8 @@
 package coord
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
