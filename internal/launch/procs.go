@@ -52,6 +52,10 @@ func marked(match func(value string) bool) []int {
 	return pids
 }
 
+// scanMarked is the scan killMarked makes: [marked], but for tests, which count
+// the scans.
+var scanMarked = marked
+
 // exactly matches one launch's marker.
 func exactly(marker string) func(string) bool {
 	return func(v string) bool { return v == marker }
@@ -64,22 +68,31 @@ func under(prefix string) func(string) bool {
 
 // killMarked sends SIGKILL to every process match accepts, again and again
 // while new ones appear (a process may fork while it is being killed), for at
-// most a few seconds. It returns how many processes it killed.
-func killMarked(match func(string) bool) int {
-	killed := map[int]bool{}
+// most a few seconds. It returns how many processes it killed, and whether its
+// last scan found none it had not killed already: false means it gave up with
+// processes still appearing, so some may be left.
+//
+// A scan reads the environment of every process on the machine (a few
+// milliseconds for a few hundred processes), so callers scan only when a
+// launch of theirs may have left something.
+func killMarked(match func(string) bool) (killed int, clean bool) {
+	seen := map[int]bool{}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		fresh := 0
-		for _, pid := range marked(match) {
+		for _, pid := range scanMarked(match) {
 			// A zombie's environ reads empty, so a pid seen again was still
 			// running at this scan: kill it again, but count it once.
-			if syscall.Kill(pid, syscall.SIGKILL) == nil && !killed[pid] {
-				killed[pid] = true
+			if syscall.Kill(pid, syscall.SIGKILL) == nil && !seen[pid] {
+				seen[pid] = true
 				fresh++
 			}
 		}
-		if fresh == 0 || time.Now().After(deadline) {
-			return len(killed)
+		if fresh == 0 {
+			return len(seen), true
+		}
+		if time.Now().After(deadline) {
+			return len(seen), false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
