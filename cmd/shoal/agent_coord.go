@@ -75,9 +75,10 @@ func plugCoordinator(a *agent.Agent) error {
 		SecretFile: filepath.Join(a.DataDir(), agent.SecretFile),
 		ShoalBin:   self,
 		Nodes:      a.Nodes,
-		Peer: func(n api.Node) coord.Peer {
-			return peer{api.NewClient(n.API, a.Secret())}
-		},
+		// One client per node, shared with the agent's own calls, so that the
+		// coordinator's calls (several per node at every launch and poll) reuse
+		// kept-alive connections instead of each dialling anew.
+		Peer: func(n api.Node) coord.Peer { return peer{a.Peer(n.API)} },
 	})
 	a.SetJobService(svc)
 	// Before this node leaves, every coordinator with ranks here moves its job away
@@ -90,7 +91,7 @@ func plugCoordinator(a *agent.Agent) error {
 			}
 			var err error
 			if n, ok := nodeByName(ctx, a, name); ok {
-				err = api.NewClient(n.API, a.Secret()).Evacuate(ctx, a.Name())
+				err = a.Peer(n.API).Evacuate(ctx, a.Name())
 			}
 			if err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("move jobs of %s off %s: %w", name, a.Name(), err)

@@ -78,6 +78,7 @@ type Agent struct {
 	log     *slog.Logger
 	lock    *dirLock
 	secret  []byte
+	peers   *api.Clients // of the other agents, shared for keep-alive
 	members *membership.Membership
 	server  *api.Server
 	launch  *launch.Service
@@ -120,6 +121,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.secret, err = a.loadSecret(); err != nil {
 		return nil, err
 	}
+	a.peers = api.NewClients(a.secret)
 	gossip, err := a.gossipConfig()
 	if err != nil {
 		return nil, err
@@ -166,7 +168,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	})
 	a.server.SetGrantService(a.launch)
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
-	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, secret: a.secret})
+	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, peers: a.peers})
 	a.SetJobService(nil)
 	go a.fence(a.members.Subscribe())
 	go a.announceRanks()
@@ -318,6 +320,12 @@ func (a *Agent) GossipAddr() string { return a.members.Addr() }
 // Membership returns the node's membership, to read nodes and subscribe to events.
 func (a *Agent) Membership() *membership.Membership { return a.members }
 
+// Peer returns a client of the agent at the API address addr (another node's
+// [api.Node.API]). Every caller on this node gets the same client for an address,
+// so calls to a node reuse its kept-alive connections; the client is dropped
+// when membership declares the node dead or gone.
+func (a *Agent) Peer(addr string) *api.Client { return a.peers.Get(addr) }
+
 // Secret returns the cluster secret.
 func (a *Agent) Secret() []byte { return a.secret }
 
@@ -358,12 +366,15 @@ func (a *Agent) fence(sub *membership.Subscription) {
 		}
 		if ev.Type == membership.EventFailed && ev.Node.Meta.API != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := api.NewClient(ev.Node.Meta.API, a.secret).Health(ctx)
+			_, err := a.peers.Get(ev.Node.Meta.API).Health(ctx)
 			cancel()
 			if err == nil {
 				a.log.Warn("a node reported dead still answers: not fencing its jobs", "node", ev.Node.Name)
 				continue
 			}
+		}
+		if ev.Node.Meta.API != "" {
+			a.peers.Forget(ev.Node.Meta.API) // its connections are dead or soon will be
 		}
 		if jobs := a.launch.RevokeCoordinator(ev.Node.Name); len(jobs) > 0 {
 			a.log.Warn("coordinator gone: killed its jobs' processes on this node", "coordinator", ev.Node.Name, "event", ev.Type.String(), "jobs", jobs)
