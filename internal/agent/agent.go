@@ -390,9 +390,18 @@ func (a *Agent) ranksChanged() {
 	}
 }
 
+// RanksSettle is how long the node waits after its launch grants change before
+// it announces their ranks. Each announcement goes to every node by gossip, and
+// at a launch every node of the run announces at once: N announcements, each
+// handled by N nodes, in the middle of the launch (on the testbed's 32 hosts,
+// about half a second of CPU). After the wait, a relaunch's revoke and grant
+// (usually the same ranks) and a job shorter than the wait announce nothing.
+const RanksSettle = time.Second
+
 // announceRanks keeps the ranks this node announces in its metadata equal to
-// those of its launch grants, so that every node's `shoal nodes` shows them.
-// Announcing from one goroutine keeps the announcements in order.
+// those of its launch grants, so that every node's `shoal nodes` shows them,
+// RanksSettle after a change. Announcing from one goroutine keeps the
+// announcements in order.
 func (a *Agent) announceRanks() {
 	announced := 0
 	for {
@@ -400,6 +409,11 @@ func (a *Agent) announceRanks() {
 		case <-a.quit:
 			return
 		case <-a.ranksDirty:
+		}
+		select {
+		case <-a.quit:
+			return
+		case <-time.After(RanksSettle):
 		}
 		n := a.launch.Ranks()
 		if n == announced {
