@@ -21,6 +21,11 @@ const MarkerVar = "SHOAL_LAUNCH"
 // MarkerVar set to a value that match accepts. Processes whose environment
 // cannot be read (other users', unless root) are not found. Without /proc
 // (not Linux) it finds nothing.
+//
+// It reads every process's environment, so it is written to cost little per
+// process: one buffer for the whole scan, read in as few calls as the
+// environment's size allows (each read of /proc/PID/environ walks the other
+// process's memory anew), and no allocation per variable.
 func marked(match func(value string) bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -31,25 +36,45 @@ func marked(match func(value string) bool) []int {
 	self := os.Getpid()
 	prefix := []byte(MarkerVar + "=")
 	var pids []int
+	var env bytes.Buffer
+	env.Grow(64 << 10)
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + n + "/environ")
+		f, err := os.Open("/proc/" + n + "/environ")
 		if err != nil {
 			continue
 		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, prefix); ok {
-				if match(string(v)) {
-					pids = append(pids, pid)
-				}
-				break
-			}
+		env.Reset()
+		_, err = env.ReadFrom(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		if v, ok := envValue(env.Bytes(), prefix); ok && match(string(v)) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// envValue returns the value of the first entry of env (NUL-separated
+// KEY=VALUE entries, as in /proc/PID/environ) that begins with prefix.
+func envValue(env, prefix []byte) ([]byte, bool) {
+	for len(env) > 0 {
+		kv := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			kv, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if v, ok := bytes.CutPrefix(kv, prefix); ok {
+			return v, true
+		}
+	}
+	return nil, false
 }
 
 // scanMarked is the scan killMarked makes: [marked], but for tests, which count
