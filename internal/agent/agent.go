@@ -393,10 +393,12 @@ func (a *Agent) ranksChanged() {
 // RanksSettle is how long the node waits after its launch grants change before
 // it announces their ranks. Each announcement goes to every node by gossip, and
 // at a launch every node of the run announces at once: N announcements, each
-// handled by N nodes, in the middle of the launch (on the testbed's 32 hosts,
-// about half a second of CPU). After the wait, a relaunch's revoke and grant
-// (usually the same ranks) and a job shorter than the wait announce nothing.
-const RanksSettle = time.Second
+// handled by N nodes (on the testbed's 32 one-core hosts, about 0.3 s of CPU per
+// round). The wait is longer than a launch takes there (mpirun starting 32
+// daemons: about 2 s), so that the announcements never compete with one; and a
+// relaunch's revoke and grant of the same ranks, or a job shorter than the wait,
+// announce nothing at all. The ranks only feed `shoal nodes`.
+const RanksSettle = 3 * time.Second
 
 // announceRanks keeps the ranks this node announces in its metadata equal to
 // those of its launch grants, so that every node's `shoal nodes` shows them,

@@ -120,14 +120,14 @@ func TestRanksAnnounced(t *testing.T) {
 	grant(agents[0], "j1", "n1", 2) // j1: 2 ranks on n1, 3 on n2
 	grant(agents[1], "j1", "n1", 3)
 	grant(agents[1], "j2", "n3", 1) // j2, coordinated by n3: 1 more on n2
-	waitFor(t, 5*time.Second, ranks("n1=2 n2=4 n3=0"))
+	waitFor(t, RanksSettle+5*time.Second, ranks("n1=2 n2=4 n3=0"))
 	if _, err := agents[1].Launcher().Revoke("j1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, ranks("n1=2 n2=1 n3=0"))
+	waitFor(t, RanksSettle+5*time.Second, ranks("n1=2 n2=1 n3=0"))
 	agents[2].Shutdown() // j2's coordinator dies: n2 fences j2
 	agents = agents[:2]
-	waitFor(t, 15*time.Second, ranks("n1=2 n2=0"))
+	waitFor(t, RanksSettle+15*time.Second, ranks("n1=2 n2=0"))
 }
 
 // TestRelaunchAnnouncesNothing: a coordinator's relaunch revokes and grants a
