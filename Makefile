@@ -30,12 +30,18 @@ include examples/examples.mk
 include bench/kernels/kernels.mk
 include test/programs/programs.mk
 
+# The Go tests run under the race detector (RACE= turns it off). It costs the unit
+# packages about twice their time and the testbed suites (test/...) nothing measurable:
+# their test processes mostly wait for agents and MPI, which run bin/shoal, an ordinary
+# build. The whole of make test stays well within CI's 45 minutes on 2 cores.
+RACE ?= -race
+
 test: build
 	$(GO) vet ./...
 	$(MAKE) test-c
 	$(MAKE) test-fortran
 	$(MAKE) test-python
-	SHOAL_REQUIRE_BUILD=1 $(GO) test ./... -count=1 -p 1 -timeout 40m
+	SHOAL_REQUIRE_BUILD=1 $(GO) test $(RACE) ./... -count=1 -p 1 -timeout 40m
 
 # The Python package (python/): the checkpoint API over libshoal and the shard reader,
 # installed into a virtual environment under $(BUILD) with numpy, mpi4py and xxhash from

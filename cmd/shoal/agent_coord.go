@@ -58,10 +58,11 @@ func plugCoordinator(a *agent.Agent) error {
 		SecretFile: filepath.Join(a.DataDir(), agent.SecretFile),
 		ShoalBin:   self,
 		Nodes:      a.Nodes,
-		Peer: func(n api.Node) coord.Peer {
-			return peer{api.NewClient(n.API, a.Secret())}
-		},
-		Agent: func(n api.Node) *api.Client { return api.NewClient(n.API, a.Secret()) },
+		// One client per node, shared with the agent's own calls, so that the
+		// coordinator's calls (several per node at every launch and poll) reuse
+		// kept-alive connections instead of each dialling anew.
+		Peer:  func(n api.Node) coord.Peer { return peer{a.Peer(n.API)} },
+		Agent: func(n api.Node) *api.Client { return a.Peer(n.API) },
 		Store: a.Store(),
 	})
 	a.SetJobService(svc)

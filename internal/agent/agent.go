@@ -84,6 +84,7 @@ type Agent struct {
 	log     *slog.Logger
 	lock    *dirLock
 	secret  []byte
+	peers   *api.Clients // of the other agents, shared for keep-alive
 	members *membership.Membership
 	server  *api.Server
 	launch  *launch.Service
@@ -127,6 +128,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.secret, err = a.loadSecret(); err != nil {
 		return nil, err
 	}
+	a.peers = api.NewClients(a.secret)
 	gossip, err := a.gossipConfig()
 	if err != nil {
 		return nil, err
@@ -176,7 +178,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	})
 	a.server.SetGrantService(a.launch)
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
-	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, secret: a.secret})
+	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, peers: a.peers})
 	a.SetJobService(nil)
 	go a.fence(a.members.Subscribe())
 	go a.announceRanks()
@@ -336,6 +338,12 @@ func (a *Agent) GossipAddr() string { return a.members.Addr() }
 // Membership returns the node's membership, to read nodes and subscribe to events.
 func (a *Agent) Membership() *membership.Membership { return a.members }
 
+// Peer returns a client of the agent at the API address addr (another node's
+// [api.Node.API]). Every caller on this node gets the same client for an address,
+// so calls to a node reuse its kept-alive connections; the client is dropped
+// when membership declares the node dead or gone.
+func (a *Agent) Peer(addr string) *api.Client { return a.peers.Get(addr) }
+
 // Secret returns the cluster secret.
 func (a *Agent) Secret() []byte { return a.secret }
 
@@ -376,12 +384,15 @@ func (a *Agent) fence(sub *membership.Subscription) {
 		}
 		if ev.Type == membership.EventFailed && ev.Node.Meta.API != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := api.NewClient(ev.Node.Meta.API, a.secret).Health(ctx)
+			_, err := a.peers.Get(ev.Node.Meta.API).Health(ctx)
 			cancel()
 			if err == nil {
 				a.log.Warn("a node reported dead still answers: not fencing its jobs", "node", ev.Node.Name)
 				continue
 			}
+		}
+		if ev.Node.Meta.API != "" {
+			a.peers.Forget(ev.Node.Meta.API) // its connections are dead or soon will be
 		}
 		if jobs := a.launch.RevokeCoordinator(ev.Node.Name); len(jobs) > 0 {
 			a.log.Warn("coordinator gone: killed its jobs' processes on this node", "coordinator", ev.Node.Name, "event", ev.Type.String(), "jobs", jobs)
@@ -397,9 +408,20 @@ func (a *Agent) ranksChanged() {
 	}
 }
 
+// RanksSettle is how long the node waits after its launch grants change before
+// it announces their ranks. Each announcement goes to every node by gossip, and
+// at a launch every node of the run announces at once: N announcements, each
+// handled by N nodes (on the testbed's 32 one-core hosts, about 0.3 s of CPU per
+// round). The wait is longer than a launch takes there (mpirun starting 32
+// daemons: about 2 s), so that the announcements never compete with one; and a
+// relaunch's revoke and grant of the same ranks, or a job shorter than the wait,
+// announce nothing at all. The ranks only feed `shoal nodes`.
+const RanksSettle = 3 * time.Second
+
 // announceRanks keeps the ranks this node announces in its metadata equal to
-// those of its launch grants, so that every node's `shoal nodes` shows them.
-// Announcing from one goroutine keeps the announcements in order.
+// those of its launch grants, so that every node's `shoal nodes` shows them,
+// RanksSettle after a change. Announcing from one goroutine keeps the
+// announcements in order.
 func (a *Agent) announceRanks() {
 	announced := 0
 	for {
@@ -407,6 +429,11 @@ func (a *Agent) announceRanks() {
 		case <-a.quit:
 			return
 		case <-a.ranksDirty:
+		}
+		select {
+		case <-a.quit:
+			return
+		case <-time.After(RanksSettle):
 		}
 		n := a.launch.Ranks()
 		if n == announced {

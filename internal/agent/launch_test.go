@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/membership"
 )
 
 // fakeOrted writes a script named orted (so the launch service accepts it)
@@ -119,12 +120,55 @@ func TestRanksAnnounced(t *testing.T) {
 	grant(agents[0], "j1", "n1", 2) // j1: 2 ranks on n1, 3 on n2
 	grant(agents[1], "j1", "n1", 3)
 	grant(agents[1], "j2", "n3", 1) // j2, coordinated by n3: 1 more on n2
-	waitFor(t, 5*time.Second, ranks("n1=2 n2=4 n3=0"))
+	waitFor(t, RanksSettle+5*time.Second, ranks("n1=2 n2=4 n3=0"))
 	if _, err := agents[1].Launcher().Revoke("j1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, ranks("n1=2 n2=1 n3=0"))
+	waitFor(t, RanksSettle+5*time.Second, ranks("n1=2 n2=1 n3=0"))
 	agents[2].Shutdown() // j2's coordinator dies: n2 fences j2
 	agents = agents[:2]
-	waitFor(t, 15*time.Second, ranks("n1=2 n2=0"))
+	waitFor(t, RanksSettle+15*time.Second, ranks("n1=2 n2=0"))
+}
+
+// TestRelaunchAnnouncesNothing: a coordinator's relaunch revokes and grants a
+// node again, usually with the same ranks; within RanksSettle that reaches
+// nobody by gossip, so a launch over N nodes does not flood all N with
+// metadata updates.
+func TestRelaunchAnnouncesNothing(t *testing.T) {
+	agents := startCluster(t, 2)
+	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
+	sub := agents[0].Membership().Subscribe()
+	defer sub.Close()
+	l := agents[1].Launcher()
+	l.Grant("j1", "n1", 2, time.Minute)
+	waitFor(t, 5*time.Second, func() string {
+		nodes, _ := agents[0].Nodes(context.Background())
+		for _, n := range nodes {
+			if n.Name == "n2" && n.Ranks != 2 {
+				return fmt.Sprintf("n1 sees n2 with %d ranks, want 2", n.Ranks)
+			}
+		}
+		return ""
+	})
+	updates := func() int {
+		n := 0
+		for {
+			select {
+			case ev := <-sub.C:
+				if ev.Type == membership.EventUpdate && ev.Node.Name == "n2" {
+					n++
+				}
+			default:
+				return n
+			}
+		}
+	}
+	updates()
+	l.Revoke("j1") // the relaunch: fence, stage, grant the same ranks
+	time.Sleep(250 * time.Millisecond)
+	l.Grant("j1", "n1", 2, time.Minute)
+	time.Sleep(RanksSettle + time.Second)
+	if n := updates(); n != 0 {
+		t.Errorf("n2 announced %d metadata updates for a revoke and grant of the same ranks, want 0", n)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sync"
 
 	"shoal/internal/api"
 	"shoal/internal/engine"
@@ -29,27 +28,10 @@ func RanksDir(dataDir, job string) string {
 type shardService struct {
 	store   *shardstore.Store
 	dataDir string
-	secret  []byte
-
-	mu      sync.Mutex
-	clients map[string]*api.Client // by API address, reused for keep-alive
+	peers   *api.Clients // the agent's, to fetch shards from other nodes
 }
 
 var _ api.ShardService = (*shardService)(nil)
-
-func (s *shardService) client(addr string) *api.Client {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.clients == nil {
-		s.clients = map[string]*api.Client{}
-	}
-	c := s.clients[addr]
-	if c == nil {
-		c = api.NewClient(addr, s.secret)
-		s.clients[addr] = c
-	}
-	return c
-}
 
 func (s *shardService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
 	f, info, err := s.store.Open(ref)
@@ -69,7 +51,7 @@ func (s *shardService) Shards(ctx context.Context, job string) (api.ShardIndex, 
 }
 
 func (s *shardService) FetchShard(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
-	return s.store.Fetch(ctx, ref, s.client(from))
+	return s.store.Fetch(ctx, ref, s.peers.Get(from))
 }
 
 func (s *shardService) RemoveShards(ctx context.Context, job string, before uint64) ([]uint64, error) {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -54,6 +55,52 @@ func NewClient(addr string, secret []byte) *Client {
 
 // Addr returns the agent's address, host:port.
 func (c *Client) Addr() string { return c.addr }
+
+// CloseIdleConnections closes the client's kept-alive connections that carry no
+// request now.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Clients hands out one [Client] per agent address, so that every caller on a
+// node shares the connections kept alive to that agent. A Client made for one
+// call dials a new connection (and its server a new goroutine), and leaves it
+// idle until IdleConnTimeout: a coordinator calling every node several times per
+// launch and per poll paid that for each call. It is safe for concurrent use.
+type Clients struct {
+	secret []byte
+	mu     sync.Mutex
+	byAddr map[string]*Client
+}
+
+// NewClients returns clients that sign their requests with the cluster secret's
+// API key.
+func NewClients(secret []byte) *Clients {
+	return &Clients{secret: secret, byAddr: map[string]*Client{}}
+}
+
+// Get returns the client of the agent at addr (as for [NewClient]), made on
+// first use.
+func (cs *Clients) Get(addr string) *Client {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c := cs.byAddr[addr]
+	if c == nil {
+		c = NewClient(addr, cs.secret)
+		cs.byAddr[addr] = c
+	}
+	return c
+}
+
+// Forget drops the client of addr and closes its idle connections: the agent
+// there is gone. A later Get makes a new one.
+func (cs *Clients) Forget(addr string) {
+	cs.mu.Lock()
+	c := cs.byAddr[addr]
+	delete(cs.byAddr, addr)
+	cs.mu.Unlock()
+	if c != nil {
+		c.CloseIdleConnections()
+	}
+}
 
 // request builds a signed request. body is either nil, []byte, or an
 // io.Reader with its hex SHA-256 given in sum and its length in size.

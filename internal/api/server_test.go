@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -553,5 +554,44 @@ func TestClientErrors(t *testing.T) {
 	_, err = NewClient(addr, testSecret).Nodes(ctx)
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), addr) {
 		t.Errorf("Nodes of a stopped agent: error = %v, want ErrUnreachable naming %s", err, addr)
+	}
+}
+
+// TestClientsShareConnections: calls through Clients reuse one kept-alive
+// connection per agent, whoever makes them; a client made per call dialled for
+// each.
+func TestClientsShareConnections(t *testing.T) {
+	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret, Version: "test"})
+	ts := httptest.NewUnstartedServer(s)
+	var mu sync.Mutex
+	conns := 0
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	cs := NewClients(testSecret)
+	for i := 0; i < 10; i++ {
+		if _, err := cs.Get(ts.URL).Nodes(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := conns
+	mu.Unlock()
+	if got != 1 {
+		t.Errorf("10 calls in turn through Clients opened %d connections, want 1", got)
+	}
+	if a, b := cs.Get(ts.URL), cs.Get(ts.URL); a != b {
+		t.Errorf("Get twice for one address gave two clients")
+	}
+	old := cs.Get(ts.URL)
+	cs.Forget(ts.URL)
+	if cs.Get(ts.URL) == old {
+		t.Errorf("Get after Forget gave the forgotten client")
 	}
 }

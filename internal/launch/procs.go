@@ -21,6 +21,11 @@ const MarkerVar = "SHOAL_LAUNCH"
 // MarkerVar set to a value that match accepts. Processes whose environment
 // cannot be read (other users', unless root) are not found. Without /proc
 // (not Linux) it finds nothing.
+//
+// It reads every process's environment, so it is written to cost little per
+// process: one buffer for the whole scan, read in as few calls as the
+// environment's size allows (each read of /proc/PID/environ walks the other
+// process's memory anew), and no allocation per variable.
 func marked(match func(value string) bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -31,26 +36,50 @@ func marked(match func(value string) bool) []int {
 	self := os.Getpid()
 	prefix := []byte(MarkerVar + "=")
 	var pids []int
+	var env bytes.Buffer
+	env.Grow(64 << 10)
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + n + "/environ")
+		f, err := os.Open("/proc/" + n + "/environ")
 		if err != nil {
 			continue
 		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, prefix); ok {
-				if match(string(v)) {
-					pids = append(pids, pid)
-				}
-				break
-			}
+		env.Reset()
+		_, err = env.ReadFrom(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		if v, ok := envValue(env.Bytes(), prefix); ok && match(string(v)) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
+
+// envValue returns the value of the first entry of env (NUL-separated
+// KEY=VALUE entries, as in /proc/PID/environ) that begins with prefix.
+func envValue(env, prefix []byte) ([]byte, bool) {
+	for len(env) > 0 {
+		kv := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			kv, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if v, ok := bytes.CutPrefix(kv, prefix); ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// scanMarked is the scan killMarked makes: [marked], but for tests, which count
+// the scans.
+var scanMarked = marked
 
 // exactly matches one launch's marker.
 func exactly(marker string) func(string) bool {
@@ -64,22 +93,31 @@ func under(prefix string) func(string) bool {
 
 // killMarked sends SIGKILL to every process match accepts, again and again
 // while new ones appear (a process may fork while it is being killed), for at
-// most a few seconds. It returns how many processes it killed.
-func killMarked(match func(string) bool) int {
-	killed := map[int]bool{}
+// most a few seconds. It returns how many processes it killed, and whether its
+// last scan found none it had not killed already: false means it gave up with
+// processes still appearing, so some may be left.
+//
+// A scan reads the environment of every process on the machine (a few
+// milliseconds for a few hundred processes), so callers scan only when a
+// launch of theirs may have left something.
+func killMarked(match func(string) bool) (killed int, clean bool) {
+	seen := map[int]bool{}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		fresh := 0
-		for _, pid := range marked(match) {
+		for _, pid := range scanMarked(match) {
 			// A zombie's environ reads empty, so a pid seen again was still
 			// running at this scan: kill it again, but count it once.
-			if syscall.Kill(pid, syscall.SIGKILL) == nil && !killed[pid] {
-				killed[pid] = true
+			if syscall.Kill(pid, syscall.SIGKILL) == nil && !seen[pid] {
+				seen[pid] = true
 				fresh++
 			}
 		}
-		if fresh == 0 || time.Now().After(deadline) {
-			return len(killed)
+		if fresh == 0 {
+			return len(seen), true
+		}
+		if time.Now().After(deadline) {
+			return len(seen), false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -41,13 +41,6 @@ func (p *proc) signalGroup(sig syscall.Signal) {
 	}
 }
 
-// killAll sends SIGKILL to the group and to every process carrying the
-// launch's marker.
-func (p *proc) killAll() {
-	p.signalGroup(syscall.SIGKILL)
-	killMarked(exactly(p.marker))
-}
-
 // connLost ends the command after its connection was lost: SIGTERM to the
 // group, SIGKILL after the grace period. Once the shell is reaped, serve
 // kills whatever it left, so waiting for that is enough.
@@ -154,7 +147,7 @@ func (s *Service) serve(req api.LaunchRequest, line string, conn io.ReadWriteClo
 	// command. The group id stays reserved while the group has members, so
 	// this reaches only ours.
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	killMarked(exactly(p.marker))
+	_, clean := killMarked(exactly(p.marker))
 	copiesDone := make(chan struct{})
 	go func() { copies.Wait(); close(copiesDone) }()
 	select {
@@ -167,6 +160,9 @@ func (s *Service) serve(req api.LaunchRequest, line string, conn io.ReadWriteClo
 	pipes.closeAll()
 	s.mu.Lock()
 	delete(s.procs, p)
+	if !clean {
+		s.stray[p.job] = true // in the same step, so that Revoke sees one or the other
+	}
 	s.mu.Unlock()
 	close(p.ended)
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"shoal/internal/api"
@@ -86,6 +87,10 @@ type Service struct {
 	mu     sync.Mutex
 	grants map[string]grantEntry // by job
 	procs  map[*proc]bool
+	// stray holds the jobs of launches that ended without their clean-up
+	// scan finishing (see killMarked): something of theirs may still run with
+	// their marker although no proc stands for it.
+	stray  map[string]bool
 	seq    uint64
 	closed bool
 }
@@ -133,6 +138,7 @@ func New(cfg Config) (*Service, error) {
 		log:    cfg.Log,
 		grants: map[string]grantEntry{},
 		procs:  map[*proc]bool{},
+		stray:  map[string]bool{},
 	}, nil
 }
 
@@ -195,6 +201,12 @@ func (s *Service) ranksChanged() {
 // returns once they are gone (or after a few seconds if some refuse to die).
 // Revoking a job with no grant is not an error: fencing must be safe to
 // repeat.
+//
+// A job with nothing running here costs no scan of the machine's processes:
+// every launch kills what carries its marker when it ends (serve), so only a
+// launch still registered, or one whose clean-up gave up, may have left
+// something. Coordinators revoke every node of a run before each launch, so
+// this keeps a launch's cost per node to a round trip.
 func (s *Service) Revoke(job string) (api.Revoked, error) {
 	if !api.ValidJobID(job) {
 		return api.Revoked{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
@@ -203,11 +215,17 @@ func (s *Service) Revoke(job string) (api.Revoked, error) {
 	_, had := s.grants[job]
 	delete(s.grants, job)
 	procs := s.procsLocked(func(p *proc) bool { return p.job == job })
+	scan := len(procs) > 0 || s.stray[job]
+	delete(s.stray, job)
 	s.mu.Unlock()
 	if had {
 		s.ranksChanged()
 	}
-	s.kill(procs, s.owner+"/"+job+"/")
+	if scan && !s.kill(procs, s.owner+"/"+job+"/") {
+		s.mu.Lock()
+		s.stray[job] = true
+		s.mu.Unlock()
+	}
 	if len(procs) > 0 {
 		s.log.Info("launch grant revoked: killed its commands", "job", job, "commands", len(procs))
 	}
@@ -275,29 +293,31 @@ func (s *Service) Close() {
 // KillStale kills the processes that an earlier agent on the same data dir
 // launched and left behind when it died. Call it before serving launches.
 func (s *Service) KillStale() int {
-	n := killMarked(under(s.owner + "/"))
+	n, _ := killMarked(under(s.owner + "/"))
 	if n > 0 {
 		s.log.Warn("killed processes left by an earlier agent on this data dir", "processes", n)
 	}
 	return n
 }
 
-// kill ends procs and then any process whose marker begins with prefix, and
-// waits (boundedly) until procs have been reaped.
-func (s *Service) kill(procs []*proc, prefix string) {
+// kill ends procs and every process whose marker begins with prefix (every
+// proc's marker does), and waits (boundedly) until procs have been reaped. It
+// returns whether the scan found none left (see killMarked).
+func (s *Service) kill(procs []*proc, prefix string) (clean bool) {
 	for _, p := range procs {
-		p.killAll()
+		p.signalGroup(syscall.SIGKILL)
 	}
-	killMarked(under(prefix))
+	_, clean = killMarked(under(prefix))
 	timeout := time.After(5 * time.Second)
 	for _, p := range procs {
 		select {
 		case <-p.ended:
 		case <-timeout:
 			s.log.Error("launched command still running after SIGKILL", "job", p.job, "pid", p.cmd.Process.Pid)
-			return
+			return clean
 		}
 	}
+	return clean
 }
 
 // Launch checks a launch request and returns the function that serves it on

@@ -385,6 +385,77 @@ func TestRevokeKillsRunning(t *testing.T) {
 	}
 }
 
+// TestRevokeScansOnlyWhatMayRun: a revoke reads the machine's processes only
+// when a launch of the job may have left something: one still registered, or
+// one whose clean-up gave up. Coordinators revoke every node before each
+// launch; a scan per node made launch cost grow with the processes on a node.
+func TestRevokeScansOnlyWhatMayRun(t *testing.T) {
+	var mu sync.Mutex
+	scans := 0
+	scanMarked = func(match func(string) bool) []int {
+		mu.Lock()
+		scans++
+		mu.Unlock()
+		return marked(match)
+	}
+	t.Cleanup(func() { scanMarked = marked })
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := scans
+		scans = 0
+		return n
+	}
+	svc, c := testService(t)
+	ctx := context.Background()
+	revoke := func(what string, wantScan bool) {
+		t.Helper()
+		count()
+		if _, err := svc.Revoke("j1"); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); (n > 0) != wantScan {
+			t.Errorf("revoke %s: %d scans, want scanning %v", what, n, wantScan)
+		}
+	}
+
+	svc.Grant("j1", "n0", 1, time.Minute)
+	revoke("of a job never launched here", false)
+
+	svc.Grant("j1", "n0", 1, time.Minute)
+	conn, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon("true")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit, err := (&Relay{}).Run(conn); err != nil || exit != (Exit{}) {
+		t.Fatalf("launch ended with %v, %v; want exit code 0", exit, err)
+	}
+	waitFor(t, 5*time.Second, func() string {
+		if n := svc.Running("j1"); n != 0 {
+			return fmt.Sprintf("running = %d, want 0", n)
+		}
+		return ""
+	})
+	revoke("after its launch ended and cleaned up", false)
+
+	svc.Grant("j1", "n0", 1, time.Minute)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	conn, err = c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(fmt.Sprintf(`setsid sleep 300 & echo $! > %s; wait`, pidFile))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pids := readPids(t, pidFile, 1)
+	revoke("while it runs", true)
+	waitFor(t, 5*time.Second, allGone(pids))
+
+	svc.mu.Lock()
+	svc.stray["j1"] = true // as when a launch's clean-up gives up
+	svc.mu.Unlock()
+	revoke("after a clean-up gave up", true)
+	revoke("once a scan found nothing", false)
+}
+
 // TestKillStale: a new service on the same data dir kills what an earlier
 // one (an agent that died) left behind, and nothing of another data dir.
 func TestKillStale(t *testing.T) {
