@@ -2,9 +2,7 @@ package coord
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -38,19 +36,6 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 		}(name, b.peer(name))
 	}
 	wg.Wait()
-	if os.Getenv("SHOAL_DEBUG_INDEX") != "" {
-		var parts []string
-		for n, sh := range indexes {
-			parts = append(parts, fmt.Sprintf("%s:%d", n, len(sh)))
-			for _, x := range sh {
-				if x.Rank >= 4 {
-					parts = append(parts, fmt.Sprintf("%d/%d/%x", x.Epoch, x.Rank, x.Checksum))
-				}
-			}
-		}
-		bk, _ := json.Marshal(b.book)
-		b.j.event("debug", Event{Message: fmt.Sprintf("nodes %v placement %v indexes %v book %s", names(b.nodes), b.placement, parts, bk)})
-	}
 	b.mu.Lock()
 	b.book.Index(indexes, b.placement)
 	b.mu.Unlock()
