@@ -237,6 +237,21 @@ func (b *Bed) Kill(ctx context.Context, node string) (int, error) {
 	return matchFor(b.n, h.Index, h.Cgroups).kill(ctx)
 }
 
+// Procs returns the pids of node's processes: the members of its cgroups and
+// whatever else runs in its network or UTS namespace. The hosts share the
+// machine's process table, so a plain pgrep inside a host sees every host's.
+func (b *Bed) Procs(node string) ([]int, error) {
+	st, err := loadState(b.n)
+	if err != nil {
+		return nil, err
+	}
+	h, err := st.host(node)
+	if err != nil {
+		return nil, err
+	}
+	return matchFor(b.n, h.Index, h.Cgroups).pids(), nil
+}
+
 // Cut takes node's link down: its packets vanish and nobody is told, as when a machine
 // leaves the network. Its processes live on.
 func (b *Bed) Cut(ctx context.Context, node string) error { return b.setCut(ctx, node, true) }

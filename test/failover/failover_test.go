@@ -372,8 +372,7 @@ func TestCoordinatorCut(t *testing.T) {
 	})
 	// The cut node stops its run: no rank of the job lives on there.
 	waitFor(t, "the cut node's ranks fenced", 30*time.Second, func() bool {
-		out, _ := b.Exec(ctx, lead, "pgrep", "-f", "examples/heat")
-		return strings.TrimSpace(string(out)) == ""
+		return len(hostProcs(t, b, lead, "examples/heat")) == 0
 	})
 	events := finishes(t, other, id)
 	if !strings.Contains(events, fmt.Sprintf("coordinator %s lost", lead)) {
@@ -476,6 +475,23 @@ func TestUnknownJob(t *testing.T) {
 			t.Errorf("shoal %s no-such-job: exit %d, output %q; want one line naming the job and a non-zero exit", cmd, code, out)
 		}
 	}
+}
+
+// hostProcs returns the command lines of host's processes that contain substr.
+func hostProcs(t *testing.T, b *testbed.Bed, host, substr string) []string {
+	t.Helper()
+	pids, err := b.Procs(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, pid := range pids {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(string(cmdline), substr) {
+			out = append(out, strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
 }
 
 func syscallKill(pid int) error {
