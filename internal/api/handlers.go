@@ -307,12 +307,18 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return sendBytes(w, rc, size, "file "+sum)
+}
+
+// sendBytes answers 200 with size bytes of rc (closed after), as
+// application/octet-stream; what names them in an error.
+func sendBytes(w http.ResponseWriter, rc io.ReadCloser, size int64, what string) error {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.Copy(w, rc); err != nil {
-		return fmt.Errorf("sending file %s: %w", sum, err)
+		return fmt.Errorf("sending %s: %w", what, err)
 	}
 	return nil
 }
@@ -357,14 +363,7 @@ func (s *Server) getShard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, rc); err != nil {
-		return fmt.Errorf("sending shard %s: %w", ref, err)
-	}
-	return nil
+	return sendBytes(w, rc, size, "shard "+ref.String())
 }
 
 func (s *Server) putShard(w http.ResponseWriter, r *http.Request) error {

@@ -158,6 +158,19 @@ func nodes(t *testing.T, host string) []node {
 	return list.Nodes
 }
 
+// leaderAndOther returns the node that leads the job store and the last other
+// host.
+func leaderAndOther(t *testing.T) (lead, other string) {
+	t.Helper()
+	lead = leader(t, "n1")
+	for _, h := range hosts {
+		if h != lead {
+			other = h
+		}
+	}
+	return lead, other
+}
+
 // leader is the node that leads the job store, as host sees it ("" if none).
 func leader(t *testing.T, host string) string {
 	for _, n := range nodes(t, host) {
@@ -286,14 +299,7 @@ func finishes(t *testing.T, host, id string) string {
 // the job restarts from its newest complete epoch, and every node answers for it.
 func TestCoordinatorKilled(t *testing.T) {
 	b := cluster(t)
-	lead := leader(t, "n1")
-	other := "n1"
-	for _, h := range hosts {
-		if h != lead {
-			other = h
-			break
-		}
-	}
+	lead, other := leaderAndOther(t)
 	id := detach(t, lead)
 	waitEpoch(t, other, id)
 	if _, err := b.Kill(context.Background(), lead); err != nil {
@@ -323,13 +329,7 @@ func TestCoordinatorKilled(t *testing.T) {
 // coordinator's loss: it re-attaches and ends with the job.
 func TestRunSurvivesCoordinatorLoss(t *testing.T) {
 	b := cluster(t)
-	lead := leader(t, "n1")
-	var other string
-	for _, h := range hosts {
-		if h != lead {
-			other = h
-		}
-	}
+	lead, other := leaderAndOther(t)
 	args := append([]string{"run", "-n", "6", "--ckpt-interval", "1s", "--max-oversubscribe", "3", "--",
 		filepath.Join(root, "build/examples/heat")}, heatArgs...)
 	run := start(t, other, args...)
@@ -353,13 +353,7 @@ func TestRunSurvivesCoordinatorLoss(t *testing.T) {
 // ranks are fenced, and after the heal one node leads and the old one follows.
 func TestCoordinatorCut(t *testing.T) {
 	b := cluster(t)
-	lead := leader(t, "n1")
-	var other string
-	for _, h := range hosts {
-		if h != lead {
-			other = h
-		}
-	}
+	lead, other := leaderAndOther(t)
 	id := detach(t, lead)
 	waitEpoch(t, other, id)
 	ctx := context.Background()
@@ -398,13 +392,7 @@ func TestCoordinatorCut(t *testing.T) {
 // has; the paused node, back, follows.
 func TestCoordinatorPaused(t *testing.T) {
 	b := cluster(t)
-	lead := leader(t, "n1")
-	var other string
-	for _, h := range hosts {
-		if h != lead {
-			other = h
-		}
-	}
+	lead, other := leaderAndOther(t)
 	id := detach(t, other)
 	waitEpoch(t, other, id)
 	pid := agentPID(t, b, lead)
