@@ -71,13 +71,30 @@ func unpaced(args []string) []string {
 // in order, the last being the newest epoch the job reported complete.
 func checkManifest(t *testing.T, b *testbed.Bed, id, out string) {
 	t.Helper()
-	h, err := b.Host("n1")
+	// The node that coordinated the job last: the job store's leader, which may
+	// have changed while the nodes were lost.
+	coordinator := "n1"
+	if out, err := b.Exec(context.Background(), "n1", filepath.Join(root, "bin/shoal"), "jobs", "--json"); err == nil {
+		var list struct {
+			Jobs []struct {
+				ID          string `json:"id"`
+				Coordinator string `json:"coordinator"`
+			} `json:"jobs"`
+		}
+		json.Unmarshal(out, &list)
+		for _, j := range list.Jobs {
+			if j.ID == id && j.Coordinator != "" {
+				coordinator = j.Coordinator
+			}
+		}
+	}
+	h, err := b.Host(coordinator)
 	if err != nil {
 		t.Fatal(err)
 	}
 	entries, err := ckpt.JobDir{Root: filepath.Join(h.DataDir, "coord"), Job: id}.ReadManifest()
 	if err != nil || len(entries) == 0 || len(entries) > 2 {
-		t.Fatalf("coordinator's manifest: %v %v, want the 1 or 2 newest complete epochs", entries, err)
+		t.Fatalf("manifest of the coordinator %s: %v %v, want the 1 or 2 newest complete epochs", coordinator, entries, err)
 	}
 	if len(entries) == 2 && entries[0].Epoch >= entries[1].Epoch {
 		t.Errorf("manifest out of order: %v", entries)
