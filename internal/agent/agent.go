@@ -153,19 +153,26 @@ func Start(cfg Config) (_ *Agent, err error) {
 		OS:     runtime.GOOS,
 		Labels: cfg.Labels,
 	}
-	// Announce an API address the others can reach: the gossip address's IP
-	// when the API listens on every interface. It goes into the first
-	// announcement when that IP is known before gossip starts, as it nearly
-	// always is (membership.AdvertiseIP says why that matters).
+	// Announce the addresses the others reach this node's API and job store at:
+	// the gossip address's IP where they listen on every interface. They go into
+	// the first announcement when that IP is known before gossip starts, as it
+	// nearly always is (membership.AdvertiseIP says why that matters).
 	if ip := membership.AdvertiseIP(gossip); ip != "" {
 		meta.API = announcedAddr(a.apiLn.Addr(), net.JoinHostPort(ip, "0"))
+		if err = a.openStore(ip); err != nil {
+			return nil, err
+		}
+		meta.Raft = a.store.Addr()
 	}
 	if a.members, err = membership.New(gossip, meta, a.log); err != nil {
 		return nil, err
 	}
 	a.apiAddr = announcedAddr(a.apiLn.Addr(), a.members.Addr())
-	if err = a.openStore(); err != nil {
-		return nil, err
+	if a.store == nil {
+		host, _, _ := net.SplitHostPort(a.members.Addr())
+		if err = a.openStore(host); err != nil {
+			return nil, err
+		}
 	}
 	if meta.API != a.apiAddr || meta.Raft != a.store.Addr() {
 		meta.API, meta.Raft = a.apiAddr, a.store.Addr()

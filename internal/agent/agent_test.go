@@ -132,6 +132,23 @@ func TestThreeAgentsFormCluster(t *testing.T) {
 	}
 }
 
+// TestFirstAnnouncementComplete: an agent's first announcement already holds
+// the addresses of its API and job store, so that it changes its metadata
+// only when it has something new to say. A change made while the node is alone
+// can silence its later announcements (membership.AdvertiseIP says why).
+func TestFirstAnnouncementComplete(t *testing.T) {
+	agents := startCluster(t, 2)
+	for _, a := range agents {
+		meta := a.Membership().Meta()
+		if meta.API != a.APIAddr() || meta.Raft != a.Store().Addr() {
+			t.Errorf("%s announces API %s, job store %s; want %s, %s", a.Name(), meta.API, meta.Raft, a.APIAddr(), a.Store().Addr())
+		}
+		if n := a.Membership().MetaChanges(); n != 0 {
+			t.Errorf("%s changed its metadata %d times while starting, want 0", a.Name(), n)
+		}
+	}
+}
+
 func TestGracefulLeaveShowsLeft(t *testing.T) {
 	agents := startCluster(t, 3)
 	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))

@@ -15,9 +15,9 @@ const StoreDir = "raft"
 
 // openStore opens this node's replica of the job store. A node started without
 // --join is the first of a cluster: it bootstraps the store when it holds none.
-// The replica listens on Config.Raft and is announced at the gossip address's IP.
-func (a *Agent) openStore() error {
-	host, _, _ := net.SplitHostPort(a.members.Addr())
+// The replica listens on Config.Raft and is announced at host, the gossip
+// address's IP.
+func (a *Agent) openStore(host string) error {
 	_, port, _ := net.SplitHostPort(a.cfg.Raft)
 	s, err := jobstore.Open(jobstore.Config{
 		Node: a.cfg.Name, Dir: filepath.Join(a.cfg.DataDir, StoreDir),

@@ -29,6 +29,7 @@ type Membership struct {
 
 	announceMu sync.Mutex // held through an announcement's gossip
 	announced  time.Time  // when the last announcement ended (under announceMu)
+	changes    atomic.Int64
 	metaMu     sync.Mutex
 	meta       Meta
 	encoded    atomic.Pointer[[]byte] // what NodeMeta returns
@@ -199,6 +200,7 @@ func (m *Membership) announce(f func(*Meta), timeout time.Duration) error {
 		}
 	}
 	defer func() { m.announced = time.Now() }()
+	m.changes.Add(1)
 	m.metaMu.Lock()
 	meta := m.meta
 	f(&meta)
@@ -216,6 +218,10 @@ func (m *Membership) announce(f func(*Meta), timeout time.Duration) error {
 	}
 	return nil
 }
+
+// MetaChanges returns how many times this node's metadata has been changed since
+// New ([Membership.SetMeta], [Membership.UpdateMeta]).
+func (m *Membership) MetaChanges() int64 { return m.changes.Load() }
 
 // Subscribe returns a new subscription to membership events. See [Subscription]
 // for the delivery guarantees.
