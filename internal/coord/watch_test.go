@@ -161,7 +161,7 @@ func watchedBackend(t *testing.T, f *fakeCluster, placement place.Placement, nod
 	}
 	b.placement = placement
 	b.launchAt = time.Now()
-	b.epochBase()
+	b.epochBase(0)
 	return b
 }
 
