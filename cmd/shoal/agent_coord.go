@@ -27,12 +27,8 @@ func (p peer) Revoke(ctx context.Context, job string) error {
 	return err
 }
 
-func (p peer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
-	idx, err := p.Client.Shards(ctx, job)
-	if err != nil {
-		return nil, nil, err
-	}
-	return idx.Shards, idx.Progress, nil
+func (p peer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
+	return p.Client.WaitShards(ctx, job, known, wait)
 }
 
 func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {

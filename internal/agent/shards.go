@@ -46,8 +46,8 @@ func (s *shardService) PutShard(ctx context.Context, ref api.ShardRef, size int6
 	return err
 }
 
-func (s *shardService) Shards(ctx context.Context, job string) (api.ShardIndex, error) {
-	return s.store.Index(job)
+func (s *shardService) Shards(ctx context.Context, job, known string) (api.ShardIndex, error) {
+	return s.store.WaitIndex(ctx, job, known)
 }
 
 func (s *shardService) FetchShard(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
@@ -194,6 +195,45 @@ func TestRankStatesRoute(t *testing.T) {
 	for i := range want {
 		if ranks[i] != want[i] {
 			t.Errorf("rank state %d = %+v, want %+v", i, ranks[i], want[i])
+		}
+	}
+}
+
+// TestShardIndexLongPoll: a coordinator waiting on a node's index of a job hears
+// of a shard a rank writes there, and of a copy another node fetches, without
+// asking again.
+func TestShardIndexLongPoll(t *testing.T) {
+	agents := startCluster(t, 2)
+	a, b := agents[0], agents[1]
+	ctx := context.Background()
+	ca := api.NewClient(a.LocalAPIAddr(), a.Secret())
+	cb := api.NewClient(b.LocalAPIAddr(), b.Secret())
+	ref := api.ShardRef{Job: "heat", Epoch: 3, Rank: 0}
+
+	steps := []struct {
+		name   string
+		client *api.Client
+		change func()
+		want   int // shards listed after the change
+	}{
+		{"a rank writes on a", ca, func() { // as libshoal does: a temporary file renamed
+			path := ckpt.JobDir{Root: filepath.Join(a.DataDir(), CkptDir), Job: "heat"}.ShardPath(3, 0)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path+".tmp", testShard(t, "heat", 3, 0, 2, 1000), 0o644)
+			os.Rename(path+".tmp", path)
+		}, 1},
+		{"b fetches it", cb, func() { cb.FetchShard(ctx, ref, a.APIAddr()) }, 1},
+	}
+	for _, st := range steps {
+		before, err := st.client.Shards(ctx, "heat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(200*time.Millisecond, st.change)
+		start := time.Now()
+		after, err := st.client.WaitShards(ctx, "heat", before.Tag, 30*time.Second)
+		if err != nil || after.Tag == before.Tag || len(after.Shards) != st.want || time.Since(start) > 5*time.Second {
+			t.Errorf("%s: the wait ended after %v with %+v, %v; want the new shard within a second or so", st.name, time.Since(start), after, err)
 		}
 	}
 }

@@ -435,8 +435,21 @@ func (c *Client) PutShard(ctx context.Context, ref ShardRef, r io.ReadSeeker) er
 // Shards calls GET /v1/shards/{job}: the job's verified shards on the agent's
 // node, and the files there that fail verification.
 func (c *Client) Shards(ctx context.Context, job string) (ShardIndex, error) {
+	return c.WaitShards(ctx, job, "", 0)
+}
+
+// WaitShards calls GET /v1/shards/{job}?wait=wait&known=known: the agent
+// answers once its index of the job is no longer the one tagged known, or as
+// it is when wait (at most [MaxShardWait]) has passed. With known empty or
+// wait 0 it answers at once, as Shards does. ctx should allow wait and the
+// time of an answer.
+func (c *Client) WaitShards(ctx context.Context, job, known string, wait time.Duration) (ShardIndex, error) {
+	path := "/v1/shards/" + url.PathEscape(job)
+	if known != "" && wait > 0 {
+		path += "?" + url.Values{"wait": {wait.String()}, "known": {known}}.Encode()
+	}
 	var idx ShardIndex
-	err := c.call(ctx, "GET", "/v1/shards/"+url.PathEscape(job), nil, &idx)
+	err := c.call(ctx, "GET", path, nil, &idx)
 	return idx, err
 }
 

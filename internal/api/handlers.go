@@ -410,10 +410,22 @@ func (s *Server) listShards(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := noQuery(r); err != nil {
+	if err := noQuery(r, "wait", "known"); err != nil {
 		return err
 	}
-	idx, err := s.shardService().Shards(r.Context(), job)
+	wait, known, err := shardWait(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if wait > 0 && known != "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	} else {
+		known = "" // nothing to wait for: answer at once
+	}
+	idx, err := s.shardService().Shards(ctx, job, known)
 	if err != nil {
 		return err
 	}
@@ -426,6 +438,22 @@ func (s *Server) listShards(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, idx)
 	return nil
+}
+
+// shardWait reads ?wait=DURATION&known=TAG of GET /v1/shards/{job}: how long
+// the answer may wait for the index to change from the one tagged known.
+func shardWait(r *http.Request) (time.Duration, string, error) {
+	q := r.URL.Query()
+	known := q.Get("known")
+	if !q.Has("wait") {
+		return 0, known, nil
+	}
+	v := q.Get("wait")
+	wait, err := time.ParseDuration(v)
+	if err != nil || wait < 0 || wait > MaxShardWait {
+		return 0, "", fmt.Errorf("%w: wait=%q: want a duration from 0s to %v (such as 30s)", ErrBadRequest, v, MaxShardWait)
+	}
+	return wait, known, nil
 }
 
 func (s *Server) fetchShard(w http.ResponseWriter, r *http.Request) error {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,18 @@ type fakeData struct {
 	files  map[string][]byte
 	shards map[ShardRef][]byte
 	calls  []string
+	// index is what Shards lists; changed is closed when it changes.
+	index   ShardIndex
+	changed chan struct{}
+}
+
+// setIndex replaces the shard index and wakes the Shards calls waiting for a change.
+func (f *fakeData) setIndex(idx ShardIndex) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index = idx
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 func (f *fakeData) record(format string, args ...any) {
@@ -90,9 +103,23 @@ func (f *fakeData) record(format string, args ...any) {
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf(format, args...))
 }
-func (f *fakeData) Shards(_ context.Context, job string) (ShardIndex, error) {
-	f.record("index %s", job)
-	return ShardIndex{Shards: []ShardInfo{{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}}}, nil
+func (f *fakeData) Shards(ctx context.Context, job, known string) (ShardIndex, error) {
+	f.record("index %s known=%q", job, known)
+	for {
+		f.mu.Lock()
+		idx, changed := f.index, f.changed
+		f.mu.Unlock()
+		idx.Tag = idx.ComputeTag()
+		if known == "" || idx.Tag != known {
+			return idx, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			f.record("index %s: wait ended", job)
+			return idx, nil
+		}
+	}
 }
 func (f *fakeData) FetchShard(_ context.Context, ref ShardRef, from string) (Fetched, error) {
 	f.record("fetch %s from %s", ref, from)
@@ -195,7 +222,8 @@ func newTestServer(t *testing.T, plug bool) (*Server, *httptest.Server, *fakeNod
 	s := NewServer(ServerConfig{Node: node, Secret: testSecret, Version: "test", MaxBody: 4096})
 	if plug {
 		s.SetJobService(fakeJobs{})
-		data := &fakeData{files: map[string][]byte{}, shards: map[ShardRef][]byte{}}
+		data := &fakeData{files: map[string][]byte{}, shards: map[ShardRef][]byte{}, changed: make(chan struct{}),
+			index: ShardIndex{Shards: []ShardInfo{{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}}}}
 		s.SetDataService(data)
 		s.SetShardService(data)
 		s.SetGrantService(&fakeGrants{grants: map[string]time.Duration{}})
@@ -272,6 +300,9 @@ func TestErrors(t *testing.T) {
 		{"no shard store", testSecret, "GET", "/v1/shards/j1/1/0", "", 503, "no checkpoint store"},
 		{"index bad job", testSecret, "GET", "/v1/shards/a%20b", "", 400, "job id"},
 		{"index query", testSecret, "GET", "/v1/shards/j1?epoch=3", "", 400, `unknown query parameter "epoch"`},
+		{"index wait too long", testSecret, "GET", "/v1/shards/j1?wait=2m&known=x", "", 400, "want a duration from 0s to 1m0s"},
+		{"index wait negative", testSecret, "GET", "/v1/shards/j1?wait=-1s&known=x", "", 400, `wait="-1s"`},
+		{"index wait junk", testSecret, "GET", "/v1/shards/j1?wait=soon&known=x", "", 400, `wait="soon"`},
 		{"index unplugged", testSecret, "GET", "/v1/shards/j1", "", 503, "no checkpoint store"},
 		{"fetch no body", testSecret, "POST", "/v1/shards/j1/1/0/fetch", "", 400, "empty body"},
 		{"fetch bad from", testSecret, "POST", "/v1/shards/j1/1/0/fetch", `{"from": "n2"}`, 400, `from "n2": want`},
@@ -489,10 +520,127 @@ func TestShardRoutes(t *testing.T) {
 	if err != nil || len(ranks) != 2 || ranks[1] != (RankState{Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}) {
 		t.Errorf("RankStates = %+v, %v", ranks, err)
 	}
-	wantCalls := []string{"index j1", "fetch j1/4/2 from 10.0.0.2:7947", "fetch j1/4/2 from 10.9.9.9:7947",
+	wantCalls := []string{`index j1 known=""`, "fetch j1/4/2 from 10.0.0.2:7947", "fetch j1/4/2 from 10.9.9.9:7947",
 		"remove j1 before 7", "remove j1 before 0", "request j1", "ranks j1"}
 	if fmt.Sprint(data.calls) != fmt.Sprint(wantCalls) {
 		t.Errorf("service calls:\n got %q\nwant %q", data.calls, wantCalls)
+	}
+}
+
+// TestShardsLongPoll: GET /v1/shards/{job}?wait=&known= answers at once when the
+// index is not the one tagged known, and otherwise once it changes or the wait
+// has passed; without both parameters it never waits.
+func TestShardsLongPoll(t *testing.T) {
+	s, ts, _ := newTestServer(t, true)
+	data := s.shardService().(*fakeData)
+	ctx := context.Background()
+	c := NewClient(ts.URL, testSecret)
+
+	first, err := c.Shards(ctx, "j1")
+	if err != nil || first.Tag == "" || first.Tag != first.ComputeTag() {
+		t.Fatalf("Shards = %+v, %v; want the index with its tag", first, err)
+	}
+	tests := []struct {
+		name   string
+		known  string
+		wait   time.Duration
+		change time.Duration // when the index changes (0: never)
+		min    time.Duration // the answer comes after at least
+		max    time.Duration // and at most
+		same   bool          // with the tag known
+	}{
+		{"another tag: at once", "0", 10 * time.Second, 0, 0, 2 * time.Second, true},
+		{"no change: after the wait", first.Tag, 300 * time.Millisecond, 0, 300 * time.Millisecond, 5 * time.Second, true},
+		{"a change: at once", first.Tag, 30 * time.Second, 200 * time.Millisecond, 200 * time.Millisecond, 5 * time.Second, false},
+		{"no wait: at once", first.Tag, 0, 0, 0, 2 * time.Second, true},
+		{"no tag: at once", "", 30 * time.Second, 0, 0, 2 * time.Second, true},
+	}
+	for _, tt := range tests {
+		data.setIndex(first)
+		if tt.change > 0 {
+			time.AfterFunc(tt.change, func() {
+				idx := first
+				idx.Shards = append(idx.Shards, ShardInfo{Epoch: 4, Rank: 5, NRanks: 8, Size: 5, Checksum: 9})
+				data.setIndex(idx)
+			})
+		}
+		start := time.Now()
+		idx, err := c.WaitShards(ctx, "j1", tt.known, tt.wait)
+		took := time.Since(start)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if took < tt.min || took > tt.max {
+			t.Errorf("%s: answered after %v, want between %v and %v", tt.name, took, tt.min, tt.max)
+		}
+		if got := idx.Tag == first.Tag; got != tt.same {
+			t.Errorf("%s: tag %s, first %s: same = %v, want %v", tt.name, idx.Tag, first.Tag, got, tt.same)
+		}
+		if tt.change > 0 && len(idx.Shards) != 2 {
+			t.Errorf("%s: %d shards, want the changed index's 2", tt.name, len(idx.Shards))
+		}
+	}
+
+	for _, q := range []string{"?known=" + first.Tag, "?wait=30s", "?wait=0s&known=" + first.Tag} {
+		start := time.Now()
+		if status, _ := raw(t, ts, testSecret, "GET", "/v1/shards/j1"+q, ""); status != 200 || time.Since(start) > 2*time.Second {
+			t.Errorf("GET /v1/shards/j1%s: status %d after %v, want 200 at once", q, status, time.Since(start))
+		}
+	}
+
+	// A client that gives up ends the wait on the node.
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.WaitShards(cctx, "j1", first.Tag, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitShards past the client's deadline: %v, want a deadline error", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		data.mu.Lock()
+		ended := slices.Contains(data.calls, "index j1: wait ended")
+		data.mu.Unlock()
+		if ended {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node still waits for a client that gave up")
+		}
+	}
+}
+
+func TestShardIndexTag(t *testing.T) {
+	base := ShardIndex{
+		Shards:   []ShardInfo{{Epoch: 3, Rank: 0, Size: 10, Checksum: 1}, {Epoch: 3, Rank: 1, Size: 10, Checksum: 2}},
+		Bad:      []BadShard{{Epoch: 3, Rank: 2, Error: "truncated", Detail: "/a/r000002.shard: truncated"}},
+		Progress: &Progress{Fraction: 0.421, At: time.Unix(100, 0)},
+	}
+	tests := []struct {
+		name   string
+		change func(*ShardIndex)
+		same   bool
+	}{
+		{"progress within the percent", func(i *ShardIndex) { i.Progress = &Progress{Fraction: 0.4299, At: time.Unix(200, 0)} }, true},
+		{"bad shard detail", func(i *ShardIndex) { i.Bad[0].Detail = "other words" }, true},
+		{"job name", func(i *ShardIndex) { i.Job = "j2" }, true},
+		{"progress to the next percent", func(i *ShardIndex) { i.Progress = &Progress{Fraction: 0.43} }, false},
+		{"progress gone", func(i *ShardIndex) { i.Progress = nil }, false},
+		{"a shard more", func(i *ShardIndex) { i.Shards = append(i.Shards, ShardInfo{Epoch: 4, Checksum: 3}) }, false},
+		{"a shard rewritten", func(i *ShardIndex) { i.Shards[1].Checksum = 7 }, false},
+		{"a bad shard's check", func(i *ShardIndex) { i.Bad[0].Error = "checksum mismatch" }, false},
+		{"the bad shard repaired", func(i *ShardIndex) {
+			i.Bad = nil
+			i.Shards = append(i.Shards, ShardInfo{Epoch: 3, Rank: 2, Size: 10, Checksum: 4})
+		}, false},
+	}
+	want := base.ComputeTag()
+	for _, tt := range tests {
+		idx := base
+		idx.Shards = slices.Clone(base.Shards)
+		idx.Bad = slices.Clone(base.Bad)
+		tt.change(&idx)
+		if got := idx.ComputeTag(); (got == want) != tt.same {
+			t.Errorf("%s: tag %s, before %s: same = %v, want %v", tt.name, got, want, got == want, tt.same)
+		}
 	}
 }
 

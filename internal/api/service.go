@@ -95,9 +95,13 @@ type ShardService interface {
 	// end if the body does not match its signed hash; nothing is committed
 	// then. size is the Content-Length, or -1.
 	PutShard(ctx context.Context, ref ShardRef, size int64, r io.Reader) error
-	// Shards lists the job's shards on this node, verified ones and bad ones.
-	// A job with no shards here has an empty index, not an error.
-	Shards(ctx context.Context, job string) (ShardIndex, error)
+	// Shards lists the job's shards on this node, verified ones and bad ones,
+	// with the index's tag ([ShardIndex.ComputeTag]). A job with no shards
+	// here has an empty index, not an error. When known is not empty, Shards
+	// first waits until the index's tag differs from known or ctx is done,
+	// and then returns the index as it last found it: the end of ctx while
+	// waiting is not an error.
+	Shards(ctx context.Context, job, known string) (ShardIndex, error)
 	// FetchShard copies a shard from the node whose API is at from, verifying
 	// it before storing it; a verified local copy makes it a no-op.
 	FetchShard(ctx context.Context, ref ShardRef, from string) (Fetched, error)
@@ -185,7 +189,7 @@ func (Unavailable) Revoke(string) (Revoked, error) { return Revoked{}, notAvaila
 func (Unavailable) PutShard(context.Context, ShardRef, int64, io.Reader) error {
 	return notAvailable("checkpoint store")
 }
-func (Unavailable) Shards(context.Context, string) (ShardIndex, error) {
+func (Unavailable) Shards(context.Context, string, string) (ShardIndex, error) {
 	return ShardIndex{}, notAvailable("checkpoint store")
 }
 func (Unavailable) FetchShard(context.Context, ShardRef, string) (Fetched, error) {

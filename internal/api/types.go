@@ -1,8 +1,12 @@
 package api
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -243,7 +247,48 @@ type ShardIndex struct {
 	// Progress is the job's progress as its rank 0 last reported it on this node
 	// (shoal_progress); absent when no rank 0 of the job has run here.
 	Progress *Progress `json:"progress,omitempty"`
+	// Tag names what the index says, as [ShardIndex.ComputeTag] digests it: a
+	// client passes it back as ?known= to wait for the next change.
+	Tag string `json:"tag"`
 }
+
+// ComputeTag returns the tag of idx: a digest of its shards (epoch, rank,
+// size, checksum), its bad shards (epoch, rank, failed check) and its progress
+// in whole percents. Progress is rounded so that a rank 0 reporting every
+// second changes the tag at most once per percent: a client waiting for news
+// of the shards wakes up no more often than that.
+func (idx ShardIndex) ComputeTag() string {
+	h := fnv.New64a()
+	var b [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	put(uint64(len(idx.Shards)))
+	for _, s := range idx.Shards {
+		put(s.Epoch)
+		put(uint64(s.Rank))
+		put(uint64(s.Size))
+		put(s.Checksum)
+	}
+	put(uint64(len(idx.Bad)))
+	for _, s := range idx.Bad {
+		put(s.Epoch)
+		put(uint64(s.Rank))
+		h.Write([]byte(s.Error))
+		h.Write([]byte{0})
+	}
+	if p := idx.Progress; p != nil {
+		put(1 + uint64(math.Floor(p.Fraction*100)))
+	} else {
+		put(0)
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// MaxShardWait bounds the wait of GET /v1/shards/{job}?wait=: a waiting
+// request holds a connection and a goroutine on the node.
+const MaxShardWait = time.Minute
 
 // Progress is a fraction of a job's work done, and when rank 0 reported it.
 type Progress struct {

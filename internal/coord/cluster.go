@@ -30,11 +30,20 @@ type clusterBackend struct {
 	placement place.Placement
 	nodes     map[string]api.Node // the nodes of the current run, as placed
 
-	mu       sync.Mutex // guards the four below, shared with the copies under way
+	// mu guards the fields below up to run, and the measures of progress and
+	// costs further down: the copies under way and the watch share them.
+	mu       sync.Mutex
 	book     EpochBook
 	inflight map[shardCopy]bool // replications under way
-	lastSeen map[string]time.Time
+	contacts map[string]contact
 	excluded map[string]bool // nodes that stopped answering; not placed on
+	// indexes are the latest shard indexes of the nodes, by node, as the watch
+	// and refresh got them; changed is set when one changed or a copy was made,
+	// and poll has yet to account for it.
+	indexes map[string]api.ShardIndex
+	changed bool
+	run     *runWatch     // the watch of the current run, while there is one
+	news    chan struct{} // tells the job's loop that changed was set (see watch)
 
 	// onBook, when set, receives a copy of the book whenever its complete epochs
 	// change (one became complete, older ones were pruned), from the job's
@@ -42,9 +51,14 @@ type clusterBackend struct {
 	onBook    func(EpochBook)
 	reconfigs chan reconfig // asked for by the service
 	pending   *reconfig     // a planned reconfiguration waiting for its checkpoint (job goroutine only)
-	lastPoll  time.Time     // job goroutine only
+	// doubted is when membership first said a node of the run was not alive,
+	// by node, until it is alive again (job goroutine only).
+	doubted map[string]time.Time
+	// liveKey names the live nodes the last poll saw (job goroutine only).
+	liveKey string
 
-	// What a rebalance is weighed with, measured on this job (job goroutine only).
+	// What a rebalance is weighed with, measured on this job (under mu: the
+	// watch notes progress), and what was last weighed (job goroutine only).
 	launchAt    time.Time     // when the current run's placement was made (this node's clock)
 	progBase    time.Time     // the time of the report on rank 0's node before the launch
 	restartCost time.Duration // the last launch: placement to the first progress report
@@ -61,7 +75,8 @@ type clusterBackend struct {
 func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clusterBackend {
 	b := &clusterBackend{
 		s: s, cj: cj, j: rj, book: book.Clone(),
-		inflight: map[shardCopy]bool{}, lastSeen: map[string]time.Time{}, excluded: map[string]bool{},
+		inflight: map[shardCopy]bool{}, contacts: map[string]contact{}, excluded: map[string]bool{},
+		indexes: map[string]api.ShardIndex{}, news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}
 	if f := s.cfg.OnBook; f != nil {
@@ -136,11 +151,14 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	}
 	old := b.nodes
 	b.placement, b.nodes = p, live
-	b.launchAt, b.progFirst, b.progLast, b.progBase = time.Now(), nil, nil, time.Time{}
 	// What rank 0's node reports before the launch is an earlier run's progress.
-	if _, prog, err := b.peer(p[0]).Shards(ctx, info.ID); err == nil && prog != nil {
-		b.progBase = prog.At
+	var base time.Time
+	if idx, err := b.peer(p[0]).Shards(ctx, info.ID, "", 0); err == nil && idx.Progress != nil {
+		base = idx.Progress.At
 	}
+	b.mu.Lock()
+	b.launchAt, b.progFirst, b.progLast, b.progBase = time.Now(), nil, nil, base
+	b.mu.Unlock()
 	byNode := map[string][]int{}
 	for r, n := range p {
 		byNode[n] = append(byNode[n], r)
@@ -171,7 +189,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
-	b.j.progressFile = "" // progress comes with rank 0's node's shard index (refresh)
+	b.j.progressFile = "" // progress comes with rank 0's node's shard index (watch)
 	used := make([]string, 0, len(byNode))
 	for n := range byNode {
 		used = append(used, n)
@@ -184,19 +202,28 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	return l, launcherEnv, where, nil
 }
 
-// poll refreshes what each node holds, starts the copies that make shards durable,
-// records newly complete epochs, and reports a lost node.
+// poll checks membership for a lost node, and when a node's shard index
+// changed or a copy was made (see watch), starts the copies that make shards
+// durable and records newly complete epochs. With no news and no change of
+// the live nodes it does nothing more: a steady run costs no network call.
 func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
-	if time.Since(b.lastPoll) < 300*time.Millisecond {
-		return nil
+	nodes, err := b.s.cfg.Nodes(ctx)
+	if err == nil {
+		if loss := b.checkMembers(ctx, nodes); loss != nil {
+			return loss
+		}
 	}
-	b.lastPoll = time.Now()
-	if loss := b.checkMembers(ctx); loss != nil {
-		return loss
+	news := b.takeNews()
+	if news {
+		b.indexCached()
+		b.replicate(ctx)
+		b.markComplete(ctx)
+		b.reportProgress()
 	}
-	b.refresh(ctx)
-	b.replicate(ctx)
-	b.markComplete(ctx)
+	joined := false
+	if key := liveKey(nodes); err == nil && key != b.liveKey {
+		b.liveKey, joined = key, true
+	}
 	if b.pending == nil { // one move at a time: the next waits for this one's relaunch
 		select {
 		case rc := <-b.reconfigs:
@@ -210,7 +237,9 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 				b.startReconfig(ctx, rc)
 			}
 		default:
-			b.autoRebalance(ctx)
+			if news || joined { // what it weighs, progress and live nodes, changed
+				b.autoRebalance(ctx)
+			}
 		}
 	}
 	if rc := b.pending; rc != nil {
@@ -224,6 +253,18 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 		}
 	}
 	return nil
+}
+
+// liveKey names the nodes that are alive and not leaving, in name order.
+func liveKey(nodes []api.Node) string {
+	var live []string
+	for _, n := range nodes {
+		if n.State == "alive" && !n.Leaving {
+			live = append(live, n.Name)
+		}
+	}
+	sort.Strings(live)
+	return strings.Join(live, " ")
 }
 
 // finish collects the rank states of every node after the launcher exited, and tells
@@ -249,6 +290,11 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			s, err := p.RankStates(cctx, id)
 			cancel()
+			if err != nil {
+				b.noAnswer(name, time.Now())
+			} else {
+				b.answered(name, time.Now())
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -260,8 +306,10 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	}
 	wg.Wait()
 	if len(silent) == 0 {
-		if loss := b.checkMembers(ctx); loss != nil {
-			return states, loss
+		if nodes, err := b.s.cfg.Nodes(ctx); err == nil {
+			if loss := b.checkMembers(ctx, nodes); loss != nil {
+				return states, loss
+			}
 		}
 		return states, nil
 	}
@@ -270,11 +318,10 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	for _, n := range silent {
 		b.excluded[n] = true
 	}
-	seen := b.lastSeen[silent[0]]
 	b.mu.Unlock()
 	reason := "its agent does not answer"
-	if !seen.IsZero() {
-		reason = noAnswerSince(seen)
+	if since := b.silentSince(silent[0]); !since.IsZero() {
+		reason = noAnswerSince(since)
 	}
 	return states, &nodeLoss{nodes: silent, reason: reason, at: time.Now()}
 }

@@ -129,8 +129,8 @@ type indexPeer struct {
 	shards []api.ShardInfo
 }
 
-func (p indexPeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
-	return p.shards, nil, nil
+func (p indexPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
+	return api.ShardIndex{Job: job, Shards: p.shards}, nil
 }
 
 // TestRefreshCountsACopyInTheWritersRound: a copy reported in the same round as the
@@ -181,8 +181,8 @@ type bookPeer struct {
 	removed chan uint64
 }
 
-func (p bookPeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
-	return p.shards, nil, nil
+func (p bookPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
+	return api.ShardIndex{Job: job, Shards: p.shards}, nil
 }
 
 func (p bookPeer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {

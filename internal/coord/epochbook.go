@@ -63,6 +63,10 @@ type EpochBook struct {
 	Highest uint64 `json:"highest"`
 	// RunBase is the first epoch the current run may write.
 	RunBase uint64 `json:"run_base"`
+	// Floor is the oldest epoch pruning kept: older ones are gone for good, and
+	// an index that still lists one (its node has yet to delete it) must not
+	// bring it back to be counted complete a second time.
+	Floor uint64 `json:"floor,omitempty"`
 }
 
 // EpochEntry is what the book knows of one epoch.
@@ -146,7 +150,7 @@ func (b *EpochBook) Index(indexes map[string][]api.ShardInfo, writers []string) 
 	for node, shards := range indexes {
 		for _, s := range shards {
 			b.Highest = max(b.Highest, s.Epoch)
-			if s.Epoch < b.RunBase || s.Rank < 0 || s.Rank >= b.NRanks || s.Rank >= len(writers) || writers[s.Rank] != node {
+			if s.Epoch < b.RunBase || s.Epoch < b.Floor || s.Rank < 0 || s.Rank >= b.NRanks || s.Rank >= len(writers) || writers[s.Rank] != node {
 				continue
 			}
 			if sh := &b.entry(s.Epoch).Shards[s.Rank]; !sh.Written {
@@ -261,6 +265,7 @@ func (b *EpochBook) Prune() (keep uint64, pruned bool) {
 		return 0, false
 	}
 	keep = c[len(c)-2]
+	b.Floor = max(b.Floor, keep)
 	for epoch := range b.Epochs {
 		if epoch < keep {
 			delete(b.Epochs, epoch)

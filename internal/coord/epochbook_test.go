@@ -308,6 +308,24 @@ func TestEpochBookPrune(t *testing.T) {
 	}
 }
 
+// TestEpochBookPrunedStayGone: an index that still lists a pruned epoch (its
+// node deletes it a little later) does not bring the epoch back, so it is not
+// reported complete twice.
+func TestEpochBookPrunedStayGone(t *testing.T) {
+	b := written(1, 1, []string{"a"}, 1, 2, 3)
+	b.MarkComplete(1)
+	if keep, _ := b.Prune(); keep != 2 {
+		t.Fatalf("Prune() kept from %d, want 2", keep)
+	}
+	b.Index(map[string][]api.ShardInfo{"a": {si(1, 0, sum(1, 0)), si(2, 0, sum(2, 0)), si(3, 0, sum(3, 0)), si(4, 0, sum(4, 0))}}, []string{"a"})
+	if fresh := b.MarkComplete(1); !slices.Equal(fresh, []uint64{4}) {
+		t.Errorf("after an index listing pruned epoch 1 again: newly complete %v, want [4]", fresh)
+	}
+	if got := b.Complete(); !slices.Equal(got, []uint64{2, 3, 4}) {
+		t.Errorf("complete epochs %v, want [2 3 4]", got)
+	}
+}
+
 func TestEpochBookSource(t *testing.T) {
 	b := book4() // epoch 4: rank 2 on n3 and n4
 	tests := []struct {

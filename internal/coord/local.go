@@ -34,6 +34,9 @@ func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []s
 	return l, nil, "on 1 node", nil
 }
 
+// watch has nothing to follow: poll reads this node's store on every tick.
+func (b *localBackend) watch(ctx context.Context) (<-chan struct{}, func()) { return nil, func() {} }
+
 func (b *localBackend) poll(ctx context.Context) *nodeLoss {
 	b.scanEpochs()
 	return nil

@@ -9,20 +9,29 @@ import (
 	"shoal/internal/api"
 )
 
-// checkMembers reports the nodes of the run that membership declares dead or left.
-func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
-	nodes, err := b.s.cfg.Nodes(ctx)
-	if err != nil {
-		return nil
-	}
+// checkMembers reports the nodes of the run that membership, as nodes says it,
+// declares dead or left. A node it doubts (suspect) is probed meanwhile, so
+// that a verdict can be weighed against what the node's agent did last.
+func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *nodeLoss {
 	b.forgetGone(nodes)
+	now := time.Now()
 	var lost []string
 	reason := ""
 	for _, n := range nodes {
-		if _, ok := b.nodes[n.Name]; !ok || (n.State != "dead" && n.State != "left") {
+		if _, ok := b.nodes[n.Name]; !ok {
 			continue
 		}
-		if b.pending != nil && n.Name == b.pending.without {
+		if n.State == "alive" {
+			delete(b.doubted, n.Name)
+			continue
+		}
+		if _, ok := b.doubted[n.Name]; !ok {
+			b.doubted[n.Name] = now
+		}
+		if n.State == "suspect" {
+			b.probe(n.Name)
+		}
+		if (n.State != "dead" && n.State != "left") || (b.pending != nil && n.Name == b.pending.without) {
 			continue
 		}
 		if b.placement.Counts()[n.Name] == 0 {
@@ -31,22 +40,21 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 			b.mu.Lock()
 			delete(b.nodes, n.Name)
 			b.mu.Unlock()
+			delete(b.doubted, n.Name)
 			b.j.event(EventNodes, Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, goneWord(n.State))})
 			continue
 		}
-		b.mu.Lock()
-		seen := b.lastSeen[n.Name]
-		b.mu.Unlock()
-		if n.State == "dead" && time.Since(seen) < 2*time.Second && b.answers(ctx, n.Name) {
-			// A node that answered a moment ago and still answers is not lost: a
-			// partition that heals gossips the other side's verdicts, and the node
-			// refutes its "death" within a probe period.
+		if n.State == "dead" && b.mayAnswer(n.Name) && b.answers(ctx, n.Name) {
+			// A node no request has failed to reach since its last answer, and
+			// that answers now, is not lost: a partition that heals gossips the
+			// other side's verdicts, and the node refutes its "death" within a
+			// probe period.
 			continue
 		}
 		lost = append(lost, n.Name)
 		reason = n.State
-		if n.State == "dead" && !seen.IsZero() {
-			reason = noAnswerSince(seen)
+		if since := b.silentSince(n.Name); n.State == "dead" && !since.IsZero() {
+			reason = noAnswerSince(since)
 		}
 	}
 	if len(lost) == 0 {
@@ -56,10 +64,69 @@ func (b *clusterBackend) checkMembers(ctx context.Context) *nodeLoss {
 	return &nodeLoss{nodes: lost, reason: reason, at: time.Now()}
 }
 
-// noAnswerSince is the reason a node last seen at seen is taken as lost.
+// noAnswerSince is the reason a node silent since seen is taken as lost.
 func noAnswerSince(seen time.Time) string {
 	return "no answer for " + seconds(time.Since(seen))
 }
+
+// mayAnswer says whether no request to node has failed since its last answer.
+func (b *clusterBackend) mayAnswer(node string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.contacts[node].failed.IsZero()
+}
+
+// silentSince estimates since when node has not answered (zero: unknown): its
+// last answer, or if later, the first sign of silence since, the first failed
+// request or membership's first doubt. A cut node's long poll just hangs,
+// so its last answer may be long before it went silent.
+func (b *clusterBackend) silentSince(node string) time.Time {
+	b.mu.Lock()
+	c := b.contacts[node]
+	b.mu.Unlock()
+	first := c.failed
+	if d, ok := b.doubted[node]; ok && (first.IsZero() || d.Before(first)) {
+		first = d
+	}
+	if first.After(c.seen) {
+		return first
+	}
+	return c.seen
+}
+
+// probe asks node's agent, in the background, whether it answers, at most
+// every probeEvery and once at a time, while the run is watched.
+func (b *clusterBackend) probe(node string) {
+	p, id := b.peer(node), b.cj.snapshot().ID
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, w := b.contacts[node], b.run
+	if w == nil || c.probe || time.Since(c.probed) < probeEvery {
+		return
+	}
+	c.probe, c.probed = true, time.Now()
+	b.contacts[node] = c
+	w.wg.Add(1) // the job's goroutine, which calls stop too: never during its Wait
+	go func() {
+		defer w.wg.Done()
+		cctx, cancel := context.WithTimeout(w.ctx, time.Second)
+		_, err := p.Shards(cctx, id, "", 0)
+		cancel()
+		if err == nil {
+			b.answered(node, time.Now())
+		} else if w.ctx.Err() == nil {
+			b.noAnswer(node, time.Now())
+		}
+		b.mu.Lock()
+		c := b.contacts[node]
+		c.probe = false
+		b.contacts[node] = c
+		b.mu.Unlock()
+	}()
+}
+
+// probeEvery spaces the probes of a node membership suspects.
+const probeEvery = 500 * time.Millisecond
 
 // forgetGone ends the exclusion of the nodes membership declares dead or left: if
 // one comes back alive, it is a join like any other (see liveNodes).
@@ -77,12 +144,11 @@ func (b *clusterBackend) forgetGone(nodes []api.Node) {
 func (b *clusterBackend) answers(ctx context.Context, node string) bool {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, _, err := b.peer(node).Shards(cctx, b.cj.snapshot().ID); err != nil {
+	if _, err := b.peer(node).Shards(cctx, b.cj.snapshot().ID, "", 0); err != nil {
+		b.noAnswer(node, time.Now())
 		return false
 	}
-	b.mu.Lock()
-	b.lastSeen[node] = time.Now()
-	b.mu.Unlock()
+	b.answered(node, time.Now())
 	return true
 }
 

@@ -82,8 +82,8 @@ func (p nodePeer) Grant(ctx context.Context, job, coordinator string, ranks int,
 	return nil
 }
 
-func (p nodePeer) Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error) {
-	return nil, nil, nil
+func (p nodePeer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
+	return api.ShardIndex{Job: job}, nil
 }
 
 // TestPrepareFencesInParallel: a relaunch revokes the old run on every node at

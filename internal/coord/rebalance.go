@@ -35,12 +35,14 @@ func (b *clusterBackend) noteProgress(p *api.Progress, seen time.Time) {
 // remaining estimates the time the current run needs to finish, from the progress
 // its rank 0 reported since the launch.
 func (b *clusterBackend) remaining() (time.Duration, bool) {
-	f, l := b.progFirst, b.progLast
+	b.mu.Lock()
+	f, l, seen := b.progFirst, b.progLast, b.progSeen
+	b.mu.Unlock()
 	if f == nil || l == nil || l.Fraction <= f.Fraction || l.At.Sub(f.At) < time.Second {
 		return 0, false
 	}
 	perUnit := float64(l.At.Sub(f.At)) / (l.Fraction - f.Fraction)
-	return max(time.Duration(perUnit*(1-l.Fraction))-time.Since(b.progSeen), 0), true
+	return max(time.Duration(perUnit*(1-l.Fraction))-time.Since(seen), 0), true
 }
 
 // weigh estimates what relaunching over the live nodes would gain against what it
@@ -53,7 +55,10 @@ func (b *clusterBackend) weigh(live map[string]api.Node) (e place.Estimate, next
 	}
 	rem, ok := b.remaining()
 	cur, nxt := place.Rate(b.placement, placeNodes(b.nodes)), place.Rate(next, placeNodes(live))
-	return place.Weigh(rem, b.ckptCost+b.restartCost, cur, nxt), next, ok
+	b.mu.Lock()
+	cost := b.ckptCost + b.restartCost
+	b.mu.Unlock()
+	return place.Weigh(rem, cost, cur, nxt), next, ok
 }
 
 func describeEstimate(e place.Estimate) string {

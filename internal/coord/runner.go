@@ -123,8 +123,13 @@ type backend interface {
 	// It returns the launch, extra environment of the launcher process, and the
 	// layout in words ("on 3 nodes (n1:0-1 n2:2-3)").
 	prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error)
-	// poll runs on every tick of a run: it tracks epochs and returns a loss when a
-	// node of the run is gone.
+	// watch starts following the run prepare readied, once its launcher runs:
+	// news (nil for none) receives when poll has something to do before its
+	// next tick. stop ends the following when the run ends, and returns once
+	// every goroutine the watch started has.
+	watch(ctx context.Context) (news <-chan struct{}, stop func())
+	// poll runs on every tick of a run and on news: it tracks epochs and returns
+	// a loss when a node of the run is gone.
 	poll(ctx context.Context) *nodeLoss
 	// finish runs once the launcher has exited: the last epochs, the states of the
 	// ranks on every node, and whether a node of the run was lost.
@@ -364,6 +369,8 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	go func() { defer copies.Done(); engine.CopyTagged(stdout, j.out.Stdout, launcherOut) }()
 	go func() { defer copies.Done(); engine.CopyTagged(stderr, j.out.Stderr, launcherOut) }()
 
+	news, stopWatch := j.be.watch(ctx)
+	defer stopWatch()
 	tick := time.NewTicker(j.cfg.PollInterval)
 	defer tick.Stop()
 	for {
@@ -372,16 +379,17 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 			local, _ := engine.ReadRankStates(ranksDir)
 			states, loss := j.be.finish(ctx, local, e.code != 0)
 			return e.code, states, loss, strings.TrimSpace(lastLine(tail.String())), e.err
+		case <-news:
 		case <-tick.C:
-			if loss := j.be.poll(ctx); loss != nil {
-				// A cut node's daemon never answers: the launcher must be killed.
-				j.stop(cmd, done, time.Second, stdout, stderr)
-				return 0, nil, loss, "", nil
-			}
 			j.scanProgress()
 		case <-ctx.Done():
 			j.stop(cmd, done, j.cfg.KillGrace, stdout, stderr)
 			return fail(ctx.Err())
+		}
+		if loss := j.be.poll(ctx); loss != nil {
+			// A cut node's daemon never answers: the launcher must be killed.
+			j.stop(cmd, done, time.Second, stdout, stderr)
+			return 0, nil, loss, "", nil
 		}
 	}
 }

@@ -31,9 +31,12 @@ type Peer interface {
 	// job (fencing an old run) and withdraws the ranks.
 	Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error
 	Revoke(ctx context.Context, job string) error
-	// Shards lists the job's shards the node holds and has verified, and the job's
-	// progress as a rank 0 on the node last reported it (nil: none).
-	Shards(ctx context.Context, job string) ([]api.ShardInfo, *api.Progress, error)
+	// Shards returns the node's index of the job: the shards it holds and has
+	// verified, the job's progress as a rank 0 on the node last reported it, and
+	// the index's tag. With known not empty and wait > 0 it is a long poll: the
+	// node answers once its index is not the one tagged known, or as it is
+	// after wait; ctx must allow for the wait.
+	Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error)
 	// Fetch makes the node copy a shard from the agent at API address from.
 	Fetch(ctx context.Context, ref api.ShardRef, from string) error
 	// RankStates reads how the job's ranks on the node ended.

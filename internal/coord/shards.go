@@ -10,11 +10,18 @@ import (
 	"shoal/internal/ckpt"
 )
 
-// refresh asks every node of the run which verified shards it holds, and records
-// the answers in the book.
+// refresh asks every node of the run at once which verified shards it holds, and
+// records the answers in the book (those of the nodes that do not answer are
+// left as they were). choose and finish use it; during a run, the watch keeps
+// the indexes up to date instead (see watch).
 func (b *clusterBackend) refresh(ctx context.Context) {
 	id := b.cj.snapshot().ID
+	rank0 := ""
+	if len(b.placement) > 0 {
+		rank0 = b.placement[0]
+	}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
 	indexes := map[string][]api.ShardInfo{} // by node, those that answered
 	for name := range b.nodes {
 		wg.Add(1)
@@ -22,25 +29,37 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			shards, prog, err := p.Shards(cctx, id)
+			idx, err := p.Shards(cctx, id, "", 0)
 			if err != nil {
+				b.noAnswer(name, time.Now())
 				return
 			}
-			if len(b.placement) > 0 && name == b.placement[0] {
-				b.noteProgress(prog, time.Now())
+			b.answered(name, time.Now())
+			if name == rank0 {
+				b.noteProgress(idx.Progress, time.Now())
 			}
 			b.mu.Lock()
-			b.lastSeen[name] = time.Now()
-			indexes[name] = shards
+			b.indexes[name] = idx
 			b.mu.Unlock()
+			mu.Lock()
+			indexes[name] = idx.Shards
+			mu.Unlock()
 		}(name, b.peer(name))
 	}
 	wg.Wait()
 	b.mu.Lock()
 	b.book.Index(indexes, b.placement)
 	b.mu.Unlock()
-	if b.progLast != nil {
-		b.j.reportProgress(b.progLast.Fraction)
+	b.reportProgress()
+}
+
+// reportProgress reports the progress of the run's rank 0, as last seen.
+func (b *clusterBackend) reportProgress() {
+	b.mu.Lock()
+	p := b.progLast
+	b.mu.Unlock()
+	if p != nil {
+		b.j.reportProgress(p.Fraction)
 	}
 }
 
@@ -64,11 +83,18 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			defer cancel()
 			err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
 			b.mu.Lock()
-			defer b.mu.Unlock()
 			if err == nil {
 				b.book.AddCopy(c.Epoch, c.Rank, c.To)
 			}
 			delete(b.inflight, shardCopy{c.Epoch, c.Rank, c.To})
+			b.mu.Unlock()
+			if err == nil {
+				b.tell() // the epoch may be complete now
+			} else {
+				// Tried again after a pause, not at once: a copy that fails
+				// quickly (its source just lost it) must not spin.
+				time.AfterFunc(copyRetry, b.tell)
+			}
 		}(c, b.peer(c.To), b.nodes[c.From].API)
 	}
 }

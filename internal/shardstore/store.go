@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,9 @@ type Store struct {
 	// cut link otherwise blocks until TCP gives up, minutes later). Default:
 	// DefaultStallTimeout.
 	StallTimeout time.Duration
+	// RescanInterval is how often WaitIndex looks for a change of the index it
+	// waits on. Default: DefaultRescanInterval.
+	RescanInterval time.Duration
 
 	mu    sync.Mutex
 	cache map[string]map[string]entry // job → shard path → last verification
@@ -50,6 +54,10 @@ type Store struct {
 
 // DefaultStallTimeout is Store.StallTimeout's default.
 const DefaultStallTimeout = 15 * time.Second
+
+// DefaultRescanInterval is Store.RescanInterval's default: a new shard is
+// reported to a waiting coordinator within about this long.
+const DefaultRescanInterval = 250 * time.Millisecond
 
 // errStalled is the cause of a fetch aborted by Store.StallTimeout.
 var errStalled = errors.New("stalled")
@@ -227,7 +235,101 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 	}
 	s.prune(job, seen)
 	idx.Progress = readProgress(filepath.Join(jd.Path(), "progress"))
+	idx.Tag = idx.ComputeTag()
 	return idx, nil
+}
+
+// WaitIndex returns the job's index (see Index) once its tag differs from
+// known: at once when known is empty or already stale. Otherwise it looks
+// again every RescanInterval until the tag changes; when ctx ends first, it
+// returns the last index it made and no error (the caller asked for the index
+// as it is by then).
+//
+// Looking again costs a few system calls while nothing changes: the job
+// directory is read and its epoch directories and progress file are stat'ed
+// (a [fingerprint]); shards are listed again only when an epoch directory
+// changed, and the progress file is read again only when it was replaced.
+// Ranks and Put write a shard as a temporary file renamed into place, which
+// changes its directory; a shard file changed in place is noticed only at the
+// next change of its directory or the next call.
+func (s *Store) WaitIndex(ctx context.Context, job, known string) (api.ShardIndex, error) {
+	fp, err := s.fingerprint(job)
+	if err != nil {
+		return api.ShardIndex{Job: job}, err
+	}
+	idx, err := s.Index(job)
+	if err != nil || known == "" || idx.Tag != known {
+		return idx, err
+	}
+	every := s.RescanInterval
+	if every <= 0 {
+		every = DefaultRescanInterval
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return idx, nil
+		case <-tick.C:
+		}
+		next, err := s.fingerprint(job)
+		if err != nil {
+			return idx, err
+		}
+		switch {
+		case !fp.settled || !slices.Equal(next.epochs, fp.epochs) || !slices.Equal(next.dirs, fp.dirs):
+			idx, err = s.Index(job)
+		case next.progress != fp.progress:
+			idx.Progress = readProgress(filepath.Join(s.jobDir(job).Path(), "progress"))
+			idx.Tag = idx.ComputeTag()
+		}
+		fp = next
+		if err != nil || idx.Tag != known {
+			return idx, err
+		}
+	}
+}
+
+// fingerprint is what WaitIndex compares to tell that a job's index cannot
+// have changed: the job's epoch directories, their versions, and the version
+// of its progress file. Taken before an index is made, any later change shows
+// in a later fingerprint, except a second change of a directory within the
+// resolution of its modification time (a clock tick; a second on some file
+// systems): a fingerprint with a version younger than that is not settled,
+// and the next one lists the shards again whatever it shows.
+type fingerprint struct {
+	epochs   []uint64
+	dirs     []fileKey // by epoch; zero for one removed meanwhile
+	progress fileKey   // zero when there is no progress file
+	settled  bool
+}
+
+// settleTime is how old a directory's modification time must be for a later
+// change to show in it for sure (see fingerprint).
+const settleTime = time.Second
+
+func (s *Store) fingerprint(job string) (fingerprint, error) {
+	if err := checkJob(job); err != nil {
+		return fingerprint{}, err
+	}
+	now := time.Now()
+	jd := s.jobDir(job)
+	epochs, err := jd.Epochs()
+	if err != nil {
+		return fingerprint{}, err
+	}
+	fp := fingerprint{epochs: epochs, dirs: make([]fileKey, len(epochs)), settled: true}
+	for i, e := range epochs {
+		if fi, err := os.Stat(jd.EpochPath(e)); err == nil {
+			fp.dirs[i] = keyOf(fi)
+			fp.settled = fp.settled && now.Sub(fi.ModTime()) >= settleTime
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(jd.Path(), "progress")); err == nil {
+		fp.progress = keyOf(fi)
+	}
+	return fp, nil
 }
 
 // readProgress reads the progress file libshoal's rank 0 keeps in the job's

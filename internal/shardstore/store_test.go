@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -519,4 +520,141 @@ func TestParseShardName(t *testing.T) {
 			t.Errorf("parseShardName(%q) accepted", name)
 		}
 	}
+}
+
+// TestWaitIndex: a wait on the index ends when a shard appears, is damaged or is
+// removed, or when progress reaches another whole percent; not for files being
+// written or for progress within the same percent.
+func TestWaitIndex(t *testing.T) {
+	s := New(t.TempDir())
+	s.RescanInterval = 10 * time.Millisecond
+	jobDir := s.jobDir("heat").Path()
+	writeProgress := func(f string) func() {
+		return func() {
+			tmp := filepath.Join(jobDir, "progress.tmp")
+			os.MkdirAll(jobDir, 0o755)
+			os.WriteFile(tmp, []byte(f+"\n"), 0o644)
+			os.Rename(tmp, filepath.Join(jobDir, "progress"))
+		}
+	}
+	good := shard(t, "heat", 3, 0, 2, 100)
+	tests := []struct {
+		name   string
+		change func()
+		wakes  bool
+	}{
+		{"a shard being written", func() {
+			os.MkdirAll(filepath.Dir(s.path(ref(3, 0))), 0o755)
+			os.WriteFile(s.path(ref(3, 0))+".1a2b.tmp", good[:50], 0o644)
+		}, false},
+		{"a shard renamed into place", func() {
+			os.WriteFile(s.path(ref(3, 0))+".1a2b.tmp", good, 0o644)
+			os.Rename(s.path(ref(3, 0))+".1a2b.tmp", s.path(ref(3, 0)))
+		}, true},
+		{"first progress", writeProgress("0.421"), true},
+		{"progress within the percent", writeProgress("0.4299"), false},
+		{"progress to the next percent", writeProgress("0.43"), true},
+		{"the same shard written again", func() {
+			os.WriteFile(s.path(ref(3, 0))+".3c4d.tmp", good, 0o644)
+			os.Rename(s.path(ref(3, 0))+".3c4d.tmp", s.path(ref(3, 0)))
+		}, false},
+		{"a damaged shard written", func() {
+			os.WriteFile(s.path(ref(3, 0))+".5e6f.tmp", flip(good, 150), 0o644)
+			os.Rename(s.path(ref(3, 0))+".5e6f.tmp", s.path(ref(3, 0)))
+		}, true},
+		{"an epoch removed", func() { s.RemoveBefore("heat", 4) }, true},
+		{"an epoch written", func() { place(t, s, ref(5, 0), shard(t, "heat", 5, 0, 2, 100)) }, true},
+		// Shards are renamed into place: a file changed in place leaves its
+		// directory as it was, and shows at the next call (below).
+		{"a shard damaged in place", func() { place(t, s, ref(5, 0), flip(shard(t, "heat", 5, 0, 2, 100), 150)) }, false},
+	}
+	// Directories modified long ago: what shows a change is its modification
+	// time changing, not the fingerprint being too young to trust.
+	age := func() {
+		old := time.Now().Add(-time.Hour)
+		filepath.WalkDir(jobDir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				os.Chtimes(path, old, old)
+			}
+			return nil
+		})
+	}
+	for _, tt := range tests {
+		before, err := s.WaitIndex(context.Background(), "heat", "")
+		if err != nil || before.Tag == "" {
+			t.Fatalf("%s: index %+v, %v", tt.name, before, err)
+		}
+		age()
+		if fp, _ := s.fingerprint("heat"); !fp.settled {
+			t.Fatalf("%s: a fingerprint of directories modified an hour ago is not settled", tt.name)
+		}
+		time.AfterFunc(50*time.Millisecond, tt.change)
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		start := time.Now()
+		after, err := s.WaitIndex(ctx, "heat", before.Tag)
+		took := time.Since(start)
+		cancel()
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.wakes && (after.Tag == before.Tag || took >= 500*time.Millisecond):
+			t.Errorf("%s: the wait ended after %v with tag %s (before: %s), want a change", tt.name, took, after.Tag, before.Tag)
+		case !tt.wakes && (after.Tag != before.Tag || took < 500*time.Millisecond):
+			t.Errorf("%s: the wait ended after %v with tag %s (before: %s), want the whole wait unchanged", tt.name, took, after.Tag, before.Tag)
+		}
+		time.Sleep(60 * time.Millisecond) // the change is done before the next case
+	}
+	// A stale tag answers at once.
+	if idx, err := s.WaitIndex(context.Background(), "heat", "stale"); err != nil || idx.Tag == "stale" || len(idx.Bad) != 1 {
+		t.Errorf("WaitIndex with a stale tag = %+v, %v; want at once, with the shard damaged in place", idx, err)
+	}
+}
+
+// TestFingerprintSettles: a fingerprint with a directory modified within a
+// second is not trusted to show a later change in that second.
+func TestFingerprintSettles(t *testing.T) {
+	s := New(t.TempDir())
+	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 1, 100))
+	if fp, err := s.fingerprint("heat"); err != nil || fp.settled || len(fp.epochs) != 1 {
+		t.Errorf("fingerprint after a write = %+v, %v; want epoch 3, not settled", fp, err)
+	}
+	old := time.Now().Add(-2 * time.Second)
+	os.Chtimes(s.jobDir("heat").EpochPath(3), old, old)
+	if fp, err := s.fingerprint("heat"); err != nil || !fp.settled {
+		t.Errorf("fingerprint 2 s after the write = %+v, %v; want settled", fp, err)
+	}
+	if fp, err := s.fingerprint("other"); err != nil || !fp.settled || len(fp.epochs) != 0 {
+		t.Errorf("fingerprint of a job with no directory = %+v, %v; want empty and settled", fp, err)
+	}
+}
+
+// BenchmarkRescan is what WaitIndex costs per look at an unchanged job
+// directory (three epochs of four verified shards and a progress file): a
+// fingerprint, and what listing the shards again would cost.
+func BenchmarkRescan(b *testing.B) {
+	s := New(b.TempDir())
+	t := &testing.T{}
+	for e := uint64(1); e <= 3; e++ {
+		for r := 0; r < 4; r++ {
+			place(t, s, ref(e, r), shard(t, "heat", e, r, 4, 1<<20))
+		}
+	}
+	os.WriteFile(filepath.Join(s.jobDir("heat").Path(), "progress"), []byte("0.5\n"), 0o644)
+	if _, err := s.Index("heat"); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("index", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := s.Index("heat"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fingerprint", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := s.fingerprint("heat"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -1,0 +1,195 @@
+package coord
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// How the backend follows the shard indexes of a run's nodes (see watch).
+const (
+	// watchWait is how long a node holds a request for its index when nothing
+	// changes (at most api.MaxShardWait).
+	watchWait = 30 * time.Second
+	// answerGrace is how much longer than its wait a request may take to come
+	// back before it counts as failed.
+	answerGrace = 5 * time.Second
+	// firstProgressWait is how often rank 0's node is asked while the run has
+	// not reported progress yet: the first report of a run measures its restart
+	// (see noteProgress), and a report within the percent the last run reached
+	// does not change the index's tag.
+	firstProgressWait = time.Second
+	// firstProgressWindow bounds that: a program that never reports progress
+	// is not asked every second for the whole run.
+	firstProgressWindow = 2 * time.Minute
+	// watchRetry is the first pause after a failed request, doubled up to
+	// watchRetryMax while the node keeps failing.
+	watchRetry    = 500 * time.Millisecond
+	watchRetryMax = 2 * time.Second
+	// copyRetry is how long after a failed copy of a shard it is tried again.
+	copyRetry = time.Second
+)
+
+// contact is what the backend knows of reaching one node's agent.
+type contact struct {
+	seen   time.Time // its last answer
+	failed time.Time // the first failed request since (zero: none)
+	probed time.Time // when a probe (see probe) last started
+	probe  bool      // a probe is under way
+}
+
+// answered records an answer of node at t.
+func (b *clusterBackend) answered(node string, t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.contacts[node]
+	c.seen, c.failed = t, time.Time{}
+	b.contacts[node] = c
+}
+
+// noAnswer records a request to node that failed at t.
+func (b *clusterBackend) noAnswer(node string, t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.contacts[node]
+	if c.failed.IsZero() {
+		c.failed = t
+	}
+	b.contacts[node] = c
+}
+
+// runWatch is the following of one run's nodes: its goroutines stop when
+// cancel is called, and wg counts them.
+type runWatch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// watch follows the nodes of the run prepare readied until stop is called:
+// one goroutine per node keeps a long poll on the node's index of the job
+// (GET /v1/shards/{job}?wait=&known=), keeps its latest answer, and sends on
+// news when one changed, so that poll does its book-keeping then and only
+// then. While nothing changes this costs one outstanding request per node. A
+// node that is cut off does not answer until its request times out; whether it
+// is lost is for membership to say (see checkMembers). stop returns once
+// every goroutine of the watch has.
+func (b *clusterBackend) watch(ctx context.Context) (news <-chan struct{}, stop func()) {
+	w := &runWatch{}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	id := b.cj.snapshot().ID
+	rank0 := ""
+	if len(b.placement) > 0 {
+		rank0 = b.placement[0]
+	}
+	b.mu.Lock()
+	b.run = w
+	b.mu.Unlock()
+	clear(b.doubted) // membership's doubts during this run
+	for name := range b.nodes {
+		w.wg.Add(1)
+		go func(name string, p Peer) {
+			defer w.wg.Done()
+			b.watchNode(w.ctx, id, name, p, name == rank0)
+		}(name, b.peer(name))
+	}
+	return b.news, func() {
+		w.cancel()
+		w.wg.Wait()
+		b.mu.Lock()
+		if b.run == w {
+			b.run = nil
+		}
+		b.mu.Unlock()
+	}
+}
+
+// watchNode keeps a long poll on node's index of job until ctx ends. rank0 is
+// set for the node of the run's rank 0, whose index carries the progress.
+func (b *clusterBackend) watchNode(ctx context.Context, job, node string, p Peer, rank0 bool) {
+	known := ""
+	var retry time.Duration
+	for {
+		if retry > 0 {
+			t := time.NewTimer(retry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		wait := watchWait
+		if rank0 && b.awaitingProgress() {
+			wait = firstProgressWait
+		}
+		cctx, cancel := context.WithTimeout(ctx, wait+answerGrace)
+		idx, err := p.Shards(cctx, job, known, wait)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		if err != nil {
+			b.noAnswer(node, now)
+			retry = min(max(2*retry, watchRetry), watchRetryMax)
+			continue
+		}
+		retry = 0
+		b.answered(node, now)
+		if rank0 {
+			b.noteProgress(idx.Progress, now)
+		}
+		if idx.Tag != known || known == "" {
+			b.mu.Lock()
+			b.indexes[node] = idx
+			b.mu.Unlock()
+			b.tell()
+		}
+		known = idx.Tag
+	}
+}
+
+// tell has the job's loop poll: an index or a copy changed.
+func (b *clusterBackend) tell() {
+	b.mu.Lock()
+	b.changed = true
+	b.mu.Unlock()
+	select {
+	case b.news <- struct{}{}:
+	default: // the loop has yet to take the last news: it will see this too
+	}
+}
+
+// awaitingProgress says whether the current run, launched less than
+// firstProgressWindow ago, has yet to report progress.
+func (b *clusterBackend) awaitingProgress() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.progFirst == nil && time.Since(b.launchAt) < firstProgressWindow
+}
+
+// takeNews returns whether an index or a copy changed since it was last called.
+func (b *clusterBackend) takeNews() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.changed
+	b.changed = false
+	return c
+}
+
+// indexCached records in the book the latest index of every node of the run
+// that has answered.
+func (b *clusterBackend) indexCached() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	indexes := make(map[string][]api.ShardInfo, len(b.nodes))
+	for name := range b.nodes {
+		if idx, ok := b.indexes[name]; ok {
+			indexes[name] = idx.Shards
+		}
+	}
+	b.book.Index(indexes, b.placement)
+}

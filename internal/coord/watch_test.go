@@ -1,0 +1,333 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/place"
+)
+
+// fakeCluster is nodes whose shard indexes a test changes. Their Shards is a
+// long poll as an agent's is; Fetch copies a shard between their indexes.
+type fakeCluster struct {
+	mu       sync.Mutex
+	index    map[string][]api.ShardInfo
+	progress map[string]*api.Progress
+	cut      map[string]bool // requests to a cut node hang until given up
+	changed  chan struct{}   // closed at every change
+	calls    int             // Shards calls made
+	active   int             // Shards calls under way
+	waits    map[string][]time.Duration
+	states   map[string]string // membership's view, by node ("alive" when absent)
+}
+
+func newFakeCluster() *fakeCluster {
+	return &fakeCluster{index: map[string][]api.ShardInfo{}, progress: map[string]*api.Progress{}, cut: map[string]bool{},
+		changed: make(chan struct{}), waits: map[string][]time.Duration{}, states: map[string]string{}}
+}
+
+func (f *fakeCluster) change(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn()
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// add records that node holds shard.
+func (f *fakeCluster) add(node string, shard api.ShardInfo) {
+	f.change(func() { f.index[node] = append(f.index[node], shard) })
+}
+
+func (f *fakeCluster) counts() (calls, active int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls, f.active
+}
+
+// nodes is membership's view of nodes: every one alive unless a test said otherwise.
+func (f *fakeCluster) nodes(names ...string) func(context.Context) ([]api.Node, error) {
+	return func(context.Context) ([]api.Node, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var out []api.Node
+		for _, n := range names {
+			st := f.states[n]
+			if st == "" {
+				st = "alive"
+			}
+			out = append(out, api.Node{Name: n, API: n, State: st, Cores: 2})
+		}
+		return out, nil
+	}
+}
+
+func (f *fakeCluster) setState(node, state string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.states[node] = state
+}
+
+type fakeClusterNode struct {
+	Peer
+	f    *fakeCluster
+	name string
+}
+
+func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
+	f := p.f
+	f.mu.Lock()
+	f.calls++
+	f.active++
+	f.waits[p.name] = append(f.waits[p.name], wait)
+	cut := f.cut[p.name]
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.active--
+		f.mu.Unlock()
+	}()
+	if cut {
+		<-ctx.Done()
+		return api.ShardIndex{}, ctx.Err()
+	}
+	var deadline <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		f.mu.Lock()
+		idx := api.ShardIndex{Job: job, Shards: slices.Clone(f.index[p.name]), Progress: f.progress[p.name]}
+		changed := f.changed
+		f.mu.Unlock()
+		idx.Tag = idx.ComputeTag()
+		if known == "" || wait == 0 || idx.Tag != known {
+			return idx, nil
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return idx, nil
+		case <-ctx.Done():
+			return api.ShardIndex{}, ctx.Err()
+		}
+	}
+}
+
+// Fetch copies the shard from the node named from (its API address is its name).
+func (p fakeClusterNode) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
+	p.f.mu.Lock()
+	var found *api.ShardInfo
+	for _, s := range p.f.index[from] {
+		if s.Epoch == ref.Epoch && s.Rank == ref.Rank {
+			found = &s
+		}
+	}
+	p.f.mu.Unlock()
+	if found == nil {
+		return errors.New("no such shard")
+	}
+	p.f.add(p.name, *found)
+	return nil
+}
+
+func (p fakeClusterNode) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
+	return nil
+}
+
+// watchedBackend returns the backend of a job of len(placement) ranks placed as
+// placement over nodes of f.
+func watchedBackend(t *testing.T, f *fakeCluster, placement place.Placement, nodes ...string) *clusterBackend {
+	t.Helper()
+	s := NewService(ServiceConfig{
+		DataDir: t.TempDir(),
+		Nodes:   f.nodes(nodes...),
+		Peer:    func(n api.Node) Peer { return fakeClusterNode{f: f, name: n.Name} },
+	})
+	rj := newJob(Config{RunRoot: t.TempDir()}, Spec{ID: "j", NRanks: len(placement)}, Output{})
+	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, NewEpochBook(len(placement), 2))
+	b.nodes = map[string]api.Node{}
+	for _, n := range nodes {
+		b.nodes[n] = api.Node{Name: n, API: n, State: "alive"}
+	}
+	b.placement = placement
+	b.launchAt = time.Now()
+	b.epochBase(0)
+	return b
+}
+
+// pollUntil polls b on its news, and every 50 ms, until cond holds or 5 s pass.
+func pollUntil(t *testing.T, b *clusterBackend, news <-chan struct{}, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for !cond() {
+		select {
+		case <-news:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("after 5 s: %s", what)
+		}
+		if loss := b.poll(context.Background()); loss != nil {
+			t.Fatalf("poll: unexpected loss %v", loss)
+		}
+	}
+}
+
+// TestWatchWakesOnChange: the backend hears of the shards the ranks write from
+// the nodes' long polls, has them copied and counts the epoch complete; while
+// nothing changes, polling asks the nodes nothing; and the watch ends with the
+// run, its requests with it.
+func TestWatchWakesOnChange(t *testing.T) {
+	before := runtime.NumGoroutine()
+	f := newFakeCluster()
+	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
+	news, stop := b.watch(context.Background())
+
+	f.add("a", api.ShardInfo{Epoch: 1, Rank: 0, Checksum: 10})
+	f.add("b", api.ShardInfo{Epoch: 1, Rank: 1, Checksum: 11})
+	pollUntil(t, b, news, "epoch 1 not complete", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return slices.Equal(b.book.Complete(), []uint64{1})
+	})
+	for r, want := range [][]string{{"a", "b"}, {"a", "b"}} {
+		if got := b.book.Holders(1, r); !slices.Equal(got, want) {
+			t.Errorf("rank %d's shard on %v, want %v", r, got, want)
+		}
+	}
+
+	// Settled: each node holds one request, and polls add none.
+	pollUntil(t, b, news, "the requests did not settle at one per node", func() bool {
+		_, active := f.counts()
+		return active == 2
+	})
+	time.Sleep(100 * time.Millisecond)
+	calls, _ := f.counts()
+	for i := 0; i < 20; i++ {
+		select {
+		case <-news:
+		default:
+		}
+		if loss := b.poll(context.Background()); loss != nil {
+			t.Fatal(loss)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if now, active := f.counts(); now != calls || active != 2 {
+		t.Errorf("20 polls with nothing new: %d requests to the nodes, %d under way; want none more and 2", now-calls, active)
+	}
+
+	start := time.Now()
+	stop()
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("stop took %v", took)
+	}
+	if now, active := f.counts(); active != 0 {
+		t.Errorf("after stop: %d requests under way (%d made)", active, now)
+	}
+	f.add("a", api.ShardInfo{Epoch: 2, Rank: 0, Checksum: 20}) // nobody listens any more
+	time.Sleep(100 * time.Millisecond)
+	if now, _ := f.counts(); now != calls {
+		t.Errorf("requests after stop: %d", now-calls)
+	}
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines fails unless the goroutines are back to n within a second.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); runtime.NumGoroutine() > n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}
+
+// TestWatchCutNode: a node that does not answer (cut off) holds up neither the
+// other nodes' news nor the end of the watch. Membership decides that it is
+// lost: once it has been suspected and a probe failed, at once; a node that
+// answers when membership declares it dead is not lost.
+func TestWatchCutNode(t *testing.T) {
+	before := runtime.NumGoroutine()
+	f := newFakeCluster()
+	f.cut["c"] = true
+	b := watchedBackend(t, f, place.Placement{"a", "b", "c"}, "a", "b", "c")
+	news, stop := b.watch(context.Background())
+	defer func() {
+		stop()
+		waitGoroutines(t, before)
+	}()
+	f.add("a", api.ShardInfo{Epoch: 1, Rank: 0, Checksum: 10})
+	pollUntil(t, b, news, "a's shard not seen", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.book.Holders(1, 0)) > 0
+	})
+
+	// Partition healing: b declared dead but answering is not lost.
+	f.setState("b", "dead")
+	if loss := b.poll(context.Background()); loss != nil {
+		t.Errorf("poll with b declared dead but answering: loss %v", loss)
+	}
+	f.setState("b", "alive")
+
+	f.setState("c", "suspect")
+	if loss := b.poll(context.Background()); loss != nil {
+		t.Fatalf("poll with c suspect: loss %v", loss)
+	}
+	pollUntil(t, b, news, "the probe of c did not fail", func() bool { return !b.mayAnswer("c") })
+	f.setState("c", "dead")
+	start := time.Now()
+	loss := b.poll(context.Background())
+	if took := time.Since(start); took > 900*time.Millisecond {
+		t.Errorf("poll with c dead took %v: it asked c again", took)
+	}
+	// Silent since it was first suspected, a second or more before.
+	if loss == nil || !slices.Equal(loss.nodes, []string{"c"}) || !strings.HasPrefix(loss.reason, "no answer for ") ||
+		strings.HasPrefix(loss.reason, "no answer for 0") {
+		t.Errorf("poll with c dead: loss %v, want c lost (no answer for 1 s or more)", loss)
+	}
+}
+
+// TestWatchAsksRank0ForFirstProgress: rank 0's node is asked every second until
+// the run's first progress report (which measures the restart), then waited on
+// like the others.
+func TestWatchAsksRank0ForFirstProgress(t *testing.T) {
+	f := newFakeCluster()
+	old := &api.Progress{Fraction: 0.5, At: time.Now().Add(-time.Minute)}
+	f.progress["a"] = old
+	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
+	b.progBase = old.At
+	news, stop := b.watch(context.Background())
+	defer stop()
+	time.Sleep(1500 * time.Millisecond)
+	f.change(func() { f.progress["a"] = &api.Progress{Fraction: 0.501, At: time.Now()} }) // same percent: same tag
+	pollUntil(t, b, news, "the first report not seen", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.progFirst != nil
+	})
+	var waitsA, waitsB []time.Duration
+	pollUntil(t, b, news, "rank 0's node not waited on after the report", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		waitsA, waitsB = slices.Clone(f.waits["a"]), slices.Clone(f.waits["b"])
+		return waitsA[len(waitsA)-1] == watchWait
+	})
+	if len(waitsA) < 3 || waitsA[1] != firstProgressWait || waitsA[len(waitsA)-1] != watchWait {
+		t.Errorf("rank 0's node was asked with waits %v; want %v until the report, then %v", waitsA, firstProgressWait, watchWait)
+	}
+	if slices.Contains(waitsB, firstProgressWait) {
+		t.Errorf("another node was asked with waits %v", waitsB)
+	}
+}
