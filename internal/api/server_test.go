@@ -599,3 +599,47 @@ func TestClientsShareConnections(t *testing.T) {
 		t.Errorf("Get after Forget gave the forgotten client")
 	}
 }
+
+// TestHealthTellsOnlySignedCallers: anyone may poll /v1/health, but only a request
+// signed with the cluster secret learns the node's name and version.
+func TestHealthTellsOnlySignedCallers(t *testing.T) {
+	_, ts, _ := newTestServer(t, true)
+	tests := []struct {
+		name   string
+		secret []byte
+		want   string
+	}{
+		{"unsigned", nil, `{}`},
+		{"wrong secret", wrongSecret, `{}`},
+		{"signed", testSecret, `{"name":"n1","version":"test"}`},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
+		if tt.secret != nil {
+			Sign(req, DeriveAuthKey(tt.secret), EmptySHA256, time.Now())
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := strings.TrimSpace(string(b)); resp.StatusCode != 200 || got != tt.want {
+			t.Errorf("%s: GET /v1/health = %d %s, want 200 %s", tt.name, resp.StatusCode, got, tt.want)
+		}
+	}
+	// A replayed signature is no authentication either.
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
+	Sign(req, DeriveAuthKey(testSecret), EmptySHA256, time.Now())
+	for i, want := range []string{`{"name":"n1","version":"test"}`, `{}`} {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := strings.TrimSpace(string(b)); got != want {
+			t.Errorf("signed request sent %d times: %s, want %s", i+1, got, want)
+		}
+	}
+}
