@@ -298,7 +298,7 @@ func TestErrors(t *testing.T) {
 		{"unsigned ranks", nil, "GET", "/v1/grants/j1/ranks", "", 401, "must be signed"},
 		{"wrong secret fetch", wrongSecret, "POST", "/v1/shards/j1/1/0/fetch", `{"from": "10.0.0.2:7947"}`, 401, "wrong cluster secret?"},
 		{"events bad from", testSecret, "GET", "/v1/jobs/j1/events?from=x", "", 400, "from="},
-		{"no launch service", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1"}`, 503, "no launch service"},
+		{"no launch service", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1", "ranks": 1}`, 503, "no launch service"},
 		{"grant bad fields", testSecret, "POST", "/v1/grants", `{"job": "a/b", "coordinator": "", "ttl": "-1s"}`, 400, `job "a/b"`},
 		{"grant lists all", testSecret, "POST", "/v1/grants", `{"job": "a/b", "coordinator": "", "ttl": "-1s"}`, 400, `ttl -1s`},
 		{"grant unknown field", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1", "tll": "1m"}`, 400, `unknown field "tll"`},
@@ -520,7 +520,7 @@ func TestGrants(t *testing.T) {
 	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || g.Ranks != 2 || !g.Expires.Equal(want) {
 		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2, 2 ranks, with the default TTL (expires %v)", g, err, want)
 	}
-	if g, err := c.Grant(ctx, "j2", "n2", 0, 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
+	if g, err := c.Grant(ctx, "j2", "n2", 1, 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
 		t.Errorf("Grant 90s = %+v, %v", g, err)
 	}
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1", Killed: 2}) {
@@ -534,6 +534,11 @@ func TestGrants(t *testing.T) {
 	}
 	if _, err := c.Grant(ctx, "j1", "n2", -1, time.Minute); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
 		t.Errorf("Grant of -1 ranks: error %v, want ErrBadRequest naming ranks", err)
+	}
+	for _, ranks := range []int{0, MaxRanks + 1} {
+		if _, err := c.Grant(ctx, "j1", "n2", ranks, time.Minute); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, MaxRanks)) {
+			t.Errorf("Grant of %d ranks: error %v, want ErrBadRequest naming ranks and the bound", ranks, err)
+		}
 	}
 	_, err = c.Launch(ctx, LaunchRequest{Job: "j1", Argv: []string{"orted"}, Env: map[string]string{"A=B": "c"}})
 	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "env key") {

@@ -140,8 +140,8 @@ func (g GrantRequest) Validate() error {
 	if !ValidJobID(g.Coordinator) { // node names follow the same rule
 		problems = append(problems, fmt.Sprintf("coordinator %q: want a node name, 1 to 63 bytes of [A-Za-z0-9._-]", g.Coordinator))
 	}
-	if g.Ranks < 0 || g.Ranks > MaxRanks {
-		problems = append(problems, fmt.Sprintf("ranks %d: want 0 to %d", g.Ranks, MaxRanks))
+	if g.Ranks < 1 || g.Ranks > MaxRanks {
+		problems = append(problems, fmt.Sprintf("ranks %d: want 1 to %d", g.Ranks, MaxRanks))
 	}
 	if g.TTL < 0 {
 		problems = append(problems, fmt.Sprintf("ttl %v: want ≥ 0 (0: %v)", g.TTL, DefaultGrantTTL))
