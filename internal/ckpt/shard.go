@@ -4,12 +4,12 @@
 package ckpt
 
 import (
-	"unicode/utf8"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
 )
