@@ -12,7 +12,7 @@ GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich test-integration demo chaos clean
+.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich test-integration demo chaos fuzz fuzz-go fuzz-c clean
 
 all: build
 
@@ -88,6 +88,47 @@ demo: build
 # 15 minutes): not part of make test, since its timing depends on the machine's load.
 chaos: build
 	bench/chaos
+
+# Fuzzing, not part of make test: each Go fuzz target for FUZZTIME (seconds, written
+# "30s"), then the C shard verifier under libFuzzer with AddressSanitizer and
+# UndefinedBehaviorSanitizer for as long (clang and its runtime from Debian's
+# clang and libclang-rt-14-dev, installed when missing and root). Each prints how
+# many inputs ran; a crash stops make with the input that caused it (Go keeps it
+# under the package's testdata/fuzz/, libFuzzer in $(BUILD)/fuzz/). New inputs are
+# minimized for 500 runs at most: with the default (60 s) FuzzDecodeRequest spent most
+# of its time minimizing, which the exec count does not show.
+FUZZTIME ?= 30s
+FUZZ_CC ?= clang
+GO_FUZZ := internal/ckpt:FuzzParse internal/ckpt:FuzzParseSealed internal/api:FuzzDecodeRequest \
+	internal/launch:FuzzDaemonArgv internal/launch:FuzzReadFrame
+
+fuzz: fuzz-go fuzz-c
+
+fuzz-go:
+	@set -o pipefail; for t in $(GO_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 500x 2>&1 | \
+			tee $(BUILD)/fuzz-$$fn.log | grep -E '^(PASS|FAIL|ok|---|    )' ; \
+		status=$${PIPESTATUS[0]}; \
+		grep -o 'execs: [0-9]*' $(BUILD)/fuzz-$$fn.log | tail -1 | sed "s/^/$$fn: /"; \
+		[ $$status -eq 0 ] || exit 1; \
+	done
+
+$(BUILD)/fuzz/fuzz_shard: lib/tests/fuzz_shard.c lib/src/shard.c $(LIB_HDRS)
+	@mkdir -p $(@D)
+	@command -v $(FUZZ_CC) >/dev/null || { [ "$$(id -u)" = 0 ] && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		clang libclang-rt-14-dev >/dev/null; }
+	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		$$($(MPICC) --showme:compile) -Ilib/include -Ilib/src -o $@ \
+		lib/tests/fuzz_shard.c lib/src/shard.c -lxxhash
+
+fuzz-c: $(BUILD)/fuzz/fuzz_shard
+	@rm -rf $(BUILD)/fuzz/corpus && mkdir -p $(BUILD)/fuzz/corpus && cp testdata/shards/*.shard $(BUILD)/fuzz/corpus/
+	@echo "== fuzz_shard (lib/src/shard.c, ASan+UBSan) for $(FUZZTIME)"
+	@set -o pipefail; cd $(BUILD)/fuzz && ./fuzz_shard -max_total_time=$$(echo $(FUZZTIME) | tr -d s) \
+		-print_final_stats=1 corpus 2>&1 | tee fuzz_shard.log | grep -E 'ERROR|SUMMARY|stat::number_of_executed_units' \
+		| sed 's/^stat::number_of_executed_units: */fuzz_shard: execs: /'
 
 clean:
 	rm -rf bin $(BUILD)

@@ -74,7 +74,7 @@ func TestRshHelpIsTrue(t *testing.T) {
 func TestRsh(t *testing.T) {
 	a := rshAgent(t, "j1")
 	orted := fakeOrted(t)
-	if _, err := a.Launcher().Grant("j1", "node-a", 1, time.Minute); err != nil {
+	if _, err := a.Launcher().Grant("j1", "node-b", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	rsh := func(args ...string) (stdout, stderr string, code int) {
@@ -201,7 +201,7 @@ func TestRshUnderOpenMPI(t *testing.T) {
 	bin := buildShoal(t)
 	job := fmt.Sprintf("rsh-test-%d", os.Getpid())
 	a := rshAgent(t, job)
-	if _, err := a.Launcher().Grant(job, "node-a", 1, time.Minute); err != nil {
+	if _, err := a.Launcher().Grant(job, "node-b", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

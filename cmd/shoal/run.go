@@ -82,7 +82,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.IntVar(&f.nranks, "n", 0, "number of ranks (required, ≥ 1)")
+	fs.IntVar(&f.nranks, "n", 0, "number of ranks (required, 1 to 65536)")
 	fs.DurationVar(&f.ckptInterval, "ckpt-interval", 30*time.Second, "time between checkpoints (0 turns interval checkpoints off)")
 	fs.IntVar(&f.maxRestarts, "max-restarts", 3, "how often the job may be relaunched after losing ranks")
 	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix)")
@@ -91,7 +91,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
-	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run (with an agent; this machine alone always allows more)")
+	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, 1 to 64 (with an agent; this machine alone always allows more)")
 	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
 	fs.StringVar(&f.engine, "engine", "openmpi", "the MPI that launches the job: openmpi or mpich (mpich on this machine only, for now; the program must be built with MPICH, as build/mpich/ is)")
@@ -113,14 +113,17 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.nranks < 1:
 		fmt.Fprintf(stderr, "shoal run: -n %d: need at least 1 rank\n", f.nranks)
 		return f, nil, exitUsage
+	case f.nranks > api.MaxRanks:
+		fmt.Fprintf(stderr, "shoal run: -n %d: at most %d ranks (docs/api.md says why)\n", f.nranks, api.MaxRanks)
+		return f, nil, exitUsage
 	case f.ckptInterval < 0:
 		fmt.Fprintf(stderr, "shoal run: --ckpt-interval %v: must not be negative\n", f.ckptInterval)
 		return f, nil, exitUsage
 	case f.relocation != "rank" && f.relocation != "block":
 		fmt.Fprintf(stderr, "shoal run: --relocation %q: want rank or block\n", f.relocation)
 		return f, nil, exitUsage
-	case f.maxOversubscribe < 1:
-		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: must be at least 1\n", f.maxOversubscribe)
+	case !(f.maxOversubscribe >= 1 && f.maxOversubscribe <= api.MaxOversubscribe):
+		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: want 1 to %d ranks per core\n", f.maxOversubscribe, api.MaxOversubscribe)
 		return f, nil, exitUsage
 	case f.waitForNodes < 0:
 		fmt.Fprintf(stderr, "shoal run: --wait-for-nodes %v: must not be negative\n", f.waitForNodes)

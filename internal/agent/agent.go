@@ -133,7 +133,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged})
+	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember})
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +329,16 @@ func announcedAddr(listen net.Addr, gossip string) string {
 
 // Name returns the node's name.
 func (a *Agent) Name() string { return a.cfg.Name }
+
+// isLiveMember reports whether the node of that name is in the cluster, alive or
+// suspected (not yet declared dead), as this node sees it.
+func (a *Agent) isLiveMember(name string) bool {
+	if a.members == nil { // grants come through the API, which serves after gossip starts
+		return false
+	}
+	n, ok := a.members.Node(name)
+	return ok && (n.State == membership.StateAlive || n.State == membership.StateSuspect)
+}
 
 // DataDir returns the data directory, absolute.
 func (a *Agent) DataDir() string { return a.cfg.DataDir }

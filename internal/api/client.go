@@ -193,7 +193,8 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	return nil
 }
 
-// Health calls GET /v1/health (unauthenticated, but signed anyway).
+// Health calls GET /v1/health, signed, so that the answer names the node and its
+// version (an unsigned call gets an empty object).
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
 	err := c.call(ctx, "GET", "/v1/health", nil, &h)

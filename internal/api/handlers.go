@@ -16,7 +16,13 @@ import (
 // LaunchProtocol is the Upgrade token of POST /v1/launch.
 const LaunchProtocol = "shoal-launch/1"
 
+// health answers every caller that the agent is up; only a signed request gets the
+// node's name and version.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	if !authenticated(r) {
+		writeJSON(w, http.StatusOK, struct{}{})
+		return nil
+	}
 	writeJSON(w, http.StatusOK, Health{Name: s.cfg.Node.Name(), Version: s.cfg.Version})
 	return nil
 }

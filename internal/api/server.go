@@ -52,9 +52,20 @@ type Server struct {
 	http   *http.Server
 }
 
+// authenticatedKey marks, in a public route's request context, a request whose
+// signature verified.
+type authenticatedKey struct{}
+
+// authenticated reports whether r, sent to a public route, was signed with the
+// cluster secret.
+func authenticated(r *http.Request) bool {
+	ok, _ := r.Context().Value(authenticatedKey{}).(bool)
+	return ok
+}
+
 // route is one API route: its handler and how its request is authenticated.
 type route struct {
-	public bool // no authentication (GET /v1/health only)
+	public bool // no authentication needed (GET /v1/health only); see [authenticated]
 	stream bool // body streamed to the service and verified as it is read
 	h      func(w http.ResponseWriter, r *http.Request) error
 }
@@ -167,6 +178,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, pattern := s.mux.Handler(r)
 	rt, known := s.routes[pattern]
 	if known && rt.public {
+		// Anyone may ask, but only a signed request learns more than that the agent
+		// answers: a name and a version help an attacker pick a target.
+		if r.Header.Get(HeaderAuthorization) != "" {
+			if sum, err := s.verify.Verify(r); err == nil && s.bufferBody(r, sum) == nil {
+				r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
+			}
+		}
 		s.mux.ServeHTTP(w, r)
 		return
 	}

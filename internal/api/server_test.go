@@ -286,6 +286,10 @@ func TestErrors(t *testing.T) {
 		{"bad duration", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "wait_for_nodes": "soon"}`, 400, `"30s", got "soon"`},
 		{"invalid spec", testSecret, "POST", "/v1/jobs", `{"ranks": 0, "argv": ["x"], "engine": "lam"}`, 400, "ranks 0"},
 		{"invalid spec lists all", testSecret, "POST", "/v1/jobs", `{"ranks": 0, "argv": ["x"], "engine": "lam"}`, 400, `engine "lam"`},
+		{"too many ranks", testSecret, "POST", "/v1/jobs", `{"ranks": 65537, "argv": ["x"]}`, 400, "ranks 65537: want 1 to 65536"},
+		{"the old bound of ranks", testSecret, "POST", "/v1/jobs", `{"ranks": 1048576, "argv": ["x"]}`, 400, "ranks 1048576: want 1 to 65536"},
+		{"oversubscription too high", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "max_oversubscribe": 65}`, 400, "max_oversubscribe 65: want 0 (the default) or 1 to 64"},
+		{"oversubscription huge", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "max_oversubscribe": 1e300}`, 400, "max_oversubscribe 1e+300"},
 		{"mpich not supported yet", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "engine": "mpich"}`, 400, `engine "mpich": want openmpi`},
 		{"job id with a slash", testSecret, "POST", "/v1/jobs", `{"id": "a/b", "ranks": 1, "argv": ["x"]}`, 400, `id "a/b"`},
 		{"bad file name", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "files": [{"name": "../etc/passwd", "sha256": "` + EmptySHA256 + `"}]}`, 400, "files[0].name"},
@@ -325,7 +329,7 @@ func TestErrors(t *testing.T) {
 		{"unsigned ranks", nil, "GET", "/v1/grants/j1/ranks", "", 401, "must be signed"},
 		{"wrong secret fetch", wrongSecret, "POST", "/v1/shards/j1/1/0/fetch", `{"from": "10.0.0.2:7947"}`, 401, "wrong cluster secret?"},
 		{"events bad from", testSecret, "GET", "/v1/jobs/j1/events?from=x", "", 400, "from="},
-		{"no launch service", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1"}`, 503, "no launch service"},
+		{"no launch service", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1", "ranks": 1}`, 503, "no launch service"},
 		{"grant bad fields", testSecret, "POST", "/v1/grants", `{"job": "a/b", "coordinator": "", "ttl": "-1s"}`, 400, `job "a/b"`},
 		{"grant lists all", testSecret, "POST", "/v1/grants", `{"job": "a/b", "coordinator": "", "ttl": "-1s"}`, 400, `ttl -1s`},
 		{"grant unknown field", testSecret, "POST", "/v1/grants", `{"job": "j1", "coordinator": "n1", "tll": "1m"}`, 400, `unknown field "tll"`},
@@ -664,7 +668,7 @@ func TestGrants(t *testing.T) {
 	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || g.Ranks != 2 || !g.Expires.Equal(want) {
 		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2, 2 ranks, with the default TTL (expires %v)", g, err, want)
 	}
-	if g, err := c.Grant(ctx, "j2", "n2", 0, 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
+	if g, err := c.Grant(ctx, "j2", "n2", 1, 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
 		t.Errorf("Grant 90s = %+v, %v", g, err)
 	}
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1", Killed: 2}) {
@@ -678,6 +682,11 @@ func TestGrants(t *testing.T) {
 	}
 	if _, err := c.Grant(ctx, "j1", "n2", -1, time.Minute); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
 		t.Errorf("Grant of -1 ranks: error %v, want ErrBadRequest naming ranks", err)
+	}
+	for _, ranks := range []int{0, MaxRanks + 1} {
+		if _, err := c.Grant(ctx, "j1", "n2", ranks, time.Minute); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, MaxRanks)) {
+			t.Errorf("Grant of %d ranks: error %v, want ErrBadRequest naming ranks and the bound", ranks, err)
+		}
 	}
 	_, err = c.Launch(ctx, LaunchRequest{Job: "j1", Argv: []string{"orted"}, Env: map[string]string{"A=B": "c"}})
 	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "env key") {
@@ -741,5 +750,49 @@ func TestClientsShareConnections(t *testing.T) {
 	cs.Forget(ts.URL)
 	if cs.Get(ts.URL) == old {
 		t.Errorf("Get after Forget gave the forgotten client")
+	}
+}
+
+// TestHealthTellsOnlySignedCallers: anyone may poll /v1/health, but only a request
+// signed with the cluster secret learns the node's name and version.
+func TestHealthTellsOnlySignedCallers(t *testing.T) {
+	_, ts, _ := newTestServer(t, true)
+	tests := []struct {
+		name   string
+		secret []byte
+		want   string
+	}{
+		{"unsigned", nil, `{}`},
+		{"wrong secret", wrongSecret, `{}`},
+		{"signed", testSecret, `{"name":"n1","version":"test"}`},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
+		if tt.secret != nil {
+			Sign(req, DeriveAuthKey(tt.secret), EmptySHA256, time.Now())
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := strings.TrimSpace(string(b)); resp.StatusCode != 200 || got != tt.want {
+			t.Errorf("%s: GET /v1/health = %d %s, want 200 %s", tt.name, resp.StatusCode, got, tt.want)
+		}
+	}
+	// A replayed signature is no authentication either.
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
+	Sign(req, DeriveAuthKey(testSecret), EmptySHA256, time.Now())
+	for i, want := range []string{`{"name":"n1","version":"test"}`, `{}`} {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := strings.TrimSpace(string(b)); got != want {
+			t.Errorf("signed request sent %d times: %s, want %s", i+1, got, want)
+		}
 	}
 }

@@ -24,8 +24,18 @@ func ValidJobID(s string) bool {
 	return true
 }
 
-// MaxRanks bounds the ranks of a job (and so a rank number, which is below it).
-const MaxRanks = 1 << 20
+// MaxRanks bounds the ranks of a job (and so a rank number, which is below it):
+// 65536 is 512 nodes of 128 cores, or 1024 of 64, each core running one rank; a
+// cluster of phones, lab PCs and spot VMs held together by gossip stays well below
+// that. Above it nothing Shoal keeps per job stays small: the rank traffic matrix
+// holds ranks² counters (64 Ki ranks: 4 Gi of them), and every rank of Open MPI's TCP
+// transport may open a connection to each other one.
+const MaxRanks = 1 << 16
+
+// MaxOversubscribe bounds the ranks per core a job may allow on a node. MPI ranks
+// poll for messages; at 64 ranks on one core each gets under 2% of it, slower than
+// waiting for another node would be, so more is a typo, not a plan.
+const MaxOversubscribe = 64
 
 // ValidSHA256 reports whether s is a hex SHA-256 in lower case.
 func ValidSHA256(s string) bool { return len(s) == 64 && isHex(s) }
@@ -86,8 +96,8 @@ func (s JobSpec) Validate() error {
 	if s.MaxRestarts < 0 {
 		bad("max_restarts %d: want ≥ 0", s.MaxRestarts)
 	}
-	if s.MaxOversubscribe < 0 {
-		bad("max_oversubscribe %g: want ≥ 0", s.MaxOversubscribe)
+	if !(s.MaxOversubscribe == 0 || s.MaxOversubscribe >= 1 && s.MaxOversubscribe <= MaxOversubscribe) {
+		bad("max_oversubscribe %g: want 0 (the default) or 1 to %d", s.MaxOversubscribe, MaxOversubscribe)
 	}
 	if s.WaitForNodes < 0 {
 		bad("wait_for_nodes %v: want ≥ 0", s.WaitForNodes)
@@ -130,8 +140,8 @@ func (g GrantRequest) Validate() error {
 	if !ValidJobID(g.Coordinator) { // node names follow the same rule
 		problems = append(problems, fmt.Sprintf("coordinator %q: want a node name, 1 to 63 bytes of [A-Za-z0-9._-]", g.Coordinator))
 	}
-	if g.Ranks < 0 || g.Ranks > MaxRanks {
-		problems = append(problems, fmt.Sprintf("ranks %d: want 0 to %d", g.Ranks, MaxRanks))
+	if g.Ranks < 1 || g.Ranks > MaxRanks {
+		problems = append(problems, fmt.Sprintf("ranks %d: want 1 to %d", g.Ranks, MaxRanks))
 	}
 	if g.TTL < 0 {
 		problems = append(problems, fmt.Sprintf("ttl %v: want ≥ 0 (0: %v)", g.TTL, DefaultGrantTTL))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
 )
@@ -105,6 +106,10 @@ func Parse(b []byte) (*Shard, error) {
 		return nil, fmt.Errorf("%w: epoch 0", ErrBadHeader)
 	case end <= 0:
 		return nil, fmt.Errorf("%w: job id empty or not terminated", ErrBadHeader)
+	case !utf8.Valid(job[:end]):
+		return nil, fmt.Errorf("%w: job id %q is not UTF-8", ErrBadHeader, job[:end])
+	case bytes.IndexFunc(job[end:], func(r rune) bool { return r != 0 }) >= 0:
+		return nil, fmt.Errorf("%w: job id padding holds bytes other than NUL", ErrBadHeader)
 	case le.Uint32(b[36:]) != 0 || le.Uint64(b[120:]) != 0:
 		return nil, fmt.Errorf("%w: reserved field not zero", ErrBadHeader)
 	}

@@ -144,7 +144,7 @@ func (d JobDir) WriteManifest(entries []ManifestEntry) error {
 
 // ReadManifest returns the complete epochs recorded in the job's manifest, in file
 // order (oldest first). A missing manifest is an empty one; a malformed line is an
-// error naming the line.
+// error naming the line; the run line of a standalone manifest is skipped.
 func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
 	f, err := os.Open(filepath.Join(d.Path(), "manifest"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -157,6 +157,9 @@ func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
 	var out []ManifestEntry
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
+		if strings.HasPrefix(sc.Text(), "run ") {
+			continue // standalone libshoal's program binding (shard-format.md): not an epoch
+		}
 		var e ManifestEntry
 		if _, err := fmt.Sscanf(sc.Text(), "epoch %d nranks %d created_ns %d", &e.Epoch, &e.NRanks, &e.CreatedNs); err != nil {
 			return nil, fmt.Errorf("%s line %d: %q: not \"epoch E nranks N created_ns T\"", f.Name(), line, sc.Text())

@@ -71,7 +71,7 @@ func TestReadManifest(t *testing.T) {
 		t.Fatalf("missing manifest: %v, %v; want empty", m, err)
 	}
 	os.MkdirAll(d.Path(), 0o755)
-	os.WriteFile(filepath.Join(d.Path(), "manifest"), []byte("epoch 2 nranks 4 created_ns 10\nepoch 3 nranks 4 created_ns 20\n"), 0o644)
+	os.WriteFile(filepath.Join(d.Path(), "manifest"), []byte("epoch 2 nranks 4 created_ns 10\nepoch 3 nranks 4 created_ns 20\nrun program 6f06530bc79921bd args c85ca5391809cfa3 argv --steps 3\n"), 0o644)
 	m, err := d.ReadManifest()
 	want := []ManifestEntry{{2, 4, 10}, {3, 4, 20}}
 	if err != nil || !reflect.DeepEqual(m, want) {

@@ -135,6 +135,12 @@ func vectorCases() []vectorCase {
 			r.regions = []vectorRegion{{ID: -5, ElemSize: 1, Count: 5, PayloadHex: "68656c6c6f"}, {ID: 2, ElemSize: 2, Count: 1, PayloadHex: "feff"}}
 			r.job = strings.Repeat("j", MaxJobLen)
 		})},
+		{file: "valid-utf8-job.shard", raw: with(func(r *rawShard) { r.job = "wärme-μ" })},
+		{file: "job-not-utf8.shard", raw: with(func(r *rawShard) { r.job = "vec\xff" }), err: "bad header"},
+		{file: "job-overlong-utf8.shard", raw: with(func(r *rawShard) { r.job = "vec\xc0\xaf" }), err: "bad header"},
+		{file: "job-surrogate-utf8.shard", raw: with(func(r *rawShard) { r.job = "vec\xed\xa0\x80" }), err: "bad header"},
+		{file: "job-bytes-after-nul.shard", raw: with(func(r *rawShard) { r.job = "vec\x00x" }), err: "bad header"},
+		{file: "job-no-nul.shard", raw: with(func(r *rawShard) { r.job = strings.Repeat("j", 64) }), err: "bad header"},
 		{file: "truncated.shard", raw: base(), edit: func(b []byte) []byte { return b[:100] }, err: "truncated"},
 		{file: "bad-magic.shard", raw: with(func(r *rawShard) { r.magic = "SHOALSHX" }), err: "bad magic"},
 		{file: "bad-version.shard", raw: with(func(r *rawShard) { r.version = 2 }), err: "unsupported version"},

@@ -45,6 +45,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadSpec, s.ID)
 	case s.NRanks < 1:
 		return fmt.Errorf("%w: ranks = %d: need at least 1", ErrBadSpec, s.NRanks)
+	case s.NRanks > api.MaxRanks:
+		return fmt.Errorf("%w: ranks = %d: at most %d", ErrBadSpec, s.NRanks, api.MaxRanks)
 	case s.Program == "":
 		return fmt.Errorf("%w: no program", ErrBadSpec)
 	case s.CkptInterval < 0:

@@ -44,6 +44,42 @@ func TestCopyTagged(t *testing.T) {
 	}
 }
 
+// TestCopyTaggedPartialLines feeds what Open MPI 4.1 really writes when rank 1 prints
+// "abc" without a newline while rank 0 prints a line: mpirun tags each chunk and
+// appends the next tag right after "abc". No rank line may merge with another rank's,
+// and the raw "[1,0]<stdout>:" tag must not reach the user.
+func TestCopyTaggedPartialLines(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"another rank's tag after a partial line",
+			"[1,1]<stdout>:abc[1,0]<stdout>:hello\n[1,1]<stdout>:def\n[1,1]<stdout>:tail",
+			"[0] hello\n[1] abcdef\n[1] tail\n"},
+		{"the same rank continues its line",
+			"[1,2]<stdout>:a[1,2]<stdout>:b[1,2]<stdout>:c\n",
+			"[2] abc\n"},
+		{"several tags on one line", "[1,0]<stdout>:x[1,1]<stdout>:y[1,2]<stdout>:z\n",
+			"[2] z\n[0] x\n[1] y\n"},
+		{"a tag-like text that is not a tag stays", "[1,0]<stdout>:see [1,x]<stdout>: here\n",
+			"[0] see [1,x]<stdout>: here\n"},
+		{"a partial line before the launcher's line",
+			"[1,0]<stdout>:abc--- launcher\n",
+			"[0] abc--- launcher\n"},
+	}
+	for _, tt := range tests {
+		var out, launcher bytes.Buffer
+		if err := CopyTagged(strings.NewReader(tt.in), &out, &launcher); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String(); got != tt.want {
+			t.Errorf("%s: ranks' output = %q, want %q", tt.name, got, tt.want)
+		}
+		if strings.Contains(out.String(), "<stdout>:") && !strings.Contains(tt.in, "[1,x]") {
+			t.Errorf("%s: a raw tag reached the user: %q", tt.name, out.String())
+		}
+	}
+}
+
 func TestClassify(t *testing.T) {
 	exited := func(rank, code int, at int64) RankState {
 		return RankState{Rank: rank, State: StateExited, Code: code, TimeNs: at}

@@ -34,21 +34,130 @@ func ParseTagged(line string) (rank int, stream, text string, ok bool) {
 	return rank, rest[:close], rest[close+2:], true
 }
 
+// maxPartial bounds the text of one rank's unfinished line that CopyTagged holds back:
+// a rank printing megabytes without a newline gets them shown in pieces instead of
+// growing the buffer without end.
+const maxPartial = 1 << 20
+
 // CopyTagged reads tagged launcher output from r and writes each rank's line as
 // "[rank] text" to out; the launcher's untagged lines go to launcher. It returns when
 // r ends.
+//
+// mpirun tags every chunk a rank writes, not every line: a rank that prints "abc"
+// without a newline makes mpirun write "[1,1]<stdout>:abc" and the next chunk's tag right
+// after it, on the same line. So a line is split at every tag in it, a piece that the
+// next tag cut short is held back as that rank's unfinished line and continued by its
+// next piece, and what is still unfinished when r ends is written then.
 func CopyTagged(r io.Reader, out, launcher io.Writer) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if rank, _, text, ok := ParseTagged(line); ok {
-			io.WriteString(out, "["+strconv.Itoa(rank)+"] "+text+"\n")
-		} else {
-			io.WriteString(launcher, line+"\n")
+	br := bufio.NewReaderSize(r, 64*1024)
+	partial := map[int]string{}
+	emit := func(rank int, text string) {
+		io.WriteString(out, "["+strconv.Itoa(rank)+"] "+text+"\n")
+	}
+	for {
+		line, err := br.ReadString('\n')
+		complete := strings.HasSuffix(line, "\n")
+		line = strings.TrimSuffix(line, "\n")
+		if line != "" || complete {
+			pieces := splitTags(line)
+			for i, p := range pieces {
+				last := i == len(pieces)-1
+				if !p.tagged {
+					io.WriteString(launcher, p.text+"\n")
+					continue
+				}
+				text := partial[p.rank] + p.text
+				if last && complete || len(text) > maxPartial {
+					delete(partial, p.rank)
+					emit(p.rank, text)
+				} else {
+					partial[p.rank] = text
+				}
+			}
+		}
+		if err != nil {
+			for _, rank := range sortedRanks(partial) {
+				emit(rank, partial[rank])
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
 		}
 	}
-	return sc.Err()
+}
+
+// piece is the text of one tag, or the launcher's own text before any tag.
+type piece struct {
+	rank   int
+	text   string
+	tagged bool
+}
+
+// splitTags cuts line at every "[J,RANK]<stream>:" tag in it.
+func splitTags(line string) []piece {
+	var pieces []piece
+	rank, rest, tagged := -1, line, false
+	if r, n := tagAt(line, 0); n > 0 {
+		rank, rest, tagged = r, line[n:], true
+	}
+	for {
+		next, nextRank, n := -1, 0, 0
+		for i := strings.Index(rest, "["); i >= 0; {
+			if r, l := tagAt(rest, i); l > 0 {
+				next, nextRank, n = i, r, l
+				break
+			}
+			j := strings.Index(rest[i+1:], "[")
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+		if next < 0 || !tagged {
+			// Untagged text is the launcher's; a tag inside it is left alone.
+			return append(pieces, piece{rank: rank, text: rest, tagged: tagged})
+		}
+		pieces = append(pieces, piece{rank: rank, text: rest[:next], tagged: true})
+		rank, rest = nextRank, rest[next+n:]
+	}
+}
+
+// tagAt reports whether s[i:] starts with a tag, its rank and its length.
+func tagAt(s string, i int) (rank, n int) {
+	r, _, _, ok := ParseTagged(s[i:])
+	if !ok {
+		return 0, 0
+	}
+	// ParseTagged accepts any text up to the first ">:"; a tag is only digits and a
+	// stream name.
+	end := strings.Index(s[i:], ">:")
+	head := s[i : i+end+2]
+	open := strings.Index(head, "]<")
+	job, rk, _ := strings.Cut(head[1:open], ",")
+	stream := head[open+2 : len(head)-2]
+	if !allDigits(job) || !allDigits(rk) || (stream != "stdout" && stream != "stderr") {
+		return 0, 0
+	}
+	return r, len(head)
+}
+
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func sortedRanks(m map[int]string) []int {
+	ranks := make([]int, 0, len(m))
+	for r := range m {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	return ranks
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -1,105 +1,88 @@
 package launch
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
-// DefaultDaemons are the programs a launch may start: Open MPI's and MPICH
-// Hydra's per-node daemons.
-var DefaultDaemons = []string{"orted", "hydra_pmi_proxy"}
+// DefaultDaemons are the programs a launch may start: Open MPI's per-node daemons
+// (orted; prted from Open MPI 5's PRRTE) and MPICH Hydra's.
+var DefaultDaemons = []string{"orted", "prted", "hydra_pmi_proxy"}
 
-// wrappers are words that run the word after them as the command.
-var wrappers = map[string]bool{
-	"exec": true, "env": true, "nohup": true, "command": true, "nice": true, "time": true,
-	"if": true, "then": true, "else": true, "elif": true, "while": true, "until": true,
-	"do": true, "!": true, "{": true,
-}
+// Errors of [DaemonArgv], wrapped with the detail.
+var (
+	// ErrNotSimple: the line is not one command of literal words, so running it
+	// without a shell would not mean what it says.
+	ErrNotSimple = errors.New("launch: not a single command of literal words")
+	// ErrNotDaemon: the command is not one of the allowed daemons.
+	ErrNotDaemon = errors.New("launch: not an MPI daemon")
+)
 
-// runsDaemon reports whether the shell command line runs one of daemons (by
-// base name) as a command, as opposed to mentioning it as an argument. It
-// understands what MPI launchers send (assignments, `export`, `;`, quotes),
-// not the whole shell language: this is a guard against using the launch
-// route as a general remote shell by mistake, not a sandbox. Anyone holding
-// the cluster secret can already submit any program as a job.
-func runsDaemon(line string, daemons []string) bool {
-	for _, cmd := range commandWords(line) {
-		for _, d := range daemons {
-			if path.Base(cmd) == d {
-				return true
-			}
+// DaemonArgv turns the command line an MPI launcher hands to ssh (what `shoal rsh`
+// sends, its words joined with spaces) into the argument vector the agent executes
+// directly, with no shell: the words with their quotes removed, the first of which
+// must name one of daemons (by base name).
+//
+// Only one simple command of literal words is accepted, which is what Open MPI and
+// Hydra send when mpirun is given no --prefix: quotes ('…', "…") and backslashes
+// are removed as sh would, and anything sh would give a meaning beyond that — a
+// separator (; & | newline), parentheses, a redirection, an expansion ($, `, a
+// glob, ~ or # at the start of a word) or a leading VAR=value — is refused,
+// since executed without a shell it would not do what the line says. So `orted ;
+// id > file` names orted but is refused, and what runs is always the daemon itself.
+func DaemonArgv(line string, daemons []string) ([]string, error) {
+	words, err := literalWords(line)
+	if err != nil {
+		return nil, err
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("%w: the command is empty", ErrNotDaemon)
+	}
+	if i := strings.IndexByte(words[0], '='); i > 0 && isName(words[0][:i]) {
+		return nil, fmt.Errorf("%w: %q sets a variable; the command must start with the daemon", ErrNotSimple, words[0])
+	}
+	for _, d := range daemons {
+		if path.Base(words[0]) == d && !strings.HasSuffix(words[0], "/") {
+			return words, nil
 		}
 	}
-	return false
+	return nil, fmt.Errorf("%w: %q", ErrNotDaemon, words[0])
 }
 
-// commandWords returns the word in command position of each simple command
-// of a shell command line: the first word that is not a variable assignment
-// or a wrapper such as exec, env or nohup (whose options are skipped too).
-func commandWords(line string) []string {
-	var cmds []string
-	atStart, wrapped := true, false
-	for _, tok := range shellTokens(line) {
-		if tok.op {
-			atStart, wrapped = true, false
-			continue
-		}
-		if !atStart {
-			continue
-		}
-		switch {
-		case isAssignment(tok.word):
-		case wrapped && strings.HasPrefix(tok.word, "-"):
-		case wrappers[tok.word]:
-			wrapped = true
-		default:
-			cmds = append(cmds, tok.word)
-			atStart = false
-		}
-	}
-	return cmds
-}
-
-func isAssignment(w string) bool {
-	i := strings.IndexByte(w, '=')
-	if i <= 0 {
-		return false
-	}
-	for j := 0; j < i; j++ {
-		c := w[j]
+func isName(s string) bool {
+	for j := 0; j < len(s); j++ {
+		c := s[j]
 		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || j > 0 && c >= '0' && c <= '9') {
 			return false
 		}
 	}
-	return true
+	return s != ""
 }
 
-type token struct {
-	word string
-	op   bool // a command separator: ; & | ( ) or a newline
-}
-
-// shellTokens splits a command line into words (quotes and backslashes
-// removed) and command separators.
-func shellTokens(line string) []token {
+// literalWords splits line into words as sh would, refusing every character that
+// would make sh do more than remove quotes (see [DaemonArgv]).
+func literalWords(line string) ([]string, error) {
 	var (
-		toks    []token
+		words   []string
 		cur     strings.Builder
 		inWord  bool
 		quote   byte // '\'' or '"' while inside quotes
 		escaped bool
 	)
-	flush := func() {
-		if inWord {
-			toks = append(toks, token{word: cur.String()})
-			cur.Reset()
-			inWord = false
-		}
+	refuse := func(c byte, why string) ([]string, error) {
+		return nil, fmt.Errorf("%w: %q %s", ErrNotSimple, string(c), why)
 	}
 	for i := 0; i < len(line); i++ {
 		c := line[i]
 		switch {
 		case escaped:
+			if c == '\n' {
+				return refuse(c, "continues the line")
+			}
 			cur.WriteByte(c)
 			escaped = false
 		case quote == '\'':
@@ -113,7 +96,17 @@ func shellTokens(line string) []token {
 			case '"':
 				quote = 0
 			case '\\':
-				escaped = true
+				// Inside double quotes a backslash only escapes these.
+				if i+1 < len(line) && strings.IndexByte("$`\"\\", line[i+1]) >= 0 {
+					i++
+					cur.WriteByte(line[i])
+				} else if i+1 < len(line) && line[i+1] == '\n' {
+					return refuse('\n', "continues the line")
+				} else {
+					cur.WriteByte(c)
+				}
+			case '$', '`':
+				return refuse(c, "would be expanded by a shell")
 			default:
 				cur.WriteByte(c)
 			}
@@ -122,15 +115,65 @@ func shellTokens(line string) []token {
 		case c == '\'' || c == '"':
 			quote, inWord = c, true
 		case c == ' ' || c == '\t':
-			flush()
-		case strings.IndexByte(";&|()\n", c) >= 0:
-			flush()
-			toks = append(toks, token{op: true})
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case strings.IndexByte(";&|\n", c) >= 0:
+			return refuse(c, "separates commands")
+		case strings.IndexByte("()<>", c) >= 0:
+			return refuse(c, "is shell syntax (a subshell or a redirection)")
+		case strings.IndexByte("$`*?[", c) >= 0:
+			return refuse(c, "would be expanded by a shell")
+		case !inWord && (c == '~' || c == '#'):
+			return refuse(c, "at the start of a word means something to a shell")
 		default:
 			cur.WriteByte(c)
 			inWord = true
 		}
 	}
-	flush()
-	return toks
+	if quote != 0 || escaped {
+		return nil, fmt.Errorf("%w: unterminated quote or escape", ErrNotSimple)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// lookPath finds the program a daemon command names, as the shell that used to run
+// it did: a name with a slash as it is (relative to dir), any other in the
+// directories of pathList in order.
+func lookPath(name, dir, pathList string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		return name, executable(name)
+	}
+	for _, d := range filepath.SplitList(pathList) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in PATH", name)
+}
+
+func executable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s: not an executable file", p)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,7 +66,7 @@ func (p *proc) connLost() {
 // start starts a command for req, registered so that Revoke and Close find
 // it. It re-checks the grant under the lock, so that a Revoke either sees the
 // process or the launch sees the grant gone.
-func (s *Service) start(req api.LaunchRequest, line string, stdin, stdout, stderr *os.File) (*proc, error) {
+func (s *Service) start(req api.LaunchRequest, argv []string, stdin, stdout, stderr *os.File) (*proc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -82,9 +83,15 @@ func (s *Service) start(req api.LaunchRequest, line string, stdin, stdout, stder
 		exitedCh: make(chan struct{}),
 		ended:    make(chan struct{}),
 	}
-	p.cmd = exec.Command("/bin/sh", "-c", line)
+	// No shell: the daemon is executed itself, found in the PATH it is given.
+	env := s.env(req.Env, p.marker)
+	program, err := lookPath(argv[0], s.cfg.DataDir, lastPath(env))
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = &exec.Cmd{Path: program, Args: argv}
 	p.cmd.Dir = s.cfg.DataDir
-	p.cmd.Env = s.env(req.Env, p.marker)
+	p.cmd.Env = env
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -96,7 +103,7 @@ func (s *Service) start(req api.LaunchRequest, line string, stdin, stdout, stder
 
 // serve runs one launch on conn: it starts the command, relays stdio and
 // signals, and ends with the exit frame.
-func (s *Service) serve(req api.LaunchRequest, line string, conn io.ReadWriteCloser) {
+func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteCloser) {
 	defer conn.Close()
 	fw := &frameWriter{w: conn}
 	pipes, err := newPipes()
@@ -104,7 +111,7 @@ func (s *Service) serve(req api.LaunchRequest, line string, conn io.ReadWriteClo
 		s.cannotStart(fw, err)
 		return
 	}
-	p, err := s.start(req, line, pipes.inR, pipes.outW, pipes.errW)
+	p, err := s.start(req, argv, pipes.inR, pipes.outW, pipes.errW)
 	pipes.closeChildEnds()
 	if err != nil {
 		pipes.closeAll()
@@ -112,7 +119,7 @@ func (s *Service) serve(req api.LaunchRequest, line string, conn io.ReadWriteClo
 		return
 	}
 	log := s.log.With("job", p.job, "pid", p.cmd.Process.Pid)
-	log.Info("launched", "command", cut(line, 200))
+	log.Info("launched", "command", cut(strings.Join(argv, " "), 200))
 
 	var copies sync.WaitGroup
 	for _, o := range []struct {
@@ -287,4 +294,14 @@ func (p *pipes) closeAll() {
 			f.Close()
 		}
 	}
+}
+
+// lastPath is the value of the last PATH= entry of env, the one a program sees.
+func lastPath(env []string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], "PATH="); ok {
+			return v
+		}
+	}
+	return ""
 }

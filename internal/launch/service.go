@@ -66,6 +66,12 @@ type Config struct {
 	MaxTTL time.Duration
 	// Log receives a line per launch and per kill. Default: discard.
 	Log *slog.Logger
+	// IsMember, if set, reports whether a node of that name is a live member of
+	// the cluster (alive or suspect): a grant must name such a coordinator, so
+	// that a grant cannot stand for a node that does not exist (and whose death
+	// would never revoke it). Nil accepts any name (tests without a cluster).
+	// Must be safe for concurrent use.
+	IsMember func(name string) bool
 	// OnRanks, if set, is called after every change of the grants' ranks (the
 	// agent then announces [Service.Ranks] in its node metadata). Calls are made
 	// without the service's lock held and may come concurrently: read Ranks for
@@ -156,6 +162,9 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration) (
 	}
 	if ttl <= 0 || ttl > s.cfg.MaxTTL {
 		return api.Grant{}, fmt.Errorf("%w: ttl %v: want more than 0 and at most %v", api.ErrBadRequest, ttl, s.cfg.MaxTTL)
+	}
+	if s.cfg.IsMember != nil && !s.cfg.IsMember(coordinator) {
+		return api.Grant{}, fmt.Errorf("%w: coordinator %q is not a live member of the cluster as node %s sees it", api.ErrBadRequest, coordinator, s.cfg.Node)
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -324,11 +333,13 @@ func (s *Service) kill(procs []*proc, prefix string) (clean bool) {
 // the switched connection: the method [api.JobService.Launch] describes.
 //
 // It refuses, wrapping [api.ErrNotFound], a job without a live grant, and,
-// wrapping [api.ErrBadRequest], a command line that runs no MPI daemon (no
-// command whose base name is in Config.AllowedDaemons). The command line is
-// req.Argv joined with spaces, run by `/bin/sh -c` in a new process group, in
-// the data dir, with the agent's environment plus SHOAL_NODE_DATA (the data
-// dir), PATH with Config.ExecDir first, req.Env and [MarkerVar].
+// wrapping [api.ErrBadRequest], a command line that is not exactly one MPI
+// daemon (see [DaemonArgv]: a single command of literal words whose first names a
+// program in Config.AllowedDaemons). The command line is req.Argv joined with
+// spaces, as ssh would join it; its words are executed directly, never by a
+// shell, in a new process group, in the data dir, with the agent's environment
+// plus SHOAL_NODE_DATA (the data dir), PATH with Config.ExecDir first, req.Env and
+// [MarkerVar]. A program named without a slash is looked up in that PATH.
 func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(io.ReadWriteCloser), error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -344,11 +355,12 @@ func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(io.Re
 	if !ok || time.Now().After(g.expires) {
 		return nil, fmt.Errorf("%w: job %s has no live launch grant on node %s (its coordinator grants one before launching)", api.ErrNotFound, req.Job, s.cfg.Node)
 	}
-	if !runsDaemon(line, s.cfg.AllowedDaemons) {
-		return nil, fmt.Errorf("%w: node %s only launches MPI daemons (%s), and this command runs none: %s",
-			api.ErrBadRequest, s.cfg.Node, strings.Join(s.cfg.AllowedDaemons, ", "), abbrev(line, 80))
+	argv, err := DaemonArgv(line, s.cfg.AllowedDaemons)
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %s only launches MPI daemons (%s), executed without a shell, and refuses %s: %v",
+			api.ErrBadRequest, s.cfg.Node, strings.Join(s.cfg.AllowedDaemons, ", "), abbrev(line, 80), err)
 	}
-	return func(conn io.ReadWriteCloser) { s.serve(req, line, conn) }, nil
+	return func(conn io.ReadWriteCloser) { s.serve(req, argv, conn) }, nil
 }
 
 // abbrev quotes s, cut to n bytes.

@@ -191,6 +191,9 @@ func TestLaunchRefusesNonDaemon(t *testing.T) {
 		{"rm", "-rf", "/"},
 		{"echo", "orted"},
 		{"sh", "-c", "'orted'"},
+		{"orted", ";", "id", ">", "file"}, // one word named orted was once enough
+		{"orted;", "id"},
+		{"PATH=.", "orted"},
 	} {
 		_, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: argv})
 		if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "orted") || strings.Contains(err.Error(), "\n") {
@@ -222,6 +225,30 @@ func TestGrantValidation(t *testing.T) {
 	}
 	if rv, err := c.Revoke(ctx, "never-granted"); err != nil || rv.Killed != 0 {
 		t.Errorf("revoking a job never granted = %+v, %v; want 0 killed, no error", rv, err)
+	}
+}
+
+// TestGrantNamesLiveCoordinator: a grant stands for a job of a coordinator that is
+// in the cluster; any other name is refused, naming it.
+func TestGrantNamesLiveCoordinator(t *testing.T) {
+	live := map[string]bool{"n1": true, "n2": true}
+	svc, err := New(Config{Node: "n1", DataDir: t.TempDir(), IsMember: func(n string) bool { return live[n] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	if _, err := svc.Grant("j1", "n2", 2, time.Minute); err != nil {
+		t.Errorf("grant from live n2: %v", err)
+	}
+	_, err = svc.Grant("j2", "ghost", 2, time.Minute)
+	if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), `coordinator "ghost" is not a live member`) {
+		t.Errorf("grant from ghost: %v, want ErrBadRequest naming ghost", err)
+	}
+	if n := svc.Ranks(); n != 2 {
+		t.Errorf("ranks after a refused grant = %d, want 2", n)
+	}
+	if _, err := svc.Grant("j3", "n2", 0, time.Minute); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "ranks 0") {
+		t.Errorf("grant of 0 ranks: %v, want ErrBadRequest naming ranks", err)
 	}
 }
 
@@ -303,10 +330,10 @@ func TestDroppedConnectionKillsEverything(t *testing.T) {
 			svc.Grant("j1", "n0", 1, time.Minute)
 			pidFile := filepath.Join(t.TempDir(), "pids")
 			script := fmt.Sprintf(`echo $$ > %[1]s; setsid sleep 300 & echo $! >> %[1]s; sleep 300 & echo $! >> %[1]s; wait`, pidFile)
-			argv := daemon(script)
-			if ignoreTerm { // the whole launch, shell included
-				argv = append([]string{"trap", "''", "TERM;"}, argv...)
+			if ignoreTerm { // the whole launch, daemon included
+				script = "trap '' TERM; " + script
 			}
+			argv := daemon(script)
 			conn, err := c.Launch(context.Background(), api.LaunchRequest{Job: "j1", Argv: argv})
 			if err != nil {
 				t.Fatal(err)

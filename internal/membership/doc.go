@@ -26,6 +26,9 @@ var (
 	ErrMetaTooLarge = errors.New("membership: node metadata too large")
 	// ErrBadMeta: metadata received from a node could not be decoded.
 	ErrBadMeta = errors.New("membership: malformed node metadata")
+	// ErrNameTaken: a node alive in the cluster already has this node's name
+	// (see [NameTakenError]).
+	ErrNameTaken = errors.New("membership: node name already in the cluster")
 	// ErrJoinUnreachable: no join address accepted a connection.
 	ErrJoinUnreachable = errors.New("membership: join address unreachable")
 	// ErrJoinRefused: a join address accepted the connection but the gossip exchange

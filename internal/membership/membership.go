@@ -34,7 +34,10 @@ type Membership struct {
 	meta       Meta
 	encoded    atomic.Pointer[[]byte] // what NodeMeta returns
 
-	leaving  atomic.Bool
+	leaving atomic.Bool
+	// conflict is the gossip address of another live node that has this
+	// node's name, as memberlist reported it while joining; nil: none.
+	conflict atomic.Pointer[string]
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
@@ -95,7 +98,7 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
 	mc.Logger = log.New(sink, "", 0)
 	d := &delegate{m}
-	mc.Delegate, mc.Events, mc.Ping = d, d, d
+	mc.Delegate, mc.Events, mc.Ping, mc.Conflict = d, d, d, d
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -230,8 +233,10 @@ func (m *Membership) Subscribe() *Subscription { return m.events.subscribe() }
 // Join contacts the given nodes (host:port, port defaulting to [DefaultPort])
 // and merges their view of the cluster into this one. It succeeds if any of them
 // answered. It fails with [ErrJoinUnreachable] when none accepted a connection,
-// and with [ErrJoinRefused] when one accepted but the exchange failed, which with
-// encrypted gossip means the cluster secrets differ.
+// with [ErrJoinRefused] when one accepted but the exchange failed, which with
+// encrypted gossip means the cluster secrets differ, and with a [NameTakenError]
+// when a node alive in the cluster already has this node's name (a node that left
+// or was declared dead may come back under its name).
 func (m *Membership) Join(addrs []string) error {
 	if len(addrs) == 0 {
 		return nil
@@ -241,6 +246,9 @@ func (m *Membership) Join(addrs []string) error {
 		full[i] = withPort(a)
 	}
 	n, err := m.ml.Join(full)
+	if c := m.conflict.Load(); n > 0 && c != nil {
+		return &NameTakenError{Name: m.cfg.Name, Addr: *c}
+	}
 	if n > 0 {
 		m.log.Info("joined cluster", "via", full, "nodes", m.ml.NumMembers())
 		return nil
@@ -261,6 +269,19 @@ func (m *Membership) Join(addrs []string) error {
 	}
 	return first
 }
+
+// NameTakenError is the refusal of a join under a name that a node alive in the
+// cluster already has; it unwraps to [ErrNameTaken].
+type NameTakenError struct {
+	Name string
+	Addr string // the other node's gossip address
+}
+
+func (e *NameTakenError) Error() string {
+	return fmt.Sprintf("node name %s is already in the cluster (at %s)", e.Name, e.Addr)
+}
+
+func (e *NameTakenError) Unwrap() error { return ErrNameTaken }
 
 // JoinError says why joining through Addr failed; it unwraps to
 // [ErrJoinRefused] or [ErrJoinUnreachable].
@@ -380,10 +401,23 @@ func (m *Membership) suspect(name string) {
 type delegate struct{ m *Membership }
 
 var (
-	_ memberlist.Delegate      = (*delegate)(nil)
-	_ memberlist.EventDelegate = (*delegate)(nil)
-	_ memberlist.PingDelegate  = (*delegate)(nil)
+	_ memberlist.Delegate         = (*delegate)(nil)
+	_ memberlist.EventDelegate    = (*delegate)(nil)
+	_ memberlist.PingDelegate     = (*delegate)(nil)
+	_ memberlist.ConflictDelegate = (*delegate)(nil)
 )
+
+// NotifyConflict is memberlist telling that a node alive in the cluster has the
+// name of a node it knows at another address; it keeps the one it knew. When that
+// name is this node's own, this node is the duplicate (or the one the duplicate
+// imitates): [Membership.Join] reports it.
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	addr := net.JoinHostPort(other.Addr.String(), strconv.Itoa(int(other.Port)))
+	if existing.Name == d.m.cfg.Name {
+		d.m.conflict.CompareAndSwap(nil, &addr)
+	}
+	d.m.log.Warn("two nodes claim one name; the one known first keeps it", "name", other.Name, "other", addr)
+}
 
 func (d *delegate) NodeMeta(limit int) []byte {
 	b := *d.m.encoded.Load()

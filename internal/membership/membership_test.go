@@ -264,3 +264,22 @@ func TestBareConnectIsQuiet(t *testing.T) {
 		return ""
 	})
 }
+
+// TestDuplicateNameRefused: a second node joining under the name of a live one is
+// refused with an error naming the name and where the live one is, and the live
+// one keeps its place.
+func TestDuplicateNameRefused(t *testing.T) {
+	ms := cluster(t, "n1", "n2")
+	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
+	dup := start(t, "n2", testSecret, nil)
+	err := dup.Join([]string{ms[0].Addr()})
+	var nt *NameTakenError
+	if !errors.Is(err, ErrNameTaken) || !errors.As(err, &nt) {
+		t.Fatalf("join under a taken name: error %v, want ErrNameTaken", err)
+	}
+	if want := "node name n2 is already in the cluster (at " + ms[1].Addr() + ")"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	dup.Shutdown()
+	holds(t, time.Second, wantStates(ms, "n1=alive n2=alive"))
+}

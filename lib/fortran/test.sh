@@ -22,7 +22,7 @@ trap 'rm -rf "$scratch"' EXIT
 exe=$(realpath "$BUILD/lib/tests/test_fortran")
 for mode in write read; do
 	echo "== test_fortran $mode (2 ranks)"
-	(cd "$scratch" && SHOAL_CKPT_INTERVAL=0 "${MPIRUN[@]}" -n 2 "$exe" $mode) || failures=$((failures + 1))
+	(cd "$scratch" && SHOAL_CKPT_INTERVAL=0 TEST_FORTRAN_MODE=$mode "${MPIRUN[@]}" -n 2 "$exe") || failures=$((failures + 1))
 done
 
 if [ "$failures" -ne 0 ]; then

@@ -126,10 +126,31 @@ struct manifest_entry {
     long long created_ns;
 };
 
+/* ---- binding.c: the program and arguments a standalone checkpoint belongs to ---- */
+
+#define BINDING_SHOWN 201
+
+struct run_binding {
+    uint64_t program;           /* digest of the executable's path, size, mtime; 0: unknown */
+    uint64_t args;              /* digest of the arguments after argv[0]; 0: unknown */
+    char shown[BINDING_SHOWN];  /* the arguments, printable, for messages */
+};
+
+/* This process's binding, from /proc/self (unknown, all 0, where there is none). */
+void binding_current(struct run_binding *b);
+/* The binding of executable exe (st its stat) run with cmdline (argv NUL-separated). */
+struct stat;
+void binding_from(struct run_binding *b, const char *exe, const struct stat *st,
+                  const char *cmdline, size_t len);
+
 /* Reads jobdir/manifest, sorted by epoch; a missing file is an empty manifest.
- * Malformed lines are reported and skipped. 0 or errno. */
-int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n);
-int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n);
+ * Malformed lines are reported and skipped. The run line, if any, goes to bound
+ * (all 0 without one: a manifest of a version that did not record it). 0 or errno. */
+int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n,
+                  struct run_binding *bound);
+/* Writes the entries and, when bound->program is known, its run line. */
+int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n,
+                   const struct run_binding *bound);
 /* jobdir/finished: the newest epoch of a run that ended with shoal_finalize; 0: none. */
 long long manifest_read_finished(const char *jobdir);
 int manifest_write_finished(const char *jobdir, long long epoch);
@@ -162,6 +183,7 @@ struct writer {
     int running;
     int rank;
     const char *jobdir; /* owned by the context */
+    const struct run_binding *binding; /* owned by the context; for the manifest */
     /* the shard being written; the staging buffer belongs to the thread while busy */
     int busy;
     unsigned char *file;
@@ -179,7 +201,8 @@ struct writer {
     int stop;
 };
 
-int writer_start(struct writer *w, const char *jobdir, int rank);
+int writer_start(struct writer *w, const char *jobdir, int rank,
+                 const struct run_binding *binding);
 /* Finishes queued work and joins; returns the errors not yet reported. */
 int writer_stop(struct writer *w);
 void writer_wait_idle(struct writer *w);
@@ -225,6 +248,9 @@ struct shoal_ctx {
     int recovered;
     long long restart_epoch;
     long long finished_epoch;    /* epochs up to it belong to a run that finished */
+    int other_run;               /* the manifest's epochs belong to another program or
+                                    other arguments (standalone) */
+    struct run_binding binding;  /* this run's (rank 0) */
     unsigned char *restart_file; /* the verified shard, until recovered */
     size_t restart_size;
     struct stored_region *stored;
@@ -278,6 +304,10 @@ extern struct shoal_ctx *shoal_g;
 
 /* restart.c */
 int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n);
+/* Rank 0, standalone: 1 (and one line saying why) when the manifest's epochs were
+ * written by another program or other arguments than this run's, else 0. */
+int restart_other_run(struct shoal_ctx *c, const struct run_binding *bound,
+                      const struct manifest_entry *m, int n, long long finished_epoch);
 void restart_release(struct shoal_ctx *c);
 
 /* agree.c */

@@ -3,6 +3,10 @@
  *
  *   epoch 3 nranks 4 created_ns 1795427000000000000
  *
+ * and, after them, the run they belong to (binding.c):
+ *
+ *   run program 5f1c0a9e33d2b871 args 0c6e52b6a1f0e4d3 argv --steps 3000
+ *
  * Only rank 0 reads and writes it; it is replaced whole (tmp, fsync, rename).
  *
  * Beside it, `finished` ("epoch E") says that a run ended with shoal_finalize after
@@ -28,6 +32,21 @@ static int parse_line(const char *line, struct manifest_entry *e)
     return 0;
 }
 
+/* "run program HEX args HEX argv SHOWN" */
+static int parse_run(const char *line, struct run_binding *b)
+{
+    unsigned long long program, args;
+    int used = -1;
+    if (sscanf(line, "run program %16llx args %16llx argv%n", &program, &args, &used) != 2 ||
+        used < 0 || (line[used] != 0 && line[used] != ' ') || program == 0 || args == 0)
+        return -1;
+    memset(b, 0, sizeof *b);
+    b->program = program;
+    b->args = args;
+    snprintf(b->shown, sizeof b->shown, "%s", line[used] ? line + used + 1 : "");
+    return 0;
+}
+
 static int cmp_epoch(const void *a, const void *b)
 {
     long long x = ((const struct manifest_entry *)a)->epoch;
@@ -35,8 +54,10 @@ static int cmp_epoch(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n)
+int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n,
+                  struct run_binding *bound)
 {
+    memset(bound, 0, sizeof *bound);
     *entries = NULL;
     *n = 0;
     char path[PATH_MAX];
@@ -47,13 +68,15 @@ int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n)
         return errno == ENOENT ? 0 : errno;
     struct manifest_entry *list = NULL;
     int len = 0, cap = 0, lineno = 0, err = 0;
-    char line[256];
+    char line[512];
     while (fgets(line, sizeof line, f) != NULL) {
         lineno++;
         line[strcspn(line, "\r\n")] = 0;
         if (line[strspn(line, " \t")] == 0)
             continue;
         struct manifest_entry e;
+        if (strncmp(line, "run ", 4) == 0 && parse_run(line, bound) == 0)
+            continue;
         if (parse_line(line, &e) != 0) {
             shoal_log("%s:%d: ignoring malformed line \"%.80s\"", path, lineno, line);
             continue;
@@ -90,12 +113,13 @@ int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n)
     return 0;
 }
 
-int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n)
+int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n,
+                   const struct run_binding *bound)
 {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/manifest", jobdir) >= (int)sizeof path)
         return ENAMETOOLONG;
-    size_t cap = 96 * (size_t)(n > 0 ? n : 1), used = 0;
+    size_t cap = 96 * (size_t)(n > 0 ? n : 1) + 64 + BINDING_SHOWN, used = 0;
     char *text = malloc(cap);
     if (text == NULL)
         return ENOMEM;
@@ -103,6 +127,12 @@ int manifest_write(const char *jobdir, const struct manifest_entry *entries, int
         used += (size_t)snprintf(text + used, cap - used,
                                  "epoch %lld nranks %lld created_ns %lld\n", entries[i].epoch,
                                  entries[i].nranks, entries[i].created_ns);
+    /* After the epochs, so that the newest-last list reads as it always did. */
+    if (bound != NULL && bound->program != 0)
+        used += (size_t)snprintf(text + used, cap - used,
+                                 "run program %016llx args %016llx argv %s\n",
+                                 (unsigned long long)bound->program,
+                                 (unsigned long long)bound->args, bound->shown);
     int err = store_write_atomic(path, text, used, 1);
     free(text);
     return err;

@@ -100,10 +100,35 @@ static int restart_from_env(struct shoal_ctx *c)
     return SHOAL_SUCCESS;
 }
 
+int restart_other_run(struct shoal_ctx *c, const struct run_binding *bound,
+                      const struct manifest_entry *m, int n, long long finished_epoch)
+{
+    const struct run_binding *now = &c->binding;
+    if (c->cfg.restart_epoch >= 0 || bound->program == 0 || now->program == 0)
+        return 0; /* the runner chose the epoch, or a binding is unknown */
+    if (bound->program == now->program && bound->args == now->args)
+        return 0;
+    int unfinished = 0;
+    for (int i = 0; i < n; i++)
+        unfinished += m[i].epoch > finished_epoch;
+    if (unfinished == 0)
+        return 1; /* nothing to resume anyway: no need to say why */
+    if (bound->program != now->program)
+        shoal_log("checkpoint in %s was written by another program (or another build of "
+                  "it); starting afresh",
+                  c->jobdir);
+    else
+        shoal_log("checkpoint in %s was written by other arguments (%s); starting afresh",
+                  c->jobdir, bound->shown[0] ? bound->shown : "none");
+    return 1;
+}
+
 /* Index of the newest entry before `before` that this run may restart from (its rank
- * count, newer than a finished run), or -1. */
+ * count, newer than a finished run, its program and arguments), or -1. */
 static int older_candidate(struct shoal_ctx *c, const struct manifest_entry *m, int before)
 {
+    if (c->other_run)
+        return -1;
     for (int i = before - 1; i >= 0; i--)
         if (m[i].nranks == c->nranks && m[i].epoch > c->finished_epoch)
             return i;
@@ -137,6 +162,8 @@ int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n)
     int unfinished = 0;
     for (int i = 0; i < n; i++)
         unfinished += m[i].epoch > c->finished_epoch;
+    if (c->other_run)
+        return SHOAL_SUCCESS; /* rank 0 said why when it read the manifest */
     if (c->rank == 0 && unfinished > 0)
         shoal_log("WARNING: no usable checkpoint for %d ranks among the %d complete epochs "
                   "of %s/manifest: STARTING FROM SCRATCH",

@@ -148,6 +148,54 @@ void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_ent
     e->bytes = shard_get_u64(p + ENT_BYTES);
 }
 
+/* Whether the n bytes at s are well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF). */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            len = 2, cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3, cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4, cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i < len)
+            return 0;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* The job field: UTF-8, 1 to 63 bytes, then NUL bytes only (docs/shard-format.md). */
+static int job_ok(const unsigned char *field)
+{
+    const unsigned char *nul = memchr(field, 0, SHARD_JOB_FIELD);
+    if (nul == NULL || nul == field || !utf8_valid(field, (size_t)(nul - field)))
+        return 0;
+    for (const unsigned char *p = nul; p < field + SHARD_JOB_FIELD; p++)
+        if (*p != 0)
+            return 0;
+    return 1;
+}
+
 static int header_ok(const unsigned char *file, size_t size, struct shard_header *h)
 {
     h->epoch = shard_get_u64(file + OFF_EPOCH);
@@ -160,7 +208,7 @@ static int header_ok(const unsigned char *file, size_t size, struct shard_header
 
     if (h->nranks == 0 || h->rank >= h->nranks || h->epoch == 0)
         return 0;
-    if (memchr(h->job, 0, SHARD_JOB_FIELD) == NULL || h->job[0] == 0)
+    if (!job_ok(file + OFF_JOB))
         return 0;
     if (get_u32(file + OFF_RESERVED1) != 0 || shard_get_u64(file + OFF_RESERVED2) != 0)
         return 0;

@@ -72,11 +72,13 @@ static int share_manifest(struct shoal_ctx *c, struct manifest_entry **m, int *n
     int rc = SHOAL_SUCCESS;
     *m = NULL;
     *n = 0;
-    long long shared[2] = {0, 0}; /* entries, finished epoch */
+    long long shared[3] = {0, 0, 0}; /* entries, finished epoch, other run */
     if (c->rank == 0) {
-        int err = manifest_read(c->jobdir, m, n);
+        struct run_binding bound;
+        int err = manifest_read(c->jobdir, m, n, &bound);
         shared[0] = *n;
         shared[1] = manifest_read_finished(c->jobdir);
+        shared[2] = restart_other_run(c, &bound, *m, *n, shared[1]);
         if (err) {
             char text[128];
             snprintf(msg, sizeof msg, "reading %.300s/manifest failed: %s", c->jobdir,
@@ -87,10 +89,11 @@ static int share_manifest(struct shoal_ctx *c, struct manifest_entry **m, int *n
     rc = ctx_agree_error(c->comm, c->rank, c->nranks, rc, msg);
     if (rc != SHOAL_SUCCESS)
         return rc;
-    if (MPI_Bcast(shared, 2, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
+    if (MPI_Bcast(shared, 3, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     *n = (int)shared[0];
     c->finished_epoch = shared[1];
+    c->other_run = (int)shared[2];
     if (*n == 0)
         return SHOAL_SUCCESS;
     if (c->rank != 0)
@@ -119,7 +122,7 @@ static int choose_epoch_base(struct shoal_ctx *c, const struct manifest_entry *m
             highest = epochs[count - 1];
         free(epochs);
     }
-    int started = writer_start(&c->writer, c->jobdir, c->rank);
+    int started = writer_start(&c->writer, c->jobdir, c->rank, &c->binding);
     long long in[2] = {highest, -(long long)started}, out[2];
     if (MPI_Allreduce(in, out, 2, MPI_LONG_LONG, MPI_MAX, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
@@ -162,6 +165,8 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->nranks);
+    if (c->rank == 0)
+        binding_current(&c->binding);
 
     char msg[512] = "";
     struct manifest_entry *m = NULL;

@@ -54,7 +54,7 @@ static void do_commit(struct writer *w, const struct manifest_entry *m, int n,
 {
     /* The manifest first: it must never name an epoch that pruning removed. */
     if (w->rank == 0 && n > 0) {
-        int err = manifest_write(w->jobdir, m, n);
+        int err = manifest_write(w->jobdir, m, n, w->binding);
         if (err) {
             char text[128];
             shoal_log("writing %s/manifest failed: %s", w->jobdir,
@@ -128,10 +128,12 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-int writer_start(struct writer *w, const char *jobdir, int rank)
+int writer_start(struct writer *w, const char *jobdir, int rank,
+                 const struct run_binding *binding)
 {
     memset(w, 0, sizeof *w);
     w->jobdir = jobdir;
+    w->binding = binding;
     w->rank = rank;
     if (pthread_mutex_init(&w->mu, NULL) != 0)
         return SHOAL_ERR_NOMEM;

@@ -45,9 +45,24 @@ done
 # second one finished.
 scratch=$(mktemp -d)
 exe=$(realpath "$T/test_resume")
-run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 120 fresh
-run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 restart
-run -C "$scratch" "${MPIRUN[@]}" -n 2 "$exe" 200 0 fresh
+run -C "$scratch" env RESUME_CRASH_AT=120 RESUME_EXPECT=fresh "${MPIRUN[@]}" -n 2 "$exe" 200
+run -C "$scratch" env RESUME_EXPECT=restart "${MPIRUN[@]}" -n 2 "$exe" 200
+run -C "$scratch" env RESUME_EXPECT=fresh "${MPIRUN[@]}" -n 2 "$exe" 200
+rm -rf "$scratch"
+
+# A killed run, then the program with other arguments: it starts afresh and says why,
+# instead of resuming the other run's state (an iteration count of 200 in a run of 150).
+scratch=$(mktemp -d)
+run -C "$scratch" env RESUME_CRASH_AT=120 RESUME_EXPECT=fresh "${MPIRUN[@]}" -n 2 "$exe" 200
+run -C "$scratch" env RESUME_EXPECT=fresh "${MPIRUN[@]}" -n 2 "$exe" 150 2>"$scratch/err"
+cat "$scratch/err"
+echo "== the run with other arguments says why it starts afresh"
+if grep -q "^shoal: checkpoint in ./shoal-ckpt/test_resume was written by other arguments (200); starting afresh$" "$scratch/err"; then
+	echo "1 passed, 0 failed"
+else
+	echo "0 passed, 1 failed"
+	failures=$((failures + 1))
+fi
 rm -rf "$scratch"
 
 scratch=$(mktemp -d)

@@ -1,6 +1,8 @@
 ! test_fortran - the Fortran module (use shoal) over libshoal, the way a Fortran program
 ! meets it: a run that checkpoints and dies, then a run that restores.
 !
+! The mode is the first argument or $TEST_FORTRAN_MODE (write and read use the latter).
+!
 !   test_fortran write     protects every supported type and rank (0 to 3) with known
 !                          values, checkpoints twice (the second completes the first
 !                          epoch) and leaves without shoal_finalize, like a killed run
@@ -31,7 +33,10 @@ program test_fortran
 
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
-    call get_command_argument(1, mode)
+    ! The mode may come from the environment: a standalone checkpoint belongs to the
+    ! program's arguments, so write and read must run with the same ones.
+    call get_environment_variable("TEST_FORTRAN_MODE", mode)
+    if (len_trim(mode) == 0) call get_command_argument(1, mode)
 
     select case (mode)
     case ("write")

@@ -3,9 +3,12 @@
  * ./shoal-ckpt (or SHOAL_DIR), the program dies, and running it again resumes. Built
  * against the installed-style libshoal.so through shoal.pc.
  *
- * Usage: test_resume ITERATIONS CRASH_AT fresh|restart
- *   Takes checkpoints at iterations 60 and 100; at CRASH_AT (0: never) it leaves
- *   without shoal_finalize, like a killed run. The result is checked against a replay.
+ * Usage: RESUME_CRASH_AT=N RESUME_EXPECT=fresh|restart test_resume ITERATIONS
+ *   Takes checkpoints at iterations 60 and 100; at RESUME_CRASH_AT (0 or unset: never)
+ *   it leaves without shoal_finalize, like a killed run. The result is checked against
+ *   a replay. What the test expects is in the environment, not in the arguments: a
+ *   standalone checkpoint belongs to the program's arguments, and a run with other
+ *   ones starts afresh.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -42,12 +45,15 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     snprintf(check_prefix, sizeof check_prefix, "rank %d: ", rank);
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_resume ITERATIONS CRASH_AT fresh|restart\n");
+    const char *crash = getenv("RESUME_CRASH_AT"), *mode = getenv("RESUME_EXPECT");
+    if (argc != 2 || mode == NULL ||
+        (strcmp(mode, "fresh") != 0 && strcmp(mode, "restart") != 0)) {
+        fprintf(stderr,
+                "usage: RESUME_CRASH_AT=N RESUME_EXPECT=fresh|restart test_resume ITERATIONS\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    int iterations = atoi(argv[1]), crash_at = atoi(argv[2]);
-    int expect_restart = strcmp(argv[3], "restart") == 0;
+    int iterations = atoi(argv[1]), crash_at = crash ? atoi(crash) : 0;
+    int expect_restart = strcmp(mode, "restart") == 0;
 
     static double a[N];
     int it = 0;
@@ -74,7 +80,7 @@ int main(int argc, char **argv)
         if (it == crash_at) {
             if (rank == 0)
                 printf("leaving at iteration %d without shoal_finalize\n", it);
-            int status = summary(rank, nranks, argv[3]);
+            int status = summary(rank, nranks, mode);
             MPI_Finalize();
             return status;
         }
@@ -86,7 +92,7 @@ int main(int argc, char **argv)
         step(want, i, rank);
     CHECK(memcmp(a, want, sizeof a) == 0);
 
-    int status = summary(rank, nranks, argv[3]);
+    int status = summary(rank, nranks, mode);
     MPI_Finalize();
     return status;
 }

@@ -78,12 +78,17 @@ def read_shard(data, job=None, epoch=None, rank=None, nranks=None):
         raise ShardError("bad header", f"epoch {s_epoch}, rank {s_rank} of {s_nranks}")
     if nul <= 0:
         raise ShardError("bad header", "job id empty or not NUL-terminated")
+    if job_field[nul:].strip(b"\0"):
+        raise ShardError("bad header", "job id padding holds bytes other than NUL")
+    try:
+        s_job = job_field[:nul].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ShardError("bad header", f"job id {job_field[:nul]!r} is not UTF-8") from None
     if reserved1 or reserved2:
         raise ShardError("bad header", "reserved header field not 0")
     want = HEADER_SIZE + ENTRY_SIZE * nregions + payload_bytes + CHECKSUM_SIZE
     if len(data) != want:
         raise ShardError("bad header", f"{len(data)} bytes, the header implies {want}")
-    s_job = job_field[:nul].decode("utf-8")
 
     regions = []
     offset = HEADER_SIZE + ENTRY_SIZE * nregions

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// requestKinds are the bodies the API decodes, each with its check when it has one.
+var requestKinds = []struct {
+	name  string
+	value func() any
+	check func(any) error
+}{
+	{"job", func() any { return new(JobSpec) }, func(v any) error { return v.(*JobSpec).Validate() }},
+	{"launch", func() any { return new(LaunchRequest) }, func(v any) error { return v.(*LaunchRequest).Validate() }},
+	{"grant", func() any { return new(GrantRequest) }, func(v any) error { return v.(*GrantRequest).Validate() }},
+	{"fetch", func() any { return new(FetchRequest) }, func(v any) error { return v.(*FetchRequest).Validate() }},
+	{"leave", func() any { return new(LeaveRequest) }, nil},
+	{"rebalance", func() any { return new(RebalanceRequest) }, nil},
+	{"evacuate", func() any { return new(EvacuateRequest) }, nil},
+	{"checkpoint", func() any { return new(CheckpointRequest) }, nil},
+}
+
+// FuzzDecodeRequest feeds arbitrary bodies to the decoder every route uses, then to
+// the request's own check. Neither may panic, every refusal must be a bad request
+// (a 400, never a 500), and a body that passes both must survive a round trip
+// through JSON unchanged in meaning (it decodes again and passes again).
+func FuzzDecodeRequest(f *testing.F) {
+	for i, body := range []string{
+		`{"ranks": 4, "argv": ["./heat", "--steps", "10"], "env": {"A": "b"}, "files": [{"name": "in/x", "sha256": "` + EmptySHA256 + `", "size": 0, "mode": 420}], "max_oversubscribe": 2, "wait_for_nodes": "5s"}`,
+		`{"job": "heat-1", "argv": ["orted", "-mca", "ess", "\"env\""], "env": {"K": "V"}}`,
+		`{"job": "heat-1", "coordinator": "n1", "ranks": 2, "ttl": "10m"}`,
+		`{"from": "10.0.0.2:7947"}`,
+		`{"timeout": "30s"}`,
+		`{}`,
+		`{"node": "n3"}`,
+		`{"hold": true}`,
+	} {
+		f.Add(uint8(i), []byte(body))
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
+		k := requestKinds[int(kind)%len(requestKinds)]
+		v := k.value()
+		r, _ := http.NewRequest("POST", "/", strings.NewReader(string(body)))
+		err := decodeJSON(r, v, true)
+		if err == nil && k.check != nil {
+			err = k.check(v)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("%s body %q: error %v does not wrap ErrBadRequest", k.name, body, err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%s body %q: error is not one line: %q", k.name, body, err)
+			}
+			return
+		}
+		again, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%s: accepted value does not encode: %v", k.name, err)
+		}
+		w := k.value()
+		r, _ = http.NewRequest("POST", "/", strings.NewReader(string(again)))
+		if err := decodeJSON(r, w, true); err != nil {
+			t.Fatalf("%s: accepted %q, re-encoded as %s, which decodes with %v", k.name, body, again, err)
+		}
+		if k.check != nil {
+			if err := k.check(w); err != nil {
+				t.Fatalf("%s: accepted %q, re-encoded as %s, which fails its check: %v", k.name, body, again, err)
+			}
+		}
+	})
+}
