@@ -47,7 +47,14 @@ func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, re
 	if got := field(out, "checksum"); got != want {
 		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
 	}
-	if n := strings.Count(out, "; restarting 6 ranks from epoch"); n != restarts {
+	// A coordinator that loses the job store's lead for a moment (its heartbeats
+	// held up on a loaded machine) and wins it back restarts the job once more,
+	// saying so: correct, but not the loss under test.
+	flaps := strings.Count(out, "lost the lead and won it back; restarting 6 ranks from epoch")
+	if flaps > 0 {
+		t.Logf("%d more restarts: the coordinator lost the lead for a moment", flaps)
+	}
+	if n := strings.Count(out, "; restarting 6 ranks from epoch") - flaps; n != restarts {
 		t.Errorf("%d restarts from an epoch, want %d", n, restarts)
 	}
 	checkManifest(t, b, j.id, out)
