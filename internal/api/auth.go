@@ -22,6 +22,7 @@ const (
 	HeaderTimestamp     = "X-Shoal-Timestamp"      // Unix seconds, decimal
 	HeaderNonce         = "X-Shoal-Nonce"          // 32 hex digits, fresh per request
 	HeaderContentSHA256 = "X-Shoal-Content-SHA256" // hex SHA-256 of the body ("" body included)
+	HeaderNode          = "X-Shoal-Node"           // the agent the request is for: NAME/RUN, or * (health only)
 	authScheme          = "Shoal-HMAC-SHA256"
 )
 
@@ -44,6 +45,11 @@ func DeriveAuthKey(secret []byte) []byte {
 	return k
 }
 
+// AnyNode is the X-Shoal-Node value of a request for whichever agent answers:
+// accepted on GET /v1/health only, which is how a client learns an agent's
+// identity ([Health.Node]) before it sends anything else.
+const AnyNode = "*"
+
 // StringToSign is what the signature covers, one field per line:
 //
 //	Shoal-HMAC-SHA256
@@ -51,9 +57,10 @@ func DeriveAuthKey(secret []byte) []byte {
 //	request target (escaped path, then "?query" if any)
 //	timestamp
 //	nonce
+//	node: the agent the request is for, NAME/RUN ([Health.Node]), or [AnyNode]
 //	hex SHA-256 of the body
-func StringToSign(method, target, timestamp, nonce, bodySHA256 string) string {
-	return strings.Join([]string{authScheme, method, target, timestamp, nonce, bodySHA256}, "\n")
+func StringToSign(method, target, timestamp, nonce, node, bodySHA256 string) string {
+	return strings.Join([]string{authScheme, method, target, timestamp, nonce, node, bodySHA256}, "\n")
 }
 
 func signature(key []byte, msg string) string {
@@ -62,9 +69,10 @@ func signature(key []byte, msg string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Sign adds the authentication headers to r, whose body has the given hex
-// SHA-256 (EmptySHA256 for none), at time now.
-func Sign(r *http.Request, key []byte, bodySHA256 string, now time.Time) {
+// Sign adds the authentication headers to r, for the agent node (NAME/RUN, or
+// AnyNode), whose body has the given hex SHA-256 (EmptySHA256 for none), at
+// time now.
+func Sign(r *http.Request, key []byte, node, bodySHA256 string, now time.Time) {
 	var n [16]byte
 	rand.Read(n[:])
 	nonce := hex.EncodeToString(n[:])
@@ -72,34 +80,50 @@ func Sign(r *http.Request, key []byte, bodySHA256 string, now time.Time) {
 	r.Header.Set(HeaderTimestamp, ts)
 	r.Header.Set(HeaderNonce, nonce)
 	r.Header.Set(HeaderContentSHA256, bodySHA256)
-	sig := signature(key, StringToSign(r.Method, r.URL.RequestURI(), ts, nonce, bodySHA256))
+	r.Header.Set(HeaderNode, node)
+	sig := signature(key, StringToSign(r.Method, r.URL.RequestURI(), ts, nonce, node, bodySHA256))
 	r.Header.Set(HeaderAuthorization, authScheme+" "+sig)
 }
 
-// Verifier checks signed requests and remembers nonces so that a captured
-// request cannot be replayed. Safe for concurrent use.
+// Verifier checks signed requests for one run of one agent and remembers
+// nonces so that a captured request cannot be replayed. A request names the
+// agent run it is for (node, NAME/RUN), so it is refused by every other node,
+// and by this node's agent once restarted: each run's verifier has seen every
+// nonce its run accepted, so no nonce needs to outlive the process. Safe for
+// concurrent use.
 type Verifier struct {
-	key []byte
-	now func() time.Time
+	key  []byte
+	node string
+	now  func() time.Time
 
 	mu     sync.Mutex
 	nonces map[string]time.Time // nonce → when it may be forgotten
 	pruned time.Time
 }
 
-// NewVerifier returns a verifier for requests signed with key.
-func NewVerifier(key []byte) *Verifier {
-	return &Verifier{key: key, now: time.Now, nonces: map[string]time.Time{}}
+// NewVerifier returns a verifier for requests signed with key for the agent run
+// node (NAME/RUN).
+func NewVerifier(key []byte, node string) *Verifier {
+	return &Verifier{key: key, node: node, now: time.Now, nonces: map[string]time.Time{}}
 }
 
-// Verify checks r's headers: present, signature valid, timestamp within
-// ClockWindow, nonce never seen. It returns the body hash the signature covers;
-// the caller checks the body against it ([Verifier.Body]). Errors wrap
-// [ErrUnauthorized] and say what is wrong without revealing anything secret.
-func (v *Verifier) Verify(r *http.Request) (bodySHA256 string, err error) {
+// NewRun returns a random name for one run of an agent: 16 hex digits.
+func NewRun() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Verify checks r's headers: present, signature valid, for this agent run
+// (or for any, when anyNode allows it), timestamp within ClockWindow, nonce
+// never seen. It returns the body hash the signature covers; the caller checks
+// the body against it ([Verifier.Body]). Errors wrap [ErrUnauthorized], or
+// [ErrMisdirected] for a request signed for another node or run, and say what
+// is wrong without revealing anything secret.
+func (v *Verifier) Verify(r *http.Request, anyNode bool) (bodySHA256 string, err error) {
 	auth := r.Header.Get(HeaderAuthorization)
 	ts, nonce := r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce)
-	body := r.Header.Get(HeaderContentSHA256)
+	body, node := r.Header.Get(HeaderContentSHA256), r.Header.Get(HeaderNode)
 	if auth == "" {
 		return "", fmt.Errorf("%w: no %s header: requests must be signed with the cluster secret", ErrUnauthorized, HeaderAuthorization)
 	}
@@ -107,15 +131,18 @@ func (v *Verifier) Verify(r *http.Request) (bodySHA256 string, err error) {
 	if !ok {
 		return "", fmt.Errorf("%w: %s scheme is not %s", ErrUnauthorized, HeaderAuthorization, authScheme)
 	}
-	if ts == "" || nonce == "" || body == "" {
-		return "", fmt.Errorf("%w: missing %s, %s or %s header", ErrUnauthorized, HeaderTimestamp, HeaderNonce, HeaderContentSHA256)
+	if ts == "" || nonce == "" || body == "" || node == "" {
+		return "", fmt.Errorf("%w: missing %s, %s, %s or %s header", ErrUnauthorized, HeaderTimestamp, HeaderNonce, HeaderNode, HeaderContentSHA256)
 	}
 	if len(nonce) != 32 || !isHex(nonce) || len(body) != 64 || !isHex(body) {
 		return "", fmt.Errorf("%w: malformed %s or %s header", ErrUnauthorized, HeaderNonce, HeaderContentSHA256)
 	}
-	want := signature(v.key, StringToSign(r.Method, r.RequestURI, ts, nonce, body))
+	want := signature(v.key, StringToSign(r.Method, r.RequestURI, ts, nonce, node, body))
 	if !hmac.Equal([]byte(sig), []byte(want)) {
 		return "", fmt.Errorf("%w: bad signature (wrong cluster secret?)", ErrUnauthorized)
+	}
+	if node != v.node && !(anyNode && node == AnyNode) {
+		return "", fmt.Errorf("%w: request signed for agent %s, this is %s (sent to another node, or this agent restarted since)", ErrMisdirected, node, v.node)
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,10 @@ type Client struct {
 	key  []byte
 	hc   *http.Client
 	now  func() time.Time
+	// node is the agent's identity (Health.Node) that requests are signed for,
+	// learned from its health answer before the first other request; cleared
+	// when the agent says a request was for someone else (it restarted).
+	node atomic.Pointer[string]
 }
 
 // NewClient returns a client of the agent at addr (host:port, or an http:// URL)
@@ -126,12 +131,64 @@ func (c *Client) request(ctx context.Context, method, path string, body any, sum
 	if _, ok := body.([]byte); ok {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	Sign(req, c.key, sum, c.now())
+	node, err := c.nodeFor(ctx, method, path)
+	if err != nil {
+		return nil, err
+	}
+	Sign(req, c.key, node, sum, c.now())
 	return req, nil
 }
 
+// nodeFor returns the X-Shoal-Node value of a request: AnyNode for the health
+// check, else the agent's identity, asked of it first if not known yet.
+func (c *Client) nodeFor(ctx context.Context, method, path string) (string, error) {
+	if method == "GET" && path == "/v1/health" {
+		return AnyNode, nil
+	}
+	if n := c.node.Load(); n != nil {
+		return *n, nil
+	}
+	h, err := c.Health(ctx)
+	if err != nil {
+		return "", err
+	}
+	if h.Node == "" {
+		// Only a caller with the cluster secret learns who an agent is: without
+		// it the request that follows is refused for its signature, which says so.
+		return AnyNode, nil
+	}
+	return h.Node, nil
+}
+
 // send performs req and turns transport failures and error statuses into errors.
+// A request the agent refuses as signed for another run of it (it restarted
+// since this client learned its identity) is signed again for the new run and
+// sent once more, when its body can be read again.
 func (c *Client) send(req *http.Request) (*http.Response, error) {
+	resp, err := c.do(req)
+	if !errors.Is(err, ErrMisdirected) {
+		return resp, err
+	}
+	c.node.Store(nil)
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return nil, err
+	}
+	again := req.Clone(req.Context())
+	if req.GetBody != nil {
+		if again.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	node, nerr := c.nodeFor(req.Context(), req.Method, req.URL.Path)
+	if nerr != nil {
+		return nil, nerr
+	}
+	Sign(again, c.key, node, req.Header.Get(HeaderContentSHA256), c.now())
+	return c.do(again)
+}
+
+// do performs req once.
+func (c *Client) do(req *http.Request) (*http.Response, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
@@ -198,6 +255,9 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
 	err := c.call(ctx, "GET", "/v1/health", nil, &h)
+	if err == nil && h.Node != "" {
+		c.node.Store(&h.Node)
+	}
 	return h, err
 }
 

@@ -27,6 +27,7 @@ var (
 	ErrNotFound         = errors.New("api: not found")          // 404
 	ErrMethodNotAllowed = errors.New("api: method not allowed") // 405
 	ErrConflict         = errors.New("api: conflict")           // 409
+	ErrMisdirected      = errors.New("api: misdirected")        // 421: signed for another agent, or an earlier run of this one
 	ErrTooLarge         = errors.New("api: request too large")  // 413
 	ErrCorrupt          = errors.New("api: corrupt")            // 422: a stored shard fails verification
 	ErrInternal         = errors.New("api: internal error")     // 500
@@ -48,6 +49,7 @@ var statusErrors = []struct {
 	{405, "method_not_allowed", ErrMethodNotAllowed},
 	{409, "conflict", ErrConflict},
 	{413, "too_large", ErrTooLarge},
+	{421, "misdirected", ErrMisdirected},
 	{422, "corrupt", ErrCorrupt},
 	{500, "internal", ErrInternal},
 	{502, "bad_gateway", ErrBadGateway},

@@ -23,7 +23,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, struct{}{})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, Health{Name: s.cfg.Node.Name(), Version: s.cfg.Version})
+	writeJSON(w, http.StatusOK, Health{Name: s.cfg.Node.Name(), Version: s.cfg.Version, Node: s.verify.node})
 	return nil
 }
 

@@ -78,7 +78,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Log,
-		verify: NewVerifier(DeriveAuthKey(cfg.Secret)),
+		verify: NewVerifier(DeriveAuthKey(cfg.Secret), cfg.Node.Name()+"/"+NewRun()),
 		mux:    http.NewServeMux(),
 		routes: map[string]route{},
 	}
@@ -181,7 +181,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Anyone may ask, but only a signed request learns more than that the agent
 		// answers: a name and a version help an attacker pick a target.
 		if r.Header.Get(HeaderAuthorization) != "" {
-			if sum, err := s.verify.Verify(r); err == nil && s.bufferBody(r, sum) == nil {
+			if sum, err := s.verify.Verify(r, true); err == nil && s.bufferBody(r, sum) == nil {
 				r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
 			}
 		}
@@ -190,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Authenticate before routing, so unauthenticated callers learn nothing,
 	// not even which routes exist.
-	sum, err := s.verify.Verify(r)
+	sum, err := s.verify.Verify(r, false)
 	if err != nil {
 		s.log.Warn("rejected request", "from", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", err)
 		s.fail(w, r, err)

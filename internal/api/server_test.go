@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -233,6 +234,55 @@ func newTestServer(t *testing.T, plug bool) (*Server, *httptest.Server, *fakeNod
 	return s, ts, node
 }
 
+// TestRequestsBoundToAgentRun: a request signed for one run of an agent is
+// refused, 421, by its next run (and so by any other agent), even unused; a
+// client whose agent restarted learns the new run and sends its request again.
+func TestRequestsBoundToAgentRun(t *testing.T) {
+	_, ts, _ := newTestServer(t, true)
+	ctx := context.Background()
+	c := NewClient(ts.URL, testSecret)
+	if _, err := c.Nodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := nodeOf(t, ts)
+	captured, _ := http.NewRequest("GET", ts.URL+"/v1/nodes", nil)
+	Sign(captured, DeriveAuthKey(testSecret), old, EmptySHA256, time.Now())
+
+	restarted, _, _ := newTestServer(t, true) // the same node, started again
+	ts.Config.Handler = restarted
+	resp, err := http.DefaultClient.Do(captured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb errorBody
+	json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || eb.Code != "misdirected" || !strings.Contains(eb.Error, old) {
+		t.Errorf("a request signed for the agent's earlier run: %d %+v, want 421 misdirected naming %s", resp.StatusCode, eb, old)
+	}
+	if _, err := c.Nodes(ctx); err != nil {
+		t.Errorf("Nodes after the agent restarted: %v, want the request signed again and answered", err)
+	}
+	again, _, _ := newTestServer(t, true)
+	ts.Config.Handler = again
+	if _, err := c.Grant(ctx, "j", "n1", 1, time.Minute); err != nil {
+		t.Errorf("Grant (a request with a body) after the agent restarted again: %v", err)
+	}
+	if now := nodeOf(t, ts); now == old {
+		t.Errorf("the restarted agent kept its run %s", old)
+	}
+}
+
+// nodeOf asks the agent at ts who it is, as a client does first.
+func nodeOf(t *testing.T, ts *httptest.Server) string {
+	t.Helper()
+	h, err := NewClient(ts.URL, testSecret).Health(context.Background())
+	if err != nil || h.Node == "" {
+		t.Fatalf("health: %+v, %v", h, err)
+	}
+	return h.Node
+}
+
 // raw sends a request signed with secret (nil: unsigned) and returns the status
 // and the decoded error body.
 func raw(t *testing.T, ts *httptest.Server, secret []byte, method, path, body string) (int, errorBody) {
@@ -243,7 +293,7 @@ func raw(t *testing.T, ts *httptest.Server, secret []byte, method, path, body st
 	}
 	if secret != nil {
 		h := sha256.Sum256([]byte(body))
-		Sign(req, DeriveAuthKey(secret), hex.EncodeToString(h[:]), time.Now())
+		Sign(req, DeriveAuthKey(secret), nodeOf(t, ts), hex.EncodeToString(h[:]), time.Now())
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -350,7 +400,7 @@ func TestTamperedBodyRejected(t *testing.T) {
 	_, ts, _ := newTestServer(t, true)
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/jobs", strings.NewReader(`{"ranks": 64, "argv": ["rm"]}`))
 	h := sha256.Sum256([]byte(`{"ranks": 1, "argv": ["ok"]}`))
-	Sign(req, DeriveAuthKey(testSecret), hex.EncodeToString(h[:]), time.Now())
+	Sign(req, DeriveAuthKey(testSecret), nodeOf(t, ts), hex.EncodeToString(h[:]), time.Now())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -375,8 +425,8 @@ func TestClient(t *testing.T) {
 	c := NewClient(ts.URL, testSecret)
 
 	h, err := c.Health(ctx)
-	if err != nil || h != (Health{Name: "n1", Version: "test"}) {
-		t.Errorf("Health = %+v, %v", h, err)
+	if err != nil || h.Name != "n1" || h.Version != "test" || !regexp.MustCompile(`^n1/[0-9a-f]{16}$`).MatchString(h.Node) {
+		t.Errorf("Health = %+v, %v; want n1, test, n1/ and 16 hex digits", h, err)
 	}
 	nodes, err := c.Nodes(ctx)
 	if err != nil || len(nodes) != 2 || nodes[0].Ranks != 3 || nodes[1].State != "dead" {
@@ -764,12 +814,12 @@ func TestHealthTellsOnlySignedCallers(t *testing.T) {
 	}{
 		{"unsigned", nil, `{}`},
 		{"wrong secret", wrongSecret, `{}`},
-		{"signed", testSecret, `{"name":"n1","version":"test"}`},
+		{"signed", testSecret, `{"name":"n1","version":"test","node":"` + nodeOf(t, ts) + `"}`},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
 		if tt.secret != nil {
-			Sign(req, DeriveAuthKey(tt.secret), EmptySHA256, time.Now())
+			Sign(req, DeriveAuthKey(tt.secret), AnyNode, EmptySHA256, time.Now())
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -783,8 +833,8 @@ func TestHealthTellsOnlySignedCallers(t *testing.T) {
 	}
 	// A replayed signature is no authentication either.
 	req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
-	Sign(req, DeriveAuthKey(testSecret), EmptySHA256, time.Now())
-	for i, want := range []string{`{"name":"n1","version":"test"}`, `{}`} {
+	Sign(req, DeriveAuthKey(testSecret), AnyNode, EmptySHA256, time.Now())
+	for i, want := range []string{`{"name":"n1","version":"test","node":"` + nodeOf(t, ts) + `"}`, `{}`} {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

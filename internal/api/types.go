@@ -14,6 +14,9 @@ import (
 type Health struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
+	// Node names this run of the agent, NAME/RUN (RUN: 16 hex digits, new at
+	// every start): the X-Shoal-Node value its other routes accept.
+	Node string `json:"node"`
 }
 
 // Node is one cluster member as GET /v1/nodes reports it.
