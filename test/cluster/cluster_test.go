@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/api"
 	"shoal/internal/testbed"
 )
 
@@ -117,6 +118,56 @@ func TestWrongSecret(t *testing.T) {
 	holdViews(t, b, time.Second, hosts, allAlive())
 	if st, _, _ := b.Status(); st[len(st)-1].Procs != 0 {
 		t.Errorf("%d processes left in %s after the refused agent", st[len(st)-1].Procs, h.Name)
+	}
+}
+
+// TestReplayRefused: a signed request captured on its way to n2 and sent unchanged
+// to n3 is refused there (421, it names n2's agent), and again at n2 (its nonce is
+// used), where the original was answered.
+func TestReplayRefused(t *testing.T) {
+	b := cluster(t)
+	n1, _ := b.Host("n1")
+	secret, err := os.ReadFile(filepath.Join(n1.DataDir, "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := nodes(b, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]string{}
+	for _, n := range ns {
+		addr[n.Name] = n.API
+	}
+	secret = []byte(strings.TrimSpace(string(secret)))
+	h, err := api.NewClient(addr["n2"], secret).Health(context.Background())
+	if err != nil || !strings.HasPrefix(h.Node, "n2/") {
+		t.Fatalf("signed health of n2: %+v, %v; want its node n2/RUN", h, err)
+	}
+	original, _ := http.NewRequest("GET", "http://"+addr["n2"]+"/v1/nodes", nil)
+	api.Sign(original, api.DeriveAuthKey(secret), h.Node, api.EmptySHA256, time.Now())
+	captured := original.Header
+	direct := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	send := func(node string) (int, string) {
+		r, _ := http.NewRequest("GET", "http://"+addr[node]+"/v1/nodes", nil)
+		r.Header = captured.Clone()
+		resp, err := direct.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct{ Error, Code string }
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Code + ": " + body.Error
+	}
+	if st, msg := send("n2"); st != http.StatusOK {
+		t.Fatalf("the original request at n2: %d %s, want 200", st, msg)
+	}
+	if st, msg := send("n3"); st != http.StatusMisdirectedRequest || !strings.Contains(msg, h.Node) {
+		t.Errorf("the request replayed to n3: %d %s, want 421 naming %s", st, msg, h.Node)
+	}
+	if st, msg := send("n2"); st != http.StatusUnauthorized || !strings.Contains(msg, "replayed") {
+		t.Errorf("the request replayed to n2: %d %s, want 401 replayed", st, msg)
 	}
 }
 
