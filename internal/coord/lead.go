@@ -170,38 +170,78 @@ func (s *Service) quorum(ctx context.Context) string {
 }
 
 // forwardSubmit passes a job to the leader, with the files it needs from this
-// node's cache.
+// node's cache. A leader whose agent cannot be reached (killed a moment ago: this
+// replica names it until an election ends) is asked again, or its successor, for
+// up to forwardWait. The job's id is drawn here, so that a submission that
+// reached the leader before its answer was lost is found, not made twice.
 func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
+	if spec.ID == "" {
+		spec.ID = NewJobID(spec.Argv[0])
+	}
+	deadline := time.Now().Add(forwardWait)
+	for again := false; ; again = true {
+		info, unreachable, err := s.forwardOnce(ctx, spec, again)
+		if err == nil || !unreachable || time.Now().After(deadline) {
+			return info, err
+		}
+		select {
+		case <-ctx.Done():
+			return info, err
+		case <-time.After(forwardRetry):
+		}
+	}
+}
+
+// How long and how often a submission is passed on again while the leader's
+// agent cannot be reached: past the followers' election (1 to 2.5 s, see
+// jobstore.DefaultTiming) with room for a loaded machine.
+const (
+	forwardWait  = 10 * time.Second
+	forwardRetry = 250 * time.Millisecond
+)
+
+// forwardOnce is one attempt of forwardSubmit; unreachable says the leader's
+// agent could not be reached. again marks a retry: a job with the id already
+// known to the store is then this submission's own, which reached the leader.
+func (s *Service) forwardOnce(ctx context.Context, spec api.JobSpec, again bool) (_ api.Job, unreachable bool, _ error) {
 	c, err := s.leader(ctx)
 	if err != nil {
-		return api.Job{}, err
+		return api.Job{}, false, err
 	}
 	for _, f := range spec.Files {
 		if has, err := c.HasFile(ctx, f.SHA256); err != nil || has {
 			if err != nil {
-				return api.Job{}, fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+				return api.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
 			}
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))
 		if err != nil {
-			return api.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
+			return api.Job{}, false, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
 		}
 		err = c.PutFile(ctx, f.SHA256, r, f.Size)
 		r.Close()
 		if err != nil {
-			return api.Job{}, fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+			return api.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
 		}
 	}
 	info, err := c.Submit(ctx, spec)
+	if again && errors.Is(err, api.ErrConflict) {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		s.cfg.Store.WaitJob(wctx, spec.ID)
+		if stored, _, serr := s.cfg.Store.Job(spec.ID); serr == nil {
+			return stored, false, nil
+		}
+	}
 	if err != nil {
-		return info, err
+		return info, errors.Is(err, api.ErrUnreachable), err
 	}
 	// The submitter follows the job here next: wait until this replica has it.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s.cfg.Store.WaitJob(wctx, info.ID)
-	return info, nil
+	return info, false, nil
 }
 
 // seedRun gives a backend taking a job over the previous coordinator's run: its

@@ -305,6 +305,16 @@ func TestCoordinatorKilled(t *testing.T) {
 	if _, err := b.Kill(context.Background(), lead); err != nil {
 		t.Fatal(err)
 	}
+	// A job submitted at once, while other still names the lost node leader, waits
+	// for the election and goes to the new leader.
+	out, code := shoal(t, other, "run", "--detach", "-n", "2", "--", "/bin/true")
+	if code != 0 {
+		t.Fatalf("shoal run --detach in %s right after the leader %s was killed exited %d:\n%s", other, lead, code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if out, code := shoal(t, other, "wait", lines[len(lines)-1]); code != 0 {
+		t.Errorf("shoal wait for the job submitted during the election exited %d:\n%s", code, out)
+	}
 	events := finishes(t, other, id)
 	re := regexp.MustCompile(fmt.Sprintf(`coordinator %s lost; (n\d) coordinates from epoch (\d+)`, lead))
 	m := re.FindStringSubmatch(events)
