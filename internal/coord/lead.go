@@ -47,6 +47,8 @@ func (s *Service) lead() {
 func (s *Service) takeOver() {
 	s.mu.Lock()
 	s.term++
+	term := s.term
+	s.notTaken()
 	old := make([]*clusterJob, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		old = append(old, j)
@@ -69,6 +71,46 @@ func (s *Service) takeOver() {
 		}
 		s.resume(info)
 	}
+	s.mu.Lock()
+	if s.term == term { // still leading since
+		select {
+		case <-s.taken:
+		default:
+			close(s.taken)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// notTaken marks, under s.mu, that this node has yet to take the store's jobs
+// over: submissions wait (awaitTaken).
+func (s *Service) notTaken() {
+	select {
+	case <-s.taken:
+		s.taken = make(chan struct{})
+	default: // not taken yet: waiters keep waiting on the same channel
+	}
+}
+
+// takeOverWait bounds how long a submission to a node that has just become the
+// leader waits for it to take the earlier leader's jobs over.
+const takeOverWait = 15 * time.Second
+
+// awaitTaken waits until this node, leading, has taken over the jobs the store
+// holds, so that a job submitted now is driven once: by Submit, not found again
+// by takeOver's scan.
+func (s *Service) awaitTaken(ctx context.Context) error {
+	s.mu.Lock()
+	taken := s.taken
+	s.mu.Unlock()
+	select {
+	case <-taken:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(takeOverWait):
+		return fmt.Errorf("%w: %s leads the cluster but is still taking over the jobs of the previous leader; try again", api.ErrNotAvailable, s.cfg.Node)
+	}
 }
 
 // stepDown stops every job this node drives; their processes are killed with
@@ -77,6 +119,7 @@ func (s *Service) stepDown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.term++
+	s.notTaken()
 	for _, j := range s.jobs {
 		j.cancel(errLostLead)
 	}

@@ -88,6 +88,10 @@ type Service struct {
 	// term counts this node's terms as leader: a job driven in an earlier term
 	// writes nothing more, even if this node leads again by the time it stops.
 	term uint64
+	// taken is closed once this node, leading, has taken over the jobs the store
+	// holds (takeOver). A job submitted before then would be found by that scan
+	// with no driver yet, and driven twice.
+	taken chan struct{}
 }
 
 var (
@@ -98,9 +102,12 @@ var (
 // NewService returns a coordinator for the node described by cfg.
 // It follows the node's leadership of the store from then on.
 func NewService(cfg ServiceConfig) *Service {
-	s := &Service{cfg: cfg, cache: files.Cache{Dir: filepath.Join(cfg.DataDir, "files")}, jobs: map[string]*clusterJob{}}
+	s := &Service{cfg: cfg, cache: files.Cache{Dir: filepath.Join(cfg.DataDir, "files")}, jobs: map[string]*clusterJob{},
+		taken: make(chan struct{})}
 	if cfg.Store != nil {
 		go s.lead()
+	} else {
+		close(s.taken)
 	}
 	return s
 }
@@ -130,6 +137,9 @@ func (r Result) Done() DoneData {
 func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
 	if !s.leads(ctx) {
 		return s.forwardSubmit(ctx, spec)
+	}
+	if err := s.awaitTaken(ctx); err != nil {
+		return api.Job{}, err
 	}
 	for _, f := range spec.Files {
 		if !s.cache.Has(f.SHA256) {
