@@ -298,9 +298,10 @@ func decodeJSON(r *http.Request, v any, optional bool) error {
 	return nil
 }
 
-// Serve answers requests on l until [Server.Shutdown].
+// Serve answers requests on l until [Server.Shutdown], with at most
+// MaxConnsPerPeer connections open from one IP address.
 func (s *Server) Serve(l net.Listener) error {
-	err := s.http.Serve(l)
+	err := s.http.Serve(limitPeers(l, MaxConnsPerPeer, s.log))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
