@@ -213,16 +213,25 @@ func (s *Service) quorum(ctx context.Context) string {
 }
 
 // forwardSubmit passes a job to the leader, with the files it needs from this
-// node's cache. A leader whose agent cannot be reached (killed a moment ago: this
-// replica names it until an election ends) is asked again, or its successor, for
-// up to forwardWait. The job's id is drawn here, so that a submission that
-// reached the leader before its answer was lost is found, not made twice.
+// node's cache. While there is no leader, or its agent cannot be reached (killed
+// a moment ago: this replica names it until an election ends), the submission is
+// passed on again, to it or its successor, for up to forwardWait. The job's id
+// is drawn here, so that a submission that reached the leader before its answer
+// was lost is found, not made twice.
 func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
 	if spec.ID == "" {
 		spec.ID = NewJobID(spec.Argv[0])
 	}
 	deadline := time.Now().Add(forwardWait)
 	for again := false; ; again = true {
+		if again && s.leads(ctx) {
+			// This node won the election: the job is its own to start, unless an
+			// earlier attempt reached the old leader and the job is in the store.
+			if info, _, err := s.cfg.Store.Job(spec.ID); err == nil {
+				return info, nil
+			}
+			return s.Submit(ctx, spec)
+		}
 		info, unreachable, err := s.forwardOnce(ctx, spec, again)
 		if err == nil || !unreachable || time.Now().After(deadline) {
 			return info, err
@@ -235,21 +244,23 @@ func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job,
 	}
 }
 
-// How long and how often a submission is passed on again while the leader's
-// agent cannot be reached: past the followers' election (1 to 2.5 s, see
+// How long and how often a submission is passed on again while no leader's
+// agent can be reached: past the followers' election (1 to 2.5 s, see
 // jobstore.DefaultTiming) with room for a loaded machine.
 const (
-	forwardWait  = 10 * time.Second
+	forwardWait  = 15 * time.Second
 	forwardRetry = 250 * time.Millisecond
 )
 
-// forwardOnce is one attempt of forwardSubmit; unreachable says the leader's
-// agent could not be reached. again marks a retry: a job with the id already
+// forwardOnce is one attempt of forwardSubmit; unreachable says no leader's
+// agent could be reached. again marks a retry: a job with the id already
 // known to the store is then this submission's own, which reached the leader.
 func (s *Service) forwardOnce(ctx context.Context, spec api.JobSpec, again bool) (_ api.Job, unreachable bool, _ error) {
 	c, err := s.leader(ctx)
 	if err != nil {
-		return api.Job{}, false, err
+		// An election under way, or a leader this node cannot reach yet: asking
+		// again may find the new one. Without a quorum the last answer says so.
+		return api.Job{}, true, err
 	}
 	for _, f := range spec.Files {
 		if has, err := c.HasFile(ctx, f.SHA256); err != nil || has {
