@@ -28,7 +28,7 @@ type peerLimit struct {
 
 	mu     sync.Mutex
 	open   map[string]int       // remote IP → connections open
-	warned map[string]time.Time // remote IP → when a refusal was last logged
+	warned map[string]time.Time // remote IP → when a refusal was last logged (while it has connections)
 }
 
 func (l *peerLimit) Accept() (net.Conn, error) {
@@ -67,7 +67,8 @@ func (l *peerLimit) release(ip string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.open[ip]--; l.open[ip] <= 0 {
-		delete(l.open, ip)
+		delete(l.open, ip) // and its refusals: the map holds only addresses with connections
+		delete(l.warned, ip)
 	}
 }
 

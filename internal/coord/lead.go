@@ -73,13 +73,19 @@ func (s *Service) takeOver() {
 	}
 	s.mu.Lock()
 	if s.term == term { // still leading since
-		select {
-		case <-s.taken:
-		default:
-			close(s.taken)
-		}
+		s.markTaken()
 	}
 	s.mu.Unlock()
+}
+
+// markTaken marks, under s.mu, that this node has taken the store's jobs over:
+// waiting submissions go on.
+func (s *Service) markTaken() {
+	select {
+	case <-s.taken:
+	default:
+		close(s.taken)
+	}
 }
 
 // notTaken marks, under s.mu, that this node has yet to take the store's jobs

@@ -107,7 +107,7 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.Store != nil {
 		go s.lead()
 	} else {
-		close(s.taken)
+		s.markTaken()
 	}
 	return s
 }
