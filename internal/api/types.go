@@ -151,6 +151,10 @@ type Job struct {
 	// MaxRestarts ran out (`shoal run` exits 3), as opposed to one that
 	// failed by itself or could not run.
 	Exhausted bool `json:"exhausted,omitzero"`
+	// Avoid lists the nodes a run of the job found lost (they stopped answering,
+	// or were leaving) that membership has yet to declare gone: the job is not
+	// placed on them, by this coordinator or the next one.
+	Avoid []string `json:"avoid,omitempty"`
 }
 
 // JobList is the answer of GET /v1/jobs.

@@ -146,6 +146,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 			b.excluded[rc.without] = true // until membership shows it gone
 		}
 		b.mu.Unlock()
+		b.recordAvoid()
 		b.pending = nil
 		defer close(rc.done)
 	}
@@ -319,6 +320,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 		b.excluded[n] = true
 	}
 	b.mu.Unlock()
+	b.recordAvoid()
 	reason := "its agent does not answer"
 	if since := b.silentSince(silent[0]); !since.IsZero() {
 		reason = noAnswerSince(since)

@@ -68,6 +68,9 @@ type Event struct {
 	Epoch   uint64       `json:"epoch,omitempty"`
 	Rank    int          `json:"rank,omitempty"`
 	Message string       `json:"message"`
+	// Restarts is set on the event of a transition into restarting: the
+	// restarts counted against MaxRestarts so far, this one included.
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // Event kinds.
@@ -113,6 +116,10 @@ type Resume struct {
 	// node): the job is not placed on it until membership declares it gone, since
 	// a node that stopped leading is likely to be gone or cut off.
 	Lost string
+	// LeadMoved is set when the previous coordinator is alive and only lost the
+	// lead (perhaps to this node and back): the relaunch does not count against
+	// MaxRestarts.
+	LeadMoved bool
 }
 
 // Output is where a job's rank output and events go. Events must be safe to call

@@ -146,7 +146,7 @@ func (s *Service) resume(info api.Job) {
 	lostAt := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	why, lost := s.whyTakeOver(ctx, info.Coordinator)
+	why, lost, moved := s.whyTakeOver(ctx, info.Coordinator)
 	from := "from the beginning"
 	if book != nil && book.Newest() > 0 {
 		from = fmt.Sprintf("from epoch %d", book.Newest())
@@ -156,7 +156,7 @@ func (s *Service) resume(info api.Job) {
 	}
 	info.Coordinator = s.cfg.Node
 	s.cfg.Store.Update(info.ID, &info, []api.JobEvent{newEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil)}, nil)
-	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost})
+	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost, LeadMoved: moved})
 }
 
 // fetchFiles copies into this node's cache every file of the job it lacks, from
@@ -306,13 +306,20 @@ func (s *Service) forwardOnce(ctx context.Context, spec api.JobSpec, again bool)
 
 // seedRun gives a backend taking a job over the previous coordinator's run: its
 // placement (node → ranks), so that the shards that run wrote are counted and the
-// restart line says where its ranks went, and the lost coordinator's node, which
-// is not placed on until membership declares it gone. Which nodes to ask and to
-// fence, the backend finds from the live nodes (choose).
-func (b *clusterBackend) seedRun(byNode map[string][]int, lost string) {
+// restart line says where its ranks went, and the nodes not to place on until
+// membership declares them gone: those the previous run found lost (avoid) and
+// the lost coordinator's. Which nodes to ask and to fence, the backend finds from
+// the live nodes (choose).
+func (b *clusterBackend) seedRun(byNode map[string][]int, avoid []string, lost string) {
+	b.mu.Lock()
+	for _, n := range avoid {
+		b.excluded[n] = true
+	}
 	if lost != "" {
 		b.excluded[lost] = true
 	}
+	b.mu.Unlock()
+	b.recordAvoid()
 	p := make(place.Placement, b.j.spec.NRanks)
 	for name, ranks := range byNode {
 		for _, r := range ranks {
@@ -352,22 +359,23 @@ func (b *clusterBackend) fenceAll(ctx context.Context) {
 	wg.Wait()
 }
 
-// whyTakeOver says why this node takes over a job prev coordinated, and which
-// node not to place on until membership declares it gone ("" for none):
-//   - prev is this node: its agent restarted (its first term as leader), or it
-//     lost the lead and won it back;
+// whyTakeOver says why this node takes over a job prev coordinated, which node
+// not to place on until membership declares it gone ("" for none), and whether
+// prev only lost the lead, so that the relaunch is not counted as a restart:
+//   - prev is this node: its agent restarted (its first term as leader: its
+//     ranks died with it, a restart), or it lost the lead and won it back;
 //   - prev still answers: it lost the lead (it was too slow to keep it, or is cut
 //     off from a majority but not from this node); its shards are still there;
 //   - prev does not answer: it is lost.
-func (s *Service) whyTakeOver(ctx context.Context, prev string) (why, lost string) {
+func (s *Service) whyTakeOver(ctx context.Context, prev string) (why, lost string, leadMoved bool) {
 	if prev == s.cfg.Node {
 		s.mu.Lock()
 		first := s.term == 1
 		s.mu.Unlock()
 		if first {
-			return fmt.Sprintf("coordinator %s restarted", prev), ""
+			return fmt.Sprintf("coordinator %s restarted", prev), "", false
 		}
-		return fmt.Sprintf("coordinator %s lost the lead and won it back", prev), ""
+		return fmt.Sprintf("coordinator %s lost the lead and won it back", prev), "", true
 	}
 	nodes, _ := s.cfg.Nodes(ctx)
 	for _, n := range nodes {
@@ -378,8 +386,8 @@ func (s *Service) whyTakeOver(ctx context.Context, prev string) (why, lost strin
 		_, err := s.cfg.Agent(n).Health(cctx)
 		cancel()
 		if err == nil {
-			return fmt.Sprintf("coordinator %s lost the lead", prev), ""
+			return fmt.Sprintf("coordinator %s lost the lead", prev), "", true
 		}
 	}
-	return fmt.Sprintf("coordinator %s lost", prev), prev
+	return fmt.Sprintf("coordinator %s lost", prev), prev, false
 }

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -128,15 +129,47 @@ func (b *clusterBackend) probe(node string) {
 // probeEvery spaces the probes of a node membership suspects.
 const probeEvery = 500 * time.Millisecond
 
-// forgetGone ends the exclusion of the nodes membership declares dead or left: if
-// one comes back alive, it is a join like any other (see liveNodes).
+// forgetGone ends the exclusion of the nodes membership declares dead or left, or
+// no longer knows of: if one comes back alive, it is a join like any other (see
+// liveNodes).
 func (b *clusterBackend) forgetGone(nodes []api.Node) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	known := make(map[string]string, len(nodes))
 	for _, n := range nodes {
-		if n.State == "dead" || n.State == "left" {
-			delete(b.excluded, n.Name)
+		known[n.Name] = n.State
+	}
+	b.mu.Lock()
+	forgot := false
+	for name := range b.excluded {
+		if st, ok := known[name]; !ok || st == "dead" || st == "left" {
+			delete(b.excluded, name)
+			forgot = true
 		}
+	}
+	b.mu.Unlock()
+	if forgot {
+		b.recordAvoid()
+	}
+}
+
+// recordAvoid records the nodes the job is not placed on in its stored state
+// (api.Job.Avoid), so that a coordinator taking the job over does not place it
+// on a node this one found lost before membership says so.
+func (b *clusterBackend) recordAvoid() {
+	b.mu.Lock()
+	avoid := make([]string, 0, len(b.excluded))
+	for n := range b.excluded {
+		avoid = append(avoid, n)
+	}
+	b.mu.Unlock()
+	sort.Strings(avoid)
+	b.cj.mu.Lock()
+	same := slices.Equal(avoid, b.cj.info.Avoid)
+	if !same {
+		b.cj.info.Avoid = avoid
+	}
+	b.cj.mu.Unlock()
+	if !same {
+		b.cj.write(true)
 	}
 }
 

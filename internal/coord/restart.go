@@ -27,6 +27,12 @@ const (
 	LauncherFailed
 	// CoordinatorLost: the node coordinating the job was lost; another resumes it.
 	CoordinatorLost
+	// LeadMoved: the node coordinating the job stopped leading the cluster but
+	// is alive (it was too slow to keep the lead, or was cut off from a
+	// majority); the new leader, perhaps the same node again, relaunches the job
+	// from its newest complete epoch. No node of the job was lost, so the
+	// relaunch does not count against MaxRestarts.
+	LeadMoved
 	// StartFailed: the run could not be placed, staged or started, or no epoch
 	// to restart from survives. Trying again would fail the same way.
 	StartFailed
@@ -102,6 +108,8 @@ func (p RestartPolicy) Decide(o Outcome, used int) Decision {
 		return Decision{State: api.JobFailed, Reason: o.String()}
 	case Move:
 		return Decision{State: api.JobMoving, Reason: o.String() + ": checkpointing now, then relaunching"}
+	case LeadMoved:
+		return Decision{State: api.JobRestarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
 	case RankKilled, NodeLost, LauncherFailed, CoordinatorLost:
 		if used >= p.MaxRestarts {
 			return Decision{State: api.JobFailed, Exhausted: true,

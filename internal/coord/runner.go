@@ -188,7 +188,11 @@ func (j *job) loop(ctx context.Context) Result {
 			at = started
 		}
 		restarts = r.Restarts
-		resumed = &ending{Outcome: Outcome{Kind: CoordinatorLost, Detail: r.Why}, at: at, runStart: at, wholeJob: true}
+		kind := CoordinatorLost
+		if r.LeadMoved {
+			kind = LeadMoved
+		}
+		resumed = &ending{Outcome: Outcome{Kind: kind, Detail: r.Why}, at: at, runStart: at, wholeJob: true}
 	}
 	for {
 		var end ending
@@ -236,7 +240,7 @@ func (j *job) transitionEvent(o Outcome, d Decision, restarts int, started time.
 	case d.State == api.JobMoving:
 		return Event{Kind: EventReconfig, Message: d.Reason}
 	}
-	return Event{Message: d.Reason}
+	return Event{Message: d.Reason, Restarts: restarts}
 }
 
 // restartNote returns the restart line of a relaunch from epoch after end, once the

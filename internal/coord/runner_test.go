@@ -87,6 +87,20 @@ func (e *events) states() []api.JobState {
 	return out
 }
 
+// restartCounts returns the restarts counted so far that each event into
+// restarting carried.
+func (e *events) restartCounts() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []int
+	for _, ev := range e.list {
+		if ev.State == api.JobRestarting {
+			out = append(out, ev.Restarts)
+		}
+	}
+	return out
+}
+
 func (e *events) find(kind string) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -185,30 +199,45 @@ func TestLoopCancelled(t *testing.T) {
 	}
 }
 
-// A job resumed by a new coordinator begins by restarting, counted as a restart,
-// and its restart line says why.
+// A job resumed by a new coordinator begins by restarting, counted as a restart
+// when its coordinator was lost and not when it only lost the lead, and its
+// restart line says why.
 func TestLoopResume(t *testing.T) {
+	const lost, moved = "coordinator n1 lost", "coordinator n1 lost the lead and won it back"
 	tests := []struct {
 		name     string
+		why      string
 		used     int
 		max      int
 		runs     []string
 		want     Result
 		states   []api.JobState
 		restarts []string
+		counted  []int // Restarts of the events into restarting
 	}{
-		{"within the restarts", 1, 3, []string{"ok"},
+		{"within the restarts", lost, 1, 3, []string{"ok"},
 			Result{State: api.JobSucceeded, Restarts: 2, Reason: "every rank finished"},
 			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
-			[]string{"coordinator n1 lost; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"}},
-		{"restarts used up", 3, 3, nil,
+			[]string{"coordinator n1 lost; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"},
+			[]int{2}},
+		{"restarts used up", lost, 3, 3, nil,
 			Result{State: api.JobFailed, Restarts: 3, Exhausted: true, Reason: "coordinator n1 lost; giving up after 3 restarts (--max-restarts)"},
-			[]api.JobState{api.JobPending, api.JobFailed}, nil},
+			[]api.JobState{api.JobPending, api.JobFailed}, nil, nil},
+		{"the lead moved: not counted", moved, 1, 3, []string{"ok"},
+			Result{State: api.JobSucceeded, Restarts: 1, Reason: "every rank finished"},
+			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
+			[]string{moved + "; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"},
+			[]int{1}},
+		{"the lead moved with no restarts left", moved, 3, 3, []string{"kill"},
+			Result{State: api.JobFailed, Restarts: 3, Exhausted: true, Reason: "rank 1 killed by signal 9; giving up after 3 restarts (--max-restarts)"},
+			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobFailed},
+			[]string{moved + "; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"},
+			[]int{3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, ev := localJob(t, fakeMpirun(t, tt.runs...), tt.max)
-			j.resume = &Resume{Restarts: tt.used, Why: "coordinator n1 lost"}
+			j.resume = &Resume{Restarts: tt.used, Why: tt.why, LeadMoved: tt.why == moved}
 			j.be = &localBackend{j: j, dir: ckpt.JobDir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
 				complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
 			if err := os.MkdirAll(j.runDir, 0o755); err != nil {
@@ -224,8 +253,11 @@ func TestLoopResume(t *testing.T) {
 			if r := ev.find(EventRestart); !slices.Equal(r, tt.restarts) {
 				t.Errorf("restart lines %q, want %q", r, tt.restarts)
 			}
-			if first := ev.find(EventState); len(first) == 0 || !strings.HasPrefix(first[0], "coordinator n1 lost; ") {
-				t.Errorf("state events %q: the first must say the coordinator was lost", first)
+			if first := ev.find(EventState); len(first) == 0 || !strings.HasPrefix(first[0], tt.why+"; ") {
+				t.Errorf("state events %q: the first must say %q", first, tt.why)
+			}
+			if c := ev.restartCounts(); !slices.Equal(c, tt.counted) {
+				t.Errorf("restarts counted on entering restarting: %v, want %v", c, tt.counted)
 			}
 		})
 	}

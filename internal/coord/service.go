@@ -228,7 +228,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 				j.info.State = e.State
 			}
 			if e.State == api.JobRestarting {
-				j.info.Restarts++ // every entry into restarting is one counted restart
+				j.info.Restarts = e.Restarts
 			}
 			if e.Kind == EventEpoch {
 				j.info.Epoch = e.Epoch
@@ -252,7 +252,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	cb := j.backend
 	j.mu.Unlock()
 	if resume != nil {
-		cb.seedRun(info.Placement, resume.Lost)
+		cb.seedRun(info.Placement, info.Avoid, resume.Lost)
 		cb.fenceAll(ctx)
 	}
 	if cb.onBook == nil && s.cfg.Store != nil {

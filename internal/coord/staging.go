@@ -82,6 +82,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			lost = append(lost, n)
 		}
 		b.mu.Unlock()
+		b.recordAvoid()
 		sort.Strings(lost)
 		return &lossError{&nodeLoss{nodes: lost, reason: "its agent did not answer while the run was staged", at: time.Now()}}
 	}

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/engine"
 	"shoal/internal/place"
 )
 
@@ -296,6 +298,58 @@ func TestWatchCutNode(t *testing.T) {
 	if loss == nil || !slices.Equal(loss.nodes, []string{"c"}) || !strings.HasPrefix(loss.reason, "no answer for ") ||
 		strings.HasPrefix(loss.reason, "no answer for 0") {
 		t.Errorf("poll with c dead: loss %v, want c lost (no answer for 1 s or more)", loss)
+	}
+}
+
+func (p fakeClusterNode) RankStates(ctx context.Context, job string) ([]engine.RankState, error) {
+	p.f.mu.Lock()
+	cut := p.f.cut[p.name]
+	p.f.mu.Unlock()
+	if cut {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, nil
+}
+
+// TestAvoidOutlivesTheCoordinator: a node a run found lost before membership
+// said so is in the job's stored state, and a coordinator taking the job over
+// does not place on it until membership declares it dead; then it is a node
+// like any other again.
+func TestAvoidOutlivesTheCoordinator(t *testing.T) {
+	f := newFakeCluster()
+	f.cut["c"] = true
+	nodes := []string{"a", "b", "c"}
+	old := watchedBackend(t, f, place.Placement{"a", "b", "c"}, nodes...)
+	if _, loss := old.finish(context.Background(), nil, true); loss == nil || !slices.Equal(loss.nodes, []string{"c"}) {
+		t.Fatalf("finish with c cut: loss %v, want c", loss)
+	}
+	stored := old.cj.snapshot()
+	if !slices.Equal(stored.Avoid, []string{"c"}) {
+		t.Fatalf("stored avoid %v after c was found lost, want [c]", stored.Avoid)
+	}
+
+	// The next coordinator: membership still calls c alive (or suspect).
+	next := watchedBackend(t, f, place.Placement{"a", "b", "c"}, nodes...)
+	next.seedRun(stored.Placement, stored.Avoid, "")
+	for _, state := range []string{"alive", "suspect"} {
+		f.setState("c", state)
+		live, err := next.liveNodes(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := live["c"]; ok || len(live) != 2 {
+			t.Errorf("membership calls c %s: live nodes %v, want a and b", state, slices.Sorted(maps.Keys(live)))
+		}
+	}
+	f.setState("c", "dead")
+	next.liveNodes(context.Background(), "")
+	if a := next.cj.snapshot().Avoid; len(a) != 0 {
+		t.Errorf("c declared dead: stored avoid %v, want none", a)
+	}
+	f.setState("c", "alive") // back: a join
+	if live, _ := next.liveNodes(context.Background(), ""); len(live) != 3 {
+		t.Errorf("c back after it was declared dead: live nodes %v, want a, b and c", slices.Sorted(maps.Keys(live)))
 	}
 }
 

@@ -48,11 +48,12 @@ func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, re
 		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
 	}
 	// A coordinator that loses the job store's lead for a moment (its heartbeats
-	// held up on a loaded machine) and wins it back restarts the job once more,
-	// saying so: correct, but not the loss under test.
-	flaps := strings.Count(out, "lost the lead and won it back; restarting 6 ranks from epoch")
+	// held up on a loaded machine) relaunches the job once more under the new
+	// leader, perhaps itself again, saying so and not counting it as a restart:
+	// correct, but not the loss under test.
+	flaps := len(regexp.MustCompile(`lost the lead( and won it back)?; restarting 6 ranks from epoch`).FindAllString(out, -1))
 	if flaps > 0 {
-		t.Logf("%d more restarts: the coordinator lost the lead for a moment", flaps)
+		t.Logf("%d more relaunches: the coordinator lost the lead for a moment", flaps)
 	}
 	if n := strings.Count(out, "; restarting 6 ranks from epoch") - flaps; n != restarts {
 		t.Errorf("%d restarts from an epoch, want %d", n, restarts)
