@@ -114,6 +114,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		Speed:      speed,
 		Version:    version,
 		Log:        log,
+		Ready:      plugCoordinator,
 	}
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
@@ -127,11 +128,6 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 	a, err := agent.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal agent: %s\n", errorLine(err))
-		return exitFailure
-	}
-	if err := plugCoordinator(a); err != nil {
-		fmt.Fprintf(stderr, "shoal agent: %s\n", errorLine(err))
-		a.Shutdown()
 		return exitFailure
 	}
 	select {

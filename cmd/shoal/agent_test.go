@@ -194,7 +194,7 @@ func TestAgentCommands(t *testing.T) {
 	l2.Close()
 	runCLIError(t, "shoal agent: cannot reach "+closed+" to join",
 		"agent", "--data-dir", t.TempDir(), "--secret-file", secret, "--bind", "127.0.0.1:0", "--profile", "local", "--join", closed)
-	runCLIError(t, "shoal nodes: the agent refused the request: bad signature (wrong cluster secret?)",
+	runCLIError(t, "and this client have certificates of different clusters (wrong cluster secret?)",
 		"nodes", "--secret-file", filepath.Join(intruder, agent.SecretFile))
 	runCLIError(t, "shoal nodes: no local agent: none is running with data dir",
 		"nodes", "--data-dir", t.TempDir())
@@ -206,7 +206,7 @@ func TestAgentCommands(t *testing.T) {
 	copyFile(t, filepath.Join(a.dir, agent.AddrFile), filepath.Join(refused, agent.AddrFile))
 	copyFile(t, filepath.Join(intruder, agent.SecretFile), filepath.Join(refused, agent.SecretFile))
 	t.Setenv("SHOAL_DATA_DIR", refused)
-	runCLIError(t, "shoal run: agent at "+readLine(t, filepath.Join(a.dir, agent.AddrFile))+": the agent refused the request: bad signature",
+	runCLIError(t, "shoal run: agent at "+readLine(t, filepath.Join(a.dir, agent.AddrFile))+": TLS: the agent at "+readLine(t, filepath.Join(a.dir, agent.AddrFile))+" and this client have certificates of different clusters (wrong cluster secret?)",
 		"run", "-n", "1", "--", "/bin/true")
 	if _, err := exec.LookPath("mpirun"); err == nil {
 		stale := t.TempDir()

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/coord"
+	"shoal/internal/pki"
 )
 
 func TestJobExit(t *testing.T) {
@@ -138,7 +141,7 @@ func TestJobPrinter(t *testing.T) {
 // fakeAgent serves a job's event stream the way a test script says, and records
 // the from= of every request.
 type fakeAgent struct {
-	srv *httptest.Server
+	srv *httptest.Server // serving TLS with the certificate of fakeSecret's cluster
 	mu  sync.Mutex
 	// answer serves the n-th request for the events (0 first).
 	answer func(n int, from uint64, w http.ResponseWriter)
@@ -147,7 +150,7 @@ type fakeAgent struct {
 
 func newFakeAgent(t *testing.T, answer func(n int, from uint64, w http.ResponseWriter)) *fakeAgent {
 	f := &fakeAgent{answer: answer}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/health":
 			json.NewEncoder(w).Encode(api.Health{Name: "fake"})
@@ -164,11 +167,24 @@ func newFakeAgent(t *testing.T, answer func(n int, from uint64, w http.ResponseW
 			json.NewEncoder(w).Encode(map[string]string{"error": "no job", "code": "not_found"})
 		}
 	}))
+	ca, err := pki.NewCA(fakeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.Issue("fake", []net.IP{net.IPv4(127, 0, 0, 1)}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	f.srv.StartTLS()
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
-func (f *fakeAgent) client() *api.Client { return api.NewClient(f.srv.URL, []byte("secret")) }
+// fakeSecret is the cluster secret of fake agents (writeSecret writes it).
+var fakeSecret = []byte(strings.Repeat("ab", 32))
+
+func (f *fakeAgent) client() *api.Client { return api.NewClient(f.srv.URL, fakeSecret) }
 
 func (f *fakeAgent) requests() []uint64 {
 	f.mu.Lock()
@@ -315,7 +331,7 @@ func TestFollowUnknownJob(t *testing.T) {
 func writeSecret(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(path, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, append(fakeSecret, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -66,6 +66,8 @@ func errorLine(err error) string {
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Status == 401 {
 		msg = "the agent refused the request: " + strings.TrimPrefix(msg, "api: unauthorized: ")
+	} else if errors.Is(err, api.ErrUnauthorized) { // refused in the TLS handshake
+		msg = strings.TrimPrefix(msg, "api: unauthorized: ")
 	}
 	if errors.Is(err, api.ErrUnreachable) {
 		msg += " (is the agent running?)"

@@ -20,6 +20,7 @@ import (
 	"shoal/internal/jobstore"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
+	"shoal/internal/pki"
 	"shoal/internal/shardstore"
 )
 
@@ -76,6 +77,11 @@ type Config struct {
 	Version string
 	// Log receives the agent's log lines. Default: discard.
 	Log *slog.Logger
+	// Ready, if set, runs at the end of Start, before the API address is
+	// published for local clients: the coordinator plugs its services in here,
+	// so that a command started as soon as the address is there finds every
+	// route served. An error stops the agent and is Start's.
+	Ready func(*Agent) error
 }
 
 // Agent is one running node. Its methods are safe for concurrent use.
@@ -84,7 +90,8 @@ type Agent struct {
 	log     *slog.Logger
 	lock    *dirLock
 	secret  []byte
-	peers   *api.Clients // of the other agents, shared for keep-alive
+	tls     *pki.Identity // this node's certificate, for the API and the job store
+	peers   *api.Clients  // of the other agents, shared for keep-alive
 	members *membership.Membership
 	server  *api.Server
 	launch  *launch.Service
@@ -131,6 +138,15 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.peers = api.NewClients(a.secret)
 	gossip, err := a.gossipConfig()
 	if err != nil {
+		return nil, err
+	}
+	// The node's certificate names the addresses tools may call it at: its
+	// gossip IP (when known now) and loopback.
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if ip := net.ParseIP(membership.AdvertiseIP(gossip)); ip != nil {
+		ips = append(ips, ip)
+	}
+	if a.tls, err = pki.NewIdentity(a.secret, cfg.Name, ips...); err != nil {
 		return nil, err
 	}
 	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember})
@@ -181,7 +197,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		}
 	}
 	a.server = api.NewServer(api.ServerConfig{
-		Node: (*localNode)(a), Secret: a.secret, Version: cfg.Version, Log: a.log,
+		Node: (*localNode)(a), Secret: a.secret, Version: cfg.Version, Log: a.log, TLS: a.tls.ServerConfig(),
 	})
 	a.server.SetGrantService(a.launch)
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
@@ -197,6 +213,11 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}()
 	if err = a.members.Join(cfg.Join); err != nil {
 		return nil, err
+	}
+	if cfg.Ready != nil {
+		if err = cfg.Ready(a); err != nil {
+			return nil, err
+		}
 	}
 	a.local = localAddr(a.apiLn.Addr(), cfg.API)
 	if err = writeFileAtomic(filepath.Join(cfg.DataDir, AddrFile), []byte(a.local+"\n"), 0o600); err != nil {

@@ -16,6 +16,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/pki"
 )
 
 // testShard returns a valid shard of job at epoch for rank of nranks.
@@ -156,14 +157,30 @@ func TestShardRoutesNeedTheSecret(t *testing.T) {
 			t.Errorf("%s with a wrong secret: %v, want ErrUnauthorized", name, err)
 		}
 	}
+	// Over TLS with the cluster's certificate but unsigned: refused all the same.
+	id, err := pki.ClientIdentity(a.Secret(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: id.ClientConfig()}}
 	for _, path := range []string{"/v1/shards/heat", "/v1/shards/heat/1/0", "/v1/grants/heat/ranks"} {
-		resp, err := http.Get("http://" + a.LocalAPIAddr() + path)
+		resp, err := hc.Get("https://" + a.LocalAPIAddr() + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != 401 {
 			t.Errorf("unsigned GET %s: status %d, want 401", path, resp.StatusCode)
+		}
+		// Plain HTTP gets no API answer at all.
+		resp, err = http.Get("http://" + a.LocalAPIAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || strings.Contains(string(body), `"error"`) {
+			t.Errorf("plain HTTP GET %s: status %d, body %q; want 400 and no API answer", path, resp.StatusCode, body)
 		}
 	}
 	if idx, _ := a.Shards().Index("heat"); len(idx.Shards) != 1 {

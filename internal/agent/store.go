@@ -23,6 +23,7 @@ func (a *Agent) openStore(host string) error {
 		Node: a.cfg.Name, Dir: filepath.Join(a.cfg.DataDir, StoreDir),
 		Bind: a.cfg.Raft, Advertise: net.JoinHostPort(host, port),
 		Bootstrap: len(a.cfg.Join) == 0, Timing: a.cfg.RaftTiming, Log: a.log.With("part", "raft"),
+		ServerTLS: a.tls.ServerConfig(), ClientTLS: a.tls.ClientConfig(),
 	})
 	if err != nil {
 		return err

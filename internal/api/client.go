@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"shoal/internal/pki"
 )
 
 // Client calls one agent's API. It is safe for concurrent use.
@@ -26,36 +29,47 @@ type Client struct {
 	key  []byte
 	hc   *http.Client
 	now  func() time.Time
+	// broken, when set, is why the client cannot make its TLS identity; every
+	// request fails with it.
+	broken error
 	// node is the agent's identity (Health.Node) that requests are signed for,
 	// learned from its health answer before the first other request; cleared
 	// when the agent says a request was for someone else (it restarted).
 	node atomic.Pointer[string]
 }
 
-// NewClient returns a client of the agent at addr (host:port, or an http:// URL)
-// that signs its requests with the cluster secret's API key.
+// NewClient returns a client of the agent at addr (host:port, or an https:// URL)
+// that signs its requests with the cluster secret's API key and talks TLS 1.3,
+// showing this process's certificate from the cluster's authority and trusting
+// only agents that show one ([pki]). An http:// URL talks plain HTTP, which no
+// agent answers; tests of the API's handlers use it.
 func NewClient(addr string, secret []byte) *Client {
 	base := addr
 	if !strings.Contains(base, "://") {
-		base = "http://" + base
+		base = "https://" + base
 	}
 	base = strings.TrimRight(base, "/")
 	host := base
 	if u, err := url.Parse(base); err == nil {
 		host = u.Host
 	}
-	return &Client{
-		addr: host,
-		base: base,
-		key:  DeriveAuthKey(secret),
-		hc: &http.Client{Transport: &http.Transport{
-			// Cluster traffic never goes through HTTP_PROXY.
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 8,
-			IdleConnTimeout:     90 * time.Second,
-		}},
-		now: time.Now,
+	tr := &http.Transport{
+		// Cluster traffic never goes through HTTP_PROXY.
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
 	}
+	c := &Client{addr: host, base: base, key: DeriveAuthKey(secret), hc: &http.Client{Transport: tr}, now: time.Now}
+	if strings.HasPrefix(base, "https://") {
+		id, err := pki.ClientIdentity(secret, "shoal client")
+		if err != nil {
+			c.broken = err
+		} else {
+			tr.TLSClientConfig = id.ClientConfig()
+		}
+	}
+	return c
 }
 
 // Addr returns the agent's address, host:port.
@@ -189,10 +203,16 @@ func (c *Client) send(req *http.Request) (*http.Response, error) {
 
 // do performs req once.
 func (c *Client) do(req *http.Request) (*http.Response, error) {
+	if c.broken != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInternal, c.broken)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%s %s at %s: %w", req.Method, req.URL.Path, c.addr, ctxErr)
+		}
+		if otherCluster(err) {
+			return nil, fmt.Errorf("%w: TLS: the agent at %s and this client have certificates of different clusters (wrong cluster secret?)", ErrUnauthorized, c.addr)
 		}
 		var op *net.OpError
 		if errors.As(err, &op) && op.Err != nil {
@@ -205,6 +225,26 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		return nil, readError(resp)
 	}
 	return resp, nil
+}
+
+// otherCluster reports whether err is a TLS handshake that failed because one
+// end's certificate was not issued by the other's cluster authority: the agent
+// holds another cluster secret.
+func otherCluster(err error) bool {
+	if errors.Is(err, pki.ErrUntrusted) {
+		return true
+	}
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		switch alert {
+		case 42, 43, 48, 116: // bad_certificate, unsupported_certificate, unknown_ca, certificate_required
+			return true
+		}
+	}
+	// The server's refusal of this client's certificate arrives as an alert
+	// that crypto/tls reports by its text only.
+	msg := err.Error()
+	return strings.Contains(msg, "remote error: tls: ") && strings.Contains(msg, "certificate")
 }
 
 // readError turns an error answer into an *Error.

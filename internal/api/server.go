@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,11 @@ type ServerConfig struct {
 	// MaxBody bounds JSON request bodies; 0 means DefaultMaxBody. File and
 	// shard uploads are streamed and not bounded here.
 	MaxBody int64
+	// TLS, when set, is what [Server.Serve] talks on its listener: an agent's is
+	// TLS 1.3 with client certificates from the cluster's authority
+	// (pki.Identity.ServerConfig), so plain HTTP gets no API answer. Nil serves
+	// plain HTTP (tests of the handlers).
+	TLS *tls.Config
 }
 
 // Server serves the agent API. Create it with [NewServer]; it is an
@@ -301,7 +307,11 @@ func decodeJSON(r *http.Request, v any, optional bool) error {
 // Serve answers requests on l until [Server.Shutdown], with at most
 // MaxConnsPerPeer connections open from one IP address.
 func (s *Server) Serve(l net.Listener) error {
-	err := s.http.Serve(limitPeers(l, MaxConnsPerPeer, s.log))
+	l = limitPeers(l, MaxConnsPerPeer, s.log)
+	if s.cfg.TLS != nil {
+		l = tls.NewListener(l, s.cfg.TLS)
+	}
+	err := s.http.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

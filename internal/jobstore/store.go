@@ -3,6 +3,7 @@ package jobstore
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +74,11 @@ type Config struct {
 	Timing Timing
 	// Log receives the Raft library's warnings and errors. Default: discard.
 	Log *slog.Logger
+	// ServerTLS and ClientTLS, when set, make the Raft traffic TLS: accepted
+	// connections with ServerTLS, dialled ones with ClientTLS (an agent's are
+	// mutual TLS 1.3 with the cluster's authority: pki.Identity). Both nil:
+	// plain TCP (tests of the store alone).
+	ServerTLS, ClientTLS *tls.Config
 }
 
 // Validate reports the first problem with c, naming the field.
@@ -84,6 +90,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Dir is empty", ErrConfig)
 	case c.Bind == "":
 		return fmt.Errorf("%w: Bind is empty", ErrConfig)
+	case (c.ServerTLS == nil) != (c.ClientTLS == nil):
+		return fmt.Errorf("%w: ServerTLS and ClientTLS go together", ErrConfig)
 	case c.Timing.LeaderLeaseTimeout > c.Timing.HeartbeatTimeout:
 		return fmt.Errorf("%w: LeaderLeaseTimeout %v exceeds HeartbeatTimeout %v", ErrConfig, c.Timing.LeaderLeaseTimeout, c.Timing.HeartbeatTimeout)
 	}
@@ -135,7 +143,7 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, err
 	}
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &tcpStream{ln: ln, adv: adv}, MaxPool: 3, Timeout: 5 * time.Second, Logger: logger,
+		Stream: &tcpStream{ln: ln, adv: adv, server: cfg.ServerTLS, client: cfg.ClientTLS}, MaxPool: 3, Timeout: 5 * time.Second, Logger: logger,
 	})
 	if s.db, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
 		return nil, fmt.Errorf("jobstore: open log: %w", err)
@@ -334,17 +342,34 @@ func logWriter(l *slog.Logger) io.Writer {
 	return pw
 }
 
-// tcpStream is raft's stream layer over plain TCP, advertising adv.
+// tcpStream is raft's stream layer over TCP, advertising adv: TLS when server
+// and client are set.
 type tcpStream struct {
-	ln  net.Listener
-	adv net.Addr
+	ln             net.Listener
+	adv            net.Addr
+	server, client *tls.Config
 }
 
-func (t *tcpStream) Accept() (net.Conn, error) { return t.ln.Accept() }
-func (t *tcpStream) Close() error              { return t.ln.Close() }
-func (t *tcpStream) Addr() net.Addr            { return t.adv }
+// Accept returns the next connection; a TLS one shakes hands on its first read,
+// in the transport's goroutine for it, so that a slow or hostile peer holds up
+// no other.
+func (t *tcpStream) Accept() (net.Conn, error) {
+	c, err := t.ln.Accept()
+	if err != nil || t.server == nil {
+		return c, err
+	}
+	return tls.Server(c, t.server), nil
+}
+
+func (t *tcpStream) Close() error   { return t.ln.Close() }
+func (t *tcpStream) Addr() net.Addr { return t.adv }
+
 func (t *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(address), timeout)
+	d := &net.Dialer{Timeout: timeout}
+	if t.client == nil {
+		return d.Dial("tcp", string(address))
+	}
+	return tls.DialWithDialer(d, "tcp", string(address), t.client)
 }
 
 // WaitJob waits until this replica holds job id: a node that passed a job on to

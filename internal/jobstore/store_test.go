@@ -1,21 +1,37 @@
 package jobstore
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/pki"
 )
 
 // cluster opens n replicas on loopback; the first bootstraps and adds the others
 // through Reconcile, as an agent's leader does.
 func cluster(t *testing.T, n int) []*Store {
+	return clusterOf(t, n, nil)
+}
+
+// clusterOf is cluster with the Raft traffic over TLS with the cluster
+// certificates of secret (nil: plain TCP).
+func clusterOf(t *testing.T, n int, secret []byte) []*Store {
 	t.Helper()
 	var stores []*Store
 	for i := 0; i < n; i++ {
-		s, err := Open(Config{Node: fmt.Sprintf("n%d", i+1), Dir: t.TempDir(), Bind: "127.0.0.1:0", Bootstrap: i == 0})
+		cfg := Config{Node: fmt.Sprintf("n%d", i+1), Dir: t.TempDir(), Bind: "127.0.0.1:0", Bootstrap: i == 0}
+		if secret != nil {
+			id, err := pki.NewIdentity(secret, cfg.Node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ServerTLS, cfg.ClientTLS = id.ServerConfig(), id.ClientConfig()
+		}
+		s, err := Open(cfg)
 		if err != nil {
 			t.Fatalf("open n%d: %v", i+1, err)
 		}
@@ -102,6 +118,40 @@ func TestStoreReplicatesAndFailsOver(t *testing.T) {
 	}
 }
 
+// Over TLS, the replicas of a cluster replicate as over TCP, and a replica with
+// the certificates of another cluster gets nothing, even once in the
+// configuration.
+func TestStoreOverTLS(t *testing.T) {
+	stores := clusterOf(t, 3, []byte("0123456789abcdef0123456789abcdef"))
+	id, err := pki.NewIdentity([]byte("another cluster's secret, 0123456789"), "n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	intruder, err := Open(Config{Node: "n4", Dir: t.TempDir(), Bind: "127.0.0.1:0", ServerTLS: id.ServerConfig(), ClientTLS: id.ClientConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { intruder.Close() })
+	var ms []Member
+	for i, s := range append(stores, intruder) {
+		ms = append(ms, Member{Name: s.cfg.Node, Raft: s.Addr(), Alive: true, Since: time.Unix(int64(i), 0)})
+	}
+	stores[0].Reconcile(ms)
+	if err := stores[0].Submit(api.Job{ID: "heat-1", State: api.JobRunning}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stores[1:] {
+		waitFor(t, s.cfg.Node+" has the job", func() bool {
+			_, _, err := s.Job("heat-1")
+			return err == nil
+		})
+	}
+	time.Sleep(time.Second) // the leader's attempts to reach n4 meanwhile
+	if _, _, err := intruder.Job("heat-1"); err == nil {
+		t.Error("a replica of another cluster has the job")
+	}
+}
+
 // A replica closed and opened again on its directory has every job (an agent
 // killed and restarted forgets nothing).
 func TestStoreReopen(t *testing.T) {
@@ -133,6 +183,7 @@ func TestConfigValidate(t *testing.T) {
 		"Dir":   func(c *Config) { c.Dir = "" },
 		"Bind":  func(c *Config) { c.Bind = "" },
 		"Lease": func(c *Config) { c.Timing.LeaderLeaseTimeout = 2 * c.Timing.HeartbeatTimeout },
+		"TLS":   func(c *Config) { c.ServerTLS = &tls.Config{} },
 	}
 	if err := good.Validate(); err != nil {
 		t.Errorf("good config: %v", err)

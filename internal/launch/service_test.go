@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/pki"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -65,12 +66,20 @@ func testService(t *testing.T) (*Service, *api.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv := api.NewServer(api.ServerConfig{Node: testNode{}, Secret: testSecret})
+	id, err := pki.NewIdentity(testSecret, "n0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.NewServer(api.ServerConfig{Node: testNode{}, Secret: testSecret, TLS: id.ServerConfig()})
 	srv.SetJobService(testJobs{svc: svc})
 	srv.SetGrantService(svc)
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	return svc, api.NewClient(ts.Listener.Addr().String(), testSecret)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return svc, api.NewClient(ln.Addr().String(), testSecret)
 }
 
 // daemon is the argv that makes the fake daemon run script.

@@ -2,15 +2,21 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/pki"
 	"shoal/internal/testbed"
 )
 
@@ -93,17 +99,26 @@ func TestWrongSecret(t *testing.T) {
 		}
 	}
 	r = run(t, b, h.Name, 15*time.Second, shoalBin, "nodes", "--agent", api, "--secret-file", wrong)
-	errorLine(t, "shoal nodes --secret-file WRONG in "+h.Name, r, "shoal nodes: the agent refused the request")
+	errorLine(t, "shoal nodes --secret-file WRONG in "+h.Name, r, "shoal nodes: TLS: the agent at ")
 	r = run(t, b, "n1", 15*time.Second, shoalBin, "nodes", "--secret-file", wrong)
-	errorLine(t, "shoal nodes --secret-file WRONG in n1", r, "shoal nodes: the agent refused the request")
+	errorLine(t, "shoal nodes --secret-file WRONG in n1", r, "shoal nodes: TLS: the agent at ")
 	if r.stdout != "" {
 		t.Errorf("the refused shoal nodes printed %q", r.stdout)
 	}
 	r = run(t, b, "n1", 15*time.Second, shoalBin, "leave", "--secret-file", wrong)
-	errorLine(t, "shoal leave --secret-file WRONG in n1", r, "shoal leave: the agent refused the request")
-	// Unsigned, from the machine (bridge address): 401 with a JSON error (docs/api.md).
-	direct := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
-	resp, err := direct.Get("http://" + api + "/v1/nodes")
+	errorLine(t, "shoal leave --secret-file WRONG in n1", r, "shoal leave: TLS: the agent at ")
+	// Unsigned, from the machine (bridge address), over TLS with the cluster's
+	// certificate: 401 with a JSON error (docs/api.md).
+	secret, err := os.ReadFile(filepath.Join(n1.DataDir, "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := pki.ClientIdentity([]byte(strings.TrimSpace(string(secret))), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: id.ClientConfig()}, Timeout: 10 * time.Second}
+	resp, err := direct.Get("https://" + api + "/v1/nodes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +159,18 @@ func TestReplayRefused(t *testing.T) {
 	if err != nil || !strings.HasPrefix(h.Node, "n2/") {
 		t.Fatalf("signed health of n2: %+v, %v; want its node n2/RUN", h, err)
 	}
-	original, _ := http.NewRequest("GET", "http://"+addr["n2"]+"/v1/nodes", nil)
+	// The requests are replayed by a holder of the cluster's certificate: TLS
+	// keeps anyone else from capturing them (TestPlainRefused).
+	id, err := pki.ClientIdentity(secret, "replayer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	original, _ := http.NewRequest("GET", "https://"+addr["n2"]+"/v1/nodes", nil)
 	api.Sign(original, api.DeriveAuthKey(secret), h.Node, api.EmptySHA256, time.Now())
 	captured := original.Header
-	direct := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	direct := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: id.ClientConfig()}, Timeout: 10 * time.Second}
 	send := func(node string) (int, string) {
-		r, _ := http.NewRequest("GET", "http://"+addr[node]+"/v1/nodes", nil)
+		r, _ := http.NewRequest("GET", "https://"+addr[node]+"/v1/nodes", nil)
 		r.Header = captured.Clone()
 		resp, err := direct.Do(r)
 		if err != nil {
@@ -169,6 +190,96 @@ func TestReplayRefused(t *testing.T) {
 	if st, msg := send("n2"); st != http.StatusUnauthorized || !strings.Contains(msg, "replayed") {
 		t.Errorf("the request replayed to n2: %d %s, want 401 replayed", st, msg)
 	}
+}
+
+// TestPlainRefused: an agent's API and job store talk TLS 1.3 with certificates
+// of the cluster's authority only. Plain HTTP gets no API answer; a client with
+// no certificate, or one of another cluster, gets no connection; the job store's
+// port answers nothing in clear.
+func TestPlainRefused(t *testing.T) {
+	b := cluster(t)
+	ns, err := nodes(b, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n2 node
+	for _, n := range ns {
+		if n.Name == "n2" {
+			n2 = n
+		}
+	}
+	n1, _ := b.Host("n1")
+	secret, err := os.ReadFile(filepath.Join(n1.DataDir, "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := pki.ClientIdentity([]byte(strings.TrimSpace(string(secret))), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := pki.NewIdentity([]byte("another cluster's secret, 0123456789"), "intruder")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}).Get("http://" + n2.API + "/v1/nodes")
+	if err != nil {
+		t.Fatalf("plain HTTP to n2's API: %v, want an answer that is not the API's", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), `"error"`) || strings.Contains(string(body), "n1") {
+		t.Errorf("plain HTTP to n2's API: %d %q, want 400 and no API answer", resp.StatusCode, body)
+	}
+
+	host, port, _ := net.SplitHostPort(n2.Addr)
+	p, _ := strconv.Atoi(port)
+	raft := net.JoinHostPort(host, strconv.Itoa(p+2)) // testbed agents: gossip port + 2
+	noCert := ours.ClientConfig()
+	noCert.GetClientCertificate = nil
+	for _, addr := range []string{n2.API, raft} {
+		if err := handshake(addr, ours.ClientConfig()); err != nil {
+			t.Errorf("TLS to %s with the cluster's certificate: %v", addr, err)
+		}
+		if err := handshake(addr, theirs.ClientConfig()); err == nil {
+			t.Errorf("TLS to %s with another cluster's certificate: connected", addr)
+		}
+		if err := handshake(addr, noCert); err == nil {
+			t.Errorf("TLS to %s with no certificate: connected", addr)
+		}
+	}
+	// Plain bytes to the job store: the connection ends with no answer.
+	c, err := net.DialTimeout("tcp", raft, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte("\x00plain raft request\n"))
+	if got, _ := io.ReadAll(c); len(got) > 0 && !strings.HasPrefix(string(got), "\x15") { // a TLS alert record at most
+		t.Errorf("plain bytes to the job store's port answered %q", got)
+	}
+}
+
+// handshake completes a TLS handshake with addr and a round trip of data, so
+// that a refusal of the client's certificate (sent after the server's flight in
+// TLS 1.3) is seen.
+func handshake(addr string, cfg *tls.Config) error {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		return err
+	}
+	var b [1]byte
+	_, err = c.Read(b[:])
+	if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil // the job store reads a Raft request and waits: connected
+	}
+	return err
 }
 
 func TestLeave(t *testing.T) {
