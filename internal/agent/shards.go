@@ -69,6 +69,14 @@ func (s *shardService) RequestCheckpoint(ctx context.Context, job string) error 
 	return s.store.RequestCheckpoint(job)
 }
 
+func (s *shardService) Probe(ctx context.Context, job string, bytes int64) (api.Probe, error) {
+	why, err := s.store.Probe(bytes)
+	if err != nil {
+		return api.Probe{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	return api.Probe{Bytes: min(bytes, shardstore.MaxProbe), Error: why}, nil
+}
+
 func (s *shardService) RankStates(ctx context.Context, job string) ([]api.RankState, error) {
 	if !api.ValidJobID(job) { // the path below is built from it
 		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)

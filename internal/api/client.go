@@ -586,6 +586,14 @@ func (c *Client) RequestCheckpoint(ctx context.Context, job string) error {
 	return c.call(ctx, "POST", "/v1/shards/"+url.PathEscape(job)+"/request-checkpoint", nil, nil)
 }
 
+// Probe calls POST /v1/shards/{job}/probe: whether the node's checkpoint store
+// takes bytes now.
+func (c *Client) Probe(ctx context.Context, job string, bytes int64) (Probe, error) {
+	var out Probe
+	err := c.call(ctx, "POST", "/v1/shards/"+url.PathEscape(job)+"/probe", ProbeRequest{Bytes: bytes}, &out)
+	return out, err
+}
+
 // RankStates calls GET /v1/grants/{job}/ranks: the states recorded by the job's
 // ranks on the agent's node, by rank.
 func (c *Client) RankStates(ctx context.Context, job string) ([]RankState, error) {

@@ -530,6 +530,29 @@ func (s *Server) requestCheckpoint(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
+// MaxProbe bounds ProbeRequest.Bytes: 1 GiB.
+const MaxProbe = 1 << 30
+
+func (s *Server) probe(w http.ResponseWriter, r *http.Request) error {
+	job, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	var req ProbeRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if req.Bytes < 1 || req.Bytes > MaxProbe {
+		return fmt.Errorf("%w: bytes = %d: want 1 to %d", ErrBadRequest, req.Bytes, MaxProbe)
+	}
+	p, err := s.shardService().Probe(r.Context(), job, req.Bytes)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, p)
+	return nil
+}
+
 func (s *Server) rankStates(w http.ResponseWriter, r *http.Request) error {
 	job, err := pathJob(r)
 	if err != nil {

@@ -124,6 +124,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("GET /v1/shards/{job}", route{h: s.listShards})
 	s.handle("DELETE /v1/shards/{job}", route{h: s.removeShards})
 	s.handle("POST /v1/shards/{job}/request-checkpoint", route{h: s.requestCheckpoint})
+	s.handle("POST /v1/shards/{job}/probe", route{h: s.probe})
 	return s
 }
 

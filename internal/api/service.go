@@ -117,6 +117,10 @@ type ShardService interface {
 	// RankStates returns the states the job's ranks on this node recorded,
 	// by rank; none when no rank ran here.
 	RankStates(ctx context.Context, job string) ([]RankState, error)
+	// Probe writes bytes to the node's checkpoint store, durably, and removes
+	// them: whether the job's ranks could write their shards here now. A store
+	// that cannot take them is an answer (Probe.Error), not an error.
+	Probe(ctx context.Context, job string, bytes int64) (Probe, error)
 }
 
 // GrantService holds this node's launch grants: which jobs' MPI daemons
@@ -199,6 +203,9 @@ func (Unavailable) RemoveShards(context.Context, string, uint64) ([]uint64, erro
 	return nil, notAvailable("checkpoint store")
 }
 func (Unavailable) RequestHold(context.Context, string) error { return notAvailable("shard store") }
+func (Unavailable) Probe(context.Context, string, int64) (Probe, error) {
+	return Probe{}, notAvailable("checkpoint store")
+}
 func (Unavailable) RequestCheckpoint(context.Context, string) error {
 	return notAvailable("checkpoint store")
 }

@@ -371,6 +371,20 @@ type EvacuateRequest struct {
 	Node string `json:"node"`
 }
 
+// ProbeRequest is the body of POST /v1/shards/{job}/probe: how many bytes the
+// node's checkpoint store must take, as the job's shards on the node would.
+type ProbeRequest struct {
+	Bytes int64 `json:"bytes"`
+}
+
+// Probe is the answer of POST /v1/shards/{job}/probe: the bytes written (and made
+// durable, then removed), and, when the store could not take them, why ("no
+// space left on device", "input/output error").
+type Probe struct {
+	Bytes int64  `json:"bytes"`
+	Error string `json:"error,omitempty"`
+}
+
 // CheckpointRequest is the optional body of POST /v1/shards/{job}/request-checkpoint.
 type CheckpointRequest struct {
 	// Hold makes the ranks wait, after the checkpoint, to be stopped: the coordinator

@@ -312,6 +312,9 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 				return states, loss
 			}
 		}
+		if fault := b.storeFaults(ctx); fault != nil {
+			return states, fault
+		}
 		return states, nil
 	}
 	sort.Strings(silent)

@@ -82,6 +82,7 @@ const (
 	EventEpochBad   = "epoch-bad"   // an epoch's shards failed verification
 	EventRankLost   = "rank-lost"   // a rank died of a signal
 	EventNodeLost   = "node-lost"   // a node of the run is gone
+	EventNodeFault  = "node-fault"  // a node of the run is up but cannot store checkpoints
 	EventReconfig   = "reconfigure" // a planned relaunch begins: a node leaving, a rebalance
 	EventRestart    = "restart"     // relaunching from an epoch
 	EventProgress   = "progress"    // the program reported progress

@@ -149,11 +149,17 @@ type nodeLoss struct {
 	reason  string // "no answer for 4.1 s", "left", ...
 	at      time.Time
 	planned bool // a node leaving politely or a rebalance: checkpointed first
+	// fault is set for nodes that are up but cannot do their part: their
+	// checkpoint store fails (storeFaults). Their ranks move all the same.
+	fault bool
 }
 
 func (l *nodeLoss) String() string {
-	if l.planned {
+	switch {
+	case l.planned:
 		return l.reason
+	case l.fault:
+		return fmt.Sprintf("node %s %s", strings.Join(l.nodes, ", "), l.reason)
 	}
 	return fmt.Sprintf("node %s lost (%s)", strings.Join(l.nodes, ", "), l.reason)
 }
@@ -269,6 +275,9 @@ func (j *job) run(ctx context.Context, next relaunch) ending {
 		return ending{Outcome: Outcome{Kind: StartFailed, Detail: err.Error()}}
 	case loss != nil && loss.planned:
 		return ending{Outcome: Outcome{Kind: Move, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
+	case loss != nil && loss.fault:
+		j.event(EventNodeFault, Event{Message: loss.String() + "; its ranks move"})
+		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil:
 		j.event(EventNodeLost, Event{Message: loss.String()})
 		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}

@@ -41,6 +41,8 @@ type Peer interface {
 	Fetch(ctx context.Context, ref api.ShardRef, from string) error
 	// RankStates reads how the job's ranks on the node ended.
 	RankStates(ctx context.Context, job string) ([]engine.RankState, error)
+	// Probe asks whether the node's checkpoint store takes bytes now.
+	Probe(ctx context.Context, job string, bytes int64) (api.Probe, error)
 	// RemoveShardsBefore deletes the job's epochs older than epoch on the node.
 	RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error
 	// RequestCheckpoint asks the job's rank 0 on the node for a checkpoint now.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,7 +30,12 @@ func runWithLoss(t *testing.T, nodes, after, restarts int, interval string, lose
 // (nil flags: --max-oversubscribe 3, so 2 hosts of 2 cores can run the 6 ranks).
 func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
 	t.Helper()
-	b := up(t, nodes)
+	return runHeatOn(t, up(t, nodes), heatArgs, runFlags, after, restarts, interval, lose)
+}
+
+// runHeatOn is runHeatWithLoss on a testbed that is up.
+func runHeatOn(t *testing.T, b *testbed.Bed, heatArgs, runFlags []string, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
+	t.Helper()
 	heat := filepath.Join(root, "build/examples/heat")
 	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, unpaced(heatArgs)...)...)
 	if runFlags == nil {
@@ -201,6 +207,39 @@ func TestCorruptShardTakenFromReplica(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("restarting 6 ranks from epoch %d ", damaged)) {
 		t.Errorf("the job did not restart from epoch %d with rank 0's shard from its copy", damaged)
 	}
+}
+
+// TestFullDisk: a node whose checkpoint disk fills up mid-run (a small tmpfs
+// over its store, then filled) is a node fault, not the program's failure: its
+// ranks fail to write a shard and abort, the coordinator finds the node's store
+// refusing a probe, says so, and relaunches the job without it from the newest
+// complete epoch; the job finishes exactly.
+func TestFullDisk(t *testing.T) {
+	b := up(t, 3)
+	store := filepath.Join(b.Dir(), "n3", "data", "ckpt")
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", store).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs over n3's store: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", store).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", store, err, out)
+		}
+	})
+	out := runHeatOn(t, b, heatArgs, nil, 2, 1, "500ms", func(b *testbed.Bed, j *job) {
+		// Fill it: dd stops at "No space left on device".
+		exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(store, "filler"), "bs=1M").Run()
+	})
+	want := regexp.MustCompile(`node n3 cannot store checkpoints: no space left on device; its ranks move`)
+	if !want.MatchString(out) {
+		t.Errorf("no line saying n3 cannot store checkpoints:\n%s", grepShoal(out))
+	}
+	if !strings.Contains(out, "launching 6 ranks on n1, n2 ") {
+		t.Errorf("the job was not relaunched without n3:\n%s", grepShoal(out))
+	}
+	t.Logf("output:\n%s", grepShoal(out))
 }
 
 func grepShoal(out string) string {

@@ -1,0 +1,87 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// defaultProbe is what a node's checkpoint store is asked to take for each of
+// its ranks when none of the job's shards is known yet.
+const defaultProbe = 1 << 20
+
+// storeFaults probes the checkpoint store of every node of the run that runs
+// ranks, asking it to take what the job's shards there would need (the largest
+// shard seen, for each rank it runs): a rank that cannot write its shard (disk
+// full, I/O errors) fails the way a program that failed by itself does, and
+// only this tells the two apart. It returns the nodes whose store failed as a
+// loss, and excludes them from the job's placements.
+func (b *clusterBackend) storeFaults(ctx context.Context) *nodeLoss {
+	id := b.cj.snapshot().ID
+	largest := int64(0)
+	b.mu.Lock()
+	for _, idx := range b.indexes {
+		for _, s := range idx.Shards {
+			largest = max(largest, s.Size)
+		}
+	}
+	b.mu.Unlock()
+	if largest == 0 {
+		largest = defaultProbe
+	}
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		faulty = map[string]string{} // node → why its store failed
+	)
+	for name, n := range b.placement.Counts() {
+		wg.Add(1)
+		go func(name string, p Peer, bytes int64) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			res, err := p.Probe(cctx, id, bytes)
+			if err != nil || res.Error == "" {
+				return // a node that does not answer is found silent elsewhere
+			}
+			mu.Lock()
+			faulty[name] = res.Error
+			mu.Unlock()
+		}(name, b.peer(name), largest*int64(n))
+	}
+	wg.Wait()
+	if len(faulty) == 0 {
+		return nil
+	}
+	nodes := make([]string, 0, len(faulty))
+	for n := range faulty {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	whys := make([]string, len(nodes))
+	b.mu.Lock()
+	for i, n := range nodes {
+		b.excluded[n] = true
+		whys[i] = faulty[n]
+	}
+	b.mu.Unlock()
+	b.recordAvoid()
+	return &nodeLoss{nodes: nodes, fault: true, at: time.Now(),
+		reason: fmt.Sprintf("cannot store checkpoints: %s", strings.Join(dedupe(whys), "; "))}
+}
+
+// dedupe returns ss without repeats, in order.
+func dedupe(ss []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
