@@ -27,6 +27,7 @@ policy every agent also applies by itself, at start and as jobs end
     a succeeded job's checkpoints                               at its end
     a succeeded job's job directories and staged files          1h after (agent --keep-succeeded)
     everything of a failed or cancelled job                     24h after (agent --keep-failed)
+    a job run with 'shoal run --keep-for D'                     D after, whatever the outcome
     a job run with 'shoal run --keep'                           never
     data of a job the job store does not know                   never
 

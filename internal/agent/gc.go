@@ -173,7 +173,7 @@ func (c *collector) Collect(ctx context.Context, req api.GCRequest) (api.GCResul
 	reports := make([]api.GCReport, len(targets))
 	var wg sync.WaitGroup
 	for i, n := range targets {
-		reports[i].Node = n.Name
+		reports[i] = api.GCReport{Node: n.Name, Items: []api.GCItem{}}
 		switch {
 		case n.Local:
 		case n.State == membership.StateLeft:
