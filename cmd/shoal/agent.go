@@ -11,9 +11,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"shoal/internal/agent"
 	"shoal/internal/membership"
+	"shoal/internal/retention"
 )
 
 // version is reported by GET /v1/health.
@@ -41,6 +43,13 @@ dir: --data-dir, else $SHOAL_DATA_DIR, else /var/lib/shoal for root and ~/.shoal
 for others. The agent writes DATA-DIR/agent.addr (its API address) and keeps a
 copy of the secret in DATA-DIR/secret; only one agent may use a data dir.
 
+The agent removes job data it no longer needs (docs/retention.md): checkpoint
+epochs older than the two newest complete ones at once; a succeeded job's
+checkpoints at its end, its directories and files --keep-succeeded later; all of
+a failed or cancelled job --keep-failed later; never the data of a job the job
+store does not know. It does so at start (a node that was down cleans up when it
+returns) and as jobs end; 'shoal gc' does it now.
+
 Flags:
 `
 
@@ -52,6 +61,8 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		cores                           int
 		speed                           uint64
 		verbose                         bool
+		policy                          = retention.DefaultPolicy()
+		gcInterval                      time.Duration
 	)
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -66,6 +77,10 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&profile, "profile", "lan", "failure-detector timing: lan, wifi (lossy, slow networks: slower to declare a node dead) or local (agents on one machine, tests)")
 	fs.IntVar(&cores, "cores", 0, "cores offered to ranks (default: all of this machine's)")
 	fs.Uint64Var(&speed, "speed", 0, "single-core speed to announce instead of measuring it at start, in the measurement's units (0: measure; use it to make equal machines look equal)")
+	fs.DurationVar(&policy.Succeeded, "keep-succeeded", policy.Succeeded, "how long a succeeded job's job directories and staged files stay on this node after it ended (its checkpoints go at once); a job's own 'shoal run --keep' or --keep-for wins")
+	fs.DurationVar(&policy.Failed, "keep-failed", policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
+	fs.DurationVar(&policy.UnusedFiles, "keep-unused-files", policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
+	fs.DurationVar(&gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
 	fs.BoolVar(&verbose, "verbose", false, "log debug lines, including memberlist's")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -96,6 +111,19 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal agent: --cores %d: must not be negative\n", cores)
 		return exitUsage
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"keep-succeeded", policy.Succeeded}, {"keep-failed", policy.Failed}, {"keep-unused-files", policy.UnusedFiles}} {
+		if d.v < 0 {
+			fmt.Fprintf(stderr, "shoal agent: --%s %v: must not be negative\n", d.name, d.v)
+			return exitUsage
+		}
+	}
+	if gcInterval <= 0 {
+		fmt.Fprintf(stderr, "shoal agent: --gc-interval %v: must be positive\n", gcInterval)
+		return exitUsage
+	}
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
@@ -112,6 +140,8 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		Gossip:     gossip,
 		Cores:      cores,
 		Speed:      speed,
+		Retention:  &policy,
+		GCInterval: gcInterval,
 		Version:    version,
 		Log:        log,
 		Ready:      plugCoordinator,

@@ -70,6 +70,18 @@ type runFlags struct {
 	waitForNodes     time.Duration
 	autoRebalance    float64
 	engine           string
+	// keep and keepFor are --keep and --keep-for: how long the job's data
+	// stays on the nodes after it ends (docs/retention.md).
+	keep    bool
+	keepFor time.Duration
+}
+
+// keepSpec is the JobSpec.Keep the flags ask for.
+func (f runFlags) keepSpec() api.Duration {
+	if f.keep {
+		return api.KeepForever
+	}
+	return api.Duration(f.keepFor)
 }
 
 // multiFlag collects a repeated flag.
@@ -95,6 +107,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
 	fs.StringVar(&f.engine, "engine", "openmpi", "the MPI that launches the job: openmpi or mpich (mpich on this machine only, for now; the program must be built with MPICH, as build/mpich/ is)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the agents' retention policy, 1h after success and 24h after a failure or cancel; docs/retention.md)")
+	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the agents' policy (on this machine alone, like --keep: nothing collects standalone data)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -136,6 +150,12 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		return f, nil, exitUsage
 	case f.maxRestarts < 0:
 		fmt.Fprintf(stderr, "shoal run: --max-restarts %d: must not be negative\n", f.maxRestarts)
+		return f, nil, exitUsage
+	case f.keepFor < 0:
+		fmt.Fprintf(stderr, "shoal run: --keep-for %v: must not be negative\n", f.keepFor)
+		return f, nil, exitUsage
+	case f.keep && f.keepFor > 0:
+		fmt.Fprintln(stderr, "shoal run: --keep and --keep-for: give one (--keep keeps the data until removed by hand)")
 		return f, nil, exitUsage
 	case f.detach && f.local:
 		fmt.Fprintln(stderr, "shoal run: --detach and --local: a detached job needs an agent to run it")
@@ -261,6 +281,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	res := coord.Run(ctx, cfg, spec, out)
 	switch res.State {
 	case api.JobSucceeded:
+		if f.keep || f.keepFor > 0 {
+			// No agent collects standalone data later: it stays until removed by hand.
+			break
+		}
 		os.RemoveAll(filepath.Join(ckptRoot, id))
 		os.RemoveAll(filepath.Join(runRoot, id))
 	case api.JobCancelled:

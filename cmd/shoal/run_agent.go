@@ -86,6 +86,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		CheckpointInterval: api.Duration(f.ckptInterval), MaxRestarts: f.maxRestarts,
 		MaxOversubscribe: f.maxOversubscribe, Relocation: f.relocation,
 		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
+		Keep: f.keepSpec(),
 	}
 	for _, kv := range f.env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -21,6 +21,7 @@ import (
 	"shoal/internal/launch"
 	"shoal/internal/membership"
 	"shoal/internal/pki"
+	"shoal/internal/retention"
 	"shoal/internal/shardstore"
 )
 
@@ -73,6 +74,13 @@ type Config struct {
 	// it to checkpoint the node's jobs. It may also be set later with
 	// [Agent.SetBeforeLeave]. An error is logged and the leave goes on.
 	BeforeLeave func(ctx context.Context) error
+	// Retention says how long job data stays on this node after its job ended
+	// (docs/retention.md). nil means retention.DefaultPolicy().
+	Retention *retention.Policy
+	// GCInterval is how often the agent applies Retention, besides at start,
+	// soon after the job store changes and when a grace period ends. Default:
+	// DefaultGCInterval.
+	GCInterval time.Duration
 	// Version is reported by GET /v1/health.
 	Version string
 	// Log receives the agent's log lines. Default: discard.
@@ -203,6 +211,9 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
 	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, peers: a.peers})
 	a.SetJobService(nil)
+	if err = a.startGC(); err != nil {
+		return nil, err
+	}
 	go a.fence(a.members.Subscribe())
 	go a.announceRanks()
 	go a.reconcileVoters(a.members.Subscribe())

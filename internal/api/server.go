@@ -55,6 +55,7 @@ type Server struct {
 	data   atomic.Pointer[DataService]
 	shards atomic.Pointer[ShardService]
 	grants atomic.Pointer[GrantService]
+	gc     atomic.Pointer[GCService]
 	http   *http.Server
 }
 
@@ -101,6 +102,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.SetDataService(nil)
 	s.SetShardService(nil)
 	s.SetGrantService(nil)
+	s.SetGCService(nil)
 	s.handle("GET /v1/health", route{public: true, h: s.health})
 	s.handle("GET /v1/nodes", route{h: s.nodes})
 	s.handle("POST /v1/leave", route{h: s.leave})
@@ -125,6 +127,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("DELETE /v1/shards/{job}", route{h: s.removeShards})
 	s.handle("POST /v1/shards/{job}/request-checkpoint", route{h: s.requestCheckpoint})
 	s.handle("POST /v1/shards/{job}/probe", route{h: s.probe})
+	s.handle("POST /v1/gc", route{h: s.collect})
 	return s
 }
 

@@ -117,7 +117,16 @@ type JobSpec struct {
 	// lost node's ranks together to one survivor, as older systems do (for
 	// comparison in benchmarks).
 	Relocation string `json:"relocation,omitempty"`
+	// Keep is how long every node keeps the job's data (shards, job and
+	// coordinator directories, cached files) after the job ends: 0 means the
+	// agents' retention policy for how it ended (docs/retention.md);
+	// [KeepForever] keeps it until `shoal gc --job` removes it.
+	Keep Duration `json:"keep,omitzero"`
 }
+
+// KeepForever is the JobSpec.Keep of a job whose data stays until removed by
+// hand (`shoal run --keep`); on the wire, "-1ns".
+const KeepForever = Duration(-1)
 
 // RebalanceRequest is the optional body of POST /v1/jobs/{id}/rebalance.
 type RebalanceRequest struct {

@@ -105,6 +105,9 @@ func (s JobSpec) Validate() error {
 	if s.AutoRebalance != 0 && !(s.AutoRebalance >= 1) {
 		bad("auto_rebalance %g: want 0 (off) or at least 1", s.AutoRebalance)
 	}
+	if s.Keep < 0 && s.Keep != KeepForever {
+		bad("keep %v: want ≥ 0, or %v to keep the job's data until it is removed by hand", s.Keep, KeepForever)
+	}
 	if s.Redundancy < 0 {
 		bad("redundancy %d: want ≥ 0", s.Redundancy)
 	}

@@ -274,6 +274,18 @@ func (b *EpochBook) Prune() (keep uint64, pruned bool) {
 	return keep, true
 }
 
+// KeepFrom is the oldest epoch a restart of the job may still use: the older
+// of its two newest complete epochs (those [EpochBook.Prune] keeps), or Floor
+// when that is newer. Every older epoch is garbage on every node, also on nodes
+// no longer in the job, which the agent's retention removes. 0: none is.
+func (b *EpochBook) KeepFrom() uint64 {
+	keep := b.Floor
+	if c := b.Complete(); len(c) >= 2 {
+		keep = max(keep, c[len(c)-2])
+	}
+	return keep
+}
+
 // StartRun starts a new run, from epoch restart (0: afresh), whose epochs are
 // numbered above every number seen, and returns the first. The epochs between
 // restart and the new run's are forgotten: the stopped run's later epochs, which

@@ -308,6 +308,38 @@ func TestEpochBookPrune(t *testing.T) {
 	}
 }
 
+// TestEpochBookKeepFrom: the floor of the agents' retention is the epoch Prune
+// keeps from, before and after pruning, and never above the epoch a restart
+// may choose.
+func TestEpochBookKeepFrom(t *testing.T) {
+	tests := []struct {
+		complete []uint64
+		floor    uint64
+		want     uint64
+	}{
+		{nil, 0, 0},
+		{[]uint64{3}, 0, 0},
+		{[]uint64{3}, 2, 2},
+		{[]uint64{3, 5}, 0, 3},
+		{[]uint64{2, 4, 6}, 0, 4},
+		{[]uint64{4, 6}, 4, 4},
+	}
+	for _, tt := range tests {
+		b := written(1, 1, []string{"a"}, tt.complete...)
+		b.MarkComplete(1)
+		b.Floor = tt.floor
+		if got := b.KeepFrom(); got != tt.want {
+			t.Errorf("complete %v, floor %d: KeepFrom() = %d, want %d", tt.complete, tt.floor, got, tt.want)
+		}
+		if keep, pruned := b.Prune(); pruned && keep != b.KeepFrom() {
+			t.Errorf("complete %v: Prune kept from %d, KeepFrom() after it = %d", tt.complete, keep, b.KeepFrom())
+		}
+		if e, _, err := b.Choose([]string{"a"}); err == nil && e < b.KeepFrom() {
+			t.Errorf("complete %v: restart from %d, below KeepFrom() = %d", tt.complete, e, b.KeepFrom())
+		}
+	}
+}
+
 // TestEpochBookPrunedStayGone: an index that still lists a pruned epoch (its
 // node deletes it a little later) does not bring the epoch back, so it is not
 // reported complete twice.

@@ -297,7 +297,9 @@ drain:
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			p.Revoke(cctx, info.ID)
-			if res.State == api.JobSucceeded {
+			// A job kept with --keep keeps its shards too; the agents'
+			// retention removes them when its time is up.
+			if res.State == api.JobSucceeded && info.Spec.Keep == 0 {
 				p.RemoveShardsBefore(cctx, info.ID, ^uint64(0))
 			}
 		}(cb.peer(name))
@@ -482,7 +484,7 @@ func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(conn 
 
 // HasFile reports whether a job file is in this node's cache.
 func (s *Service) HasFile(ctx context.Context, sum string) (bool, error) {
-	return s.cache.Has(sum), nil
+	return s.cache.Use(sum), nil
 }
 
 // GetFile opens a job file of this node's cache.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Errors of the cache.
@@ -32,6 +33,71 @@ func (c Cache) Path(sum string) string { return filepath.Join(c.Dir, sum) }
 func (c Cache) Has(sum string) bool {
 	_, err := os.Stat(c.Path(sum))
 	return err == nil
+}
+
+// Use reports whether sum is cached and, if so, marks it used now (its
+// modification time): retention keeps a file no job names yet for a while
+// after its last use, and a submission that finds it cached names it in the
+// job store only a moment later.
+func (c Cache) Use(sum string) bool {
+	now := time.Now()
+	return os.Chtimes(c.Path(sum), now, now) == nil
+}
+
+// Entry is one cached file.
+type Entry struct {
+	Sum  string
+	Size int64
+	Used time.Time // last stored or found by [Cache.Use]
+}
+
+// List returns the cached files, by hash. Files being written (temporary
+// names) are not listed.
+func (c Cache) List() ([]Entry, error) {
+	ents, err := os.ReadDir(c.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !isSum(e.Name()) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, Entry{Sum: e.Name(), Size: fi.Size(), Used: fi.ModTime()})
+	}
+	return out, nil
+}
+
+// Remove deletes the cached file sum; one that is not there is not an error.
+// Copies already placed into job directories are not affected.
+func (c Cache) Remove(sum string) error {
+	if !isSum(sum) {
+		return fmt.Errorf("files: remove %q: not a sha256", sum)
+	}
+	if err := os.Remove(c.Path(sum)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// isSum reports whether name is a hex SHA-256, the name of a cached file.
+func isSum(name string) bool {
+	if len(name) != 64 {
+		return false
+	}
+	for _, r := range name {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Put stores r's content under sum, checking that it hashes to sum; nothing is stored

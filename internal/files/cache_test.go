@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func sum(s string) string {
@@ -52,5 +53,46 @@ func TestParseStage(t *testing.T) {
 		if _, err := ParseStage(bad); !errors.Is(err, ErrBadStage) {
 			t.Errorf("ParseStage(%q) = %v, want ErrBadStage", bad, err)
 		}
+	}
+}
+
+// TestCacheUseListRemove: Use marks a cached file used now, List reports it
+// with that time and skips files being written, and Remove deletes it.
+func TestCacheUseListRemove(t *testing.T) {
+	c := Cache{Dir: t.TempDir()}
+	if got, err := c.List(); err != nil || len(got) != 0 {
+		t.Fatalf("List of an empty cache: %v, %v", got, err)
+	}
+	if c.Use(sum("abc")) {
+		t.Fatal("Use of a file not cached: true")
+	}
+	if err := c.Put(sum("abc"), strings.NewReader("abc")); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(c.Path(sum("abc")), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, ".put-123"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.List()
+	if err != nil || len(got) != 1 || got[0].Sum != sum("abc") || got[0].Size != 3 || got[0].Used.After(old.Add(time.Second)) {
+		t.Fatalf("List() = %+v, %v; want abc, 3 bytes, used an hour ago", got, err)
+	}
+	if !c.Use(sum("abc")) {
+		t.Fatal("Use of a cached file: false")
+	}
+	if got, _ := c.List(); len(got) != 1 || time.Since(got[0].Used) > time.Minute {
+		t.Fatalf("after Use: %+v, want used now", got)
+	}
+	if err := c.Remove(sum("abc")); err != nil || c.Has(sum("abc")) {
+		t.Fatalf("Remove: %v, still there %v", err, c.Has(sum("abc")))
+	}
+	if err := c.Remove(sum("abc")); err != nil {
+		t.Errorf("Remove of a file not there: %v", err)
+	}
+	if err := c.Remove("../x"); err == nil {
+		t.Error("Remove(\"../x\"): no error")
 	}
 }

@@ -681,6 +681,19 @@ func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 	return removed, nil
 }
 
+// RemoveEpoch deletes one epoch directory of the job; one that is not there is
+// not an error.
+func (s *Store) RemoveEpoch(job string, epoch uint64) error {
+	if err := checkJob(job); err != nil {
+		return err
+	}
+	if err := s.jobDir(job).RemoveEpoch(epoch); err != nil {
+		return err
+	}
+	s.pruneEpochs(job, func(e uint64) bool { return e == epoch })
+	return nil
+}
+
 // RemoveJob deletes the job's whole directory (shards, manifest, request) and
 // returns the epochs it held. A job with no directory is not an error.
 func (s *Store) RemoveJob(job string) ([]uint64, error) {

@@ -454,9 +454,23 @@ func TestRemove(t *testing.T) {
 	if _, err := s.RemoveBefore("../x", 3); !errors.Is(err, api.ErrBadRequest) {
 		t.Errorf("RemoveBefore of a bad job id: %v, want ErrBadRequest", err)
 	}
+	place(t, s, ref(6, 0), shard(t, "heat", 6, 0, 1, 10))
+	s.Index("heat")
+	if err := s.RemoveEpoch("heat", 5); err != nil {
+		t.Fatalf("RemoveEpoch(5): %v", err)
+	}
+	if idx, _ := s.Index("heat"); len(idx.Shards) != 2 || idx.Shards[0].Epoch != 4 || idx.Shards[1].Epoch != 6 {
+		t.Errorf("after RemoveEpoch(5): %+v, want epochs 4 and 6", idx)
+	}
+	if err := s.RemoveEpoch("heat", 5); err != nil {
+		t.Errorf("RemoveEpoch of an epoch not there: %v", err)
+	}
+	if err := s.RemoveEpoch("../x", 5); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("RemoveEpoch of a bad job id: %v, want ErrBadRequest", err)
+	}
 	s.RequestCheckpoint("heat")
 	removed, err = s.RemoveJob("heat")
-	if err != nil || !reflect.DeepEqual(removed, []uint64{4, 5}) {
+	if err != nil || !reflect.DeepEqual(removed, []uint64{4, 6}) {
 		t.Errorf("RemoveJob = %v, %v", removed, err)
 	}
 	if _, err := os.Stat(s.jobDir("heat").Path()); !errors.Is(err, os.ErrNotExist) {

@@ -42,7 +42,7 @@ func agentArgv(st *state, h *Host, join string) []string {
 	if strings.Contains(st.AgentHelp, "-speed") {
 		argv = append(argv, "--speed", strconv.FormatUint(hostSpeed(h), 10))
 	}
-	return argv
+	return append(argv, st.AgentArgs...)
 }
 
 // testbedSpeed is the speed a testbed host announces for one whole CPU per core.

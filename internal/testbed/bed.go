@@ -90,7 +90,7 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		if err != nil {
 			b.logf("warning: hosts run no agent: %v", err)
 		} else {
-			st.AgentBinary, st.AgentHelp = cfg.AgentBinary, help
+			st.AgentBinary, st.AgentHelp, st.AgentArgs = cfg.AgentBinary, help, cfg.AgentArgs
 		}
 	}
 	if err := st.save(n); err != nil {

@@ -70,6 +70,11 @@ type Config struct {
 	// without agents.
 	AgentBinary string
 
+	// AgentArgs are more flags for every host's agent, after those the testbed gives
+	// (e.g. a short retention for tests: "--keep-failed", "3s"). Kept for agents started
+	// later ([Bed.StartAgent], [Bed.Add]).
+	AgentArgs []string
+
 	// Logf receives warnings (no cgroup cpu controller, agent missing or dead). nil
 	// discards them.
 	Logf func(format string, args ...any)

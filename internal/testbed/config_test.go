@@ -122,3 +122,16 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentArgsLast: Config.AgentArgs reach every agent, after the testbed's
+// own flags, so that a test can change any agent setting.
+func TestAgentArgsLast(t *testing.T) {
+	st := &state{AgentBinary: "/bin/shoal", Secret: "/s", AgentArgs: []string{"--keep-failed", "3s"}}
+	h := &Host{Name: "n1", IP: "10.77.9.11", DataDir: "/d", Cores: 1}
+	for _, join := range []string{"", "10.77.9.12:7946"} {
+		argv := agentArgv(st, h, join)
+		if got := argv[len(argv)-2:]; got[0] != "--keep-failed" || got[1] != "3s" {
+			t.Errorf("join %q: argv %q: want it to end with --keep-failed 3s", join, argv)
+		}
+	}
+}

@@ -41,6 +41,7 @@ type state struct {
 	Subnet      string      `json:"subnet"`
 	AgentBinary string      `json:"agent_binary,omitempty"` // "" when hosts run no agent
 	AgentHelp   string      `json:"agent_help,omitempty"`   // `agent --help` output, to see which flags it takes
+	AgentArgs   []string    `json:"agent_args,omitempty"`   // Config.AgentArgs
 	Secret      string      `json:"secret_file"`
 	Cgroups     cgroupSetup `json:"cgroup_setup"`
 	Hosts       []Host      `json:"hosts"`

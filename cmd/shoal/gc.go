@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"shoal/internal/api"
+)
+
+func init() {
+	register("gc", command{summary: "remove job data the cluster no longer needs, now", run: gcCmd})
+}
+
+const gcUsage = `Usage: shoal gc [flags]
+
+Applies the retention policy now, on every live node (or --node NAME): the
+policy every agent also applies by itself, at start and as jobs end
+(docs/retention.md). A node that is down does it when it comes back.
+
+    checkpoint epochs older than the two newest complete ones   at once
+    a succeeded job's checkpoints                               at its end
+    a succeeded job's job directories and staged files          1h after (agent --keep-succeeded)
+    everything of a failed or cancelled job                     24h after (agent --keep-failed)
+    a job run with 'shoal run --keep-for D'                     D after, whatever the outcome
+    a job run with 'shoal run --keep'                           never
+    data of a job the job store does not know                   never
+
+With --job ID, removes everything of that job now, whatever its grace period or
+--keep; refused while the job has not ended. Only this removes the data of a
+job the job store does not know (a standalone 'shoal run --local' that wrote
+into the agent's data dir).
+
+Prints one line per item removed: NODE, JOB, WHAT (shards: the job's checkpoint
+directory; epoch N; job-dir: DATA/jobs/JOB; coord-dir: DATA/coord/JOB; file: a
+cached job file), SIZE and why. With --dry-run it removes nothing and lists
+everything with what would happen to it and why.
+
+Exit codes: 0 done (nodes that are down are listed, not a failure); 1 the
+request failed, or a node or an item could not be collected; 2 usage error.
+
+Flags:
+`
+
+func gcCmd(args []string, stdout, stderr io.Writer) int {
+	var (
+		af     localAgentFlags
+		req    api.GCRequest
+		asJSON bool
+	)
+	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&req.DryRun, "dry-run", false, "remove nothing: list what would be removed, and what is kept and why")
+	fs.StringVar(&req.Job, "job", "", "remove everything of this job now, whatever its grace period or --keep (refused while it runs)")
+	fs.StringVar(&req.Node, "node", "", "collect on this node only (default: every live node)")
+	fs.BoolVar(&asJSON, "json", false, `print the agent's answer as JSON: {"nodes": [...]}, fields in docs/api.md`)
+	af.register(fs)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, gcUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal gc: %v (see 'shoal gc --help')\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shoal gc: unexpected argument %q (see 'shoal gc --help')\n", fs.Arg(0))
+		return exitUsage
+	}
+	if req.Job != "" && !api.ValidJobID(req.Job) {
+		fmt.Fprintf(stderr, "shoal gc: --job %q: want 1 to 63 bytes of [A-Za-z0-9._-]\n", req.Job)
+		return exitUsage
+	}
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal gc: %s\n", errorLine(err))
+		return exitFailure
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := c.Collect(ctx, req)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal gc: %s\n", errorLine(err))
+		return exitFailure
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(res)
+	} else {
+		printGC(stdout, res, req.DryRun)
+	}
+	code := exitOK
+	for _, n := range res.Nodes {
+		if n.Error != "" {
+			fmt.Fprintf(stderr, "shoal gc: node %s: %s\n", n.Node, n.Error)
+			code = exitFailure
+		}
+		for _, it := range n.Items {
+			if it.Error != "" {
+				fmt.Fprintf(stderr, "shoal gc: node %s: removing %s: %s\n", n.Node, it.Path, it.Error)
+				code = exitFailure
+			}
+		}
+	}
+	return code
+}
+
+// printGC prints what was removed (with dryRun: everything, and what would
+// happen to it), then one line per node that was not asked, and a total.
+func printGC(w io.Writer, res api.GCResult, dryRun bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tACTION\tJOB\tWHAT\tSIZE\tWHY")
+	var removed, kept int
+	var bytes int64
+	for _, n := range res.Nodes {
+		for _, it := range n.Items {
+			action := "removed"
+			switch {
+			case it.Error != "":
+				action = "failed"
+			case !it.Removed:
+				action = "kept"
+				kept++
+			case dryRun:
+				action = "would remove"
+			}
+			if it.Removed {
+				removed++
+				bytes += it.Bytes
+			}
+			if !it.Removed && !dryRun && it.Error == "" {
+				continue
+			}
+			job, what, size := it.Job, it.What, "-"
+			if job == "" {
+				job = "-"
+			}
+			switch {
+			case it.What == "epoch":
+				what = fmt.Sprintf("epoch %d", it.Epoch)
+			case it.SHA256 != "":
+				what = "file " + it.SHA256[:min(12, len(it.SHA256))]
+			}
+			if it.Removed || dryRun {
+				size = byteSize(it.Bytes)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, action, job, what, size, it.Reason)
+		}
+	}
+	tw.Flush()
+	for _, n := range res.Nodes {
+		if n.Skipped != "" {
+			fmt.Fprintf(w, "node %s not asked: %s\n", n.Node, n.Skipped)
+		}
+	}
+	verb := "removed"
+	if dryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(w, "%s %d items, %s; kept %d", verb, removed, byteSize(bytes), kept)
+	if !dryRun && kept > 0 {
+		fmt.Fprint(w, " ('shoal gc --dry-run' says why)")
+	}
+	fmt.Fprintln(w)
+}
+
+// byteSize prints n bytes as 512 B, 1.5 kB, 12.3 MB or 2.0 GB (powers of 1000).
+func byteSize(n int64) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f := float64(n)
+	for _, unit := range []string{"kB", "MB", "GB", "TB"} {
+		f /= 1000
+		if f < 1000 || unit == "TB" {
+			return fmt.Sprintf("%.1f %s", f, unit)
+		}
+	}
+	return ""
+}

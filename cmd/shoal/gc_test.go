@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"shoal/internal/api"
+)
+
+func TestGCHelpAndUsage(t *testing.T) {
+	for cmd, words := range map[string][]string{
+		"gc":    {"-dry-run", "-job", "-node", "-json", "-data-dir", "docs/retention.md", "--keep", "Exit codes", "does not know"},
+		"run":   {"-keep\n", "-keep-for", "docs/retention.md"},
+		"agent": {"-keep-succeeded", "-keep-failed", "-keep-unused-files", "-gc-interval", "docs/retention.md"},
+	} {
+		out := runCLI(t, exitOK, cmd, "--help")
+		for _, w := range words {
+			if !strings.Contains(out, w) {
+				t.Errorf("shoal %s --help does not mention %q", cmd, w)
+			}
+		}
+	}
+	for _, args := range [][]string{
+		{"gc", "extra"},
+		{"gc", "--job", "../x"},
+		{"run", "-n", "1", "--keep", "--keep-for", "1h", "true"},
+		{"run", "-n", "1", "--keep-for", "-1s", "true"},
+		{"agent", "--keep-failed", "-1s"},
+		{"agent", "--keep-succeeded", "-1h"},
+		{"agent", "--gc-interval", "0s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != exitUsage || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+			t.Errorf("shoal %s: exit %d, stderr %q; want exit 2 and one line", strings.Join(args, " "), code, &stderr)
+		}
+	}
+}
+
+func TestRunKeepSpec(t *testing.T) {
+	for _, c := range []struct {
+		f    runFlags
+		want api.Duration
+	}{
+		{runFlags{}, 0},
+		{runFlags{keep: true}, api.KeepForever},
+		{runFlags{keepFor: 3600e9}, api.Duration(3600e9)},
+	} {
+		if got := c.f.keepSpec(); got != c.want {
+			t.Errorf("keep %v, keep-for %v: spec keep %v, want %v", c.f.keep, c.f.keepFor, got, c.want)
+		}
+		spec := api.JobSpec{Ranks: 1, Argv: []string{"x"}, Keep: c.f.keepSpec()}
+		if err := spec.Validate(); err != nil {
+			t.Errorf("spec with keep %v: %v", spec.Keep, err)
+		}
+	}
+	if err := (api.JobSpec{Ranks: 1, Argv: []string{"x"}, Keep: api.Duration(-5e9)}).Validate(); err == nil || !strings.Contains(err.Error(), "keep -5s") {
+		t.Errorf("spec with keep -5s: %v, want an error naming keep -5s", err)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.0 kB", 1_500_000: "1.5 MB", 12_345_678_901: "12.3 GB", 5e15: "5000.0 TB"} {
+		if got := byteSize(n); got != want {
+			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestGCCommand runs shoal gc against a real agent: data of a job the job
+// store does not know is listed as kept by a dry run and by a plain gc, and
+// only gc --job removes it.
+func TestGCCommand(t *testing.T) {
+	a := startCLIAgent(t, "gc1", "--init")
+	shard := filepath.Join(a.dir, "ckpt", "standalone", "e00000001", "r000000.shard")
+	if err := os.MkdirAll(filepath.Dir(shard), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shard, bytes.Repeat([]byte{1}, 2500), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runCLI(t, exitOK, "gc", "--data-dir", a.dir, "--dry-run")
+	if !strings.Contains(out, "gc1   kept    standalone  shards  2.5 kB  unknown to the job store") ||
+		!strings.Contains(out, "would remove 0 items, 0 B; kept 1") {
+		t.Errorf("gc --dry-run:\n%s", out)
+	}
+	out = runCLI(t, exitOK, "gc", "--data-dir", a.dir)
+	if !strings.Contains(out, "removed 0 items, 0 B; kept 1 ('shoal gc --dry-run' says why)") {
+		t.Errorf("gc:\n%s", out)
+	}
+	out = runCLI(t, exitOK, "gc", "--data-dir", a.dir, "--job", "standalone")
+	if !strings.Contains(out, "gc1   removed  standalone  shards  2.5 kB  removed by request") ||
+		!strings.Contains(out, "removed 1 items, 2.5 kB; kept 0") {
+		t.Errorf("gc --job standalone:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Dir(filepath.Dir(shard))); !os.IsNotExist(err) {
+		t.Errorf("the standalone job's checkpoint directory is still there: %v", err)
+	}
+	runCLIError(t, "node \"nope\": not a member", "gc", "--data-dir", a.dir, "--node", "nope")
+}
