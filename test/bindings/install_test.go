@@ -267,6 +267,16 @@ print(shoal.library_path(), shoal.library_path() in maps)
 		}
 	})
 
+	t.Run("relative PREFIX refused", func(t *testing.T) {
+		out, err := makeInstall(t, "install", "PREFIX=opt/shoal")
+		if want := "install: PREFIX must be an absolute path, not 'opt/shoal'"; err == nil || !strings.Contains(out, want) {
+			t.Errorf("make install PREFIX=opt/shoal: err %v, want a refusal saying %q:\n%s", err, want, out)
+		}
+		if _, err := os.Stat(filepath.Join(root, "opt")); err == nil {
+			t.Errorf("make install PREFIX=opt/shoal created %s", filepath.Join(root, "opt"))
+		}
+	})
+
 	t.Run("uninstall", func(t *testing.T) {
 		if out, err := makeInstall(t, "uninstall", "PREFIX="+prefix); err != nil {
 			t.Fatalf("make uninstall PREFIX=%s: %v\n%s", prefix, err, out)
