@@ -12,7 +12,7 @@ GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich test-integration demo chaos fuzz fuzz-go fuzz-c clean
+.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich install install-mpich uninstall test-integration demo chaos fuzz fuzz-go fuzz-c clean
 
 all: build
 
@@ -64,7 +64,13 @@ $(VENV)/.installed: $(VENV)/.deps $(PY_SRCS) $(BUILD)/lib/libshoal.so
 		"$$($(VENV)/bin/python -c 'import shoal, os; print(os.path.dirname(shoal.__file__))')/_libshoal.py"
 	touch $@
 
-python: $(VENV)/.installed
+# setuptools with its own bdist_wheel (70.1), with which make install builds the package
+# without fetching anything; a stamp of its own, so that an existing venv gets it too.
+$(VENV)/.build-tools: $(VENV)/.deps
+	$(VENV)/bin/pip install -q --disable-pip-version-check 'setuptools>=70.1'
+	touch $@
+
+python: $(VENV)/.installed $(VENV)/.build-tools
 
 test-python: $(VENV)/.installed
 	cd python && ../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
@@ -80,6 +86,32 @@ mpich:
 
 test-mpich: mpich
 	$(MPICH_MAKE) test-c test-fortran
+
+# Installing: make install PREFIX=/opt/shoal (default /usr/local; DESTDIR stages, as
+# usual) builds what is missing and puts there
+#   bin/shoal
+#   lib/libshoal.{so,a}, lib/libshoalf.{so,a} (the Fortran module's code)
+#   include/shoal.h, include/shoal.mod, include/shoal_f08.mod
+#   lib/pkgconfig/shoal.pc, shoal-fortran.pc (pointing at the prefix; mpicc= names the MPI)
+#   lib/cmake/Shoal/ShoalConfig.cmake, ShoalConfigVersion.cmake (Shoal::shoal, Shoal::shoalf)
+#   lib/python3.X/site-packages/shoal, without its dependencies (PYTHONPATH)
+# BINDIR, LIBDIR and INCLUDEDIR override one directory each. install-mpich installs the MPICH tree the same
+# way into another prefix, since one prefix holds one MPI's build, as module systems keep
+# one module per MPI. The work is scripts/install.sh's; the Python package is installed
+# with this tree's venv, whose pip and setuptools need no network.
+PREFIX ?= /usr/local
+INSTALL_ENV = PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' $(if $(BINDIR),BINDIR='$(BINDIR)') \
+	$(if $(LIBDIR),LIBDIR='$(LIBDIR)') $(if $(INCLUDEDIR),INCLUDEDIR='$(INCLUDEDIR)') \
+	PIP_PYTHON='$(abspath $(VENV))/bin/python'
+
+install: go-build lib fortran $(VENV)/.build-tools
+	$(INSTALL_ENV) BUILD=$(BUILD) MPICC=$(MPICC) MPIFC=$(MPIFC) scripts/install.sh install
+
+install-mpich: go-build mpich $(VENV)/.build-tools
+	$(INSTALL_ENV) BUILD=$(BUILD)/mpich MPICC=mpicc.mpich MPIFC=mpifort.mpich scripts/install.sh install
+
+uninstall:
+	$(INSTALL_ENV) scripts/install.sh uninstall
 
 demo: build
 	scripts/demo.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
-# Open MPI, MPICH, gfortran and xxHash from Debian's packages; Go and the Go modules from the module proxy.
+# Open MPI, MPICH, gfortran, xxHash and CMake from Debian's packages; Go and the Go modules from the module proxy.
 set -euo pipefail
 
 need=()
@@ -9,6 +9,7 @@ command -v gfortran >/dev/null || need+=(gfortran)
 command -v mpicc.mpich >/dev/null || need+=(mpich libmpich-dev)
 [ -e /usr/include/xxhash.h ] || need+=(libxxhash-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v cmake >/dev/null || need+=(cmake) # examples/cmake, built against make install
 command -v ip >/dev/null || need+=(iproute2)
 command -v tc >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)

@@ -1,7 +1,7 @@
 // Package bindings runs the Fortran and Python programs built over libshoal the way
 // users run them (shoal run, plain mpirun, real signals) and holds them to the C
 // program: the same checksum after a killed rank, shards alike, read by the Python
-// shard reader.
+// shard reader. install_test.go builds and runs programs against an installed Shoal.
 package bindings
 
 import (
