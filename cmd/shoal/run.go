@@ -67,9 +67,11 @@ type runFlags struct {
 	relocation   string
 	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
 	maxOversubscribe float64
-	waitForNodes     time.Duration
-	autoRebalance    float64
-	engine           string
+	// ranksPerNode bounds the ranks of any one node (0: no bound).
+	ranksPerNode  int
+	waitForNodes  time.Duration
+	autoRebalance float64
+	engine        string
 	// keep and keepFor are --keep and --keep-for: how long the job's data
 	// stays on the nodes after it ends (docs/retention.md).
 	keep    bool
@@ -103,7 +105,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
-	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, 1 to 64 (with an agent; this machine alone always allows more)")
+	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, up to 64; below 1 spreads them thinner, 0.5 one per two cores (with an agent; this machine alone always allows more)")
+	fs.IntVar(&f.ranksPerNode, "ranks-per-node", 0, "at most `N` ranks on any one node, whatever its cores; 1 spreads them one per node (with an agent; 0: no bound)")
 	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
 	fs.StringVar(&f.engine, "engine", "openmpi", "the MPI that launches the job: openmpi or mpich (mpich on this machine only, for now; the program must be built with MPICH, as build/mpich/ is)")
@@ -136,8 +139,11 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.relocation != "rank" && f.relocation != "block":
 		fmt.Fprintf(stderr, "shoal run: --relocation %q: want rank or block\n", f.relocation)
 		return f, nil, exitUsage
-	case !(f.maxOversubscribe >= 1 && f.maxOversubscribe <= api.MaxOversubscribe):
-		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: want 1 to %d ranks per core\n", f.maxOversubscribe, api.MaxOversubscribe)
+	case !(f.maxOversubscribe > 0 && f.maxOversubscribe <= api.MaxOversubscribe):
+		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: want more than 0 and at most %d ranks per core\n", f.maxOversubscribe, api.MaxOversubscribe)
+		return f, nil, exitUsage
+	case f.ranksPerNode < 0 || f.ranksPerNode > api.MaxRanks:
+		fmt.Fprintf(stderr, "shoal run: --ranks-per-node %d: want 0 (no bound) to %d\n", f.ranksPerNode, api.MaxRanks)
 		return f, nil, exitUsage
 	case f.waitForNodes < 0:
 		fmt.Fprintf(stderr, "shoal run: --wait-for-nodes %v: must not be negative\n", f.waitForNodes)
@@ -300,7 +306,12 @@ func clusterFlags(f runFlags) []string {
 	for _, g := range []struct {
 		name string
 		set  bool
-	}{{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0}} {
+	}{
+		{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0},
+		// One machine holds every rank: a bound below the rank count spreads them
+		// over nodes this machine alone does not have.
+		{"--ranks-per-node", f.ranksPerNode > 0 && f.nranks > f.ranksPerNode},
+	} {
 		if g.set {
 			given = append(given, g.name)
 		}

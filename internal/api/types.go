@@ -101,7 +101,10 @@ type JobSpec struct {
 	Engine             string            `json:"engine,omitempty"` // "openmpi" (the default and, for now, the only one)
 	CheckpointInterval Duration          `json:"checkpoint_interval,omitzero"`
 	MaxRestarts        int               `json:"max_restarts,omitempty"`
-	MaxOversubscribe   float64           `json:"max_oversubscribe,omitempty"` // ranks per core allowed; 0: coordinator default
+	MaxOversubscribe   float64           `json:"max_oversubscribe,omitempty"` // ranks per core allowed (0.5: one per two cores); 0: 1
+	// RanksPerNode bounds the ranks of any one node, whatever its cores: 1
+	// spreads them one per node. 0: no bound but MaxOversubscribe's.
+	RanksPerNode int `json:"ranks_per_node,omitempty"`
 	// WaitForNodes is how long a job whose ranks do not fit the live nodes (at
 	// MaxOversubscribe) waits for nodes to join before it fails. 0: do not wait;
 	// a relaunch then oversubscribes the survivors rather than stop.

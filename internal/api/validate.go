@@ -96,8 +96,11 @@ func (s JobSpec) Validate() error {
 	if s.MaxRestarts < 0 {
 		bad("max_restarts %d: want ≥ 0", s.MaxRestarts)
 	}
-	if !(s.MaxOversubscribe == 0 || s.MaxOversubscribe >= 1 && s.MaxOversubscribe <= MaxOversubscribe) {
-		bad("max_oversubscribe %g: want 0 (the default) or 1 to %d", s.MaxOversubscribe, MaxOversubscribe)
+	if !(s.MaxOversubscribe >= 0 && s.MaxOversubscribe <= MaxOversubscribe) {
+		bad("max_oversubscribe %g: want 0 (the default, 1) or more, up to %d ranks per core", s.MaxOversubscribe, MaxOversubscribe)
+	}
+	if s.RanksPerNode < 0 || s.RanksPerNode > MaxRanks {
+		bad("ranks_per_node %d: want 0 (no bound) to %d", s.RanksPerNode, MaxRanks)
 	}
 	if s.WaitForNodes < 0 {
 		bad("wait_for_nodes %v: want ≥ 0", s.WaitForNodes)

@@ -29,7 +29,7 @@ func placeNodes(nodes map[string]api.Node) []place.Node {
 func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, without string) (map[string]api.Node, place.Placement, error) {
 	wait := time.Duration(spec.WaitForNodes)
 	deadline := time.Now().Add(wait)
-	opts := place.Options{MaxOversubscribe: spec.MaxOversubscribe}
+	opts := placeOptions(spec)
 	announced := false
 	ranBefore := b.placement != nil || b.j.resume != nil // a resumed job ran under another coordinator
 	for {
@@ -52,8 +52,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 				return live, p, nil
 			}
 		}
-		short := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g; the live nodes (%s) have %d",
-			spec.Ranks, plural(coresNeeded(spec), "core"), max(spec.MaxOversubscribe, 1), nodeList(live), totalCores(live))
+		short := tooFew(spec, live)
 		if wait == 0 {
 			return nil, nil, fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
 		}
@@ -72,8 +71,32 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 	}
 }
 
+// placeOptions are the bounds a job's spec sets on its placements.
+func placeOptions(spec api.JobSpec) place.Options {
+	return place.Options{MaxOversubscribe: spec.MaxOversubscribe, MaxPerNode: spec.RanksPerNode}
+}
+
+// oversubscribe is the job's ranks per core.
+func oversubscribe(spec api.JobSpec) float64 {
+	if spec.MaxOversubscribe <= 0 {
+		return 1
+	}
+	return spec.MaxOversubscribe
+}
+
 func coresNeeded(spec api.JobSpec) int {
-	return int(math.Ceil(float64(spec.Ranks)/max(spec.MaxOversubscribe, 1) - 1e-9))
+	return int(math.Ceil(float64(spec.Ranks)/oversubscribe(spec) - 1e-9))
+}
+
+// tooFew says why the job's ranks do not fit the live nodes: "too few nodes: 6
+// ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4".
+func tooFew(spec api.JobSpec, live map[string]api.Node) string {
+	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, plural(coresNeeded(spec), "core"), oversubscribe(spec))
+	if spec.RanksPerNode > 0 {
+		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
+		msg += fmt.Sprintf(" and %s at --ranks-per-node %d", plural(need, "node"), spec.RanksPerNode)
+	}
+	return fmt.Sprintf("%s; the live nodes (%s) have %d", msg, nodeList(live), totalCores(live))
 }
 
 func totalCores(nodes map[string]api.Node) int {

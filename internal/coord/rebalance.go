@@ -49,7 +49,7 @@ func (b *clusterBackend) remaining() (time.Duration, bool) {
 // costs. ok is false when the job has not reported enough progress to tell.
 func (b *clusterBackend) weigh(live map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
 	spec := b.cj.snapshot().Spec
-	next, err := place.Spread(placeNodes(live), spec.Ranks, place.Options{MaxOversubscribe: spec.MaxOversubscribe})
+	next, err := place.Spread(placeNodes(live), spec.Ranks, placeOptions(spec))
 	if err != nil {
 		return e, nil, false
 	}

@@ -37,8 +37,11 @@ var (
 // Options bound a placement.
 type Options struct {
 	// MaxOversubscribe is how many ranks a node may run per core (1 means never more
-	// ranks than cores). 0 means 1.
+	// ranks than cores; 0.5, one rank per two cores). 0 means 1.
 	MaxOversubscribe float64
+	// MaxPerNode bounds the ranks of any one node, whatever its cores (1 spreads
+	// the ranks one per node, as bandwidth tests want). 0 means no bound.
+	MaxPerNode int
 }
 
 func (o Options) slots(n Node) int {
@@ -46,7 +49,11 @@ func (o Options) slots(n Node) int {
 	if f <= 0 {
 		f = 1
 	}
-	return int(math.Floor(float64(n.Cores)*f + 1e-9))
+	s := int(math.Floor(float64(n.Cores)*f + 1e-9))
+	if o.MaxPerNode > 0 {
+		s = min(s, o.MaxPerNode)
+	}
+	return s
 }
 
 // Spread places nranks ranks over nodes in proportion to cores × speed, never giving
@@ -65,7 +72,7 @@ func Spread(nodes []Node, nranks int, opt Options) (Placement, error) {
 		total += opt.slots(n)
 	}
 	if total < nranks {
-		return nil, fmt.Errorf("%w: %d ranks, %d slots on %d nodes (allow more ranks per core with --max-oversubscribe)",
+		return nil, fmt.Errorf("%w: %d ranks, %d slots on %d nodes (allow more ranks per core with --max-oversubscribe, or per node with --ranks-per-node)",
 			ErrTooFewSlots, nranks, total, len(ns))
 	}
 	counts := apportion(ns, nranks, opt)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -35,6 +36,10 @@ func TestSpread(t *testing.T) {
 		{"speed counts", []Node{{"a", 2, 3}, {"b", 2, 1}}, 4, Options{}, "a:0-1 b:2-3", nil},
 		{"speed counts under oversubscription", []Node{{"a", 2, 3}, {"b", 2, 1}}, 8, Options{MaxOversubscribe: 4}, "a:0-5 b:6-7", nil},
 		{"too few cores", nodes("a", 2, "b", 2), 5, Options{}, "", ErrTooFewSlots},
+		{"one rank per node", nodes("a", 4, "b", 4, "c", 4), 3, Options{MaxPerNode: 1}, "a:0 b:1 c:2", nil},
+		{"one rank per node, too few nodes", nodes("a", 4, "b", 4), 3, Options{MaxPerNode: 1}, "", ErrTooFewSlots},
+		{"per-node bound below the cores", nodes("a", 8, "b", 2), 6, Options{MaxPerNode: 4}, "a:0-3 b:4-5", nil},
+		{"one rank per two cores", nodes("a", 4, "b", 2, "c", 1), 3, Options{MaxOversubscribe: 0.5}, "a:0-1 b:2", nil},
 		{"no nodes", nil, 1, Options{}, "", ErrNoNodes},
 		{"no ranks", nodes("a", 1), 0, Options{}, "", ErrBadRankCount},
 	}
@@ -51,52 +56,73 @@ func TestSpread(t *testing.T) {
 	}
 }
 
-// TestSpreadProperties checks every small input: all ranks placed, slots respected,
-// contiguous blocks, shares within one rank of the proportional ideal (when no node
-// is capped), and the same answer twice.
+// TestSpreadProperties checks every small input, under every bound: all ranks
+// placed when they fit the slots (cores × oversubscription, at most MaxPerNode a
+// node) and an error naming the slots when they do not; slots respected,
+// contiguous blocks, shares within one rank of the proportional ideal (when no
+// node is capped), and the same answer twice.
 func TestSpreadProperties(t *testing.T) {
-	for a := 1; a <= 4; a++ {
-		for b := 1; b <= 4; b++ {
-			for c := 1; c <= 4; c++ {
-				ns := nodes("a", a, "b", b, "c", c)
-				for n := 1; n <= 2*(a+b+c); n++ {
-					opt := Options{MaxOversubscribe: 2}
-					p, err := Spread(ns, n, opt)
-					if err != nil {
-						t.Fatalf("%v n=%d: %v", ns, n, err)
-					}
-					if len(p) != n {
-						t.Fatalf("%v n=%d: %d ranks placed", ns, n, len(p))
-					}
-					again, _ := Spread(ns, n, opt)
-					if !reflect.DeepEqual(p, again) {
-						t.Fatalf("%v n=%d: not deterministic", ns, n)
-					}
-					counts := p.Counts()
-					seen := map[string]bool{}
-					for r, host := range p {
-						if r > 0 && host != p[r-1] && seen[host] {
-							t.Fatalf("%v n=%d: %s not contiguous: %s", ns, n, host, p)
-						}
-						seen[host] = true
-					}
-					capped := false
-					for _, nd := range ns {
-						if counts[nd.Name] > 2*nd.Cores {
-							t.Fatalf("%v n=%d: %s has %d ranks for %d cores", ns, n, nd.Name, counts[nd.Name], nd.Cores)
-						}
-						capped = capped || counts[nd.Name] == 2*nd.Cores
-					}
-					if capped {
-						continue
-					}
-					for _, nd := range ns {
-						ideal := float64(n) * float64(nd.Cores) / float64(a+b+c)
-						if math.Abs(float64(counts[nd.Name])-ideal) >= 1 {
-							t.Fatalf("%v n=%d: %s has %d ranks, ideal %.2f", ns, n, nd.Name, counts[nd.Name], ideal)
-						}
-					}
+	for _, opt := range []Options{
+		{MaxOversubscribe: 2}, {MaxOversubscribe: 1}, {MaxOversubscribe: 0.5},
+		{MaxPerNode: 1}, {MaxPerNode: 3}, {MaxOversubscribe: 2, MaxPerNode: 3},
+	} {
+		for a := 1; a <= 4; a++ {
+			for b := 1; b <= 4; b++ {
+				for c := 1; c <= 4; c++ {
+					checkSpread(t, nodes("a", a, "b", b, "c", c), opt)
 				}
+			}
+		}
+	}
+}
+
+func checkSpread(t *testing.T, ns []Node, opt Options) {
+	t.Helper()
+	slots, cores := 0, 0
+	for _, nd := range ns {
+		slots += opt.slots(nd)
+		cores += nd.Cores
+	}
+	for n := 1; n <= slots+1; n++ {
+		p, err := Spread(ns, n, opt)
+		if n > slots {
+			if !errors.Is(err, ErrTooFewSlots) || !strings.Contains(err.Error(), fmt.Sprintf("%d slots", slots)) {
+				t.Fatalf("%v %+v n=%d: err %v, want ErrTooFewSlots naming %d slots", ns, opt, n, err, slots)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v %+v n=%d: %v", ns, opt, n, err)
+		}
+		if len(p) != n {
+			t.Fatalf("%v %+v n=%d: %d ranks placed", ns, opt, n, len(p))
+		}
+		again, _ := Spread(ns, n, opt)
+		if !reflect.DeepEqual(p, again) {
+			t.Fatalf("%v %+v n=%d: not deterministic", ns, opt, n)
+		}
+		counts := p.Counts()
+		seen := map[string]bool{}
+		for r, host := range p {
+			if r > 0 && host != p[r-1] && seen[host] {
+				t.Fatalf("%v %+v n=%d: %s not contiguous: %s", ns, opt, n, host, p)
+			}
+			seen[host] = true
+		}
+		capped := false
+		for _, nd := range ns {
+			if counts[nd.Name] > opt.slots(nd) {
+				t.Fatalf("%v %+v n=%d: %s has %d ranks for %d slots", ns, opt, n, nd.Name, counts[nd.Name], opt.slots(nd))
+			}
+			capped = capped || counts[nd.Name] == opt.slots(nd)
+		}
+		if capped {
+			continue
+		}
+		for _, nd := range ns {
+			ideal := float64(n) * float64(nd.Cores) / float64(cores)
+			if math.Abs(float64(counts[nd.Name])-ideal) >= 1 {
+				t.Fatalf("%v %+v n=%d: %s has %d ranks, ideal %.2f", ns, opt, n, nd.Name, counts[nd.Name], ideal)
 			}
 		}
 	}

@@ -158,6 +158,36 @@ func TestMultiHost(t *testing.T) {
 		}
 	})
 
+	t.Run("ranks-per-node", func(t *testing.T) {
+		// One rank per node, and one per two cores: 3 ranks on three hosts of 2
+		// cores, each rank on its own host (its own network namespace, so its own
+		// address), where --max-oversubscribe 1 would put two on n1 and one on n2.
+		for _, flags := range [][]string{{"--ranks-per-node", "1"}, {"--max-oversubscribe", "0.5"}} {
+			j := submit(t, b, "n1", append(append([]string{"-n", "3"}, flags...), "--", "/bin/sh", "-c", "echo host: $(hostname -I | tr -d ' ')")...)
+			if code := j.Wait(time.Minute); code != 0 {
+				t.Fatalf("%v: job exited %d\n%s", flags, code, j.Output())
+			}
+			out := j.Output()
+			if !strings.Contains(out, "launching 3 ranks on 3 nodes (n1:0 n2:1 n3:2)") {
+				t.Errorf("%v: not one rank per node:\n%s", flags, grepShoal(out))
+			}
+			hosts := map[string]bool{}
+			for _, m := range regexp.MustCompile(`(?m)^\[\d\] host: (\S+)$`).FindAllStringSubmatch(out, -1) {
+				hosts[m[1]] = true
+			}
+			if len(hosts) != 3 {
+				t.Errorf("%v: the ranks ran on %d hosts, want 3:\n%s", flags, len(hosts), out)
+			}
+		}
+		// Four ranks cannot go one per node on three nodes: refused, naming the bound.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := b.Exec(ctx, "n1", shoal, "run", "-n", "4", "--ranks-per-node", "1", "--", "/bin/true")
+		if err == nil || !strings.Contains(err.Error(), "4 nodes at --ranks-per-node 1; the live nodes (n1, n2, n3) have 6") {
+			t.Errorf("4 ranks one per node on 3 nodes: %v\n%s\nwant a refusal naming --ranks-per-node", err, out)
+		}
+	})
+
 	t.Run("too-many-ranks", func(t *testing.T) {
 		// 7 ranks on 6 cores at the default --max-oversubscribe 1, with no
 		// --wait-for-nodes: the job must fail at once, saying why, and run nothing.
