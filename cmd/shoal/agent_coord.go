@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"shoal/internal/agent"
@@ -17,8 +16,8 @@ type peer struct{ *api.Client }
 
 var _ coord.Peer = peer{}
 
-func (p peer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error {
-	_, err := p.Client.Grant(ctx, job, coordinator, ranks, ttl)
+func (p peer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) error {
+	_, err := p.Client.Grant(ctx, job, coordinator, ranks, ttl, owner)
 	return err
 }
 
@@ -49,11 +48,10 @@ func plugCoordinator(a *agent.Agent) error {
 		return err
 	}
 	svc := coord.NewService(coord.ServiceConfig{
-		Node:       a.Name(),
-		DataDir:    a.DataDir(),
-		SecretFile: filepath.Join(a.DataDir(), agent.SecretFile),
-		ShoalBin:   self,
-		Nodes:      a.Nodes,
+		Node:     a.Name(),
+		DataDir:  a.DataDir(),
+		ShoalBin: self,
+		Nodes:    a.Nodes,
 		// One client per node, shared with the agent's own calls, so that the
 		// coordinator's calls (several per node at every launch and poll) reuse
 		// kept-alive connections instead of each dialling anew.

@@ -60,6 +60,8 @@ func execRank(args []string, stdout, stderr io.Writer) int {
 		jobDir := filepath.Join(node, "jobs", job)
 		work := filepath.Join(jobDir, "work")
 		cache := files.Cache{Dir: filepath.Join(node, "files")}
+		// The job's directory is its owner's alone: its output and files.
+		os.Mkdir(jobDir, 0o700)
 		for _, s := range stages {
 			if err := cache.Place(work, s); err != nil {
 				fmt.Fprintf(stderr, "shoal: stage %s for job %s: %v\n", s.Name, job, err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -57,9 +58,11 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 
 const jobsUsage = `Usage: shoal jobs [flags]
 
-Lists the jobs the local agent coordinates: ID, STATE (pending, staging, running,
-moving, restarting, succeeded, failed, cancelled), RANKS, the newest complete
-checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks).
+Lists the jobs the local agent coordinates: ID, OWNER (the user its ranks run
+as; root for jobs submitted with the cluster secret), STATE (pending, staging,
+running, moving, restarting, succeeded, failed, cancelled), RANKS, the newest
+complete checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks). A user other
+than root, who submits through the agent's socket, sees only their own jobs.
 
 Flags:
 `
@@ -84,14 +87,14 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRANKS\tEPOCH\tRESTARTS\tPLACEMENT")
+	fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tRANKS\tEPOCH\tRESTARTS\tPLACEMENT")
 	for _, j := range jobs {
 		var nodes []string
 		for n, ranks := range j.Placement {
 			nodes = append(nodes, fmt.Sprintf("%s:%d", n, len(ranks)))
 		}
 		sort.Strings(nodes)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", j.ID, j.State, j.Spec.Ranks, j.Epoch, j.Restarts, strings.Join(nodes, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.ID, ownerName(j.Spec.Owner), j.State, j.Spec.Ranks, j.Epoch, j.Restarts, strings.Join(nodes, " "))
 	}
 	tw.Flush()
 	return exitOK
@@ -177,4 +180,16 @@ func rebalanceCmd(args []string, stdout, stderr io.Writer) int {
 	sort.Strings(nodes)
 	fmt.Fprintf(stdout, "job %s now runs on %s\n", j.ID, strings.Join(nodes, " "))
 	return exitOK
+}
+
+// ownerName is how shoal jobs names a job's owner: the login name, else the uid;
+// root for a job run as the agents' user.
+func ownerName(o *api.Owner) string {
+	switch {
+	case o == nil:
+		return "root"
+	case o.Name != "":
+		return o.Name
+	}
+	return strconv.Itoa(o.UID)
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"shoal/internal/agent"
 	"shoal/internal/api"
 )
@@ -35,6 +37,13 @@ func (f *localAgentFlags) client() (*api.Client, error) {
 	dir := f.dataDir
 	if dir == "" {
 		dir = agent.DefaultDataDir()
+	}
+	if addr == "" && f.secretFile == "" {
+		// A user who cannot read the secret talks to the local agent through
+		// its socket, as themself: the agent's own data dir, or root's.
+		if sock := localSocket(dir, f.dataDir == "" && os.Getenv("SHOAL_DATA_DIR") == ""); sock != "" {
+			return api.NewLocalClient(sock), nil
+		}
 	}
 	var secret []byte
 	var err error
@@ -76,4 +85,28 @@ func errorLine(err error) string {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	return strings.ReplaceAll(msg, "\n", "; ")
+}
+
+// localSocket returns the socket of the agent of data dir dir when the caller
+// cannot read its secret (a user other than the agent's), or "" to use the
+// secret. With orRoot, a user with no agent of their own in dir is sent to the
+// socket of root's agent (/var/lib/shoal), the usual one on a shared node.
+func localSocket(dir string, orRoot bool) string {
+	usable := func(dir string) string {
+		sock := filepath.Join(dir, agent.SocketFile)
+		if _, err := os.Stat(sock); err != nil {
+			return ""
+		}
+		if unix.Access(filepath.Join(dir, agent.SecretFile), unix.R_OK) == nil {
+			return "" // the secret is readable: the caller acts for the cluster
+		}
+		return sock
+	}
+	if sock := usable(dir); sock != "" {
+		return sock
+	}
+	if _, err := os.Stat(filepath.Join(dir, agent.AddrFile)); err == nil || !orRoot {
+		return ""
+	}
+	return usable(agent.RootDataDir)
 }

@@ -44,7 +44,11 @@ Environment:
   SHOAL_RSH_NODES    JSON file: an object mapping each node name and node IP
                      to the API address "IP:PORT" of its agent (the
                      coordinator writes it)
-  SHOAL_SECRET_FILE  the cluster secret file
+  SHOAL_AGENT_SOCKET the local agent's socket: the launch goes through that
+                     agent, which checks that this process's user owns the job
+                     (the coordinator sets it; no secret is needed)
+  SHOAL_SECRET_FILE  else, the cluster secret file: the launch goes to NODE's
+                     agent directly
   SHOAL_JOB          the job the daemon belongs to
 
 The ssh options -x, -q and -T are accepted and ignored; -n sends no stdin.
@@ -87,13 +91,21 @@ func rshCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	secretFile := os.Getenv("SHOAL_SECRET_FILE")
-	if secretFile == "" {
-		return fail("$SHOAL_SECRET_FILE is not set: the coordinator sets it to the cluster secret file")
-	}
-	secret, err := agent.ReadSecret(secretFile)
-	if err != nil {
-		return fail("%s", errorLine(err))
+	// Through the local agent's socket, as this process's user (the job's
+	// owner): that agent checks the job is theirs and passes the launch on.
+	// With a secret file instead, straight to the node's agent.
+	var client *api.Client
+	to := addr
+	if sock := os.Getenv("SHOAL_AGENT_SOCKET"); sock != "" {
+		client = api.NewLocalClient(sock)
+	} else if secretFile := os.Getenv("SHOAL_SECRET_FILE"); secretFile != "" {
+		secret, err := agent.ReadSecret(secretFile)
+		if err != nil {
+			return fail("%s", errorLine(err))
+		}
+		client, to = api.NewClient(addr, secret), ""
+	} else {
+		return fail("neither $SHOAL_AGENT_SOCKET nor $SHOAL_SECRET_FILE is set: the coordinator sets the first")
 	}
 	job := os.Getenv("SHOAL_JOB")
 	if !api.ValidJobID(job) {
@@ -113,7 +125,7 @@ func rshCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	res := make(chan launched, 1)
 	go func() {
-		conn, err := api.NewClient(addr, secret).Launch(ctx, api.LaunchRequest{Job: job, Argv: words})
+		conn, err := client.Launch(ctx, api.LaunchRequest{Job: job, Argv: words, To: to})
 		res <- launched{conn, err}
 	}()
 	var conn io.ReadWriteCloser

@@ -74,7 +74,7 @@ func TestRshHelpIsTrue(t *testing.T) {
 func TestRsh(t *testing.T) {
 	a := rshAgent(t, "j1")
 	orted := fakeOrted(t)
-	if _, err := a.Launcher().Grant("j1", "node-b", 1, time.Minute); err != nil {
+	if _, err := a.Launcher().Grant("j1", "node-b", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	rsh := func(args ...string) (stdout, stderr string, code int) {
@@ -107,7 +107,7 @@ func TestRsh(t *testing.T) {
 		{"unknown node", [2]string{}, []string{"node-z", orted}, `node "node-z" is not in $SHOAL_RSH_NODES`},
 		{"no nodes file", [2]string{"SHOAL_RSH_NODES", ""}, []string{"node-b", orted}, "$SHOAL_RSH_NODES is not set"},
 		{"bad nodes file", [2]string{"SHOAL_RSH_NODES", orted}, []string{"node-b", orted}, "want a JSON object"},
-		{"no secret", [2]string{"SHOAL_SECRET_FILE", ""}, []string{"node-b", orted}, "$SHOAL_SECRET_FILE is not set"},
+		{"no secret", [2]string{"SHOAL_SECRET_FILE", ""}, []string{"node-b", orted}, "neither $SHOAL_AGENT_SOCKET nor $SHOAL_SECRET_FILE is set"},
 		{"no job", [2]string{"SHOAL_JOB", ""}, []string{"node-b", orted}, "$SHOAL_JOB"},
 		{"job not granted", [2]string{"SHOAL_JOB", "j2"}, []string{"node-b", orted}, "job j2 has no live launch grant on node node-b"},
 		{"not a daemon", [2]string{}, []string{"node-b", "cat", "/etc/passwd"}, "only launches MPI daemons"},
@@ -201,7 +201,7 @@ func TestRshUnderOpenMPI(t *testing.T) {
 	bin := buildShoal(t)
 	job := fmt.Sprintf("rsh-test-%d", os.Getpid())
 	a := rshAgent(t, job)
-	if _, err := a.Launcher().Grant(job, "node-b", 1, time.Minute); err != nil {
+	if _, err := a.Launcher().Grant(job, "node-b", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

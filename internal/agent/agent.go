@@ -106,8 +106,9 @@ type Agent struct {
 	shards  *shardstore.Store
 	store   *jobstore.Store
 	apiLn   net.Listener
-	apiAddr string // as announced to other nodes
-	local   string // as written to AddrFile
+	sockLn  net.Listener // the local socket (SocketFile)
+	apiAddr string       // as announced to other nodes
+	local   string       // as written to AddrFile
 
 	beforeLeave atomic.Pointer[func(context.Context) error]
 	ranksDirty  chan struct{} // the launch grants' ranks changed: announce them
@@ -157,7 +158,8 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.tls, err = pki.NewIdentity(a.secret, cfg.Name, ips...); err != nil {
 		return nil, err
 	}
-	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember})
+	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember,
+		JobDirs: []string{JobsDir, CkptDir}})
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +208,9 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	a.server = api.NewServer(api.ServerConfig{
 		Node: (*localNode)(a), Secret: a.secret, Version: cfg.Version, Log: a.log, TLS: a.tls.ServerConfig(),
+		Relay: func(ctx context.Context, to string, req api.LaunchRequest) (io.ReadWriteCloser, error) {
+			return a.peers.Get(to).Launch(ctx, req)
+		},
 	})
 	a.server.SetGrantService(a.launch)
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
@@ -222,6 +227,9 @@ func Start(cfg Config) (_ *Agent, err error) {
 			a.log.Error("API server stopped", "err", err)
 		}
 	}()
+	if err = a.listenLocal(); err != nil {
+		return nil, err
+	}
 	if err = a.members.Join(cfg.Join); err != nil {
 		return nil, err
 	}
@@ -582,6 +590,10 @@ func (a *Agent) stop() {
 		} else if a.apiLn != nil {
 			a.apiLn.Close()
 		}
+		if a.sockLn != nil {
+			a.sockLn.Close()
+			os.Remove(filepath.Join(a.cfg.DataDir, SocketFile))
+		}
 		if a.launch != nil {
 			a.launch.Close() // the connections of what it launched are gone
 		}
@@ -631,3 +643,29 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 	}
 	return out, nil
 }
+
+// listenLocal serves the API on the data dir's socket, which any local user
+// may connect to: the agent knows them by their credentials (api.ServeLocal).
+// The lock on the data dir makes a socket left there by a killed agent stale.
+func (a *Agent) listenLocal() error {
+	path := filepath.Join(a.cfg.DataDir, SocketFile)
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("local socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return fmt.Errorf("local socket: %w", err)
+	}
+	a.sockLn = ln
+	go func() {
+		if err := a.server.ServeLocal(ln); err != nil {
+			a.log.Error("local socket stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// SocketPath is the path of the agent's local socket.
+func (a *Agent) SocketPath() string { return filepath.Join(a.cfg.DataDir, SocketFile) }

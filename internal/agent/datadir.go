@@ -16,7 +16,13 @@ const (
 	LockFile   = "agent.lock" // flock'ed by the running agent; holds its pid
 	AddrFile   = "agent.addr" // the API address local clients connect to, one line
 	SecretFile = "secret"     // the cluster secret, mode 0600
+	// SocketFile is the agent's local socket, mode 0666: any local user may
+	// connect, and the agent grants what the caller's user may do (docs/api.md).
+	SocketFile = "agent.sock"
 )
+
+// RootDataDir is the data dir of an agent run by root, the default for root.
+const RootDataDir = "/var/lib/shoal"
 
 // DefaultDataDir returns $SHOAL_DATA_DIR if set, else /var/lib/shoal when
 // running as root, else ~/.shoal.
@@ -25,7 +31,7 @@ func DefaultDataDir() string {
 		return d
 	}
 	if os.Geteuid() == 0 {
-		return "/var/lib/shoal"
+		return RootDataDir
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		return filepath.Join(home, ".shoal")
@@ -52,11 +58,18 @@ func (e *LockedError) Unwrap() error { return ErrDataDirLocked }
 // exits however it exits.
 type dirLock struct{ f *os.File }
 
-// lockDir creates dir (mode 0700) if needed and locks it, writing this
-// process's pid into the lock file.
+// lockDir creates dir (mode 0711) if needed and locks it, writing this
+// process's pid into the lock file. Other users may pass through dir, to the
+// agent's socket and to their jobs' directories, but not list it; what in it
+// is not theirs has modes of its own (the secret 0600, job directories 0700).
 func lockDir(dir string) (*dirLock, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o011 != 0o011 {
+		if err := os.Chmod(dir, st.Mode().Perm()|0o011); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
 	}
 	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)

@@ -41,10 +41,10 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 		t.Fatalf("launch without a grant: error %v, want ErrNotFound", err)
 	}
 	// j1 is coordinated by n3, j2 by n1.
-	if _, err := c.Grant(ctx, "j1", "n3", 1, time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j1", "n3", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n2.Launcher().Grant("j2", "n1", 1, time.Minute); err != nil {
+	if _, err := n2.Launcher().Grant("j2", "n1", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A JobService plugged in later does not take launches away.
@@ -113,7 +113,7 @@ func TestRanksAnnounced(t *testing.T) {
 	}
 	grant := func(a *Agent, job, coordinator string, n int) {
 		t.Helper()
-		if _, err := api.NewClient(a.LocalAPIAddr(), a.Secret()).Grant(ctx, job, coordinator, n, time.Minute); err != nil {
+		if _, err := api.NewClient(a.LocalAPIAddr(), a.Secret()).Grant(ctx, job, coordinator, n, time.Minute, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestRelaunchAnnouncesNothing(t *testing.T) {
 	sub := agents[0].Membership().Subscribe()
 	defer sub.Close()
 	l := agents[1].Launcher()
-	l.Grant("j1", "n1", 2, time.Minute)
+	l.Grant("j1", "n1", 2, time.Minute, nil)
 	waitFor(t, 5*time.Second, func() string {
 		nodes, _ := agents[0].Nodes(context.Background())
 		for _, n := range nodes {
@@ -166,7 +166,7 @@ func TestRelaunchAnnouncesNothing(t *testing.T) {
 	updates()
 	l.Revoke("j1") // the relaunch: fence, stage, grant the same ranks
 	time.Sleep(250 * time.Millisecond)
-	l.Grant("j1", "n1", 2, time.Minute)
+	l.Grant("j1", "n1", 2, time.Minute, nil)
 	time.Sleep(RanksSettle + time.Second)
 	if n := updates(); n != 0 {
 		t.Errorf("n2 announced %d metadata updates for a revoke and grant of the same ranks, want 0", n)

@@ -32,6 +32,8 @@ type Client struct {
 	// broken, when set, is why the client cannot make its TLS identity; every
 	// request fails with it.
 	broken error
+	// local is set for a client of the agent's local socket: nothing is signed.
+	local bool
 	// node is the agent's identity (Health.Node) that requests are signed for,
 	// learned from its health answer before the first other request; cleared
 	// when the agent says a request was for someone else (it restarted).
@@ -70,6 +72,20 @@ func NewClient(addr string, secret []byte) *Client {
 		}
 	}
 	return c
+}
+
+// NewLocalClient returns a client of the agent whose local socket is at path
+// (DATA/agent.sock). Its requests are not signed: the agent knows the caller
+// from the socket, and grants what that user may do (see [Server.ServeLocal]).
+func NewLocalClient(path string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", path)
+		},
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Client{addr: path, base: "http://agent", hc: &http.Client{Transport: tr}, now: time.Now, local: true}
 }
 
 // Addr returns the agent's address, host:port.
@@ -144,6 +160,10 @@ func (c *Client) request(ctx context.Context, method, path string, body any, sum
 	}
 	if _, ok := body.([]byte); ok {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.local {
+		req.Header.Set(HeaderContentSHA256, sum) // what a file upload names as its content
+		return req, nil
 	}
 	node, err := c.nodeFor(ctx, method, path)
 	if err != nil {
@@ -430,9 +450,9 @@ func (c *Client) Launch(ctx context.Context, lr LaunchRequest) (io.ReadWriteClos
 // Grant calls POST /v1/grants: the agent will launch MPI daemons for job, on
 // behalf of the coordinator node, for ttl from now (0: [DefaultGrantTTL]), and
 // counts ranks of the job's ranks as its own until the grant is revoked.
-func (c *Client) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) (Grant, error) {
+func (c *Client) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *Owner) (Grant, error) {
 	var g Grant
-	err := c.call(ctx, "POST", "/v1/grants", GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: Duration(ttl)}, &g)
+	err := c.call(ctx, "POST", "/v1/grants", GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: Duration(ttl), Owner: owner}, &g)
 	return g, err
 }
 

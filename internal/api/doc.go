@@ -24,6 +24,7 @@ import "errors"
 var (
 	ErrBadRequest       = errors.New("api: bad request")        // 400
 	ErrUnauthorized     = errors.New("api: unauthorized")       // 401
+	ErrForbidden        = errors.New("api: forbidden")          // 403: a local user asking for what only root may do
 	ErrNotFound         = errors.New("api: not found")          // 404
 	ErrMethodNotAllowed = errors.New("api: method not allowed") // 405
 	ErrConflict         = errors.New("api: conflict")           // 409
@@ -45,6 +46,7 @@ var statusErrors = []struct {
 }{
 	{400, "bad_request", ErrBadRequest},
 	{401, "unauthorized", ErrUnauthorized},
+	{403, "forbidden", ErrForbidden},
 	{404, "not_found", ErrNotFound},
 	{405, "method_not_allowed", ErrMethodNotAllowed},
 	{409, "conflict", ErrConflict},

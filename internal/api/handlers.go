@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if c := CallerOf(r.Context()); c != nil {
+		jobs = slices.DeleteFunc(jobs, func(j Job) bool { return !c.Owns(j) })
+	}
 	if jobs == nil {
 		jobs = []Job{}
 	}
@@ -76,6 +80,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	var spec JobSpec
 	if err := decodeJSON(r, &spec, false); err != nil {
 		return err
+	}
+	if c := CallerOf(r.Context()); c != nil {
+		// A local caller's job runs as the caller, whatever the body says.
+		spec.Owner = c.Owner()
 	}
 	if err := spec.Validate(); err != nil {
 		return err
@@ -102,7 +110,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, err := s.jobService().Job(r.Context(), id)
+	job, err := s.ownedJob(r, id)
 	if err != nil {
 		return err
 	}
@@ -113,6 +121,9 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	id, err := jobID(r)
 	if err != nil {
+		return err
+	}
+	if _, err := s.ownedJob(r, id); err != nil {
 		return err
 	}
 	job, err := s.jobService().Cancel(r.Context(), id)
@@ -177,7 +188,7 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	jobs := s.jobService()
-	if _, err := jobs.Job(r.Context(), id); err != nil {
+	if _, err := s.ownedJob(r, id); err != nil {
 		return err
 	}
 	rc := http.NewResponseController(w)
@@ -210,6 +221,13 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	if c := CallerOf(r.Context()); c != nil && req.To != "" {
+		return s.relayLaunch(w, r, c, req)
+	} else if req.To != "" {
+		return fmt.Errorf("%w: to: a launch names another agent only on the local socket", ErrBadRequest)
+	} else if c != nil && !c.Privileged() {
+		return fmt.Errorf("%w: %s may launch only through the agent of the job's node (to)", ErrForbidden, c)
+	}
 	run, err := s.jobService().Launch(r.Context(), req)
 	if err != nil {
 		return err
@@ -227,6 +245,36 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// relayLaunch starts, on the agent at req.To, a launch that a local caller asked
+// for a job of theirs, and carries it between the two once both are switched.
+func (s *Server) relayLaunch(w http.ResponseWriter, r *http.Request, c *Caller, req LaunchRequest) error {
+	if _, err := s.ownedJob(r, req.Job); err != nil {
+		return err
+	}
+	if s.cfg.Relay == nil {
+		return fmt.Errorf("%w: this agent does not pass launches on", ErrNotAvailable)
+	}
+	to := req.To
+	req.To = ""
+	remote, err := s.cfg.Relay(r.Context(), to, req)
+	if err != nil {
+		return err
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		remote.Close()
+		return fmt.Errorf("%w: cannot switch protocols on this connection: %v", ErrInternal, err)
+	}
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + LaunchProtocol + "\r\n\r\n")
+	if err := brw.Flush(); err != nil {
+		conn.Close()
+		remote.Close()
+		return nil
+	}
+	relay(&bufferedConn{Conn: conn, r: brw.Reader}, remote)
+	return nil
+}
+
 func (s *Server) grant(w http.ResponseWriter, r *http.Request) error {
 	var req GrantRequest
 	if err := decodeJSON(r, &req, false); err != nil {
@@ -239,7 +287,7 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request) error {
 	if ttl == 0 {
 		ttl = DefaultGrantTTL
 	}
-	g, err := s.grantService().Grant(req.Job, req.Coordinator, req.Ranks, ttl)
+	g, err := s.grantService().Grant(req.Job, req.Coordinator, req.Ranks, ttl, req.Owner)
 	if err != nil {
 		return err
 	}

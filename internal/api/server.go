@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,10 @@ type ServerConfig struct {
 	// MaxBody bounds JSON request bodies; 0 means DefaultMaxBody. File and
 	// shard uploads are streamed and not bounded here.
 	MaxBody int64
+	// Relay, when set, starts a launch on the agent at API address to for a
+	// caller of the local socket (LaunchRequest.To), with the cluster secret,
+	// and returns the switched connection: the agent's peers client does.
+	Relay func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error)
 	// TLS, when set, is what [Server.Serve] talks on its listener: an agent's is
 	// TLS 1.3 with client certificates from the cluster's authority
 	// (pki.Identity.ServerConfig), so plain HTTP gets no API answer. Nil serves
@@ -57,6 +62,9 @@ type Server struct {
 	grants atomic.Pointer[GrantService]
 	gc     atomic.Pointer[GCService]
 	http   *http.Server
+
+	localMu sync.Mutex
+	local   []*http.Server // ServeLocal's, shut down with the rest
 }
 
 // authenticatedKey marks, in a public route's request context, a request whose
@@ -74,7 +82,10 @@ func authenticated(r *http.Request) bool {
 type route struct {
 	public bool // no authentication needed (GET /v1/health only); see [authenticated]
 	stream bool // body streamed to the service and verified as it is read
-	h      func(w http.ResponseWriter, r *http.Request) error
+	// user: a local user other than root may call it on the socket, for their
+	// own jobs (see [Server.ServeLocal]).
+	user bool
+	h    func(w http.ResponseWriter, r *http.Request) error
 }
 
 // NewServer returns a server with no job or data service plugged in.
@@ -104,22 +115,22 @@ func NewServer(cfg ServerConfig) *Server {
 	s.SetGrantService(nil)
 	s.SetGCService(nil)
 	s.handle("GET /v1/health", route{public: true, h: s.health})
-	s.handle("GET /v1/nodes", route{h: s.nodes})
+	s.handle("GET /v1/nodes", route{user: true, h: s.nodes})
 	s.handle("POST /v1/leave", route{h: s.leave})
-	s.handle("GET /v1/jobs", route{h: s.listJobs})
-	s.handle("POST /v1/jobs", route{h: s.submitJob})
-	s.handle("GET /v1/jobs/{id}", route{h: s.getJob})
-	s.handle("DELETE /v1/jobs/{id}", route{h: s.cancelJob})
-	s.handle("GET /v1/jobs/{id}/events", route{h: s.jobEvents})
+	s.handle("GET /v1/jobs", route{user: true, h: s.listJobs})
+	s.handle("POST /v1/jobs", route{user: true, h: s.submitJob})
+	s.handle("GET /v1/jobs/{id}", route{user: true, h: s.getJob})
+	s.handle("DELETE /v1/jobs/{id}", route{user: true, h: s.cancelJob})
+	s.handle("GET /v1/jobs/{id}/events", route{user: true, h: s.jobEvents})
 	s.handle("POST /v1/jobs/{id}/rebalance", route{h: s.rebalanceJob})
 	s.handle("POST /v1/evacuate", route{h: s.evacuate})
-	s.handle("POST /v1/launch", route{h: s.launch})
+	s.handle("POST /v1/launch", route{user: true, h: s.launch})
 	s.handle("POST /v1/grants", route{h: s.grant})
 	s.handle("DELETE /v1/grants/{job}", route{h: s.revoke})
 	s.handle("GET /v1/grants/{job}/ranks", route{h: s.rankStates})
-	s.handle("HEAD /v1/files/{sha256}", route{h: s.hasFile})
+	s.handle("HEAD /v1/files/{sha256}", route{user: true, h: s.hasFile})
 	s.handle("GET /v1/files/{sha256}", route{h: s.getFile})
-	s.handle("PUT /v1/files/{sha256}", route{stream: true, h: s.putFile})
+	s.handle("PUT /v1/files/{sha256}", route{stream: true, user: true, h: s.putFile})
 	s.handle("GET /v1/shards/{job}/{epoch}/{rank}", route{h: s.getShard})
 	s.handle("PUT /v1/shards/{job}/{epoch}/{rank}", route{stream: true, h: s.putShard})
 	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/fetch", route{h: s.fetchShard})
@@ -187,6 +198,10 @@ func (s *Server) grantService() GrantService { return *s.grants.Load() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, pattern := s.mux.Handler(r)
 	rt, known := s.routes[pattern]
+	if c := CallerOf(r.Context()); c != nil {
+		s.serveLocal(w, r, c, rt, known)
+		return
+	}
 	if known && rt.public {
 		// Anyone may ask, but only a signed request learns more than that the agent
 		// answers: a name and a version help an attacker pick a target.
@@ -222,7 +237,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// bufferBody reads a JSON body, bounded, and checks it against its signed hash.
+// bufferBody reads a JSON body, bounded, and checks it against its signed hash
+// (none for a request from the local socket: sum "").
 func (s *Server) bufferBody(r *http.Request, sum string) error {
 	b, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxBody+1))
 	r.Body.Close()
@@ -233,7 +249,7 @@ func (s *Server) bufferBody(r *http.Request, sum string) error {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrTooLarge, s.cfg.MaxBody)
 	}
 	h := sha256.Sum256(b)
-	if hex.EncodeToString(h[:]) != sum {
+	if sum != "" && hex.EncodeToString(h[:]) != sum {
 		return fmt.Errorf("%w: body does not match its signed SHA-256 (tampered or truncated)", ErrUnauthorized)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
@@ -326,6 +342,12 @@ func (s *Server) Serve(l net.Listener) error {
 // progress. Launch connections already switched are not waited for. A Serve
 // called after Shutdown returns at once.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.localMu.Lock()
+	local := s.local
+	s.localMu.Unlock()
+	for _, l := range local {
+		l.Shutdown(ctx)
+	}
 	return s.http.Shutdown(ctx)
 }
 

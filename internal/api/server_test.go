@@ -197,7 +197,7 @@ type fakeGrants struct {
 	grants map[string]time.Duration
 }
 
-func (f *fakeGrants) Grant(job, coordinator string, ranks int, ttl time.Duration) (Grant, error) {
+func (f *fakeGrants) Grant(job, coordinator string, ranks int, ttl time.Duration, owner *Owner) (Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.grants[job] = ttl
@@ -265,7 +265,7 @@ func TestRequestsBoundToAgentRun(t *testing.T) {
 	}
 	again, _, _ := newTestServer(t, true)
 	ts.Config.Handler = again
-	if _, err := c.Grant(ctx, "j", "n1", 1, time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j", "n1", 1, time.Minute, nil); err != nil {
 		t.Errorf("Grant (a request with a body) after the agent restarted again: %v", err)
 	}
 	if now := nodeOf(t, ts); now == old {
@@ -720,11 +720,11 @@ func TestGrants(t *testing.T) {
 	_, ts, _ := newTestServer(t, true)
 	ctx := context.Background()
 	c := NewClient(ts.URL, testSecret)
-	g, err := c.Grant(ctx, "j1", "n2", 2, 0)
+	g, err := c.Grant(ctx, "j1", "n2", 2, 0, nil)
 	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || g.Ranks != 2 || !g.Expires.Equal(want) {
 		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2, 2 ranks, with the default TTL (expires %v)", g, err, want)
 	}
-	if g, err := c.Grant(ctx, "j2", "n2", 1, 90*time.Second); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
+	if g, err := c.Grant(ctx, "j2", "n2", 1, 90*time.Second, nil); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
 		t.Errorf("Grant 90s = %+v, %v", g, err)
 	}
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1", Killed: 2}) {
@@ -733,14 +733,14 @@ func TestGrants(t *testing.T) {
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1"}) {
 		t.Errorf("Revoke j1 again = %+v, %v; want 0 killed and no error", rv, err)
 	}
-	if _, err := c.Grant(ctx, "j1", "", 1, time.Minute); !errors.Is(err, ErrBadRequest) {
+	if _, err := c.Grant(ctx, "j1", "", 1, time.Minute, nil); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("Grant without a coordinator: error %v, want ErrBadRequest", err)
 	}
-	if _, err := c.Grant(ctx, "j1", "n2", -1, time.Minute); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
+	if _, err := c.Grant(ctx, "j1", "n2", -1, time.Minute, nil); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
 		t.Errorf("Grant of -1 ranks: error %v, want ErrBadRequest naming ranks", err)
 	}
 	for _, ranks := range []int{0, MaxRanks + 1} {
-		if _, err := c.Grant(ctx, "j1", "n2", ranks, time.Minute); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, MaxRanks)) {
+		if _, err := c.Grant(ctx, "j1", "n2", ranks, time.Minute, nil); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, MaxRanks)) {
 			t.Errorf("Grant of %d ranks: error %v, want ErrBadRequest naming ranks and the bound", ranks, err)
 		}
 	}

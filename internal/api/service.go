@@ -131,7 +131,7 @@ type GrantService interface {
 	// Grant allows launches for job, on behalf of the coordinator node, for
 	// ttl from now, replacing any earlier grant of the job; the node runs ranks
 	// of the job's ranks until the grant is revoked.
-	Grant(job, coordinator string, ranks int, ttl time.Duration) (Grant, error)
+	Grant(job, coordinator string, ranks int, ttl time.Duration, owner *Owner) (Grant, error)
 	// Revoke withdraws job's grant and kills every process started for it on
 	// this node (fencing), returning once they are gone. Revoking a job with
 	// no grant is not an error.
@@ -186,7 +186,7 @@ func (Unavailable) PutFile(context.Context, string, int64, io.Reader) error {
 func (Unavailable) GetShard(context.Context, ShardRef) (io.ReadCloser, int64, error) {
 	return nil, 0, notAvailable("checkpoint store")
 }
-func (Unavailable) Grant(string, string, int, time.Duration) (Grant, error) {
+func (Unavailable) Grant(string, string, int, time.Duration, *Owner) (Grant, error) {
 	return Grant{}, notAvailable("launch service")
 }
 func (Unavailable) Revoke(string) (Revoked, error) { return Revoked{}, notAvailable("launch service") }

@@ -88,6 +88,11 @@ const (
 
 // JobSpec is what POST /v1/jobs submits. [JobSpec.Validate] lists the rules.
 type JobSpec struct {
+	// Owner is the local user who submitted the job through an agent's socket:
+	// its ranks run as that user on every node, and only that user (and root)
+	// sees it. Set by the agent from the caller's credentials, never taken from
+	// a user; nil: submitted with the cluster secret, run as the agents' user.
+	Owner *Owner `json:"owner,omitempty"`
 	// ID names the job; empty: the coordinator names it after the program with a
 	// random suffix ("heat-3f9a2c"). 1 to 63 bytes of [A-Za-z0-9._-].
 	ID    string   `json:"id,omitempty"`
@@ -190,10 +195,34 @@ type LaunchRequest struct {
 	Job  string            `json:"job"`
 	Argv []string          `json:"argv"`
 	Env  map[string]string `json:"env,omitempty"`
+	// To, on a request to the local agent's socket only, is the API address of
+	// the agent that should start the daemon: the local agent checks that the
+	// caller owns the job and passes the launch on, so that `shoal rsh`, run by
+	// the job's user, needs no cluster secret.
+	To string `json:"to,omitempty"`
 }
 
 // DefaultGrantTTL is a grant's time to live when POST /v1/grants gives none.
 const DefaultGrantTTL = 10 * time.Minute
+
+// Owner is a local user, by number: user and group ids must mean the same user
+// on every node, as for a shared file system.
+type Owner struct {
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	Name string `json:"name,omitempty"` // the login name on the submitting node, for people
+}
+
+// String names the owner: "alice (uid 1001)".
+func (o *Owner) String() string {
+	if o == nil {
+		return "the agents' user"
+	}
+	if o.Name != "" {
+		return fmt.Sprintf("%s (uid %d)", o.Name, o.UID)
+	}
+	return fmt.Sprintf("uid %d", o.UID)
+}
 
 // GrantRequest is the body of POST /v1/grants: a coordinator allowing this
 // node to launch MPI daemons for one of its jobs.
@@ -206,6 +235,9 @@ type GrantRequest struct {
 	// TTL is how long launches may start under the grant; 0 means
 	// DefaultGrantTTL. It does not limit how long they run.
 	TTL Duration `json:"ttl,omitzero"`
+	// Owner is the user the job's daemons, and so its ranks, run as on the
+	// node; nil: the agent's own user.
+	Owner *Owner `json:"owner,omitempty"`
 }
 
 // Grant is the answer of POST /v1/grants.

@@ -57,6 +57,9 @@ func (s JobSpec) Validate() error {
 	if s.Ranks < 1 || s.Ranks > MaxRanks {
 		bad("ranks %d: want 1 to %d", s.Ranks, MaxRanks)
 	}
+	if o := s.Owner; o != nil && (o.UID <= 0 || o.GID < 0) {
+		bad("owner uid %d gid %d: want a user other than root (omit it for the agents' user)", o.UID, o.GID)
+	}
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		bad("argv: want the program and its arguments, program not empty")
 	}
@@ -151,6 +154,9 @@ func (g GrantRequest) Validate() error {
 	}
 	if g.TTL < 0 {
 		problems = append(problems, fmt.Sprintf("ttl %v: want ≥ 0 (0: %v)", g.TTL, DefaultGrantTTL))
+	}
+	if o := g.Owner; o != nil && (o.UID <= 0 || o.GID < 0) {
+		problems = append(problems, fmt.Sprintf("owner uid %d gid %d: want a user other than root (omit it for the agents' user)", o.UID, o.GID))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))

@@ -2,13 +2,16 @@ package coord
 
 import (
 	"encoding/json"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/files"
+	"shoal/internal/launch"
 	"shoal/internal/place"
 )
 
@@ -64,11 +67,35 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
 		RshAgent: s.cfg.ShoalBin + " rsh", Oversubscribe: over, Env: env,
 	}
+	// shoal rsh starts the daemons through this node's agent socket, as the
+	// launcher's user: neither it nor any rank is given the cluster secret.
 	launcherEnv := []string{
 		"SHOAL_NODE_DATA=" + s.cfg.DataDir,
 		"SHOAL_JOB=" + info.ID,
 		"SHOAL_RSH_NODES=" + nodesFile,
-		"SHOAL_SECRET_FILE=" + s.cfg.SecretFile,
+		"SHOAL_AGENT_SOCKET=" + filepath.Join(s.cfg.DataDir, agentSocket),
+	}
+	if o := info.Spec.Owner; o != nil {
+		// The launcher, and the ranks it starts on this node, run as the job's
+		// owner, who must read the launch files.
+		if err := chownTree(runDir, o); err != nil {
+			return engine.Launch{}, nil, err
+		}
+		l.RunAs = &syscall.Credential{Uid: uint32(o.UID), Gid: uint32(o.GID), Groups: []uint32{}}
+		launcherEnv = append(launcherEnv, launch.UserEnv(o)...)
 	}
 	return l, launcherEnv, nil
+}
+
+// agentSocket is the agent's local socket in the data dir (agent.SocketFile).
+const agentSocket = "agent.sock"
+
+// chownTree gives dir and everything in it to owner.
+func chownTree(dir string, o *api.Owner) error {
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, o.UID, o.GID)
+	})
 }

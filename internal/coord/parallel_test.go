@@ -77,7 +77,7 @@ func (p nodePeer) HasFile(ctx context.Context, sum string) (bool, error) {
 	return true, nil
 }
 
-func (p nodePeer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error {
+func (p nodePeer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) error {
 	p.log.add("grant " + p.node)
 	return nil
 }

@@ -328,7 +328,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	}
 	cmd := j.cfg.launcher().Command(l)
 	cmd.Env = append(os.Environ(), launcherEnv...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: l.RunAs}
 	log, err := os.Create(filepath.Join(j.runDir, "launcher.log"))
 	if err != nil {
 		return fail(err)

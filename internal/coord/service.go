@@ -29,7 +29,7 @@ type Peer interface {
 	// Grant allows the node to start MPI daemons for job, which runs ranks of its
 	// ranks there (the node announces them); Revoke kills what it started for the
 	// job (fencing an old run) and withdraws the ranks.
-	Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration) error
+	Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) error
 	Revoke(ctx context.Context, job string) error
 	// Shards returns the node's index of the job: the shards it holds and has
 	// verified, the job's progress as a rank 0 on the node last reported it, and
@@ -53,11 +53,10 @@ type Peer interface {
 
 // ServiceConfig wires a coordinator into its node.
 type ServiceConfig struct {
-	Node       string // this node's name
-	DataDir    string // this agent's data dir: files/, jobs/, ckpt/
-	SecretFile string // given to `shoal rsh` through the launcher's environment
-	ShoalBin   string // the shoal executable (rank wrapper and rsh agent)
-	Engine     engine.Engine
+	Node     string // this node's name
+	DataDir  string // this agent's data dir: files/, jobs/, ckpt/
+	ShoalBin string // the shoal executable (rank wrapper and rsh agent)
+	Engine   engine.Engine
 	// Nodes returns the cluster's nodes as membership sees them now.
 	Nodes func(ctx context.Context) ([]api.Node, error)
 	// Peer returns a client of another node's agent.
@@ -268,7 +267,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	var res Result
 	if err := spec.Validate(); err != nil {
 		res = rj.fail(err.Error())
-	} else if err := os.MkdirAll(filepath.Join(cfg.RunRoot, spec.ID), 0o755); err != nil {
+	} else if err := runDir(cfg.RunRoot, spec.ID); err != nil {
 		res = rj.fail(err.Error())
 	} else {
 		rj.be = cb
@@ -594,6 +593,20 @@ func (s *Service) reconfigure(ctx context.Context, only, without, reason string)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+// runDir makes the directory of job's runs in root: root passable by all (the
+// launcher of a user's job runs as that user), the job's own readable by its
+// owner only (launchFiles gives it to the owner): its launcher log holds the
+// job's output.
+func runDir(root, job string) error {
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(root, job), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
 	}
 	return nil
 }

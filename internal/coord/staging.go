@@ -48,7 +48,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			copiedMu.Lock()
 			copied[name] = files
 			copiedMu.Unlock()
-			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour); err != nil {
+			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour, info.Spec.Owner); err != nil {
 				unreachable(err, name)
 				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
 			}

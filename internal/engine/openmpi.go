@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 )
 
 // Launch describes one run of a job: a fresh mpirun with its own rank layout.
@@ -34,6 +35,9 @@ type Launch struct {
 	NoBind bool
 	// MCA holds extra --mca parameters.
 	MCA map[string]string
+	// RunAs, when set, is the user the launcher runs as, and so every rank it
+	// starts itself: the job's owner. Nil: the caller's user.
+	RunAs *syscall.Credential
 }
 
 // OpenMPI builds mpirun command lines for Open MPI 4.1.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,7 +73,8 @@ func (s *Service) start(req api.LaunchRequest, argv []string, stdin, stdout, std
 	if s.closed {
 		return nil, ErrClosed
 	}
-	if _, ok := s.grants[req.Job]; !ok {
+	g, ok := s.grants[req.Job]
+	if !ok {
 		return nil, fmt.Errorf("the grant of job %s was revoked", req.Job)
 	}
 	s.seq++
@@ -94,6 +96,12 @@ func (s *Service) start(req api.LaunchRequest, argv []string, stdin, stdout, std
 	p.cmd.Env = env
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if o := g.owner; o != nil {
+		// The daemon, and so every rank it starts, runs as the job's owner,
+		// with no supplementary groups of the agent's.
+		p.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(o.UID), Gid: uint32(o.GID), Groups: []uint32{}}
+		p.cmd.Env = append(p.cmd.Env, UserEnv(o)...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -304,4 +312,19 @@ func lastPath(env []string) string {
 		}
 	}
 	return ""
+}
+
+// UserEnv is the environment that names owner to a process run as that user:
+// HOME, USER and LOGNAME from the node's user database (HOME "/" when it has
+// none for the uid), so that MPI and the program find the user's files, not
+// the agent's.
+func UserEnv(owner *api.Owner) []string {
+	home, name := "/", owner.Name
+	if u, err := user.LookupId(strconv.Itoa(owner.UID)); err == nil {
+		home, name = u.HomeDir, u.Username
+	}
+	if name == "" {
+		name = strconv.Itoa(owner.UID)
+	}
+	return []string{"HOME=" + home, "USER=" + name, "LOGNAME=" + name}
 }

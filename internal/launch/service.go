@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -64,6 +65,11 @@ type Config struct {
 	KillGrace time.Duration
 	// MaxTTL bounds a grant's time to live. Default: [DefaultMaxTTL].
 	MaxTTL time.Duration
+	// JobDirs are the directories of DataDir that hold one directory per job
+	// its ranks write to (their working directory, their checkpoints): a grant
+	// for a job with an owner makes the job's own directory in each, owned by
+	// that user and readable by no other.
+	JobDirs []string
 	// Log receives a line per launch and per kill. Default: discard.
 	Log *slog.Logger
 	// IsMember, if set, reports whether a node of that name is a live member of
@@ -105,6 +111,7 @@ type grantEntry struct {
 	coordinator string
 	ranks       int // of the job's ranks, how many run on this node
 	expires     time.Time
+	owner       *api.Owner // the user its daemons run as; nil: the agent's
 }
 
 var _ api.GrantService = (*Service)(nil)
@@ -155,8 +162,8 @@ func New(cfg Config) (*Service, error) {
 // start, not how long they run: what runs is ended by [Service.Revoke], by
 // losing its connection, or by [Service.RevokeCoordinator] when the
 // coordinator's node is gone.
-func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration) (api.Grant, error) {
-	req := api.GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: api.Duration(ttl)}
+func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) (api.Grant, error) {
+	req := api.GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: api.Duration(ttl), Owner: owner}
 	if err := req.Validate(); err != nil {
 		return api.Grant{}, err
 	}
@@ -165,6 +172,9 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration) (
 	}
 	if s.cfg.IsMember != nil && !s.cfg.IsMember(coordinator) {
 		return api.Grant{}, fmt.Errorf("%w: coordinator %q is not a live member of the cluster as node %s sees it", api.ErrBadRequest, coordinator, s.cfg.Node)
+	}
+	if err := s.ownDirs(job, owner); err != nil {
+		return api.Grant{}, fmt.Errorf("%w: node %s: directories of job %s for %s: %v", api.ErrInternal, s.cfg.Node, job, owner, err)
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -177,10 +187,10 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration) (
 			delete(s.grants, j)
 		}
 	}
-	g := grantEntry{coordinator: coordinator, ranks: ranks, expires: now.Add(ttl)}
+	g := grantEntry{coordinator: coordinator, ranks: ranks, expires: now.Add(ttl), owner: owner}
 	s.grants[job] = g
 	s.mu.Unlock()
-	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ranks", ranks, "ttl", ttl)
+	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ranks", ranks, "ttl", ttl, "owner", owner.String())
 	s.ranksChanged()
 	return api.Grant{Job: job, Coordinator: coordinator, Ranks: ranks, Expires: g.expires}, nil
 }
@@ -413,4 +423,36 @@ func (s *Service) Coordinators() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ownDirs gives a job with an owner its own directory in each of JobDirs, mode
+// 0700, owned by that user with everything already in it (shards copied here
+// before the grant): its ranks, which run as the owner, write there, and no
+// other user reads it. A job without an owner keeps the agent's directories.
+func (s *Service) ownDirs(job string, owner *api.Owner) error {
+	if owner == nil {
+		return nil
+	}
+	for _, d := range s.cfg.JobDirs {
+		dir := filepath.Join(s.cfg.DataDir, d, job)
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return err
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(path, owner.UID, owner.GID)
+		})
+		if err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
 }

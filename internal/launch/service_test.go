@@ -171,7 +171,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 		t.Errorf("launch without a grant: got %v, want ErrNotFound saying there is no grant", err)
 	}
 	// An expired grant is no grant.
-	if _, err := svc.Grant("j1", "n0", 1, 30*time.Millisecond); err != nil {
+	if _, err := svc.Grant("j1", "n0", 1, 30*time.Millisecond, nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(60 * time.Millisecond)
@@ -179,7 +179,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 		t.Errorf("launch with an expired grant: got %v, want ErrNotFound", err)
 	}
 	// A revoked one neither.
-	if _, err := c.Grant(ctx, "j2", "n0", 1, time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j2", "n0", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Revoke(ctx, "j2"); err != nil {
@@ -193,7 +193,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 func TestLaunchRefusesNonDaemon(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, argv := range [][]string{
@@ -214,7 +214,7 @@ func TestLaunchRefusesNonDaemon(t *testing.T) {
 func TestGrantValidation(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	g, err := c.Grant(ctx, "j1", "n0", 1, 0)
+	g, err := c.Grant(ctx, "j1", "n0", 1, 0, nil)
 	if err != nil || g.Job != "j1" || g.Coordinator != "n0" || time.Until(g.Expires) < 9*time.Minute {
 		t.Errorf("grant with the default TTL = %+v, %v; want j1 from n0 expiring in 10m", g, err)
 	}
@@ -228,7 +228,7 @@ func TestGrantValidation(t *testing.T) {
 		{"j1", "n0", -time.Second, "ttl"},
 		{"j1", "n0", 25 * time.Hour, "ttl"},
 	} {
-		if _, err := c.Grant(ctx, tt.job, tt.coord, 1, tt.ttl); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := c.Grant(ctx, tt.job, tt.coord, 1, tt.ttl, nil); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("grant(%q, %q, %v): got %v, want ErrBadRequest naming %s", tt.job, tt.coord, tt.ttl, err, tt.want)
 		}
 	}
@@ -246,17 +246,17 @@ func TestGrantNamesLiveCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Close() })
-	if _, err := svc.Grant("j1", "n2", 2, time.Minute); err != nil {
+	if _, err := svc.Grant("j1", "n2", 2, time.Minute, nil); err != nil {
 		t.Errorf("grant from live n2: %v", err)
 	}
-	_, err = svc.Grant("j2", "ghost", 2, time.Minute)
+	_, err = svc.Grant("j2", "ghost", 2, time.Minute, nil)
 	if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), `coordinator "ghost" is not a live member`) {
 		t.Errorf("grant from ghost: %v, want ErrBadRequest naming ghost", err)
 	}
 	if n := svc.Ranks(); n != 2 {
 		t.Errorf("ranks after a refused grant = %d, want 2", n)
 	}
-	if _, err := svc.Grant("j3", "n2", 0, time.Minute); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "ranks 0") {
+	if _, err := svc.Grant("j3", "n2", 0, time.Minute, nil); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "ranks 0") {
 		t.Errorf("grant of 0 ranks: %v, want ErrBadRequest naming ranks", err)
 	}
 }
@@ -264,7 +264,7 @@ func TestGrantNamesLiveCoordinator(t *testing.T) {
 func TestLaunchRelaysStdioAndExit(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute); err != nil {
+	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	script := `echo "out $K"; echo "err $SHOAL_NODE_DATA" >&2; pwd; ` +
@@ -297,7 +297,7 @@ func TestLaunchRelaysStdioAndExit(t *testing.T) {
 func TestLaunchForwardsSignal(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	svc.Grant("j1", "n0", 1, time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute, nil)
 	conn, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(`echo started; exec sleep 300`)})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +336,7 @@ func TestDroppedConnectionKillsEverything(t *testing.T) {
 	for _, ignoreTerm := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ignore SIGTERM %v", ignoreTerm), func(t *testing.T) {
 			svc, c := testService(t)
-			svc.Grant("j1", "n0", 1, time.Minute)
+			svc.Grant("j1", "n0", 1, time.Minute, nil)
 			pidFile := filepath.Join(t.TempDir(), "pids")
 			script := fmt.Sprintf(`echo $$ > %[1]s; setsid sleep 300 & echo $! >> %[1]s; sleep 300 & echo $! >> %[1]s; wait`, pidFile)
 			if ignoreTerm { // the whole launch, daemon included
@@ -370,8 +370,8 @@ func TestDroppedConnectionKillsEverything(t *testing.T) {
 func TestRevokeKillsRunning(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	svc.Grant("j1", "n0", 1, time.Minute)
-	svc.Grant("j2", "n0", 1, time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute, nil)
+	svc.Grant("j2", "n0", 1, time.Minute, nil)
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	script := fmt.Sprintf(`setsid sleep 300 & echo $! >> %[1]s; sleep 300 & echo $! >> %[1]s; wait`, pidFile)
 	var exits sync.WaitGroup
@@ -455,10 +455,10 @@ func TestRevokeScansOnlyWhatMayRun(t *testing.T) {
 		}
 	}
 
-	svc.Grant("j1", "n0", 1, time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute, nil)
 	revoke("of a job never launched here", false)
 
-	svc.Grant("j1", "n0", 1, time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute, nil)
 	conn, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon("true")})
 	if err != nil {
 		t.Fatal(err)
@@ -474,7 +474,7 @@ func TestRevokeScansOnlyWhatMayRun(t *testing.T) {
 	})
 	revoke("after its launch ended and cleaned up", false)
 
-	svc.Grant("j1", "n0", 1, time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute, nil)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	conn, err = c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(fmt.Sprintf(`setsid sleep 300 & echo $! > %s; wait`, pidFile))})
 	if err != nil {
@@ -497,8 +497,8 @@ func TestRevokeScansOnlyWhatMayRun(t *testing.T) {
 func TestKillStale(t *testing.T) {
 	old, c := testService(t)
 	other, c2 := testService(t)
-	old.Grant("j1", "n0", 1, time.Minute)
-	other.Grant("j1", "n0", 1, time.Minute)
+	old.Grant("j1", "n0", 1, time.Minute, nil)
+	other.Grant("j1", "n0", 1, time.Minute, nil)
 	dir := t.TempDir()
 	for i, cl := range []*api.Client{c, c2} {
 		conn, err := cl.Launch(context.Background(), api.LaunchRequest{Job: "j1",
@@ -525,7 +525,7 @@ func TestKillStale(t *testing.T) {
 
 func TestCannotStartReportsOnStderr(t *testing.T) {
 	svc, c := testService(t)
-	svc.Grant("j1", "n0", 1, time.Minute)
+	svc.Grant("j1", "n0", 1, time.Minute, nil)
 	// The data dir is gone: the command cannot start in it.
 	os.RemoveAll(svc.cfg.DataDir)
 	conn, err := c.Launch(context.Background(), api.LaunchRequest{Job: "j1", Argv: daemon("true")})
@@ -561,13 +561,13 @@ func TestRanksFollowGrants(t *testing.T) {
 		do   func()
 		want int
 	}{
-		{"grant j1 2 ranks", func() { svc.Grant("j1", "n0", 2, time.Minute) }, 2},
-		{"grant j2 3 ranks", func() { svc.Grant("j2", "n9", 3, time.Minute) }, 5},
-		{"grant j1 again, 1 rank (a relaunch)", func() { svc.Grant("j1", "n0", 1, time.Minute) }, 4},
+		{"grant j1 2 ranks", func() { svc.Grant("j1", "n0", 2, time.Minute, nil) }, 2},
+		{"grant j2 3 ranks", func() { svc.Grant("j2", "n9", 3, time.Minute, nil) }, 5},
+		{"grant j1 again, 1 rank (a relaunch)", func() { svc.Grant("j1", "n0", 1, time.Minute, nil) }, 4},
 		{"revoke j1", func() { svc.Revoke("j1") }, 3},
 		{"revoke j1 again", func() { svc.Revoke("j1") }, 3},
 		{"n9 gone", func() { svc.RevokeCoordinator("n9") }, 0},
-		{"grant j3 4 ranks", func() { svc.Grant("j3", "n0", 4, time.Minute) }, 4},
+		{"grant j3 4 ranks", func() { svc.Grant("j3", "n0", 4, time.Minute, nil) }, 4},
 		{"close", svc.Close, 0},
 	}
 	for _, s := range steps {

@@ -552,25 +552,47 @@ func (s *Store) lock(path string) func() {
 }
 
 // mkdirs creates the store, job and epoch directories of ref, syncing the
-// parent of each one it creates so that the new entries are durable.
+// parent of each one it creates so that the new entries are durable. A job's
+// directory is readable by its owner only (0700); an epoch directory made in the
+// directory of a job with an owner (a user's job: its launch grant made the
+// directory theirs) is given to that user, whose ranks write their own shards
+// of the epoch there too.
 func (s *Store) mkdirs(ref api.ShardRef) error {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return err
 	}
 	jd := s.jobDir(ref.Job)
-	for _, d := range []string{jd.Path(), jd.EpochPath(ref.Epoch)} {
-		err := os.Mkdir(d, 0o755)
+	for i, d := range []string{jd.Path(), jd.EpochPath(ref.Epoch)} {
+		err := os.Mkdir(d, []os.FileMode{0o700, 0o755}[i])
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
+		if i == 1 {
+			if err := chownLike(d, jd.Path()); err != nil {
+				return err
+			}
+		}
 		if err := syncDir(filepath.Dir(d)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// chownLike gives path the owner of dir when they differ.
+func chownLike(path, dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || int(sys.Uid) == os.Geteuid() {
+		return nil
+	}
+	return os.Lchown(path, int(sys.Uid), int(sys.Gid))
 }
 
 func syncDir(dir string) error {
