@@ -151,9 +151,11 @@ func TestMultiHost(t *testing.T) {
 			if err != nil {
 				t.Fatalf("input.txt in %s's file cache after the second run: %v", node, err)
 			}
-			if !os.SameFile(before, fi) || !fi.ModTime().Equal(before.ModTime()) {
-				t.Errorf("%s's cached input.txt was written again (inode %d → %d, mtime %v → %v)", node,
-					before.Sys().(*syscall.Stat_t).Ino, fi.Sys().(*syscall.Stat_t).Ino, before.ModTime(), fi.ModTime())
+			// A file is stored by a rename over its name, so a new inode; its mtime
+			// says when a job last used it (retention), and changes.
+			if !os.SameFile(before, fi) {
+				t.Errorf("%s's cached input.txt was written again (inode %d → %d)", node,
+					before.Sys().(*syscall.Stat_t).Ino, fi.Sys().(*syscall.Stat_t).Ino)
 			}
 		}
 	})
