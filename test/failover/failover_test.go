@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 	"shoal/test/watch"
 )
 
@@ -57,33 +58,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// built returns the path of a built file; under make test (SHOAL_REQUIRE_BUILD) a
-// missing one fails the test, otherwise it is skipped.
-func built(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join(root, rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-			t.Fatalf("%s missing: make build did not produce it", rel)
-		}
-		t.Skipf("%s not built (run make build)", rel)
-	}
-	return p
-}
-
 // cluster returns the shared testbed with every host up, its agent running and
 // seeing the others alive, and one node leading the job store; it brings it up the
 // first time and repairs what an earlier test did (a cut link, a killed host).
 func cluster(t *testing.T) *testbed.Bed {
 	t.Helper()
-	if !testbed.IsRoot() {
-		t.Skip("needs root: the testbed makes network namespaces")
-	}
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("Open MPI not installed (make deps installs it)")
-	}
-	bin := built(t, "bin/shoal")
-	built(t, "build/examples/heat")
+	bin := testenv.NeedTestbed(t)
+	testenv.Built(t, "build/examples/heat")
 	if upErr != nil {
 		t.Fatalf("the testbed could not come up: %v", upErr)
 	}

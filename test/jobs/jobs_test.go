@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 	"shoal/test/watch"
 )
 
@@ -27,32 +28,12 @@ var root = func() string {
 	return filepath.Join(wd, "..", "..")
 }()
 
-// built returns the path of a built file; under make test (SHOAL_REQUIRE_BUILD) a
-// missing one fails the test, otherwise it is skipped.
-func built(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join(root, rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-			t.Fatalf("%s missing: make build did not produce it", rel)
-		}
-		t.Skipf("%s not built (run make build)", rel)
-	}
-	return p
-}
-
 // up brings up a testbed of n hosts with agents and returns it; it is torn down at
 // the end of the test.
 func up(t *testing.T, n int) *testbed.Bed {
 	t.Helper()
-	if !testbed.IsRoot() {
-		t.Skip("needs root: the testbed makes network namespaces")
-	}
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("Open MPI not installed (make deps installs it)")
-	}
-	bin := built(t, "bin/shoal")
-	built(t, "build/examples/heat")
+	bin := testenv.NeedTestbed(t)
+	testenv.Built(t, "build/examples/heat")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b, err := testbed.Up(ctx, testbed.Config{Nodes: n, Cores: []int{2}, Instance: instance, AgentBinary: bin, Logf: t.Logf})

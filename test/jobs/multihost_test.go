@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 )
 
 // TestMultiHost runs clean jobs, nothing taken away, of 6 ranks submitted on n1 to three
@@ -85,7 +86,7 @@ func TestMultiHost(t *testing.T) {
 	})
 
 	t.Run("file", func(t *testing.T) {
-		prog := built(t, "build/test/filecheck")
+		prog := testenv.Built(t, "build/test/filecheck")
 		// Random content: no node can hold it from an earlier run.
 		input := filepath.Join(t.TempDir(), "input.txt")
 		noise := make([]byte, 48<<10)

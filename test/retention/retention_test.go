@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 	"shoal/test/watch"
 )
 
@@ -55,32 +55,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// built returns the path of a built file; under make test (SHOAL_REQUIRE_BUILD) a
-// missing one fails the test, otherwise it is skipped.
-func built(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join(root, rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-			t.Fatalf("%s missing: make build did not produce it", rel)
-		}
-		t.Skipf("%s not built (run make build)", rel)
-	}
-	return p
-}
-
 // up returns the shared testbed: three hosts of two cores whose agents keep
 // job data for grace after the end and unused files for 2 s.
 func up(t *testing.T) *testbed.Bed {
 	t.Helper()
-	if !testbed.IsRoot() {
-		t.Skip("needs root: the testbed makes network namespaces")
-	}
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("Open MPI not installed (make deps installs it)")
-	}
-	bin := built(t, "bin/shoal")
-	built(t, "build/examples/heat")
+	bin := testenv.NeedTestbed(t)
+	testenv.Built(t, "build/examples/heat")
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, h := range hosts {

@@ -1,0 +1,48 @@
+// Package testenv is what the packages of tests under test/ share: where the
+// repository and its built files are, and the checks that skip a test this
+// machine cannot run (no root for a testbed, no Open MPI).
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"shoal/internal/testbed"
+)
+
+// Root is the repository's top directory.
+var Root = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}()
+
+// Built returns the path of a built file, rel to Root; under make test
+// (SHOAL_REQUIRE_BUILD) a missing one fails the test, otherwise it is skipped.
+func Built(t *testing.T, rel string) string {
+	t.Helper()
+	p := filepath.Join(Root, rel)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
+			t.Fatalf("%s missing: make build did not produce it", rel)
+		}
+		t.Skipf("%s not built (run make build)", rel)
+	}
+	return p
+}
+
+// NeedTestbed skips a test that brings up testbed hosts running MPI jobs when
+// this process is not root or Open MPI is not installed, and returns the
+// shoal executable the hosts' agents run.
+func NeedTestbed(t *testing.T) string {
+	t.Helper()
+	if !testbed.IsRoot() {
+		t.Skip("needs root: the testbed makes network namespaces")
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("Open MPI not installed (make deps installs it)")
+	}
+	return Built(t, "bin/shoal")
+}
