@@ -238,6 +238,9 @@ func (id *Identity) ClientConfig() *tls.Config {
 			return id.ca.Verify(cs.PeerCertificates, x509.ExtKeyUsageServerAuth)
 		},
 		NextProtos: []string{"http/1.1"},
+		// A launch takes a connection of its own (it is switched to the launch
+		// protocol): resuming a session saves the signatures of a full handshake.
+		ClientSessionCache: tls.NewLRUClientSessionCache(64),
 	}
 }
 
