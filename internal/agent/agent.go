@@ -159,7 +159,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember,
-		JobDirs: []string{JobsDir, CkptDir}})
+		JobDirs: []string{JobsDir, CkptDir}, JobRanks: a.jobRanks})
 	if err != nil {
 		return nil, err
 	}
@@ -372,6 +372,18 @@ func (a *Agent) Name() string { return a.cfg.Name }
 
 // isLiveMember reports whether the node of that name is in the cluster, alive or
 // suspected (not yet declared dead), as this node sees it.
+// jobRanks is the rank count of job in this node's replica of the job store.
+func (a *Agent) jobRanks(job string) (int, bool) {
+	if a.store == nil {
+		return 0, false
+	}
+	info, _, err := a.store.Job(job)
+	if err != nil {
+		return 0, false
+	}
+	return info.Spec.Ranks, true
+}
+
 func (a *Agent) isLiveMember(name string) bool {
 	if a.members == nil { // grants come through the API, which serves after gossip starts
 		return false

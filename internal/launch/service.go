@@ -78,6 +78,11 @@ type Config struct {
 	// would never revoke it). Nil accepts any name (tests without a cluster).
 	// Must be safe for concurrent use.
 	IsMember func(name string) bool
+	// JobRanks, if set, returns the rank count of job as the node's replica of
+	// the job store has it (ok false: not there yet, as for a job created a
+	// moment ago): a grant may not give the node more of the job's ranks than
+	// the job has. Must be safe for concurrent use.
+	JobRanks func(job string) (ranks int, ok bool)
 	// OnRanks, if set, is called after every change of the grants' ranks (the
 	// agent then announces [Service.Ranks] in its node metadata). Calls are made
 	// without the service's lock held and may come concurrently: read Ranks for
@@ -169,6 +174,11 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration, o
 	}
 	if ttl <= 0 || ttl > s.cfg.MaxTTL {
 		return api.Grant{}, fmt.Errorf("%w: ttl %v: want more than 0 and at most %v", api.ErrBadRequest, ttl, s.cfg.MaxTTL)
+	}
+	if s.cfg.JobRanks != nil {
+		if n, ok := s.cfg.JobRanks(job); ok && ranks > n {
+			return api.Grant{}, fmt.Errorf("%w: ranks %d: job %s has %d", api.ErrBadRequest, ranks, job, n)
+		}
 	}
 	if s.cfg.IsMember != nil && !s.cfg.IsMember(coordinator) {
 		return api.Grant{}, fmt.Errorf("%w: coordinator %q is not a live member of the cluster as node %s sees it", api.ErrBadRequest, coordinator, s.cfg.Node)

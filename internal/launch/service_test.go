@@ -237,6 +237,27 @@ func TestGrantValidation(t *testing.T) {
 	}
 }
 
+// TestGrantWithinTheJob: a grant gives a node at most the job's ranks, as the
+// node's replica of the job store has them; a job not there yet is taken on
+// the coordinator's word.
+func TestGrantWithinTheJob(t *testing.T) {
+	jobs := map[string]int{"j1": 4}
+	svc, err := New(Config{Node: "n1", DataDir: t.TempDir(), JobRanks: func(j string) (int, bool) { n, ok := jobs[j]; return n, ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	if _, err := svc.Grant("j1", "n2", 4, time.Minute, nil); err != nil {
+		t.Errorf("a grant of all 4 ranks of a 4-rank job: %v", err)
+	}
+	if _, err := svc.Grant("j1", "n2", 5, time.Minute, nil); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "ranks 5: job j1 has 4") {
+		t.Errorf("a grant of 5 ranks of a 4-rank job: %v, want refused naming both", err)
+	}
+	if _, err := svc.Grant("new", "n2", 9, time.Minute, nil); err != nil {
+		t.Errorf("a grant of a job the store has yet to replicate here: %v", err)
+	}
+}
+
 // TestGrantNamesLiveCoordinator: a grant stands for a job of a coordinator that is
 // in the cluster; any other name is refused, naming it.
 func TestGrantNamesLiveCoordinator(t *testing.T) {
