@@ -2,11 +2,9 @@ package coord
 
 import (
 	"encoding/json"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"shoal/internal/api"
 	"shoal/internal/engine"
@@ -78,24 +76,15 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 	if o := info.Spec.Owner; o != nil {
 		// The launcher, and the ranks it starts on this node, run as the job's
 		// owner, who must read the launch files.
-		if err := chownTree(runDir, o); err != nil {
+		if err := launch.GiveTree(runDir, o); err != nil {
 			return engine.Launch{}, nil, err
 		}
-		l.RunAs = &syscall.Credential{Uid: uint32(o.UID), Gid: uint32(o.GID), Groups: []uint32{}}
+		l.RunAs = launch.Credential(o)
 		launcherEnv = append(launcherEnv, launch.UserEnv(o)...)
 	}
 	return l, launcherEnv, nil
 }
 
-// agentSocket is the agent's local socket in the data dir (agent.SocketFile).
+// agentSocket is the agent's local socket in the data dir (agent.SocketFile;
+// the agent package imports this one).
 const agentSocket = "agent.sock"
-
-// chownTree gives dir and everything in it to owner.
-func chownTree(dir string, o *api.Owner) error {
-	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, o.UID, o.GID)
-	})
-}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,7 +101,7 @@ func (s *Service) start(req api.LaunchRequest, argv []string, stdin, stdout, std
 	if o := g.owner; o != nil {
 		// The daemon, and so every rank it starts, runs as the job's owner,
 		// with no supplementary groups of the agent's.
-		p.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(o.UID), Gid: uint32(o.GID), Groups: []uint32{}}
+		p.cmd.SysProcAttr.Credential = Credential(o)
 		p.cmd.Env = append(p.cmd.Env, UserEnv(o)...)
 	}
 	if err := p.cmd.Start(); err != nil {
@@ -327,4 +329,20 @@ func UserEnv(owner *api.Owner) []string {
 		name = strconv.Itoa(owner.UID)
 	}
 	return []string{"HOME=" + home, "USER=" + name, "LOGNAME=" + name}
+}
+
+// Credential is what a process runs as to run as owner: its uid and gid, and no
+// supplementary groups (none of the agent's).
+func Credential(owner *api.Owner) *syscall.Credential {
+	return &syscall.Credential{Uid: uint32(owner.UID), Gid: uint32(owner.GID), Groups: []uint32{}}
+}
+
+// GiveTree gives dir and everything in it to owner.
+func GiveTree(dir string, owner *api.Owner) error {
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, owner.UID, owner.GID)
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -451,13 +450,7 @@ func (s *Service) ownDirs(job string, owner *api.Owner) error {
 		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
-		err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Lchown(path, owner.UID, owner.GID)
-		})
-		if err != nil {
+		if err := GiveTree(dir, owner); err != nil {
 			return err
 		}
 		if err := os.Chmod(dir, 0o700); err != nil {

@@ -563,7 +563,11 @@ func (s *Store) mkdirs(ref api.ShardRef) error {
 	}
 	jd := s.jobDir(ref.Job)
 	for i, d := range []string{jd.Path(), jd.EpochPath(ref.Epoch)} {
-		err := os.Mkdir(d, []os.FileMode{0o700, 0o755}[i])
+		mode := os.FileMode(0o755) // an epoch's: its job's directory guards it
+		if i == 0 {
+			mode = 0o700
+		}
+		err := os.Mkdir(d, mode)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}
