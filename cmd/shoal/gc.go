@@ -49,40 +49,23 @@ Flags:
 
 func gcCmd(args []string, stdout, stderr io.Writer) int {
 	var (
-		af     localAgentFlags
 		req    api.GCRequest
 		asJSON bool
 	)
-	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.BoolVar(&req.DryRun, "dry-run", false, "remove nothing: list what would be removed, and what is kept and why")
-	fs.StringVar(&req.Job, "job", "", "remove everything of this job now, whatever its grace period or --keep (refused while it runs)")
-	fs.StringVar(&req.Node, "node", "", "collect on this node only (default: every live node)")
-	fs.BoolVar(&asJSON, "json", false, `print the agent's answer as JSON: {"nodes": [...]}, fields in docs/api.md`)
-	af.register(fs)
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, gcUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal gc: %v (see 'shoal gc --help')\n", err)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "shoal gc: unexpected argument %q (see 'shoal gc --help')\n", fs.Arg(0))
-		return exitUsage
-	}
-	if req.Job != "" && !api.ValidJobID(req.Job) {
-		fmt.Fprintf(stderr, "shoal gc: --job %q: want 1 to 63 bytes of [A-Za-z0-9._-]\n", req.Job)
-		return exitUsage
-	}
-	c, err := af.client()
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal gc: %s\n", errorLine(err))
-		return exitFailure
+	c, _, code := agentCommand("gc", gcUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&req.DryRun, "dry-run", false, "remove nothing: list what would be removed, and what is kept and why")
+		fs.Func("job", "remove everything of this job now, whatever its grace period or --keep (refused while it runs)", func(id string) error {
+			if !api.ValidJobID(id) {
+				return errors.New("want 1 to 63 bytes of [A-Za-z0-9._-]")
+			}
+			req.Job = id
+			return nil
+		})
+		fs.StringVar(&req.Node, "node", "", "collect on this node only (default: every live node)")
+		fs.BoolVar(&asJSON, "json", false, `print the agent's answer as JSON: {"nodes": [...]}, fields in docs/api.md`)
+	})
+	if code >= 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -98,7 +81,7 @@ func gcCmd(args []string, stdout, stderr io.Writer) int {
 	} else {
 		printGC(stdout, res, req.DryRun)
 	}
-	code := exitOK
+	code = exitOK
 	for _, n := range res.Nodes {
 		if n.Error != "" {
 			fmt.Fprintf(stderr, "shoal gc: node %s: %s\n", n.Node, n.Error)
