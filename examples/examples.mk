@@ -2,6 +2,7 @@
 #
 #   $(BUILD)/examples/heat, nqueens              linked with libshoal
 #   $(BUILD)/examples/heat-plain, nqueens-plain  the same sources with -DSHOAL_OFF: plain MPI
+#   $(BUILD)/examples/mandelbrot                 plain C, no MPI: one tile per task of a farm
 #
 # Every Shoal program in this repository builds with these flags; bench/kernels uses them too.
 
@@ -15,7 +16,7 @@ EXAMPLES := heat nqueens
 EXAMPLE_BINS := $(addprefix $(BUILD)/examples/,$(EXAMPLES))
 EXAMPLE_PLAIN_BINS := $(addsuffix -plain,$(EXAMPLE_BINS))
 
-examples: $(EXAMPLE_BINS) $(EXAMPLE_PLAIN_BINS)
+examples: $(EXAMPLE_BINS) $(EXAMPLE_PLAIN_BINS) $(BUILD)/examples/mandelbrot
 
 $(EXAMPLE_BINS): $(BUILD)/examples/%: examples/%.c examples/shoal_off.h examples/pace.h $(SHOAL_LIB) $(SHOAL_HEADER)
 	@mkdir -p $(@D)
@@ -24,3 +25,8 @@ $(EXAMPLE_BINS): $(BUILD)/examples/%: examples/%.c examples/shoal_off.h examples
 $(EXAMPLE_PLAIN_BINS): $(BUILD)/examples/%-plain: examples/%.c examples/shoal_off.h examples/pace.h
 	@mkdir -p $(@D)
 	$(MPICC) $(SHOAL_PROGRAM_CFLAGS) -DSHOAL_OFF -o $@ $<
+
+# Each task of a farm is an ordinary process, so this one is built with the C compiler.
+$(BUILD)/examples/mandelbrot: examples/mandelbrot.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=c99 -Wall -Wextra -o $@ $<
