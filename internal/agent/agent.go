@@ -21,6 +21,7 @@ import (
 	"shoal/internal/launch"
 	"shoal/internal/membership"
 	"shoal/internal/pki"
+	"shoal/internal/results"
 	"shoal/internal/retention"
 	"shoal/internal/shardstore"
 )
@@ -215,6 +216,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.server.SetGrantService(a.launch)
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
 	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, peers: a.peers})
+	a.server.SetResultService(&resultService{a: a, store: results.Store{Dir: filepath.Join(cfg.DataDir, ResultsDir)}})
 	a.SetJobService(nil)
 	if err = a.startGC(); err != nil {
 		return nil, err
@@ -380,6 +382,9 @@ func (a *Agent) jobRanks(job string) (int, bool) {
 	info, _, err := a.store.Job(job)
 	if err != nil {
 		return 0, false
+	}
+	if f := info.Spec.Farm; f != nil {
+		return len(f.Tasks), true // a farm runs at most a task per core at once
 	}
 	return info.Spec.Ranks, true
 }

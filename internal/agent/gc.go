@@ -24,8 +24,9 @@ import (
 // Directories of job data in the data dir besides CkptDir and JobsDir, as the
 // coordinator writes them.
 const (
-	CoordDir = "coord" // a coordinator's launch files and manifest, per job
-	FilesDir = "files" // the content-addressed cache of job files
+	CoordDir   = "coord"   // a coordinator's launch files and manifest, per job
+	FilesDir   = "files"   // the content-addressed cache of job files
+	ResultsDir = "results" // task farm results, per job
 )
 
 // DefaultGCInterval is Config.GCInterval's default. The agent also collects at
@@ -284,6 +285,7 @@ func (c *collector) scan() (retention.Node, error) {
 	}{
 		{JobsDir, func(h *retention.Held) { h.JobDir = true }},
 		{CoordDir, func(h *retention.Held) { h.CoordDir = true }},
+		{ResultsDir, func(h *retention.Held) { h.Results = true }},
 	} {
 		ids, err := jobDirs(filepath.Join(c.a.cfg.DataDir, d.dir))
 		if err != nil {
@@ -361,6 +363,8 @@ func (c *collector) path(it retention.Item) string {
 		return filepath.Join(c.a.cfg.DataDir, JobsDir, it.Job)
 	case retention.KindCoordDir:
 		return filepath.Join(c.a.cfg.DataDir, CoordDir, it.Job)
+	case retention.KindResults:
+		return filepath.Join(c.a.cfg.DataDir, ResultsDir, it.Job)
 	case retention.KindFile:
 		return c.cache.Path(it.Sum)
 	}
@@ -379,7 +383,7 @@ func (c *collector) remove(it retention.Item) error {
 		return err
 	case retention.KindEpoch:
 		return c.a.shards.RemoveEpoch(it.Job, it.Epoch)
-	case retention.KindJobDir, retention.KindCoordDir:
+	case retention.KindJobDir, retention.KindCoordDir, retention.KindResults:
 		return os.RemoveAll(c.path(it))
 	case retention.KindFile:
 		return c.cache.Remove(it.Sum)

@@ -51,17 +51,18 @@ type ServerConfig struct {
 // Server serves the agent API. Create it with [NewServer]; it is an
 // http.Handler and can also listen itself ([Server.Serve]).
 type Server struct {
-	cfg    ServerConfig
-	log    *slog.Logger
-	verify *Verifier
-	mux    *http.ServeMux
-	routes map[string]route // by mux pattern
-	jobs   atomic.Pointer[JobService]
-	data   atomic.Pointer[DataService]
-	shards atomic.Pointer[ShardService]
-	grants atomic.Pointer[GrantService]
-	gc     atomic.Pointer[GCService]
-	http   *http.Server
+	cfg     ServerConfig
+	log     *slog.Logger
+	verify  *Verifier
+	mux     *http.ServeMux
+	routes  map[string]route // by mux pattern
+	jobs    atomic.Pointer[JobService]
+	data    atomic.Pointer[DataService]
+	shards  atomic.Pointer[ShardService]
+	grants  atomic.Pointer[GrantService]
+	gc      atomic.Pointer[GCService]
+	results atomic.Pointer[ResultService]
+	http    *http.Server
 
 	localMu sync.Mutex
 	local   []*http.Server // ServeLocal's, shut down with the rest
@@ -114,6 +115,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.SetShardService(nil)
 	s.SetGrantService(nil)
 	s.SetGCService(nil)
+	s.SetResultService(nil)
 	s.handle("GET /v1/health", route{public: true, h: s.health})
 	s.handle("GET /v1/nodes", route{user: true, h: s.nodes})
 	s.handle("POST /v1/leave", route{h: s.leave})
@@ -139,6 +141,9 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("POST /v1/shards/{job}/request-checkpoint", route{h: s.requestCheckpoint})
 	s.handle("POST /v1/shards/{job}/probe", route{h: s.probe})
 	s.handle("POST /v1/gc", route{h: s.collect})
+	s.handle("PUT /v1/results/{job}/{task}", route{stream: true, h: s.putResult})
+	s.handle("GET /v1/results/{job}/{task}", route{user: true, h: s.getResult})
+	s.handle("GET /v1/results/{job}", route{h: s.listResults})
 	return s
 }
 

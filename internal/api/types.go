@@ -130,6 +130,63 @@ type JobSpec struct {
 	// agents' retention policy for how it ended (docs/retention.md);
 	// [KeepForever] keeps it until `shoal gc --job` removes it.
 	Keep Duration `json:"keep,omitzero"`
+	// Farm, when set, makes the job a task farm: Argv is run once per task,
+	// as a plain process (no MPI), on whichever node has room, and Ranks is 0.
+	Farm *FarmSpec `json:"farm,omitempty"`
+}
+
+// FarmSpec is what makes a job a task farm (`shoal farm`).
+type FarmSpec struct {
+	// Tasks are the tasks' lines: task n (from 0) runs Argv with "{}" replaced
+	// by Tasks[n] and "{#}" by n; without "{}", the line is the last argument.
+	Tasks []string `json:"tasks"`
+	// Prefetch is how many tasks each node holds beyond its cores, waiting to
+	// start the moment a core is free. 0 to [MaxPrefetch].
+	Prefetch int `json:"prefetch"`
+	// Retries is how many times a task that exits non-zero by itself runs
+	// again before it is given up. 0 to [MaxRetries].
+	Retries int `json:"retries"`
+}
+
+// Bounds of a [FarmSpec].
+const (
+	MaxTasks     = 1000000
+	MaxTaskBytes = 4096 // of one task's line
+	MaxPrefetch  = 64
+	MaxRetries   = 100
+)
+
+// FarmProgress is how far a task farm has come.
+type FarmProgress struct {
+	Total   int `json:"total"`
+	Done    int `json:"done"`    // results stored
+	Failed  int `json:"failed"`  // given up after their retries
+	Running int `json:"running"` // on nodes now, started or waiting for a core
+	// PerNode counts the tasks each node finished in this run.
+	PerNode map[string]int `json:"per_node,omitempty"`
+	// Rate is tasks done per second over the run so far.
+	Rate float64 `json:"rate,omitempty"`
+}
+
+// TaskDone is the data of a farm's "task-done" event: one task's result is
+// stored and can be read with GET /v1/results/{job}/{task}.
+type TaskDone struct {
+	Task    int      `json:"task"`
+	Node    string   `json:"node"` // the node that ran it
+	Size    int64    `json:"size"`
+	SHA256  string   `json:"sha256"`
+	Holders []string `json:"holders"`
+	Seconds float64  `json:"seconds"`
+}
+
+// TaskFailed is the data of a farm's "task-failed" event: a run of a task
+// exited non-zero by itself; Again tells whether it runs again.
+type TaskFailed struct {
+	Task     int    `json:"task"`
+	Node     string `json:"node"`
+	ExitCode int    `json:"exit_code"`
+	Attempts int    `json:"attempts"`
+	Again    bool   `json:"again"`
 }
 
 // KeepForever is the JobSpec.Keep of a job whose data stays until removed by
@@ -172,6 +229,8 @@ type Job struct {
 	// or were leaving) that membership has yet to declare gone: the job is not
 	// placed on them, by this coordinator or the next one.
 	Avoid []string `json:"avoid,omitempty"`
+	// Farm is a task farm's progress; nil for an MPI job.
+	Farm *FarmProgress `json:"farm,omitempty"`
 }
 
 // JobList is the answer of GET /v1/jobs.

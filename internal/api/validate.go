@@ -54,7 +54,26 @@ func (s JobSpec) Validate() error {
 	if s.ID != "" && !ValidJobID(s.ID) {
 		bad("id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", s.ID)
 	}
-	if s.Ranks < 1 || s.Ranks > MaxRanks {
+	if f := s.Farm; f != nil {
+		if s.Ranks != 0 {
+			bad("ranks %d: a task farm has none (want 0)", s.Ranks)
+		}
+		if len(f.Tasks) > MaxTasks {
+			bad("farm.tasks: %d tasks, want at most %d", len(f.Tasks), MaxTasks)
+		}
+		for i, t := range f.Tasks {
+			if len(t) > MaxTaskBytes || strings.ContainsAny(t, "\x00\n") {
+				bad("farm.tasks[%d]: want at most %d bytes, no NUL or newline", i, MaxTaskBytes)
+				break
+			}
+		}
+		if f.Prefetch < 0 || f.Prefetch > MaxPrefetch {
+			bad("farm.prefetch %d: want 0 to %d", f.Prefetch, MaxPrefetch)
+		}
+		if f.Retries < 0 || f.Retries > MaxRetries {
+			bad("farm.retries %d: want 0 to %d", f.Retries, MaxRetries)
+		}
+	} else if s.Ranks < 1 || s.Ranks > MaxRanks {
 		bad("ranks %d: want 1 to %d", s.Ranks, MaxRanks)
 	}
 	if o := s.Owner; o != nil && (o.UID <= 0 || o.GID < 0) {

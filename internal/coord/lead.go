@@ -300,7 +300,7 @@ func (s *Service) forwardOnce(ctx context.Context, spec api.JobSpec, again bool)
 	// The submitter follows the job here next: wait until this replica has it.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s.cfg.Store.WaitJob(wctx, info.ID)
+	s.cfg.Store.WaitSubmitted(wctx, info.ID, info.Submitted)
 	return info, false, nil
 }
 

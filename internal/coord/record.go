@@ -34,6 +34,9 @@ type clusterJob struct {
 	// closed once its run has stopped.
 	term     uint64
 	finished chan struct{}
+	// farmNodes are the API addresses of the nodes a task farm uses, by name,
+	// for the goroutines that store its results.
+	farmNodes map[string]string
 }
 
 // current reports whether this node still drives the job in the term it started
@@ -107,6 +110,22 @@ func (j *clusterJob) write(withInfo bool, events ...api.JobEvent) {
 	j.s.cfg.Store.Update(id, info, events, nil)
 }
 
+// writeWith writes the pending output, then events, the info and book (a
+// farm's ledger) in one entry.
+func (j *clusterJob) writeWith(events []api.JobEvent, book json.RawMessage) {
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
+	j.mu.Lock()
+	events = append(j.out, events...)
+	j.out = nil
+	info := j.info
+	j.mu.Unlock()
+	if j.s == nil || j.s.cfg.Store == nil || !j.current() {
+		return
+	}
+	j.s.cfg.Store.Update(info.ID, &info, events, book)
+}
+
 // writeBook records the job's epoch book in the store.
 func (j *clusterJob) writeBook(book json.RawMessage) {
 	j.writeMu.Lock()
@@ -134,11 +153,21 @@ func (j *clusterJob) output(typ, line string) {
 	}
 }
 
-// lineEvents turns rank output into one event per line.
+// lineEvents turns rank output into one event per line, each after prefix.
 type lineEvents struct {
-	job *clusterJob
-	typ string
-	buf []byte
+	job    *clusterJob
+	typ    string
+	prefix string
+	buf    []byte
+}
+
+// Close writes what is left of an unfinished last line.
+func (l *lineEvents) Close() error {
+	if len(l.buf) > 0 {
+		l.job.output(l.typ, l.prefix+string(l.buf))
+		l.buf = nil
+	}
+	return nil
 }
 
 func (l *lineEvents) Write(p []byte) (int, error) {
@@ -148,7 +177,7 @@ func (l *lineEvents) Write(p []byte) (int, error) {
 		if i < 0 {
 			return len(p), nil
 		}
-		l.job.output(l.typ, string(l.buf[:i]))
+		l.job.output(l.typ, l.prefix+string(l.buf[:i]))
 		l.buf = l.buf[i+1:]
 	}
 }

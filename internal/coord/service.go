@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/engine"
+	"shoal/internal/farm"
 	"shoal/internal/files"
 	"shoal/internal/jobstore"
 )
@@ -155,10 +157,22 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	s.mu.Lock()
 	_, taken := s.jobs[id]
 	s.mu.Unlock()
-	if _, _, err := s.cfg.Store.Job(id); err == nil || taken {
+	first := []api.JobEvent{newEvent(EventState, fmt.Sprintf("submitted; %s coordinates", s.cfg.Node), nil)}
+	old, book, err := s.cfg.Store.Job(id)
+	switch {
+	case err == nil && !taken && sameFarm(old, spec):
+		// The same farm, ended, started again: it keeps the results it has
+		// and runs the tasks it lacks (given-up ones too: something may have
+		// been fixed since).
+		err = s.cfg.Store.Replace(info, first, againLedger(book))
+	case err == nil || taken:
+		if err == nil && old.Spec.Farm != nil && spec.Farm != nil && old.Ended.IsZero() {
+			return api.Job{}, fmt.Errorf("%w: farm %s is running; follow it with shoal wait %s", api.ErrConflict, id, id)
+		}
 		return api.Job{}, fmt.Errorf("%w: job %s exists; choose another id", api.ErrConflict, id)
+	default:
+		err = s.cfg.Store.Submit(info, first)
 	}
-	err := s.cfg.Store.Submit(info, []api.JobEvent{newEvent(EventState, fmt.Sprintf("submitted; %s coordinates", s.cfg.Node), nil)})
 	switch {
 	case errors.Is(err, jobstore.ErrExists):
 		return api.Job{}, fmt.Errorf("%w: job %s exists; choose another id", api.ErrConflict, id)
@@ -169,6 +183,32 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	}
 	s.start(info, nil, nil)
 	return info, nil
+}
+
+// sameFarm reports whether spec is old's, an ended task farm, submitted again:
+// the same command line and tasks, so that the results old stored are those
+// spec asks for.
+func sameFarm(old api.Job, spec api.JobSpec) bool {
+	if old.Ended.IsZero() || old.Spec.Farm == nil || spec.Farm == nil {
+		return false
+	}
+	return slices.Equal(old.Spec.Argv, spec.Argv) && slices.Equal(old.Spec.Farm.Tasks, spec.Farm.Tasks) &&
+		slices.EqualFunc(old.Spec.Files, spec.Files, func(a, b api.File) bool { return a == b })
+}
+
+// againLedger is the ledger of a farm run again: its stored results, and no
+// task given up.
+func againLedger(book json.RawMessage) json.RawMessage {
+	var l farm.Ledger
+	if len(book) == 0 || json.Unmarshal(book, &l) != nil {
+		return nil
+	}
+	var again farm.Ledger
+	for _, r := range l.Results() {
+		again.Done(r)
+	}
+	b, _ := json.Marshal(&again)
+	return b
 }
 
 // start drives a job on this node, the leader; see run for book and resume.
@@ -212,6 +252,10 @@ func NewJobID(program string) string {
 // coordinator does with a job whose coordinator was lost.
 func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resume *Resume) {
 	info := j.snapshot()
+	if info.Spec.Farm != nil {
+		s.runFarm(ctx, j)
+		return
+	}
 	spec := Spec{
 		ID: info.ID, NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		CkptInterval: time.Duration(info.Spec.CheckpointInterval), MaxRestarts: info.Spec.MaxRestarts,
@@ -542,6 +586,9 @@ func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceReq
 	j := s.driver(id)
 	if j == nil {
 		return api.Job{}, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
+	}
+	if j.snapshot().Spec.Farm != nil {
+		return j.snapshot(), fmt.Errorf("%w: job %s is a task farm: each task already goes to a node with room, new nodes included", api.ErrConflict, id)
 	}
 	j.mu.Lock()
 	done, b := j.done, j.backend

@@ -30,6 +30,10 @@ const (
 	OpSubmit Op = "submit" // add a job; refused when its id is taken
 	OpUpdate Op = "update" // replace a job's info, append events, replace its epoch book
 	OpRemove Op = "remove" // forget a job
+	// OpReplace starts an ended job again under its id: a new record, with the
+	// book given (a farm run again keeps its ledger); refused unless the job
+	// exists and has ended.
+	OpReplace Op = "replace"
 )
 
 // Command is one entry of the replicated log. Every decision a coordinator makes
@@ -97,6 +101,20 @@ func (f *fsm) apply(c Command) error {
 		}
 		if _, taken := f.jobs[c.Job.ID]; taken {
 			return fmt.Errorf("%w: job %s", ErrExists, c.Job.ID)
+		}
+		r := &Record{Job: *c.Job, NextSeq: 1, Book: c.Book}
+		r.append(c.Events)
+		f.jobs[c.Job.ID] = r
+	case OpReplace:
+		if c.Job == nil || c.Job.ID == "" {
+			return fmt.Errorf("%w: replace without a job", ErrBadCommand)
+		}
+		old, ok := f.jobs[c.Job.ID]
+		if !ok {
+			return fmt.Errorf("%w: job %s", ErrNotFound, c.Job.ID)
+		}
+		if old.Job.Ended.IsZero() {
+			return fmt.Errorf("%w: job %s has not ended", ErrExists, c.Job.ID)
 		}
 		r := &Record{Job: *c.Job, NextSeq: 1, Book: c.Book}
 		r.append(c.Events)

@@ -127,3 +127,32 @@ type sink struct{ *bytes.Buffer }
 func (s *sink) ID() string    { return "test" }
 func (s *sink) Cancel() error { return nil }
 func (s *sink) Close() error  { return nil }
+
+// Replace starts an ended job again with a fresh record and the book given, and
+// refuses a job that runs or does not exist.
+func TestFSMReplace(t *testing.T) {
+	f := newFSM()
+	job := api.Job{ID: "farm-1", State: api.JobRunning}
+	if err := applyCmd(t, f, Command{Op: OpReplace, ID: job.ID, Job: &job}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("replace of an unknown job: got %v, want ErrNotFound", err)
+	}
+	applyCmd(t, f, Command{Op: OpSubmit, ID: job.ID, Job: &job, Events: []api.JobEvent{{Type: "state"}, {Type: "state"}}})
+	if err := applyCmd(t, f, Command{Op: OpReplace, ID: job.ID, Job: &job}); !errors.Is(err, ErrExists) {
+		t.Errorf("replace of a running job: got %v, want ErrExists", err)
+	}
+	ended := job
+	ended.State, ended.Ended = api.JobFailed, time.Unix(9, 0)
+	applyCmd(t, f, Command{Op: OpUpdate, ID: job.ID, Job: &ended})
+	again := api.Job{ID: job.ID, State: api.JobPending}
+	if err := applyCmd(t, f, Command{Op: OpReplace, ID: job.ID, Job: &again, Book: json.RawMessage(`{"done":[]}`),
+		Events: []api.JobEvent{{Type: "state", Message: "submitted again"}}}); err != nil {
+		t.Fatalf("replace of an ended job: %v", err)
+	}
+	r := f.jobs[job.ID]
+	if r.Job.State != api.JobPending || !r.Job.Ended.IsZero() || string(r.Book) != `{"done":[]}` {
+		t.Errorf("record after replace = %+v, book %s; want pending, not ended, the new book", r.Job, r.Book)
+	}
+	if len(r.Events) != 1 || r.Events[0].Seq != 1 || r.Events[0].Message != "submitted again" {
+		t.Errorf("events after replace = %+v, want only the new one, numbered 1", r.Events)
+	}
+}

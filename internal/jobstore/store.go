@@ -286,6 +286,13 @@ func (s *Store) Update(id string, job *api.Job, events []api.JobEvent, book json
 	return s.apply(Command{Op: OpUpdate, ID: id, Job: job, Events: events, Book: book})
 }
 
+// Replace starts an ended job again under its id, with a fresh record holding
+// job, events and book. Only the leader can; a job that has not ended is
+// refused with ErrExists.
+func (s *Store) Replace(job api.Job, events []api.JobEvent, book json.RawMessage) error {
+	return s.apply(Command{Op: OpReplace, ID: job.ID, Job: &job, Events: events, Book: book})
+}
+
 // Remove forgets a job. Only the leader can.
 func (s *Store) Remove(id string) error { return s.apply(Command{Op: OpRemove, ID: id}) }
 
@@ -375,9 +382,17 @@ func (t *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 // WaitJob waits until this replica holds job id: a node that passed a job on to
 // the leader answers for it at once after.
 func (s *Store) WaitJob(ctx context.Context, id string) error {
+	return s.WaitSubmitted(ctx, id, time.Time{})
+}
+
+// WaitSubmitted is WaitJob for the job submitted at submitted (zero: any), so
+// that a job started again under its id (Replace) is not taken for the record
+// it replaced.
+func (s *Store) WaitSubmitted(ctx context.Context, id string, submitted time.Time) error {
 	for {
 		s.fsm.mu.RLock()
-		_, ok := s.fsm.jobs[id]
+		r, ok := s.fsm.jobs[id]
+		ok = ok && (submitted.IsZero() || r.Job.Submitted.Equal(submitted))
 		changed := s.fsm.changed
 		s.fsm.mu.RUnlock()
 		if ok {

@@ -10,8 +10,10 @@ import (
 )
 
 // DefaultDaemons are the programs a launch may start: Open MPI's per-node daemons
-// (orted; prted from Open MPI 5's PRRTE) and MPICH Hydra's.
-var DefaultDaemons = []string{"orted", "prted", "hydra_pmi_proxy"}
+// (orted; prted from Open MPI 5's PRRTE), MPICH Hydra's, and the runner of a
+// task farm's tasks. An entry of two words allows the program (first word) with
+// that first argument only.
+var DefaultDaemons = []string{"orted", "prted", "hydra_pmi_proxy", "shoal exec-task"}
 
 // Errors of [DaemonArgv], wrapped with the detail.
 var (
@@ -46,7 +48,8 @@ func DaemonArgv(line string, daemons []string) ([]string, error) {
 		return nil, fmt.Errorf("%w: %q sets a variable; the command must start with the daemon", ErrNotSimple, words[0])
 	}
 	for _, d := range daemons {
-		if path.Base(words[0]) == d && !strings.HasSuffix(words[0], "/") {
+		prog, arg, two := strings.Cut(d, " ")
+		if path.Base(words[0]) == prog && !strings.HasSuffix(words[0], "/") && (!two || len(words) > 1 && words[1] == arg) {
 			return words, nil
 		}
 	}

@@ -37,6 +37,12 @@ func TestDaemonArgv(t *testing.T) {
 		{`orted 'unterminated`, nil, ErrNotSimple},
 		{`PATH=/x orted`, nil, ErrNotSimple},
 		{`PATH=/opt/ompi/bin:$PATH ; export PATH ; /opt/ompi/bin/orted -mca ess "env"`, nil, ErrNotSimple},
+		// A farm's task runner: shoal with exec-task as its first argument only.
+		{`shoal exec-task --slots 2 -- tile 3`, []string{"shoal", "exec-task", "--slots", "2", "--", "tile", "3"}, nil},
+		{`/opt/bin/shoal exec-task`, []string{"/opt/bin/shoal", "exec-task"}, nil},
+		{`shoal agent --data /tmp/x`, nil, ErrNotDaemon},
+		{`shoal`, nil, ErrNotDaemon},
+		{`shoal --x exec-task`, nil, ErrNotDaemon},
 		{`exec orted`, nil, ErrNotDaemon},
 		{`env orted`, nil, ErrNotDaemon},
 		{`rm -rf /`, nil, ErrNotDaemon},

@@ -151,7 +151,11 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 			}
 		}()
 	}
-	go p.readClient(conn, pipes.inW, log)
+	clientDone := make(chan struct{})
+	go func() {
+		p.readClient(conn, pipes.inW, log)
+		close(clientDone)
+	}()
 
 	p.cmd.Wait() // the exit status is in ProcessState
 	p.mu.Lock()
@@ -185,8 +189,28 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 
 	exit := exitOf(p.cmd.ProcessState)
 	log.Info("launch ended", "exit", exit, "connection_lost", lost)
-	if !lost {
-		fw.write(FrameExit, exit.encode())
+	if !lost && fw.write(FrameExit, exit.encode()) == nil {
+		lingerClose(conn, clientDone)
+	}
+}
+
+// lingerTime bounds how long a launch waits, after its last frame, for the
+// client to close the connection.
+const lingerTime = 2 * time.Second
+
+// lingerClose ends the sending half of conn and waits for the client to close
+// its own (it does once it has read the exit frame) before the deferred Close:
+// closed while the client's frames are still arriving (its stdin-close, sent
+// as it starts, may come after a short command's end), the connection would be
+// reset, and a reset makes the client's kernel drop the exit frame unread.
+func lingerClose(conn io.ReadWriteCloser, clientDone <-chan struct{}) {
+	cw, ok := conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	select {
+	case <-clientDone:
+	case <-time.After(lingerTime):
 	}
 }
 

@@ -110,6 +110,8 @@ type Held struct {
 	JobDir bool
 	// CoordDir: DATA/coord/JOB exists (a coordinator's launch files and manifest).
 	CoordDir bool
+	// Results: DATA/results/JOB exists (a task farm's stored results).
+	Results bool
 }
 
 // File is one file of the node's cache of job files.
@@ -133,6 +135,7 @@ const (
 	KindEpoch    Kind = "epoch"     // one epoch directory of it
 	KindJobDir   Kind = "job-dir"   // DATA/jobs/JOB
 	KindCoordDir Kind = "coord-dir" // DATA/coord/JOB
+	KindResults  Kind = "results"   // DATA/results/JOB
 	KindFile     Kind = "file"      // DATA/files/SUM
 )
 
@@ -334,6 +337,9 @@ func decideJob(p Policy, now time.Time, id string, j Job, known bool, h Held, dr
 		}
 		if h.CoordDir {
 			add(KindCoordDir, 0, remove, reason)
+		}
+		if h.Results {
+			add(KindResults, 0, remove, reason)
 		}
 	}
 	switch {

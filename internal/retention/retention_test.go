@@ -27,9 +27,9 @@ func terminal(s api.JobState) bool {
 // only, or old and usable ones (KeepFrom is 5 where the case sets it).
 func heldCombos() []Held {
 	var out []Held
-	for mask := 0; mask < 8; mask++ {
+	for mask := 0; mask < 16; mask++ {
 		for _, epochs := range [][]uint64{nil, {1, 2}, {3, 5, 6, 9}} {
-			h := Held{Shards: mask&1 != 0, JobDir: mask&2 != 0, CoordDir: mask&4 != 0}
+			h := Held{Shards: mask&1 != 0, JobDir: mask&2 != 0, CoordDir: mask&4 != 0, Results: mask&8 != 0}
 			if h.Shards {
 				h.Epochs = epochs
 			} else if epochs != nil {
@@ -117,7 +117,7 @@ func checkCase(t *testing.T, p Policy, state api.JobState, endSet bool, keep, of
 	for _, k := range []struct {
 		kind Kind
 		held bool
-	}{{KindShards, h.Shards}, {KindJobDir, h.JobDir}, {KindCoordDir, h.CoordDir}} {
+	}{{KindShards, h.Shards}, {KindJobDir, h.JobDir}, {KindCoordDir, h.CoordDir}, {KindResults, h.Results}} {
 		if _, listed := got[k.kind]; listed != k.held {
 			t.Errorf("%s: %s listed %v, want %v", name, k.kind, listed, k.held)
 		}
@@ -139,6 +139,9 @@ func checkCase(t *testing.T, p Policy, state api.JobState, endSet bool, keep, of
 	}
 	if h.CoordDir && got[KindCoordDir] != wantDirs {
 		t.Errorf("%s: coord dir removed %v, want %v", name, got[KindCoordDir], wantDirs)
+	}
+	if h.Results && got[KindResults] != wantDirs {
+		t.Errorf("%s: results removed %v, want %v", name, got[KindResults], wantDirs)
 	}
 	if h.Shards && got[KindShards] != wantShards {
 		t.Errorf("%s: shards removed %v, want %v", name, got[KindShards], wantShards)

@@ -1,0 +1,641 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/farm"
+	"shoal/internal/files"
+	"shoal/internal/launch"
+	"shoal/internal/results"
+)
+
+// Event types of a task farm.
+const (
+	EventTaskDone     = "task-done"     // a task's result is stored: api.TaskDone
+	EventTaskFailed   = "task-failed"   // a run of a task exited non-zero: api.TaskFailed
+	EventFarmProgress = "farm-progress" // done / total, rate, time left, tasks per node
+	EventNodeJoined   = "node-joined"   // a node began taking the farm's tasks
+)
+
+// Timing of a farm's coordinator.
+const (
+	farmTick = 250 * time.Millisecond // membership looked at, ledger written
+	// farmProgressEvery is how often a progress line is written.
+	farmProgressEvery = 2 * time.Second
+	// farmNodeBackoff is how long a node whose launch failed gets no tasks.
+	farmNodeBackoff = 5 * time.Second
+	// farmResultsDir is the results store in a data dir (agent.ResultsDir).
+	farmResultsDir = "results"
+)
+
+// farmRun is one run of a task farm by this node's coordinator. Its fields
+// are the main loop's (runFarm), except where said.
+type farmRun struct {
+	s      *Service
+	j      *clusterJob
+	info   api.Job
+	ledger farm.Ledger
+	sched  *farm.Scheduler
+	nodes  map[string]api.Node // in the scheduler: staged and granted
+	// setting up: being staged and granted; benched: launch failed, until then
+	settingUp map[string]bool
+	benched   map[string]time.Time
+	ends      chan taskEnd
+	ready     chan nodeReady
+	inFlight  map[string]map[int]context.CancelFunc // by node, by task
+	events    []api.JobEvent                        // written with the next flush
+	dirty     bool
+	started   time.Time
+	doneHere  int // tasks done in this run
+	perNode   map[string]int
+	lastLine  time.Time
+	results   results.Store // this node's
+}
+
+type nodeReady struct {
+	node api.Node
+	err  error
+}
+
+// taskEnd is how one run of a task ended, from the goroutine that ran it.
+type taskEnd struct {
+	task    int
+	node    string
+	exit    launch.Exit
+	err     error // the task could not run or its result could not be stored: not its fault
+	stored  farm.Result
+	seconds float64
+}
+
+// runFarm drives a task farm until every task is done or given up, or until
+// the farm is cancelled or this node stops leading.
+func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
+	info := j.snapshot()
+	f := &farmRun{s: s, j: j, info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
+		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady),
+		inFlight: map[string]map[int]context.CancelFunc{}, started: time.Now(), perNode: map[string]int{},
+		results: results.Store{Dir: filepath.Join(s.cfg.DataDir, farmResultsDir)}}
+	if s.cfg.Store != nil {
+		if _, book, err := s.cfg.Store.Job(info.ID); err == nil && len(book) > 0 {
+			if err := json.Unmarshal(book, &f.ledger); err != nil {
+				f.note(EventInternal, fmt.Sprintf("the farm's ledger does not decode (%v); running every task", err), nil)
+				f.ledger = farm.Ledger{}
+			}
+		}
+	}
+	spec := info.Spec.Farm
+	total := len(spec.Tasks)
+	f.checkLedger(ctx)
+	gaveUp := map[int]bool{}
+	for _, g := range f.ledger.GivenUp() {
+		gaveUp[g.Task] = true
+	}
+	f.sched = farm.NewScheduler(total, func(t int) bool { return f.ledger.IsDone(t) || gaveUp[t] }, spec.Prefetch, spec.Retries)
+	if n := f.ledger.Len(); n > 0 {
+		f.note(EventState, fmt.Sprintf("%d of %d tasks done before; running the other %d", n, total, f.sched.Left()), nil)
+	}
+	j.update(func(a *api.Job) { a.State = api.JobRunning })
+	f.loop(ctx)
+	for _, byTask := range f.inFlight {
+		for _, cancel := range byTask {
+			cancel()
+		}
+	}
+	if errors.Is(context.Cause(ctx), errLostLead) {
+		return // the new leader takes the farm over from the ledger
+	}
+	f.revokeAll()
+	f.finish(ctx)
+}
+
+// loop hands out tasks and collects their ends until none is left or ctx ends.
+func (f *farmRun) loop(ctx context.Context) {
+	tick := time.NewTicker(farmTick)
+	defer tick.Stop()
+	f.refreshNodes(ctx)
+	for {
+		f.dispatch(ctx)
+		if f.sched.Left() == 0 && f.running() == 0 {
+			f.flush()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-f.ends:
+			f.ended(e)
+		case r := <-f.ready:
+			f.nodeReady(r)
+		case <-tick.C:
+			f.refreshNodes(ctx)
+			f.progress(false)
+			f.flush()
+		}
+	}
+}
+
+func (f *farmRun) running() int {
+	n := 0
+	for _, byTask := range f.inFlight {
+		n += len(byTask)
+	}
+	return n
+}
+
+// note queues an event for the next flush.
+func (f *farmRun) note(typ, msg string, data any) {
+	f.events = append(f.events, newEvent(typ, msg, data))
+	f.dirty = true
+}
+
+// checkLedger drops from the ledger the results no live node holds any more:
+// their tasks run again.
+func (f *farmRun) checkLedger(ctx context.Context) {
+	if f.ledger.Len() == 0 {
+		return
+	}
+	nodes, err := f.s.cfg.Nodes(ctx)
+	if err != nil {
+		return
+	}
+	held := map[string]map[int]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if n.State != "alive" && n.State != "suspect" {
+			continue
+		}
+		wg.Add(1)
+		go func(n api.Node) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			tasks, err := f.s.cfg.Agent(n).Results(cctx, f.info.ID)
+			if err != nil {
+				return
+			}
+			set := map[int]bool{}
+			for _, t := range tasks {
+				set[t] = true
+			}
+			mu.Lock()
+			held[n.Name] = set
+			mu.Unlock()
+		}(n)
+	}
+	wg.Wait()
+	lost := 0
+	for _, r := range f.ledger.Results() {
+		var still []string
+		for _, h := range r.Holders {
+			if held[h][r.Task] {
+				still = append(still, h)
+			}
+		}
+		if len(still) == 0 {
+			f.ledger.Forget(r.Task)
+			lost++
+			continue
+		}
+		r.Holders = still
+		f.ledger.Done(r)
+	}
+	if lost > 0 {
+		f.note(EventState, fmt.Sprintf("%s no live node holds any more: run again", plural(lost, "result")), nil)
+	}
+}
+
+// refreshNodes starts using the live nodes the farm does not use yet, and stops
+// using the nodes that are gone or leaving: their tasks go back to the queue.
+func (f *farmRun) refreshNodes(ctx context.Context) {
+	nodes, err := f.s.cfg.Nodes(ctx)
+	if err != nil {
+		return
+	}
+	live := map[string]api.Node{}
+	for _, n := range nodes {
+		if n.State == "alive" && !n.Leaving {
+			live[n.Name] = n
+		}
+	}
+	for name := range f.nodes {
+		if _, ok := live[name]; !ok {
+			why := "is gone"
+			for _, n := range nodes {
+				if n.Name == name {
+					why = goneWord(n.State)
+					if n.Leaving {
+						why = "is leaving"
+					}
+				}
+			}
+			f.dropNode(name, fmt.Sprintf("node %s %s", name, why))
+		}
+	}
+	now := time.Now()
+	for name, n := range live {
+		if _, used := f.nodes[name]; used || f.settingUp[name] || now.Before(f.benched[name]) {
+			continue
+		}
+		f.settingUp[name] = true
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			err := f.setUp(cctx, n)
+			select {
+			case f.ready <- nodeReady{node: n, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	// Results whose every holder is gone are lost: their tasks run again.
+	for _, r := range f.ledger.Results() {
+		alive := false
+		for _, h := range r.Holders {
+			if _, ok := live[h]; ok {
+				alive = true
+			}
+		}
+		if !alive {
+			f.ledger.Forget(r.Task)
+			f.sched.Redo(r.Task)
+			f.doneHere--
+			f.note(EventState, fmt.Sprintf("the result of task %d was only on %s: running it again", r.Task, strings.Join(r.Holders, ", ")), nil)
+		}
+	}
+}
+
+// setUp stages the farm's files on a node and grants it the farm.
+func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
+	if n.Name != f.s.cfg.Node {
+		if _, err := f.s.stage(ctx, f.s.cfg.Peer(n), f.info); err != nil {
+			return fmt.Errorf("stage: %w", err)
+		}
+	}
+	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
+	return f.s.cfg.Peer(n).Grant(ctx, f.info.ID, f.s.cfg.Node, ranks, 24*time.Hour, f.info.Spec.Owner)
+}
+
+func (f *farmRun) nodeReady(r nodeReady) {
+	delete(f.settingUp, r.node.Name)
+	if r.err != nil {
+		f.benched[r.node.Name] = time.Now().Add(farmNodeBackoff)
+		f.note(EventNodeFault, fmt.Sprintf("node %s cannot take tasks: %v", r.node.Name, r.err), nil)
+		return
+	}
+	f.nodes[r.node.Name] = r.node
+	f.sched.AddNode(r.node.Name, r.node.Cores)
+	if f.inFlight[r.node.Name] == nil {
+		f.inFlight[r.node.Name] = map[int]context.CancelFunc{}
+	}
+	f.publishNodes()
+	f.note(EventNodeJoined, fmt.Sprintf("node %s takes tasks (%s)", r.node.Name, plural(max(r.node.Cores, 1), "core")), nil)
+}
+
+// dropNode stops using a node: its tasks are killed and go back to the queue.
+func (f *farmRun) dropNode(name, why string) {
+	tasks := f.sched.RemoveNode(name)
+	for _, cancel := range f.inFlight[name] {
+		cancel()
+	}
+	n := f.nodes[name]
+	delete(f.inFlight, name)
+	delete(f.nodes, name)
+	f.publishNodes()
+	msg := why
+	if len(tasks) > 0 {
+		msg += fmt.Sprintf("; its %s run again elsewhere", plural(len(tasks), "task"))
+	}
+	f.note(EventNodeLost, msg, nil)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		f.s.cfg.Peer(n).Revoke(ctx, f.info.ID)
+	}()
+}
+
+// dispatch starts every task the scheduler hands out now.
+func (f *farmRun) dispatch(ctx context.Context) {
+	for {
+		task, name, ok := f.sched.Next()
+		if !ok {
+			return
+		}
+		tctx, cancel := context.WithCancel(ctx)
+		f.inFlight[name][task] = cancel
+		go func(n api.Node) {
+			e := f.runTask(tctx, n, task)
+			cancel()
+			select {
+			case f.ends <- e:
+			case <-ctx.Done():
+			}
+		}(f.nodes[name])
+	}
+}
+
+// ended takes in how a run of a task ended.
+func (f *farmRun) ended(e taskEnd) {
+	byTask := f.inFlight[e.node]
+	if _, ok := byTask[e.task]; !ok {
+		return // its node was dropped: the task is queued again already
+	}
+	delete(byTask, e.task)
+	switch {
+	case e.err != nil:
+		f.sched.Requeue(e.node, e.task)
+		f.dropNode(e.node, fmt.Sprintf("node %s failed task %d: %v", e.node, e.task, e.err))
+		f.benched[e.node] = time.Now().Add(farmNodeBackoff)
+	case e.exit.ExitCode() == 0:
+		f.sched.Done(e.node, e.task, e.seconds)
+		f.ledger.Done(e.stored)
+		f.doneHere++
+		f.perNode[e.node]++
+		f.note(EventTaskDone, fmt.Sprintf("task %d done on %s in %s", e.task, e.node, seconds(time.Duration(e.seconds*float64(time.Second)))),
+			api.TaskDone{Task: e.task, Node: e.node, Size: e.stored.Size, SHA256: e.stored.SHA256, Holders: e.stored.Holders, Seconds: e.seconds})
+	default:
+		again, _ := f.sched.Failed(e.node, e.task)
+		attempts := f.sched.Attempts(e.task)
+		msg := fmt.Sprintf("task %d ended with %s on %s", e.task, e.exit, e.node)
+		if again {
+			msg += fmt.Sprintf("; running it again (%d of %d retries)", attempts, f.info.Spec.Farm.Retries)
+		} else {
+			msg += fmt.Sprintf("; giving it up after %s", plural(attempts, "run"))
+			f.ledger.GiveUp(farm.GaveUp{Task: e.task, ExitCode: e.exit.ExitCode(), Attempts: attempts})
+		}
+		f.note(EventTaskFailed, msg, api.TaskFailed{Task: e.task, Node: e.node, ExitCode: e.exit.ExitCode(), Attempts: attempts, Again: again})
+	}
+}
+
+// runTask runs task on node n and stores its result on two nodes.
+func (f *farmRun) runTask(ctx context.Context, n api.Node, task int) taskEnd {
+	end := taskEnd{task: task, node: n.Name}
+	spec := f.info.Spec
+	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
+	for _, file := range spec.Files {
+		mode := os.FileMode(file.Mode)
+		if mode == 0 {
+			mode = 0o644
+			if file.Name == spec.Argv[0] {
+				mode = 0o755
+			}
+		}
+		argv = append(argv, "--stage", files.Stage{Name: file.Name, Sum: file.SHA256, Mode: mode}.String())
+	}
+	argv = append(argv, "--")
+	argv = append(argv, farm.Expand(spec.Argv, spec.Farm.Tasks[task], task)...)
+	for i, w := range argv {
+		argv[i] = shellQuote(w)
+	}
+	env := map[string]string{"SHOAL_JOB": f.info.ID, "SHOAL_TASK": strconv.Itoa(task)}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	started := time.Now()
+	conn, err := f.s.cfg.Agent(n).Launch(ctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
+	if err != nil {
+		end.err = err
+		return end
+	}
+	var out bytes.Buffer
+	stderr := &lineEvents{job: f.j, typ: "output-err", prefix: fmt.Sprintf("[task %d] ", task)}
+	relay := launch.Relay{Stdout: &capped{w: &out, n: results.MaxSize + 1}, Stderr: stderr}
+	exit, err := relay.Run(conn)
+	stderr.Close()
+	end.seconds = time.Since(started).Seconds()
+	if err != nil {
+		end.err = err
+		return end
+	}
+	end.exit = exit
+	if exit.ExitCode() != 0 {
+		return end
+	}
+	if out.Len() > results.MaxSize {
+		end.exit = launch.Exit{Code: 1}
+		f.j.output("output-err", fmt.Sprintf("[task %d] shoal: its output is over the %d MiB a result may have", task, results.MaxSize>>20))
+		return end
+	}
+	end.stored, end.err = f.store(ctx, n, task, out.Bytes())
+	return end
+}
+
+// store keeps a result on two nodes: this one and the node that ran the task,
+// or another when that is this one or cannot take it.
+func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte) (farm.Result, error) {
+	h := sha256.Sum256(b)
+	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name}
+	apis := f.nodesSnapshot()
+	apis[ran.Name] = ran.API
+	candidates := []string{f.s.cfg.Node}
+	if ran.Name != f.s.cfg.Node {
+		candidates = append(candidates, ran.Name)
+	}
+	var others []string
+	for name := range apis {
+		if name != f.s.cfg.Node && name != ran.Name {
+			others = append(others, name)
+		}
+	}
+	sort.Strings(others)
+	candidates = append(candidates, others...)
+	want := min(2, len(candidates)) // two copies, or one on a lone node
+	var errs []error
+	for _, name := range candidates {
+		if len(r.Holders) >= want {
+			break
+		}
+		var err error
+		if name == f.s.cfg.Node {
+			err = f.results.Put(f.info.ID, task, r.SHA256, bytes.NewReader(b))
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err = f.s.cfg.Agent(api.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
+			cancel()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		r.Holders = append(r.Holders, name)
+	}
+	if len(r.Holders) == 0 {
+		return r, fmt.Errorf("no node stored the result: %w", errors.Join(errs...))
+	}
+	return r, nil
+}
+
+// nodesSnapshot returns a copy of the API addresses of the nodes in use, for
+// a task's goroutine.
+func (f *farmRun) nodesSnapshot() map[string]string {
+	f.j.mu.Lock()
+	defer f.j.mu.Unlock()
+	out := make(map[string]string, len(f.j.farmNodes))
+	for k, v := range f.j.farmNodes {
+		out[k] = v
+	}
+	return out
+}
+
+// publishNodes makes the nodes in use known to the tasks' goroutines.
+func (f *farmRun) publishNodes() {
+	names := make(map[string]string, len(f.nodes))
+	for name, n := range f.nodes {
+		names[name] = n.API
+	}
+	f.j.mu.Lock()
+	f.j.farmNodes = names
+	f.j.mu.Unlock()
+}
+
+// progress writes a progress line every farmProgressEvery, or now when final.
+func (f *farmRun) progress(final bool) {
+	now := time.Now()
+	if !final && now.Sub(f.lastLine) < farmProgressEvery {
+		return
+	}
+	f.lastLine = now
+	total := len(f.info.Spec.Farm.Tasks)
+	done := f.ledger.Len()
+	failed := len(f.ledger.GivenUp())
+	elapsed := now.Sub(f.started).Seconds()
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(f.doneHere) / elapsed
+	}
+	line := fmt.Sprintf("%d/%d tasks done", done, total)
+	if failed > 0 {
+		line += fmt.Sprintf(", %d failed", failed)
+	}
+	line += fmt.Sprintf(", %.1f/s", rate)
+	if left := f.sched.Left(); left > 0 && rate > 0 {
+		line += ", about " + seconds(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
+	}
+	var per []string
+	for _, name := range sortedKeys(f.perNode) {
+		per = append(per, fmt.Sprintf("%s %d", name, f.perNode[name]))
+	}
+	if len(per) > 0 {
+		line += "; done per node: " + strings.Join(per, ", ")
+	}
+	perNode := map[string]int{}
+	for k, v := range f.perNode {
+		perNode[k] = v
+	}
+	f.j.mu.Lock()
+	f.j.info.Farm = &api.FarmProgress{Total: total, Done: done, Failed: failed, Running: f.running(), PerNode: perNode, Rate: rate}
+	f.j.info.Progress = float64(done+failed) / float64(max(total, 1))
+	f.j.mu.Unlock()
+	f.note(EventFarmProgress, line, f.j.snapshot().Farm)
+}
+
+// flush writes the queued events, the job's info and the ledger in one entry.
+func (f *farmRun) flush() {
+	if !f.dirty {
+		return
+	}
+	book, err := json.Marshal(&f.ledger)
+	if err != nil {
+		return
+	}
+	f.j.writeWith(f.events, book)
+	f.events, f.dirty = nil, false
+}
+
+// finish writes how the farm ended.
+func (f *farmRun) finish(ctx context.Context) {
+	f.progress(true)
+	f.flush()
+	total := len(f.info.Spec.Farm.Tasks)
+	gave := f.ledger.GivenUp()
+	res := Result{State: api.JobSucceeded}
+	switch {
+	case context.Cause(ctx) != nil && f.sched.Left() > 0:
+		res = Result{State: api.JobCancelled, ExitCode: 130,
+			Reason: fmt.Sprintf("cancelled with %d of %d tasks done", f.ledger.Len(), total)}
+	case len(gave) > 0:
+		var list []string
+		for i, g := range gave {
+			if i == 10 {
+				list = append(list, "…")
+				break
+			}
+			list = append(list, fmt.Sprintf("%d (exit %d)", g.Task, g.ExitCode))
+		}
+		res = Result{State: api.JobFailed, ExitCode: 1,
+			Reason: fmt.Sprintf("%d of %d tasks failed: %s", len(gave), total, strings.Join(list, ", "))}
+	default:
+		res.Reason = fmt.Sprintf("%d tasks done", total)
+	}
+	done := res.Done()
+	f.j.end(func(a *api.Job) {
+		a.State, a.Ended, a.Reason, a.ExitCode = done.State, time.Now(), done.Reason, &done.ExitCode
+	}, newEvent("done", res.Reason, done))
+}
+
+// revokeAll withdraws the farm's grants from every node it used.
+func (f *farmRun) revokeAll() {
+	var wg sync.WaitGroup
+	for _, n := range f.nodes {
+		wg.Add(1)
+		go func(n api.Node) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			f.s.cfg.Peer(n).Revoke(ctx, f.info.ID)
+		}(n)
+	}
+	wg.Wait()
+}
+
+// shellQuote quotes a word so that the agent's parser of daemon command lines
+// (launch.DaemonArgv, which splits as sh would) gives it back unchanged.
+func shellQuote(w string) string {
+	if w != "" && strings.IndexFunc(w, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	}) < 0 {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+}
+
+// capped writes at most n bytes to w and drops the rest, so that a task that
+// writes without end cannot exhaust the coordinator's memory.
+type capped struct {
+	w io.Writer
+	n int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.n > 0 {
+		k := min(len(p), c.n)
+		c.w.Write(p[:k])
+		c.n -= k
+	}
+	return len(p), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
