@@ -108,7 +108,7 @@ func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	}
 	f.sched = farm.NewScheduler(total, func(t int) bool { return f.ledger.IsDone(t) || gaveUp[t] }, spec.Prefetch, spec.Retries)
 	if n := f.ledger.Len(); n > 0 {
-		f.note(EventState, fmt.Sprintf("%d of %d tasks done before; running the other %d", n, total, f.sched.Left()), nil)
+		f.note(EventFarmProgress, fmt.Sprintf("%d of %d tasks done before; running the other %d", n, total, f.sched.Left()), nil)
 	}
 	j.update(func(a *api.Job) { a.State = api.JobRunning })
 	f.loop(ctx)

@@ -1,0 +1,39 @@
+package coord
+
+import (
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+
+	"shoal/internal/launch"
+)
+
+// A farm's command line, quoted word by word, is parsed back by the agent into
+// the same words, whatever the task lines hold.
+func TestShellQuoteRoundTrip(t *testing.T) {
+	words := []string{"", "plain", "a b", "it's", `"q"`, `$HOME`, "`id`", "*.c", "~x", "#c", "a;b", "x|y", "(s)", "<in", `back\slash`, "tab\there", "{}", "é ü"}
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 2000; i++ {
+		argv := []string{"shoal", "exec-task"}
+		for k := rng.Intn(5); k > 0; k-- {
+			w := words[rng.Intn(len(words))]
+			if rng.Intn(3) == 0 {
+				b := make([]byte, rng.Intn(8))
+				for j := range b {
+					b[j] = byte(1 + rng.Intn(126)) // no NUL, newlines included
+				}
+				w = string(b)
+			}
+			argv = append(argv, w)
+		}
+		quoted := make([]string, len(argv))
+		for j, w := range argv {
+			quoted[j] = shellQuote(w)
+		}
+		got, err := launch.DaemonArgv(strings.Join(quoted, " "), launch.DefaultDaemons)
+		if err != nil || !reflect.DeepEqual(got, argv) {
+			t.Fatalf("DaemonArgv(quoted %q) = %q, %v; want the words back", argv, got, err)
+		}
+	}
+}

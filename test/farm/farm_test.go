@@ -1,0 +1,284 @@
+// Package farm runs task farms (`shoal farm`) on testbed hosts: the Mandelbrot
+// tiles joined into the image a single process computes, retries and tasks
+// given up, a farm started again that skips what it has done, and a host
+// killed while its tasks run. The tests share one testbed (instance 246),
+// brought up by the first and cleaned at the end; they run one after the
+// other, the host kill last.
+package farm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/agent"
+	"shoal/internal/testbed"
+	"shoal/test/testenv"
+	"shoal/test/watch"
+)
+
+const instance = 246
+
+var hosts = []string{"n1", "n2", "n3"}
+
+var bed *testbed.Bed // shared; nil until the first test brings it up
+
+func TestMain(m *testing.M) {
+	os.Unsetenv("SHOAL_AGENT")
+	os.Unsetenv("SHOAL_TESTBED_INSTANCE")
+	code := m.Run()
+	if bed != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := testbed.Clean(ctx, instance); err != nil {
+			fmt.Fprintf(os.Stderr, "farm: clean testbed %d: %v\n", instance, err)
+			code = 1
+		}
+		cancel()
+	}
+	os.Exit(code)
+}
+
+// up returns the shared testbed: three hosts of two cores.
+func up(t *testing.T) *testbed.Bed {
+	t.Helper()
+	bin := testenv.NeedTestbed(t)
+	t.Cleanup(func() {
+		if t.Failed() && bed != nil {
+			for _, h := range hosts {
+				if log, err := os.ReadFile(filepath.Join(bed.Dir(), h, "agent.log")); err == nil {
+					t.Logf("agent log of %s (tail):\n%s", h, tail(string(log), 30))
+				}
+			}
+		}
+	})
+	if bed != nil {
+		return bed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := testbed.Up(ctx, testbed.Config{Nodes: len(hosts), Cores: []int{2}, Instance: instance, AgentBinary: bin, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("testbed up: %v", err)
+	}
+	bed = b
+	return b
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// farmCmd is `shoal farm ARGS` in host n1, its tasks read from tasks.
+func farmCmd(t *testing.T, b *testbed.Bed, tasks string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd, err := b.Command(context.Background(), "n1", append([]string{filepath.Join(testenv.Root, "bin/shoal"), "farm"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Dir = testenv.Root
+	cmd.Stdin = strings.NewReader(tasks)
+	return cmd
+}
+
+// runFarm runs a farm to its end and returns its stdout, stderr and exit code.
+func runFarm(t *testing.T, b *testbed.Bed, tasks string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := farmCmd(t, b, tasks, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+	}()
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("shoal farm: %v", err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func lines(n int) string {
+	var sb strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&sb, "%d\n", i)
+	}
+	return sb.String()
+}
+
+// The Mandelbrot tiles, farmed out, join into the image one process computes,
+// and every result is stored on two hosts.
+func TestMandelbrotTiles(t *testing.T) {
+	b := up(t)
+	mandel := testenv.Built(t, "build/examples/mandelbrot")
+	out := t.TempDir()
+	size := []string{"--width", "600", "--height", "450"}
+	_, stderr, code := runFarm(t, b, lines(16), append([]string{"--job-id", "mandel", "--out", out, "--", mandel, "--tile", "{}", "--of", "16"}, size...)...)
+	if code != 0 {
+		t.Fatalf("shoal farm exited %d, want 0; stderr:\n%s", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^shoal: 16/16 tasks done, [0-9.]+/s; done per node: n\d \d+`).MatchString(stderr) {
+		t.Errorf("no final progress line with the hosts' tasks in:\n%s", stderr)
+	}
+	join, err := exec.Command(mandel, append([]string{"--join", out, "--of", "16"}, size...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mandelbrot --join: %v\n%s", err, join)
+	}
+	serial, err := exec.Command(mandel, append([]string{"--serial"}, size...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mandelbrot --serial: %v\n%s", err, serial)
+	}
+	if string(join) != string(serial) {
+		t.Errorf("joined tiles: %q, want the serial run's %q", join, serial)
+	}
+	for task := 0; task < 16; task++ {
+		var holders []string
+		for _, h := range hosts {
+			host, _ := b.Host(h)
+			if _, err := os.Stat(filepath.Join(host.DataDir, agent.ResultsDir, "mandel", strconv.Itoa(task))); err == nil {
+				holders = append(holders, h)
+			}
+		}
+		if len(holders) != 2 {
+			t.Errorf("result of task %d is on %v, want two hosts", task, holders)
+		}
+	}
+}
+
+// flaky writes a task program: task 1 fails its first two runs, task 2 every
+// run; each run counts itself in dir (the hosts share the file system).
+func flaky(t *testing.T) (prog, dir string) {
+	dir = t.TempDir()
+	prog = filepath.Join(dir, "flaky.sh")
+	script := `#!/bin/sh
+f=` + dir + `/count-$1; n=$(cat $f 2>/dev/null || echo 0); n=$((n+1)); echo $n > $f
+if [ "$1" = 2 ]; then echo "task 2 always fails" >&2; exit 3; fi
+if [ "$1" = 1 ] && [ $n -le 2 ]; then echo "flaky run $n" >&2; exit 1; fi
+echo "result $1"
+`
+	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return prog, dir
+}
+
+func runs(t *testing.T, dir string, task int) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("count-%d", task)))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// A task that fails twice succeeds on its third run; one that always fails is
+// given up after its retries and reported, and the farm finishes the rest and
+// exits 1. Started again with the same id, the farm runs only the task it has
+// no result for, and prints every result in task order.
+func TestRetriesGiveUpAndRestart(t *testing.T) {
+	b := up(t)
+	prog, dir := flaky(t)
+	stdout, stderr, code := runFarm(t, b, lines(5), "--job-id", "flaky", "--retries", "2", "--", prog)
+	if code != 1 {
+		t.Errorf("exit code %d, want 1 (a task given up)", code)
+	}
+	if want := "result 0\nresult 1\nresult 3\nresult 4\n"; stdout != want {
+		t.Errorf("stdout = %q, want %q", stdout, want)
+	}
+	for _, want := range []string{
+		"[task 1] flaky run 2",
+		"task 2 ended with exit code 3 on ",
+		"; giving it up after 3 runs",
+		"shoal farm: job flaky failed: 1 of 5 tasks failed: 2 (exit 3)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for task, want := range []int{1, 3, 3, 1, 1} {
+		if got := runs(t, dir, task); got != want {
+			t.Errorf("task %d ran %d times, want %d", task, got, want)
+		}
+	}
+
+	stdout, stderr, code = runFarm(t, b, lines(5), "--job-id", "flaky", "--retries", "0", "--", prog)
+	if code != 1 {
+		t.Errorf("started again: exit code %d, want 1", code)
+	}
+	if want := "result 0\nresult 1\nresult 3\nresult 4\n"; stdout != want {
+		t.Errorf("started again: stdout = %q, want %q (the stored results)", stdout, want)
+	}
+	if !strings.Contains(stderr, "4 of 5 tasks done before; running the other 1") {
+		t.Errorf("started again: stderr does not say what was done before:\n%s", stderr)
+	}
+	for task, want := range []int{1, 3, 4, 1, 1} {
+		if got := runs(t, dir, task); got != want {
+			t.Errorf("started again: task %d has run %d times, want %d", task, got, want)
+		}
+	}
+}
+
+// A host killed while it runs tasks loses none of the farm's results: its
+// tasks run again on the others, and the farm succeeds.
+func TestHostKilled(t *testing.T) {
+	b := up(t)
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "slow.sh")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nsleep 0.3\necho \"task $1 on $(hostname)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	p := watch.Start(t, farmCmd(t, b, lines(40), "--job-id", "killed", "--out", out, "--", prog))
+	p.WaitLine(`^shoal: \d+/40 tasks done`, time.Minute)
+	// Kill n3 once it has finished a task of its own.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(readAll(out), "on n3") {
+		if time.Now().After(deadline) {
+			t.Fatal("n3 finished no task in a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := b.Kill(context.Background(), "n3"); err != nil {
+		t.Fatal(err)
+	}
+	p.WaitLine(`^shoal: node n3 .*run again elsewhere`, time.Minute)
+	if code := p.Wait(2 * time.Minute); code != 0 {
+		t.Fatalf("shoal farm exited %d after n3 was killed, want 0", code)
+	}
+	for task := 0; task < 40; task++ {
+		b, err := os.ReadFile(filepath.Join(out, strconv.Itoa(task)))
+		if err != nil || !strings.HasPrefix(string(b), fmt.Sprintf("task %d on n", task)) {
+			t.Errorf("result of task %d: %q, %v", task, b, err)
+		}
+	}
+}
+
+// readAll is the concatenated content of the files in dir.
+func readAll(dir string) string {
+	ents, _ := os.ReadDir(dir)
+	var sb strings.Builder
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		sb.Write(b)
+	}
+	return sb.String()
+}
