@@ -69,6 +69,7 @@ type farmFlags struct {
 	jobID    string
 	detach   bool
 	quiet    bool
+	dispatch string
 	files    multiFlag
 	env      multiFlag
 	agent    localAgentFlags
@@ -85,6 +86,7 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.jobID, "job-id", "", "the farm's id; the same id again runs only the tasks without a result")
 	fs.BoolVar(&f.detach, "detach", false, "submit the farm, print its id and return (follow it with shoal wait ID)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print no progress lines")
+	fs.StringVar(&f.dispatch, "dispatch", "", "cyclic or block: a static schedule instead of the least loaded node, to compare (bench/farm)")
 	fs.Var(&f.files, "file", "stage this input `FILE` to every node too (repeatable)")
 	fs.Var(&f.env, "env", "set `KEY=VALUE` in every task's environment (repeatable)")
 	f.agent.register(fs)
@@ -111,6 +113,8 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 		return usage("--retries %d: want 0 to %d", f.retries, api.MaxRetries)
 	case f.jobID != "" && !api.ValidJobID(f.jobID):
 		return usage("--job-id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", f.jobID)
+	case f.dispatch != "" && f.dispatch != "cyclic" && f.dispatch != "block":
+		return usage("--dispatch %q: want cyclic or block", f.dispatch)
 	case f.detach && f.out != "":
 		return usage("--out and --detach: a detached farm's results are read with the API (GET /v1/results/ID/N)")
 	}
@@ -208,7 +212,7 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 		return exitFailure
 	}
 	spec := api.JobSpec{ID: f.jobID, Argv: append([]string{name}, args...), Files: []api.File{prog},
-		Farm: &api.FarmSpec{Tasks: tasks, Prefetch: f.prefetch, Retries: f.retries}}
+		Farm: &api.FarmSpec{Tasks: tasks, Prefetch: f.prefetch, Retries: f.retries, Dispatch: f.dispatch}}
 	for _, kv := range f.env {
 		k, v, _ := strings.Cut(kv, "=")
 		if spec.Env == nil {
@@ -281,6 +285,7 @@ type collector struct {
 	stdout, stderr io.Writer
 	quiet          bool
 	done           map[int]bool // results known to be stored
+	empty          map[int]bool // of those, the empty ones: nothing to fetch
 	skip           map[int]bool // given up
 	written        map[int]bool // in out
 	next           int          // the next task stdout waits for
@@ -299,6 +304,12 @@ func (col *collector) event(e api.JobEvent) {
 		var td api.TaskDone
 		if json.Unmarshal(e.Data, &td) == nil {
 			col.done[td.Task] = true
+			if td.Size == 0 {
+				if col.empty == nil {
+					col.empty = map[int]bool{}
+				}
+				col.empty[td.Task] = true
+			}
 			col.write(td.Task)
 		}
 		return
@@ -386,6 +397,9 @@ func (col *collector) toFile(task int) error {
 
 // fetch copies task's result to w, checking it against its hash.
 func (col *collector) fetch(task int, w io.Writer) error {
+	if col.empty[task] {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rc, _, sum, err := col.c.GetResult(ctx, col.job, task)

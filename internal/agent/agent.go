@@ -160,7 +160,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember,
-		JobDirs: []string{JobsDir, CkptDir}, JobRanks: a.jobRanks})
+		JobDirs: []string{JobsDir, CkptDir, ResultsDir}, JobRanks: a.jobRanks})
 	if err != nil {
 		return nil, err
 	}

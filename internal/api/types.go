@@ -146,6 +146,11 @@ type FarmSpec struct {
 	// Retries is how many times a task that exits non-zero by itself runs
 	// again before it is given up. 0 to [MaxRetries].
 	Retries int `json:"retries"`
+	// Dispatch is how tasks go to nodes: "" (the least loaded node with room)
+	// or, for comparison in benchmarks, a static schedule fixed over the
+	// nodes up at the start: "cyclic" (task t to node t mod n) or "block"
+	// (contiguous ranges).
+	Dispatch string `json:"dispatch,omitempty"`
 }
 
 // Bounds of a [FarmSpec].

@@ -73,6 +73,9 @@ func (s JobSpec) Validate() error {
 		if f.Retries < 0 || f.Retries > MaxRetries {
 			bad("farm.retries %d: want 0 to %d", f.Retries, MaxRetries)
 		}
+		if f.Dispatch != "" && f.Dispatch != "cyclic" && f.Dispatch != "block" {
+			bad("farm.dispatch %q: want cyclic, block or nothing (the least loaded node)", f.Dispatch)
+		}
 	} else if s.Ranks < 1 || s.Ranks > MaxRanks {
 		bad("ranks %d: want 1 to %d", s.Ranks, MaxRanks)
 	}

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -58,14 +59,19 @@ type farmRun struct {
 	benched   map[string]time.Time
 	ends      chan taskEnd
 	ready     chan nodeReady
-	inFlight  map[string]map[int]context.CancelFunc // by node, by task
-	events    []api.JobEvent                        // written with the next flush
+	gone      chan runnerEnd
+	runners   map[string]*runner      // by node: its task runner
+	inFlight  map[string]map[int]bool // by node: the tasks its runner holds
+	events    []api.JobEvent          // written with the next flush
 	dirty     bool
 	started   time.Time
 	doneHere  int // tasks done in this run
 	perNode   map[string]int
 	lastLine  time.Time
 	results   results.Store // this node's
+	// staticSet: a static schedule (FarmSpec.Dispatch) is fixed, over the
+	// nodes set up at the start.
+	staticSet bool
 }
 
 type nodeReady struct {
@@ -73,12 +79,30 @@ type nodeReady struct {
 	err  error
 }
 
-// taskEnd is how one run of a task ended, from the goroutine that ran it.
+// runner is the task runner of one node (`shoal exec-task`, see
+// internal/taskrun), started through the node's agent: tasks go to it as
+// requests, and come back as replies read by its own goroutine.
+type runner struct {
+	node   api.Node
+	reqs   chan farm.Request // written by the main loop; closed to let it finish
+	cancel context.CancelFunc
+}
+
+// runnerEnd is a runner's connection ended: with an exit status when the
+// runner exited, with err when the connection was lost.
+type runnerEnd struct {
+	r    *runner
+	exit launch.Exit
+	err  error
+}
+
+// taskEnd is how one run of a task ended, from its runner's reader.
 type taskEnd struct {
+	r       *runner
 	task    int
 	node    string
 	exit    launch.Exit
-	err     error // the task could not run or its result could not be stored: not its fault
+	err     error // the result could not be stored: not the task's fault
 	stored  farm.Result
 	seconds float64
 }
@@ -88,8 +112,8 @@ type taskEnd struct {
 func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	info := j.snapshot()
 	f := &farmRun{s: s, j: j, info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
-		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady),
-		inFlight: map[string]map[int]context.CancelFunc{}, started: time.Now(), perNode: map[string]int{},
+		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady), gone: make(chan runnerEnd),
+		runners: map[string]*runner{}, inFlight: map[string]map[int]bool{}, started: time.Now(), perNode: map[string]int{},
 		results: results.Store{Dir: filepath.Join(s.cfg.DataDir, farmResultsDir)}}
 	if s.cfg.Store != nil {
 		if _, book, err := s.cfg.Store.Job(info.ID); err == nil && len(book) > 0 {
@@ -112,10 +136,11 @@ func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	}
 	j.update(func(a *api.Job) { a.State = api.JobRunning })
 	f.loop(ctx)
-	for _, byTask := range f.inFlight {
-		for _, cancel := range byTask {
-			cancel()
-		}
+	if ctx.Err() == nil {
+		f.stopRunners()
+	}
+	for _, r := range f.runners {
+		r.cancel()
 	}
 	if errors.Is(context.Cause(ctx), errLostLead) {
 		return // the new leader takes the farm over from the ledger
@@ -130,7 +155,14 @@ func (f *farmRun) loop(ctx context.Context) {
 	defer tick.Stop()
 	f.refreshNodes(ctx)
 	for {
-		f.dispatch(ctx)
+		if mode := f.info.Spec.Farm.Dispatch; mode != farm.Dynamic && !f.staticSet && len(f.settingUp) == 0 && len(f.nodes) > 0 {
+			f.sched.SetStatic(mode, sortedKeys(f.nodes))
+			f.staticSet = true
+			f.note(EventState, fmt.Sprintf("static %s schedule over %s", mode, strings.Join(sortedKeys(f.nodes), ", ")), nil)
+		}
+		if f.info.Spec.Farm.Dispatch == farm.Dynamic || f.staticSet {
+			f.dispatch()
+		}
 		if f.sched.Left() == 0 && f.running() == 0 {
 			f.flush()
 			return
@@ -141,7 +173,9 @@ func (f *farmRun) loop(ctx context.Context) {
 		case e := <-f.ends:
 			f.ended(e)
 		case r := <-f.ready:
-			f.nodeReady(r)
+			f.nodeReady(ctx, r)
+		case g := <-f.gone:
+			f.runnerGone(g)
 		case <-tick.C:
 			f.refreshNodes(ctx)
 			f.progress(false)
@@ -292,7 +326,7 @@ func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
 	return f.s.cfg.Peer(n).Grant(ctx, f.info.ID, f.s.cfg.Node, ranks, 24*time.Hour, f.info.Spec.Owner)
 }
 
-func (f *farmRun) nodeReady(r nodeReady) {
+func (f *farmRun) nodeReady(ctx context.Context, r nodeReady) {
 	delete(f.settingUp, r.node.Name)
 	if r.err != nil {
 		f.benched[r.node.Name] = time.Now().Add(farmNodeBackoff)
@@ -300,21 +334,131 @@ func (f *farmRun) nodeReady(r nodeReady) {
 		return
 	}
 	f.nodes[r.node.Name] = r.node
+	f.runners[r.node.Name] = f.startRunner(ctx, r.node)
 	f.sched.AddNode(r.node.Name, r.node.Cores)
-	if f.inFlight[r.node.Name] == nil {
-		f.inFlight[r.node.Name] = map[int]context.CancelFunc{}
-	}
+	f.inFlight[r.node.Name] = map[int]bool{}
 	f.publishNodes()
 	f.note(EventNodeJoined, fmt.Sprintf("node %s takes tasks (%s)", r.node.Name, plural(max(r.node.Cores, 1), "core")), nil)
 }
 
-// dropNode stops using a node: its tasks are killed and go back to the queue.
+// startRunner starts the task runner of node n: it launches `shoal exec-task`
+// there and feeds it requests, and reads its replies, each into a taskEnd.
+func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
+	rctx, cancel := context.WithCancel(ctx)
+	spec := f.info.Spec
+	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
+	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
+	for _, file := range spec.Files {
+		mode := os.FileMode(file.Mode)
+		if mode == 0 {
+			mode = 0o644
+			if file.Name == spec.Argv[0] {
+				mode = 0o755
+			}
+		}
+		argv = append(argv, "--stage", files.Stage{Name: file.Name, Sum: file.SHA256, Mode: mode}.String())
+	}
+	env := map[string]string{"SHOAL_JOB": f.info.ID}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() { // requests, one line each
+		for req := range r.reqs {
+			if farm.WriteRequest(inW, req) != nil {
+				break
+			}
+		}
+		inW.Close()
+		for range r.reqs { // a runner gone takes nothing more
+		}
+	}()
+	go func() { // replies
+		br := bufio.NewReader(outR)
+		for {
+			rep, out, err := farm.ReadReply(br, results.MaxSize)
+			if err != nil {
+				outR.CloseWithError(err)
+				return
+			}
+			e := f.replied(rctx, r, rep, out)
+			select {
+			case f.ends <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { // the connection
+		var end runnerEnd
+		end.r = r
+		conn, err := f.s.cfg.Agent(n).Launch(rctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
+		if err == nil {
+			relay := launch.Relay{Stdin: inR, Stdout: outW, Stderr: &lineEvents{job: f.j, typ: "output-err"}}
+			end.exit, err = relay.Run(conn)
+		}
+		end.err = err
+		outW.Close()
+		inR.CloseWithError(errors.New("runner gone"))
+		select {
+		case f.gone <- end:
+		case <-ctx.Done():
+		}
+	}()
+	return r
+}
+
+// replied turns a runner's reply into a taskEnd, storing the result first.
+func (f *farmRun) replied(ctx context.Context, r *runner, rep farm.Reply, out []byte) taskEnd {
+	e := taskEnd{r: r, task: rep.Task, node: r.node.Name, seconds: rep.Seconds,
+		exit: launch.Exit{Code: rep.ExitCode, Signal: rep.Signal}}
+	if rep.Signal != 0 {
+		e.exit.Code = 0
+	}
+	if e.exit.ExitCode() != 0 {
+		return e
+	}
+	h := sha256.Sum256(out)
+	if hex.EncodeToString(h[:]) != rep.SHA256 {
+		e.err = fmt.Errorf("the result of task %d does not match its sha256", rep.Task)
+		return e
+	}
+	var held []string
+	if rep.Stored {
+		held = []string{r.node.Name}
+	}
+	e.stored, e.err = f.store(ctx, r.node, rep.Task, out, held)
+	return e
+}
+
+// runnerGone takes in the end of a runner's connection: the tasks it held go
+// back to the queue.
+func (f *farmRun) runnerGone(g runnerEnd) {
+	name := g.r.node.Name
+	if f.runners[name] != g.r {
+		return // dropped already
+	}
+	why := fmt.Sprintf("node %s's task runner ended (%s)", name, g.exit)
+	if g.err != nil {
+		why = fmt.Sprintf("node %s lost: %v", name, g.err)
+	}
+	if f.sched.Left() > 0 || len(f.inFlight[name]) > 0 {
+		f.benched[name] = time.Now().Add(farmNodeBackoff)
+		f.dropNode(name, why)
+	}
+}
+
+// dropNode stops using a node: its runner and tasks are killed, and the tasks
+// go back to the queue.
 func (f *farmRun) dropNode(name, why string) {
 	tasks := f.sched.RemoveNode(name)
-	for _, cancel := range f.inFlight[name] {
-		cancel()
-	}
 	n := f.nodes[name]
+	if r := f.runners[name]; r != nil {
+		r.cancel()
+		close(r.reqs)
+	}
+	delete(f.runners, name)
 	delete(f.inFlight, name)
 	delete(f.nodes, name)
 	f.publishNodes()
@@ -330,38 +474,47 @@ func (f *farmRun) dropNode(name, why string) {
 	}()
 }
 
-// dispatch starts every task the scheduler hands out now.
-func (f *farmRun) dispatch(ctx context.Context) {
+// stopRunners lets every runner finish (it has no task left) and waits a
+// moment for them to exit.
+func (f *farmRun) stopRunners() {
+	for _, r := range f.runners {
+		close(r.reqs)
+	}
+	deadline := time.After(5 * time.Second)
+	for left := len(f.runners); left > 0; {
+		select {
+		case <-f.gone:
+			left--
+		case <-f.ends:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// dispatch sends every task the scheduler hands out now to its node's runner.
+func (f *farmRun) dispatch() {
+	spec := f.info.Spec
 	for {
 		task, name, ok := f.sched.Next()
 		if !ok {
 			return
 		}
-		tctx, cancel := context.WithCancel(ctx)
-		f.inFlight[name][task] = cancel
-		go func(n api.Node) {
-			e := f.runTask(tctx, n, task)
-			cancel()
-			select {
-			case f.ends <- e:
-			case <-ctx.Done():
-			}
-		}(f.nodes[name])
+		f.inFlight[name][task] = true
+		f.runners[name].reqs <- farm.Request{Task: task, Argv: farm.Expand(spec.Argv, spec.Farm.Tasks[task], task)}
 	}
 }
 
 // ended takes in how a run of a task ended.
 func (f *farmRun) ended(e taskEnd) {
-	byTask := f.inFlight[e.node]
-	if _, ok := byTask[e.task]; !ok {
+	if f.runners[e.node] != e.r || !f.inFlight[e.node][e.task] {
 		return // its node was dropped: the task is queued again already
 	}
-	delete(byTask, e.task)
+	delete(f.inFlight[e.node], e.task)
 	switch {
 	case e.err != nil:
 		f.sched.Requeue(e.node, e.task)
-		f.dropNode(e.node, fmt.Sprintf("node %s failed task %d: %v", e.node, e.task, e.err))
-		f.benched[e.node] = time.Now().Add(farmNodeBackoff)
+		f.note(EventNodeFault, fmt.Sprintf("task %d ran on %s, but %v; running it again", e.task, e.node, e.err), nil)
 	case e.exit.ExitCode() == 0:
 		f.sched.Done(e.node, e.task, e.seconds)
 		f.ledger.Done(e.stored)
@@ -383,64 +536,12 @@ func (f *farmRun) ended(e taskEnd) {
 	}
 }
 
-// runTask runs task on node n and stores its result on two nodes.
-func (f *farmRun) runTask(ctx context.Context, n api.Node, task int) taskEnd {
-	end := taskEnd{task: task, node: n.Name}
-	spec := f.info.Spec
-	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
-	for _, file := range spec.Files {
-		mode := os.FileMode(file.Mode)
-		if mode == 0 {
-			mode = 0o644
-			if file.Name == spec.Argv[0] {
-				mode = 0o755
-			}
-		}
-		argv = append(argv, "--stage", files.Stage{Name: file.Name, Sum: file.SHA256, Mode: mode}.String())
-	}
-	argv = append(argv, "--")
-	argv = append(argv, farm.Expand(spec.Argv, spec.Farm.Tasks[task], task)...)
-	for i, w := range argv {
-		argv[i] = shellQuote(w)
-	}
-	env := map[string]string{"SHOAL_JOB": f.info.ID, "SHOAL_TASK": strconv.Itoa(task)}
-	for k, v := range spec.Env {
-		env[k] = v
-	}
-	started := time.Now()
-	conn, err := f.s.cfg.Agent(n).Launch(ctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
-	if err != nil {
-		end.err = err
-		return end
-	}
-	var out bytes.Buffer
-	stderr := &lineEvents{job: f.j, typ: "output-err", prefix: fmt.Sprintf("[task %d] ", task)}
-	relay := launch.Relay{Stdout: &capped{w: &out, n: results.MaxSize + 1}, Stderr: stderr}
-	exit, err := relay.Run(conn)
-	stderr.Close()
-	end.seconds = time.Since(started).Seconds()
-	if err != nil {
-		end.err = err
-		return end
-	}
-	end.exit = exit
-	if exit.ExitCode() != 0 {
-		return end
-	}
-	if out.Len() > results.MaxSize {
-		end.exit = launch.Exit{Code: 1}
-		f.j.output("output-err", fmt.Sprintf("[task %d] shoal: its output is over the %d MiB a result may have", task, results.MaxSize>>20))
-		return end
-	}
-	end.stored, end.err = f.store(ctx, n, task, out.Bytes())
-	return end
-}
-
-// store keeps a result on two nodes: this one and the node that ran the task,
-// or another when that is this one or cannot take it.
-func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte) (farm.Result, error) {
+// store keeps a result on two nodes: held are those that have it already (the
+// node that ran the task), and the others are, in this order, this one, the
+// node that ran it, and any other in use.
+func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, held []string) (farm.Result, error) {
 	h := sha256.Sum256(b)
-	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name}
+	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name, Holders: held}
 	apis := f.nodesSnapshot()
 	apis[ran.Name] = ran.API
 	candidates := []string{f.s.cfg.Node}
@@ -460,6 +561,9 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte) (
 	for _, name := range candidates {
 		if len(r.Holders) >= want {
 			break
+		}
+		if slices.Contains(r.Holders, name) {
+			continue
 		}
 		var err error
 		if name == f.s.cfg.Node {
@@ -613,22 +717,6 @@ func shellQuote(w string) string {
 		return w
 	}
 	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
-}
-
-// capped writes at most n bytes to w and drops the rest, so that a task that
-// writes without end cannot exhaust the coordinator's memory.
-type capped struct {
-	w io.Writer
-	n int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if c.n > 0 {
-		k := min(len(p), c.n)
-		c.w.Write(p[:k])
-		c.n -= k
-	}
-	return len(p), nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,9 +1,13 @@
 package farm
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -186,6 +190,100 @@ func TestLedgerRejectsBadInput(t *testing.T) {
 		var l Ledger
 		if err := json.Unmarshal([]byte(in), &l); !errors.Is(err, ErrBadLedger) {
 			t.Errorf("Unmarshal(%s): err = %v, want ErrBadLedger", in, err)
+		}
+	}
+}
+
+func TestSchedulerStatic(t *testing.T) {
+	for _, tt := range []struct {
+		mode string
+		want map[string][]int
+	}{
+		{Cyclic, map[string][]int{"a": {0, 3}, "b": {1, 4}, "c": {2, 5}}},
+		{Block, map[string][]int{"a": {0, 1}, "b": {2, 3}, "c": {4, 5}}},
+	} {
+		s := NewScheduler(6, nil, 10, 0)
+		s.AddNode("a", 1)
+		s.AddNode("b", 1)
+		s.AddNode("c", 1)
+		s.SetStatic(tt.mode, []string{"a", "b", "c"})
+		if got := drain(s); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: dispatch = %v, want %v", tt.mode, got, tt.want)
+		}
+	}
+	// A node with room takes none of another's tasks; a lost node's tasks go
+	// to any node with room.
+	s := NewScheduler(4, nil, 0, 0)
+	s.AddNode("a", 1)
+	s.AddNode("b", 1)
+	s.SetStatic(Cyclic, []string{"a", "b"})
+	drain(s) // a: 0, b: 1
+	s.Done("a", 0, 1)
+	if task, node, ok := s.Next(); !ok || task != 2 || node != "a" {
+		t.Errorf("a free: Next() = %d, %s, %v; want 2 on a", task, node, ok)
+	}
+	s.Done("a", 2, 1)
+	if task, node, ok := s.Next(); ok {
+		t.Errorf("a free, b busy with its own: Next() = %d on %s, want nothing (task 3 is b's)", task, node)
+	}
+	s.RemoveNode("b") // 1 back in the queue, b's 3 too
+	if got := drain(s)["a"]; !reflect.DeepEqual(got, []int{1}) {
+		t.Errorf("after b is lost: a takes %v, want [1] (one core)", got)
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	req := Request{Task: 4, Argv: []string{"p", "a\nb", `"q"`}, Env: map[string]string{"K": "v"}}
+	if err := WriteRequest(&buf, req); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadRequest(bufio.NewReader(&buf))
+	req.V = WireVersion
+	if err != nil || !reflect.DeepEqual(got, req) {
+		t.Errorf("ReadRequest = %+v, %v; want %+v", got, err, req)
+	}
+	buf.Reset()
+	rep := Reply{Task: 4, Size: 3, SHA256: "x", Stored: true}
+	WriteReply(&buf, rep, []byte("a\nb"))
+	WriteReply(&buf, Reply{Task: 5}, nil)
+	br := bufio.NewReader(&buf)
+	r1, out, err := ReadReply(br, 10)
+	rep.V = WireVersion
+	if err != nil || !reflect.DeepEqual(r1, rep) || string(out) != "a\nb" {
+		t.Errorf("ReadReply = %+v, %q, %v; want %+v and its output", r1, out, err, rep)
+	}
+	if r2, out, err := ReadReply(br, 10); err != nil || r2.Task != 5 || len(out) != 0 {
+		t.Errorf("second ReadReply = %+v, %q, %v; want task 5, no output", r2, out, err)
+	}
+	if _, _, err := ReadReply(br, 10); !errors.Is(err, io.EOF) {
+		t.Errorf("at the end: err = %v, want io.EOF", err)
+	}
+	if err := WriteReply(&buf, Reply{Size: 2}, []byte("x")); !errors.Is(err, ErrWire) {
+		t.Errorf("WriteReply with a wrong size: err = %v, want ErrWire", err)
+	}
+}
+
+func TestWireRejectsBadMessages(t *testing.T) {
+	for _, in := range []string{
+		`{"v":2,"task":0,"argv":["p"]}` + "\n",
+		`{"v":1,"task":-1,"argv":["p"]}` + "\n",
+		`{"v":1,"task":0,"argv":[]}` + "\n",
+		`{"v":1,"task":0,"argv":["p"]}`, // unterminated
+		"junk\n",
+	} {
+		if _, err := ReadRequest(bufio.NewReader(strings.NewReader(in))); !errors.Is(err, ErrWire) {
+			t.Errorf("ReadRequest(%q): err = %v, want ErrWire", in, err)
+		}
+	}
+	for _, in := range []string{
+		`{"v":1,"task":0,"size":5}` + "\nabc", // cut short
+		`{"v":1,"task":0,"size":50}` + "\n",   // over the bound
+		`{"v":1,"task":0,"size":-1}` + "\n",   // negative
+		`{"v":3,"task":0,"size":0}` + "\n",    // another version
+	} {
+		if _, _, err := ReadReply(bufio.NewReader(strings.NewReader(in)), 10); !errors.Is(err, ErrWire) {
+			t.Errorf("ReadReply(%q): err = %v, want ErrWire", in, err)
 		}
 	}
 }

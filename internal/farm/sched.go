@@ -34,7 +34,23 @@ type Scheduler struct {
 	attempts map[int]int // failed runs of each task
 	total    int
 	left     int // tasks not yet done or given up
+	// owner, in a static schedule (see SetStatic), is the node each task was
+	// given to in advance; static says whether one is set.
+	owner  map[int]string
+	static bool
 }
+
+// Dispatch modes: how tasks are given to nodes.
+const (
+	// Dynamic is the default: the next task to the least loaded node with room.
+	Dynamic = ""
+	// Cyclic and Block are static schedules, for comparison: task t goes to
+	// node t mod n, or nodes take contiguous ranges of equal length, whatever
+	// their speed; a node runs only its own tasks (those of a lost node go to
+	// any node with room).
+	Cyclic = "cyclic"
+	Block  = "block"
+)
 
 type node struct {
 	name    string
@@ -99,11 +115,31 @@ func (s *Scheduler) Nodes() []string {
 	return names
 }
 
+// SetStatic fixes a static schedule (Cyclic or Block) of the tasks waiting
+// over nodes, in that order.
+func (s *Scheduler) SetStatic(mode string, nodes []string) {
+	s.static, s.owner = true, map[int]string{}
+	n := len(nodes)
+	if n == 0 {
+		return
+	}
+	for i, t := range s.pending {
+		k := i % n
+		if mode == Block {
+			k = i * n / len(s.pending)
+		}
+		s.owner[t] = nodes[k]
+	}
+}
+
 // Next takes the next task and the node to run it, or ok false when no task is
 // waiting or no node has room.
 func (s *Scheduler) Next() (task int, node string, ok bool) {
 	if len(s.pending) == 0 {
 		return 0, "", false
+	}
+	if s.static {
+		return s.nextStatic()
 	}
 	best := s.pick()
 	if best == nil {
@@ -113,6 +149,28 @@ func (s *Scheduler) Next() (task int, node string, ok bool) {
 	s.pending = s.pending[1:]
 	best.running[task] = true
 	return task, best.name, true
+}
+
+// nextStatic takes the first waiting task whose owner has room, or whose
+// owner is gone and some node has room.
+func (s *Scheduler) nextStatic() (int, string, bool) {
+	free := s.pick()
+	for i, t := range s.pending {
+		var to *node
+		if n, ok := s.nodes[s.owner[t]]; ok {
+			if len(n.running) < n.cores+s.prefetch {
+				to = n
+			}
+		} else {
+			to = free
+		}
+		if to != nil {
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			to.running[t] = true
+			return t, to.name, true
+		}
+	}
+	return 0, "", false
 }
 
 // pick is the node with room and the lowest load per capacity.
