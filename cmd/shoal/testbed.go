@@ -27,18 +27,23 @@ const testbedUsage = `Usage: shoal testbed SUBCOMMAND [flags] [ARGS]
 Builds hosts n1, n2, … out of network namespaces on a bridge (shoalbr0,
 10.77.0.0/24; host nK is 10.77.0.(10+K)), each with its own hostname, temp dir,
 data dir, cgroup (optional CPU quota), optional bandwidth limit, and a Shoal
-agent. Needs root. See docs/testbed.md.
+agent. Hosts may be grouped into sites: full speed inside a site, a
+rate-limited link between sites. Needs root. See docs/testbed.md.
 
 Subcommands:
-  up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit] [--no-agent]
-                    remove any previous testbed, bring up a new one
+  up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
+     [--sites 3,3 --site-rate 20mbit] [--no-agent]
+                    remove any previous testbed, bring up a new one; --sites
+                    gives the hosts of each site in order (3,3: n1-n3 and
+                    n4-n6), --site-rate each site's link to the others
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
   kill NODE         SIGKILL every process in NODE (the host stays)
   cut NODE          take NODE's link down (packets vanish, processes live on)
   heal NODE         bring NODE's link up again
-  add [--cores N] [--cpu-quota Q] [--rate R] [--no-agent]
-                    add a host n<K+1> (with an agent joining the others)
+  add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--no-agent]
+                    add a host n<K+1> (with an agent joining the others), in
+                    site S (default: the last) when there are sites
   restart NODE      start NODE's agent again (after kill)
   exec NODE [--] COMMAND [ARGS]
                     run COMMAND inside NODE with stdio passed through; exits
@@ -161,8 +166,10 @@ func tbUp(c *tbCtx, args []string) int {
 	cores := fs.String("cores", "", "cores of each host: one value for all or one per host (default: this machine's)")
 	quota := fs.String("cpu-quota", "", "CPU quota of each host in CPUs (0.5 = half a CPU): one value or one per host")
 	rate := fs.String("rate", "", "bandwidth of each host in tc syntax (15mbit): one value or one per host")
+	sites := fs.String("sites", "", "hosts of each site, in host order (3,3: n1-n3 and n4-n6); they add up to --nodes")
+	siteRate := fs.String("site-rate", "", "bandwidth of each site's link to the other sites, each direction, in tc syntax (20mbit)")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--no-agent]")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--no-agent]")
 	if code >= 0 {
 		return code
 	}
@@ -182,6 +189,11 @@ func tbUp(c *tbCtx, args []string) int {
 		return exitUsage
 	}
 	cfg.Rate, _ = parseList(*rate, func(s string) (string, error) { return s, nil })
+	if cfg.Sites, err = parseList(*sites, strconv.Atoi); err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed up: --sites %q: %v\n", *sites, err)
+		return exitUsage
+	}
+	cfg.SiteRate = *siteRate
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
 		return exitUsage
@@ -266,13 +278,27 @@ func printStatus(c *tbCtx, b *testbed.Bed, asJSON bool) int {
 		return exitOK
 	}
 	fmt.Fprintf(c.stdout, "testbed %d: bridge shoalbr%d on %s, %s\n", b.Instance(), b.Instance(), b.Subnet(), b.Dir())
+	sites, siteRate, _ := b.Sites()
+	if sites > 0 {
+		fmt.Fprintf(c.stdout, "%d sites, each linked to the others at %s\n", sites, siteRate)
+	}
 	fmt.Fprintf(c.stdout, "%s\n", cg)
 	if !agents {
 		fmt.Fprintln(c.stdout, "hosts run no agent")
 	}
 	fmt.Fprintln(c.stdout)
 	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tCORES\tCPU QUOTA\tRATE\tPROCS\tAGENT")
+	siteCol := func(h testbed.HostStatus) string {
+		if sites == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%d\t", h.Site)
+	}
+	head := "NODE\tADDRESS\tSTATE\tCORES\tCPU QUOTA\tRATE\tPROCS\tAGENT"
+	if sites > 0 {
+		head = "NODE\tADDRESS\tSITE\tSTATE\tCORES\tCPU QUOTA\tRATE\tPROCS\tAGENT"
+	}
+	fmt.Fprintln(w, head)
 	for _, h := range hosts {
 		quota := "-"
 		if h.CPUQuota > 0 {
@@ -294,7 +320,7 @@ func printStatus(c *tbCtx, b *testbed.Bed, asJSON bool) int {
 		case agents:
 			agent = "not started"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", h.Name, h.IP, h.State, h.Cores, quota, rate, h.Procs, agent)
+		fmt.Fprintf(w, "%s\t%s\t%s%s\t%d\t%s\t%s\t%d\t%s\n", h.Name, h.IP, siteCol(h), h.State, h.Cores, quota, rate, h.Procs, agent)
 	}
 	w.Flush()
 	return exitOK
@@ -352,8 +378,9 @@ func tbAdd(c *tbCtx, args []string) int {
 	fs.IntVar(&hc.Cores, "cores", 0, "cores of the new host (default: this machine's)")
 	fs.Float64Var(&hc.CPUQuota, "cpu-quota", 0, "CPU quota of the new host in CPUs (0: none)")
 	fs.StringVar(&hc.Rate, "rate", "", "bandwidth of the new host in tc syntax (15mbit)")
+	fs.IntVar(&hc.Site, "site", 0, "site of the new host, on a testbed with sites (default: the last)")
 	fs.BoolVar(&hc.NoAgent, "no-agent", false, "start no agent in the new host")
-	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--no-agent]")
+	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--no-agent]")
 	if code >= 0 {
 		return code
 	}

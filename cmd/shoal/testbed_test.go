@@ -54,7 +54,11 @@ func TestTestbedUsage(t *testing.T) {
 		{[]string{"up", "--nodes", "3", "--cores", "2,2"}, "Cores has 2 values for 3 nodes"},
 		{[]string{"up", "--cores", "two"}, `--cores "two"`},
 		{[]string{"up", "--rate", "fast"}, `Rate[0] = "fast"`},
+		{[]string{"up", "--nodes", "6", "--sites", "3,2", "--site-rate", "20mbit"}, "Sites = [3 2]: 5 hosts in all, want Nodes = 6"},
+		{[]string{"up", "--nodes", "6", "--sites", "3,3"}, `SiteRate = ""`},
+		{[]string{"up", "--sites", "3,x"}, `--sites "3,x"`},
 		{[]string{"add", "--cpu-quota", "0.001"}, "CPUQuota = 0.001"},
+		{[]string{"add", "--site", "-1"}, "Site = -1"},
 		{[]string{"kill"}, "want one NODE"},
 		{[]string{"exec", "n1"}, "want NODE and a COMMAND"},
 	} {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // Bed is a handle on a testbed instance that is up. All its state is in the state file,
@@ -84,6 +85,7 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		Bridge: n.bridge(), BridgeIP: n.bridgeIP(), Subnet: n.subnet(),
 		Secret:  n.secretFile(),
 		Cgroups: detectCgroups(n),
+		Sites:   cfg.sites(), SiteRate: strings.ToLower(cfg.SiteRate),
 	}
 	if cfg.AgentBinary != "" {
 		help, err := probeAgent(ctx, cfg.AgentBinary)
@@ -98,6 +100,11 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 	}
 	if err := makeBridge(ctx, n); err != nil {
 		return nil, err
+	}
+	for s := 1; s <= st.Sites; s++ {
+		if err := makeSite(ctx, n, s, st.SiteRate); err != nil {
+			return nil, err
+		}
 	}
 	quotaWarned := false
 	for i := 0; i < cfg.Nodes; i++ {
@@ -154,7 +161,7 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 		Name: n.hostName(k), Index: k, IP: n.hostIP(k),
 		Netns: n.netns(k), Link: n.netns(k), UTS: n.utsPath(k),
 		Dir: dir, TmpDir: dir + "/tmp", DataDir: dir + "/data", AgentLog: dir + "/agent.log",
-		Cores: hc.Cores, CPUQuota: hc.CPUQuota, Rate: hc.Rate,
+		Cores: hc.Cores, CPUQuota: hc.CPUQuota, Rate: hc.Rate, Site: hc.Site,
 	}
 	for _, d := range []string{h.Dir, h.DataDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -168,7 +175,11 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 	if err := makeUTS(ctx, n, k); err != nil {
 		return nil, err
 	}
-	if err := makeHostNet(ctx, n, k, hc.Rate); err != nil {
+	br := n.bridge()
+	if hc.Site > 0 {
+		br = n.siteBridge(hc.Site)
+	}
+	if err := makeHostNet(ctx, n, k, br, hc.Rate); err != nil {
 		return nil, err
 	}
 	dirs, applied, err := st.Cgroups.makeHostCgroups(n, h.Name, hc.CPUQuota)
@@ -220,6 +231,15 @@ func (b *Bed) Dir() string { return b.n.dir() }
 
 // Subnet is the testbed's network, 10.77.I.0/24.
 func (b *Bed) Subnet() string { return b.n.subnet() }
+
+// Sites returns the number of sites (0 without sites) and the rate of each site's link.
+func (b *Bed) Sites() (int, string, error) {
+	st, err := loadState(b.n)
+	if err != nil {
+		return 0, "", err
+	}
+	return st.Sites, st.SiteRate, nil
+}
 
 // Kill sends SIGKILL to every process of node (its agent, its MPI daemons and ranks,
 // whatever runs in it) and returns how many it killed. The host itself stays: its
@@ -280,7 +300,8 @@ func (b *Bed) setCut(ctx context.Context, node string, cut bool) error {
 	return st.save(b.n)
 }
 
-// Add adds a host n<K+1>, K being the highest host index so far, and starts its agent
+// Add adds a host n<K+1>, K being the highest host index so far, to site hc.Site (the
+// last site when 0, on a testbed with sites), and starts its agent
 // (joining the first host whose agent runs) when the testbed has agents and not
 // hc.NoAgent. It returns once the new agent and the running ones see each other alive, or
 // fails with [ErrAgentNotReady] (the host stays).
@@ -304,6 +325,14 @@ func (b *Bed) Add(ctx context.Context, hc HostConfig) (Host, error) {
 	k++
 	if k > MaxNodes {
 		return Host{}, fmt.Errorf("%w: n%d: at most %d hosts", ErrInvalidConfig, k, MaxNodes)
+	}
+	switch {
+	case st.Sites == 0 && hc.Site != 0:
+		return Host{}, fmt.Errorf("%w: Site = %d: the testbed has no sites", ErrInvalidConfig, hc.Site)
+	case hc.Site > st.Sites:
+		return Host{}, fmt.Errorf("%w: Site = %d: the testbed has %d sites", ErrInvalidConfig, hc.Site, st.Sites)
+	case hc.Site == 0:
+		hc.Site = st.Sites
 	}
 	h, err := b.makeHost(ctx, st, k, hc)
 	if err != nil {

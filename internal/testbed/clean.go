@@ -8,8 +8,8 @@ import (
 )
 
 // Clean removes everything testbed instance inst may have left: its processes, network
-// namespaces, links (and with them their tc qdiscs), bridge, namespace mounts, cgroups
-// and directory. It reads the state file if there is one and also scans for the
+// namespaces, links (and with them their tc qdiscs), bridges (the instance's and its
+// sites'), namespace mounts, cgroups and directory. It reads the state file if there is one and also scans for the
 // instance's names, so it works after a crashed or half-finished [Up]. Cleaning what is
 // not there is not an error.
 func Clean(ctx context.Context, inst int) error {
@@ -39,7 +39,7 @@ func clean(ctx context.Context, n names) error {
 			cgroups[h.Index] = append(cgroups[h.Index], h.Cgroups...)
 		}
 	}
-	netns, links, bridge := leftoverNet(ctx, n)
+	netns, links, sites, bridge := leftoverNet(ctx, n)
 	cgHosts, groups := leftoverCgroups(n)
 	for k, dirs := range cgHosts {
 		hosts[k] = true
@@ -69,6 +69,14 @@ func clean(ctx context.Context, n names) error {
 		// Deleting one end of a veth pair deletes the other: a link may be gone already.
 		if err := n.sh(ctx, "ip", "link", "del", n.netns(k)); err != nil && n.linkExists(ctx, n.netns(k)) {
 			errs = append(errs, err)
+		}
+	}
+	for s := range sites {
+		// Either end of a site's link deletes both; then its bridge.
+		for _, name := range []string{n.siteOut(s), n.siteIn(s), n.siteBridge(s)} {
+			if err := n.sh(ctx, "ip", "link", "del", name); err != nil && n.linkExists(ctx, name) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if bridge {

@@ -58,6 +58,18 @@ type Config struct {
 	// its bridge port). "" means no limit. Empty, one value for all hosts, or one per host.
 	Rate []string
 
+	// Sites groups the hosts into sites, by number of hosts in host order: {3, 3} puts
+	// n1–n3 in site 1 and n4–n6 in site 2. Inside a site hosts talk at full speed
+	// (SiteRate does not apply); traffic between sites crosses both sites' links, each
+	// limited to SiteRate. Empty, or one value, means no sites. With two or more: each
+	// ≥ 1, adding up to Nodes.
+	Sites []int
+
+	// SiteRate is the bandwidth of each site's link to the other sites, in tc syntax as
+	// Rate, applied with tbf in both directions. Required with two sites or more; ""
+	// without sites.
+	SiteRate string
+
 	// Instance selects one of several testbeds that can coexist on the machine (tests
 	// of different packages run at the same time; give each its own). It decides every
 	// name: bridge shoalbr<Instance>, subnet 10.77.<Instance>.0/24, namespaces and links
@@ -85,6 +97,10 @@ type HostConfig struct {
 	Cores    int     // as Config.Cores; 0 means runtime.NumCPU()
 	CPUQuota float64 // as Config.CPUQuota; 0 means no limit
 	Rate     string  // as Config.Rate; "" means no limit
+	// Site is the host's site, 1 to the number of sites; 0 on a testbed without
+	// sites. In [Config] it comes from Config.Sites; for [Bed.Add], 0 means the last
+	// site.
+	Site int
 	// NoAgent makes [Bed.Add] start no agent in the new host even when the testbed has
 	// agents (a host for an agent started by hand). [Up] ignores it: Config.AgentBinary
 	// decides for every host.
@@ -114,12 +130,52 @@ func (c Config) Validate() error {
 				ErrInvalidConfig, l.name, l.n, c.Nodes)
 		}
 	}
+	if err := c.validateSites(); err != nil {
+		return err
+	}
 	for i := 0; i < c.Nodes; i++ {
 		if err := c.Host(i).validate(fmt.Sprintf("[%d]", i)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (c Config) validateSites() error {
+	if len(c.Sites) == 1 && c.Sites[0] != c.Nodes {
+		return fmt.Errorf("%w: Sites = %v: one site of %d hosts, want all %d (or no Sites)", ErrInvalidConfig, c.Sites, c.Sites[0], c.Nodes)
+	}
+	if len(c.Sites) < 2 {
+		if c.SiteRate != "" {
+			return fmt.Errorf("%w: SiteRate = %q without Sites: want two sites or more, or no SiteRate", ErrInvalidConfig, c.SiteRate)
+		}
+		return nil
+	}
+	sum := 0
+	for i, n := range c.Sites {
+		if n < 1 {
+			return fmt.Errorf("%w: Sites[%d] = %d: want at least 1 host", ErrInvalidConfig, i, n)
+		}
+		sum += n
+	}
+	if sum != c.Nodes {
+		return fmt.Errorf("%w: Sites = %v: %d hosts in all, want Nodes = %d", ErrInvalidConfig, c.Sites, sum, c.Nodes)
+	}
+	if c.SiteRate == "" {
+		return fmt.Errorf("%w: SiteRate = \"\": want the rate of the link between the %d sites", ErrInvalidConfig, len(c.Sites))
+	}
+	if _, err := parseRate(c.SiteRate); err != nil {
+		return fmt.Errorf("%w: SiteRate = %q: %v", ErrInvalidConfig, c.SiteRate, err)
+	}
+	return nil
+}
+
+// sites is the number of sites: 0 without them.
+func (c Config) sites() int {
+	if len(c.Sites) < 2 {
+		return 0
+	}
+	return len(c.Sites)
 }
 
 // Host returns the configuration of host n(i+1).
@@ -133,6 +189,16 @@ func (c Config) Host(i int) HostConfig {
 	}
 	if v := pick(c.Rate, i); v != nil {
 		h.Rate = *v
+	}
+	if c.sites() > 0 {
+		first := 0
+		for s, n := range c.Sites {
+			if i < first+n {
+				h.Site = s + 1
+				break
+			}
+			first += n
+		}
 	}
 	return h
 }
@@ -163,6 +229,9 @@ func (h HostConfig) validate(index string) error {
 		if _, err := parseRate(h.Rate); err != nil {
 			return fmt.Errorf("%w: Rate%s = %q: %v", ErrInvalidConfig, index, h.Rate, err)
 		}
+	}
+	if h.Site < 0 || h.Site > MaxNodes {
+		return fmt.Errorf("%w: Site%s = %d: want 1 to the number of sites (0: none, or the last for Bed.Add)", ErrInvalidConfig, index, h.Site)
 	}
 	return nil
 }
@@ -205,6 +274,32 @@ func (n names) bridgeIP() string      { return fmt.Sprintf("10.77.%d.1", n.inst)
 func (n names) subnet() string        { return fmt.Sprintf("10.77.%d.0/24", n.inst) }
 func (n names) hostName(k int) string { return fmt.Sprintf("n%d", k) }
 func (n names) hostIP(k int) string   { return fmt.Sprintf("10.77.%d.%d", n.inst, 10+k) }
+
+// Site s has its own bridge, and its link to the others is a veth pair between that
+// bridge and the instance's bridge: the end in the site's bridge sends out of the site,
+// the end in the instance's bridge into it. Each carries the site's tbf.
+func (n names) siteBridge(s int) string { return fmt.Sprintf("shoal%d-s%d", n.inst, s) }
+func (n names) siteOut(s int) string    { return fmt.Sprintf("shoal%d-s%do", n.inst, s) }
+func (n names) siteIn(s int) string     { return fmt.Sprintf("shoal%d-s%di", n.inst, s) }
+
+// siteIndex is the inverse of siteBridge, siteOut and siteIn: s, or 0 when name is
+// none of this instance's.
+func (n names) siteIndex(name string) int {
+	rest, ok := strings.CutPrefix(name, fmt.Sprintf("shoal%d-s", n.inst))
+	if !ok {
+		return 0
+	}
+	if r, ok := strings.CutSuffix(rest, "o"); ok {
+		rest = r
+	} else {
+		rest = strings.TrimSuffix(rest, "i")
+	}
+	s, err := strconv.Atoi(rest)
+	if err != nil || s < 1 || s > MaxNodes || strconv.Itoa(s) != rest {
+		return 0
+	}
+	return s
+}
 
 // netns is both the network namespace's name and the name of the host's bridge port.
 func (n names) netns(k int) string { return fmt.Sprintf("shoal%d-n%d", n.inst, k) }

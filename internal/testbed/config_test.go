@@ -25,6 +25,14 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Nodes: 2, Rate: []string{"15"}}, `Rate[0] = "15"`},
 		{Config{Nodes: 2, Rate: []string{"fast"}}, `Rate[0] = "fast"`},
 		{Config{Nodes: 1, Rate: []string{"100bit"}}, "below 8kbit"},
+		{Config{Nodes: 6, Sites: []int{3, 3}, SiteRate: "20mbit", Rate: []string{"100mbit"}}, ""},
+		{Config{Nodes: 6, Sites: []int{6}}, ""},
+		{Config{Nodes: 6, Sites: []int{3, 2}, SiteRate: "20mbit"}, "Sites = [3 2]: 5 hosts in all, want Nodes = 6"},
+		{Config{Nodes: 6, Sites: []int{3, 3, 0}, SiteRate: "20mbit"}, "Sites[2] = 0"},
+		{Config{Nodes: 6, Sites: []int{4}}, "Sites = [4]"},
+		{Config{Nodes: 6, Sites: []int{3, 3}}, `SiteRate = ""`},
+		{Config{Nodes: 6, Sites: []int{3, 3}, SiteRate: "fast"}, `SiteRate = "fast"`},
+		{Config{Nodes: 6, SiteRate: "20mbit"}, `SiteRate = "20mbit" without Sites`},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -45,6 +53,17 @@ func TestConfigHost(t *testing.T) {
 	want := []HostConfig{{Cores: 2, CPUQuota: 0.5}, {Cores: 2, CPUQuota: 0.5}, {Cores: 3, CPUQuota: 0.5}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("hosts of %+v: got %+v, want %+v", cfg, got, want)
+	}
+	cfg = Config{Nodes: 5, Sites: []int{1, 3, 1}, SiteRate: "1mbit"}
+	var sites []int
+	for i := 0; i < cfg.Nodes; i++ {
+		sites = append(sites, cfg.Host(i).Site)
+	}
+	if want := []int{1, 2, 2, 2, 3}; !reflect.DeepEqual(sites, want) {
+		t.Errorf("sites of %+v: got %v, want %v", cfg, sites, want)
+	}
+	if s := (Config{Nodes: 2, Sites: []int{2}}).Host(1).Site; s != 0 {
+		t.Errorf("one site: host in site %d, want 0 (no sites)", s)
 	}
 }
 
@@ -76,6 +95,17 @@ func TestNames(t *testing.T) {
 	}
 	if got, want := n.hostIP(MaxNodes), "10.77.255.254"; got != want {
 		t.Errorf("last host address: got %q, want %q", got, want)
+	}
+	if got := []string{n.siteBridge(MaxNodes), n.siteOut(MaxNodes), n.siteIn(MaxNodes)}; len(got[1]) > 15 || len(got[2]) > 15 {
+		t.Errorf("longest site link names: %q: want at most 15 bytes", got)
+	}
+	for _, tt := range []struct {
+		name string
+		want int
+	}{{"shoal255-s7", 7}, {"shoal255-s7o", 7}, {"shoal255-s7i", 7}, {"shoal255-s07", 0}, {"shoal255-s7x", 0}, {"shoal255-s7io", 0}, {"shoal255-n7", 0}, {"shoal25-s7", 0}, {"shoal255-s", 0}} {
+		if got := n.siteIndex(tt.name); got != tt.want {
+			t.Errorf("siteIndex(%q) = %d, want %d", tt.name, got, tt.want)
+		}
 	}
 	for _, tt := range []struct {
 		name string

@@ -13,6 +13,11 @@
 //   - a cgroup shoal-testbed[-I]/nK holding every process started in the host, with an
 //     optional CPU quota;
 //   - an optional tc bandwidth limit (tbf, both directions of the host's link);
+//   - with sites ([Config].Sites), membership of site S: its link is a port of the
+//     site's bridge shoal<I>-sS instead of shoalbr<I>, and the site's bridge is joined
+//     to shoalbr<I> by a veth pair (shoal<I>-sSo – shoal<I>-sSi) with a tbf at
+//     [Config].SiteRate on each end, so only traffic between sites is limited, and the
+//     hosts of a site share their site's link;
 //   - unless disabled, a Shoal agent (`shoal agent`), logging to DIR/nK/agent.log.
 //
 // Processes run in a host through [Bed.Command] or [Bed.Exec], which enter its

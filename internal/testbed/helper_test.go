@@ -366,8 +366,14 @@ const testInstance = 201
 // test ends.
 func upForTest(t *testing.T, cfg Config) *Bed {
 	t.Helper()
+	return upForTestOn(t, testInstance, cfg)
+}
+
+// upForTestOn is upForTest on instance inst.
+func upForTestOn(t *testing.T, inst int, cfg Config) *Bed {
+	t.Helper()
 	needRoot(t)
-	cfg.Instance = testInstance
+	cfg.Instance = inst
 	if cfg.Logf == nil {
 		cfg.Logf = t.Logf
 	}
@@ -381,7 +387,7 @@ func upForTest(t *testing.T, cfg Config) *Bed {
 		if err := b.Down(context.Background()); err != nil {
 			t.Errorf("Down: %v", err)
 		}
-		if l := leftovers(t, testInstance); len(l) > 0 {
+		if l := leftovers(t, inst); len(l) > 0 {
 			t.Errorf("after Down: %v", l)
 		}
 	})

@@ -26,14 +26,42 @@ func makeBridge(ctx context.Context, n names) error {
 	return nil
 }
 
+// makeSite creates site s's bridge and its link to the instance's bridge: a veth pair
+// with a tbf at rate on each end, so that each direction between the site and the
+// others is limited, and traffic inside the site never crosses it.
+func makeSite(ctx context.Context, n names, s int, rate string) error {
+	tbf, err := tbfArgs(rate)
+	if err != nil {
+		return err
+	}
+	br, out, in := n.siteBridge(s), n.siteOut(s), n.siteIn(s)
+	steps := [][]string{
+		{"ip", "link", "add", br, "type", "bridge", "nf_call_iptables", "0", "nf_call_ip6tables", "0", "nf_call_arptables", "0"},
+		{"ip", "link", "set", br, "up"},
+		{"ip", "link", "add", out, "type", "veth", "peer", "name", in},
+		{"ip", "link", "set", out, "master", br},
+		{"ip", "link", "set", in, "master", n.bridge()},
+		{"ip", "link", "set", out, "up"},
+		{"ip", "link", "set", in, "up"},
+		append([]string{"tc", "qdisc", "replace", "dev", out, "root", "tbf"}, tbf...),
+		append([]string{"tc", "qdisc", "replace", "dev", in, "root", "tbf"}, tbf...),
+	}
+	for _, st := range steps {
+		if err := n.sh(ctx, st...); err != nil {
+			return fmt.Errorf("testbed: make site %d: %w", s, err)
+		}
+	}
+	return nil
+}
+
 // makeHostNet creates host k's network namespace, its veth pair (eth0 inside, the bridge
-// port outside, named like the namespace), its address and its rate limit.
-func makeHostNet(ctx context.Context, n names, k int, rate string) error {
+// port outside, named like the namespace, in bridge br), its address and its rate limit.
+func makeHostNet(ctx context.Context, n names, k int, br, rate string) error {
 	ns, link := n.netns(k), n.netns(k)
 	steps := [][]string{
 		{"ip", "netns", "add", ns},
 		{"ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"ip", "link", "set", link, "master", n.bridge()},
+		{"ip", "link", "set", link, "master", br},
 		{"ip", "link", "set", link, "up"},
 		{"ip", "-n", ns, "link", "set", "lo", "up"},
 		{"ip", "-n", ns, "addr", "add", n.hostIP(k) + "/24", "dev", "eth0"},
@@ -94,9 +122,9 @@ func makeUTS(ctx context.Context, n names, k int) error {
 }
 
 // leftoverNet lists the instance's network namespaces and root-namespace links by host
-// index, and whether its bridge exists.
-func leftoverNet(ctx context.Context, n names) (netns, links map[int]bool, bridge bool) {
-	netns, links = map[int]bool{}, map[int]bool{}
+// index, the sites whose bridge or link exists, and whether its bridge exists.
+func leftoverNet(ctx context.Context, n names) (netns, links, sites map[int]bool, bridge bool) {
+	netns, links, sites = map[int]bool{}, map[int]bool{}, map[int]bool{}
 	if ents, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range ents {
 			if k := n.hostIndex(e.Name()); k > 0 {
@@ -115,9 +143,11 @@ func leftoverNet(ctx context.Context, n names) (netns, links map[int]bool, bridg
 			bridge = true
 		} else if k := n.hostIndex(name); k > 0 {
 			links[k] = true
+		} else if s := n.siteIndex(name); s > 0 {
+			sites[s] = true
 		}
 	}
-	return netns, links, bridge
+	return netns, links, sites, bridge
 }
 
 func (n names) linkExists(ctx context.Context, name string) bool {

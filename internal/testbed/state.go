@@ -25,6 +25,7 @@ type Host struct {
 	Cores    int      `json:"cores"`
 	CPUQuota float64  `json:"cpu_quota,omitempty"` // CPUs; 0 none (or not applied: see CPUQuotaOff)
 	Rate     string   `json:"rate,omitempty"`
+	Site     int      `json:"site,omitempty"`    // 1, 2, …; 0 on a testbed without sites
 	Cgroups  []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
 	Cut      bool     `json:"cut,omitempty"`     // link down
 	AgentPID int      `json:"agent_pid,omitempty"`
@@ -44,6 +45,8 @@ type state struct {
 	AgentArgs   []string    `json:"agent_args,omitempty"`   // Config.AgentArgs
 	Secret      string      `json:"secret_file"`
 	Cgroups     cgroupSetup `json:"cgroup_setup"`
+	Sites       int         `json:"sites,omitempty"`     // 0: no sites
+	SiteRate    string      `json:"site_rate,omitempty"` // Config.SiteRate
 	Hosts       []Host      `json:"hosts"`
 }
 
