@@ -148,7 +148,11 @@ func (s *Service) resume(info api.Job) {
 	defer cancel()
 	why, lost, moved := s.whyTakeOver(ctx, info.Coordinator)
 	from := "from the beginning"
-	if book != nil && book.Newest() > 0 {
+	switch {
+	case info.Spec.Farm != nil:
+		from = "the farm, from its ledger of stored results"
+		book = nil
+	case book != nil && book.Newest() > 0:
 		from = fmt.Sprintf("from epoch %d", book.Newest())
 	}
 	if err := s.fetchFiles(ctx, info); err != nil {

@@ -282,3 +282,50 @@ func readAll(dir string) string {
 	}
 	return sb.String()
 }
+
+// The node that coordinates the farm is killed: the next leader takes the
+// farm over from its ledger, runs only the tasks without a result, and the
+// caller, following through another node, gets every result.
+func TestCoordinatorKilled(t *testing.T) {
+	b := up(t)
+	ctx := context.Background()
+	if pids, _ := b.Procs("n3"); len(pids) == 0 { // TestHostKilled's victim
+		if err := b.StartAgent(ctx, "n3"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "slow.sh")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nsleep 0.2\necho \"task $1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd, err := b.Command(ctx, "n2", filepath.Join(testenv.Root, "bin/shoal"), "farm", "--job-id", "coord-killed", "--out", out, "--", prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = strings.NewReader(lines(60))
+	p := watch.Start(t, cmd)
+	m := p.WaitLine(`^shoal: farm coord-killed: 60 tasks of slow.sh, coordinated by (n\d)`, time.Minute)
+	coordinator := m[1]
+	deadline := time.Now().Add(time.Minute)
+	for len(readAll(out)) < len("task 0\n")*8 {
+		if time.Now().After(deadline) {
+			t.Fatal("no result in a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := b.Kill(ctx, coordinator); err != nil {
+		t.Fatal(err)
+	}
+	p.WaitLine(`^shoal: coordinator `+coordinator+` lost; n\d coordinates the farm`, time.Minute)
+	if code := p.Wait(2 * time.Minute); code != 0 {
+		t.Fatalf("shoal farm exited %d after its coordinator %s was killed, want 0", code, coordinator)
+	}
+	for task := 0; task < 60; task++ {
+		got, err := os.ReadFile(filepath.Join(out, strconv.Itoa(task)))
+		if want := fmt.Sprintf("task %d\n", task); string(got) != want {
+			t.Errorf("result of task %d: %q, %v; want %q", task, got, err, want)
+		}
+	}
+}
