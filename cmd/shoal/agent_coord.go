@@ -58,6 +58,7 @@ func plugCoordinator(a *agent.Agent) error {
 		Peer:  func(n api.Node) coord.Peer { return peer{a.Peer(n.API)} },
 		Agent: func(n api.Node) *api.Client { return a.Peer(n.API) },
 		Store: a.Store(),
+		Links: a.Links,
 	})
 	a.SetJobService(svc)
 	// Before this node leaves (and after it has passed on the lead of the job

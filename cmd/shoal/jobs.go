@@ -44,7 +44,7 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 		fmt.Fprintf(stderr, "shoal %s: %v (see 'shoal %s --help')\n", name, err, name)
 		return nil, nil, exitUsage
 	}
-	if fs.NArg() != nargs {
+	if nargs >= 0 && fs.NArg() != nargs || nargs < 0 && fs.NArg() > -nargs {
 		fmt.Fprintf(stderr, "shoal %s: want %d argument(s), got %d (see 'shoal %s --help')\n", name, nargs, fs.NArg(), name)
 		return nil, nil, exitUsage
 	}
@@ -64,19 +64,37 @@ running, moving, restarting, succeeded, failed, cancelled), RANKS, the newest
 complete checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks). A user other
 than root, who submits through the agent's socket, sees only their own jobs.
 
+shoal jobs JOB --placement prints where each of JOB's ranks runs, the time of one
+iteration the planner predicted for that layout (split into compute and
+communication, beside that of contiguous blocks in proportion to cores × speed),
+what it knew (the job's measured traffic or the assumption that neighbouring
+ranks talk most; measured links or none), and why it chose the layout, in one
+line.
+
 Flags:
 `
 
 func jobsCmd(args []string, stdout, stderr io.Writer) int {
-	var asJSON bool
-	c, _, code := agentCommand("jobs", jobsUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
+	var asJSON, placement bool
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		args = append(append([]string(nil), args[1:]...), args[0]) // JOB before the flags
+	}
+	c, rest, code := agentCommand("jobs", jobsUsage, -1, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print the agent's answer as JSON")
+		fs.BoolVar(&placement, "placement", false, "with JOB: where its ranks run, and why")
 	})
 	if code >= 0 {
 		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if len(rest) == 1 {
+		return showJob(ctx, c, rest[0], placement, asJSON, stdout, stderr)
+	}
+	if placement {
+		fmt.Fprintln(stderr, "shoal jobs: --placement needs a JOB (see 'shoal jobs --help')")
+		return exitUsage
+	}
 	jobs, err := c.Jobs(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
@@ -192,4 +210,73 @@ func ownerName(o *api.Owner) string {
 		return o.Name
 	}
 	return strconv.Itoa(o.UID)
+}
+
+// showJob prints one job: as JSON, or its placement and the planner's account.
+func showJob(ctx context.Context, c *api.Client, id string, placement, asJSON bool, stdout, stderr io.Writer) int {
+	j, err := c.Job(ctx, id)
+	if errors.Is(err, api.ErrNotFound) {
+		fmt.Fprintf(stderr, "shoal jobs: no job %q known to the agent at %s\n", id, c.Addr())
+		return exitNoJob
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
+		return exitFailure
+	}
+	if asJSON {
+		json.NewEncoder(stdout).Encode(j)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "job %s: %s, %d ranks\n", j.ID, j.State, j.Spec.Ranks)
+	if !placement {
+		return exitOK
+	}
+	if len(j.Placement) == 0 {
+		fmt.Fprintln(stdout, "not placed yet")
+		return exitOK
+	}
+	names := make([]string, 0, len(j.Placement))
+	for n := range j.Placement {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(stdout, "  %s: ranks %s\n", n, rankList(j.Placement[n]))
+	}
+	p := j.Plan
+	if p == nil {
+		return exitOK
+	}
+	traffic, links := "assumed: neighbouring ranks talk most", "none measured: all taken as alike"
+	if p.Traffic {
+		traffic = "the job's, measured while it ran"
+	}
+	if p.Links {
+		links = "measured (shoal nodes --links)"
+	}
+	fmt.Fprintf(stdout, "predicted per iteration: %.3g s (compute %.3g s, communication %.3g s); contiguous blocks: %.3g s\n",
+		p.Compute+p.Comm, p.Compute, p.Comm, p.Blocks)
+	fmt.Fprintf(stdout, "traffic: %s; links: %s\n", traffic, links)
+	fmt.Fprintf(stdout, "why: %s\n", p.Reason)
+	return exitOK
+}
+
+// rankList renders sorted ranks as "0-3, 8, 10-11".
+func rankList(ranks []int) string {
+	rs := append([]int(nil), ranks...)
+	sort.Ints(rs)
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if i == j {
+			parts = append(parts, strconv.Itoa(rs[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }

@@ -34,17 +34,26 @@ others within about a second); ROLE, the node's part in the job store: leader
 voting), or - (none). When no node leads, a line after the table says why:
 how many voting nodes answer and how many a quorum needs.
 
+With --links, lists instead the links between the live nodes as they measure
+them (a small request's round trip, and the bandwidth of a transfer; every
+node measures its peers soon after they join and every few minutes): FROM, TO,
+RTT, BANDWIDTH in Mbit/s, AGE of the measurement; a pair no node measured is
+estimated from the reverse direction or through a third node, marked
+"(estimated)". The placement of a job's ranks uses these.
+
 Flags:
 `
 
 func nodesCmd(args []string, stdout, stderr io.Writer) int {
 	var (
-		af     localAgentFlags
-		asJSON bool
+		af        localAgentFlags
+		asJSON    bool
+		withLinks bool
 	)
 	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.BoolVar(&asJSON, "json", false, `print the agent's answer as JSON: {"nodes": [...]}, fields in docs/api.md`)
+	fs.BoolVar(&asJSON, "json", false, `print the agent's answer as JSON: {"nodes": [...]}, or with --links {"links": [...]}; fields in docs/api.md`)
+	fs.BoolVar(&withLinks, "links", false, "list the measured links between the nodes instead")
 	af.register(fs)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -68,6 +77,9 @@ func nodesCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if withLinks {
+		return printLinks(ctx, c, asJSON, stdout, stderr)
+	}
 	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal nodes: %s\n", errorLine(err))
@@ -123,4 +135,41 @@ func shortDuration(d time.Duration) string {
 		return strconv.Itoa(int(d.Minutes())) + "m"
 	}
 	return strconv.Itoa(int(d.Hours())) + "h"
+}
+
+// printLinks prints the cluster's links as `shoal nodes --links` does.
+func printLinks(ctx context.Context, c *api.Client, asJSON bool, stdout, stderr io.Writer) int {
+	l, err := c.Links(ctx, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal nodes: %s\n", errorLine(err))
+		return exitFailure
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(l)
+		return exitOK
+	}
+	if len(l.Links) == 0 {
+		fmt.Fprintln(stdout, "no link measured yet (nodes measure their peers a few seconds after they join)")
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "FROM\tTO\tRTT\tBANDWIDTH\tAGE")
+		for _, x := range l.Links {
+			age := "-"
+			if !x.Measured.IsZero() {
+				age = time.Since(x.Measured).Round(time.Second).String()
+			}
+			note := ""
+			if x.Estimated {
+				note = " (estimated)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f Mbit/s\t%s%s\n", x.From, x.To, time.Duration(x.RTT).Round(10*time.Microsecond), x.Bandwidth*8/1e6, age, note)
+		}
+		tw.Flush()
+	}
+	for name, why := range l.Skipped {
+		fmt.Fprintf(stderr, "shoal nodes: the links of %s could not be read: %s\n", name, why)
+	}
+	return exitOK
 }

@@ -82,6 +82,9 @@ type Config struct {
 	// soon after the job store changes and when a grace period ends. Default:
 	// DefaultGCInterval.
 	GCInterval time.Duration
+	// LinkInterval is how often the node measures its links to the others
+	// again (besides soon after a node joins); 0 means DefaultLinkInterval.
+	LinkInterval time.Duration
 	// Version is reported by GET /v1/health.
 	Version string
 	// Log receives the agent's log lines. Default: discard.
@@ -101,6 +104,7 @@ type Agent struct {
 	secret  []byte
 	tls     *pki.Identity // this node's certificate, for the API and the job store
 	peers   *api.Clients  // of the other agents, shared for keep-alive
+	links   *linkProber   // this node's measurements of its links
 	members *membership.Membership
 	server  *api.Server
 	launch  *launch.Service
@@ -222,6 +226,8 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	go a.fence(a.members.Subscribe())
+	a.links = a.startLinks(cfg.LinkInterval)
+	a.server.SetLinkService(a.links)
 	go a.announceRanks()
 	go a.reconcileVoters(a.members.Subscribe())
 	go func() {
@@ -395,6 +401,13 @@ func (a *Agent) isLiveMember(name string) bool {
 	}
 	n, ok := a.members.Node(name)
 	return ok && (n.State == membership.StateAlive || n.State == membership.StateSuspect)
+}
+
+// Links returns the links between the live nodes as they measured them, with
+// estimates of the pairs none measured (GET /v1/links?all=true).
+func (a *Agent) Links(ctx context.Context) ([]api.Link, error) {
+	l, err := a.links.Links(ctx, true)
+	return l.Links, err
 }
 
 // DataDir returns the data directory, absolute.

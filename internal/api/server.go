@@ -62,6 +62,7 @@ type Server struct {
 	grants  atomic.Pointer[GrantService]
 	gc      atomic.Pointer[GCService]
 	results atomic.Pointer[ResultService]
+	links   atomic.Pointer[LinkService]
 	http    *http.Server
 
 	localMu sync.Mutex
@@ -116,6 +117,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.SetGrantService(nil)
 	s.SetGCService(nil)
 	s.SetResultService(nil)
+	s.SetLinkService(nil)
 	s.handle("GET /v1/health", route{public: true, h: s.health})
 	s.handle("GET /v1/nodes", route{user: true, h: s.nodes})
 	s.handle("POST /v1/leave", route{h: s.leave})
@@ -144,6 +146,8 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("PUT /v1/results/{job}/{task}", route{stream: true, h: s.putResult})
 	s.handle("GET /v1/results/{job}/{task}", route{user: true, h: s.getResult})
 	s.handle("GET /v1/results/{job}", route{h: s.listResults})
+	s.handle("GET /v1/links", route{user: true, h: s.getLinks})
+	s.handle("GET /v1/probe", route{h: s.linkProbe})
 	return s
 }
 

@@ -236,6 +236,26 @@ type Job struct {
 	Avoid []string `json:"avoid,omitempty"`
 	// Farm is a task farm's progress; nil for an MPI job.
 	Farm *FarmProgress `json:"farm,omitempty"`
+	// Plan says why the ranks are where they are, and what the planner
+	// predicted of that layout; nil before the first placement.
+	Plan *PlanInfo `json:"plan,omitempty"`
+}
+
+// PlanInfo is the planner's account of a job's placement (internal/place).
+type PlanInfo struct {
+	Reason string `json:"reason"` // one line
+	// Compute and Comm are the predicted time of one iteration on the slowest
+	// node, in seconds: its compute and its communication.
+	Compute float64 `json:"compute"`
+	Comm    float64 `json:"comm"`
+	// Blocks is the predicted time of the plain layout (contiguous blocks in
+	// proportion to cores × speed) for comparison.
+	Blocks float64 `json:"blocks"`
+	// Traffic says the traffic was the job's measured profile; otherwise the
+	// planner assumed neighbouring ranks exchange the most. Links says the
+	// links were measured; otherwise all were taken as alike.
+	Traffic bool `json:"traffic,omitzero"`
+	Links   bool `json:"links,omitzero"`
 }
 
 // JobList is the answer of GET /v1/jobs.

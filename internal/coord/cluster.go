@@ -29,6 +29,10 @@ type clusterBackend struct {
 	// goroutines it waits for.
 	placement place.Placement
 	nodes     map[string]api.Node // the nodes of the current run, as placed
+	// lastPlan is the planner's account of the newest placement; traffic is
+	// the job's measured traffic per iteration (nil: unknown).
+	lastPlan *api.PlanInfo
+	traffic  []place.Flow
 
 	// mu guards the fields below up to run, and the measures of progress and
 	// costs further down: the copies under way and the watch share them.
@@ -167,7 +171,8 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.mu.Lock()
 	b.cj.placement = p
 	b.cj.mu.Unlock()
-	b.cj.update(func(a *api.Job) { a.Placement = byNode })
+	plan := b.lastPlan
+	b.cj.update(func(a *api.Job) { a.Placement, a.Plan = byNode, plan })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a

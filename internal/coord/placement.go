@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/links"
 	"shoal/internal/place"
 )
 
@@ -37,16 +38,18 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		if err != nil {
 			return nil, nil, err
 		}
-		p, err := place.Spread(placeNodes(live), spec.Ranks, opts)
+		p, plan, err := b.plan(ctx, live, spec, opts)
 		if err == nil {
+			b.lastPlan = plan
 			if announced {
 				b.j.event(EventNodes, Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(live))})
 			}
 			return live, p, nil
 		}
 		if wait == 0 && ranBefore && len(live) > 0 {
-			p, err := place.Spread(placeNodes(live), spec.Ranks, place.Options{MaxOversubscribe: float64(spec.Ranks)})
+			p, plan, err := b.plan(ctx, live, spec, place.Options{MaxOversubscribe: float64(spec.Ranks)})
 			if err == nil {
+				b.lastPlan = plan
 				b.j.event(EventNodes, Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
 					spec.Ranks, totalCores(live), nodeList(live))})
 				return live, p, nil
@@ -70,6 +73,63 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		}
 	}
 }
+
+// planMargin is how much faster than contiguous blocks the planner's layout
+// must be predicted to be for the job to take it: blocks keep neighbouring
+// ranks together, are what a user expects, and the model is only a model.
+const planMargin = 0.05
+
+// The planner's search is tried up to these sizes (it takes about 30 ms at 256
+// ranks on 32 nodes); beyond them the ranks go in blocks.
+const (
+	maxPlanRanks = 1024
+	maxPlanNodes = 128
+)
+
+// plan places the job's ranks over live: the planner's layout (place.Choose,
+// weighing the measured links and the job's traffic) when it is predicted at
+// least planMargin faster than contiguous blocks in proportion to cores ×
+// speed (place.Spread), else the blocks. The PlanInfo says which and why.
+func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spec api.JobSpec, opts place.Options) (place.Placement, *api.PlanInfo, error) {
+	nodes := placeNodes(live)
+	blocks, err := place.Spread(nodes, spec.Ranks, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if spec.Ranks > maxPlanRanks || len(nodes) > maxPlanNodes {
+		return blocks, &api.PlanInfo{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, nil
+	}
+	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts, Traffic: b.traffic}
+	info := &api.PlanInfo{Traffic: len(b.traffic) > 0}
+	if b.s != nil && b.s.cfg.Links != nil {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		measured, err := b.s.cfg.Links(lctx)
+		cancel()
+		if err == nil && len(measured) > 0 {
+			in.Links = links.ForPlanner(measured)
+			info.Links = true
+		}
+	}
+	chosen, err := place.Choose(in)
+	if err != nil {
+		return blocks, nil, nil // the blocks stand; the planner's refusal is no reason to stop
+	}
+	info.Blocks = chosen.SpreadCost.Total()
+	if chosen.Cost.Total() <= chosen.SpreadCost.Total()*(1-planMargin) {
+		info.Reason, info.Compute, info.Comm = chosen.Reason, chosen.Cost.Compute, chosen.Cost.Comm
+		return chosen.Placement, info, nil
+	}
+	cost, _ := place.Predict(in, blocks)
+	info.Compute, info.Comm = cost.Compute, cost.Comm
+	info.Reason = fmt.Sprintf("contiguous blocks in proportion to cores × speed: the best other layout is predicted %s per iteration against %s",
+		seconds(durationOf(chosen.Cost.Total())), seconds(durationOf(cost.Total())))
+	if chosen.Cost.Total() >= cost.Total() {
+		info.Reason = "contiguous blocks in proportion to cores × speed: no other layout is predicted faster"
+	}
+	return blocks, info, nil
+}
+
+func durationOf(secs float64) time.Duration { return time.Duration(secs * float64(time.Second)) }
 
 // placeOptions are the bounds a job's spec sets on its placements.
 func placeOptions(spec api.JobSpec) place.Options {

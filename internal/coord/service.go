@@ -72,6 +72,9 @@ type ServiceConfig struct {
 	// Agent returns a client of a node's agent: what only the leader does is
 	// passed on to it.
 	Agent func(n api.Node) *api.Client
+	// Links, when set, returns the measured links between the live nodes
+	// (internal/links): the planner weighs them (placement.go).
+	Links func(ctx context.Context) ([]api.Link, error)
 	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
 	// complete epochs change (one became complete, older ones were pruned), so
 	// that a coordinator taking the job over can start from it (see [Resume]).

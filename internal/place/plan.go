@@ -264,7 +264,7 @@ func (m *model) reason(chosen candidate, best bestByNodes) string {
 				m.ranks, names, more.nodes, seconds(cost.Total()))
 		}
 		return fmt.Sprintf("packed %d ranks on %s: over %d nodes %s would make each iteration %s as long (%s against %s)",
-			m.ranks, names, more.nodes, m.bottleneck(more.at, alt), ratio(alt.Total(), cost.Total()), seconds(alt.Total()), seconds(cost.Total()))
+			m.ranks, names, more.nodes, m.bottleneck(more.at, alt, cost), ratio(alt.Total(), cost.Total()), seconds(alt.Total()), seconds(cost.Total()))
 	case fewer != nil:
 		alt := m.cost(fewer.at)
 		if !(alt.Total() > cost.Total()*1.005) {
@@ -299,11 +299,12 @@ func (m *model) fewestNodes() int {
 	return len(slots)
 }
 
-// bottleneck names what makes the slowest node of at slow: its busiest link when it
-// spends longer communicating than computing, else its compute.
-func (m *model) bottleneck(at []int, c Cost) string {
+// bottleneck names what makes the slowest node of at (cost c) slower than the
+// chosen layout (cost than): its busiest link when its communication is what
+// grew more, else its compute.
+func (m *model) bottleneck(at []int, c, than Cost) string {
 	b := m.index[c.Node]
-	if c.Compute >= c.Comm {
+	if c.Compute-than.Compute >= c.Comm-than.Comm {
 		return fmt.Sprintf("%s's compute", c.Node)
 	}
 	load := make([]float64, len(m.nodes))

@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/links"
+	"shoal/internal/membership"
+)
+
+// DefaultLinkInterval is how often a node measures its links again
+// (Config.LinkInterval).
+const DefaultLinkInterval = 5 * time.Minute
+
+// Sizes of a bandwidth probe: the small one first, the large one when the small
+// one took less than probeQuick.
+const (
+	probeSmall = 256 << 10
+	probeLarge = 4 << 20
+	probeQuick = 50 * time.Millisecond
+)
+
+// linkProber measures this node's links to the others (internal/links says
+// how) and serves them as the API's link service.
+type linkProber struct {
+	a     *Agent
+	every time.Duration
+	kick  chan struct{}
+
+	mu  sync.Mutex
+	row map[string]api.Link // by peer
+}
+
+var _ api.LinkService = (*linkProber)(nil)
+
+func (a *Agent) startLinks(every time.Duration) *linkProber {
+	if every <= 0 {
+		every = DefaultLinkInterval
+	}
+	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]api.Link{}}
+	go p.watch(a.members.Subscribe())
+	go p.loop()
+	return p
+}
+
+// watch starts a round soon after a node joins.
+func (p *linkProber) watch(sub *membership.Subscription) {
+	for ev := range sub.C {
+		if ev.Type == membership.EventJoin && ev.Node.Name != p.a.cfg.Name {
+			select {
+			case p.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (p *linkProber) loop() {
+	t := time.NewTimer(2 * time.Second) // the first round, once the node has joined
+	defer t.Stop()
+	for {
+		select {
+		case <-p.a.done:
+			return
+		case <-t.C:
+		case <-p.kick:
+			time.Sleep(time.Second) // the joiner's API comes up; more may join
+		}
+		p.round()
+		t.Reset(p.every)
+	}
+}
+
+// round probes the peers measured longest ago, one at a time (two probes at
+// once would share this node's link and measure half of it each).
+func (p *linkProber) round() {
+	var peers []string
+	addrs := map[string]string{}
+	for _, n := range p.a.members.Nodes() {
+		if n.Name != p.a.cfg.Name && n.State == membership.StateAlive && n.Meta.API != "" {
+			peers = append(peers, n.Name)
+			addrs[n.Name] = n.Meta.API
+		}
+	}
+	p.mu.Lock()
+	measured := map[string]time.Time{}
+	for name, l := range p.row {
+		measured[name] = l.Measured
+	}
+	p.mu.Unlock()
+	for _, name := range links.Pick(peers, measured, links.PerRound) {
+		l, err := p.measure(name, addrs[name])
+		if err != nil {
+			p.a.log.Debug("link probe failed", "peer", name, "err", err)
+			continue
+		}
+		p.mu.Lock()
+		p.row[name] = l
+		p.mu.Unlock()
+	}
+}
+
+// measure times small requests and a transfer from the peer at addr.
+func (p *linkProber) measure(name, addr string) (api.Link, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := p.a.peers.Get(addr)
+	var rtt time.Duration
+	for i := 0; i < 4; i++ { // the first may pay for a handshake
+		start := time.Now()
+		if _, err := c.Health(ctx); err != nil {
+			return api.Link{}, err
+		}
+		if d := time.Since(start); i > 0 && (rtt == 0 || d < rtt) {
+			rtt = d
+		}
+	}
+	size := int64(probeSmall)
+	took, err := c.ProbeLink(ctx, size)
+	if err == nil && took < probeQuick {
+		size = probeLarge
+		took, err = c.ProbeLink(ctx, size)
+	}
+	if err != nil {
+		return api.Link{}, err
+	}
+	transfer := max(took-rtt, time.Microsecond)
+	return api.Link{From: p.a.cfg.Name, To: name, RTT: api.Duration(rtt), Bandwidth: float64(size) / transfer.Seconds(), Measured: time.Now()}, nil
+}
+
+// Links answers GET /v1/links: this node's row, or with all, every live
+// node's rows and the estimates of the pairs none measured.
+func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) {
+	p.mu.Lock()
+	own := make([]api.Link, 0, len(p.row))
+	for _, l := range p.row {
+		own = append(own, l)
+	}
+	p.mu.Unlock()
+	if !all {
+		sort.Slice(own, func(i, j int) bool { return own[i].To < own[j].To })
+		return api.LinkList{Links: own}, nil
+	}
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		rows    = own
+		names   = []string{p.a.cfg.Name}
+		skipped = map[string]string{}
+	)
+	for _, n := range p.a.members.Nodes() {
+		if n.Name == p.a.cfg.Name || n.State != membership.StateAlive || n.Meta.API == "" {
+			continue
+		}
+		names = append(names, n.Name)
+		wg.Add(1)
+		go func(name, addr string) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			l, err := p.a.peers.Get(addr).Links(cctx, false)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				skipped[name] = err.Error()
+				return
+			}
+			for _, x := range l.Links {
+				if x.From == name && !x.Estimated {
+					rows = append(rows, x)
+				}
+			}
+		}(n.Name, n.Meta.API)
+	}
+	wg.Wait()
+	out := api.LinkList{Links: links.Complete(names, rows)}
+	if len(skipped) > 0 {
+		out.Skipped = skipped
+	}
+	return out, nil
+}

@@ -1,0 +1,138 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Link is what a node measured of its link to another: the round trip of a
+// small request and the bandwidth of a larger transfer. Estimated links were
+// not measured but inferred through a third node (internal/links).
+type Link struct {
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	RTT       Duration  `json:"rtt"`
+	Bandwidth float64   `json:"bandwidth"` // bytes per second, from To to From
+	Measured  time.Time `json:"measured,omitzero"`
+	Estimated bool      `json:"estimated,omitzero"`
+}
+
+// LinkList is the answer of GET /v1/links.
+type LinkList struct {
+	Links []Link `json:"links"`
+	// Skipped names the nodes whose links could not be read (all=true), and why.
+	Skipped map[string]string `json:"skipped,omitempty"`
+}
+
+// MaxProbeBytes bounds GET /v1/probe.
+const MaxProbeBytes = 64 << 20
+
+// LinkService is this node's knowledge of its links (internal/agent): its own
+// measurements, or with all, every live node's and estimates of the pairs none
+// measured. Same contract as [JobService].
+type LinkService interface {
+	Links(ctx context.Context, all bool) (LinkList, error)
+}
+
+// SetLinkService plugs in the link measurements; nil unplugs them.
+func (s *Server) SetLinkService(l LinkService) {
+	if l == nil {
+		l = Unavailable{}
+	}
+	s.links.Store(&l)
+}
+
+func (s *Server) linkService() LinkService { return *s.links.Load() }
+
+var _ LinkService = Unavailable{}
+
+func (Unavailable) Links(context.Context, bool) (LinkList, error) {
+	return LinkList{}, notAvailable("link measurements")
+}
+
+func (s *Server) getLinks(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r, "all"); err != nil {
+		return err
+	}
+	all := false
+	if v := r.URL.Query().Get("all"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: all %q: want true or false", ErrBadRequest, v)
+		}
+		all = b
+	}
+	l, err := s.linkService().Links(r.Context(), all)
+	if err != nil {
+		return err
+	}
+	if l.Links == nil {
+		l.Links = []Link{}
+	}
+	writeJSON(w, http.StatusOK, l)
+	return nil
+}
+
+// probeChunk is what GET /v1/probe sends, over and over.
+var probeChunk = make([]byte, 64<<10)
+
+// linkProbe answers ?bytes=N bytes, for another node to time.
+func (s *Server) linkProbe(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r, "bytes"); err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
+	if err != nil || n < 0 || n > MaxProbeBytes {
+		return fmt.Errorf("%w: bytes %q: want 0 to %d", ErrBadRequest, r.URL.Query().Get("bytes"), MaxProbeBytes)
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(http.StatusOK)
+	for n > 0 {
+		k := min(n, int64(len(probeChunk)))
+		if _, err := w.Write(probeChunk[:k]); err != nil {
+			return nil // the prober gave up
+		}
+		n -= k
+	}
+	return nil
+}
+
+// Links calls GET /v1/links: the node's own measurements, or with all, the
+// whole cluster's.
+func (c *Client) Links(ctx context.Context, all bool) (LinkList, error) {
+	var l LinkList
+	path := "/v1/links"
+	if all {
+		path += "?all=true"
+	}
+	err := c.call(ctx, "GET", path, nil, &l)
+	return l, err
+}
+
+// ProbeLink calls GET /v1/probe?bytes=n, reads the answer and returns how
+// long the whole request took.
+func (c *Client) ProbeLink(ctx context.Context, n int64) (time.Duration, error) {
+	req, err := c.request(ctx, "GET", "/v1/probe?bytes="+strconv.FormatInt(n, 10), nil, "", 0)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	resp, err := c.send(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	got, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if got != n {
+		return 0, fmt.Errorf("%w: probe of %d bytes answered %d", ErrBadGateway, n, got)
+	}
+	return time.Since(start), nil
+}

@@ -1,0 +1,140 @@
+// Package links keeps the pure parts of measuring the network between nodes:
+// which peers a node probes next, and how the pairs nobody measured are
+// estimated from those that were. The agent (internal/agent/links.go) does the
+// probing; the coordinator hands the result to the planner (internal/place).
+//
+// # Probes
+//
+// Every node measures its links to its peers: the round trip of a small
+// request (the least of three) and the bandwidth of a transfer from the peer
+// (256 KiB, or 4 MiB when that took under 50 ms). A round probes at most
+// [PerRound] peers, those measured longest ago first, so a node joining a
+// cluster of n nodes has its row complete after ⌈(n−1)/PerRound⌉ rounds, and a
+// round of the whole cluster costs n·min(n−1, PerRound) probes instead of
+// n·(n−1). Rounds come at the agent's interval and soon after a node joins.
+//
+// # Estimates
+//
+// A pair a→b nobody measured is taken from b→a when that was (links are
+// assumed symmetric), else through the best relay c that both were measured
+// with: round trip rtt(a,c) + rtt(c,b), bandwidth min(bw(a,c), bw(c,b)), the
+// relay with the highest bandwidth chosen (the triangle inequality bounds the
+// round trip from above; on the clusters Shoal is for, the slow hop, a Wi-Fi or
+// a site's uplink, dominates both). Estimated links are marked so.
+package links
+
+import (
+	"sort"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/place"
+)
+
+// PerRound is how many peers a node probes in one round.
+const PerRound = 8
+
+// Pick returns the peers to probe next: at most k, never-measured first, then
+// those measured longest ago, ties by name.
+func Pick(peers []string, measured map[string]time.Time, k int) []string {
+	ps := append([]string(nil), peers...)
+	sort.Slice(ps, func(i, j int) bool {
+		ti, tj := measured[ps[i]], measured[ps[j]]
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return ps[i] < ps[j]
+	})
+	if len(ps) > k {
+		ps = ps[:k]
+	}
+	return ps
+}
+
+type pair struct{ from, to string }
+
+// Complete returns a link for every ordered pair of distinct nodes that can be
+// measured or estimated from measured: the measured ones as they are (the
+// newest of duplicates), the others estimated as the package doc says. The
+// result is sorted by from, then to.
+func Complete(nodes []string, measured []api.Link) []api.Link {
+	known := map[pair]api.Link{}
+	for _, l := range measured {
+		if l.From == l.To || l.Estimated {
+			continue
+		}
+		k := pair{l.From, l.To}
+		if old, ok := known[k]; !ok || l.Measured.After(old.Measured) {
+			known[k] = l
+		}
+	}
+	get := func(a, b string) (api.Link, bool) {
+		if l, ok := known[pair{a, b}]; ok {
+			return l, true
+		}
+		l, ok := known[pair{b, a}]
+		return l, ok
+	}
+	var out []api.Link
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if a == b {
+				continue
+			}
+			if l, ok := known[pair{a, b}]; ok {
+				out = append(out, l)
+				continue
+			}
+			if l, ok := known[pair{b, a}]; ok {
+				out = append(out, api.Link{From: a, To: b, RTT: l.RTT, Bandwidth: l.Bandwidth, Measured: l.Measured, Estimated: true})
+				continue
+			}
+			var best api.Link
+			found := false
+			for _, c := range nodes {
+				if c == a || c == b {
+					continue
+				}
+				ac, ok1 := get(a, c)
+				cb, ok2 := get(c, b)
+				if !ok1 || !ok2 {
+					continue
+				}
+				e := api.Link{From: a, To: b, RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth), Estimated: true}
+				if !found || e.Bandwidth > best.Bandwidth || e.Bandwidth == best.Bandwidth && e.RTT < best.RTT {
+					best, found = e, true
+				}
+			}
+			if found {
+				out = append(out, best)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].From != out[j].From {
+			return out[i].From < out[j].From
+		}
+		return out[i].To < out[j].To
+	})
+	return out
+}
+
+// ForPlanner turns links into the planner's: one-way latency is half the round
+// trip; a pair measured both ways takes the slower direction's bandwidth and
+// the longer round trip.
+func ForPlanner(links []api.Link) place.Links {
+	out := place.Links{}
+	for _, l := range links {
+		k := place.NodePair{A: l.From, B: l.To}
+		if l.To < l.From {
+			k = place.NodePair{A: l.To, B: l.From}
+		}
+		pl := place.Link{Latency: time.Duration(l.RTT).Seconds() / 2, Bandwidth: l.Bandwidth}
+		if old, ok := out[k]; ok {
+			pl.Latency = max(pl.Latency, old.Latency)
+			pl.Bandwidth = min(pl.Bandwidth, old.Bandwidth)
+		}
+		out[k] = pl
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+// Package placement checks on testbed hosts that the agents measure the links
+// between them, and that a job's ranks are placed with those measurements: a
+// host behind a slow link measures slow in `shoal nodes --links`, and a job
+// that fits elsewhere is kept off it, `shoal jobs JOB --placement` saying why.
+// The tests share one testbed (instance 247): three hosts of two cores, n3
+// limited to 20 Mbit/s.
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/testbed"
+	"shoal/test/testenv"
+)
+
+const instance = 247
+
+// slowRate is n3's bandwidth, in tc syntax and in bytes per second.
+const (
+	slowRate  = "20mbit"
+	slowBytes = 20e6 / 8
+)
+
+var bed *testbed.Bed
+
+func TestMain(m *testing.M) {
+	os.Unsetenv("SHOAL_AGENT")
+	os.Unsetenv("SHOAL_TESTBED_INSTANCE")
+	code := m.Run()
+	if bed != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := testbed.Clean(ctx, instance); err != nil {
+			fmt.Fprintf(os.Stderr, "placement: clean testbed %d: %v\n", instance, err)
+			code = 1
+		}
+		cancel()
+	}
+	os.Exit(code)
+}
+
+func up(t *testing.T) *testbed.Bed {
+	t.Helper()
+	bin := testenv.NeedTestbed(t)
+	t.Cleanup(func() {
+		if t.Failed() && bed != nil {
+			for _, h := range []string{"n1", "n2", "n3"} {
+				if log, err := os.ReadFile(filepath.Join(bed.Dir(), h, "agent.log")); err == nil {
+					lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+					t.Logf("agent log of %s (tail):\n%s", h, strings.Join(lines[max(0, len(lines)-20):], "\n"))
+				}
+			}
+		}
+	})
+	if bed != nil {
+		return bed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := testbed.Up(ctx, testbed.Config{Nodes: 3, Cores: []int{2}, Rate: []string{"", "", slowRate},
+		Instance: instance, AgentBinary: bin, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("testbed up: %v", err)
+	}
+	bed = b
+	return b
+}
+
+// shoal runs `shoal ARGS` in host n1 and returns its stdout.
+func shoal(t *testing.T, b *testbed.Bed, args ...string) string {
+	t.Helper()
+	out, err := b.Exec(context.Background(), "n1", append([]string{filepath.Join(testenv.Root, "bin/shoal")}, args...)...)
+	if err != nil {
+		t.Fatalf("shoal %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// links waits until every ordered pair of the three hosts has a measured link
+// and returns them by "from-to".
+func links(t *testing.T, b *testbed.Bed) map[string]api.Link {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var l api.LinkList
+		if err := json.Unmarshal([]byte(shoal(t, b, "nodes", "--links", "--json")), &l); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]api.Link{}
+		for _, x := range l.Links {
+			if !x.Estimated {
+				got[x.From+"-"+x.To] = x
+			}
+		}
+		if len(got) == 6 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute, measured links: %v; want all 6 pairs", got)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// Every host measures its links soon after the others joined; the links to
+// and from the rate-limited host carry about its rate, the others far more.
+func TestLinksMeasured(t *testing.T) {
+	b := up(t)
+	got := links(t, b)
+	for pair, l := range got {
+		slow := strings.Contains(pair, "n3")
+		switch {
+		case slow && !(l.Bandwidth < 2*slowBytes && l.Bandwidth > slowBytes/4):
+			t.Errorf("%s: %.1f Mbit/s, want about %s", pair, l.Bandwidth*8/1e6, slowRate)
+		case !slow && !(l.Bandwidth > 10*slowBytes):
+			t.Errorf("%s: %.1f Mbit/s, want far more than %s", pair, l.Bandwidth*8/1e6, slowRate)
+		}
+		if l.RTT <= 0 || time.Duration(l.RTT) > time.Second {
+			t.Errorf("%s: round trip %v, want a measured one", pair, time.Duration(l.RTT))
+		}
+	}
+	table := shoal(t, b, "nodes", "--links")
+	if !strings.HasPrefix(table, "FROM") || strings.Count(table, "Mbit/s") != 6 {
+		t.Errorf("shoal nodes --links =\n%s\nwant a header and 6 links", table)
+	}
+}
+
+// Four ranks fit on n1 and n2: placed with the measured links, they keep off
+// n3's slow link, where contiguous blocks over three hosts would put one.
+func TestPlacementAvoidsSlowLink(t *testing.T) {
+	b := up(t)
+	links(t, b)
+	heat := testenv.Built(t, "build/examples/heat")
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--", heat, "--size", "200", "--steps", "200")))
+	var j api.Job
+	deadline := time.Now().Add(time.Minute)
+	for len(j.Placement) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s not placed in a minute: %+v", id, j)
+		}
+		if err := json.Unmarshal([]byte(shoal(t, b, "jobs", id, "--json")), &j); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(j.Placement["n3"]) != 0 || len(j.Placement["n1"])+len(j.Placement["n2"]) != 4 {
+		t.Errorf("placement %v: want the 4 ranks on n1 and n2", j.Placement)
+	}
+	out := shoal(t, b, "jobs", id, "--placement")
+	for _, want := range []string{"links: measured", "why: packed 4 ranks on n1, n2", "n3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("shoal jobs %s --placement lacks %q:\n%s", id, want, out)
+		}
+	}
+	shoal(t, b, "wait", id)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
