@@ -20,3 +20,10 @@ $(KERNEL_BINS): $(BUILD)/bench/kernels/%: bench/kernels/%.c $(KERNEL_DEPS) $(SHO
 $(KERNEL_PLAIN_BINS): $(BUILD)/bench/kernels/%-plain: bench/kernels/%.c $(KERNEL_DEPS)
 	@mkdir -p $(@D)
 	$(MPICC) $(KERNEL_CFLAGS) -DSHOAL_OFF -o $@ $< $(KERNEL_COMMON) -lm
+
+# bench/placement's ring over a shuffled rank order (bench/ring.c), linked with libshoal.
+kernels: $(BUILD)/bench/ring
+
+$(BUILD)/bench/ring: bench/ring.c examples/shoal_off.h $(SHOAL_LIB) $(SHOAL_HEADER)
+	@mkdir -p $(@D)
+	$(MPICC) $(SHOAL_PROGRAM_CFLAGS) $(SHOAL_CPPFLAGS) -o $@ $< $(SHOAL_LDFLAGS)

@@ -125,6 +125,15 @@ type JobSpec struct {
 	// lost node's ranks together to one survivor, as older systems do (for
 	// comparison in benchmarks).
 	Relocation string `json:"relocation,omitempty"`
+	// Layout is how ranks are placed: "" (the planner: contiguous blocks, or
+	// the layout it predicts at least 5 % faster from the measured links and
+	// traffic), or, for comparison, "blocks" (contiguous blocks in proportion to
+	// cores × speed) or "cyclic" (rank i to the i-th node in turn).
+	Layout string `json:"layout,omitempty"`
+	// NoReplan keeps the job where it is when the traffic learned while it
+	// runs shows a layout faster by more than a move costs; by default the
+	// job moves there at a checkpoint.
+	NoReplan bool `json:"no_replan,omitzero"`
 	// Keep is how long every node keeps the job's data (shards, job and
 	// coordinator directories, cached files) after the job ends: 0 means the
 	// agents' retention policy for how it ended (docs/retention.md);

@@ -33,6 +33,9 @@ type clusterBackend struct {
 	// the job's measured traffic per iteration (nil: unknown).
 	lastPlan *api.PlanInfo
 	traffic  []place.Flow
+	// trafficGen counts the changes of traffic; replanWeighed is the count
+	// autoReplan last weighed.
+	trafficGen, replanWeighed int
 
 	// mu guards the fields below up to run, and the measures of progress and
 	// costs further down: the copies under way and the watch share them.
@@ -245,6 +248,9 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 		default:
 			if news || joined { // what it weighs, progress and live nodes, changed
 				b.autoRebalance(ctx)
+			}
+			if b.pending == nil {
+				b.autoReplan(ctx)
 			}
 		}
 	}

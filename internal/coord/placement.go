@@ -96,6 +96,13 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	if err != nil {
 		return nil, nil, err
 	}
+	switch spec.Layout {
+	case "blocks":
+		return blocks, &api.PlanInfo{Reason: "contiguous blocks in proportion to cores × speed, as asked (--layout blocks)"}, nil
+	case "cyclic":
+		p, err := place.Cyclic(nodes, spec.Ranks, opts)
+		return p, &api.PlanInfo{Reason: "rank i to the i-th node in turn, as asked (--layout cyclic)"}, err
+	}
 	if spec.Ranks > maxPlanRanks || len(nodes) > maxPlanNodes {
 		return blocks, &api.PlanInfo{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, nil
 	}
@@ -222,4 +229,64 @@ func sortedMoves(m map[string]int) []string {
 		return strings.SplitN(out[i], " → ", 2)[1] < strings.SplitN(out[j], " → ", 2)[1]
 	})
 	return out
+}
+
+// autoReplan weighs, each time the job's traffic profile changes, moving the
+// job to the layout the planner predicts from it: it moves when the time saved
+// over the rest of the run exceeds what a checkpoint and a restart cost, as
+// measured (the rule of rebalancing), unless the job asked not to
+// (--no-replan, or a fixed --layout).
+func (b *clusterBackend) autoReplan(ctx context.Context) {
+	spec := b.cj.snapshot().Spec
+	if spec.NoReplan || spec.Layout != "" || b.pending != nil || len(b.traffic) == 0 || b.trafficGen == b.replanWeighed {
+		return
+	}
+	rem, ok := b.remaining()
+	if !ok {
+		return // too little progress seen yet: weigh again at the next poll
+	}
+	b.replanWeighed = b.trafficGen
+	live, err := b.liveNodes(ctx, "")
+	if err != nil {
+		return
+	}
+	next, info, err := b.plan(ctx, live, spec, placeOptions(spec))
+	if err != nil || info == nil || samePlacement(next, b.placement) {
+		return
+	}
+	in := place.Input{Nodes: placeNodes(b.nodes), Ranks: spec.Ranks, Options: placeOptions(spec), Traffic: b.traffic}
+	if b.s != nil && b.s.cfg.Links != nil {
+		if measured, err := b.s.cfg.Links(ctx); err == nil {
+			in.Links = links.ForPlanner(measured)
+		}
+	}
+	cur, err := place.Predict(in, b.placement)
+	nextCost := info.Compute + info.Comm
+	if err != nil || nextCost <= 0 || !(nextCost < cur.Total()*(1-planMargin)) {
+		return
+	}
+	b.mu.Lock()
+	cost := b.ckptCost + b.restartCost
+	b.mu.Unlock()
+	e := place.Weigh(rem, cost, 1/cur.Total(), 1/nextCost)
+	what := fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: %s",
+		seconds(durationOf(nextCost)), next, seconds(durationOf(cur.Total())), describeEstimate(e))
+	if !e.Worth(1) {
+		b.j.event(EventRebalance, Event{Message: what + "; not worth a move"})
+		return
+	}
+	b.j.event(EventRebalance, Event{Message: what + "; moving"})
+	b.startReconfig(ctx, reconfig{reason: "placing by the job's traffic", done: make(chan struct{})})
+}
+
+func samePlacement(a, b place.Placement) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -149,6 +149,26 @@ func Spread(nodes []Node, nranks int, opt Options) (Placement, error) {
 	return p, nil
 }
 
+// Cyclic deals nranks ranks to nodes in turn, in name order, rank i to the
+// next node with a free slot: round-robin placement, for comparison in
+// benchmarks. Its errors are Spread's.
+func Cyclic(nodes []Node, nranks int, opt Options) (Placement, error) {
+	if _, err := Spread(nodes, nranks, opt); err != nil {
+		return nil, err
+	}
+	ns := append([]Node(nil), nodes...)
+	sort.Slice(ns, func(i, j int) bool { return ns[i].Name < ns[j].Name })
+	used := make([]int, len(ns))
+	p := make(Placement, 0, nranks)
+	for k := 0; len(p) < nranks; k = (k + 1) % len(ns) {
+		if used[k] < opt.slots(ns[k]) {
+			p = append(p, ns[k].Name)
+			used[k]++
+		}
+	}
+	return p, nil
+}
+
 // apportion gives each node a share of nranks in proportion to its capacity, capped by
 // its slots, by largest remainder; what a capped node cannot take goes round again.
 func apportion(ns []Node, nranks int, opt Options) []int {

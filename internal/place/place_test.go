@@ -155,3 +155,17 @@ func TestRankfileAndHostfile(t *testing.T) {
 		t.Errorf("Hostfile = %q, want %q", got, want)
 	}
 }
+
+func TestCyclic(t *testing.T) {
+	nodes := []Node{{Name: "b", Cores: 1}, {Name: "a", Cores: 3}, {Name: "c", Cores: 2}}
+	p, err := Cyclic(nodes, 6, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(p, " "), "a b c a c a"; got != want {
+		t.Errorf("Cyclic = %s, want %s", got, want)
+	}
+	if _, err := Cyclic(nodes, 7, Options{}); !errors.Is(err, ErrTooFewSlots) {
+		t.Errorf("Cyclic of 7 ranks on 6 slots: err = %v, want ErrTooFewSlots", err)
+	}
+}
