@@ -83,7 +83,7 @@ func execTask(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal: job directory %s: %v\n", work, err)
 		return 127
 	}
-	r := taskrun.Runner{Job: job, Slots: slots, Dir: work, Store: &results.Store{Dir: filepath.Join(node, "results")}}
+	r := taskrun.Runner{Job: job, Slots: slots, Dir: work, Store: &results.Store{Dir: filepath.Join(node, "results"), NoSync: true}}
 	if err := r.Serve(os.Stdin, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "shoal exec-task: %v\n", err)
 		return 1

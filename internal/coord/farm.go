@@ -382,12 +382,15 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 				outR.CloseWithError(err)
 				return
 			}
-			e := f.replied(rctx, r, rep, out)
-			select {
-			case f.ends <- e:
-			case <-ctx.Done():
-				return
-			}
+			// Stored in parallel: the writes' syncs then share the file
+			// system's commits instead of queueing one after another.
+			go func() {
+				e := f.replied(rctx, r, rep, out)
+				select {
+				case f.ends <- e:
+				case <-ctx.Done():
+				}
+			}()
 		}
 	}()
 	go func() { // the connection
@@ -537,8 +540,9 @@ func (f *farmRun) ended(e taskEnd) {
 }
 
 // store keeps a result on two nodes: held are those that have it already (the
-// node that ran the task), and the others are, in this order, this one, the
-// node that ran it, and any other in use.
+// node that ran the task, whose runner writes it without waiting for the
+// disk), and the others are, in this order, this one (synced), the node that
+// ran it, and any other in use.
 func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, held []string) (farm.Result, error) {
 	h := sha256.Sum256(b)
 	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name, Holders: held}

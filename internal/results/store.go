@@ -1,8 +1,8 @@
 // Package results keeps a node's copies of task farm results: each task's
-// standard output, stored as DIR/JOB/TASK with its SHA-256 beside it in
-// DIR/JOB/TASK.sha256. A result appears by rename only, after it was written
-// in full, checked against its hash and synced, so a reader never sees part of
-// one; it is checked again every time it is read.
+// standard output, stored as DIR/JOB/TASK: a header line
+// "shoal-result 1 SHA256 SIZE" and the output. A result appears by rename
+// only, after it was written in full, checked against its hash and synced, so
+// a reader never sees part of one; it is checked again every time it is read.
 package results
 
 import (
@@ -33,7 +33,13 @@ var (
 
 // Store is a directory of results, one directory per job. It is safe for
 // concurrent use.
-type Store struct{ Dir string }
+type Store struct {
+	Dir string
+	// NoSync writes results without waiting for the disk: a crash of the
+	// machine may lose the newest or leave them corrupt, which a read detects.
+	// For a copy that another node holds synced.
+	NoSync bool
+}
 
 func (s Store) path(job string, task int) string {
 	return filepath.Join(s.Dir, job, strconv.Itoa(task))
@@ -52,6 +58,10 @@ func (s Store) Put(job string, task int, sum string, r io.Reader) error {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
+	// The header has a fixed width, so that it is written once the size is known.
+	if _, err := tmp.Write(make([]byte, headerSize)); err != nil {
+		return err
+	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, MaxSize+1))
 	if err != nil {
@@ -63,14 +73,19 @@ func (s Store) Put(job string, task int, sum string, r io.Reader) error {
 	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
 		return fmt.Errorf("%w: task %d of job %s: got %s, want %s", ErrMismatch, task, job, got, sum)
 	}
-	if err := tmp.Sync(); err != nil {
+	if _, err := tmp.WriteAt([]byte(header(sum, n)), 0); err != nil {
 		return err
 	}
-	if err := writeFileSync(s.path(job, task)+".sha256", []byte(sum+"\n")); err != nil {
-		return err
+	if !s.NoSync {
+		if err := tmp.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := os.Rename(tmp.Name(), s.path(job, task)); err != nil {
 		return err
+	}
+	if s.NoSync {
+		return nil
 	}
 	return syncDir(dir)
 }
@@ -78,36 +93,57 @@ func (s Store) Put(job string, task int, sum string, r io.Reader) error {
 // Open opens task's result after checking it against its hash, and returns
 // its size and hash.
 func (s Store) Open(job string, task int) (io.ReadCloser, int64, string, error) {
-	p := s.path(job, task)
-	want, err := os.ReadFile(p + ".sha256")
+	f, err := os.Open(s.path(job, task))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, "", fmt.Errorf("%w: task %d of job %s", ErrNotFound, task, job)
 	}
 	if err != nil {
 		return nil, 0, "", err
 	}
-	f, err := os.Open(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, "", fmt.Errorf("%w: task %d of job %s", ErrNotFound, task, job)
-	}
-	if err != nil {
+	fail := func(err error) (io.ReadCloser, int64, string, error) {
+		f.Close()
 		return nil, 0, "", err
+	}
+	hdr := make([]byte, headerSize)
+	if _, err := io.ReadFull(f, hdr); err != nil {
+		return fail(fmt.Errorf("%w: task %d of job %s: no header", ErrCorrupt, task, job))
+	}
+	sum, size, ok := parseHeader(string(hdr))
+	if !ok {
+		return fail(fmt.Errorf("%w: task %d of job %s: bad header", ErrCorrupt, task, job))
 	}
 	h := sha256.New()
-	size, err := io.Copy(h, f)
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
+	n, err := io.Copy(h, f)
 	if err != nil {
-		f.Close()
-		return nil, 0, "", err
+		return fail(err)
 	}
-	sum := strings.TrimSpace(string(want))
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		f.Close()
-		return nil, 0, "", fmt.Errorf("%w: task %d of job %s", ErrCorrupt, task, job)
+	if n != size || hex.EncodeToString(h.Sum(nil)) != sum {
+		return fail(fmt.Errorf("%w: task %d of job %s", ErrCorrupt, task, job))
+	}
+	if _, err := f.Seek(headerSize, io.SeekStart); err != nil {
+		return fail(err)
 	}
 	return f, size, sum, nil
+}
+
+// headerSize is the length of a result's header line, padded with spaces.
+const headerSize = 128
+
+func header(sum string, size int64) string {
+	line := fmt.Sprintf("shoal-result 1 %s %d", sum, size)
+	return line + strings.Repeat(" ", headerSize-1-len(line)) + "\n"
+}
+
+func parseHeader(line string) (sum string, size int64, ok bool) {
+	f := strings.Fields(line)
+	if len(f) != 4 || f[0] != "shoal-result" || f[1] != "1" || len(f[2]) != 64 {
+		return "", 0, false
+	}
+	size, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil || size < 0 {
+		return "", 0, false
+	}
+	return f[2], size, true
 }
 
 // List returns the tasks of job whose results the store holds, in order.
@@ -121,7 +157,7 @@ func (s Store) List(job string) ([]int, error) {
 	}
 	var out []int
 	for _, e := range ents {
-		if t, err := strconv.Atoi(e.Name()); err == nil && t >= 0 {
+		if t, err := strconv.Atoi(e.Name()); err == nil && t >= 0 && e.Name() == strconv.Itoa(t) {
 			out = append(out, t)
 		}
 	}
@@ -131,22 +167,6 @@ func (s Store) List(job string) ([]int, error) {
 
 // Remove deletes every result of job.
 func (s Store) Remove(job string) error { return os.RemoveAll(filepath.Join(s.Dir, job)) }
-
-func writeFileSync(name string, b []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
