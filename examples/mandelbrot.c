@@ -31,7 +31,8 @@
  * another tile or size, is an error naming the file (exit 1). --serial computes every
  * row in this process. Both print `checksum: X`, X the FNV-1a 64-bit hash of the image's
  * pixel bytes in row order as 16 hex digits, so a joined image and a serial one can be
- * compared; --image also writes the image as a binary PGM (P5, maxval 255).
+ * compared; --image also writes the image: binary PPM (P6) when FILE ends in .ppm, else
+ * binary PGM (P5), maxval 255.
  *
  * Every pixel is computed by the same function in double arithmetic, and -std=c99 keeps
  * the compiler from fusing multiplies and adds, so a tile's pixels are bit for bit those
@@ -85,7 +86,7 @@ static void usage(FILE *f)
         "                and size, and print the image's checksum\n"
         "  --first F     the file name of tile 0 in DIR (default 0)\n"
         "  --serial      compute the whole image here and print its checksum\n"
-        "  --image FILE  also write the image as binary PGM (P5)\n"
+        "  --image FILE  also write the image: PPM (P6) if FILE ends in .ppm, else PGM (P5)\n"
         "  --width W     pixels per row (default %d)\n"
         "  --height H    rows (default %d); tile I covers rows [I*H/N, (I+1)*H/N)\n"
         "  --iters K     iterations at most per pixel (default %d)\n"
@@ -369,7 +370,16 @@ static uint64_t fnv1a64(const unsigned char *p, size_t n)
     return h;
 }
 
-static int write_pgm(const options *opt, const unsigned char *image)
+/* ends_with reports whether s ends with suffix. */
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Writes the image as binary PPM (P6, each grey value as red, green and blue) when the
+ * file's name ends in .ppm, else as binary PGM (P5). */
+static int write_image(const options *opt, const unsigned char *image)
 {
     FILE *f = fopen(opt->image, "wb");
     if (f == NULL) {
@@ -377,8 +387,12 @@ static int write_pgm(const options *opt, const unsigned char *image)
         return 1;
     }
     size_t bytes = (size_t)opt->width * (size_t)opt->height;
-    int ok = fprintf(f, "P5\n%ld %ld\n255\n", opt->width, opt->height) > 0 &&
-             fwrite(image, 1, bytes, f) == bytes;
+    int ppm = ends_with(opt->image, ".ppm");
+    int ok = fprintf(f, "%s\n%ld %ld\n255\n", ppm ? "P6" : "P5", opt->width, opt->height) > 0;
+    for (size_t i = 0; ok && ppm && i < bytes; i++)
+        ok = putc(image[i], f) != EOF && putc(image[i], f) != EOF && putc(image[i], f) != EOF;
+    if (ok && !ppm)
+        ok = fwrite(image, 1, bytes, f) == bytes;
     int saved = errno;
     if (fclose(f) != 0 && ok)
         ok = 0, saved = errno;
@@ -392,7 +406,7 @@ static int write_pgm(const options *opt, const unsigned char *image)
 /* The end of --join and --serial: the image if asked for, then the checksum line. */
 static int finish(const options *opt, const unsigned char *image)
 {
-    if (opt->image != NULL && write_pgm(opt, image) != 0)
+    if (opt->image != NULL && write_image(opt, image) != 0)
         return 1;
     size_t bytes = (size_t)opt->width * (size_t)opt->height;
     printf("checksum: %016llx\n", (unsigned long long)fnv1a64(image, bytes));
