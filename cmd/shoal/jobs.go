@@ -69,19 +69,22 @@ iteration the planner predicted for that layout (split into compute and
 communication, beside that of contiguous blocks in proportion to cores × speed),
 what it knew (the job's measured traffic or the assumption that neighbouring
 ranks talk most; measured links or none), and why it chose the layout, in one
-line.
+line. shoal jobs JOB --traffic prints the traffic the job's ranks reported
+(libshoal counts what each rank sends): bytes and messages per second between
+pairs of ranks, busiest first, and the share of time in MPI calls.
 
 Flags:
 `
 
 func jobsCmd(args []string, stdout, stderr io.Writer) int {
-	var asJSON, placement bool
+	var asJSON, placement, traffic bool
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		args = append(append([]string(nil), args[1:]...), args[0]) // JOB before the flags
 	}
 	c, rest, code := agentCommand("jobs", jobsUsage, -1, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print the agent's answer as JSON")
 		fs.BoolVar(&placement, "placement", false, "with JOB: where its ranks run, and why")
+		fs.BoolVar(&traffic, "traffic", false, "with JOB: the traffic its ranks reported, busiest pairs first")
 	})
 	if code >= 0 {
 		return code
@@ -89,10 +92,10 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if len(rest) == 1 {
-		return showJob(ctx, c, rest[0], placement, asJSON, stdout, stderr)
+		return showJob(ctx, c, rest[0], placement, traffic, asJSON, stdout, stderr)
 	}
-	if placement {
-		fmt.Fprintln(stderr, "shoal jobs: --placement needs a JOB (see 'shoal jobs --help')")
+	if placement || traffic {
+		fmt.Fprintln(stderr, "shoal jobs: --placement and --traffic need a JOB (see 'shoal jobs --help')")
 		return exitUsage
 	}
 	jobs, err := c.Jobs(ctx)
@@ -213,7 +216,7 @@ func ownerName(o *api.Owner) string {
 }
 
 // showJob prints one job: as JSON, or its placement and the planner's account.
-func showJob(ctx context.Context, c *api.Client, id string, placement, asJSON bool, stdout, stderr io.Writer) int {
+func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, asJSON bool, stdout, stderr io.Writer) int {
 	j, err := c.Job(ctx, id)
 	if errors.Is(err, api.ErrNotFound) {
 		fmt.Fprintf(stderr, "shoal jobs: no job %q known to the agent at %s\n", id, c.Addr())
@@ -228,6 +231,9 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, asJSON bo
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "job %s: %s, %d ranks\n", j.ID, j.State, j.Spec.Ranks)
+	if traffic {
+		showTraffic(j, stdout)
+	}
 	if !placement {
 		return exitOK
 	}
@@ -247,16 +253,16 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, asJSON bo
 	if p == nil {
 		return exitOK
 	}
-	traffic, links := "assumed: neighbouring ranks talk most", "none measured: all taken as alike"
+	knewTraffic, knewLinks := "assumed: neighbouring ranks talk most", "none measured: all taken as alike"
 	if p.Traffic {
-		traffic = "the job's, measured while it ran"
+		knewTraffic = "the job's, measured while it ran (shoal jobs JOB --traffic)"
 	}
 	if p.Links {
-		links = "measured (shoal nodes --links)"
+		knewLinks = "measured (shoal nodes --links)"
 	}
 	fmt.Fprintf(stdout, "predicted per iteration: %.3g s (compute %.3g s, communication %.3g s); contiguous blocks: %.3g s\n",
 		p.Compute+p.Comm, p.Compute, p.Comm, p.Blocks)
-	fmt.Fprintf(stdout, "traffic: %s; links: %s\n", traffic, links)
+	fmt.Fprintf(stdout, "traffic: %s; links: %s\n", knewTraffic, knewLinks)
 	fmt.Fprintf(stdout, "why: %s\n", p.Reason)
 	return exitOK
 }
@@ -279,4 +285,41 @@ func rankList(ranks []int) string {
 		i = j + 1
 	}
 	return strings.Join(parts, ", ")
+}
+
+// showTraffic prints a job's traffic profile, the busiest pairs first.
+func showTraffic(j api.Job, stdout io.Writer) {
+	t := j.Traffic
+	if t == nil {
+		fmt.Fprintln(stdout, "no traffic reported yet: every rank reports at each checkpoint (libshoal counts what it sends)")
+		return
+	}
+	fmt.Fprintf(stdout, "traffic as of %s: %.0f%% of the ranks' time in MPI calls\n", t.Measured.Format("15:04:05"), 100*t.MPIFraction)
+	if len(t.Flows) == 0 {
+		fmt.Fprintln(stdout, "no rank sent another anything (point to point)")
+		return
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANKS\tBYTES/S\tMESSAGES/S")
+	for i, f := range t.Flows {
+		if i == 20 {
+			fmt.Fprintf(tw, "… %d more pairs\t\t\n", len(t.Flows)-i)
+			break
+		}
+		fmt.Fprintf(tw, "%d-%d\t%s\t%.1f\n", f.From, f.To, byteRate(f.Bytes), f.Messages)
+	}
+	tw.Flush()
+}
+
+// byteRate renders bytes per second: "12.3 MB/s".
+func byteRate(b float64) string {
+	switch {
+	case b >= 1e9:
+		return fmt.Sprintf("%.1f GB/s", b/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.1f MB/s", b/1e6)
+	case b >= 1e3:
+		return fmt.Sprintf("%.1f kB/s", b/1e3)
+	}
+	return fmt.Sprintf("%.0f B/s", b)
 }

@@ -248,6 +248,53 @@ type Job struct {
 	// Plan says why the ranks are where they are, and what the planner
 	// predicted of that layout; nil before the first placement.
 	Plan *PlanInfo `json:"plan,omitempty"`
+	// Traffic is the job's traffic as its ranks reported it (libshoal counts
+	// what each rank sends), kept so that every placement uses it, a new
+	// coordinator's included; nil until every rank has reported.
+	Traffic *TrafficProfile `json:"traffic,omitempty"`
+}
+
+// TrafficProfile is what a job's ranks send each other and compute, per
+// second of a run.
+type TrafficProfile struct {
+	// Flows are the pairs of ranks that exchange data, both directions added
+	// (From < To), most bytes first; at most [MaxFlows].
+	Flows []Flow `json:"flows"`
+	// Work is one rank's compute per second, in loops of a node's measured
+	// speed: the time outside MPI calls times the speed of its node.
+	Work float64 `json:"work"`
+	// MPIFraction is the share of the ranks' time spent in point-to-point MPI
+	// calls, averaged over the ranks.
+	MPIFraction float64   `json:"mpi_fraction"`
+	Measured    time.Time `json:"measured"`
+}
+
+// MaxFlows bounds a [TrafficProfile]: the busiest pairs are kept.
+const MaxFlows = 4096
+
+// Flow is the traffic between two ranks, per second.
+type Flow struct {
+	From     int     `json:"from"`
+	To       int     `json:"to"`
+	Bytes    float64 `json:"bytes"`
+	Messages float64 `json:"messages"`
+}
+
+// RankTraffic is what one rank reported of its traffic in its node's
+// checkpoint store: cumulative since it started (libshoal's traffic file).
+type RankTraffic struct {
+	Rank         int           `json:"rank"`
+	Epoch        uint64        `json:"epoch"` // the checkpoint at which it was written
+	SecondsMPI   float64       `json:"seconds_mpi"`
+	SecondsTotal float64       `json:"seconds_total"`
+	Sent         []PeerTraffic `json:"sent,omitempty"`
+}
+
+// PeerTraffic is what a rank sent one peer.
+type PeerTraffic struct {
+	Peer     int    `json:"peer"`
+	Bytes    uint64 `json:"bytes"`
+	Messages uint64 `json:"messages"`
 }
 
 // PlanInfo is the planner's account of a job's placement (internal/place).
@@ -391,6 +438,9 @@ type ShardIndex struct {
 	// Progress is the job's progress as its rank 0 last reported it on this node
 	// (shoal_progress); absent when no rank 0 of the job has run here.
 	Progress *Progress `json:"progress,omitempty"`
+	// Traffic is what the job's ranks on this node reported of their traffic
+	// (not part of the tag: it changes with every checkpoint anyway).
+	Traffic []RankTraffic `json:"traffic,omitempty"`
 	// Tag names what the index says, as [ShardIndex.ComputeTag] digests it: a
 	// client passes it back as ?known= to wait for the next change.
 	Tag string `json:"tag"`

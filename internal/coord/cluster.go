@@ -34,8 +34,11 @@ type clusterBackend struct {
 	lastPlan *api.PlanInfo
 	traffic  []place.Flow
 	// trafficGen counts the changes of traffic; replanWeighed is the count
-	// autoReplan last weighed.
+	// autoReplan last weighed. launchEpoch is the newest complete epoch when
+	// the current run was launched: a traffic report of an epoch no newer is an
+	// earlier run's.
 	trafficGen, replanWeighed int
+	launchEpoch               uint64
 
 	// mu guards the fields below up to run, and the measures of progress and
 	// costs further down: the copies under way and the watch share them.
@@ -85,6 +88,9 @@ func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clu
 		inflight: map[shardCopy]bool{}, contacts: map[string]contact{}, excluded: map[string]bool{},
 		indexes: map[string]api.ShardIndex{}, news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
+	}
+	if cj != nil {
+		b.traffic = flows(cj.snapshot().Traffic) // a profile learned before: place with it from the start
 	}
 	if f := s.cfg.OnBook; f != nil {
 		id := rj.spec.ID
@@ -166,6 +172,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	}
 	b.mu.Lock()
 	b.launchAt, b.progFirst, b.progLast, b.progBase = time.Now(), nil, nil, base
+	b.launchEpoch = b.book.Newest()
 	b.mu.Unlock()
 	byNode := map[string][]int{}
 	for r, n := range p {
@@ -249,6 +256,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 			if news || joined { // what it weighs, progress and live nodes, changed
 				b.autoRebalance(ctx)
 			}
+			b.learnTraffic()
 			if b.pending == nil {
 				b.autoReplan(ctx)
 			}

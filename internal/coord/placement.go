@@ -107,6 +107,11 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 		return blocks, &api.PlanInfo{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, nil
 	}
 	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts, Traffic: b.traffic}
+	if b.cj != nil {
+		if t := b.cj.snapshot().Traffic; t != nil && t.Work > 0 {
+			in.Work = t.Work
+		}
+	}
 	info := &api.PlanInfo{Traffic: len(b.traffic) > 0}
 	if b.s != nil && b.s.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -255,6 +260,9 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		return
 	}
 	in := place.Input{Nodes: placeNodes(b.nodes), Ranks: spec.Ranks, Options: placeOptions(spec), Traffic: b.traffic}
+	if t := b.cj.snapshot().Traffic; t != nil && t.Work > 0 {
+		in.Work = t.Work
+	}
 	if b.s != nil && b.s.cfg.Links != nil {
 		if measured, err := b.s.cfg.Links(ctx); err == nil {
 			in.Links = links.ForPlanner(measured)
