@@ -89,9 +89,7 @@ func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clu
 		indexes: map[string]api.ShardIndex{}, news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}
-	if cj != nil {
-		b.traffic = flows(cj.snapshot().Traffic) // a profile learned before: place with it from the start
-	}
+
 	if f := s.cfg.OnBook; f != nil {
 		id := rj.spec.ID
 		b.onBook = func(book EpochBook) { f(id, book) }

@@ -299,6 +299,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	j.backend = newClusterBackend(s, j, rj, *book)
 	cb := j.backend
 	j.mu.Unlock()
+	cb.traffic = flows(info.Traffic) // a profile learned before: place with it from the start
 	if resume != nil {
 		cb.seedRun(info.Placement, info.Avoid, resume.Lost)
 		cb.fenceAll(ctx)
