@@ -112,8 +112,8 @@ func (s JobSpec) Validate() error {
 	if s.Engine != "" && !slices.Contains(Engines, s.Engine) {
 		bad("engine %q: want %s", s.Engine, strings.Join(Engines, " or "))
 	}
-	if s.Layout != "" && s.Layout != "blocks" && s.Layout != "cyclic" {
-		bad("layout %q: want blocks, cyclic or nothing (the planner)", s.Layout)
+	if s.Layout != "" && s.Layout != "blocks" && s.Layout != "cyclic" && s.Layout != "packed" {
+		bad("layout %q: want blocks, cyclic, packed or nothing (the planner)", s.Layout)
 	}
 	if s.Relocation != "" && s.Relocation != "rank" && s.Relocation != "block" {
 		bad("relocation %q: want rank or block", s.Relocation)

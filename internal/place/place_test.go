@@ -169,3 +169,17 @@ func TestCyclic(t *testing.T) {
 		t.Errorf("Cyclic of 7 ranks on 6 slots: err = %v, want ErrTooFewSlots", err)
 	}
 }
+
+func TestPacked(t *testing.T) {
+	nodes := []Node{{Name: "b", Cores: 1}, {Name: "a", Cores: 3}, {Name: "c", Cores: 2}}
+	p, err := Packed(nodes, 5, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(p, " "), "a a a b c"; got != want {
+		t.Errorf("Packed = %s, want %s", got, want)
+	}
+	if p, _ := Packed(nodes, 4, Options{MaxOversubscribe: 2}); strings.Join(p, " ") != "a a a a" {
+		t.Errorf("Packed at 2 per core = %v, want a a a a", p)
+	}
+}
