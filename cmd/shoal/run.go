@@ -106,7 +106,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.BoolVar(&f.detach, "detach", false, "submit the job to the agent and return; the last line printed is the job id (with an agent; see shoal wait, shoal logs)")
 	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
-	fs.StringVar(&f.layout, "layout", "", "where ranks go: the planner's choice (the default), or for comparison blocks (contiguous, in proportion to cores × speed) or cyclic (round-robin) (with an agent)")
+	fs.StringVar(&f.layout, "layout", "", "where ranks go: the planner's choice (the default), or for comparison blocks (contiguous, in proportion to cores × speed), cyclic (round-robin) or packed (the fewest nodes) (with an agent)")
 	fs.BoolVar(&f.noReplan, "no-replan", false, "stay in place when the traffic learned while the job runs shows a faster layout (with an agent; by default the job moves there at a checkpoint when that pays)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
 	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, up to 64; below 1 spreads them thinner, 0.5 one per two cores (with an agent; this machine alone always allows more)")
@@ -140,8 +140,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.ckptInterval < 0:
 		fmt.Fprintf(stderr, "shoal run: --ckpt-interval %v: must not be negative\n", f.ckptInterval)
 		return f, nil, exitUsage
-	case f.layout != "" && f.layout != "blocks" && f.layout != "cyclic":
-		fmt.Fprintf(stderr, "shoal run: --layout %q: want blocks or cyclic\n", f.layout)
+	case f.layout != "" && f.layout != "blocks" && f.layout != "cyclic" && f.layout != "packed":
+		fmt.Fprintf(stderr, "shoal run: --layout %q: want blocks, cyclic or packed\n", f.layout)
 		return f, nil, exitUsage
 	case f.relocation != "rank" && f.relocation != "block":
 		fmt.Fprintf(stderr, "shoal run: --relocation %q: want rank or block\n", f.relocation)

@@ -128,7 +128,8 @@ type JobSpec struct {
 	// Layout is how ranks are placed: "" (the planner: contiguous blocks, or
 	// the layout it predicts at least 5 % faster from the measured links and
 	// traffic), or, for comparison, "blocks" (contiguous blocks in proportion to
-	// cores × speed) or "cyclic" (rank i to the i-th node in turn).
+	// cores × speed), "cyclic" (rank i to the i-th node in turn) or "packed"
+	// (nodes filled to their slots in name order: the fewest nodes).
 	Layout string `json:"layout,omitempty"`
 	// NoReplan keeps the job where it is when the traffic learned while it
 	// runs shows a layout faster by more than a move costs; by default the

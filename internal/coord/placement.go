@@ -102,6 +102,9 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	case "cyclic":
 		p, err := place.Cyclic(nodes, spec.Ranks, opts)
 		return p, &api.PlanInfo{Reason: "rank i to the i-th node in turn, as asked (--layout cyclic)"}, err
+	case "packed":
+		p, err := place.Packed(nodes, spec.Ranks, opts)
+		return p, &api.PlanInfo{Reason: "nodes filled to their slots in name order, as asked (--layout packed)"}, err
 	}
 	if spec.Ranks > maxPlanRanks || len(nodes) > maxPlanNodes {
 		return blocks, &api.PlanInfo{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, nil
