@@ -80,3 +80,15 @@ func TestReadTasks(t *testing.T) {
 		}
 	}
 }
+
+func TestCancelUsage(t *testing.T) {
+	if out := runCLI(t, exitOK, "cancel", "--help"); !strings.Contains(out, "Exit codes") {
+		t.Errorf("shoal cancel --help = %q, want its exit codes", out)
+	}
+	for _, args := range [][]string{{"cancel"}, {"cancel", "a", "b"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != exitUsage {
+			t.Errorf("shoal %s: exit %d, want 2", strings.Join(args, " "), code)
+		}
+	}
+}
