@@ -3,9 +3,10 @@
 #
 #   make lib           $(BUILD)/lib/libshoal.{so,a}, $(BUILD)/include/shoal.h,
 #                      $(BUILD)/lib/pkgconfig/shoal.pc
-#   make test-c        builds and runs lib/tests (on 1 and 2 ranks)
+#   make test-c        builds and runs lib/tests (on 1, 2 and 4 ranks)
 #   make ckpt-cost     $(BUILD)/bench/ckpt-cost-prog (run it with bench/ckpt-cost)
 #   make snapshot-cost $(BUILD)/bench/snapshot-cost-prog (run it with bench/snapshot-cost)
+#   make traffic-cost  $(BUILD)/bench/traffic-cost-prog (run it with bench/traffic-cost)
 #
 # Needs Open MPI's mpicc.openmpi (or MPICC) and libxxhash-dev.
 
@@ -23,9 +24,9 @@ LIB_HDRS := lib/include/shoal.h lib/src/internal.h
 LIB_OBJS := $(patsubst lib/src/%.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include
-LIB_LDLIBS := -lxxhash -pthread
+LIB_LDLIBS := -lxxhash -pthread -ldl
 
-.PHONY: lib test-c ckpt-cost snapshot-cost
+.PHONY: lib test-c ckpt-cost snapshot-cost traffic-cost
 
 LIB_OUTPUTS := $(BUILD)/lib/libshoal.so $(BUILD)/lib/libshoal.a $(BUILD)/include/shoal.h \
 	$(BUILD)/lib/pkgconfig/shoal.pc
@@ -61,7 +62,7 @@ $(BUILD)/lib/pkgconfig/shoal.pc: lib/lib.mk lib/include/shoal.h
 	  'Version: $(SHOAL_VERSION)' \
 	  'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lshoal' \
-	  'Libs.private: -lxxhash -pthread' > $@
+	  'Libs.private: -lxxhash -pthread -ldl' > $@
 
 # ---- tests ----
 #
@@ -84,6 +85,12 @@ $(TEST_DIR)/test_shard: lib/tests/test_shard.c lib/src/shard.c lib/src/error.c \
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_shard.c lib/src/shard.c lib/src/error.c \
 		$(TEST_COMMON) -lxxhash
 
+$(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c lib/src/store.c \
+		lib/src/shard.c lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_traffic_file.c lib/src/traffic.c \
+		lib/src/store.c lib/src/shard.c lib/src/error.c $(TEST_COMMON) -lxxhash
+
 $(TEST_DIR)/test_api: lib/tests/test_api.c lib/tests/test_corrupt.c lib/tests/testutil.c \
 		lib/tests/testutil.h $(LIB_SRCS) $(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
@@ -97,6 +104,15 @@ $(TEST_DIR)/test_resume: lib/tests/test_resume.c lib/tests/check.c lib/tests/che
 		lib/tests/check.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
 		pkg-config --cflags --libs shoal)
 
+# Like test_resume, a program built the way users build theirs: it must see its sends
+# counted through libshoal.so with nothing but -lshoal (pmpi.c).
+$(TEST_DIR)/test_traffic: lib/tests/test_traffic.c lib/tests/check.c lib/tests/check.h \
+		$(LIB_OUTPUTS)
+	@mkdir -p $(@D)
+	$(MPICC) -std=c99 -Wall -Wextra $(CFLAGS) -D_POSIX_C_SOURCE=200809L -Ilib/tests -o $@ \
+		lib/tests/test_traffic.c lib/tests/check.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
+		pkg-config --cflags --libs shoal)
+
 # shoal.h from C++, with the MPI's own C++ wrapper (mpicxx.openmpi, mpicxx.mpich).
 # -Wno-cast-function-type: Open MPI's own C++ bindings, which mpi.h pulls in, trip it.
 MPICXX ?= $(subst mpicc,mpicxx,$(MPICC))
@@ -106,13 +122,15 @@ $(TEST_DIR)/test_cxx: lib/tests/test_cxx.cpp $(LIB_OUTPUTS)
 	$(MPICXX) -std=c++11 -Wall -Wextra -pedantic -Werror -Wno-cast-function-type -O1 -I$(BUILD)/include -o $@ $< \
 		-L$(BUILD)/lib -lshoal -Wl,-rpath,$(abspath $(BUILD))/lib
 
-test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_api $(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx
+test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_api $(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx \
+		$(TEST_DIR)/test_traffic_file $(TEST_DIR)/test_traffic
 	BUILD=$(BUILD) MPIRUN=$(MPIRUN) lib/tests/run.sh
 
 # ---- benchmark ----
 
 ckpt-cost: $(BUILD)/bench/ckpt-cost-prog
 snapshot-cost: $(BUILD)/bench/snapshot-cost-prog
+traffic-cost: $(BUILD)/bench/traffic-cost-prog
 
 $(BUILD)/bench/%-prog: bench/%-prog.c bench/stats.h $(LIB_OUTPUTS)
 	@mkdir -p $(@D)

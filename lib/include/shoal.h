@@ -20,6 +20,14 @@
  *   SHOAL_HOLD_TIMEOUT   after a checkpoint the runner asked with `hold`, the ranks wait
  *                        in shoal_snapshot/shoal_checkpoint to be killed for a relaunch,
  *                        at most this long (default 120 s; 0: never hold)
+ *   SHOAL_TRAFFIC        0: do not count the program's traffic (default 1, below)
+ *
+ * Traffic: libshoal also defines MPI_Send and the other point-to-point calls, each
+ * forwarding to its PMPI_ name, and from shoal_init to shoal_finalize counts the bytes
+ * and messages sent to each rank; every checkpoint writes the counts beside the shards
+ * ($SHOAL_DIR/$SHOAL_JOB/traffic/RANK), so that ranks that talk a lot can be placed
+ * together. Link -lshoal before the MPI library (mpicc and pkg-config do). See
+ * docs/traffic.md.
  */
 #ifndef SHOAL_H
 #define SHOAL_H

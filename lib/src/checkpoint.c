@@ -165,6 +165,8 @@ int ctx_checkpoint_local(struct shoal_ctx *c)
     }
     c->staged_epoch = epoch;
     c->staged_size = (size_t)size;
+    /* The writer writes these counts after the shard: counts up to this call. */
+    traffic_take(&c->traffic, epoch);
 
     int slot = (int)(epoch % CREATED_RING);
     c->created[slot].epoch = epoch;

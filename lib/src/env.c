@@ -193,6 +193,16 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
         c->keep_epochs = v[0] == '1';
     }
 
+    c->traffic = 1;
+    v = env("SHOAL_TRAFFIC");
+    if (v != NULL) {
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) {
+            snprintf(msg, msglen, "invalid SHOAL_TRAFFIC \"%.80s\": want 1 or 0", v);
+            return SHOAL_ERR_ARG;
+        }
+        c->traffic = v[0] == '1';
+    }
+
     v = env("SHOAL_EPOCH_BASE");
     if (v != NULL && parse_int(v, 1, SHARD_EPOCH_MAX, &c->epoch_base) != 0) {
         snprintf(msg, msglen, "invalid SHOAL_EPOCH_BASE \"%.80s\": want 1 to %lld", v,

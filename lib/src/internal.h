@@ -166,6 +166,7 @@ struct shoal_config {
     char stats[PATH_MAX];    /* "" : no statistics */
     double hold_timeout_s;   /* longest hold after a `hold` request; 0: never hold */
     int keep_epochs;         /* 1: never remove epochs (the runner removes them) */
+    int traffic;             /* 0: no traffic counting (SHOAL_TRAFFIC=0) */
 };
 
 /* Fills c; on error returns SHOAL_ERR_ARG and a one-line message in msg. */
@@ -173,6 +174,45 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen);
 /* Parses "30", "0.5", "500ms", "2m", "1m30s"... into seconds. 0 or -1. */
 int config_parse_duration(const char *s, double *seconds);
 int config_valid_job(const char *job);
+
+/* ---- traffic.c and pmpi.c: who sends how much to whom (docs/traffic.md) ---- */
+
+/* Larger jobs are not counted: 16 bytes per rank of the job on every rank. */
+#define TRAFFIC_MAX_RANKS 65536
+
+struct traffic_peer {
+    uint64_t bytes;
+    uint64_t messages;
+};
+
+/* A rank's counts as of one checkpoint, copied while the caller blocks and written by
+ * the writer thread. */
+struct traffic_snapshot {
+    int on;   /* 0: not counting, nothing to write */
+    int rank; /* in MPI_COMM_WORLD, as are the peers */
+    int nranks;
+    long long epoch;            /* the checkpoint's; 0: none taken yet */
+    long long first_epoch;      /* the first epoch this run could write: one per run */
+    double seconds_mpi;         /* estimated seconds in point-to-point calls */
+    double seconds_total;       /* seconds since counting started */
+    struct traffic_peer *peers; /* nranks entries, indexed by destination rank */
+};
+
+/* traffic.c: the file format, no MPI. The text of s in a malloc'd buffer (caller
+ * frees); 0 or errno. */
+int traffic_format(const struct traffic_snapshot *s, char **text, size_t *len);
+/* Writes jobdir/traffic/RANK (tmp + rename, not fsynced); on failure the path that
+ * failed goes to failed_path. 0 or errno. */
+int traffic_write(const char *jobdir, const struct traffic_snapshot *s, char *failed_path,
+                  size_t failed_len);
+
+/* pmpi.c: the counters. Starts counting (after MPI_Init; enabled 0 only clears s) and
+ * sizes s. Local; failures turn counting off with one line on stderr. */
+void traffic_start(struct traffic_snapshot *s, long long first_epoch, int enabled);
+/* Copies the counters into s as those of epoch. */
+void traffic_take(struct traffic_snapshot *s, long long epoch);
+/* Stops counting and frees s's buffer (the writer must be stopped). */
+void traffic_stop(struct traffic_snapshot *s);
 
 /* ---- writer.c: the background thread that hashes and writes shards ---- */
 
@@ -182,8 +222,11 @@ struct writer {
     pthread_cond_t cv;
     int running;
     int rank;
-    const char *jobdir; /* owned by the context */
-    const struct run_binding *binding; /* owned by the context; for the manifest */
+    const char *jobdir;                     /* owned by the context */
+    const struct run_binding *binding;      /* owned by the context; for the manifest */
+    const struct traffic_snapshot *traffic; /* owned by the context; written after the
+                                               shard of its epoch */
+    int traffic_failed; /* a traffic file could not be written (reported once) */
     /* the shard being written; the staging buffer belongs to the thread while busy */
     int busy;
     unsigned char *file;
@@ -202,7 +245,7 @@ struct writer {
 };
 
 int writer_start(struct writer *w, const char *jobdir, int rank,
-                 const struct run_binding *binding);
+                 const struct run_binding *binding, const struct traffic_snapshot *traffic);
 /* Finishes queued work and joins; returns the errors not yet reported. */
 int writer_stop(struct writer *w);
 void writer_wait_idle(struct writer *w);
@@ -278,6 +321,7 @@ struct shoal_ctx {
     long long staged_epoch; /* copied, not yet handed to the writer; 0: none */
     size_t staged_size;
     struct writer writer;
+    struct traffic_snapshot traffic; /* belongs to the writer while it is busy */
 
     /* snapshot agreement */
     long long countdown; /* calls until the next agreement */

@@ -122,7 +122,7 @@ static int choose_epoch_base(struct shoal_ctx *c, const struct manifest_entry *m
             highest = epochs[count - 1];
         free(epochs);
     }
-    int started = writer_start(&c->writer, c->jobdir, c->rank, &c->binding);
+    int started = writer_start(&c->writer, c->jobdir, c->rank, &c->binding, &c->traffic);
     long long in[2] = {highest, -(long long)started}, out[2];
     if (MPI_Allreduce(in, out, 2, MPI_LONG_LONG, MPI_MAX, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
@@ -140,6 +140,7 @@ static int choose_epoch_base(struct shoal_ctx *c, const struct manifest_entry *m
 static void ctx_release(struct shoal_ctx *c)
 {
     writer_stop(&c->writer);
+    traffic_stop(&c->traffic);
     restart_release(c);
     free(c->regions);
     free(c->stage);
@@ -196,6 +197,8 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     /* Leftovers of killed runs; epochs from next_epoch on are this run's to write. */
     store_remove_stale_tmp(c->jobdir, c->next_epoch, c->rank, c->rank == 0);
 
+    /* Counting starts here, not at MPI_Init: calls made before are not counted. */
+    traffic_start(&c->traffic, c->next_epoch, c->cfg.traffic);
     c->k = 1;
     c->countdown = 1;
     c->t_agreed = c->t_checkpoint = shoal_now();

@@ -1,7 +1,8 @@
 /*
  * writer.c - the background thread of a rank. It hashes and writes the shard staged by
  * shoal_checkpoint, so the caller only pays for the memcpy into the staging buffer,
- * then does the epoch bookkeeping (manifest, pruning) off the caller's path too.
+ * then the rank's traffic file and the epoch bookkeeping (manifest, pruning), off the
+ * caller's path too.
  *
  * Contract: one writer per rank; the main thread only hands over a shard when the
  * writer is idle (writer_wait_idle) and does not touch the staging buffer until the
@@ -47,6 +48,21 @@ static int write_shard_file(const char *jobdir, int rank, long long epoch, unsig
     snprintf(failed_path, failed_len, "%s", path);
     shard_seal(file, size);
     return store_write_atomic(path, file, size, 1);
+}
+
+/* The traffic file only informs placement: a failure is reported once and is not a
+ * checkpoint error. */
+static void write_traffic(struct writer *w, long long epoch)
+{
+    if (w->traffic == NULL || !w->traffic->on || w->traffic->epoch != epoch)
+        return;
+    char path[PATH_MAX], text[128];
+    int err = traffic_write(w->jobdir, w->traffic, path, sizeof path);
+    if (err && !w->traffic_failed) {
+        w->traffic_failed = 1;
+        shoal_log("rank %d: writing %s failed: %s (traffic files are not reported again)",
+                  w->rank, path, shoal_errno_text(err, text, sizeof text));
+    }
 }
 
 static void do_commit(struct writer *w, const struct manifest_entry *m, int n,
@@ -107,6 +123,7 @@ static void *writer_main(void *arg)
             if (err)
                 shoal_log("rank %d: writing %s failed: %s", w->rank, path,
                           shoal_errno_text(err, text, sizeof text));
+            write_traffic(w, epoch);
 
             pthread_mutex_lock(&w->mu);
             if (err) {
@@ -129,11 +146,12 @@ static void *writer_main(void *arg)
 }
 
 int writer_start(struct writer *w, const char *jobdir, int rank,
-                 const struct run_binding *binding)
+                 const struct run_binding *binding, const struct traffic_snapshot *traffic)
 {
     memset(w, 0, sizeof *w);
     w->jobdir = jobdir;
     w->binding = binding;
+    w->traffic = traffic;
     w->rank = rank;
     if (pthread_mutex_init(&w->mu, NULL) != 0)
         return SHOAL_ERR_NOMEM;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs libshoal's C tests (make test-c): the shard format and test vectors (no MPI), the
-# API on 1 and 2 ranks, a standalone crash-and-resume on 2 ranks, and the library's
-# exported symbols. Each program prints "N passed, M failed"; this script exits non-zero
+# API on 1 and 2 ranks, a standalone crash-and-resume on 2 ranks, the traffic files (the
+# writer against the test vectors, then a known pattern of sends on 4 ranks), and the
+# library's exported symbols. Each program prints "N passed, M failed"; this script exits non-zero
 # if any of them failed.
 set -u
 cd "$(dirname "$0")/../.."
@@ -32,6 +33,7 @@ run() {
 }
 
 run "$T/test_shard" testdata/shards
+run "$T/test_traffic_file" testdata/traffic
 
 # Open MPI leaks by design at MPI_Finalize, so LeakSanitizer is off for MPI programs;
 # AddressSanitizer and UBSan stay on.
@@ -65,13 +67,26 @@ else
 fi
 rm -rf "$scratch"
 
+# Every send call once, on MPI_COMM_WORLD and on other communicators: the traffic files
+# must hold exactly what was sent, and nothing with SHOAL_TRAFFIC=0.
+scratch=$(mktemp -d)
+exe=$(realpath "$T/test_traffic")
+run -C "$scratch" env SHOAL_CKPT_INTERVAL=0 "${MPIRUN[@]}" -n 4 "$exe"
+rm -rf "$scratch/shoal-ckpt"
+run -C "$scratch" env SHOAL_CKPT_INTERVAL=0 SHOAL_TRAFFIC=0 TRAFFIC_EXPECT=off "${MPIRUN[@]}" -n 4 "$exe"
+rm -rf "$scratch"
+
 scratch=$(mktemp -d)
 exe=$(realpath "$T/test_cxx")
 run -C "$scratch" env SHOAL_CKPT_INTERVAL=0 "${MPIRUN[@]}" -n 1 "$exe"
 rm -rf "$scratch"
 
+# shoal.h's functions, and the MPI calls the traffic counting intercepts.
 echo "== exported symbols of $BUILD/lib/libshoal.so"
-want=$(grep -o 'SHOAL_EXPORT [^(]*(' lib/include/shoal.h | grep -o 'shoal_[a-z_]*' | sort)
+want=$({
+	grep -o 'SHOAL_EXPORT [^(]*(' lib/include/shoal.h | grep -o 'shoal_[a-z_]*'
+	grep -o '^SHOAL_EXPORT int MPI_[A-Za-z_]*(' lib/src/pmpi.c | grep -o 'MPI_[A-Za-z_]*'
+} | sort)
 got=$(nm -D --defined-only "$BUILD/lib/libshoal.so" | awk '$2 == "T" { print $3 }' | sort)
 if [ "$want" = "$got" ]; then
 	echo "1 passed, 0 failed"

@@ -256,6 +256,7 @@ static void test_environment(void)
     expect_arg_error("SHOAL_EPOCH_BASE", "0");
     expect_arg_error("SHOAL_HOLD_TIMEOUT", "forever");
     expect_arg_error("SHOAL_HOLD_TIMEOUT", "-1");
+    expect_arg_error("SHOAL_TRAFFIC", "yes");
 
     static const struct {
         const char *text;
