@@ -25,6 +25,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
+	"shoal/internal/traffic"
 )
 
 // RequestFile is the file in a job's directory that asks its rank 0 for a
@@ -235,8 +236,41 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 	}
 	s.prune(job, seen)
 	idx.Progress = readProgress(filepath.Join(jd.Path(), "progress"))
+	idx.Traffic = readTraffic(filepath.Join(jd.Path(), "traffic"))
 	idx.Tag = idx.ComputeTag()
 	return idx, nil
+}
+
+// readTraffic reads the traffic files libshoal's ranks keep in dir
+// (docs/traffic.md), in rank order; a file that does not parse is left out
+// (the next checkpoint writes it again).
+func readTraffic(dir string) []api.RankTraffic {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []api.RankTraffic
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue // a temporary file
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		tf, err := traffic.Parse(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		rt := api.RankTraffic{Rank: tf.Rank, Epoch: tf.Epoch, SecondsMPI: tf.SecondsMPI, SecondsTotal: tf.SecondsTotal}
+		for _, p := range tf.Peers {
+			rt.Sent = append(rt.Sent, api.PeerTraffic{Peer: p.Rank, Bytes: p.Bytes, Messages: p.Messages})
+		}
+		out = append(out, rt)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
+	return out
 }
 
 // WaitIndex returns the job's index (see Index) once its tag differs from

@@ -672,3 +672,33 @@ func BenchmarkRescan(b *testing.B) {
 		}
 	})
 }
+
+// The index carries the ranks' traffic files, parsed, in rank order; a file
+// that does not parse and a temporary one are left out.
+func TestIndexTraffic(t *testing.T) {
+	s := New(t.TempDir())
+	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 2, 100))
+	dir := filepath.Join(s.jobDir("heat").Path(), "traffic")
+	os.MkdirAll(dir, 0o755)
+	for name, content := range map[string]string{
+		"1":     "shoal-traffic 1 rank 1 nranks 2 epoch 3 first_epoch 1 seconds_mpi 0.5 seconds_total 2\n0 4096 4\n",
+		"0":     "shoal-traffic 1 rank 0 nranks 2 epoch 3 first_epoch 1 seconds_mpi 0.25 seconds_total 2\n",
+		"7":     "not a traffic file\n",
+		"0.tmp": "shoal-traffic 1 rank 0 nranks 2 epoch 4 first_epoch 1 seconds_mpi 0 seconds_total 3\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, err := s.Index("heat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []api.RankTraffic{
+		{Rank: 0, Epoch: 3, SecondsMPI: 0.25, SecondsTotal: 2},
+		{Rank: 1, Epoch: 3, SecondsMPI: 0.5, SecondsTotal: 2, Sent: []api.PeerTraffic{{Peer: 0, Bytes: 4096, Messages: 4}}},
+	}
+	if !reflect.DeepEqual(idx.Traffic, want) {
+		t.Errorf("index traffic = %+v, want %+v", idx.Traffic, want)
+	}
+}

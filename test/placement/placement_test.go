@@ -166,3 +166,60 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// job reads job id's record through n1.
+func job(t *testing.T, b *testbed.Bed, id string) api.Job {
+	t.Helper()
+	var j api.Job
+	if err := json.Unmarshal([]byte(shoal(t, b, "jobs", id, "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// until polls job id until ok says yes, or fails the test after a minute.
+func until(t *testing.T, b *testbed.Bed, id, what string, ok func(api.Job) bool) api.Job {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		j := job(t, b, id)
+		if ok(j) {
+			return j
+		}
+		if time.Now().After(deadline) || !j.Ended.IsZero() {
+			t.Fatalf("job %s: %s did not happen (job %+v)", id, what, j)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// Six ranks fill the three hosts, so two go to n3, behind its slow link. Over a
+// shuffled ring, contiguous blocks put ranks that talk on either side of it;
+// once the ranks have reported their traffic, the job moves to a layout where
+// the two ranks on n3 talk mostly to each other, and says why.
+func TestMoveByTraffic(t *testing.T) {
+	b := up(t)
+	links(t, b)
+	ring := testenv.Built(t, "build/bench/ring")
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--", ring,
+		"--kb", "256", "--work", "1", "--shuffle", "7", "--iters", "400")))
+	first := until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
+	j := until(t, b, id, "a profile of the traffic", func(j api.Job) bool { return j.Traffic != nil })
+	if len(j.Traffic.Flows) != 6 {
+		t.Errorf("traffic flows %+v: want the 6 pairs of the ring", j.Traffic.Flows)
+	}
+	moved := until(t, b, id, "a move by the traffic", func(j api.Job) bool {
+		return j.Plan != nil && j.Plan.Traffic && fmt.Sprint(j.Placement) != fmt.Sprint(first.Placement)
+	})
+	out := shoal(t, b, "events", id)
+	if !strings.Contains(out, "the traffic learned so far predicts") || !strings.Contains(out, "; moving") {
+		t.Errorf("events of %s lack the move's reason:\n%s", id, out)
+	}
+	t.Logf("placed %v, then by the traffic %v: %s", first.Placement, moved.Placement, moved.Plan.Reason)
+	shoal(t, b, "jobs", id) // still answers
+	exec := shoal(t, b, "jobs", id, "--traffic")
+	if !strings.Contains(exec, "RANKS") {
+		t.Errorf("shoal jobs %s --traffic =\n%s\nwant the busiest pairs", id, exec)
+	}
+	shoal(t, b, "cancel", id)
+}
