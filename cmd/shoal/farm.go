@@ -213,20 +213,8 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 	}
 	spec := api.JobSpec{ID: f.jobID, Argv: append([]string{name}, args...), Files: []api.File{prog},
 		Farm: &api.FarmSpec{Tasks: tasks, Prefetch: f.prefetch, Retries: f.retries, Dispatch: f.dispatch}}
-	for _, kv := range f.env {
-		k, v, _ := strings.Cut(kv, "=")
-		if spec.Env == nil {
-			spec.Env = map[string]string{}
-		}
-		spec.Env[k] = v
-	}
-	for _, in := range f.files {
-		file, err := upload(ctx, c, in, filepath.Base(in), 0o644)
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal farm: --file %s: %s\n", in, errorLine(err))
-			return exitUsage
-		}
-		spec.Files = append(spec.Files, file)
+	if code := addInputs(ctx, c, &spec, f.env, f.files, "farm", stderr); code >= 0 {
+		return code
 	}
 	job, err := c.Submit(ctx, spec)
 	if errors.Is(err, api.ErrConflict) && f.jobID != "" {

@@ -69,6 +69,28 @@ func upload(ctx context.Context, c *api.Client, path, name string, mode uint32) 
 	return file, c.PutFile(ctx, sum, f, size)
 }
 
+// addInputs adds the --env settings and the --file inputs of a command to
+// spec, uploading the files to the agent; a file that cannot be uploaded is
+// reported as cmd's usage error (exit code returned; -1 when all went well).
+func addInputs(ctx context.Context, c *api.Client, spec *api.JobSpec, env, inputs []string, cmd string, stderr io.Writer) int {
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if spec.Env == nil {
+			spec.Env = map[string]string{}
+		}
+		spec.Env[k] = v
+	}
+	for _, in := range inputs {
+		file, err := upload(ctx, c, in, filepath.Base(in), 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal %s: --file %s: %s\n", cmd, in, errorLine(err))
+			return exitUsage
+		}
+		spec.Files = append(spec.Files, file)
+	}
+	return -1
+}
+
 // runOnCluster submits the job to the local agent, which places it over the
 // cluster, and follows its events until it ends; with --detach it returns once
 // the job is submitted.
@@ -89,20 +111,8 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
 		Keep: f.keepSpec(),
 	}
-	for _, kv := range f.env {
-		k, v, _ := strings.Cut(kv, "=")
-		if spec.Env == nil {
-			spec.Env = map[string]string{}
-		}
-		spec.Env[k] = v
-	}
-	for _, in := range f.files {
-		file, err := upload(ctx, c, in, filepath.Base(in), 0o644)
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal run: --file %s: %s\n", in, errorLine(err))
-			return exitUsage
-		}
-		spec.Files = append(spec.Files, file)
+	if code := addInputs(ctx, c, &spec, f.env, f.files, "run", stderr); code >= 0 {
+		return code
 	}
 	job, err := c.Submit(ctx, spec)
 	if err != nil {
