@@ -110,6 +110,10 @@ type taskEnd struct {
 // runFarm drives a task farm until every task is done or given up, or until
 // the farm is cancelled or this node stops leading.
 func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
+	// The farm's own context: its end stops every goroutine it started, a
+	// reply of a runner dropped meanwhile included.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	info := j.snapshot()
 	f := &farmRun{s: s, j: j, info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
 		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady), gone: make(chan runnerEnd),
