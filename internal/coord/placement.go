@@ -259,7 +259,13 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		return
 	}
 	next, info, err := b.plan(ctx, live, spec, placeOptions(spec))
-	if err != nil || info == nil || samePlacement(next, b.placement) {
+	if err != nil || info == nil {
+		return
+	}
+	if samePlacement(next, b.placement) {
+		b.lastPlan = info
+		b.cj.update(func(a *api.Job) { a.Plan = info })
+		b.j.event(EventRebalance, Event{Message: "the traffic learned so far keeps the ranks where they are: " + info.Reason})
 		return
 	}
 	in := place.Input{Nodes: placeNodes(b.nodes), Ranks: spec.Ranks, Options: placeOptions(spec), Traffic: b.traffic}
@@ -273,7 +279,12 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	}
 	cur, err := place.Predict(in, b.placement)
 	nextCost := info.Compute + info.Comm
-	if err != nil || nextCost <= 0 || !(nextCost < cur.Total()*(1-planMargin)) {
+	if err != nil || nextCost <= 0 {
+		return
+	}
+	if !(nextCost < cur.Total()*(1-planMargin)) {
+		b.j.event(EventRebalance, Event{Message: fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: not %.0f %% faster; staying",
+			seconds(durationOf(nextCost)), next, seconds(durationOf(cur.Total())), 100*planMargin)})
 		return
 	}
 	b.mu.Lock()

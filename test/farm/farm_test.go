@@ -29,56 +29,12 @@ const instance = 246
 
 var hosts = []string{"n1", "n2", "n3"}
 
-var bed *testbed.Bed // shared; nil until the first test brings it up
+var bed = &testenv.Shared{Config: testbed.Config{Nodes: len(hosts), Cores: []int{2}, Instance: instance}}
 
-func TestMain(m *testing.M) {
-	os.Unsetenv("SHOAL_AGENT")
-	os.Unsetenv("SHOAL_TESTBED_INSTANCE")
-	code := m.Run()
-	if bed != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := testbed.Clean(ctx, instance); err != nil {
-			fmt.Fprintf(os.Stderr, "farm: clean testbed %d: %v\n", instance, err)
-			code = 1
-		}
-		cancel()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
 // up returns the shared testbed: three hosts of two cores.
-func up(t *testing.T) *testbed.Bed {
-	t.Helper()
-	bin := testenv.NeedTestbed(t)
-	t.Cleanup(func() {
-		if t.Failed() && bed != nil {
-			for _, h := range hosts {
-				if log, err := os.ReadFile(filepath.Join(bed.Dir(), h, "agent.log")); err == nil {
-					t.Logf("agent log of %s (tail):\n%s", h, tail(string(log), 30))
-				}
-			}
-		}
-	})
-	if bed != nil {
-		return bed
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	b, err := testbed.Up(ctx, testbed.Config{Nodes: len(hosts), Cores: []int{2}, Instance: instance, AgentBinary: bin, Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("testbed up: %v", err)
-	}
-	bed = b
-	return b
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func up(t *testing.T) *testbed.Bed { return bed.Up(t) }
 
 // farmCmd is `shoal farm ARGS` in host n1, its tasks read from tasks.
 func farmCmd(t *testing.T, b *testbed.Bed, tasks string, args ...string) *exec.Cmd {
