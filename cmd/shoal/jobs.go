@@ -61,7 +61,8 @@ const jobsUsage = `Usage: shoal jobs [flags]
 Lists the jobs the local agent coordinates: ID, OWNER (the user its ranks run
 as; root for jobs submitted with the cluster secret), STATE (pending, staging,
 running, moving, restarting, succeeded, failed, cancelled), RANKS, the newest
-complete checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks). A user other
+complete checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks; for a task
+farm, its tasks done out of all, and those that failed). A user other
 than root, who submits through the agent's socket, sees only their own jobs.
 
 shoal jobs JOB --placement prints where each of JOB's ranks runs, the time of one
@@ -115,7 +116,17 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 			nodes = append(nodes, fmt.Sprintf("%s:%d", n, len(ranks)))
 		}
 		sort.Strings(nodes)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.ID, ownerName(j.Spec.Owner), j.State, j.Spec.Ranks, j.Epoch, j.Restarts, strings.Join(nodes, " "))
+		ranks, where := strconv.Itoa(j.Spec.Ranks), strings.Join(nodes, " ")
+		if f := j.Spec.Farm; f != nil {
+			ranks, where = "-", fmt.Sprintf("farm: %d tasks", len(f.Tasks))
+			if p := j.Farm; p != nil {
+				where = fmt.Sprintf("farm: %d/%d tasks done", p.Done, p.Total)
+				if p.Failed > 0 {
+					where += fmt.Sprintf(", %d failed", p.Failed)
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", j.ID, ownerName(j.Spec.Owner), j.State, ranks, j.Epoch, j.Restarts, where)
 	}
 	tw.Flush()
 	return exitOK
