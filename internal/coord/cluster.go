@@ -108,6 +108,10 @@ type reconfig struct {
 	// refused, when not nil, receives why a rebalance was not done, before done
 	// is closed.
 	refused *string
+	// sameNodes keeps the relaunch on the nodes of the current run: a move by
+	// the job's traffic rearranges its ranks; nodes that joined are the
+	// rebalance rule's to weigh (--auto-rebalance).
+	sameNodes bool
 }
 
 var _ backend = (*clusterBackend)(nil)

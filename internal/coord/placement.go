@@ -38,6 +38,9 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		if err != nil {
 			return nil, nil, err
 		}
+		if b.pending != nil && b.pending.sameNodes {
+			live = b.ofRun(live)
+		}
 		p, plan, err := b.plan(ctx, live, spec, opts)
 		if err == nil {
 			b.lastPlan = plan
@@ -258,7 +261,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	next, info, err := b.plan(ctx, live, spec, placeOptions(spec))
+	next, info, err := b.plan(ctx, b.ofRun(live), spec, placeOptions(spec))
 	if err != nil || info == nil {
 		return
 	}
@@ -298,7 +301,18 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		return
 	}
 	b.j.event(EventRebalance, Event{Message: what + "; moving"})
-	b.startReconfig(ctx, reconfig{reason: "placing by the job's traffic", done: make(chan struct{})})
+	b.startReconfig(ctx, reconfig{reason: "placing by the job's traffic", sameNodes: true, done: make(chan struct{})})
+}
+
+// ofRun keeps of live the nodes of the current run.
+func (b *clusterBackend) ofRun(live map[string]api.Node) map[string]api.Node {
+	out := map[string]api.Node{}
+	for name, n := range live {
+		if _, ok := b.nodes[name]; ok {
+			out[name] = n
+		}
+	}
+	return out
 }
 
 func samePlacement(a, b place.Placement) bool {
