@@ -56,10 +56,13 @@ func start(t *testing.T, env []string, name string, args ...string) *watch.Proc 
 }
 
 // heatArgs is the job every language runs: under a second of work on 4 ranks (C); the runs
-// that are interrupted add a floor of 1 ms per step so that they last at least 2 s.
+// that are interrupted add a floor of 2.5 ms per step so that they last at least 5 s. (At
+// 1 ms, 2 s, MPICH's ranks, polling on 2 cores for 4 ranks, sometimes ran in 3.4 s with their
+// first checkpoint at 60 %: the job ended before its second epoch, which the test waits
+// for to kill a rank.)
 var heatArgs = []string{"--size", "400", "--steps", "2000"}
 
-const heatPace = "1000"
+const heatPace = "2500"
 
 // program is one language's heat as shoal run starts it.
 type program struct {
