@@ -32,7 +32,24 @@ type linkProber struct {
 
 	mu  sync.Mutex
 	row map[string]api.Link // by peer
+	// peerRows are the other nodes' rows as last read, for GET
+	// /v1/links?all=true: a row is read again once older than rowTTL.
+	peerRows map[string]peerRow
 }
+
+type peerRow struct {
+	links []api.Link
+	read  time.Time
+}
+
+// Reading other nodes' rows: a row this fresh is not read again (a node
+// measures anew every few minutes), and a node that does not answer within
+// rowWait is left out, so that a placement never waits long on a node that
+// just died.
+const (
+	rowTTL  = 5 * time.Second
+	rowWait = time.Second
+)
 
 var _ api.LinkService = (*linkProber)(nil)
 
@@ -40,7 +57,7 @@ func (a *Agent) startLinks(every time.Duration) *linkProber {
 	if every <= 0 {
 		every = DefaultLinkInterval
 	}
-	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]api.Link{}}
+	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]api.Link{}, peerRows: map[string]peerRow{}}
 	go p.watch(a.members.Subscribe())
 	go p.loop()
 	return p
@@ -151,15 +168,23 @@ func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) 
 		names   = []string{p.a.cfg.Name}
 		skipped = map[string]string{}
 	)
+	now := time.Now()
 	for _, n := range p.a.members.Nodes() {
 		if n.Name == p.a.cfg.Name || n.State != membership.StateAlive || n.Meta.API == "" {
 			continue
 		}
 		names = append(names, n.Name)
+		p.mu.Lock()
+		cached, ok := p.peerRows[n.Name]
+		p.mu.Unlock()
+		if ok && now.Sub(cached.read) < rowTTL {
+			rows = append(rows, cached.links...)
+			continue
+		}
 		wg.Add(1)
 		go func(name, addr string) {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			cctx, cancel := context.WithTimeout(ctx, rowWait)
 			defer cancel()
 			l, err := p.a.peers.Get(addr).Links(cctx, false)
 			mu.Lock()
@@ -168,11 +193,16 @@ func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) 
 				skipped[name] = err.Error()
 				return
 			}
+			var row []api.Link
 			for _, x := range l.Links {
 				if x.From == name && !x.Estimated {
-					rows = append(rows, x)
+					row = append(row, x)
 				}
 			}
+			rows = append(rows, row...)
+			p.mu.Lock()
+			p.peerRows[name] = peerRow{links: row, read: time.Now()}
+			p.mu.Unlock()
 		}(n.Name, n.Meta.API)
 	}
 	wg.Wait()

@@ -112,6 +112,16 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	if spec.Ranks > maxPlanRanks || len(nodes) > maxPlanNodes {
 		return blocks, &api.PlanInfo{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, nil
 	}
+	// The planner packs no node beyond its cores unless the blocks must: the
+	// compute it learns is the time outside MPI calls, which ranks that wait
+	// for a core spend inside them, so it would take oversubscribed ranks for
+	// communicating ones.
+	if _, err := place.Spread(nodes, spec.Ranks, place.Options{MaxOversubscribe: 1, MaxPerNode: opts.MaxPerNode}); err == nil {
+		opts.MaxOversubscribe = min(opts.MaxOversubscribe, 1)
+		if opts.MaxOversubscribe <= 0 {
+			opts.MaxOversubscribe = 1
+		}
+	}
 	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts, Traffic: b.traffic}
 	if b.cj != nil {
 		if t := b.cj.snapshot().Traffic; t != nil && t.Work > 0 {
@@ -120,7 +130,7 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	}
 	info := &api.PlanInfo{Traffic: len(b.traffic) > 0}
 	if b.s != nil && b.s.cfg.Links != nil {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		measured, err := b.s.cfg.Links(lctx)
 		cancel()
 		if err == nil && len(measured) > 0 {
@@ -276,9 +286,11 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		in.Work = t.Work
 	}
 	if b.s != nil && b.s.cfg.Links != nil {
-		if measured, err := b.s.cfg.Links(ctx); err == nil {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if measured, err := b.s.cfg.Links(lctx); err == nil {
 			in.Links = links.ForPlanner(measured)
 		}
+		cancel()
 	}
 	cur, err := place.Predict(in, b.placement)
 	nextCost := info.Compute + info.Comm
