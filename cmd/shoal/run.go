@@ -66,7 +66,7 @@ type runFlags struct {
 	env          multiFlag
 	relocation   string
 	layout       string
-	noReplan     bool
+	replan       bool
 	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
 	maxOversubscribe float64
 	// ranksPerNode bounds the ranks of any one node (0: no bound).
@@ -107,7 +107,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.StringVar(&f.layout, "layout", "", "where ranks go: the planner's choice (the default), or for comparison blocks (contiguous, in proportion to cores × speed), cyclic (round-robin) or packed (the fewest nodes) (with an agent)")
-	fs.BoolVar(&f.noReplan, "no-replan", false, "stay in place when the traffic learned while the job runs shows a faster layout (with an agent; by default the job moves there at a checkpoint when that pays)")
+	fs.BoolVar(&f.replan, "replan", false, "place the job by the traffic its ranks report: relaunches use it, and the job moves at a checkpoint when a faster layout pays for the move (with an agent)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
 	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, up to 64; below 1 spreads them thinner, 0.5 one per two cores (with an agent; this machine alone always allows more)")
 	fs.IntVar(&f.ranksPerNode, "ranks-per-node", 0, "at most `N` ranks on any one node, whatever its cores; 1 spreads them one per node (with an agent; 0: no bound)")

@@ -107,7 +107,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		ID: f.jobID, Ranks: f.nranks, Argv: append([]string{name}, args...), Files: []api.File{prog},
 		CheckpointInterval: api.Duration(f.ckptInterval), MaxRestarts: f.maxRestarts,
 		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
-		Layout: f.layout, NoReplan: f.noReplan,
+		Layout: f.layout, Replan: f.replan,
 		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
 		Keep: f.keepSpec(),
 	}

@@ -131,10 +131,12 @@ type JobSpec struct {
 	// cores × speed), "cyclic" (rank i to the i-th node in turn) or "packed"
 	// (nodes filled to their slots in name order: the fewest nodes).
 	Layout string `json:"layout,omitempty"`
-	// NoReplan keeps the job where it is when the traffic learned while it
-	// runs shows a layout faster by more than a move costs; by default the
-	// job moves there at a checkpoint.
-	NoReplan bool `json:"no_replan,omitzero"`
+	// Replan places the job by the traffic learned while it runs: its
+	// relaunches use the profile, and when the profile shows a layout faster
+	// by more than a move costs, the job moves there at a checkpoint. Off by
+	// default: the compute a profile measures is the time outside MPI calls,
+	// which ranks waiting for a core spend inside them (docs/architecture.md).
+	Replan bool `json:"replan,omitzero"`
 	// Keep is how long every node keeps the job's data (shards, job and
 	// coordinator directories, cached files) after the job ends: 0 means the
 	// agents' retention policy for how it ended (docs/retention.md);

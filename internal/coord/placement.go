@@ -122,13 +122,16 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 			opts.MaxOversubscribe = 1
 		}
 	}
-	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts, Traffic: b.traffic}
-	if b.cj != nil {
+	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts}
+	if spec.Replan {
+		in.Traffic = b.traffic
+	}
+	if spec.Replan && b.cj != nil {
 		if t := b.cj.snapshot().Traffic; t != nil && t.Work > 0 {
 			in.Work = t.Work
 		}
 	}
-	info := &api.PlanInfo{Traffic: len(b.traffic) > 0}
+	info := &api.PlanInfo{Traffic: len(in.Traffic) > 0}
 	if b.s != nil && b.s.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		measured, err := b.s.cfg.Links(lctx)
@@ -256,10 +259,10 @@ func sortedMoves(m map[string]int) []string {
 // job to the layout the planner predicts from it: it moves when the time saved
 // over the rest of the run exceeds what a checkpoint and a restart cost, as
 // measured (the rule of rebalancing), unless the job asked not to
-// (--no-replan, or a fixed --layout).
+// (it asks with --replan, and no --layout is forced).
 func (b *clusterBackend) autoReplan(ctx context.Context) {
 	spec := b.cj.snapshot().Spec
-	if spec.NoReplan || spec.Layout != "" || b.pending != nil || len(b.traffic) == 0 || b.trafficGen == b.replanWeighed {
+	if !spec.Replan || spec.Layout != "" || b.pending != nil || len(b.traffic) == 0 || b.trafficGen == b.replanWeighed {
 		return
 	}
 	rem, ok := b.remaining()

@@ -165,7 +165,7 @@ func TestMoveByTraffic(t *testing.T) {
 	b := up(t)
 	links(t, b)
 	ring := testenv.Built(t, "build/bench/ring")
-	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--", ring,
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--replan", "--", ring,
 		"--kb", "256", "--work", "1", "--shuffle", "3", "--iters", "400")))
 	first := until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
 	j := until(t, b, id, "a profile of the traffic", func(j api.Job) bool { return j.Traffic != nil })
