@@ -109,6 +109,9 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 		p, err := place.Packed(nodes, spec.Ranks, opts)
 		return p, &api.PlanInfo{Reason: "nodes filled to their slots in name order, as asked (--layout packed)"}, err
 	}
+	if !spec.Replan {
+		return blocks, &api.PlanInfo{Reason: "contiguous blocks in proportion to cores × speed (--replan weighs the measured links and the job's traffic)"}, nil
+	}
 	if spec.Ranks > maxPlanRanks || len(nodes) > maxPlanNodes {
 		return blocks, &api.PlanInfo{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, nil
 	}

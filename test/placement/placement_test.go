@@ -100,7 +100,7 @@ func TestPlacementAvoidsSlowLink(t *testing.T) {
 	b := up(t)
 	links(t, b)
 	heat := testenv.Built(t, "build/examples/heat")
-	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--", heat, "--size", "200", "--steps", "200")))
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--replan", "--", heat, "--size", "200", "--steps", "200")))
 	var j api.Job
 	deadline := time.Now().Add(time.Minute)
 	for len(j.Placement) == 0 {
