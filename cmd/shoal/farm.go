@@ -235,18 +235,7 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 		fmt.Fprintln(stdout, job.ID)
 		return exitOK
 	}
-	following := make(chan struct{})
-	defer close(following)
-	go func() {
-		select {
-		case <-following:
-			return
-		case <-ctx.Done():
-		}
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer ccancel()
-		c.Cancel(cctx, job.ID)
-	}()
+	defer cancelOnInterrupt(ctx, cancel, c, job.ID)()
 	col := &collector{c: c, job: job.ID, out: f.out, total: len(tasks), stdout: stdout, stderr: stderr,
 		quiet: f.quiet, done: map[int]bool{}, skip: map[int]bool{}}
 	d, err := newJobStream(c, job.ID, true, stderr).each(col.event)

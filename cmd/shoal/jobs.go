@@ -317,20 +317,7 @@ func showTraffic(j api.Job, stdout io.Writer) {
 			fmt.Fprintf(tw, "… %d more pairs\t\t\n", len(t.Flows)-i)
 			break
 		}
-		fmt.Fprintf(tw, "%d-%d\t%s\t%.1f\n", f.From, f.To, byteRate(f.Bytes), f.Messages)
+		fmt.Fprintf(tw, "%d-%d\t%s\t%.1f\n", f.From, f.To, byteSize(int64(f.Bytes))+"/s", f.Messages)
 	}
 	tw.Flush()
-}
-
-// byteRate renders bytes per second: "12.3 MB/s".
-func byteRate(b float64) string {
-	switch {
-	case b >= 1e9:
-		return fmt.Sprintf("%.1f GB/s", b/1e9)
-	case b >= 1e6:
-		return fmt.Sprintf("%.1f MB/s", b/1e6)
-	case b >= 1e3:
-		return fmt.Sprintf("%.1f kB/s", b/1e3)
-	}
-	return fmt.Sprintf("%.0f B/s", b)
 }

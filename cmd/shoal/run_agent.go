@@ -69,6 +69,26 @@ func upload(ctx context.Context, c *api.Client, path, name string, mode uint32) 
 	return file, c.PutFile(ctx, sum, f, size)
 }
 
+// cancelOnInterrupt cancels job id through c once ctx, the command's
+// interrupt context, ends, unless the returned stop is called first. Before it
+// cancels it calls stopSignals, so that a second interrupt ends the command at
+// once while the job is followed to its end.
+func cancelOnInterrupt(ctx context.Context, stopSignals context.CancelFunc, c *api.Client, id string) (stop func()) {
+	following := make(chan struct{})
+	go func() {
+		select {
+		case <-following:
+			return
+		case <-ctx.Done():
+		}
+		stopSignals()
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		c.Cancel(cctx, id)
+	}()
+	return func() { close(following) }
+}
+
 // addInputs adds the --env settings and the --file inputs of a command to
 // spec, uploading the files to the agent; a file that cannot be uploaded is
 // reported as cmd's usage error (exit code returned; -1 when all went well).
@@ -128,18 +148,6 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	}
 	// Interrupted, the job is cancelled, and shoal run follows it to its end to say
 	// so; a second interrupt ends shoal run at once.
-	following := make(chan struct{})
-	defer close(following)
-	go func() {
-		select {
-		case <-following:
-			return
-		case <-ctx.Done():
-		}
-		cancel()
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer ccancel()
-		c.Cancel(cctx, job.ID)
-	}()
+	defer cancelOnInterrupt(ctx, cancel, c, job.ID)()
 	return awaitJob("run", c, job.ID, jobPrinter{stdout: stdout, stderr: stderr, v: runVerbosity(f)}, stderr)
 }

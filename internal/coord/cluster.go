@@ -258,7 +258,9 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 			if news || joined { // what it weighs, progress and live nodes, changed
 				b.autoRebalance(ctx)
 			}
-			b.learnTraffic()
+			if news { // the traffic reports come with the nodes' indexes
+				b.learnTraffic()
+			}
 			if b.pending == nil {
 				b.autoReplan(ctx)
 			}

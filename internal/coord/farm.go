@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,7 +20,6 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/farm"
-	"shoal/internal/files"
 	"shoal/internal/launch"
 	"shoal/internal/results"
 )
@@ -72,6 +70,7 @@ type farmRun struct {
 	// staticSet: a static schedule (FarmSpec.Dispatch) is fixed, over the
 	// nodes set up at the start.
 	staticSet bool
+	liveKey   string // the live nodes the ledger's holders were last checked against
 }
 
 type nodeReady struct {
@@ -302,7 +301,13 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 			}
 		}()
 	}
-	// Results whose every holder is gone are lost: their tasks run again.
+	// Results whose every holder is gone are lost: their tasks run again. The
+	// ledger is looked through only when the live nodes changed.
+	key := liveKey(nodes)
+	if key == f.liveKey {
+		return
+	}
+	f.liveKey = key
 	for _, r := range f.ledger.Results() {
 		alive := false
 		for _, h := range r.Holders {
@@ -351,16 +356,10 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 	rctx, cancel := context.WithCancel(ctx)
 	spec := f.info.Spec
 	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
+	// The agent reads the command line as sh would: a file name may need quotes.
 	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
-	for _, file := range spec.Files {
-		mode := os.FileMode(file.Mode)
-		if mode == 0 {
-			mode = 0o644
-			if file.Name == spec.Argv[0] {
-				mode = 0o755
-			}
-		}
-		argv = append(argv, "--stage", files.Stage{Name: file.Name, Sum: file.SHA256, Mode: mode}.String())
+	for _, a := range stageArgs(spec) {
+		argv = append(argv, launch.QuoteWord(a))
 	}
 	env := map[string]string{"SHOAL_JOB": f.info.ID}
 	for k, v := range spec.Env {
@@ -714,17 +713,6 @@ func (f *farmRun) revokeAll() {
 		}(n)
 	}
 	wg.Wait()
-}
-
-// shellQuote quotes a word so that the agent's parser of daemon command lines
-// (launch.DaemonArgv, which splits as sh would) gives it back unchanged.
-func shellQuote(w string) string {
-	if w != "" && strings.IndexFunc(w, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	}) < 0 {
-		return w
-	}
-	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }
 
 func sortedKeys[V any](m map[string]V) []string {

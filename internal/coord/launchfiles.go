@@ -37,17 +37,7 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 			return engine.Launch{}, nil, err
 		}
 	}
-	wrapper := []string{s.cfg.ShoalBin, "exec-rank"}
-	for _, f := range info.Spec.Files {
-		mode := os.FileMode(f.Mode)
-		if mode == 0 {
-			mode = 0o644
-			if f.Name == info.Spec.Argv[0] {
-				mode = 0o755
-			}
-		}
-		wrapper = append(wrapper, "--stage", files.Stage{Name: f.Name, Sum: f.SHA256, Mode: mode}.String())
-	}
+	wrapper := append([]string{s.cfg.ShoalBin, "exec-rank"}, stageArgs(info.Spec)...)
 	wrapper = append(wrapper, "--")
 	over := false
 	for name, n := range p.Counts() {
@@ -88,3 +78,21 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 // agentSocket is the agent's local socket in the data dir (agent.SocketFile;
 // the agent package imports this one).
 const agentSocket = "agent.sock"
+
+// stageArgs are the --stage arguments of `shoal exec-rank` and `shoal
+// exec-task` that place the job's files in a node's job directory: the program
+// executable, the other files readable, unless their mode says otherwise.
+func stageArgs(spec api.JobSpec) []string {
+	var args []string
+	for _, f := range spec.Files {
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+			if f.Name == spec.Argv[0] {
+				mode = 0o755
+			}
+		}
+		args = append(args, "--stage", files.Stage{Name: f.Name, Sum: f.SHA256, Mode: mode}.String())
+	}
+	return args
+}

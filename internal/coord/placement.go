@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -281,7 +282,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	if err != nil || info == nil {
 		return
 	}
-	if samePlacement(next, b.placement) {
+	if slices.Equal(next, b.placement) {
 		b.lastPlan = info
 		b.cj.update(func(a *api.Job) { a.Plan = info })
 		b.j.event(EventRebalance, Event{Message: "the traffic learned so far keeps the ranks where they are: " + info.Reason})
@@ -331,16 +332,4 @@ func (b *clusterBackend) ofRun(live map[string]api.Node) map[string]api.Node {
 		}
 	}
 	return out
-}
-
-func samePlacement(a, b place.Placement) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

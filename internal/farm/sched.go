@@ -278,25 +278,6 @@ func (s *Scheduler) Attempts(task int) int { return s.attempts[task] }
 // Left returns how many tasks are neither done nor given up.
 func (s *Scheduler) Left() int { return s.left }
 
-// Running returns how many tasks each node holds (running or waiting there
-// for a core).
-func (s *Scheduler) Running() map[string]int {
-	out := make(map[string]int, len(s.nodes))
-	for name, n := range s.nodes {
-		out[name] = len(n.running)
-	}
-	return out
-}
-
-// Finished returns how many tasks each node has finished successfully.
-func (s *Scheduler) Finished() map[string]int {
-	out := make(map[string]int, len(s.nodes))
-	for name, n := range s.nodes {
-		out[name] = n.done
-	}
-	return out
-}
-
 // Redo puts a task done before back at the front of the queue: every copy of
 // its result was lost.
 func (s *Scheduler) Redo(task int) {

@@ -56,6 +56,18 @@ func DaemonArgv(line string, daemons []string) ([]string, error) {
 	return nil, fmt.Errorf("%w: %q", ErrNotDaemon, words[0])
 }
 
+// QuoteWord quotes a word of a command line that [DaemonArgv] is to read, so
+// that it gives the word back unchanged: a word of only letters, digits and
+// -_./=:,+@% as it is, any other in single quotes.
+func QuoteWord(w string) string {
+	if w != "" && strings.IndexFunc(w, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	}) < 0 {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+}
+
 func isName(s string) bool {
 	for j := 0; j < len(s); j++ {
 		c := s[j]

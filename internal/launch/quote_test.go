@@ -1,17 +1,15 @@
-package coord
+package launch
 
 import (
 	"math/rand"
 	"reflect"
 	"strings"
 	"testing"
-
-	"shoal/internal/launch"
 )
 
-// A farm's command line, quoted word by word, is parsed back by the agent into
-// the same words, whatever the task lines hold.
-func TestShellQuoteRoundTrip(t *testing.T) {
+// A command line quoted word by word is parsed back by DaemonArgv into the same
+// words, whatever they hold.
+func TestQuoteWordRoundTrip(t *testing.T) {
 	words := []string{"", "plain", "a b", "it's", `"q"`, `$HOME`, "`id`", "*.c", "~x", "#c", "a;b", "x|y", "(s)", "<in", `back\slash`, "tab\there", "{}", "é ü"}
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 2000; i++ {
@@ -29,9 +27,9 @@ func TestShellQuoteRoundTrip(t *testing.T) {
 		}
 		quoted := make([]string, len(argv))
 		for j, w := range argv {
-			quoted[j] = shellQuote(w)
+			quoted[j] = QuoteWord(w)
 		}
-		got, err := launch.DaemonArgv(strings.Join(quoted, " "), launch.DefaultDaemons)
+		got, err := DaemonArgv(strings.Join(quoted, " "), DefaultDaemons)
 		if err != nil || !reflect.DeepEqual(got, argv) {
 			t.Fatalf("DaemonArgv(quoted %q) = %q, %v; want the words back", argv, got, err)
 		}
