@@ -36,6 +36,11 @@ type Spec struct {
 	CkptInterval time.Duration
 	// MaxRestarts bounds how often a job is relaunched after losing ranks.
 	MaxRestarts int
+	// Traffic has libshoal count what the ranks send (docs/traffic.md): for
+	// jobs placed by their traffic (--replan), its only reader. Its sampler
+	// thread wakes each rank 100 times a second, which oversubscribed ranks
+	// pay for: a graceful leave onto 2 nodes went from 44 s to 113-157 s.
+	Traffic bool
 }
 
 // Validate reports the first problem with s, naming the field and the value.

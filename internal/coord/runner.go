@@ -305,11 +305,16 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	if err := os.MkdirAll(ranksDir, 0o755); err != nil {
 		return fail(err)
 	}
+	traffic := "0"
+	if j.spec.Traffic {
+		traffic = "1"
+	}
 	env := []string{
 		"SHOAL_JOB=" + j.spec.ID,
 		"SHOAL_CKPT_INTERVAL=" + strconv.FormatFloat(j.spec.CkptInterval.Seconds(), 'f', -1, 64),
 		"SHOAL_RESTART_EPOCH=" + strconv.FormatUint(restartEpoch, 10),
 		"SHOAL_EPOCH_BASE=" + strconv.FormatUint(j.be.epochBase(restartEpoch), 10),
+		"SHOAL_TRAFFIC=" + traffic,
 	}
 	if stats := os.Getenv("SHOAL_STATS"); stats != "" {
 		env = append(env, "SHOAL_STATS="+stats)

@@ -262,6 +262,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	spec := Spec{
 		ID: info.ID, NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		CkptInterval: time.Duration(info.Spec.CheckpointInterval), MaxRestarts: info.Spec.MaxRestarts,
+		Traffic: info.Spec.Replan,
 	}
 	cfg := Config{
 		CkptRoot: filepath.Join(s.cfg.DataDir, "ckpt"), RunRoot: filepath.Join(s.cfg.DataDir, "coord"),
