@@ -24,7 +24,7 @@ LIB_HDRS := lib/include/shoal.h lib/src/internal.h
 LIB_OBJS := $(patsubst lib/src/%.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include
-LIB_LDLIBS := -lxxhash -pthread -ldl
+LIB_LDLIBS := -lxxhash -pthread -ldl -lm
 
 .PHONY: lib test-c ckpt-cost snapshot-cost traffic-cost
 
@@ -62,7 +62,7 @@ $(BUILD)/lib/pkgconfig/shoal.pc: lib/lib.mk lib/include/shoal.h
 	  'Version: $(SHOAL_VERSION)' \
 	  'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lshoal' \
-	  'Libs.private: -lxxhash -pthread -ldl' > $@
+	  'Libs.private: -lxxhash -pthread -ldl -lm' > $@
 
 # ---- tests ----
 #
@@ -91,11 +91,17 @@ $(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c l
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_traffic_file.c lib/src/traffic.c \
 		lib/src/store.c lib/src/shard.c lib/src/error.c $(TEST_COMMON) -lxxhash
 
+$(TEST_DIR)/test_interval: lib/tests/test_interval.c lib/src/interval.c lib/src/env.c \
+		lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_interval.c lib/src/interval.c lib/src/env.c \
+		lib/src/error.c $(TEST_COMMON) -lm
+
 $(TEST_DIR)/test_api: lib/tests/test_api.c lib/tests/test_corrupt.c lib/tests/testutil.c \
 		lib/tests/testutil.h $(LIB_SRCS) $(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_api.c lib/tests/test_corrupt.c \
-		lib/tests/testutil.c $(LIB_SRCS) $(TEST_COMMON) -lxxhash
+		lib/tests/testutil.c $(LIB_SRCS) $(TEST_COMMON) -lxxhash -lm
 
 $(TEST_DIR)/test_resume: lib/tests/test_resume.c lib/tests/check.c lib/tests/check.h \
 		$(LIB_OUTPUTS)
@@ -122,8 +128,9 @@ $(TEST_DIR)/test_cxx: lib/tests/test_cxx.cpp $(LIB_OUTPUTS)
 	$(MPICXX) -std=c++11 -Wall -Wextra -pedantic -Werror -Wno-cast-function-type -O1 -I$(BUILD)/include -o $@ $< \
 		-L$(BUILD)/lib -lshoal -Wl,-rpath,$(abspath $(BUILD))/lib
 
-test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_api $(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx \
-		$(TEST_DIR)/test_traffic_file $(TEST_DIR)/test_traffic
+test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_interval $(TEST_DIR)/test_api \
+		$(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx $(TEST_DIR)/test_traffic_file \
+		$(TEST_DIR)/test_traffic
 	BUILD=$(BUILD) MPIRUN=$(MPIRUN) lib/tests/run.sh
 
 # ---- benchmark ----

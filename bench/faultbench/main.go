@@ -4,6 +4,7 @@
 //
 //	faultbench failover [flags]   time a coordinator's loss against another node's
 //	faultbench chaos [flags]      long jobs under a seeded random schedule of faults
+//	faultbench interval [flags]   --ckpt-interval auto against fixed intervals under churn
 //
 // It needs root (the testbed), Open MPI and `make build`.
 package main
@@ -20,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: faultbench failover|chaos [flags]")
+		fmt.Fprintln(os.Stderr, "usage: faultbench failover|chaos|interval [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -28,8 +29,10 @@ func main() {
 		os.Exit(failoverMain(os.Args[2:]))
 	case "chaos":
 		os.Exit(chaosMain(os.Args[2:]))
+	case "interval":
+		os.Exit(intervalMain(os.Args[2:]))
 	}
-	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover or chaos\n", os.Args[1])
+	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover, chaos or interval\n", os.Args[1])
 	os.Exit(2)
 }
 

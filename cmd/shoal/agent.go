@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"shoal/internal/agent"
+	"shoal/internal/engine"
 	"shoal/internal/membership"
 	"shoal/internal/retention"
 )
@@ -58,6 +60,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		init                            bool
 		join, secretFile, bind, apiAddr string
 		dataDir, name, labels, profile  string
+		mpi                             string
 		cores                           int
 		speed                           uint64
 		verbose                         bool
@@ -81,6 +84,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&policy.Failed, "keep-failed", policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
 	fs.DurationVar(&policy.UnusedFiles, "keep-unused-files", policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
 	fs.DurationVar(&gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
+	fs.StringVar(&mpi, "engine", "openmpi", "the MPI that launches the jobs this node coordinates when a job names none: openmpi or mpich")
 	fs.BoolVar(&verbose, "verbose", false, "log debug lines, including memberlist's")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -105,6 +109,10 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 	lbls, err := parseLabels(labels)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal agent: --labels: %v\n", err)
+		return exitUsage
+	}
+	if !slices.Contains(engine.Names, mpi) {
+		fmt.Fprintf(stderr, "shoal agent: --engine %q: want %s\n", mpi, strings.Join(engine.Names, " or "))
 		return exitUsage
 	}
 	if cores < 0 {
@@ -144,7 +152,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		GCInterval: gcInterval,
 		Version:    version,
 		Log:        log,
-		Ready:      plugCoordinator,
+		Ready:      func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
 	}
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")

@@ -41,8 +41,9 @@ func (p peer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) 
 }
 
 // plugCoordinator makes a's node able to coordinate jobs: the job routes of its API
-// and its file store are served by a coordinator service.
-func plugCoordinator(a *agent.Agent) error {
+// and its file store are served by a coordinator service, which launches with
+// engine the jobs that name none.
+func plugCoordinator(a *agent.Agent, engine string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -55,10 +56,12 @@ func plugCoordinator(a *agent.Agent) error {
 		// One client per node, shared with the agent's own calls, so that the
 		// coordinator's calls (several per node at every launch and poll) reuse
 		// kept-alive connections instead of each dialling anew.
-		Peer:  func(n api.Node) coord.Peer { return peer{a.Peer(n.API)} },
-		Agent: func(n api.Node) *api.Client { return a.Peer(n.API) },
-		Store: a.Store(),
-		Links: a.Links,
+		Peer:     func(n api.Node) coord.Peer { return peer{a.Peer(n.API)} },
+		Agent:    func(n api.Node) *api.Client { return a.Peer(n.API) },
+		Store:    a.Store(),
+		Links:    a.Links,
+		Engine:   engine,
+		Failures: a.Failures,
 	})
 	a.SetJobService(svc)
 	// Before this node leaves (and after it has passed on the lead of the job

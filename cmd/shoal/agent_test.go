@@ -145,6 +145,7 @@ func TestAgentHelpIsTrue(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"agent", "--profile", "lte"},
+		{"agent", "--engine", "lam"},
 		{"agent", "--labels", "a b=c"},
 		{"agent", "--labels", "novalue"},
 		{"agent", "extra"},

@@ -189,3 +189,39 @@ func TestDetachNeedsAnAgent(t *testing.T) {
 		}
 	}
 }
+
+// An agent's --engine is the MPI of the jobs submitted to it that name none; a job
+// that names one keeps it. (The jobs' programs only need to start: the test reads
+// the engine each job was given.)
+func TestAgentDefaultEngine(t *testing.T) {
+	if _, err := exec.LookPath("mpiexec.mpich"); err != nil {
+		t.Skip("MPICH not installed (make deps installs it)")
+	}
+	a := startCLIAgent(t, "cli1", "--init", "--engine", "mpich")
+	t.Setenv("SHOAL_DATA_DIR", a.dir)
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "mpich"},
+		{[]string{"--engine", "openmpi"}, "openmpi"},
+	} {
+		id := detach(t, append(append([]string{"-n", "1"}, c.flags...), "--", "/bin/true")...)
+		code, out, stderr := runOut("jobs", "--json", id)
+		if code != exitOK {
+			t.Fatalf("shoal jobs %s: exit %d: %s", id, code, stderr)
+		}
+		var job struct {
+			Spec struct {
+				Engine string `json:"engine"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal([]byte(out), &job); err != nil {
+			t.Fatalf("shoal jobs --json %s: %v\n%s", id, err, out)
+		}
+		if job.Spec.Engine != c.want {
+			t.Errorf("run %v on an agent with --engine mpich: the job's engine is %q, want %q", c.flags, job.Spec.Engine, c.want)
+		}
+		runOut("wait", id)
+	}
+}

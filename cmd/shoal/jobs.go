@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/coord"
 )
 
 func init() {
@@ -242,6 +243,14 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, 
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "job %s: %s, %d ranks\n", j.ID, j.State, j.Spec.Ranks)
+	switch {
+	case j.Interval != nil:
+		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(*j.Interval))
+	case j.Spec.CheckpointAuto:
+		fmt.Fprintln(stdout, "checkpoints: auto, none reported yet")
+	case j.Spec.Farm == nil:
+		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(api.CheckpointInterval{Every: j.Spec.CheckpointInterval}))
+	}
 	if traffic {
 		showTraffic(j, stdout)
 	}

@@ -27,11 +27,13 @@ func init() {
 
 const runUsage = `Usage: shoal run -n N [flags] [--] PROGRAM [ARGS]
 
-Runs PROGRAM as an MPI job of N ranks through Open MPI's mpirun. The program
-checkpoints through libshoal; when a rank dies of a signal, the job is relaunched
-from its newest complete checkpoint epoch. When an agent runs on this machine (or
-$SHOAL_AGENT names one), the job goes to it: ranks are spread over the cluster's
-nodes and the program (and every --file) is staged to them. With no agent, shoal run
+Runs PROGRAM as an MPI job of N ranks through Open MPI's mpirun (or MPICH's
+mpiexec, --engine mpich). The program checkpoints through libshoal; when a rank
+dies of a signal, the job is relaunched from its newest complete checkpoint epoch.
+When an agent runs on this machine (or $SHOAL_AGENT names one), the job goes to
+it: ranks are spread over the cluster's nodes and the program (and every --file)
+is staged to them; a Python interpreter is not staged but run by its path, which
+every node must have, and its script is staged instead. With no agent, shoal run
 coordinates the job itself on this machine; an agent that refuses the job (a wrong
 secret) is an error, not a reason to run it here instead.
 
@@ -56,7 +58,8 @@ by itself (not retried); 1 shoal could not run the job; 2 usage error;
 
 type runFlags struct {
 	nranks       int
-	ckptInterval time.Duration
+	ckptInterval intervalFlag
+	mtbf         time.Duration
 	maxRestarts  int
 	jobID        string
 	quiet        bool
@@ -66,7 +69,7 @@ type runFlags struct {
 	env          multiFlag
 	relocation   string
 	layout       string
-	replan       bool
+	noReplan     bool
 	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
 	maxOversubscribe float64
 	// ranksPerNode bounds the ranks of any one node (0: no bound).
@@ -94,12 +97,41 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// intervalFlag is --ckpt-interval: auto, or a duration (0: no interval
+// checkpoints).
+type intervalFlag struct {
+	d    time.Duration
+	auto bool
+}
+
+func (f *intervalFlag) String() string {
+	if f.auto {
+		return "auto"
+	}
+	return f.d.String()
+}
+
+func (f *intervalFlag) Set(v string) error {
+	if v == "auto" {
+		*f = intervalFlag{auto: true}
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("want auto or a duration (500ms, 30s, 2m; 0 turns interval checkpoints off)")
+	}
+	*f = intervalFlag{d: d}
+	return nil
+}
+
 func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string, int) {
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&f.nranks, "n", 0, "number of ranks (required, 1 to 65536)")
-	fs.DurationVar(&f.ckptInterval, "ckpt-interval", 30*time.Second, "time between checkpoints (0 turns interval checkpoints off)")
+	f.ckptInterval = intervalFlag{auto: true}
+	fs.Var(&f.ckptInterval, "ckpt-interval", "time between checkpoints: auto (chosen from what a checkpoint costs and how often the cluster loses nodes, Young/Daly's optimum between 1 s and 10 min), or a duration (30s; 0 turns interval checkpoints off)")
+	fs.DurationVar(&f.mtbf, "mtbf", 0, "how often each node fails, for --ckpt-interval auto: one node's mean time between failures (`DURATION`; default: learned from the cluster's record of nodes lost, starting from one a node-hour)")
 	fs.IntVar(&f.maxRestarts, "max-restarts", 3, "how often the job may be relaunched after losing ranks")
 	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix)")
 	fs.BoolVar(&f.local, "local", false, "run on this machine only, even when an agent is running")
@@ -107,13 +139,13 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.StringVar(&f.layout, "layout", "", "where ranks go: the planner's choice (the default), or for comparison blocks (contiguous, in proportion to cores × speed), cyclic (round-robin) or packed (the fewest nodes) (with an agent)")
-	fs.BoolVar(&f.replan, "replan", false, "place the job by the traffic its ranks report: relaunches use it, and the job moves at a checkpoint when a faster layout pays for the move (with an agent)")
+	fs.BoolVar(&f.noReplan, "no-replan", false, "keep the ranks in contiguous blocks in proportion to cores × speed: no placing by the measured links and the traffic the ranks report, and no move at a checkpoint for it (with an agent)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
 	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, up to 64; below 1 spreads them thinner, 0.5 one per two cores (with an agent; this machine alone always allows more)")
 	fs.IntVar(&f.ranksPerNode, "ranks-per-node", 0, "at most `N` ranks on any one node, whatever its cores; 1 spreads them one per node (with an agent; 0: no bound)")
 	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
-	fs.StringVar(&f.engine, "engine", "openmpi", "the MPI that launches the job: openmpi or mpich (mpich on this machine only, for now; the program must be built with MPICH, as build/mpich/ is)")
+	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the agent's --engine, else openmpi")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the agents' retention policy, 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the agents' policy (on this machine alone, like --keep: nothing collects standalone data)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
@@ -137,8 +169,14 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.nranks > api.MaxRanks:
 		fmt.Fprintf(stderr, "shoal run: -n %d: at most %d ranks (docs/api.md says why)\n", f.nranks, api.MaxRanks)
 		return f, nil, exitUsage
-	case f.ckptInterval < 0:
-		fmt.Fprintf(stderr, "shoal run: --ckpt-interval %v: must not be negative\n", f.ckptInterval)
+	case f.ckptInterval.d < 0:
+		fmt.Fprintf(stderr, "shoal run: --ckpt-interval %v: must not be negative\n", f.ckptInterval.d)
+		return f, nil, exitUsage
+	case f.mtbf < 0:
+		fmt.Fprintf(stderr, "shoal run: --mtbf %v: must be positive\n", f.mtbf)
+		return f, nil, exitUsage
+	case f.mtbf > 0 && !f.ckptInterval.auto:
+		fmt.Fprintf(stderr, "shoal run: --mtbf %v: only sets --ckpt-interval auto, not %v\n", f.mtbf, f.ckptInterval.d)
 		return f, nil, exitUsage
 	case f.layout != "" && f.layout != "blocks" && f.layout != "cyclic" && f.layout != "packed":
 		fmt.Fprintf(stderr, "shoal run: --layout %q: want blocks, cyclic or packed\n", f.layout)
@@ -158,7 +196,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.autoRebalance != 0 && !(f.autoRebalance >= 1):
 		fmt.Fprintf(stderr, "shoal run: --auto-rebalance %g: want 0 (off) or a ratio of at least 1\n", f.autoRebalance)
 		return f, nil, exitUsage
-	case !slices.Contains(engine.Names, f.engine):
+	case f.engine != "" && !slices.Contains(engine.Names, f.engine):
 		fmt.Fprintf(stderr, "shoal run: --engine %q: want %s\n", f.engine, strings.Join(engine.Names, " or "))
 		return f, nil, exitUsage
 	case f.maxRestarts < 0:
@@ -224,10 +262,6 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "shoal run: %v\n", err)
 			return exitFailure
 		}
-		if c != nil && f.engine != "openmpi" {
-			fmt.Fprintf(stderr, "shoal run: --engine %s runs jobs on this machine only for now: add --local\n", f.engine)
-			return exitUsage
-		}
 		if c != nil {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
 		}
@@ -257,7 +291,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	wd, _ := os.Getwd()
 	spec := coord.Spec{
 		ID: id, NRanks: f.nranks, Program: program, Args: rest[1:], Workdir: wd,
-		CkptInterval: f.ckptInterval, MaxRestarts: f.maxRestarts, Env: f.env,
+		CkptInterval: f.ckptInterval.d, CkptAuto: f.ckptInterval.auto, NodeMTBF: f.mtbf, MaxRestarts: f.maxRestarts, Env: f.env,
 	}
 	if err := spec.Validate(); err != nil {
 		fmt.Fprintf(stderr, "shoal run: %v\n", err)

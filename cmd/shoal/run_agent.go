@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/coord"
 )
 
 // localAgent returns a client of the agent `shoal run` submits to: $SHOAL_AGENT's when
@@ -111,23 +113,78 @@ func addInputs(ctx context.Context, c *api.Client, spec *api.JobSpec, env, input
 	return -1
 }
 
+// interpreter reports whether program is a Python interpreter (python,
+// python3, python3.12, a virtualenv's), which a cluster job runs in place.
+func interpreter(program string) bool {
+	base := filepath.Base(program)
+	return base == "python" || base == "python3" || strings.HasPrefix(base, "python3.")
+}
+
+// scriptArg is the index of an interpreter's script among its arguments: the
+// first that is not an option, if it names a regular file; else -1 (python -c,
+// python -m, or no script).
+func scriptArg(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			switch a {
+			case "-c", "-m", "-":
+				return -1
+			case "-X", "-W": // an option with a value
+				i++
+			}
+			continue
+		}
+		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
+			return i
+		}
+		return -1
+	}
+	return -1
+}
+
 // runOnCluster submits the job to the local agent, which places it over the
 // cluster, and follows its events until it ends; with --detach it returns once
 // the job is submitted.
 func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	name := filepath.Base(program)
-	prog, err := upload(ctx, c, program, name, 0o755)
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal run: upload %s to the agent: %s\n", program, errorLine(err))
-		return exitFailure
+	name, staged := filepath.Base(program), program
+	args = slices.Clone(args)
+	if interpreter(program) {
+		// A copy of an interpreter leaves its installation (a virtualenv's
+		// packages) behind: it runs by its path, and its script is staged.
+		name, staged = program, ""
+		if i := scriptArg(args); i >= 0 {
+			staged, args[i] = args[i], filepath.Base(args[i])
+		}
+		note := fmt.Sprintf("shoal: %s runs by its path on every node, which must have it (the same installation, or a shared file system)", program)
+		if staged != "" {
+			note += "; " + filepath.Base(staged) + " is staged"
+			if f.jobID == "" {
+				f.jobID = coord.NewJobID(strings.TrimSuffix(filepath.Base(staged), ".py"))
+			}
+		}
+		fmt.Fprintln(stderr, note)
+	}
+	var files []api.File
+	if staged != "" {
+		mode := uint32(0o755)
+		if staged != program {
+			mode = 0o644
+		}
+		file, err := upload(ctx, c, staged, filepath.Base(staged), mode)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal run: upload %s to the agent: %s\n", staged, errorLine(err))
+			return exitFailure
+		}
+		files = append(files, file)
 	}
 	spec := api.JobSpec{
-		ID: f.jobID, Ranks: f.nranks, Argv: append([]string{name}, args...), Files: []api.File{prog},
-		CheckpointInterval: api.Duration(f.ckptInterval), MaxRestarts: f.maxRestarts,
+		ID: f.jobID, Ranks: f.nranks, Argv: append([]string{name}, args...), Files: files,
+		CheckpointInterval: api.Duration(f.ckptInterval.d), CheckpointAuto: f.ckptInterval.auto, MTBF: api.Duration(f.mtbf), MaxRestarts: f.maxRestarts,
 		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
-		Layout: f.layout, Replan: f.replan,
+		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
 		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
 		Keep: f.keepSpec(),
 	}
@@ -140,7 +197,14 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		return exitFailure
 	}
 	if !f.quiet {
-		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s, coordinated by %s\n", job.ID, f.nranks, name, job.Coordinator)
+		what := filepath.Base(name)
+		if staged != "" && staged != program {
+			what += " " + filepath.Base(staged) // python heat.py
+		}
+		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s, coordinated by %s\n", job.ID, f.nranks, what, job.Coordinator)
+		if uses, known := usesLibshoal(program); known && !uses {
+			fmt.Fprintf(stdout, "shoal: %s\n", noCheckpointsNote(program))
+		}
 	}
 	if f.detach {
 		fmt.Fprintln(stdout, job.ID)

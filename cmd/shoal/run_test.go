@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRunArgumentErrors(t *testing.T) {
@@ -32,7 +33,10 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "--local", "-n", "2", "--ranks-per-node", "1", "/bin/true"}, exitUsage, "--ranks-per-node needs an agent"},
 		{[]string{"run", "-n", "2"}, exitUsage, "no program given"},
 		{[]string{"run", "--bogus", "-n", "2", "/bin/true"}, exitUsage, "flag provided but not defined: -bogus"},
-		{[]string{"run", "-n", "2", "--ckpt-interval", "soon", "/bin/true"}, exitUsage, `invalid value "soon" for flag -ckpt-interval`},
+		{[]string{"run", "-n", "2", "--ckpt-interval", "soon", "/bin/true"}, exitUsage, `invalid value "soon" for flag -ckpt-interval: want auto or a duration`},
+		{[]string{"run", "-n", "2", "--ckpt-interval", "-1s", "/bin/true"}, exitUsage, "--ckpt-interval -1s: must not be negative"},
+		{[]string{"run", "-n", "2", "--mtbf", "-1m", "/bin/true"}, exitUsage, "--mtbf -1m0s: must be positive"},
+		{[]string{"run", "-n", "2", "--mtbf", "10m", "--ckpt-interval", "30s", "/bin/true"}, exitUsage, "--mtbf 10m0s: only sets --ckpt-interval auto, not 30s"},
 		{[]string{"run", "-n", "2", "--max-restarts", "-1", "/bin/true"}, exitUsage, "--max-restarts -1"},
 		{[]string{"run", "-n", "2", filepath.Join(dir, "missing")}, exitUsage, "does not exist"},
 		{[]string{"run", "-n", "2", "no-such-program-anywhere"}, exitUsage, `program "no-such-program-anywhere" not found`},
@@ -59,6 +63,27 @@ func TestRunArgumentErrors(t *testing.T) {
 	}
 }
 
+// --ckpt-interval is automatic unless a duration is given; 0 turns interval
+// checkpoints off.
+func TestIntervalFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want intervalFlag
+	}{
+		{nil, intervalFlag{auto: true}},
+		{[]string{"--ckpt-interval", "auto"}, intervalFlag{auto: true}},
+		{[]string{"--ckpt-interval", "30s"}, intervalFlag{d: 30 * time.Second}},
+		{[]string{"--ckpt-interval", "0"}, intervalFlag{}},
+		{[]string{"--ckpt-interval", "2s", "--ckpt-interval", "auto"}, intervalFlag{auto: true}},
+	} {
+		var stdout, stderr bytes.Buffer
+		f, _, code := parseRunFlags(append(append([]string{"-n", "2"}, c.args...), "/bin/true"), &stdout, &stderr)
+		if code != -1 || f.ckptInterval != c.want { // -1: parsed, go on
+			t.Errorf("%q: exit %d, interval %+v, want %+v (%s)", c.args, code, f.ckptInterval, c.want, stderr.String())
+		}
+	}
+}
+
 func TestHelpIsTrue(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"--help"}, &stdout, &stderr); code != exitOK {
@@ -79,7 +104,7 @@ func TestHelpIsTrue(t *testing.T) {
 	if code := run([]string{"run", "--help"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("shoal run --help: exit %d", code)
 	}
-	for _, flag := range []string{"-n ", "-ckpt-interval", "-max-restarts", "-job-id", "-quiet", "-detach", "Exit codes"} {
+	for _, flag := range []string{"-n ", "-ckpt-interval", "-mtbf", "-max-restarts", "-job-id", "-quiet", "-detach", "Exit codes"} {
 		if !strings.Contains(stdout.String(), flag) {
 			t.Errorf("shoal run --help does not mention %q", flag)
 		}
@@ -104,6 +129,37 @@ func TestHelpIsTrue(t *testing.T) {
 	for _, w := range []string{"3 restarts exhausted", "4 no such job (wait, logs, events)", "130 cancelled", "2 usage error"} {
 		if !strings.Contains(stdout.String(), w) {
 			t.Errorf("shoal --help does not mention exit code %q", w)
+		}
+	}
+}
+
+func TestInterpreterScript(t *testing.T) {
+	for prog, want := range map[string]bool{
+		"/usr/bin/python3": true, "/v/bin/python": true, "/usr/bin/python3.11": true,
+		"/x/heat": false, "/usr/bin/python3-config": false, "/x/pythonic": false,
+	} {
+		if got := interpreter(prog); got != want {
+			t.Errorf("interpreter(%s) = %v, want %v", prog, got, want)
+		}
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "heat.py")
+	os.WriteFile(script, []byte("print(1)\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{script, "--size", "8"}, 0},
+		{[]string{"-u", script}, 1},
+		{[]string{"-X", "dev", "-W", "error", script}, 4}, // -X and -W take a value
+		{[]string{"-c", "print(1)"}, -1},
+		{[]string{"-m", "heat"}, -1},
+		{[]string{filepath.Join(dir, "missing.py")}, -1},
+		{[]string{dir}, -1},
+		{nil, -1},
+	} {
+		if got := scriptArg(c.args); got != c.want {
+			t.Errorf("scriptArg(%q) = %d, want %d", c.args, got, c.want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"shoal/internal/jobstore"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
+	"shoal/internal/mtbf"
 	"shoal/internal/pki"
 	"shoal/internal/results"
 	"shoal/internal/retention"
@@ -98,22 +99,25 @@ type Config struct {
 
 // Agent is one running node. Its methods are safe for concurrent use.
 type Agent struct {
-	cfg     Config
-	log     *slog.Logger
-	lock    *dirLock
-	secret  []byte
-	tls     *pki.Identity // this node's certificate, for the API and the job store
-	peers   *api.Clients  // of the other agents, shared for keep-alive
-	links   *linkProber   // this node's measurements of its links
-	members *membership.Membership
-	server  *api.Server
-	launch  *launch.Service
-	shards  *shardstore.Store
-	store   *jobstore.Store
-	apiLn   net.Listener
-	sockLn  net.Listener // the local socket (SocketFile)
-	apiAddr string       // as announced to other nodes
-	local   string       // as written to AddrFile
+	cfg    Config
+	log    *slog.Logger
+	lock   *dirLock
+	secret []byte
+	tls    *pki.Identity // this node's certificate, for the API and the job store
+	peers  *api.Clients  // of the other agents, shared for keep-alive
+	links  *linkProber   // this node's measurements of its links
+	// failures is the cluster's record of node failures as this node saw
+	// them, for the jobs' automatic checkpoint interval.
+	failures mtbf.Record
+	members  *membership.Membership
+	server   *api.Server
+	launch   *launch.Service
+	shards   *shardstore.Store
+	store    *jobstore.Store
+	apiLn    net.Listener
+	sockLn   net.Listener // the local socket (SocketFile)
+	apiAddr  string       // as announced to other nodes
+	local    string       // as written to AddrFile
 
 	beforeLeave atomic.Pointer[func(context.Context) error]
 	ranksDirty  chan struct{} // the launch grants' ranks changed: announce them
@@ -164,7 +168,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember,
-		JobDirs: []string{JobsDir, CkptDir, ResultsDir}, JobRanks: a.jobRanks})
+		JobDirs: []string{JobsDir, CkptDir, ResultsDir}, JobRanks: a.jobRanks, OnGrant: a.newRun})
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +230,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	go a.fence(a.members.Subscribe())
+	go a.recordFailures(a.members.Subscribe())
 	a.links = a.startLinks(cfg.LinkInterval)
 	a.server.SetLinkService(a.links)
 	go a.announceRanks()
@@ -403,6 +408,32 @@ func (a *Agent) isLiveMember(name string) bool {
 	return ok && (n.State == membership.StateAlive || n.State == membership.StateSuspect)
 }
 
+// Failures returns the cluster's record of node failures, as this node has seen
+// them since it started.
+func (a *Agent) Failures() mtbf.Estimate { return a.failures.At(time.Now()) }
+
+// recordFailures keeps the record Failures returns: the live nodes' time, and
+// each node the failure detector declares dead (one that leaves on purpose is
+// no failure).
+func (a *Agent) recordFailures(sub *membership.Subscription) {
+	alive := func() int {
+		n := 0
+		for _, m := range a.members.Nodes() {
+			if m.State == membership.StateAlive || m.State == membership.StateSuspect {
+				n++
+			}
+		}
+		return n
+	}
+	a.failures.Observe(time.Now(), alive())
+	for ev := range sub.C {
+		if ev.Type == membership.EventFailed {
+			a.failures.Failed(ev.Time)
+		}
+		a.failures.Observe(ev.Time, alive())
+	}
+}
+
 // Links returns the links between the live nodes as they measured them, with
 // estimates of the pairs none measured (GET /v1/links?all=true).
 func (a *Agent) Links(ctx context.Context) ([]api.Link, error) {
@@ -543,6 +574,16 @@ func (a *Agent) SetDataService(d api.DataService) { a.server.SetDataService(d) }
 // serves on the shard routes of its API whether or not it runs a coordinator. A
 // coordinator on this node uses it directly for its own node.
 func (a *Agent) Shards() *shardstore.Store { return a.shards }
+
+// newRun is called when a run of job is granted on this node: a checkpoint
+// request still waiting here was made for an earlier run, which ended without
+// taking it (a move's relaunch can follow an interval checkpoint that came
+// first), and the new run's rank 0 must not take it.
+func (a *Agent) newRun(job string) {
+	if err := a.shards.WithdrawRequest(job); err != nil {
+		a.log.Warn("cannot withdraw an earlier run's checkpoint request", "job", job, "err", err)
+	}
+}
 
 // SetBeforeLeave sets the hook run first on a graceful leave (nil: none).
 func (a *Agent) SetBeforeLeave(f func(ctx context.Context) error) {

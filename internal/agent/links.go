@@ -31,7 +31,9 @@ type linkProber struct {
 	kick  chan struct{}
 
 	mu  sync.Mutex
-	row map[string]api.Link // by peer
+	row map[string]api.Link // by peer: links.Best of its recent measures
+	// recent are each peer's last measures (links.Remember).
+	recent map[string][]api.Link
 	// peerRows are the other nodes' rows as last read, for GET
 	// /v1/links?all=true: a row is read again once older than rowTTL.
 	peerRows map[string]peerRow
@@ -57,7 +59,7 @@ func (a *Agent) startLinks(every time.Duration) *linkProber {
 	if every <= 0 {
 		every = DefaultLinkInterval
 	}
-	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]api.Link{}, peerRows: map[string]peerRow{}}
+	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]api.Link{}, recent: map[string][]api.Link{}, peerRows: map[string]peerRow{}}
 	go p.watch(a.members.Subscribe())
 	go p.loop()
 	return p
@@ -115,7 +117,8 @@ func (p *linkProber) round() {
 			continue
 		}
 		p.mu.Lock()
-		p.row[name] = l
+		p.recent[name] = links.Remember(p.recent[name], l, time.Now())
+		p.row[name] = links.Best(p.recent[name])
 		p.mu.Unlock()
 	}
 }
@@ -136,15 +139,18 @@ func (p *linkProber) measure(name, addr string) (api.Link, error) {
 		}
 	}
 	size := int64(probeSmall)
-	took, err := c.ProbeLink(ctx, size)
+	took, krtt, err := c.ProbeLink(ctx, size)
 	if err == nil && took < probeQuick {
 		size = probeLarge
-		took, err = c.ProbeLink(ctx, size)
+		took, krtt, err = c.ProbeLink(ctx, size)
 	}
 	if err != nil {
 		return api.Link{}, err
 	}
 	transfer := max(took-rtt, time.Microsecond)
+	if krtt > 0 && krtt < rtt {
+		rtt = krtt // the link's own, without either server's scheduling
+	}
 	return api.Link{From: p.a.cfg.Name, To: name, RTT: api.Duration(rtt), Bandwidth: float64(size) / transfer.Seconds(), Measured: time.Now()}, nil
 }
 

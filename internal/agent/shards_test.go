@@ -128,6 +128,13 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a.DataDir(), CkptDir, "heat", "request-checkpoint")); err != nil {
 		t.Errorf("request file: %v", err)
 	}
+	// A new run granted on a withdraws the request the earlier run left.
+	if _, err := ca.Grant(ctx, "heat", a.Name(), 1, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a.DataDir(), CkptDir, "heat", "request-checkpoint")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("request file after a new grant: %v, want it gone", err)
+	}
 	writeRankShard(t, b, api.ShardRef{Job: "heat", Epoch: 5, Rank: 0}, testShard(t, "heat", 5, 0, 2, 100))
 	if removed, err := cb.RemoveShardsBefore(ctx, "heat", 5); err != nil || len(removed) != 1 || removed[0] != 3 {
 		t.Errorf("RemoveShardsBefore(5) on b = %v, %v; want [3]", removed, err)

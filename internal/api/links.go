@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"time"
 )
 
-// Link is what a node measured of its link to another: the round trip of a
-// small request and the bandwidth of a larger transfer. Estimated links were
+// Link is what a node measured of its link to another: the round trip (the
+// kernel's, of the probe's TCP connection; else that of a small request) and
+// the bandwidth of a larger transfer. Estimated links were
 // not measured but inferred through a third node (internal/links).
 type Link struct {
 	From      string    `json:"from"`
@@ -115,24 +118,31 @@ func (c *Client) Links(ctx context.Context, all bool) (LinkList, error) {
 }
 
 // ProbeLink calls GET /v1/probe?bytes=n, reads the answer and returns how
-// long the whole request took.
-func (c *Client) ProbeLink(ctx context.Context, n int64) (time.Duration, error) {
+// long the whole request took, and the least round trip the kernel measured
+// on the connection it went over (0 when unknown; see kernelRTT).
+func (c *Client) ProbeLink(ctx context.Context, n int64) (took, rtt time.Duration, err error) {
+	var conn net.Conn
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { conn = i.Conn }})
 	req, err := c.request(ctx, "GET", "/v1/probe?bytes="+strconv.FormatInt(n, 10), nil, "", 0)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	start := time.Now()
 	resp, err := c.send(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	got, err := io.Copy(io.Discard, resp.Body)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if got != n {
-		return 0, fmt.Errorf("%w: probe of %d bytes answered %d", ErrBadGateway, n, got)
+		return 0, 0, fmt.Errorf("%w: probe of %d bytes answered %d", ErrBadGateway, n, got)
 	}
-	return time.Since(start), nil
+	took = time.Since(start)
+	if conn != nil {
+		rtt = kernelRTT(conn)
+	}
+	return took, rtt, nil
 }

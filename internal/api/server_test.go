@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -342,7 +343,7 @@ func TestErrors(t *testing.T) {
 		{"oversubscription negative", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "max_oversubscribe": -0.5}`, 400, "max_oversubscribe -0.5"},
 		{"ranks per node negative", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "ranks_per_node": -1}`, 400, "ranks_per_node -1: want 0 (no bound) to 65536"},
 		{"oversubscription huge", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "max_oversubscribe": 1e300}`, 400, "max_oversubscribe 1e+300"},
-		{"mpich not supported yet", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "engine": "mpich"}`, 400, `engine "mpich": want openmpi`},
+		{"unknown engine", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "engine": "lam"}`, 400, `engine "lam": want openmpi or mpich`},
 		{"job id with a slash", testSecret, "POST", "/v1/jobs", `{"id": "a/b", "ranks": 1, "argv": ["x"]}`, 400, `id "a/b"`},
 		{"bad file name", testSecret, "POST", "/v1/jobs", `{"ranks": 1, "argv": ["x"], "files": [{"name": "../etc/passwd", "sha256": "` + EmptySHA256 + `"}]}`, 400, "files[0].name"},
 		{"too large", testSecret, "POST", "/v1/jobs", big, 413, "larger than 4096 bytes"},
@@ -850,5 +851,24 @@ func TestHealthTellsOnlySignedCallers(t *testing.T) {
 		if got := strings.TrimSpace(string(b)); got != want {
 			t.Errorf("signed request sent %d times: %s, want %s", i+1, got, want)
 		}
+	}
+}
+
+// A link probe reads back the bytes it asked for and the round trip the kernel
+// measured on its TCP connection: positive, and within the whole request's time.
+func TestProbeLinkKernelRTT(t *testing.T) {
+	_, ts, _ := newTestServer(t, false)
+	took, rtt, err := NewClient(ts.URL, testSecret).ProbeLink(context.Background(), 256<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS == "linux" && (rtt <= 0 || rtt > took) {
+		t.Errorf("kernel round trip %v of a probe that took %v: want a positive one within it", rtt, took)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if got := kernelRTT(a); got != 0 {
+		t.Errorf("kernelRTT of a pipe = %v, want 0 (no TCP)", got)
 	}
 }

@@ -103,10 +103,17 @@ type JobSpec struct {
 	// submitting node (PUT /v1/files/{sha256}).
 	Files              []File            `json:"files,omitempty"`
 	Env                map[string]string `json:"env,omitempty"`
-	Engine             string            `json:"engine,omitempty"` // "openmpi" (the default and, for now, the only one)
+	Engine             string            `json:"engine,omitempty"` // "openmpi" (the default) or "mpich"
 	CheckpointInterval Duration          `json:"checkpoint_interval,omitzero"`
-	MaxRestarts        int               `json:"max_restarts,omitempty"`
-	MaxOversubscribe   float64           `json:"max_oversubscribe,omitempty"` // ranks per core allowed (0.5: one per two cores); 0: 1
+	// CheckpointAuto has libshoal choose the interval between checkpoints from
+	// their cost and the cluster's failure record (--ckpt-interval auto);
+	// CheckpointInterval is then unset.
+	CheckpointAuto bool `json:"checkpoint_auto,omitzero"`
+	// MTBF is each node's mean time between failures as the user gives it
+	// (--mtbf), for CheckpointAuto; unset, the cluster's failure record says.
+	MTBF             Duration `json:"mtbf,omitzero"`
+	MaxRestarts      int      `json:"max_restarts,omitempty"`
+	MaxOversubscribe float64  `json:"max_oversubscribe,omitempty"` // ranks per core allowed (0.5: one per two cores); 0: 1
 	// RanksPerNode bounds the ranks of any one node, whatever its cores: 1
 	// spreads them one per node. 0: no bound but MaxOversubscribe's.
 	RanksPerNode int `json:"ranks_per_node,omitempty"`
@@ -131,12 +138,13 @@ type JobSpec struct {
 	// cores × speed), "cyclic" (rank i to the i-th node in turn) or "packed"
 	// (nodes filled to their slots in name order: the fewest nodes).
 	Layout string `json:"layout,omitempty"`
-	// Replan places the job by the traffic learned while it runs: its
-	// relaunches use the profile, and when the profile shows a layout faster
-	// by more than a move costs, the job moves there at a checkpoint. Off by
-	// default: the compute a profile measures is the time outside MPI calls,
-	// which ranks waiting for a core spend inside them (docs/architecture.md).
-	Replan bool `json:"replan,omitzero"`
+	// NoReplan keeps the job out of the planner: its ranks go in contiguous
+	// blocks in proportion to cores × speed, they count no traffic, and the
+	// job never moves for it. By default the planner places the job by the
+	// measured links and the traffic learned while it runs: relaunches use
+	// the profile, and when it shows a layout faster by more than a move
+	// costs, the job moves there at a checkpoint.
+	NoReplan bool `json:"no_replan,omitzero"`
 	// Keep is how long every node keeps the job's data (shards, job and
 	// coordinator directories, cached files) after the job ends: 0 means the
 	// agents' retention policy for how it ended (docs/retention.md);
@@ -251,6 +259,9 @@ type Job struct {
 	// Plan says why the ranks are where they are, and what the planner
 	// predicted of that layout; nil before the first placement.
 	Plan *PlanInfo `json:"plan,omitempty"`
+	// Interval is the time between the job's checkpoints as its rank 0 last
+	// reported it, with why when libshoal chose it; nil until reported.
+	Interval *CheckpointInterval `json:"interval,omitempty"`
 	// Traffic is the job's traffic as its ranks reported it (libshoal counts
 	// what each rank sends), kept so that every placement uses it, a new
 	// coordinator's included; nil until every rank has reported.
@@ -270,6 +281,24 @@ type TrafficProfile struct {
 	// calls, averaged over the ranks.
 	MPIFraction float64   `json:"mpi_fraction"`
 	Measured    time.Time `json:"measured"`
+}
+
+// CheckpointInterval is the time between a job's checkpoints, as libshoal's
+// rank 0 chose it (the job directory's interval file, docs/launcher-protocol.md).
+type CheckpointInterval struct {
+	Every Duration `json:"every"` // 0: no interval checkpoints
+	// Auto is set when libshoal chose it: Young/Daly's optimum for the
+	// checkpoints' Cost and the job's MTBF (docs/libshoal.md).
+	Auto bool `json:"auto,omitzero"`
+	// Cost is what a checkpoint blocked rank 0, a weighted mean of the run's
+	// checkpoints (0 before the first).
+	Cost Duration `json:"cost,omitzero"`
+	// MTBF is the job's mean time between failures the launch gave it (auto only).
+	MTBF Duration `json:"mtbf,omitzero"`
+	// Record is what the MTBF rests on: the cluster's failure record when the
+	// run was launched, "2 nodes failed in 5h0m0s of node time" (set by the
+	// coordinator, in the job's record).
+	Record string `json:"record,omitempty"`
 }
 
 // MaxFlows bounds a [TrafficProfile]: the busiest pairs are kept.
@@ -444,6 +473,9 @@ type ShardIndex struct {
 	// Traffic is what the job's ranks on this node reported of their traffic
 	// (not part of the tag: it changes with every checkpoint anyway).
 	Traffic []RankTraffic `json:"traffic,omitempty"`
+	// Interval is the checkpoint interval the job's rank 0 on this node uses,
+	// as it last reported it (not part of the tag: it changes at checkpoints).
+	Interval *CheckpointInterval `json:"interval,omitempty"`
 	// Tag names what the index says, as [ShardIndex.ComputeTag] digests it: a
 	// client passes it back as ?known= to wait for the next change.
 	Tag string `json:"tag"`

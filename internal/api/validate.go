@@ -40,9 +40,8 @@ const MaxOversubscribe = 64
 // ValidSHA256 reports whether s is a hex SHA-256 in lower case.
 func ValidSHA256(s string) bool { return len(s) == 64 && isHex(s) }
 
-// Engines are the accepted JobSpec.Engine values ("" means the first). MPICH is not
-// supported yet.
-var Engines = []string{"openmpi"}
+// Engines are the accepted JobSpec.Engine values ("" means the first).
+var Engines = []string{"openmpi", "mpich"}
 
 // Validate reports every problem of the spec in one error wrapping
 // [ErrBadRequest], naming each field, separated by "; ".
@@ -120,6 +119,15 @@ func (s JobSpec) Validate() error {
 	}
 	if s.CheckpointInterval < 0 {
 		bad("checkpoint_interval %v: want ≥ 0", s.CheckpointInterval)
+	}
+	if s.CheckpointAuto && s.CheckpointInterval != 0 {
+		bad("checkpoint_auto with checkpoint_interval %v: want one of them", s.CheckpointInterval)
+	}
+	if s.MTBF < 0 {
+		bad("mtbf %v: want > 0, or unset for the cluster's failure record", s.MTBF)
+	}
+	if s.MTBF > 0 && !s.CheckpointAuto {
+		bad("mtbf %v without checkpoint_auto: it only sets the automatic interval", s.MTBF)
 	}
 	if s.MaxRestarts < 0 {
 		bad("max_restarts %d: want ≥ 0", s.MaxRestarts)

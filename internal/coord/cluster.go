@@ -12,6 +12,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/mtbf"
 	"shoal/internal/place"
 )
 
@@ -39,6 +40,8 @@ type clusterBackend struct {
 	// earlier run's.
 	trafficGen, replanWeighed int
 	launchEpoch               uint64
+	// trafficOn is the placement the ranks ran in when they reported traffic.
+	trafficOn place.Placement
 
 	// mu guards the fields below up to run, and the measures of progress and
 	// costs further down: the copies under way and the watch share them.
@@ -69,8 +72,10 @@ type clusterBackend struct {
 
 	// What a rebalance is weighed with, measured on this job (under mu: the
 	// watch notes progress), and what was last weighed (job goroutine only).
-	launchAt    time.Time     // when the current run's placement was made (this node's clock)
-	progBase    time.Time     // the time of the report on rank 0's node before the launch
+	launchAt time.Time // when the current run's placement was made (this node's clock)
+	progBase time.Time // the time of the report on rank 0's node before the launch
+	// mtbfRecord says what the current run's SHOAL_MTBF rests on (auto interval).
+	mtbfRecord  string
 	restartCost time.Duration // the last launch: placement to the first progress report
 	ckptCost    time.Duration // the newest complete epoch: written to durable
 	progFirst   *api.Progress // the current run's first progress report
@@ -203,6 +208,15 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	if err := b.stage(ctx, info, byNode, restartEpoch); err != nil {
 		return engine.Launch{}, nil, "", err
 	}
+	if b.j.spec.CkptAuto {
+		var rec mtbf.Estimate
+		if b.s.cfg.Failures != nil {
+			rec = b.s.cfg.Failures()
+		}
+		node, why := b.j.spec.nodeMTBF(rec)
+		env = append(env, mtbfEnv(node, len(byNode)))
+		b.mtbfRecord = why
+	}
 	l, launcherEnv, err := b.s.launchFiles(info, p, live, env)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
@@ -237,6 +251,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 		b.replicate(ctx)
 		b.markComplete(ctx)
 		b.reportProgress()
+		b.reportInterval()
 	}
 	joined := false
 	if key := liveKey(nodes); err == nil && key != b.liveKey {

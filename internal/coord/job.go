@@ -34,12 +34,17 @@ type Spec struct {
 	// CkptInterval is the time between checkpoints libshoal takes; 0 turns interval
 	// checkpoints off (the program may still call shoal_checkpoint).
 	CkptInterval time.Duration
+	// CkptAuto has libshoal choose the interval (SHOAL_CKPT_INTERVAL=auto) from
+	// the checkpoints' cost and the job's mean time between failures, which the
+	// backend gives it (SHOAL_MTBF); CkptInterval is then 0.
+	CkptAuto bool
+	// NodeMTBF is each node's mean time between failures as the user gives it
+	// (--mtbf), for CkptAuto; 0 takes the cluster's failure record's estimate.
+	NodeMTBF time.Duration
 	// MaxRestarts bounds how often a job is relaunched after losing ranks.
 	MaxRestarts int
-	// Traffic has libshoal count what the ranks send (docs/traffic.md): for
-	// jobs placed by their traffic (--replan), its only reader. Its sampler
-	// thread wakes each rank 100 times a second, which oversubscribed ranks
-	// pay for: a graceful leave onto 2 nodes went from 44 s to 113-157 s.
+	// Traffic has libshoal count what the ranks send (docs/traffic.md); jobs
+	// kept out of the planner (--no-replan) do not, as nothing reads it.
 	Traffic bool
 }
 
@@ -56,8 +61,14 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: no program", ErrBadSpec)
 	case s.CkptInterval < 0:
 		return fmt.Errorf("%w: checkpoint interval %v is negative", ErrBadSpec, s.CkptInterval)
+	case s.CkptAuto && s.CkptInterval != 0:
+		return fmt.Errorf("%w: checkpoint interval %v and auto: want one of them", ErrBadSpec, s.CkptInterval)
 	case s.MaxRestarts < 0:
 		return fmt.Errorf("%w: max restarts = %d is negative", ErrBadSpec, s.MaxRestarts)
+	case s.NodeMTBF < 0:
+		return fmt.Errorf("%w: mtbf %v is negative", ErrBadSpec, s.NodeMTBF)
+	case s.NodeMTBF > 0 && !s.CkptAuto:
+		return fmt.Errorf("%w: mtbf %v is for an automatic checkpoint interval, not %v", ErrBadSpec, s.NodeMTBF, s.CkptInterval)
 	}
 	return nil
 }
@@ -94,6 +105,7 @@ const (
 	EventAppFailure = "app-failure" // the program failed by itself
 	EventNodes      = "nodes"       // too few nodes: waiting for joins, or oversubscribing
 	EventRebalance  = "rebalance"   // a rebalance weighed and not done
+	EventInterval   = "interval"    // libshoal chose a new checkpoint interval (auto)
 	EventDone       = "finished"
 	EventInternal   = "internal-error" // a bug in the coordinator, reported rather than fatal
 )

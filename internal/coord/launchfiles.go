@@ -30,8 +30,12 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 	rankfile := filepath.Join(runDir, "rankfile")
 	nodesFile := filepath.Join(runDir, "rsh-nodes.json")
 	nodesJSON, _ := json.Marshal(rshNodes)
+	hosts := place.Hostfile(p)
+	if info.Spec.Engine == "mpich" {
+		hosts = place.MachineFile(p) // Hydra places by the file alone: it has no rankfile
+	}
 	for path, content := range map[string][]byte{
-		hostfile: []byte(place.Hostfile(p)), rankfile: []byte(place.Rankfile(p, cores)), nodesFile: nodesJSON,
+		hostfile: []byte(hosts), rankfile: []byte(place.Rankfile(p, cores)), nodesFile: nodesJSON,
 	} {
 		if err := os.WriteFile(path, content, 0o644); err != nil {
 			return engine.Launch{}, nil, err
@@ -54,6 +58,18 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 		NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
 		RshAgent: s.cfg.ShoalBin + " rsh", Oversubscribe: over, Env: env,
+	}
+	if self, ok := live[s.cfg.Node]; ok {
+		l.LocalAddr, _, _ = net.SplitHostPort(self.Addr)
+	}
+	if info.Spec.Engine == "mpich" {
+		// Hydra's -launcher-exec names one executable and takes no arguments.
+		rsh := filepath.Join(runDir, "rsh")
+		script := "#!/bin/sh\nexec " + launch.QuoteWord(s.cfg.ShoalBin) + " rsh \"$@\"\n"
+		if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+			return engine.Launch{}, nil, err
+		}
+		l.RshAgent = rsh
 	}
 	// shoal rsh starts the daemons through this node's agent socket, as the
 	// launcher's user: neither it nor any rank is given the cluster secret.

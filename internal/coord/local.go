@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
+	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/mtbf"
 )
 
 // localBackend runs every rank of a job on this node; shards stay in this node's
@@ -17,12 +20,22 @@ type localBackend struct {
 	dir      ckpt.JobDir
 	complete map[uint64]ckpt.Header // verified complete epochs
 	bad      map[uint64]bool        // epochs whose shards failed verification
+	// mtbfRecord says what the run's SHOAL_MTBF rests on (auto interval).
+	mtbfRecord string
 }
 
 var _ backend = (*localBackend)(nil)
 
 func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
 	j := b.j
+	if j.spec.CkptAuto {
+		node, why := j.spec.nodeMTBF(mtbf.Estimate{}) // one machine keeps no record: the prior
+		if j.spec.NodeMTBF == 0 {
+			why = "the prior, as one machine keeps no failure record"
+		}
+		env = append(env, mtbfEnv(node, 1))
+		b.mtbfRecord = why
+	}
 	l := engine.Launch{
 		NRanks: j.spec.NRanks, Program: j.spec.Program, Args: j.spec.Args, Dir: j.spec.Workdir,
 		Wrapper:       []string{j.cfg.ShoalBin, "exec-rank", "--"},
@@ -38,7 +51,17 @@ func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []s
 func (b *localBackend) watch(ctx context.Context) (<-chan struct{}, func()) { return nil, func() {} }
 
 func (b *localBackend) poll(ctx context.Context) *nodeLoss {
+	before := len(b.complete)
 	b.scanEpochs()
+	// Rank 0 rewrites its interval only at checkpoints: read it when one completed.
+	if len(b.complete) > before && b.j.spec.CkptAuto {
+		if data, err := os.ReadFile(filepath.Join(b.dir.Path(), "interval")); err == nil {
+			if iv := api.ParseIntervalFile(data); iv != nil {
+				iv.Record = b.mtbfRecord
+				b.j.reportInterval(iv)
+			}
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/mtbf"
 )
 
 // Config is how a node runs jobs.
@@ -68,6 +72,8 @@ type job struct {
 	progress int // last progress decile reported
 	// progressFile is where rank 0 reports progress, when it runs on this node.
 	progressFile string
+	// interval is the automatic checkpoint interval last announced.
+	interval *api.CheckpointInterval
 }
 
 // Run runs spec on this node until it succeeds, fails or ctx is cancelled, relaunching
@@ -309,9 +315,13 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	if j.spec.Traffic {
 		traffic = "1"
 	}
+	interval := strconv.FormatFloat(j.spec.CkptInterval.Seconds(), 'f', -1, 64)
+	if j.spec.CkptAuto {
+		interval = "auto" // and the backend adds SHOAL_MTBF for the nodes it places on
+	}
 	env := []string{
 		"SHOAL_JOB=" + j.spec.ID,
-		"SHOAL_CKPT_INTERVAL=" + strconv.FormatFloat(j.spec.CkptInterval.Seconds(), 'f', -1, 64),
+		"SHOAL_CKPT_INTERVAL=" + interval,
 		"SHOAL_RESTART_EPOCH=" + strconv.FormatUint(restartEpoch, 10),
 		"SHOAL_EPOCH_BASE=" + strconv.FormatUint(j.be.epochBase(restartEpoch), 10),
 		"SHOAL_TRAFFIC=" + traffic,
@@ -369,7 +379,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 			return
 		}
 		started <- nil
-		copies.Wait()
+		drain(cmd.Process.Pid, &copies, outputGrace, stdout, stderr)
 		err := cmd.Wait()
 		code := 0
 		var ee *exec.ExitError
@@ -410,6 +420,35 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 			return 0, nil, loss, "", nil
 		}
 	}
+}
+
+// outputGrace is how long a launcher's output is read after it exited.
+const outputGrace = 2 * time.Second
+
+// drain returns once the process pid has exited (it is left to be reaped) and
+// its output copies are done, closing the pipes after grace if something the
+// launcher started still holds them open (Hydra's daemon, when its launcher
+// failed): cmd.Wait must not run before the copies end, and they must not wait
+// for processes the launcher left behind.
+func drain(pid int, copies *sync.WaitGroup, grace time.Duration, pipes ...io.Closer) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	copied := make(chan struct{})
+	go func() { copies.Wait(); close(copied) }()
+	select {
+	case <-copied:
+		return
+	case <-time.After(grace):
+	}
+	for _, p := range pipes {
+		p.Close()
+	}
+	<-copied
 }
 
 // stop ends a run: SIGTERM to the launcher's process group, SIGKILL after the grace
@@ -465,6 +504,43 @@ func (j *job) reportProgress(f float64) {
 	}
 }
 
+// reportInterval announces the checkpoint interval libshoal's rank 0 chose
+// (auto): once it knows what a checkpoint costs, and again when the interval
+// changes by a quarter or more. It reports whether it announced.
+func (j *job) reportInterval(iv *api.CheckpointInterval) bool {
+	if iv == nil || !iv.Auto || iv.Cost <= 0 {
+		return false
+	}
+	if last := j.interval; last != nil && math.Abs(float64(iv.Every-last.Every)) < 0.25*float64(last.Every) {
+		return false
+	}
+	j.interval = iv
+	j.event(EventInterval, Event{Message: "checkpoints " + DescribeInterval(*iv)})
+	return true
+}
+
+// DescribeInterval says a checkpoint interval, and why when libshoal chose it:
+// "every 4.5 s (auto: a checkpoint blocks the ranks 12 ms; their nodes lose one
+// every 15m0s: no node failed in 2h0m0s of node time)", the last part its
+// Record, when set.
+func DescribeInterval(iv api.CheckpointInterval) string {
+	switch {
+	case !iv.Auto && iv.Every == 0:
+		return "none at an interval (the program may still call shoal_checkpoint)"
+	case !iv.Auto:
+		return "every " + seconds(time.Duration(iv.Every)) + ", as asked"
+	case iv.Cost == 0:
+		return fmt.Sprintf("every %s (auto: until the first checkpoint's cost is known; their nodes lose one every %s)",
+			seconds(time.Duration(iv.Every)), time.Duration(iv.MTBF).Round(time.Second))
+	}
+	s := fmt.Sprintf("every %s (auto: a checkpoint blocks the ranks %s; their nodes lose one every %s",
+		seconds(time.Duration(iv.Every)), millis(time.Duration(iv.Cost)), time.Duration(iv.MTBF).Round(time.Second))
+	if iv.Record != "" {
+		s += ": " + iv.Record
+	}
+	return s + ")"
+}
+
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
 	mu  sync.Mutex
@@ -512,10 +588,40 @@ func seconds(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
+// millis writes a short time: "0.4 ms", "12 ms", and from a second on as
+// seconds does.
+func millis(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(d)/1e6), ".0") + " ms"
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
+	}
+	return seconds(d)
+}
+
 // plural writes n with a noun, in the plural unless n is 1: "1 restart", "3 restarts".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// nodeMTBF is one node's mean time between failures for a run's SHOAL_MTBF,
+// and what it rests on: the user's --mtbf when given, else the failure record
+// rec.
+func (s Spec) nodeMTBF(rec mtbf.Estimate) (time.Duration, string) {
+	if s.NodeMTBF > 0 {
+		return s.NodeMTBF, "as given with --mtbf"
+	}
+	return rec.NodeMTBF(), rec.String()
+}
+
+// mtbfEnv is the SHOAL_MTBF of a run over nodes nodes whose each fails every
+// node: the job's mean time between failures, in whole seconds, at least 1
+// (libshoal refuses 0).
+func mtbfEnv(node time.Duration, nodes int) string {
+	job := node / time.Duration(max(nodes, 1))
+	return "SHOAL_MTBF=" + strconv.FormatInt(max(int64(job.Seconds()), 1), 10)
 }

@@ -4,16 +4,19 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/mtbf"
 )
 
 // fakeMpirun writes a launcher that, on its n-th start, does runs[n]:
@@ -260,5 +263,111 @@ func TestLoopResume(t *testing.T) {
 				t.Errorf("restarts counted on entering restarting: %v, want %v", c, tt.counted)
 			}
 		})
+	}
+}
+
+// A launcher that exits while a process it started still holds its output (Hydra,
+// when its launcher could not be run) must not hold the job: its output is read
+// until it exits and a grace period more, then the pipes are closed.
+func TestDrainLauncherLeftOutputOpen(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 60 & echo last words")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	var copies sync.WaitGroup
+	copies.Add(1)
+	var out strings.Builder
+	go func() { defer copies.Done(); io.Copy(&out, stdout) }()
+	start := time.Now()
+	drain(cmd.Process.Pid, &copies, 200*time.Millisecond, stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the launcher's exit: %v", err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("drain took %v: it waited for the process left behind", took)
+	}
+	if out.String() != "last words\n" {
+		t.Errorf("output read = %q, want the launcher's last words", out.String())
+	}
+}
+
+// An automatic interval is announced once its cost is known, and again only
+// when it changes by a quarter or more; the message says why.
+func TestReportInterval(t *testing.T) {
+	var got []string
+	j := &job{spec: Spec{ID: "heat"}, out: Output{Events: func(e Event) {
+		if e.Kind == EventInterval {
+			got = append(got, e.Message)
+		}
+	}}}
+	record := "no node failed in 2h0m0s of node time"
+	iv := func(every, cost time.Duration) *api.CheckpointInterval {
+		return &api.CheckpointInterval{Every: api.Duration(every), Auto: true, Cost: api.Duration(cost), MTBF: api.Duration(15 * time.Minute), Record: record}
+	}
+	for _, c := range []struct {
+		iv   *api.CheckpointInterval
+		want bool
+	}{
+		{nil, false},
+		{&api.CheckpointInterval{Every: api.Duration(30 * time.Second)}, false}, // fixed: the user chose it
+		{iv(8*time.Second, 0), false},                                           // cost not known yet
+		{iv(4500*time.Millisecond, 12*time.Millisecond), true},
+		{iv(5*time.Second, 14*time.Millisecond), false}, // 11 % longer
+		{iv(6*time.Second, 20*time.Millisecond), true},  // 33 % longer
+		{iv(4*time.Second, 9*time.Millisecond), true},   // 33 % shorter
+	} {
+		if announced := j.reportInterval(c.iv); announced != c.want {
+			t.Errorf("interval %+v: announced %v, want %v", c.iv, announced, c.want)
+		}
+	}
+	want := "checkpoints every 4.5 s (auto: a checkpoint blocks the ranks 12 ms; their nodes lose one every 15m0s: no node failed in 2h0m0s of node time)"
+	if len(got) != 3 || got[0] != want {
+		t.Errorf("events %q, want 3, the first %q", got, want)
+	}
+	for _, c := range []struct {
+		iv   api.CheckpointInterval
+		want string
+	}{
+		{api.CheckpointInterval{}, "none at an interval (the program may still call shoal_checkpoint)"},
+		{api.CheckpointInterval{Every: api.Duration(30 * time.Second)}, "every 30 s, as asked"},
+		{*iv(8*time.Second, 0), "every 8 s (auto: until the first checkpoint's cost is known; their nodes lose one every 15m0s)"},
+		{*iv(2*time.Minute, 1500*time.Millisecond), "every 2m0s (auto: a checkpoint blocks the ranks 1.5 s; their nodes lose one every 15m0s)"},
+		{*iv(time.Second, 400*time.Microsecond), "every 1 s (auto: a checkpoint blocks the ranks 0.4 ms; their nodes lose one every 15m0s)"},
+	} {
+		c.iv.Record = ""
+		if s := DescribeInterval(c.iv); s != c.want {
+			t.Errorf("DescribeInterval(%+v) = %q, want %q", c.iv, s, c.want)
+		}
+	}
+}
+
+func TestMTBFEnv(t *testing.T) {
+	for _, c := range []struct {
+		rec   mtbf.Estimate
+		nodes int
+		want  string
+	}{
+		{mtbf.Estimate{}, 1, "SHOAL_MTBF=3600"},
+		{mtbf.Estimate{}, 4, "SHOAL_MTBF=900"},
+		{mtbf.Estimate{Failures: 1 << 30}, 4, "SHOAL_MTBF=1"}, // never 0, which libshoal refuses
+	} {
+		node, why := Spec{CkptAuto: true}.nodeMTBF(c.rec)
+		if got := mtbfEnv(node, c.nodes); got != c.want {
+			t.Errorf("mtbfEnv(%v, %d) by %+v = %q, want %q", node, c.nodes, c.rec, got, c.want)
+		}
+		if why != c.rec.String() {
+			t.Errorf("the record %+v is said as %q, want %q", c.rec, why, c.rec.String())
+		}
+	}
+	// The user's --mtbf outweighs the record.
+	node, why := Spec{CkptAuto: true, NodeMTBF: 2 * time.Minute}.nodeMTBF(mtbf.Estimate{Failures: 3})
+	if got := mtbfEnv(node, 4); got != "SHOAL_MTBF=30" || why != "as given with --mtbf" {
+		t.Errorf("--mtbf 2m over 4 nodes: %q (%s), want SHOAL_MTBF=30 as given with --mtbf", got, why)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"shoal/internal/farm"
 	"shoal/internal/files"
 	"shoal/internal/jobstore"
+	"shoal/internal/mtbf"
 )
 
 // Peer is what the coordinator needs of a node's agent (its own included). Methods
@@ -58,7 +59,9 @@ type ServiceConfig struct {
 	Node     string // this node's name
 	DataDir  string // this agent's data dir: files/, jobs/, ckpt/
 	ShoalBin string // the shoal executable (rank wrapper and rsh agent)
-	Engine   engine.Engine
+	// Engine launches the jobs submitted to this node that name none ("": Open
+	// MPI); the job keeps it wherever it is coordinated.
+	Engine string
 	// Nodes returns the cluster's nodes as membership sees them now.
 	Nodes func(ctx context.Context) ([]api.Node, error)
 	// Peer returns a client of another node's agent.
@@ -80,6 +83,10 @@ type ServiceConfig struct {
 	// that a coordinator taking the job over can start from it (see [Resume]).
 	// Never called concurrently for one job; it should return quickly.
 	OnBook func(job string, book EpochBook)
+	// Failures, when set, returns the cluster's record of node failures, from
+	// which a job with an automatic checkpoint interval learns its mean time
+	// between failures at each launch; unset, the record is empty (the prior).
+	Failures func() mtbf.Estimate
 }
 
 // Service is the job coordinator of one agent: it implements [api.JobService] and
@@ -138,14 +145,33 @@ func (r Result) Done() DoneData {
 	return DoneData{State: api.JobState(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
 }
 
+// launchable says why this node cannot launch the MPI job spec, if it cannot.
+// (A task farm's tasks need no MPI launcher.)
+func launchable(spec api.JobSpec) error {
+	if spec.Farm != nil {
+		return nil
+	}
+	launcher, err := engine.ByName(spec.Engine)
+	if err != nil {
+		return err
+	}
+	return launcher.Installed()
+}
+
 // Submit creates a job and starts it. The leader of the job store coordinates
 // it; another node passes the job's files and the request on to the leader.
 func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
+	if spec.Engine == "" { // the node submitted to decides, not the leader
+		spec.Engine = s.cfg.Engine
+	}
 	if !s.leads(ctx) {
 		return s.forwardSubmit(ctx, spec)
 	}
 	if err := s.awaitTaken(ctx); err != nil {
 		return api.Job{}, err
+	}
+	if err := launchable(spec); err != nil {
+		return api.Job{}, fmt.Errorf("%w: node %s coordinates the job and cannot launch it: %v", api.ErrBadRequest, s.cfg.Node, err)
 	}
 	for _, f := range spec.Files {
 		if !s.cache.Has(f.SHA256) {
@@ -261,12 +287,13 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	}
 	spec := Spec{
 		ID: info.ID, NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
-		CkptInterval: time.Duration(info.Spec.CheckpointInterval), MaxRestarts: info.Spec.MaxRestarts,
-		Traffic: info.Spec.Replan,
+		CkptInterval: time.Duration(info.Spec.CheckpointInterval), CkptAuto: info.Spec.CheckpointAuto, NodeMTBF: time.Duration(info.Spec.MTBF), MaxRestarts: info.Spec.MaxRestarts,
+		Traffic: !info.Spec.NoReplan,
 	}
+	launcher, _ := engine.ByName(info.Spec.Engine) // the spec was validated
 	cfg := Config{
 		CkptRoot: filepath.Join(s.cfg.DataDir, "ckpt"), RunRoot: filepath.Join(s.cfg.DataDir, "coord"),
-		ShoalBin: s.cfg.ShoalBin, Engine: s.cfg.Engine, PollInterval: 200 * time.Millisecond, KillGrace: 3 * time.Second,
+		ShoalBin: s.cfg.ShoalBin, Engine: launcher, PollInterval: 200 * time.Millisecond, KillGrace: 3 * time.Second,
 	}
 	out := Output{
 		Stdout: &lineEvents{job: j, typ: "output"},
@@ -304,6 +331,10 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	if resume != nil {
 		cb.seedRun(info.Placement, info.Avoid, resume.Lost)
 		cb.fenceAll(ctx)
+		// This node's record of the complete epochs starts from the book it took
+		// over, not from the first epoch completed under it: a job that ends
+		// before one does still leaves it.
+		cb.writeManifest()
 	}
 	if cb.onBook == nil && s.cfg.Store != nil {
 		// The store keeps the book, so that the next leader resumes from it.

@@ -63,6 +63,27 @@ func (b *clusterBackend) reportProgress() {
 	}
 }
 
+// reportInterval passes on the checkpoint interval rank 0's node reports: to
+// the job's record when it is new or announced anew (see job.reportInterval).
+func (b *clusterBackend) reportInterval() {
+	if len(b.placement) == 0 {
+		return
+	}
+	b.mu.Lock()
+	idx, ok := b.indexes[b.placement[0]]
+	b.mu.Unlock()
+	if !ok || idx.Interval == nil {
+		return
+	}
+	iv := *idx.Interval
+	if iv.Auto {
+		iv.Record = b.mtbfRecord
+	}
+	if b.j.reportInterval(&iv) || b.cj.snapshot().Interval == nil {
+		b.cj.update(func(a *api.Job) { a.Interval = &iv })
+	}
+}
+
 // replicate starts the copies that bring every shard to the copies wanted (see
 // [EpochBook.Replicas]). Copies run in the background: the ranks never wait for
 // them. A copy under way counts: a large shard takes longer than a poll to copy,

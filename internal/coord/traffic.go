@@ -2,6 +2,7 @@ package coord
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,6 +45,7 @@ func (b *clusterBackend) learnTraffic() {
 		return
 	}
 	b.traffic = flows(prof)
+	b.trafficOn = slices.Clone(b.placement)
 	b.trafficGen++
 	b.cj.update(func(a *api.Job) { a.Traffic = prof })
 }

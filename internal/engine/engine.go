@@ -18,6 +18,9 @@ type Engine interface {
 	// Version returns the first line of the launcher's version, or an error naming
 	// the packages that provide it.
 	Version() (string, error)
+	// Installed reports, without running it, whether the launcher is on PATH,
+	// with Version's error when it is not.
+	Installed() error
 }
 
 var (

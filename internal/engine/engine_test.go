@@ -144,3 +144,18 @@ func TestRankStateRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Across hosts, Hydra's ranks must keep their own host's environment (its
+// data directory) and call back to an address, not a host name.
+func TestMPICHCommandAcrossHosts(t *testing.T) {
+	l := Launch{NRanks: 4, Program: "/p", Args: []string{"-x"}, Hostfile: "/h", RshAgent: "/s rsh", LocalAddr: "10.0.0.1", Env: []string{"A=1"}}
+	got := strings.Join(MPICH{}.Command(l).Args, " ")
+	want := "mpiexec.mpich -n 4 -prepend-pattern [1,%r]<stdout>: -f /h -launcher ssh -launcher-exec /s rsh -genvnone -localhost 10.0.0.1 -genv A 1 /p -x"
+	if got != want {
+		t.Errorf("MPICH command\n got %s\nwant %s", got, want)
+	}
+	local := strings.Join(MPICH{}.Command(Launch{NRanks: 2, Program: "/p"}).Args, " ")
+	if strings.Contains(local, "-genvnone") || strings.Contains(local, "-localhost") {
+		t.Errorf("on one host the ranks inherit the launcher's environment: %s", local)
+	}
+}

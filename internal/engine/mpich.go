@@ -31,15 +31,21 @@ func (m MPICH) path() string {
 // process's environment on to every rank, allows more ranks than cores and does not
 // bind them, so Oversubscribe and NoBind need no flag. Hostfile is a Hydra machine
 // file ("host:slots" lines) and Rankfile is not used: Hydra places ranks in the order
-// of the machine file. RshAgent becomes -launcher-exec (Hydra runs it as ssh would be
-// run: AGENT HOST COMMAND...).
+// of the machine file (see place.MachineFile). RshAgent becomes -launcher-exec (Hydra
+// runs it as ssh would be run: AGENT HOST COMMAND...), and then the ranks keep the
+// environment their host's daemon was started with (-genvnone: Hydra would otherwise
+// give every rank this process's, whose data directory is this host's) plus Env;
+// LocalAddr becomes -localhost, the address Hydra's daemons call back.
 func (m MPICH) Command(l Launch) *exec.Cmd {
 	args := []string{"-n", strconv.Itoa(l.NRanks), "-prepend-pattern", "[1,%r]<stdout>:"}
 	if l.Hostfile != "" {
 		args = append(args, "-f", l.Hostfile)
 	}
 	if l.RshAgent != "" {
-		args = append(args, "-launcher", "ssh", "-launcher-exec", l.RshAgent)
+		args = append(args, "-launcher", "ssh", "-launcher-exec", l.RshAgent, "-genvnone")
+	}
+	if l.LocalAddr != "" {
+		args = append(args, "-localhost", l.LocalAddr)
 	}
 	if l.Dir != "" {
 		args = append(args, "-wdir", l.Dir)
@@ -56,15 +62,22 @@ func (m MPICH) Command(l Launch) *exec.Cmd {
 	return cmd
 }
 
+// Installed implements [Engine].
+func (m MPICH) Installed() error {
+	if _, err := exec.LookPath(m.path()); err != nil {
+		return fmt.Errorf("engine: %s not found (install MPICH: apt-get install mpich libmpich-dev)", m.path())
+	}
+	return nil
+}
+
 // Version implements [Engine].
 func (m MPICH) Version() (string, error) {
-	path, err := exec.LookPath(m.path())
-	if err != nil {
-		return "", fmt.Errorf("engine: %s not found (install MPICH: apt-get install mpich libmpich-dev)", m.path())
+	if err := m.Installed(); err != nil {
+		return "", err
 	}
-	out, err := exec.Command(path, "--version").Output()
+	out, err := exec.Command(m.path(), "--version").Output()
 	if err != nil {
-		return "", fmt.Errorf("engine: %s --version: %w", path, err)
+		return "", fmt.Errorf("engine: %s --version: %w", m.path(), err)
 	}
 	// Hydra's first line is "HYDRA build details:"; the version is on the next.
 	for _, line := range strings.Split(string(out), "\n") {

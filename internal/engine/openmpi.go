@@ -26,6 +26,10 @@ type Launch struct {
 	Rankfile string
 	// RshAgent is what mpirun runs instead of ssh to start its daemons on other hosts.
 	RshAgent string
+	// LocalAddr is the launching node's address as the other hosts reach it,
+	// for a launcher whose daemons would otherwise call back to its host name
+	// (Hydra's), which a cluster of Shoal nodes need not resolve.
+	LocalAddr string
 	// Oversubscribe lets mpirun start more ranks on a host than it has cores; binding is
 	// then turned off and waiting ranks yield the CPU, or they would spin against each
 	// other on the same cores.
@@ -100,9 +104,16 @@ func (o OpenMPI) Command(l Launch) *exec.Cmd {
 // Version returns the first line of `mpirun --version`, or an error saying that Open
 // MPI is missing.
 func (o OpenMPI) Version() (string, error) {
-	path, err := exec.LookPath(o.path())
-	if err != nil {
-		return "", fmt.Errorf("engine: %s not found (install Open MPI: apt-get install openmpi-bin libopenmpi-dev)", o.path())
+	if err := o.Installed(); err != nil {
+		return "", err
 	}
-	return firstLine(path, "--version")
+	return firstLine(o.path(), "--version")
+}
+
+// Installed implements [Engine].
+func (o OpenMPI) Installed() error {
+	if _, err := exec.LookPath(o.path()); err != nil {
+		return fmt.Errorf("engine: %s not found (install Open MPI: apt-get install openmpi-bin libopenmpi-dev)", o.path())
+	}
+	return nil
 }

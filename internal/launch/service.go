@@ -87,6 +87,11 @@ type Config struct {
 	// without the service's lock held and may come concurrently: read Ranks for
 	// the latest count.
 	OnRanks func()
+	// OnGrant, if set, is called for a job once its grant is in place, before
+	// any daemon of the run it is for can start: the agent withdraws requests
+	// left for an earlier run of the job (a relaunch's hold must not hold the
+	// relaunched ranks).
+	OnGrant func(job string)
 }
 
 // Service starts MPI daemons on this node for jobs that a coordinator has
@@ -200,6 +205,9 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration, o
 	s.grants[job] = g
 	s.mu.Unlock()
 	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ranks", ranks, "ttl", ttl, "owner", owner.String())
+	if s.cfg.OnGrant != nil {
+		s.cfg.OnGrant(job)
+	}
 	s.ranksChanged()
 	return api.Grant{Job: job, Coordinator: coordinator, Ranks: ranks, Expires: g.expires}, nil
 }

@@ -5,13 +5,19 @@
 //
 // # Probes
 //
-// Every node measures its links to its peers: the round trip of a small
-// request (the least of three) and the bandwidth of a transfer from the peer
+// Every node measures its links to its peers: the round trip (the kernel's, of
+// the probe's TCP connection, which no busy process delays; else the least of
+// three small requests') and the bandwidth of a transfer from the peer
 // (256 KiB, or 4 MiB when that took under 50 ms). A round probes at most
 // [PerRound] peers, those measured longest ago first, so a node joining a
 // cluster of n nodes has its row complete after ⌈(n−1)/PerRound⌉ rounds, and a
 // round of the whole cluster costs n·min(n−1, PerRound) probes instead of
 // n·(n−1). Rounds come at the agent's interval and soon after a node joins.
+//
+// Load on either node only adds to a round trip and takes from a transfer, so a
+// link is the least round trip and the greatest bandwidth of its last [Keep]
+// measures within [Window] ([Best]): a probe taken while a job keeps both
+// nodes' cores busy does not make the link look slower than it is.
 //
 // # Estimates
 //
@@ -24,6 +30,7 @@
 package links
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -119,10 +126,58 @@ func Complete(nodes []string, measured []api.Link) []api.Link {
 	return out
 }
 
+// alike is how far apart two measures of links may be and still be taken for
+// the same: probes of equal links read up to 9 times apart when one was taken
+// while a job kept the machine busy (a node joined during a relaunch read
+// 613 Mbit/s beside 5551 over equal veth links on the testbed), and the links
+// the planner must tell apart (a LAN from a site's uplink or Wi-Fi) differ
+// tenfold or more.
+const alike = 10.0
+
 // ForPlanner turns links into the planner's: one-way latency is half the round
-// trip; a pair measured both ways takes the slower direction's bandwidth and
-// the longer round trip.
+// trip; a pair measured both ways takes the faster direction's bandwidth and
+// the shorter round trip, since load only slows a probe and the two directions
+// are the same wire (a node just joined reads 30 times slower one way than the
+// other while its agent and the job's ranks start). Measures within a factor of alike of each other are
+// then made equal (see evenOut), so that the planner moves no rank for the
+// noise between equal links.
 func ForPlanner(links []api.Link) place.Links {
+	out := forPlanner(links)
+	lat := make([]float64, 0, len(out))
+	bw := make([]float64, 0, len(out))
+	for _, l := range out {
+		lat = append(lat, l.Latency)
+		bw = append(bw, l.Bandwidth)
+	}
+	latOf, bwOf := evenOut(lat, alike), evenOut(bw, alike)
+	for k, l := range out {
+		out[k] = place.Link{Latency: latOf[l.Latency], Bandwidth: bwOf[l.Bandwidth]}
+	}
+	return out
+}
+
+// evenOut groups values, from the smallest up, into runs whose largest is at
+// most factor times their smallest, and maps each value to its run's median
+// (the lower middle one of an even run).
+func evenOut(values []float64, factor float64) map[float64]float64 {
+	vs := slices.Clone(values)
+	slices.Sort(vs)
+	out := make(map[float64]float64, len(vs))
+	for i := 0; i < len(vs); {
+		j := i
+		for j < len(vs) && vs[j] <= vs[i]*factor {
+			j++
+		}
+		mid := vs[i+(j-i-1)/2]
+		for _, v := range vs[i:j] {
+			out[v] = mid
+		}
+		i = j
+	}
+	return out
+}
+
+func forPlanner(links []api.Link) place.Links {
 	out := place.Links{}
 	for _, l := range links {
 		k := place.NodePair{A: l.From, B: l.To}
@@ -131,10 +186,40 @@ func ForPlanner(links []api.Link) place.Links {
 		}
 		pl := place.Link{Latency: time.Duration(l.RTT).Seconds() / 2, Bandwidth: l.Bandwidth}
 		if old, ok := out[k]; ok {
-			pl.Latency = max(pl.Latency, old.Latency)
-			pl.Bandwidth = min(pl.Bandwidth, old.Bandwidth)
+			pl.Latency = min(pl.Latency, old.Latency)
+			pl.Bandwidth = max(pl.Bandwidth, old.Bandwidth)
 		}
 		out[k] = pl
 	}
 	return out
+}
+
+// A link's recent measures: at most Keep, none older than Window.
+const (
+	Keep   = 4
+	Window = 30 * time.Minute
+)
+
+// Remember adds measure l to h, a link's recent measures (oldest first), and
+// drops those beyond Keep or older than Window at now.
+func Remember(h []api.Link, l api.Link, now time.Time) []api.Link {
+	h = append(h, l)
+	if len(h) > Keep {
+		h = h[len(h)-Keep:]
+	}
+	for len(h) > 1 && now.Sub(h[0].Measured) > Window {
+		h = h[1:]
+	}
+	return slices.Clone(h)
+}
+
+// Best is the link that recent measures h (oldest first, not empty) describe:
+// the least round trip and the greatest bandwidth among them, as of the newest.
+func Best(h []api.Link) api.Link {
+	b := h[len(h)-1]
+	for _, l := range h {
+		b.RTT = min(b.RTT, l.RTT)
+		b.Bandwidth = max(b.Bandwidth, l.Bandwidth)
+	}
+	return b
 }

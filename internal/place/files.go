@@ -21,6 +21,24 @@ func Rankfile(p Placement, cores map[string]int) string {
 	return b.String()
 }
 
+// MachineFile renders p as an MPICH Hydra machine file: a "HOST:N" line for
+// each run of consecutive ranks on one host, in rank order. Hydra gives the
+// first line's N ranks to its host, the next line's to the next, so any
+// placement is kept, cyclic ones included (a host named on two lines gets a
+// daemon for each).
+func MachineFile(p Placement) string {
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		j := i
+		for j < len(p) && p[j] == p[i] {
+			j++
+		}
+		fmt.Fprintf(&b, "%s:%d\n", p[i], j-i)
+		i = j
+	}
+	return b.String()
+}
+
 // Hostfile renders the hosts of p as an Open MPI hostfile, in order of first rank:
 // "HOST slots=N" with N the ranks placed there.
 func Hostfile(p Placement) string {

@@ -156,6 +156,22 @@ func TestRankfileAndHostfile(t *testing.T) {
 	}
 }
 
+func TestMachineFile(t *testing.T) {
+	for _, c := range []struct {
+		p    Placement
+		want string
+	}{
+		{nil, ""},
+		{Placement{"n1", "n1", "n1", "n2"}, "n1:3\nn2:1\n"},
+		{Placement{"a", "b", "a", "b"}, "a:1\nb:1\na:1\nb:1\n"}, // cyclic: a line per run
+		{Placement{"n2", "n2", "n1", "n1", "n4", "n4"}, "n2:2\nn1:2\nn4:2\n"},
+	} {
+		if got := MachineFile(c.p); got != c.want {
+			t.Errorf("MachineFile(%v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
 func TestCyclic(t *testing.T) {
 	nodes := []Node{{Name: "b", Cores: 1}, {Name: "a", Cores: 3}, {Name: "c", Cores: 2}}
 	p, err := Cyclic(nodes, 6, Options{})

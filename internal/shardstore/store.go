@@ -237,8 +237,19 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 	s.prune(job, seen)
 	idx.Progress = readProgress(filepath.Join(jd.Path(), "progress"))
 	idx.Traffic = readTraffic(filepath.Join(jd.Path(), "traffic"))
+	idx.Interval = readInterval(filepath.Join(jd.Path(), "interval"))
 	idx.Tag = idx.ComputeTag()
 	return idx, nil
+}
+
+// readInterval reads the interval file libshoal's rank 0 keeps in the job's
+// directory; missing or malformed means unknown.
+func readInterval(path string) *api.CheckpointInterval {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return api.ParseIntervalFile(b)
 }
 
 // readTraffic reads the traffic files libshoal's ranks keep in dir
@@ -795,6 +806,19 @@ func (s *Store) RequestCheckpoint(job string) error { return s.request(job, "") 
 // launcher stops them: the relaunch that follows loses no work
 // (docs/launcher-protocol.md).
 func (s *Store) RequestHold(job string) error { return s.request(job, "hold\n") }
+
+// WithdrawRequest removes the job's checkpoint request, if one waits: a new run
+// of the job must not take a request made for an earlier one.
+func (s *Store) WithdrawRequest(job string) error {
+	if err := checkJob(job); err != nil {
+		return err
+	}
+	err := os.Remove(filepath.Join(s.jobDir(job).Path(), RequestFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
 
 func (s *Store) request(job, content string) error {
 	if err := checkJob(job); err != nil {

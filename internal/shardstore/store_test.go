@@ -497,6 +497,14 @@ func TestRequestCheckpoint(t *testing.T) {
 	if err := s.RequestCheckpoint(".."); !errors.Is(err, api.ErrBadRequest) {
 		t.Errorf("RequestCheckpoint(..): %v, want ErrBadRequest", err)
 	}
+	for i := 0; i < 2; i++ { // withdrawing none is no error
+		if err := s.WithdrawRequest("heat"); err != nil {
+			t.Errorf("WithdrawRequest #%d: %v", i+1, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "heat", RequestFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("request after WithdrawRequest: %v, want it gone", err)
+	}
 }
 
 // TestMappedFileShrinks: a shard truncated while it is verified through its
@@ -700,5 +708,42 @@ func TestIndexTraffic(t *testing.T) {
 	}
 	if !reflect.DeepEqual(idx.Traffic, want) {
 		t.Errorf("index traffic = %+v, want %+v", idx.Traffic, want)
+	}
+}
+
+// The index carries the interval rank 0 reported in the job's interval file;
+// a malformed file is unknown, not an error.
+func TestIndexInterval(t *testing.T) {
+	s := New(t.TempDir())
+	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 2, 100))
+	path := filepath.Join(s.jobDir("heat").Path(), "interval")
+	for _, c := range []struct {
+		line string
+		want *api.CheckpointInterval
+	}{
+		{"interval 4.5 auto 1 cost 0.0125 mtbf 900\n", &api.CheckpointInterval{Every: api.Duration(4500 * time.Millisecond), Auto: true,
+			Cost: api.Duration(12500 * time.Microsecond), MTBF: api.Duration(15 * time.Minute)}},
+		{"interval 30 auto 0 cost 0 mtbf 0\n", &api.CheckpointInterval{Every: api.Duration(30 * time.Second)}},
+		{"interval 0 auto 0 cost 0 mtbf 0\n", &api.CheckpointInterval{}},
+		{"interval 4.5 auto 2 cost 0 mtbf 0\n", nil},
+		{"interval -1 auto 0 cost 0 mtbf 0\n", nil},
+		{"interval 4.5 auto 1 cost 0.01\n", nil},
+		{"interval NaN auto 1 cost 0.01 mtbf 9\n", nil},
+		{"", nil},
+	} {
+		if err := os.WriteFile(path, []byte(c.line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		idx, err := s.Index("heat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(idx.Interval, c.want) {
+			t.Errorf("%q: interval %+v, want %+v", c.line, idx.Interval, c.want)
+		}
+	}
+	os.Remove(path)
+	if idx, _ := s.Index("heat"); idx.Interval != nil {
+		t.Errorf("no interval file: %+v", idx.Interval)
 	}
 }

@@ -13,7 +13,9 @@
  *   SHOAL_DIR            where shards go (default ./shoal-ckpt)
  *   SHOAL_JOB            job id (default: the program's file name)
  *   SHOAL_CKPT_INTERVAL  seconds between checkpoints, or a duration like 500ms, 30s, 2m
- *                        (default 30s; 0 disables interval checkpoints)
+ *                        (default 30s; 0 disables interval checkpoints); auto: rank 0
+ *                        computes it from the cost of a checkpoint and SHOAL_MTBF
+ *   SHOAL_MTBF           with auto, the job's mean time between failures (default 1h)
  *   SHOAL_RESTART_EPOCH  epoch to restore (set by the runner; -1 or 0 means fresh start);
  *                        without it the newest complete epoch in SHOAL_DIR is used
  *   SHOAL_EPOCH_BASE     first epoch number this run may write (set by the runner)

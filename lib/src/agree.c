@@ -243,9 +243,7 @@ static int snapshot_agree(struct shoal_ctx *c)
         rc = ctx_checkpoint_local(c);
         ctx_submit_staged(c);
         double t1 = shoal_now();
-        c->block_sum += t1 - t0;
-        if (t1 - t0 > c->block_max)
-            c->block_max = t1 - t0;
+        ctx_checkpoint_taken(c, t1 - t0);
         c->t_checkpoint = t1;
         if (ex.hold) {
             agree_hold(c, epoch);

@@ -14,6 +14,9 @@
 #define DEFAULT_DIR        "./shoal-ckpt"
 #define DEFAULT_INTERVAL_S 30.0
 #define DEFAULT_HOLD_S     120.0
+/* A job nothing is known about fails once an hour: erring short costs checkpoints,
+ * which are cheap, erring long costs lost work. */
+#define DEFAULT_MTBF_S 3600.0
 
 static const char *env(const char *name)
 {
@@ -165,13 +168,28 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
 
     c->interval_s = DEFAULT_INTERVAL_S;
     v = env("SHOAL_CKPT_INTERVAL");
-    if (v != NULL && config_parse_duration(v, &c->interval_s) != 0) {
+    if (v != NULL && strcmp(v, "auto") == 0) {
+        c->interval_auto = 1;
+    } else if (v != NULL && config_parse_duration(v, &c->interval_s) != 0) {
         snprintf(msg, msglen,
-                 "invalid SHOAL_CKPT_INTERVAL \"%.80s\": want seconds (30, 0.5) or a "
-                 "duration (500ms, 30s, 2m, 1h)",
+                 "invalid SHOAL_CKPT_INTERVAL \"%.80s\": want seconds (30, 0.5), a "
+                 "duration (500ms, 30s, 2m, 1h) or auto",
                  v);
         return SHOAL_ERR_ARG;
     }
+
+    /* Checked even when the interval is fixed: a bad value is never silently ignored. */
+    c->mtbf_s = DEFAULT_MTBF_S;
+    v = env("SHOAL_MTBF");
+    if (v != NULL && (config_parse_duration(v, &c->mtbf_s) != 0 || !(c->mtbf_s > 0))) {
+        snprintf(msg, msglen,
+                 "invalid SHOAL_MTBF \"%.80s\": want seconds above 0 (3600, 0.5) or a "
+                 "duration (90m, 1h, 2h30m)",
+                 v);
+        return SHOAL_ERR_ARG;
+    }
+    if (c->interval_auto)
+        c->interval_s = interval_auto(0, c->mtbf_s);
 
     v = env("SHOAL_RESTART_EPOCH");
     if (v != NULL) {

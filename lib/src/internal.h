@@ -23,6 +23,9 @@
 #define SHARD_VERSION       1
 #define SHARD_HEADER_SIZE   128
 #define SHARD_ENTRY_SIZE    32
+/* room kept beyond a shard image in the staging buffer to shift it within a page
+ * (checkpoint.c, stage_shift); a power of two */
+#define STAGE_SLACK         4096
 #define SHARD_CHECKSUM_SIZE 8
 #define SHARD_MIN_SIZE      (SHARD_HEADER_SIZE + SHARD_CHECKSUM_SIZE)
 #define SHARD_JOB_FIELD     64
@@ -160,7 +163,10 @@ int manifest_write_finished(const char *jobdir, long long epoch);
 struct shoal_config {
     char dir[PATH_MAX];
     char job[SHARD_JOB_MAX + 1];
-    double interval_s;       /* 0: no interval checkpoints */
+    double interval_s;       /* 0: no interval checkpoints; with interval_auto, rank 0's
+                                current interval_auto(cost, mtbf_s) */
+    int interval_auto;       /* SHOAL_CKPT_INTERVAL=auto */
+    double mtbf_s;           /* SHOAL_MTBF: the job's mean time between failures */
     long long restart_epoch; /* -1: not set; 0: fresh */
     long long epoch_base;    /* 0: not set */
     char stats[PATH_MAX];    /* "" : no statistics */
@@ -174,6 +180,16 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen);
 /* Parses "30", "0.5", "500ms", "2m", "1m30s"... into seconds. 0 or -1. */
 int config_parse_duration(const char *s, double *seconds);
 int config_valid_job(const char *job);
+
+/* ---- interval.c: the automatic interval (SHOAL_CKPT_INTERVAL=auto), no I/O ---- */
+
+/* Seconds between checkpoints that cost cost_s each (0: not measured yet, a guess) in a
+ * job that fails every mtbf_s on average: Daly's optimum, within [1 s, 600 s]. */
+double interval_auto(double cost_s, double mtbf_s);
+/* The mean cost after a checkpoint that cost newest_s (mean_s 0: none before). */
+double interval_cost_mean(double mean_s, double newest_s);
+/* The `interval` file's line (docs/launcher-protocol.md); snprintf's return value. */
+int interval_line(char *line, size_t len, const struct shoal_config *cfg, double cost_s);
 
 /* ---- traffic.c and pmpi.c: who sends how much to whom (docs/traffic.md) ---- */
 
@@ -315,11 +331,13 @@ struct shoal_ctx {
     int nregions;
     int cap_regions;
 
-    /* the staging buffer: a whole shard file image, reused and kept pre-faulted */
+    /* the staging buffer, reused and kept pre-faulted: a whole shard file image
+     * starts staged_shift bytes into it (see stage_shift) */
     unsigned char *stage;
     size_t stage_cap;
     long long staged_epoch; /* copied, not yet handed to the writer; 0: none */
     size_t staged_size;
+    size_t staged_shift;
     struct writer writer;
     struct traffic_snapshot traffic; /* belongs to the writer while it is busy */
 
@@ -342,6 +360,12 @@ struct shoal_ctx {
     double progress_written_at;
     double progress_pending;
     int progress_dirty;
+
+    /* the interval in use (rank 0) */
+    char interval_path[PATH_MAX];
+    double ckpt_cost;        /* mean seconds a checkpoint blocks; 0: none taken yet */
+    double interval_written; /* the interval the file last said */
+    int interval_failed;     /* writing `interval` failed (reported once) */
 };
 
 extern struct shoal_ctx *shoal_g;
@@ -385,5 +409,8 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
 /* shoal.c */
 /* The first failing rank's code, the same on every rank; it prints msg. Collective. */
 int ctx_agree_error(MPI_Comm comm, int rank, int nranks, int code, const char *msg);
+/* Local: after a checkpoint that blocked the caller blocked_s seconds. Rank 0 also
+ * follows the cost and, with the automatic interval, the interval it implies. */
+void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s);
 
 #endif /* SHOAL_INTERNAL_H */

@@ -14,11 +14,12 @@
  *
  * The time is sampled, not clocked: two clock reads around each call cost about 56 ns
  * here, on calls that take 150 ns for a small message over shared memory (they made a
- * ping-pong of small messages 1.35 times as slow). A call only marks that the thread is
- * inside MPI; a sampler thread looks at the mark about 100 times a second, at random
- * moments, and the share of looks that find it set is the share of the time spent in
- * point-to-point calls (1% or better over 30 s). Unlike timing a random subset of
- * calls, this weighs a rare long wait as much as it lasts.
+ * ping-pong of small messages 1.35 times as slow). So one call in N is timed, N chosen
+ * from the rate of calls so that about one call in 100 µs is, at most one in 64 (N = 1
+ * for a program that calls rarely), and each timed call stands for the N around it.
+ * The fast path is a decrement. An earlier design had a thread in every rank look whether the rank was
+ * inside a call 100 times a second; on the testbed its wake-ups made a job of six ranks
+ * on two 2-core hosts take 21 to 54 s where it took 12 s without (docs/traffic.md).
  */
 #if defined(__linux__)
 #define _GNU_SOURCE /* dladdr1, dlinfo: which object a symbol comes from */
@@ -26,16 +27,17 @@
 #include <link.h>
 #endif
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "internal.h"
 
-/* The sampler looks every 5 to 15 ms (uniformly at random, so that it does not keep
- * step with a periodic program). */
-#define SAMPLE_MIN_NS  5000000
-#define SAMPLE_SPAN_NS 10000000
+/* About one call is timed per SAMPLE_NS; N, the calls between two timed ones, stays in
+ * [1, SAMPLE_N_MAX]. */
+#define SAMPLE_NS    100000
+#define SAMPLE_N_MAX 64
 
 /* The world ranks of a communicator's group (its remote group for an
  * intercommunicator), kept as the communicator's attribute; -1: not in
@@ -58,17 +60,18 @@ static struct {
     struct traffic_peer *peers;
     int nranks;
     int multiple;    /* MPI_THREAD_MULTIPLE: counters are updated atomically */
-    uint32_t in_mpi; /* threads inside a point-to-point call */
     double started;  /* when counting started (shoal_now) */
 
-    /* The sampler thread and what it saw: looks, and threads found inside calls. */
-    pthread_t sampler;
-    int sampling;
-    int sampler_stop;
-    pthread_mutex_t sampler_mu;
-    pthread_cond_t sampler_cv;
-    uint64_t looks;
-    uint64_t found;
+    /* Timing one call in n: calls left before the next timed one, the n it was drawn
+     * from (the weight of that call), when the last timed call started, the generator
+     * of the draws, and the sum of timed calls' nanoseconds × their weights. Under
+     * MPI_THREAD_MULTIPLE left is decremented atomically and the rest may race, which
+     * only blurs the estimate. */
+    uint32_t left;
+    uint32_t n;
+    uint32_t rng;
+    uint64_t last_ns;
+    uint64_t mpi_ns;
 
     int keyval; /* of struct comm_ranks; created once, at the first traffic_start */
     pthread_mutex_t build_mu;
@@ -84,8 +87,7 @@ static struct {
     pthread_mutex_t requests_mu;
 } tr = {.keyval = MPI_KEYVAL_INVALID,
         .build_mu = PTHREAD_MUTEX_INITIALIZER,
-        .requests_mu = PTHREAD_MUTEX_INITIALIZER,
-        .sampler_mu = PTHREAD_MUTEX_INITIALIZER};
+        .requests_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static struct traffic_peer *counting(void)
 {
@@ -94,90 +96,79 @@ static struct traffic_peer *counting(void)
 
 /* ---- time in calls ---- */
 
-/* Marks the calling thread as inside MPI; returns what leave() needs to undo it. */
-static int enter(void)
+static uint64_t now_ns(void)
 {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A call being made: when it started, the calls it stands for (0: not timed) and the
+ * microseconds since the last timed call started (16 bytes: returned in registers). */
+struct timed {
+    uint64_t start;
+    uint32_t weight;
+    uint32_t since_us;
+};
+
+/* The rare path of enter(): times this call and draws the next to time. */
+__attribute__((noinline)) static struct timed timed_start(void)
+{
+    uint64_t start = now_ns();
+    /* The next n: the calls since the last timed one over the time they took, scaled to
+     * SAMPLE_NS; the countdown is drawn uniformly from [1, 2n - 1], mean n, so that the
+     * timed calls do not keep step with a periodic program. */
+    uint64_t since = start - tr.last_ns;
+    uint64_t n = since > 0 ? (uint64_t)tr.n * SAMPLE_NS / since : SAMPLE_N_MAX;
+    n = n < 1 ? 1 : n > SAMPLE_N_MAX ? SAMPLE_N_MAX : n;
+    uint32_t x = tr.rng;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    tr.rng = x;
+    tr.last_ns = start;
+    /* This call stands for the n of its own draw. */
+    uint64_t us = since / 1000;
+    struct timed t = {start, tr.n, us > UINT32_MAX ? UINT32_MAX : (uint32_t)us};
+    tr.n = (uint32_t)n;
+    __atomic_store_n(&tr.left, 1 + x % (uint32_t)(2 * n - 1), __ATOMIC_RELAXED);
+    return t;
+}
+
+/* The rare path of leave(): adds the timed call's time. */
+__attribute__((noinline)) static void timed_end(struct timed t)
+{
+    uint64_t end = now_ns(), took = end > t.start ? end - t.start : 0;
+    /* The calls it stands for were made since the last timed one: a long wait after
+     * quick calls (a weight of 64) counts once, not 64 times. */
+    uint64_t ns = took * t.weight, most = took + (uint64_t)t.since_us * 1000;
+    if (ns > most)
+        ns = most;
+    if (tr.multiple)
+        __atomic_fetch_add(&tr.mpi_ns, ns, __ATOMIC_RELAXED);
+    else
+        tr.mpi_ns += ns;
+}
+
+static inline struct timed enter(void)
+{
+    struct timed t = {0, 0, 0};
     if (counting() == NULL)
-        return 0;
+        return t;
+    uint32_t left;
     if (tr.multiple)
-        __atomic_fetch_add(&tr.in_mpi, 1, __ATOMIC_RELAXED);
+        left = __atomic_sub_fetch(&tr.left, 1, __ATOMIC_RELAXED);
     else
-        __atomic_store_n(&tr.in_mpi, __atomic_load_n(&tr.in_mpi, __ATOMIC_RELAXED) + 1,
-                         __ATOMIC_RELAXED);
-    return 1;
+        left = --tr.left;
+    if (__builtin_expect(left != 0, 1))
+        return t;
+    return timed_start();
 }
 
-static void leave(int entered)
+static inline void leave(struct timed t)
 {
-    if (!entered)
-        return;
-    if (tr.multiple)
-        __atomic_fetch_sub(&tr.in_mpi, 1, __ATOMIC_RELAXED);
-    else
-        __atomic_store_n(&tr.in_mpi, __atomic_load_n(&tr.in_mpi, __ATOMIC_RELAXED) - 1,
-                         __ATOMIC_RELAXED);
-}
-
-static void *sampler_main(void *arg)
-{
-    uint32_t x = 2463534242u ^ (uint32_t)(uintptr_t)arg;
-    pthread_mutex_lock(&tr.sampler_mu);
-    while (!tr.sampler_stop) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        struct timespec at;
-        clock_gettime(CLOCK_MONOTONIC, &at);
-        long long ns = (long long)at.tv_nsec + SAMPLE_MIN_NS + (long long)(x % SAMPLE_SPAN_NS);
-        at.tv_sec += (time_t)(ns / 1000000000);
-        at.tv_nsec = (long)(ns % 1000000000);
-        if (pthread_cond_timedwait(&tr.sampler_cv, &tr.sampler_mu, &at) == 0 || tr.sampler_stop)
-            continue; /* woken, not timed out: not a look at a random moment */
-        tr.looks++;
-        tr.found += __atomic_load_n(&tr.in_mpi, __ATOMIC_RELAXED);
-    }
-    pthread_mutex_unlock(&tr.sampler_mu);
-    return NULL;
-}
-
-static int sampler_start(int rank)
-{
-    pthread_condattr_t ca;
-    pthread_attr_t ta;
-    if (pthread_condattr_init(&ca) != 0)
-        return -1;
-    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-             pthread_cond_init(&tr.sampler_cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok)
-        return -1;
-    tr.sampler_stop = 0;
-    tr.looks = tr.found = 0;
-    ok = pthread_attr_init(&ta) == 0;
-    if (ok) {
-        pthread_attr_setstacksize(&ta, 64 * 1024);
-        ok = pthread_create(&tr.sampler, &ta, sampler_main, (void *)(uintptr_t)rank) == 0;
-        pthread_attr_destroy(&ta);
-    }
-    if (!ok) {
-        pthread_cond_destroy(&tr.sampler_cv);
-        return -1;
-    }
-    tr.sampling = 1;
-    return 0;
-}
-
-static void sampler_stop(void)
-{
-    if (!tr.sampling)
-        return;
-    pthread_mutex_lock(&tr.sampler_mu);
-    tr.sampler_stop = 1;
-    pthread_cond_signal(&tr.sampler_cv);
-    pthread_mutex_unlock(&tr.sampler_mu);
-    pthread_join(tr.sampler, NULL);
-    pthread_cond_destroy(&tr.sampler_cv);
-    tr.sampling = 0;
+    if (__builtin_expect(t.weight != 0, 0))
+        timed_end(t);
 }
 
 /* ---- world ranks of a communicator ---- */
@@ -607,8 +598,11 @@ void traffic_start(struct traffic_snapshot *s, long long first_epoch, int enable
     tr.multiple = level == MPI_THREAD_MULTIPLE;
     fill_type_sizes();
     tr.started = shoal_now();
-    if (sampler_start(rank) != 0 && rank == 0)
-        shoal_log("no thread to sample the time in MPI calls: seconds_mpi will be 0");
+    tr.mpi_ns = 0;
+    tr.n = 1;
+    tr.left = 1;
+    tr.last_ns = now_ns();
+    tr.rng = 2463534242u ^ (uint32_t)rank;
 
     s->on = 1;
     s->rank = rank;
@@ -629,19 +623,14 @@ void traffic_take(struct traffic_snapshot *s, long long epoch)
     }
     s->epoch = epoch;
     s->seconds_total = shoal_now() - tr.started;
-    s->seconds_mpi = 0;
-    if (tr.sampling) {
-        pthread_mutex_lock(&tr.sampler_mu);
-        if (tr.looks > 0)
-            s->seconds_mpi = s->seconds_total * (double)tr.found / (double)tr.looks;
-        pthread_mutex_unlock(&tr.sampler_mu);
-    }
+    s->seconds_mpi = (double)__atomic_load_n(&tr.mpi_ns, __ATOMIC_RELAXED) * 1e-9;
+    if (!tr.multiple && s->seconds_mpi > s->seconds_total)
+        s->seconds_mpi = s->seconds_total; /* one thread in calls: an estimate above that is noise */
 }
 
 void traffic_stop(struct traffic_snapshot *s)
 {
     __atomic_store_n(&tr.peers, NULL, __ATOMIC_RELEASE);
-    sampler_stop();
     free(s->peers);
     memset(s, 0, sizeof *s);
 }
@@ -651,7 +640,7 @@ void traffic_stop(struct traffic_snapshot *s)
 SHOAL_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                           MPI_Comm comm)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Send(buf, count, type, dest, tag, comm);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -661,7 +650,7 @@ SHOAL_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype type, int des
 SHOAL_EXPORT int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                            MPI_Comm comm, MPI_Request *request)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Isend(buf, count, type, dest, tag, comm, request);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -671,7 +660,7 @@ SHOAL_EXPORT int MPI_Isend(const void *buf, int count, MPI_Datatype type, int de
 SHOAL_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                            MPI_Comm comm)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Ssend(buf, count, type, dest, tag, comm);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -681,7 +670,7 @@ SHOAL_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int de
 SHOAL_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                             MPI_Comm comm, MPI_Request *request)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Issend(buf, count, type, dest, tag, comm, request);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -691,7 +680,7 @@ SHOAL_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype type, int d
 SHOAL_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                            MPI_Comm comm)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Bsend(buf, count, type, dest, tag, comm);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -701,7 +690,7 @@ SHOAL_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int de
 SHOAL_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                             MPI_Comm comm, MPI_Request *request)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -711,7 +700,7 @@ SHOAL_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int d
 SHOAL_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                            MPI_Comm comm)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Rsend(buf, count, type, dest, tag, comm);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -721,7 +710,7 @@ SHOAL_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int de
 SHOAL_EXPORT int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                             MPI_Comm comm, MPI_Request *request)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Irsend(buf, count, type, dest, tag, comm, request);
     leave(in);
     count_send(rc, count, type, dest, comm);
@@ -733,7 +722,7 @@ SHOAL_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype s
                               MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
                               MPI_Status *status)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                            recvtype, source, recvtag, comm, status);
     leave(in);
@@ -745,7 +734,7 @@ SHOAL_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, i
                                       int sendtag, int source, int recvtag, MPI_Comm comm,
                                       MPI_Status *status)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc =
         PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
     leave(in);
@@ -787,7 +776,7 @@ SHOAL_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype type, i
 
 SHOAL_EXPORT int MPI_Start(MPI_Request *request)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Start(request);
     leave(in);
     count_start(rc, request, 1);
@@ -796,7 +785,7 @@ SHOAL_EXPORT int MPI_Start(MPI_Request *request)
 
 SHOAL_EXPORT int MPI_Startall(int count, MPI_Request requests[])
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Startall(count, requests);
     leave(in);
     count_start(rc, requests, count);
@@ -813,7 +802,7 @@ SHOAL_EXPORT int MPI_Request_free(MPI_Request *request)
 SHOAL_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag,
                           MPI_Comm comm, MPI_Status *status)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, status);
     leave(in);
     return rc;
@@ -822,7 +811,7 @@ SHOAL_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, i
 SHOAL_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag,
                            MPI_Comm comm, MPI_Request *request)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Irecv(buf, count, type, source, tag, comm, request);
     leave(in);
     return rc;
@@ -830,7 +819,7 @@ SHOAL_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, 
 
 SHOAL_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Probe(source, tag, comm, status);
     leave(in);
     return rc;
@@ -838,7 +827,7 @@ SHOAL_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *statu
 
 SHOAL_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Wait(request, status);
     leave(in);
     return rc;
@@ -846,7 +835,7 @@ SHOAL_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 
 SHOAL_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Waitall(count, requests, statuses);
     leave(in);
     return rc;
@@ -854,7 +843,7 @@ SHOAL_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statu
 
 SHOAL_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Waitany(count, requests, index, status);
     leave(in);
     return rc;
@@ -863,7 +852,7 @@ SHOAL_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_
 SHOAL_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
                               MPI_Status statuses[])
 {
-    int in = enter();
+    struct timed in = enter();
     int rc = PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     leave(in);
     return rc;

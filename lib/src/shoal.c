@@ -1,9 +1,10 @@
 /*
- * shoal.c - the library's lifetime (init, finalize), status, progress and statistics.
- * See shoal.h for the contract and docs/libshoal.md for the behaviour; protected
- * regions and checkpoints are in checkpoint.c.
+ * shoal.c - the library's lifetime (init, finalize), status, progress, the interval in
+ * use and statistics. See shoal.h for the contract and docs/libshoal.md for the
+ * behaviour; protected regions and checkpoints are in checkpoint.c.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,9 @@ static int init_local(struct shoal_ctx *c, char *msg, size_t msglen)
                  "%s/request-checkpoint.taken.tmp",
                  c->jobdir) >= (int)sizeof c->request_taken_path ||
         snprintf(c->progress_path, sizeof c->progress_path, "%s/progress", c->jobdir) >=
-            (int)sizeof c->progress_path) {
+            (int)sizeof c->progress_path ||
+        snprintf(c->interval_path, sizeof c->interval_path, "%s/interval", c->jobdir) >=
+            (int)sizeof c->interval_path) {
         snprintf(msg, msglen, "checkpoint directory %.200s: path too long", dir);
         return SHOAL_ERR_DIR;
     }
@@ -137,6 +140,43 @@ static int choose_epoch_base(struct shoal_ctx *c, const struct manifest_entry *m
     return SHOAL_SUCCESS;
 }
 
+/* Rank 0 tells readers (shoal run) the interval in use. Not durable: a lost file only
+ * hides the interval until the next one. */
+static void write_interval(struct shoal_ctx *c)
+{
+    char line[128];
+    int len = interval_line(line, sizeof line, &c->cfg, c->ckpt_cost);
+    if (len < 0 || len >= (int)sizeof line)
+        return;
+    c->interval_written = c->cfg.interval_s;
+    int err = store_write_atomic(c->interval_path, line, (size_t)len, 0);
+    if (err && !c->interval_failed) {
+        char text[128];
+        shoal_log("writing %s failed: %s", c->interval_path,
+                  shoal_errno_text(err, text, sizeof text));
+        c->interval_failed = 1;
+    }
+}
+
+void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s)
+{
+    c->block_sum += blocked_s;
+    if (blocked_s > c->block_max)
+        c->block_max = blocked_s;
+    if (c->rank != 0)
+        return;
+    int measured = c->ckpt_cost > 0;
+    c->ckpt_cost = interval_cost_mean(c->ckpt_cost, blocked_s);
+    if (c->cfg.interval_auto) {
+        /* Only rank 0 decides when a checkpoint is due: the others' interval_s is
+         * never read. The file is on the checkpoint's path: it is written again
+         * for the first measured cost and when the interval moved by a twentieth. */
+        c->cfg.interval_s = interval_auto(c->ckpt_cost, c->cfg.mtbf_s);
+        if (!measured || fabs(c->cfg.interval_s - c->interval_written) >= 0.05 * c->interval_written)
+            write_interval(c);
+    }
+}
+
 static void ctx_release(struct shoal_ctx *c)
 {
     writer_stop(&c->writer);
@@ -202,6 +242,8 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     c->k = 1;
     c->countdown = 1;
     c->t_agreed = c->t_checkpoint = shoal_now();
+    if (c->rank == 0)
+        write_interval(c);
     shoal_g = c;
     return SHOAL_SUCCESS;
 }

@@ -1,9 +1,9 @@
 /*
  * test_api.c - libshoal through its public API, on any number of ranks (run.sh uses 1
  * and 2): round trips of several datatypes and sizes, growing arrays, recover errors,
- * the snapshot agreement, checkpoint requests (and holding after them), epochs,
- * pruning, progress, statistics and write errors. Corrupt shards and configuration
- * errors are in test_corrupt.c.
+ * the snapshot agreement, the automatic interval, checkpoint requests (and holding after
+ * them), epochs, pruning, progress, statistics and write errors. Corrupt shards and
+ * configuration errors are in test_corrupt.c.
  *
  * Every scenario uses its own job id under one scratch directory; rank 0 does the file
  * surgery between barriers.
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,6 +179,50 @@ static void test_growing(void)
     CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
     free(a);
     free(b);
+}
+
+/* The staging buffer shifts each shard image so that its largest region's copy keeps
+ * the source's offset within a page: whatever that offset, the shard must hold the
+ * regions exactly (and no shift bytes), and come back bit-identical into memory at
+ * another offset. */
+static void test_stage_shift(void)
+{
+    size_t nbig = (1u << 20) + 5; /* bytes */
+    unsigned char *raw = malloc(nbig + 8192), *small = malloc(77);
+    unsigned char *back = malloc(nbig + 64), *small_back = malloc(77);
+    const size_t offsets[] = {0, 1, 8, 160, 2048, 4000, 4095};
+    for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
+        char job[32], path[512];
+        snprintf(job, sizeof job, "shift%zu", offsets[k]);
+        t_env(job);
+        unsigned char *big = raw + offsets[k];
+        for (size_t i = 0; i < nbig; i++)
+            big[i] = (unsigned char)(i * 7 + k + (size_t)t_rank);
+        for (size_t i = 0; i < 77; i++)
+            small[i] = (unsigned char)(i ^ k);
+        CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_protect(1, small, 77, MPI_BYTE), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_protect(2, big, nbig, MPI_BYTE), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+        t_shard_path(path, sizeof path, job, 1, t_rank);
+        CHECK_EQ(t_file_size(path), 128 + 2 * 32 + 77 + nbig + 8);
+
+        t_unfinish(job);
+        memset(back, 0, nbig + 64);
+        memset(small_back, 0, 77);
+        CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_protect(1, small_back, 77, MPI_BYTE), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_protect(2, back + 3, nbig, MPI_BYTE), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+        CHECK(memcmp(back + 3, big, nbig) == 0);
+        CHECK(memcmp(small_back, small, 77) == 0);
+        CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    }
+    free(back);
+    free(small_back);
+    free(raw);
+    free(small);
 }
 
 static void test_recover_errors(void)
@@ -477,6 +522,166 @@ static void test_snapshot_requests(void)
         test_request(&cases[i]);
 }
 
+/* Daly's optimum as docs/libshoal.md gives it, to hold the library's against. */
+static double daly_interval(double cost, double mtbf)
+{
+    double t = mtbf;
+    if (cost < 2 * mtbf) {
+        double r = sqrt(cost / (2 * mtbf));
+        t = sqrt(2 * cost * mtbf) * (1 + r / 3 + r * r / 9) - cost;
+    }
+    return t < 1 ? 1 : t > 600 ? 600 : t;
+}
+
+struct interval_file {
+    double interval, cost, mtbf;
+    int is_auto;
+};
+
+/* Reads the job's `interval` file into f and its text into text; -1 unless it is the
+ * one line of the format. */
+static int read_interval(const char *job, struct interval_file *f, char *text, size_t len)
+{
+    char path[512];
+    int n = -1;
+    t_job_path(path, sizeof path, job, "interval");
+    t_read_text(path, text, len);
+    if (sscanf(text, "interval %lf auto %d cost %lf mtbf %lf%n", &f->interval, &f->is_auto,
+               &f->cost, &f->mtbf, &n) != 4 ||
+        n < 0 || strcmp(text + n, "\n") != 0) {
+        fprintf(stderr, "%s%s: \"%s\" is not an interval line\n", check_prefix, path, text);
+        return -1;
+    }
+    return 0;
+}
+
+/* The interval file of an automatic interval says what it is computed from, and the
+ * interval is Daly's for the cost and MTBF it says, within the file's 6 digits. */
+static int check_auto_interval(const char *job, double mtbf, struct interval_file *f)
+{
+    char text[256];
+    if (!CHECK(read_interval(job, f, text, sizeof text) == 0))
+        return 0;
+    int ok = CHECK_EQ(f->is_auto, 1);
+    ok &= CHECK(fabs(f->mtbf - mtbf) <= 1e-6 * mtbf);
+    ok &= CHECK(f->cost > 0); /* measured */
+    double want = daly_interval(f->cost, f->mtbf);
+    ok &= CHECK(fabs(f->interval - want) <= 1e-5 * want);
+    if (!ok)
+        fprintf(stderr, "  interval %g s, cost %g s, mtbf %g s: want the interval %g s\n",
+                f->interval, f->cost, f->mtbf, want);
+    return ok;
+}
+
+static void test_auto_interval(void)
+{
+    /* A job that fails every 2 s checkpoints every second, the floor, by the snapshots'
+     * agreement. Before its first checkpoint its cost is a guess (10 ms). */
+    const char *job = "auto";
+    char stats[512], path[512], text[256];
+    struct interval_file often, rarely;
+    snprintf(stats, sizeof stats, "%s/auto-stats.json", t_base);
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "auto", 1);
+    setenv("SHOAL_MTBF", "2s", 1);
+    setenv("SHOAL_STATS", stats, 1);
+    static double v[1 << 17]; /* 1 MB */
+    double start = MPI_Wtime();
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    if (t_rank == 0 && CHECK(read_interval(job, &often, text, sizeof text) == 0))
+        CHECK_STR(text, "interval 1 auto 1 cost 0 mtbf 2\n");
+    CHECK_EQ(shoal_protect(0, v, sizeof v / sizeof v[0], MPI_DOUBLE), SHOAL_SUCCESS);
+    int bad = 0;
+    for (int it = 0; it < 1600; it++) { /* 1.7 s on an idle machine */
+        v[0] = it;
+        sleep_ms(1);
+        if (shoal_snapshot() != SHOAL_SUCCESS)
+            bad++;
+    }
+    CHECK_EQ(bad, 0);
+    if (t_rank == 0 && check_auto_interval(job, 2, &often))
+        CHECK(often.interval == 1);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    double elapsed = MPI_Wtime() - start;
+    long long checkpoints = 0, agreements = 0;
+    double block_max = 0;
+    if (t_rank == 0 && CHECK(read_stats(stats, &checkpoints, &agreements, &block_max) == 0) &&
+        !CHECK(checkpoints >= 1 && checkpoints <= (long long)elapsed + 1))
+        fprintf(stderr, "  %.2f s: %lld checkpoints\n", elapsed, checkpoints);
+
+    /* Failing every 11.6 days: a longer interval, by shoal_checkpoint's cost. */
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "auto", 1);
+    setenv("SHOAL_MTBF", "1000000", 1);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, v, sizeof v / sizeof v[0], MPI_DOUBLE), SHOAL_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    if (t_rank == 0 && check_auto_interval(job, 1e6, &rarely) &&
+        !CHECK(rarely.interval > often.interval))
+        fprintf(stderr, "  %g s with an MTBF of 1e6 s, %g s with 2 s\n", rarely.interval,
+                often.interval);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    /* A fixed interval is written once, with no MTBF; 0 when interval checkpoints are
+     * off. */
+    static const struct {
+        const char *interval, *line;
+    } fixed[] = {{"45s", "interval 45 auto 0 cost 0 mtbf 0\n"},
+                 {"0", "interval 0 auto 0 cost 0 mtbf 0\n"}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        t_env(job);
+        setenv("SHOAL_CKPT_INTERVAL", fixed[i].interval, 1);
+        setenv("SHOAL_MTBF", "2s", 1);
+        CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_protect(0, v, 1, MPI_DOUBLE), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+        CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+        if (t_rank == 0) {
+            t_job_path(path, sizeof path, job, "interval");
+            t_read_text(path, text, sizeof text);
+            CHECK_STR(text, fixed[i].line);
+        }
+    }
+}
+
+/* An `interval` that cannot be written is said once, and no checkpoint fails for it. */
+static void test_auto_interval_unwritable(void)
+{
+    const char *job = "auto-unwritable";
+    char path[512], errlog[512], text[4096], want[600];
+    snprintf(errlog, sizeof errlog, "%s/%s-stderr-%d", t_base, job, t_rank);
+    t_job_path(path, sizeof path, job, "interval/in-the-way");
+    if (t_rank == 0) {
+        char dir[512];
+        t_job_path(dir, sizeof dir, job, "");
+        mkdir(dir, 0755);
+        t_job_path(dir, sizeof dir, job, "interval");
+        CHECK_EQ(mkdir(dir, 0755), 0);
+        CHECK_EQ(t_write_text(path, "x"), 0);
+    }
+    t_barrier();
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "auto", 1);
+    int x = 0, saved = capture_stderr(errlog);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &x, 1, MPI_INT), SHOAL_SUCCESS);
+    for (x = 1; x <= 3; x++)
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    restore_stderr(saved);
+    t_read_text(errlog, text, sizeof text);
+    t_job_path(path, sizeof path, job, "interval");
+    snprintf(want, sizeof want, "shoal: writing %s failed: ", path);
+    const char *first = strstr(text, want);
+    if (t_rank == 0) {
+        if (!CHECK(first != NULL && strstr(first + 1, want) == NULL))
+            fprintf(stderr, "  stderr of the run:\n%s", text);
+    } else {
+        CHECK(first == NULL);
+    }
+}
+
 static int count_epoch_dirs(const char *job, long long upto)
 {
     int n = 0;
@@ -738,6 +943,7 @@ int main(int argc, char **argv)
     test_call_order();
     test_round_trip();
     test_growing();
+    test_stage_shift();
     test_recover_errors();
     test_pruning();
     test_keep_epochs();
@@ -746,6 +952,8 @@ int main(int argc, char **argv)
     test_write_error();
     test_progress();
     test_snapshot_interval();
+    test_auto_interval();
+    test_auto_interval_unwritable();
     test_snapshot_requests();
     test_corrupt_all();
     return t_finish();

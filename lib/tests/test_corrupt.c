@@ -257,6 +257,8 @@ static void test_environment(void)
     expect_arg_error("SHOAL_HOLD_TIMEOUT", "forever");
     expect_arg_error("SHOAL_HOLD_TIMEOUT", "-1");
     expect_arg_error("SHOAL_TRAFFIC", "yes");
+    expect_arg_error("SHOAL_CKPT_INTERVAL", "Auto");
+    expect_arg_error("SHOAL_MTBF", "0");
 
     static const struct {
         const char *text;

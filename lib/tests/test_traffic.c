@@ -9,8 +9,10 @@
  * hold exactly 2K messages and 2KB bytes to rank i+1, and nothing else.
  * Second checkpoint: every other send call once, to rank i+2 (mod n), each with its own
  * size, plus one message to itself on MPI_COMM_SELF; sends to MPI_PROC_NULL and
- * collectives, which must not count. The file must hold the first checkpoint's counts
- * plus exactly those.
+ * collectives, which must not count; and WAIT_ROUNDS messages from each even rank to the
+ * odd one after it, each sent after 1 ms of sleep, for which the odd rank waits inside
+ * MPI_Recv. The file must hold the first checkpoint's counts plus exactly those, and the
+ * odd ranks' estimated time in calls must have grown more than the even ranks'.
  *
  * Usage: test_traffic (in a scratch directory: it reads ./shoal-ckpt/test_traffic/)
  *   TRAFFIC_EXPECT=off: run with SHOAL_TRAFFIC=0; no traffic file may appear (the
@@ -242,6 +244,29 @@ static struct count across(void)
     return sent;
 }
 
+/* Odd ranks wait in MPI_Recv while the even rank before them sleeps WAIT_ROUNDS times
+ * 1 ms before each send: the odd ranks' time in calls grows by about WAIT_ROUNDS ms, the
+ * even ranks' hardly at all. Nothing is sent by an odd last rank (n odd: it has no
+ * partner). */
+#define WAIT_ROUNDS 200
+
+static struct count waits(void)
+{
+    struct count sent = {0, 0};
+    int token = 0;
+    for (int i = 0; i < WAIT_ROUNDS; i++) {
+        if (rank % 2 == 0 && rank + 1 < nranks) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            MPI_Send(&token, 1, MPI_INT, rank + 1, 14, MPI_COMM_WORLD);
+            sent.bytes += 4, sent.messages++;
+        } else if (rank % 2 == 1) {
+            MPI_Recv(&token, 1, MPI_INT, rank - 1, 14, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+    }
+    return sent;
+}
+
 /* Sums the checks of every rank; rank 0 prints the closing line. */
 static int summary(const char *mode)
 {
@@ -300,25 +325,40 @@ int main(int argc, char **argv)
         check_counts(&f, want, "first checkpoint");
     }
 
+    double mpi_before = f.seconds_mpi;
     struct count sent = across();
+    struct count waited = waits();
     int me[2] = {rank, rank + 100}, back[2];
     MPI_Sendrecv(me, 2, MPI_INT, 0, 13, back, 2, MPI_INT, 0, 13, MPI_COMM_SELF,
                  MPI_STATUS_IGNORE);
     CHECK_EQ(back[1], rank + 100);
     want[(rank + 2) % nranks] = sent;
     want[rank] = (struct count){2 * 4, 1};
+    if (waited.messages > 0)
+        want[rank + 1].bytes += waited.bytes, want[rank + 1].messages += waited.messages;
     MPI_Comm_free(&reversed);
     CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
     CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
 
     /* shoal_finalize waited for the last write. */
+    double waited_mpi = 0;
     if (off) {
         CHECK_EQ(read_file(rank, &f), -1);
     } else if (CHECK_EQ(read_file(rank, &f), 0)) {
         CHECK_EQ(f.epoch, first + 1);
         CHECK_EQ(f.first_epoch, first);
         check_counts(&f, want, "second checkpoint");
+        /* The time is sampled (one call in up to 64), but after the first sampled wait
+         * every wait is: an odd rank's estimate holds most of its 200 ms. */
+        waited_mpi = f.seconds_mpi - mpi_before;
+        if (rank % 2 == 1)
+            CHECK(waited_mpi >= 0.05);
+        CHECK(f.seconds_mpi >= 0 && f.seconds_mpi <= f.seconds_total + 0.01);
     }
+    double all[2] = {rank % 2 == 1 ? waited_mpi : 0, rank % 2 == 0 ? waited_mpi : 0}, sum[2];
+    MPI_Allreduce(all, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (!off && rank == 0)
+        CHECK(sum[1] < sum[0]); /* the even ranks spent less time in calls */
     /* Sent after shoal_finalize: not counted either (the file above is final anyway). */
     MPI_Sendrecv(&token, 1, MPI_INT, (rank + 1) % nranks, 0, &got, 1, MPI_INT,
                  (rank + nranks - 1) % nranks, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

@@ -53,9 +53,9 @@ int t_finish(void)
 void t_env(const char *job)
 {
     static const char *const vars[] = {
-        "SHOAL_DIR",           "SHOAL_JOB",         "SHOAL_CKPT_INTERVAL",
-        "SHOAL_RESTART_EPOCH", "SHOAL_EPOCH_BASE",  "SHOAL_STATS",
-        "SHOAL_HOLD_TIMEOUT",  "SHOAL_KEEP_EPOCHS", "SHOAL_TRAFFIC"};
+        "SHOAL_DIR",        "SHOAL_JOB",   "SHOAL_CKPT_INTERVAL", "SHOAL_RESTART_EPOCH",
+        "SHOAL_EPOCH_BASE", "SHOAL_STATS", "SHOAL_HOLD_TIMEOUT",  "SHOAL_KEEP_EPOCHS",
+        "SHOAL_TRAFFIC",    "SHOAL_MTBF"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
     setenv("SHOAL_DIR", t_base, 1);

@@ -128,3 +128,29 @@ func TestRunSaysWhenItsAgentIsGone(t *testing.T) {
 		t.Errorf("want a line matching %s, and no re-attach", want)
 	}
 }
+
+// TestAutoInterval runs heat with the default interval, auto: libshoal chooses
+// it from what its checkpoints cost and the MTBF the coordinator passes, here
+// from --mtbf (by default from the cluster's failure record, whose prior of an
+// hour a node would give no checkpoint in a run this short), the job announces
+// it, and shoal jobs says why.
+func TestAutoInterval(t *testing.T) {
+	b := up(t, 2)
+	heat := filepath.Join(root, "build/examples/heat")
+	id := detach(t, b, "n1", "-n", "4", "--mtbf", "1m", "--", heat, "--size", "1000", "--steps", "8000")
+	if code, _, stderr := shoalIn(t, b, "n1", "wait", id); code != 0 {
+		t.Fatalf("shoal wait %s: exit %d\n%s", id, code, stderr)
+	}
+	_, events, _ := shoalIn(t, b, "n1", "events", id)
+	announced := regexp.MustCompile(`checkpoints every [0-9.]+ s \(auto: a checkpoint blocks the ranks [0-9.]+ m?s; their nodes lose one every 30s: as given with --mtbf\)`)
+	if !announced.MatchString(events) {
+		t.Errorf("shoal events %s: no announcement of the automatic interval:\n%s", id, events)
+	}
+	if !strings.Contains(events, "epoch 1 complete") {
+		t.Errorf("shoal events %s: no checkpoint at the automatic interval:\n%s", id, events)
+	}
+	_, out, _ := shoalIn(t, b, "n2", "jobs", id)
+	if !regexp.MustCompile(`(?m)^checkpoints: every [0-9.]+ s \(auto: `).MatchString(out) {
+		t.Errorf("shoal jobs %s on n2 does not say the interval and why:\n%s", id, out)
+	}
+}

@@ -128,7 +128,9 @@ func TestKillHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if !strings.Contains(out, "shoal: node n3 lost") || !strings.Contains(out, "of n3's ranks →") {
+	// n3 may have come to coordinate the job when it died (the lead moves
+	// under load): then it is lost as the coordinator.
+	if !regexp.MustCompile(`shoal: (node|coordinator) n3 lost`).MatchString(out) || !strings.Contains(out, "of n3's ranks →") {
 		t.Error("no line saying n3 was lost and where its ranks went")
 	}
 }

@@ -100,18 +100,8 @@ func TestPlacementAvoidsSlowLink(t *testing.T) {
 	b := up(t)
 	links(t, b)
 	heat := testenv.Built(t, "build/examples/heat")
-	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--replan", "--", heat, "--size", "200", "--steps", "200")))
-	var j api.Job
-	deadline := time.Now().Add(time.Minute)
-	for len(j.Placement) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s not placed in a minute: %+v", id, j)
-		}
-		if err := json.Unmarshal([]byte(shoal(t, b, "jobs", id, "--json")), &j); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--", heat, "--size", "200", "--steps", "200")))
+	j := until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
 	if len(j.Placement["n3"]) != 0 || len(j.Placement["n1"])+len(j.Placement["n2"]) != 4 {
 		t.Errorf("placement %v: want the 4 ranks on n1 and n2", j.Placement)
 	}
@@ -120,6 +110,14 @@ func TestPlacementAvoidsSlowLink(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("shoal jobs %s --placement lacks %q:\n%s", id, want, out)
 		}
+	}
+	shoal(t, b, "wait", id)
+
+	// --no-replan keeps the blocks, n3 included.
+	id = strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--no-replan", "--", heat, "--size", "200", "--steps", "200")))
+	j = until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
+	if len(j.Placement["n3"]) == 0 || !j.Spec.NoReplan {
+		t.Errorf("--no-replan: placement %v, spec no_replan %v: want blocks over n1, n2 and n3", j.Placement, j.Spec.NoReplan)
 	}
 	shoal(t, b, "wait", id)
 }
@@ -165,7 +163,7 @@ func TestMoveByTraffic(t *testing.T) {
 	b := up(t)
 	links(t, b)
 	ring := testenv.Built(t, "build/bench/ring")
-	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--replan", "--", ring,
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--", ring,
 		"--kb", "256", "--work", "1", "--shuffle", "3", "--iters", "400")))
 	first := until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
 	j := until(t, b, id, "a profile of the traffic", func(j api.Job) bool { return j.Traffic != nil })
@@ -193,10 +191,29 @@ func TestMoveByTraffic(t *testing.T) {
 		t.Errorf("events of %s do not say the layout is kept:\n%s", id, out)
 	}
 	t.Logf("placed %v, then by the traffic %v: %s", first.Placement, final.Placement, final.Plan.Reason)
-	shoal(t, b, "jobs", id) // still answers
 	exec := shoal(t, b, "jobs", id, "--traffic")
 	if !strings.Contains(exec, "RANKS") {
 		t.Errorf("shoal jobs %s --traffic =\n%s\nwant the busiest pairs", id, exec)
+	}
+
+	// n2 dies: the relaunch on n1 and n3 is placed with the profile learned
+	// before, not the default guess.
+	ctx := context.Background()
+	t.Cleanup(func() {
+		if err := b.StartAgent(ctx, "n2"); err != nil {
+			t.Errorf("restart n2's agent: %v", err)
+		}
+	})
+	if _, err := b.Kill(ctx, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	after := until(t, b, id, "a relaunch without n2", func(j api.Job) bool {
+		return j.Restarts > final.Restarts && len(j.Placement) > 0 && len(j.Placement["n2"]) == 0 && j.State == api.JobRunning
+	})
+	if after.Plan == nil || !after.Plan.Traffic {
+		t.Errorf("relaunch placed without the learned traffic: plan %+v", after.Plan)
+	} else {
+		t.Logf("after n2's loss %v: %s", after.Placement, after.Plan.Reason)
 	}
 	shoal(t, b, "cancel", id)
 }

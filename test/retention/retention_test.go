@@ -172,9 +172,11 @@ func sha256File(t *testing.T, path string) string {
 func TestFailedJobCollected(t *testing.T) {
 	b := up(t)
 	heat := filepath.Join(root, "build/examples/heat")
-	// The program checkpoints through heat, a staged input, then exits 7.
+	// The program checkpoints through heat, a staged input, then exits 7. It runs
+	// a private copy: a staged file is the node's, and every rank's wrapper that
+	// finds it changed (a chmod) places it again as staged.
 	script := filepath.Join(t.TempDir(), "failheat")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nchmod +x heat\n./heat --size 300 --steps 4000 --pace 1000 || exit $?\nexit 7\n"), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nh=$(mktemp) && cp heat \"$h\" && chmod +x \"$h\" || exit 1\n\"$h\" --size 300 --steps 4000 --pace 1000\nrc=$?\nrm -f \"$h\"\n[ $rc = 0 ] || exit $rc\nexit 7\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	sums := []string{sha256File(t, script), sha256File(t, heat)}
