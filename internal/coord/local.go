@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
@@ -22,6 +23,8 @@ type localBackend struct {
 	bad      map[uint64]bool        // epochs whose shards failed verification
 	// mtbfRecord says what the run's SHOAL_MTBF rests on (auto interval).
 	mtbfRecord string
+	// intervalAt is the modification time of the interval file last read.
+	intervalAt time.Time
 }
 
 var _ backend = (*localBackend)(nil)
@@ -51,22 +54,37 @@ func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []s
 func (b *localBackend) watch(ctx context.Context) (<-chan struct{}, func()) { return nil, func() {} }
 
 func (b *localBackend) poll(ctx context.Context) *nodeLoss {
-	before := len(b.complete)
 	b.scanEpochs()
-	// Rank 0 rewrites its interval only at checkpoints: read it when one completed.
-	if len(b.complete) > before && b.j.spec.CkptAuto {
-		if data, err := os.ReadFile(filepath.Join(b.dir.Path(), "interval")); err == nil {
-			if iv := api.ParseIntervalFile(data); iv != nil {
-				iv.Record = b.mtbfRecord
-				b.j.reportInterval(iv)
-			}
-		}
+	if b.j.spec.CkptAuto {
+		b.readInterval()
 	}
 	return nil
 }
 
+// readInterval reports the interval rank 0 chose when its file changed since
+// the last poll: a stat a poll, a read after a checkpoint's cost is measured.
+func (b *localBackend) readInterval() {
+	path := filepath.Join(b.dir.Path(), "interval")
+	fi, err := os.Stat(path)
+	if err != nil || fi.ModTime().Equal(b.intervalAt) {
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	b.intervalAt = fi.ModTime()
+	if iv := api.ParseIntervalFile(data); iv != nil {
+		iv.Record = b.mtbfRecord
+		b.j.reportInterval(iv)
+	}
+}
+
 func (b *localBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
 	b.scanEpochs() // the last epoch may have completed as the run ended
+	if b.j.spec.CkptAuto {
+		b.readInterval() // and the last checkpoint's cost been measured
+	}
 	return local, nil
 }
 

@@ -520,7 +520,7 @@ func (j *job) reportInterval(iv *api.CheckpointInterval) bool {
 }
 
 // DescribeInterval says a checkpoint interval, and why when libshoal chose it:
-// "every 4.5 s (auto: a checkpoint blocks the ranks 12 ms; their nodes lose one
+// "every 4.5 s (auto: a checkpoint costs the run 12 ms; their nodes lose one
 // every 15m0s: no node failed in 2h0m0s of node time)", the last part its
 // Record, when set.
 func DescribeInterval(iv api.CheckpointInterval) string {
@@ -533,7 +533,7 @@ func DescribeInterval(iv api.CheckpointInterval) string {
 		return fmt.Sprintf("every %s (auto: until the first checkpoint's cost is known; their nodes lose one every %s)",
 			seconds(time.Duration(iv.Every)), time.Duration(iv.MTBF).Round(time.Second))
 	}
-	s := fmt.Sprintf("every %s (auto: a checkpoint blocks the ranks %s; their nodes lose one every %s",
+	s := fmt.Sprintf("every %s (auto: a checkpoint costs the run %s; their nodes lose one every %s",
 		seconds(time.Duration(iv.Every)), millis(time.Duration(iv.Cost)), time.Duration(iv.MTBF).Round(time.Second))
 	if iv.Record != "" {
 		s += ": " + iv.Record

@@ -326,7 +326,7 @@ func TestReportInterval(t *testing.T) {
 			t.Errorf("interval %+v: announced %v, want %v", c.iv, announced, c.want)
 		}
 	}
-	want := "checkpoints every 4.5 s (auto: a checkpoint blocks the ranks 12 ms; their nodes lose one every 15m0s: no node failed in 2h0m0s of node time)"
+	want := "checkpoints every 4.5 s (auto: a checkpoint costs the run 12 ms; their nodes lose one every 15m0s: no node failed in 2h0m0s of node time)"
 	if len(got) != 3 || got[0] != want {
 		t.Errorf("events %q, want 3, the first %q", got, want)
 	}
@@ -337,8 +337,8 @@ func TestReportInterval(t *testing.T) {
 		{api.CheckpointInterval{}, "none at an interval (the program may still call shoal_checkpoint)"},
 		{api.CheckpointInterval{Every: api.Duration(30 * time.Second)}, "every 30 s, as asked"},
 		{*iv(8*time.Second, 0), "every 8 s (auto: until the first checkpoint's cost is known; their nodes lose one every 15m0s)"},
-		{*iv(2*time.Minute, 1500*time.Millisecond), "every 2m0s (auto: a checkpoint blocks the ranks 1.5 s; their nodes lose one every 15m0s)"},
-		{*iv(time.Second, 400*time.Microsecond), "every 1 s (auto: a checkpoint blocks the ranks 0.4 ms; their nodes lose one every 15m0s)"},
+		{*iv(2*time.Minute, 1500*time.Millisecond), "every 2m0s (auto: a checkpoint costs the run 1.5 s; their nodes lose one every 15m0s)"},
+		{*iv(time.Second, 400*time.Microsecond), "every 1 s (auto: a checkpoint costs the run 0.4 ms; their nodes lose one every 15m0s)"},
 	} {
 		c.iv.Record = ""
 		if s := DescribeInterval(c.iv); s != c.want {

@@ -225,6 +225,8 @@ static int snapshot_agree(struct shoal_ctx *c)
     double t0 = shoal_now();
     int due = 0, hold = 0, k = 0;
     if (c->rank == 0) {
+        if (c->agreements > 0) /* the first call follows the program's setup */
+            ctx_agreement_seen(c, t0, c->k, t0 - c->t_agreed);
         due = agree_due(c, t0, &hold);
         k = agree_next_k(c, t0);
     }
@@ -243,7 +245,7 @@ static int snapshot_agree(struct shoal_ctx *c)
         rc = ctx_checkpoint_local(c);
         ctx_submit_staged(c);
         double t1 = shoal_now();
-        ctx_checkpoint_taken(c, t1 - t0);
+        ctx_checkpoint_taken(c, t1 - t0, 1);
         c->t_checkpoint = t1;
         if (ex.hold) {
             agree_hold(c, epoch);

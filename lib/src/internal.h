@@ -191,6 +191,27 @@ double interval_cost_mean(double mean_s, double newest_s);
 /* The `interval` file's line (docs/launcher-protocol.md); snprintf's return value. */
 int interval_line(char *line, size_t len, const struct shoal_config *cfg, double cost_s);
 
+/* What a checkpoint costs the run, which is more than the time it blocks the caller:
+ * the writer thread, the agent's copy of the shard to another node and the
+ * coordinator's verification take cores the ranks would use. Rank 0 measures it at
+ * its agreements (agree.c): the calls between two agreements take longer after a
+ * checkpoint than away from checkpoints, and that excess over a settling window,
+ * added to the blocking time, is the checkpoint's cost. */
+struct slowdown {
+    double base;    /* seconds per call away from checkpoints (a weighted mean); 0: none yet */
+    double blocked; /* the checkpoint being measured: seconds it blocked */
+    double excess;  /* and the seconds its calls took beyond base since */
+    double until;   /* the end of its settling window; 0: none being measured */
+};
+/* A checkpoint that blocked blocked_s ended at now; its window lasts settle_s. When
+ * one was still being measured, its cost (see slowdown_agreement), else -1. */
+double slowdown_checkpoint(struct slowdown *s, double now, double blocked_s, double settle_s);
+/* An agreement at now, after k calls that took took_s since the last one. When it
+ * closes a checkpoint's window, that checkpoint's cost in seconds; else -1. */
+double slowdown_agreement(struct slowdown *s, double now, int k, double took_s);
+/* The settling window after a checkpoint, for an interval of interval_s. */
+double slowdown_settle(double interval_s);
+
 /* ---- traffic.c and pmpi.c: who sends how much to whom (docs/traffic.md) ---- */
 
 /* Larger jobs are not counted: 16 bytes per rank of the job on every rank. */
@@ -363,7 +384,8 @@ struct shoal_ctx {
 
     /* the interval in use (rank 0) */
     char interval_path[PATH_MAX];
-    double ckpt_cost;        /* mean seconds a checkpoint blocks; 0: none taken yet */
+    double ckpt_cost;        /* mean seconds a checkpoint costs the run; 0: none measured */
+    struct slowdown slow;    /* the checkpoint whose cost is being measured */
     double interval_written; /* the interval the file last said */
     int interval_failed;     /* writing `interval` failed (reported once) */
 };
@@ -410,7 +432,11 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
 /* The first failing rank's code, the same on every rank; it prints msg. Collective. */
 int ctx_agree_error(MPI_Comm comm, int rank, int nranks, int code, const char *msg);
 /* Local: after a checkpoint that blocked the caller blocked_s seconds. Rank 0 also
- * follows the cost and, with the automatic interval, the interval it implies. */
-void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s);
+ * follows the cost and, with the automatic interval, the interval it implies: at once
+ * when the program checkpoints by itself (measure 0), else by the run's slowdown
+ * once the checkpoint's settling window closes (ctx_agreement_seen). */
+void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, int measure);
+/* Rank 0, at an agreement: k calls took took_s since the previous one. */
+void ctx_agreement_seen(struct shoal_ctx *c, double now, int k, double took_s);
 
 #endif /* SHOAL_INTERNAL_H */

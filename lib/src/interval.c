@@ -49,3 +49,48 @@ int interval_line(char *line, size_t len, const struct shoal_config *cfg, double
     return snprintf(line, len, "interval %.6g auto %d cost %.6g mtbf %.6g\n", cfg->interval_s,
                     cfg->interval_auto, cost_s, cfg->interval_auto ? cfg->mtbf_s : 0.0);
 }
+
+/* How long after a checkpoint its cost is looked for: the writer starts at once, but
+ * the agent copies the shard and the coordinator verifies it at their next poll, a
+ * second or so later. Never more than half the interval, so that the calls between
+ * two checkpoints still show the run's own pace. */
+#define SETTLE_MAX_S 2.0
+/* Weight of the newest pace in the mean seconds per call away from checkpoints. */
+#define BASE_WEIGHT 0.2
+
+double slowdown_settle(double interval_s)
+{
+    return interval_s > 0 && interval_s / 2 < SETTLE_MAX_S ? interval_s / 2 : SETTLE_MAX_S;
+}
+
+static double slowdown_close(struct slowdown *s)
+{
+    /* Calls that ran faster than the mean pace are noise, not a gain. */
+    double cost = s->blocked + (s->excess > 0 ? s->excess : 0);
+    s->blocked = s->excess = s->until = 0;
+    return cost;
+}
+
+double slowdown_checkpoint(struct slowdown *s, double now, double blocked_s, double settle_s)
+{
+    double open = s->until > 0 ? slowdown_close(s) : -1;
+    s->blocked = blocked_s;
+    s->excess = 0;
+    s->until = now + settle_s;
+    return open;
+}
+
+double slowdown_agreement(struct slowdown *s, double now, int k, double took_s)
+{
+    if (k < 1 || !(took_s >= 0))
+        return -1;
+    if (s->until > 0) {
+        /* Until the run's pace is known, a checkpoint costs what it blocks. */
+        if (s->base > 0)
+            s->excess += took_s - k * s->base;
+        return now >= s->until ? slowdown_close(s) : -1;
+    }
+    double per_call = took_s / k;
+    s->base = s->base > 0 ? BASE_WEIGHT * per_call + (1 - BASE_WEIGHT) * s->base : per_call;
+    return -1;
+}

@@ -158,15 +158,11 @@ static void write_interval(struct shoal_ctx *c)
     }
 }
 
-void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s)
+/* Rank 0: a checkpoint cost the run cost_s seconds. */
+static void cost_measured(struct shoal_ctx *c, double cost_s)
 {
-    c->block_sum += blocked_s;
-    if (blocked_s > c->block_max)
-        c->block_max = blocked_s;
-    if (c->rank != 0)
-        return;
     int measured = c->ckpt_cost > 0;
-    c->ckpt_cost = interval_cost_mean(c->ckpt_cost, blocked_s);
+    c->ckpt_cost = interval_cost_mean(c->ckpt_cost, cost_s);
     if (c->cfg.interval_auto) {
         /* Only rank 0 decides when a checkpoint is due: the others' interval_s is
          * never read. The file is on the checkpoint's path: it is written again
@@ -175,6 +171,30 @@ void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s)
         if (!measured || fabs(c->cfg.interval_s - c->interval_written) >= 0.05 * c->interval_written)
             write_interval(c);
     }
+}
+
+void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, int measure)
+{
+    c->block_sum += blocked_s;
+    if (blocked_s > c->block_max)
+        c->block_max = blocked_s;
+    if (c->rank != 0)
+        return;
+    if (!measure) {
+        cost_measured(c, blocked_s);
+        return;
+    }
+    double open = slowdown_checkpoint(&c->slow, shoal_now(), blocked_s,
+                                      slowdown_settle(c->cfg.interval_s));
+    if (open >= 0)
+        cost_measured(c, open);
+}
+
+void ctx_agreement_seen(struct shoal_ctx *c, double now, int k, double took_s)
+{
+    double cost = slowdown_agreement(&c->slow, now, k, took_s);
+    if (cost >= 0)
+        cost_measured(c, cost);
 }
 
 static void ctx_release(struct shoal_ctx *c)

@@ -71,6 +71,66 @@ static void test_cost_mean(void)
     CHECK(mean > 0.97 && mean < 1);
 }
 
+/* A run whose calls take 10 ms each, agreeing every 20 calls (0.2 s). */
+#define PACE 0.01
+#define K 20
+
+/* Agreements from t to end at the run's pace times slow, and what closed. */
+static double agree_until(struct slowdown *s, double *t, double end, double slow)
+{
+    double cost = -1;
+    while (*t < end - 1e-9) {
+        *t += K * PACE * slow;
+        double got = slowdown_agreement(s, *t, K, K * PACE * slow);
+        if (got >= 0)
+            cost = got;
+    }
+    return cost;
+}
+
+static void test_slowdown(void)
+{
+    CHECK_NEAR(slowdown_settle(10), 2, 1e-12);
+    CHECK_NEAR(slowdown_settle(1), 0.5, 1e-12);
+    CHECK_NEAR(slowdown_settle(0), 2, 1e-12); /* the program's own checkpoints */
+
+    /* Before the pace is known, a checkpoint costs what it blocks. */
+    struct slowdown s = {0};
+    double t = 0;
+    CHECK(slowdown_checkpoint(&s, t, 0.005, 2) == -1);
+    CHECK_NEAR(agree_until(&s, &t, 2.000001, 1.5), 0.005, 1e-9);
+
+    /* Calls 1.5 times as slow for the 2 s after a checkpoint: 2 s / 1.5 of calls lost
+     * a third of their time each, about 0.67 s, plus the 5 ms it blocked. */
+    s = (struct slowdown){0};
+    t = 0;
+    CHECK(agree_until(&s, &t, 5, 1) == -1);
+    CHECK_NEAR(s.base, PACE, 1e-9);
+    slowdown_checkpoint(&s, t, 0.005, 2);
+    double cost = agree_until(&s, &t, t + 2.000001, 1.5);
+    CHECK_NEAR(cost, 0.005 + 2.1 - 2.1 / 1.5, 1e-9); /* 7 agreements of 0.3 s close it */
+    CHECK(s.until == 0);
+    /* The pace is learned away from checkpoints only, so it stays. */
+    CHECK_NEAR(s.base, PACE, 1e-9);
+
+    /* An undisturbed run costs what the checkpoint blocks; one that ran faster after
+     * it gains nothing (noise, not a saving). */
+    slowdown_checkpoint(&s, t, 0.005, 2);
+    CHECK_NEAR(agree_until(&s, &t, t + 2.000001, 1), 0.005, 1e-9);
+    slowdown_checkpoint(&s, t, 0.005, 2);
+    CHECK_NEAR(agree_until(&s, &t, t + 2.000001, 0.8), 0.005, 1e-9);
+
+    /* A checkpoint taken before the last one's window closed closes it. */
+    slowdown_checkpoint(&s, t, 0.005, 2);
+    agree_until(&s, &t, t + 1, 2);
+    CHECK_NEAR(slowdown_checkpoint(&s, t, 0.007, 2), 0.005 + 3 * 0.2, 1e-9); /* 3 agreements of 0.4 s */
+    CHECK_NEAR(s.blocked, 0.007, 1e-12);
+
+    /* Nonsense from the clock is ignored. */
+    CHECK(slowdown_agreement(&s, t, 0, 1) == -1);
+    CHECK(slowdown_agreement(&s, t, K, NAN) == -1);
+}
+
 static void test_line(void)
 {
     struct shoal_config cfg;
@@ -185,6 +245,7 @@ int main(void)
 {
     test_daly();
     test_cost_mean();
+    test_slowdown();
     test_line();
     test_env();
     return check_summary(check_passed, check_failed);

@@ -142,7 +142,7 @@ func TestAutoInterval(t *testing.T) {
 		t.Fatalf("shoal wait %s: exit %d\n%s", id, code, stderr)
 	}
 	_, events, _ := shoalIn(t, b, "n1", "events", id)
-	announced := regexp.MustCompile(`checkpoints every [0-9.]+ s \(auto: a checkpoint blocks the ranks [0-9.]+ m?s; their nodes lose one every 30s: as given with --mtbf\)`)
+	announced := regexp.MustCompile(`checkpoints every [0-9.]+ s \(auto: a checkpoint costs the run [0-9.]+ m?s; their nodes lose one every 30s: as given with --mtbf\)`)
 	if !announced.MatchString(events) {
 		t.Errorf("shoal events %s: no announcement of the automatic interval:\n%s", id, events)
 	}
