@@ -268,17 +268,22 @@ func waitVoters(t *testing.T, b *testbed.Bed, want int, timeout time.Duration) {
 			} `json:"nodes"`
 		}
 		json.Unmarshal(out, &list)
-		n := 0
+		// A voter that is suspect or dead still counts towards the quorum until
+		// the leader removes it: want voters, every one alive.
+		n, live := 0, 0
 		for _, node := range list.Nodes {
-			if node.State == "alive" && (node.Role == "leader" || node.Role == "voter") {
+			if node.Role == "leader" || node.Role == "voter" {
 				n++
+				if node.State == "alive" {
+					live++
+				}
 			}
 		}
-		if err == nil && n == want {
+		if err == nil && n == want && live == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v n1 shows %d live voters, want %d:\n%s", timeout, n, want, out)
+			t.Fatalf("after %v n1 shows %d voters, %d of them alive, want %d alive:\n%s", timeout, n, live, want, out)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
