@@ -62,6 +62,7 @@ func plugCoordinator(a *agent.Agent, engine string) error {
 		Links:    a.Links,
 		Engine:   engine,
 		Failures: a.Failures,
+		NodeLost: a.NodeLost,
 	})
 	a.SetJobService(svc)
 	// Before this node leaves (and after it has passed on the lead of the job

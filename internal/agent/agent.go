@@ -412,6 +412,11 @@ func (a *Agent) isLiveMember(name string) bool {
 // them since it started.
 func (a *Agent) Failures() mtbf.Estimate { return a.failures.At(time.Now()) }
 
+// NodeLost adds to that record a node whose ranks a job lost: a node that dies
+// and restarts before the failure detector declares it dead (a reboot, an agent
+// restarted by its supervisor) is a failure all the same.
+func (a *Agent) NodeLost(name string) { a.failures.Failed(time.Now(), name) }
+
 // recordFailures keeps the record Failures returns: the live nodes' time, and
 // each node the failure detector declares dead (one that leaves on purpose is
 // no failure).
@@ -428,7 +433,7 @@ func (a *Agent) recordFailures(sub *membership.Subscription) {
 	a.failures.Observe(time.Now(), alive())
 	for ev := range sub.C {
 		if ev.Type == membership.EventFailed {
-			a.failures.Failed(ev.Time)
+			a.failures.Failed(ev.Time, ev.Node.Name)
 		}
 		a.failures.Observe(ev.Time, alive())
 	}

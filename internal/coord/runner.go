@@ -41,6 +41,9 @@ type Config struct {
 	PollInterval time.Duration
 	// KillGrace is how long a launcher gets after SIGTERM before SIGKILL.
 	KillGrace time.Duration
+	// NodeLost, when set, hears of each node a run lost without being told
+	// (see [ServiceConfig.NodeLost]).
+	NodeLost func(name string)
 }
 
 // launcher is the configured engine, Open MPI when none is.
@@ -286,6 +289,11 @@ func (j *job) run(ctx context.Context, next relaunch) ending {
 		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil:
 		j.event(EventNodeLost, Event{Message: loss.String()})
+		if j.cfg.NodeLost != nil {
+			for _, n := range loss.nodes {
+				j.cfg.NodeLost(n)
+			}
+		}
 		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	}
 	o := engine.Classify(states, j.spec.NRanks, code)

@@ -87,6 +87,9 @@ type ServiceConfig struct {
 	// which a job with an automatic checkpoint interval learns its mean time
 	// between failures at each launch; unset, the record is empty (the prior).
 	Failures func() mtbf.Estimate
+	// NodeLost, when set, hears of every node a job lost without being told
+	// (its agent stopped answering): the record behind Failures counts it.
+	NodeLost func(name string)
 }
 
 // Service is the job coordinator of one agent: it implements [api.JobService] and
@@ -294,6 +297,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	cfg := Config{
 		CkptRoot: filepath.Join(s.cfg.DataDir, "ckpt"), RunRoot: filepath.Join(s.cfg.DataDir, "coord"),
 		ShoalBin: s.cfg.ShoalBin, Engine: launcher, PollInterval: 200 * time.Millisecond, KillGrace: 3 * time.Second,
+		NodeLost: s.cfg.NodeLost,
 	}
 	out := Output{
 		Stdout: &lineEvents{job: j, typ: "output"},

@@ -11,6 +11,11 @@
 // with the prior of one failure in PriorNodeTime added, so that a cluster
 // watched for a minute without a failure is not taken for one that never
 // fails. A job over n nodes loses one n times as often.
+//
+// A failure is a node the failure detector declared dead, or one whose ranks a
+// job lost (its agent stopped answering): a node restarted within seconds is
+// never declared dead, yet its jobs lost their work. Both reports of one loss
+// count once ([SameFailure]).
 package mtbf
 
 import (
@@ -63,6 +68,7 @@ type Record struct {
 	alive    int
 	since    time.Time
 	watching bool
+	last     map[string]time.Time // each node's last failure counted
 }
 
 // Observe says that from now on alive nodes are live.
@@ -73,11 +79,24 @@ func (r *Record) Observe(now time.Time, alive int) {
 	r.alive, r.since, r.watching = alive, now, true
 }
 
-// Failed counts a node declared failed at now.
-func (r *Record) Failed(now time.Time) {
+// SameFailure is how close two reports of one node's failure come: a job's
+// coordinator sees a node's ranks lost at once, the failure detector declares
+// the node dead seconds later, and a node restarted within that time is never
+// declared dead at all.
+const SameFailure = 10 * time.Second
+
+// Failed counts node's failure at now, once for reports within SameFailure.
+func (r *Record) Failed(now time.Time, node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.advance(now)
+	if last, ok := r.last[node]; ok && now.Sub(last).Abs() < SameFailure {
+		return
+	}
+	if r.last == nil {
+		r.last = map[string]time.Time{}
+	}
+	r.last[node] = now
 	r.est.Failures++
 }
 

@@ -1,6 +1,7 @@
 package mtbf
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -46,14 +47,14 @@ func TestRecord(t *testing.T) {
 	}
 	r.Observe(t0, 4)
 	r.Observe(t0.Add(time.Hour), 3) // 4 node-hours
-	r.Failed(t0.Add(time.Hour))
+	r.Failed(t0.Add(time.Hour), "n4")
 	e := r.At(t0.Add(2 * time.Hour)) // and 3 more
 	if e.Failures != 1 || e.NodeTime != 7*time.Hour {
 		t.Fatalf("record %+v, want 1 failure in 7h", e)
 	}
 	quiet := e.Job(3)
 	for i := 0; i < 6; i++ {
-		r.Failed(t0.Add(2 * time.Hour))
+		r.Failed(t0.Add(2*time.Hour), fmt.Sprintf("m%d", i))
 	}
 	busy := r.At(t0.Add(2 * time.Hour)).Job(3)
 	if !(busy < quiet/3) {
@@ -62,6 +63,18 @@ func TestRecord(t *testing.T) {
 	later := r.At(t0.Add(100 * time.Hour)).Job(3)
 	if !(later > busy*10) {
 		t.Errorf("98 quiet hours later: job MTBF %v, want far above %v", later, busy)
+	}
+	// One loss reported twice, by a job and then by the failure detector, counts
+	// once; the node's next loss counts again.
+	n := r.At(t0.Add(100 * time.Hour)).Failures
+	r.Failed(t0.Add(100*time.Hour), "n2")
+	r.Failed(t0.Add(100*time.Hour+3*time.Second), "n2")
+	if got := r.At(t0.Add(100 * time.Hour)).Failures; got != n+1 {
+		t.Errorf("n2 lost once, reported twice 3 s apart: %d failures counted, want %d", got-n, 1)
+	}
+	r.Failed(t0.Add(100*time.Hour+time.Minute), "n2")
+	if got := r.At(t0.Add(100 * time.Hour)).Failures; got != n+2 {
+		t.Errorf("n2 lost again a minute later: %d failures counted, want 2", got-n)
 	}
 	// Time going backwards (a clock step) adds nothing.
 	before := r.At(t0.Add(100 * time.Hour))
