@@ -18,6 +18,11 @@
  * which are cheap, erring long costs lost work. */
 #define DEFAULT_MTBF_S 3600.0
 
+const char *const config_env_vars[] = {
+    "SHOAL_DIR",        "SHOAL_JOB",          "SHOAL_CKPT_INTERVAL", "SHOAL_MTBF",
+    "SHOAL_EPOCH_BASE", "SHOAL_HOLD_TIMEOUT", "SHOAL_KEEP_EPOCHS",   "SHOAL_RESTART_EPOCH",
+    "SHOAL_STATS",      "SHOAL_TRAFFIC",      NULL};
+
 static const char *env(const char *name)
 {
     const char *v = getenv(name);

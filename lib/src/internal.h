@@ -177,6 +177,8 @@ struct shoal_config {
 
 /* Fills c; on error returns SHOAL_ERR_ARG and a one-line message in msg. */
 int config_from_env(struct shoal_config *c, char *msg, size_t msglen);
+/* The variables config_from_env reads, NULL-terminated (tests clear them). */
+extern const char *const config_env_vars[];
 /* Parses "30", "0.5", "500ms", "2m", "1m30s"... into seconds. 0 or -1. */
 int config_parse_duration(const char *s, double *seconds);
 int config_valid_job(const char *job);

@@ -158,12 +158,8 @@ static void test_line(void)
 /* Clears the variables config_from_env reads, then sets interval and mtbf (NULL: unset). */
 static void set_env(const char *interval, const char *mtbf)
 {
-    static const char *const vars[] = {
-        "SHOAL_DIR",        "SHOAL_JOB",          "SHOAL_CKPT_INTERVAL", "SHOAL_MTBF",
-        "SHOAL_EPOCH_BASE", "SHOAL_HOLD_TIMEOUT", "SHOAL_KEEP_EPOCHS",   "SHOAL_RESTART_EPOCH",
-        "SHOAL_STATS",      "SHOAL_TRAFFIC"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-        unsetenv(vars[i]);
+    for (const char *const *v = config_env_vars; *v != NULL; v++)
+        unsetenv(*v);
     if (interval != NULL)
         setenv("SHOAL_CKPT_INTERVAL", interval, 1);
     if (mtbf != NULL)

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "check.h"
+#include "internal.h"
 #include "testutil.h"
 
 int t_rank, t_nranks;
@@ -52,12 +53,8 @@ int t_finish(void)
 
 void t_env(const char *job)
 {
-    static const char *const vars[] = {
-        "SHOAL_DIR",        "SHOAL_JOB",   "SHOAL_CKPT_INTERVAL", "SHOAL_RESTART_EPOCH",
-        "SHOAL_EPOCH_BASE", "SHOAL_STATS", "SHOAL_HOLD_TIMEOUT",  "SHOAL_KEEP_EPOCHS",
-        "SHOAL_TRAFFIC",    "SHOAL_MTBF"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-        unsetenv(vars[i]);
+    for (const char *const *v = config_env_vars; *v != NULL; v++)
+        unsetenv(*v);
     setenv("SHOAL_DIR", t_base, 1);
     setenv("SHOAL_JOB", job, 1);
 }

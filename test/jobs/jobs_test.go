@@ -46,7 +46,7 @@ func up(t *testing.T, n int) *testbed.Bed {
 		if t.Failed() {
 			for i := 1; i <= n+1; i++ {
 				if log, err := os.ReadFile(filepath.Join(b.Dir(), fmt.Sprintf("n%d", i), "agent.log")); err == nil {
-					t.Logf("agent log of n%d (tail):\n%s", i, tail(string(log), 30))
+					t.Logf("agent log of n%d (tail, without the retries of an election that cannot be won):\n%s", i, tail(withoutElectionRetries(string(log)), 60))
 				}
 			}
 		}
@@ -55,6 +55,18 @@ func up(t *testing.T, n int) *testbed.Bed {
 		}
 	})
 	return b
+}
+
+// withoutElectionRetries drops from an agent's log the lines a node that cannot
+// win an election writes every second or two, which would fill any tail.
+func withoutElectionRetries(log string) string {
+	var keep []string
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, "Election timeout reached") && !strings.Contains(l, "failed to make requestVote RPC") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 func tail(s string, n int) string {
