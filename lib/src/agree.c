@@ -245,7 +245,7 @@ static int snapshot_agree(struct shoal_ctx *c)
         rc = ctx_checkpoint_local(c);
         ctx_submit_staged(c);
         double t1 = shoal_now();
-        ctx_checkpoint_taken(c, t1 - t0, 1);
+        ctx_checkpoint_taken(c, t1 - t0, t1, 1);
         c->t_checkpoint = t1;
         if (ex.hold) {
             agree_hold(c, epoch);

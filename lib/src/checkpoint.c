@@ -236,7 +236,7 @@ SHOAL_EXPORT int shoal_checkpoint(void)
     ctx_submit_staged(c);
     double t1 = shoal_now();
     /* No agreements follow a program's own checkpoints to measure a slowdown by. */
-    ctx_checkpoint_taken(c, t1 - t0, 0);
+    ctx_checkpoint_taken(c, t1 - t0, t1, 0);
     c->t_checkpoint = t1;
     if (mrc == SHOAL_SUCCESS && ex.hold) {
         agree_hold(c, epoch);

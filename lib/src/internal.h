@@ -433,11 +433,11 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
 /* shoal.c */
 /* The first failing rank's code, the same on every rank; it prints msg. Collective. */
 int ctx_agree_error(MPI_Comm comm, int rank, int nranks, int code, const char *msg);
-/* Local: after a checkpoint that blocked the caller blocked_s seconds. Rank 0 also
+/* Local: after a checkpoint that blocked the caller blocked_s seconds, until now. Rank 0 also
  * follows the cost and, with the automatic interval, the interval it implies: at once
  * when the program checkpoints by itself (measure 0), else by the run's slowdown
  * once the checkpoint's settling window closes (ctx_agreement_seen). */
-void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, int measure);
+void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int measure);
 /* Rank 0, at an agreement: k calls took took_s since the previous one. */
 void ctx_agreement_seen(struct shoal_ctx *c, double now, int k, double took_s);
 

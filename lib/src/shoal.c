@@ -173,7 +173,7 @@ static void cost_measured(struct shoal_ctx *c, double cost_s)
     }
 }
 
-void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, int measure)
+void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int measure)
 {
     c->block_sum += blocked_s;
     if (blocked_s > c->block_max)
@@ -184,7 +184,7 @@ void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, int measure)
         cost_measured(c, blocked_s);
         return;
     }
-    double open = slowdown_checkpoint(&c->slow, shoal_now(), blocked_s,
+    double open = slowdown_checkpoint(&c->slow, now, blocked_s,
                                       slowdown_settle(c->cfg.interval_s));
     if (open >= 0)
         cost_measured(c, open);
