@@ -238,7 +238,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		if errors.As(err, &op) && op.Err != nil {
 			err = op.Err
 		}
-		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, err)
+		// The cause stays inspectable: a refused connection (the host is there,
+		// no agent listens) means something else than a silent one.
+		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.addr, err)
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()

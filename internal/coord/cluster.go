@@ -234,11 +234,15 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	return l, launcherEnv, where, nil
 }
 
-// poll checks membership for a lost node, and when a node's shard index
-// changed or a copy was made (see watch), starts the copies that make shards
-// durable and records newly complete epochs. With no news and no change of
-// the live nodes it does nothing more: a steady run costs no network call.
+// poll checks for a node of the run whose agent is gone and membership for a
+// lost node, and when a node's shard index changed or a copy was made (see
+// watch), starts the copies that make shards durable and records newly
+// complete epochs. With no news and no change of the live nodes it does
+// nothing more: a steady run costs no network call.
 func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
+	if loss := b.checkRefused(); loss != nil {
+		return loss
+	}
 	nodes, err := b.s.cfg.Nodes(ctx)
 	if err == nil {
 		if loss := b.checkMembers(ctx, nodes); loss != nil {
@@ -330,7 +334,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 			s, err := p.RankStates(cctx, id)
 			cancel()
 			if err != nil {
-				b.noAnswer(name, time.Now())
+				b.noAnswer(name, time.Now(), err)
 			} else {
 				b.answered(name, time.Now())
 			}
@@ -365,6 +369,9 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	reason := "its agent does not answer"
 	if since := b.silentSince(silent[0]); !since.IsZero() {
 		reason = noAnswerSince(since)
+	}
+	if b.allRefused(silent) {
+		reason = agentGone
 	}
 	return states, &nodeLoss{nodes: silent, reason: reason, at: time.Now()}
 }

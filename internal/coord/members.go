@@ -65,6 +65,59 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 	return &nodeLoss{nodes: lost, reason: reason, at: time.Now()}
 }
 
+// checkRefused reports the nodes of the run whose agents refused a connection
+// since their last answer and since the run's launch: their hosts are up and no
+// agent listens. A run cannot go on there. Its daemons were started through that
+// agent, and the end of the agent's launch connection makes mpirun give up on
+// the node (shoal rsh exits 255), so the loss is certain before mpirun says so.
+// Saying it at once is what makes a killed node known within a fraction of a
+// second, rather than once mpirun has stopped and the survivors were asked
+// (finish). A silent node (a cut link, a machine switched off) refuses nothing:
+// membership decides on it (checkMembers). A node leaving politely is left to
+// its move.
+func (b *clusterBackend) checkRefused() *nodeLoss {
+	counts := b.placement.Counts()
+	var lost []string
+	var at time.Time
+	b.mu.Lock()
+	for name := range b.nodes {
+		c := b.contacts[name]
+		if c.refused.IsZero() || c.refused.Before(b.launchAt) || counts[name] == 0 ||
+			(b.pending != nil && name == b.pending.without) {
+			continue
+		}
+		lost = append(lost, name)
+		b.excluded[name] = true
+		// Its first failed request is when its long poll broke: the agent's end.
+		if first := c.failed; at.IsZero() || first.Before(at) {
+			at = first
+		}
+	}
+	b.mu.Unlock()
+	if len(lost) == 0 {
+		return nil
+	}
+	b.recordAvoid()
+	sort.Strings(lost)
+	return &nodeLoss{nodes: lost, reason: agentGone, at: at}
+}
+
+// agentGone is the reason a node whose agent refuses connections is lost.
+const agentGone = "its agent is gone: connection refused"
+
+// allRefused says whether every one of nodes refused a connection since its
+// last answer.
+func (b *clusterBackend) allRefused(nodes []string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range nodes {
+		if b.contacts[n].refused.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
 // noAnswerSince is the reason a node silent since seen is taken as lost.
 func noAnswerSince(seen time.Time) string {
 	return "no answer for " + seconds(time.Since(seen))
@@ -116,7 +169,7 @@ func (b *clusterBackend) probe(node string) {
 		if err == nil {
 			b.answered(node, time.Now())
 		} else if w.ctx.Err() == nil {
-			b.noAnswer(node, time.Now())
+			b.noAnswer(node, time.Now(), err)
 		}
 		b.mu.Lock()
 		c := b.contacts[node]
@@ -178,7 +231,7 @@ func (b *clusterBackend) answers(ctx context.Context, node string) bool {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, err := b.peer(node).Shards(cctx, b.cj.snapshot().ID, "", 0); err != nil {
-		b.noAnswer(node, time.Now())
+		b.noAnswer(node, time.Now(), err)
 		return false
 	}
 	b.answered(node, time.Now())

@@ -161,6 +161,8 @@ type nodeLoss struct {
 	// fault is set for nodes that are up but cannot do their part: their
 	// checkpoint store fails (storeFaults). Their ranks move all the same.
 	fault bool
+	// announced is set once its event was emitted (announceLoss).
+	announced bool
 }
 
 func (l *nodeLoss) String() string {
@@ -288,12 +290,7 @@ func (j *job) run(ctx context.Context, next relaunch) ending {
 		j.event(EventNodeFault, Event{Message: loss.String() + "; its ranks move"})
 		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil:
-		j.event(EventNodeLost, Event{Message: loss.String()})
-		if j.cfg.NodeLost != nil {
-			for _, n := range loss.nodes {
-				j.cfg.NodeLost(n)
-			}
-		}
+		j.announceLoss(loss)
 		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	}
 	o := engine.Classify(states, j.spec.NRanks, code)
@@ -308,6 +305,21 @@ func (j *job) run(ctx context.Context, next relaunch) ending {
 	lost := Outcome{Kind: RankKilled, Rank: o.Cause.Rank, Signal: o.Cause.Signal}
 	j.event(EventRankLost, Event{Rank: lost.Rank, Message: lost.String()})
 	return ending{Outcome: lost, at: time.Unix(0, o.Cause.TimeNs), runStart: runStart}
+}
+
+// announceLoss emits the event of a lost node, once, and has the node's
+// failure recorded.
+func (j *job) announceLoss(loss *nodeLoss) {
+	if loss.announced {
+		return
+	}
+	loss.announced = true
+	j.event(EventNodeLost, Event{Message: loss.String()})
+	if j.cfg.NodeLost != nil {
+		for _, n := range loss.nodes {
+			j.cfg.NodeLost(n)
+		}
+	}
 }
 
 // launch runs the job once, from restartEpoch (0: fresh), and returns mpirun's exit
@@ -423,6 +435,11 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 			return fail(ctx.Err())
 		}
 		if loss := j.be.poll(ctx); loss != nil {
+			// The loss is known now: it is said before the launcher is
+			// stopped, which takes up to a second more.
+			if !loss.planned && !loss.fault {
+				j.announceLoss(loss)
+			}
 			// A cut node's daemon never answers: the launcher must be killed.
 			j.stop(cmd, done, time.Second, stdout, stderr)
 			return 0, nil, loss, "", nil

@@ -31,7 +31,7 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 			defer cancel()
 			idx, err := p.Shards(cctx, id, "", 0)
 			if err != nil {
-				b.noAnswer(name, time.Now())
+				b.noAnswer(name, time.Now(), err)
 				return
 			}
 			b.answered(name, time.Now())

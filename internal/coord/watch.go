@@ -2,7 +2,9 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"syscall"
 	"time"
 
 	"shoal/internal/api"
@@ -24,10 +26,14 @@ const (
 	// firstProgressWindow bounds that: a program that never reports progress
 	// is not asked every second for the whole run.
 	firstProgressWindow = 2 * time.Minute
-	// watchRetry is the first pause after a failed request, doubled up to
-	// watchRetryMax while the node keeps failing.
-	watchRetry    = 500 * time.Millisecond
-	watchRetryMax = 2 * time.Second
+	// watchRetryFirst is the pause after a request that failed when the one
+	// before it was answered: a long poll broken by its agent's death is tried
+	// again at once, and the refused connection that follows tells a killed
+	// agent from a silent one (see checkRefused). watchRetry is the next pause,
+	// doubled up to watchRetryMax while the node keeps failing.
+	watchRetryFirst = 20 * time.Millisecond
+	watchRetry      = 500 * time.Millisecond
+	watchRetryMax   = 2 * time.Second
 	// copyRetry is how long after a failed copy of a shard it is tried again.
 	copyRetry = time.Second
 )
@@ -36,8 +42,11 @@ const (
 type contact struct {
 	seen   time.Time // its last answer
 	failed time.Time // the first failed request since (zero: none)
-	probed time.Time // when a probe (see probe) last started
-	probe  bool      // a probe is under way
+	// refused is when a connection to its agent was refused since its last
+	// answer (zero: none): its host answers for it, and no agent listens.
+	refused time.Time
+	probed  time.Time // when a probe (see probe) last started
+	probe   bool      // a probe is under way
 }
 
 // answered records an answer of node at t.
@@ -45,19 +54,25 @@ func (b *clusterBackend) answered(node string, t time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.contacts[node]
-	c.seen, c.failed = t, time.Time{}
+	c.seen, c.failed, c.refused = t, time.Time{}, time.Time{}
 	b.contacts[node] = c
 }
 
-// noAnswer records a request to node that failed at t.
-func (b *clusterBackend) noAnswer(node string, t time.Time) {
+// noAnswer records a request to node that failed at t with err, and reports
+// whether the node's host refused the connection.
+func (b *clusterBackend) noAnswer(node string, t time.Time, err error) bool {
+	refused := errors.Is(err, syscall.ECONNREFUSED)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.contacts[node]
 	if c.failed.IsZero() {
 		c.failed = t
 	}
+	if refused && c.refused.IsZero() {
+		c.refused = t
+	}
 	b.contacts[node] = c
+	return refused
 }
 
 // runWatch is the following of one run's nodes: its goroutines stop when
@@ -133,8 +148,14 @@ func (b *clusterBackend) watchNode(ctx context.Context, job, node string, p Peer
 		}
 		now := time.Now()
 		if err != nil {
-			b.noAnswer(node, now)
-			retry = min(max(2*retry, watchRetry), watchRetryMax)
+			if b.noAnswer(node, now, err) {
+				b.tell()
+			}
+			if retry == 0 {
+				retry = watchRetryFirst
+			} else {
+				retry = min(max(2*retry, watchRetry), watchRetryMax)
+			}
 			continue
 		}
 		retry = 0

@@ -3,11 +3,15 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +27,7 @@ type fakeCluster struct {
 	index    map[string][]api.ShardInfo
 	progress map[string]*api.Progress
 	cut      map[string]bool // requests to a cut node hang until given up
+	gone     map[string]bool // a node whose agent is gone: connections refused
 	changed  chan struct{}   // closed at every change
 	calls    int             // Shards calls made
 	active   int             // Shards calls under way
@@ -31,7 +36,7 @@ type fakeCluster struct {
 }
 
 func newFakeCluster() *fakeCluster {
-	return &fakeCluster{index: map[string][]api.ShardInfo{}, progress: map[string]*api.Progress{}, cut: map[string]bool{},
+	return &fakeCluster{index: map[string][]api.ShardInfo{}, progress: map[string]*api.Progress{}, cut: map[string]bool{}, gone: map[string]bool{},
 		changed: make(chan struct{}), waits: map[string][]time.Duration{}, states: map[string]string{}}
 }
 
@@ -106,8 +111,15 @@ func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait tim
 		defer t.Stop()
 		deadline = t.C
 	}
+	if f.isGone(p.name) {
+		return api.ShardIndex{}, refused(p.name)
+	}
 	for {
 		f.mu.Lock()
+		if f.gone[p.name] { // the request under way ends with its agent
+			f.mu.Unlock()
+			return api.ShardIndex{}, fmt.Errorf("%w at %s: %w", api.ErrUnreachable, p.name, io.ErrUnexpectedEOF)
+		}
 		idx := api.ShardIndex{Job: job, Shards: slices.Clone(f.index[p.name]), Progress: f.progress[p.name]}
 		changed := f.changed
 		f.mu.Unlock()
@@ -123,6 +135,17 @@ func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait tim
 			return api.ShardIndex{}, ctx.Err()
 		}
 	}
+}
+
+func (f *fakeCluster) isGone(node string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone[node]
+}
+
+// refused is the error of api.Client for a host where no agent listens.
+func refused(node string) error {
+	return fmt.Errorf("%w at %s: %w", api.ErrUnreachable, node, &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED})
 }
 
 // Fetch copies the shard from the node named from (its API address is its name).
@@ -303,13 +326,76 @@ func TestWatchCutNode(t *testing.T) {
 
 func (p fakeClusterNode) RankStates(ctx context.Context, job string) ([]engine.RankState, error) {
 	p.f.mu.Lock()
-	cut := p.f.cut[p.name]
+	cut, gone := p.f.cut[p.name], p.f.gone[p.name]
 	p.f.mu.Unlock()
+	if gone {
+		return nil, refused(p.name)
+	}
 	if cut {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
 	return nil, nil
+}
+
+// TestWatchKilledAgent: a node whose agent dies (its long poll broken, its
+// host refusing connections) is lost at the next poll, with membership still
+// calling it alive, and the job avoids it; a silent node is not taken for one;
+// a node that runs no rank, or whose refusal came before the run, is not
+// either; and a launcher that ends first says the same of it.
+func TestWatchKilledAgent(t *testing.T) {
+	before := runtime.NumGoroutine()
+	f := newFakeCluster()
+	f.cut["d"] = true
+	b := watchedBackend(t, f, place.Placement{"a", "b", "c", "d"}, "a", "b", "c", "d", "e")
+	// e runs no rank; b was refused before this run began.
+	b.noAnswer("b", b.launchAt.Add(-time.Second), refused("b"))
+	news, stop := b.watch(context.Background())
+	defer func() {
+		stop()
+		waitGoroutines(t, before)
+	}()
+	f.add("a", api.ShardInfo{Epoch: 1, Rank: 0, Checksum: 10})
+	f.add("b", api.ShardInfo{Epoch: 1, Rank: 1, Checksum: 11})
+	pollUntil(t, b, news, "the shards of a and b not seen", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.book.Holders(1, 0)) > 0 && len(b.book.Holders(1, 1)) > 0
+	})
+
+	f.change(func() { f.gone["e"] = true })
+	pollUntil(t, b, news, "e's refusal not seen", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return !b.contacts["e"].refused.IsZero()
+	})
+
+	f.change(func() { f.gone["c"] = true })
+	var loss *nodeLoss
+	deadline := time.After(5 * time.Second)
+	for loss == nil {
+		select {
+		case <-news:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("after 5 s: c, whose agent is gone, not lost")
+		}
+		loss = b.poll(context.Background())
+	}
+	if !slices.Equal(loss.nodes, []string{"c"}) || loss.reason != agentGone || loss.planned || loss.fault {
+		t.Errorf("loss %+v, want c lost: %s", loss, agentGone)
+	}
+	if got := b.cj.snapshot().Avoid; !slices.Equal(got, []string{"c"}) {
+		t.Errorf("the job avoids %v, want [c]", got)
+	}
+
+	// The launcher ends before a poll: the survivors are asked (d answers
+	// again), and c is lost for the same reason.
+	f.change(func() { f.cut["d"] = false })
+	_, loss = b.finish(context.Background(), nil, true)
+	if loss == nil || !slices.Equal(loss.nodes, []string{"c"}) || loss.reason != agentGone {
+		t.Errorf("finish: loss %+v, want c lost: %s", loss, agentGone)
+	}
 }
 
 // TestAvoidOutlivesTheCoordinator: a node a run found lost before membership
