@@ -18,8 +18,9 @@ type declaration struct {
 	source            string
 	// why it is no false declaration ("n3 killed"), "" when it is one
 	excuse string
-	// left: a job's node-lost event for a node that left ("node n3 lost
-	// (left)"): no death declared, but a leave that was not a planned move
+	// left: a job's event for a node that left before its ranks were moved
+	// ("node n3 left before its ranks could be moved"): no death declared, but
+	// a leave that was not a planned move
 	left bool
 }
 
@@ -31,6 +32,7 @@ const declaredGrace = 20 * time.Second
 var (
 	failedNode = regexp.MustCompile(`\bnode=(\S+)`)
 	lostNodes  = regexp.MustCompile(`^nodes? (\S.*?) lost\b`)
+	leftNodes  = regexp.MustCompile(`^nodes? (\S.*?) left before its ranks could be moved`)
 	// shardsLost is the reason a job fails when no copy of a shard it needs is
 	// left: "epoch 4 lost: shards of ranks 3, 4 were only on n3, n4" (issue 9).
 	shardsLost = regexp.MustCompile(`were only on (n\d+(?:, n\d+)*)`)
@@ -61,16 +63,19 @@ func (w *world) declarations(jobs []*chaosJob) []declaration {
 	}
 	for _, j := range jobs {
 		for _, e := range j.events {
-			if e.Type != "node-lost" {
-				continue
+			var m []string
+			switch e.Type {
+			case "node-lost":
+				m = lostNodes.FindStringSubmatch(e.Message)
+			case "nodes":
+				m = leftNodes.FindStringSubmatch(e.Message)
 			}
-			m := lostNodes.FindStringSubmatch(e.Message)
 			if m == nil {
 				continue
 			}
 			for _, n := range strings.Split(m[1], ", ") {
 				d := declaration{subject: n, at: e.Time, source: "job " + j.id + ": " + e.Message,
-					left: strings.HasSuffix(e.Message, "(left)")}
+					left: e.Type == "nodes"}
 				d.excuse = w.excuse(n, d.at, downOnPurpose...)
 				out = append(out, d)
 			}

@@ -240,10 +240,10 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 // complete epochs. With no news and no change of the live nodes it does
 // nothing more: a steady run costs no network call.
 func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
-	if loss := b.checkRefused(); loss != nil {
+	nodes, err := b.s.cfg.Nodes(ctx)
+	if loss := b.checkRefused(nodes); loss != nil {
 		return loss
 	}
-	nodes, err := b.s.cfg.Nodes(ctx)
 	if err == nil {
 		if loss := b.checkMembers(ctx, nodes); loss != nil {
 			return loss

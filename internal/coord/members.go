@@ -18,6 +18,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 	now := time.Now()
 	var lost []string
 	reason := ""
+	left := true
 	for _, n := range nodes {
 		if _, ok := b.nodes[n.Name]; !ok {
 			continue
@@ -53,6 +54,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 			continue
 		}
 		lost = append(lost, n.Name)
+		left = left && n.State == "left"
 		reason = n.State
 		if since := b.silentSince(n.Name); n.State == "dead" && !since.IsZero() {
 			reason = noAnswerSince(since)
@@ -62,7 +64,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 		return nil
 	}
 	sort.Strings(lost)
-	return &nodeLoss{nodes: lost, reason: reason, at: time.Now()}
+	return &nodeLoss{nodes: lost, reason: reason, at: time.Now(), left: left}
 }
 
 // checkRefused reports the nodes of the run whose agents refused a connection
@@ -75,10 +77,18 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 // (finish). A silent node (a cut link, a machine switched off) refuses nothing:
 // membership decides on it (checkMembers). A node leaving politely is left to
 // its move.
-func (b *clusterBackend) checkRefused() *nodeLoss {
+//
+// nodes is membership's view (nil when it could not be had): a node that
+// announced its leave is reported as left, not lost.
+func (b *clusterBackend) checkRefused(nodes []api.Node) *nodeLoss {
 	counts := b.placement.Counts()
+	leaving := map[string]bool{}
+	for _, n := range nodes {
+		leaving[n.Name] = n.Leaving || n.State == "left"
+	}
 	var lost []string
 	var at time.Time
+	left := true
 	b.mu.Lock()
 	for name := range b.nodes {
 		c := b.contacts[name]
@@ -87,6 +97,7 @@ func (b *clusterBackend) checkRefused() *nodeLoss {
 			continue
 		}
 		lost = append(lost, name)
+		left = left && leaving[name]
 		b.excluded[name] = true
 		// Its first failed request is when its long poll broke: the agent's end.
 		if first := c.failed; at.IsZero() || first.Before(at) {
@@ -99,6 +110,9 @@ func (b *clusterBackend) checkRefused() *nodeLoss {
 	}
 	b.recordAvoid()
 	sort.Strings(lost)
+	if left {
+		return &nodeLoss{nodes: lost, reason: "left", at: at, left: true}
+	}
 	return &nodeLoss{nodes: lost, reason: agentGone, at: at}
 }
 

@@ -161,6 +161,9 @@ type nodeLoss struct {
 	// fault is set for nodes that are up but cannot do their part: their
 	// checkpoint store fails (storeFaults). Their ranks move all the same.
 	fault bool
+	// left is set when every one of the nodes left the cluster (shoal leave)
+	// before its ranks could be moved: the ranks are lost, the nodes did not fail.
+	left bool
 	// announced is set once its event was emitted (announceLoss).
 	announced bool
 }
@@ -171,6 +174,8 @@ func (l *nodeLoss) String() string {
 		return l.reason
 	case l.fault:
 		return fmt.Sprintf("node %s %s", strings.Join(l.nodes, ", "), l.reason)
+	case l.left:
+		return fmt.Sprintf("node %s left before its ranks could be moved", strings.Join(l.nodes, ", "))
 	}
 	return fmt.Sprintf("node %s lost (%s)", strings.Join(l.nodes, ", "), l.reason)
 }
@@ -314,6 +319,11 @@ func (j *job) announceLoss(loss *nodeLoss) {
 		return
 	}
 	loss.announced = true
+	if loss.left {
+		// Not a failure: neither a lost node's event nor the failure record.
+		j.event(EventNodes, Event{Message: loss.String()})
+		return
+	}
 	j.event(EventNodeLost, Event{Message: loss.String()})
 	if j.cfg.NodeLost != nil {
 		for _, n := range loss.nodes {

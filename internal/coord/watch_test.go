@@ -471,3 +471,39 @@ func TestWatchAsksRank0ForFirstProgress(t *testing.T) {
 		t.Errorf("another node was asked with waits %v", waitsB)
 	}
 }
+
+// TestRefusedWhileLeaving: a node that announced its leave and then refuses
+// connections left before its ranks could be moved. The job says so, not that
+// the node was lost, and the failure record does not count it.
+func TestRefusedWhileLeaving(t *testing.T) {
+	f := newFakeCluster()
+	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
+	var events []Event
+	var failed []string
+	b.j.out.Events = func(e Event) { events = append(events, e) }
+	b.j.cfg.NodeLost = func(n string) { failed = append(failed, n) }
+	b.noAnswer("b", time.Now(), refused("b"))
+	loss := b.checkRefused([]api.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive", Leaving: true}})
+	if loss == nil || !loss.left || !slices.Equal(loss.nodes, []string{"b"}) {
+		t.Fatalf("loss %+v, want b left", loss)
+	}
+	b.j.announceLoss(loss)
+	b.j.announceLoss(loss) // once only
+	if len(events) != 1 || events[0].Kind != EventNodes || events[0].Message != "node b left before its ranks could be moved" {
+		t.Errorf("events %+v, want one %s event saying b left before its ranks could be moved", events, EventNodes)
+	}
+	if len(failed) != 0 {
+		t.Errorf("the failure record counted %v", failed)
+	}
+
+	// Not leaving: lost, and counted.
+	events = nil
+	loss = b.checkRefused([]api.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive"}})
+	if loss == nil || loss.left {
+		t.Fatalf("loss %+v, want b lost", loss)
+	}
+	b.j.announceLoss(loss)
+	if len(events) != 1 || events[0].Kind != EventNodeLost || !slices.Equal(failed, []string{"b"}) {
+		t.Errorf("events %+v, failures %v: want one %s event and b counted", events, failed, EventNodeLost)
+	}
+}
