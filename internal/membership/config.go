@@ -106,6 +106,12 @@ type Config struct {
 	// ForgetAfter is how long dead and departed nodes stay in the node table
 	// ([Membership.Nodes]) for display. 0 keeps them until they come back.
 	ForgetAfter time.Duration
+	// DeadConfirm is how long this node waits, when another node reports the
+	// death of one this node has not doubted, for the reported node to refute
+	// it before recording it. A node healing from a cut gossips the deaths it
+	// declared alone; their subjects refute them a gossip round or two later.
+	// 0 records every death at once.
+	DeadConfirm time.Duration
 	// LeaveTimeout bounds [Membership.Leave]: spreading this node's "leaving"
 	// flag, then its leave message.
 	LeaveTimeout time.Duration
@@ -137,6 +143,7 @@ func DefaultLANConfig() Config {
 		ReconnectTimeout:        time.Hour,
 		ForgetAfter:             time.Hour,
 		LeaveTimeout:            5 * time.Second,
+		DeadConfirm:             2 * time.Second,
 	}
 }
 
@@ -159,6 +166,7 @@ func DefaultWiFiConfig() Config {
 	c.TCPTimeout = 20 * time.Second
 	c.DeadNodeReclaimTime = 10 * time.Second
 	c.LeaveTimeout = 10 * time.Second
+	c.DeadConfirm = 4 * time.Second
 	return c
 }
 
@@ -180,6 +188,7 @@ func DefaultLocalConfig() Config {
 	c.AwarenessMaxMultiplier = 4
 	c.DeadNodeReclaimTime = time.Second
 	c.LeaveTimeout = 2 * time.Second
+	c.DeadConfirm = 500 * time.Millisecond
 	return c
 }
 
@@ -273,6 +282,7 @@ func (c Config) Validate() error {
 		{"ForgetAfter", c.ForgetAfter},
 		{"ReconnectInterval", c.ReconnectInterval},
 		{"ReconnectTimeout", c.ReconnectTimeout},
+		{"DeadConfirm", c.DeadConfirm},
 	} {
 		if d.v < 0 {
 			bad("%s %v: want ≥ 0", d.name, d.v)

@@ -35,6 +35,11 @@ type Membership struct {
 	encoded    atomic.Pointer[[]byte] // what NodeMeta returns
 
 	leaving atomic.Bool
+	// held holds the deaths reported by other nodes that this node waits to
+	// see refuted (see hold), by node, each with its sequence number.
+	heldMu  sync.Mutex
+	held    map[string]uint64
+	heldSeq uint64
 	// conflict is the gossip address of another live node that has this
 	// node's name, as memberlist reported it while joining; nil: none.
 	conflict atomic.Pointer[string]
@@ -57,6 +62,7 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 		cfg:   cfg,
 		log:   logger,
 		table: newTable(),
+		held:  map[string]uint64{},
 		meta:  meta,
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -447,6 +453,13 @@ func (d *delegate) node(n *memberlist.Node) Node {
 
 func (d *delegate) NotifyJoin(mn *memberlist.Node) {
 	n := d.node(mn)
+	if d.m.release(n.Name) {
+		// It refuted a death another node reported before this one recorded
+		// it: to this node it never went away.
+		d.m.log.Debug("a death reported by another node was refuted", "node", n.Name)
+		d.m.table.update(n.Name, func(t *Node) { t.Meta, t.Addr = n.Meta, n.Addr })
+		return
+	}
 	n.State, n.Since = StateAlive, time.Now()
 	d.m.table.set(n)
 	d.m.publish(EventJoin, n)
@@ -455,8 +468,19 @@ func (d *delegate) NotifyJoin(mn *memberlist.Node) {
 func (d *delegate) NotifyLeave(mn *memberlist.Node) {
 	n := d.node(mn)
 	left := n.Meta.Leaving || (n.Local && d.m.leaving.Load())
+	if !left && !n.Local && d.m.cfg.DeadConfirm > 0 {
+		if cur, ok := d.m.table.get(n.Name); ok && cur.State == StateAlive {
+			d.m.hold(n)
+			return
+		}
+	}
+	d.m.gone(n, left)
+}
+
+// gone records that n left (left) or was declared dead, and says so.
+func (m *Membership) gone(n Node, left bool) {
 	now := time.Now()
-	_, after, ok := d.m.table.update(n.Name, func(t *Node) {
+	_, after, ok := m.table.update(n.Name, func(t *Node) {
 		t.Meta, t.Since = n.Meta, now
 		t.State = StateDead
 		if left {
@@ -467,14 +491,55 @@ func (d *delegate) NotifyLeave(mn *memberlist.Node) {
 		return
 	}
 	if left {
-		d.m.publish(EventLeave, after)
+		m.publish(EventLeave, after)
 	} else {
-		d.m.publish(EventFailed, after)
+		m.publish(EventFailed, after)
 	}
+}
+
+// hold puts off recording the death of n, a node this one has not doubted:
+// the verdict is another node's. A node that heals from a cut gossips the
+// deaths it declared while alone, and the nodes it declared dead refute them a
+// gossip round or two later. Recorded at once, each would be a false failure
+// on every node it reached (a fence considered, a failure in the record, a
+// voter replaced). Config.DeadConfirm later, unless the node refuted it
+// meanwhile (see release), the death is recorded.
+func (m *Membership) hold(n Node) {
+	m.heldMu.Lock()
+	m.heldSeq++
+	seq := m.heldSeq
+	m.held[n.Name] = seq
+	m.heldMu.Unlock()
+	time.AfterFunc(m.cfg.DeadConfirm, func() {
+		m.heldMu.Lock()
+		cur, ok := m.held[n.Name]
+		if ok && cur == seq {
+			delete(m.held, n.Name)
+		}
+		m.heldMu.Unlock()
+		select {
+		case <-m.stop:
+			return
+		default:
+		}
+		if ok && cur == seq {
+			m.gone(n, false)
+		}
+	})
+}
+
+// release ends the hold on the death of name, and reports whether there was one.
+func (m *Membership) release(name string) bool {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	_, ok := m.held[name]
+	delete(m.held, name)
+	return ok
 }
 
 func (d *delegate) NotifyUpdate(mn *memberlist.Node) {
 	n := d.node(mn)
+	d.m.release(n.Name)
 	now := time.Now()
 	_, after, ok := d.m.table.update(n.Name, func(t *Node) {
 		t.Meta, t.Addr = n.Meta, n.Addr

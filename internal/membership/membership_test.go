@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 var testSecret = []byte("test secret: 0123456789abcdef")
@@ -282,4 +284,65 @@ func TestDuplicateNameRefused(t *testing.T) {
 	}
 	dup.Shutdown()
 	holds(t, time.Second, wantStates(ms, "n1=alive n2=alive"))
+}
+
+// TestDeathReportedByAnotherNodeHeld: the death of a node this one has not
+// doubted, reported by another node (as one healing from a cut does), is not
+// recorded while the node may refute it: refuted within DeadConfirm, it never
+// shows; not refuted, it is recorded then. A death this node's own probes led
+// to is recorded at once.
+func TestDeathReportedByAnotherNodeHeld(t *testing.T) {
+	m := start(t, "n1", testSecret, nil)
+	sub := m.Subscribe()
+	defer sub.Close()
+	d := &delegate{m: m}
+	meta, err := Meta{API: "127.0.0.1:2", Cores: 2, Arch: "amd64", OS: "linux"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &memberlist.Node{Name: "x", Addr: net.IPv4(127, 0, 0, 2), Port: 7946, Meta: meta}
+	d.NotifyJoin(x)
+	state := func() State { n, _ := m.Node("x"); return n.State }
+
+	d.NotifyLeave(x) // reported dead by another node
+	if got := state(); got != StateAlive {
+		t.Fatalf("x right after a reported death: %v, want alive", got)
+	}
+	d.NotifyJoin(x) // it refuted
+	time.Sleep(m.cfg.DeadConfirm + 200*time.Millisecond)
+	if got := state(); got != StateAlive {
+		t.Errorf("x after refuting: %v, want alive", got)
+	}
+
+	d.NotifyLeave(x) // reported again, not refuted
+	waitFor(t, m.cfg.DeadConfirm+2*time.Second, func() string {
+		if got := state(); got != StateDead {
+			return fmt.Sprintf("x %v, want dead once not refuted", got)
+		}
+		return ""
+	})
+
+	d.NotifyJoin(x)
+	m.suspect("x") // this node's own probe failed
+	d.NotifyLeave(x)
+	if got := state(); got != StateDead {
+		t.Errorf("x suspected here, then reported dead: %v, want dead at once", got)
+	}
+
+	// Nothing of the refuted report: a join, the death not refuted, the join
+	// after it, this node's suspicion and its death.
+	var seen []string
+	for len(seen) < 5 {
+		select {
+		case ev := <-sub.C:
+			if ev.Node.Name == "x" {
+				seen = append(seen, ev.Type.String())
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("events about x: %v, want 5", seen)
+		}
+	}
+	if got := strings.Join(seen, ","); got != "join,failed,join,suspect,failed" {
+		t.Errorf("events about x: %s, want join,failed,join,suspect,failed", got)
+	}
 }
