@@ -14,9 +14,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/coord"
 	"shoal/internal/jobstore"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
@@ -500,27 +502,131 @@ func (a *Agent) Launcher() *launch.Service { return a.launch }
 // left: their daemons here must not run on beside a new run elsewhere. A node
 // declared dead whose API still answers is not fenced: when a partition heals,
 // the other side's verdicts are gossipped here, and the node refutes them.
+//
+// A coordinator declared dead may only be out of reach for a while (this node's
+// link or its own is down), and its run waits for a silent node as long as
+// giving up would cost (coord.Patience). So does this node: a job's ranks here
+// are stopped coord.FenceAfter the first doubt of the coordinator, which is
+// never later than the coordinator gives up on this node, unless the
+// coordinator is back by then.
 func (a *Agent) fence(sub *membership.Subscription) {
+	doubt := map[string]time.Time{}          // first doubt of a node, until it is alive again
+	waits := map[string]context.CancelFunc{} // fences put off, by coordinator node
+	back := func(name string) {
+		delete(doubt, name)
+		if cancel, ok := waits[name]; ok {
+			cancel()
+			delete(waits, name)
+		}
+	}
 	for ev := range sub.C {
-		if ev.Type != membership.EventFailed && ev.Type != membership.EventLeave {
+		name := ev.Node.Name
+		switch {
+		case ev.Type == membership.EventSuspect:
+			if _, ok := doubt[name]; !ok {
+				doubt[name] = ev.Time
+			}
+			continue
+		case ev.Type == membership.EventAlive || ev.Type == membership.EventJoin ||
+			(ev.Type == membership.EventUpdate && ev.Node.State == membership.StateAlive):
+			back(name)
+			continue
+		case ev.Type != membership.EventFailed && ev.Type != membership.EventLeave:
 			continue
 		}
-		if ev.Type == membership.EventFailed && ev.Node.Meta.API != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := a.peers.Get(ev.Node.Meta.API).Health(ctx)
-			cancel()
-			if err == nil {
-				a.log.Warn("a node reported dead still answers: not fencing its jobs", "node", ev.Node.Name)
+		gone := ev.Type == membership.EventLeave
+		if ev.Type == membership.EventFailed {
+			switch answers, refused := a.answers(ev.Node); {
+			case answers:
+				a.log.Warn("a node reported dead still answers: not fencing its jobs", "node", name)
 				continue
+			case refused: // its host is up and its agent is not: no waiting for it
+				gone = true
 			}
 		}
 		if ev.Node.Meta.API != "" {
 			a.peers.Forget(ev.Node.Meta.API) // its connections are dead or soon will be
 		}
-		if jobs := a.launch.RevokeCoordinator(ev.Node.Name); len(jobs) > 0 {
-			a.log.Warn("coordinator gone: killed its jobs' processes on this node", "coordinator", ev.Node.Name, "event", ev.Type.String(), "jobs", jobs)
+		since, ok := doubt[name]
+		if !ok || ev.Type == membership.EventLeave {
+			since = ev.Time
+		}
+		now := time.Now()
+		later := map[string]time.Time{}
+		for job, granted := range a.launch.Coordinated(name) {
+			at := now
+			if !gone {
+				at = since.Add(coord.FenceAfter(since, a.newestShard(job, granted)))
+			}
+			if at.After(now) {
+				later[job] = at
+				continue
+			}
+			a.launch.Revoke(job)
+			a.log.Warn("coordinator gone: killed its job's processes on this node", "coordinator", name, "event", ev.Type.String(), "job", job)
+		}
+		if len(later) > 0 {
+			if cancel, ok := waits[name]; ok {
+				cancel()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			waits[name] = cancel
+			for job, at := range later {
+				a.log.Info("coordinator declared dead: its job's ranks here wait for it", "coordinator", name, "job", job, "until", at.Format(time.StampMilli))
+				go a.fenceAt(ctx, ev.Node, job, at)
+			}
 		}
 	}
+}
+
+// fenceAt revokes job at t unless ctx ends first (its coordinator is back),
+// the agent stops, or the coordinator's node is alive or answers by then.
+func (a *Agent) fenceAt(ctx context.Context, coordinator membership.Node, job string, t time.Time) {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-a.quit:
+		return
+	case <-timer.C:
+	}
+	if n, ok := a.members.Node(coordinator.Name); ok && n.State == membership.StateAlive {
+		return
+	}
+	if answers, _ := a.answers(coordinator); answers {
+		return
+	}
+	a.launch.Revoke(job)
+	a.log.Warn("coordinator still gone: killed its job's processes on this node", "coordinator", coordinator.Name, "job", job)
+}
+
+// answers says whether node's agent answers a health request within a second,
+// and if not, whether its host refused the connection: no agent listens there.
+func (a *Agent) answers(node membership.Node) (answers, refused bool) {
+	if node.Meta.API == "" {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := a.peers.Get(node.Meta.API).Health(ctx)
+	return err == nil, errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// newestShard returns when the newest checkpoint of job this node holds was
+// taken, or since when the job has run here (its grant) if that is later.
+func (a *Agent) newestShard(job string, granted time.Time) time.Time {
+	newest := granted
+	idx, err := a.shards.Index(job)
+	if err != nil {
+		return newest
+	}
+	for _, sh := range idx.Shards {
+		if t := time.Unix(0, int64(sh.CreatedNs)); t.After(newest) {
+			newest = t
+		}
+	}
+	return newest
 }
 
 // ranksChanged is the launch service's report that its grants changed.

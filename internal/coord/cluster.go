@@ -67,6 +67,9 @@ type clusterBackend struct {
 	// doubted is when membership first said a node of the run was not alive,
 	// by node, until it is alive again (job goroutine only).
 	doubted map[string]time.Time
+	// waiting holds the nodes membership declared dead that the run waits for
+	// (see Patience), with the start of their silence (job goroutine only).
+	waiting map[string]time.Time
 	// liveKey names the live nodes the last poll saw (job goroutine only).
 	liveKey string
 
@@ -92,6 +95,7 @@ func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clu
 		s: s, cj: cj, j: rj, book: book.Clone(),
 		inflight: map[shardCopy]bool{}, contacts: map[string]contact{}, excluded: map[string]bool{},
 		indexes: map[string]api.ShardIndex{}, news: make(chan struct{}, 1), doubted: map[string]time.Time{},
+		waiting:   map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}
 

@@ -25,6 +25,10 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 		}
 		if n.State == "alive" {
 			delete(b.doubted, n.Name)
+			if since, ok := b.waiting[n.Name]; ok {
+				delete(b.waiting, n.Name)
+				b.j.event(EventNodes, Event{Message: fmt.Sprintf("node %s is back after %s: the run goes on without a restart", n.Name, seconds(now.Sub(since)))})
+			}
 			continue
 		}
 		if _, ok := b.doubted[n.Name]; !ok {
@@ -53,12 +57,30 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 			// probe period.
 			continue
 		}
+		reason = n.State
+		if n.State == "dead" {
+			since := b.silentSince(n.Name)
+			if since.IsZero() {
+				since = now
+			}
+			wait, why := b.patience(since)
+			if now.Sub(since) < wait {
+				if _, ok := b.waiting[n.Name]; !ok {
+					b.waiting[n.Name] = since
+					b.j.event(EventNodes, Event{Message: fmt.Sprintf("node %s declared dead after %s of silence; waiting for it up to %s, what restarting would cost: %s",
+						n.Name, seconds(now.Sub(since)), seconds(wait), why)})
+				}
+				b.probe(n.Name) // an answer ends the wait (see above)
+				continue
+			}
+			reason = noAnswerSince(since)
+			if _, ok := b.waiting[n.Name]; ok {
+				delete(b.waiting, n.Name)
+				reason += "; waiting longer would cost more than restarting: " + why
+			}
+		}
 		lost = append(lost, n.Name)
 		left = left && n.State == "left"
-		reason = n.State
-		if since := b.silentSince(n.Name); n.State == "dead" && !since.IsZero() {
-			reason = noAnswerSince(since)
-		}
 	}
 	if len(lost) == 0 {
 		return nil
@@ -130,6 +152,20 @@ func (b *clusterBackend) allRefused(nodes []string) bool {
 		}
 	}
 	return true
+}
+
+// patience returns how long the run waits for a node silent since s (see
+// [Patience]), and what giving up would cost, in words. The work at stake is
+// the run's own since its newest complete epoch: a run relaunched from an
+// older epoch began at its launch.
+func (b *clusterBackend) patience(s time.Time) (time.Duration, string) {
+	b.mu.Lock()
+	epoch, from, relaunch := b.book.Newest(), b.launchAt, b.restartCost
+	if created := time.Unix(0, int64(b.book.CreatedNs(epoch))); epoch > 0 && created.After(from) {
+		from = created
+	}
+	b.mu.Unlock()
+	return Patience(s, from, relaunch), patienceNote(max(s.Sub(from), 0), epoch, relaunch)
 }
 
 // noAnswerSince is the reason a node silent since seen is taken as lost.

@@ -119,6 +119,7 @@ type Service struct {
 type grantEntry struct {
 	coordinator string
 	ranks       int // of the job's ranks, how many run on this node
+	granted     time.Time
 	expires     time.Time
 	owner       *api.Owner // the user its daemons run as; nil: the agent's
 }
@@ -201,7 +202,7 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration, o
 			delete(s.grants, j)
 		}
 	}
-	g := grantEntry{coordinator: coordinator, ranks: ranks, expires: now.Add(ttl), owner: owner}
+	g := grantEntry{coordinator: coordinator, ranks: ranks, granted: now, expires: now.Add(ttl), owner: owner}
 	s.grants[job] = g
 	s.mu.Unlock()
 	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ranks", ranks, "ttl", ttl, "owner", owner.String())
@@ -266,6 +267,20 @@ func (s *Service) Revoke(job string) (api.Revoked, error) {
 		s.log.Info("launch grant revoked: killed its commands", "job", job, "commands", len(procs))
 	}
 	return api.Revoked{Job: job, Killed: len(procs)}, nil
+}
+
+// Coordinated returns the jobs coordinator holds grants of on this node, each
+// with the time of its grant (the start of its run here).
+func (s *Service) Coordinated(coordinator string) map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]time.Time{}
+	for j, g := range s.grants {
+		if g.coordinator == coordinator {
+			out[j] = g.granted
+		}
+	}
+	return out
 }
 
 // RevokeCoordinator revokes every job whose grant names coordinator, the

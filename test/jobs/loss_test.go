@@ -88,20 +88,9 @@ func checkManifest(t *testing.T, b *testbed.Bed, id, out string) {
 	t.Helper()
 	// The node that coordinated the job last: the job store's leader, which may
 	// have changed while the nodes were lost.
-	coordinator := "n1"
-	if out, err := b.Exec(context.Background(), "n1", filepath.Join(root, "bin/shoal"), "jobs", "--json"); err == nil {
-		var list struct {
-			Jobs []struct {
-				ID          string `json:"id"`
-				Coordinator string `json:"coordinator"`
-			} `json:"jobs"`
-		}
-		json.Unmarshal(out, &list)
-		for _, j := range list.Jobs {
-			if j.ID == id && j.Coordinator != "" {
-				coordinator = j.Coordinator
-			}
-		}
+	coordinator := coordinatorOf(b, id)
+	if coordinator == "" {
+		coordinator = "n1"
 	}
 	h, err := b.Host(coordinator)
 	if err != nil {
@@ -148,6 +137,69 @@ func TestCutHost(t *testing.T) {
 		t.Error("no line saying n3 stopped answering")
 	}
 	t.Logf("output:\n%s", grepShoal(out))
+}
+
+// TestSilentNodeWaitedFor: a node cut off for longer than membership takes to
+// declare it dead, but for less than giving up would cost (the run's work since
+// its start, no epoch being due), is waited for: when its link comes back the
+// job goes on without a restart, its ranks on that node never fenced, and ends
+// with the uninterrupted result.
+func TestSilentNodeWaitedFor(t *testing.T) {
+	b := up(t, 3)
+	heat := filepath.Join(root, "build/examples/heat")
+	args := []string{"--size", "1000", "--steps", "8000", "--pace", "4000"} // 32 s or more
+	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, unpaced(args)...)...)
+	j := submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", "120s", "--", heat}, args...)...)
+	j.id = j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+	j.WaitLine(`^shoal: launching 6 ranks on 3 nodes`, time.Minute)
+	// About 14 s of work at stake when the silence starts: the run waits that
+	// long, and the cut node keeps its ranks nearly as long.
+	time.Sleep(13 * time.Second)
+	cut := "n3"
+	if coordinatorOf(b, j.id) == cut {
+		cut = "n2"
+	}
+	ctx := context.Background()
+	if err := b.Cut(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	j.WaitLine(`^shoal: node `+cut+` declared dead after .* waiting for it up to`, 30*time.Second)
+	if err := b.Heal(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	j.WaitLine(`^shoal: node `+cut+` is back after`, time.Minute)
+	if code := j.Wait(3 * time.Minute); code != 0 {
+		t.Fatalf("job exited %d", code)
+	}
+	out := j.Output()
+	if got := field(out, "checksum"); got != want {
+		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
+	}
+	if strings.Contains(out, "; restarting ") || !strings.Contains(out, "(0 restarts)") {
+		t.Errorf("the job restarted:\n%s", grepShoal(out))
+	}
+}
+
+// coordinatorOf names the node that coordinates job id, as n1 sees it ("" if
+// it cannot say).
+func coordinatorOf(b *testbed.Bed, id string) string {
+	out, err := b.Exec(context.Background(), "n1", filepath.Join(root, "bin/shoal"), "jobs", "--json")
+	if err != nil {
+		return ""
+	}
+	var list struct {
+		Jobs []struct {
+			ID          string `json:"id"`
+			Coordinator string `json:"coordinator"`
+		} `json:"jobs"`
+	}
+	json.Unmarshal(out, &list)
+	for _, j := range list.Jobs {
+		if j.ID == id {
+			return j.Coordinator
+		}
+	}
+	return ""
 }
 
 func TestTwoSuccessiveLosses(t *testing.T) {
