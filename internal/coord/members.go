@@ -11,8 +11,10 @@ import (
 )
 
 // checkMembers reports the nodes of the run that membership, as nodes says it,
-// declares dead or left. A node it doubts (suspect) is probed meanwhile, so
-// that a verdict can be weighed against what the node's agent did last.
+// declares left, or dead and silent for as long as giving up on them would cost
+// (see Patience; the run waits for them until then). A node it doubts
+// (suspect, or dead and waited for) is probed meanwhile, so that a verdict can
+// be weighed against what the node's agent did last.
 func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *nodeLoss {
 	b.forgetGone(nodes)
 	now := time.Now()

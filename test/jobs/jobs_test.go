@@ -109,6 +109,15 @@ func submit(t *testing.T, b *testbed.Bed, host string, args ...string) *job {
 
 var field = watch.Field
 
+// shoalJSON runs `shoal ARGS...` on n1 and decodes its output into v.
+func shoalJSON(ctx context.Context, b *testbed.Bed, v any, args ...string) error {
+	out, err := b.Exec(ctx, "n1", append([]string{filepath.Join(root, "bin/shoal")}, args...)...)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(out, v)
+}
+
 // reference runs the program with plain mpirun on this machine alone, libshoal
 // keeping its shards in a temporary directory, and returns the value of key: the
 // result an uninterrupted run on one node gives.

@@ -183,17 +183,15 @@ func TestSilentNodeWaitedFor(t *testing.T) {
 // coordinatorOf names the node that coordinates job id, as n1 sees it ("" if
 // it cannot say).
 func coordinatorOf(b *testbed.Bed, id string) string {
-	out, err := b.Exec(context.Background(), "n1", filepath.Join(root, "bin/shoal"), "jobs", "--json")
-	if err != nil {
-		return ""
-	}
 	var list struct {
 		Jobs []struct {
 			ID          string `json:"id"`
 			Coordinator string `json:"coordinator"`
 		} `json:"jobs"`
 	}
-	json.Unmarshal(out, &list)
+	if shoalJSON(context.Background(), b, &list, "jobs", "--json") != nil {
+		return ""
+	}
 	for _, j := range list.Jobs {
 		if j.ID == id {
 			return j.Coordinator

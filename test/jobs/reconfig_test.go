@@ -184,17 +184,15 @@ func TestCutHealRejoin(t *testing.T) {
 
 // nodeAlive says whether n1's agent has node alive.
 func nodeAlive(ctx context.Context, b *testbed.Bed, node string) bool {
-	out, err := b.Exec(ctx, "n1", filepath.Join(root, "bin/shoal"), "nodes", "--json")
-	if err != nil {
-		return false
-	}
 	var list struct {
 		Nodes []struct {
 			Name  string `json:"name"`
 			State string `json:"state"`
 		} `json:"nodes"`
 	}
-	json.Unmarshal(out, &list)
+	if shoalJSON(ctx, b, &list, "nodes", "--json") != nil {
+		return false
+	}
 	for _, n := range list.Nodes {
 		if n.Name == node {
 			return n.State == "alive"
