@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -174,7 +175,13 @@ func (b *clusterBackend) writeManifest() {
 	}
 	b.mu.Unlock()
 	dir := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}
-	if err := dir.WriteManifest(entries); err != nil {
+	// A coordinator that has just taken the job over has not run it yet: the
+	// directory may not be there.
+	err := os.MkdirAll(dir.Path(), 0o755)
+	if err == nil {
+		err = dir.WriteManifest(entries)
+	}
+	if err != nil {
 		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: recording the complete epochs: %v", err)})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 	"shoal/internal/place"
 )
@@ -505,5 +506,24 @@ func TestRefusedWhileLeaving(t *testing.T) {
 	b.j.announceLoss(loss)
 	if len(events) != 1 || events[0].Kind != EventNodeLost || !slices.Equal(failed, []string{"b"}) {
 		t.Errorf("events %+v, failures %v: want one %s event and b counted", events, failed, EventNodeLost)
+	}
+}
+
+// TestManifestOfATakeOver: a coordinator that takes a job over records the
+// complete epochs it inherits before it has run the job, its directory not yet
+// made.
+func TestManifestOfATakeOver(t *testing.T) {
+	f := newFakeCluster()
+	b := watchedBackend(t, f, place.Placement{"a"}, "a")
+	var events []Event
+	b.j.out.Events = func(e Event) { events = append(events, e) }
+	b.book.Index(map[string][]api.ShardInfo{"a": {{Epoch: 3, Rank: 0, NRanks: 1, CreatedNs: 42, Checksum: 7}}}, b.placement)
+	if got := b.book.MarkComplete(1); !slices.Equal(got, []uint64{3}) {
+		t.Fatalf("complete epochs %v, want [3]", got)
+	}
+	b.writeManifest()
+	got, err := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}.ReadManifest()
+	if err != nil || len(got) != 1 || got[0].Epoch != 3 {
+		t.Errorf("manifest %v (%v), want epoch 3; events %+v", got, err, events)
 	}
 }
