@@ -728,6 +728,11 @@ func (a *Agent) Leave(ctx context.Context) error {
 			defer cancel2()
 		}
 		a.log.Info("leaving the cluster")
+		// Said first: a leader that takes the job store over from this node,
+		// and the coordinator moving jobs away, must place nothing here.
+		if err := a.members.AnnounceLeaving(); err != nil {
+			a.log.Warn("leave: the leaving flag not confirmed gossiped", "err", err)
+		}
 		a.handOver()
 		if f := a.beforeLeave.Load(); f != nil {
 			if err := (*f)(ctx); err != nil {

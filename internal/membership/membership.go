@@ -316,7 +316,7 @@ func (m *Membership) Leave() error {
 	deadline := time.Now().Add(m.cfg.LeaveTimeout)
 	// The flag goes out first, in an alive message: memberlist's leave message
 	// cannot carry it, and the others read it when the leave arrives.
-	if err := m.announce(func(meta *Meta) { meta.Leaving = true }, m.cfg.LeaveTimeout/2); err != nil {
+	if err := m.AnnounceLeaving(); err != nil {
 		m.log.Warn("leave: flag not confirmed gossiped", "err", err)
 	}
 	if err := m.ml.Leave(time.Until(deadline)); err != nil {
@@ -324,6 +324,20 @@ func (m *Membership) Leave() error {
 	}
 	m.log.Info("left cluster")
 	return nil
+}
+
+// AnnounceLeaving gossips that this node is about to leave (Meta.Leaving),
+// waiting up to half of Config.LeaveTimeout for it to spread, and stays a
+// member. A node that hands its work over before it leaves says so first, so
+// that nothing new is placed on it meanwhile. [Membership.Leave] does it too.
+func (m *Membership) AnnounceLeaving() error {
+	m.metaMu.Lock()
+	done := m.meta.Leaving
+	m.metaMu.Unlock()
+	if done {
+		return nil
+	}
+	return m.announce(func(meta *Meta) { meta.Leaving = true }, m.cfg.LeaveTimeout/2)
 }
 
 // Shutdown stops gossiping at once, without telling anyone: the other nodes will

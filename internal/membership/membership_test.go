@@ -136,6 +136,16 @@ func TestLeaveShowsLeft(t *testing.T) {
 	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
 	sub := ms[0].Subscribe()
 	defer sub.Close()
+	// Announced first, the node still a member: the others see it leaving.
+	if err := ms[2].AnnounceLeaving(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() string {
+		if n, _ := ms[0].Node("n3"); !n.Meta.Leaving || n.State != StateAlive {
+			return fmt.Sprintf("n1 sees n3 %v, leaving %v: want alive and leaving", n.State, n.Meta.Leaving)
+		}
+		return ""
+	})
 	if err := ms[2].Leave(); err != nil {
 		t.Fatal(err)
 	}
