@@ -552,14 +552,14 @@ func (a *Agent) fence(sub *membership.Subscription) {
 			since = ev.Time
 		}
 		now := time.Now()
-		later := map[string]time.Time{}
+		later := map[string][2]time.Time{} // by job: its grant, when to fence
 		for job, granted := range a.launch.Coordinated(name) {
 			at := now
 			if !gone {
 				at = since.Add(coord.FenceAfter(since, a.newestShard(job, granted)))
 			}
 			if at.After(now) {
-				later[job] = at
+				later[job] = [2]time.Time{granted, at}
 				continue
 			}
 			a.launch.Revoke(job)
@@ -571,17 +571,19 @@ func (a *Agent) fence(sub *membership.Subscription) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			waits[name] = cancel
-			for job, at := range later {
-				a.log.Info("coordinator declared dead: its job's ranks here wait for it", "coordinator", name, "job", job, "until", at.Format(time.StampMilli))
-				go a.fenceAt(ctx, ev.Node, job, at)
+			for job, w := range later {
+				a.log.Info("coordinator declared dead: its job's ranks here wait for it", "coordinator", name, "job", job, "until", w[1].Format(time.StampMilli))
+				go a.fenceAt(ctx, ev.Node, job, w[0], w[1])
 			}
 		}
 	}
 }
 
-// fenceAt revokes job at t unless ctx ends first (its coordinator is back),
-// the agent stops, or the coordinator's node is alive or answers by then.
-func (a *Agent) fenceAt(ctx context.Context, coordinator membership.Node, job string, t time.Time) {
+// fenceAt revokes job's grant of granted at t unless ctx ends first (its
+// coordinator is back), the agent stops, the coordinator's node is alive or
+// answers by then, or the grant is another one by then (a new coordinator
+// relaunched the job here).
+func (a *Agent) fenceAt(ctx context.Context, coordinator membership.Node, job string, granted, t time.Time) {
 	timer := time.NewTimer(time.Until(t))
 	defer timer.Stop()
 	select {
@@ -592,6 +594,9 @@ func (a *Agent) fenceAt(ctx context.Context, coordinator membership.Node, job st
 	case <-timer.C:
 	}
 	if n, ok := a.members.Node(coordinator.Name); ok && n.State == membership.StateAlive {
+		return
+	}
+	if g, ok := a.launch.Coordinated(coordinator.Name)[job]; !ok || !g.Equal(granted) {
 		return
 	}
 	if answers, _ := a.answers(coordinator); answers {
