@@ -105,33 +105,45 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 // nodes is membership's view (nil when it could not be had): a node that
 // announced its leave is reported as left, not lost.
 func (b *clusterBackend) checkRefused(nodes []api.Node) *nodeLoss {
-	counts := b.placement.Counts()
-	leaving := map[string]bool{}
-	for _, n := range nodes {
-		leaving[n.Name] = n.Leaving || n.State == "left"
-	}
-	var lost []string
-	var at time.Time
-	left := true
+	failed := map[string]time.Time{} // by refusing node: its first failed request
 	b.mu.Lock()
 	for name := range b.nodes {
 		c := b.contacts[name]
-		if c.refused.IsZero() || c.refused.Before(b.launchAt) || counts[name] == 0 ||
-			(b.pending != nil && name == b.pending.without) {
+		if c.refused.IsZero() || c.refused.Before(b.launchAt) || (b.pending != nil && name == b.pending.without) {
+			continue
+		}
+		failed[name] = c.failed
+	}
+	b.mu.Unlock()
+	if len(failed) == 0 { // the common case, at every poll: nothing more to look up
+		return nil
+	}
+	counts := b.placement.Counts()
+	var lost []string
+	var at time.Time
+	for name, first := range failed {
+		if counts[name] == 0 {
 			continue
 		}
 		lost = append(lost, name)
-		left = left && leaving[name]
-		b.excluded[name] = true
 		// Its first failed request is when its long poll broke: the agent's end.
-		if first := c.failed; at.IsZero() || first.Before(at) {
+		if at.IsZero() || first.Before(at) {
 			at = first
 		}
 	}
-	b.mu.Unlock()
 	if len(lost) == 0 {
 		return nil
 	}
+	left := true
+	for _, name := range lost {
+		i := slices.IndexFunc(nodes, func(n api.Node) bool { return n.Name == name })
+		left = left && i >= 0 && (nodes[i].Leaving || nodes[i].State == "left")
+	}
+	b.mu.Lock()
+	for _, name := range lost {
+		b.excluded[name] = true
+	}
+	b.mu.Unlock()
 	b.recordAvoid()
 	sort.Strings(lost)
 	if left {
