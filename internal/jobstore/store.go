@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -108,6 +110,9 @@ type Store struct {
 	trans  *raft.NetworkTransport
 	db     *raftboltdb.BoltStore
 	notify chan bool
+	rc     raft.Config   // as opened: the timing a hastened election returns to
+	hangUp chan struct{} // a connection from another replica ended
+	done   chan struct{} // closed by Close
 }
 
 // Open starts this node's replica: it opens the log in cfg.Dir, listens on
@@ -126,7 +131,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
-	s := &Store{cfg: cfg, fsm: newFSM(), notify: make(chan bool, 16)}
+	s := &Store{cfg: cfg, fsm: newFSM(), notify: make(chan bool, 16), hangUp: make(chan struct{}, 1), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -143,7 +148,7 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, err
 	}
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &tcpStream{ln: ln, adv: adv, server: cfg.ServerTLS, client: cfg.ClientTLS}, MaxPool: 3, Timeout: 5 * time.Second, Logger: logger,
+		Stream: &tcpStream{ln: ln, adv: adv, server: cfg.ServerTLS, client: cfg.ClientTLS, hungUp: s.hungUp}, MaxPool: 3, Timeout: 5 * time.Second, Logger: logger,
 	})
 	if s.db, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
 		return nil, fmt.Errorf("jobstore: open log: %w", err)
@@ -165,6 +170,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	rc.NotifyCh = s.notify
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 2048
+	s.rc = *rc
 	has, err := raft.HasExistingState(logs, s.db, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
@@ -180,6 +186,7 @@ func Open(cfg Config) (_ *Store, err error) {
 			return nil, fmt.Errorf("jobstore: bootstrap: %w", err)
 		}
 	}
+	go s.watchLeader()
 	return s, nil
 }
 
@@ -213,6 +220,11 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) close() error {
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
 	var err error
 	if s.raft != nil {
 		err = s.raft.Shutdown().Error()
@@ -350,11 +362,12 @@ func logWriter(l *slog.Logger) io.Writer {
 }
 
 // tcpStream is raft's stream layer over TCP, advertising adv: TLS when server
-// and client are set.
+// and client are set. hungUp is called when an accepted connection ends.
 type tcpStream struct {
 	ln             net.Listener
 	adv            net.Addr
 	server, client *tls.Config
+	hungUp         func()
 }
 
 // Accept returns the next connection; a TLS one shakes hands on its first read,
@@ -362,10 +375,32 @@ type tcpStream struct {
 // no other.
 func (t *tcpStream) Accept() (net.Conn, error) {
 	c, err := t.ln.Accept()
-	if err != nil || t.server == nil {
+	if err != nil {
 		return c, err
 	}
+	if t.hungUp != nil {
+		c = &watchedConn{Conn: c, ended: t.hungUp}
+	}
+	if t.server == nil {
+		return c, nil
+	}
 	return tls.Server(c, t.server), nil
+}
+
+// watchedConn calls ended once, when a read fails: the peer closed the
+// connection, reset it, or this side closed it.
+type watchedConn struct {
+	net.Conn
+	once  sync.Once
+	ended func()
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.once.Do(c.ended)
+	}
+	return n, err
 }
 
 func (t *tcpStream) Close() error   { return t.ln.Close() }
@@ -377,6 +412,105 @@ func (t *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 		return d.Dial("tcp", string(address))
 	}
 	return tls.DialWithDialer(d, "tcp", string(address), t.client)
+}
+
+// hungUp notes that a connection from another replica ended, without blocking
+// the transport.
+func (s *Store) hungUp() {
+	select {
+	case s.hangUp <- struct{}{}:
+	default:
+	}
+}
+
+// watchLeader hastens the election when the leader's process is gone.
+//
+// A follower learns of a lost leader by hearing nothing from it for a random
+// time between HeartbeatTimeout and twice that (1 to 2 s by default), and
+// votes for no one while it still knows a leader. Yet when the leader's
+// process dies on a host that stays up, its host resets the connections the
+// leader had open to the followers, and refuses new ones: every follower sees
+// a connection end at once. On that sign this follower dials the leader; when
+// the leader's host refuses, no replica listens there, and the follower
+// shortens its heartbeat timeout to the leader lease (the least raft allows)
+// once that much has passed since the leader's last message, which starts the
+// election at once. Every follower does the same within a heartbeat's
+// interval, so the candidates find voters that no longer know a leader. The
+// timing is restored when another leader is known, or after ten heartbeat
+// timeouts. A leader that is cut off (nothing resets, nothing refuses) is
+// still found by the heartbeat timeout alone.
+func (s *Store) watchLeader() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.hangUp:
+		}
+		addr, id := s.raft.LeaderWithID()
+		if s.raft.State() != raft.Follower || addr == "" || !refuses(string(addr)) {
+			continue
+		}
+		s.hasten(id)
+	}
+}
+
+// refuses reports whether addr's host actively refuses a TCP connection.
+func refuses(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 250*time.Millisecond)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// hasten starts an election now that leader's process is known to be gone, and
+// restores the timing once it is over.
+func (s *Store) hasten(leader raft.ServerID) {
+	fast := s.rc.LeaderLeaseTimeout
+	due := time.Until(s.raft.LastContact().Add(fast + 5*time.Millisecond))
+	select {
+	case <-s.done:
+		return
+	case <-time.After(due):
+	}
+	if _, id := s.raft.LeaderWithID(); id != leader {
+		return // raft found out first
+	}
+	s.cfg.Log.Info("the leader's agent is gone (its host refuses connections): electing another now", "leader", string(leader))
+	if err := s.raft.ReloadConfig(s.timing(fast, fast)); err != nil {
+		s.cfg.Log.Warn("hastening the election", "err", err)
+		return
+	}
+	restore := time.NewTimer(10 * s.rc.HeartbeatTimeout)
+	defer restore.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for electing := true; electing; {
+		select {
+		case <-s.done:
+			return
+		case <-restore.C:
+			electing = false
+		case <-tick.C:
+			_, id := s.raft.LeaderWithID()
+			electing = id == "" || id == leader
+		}
+	}
+	if err := s.raft.ReloadConfig(s.timing(s.rc.HeartbeatTimeout, s.rc.ElectionTimeout)); err != nil {
+		s.cfg.Log.Warn("restoring the election timing", "err", err)
+	}
+}
+
+// timing is the store's reloadable configuration with the given timeouts.
+func (s *Store) timing(heartbeat, election time.Duration) raft.ReloadableConfig {
+	return raft.ReloadableConfig{
+		TrailingLogs:      s.rc.TrailingLogs,
+		SnapshotInterval:  s.rc.SnapshotInterval,
+		SnapshotThreshold: s.rc.SnapshotThreshold,
+		HeartbeatTimeout:  heartbeat,
+		ElectionTimeout:   election,
+	}
 }
 
 // WaitJob waits until this replica holds job id: a node that passed a job on to

@@ -196,3 +196,49 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A leader whose process ends on a host that stays up is replaced without
+// waiting out the heartbeat timeout: here the followers would wait 10 to 20 s,
+// and a new leader is there within 5.
+func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
+	stores := cluster(t, 3)
+	slow := 10 * time.Second
+	for _, s := range stores[1:] {
+		s.rc.HeartbeatTimeout, s.rc.ElectionTimeout = slow, slow
+		if err := s.raft.ReloadConfig(s.timing(slow, slow)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As when its process dies: the listener goes, then its connections.
+	stores[0].trans.Close()
+	stores[0].trans.CloseStreams()
+	stores[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !stores[1].IsLeader() && !stores[2].IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("no new leader within 5 s of the leader's listener closing")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The timing returns to the configured one.
+	waitFor(t, "timing restored", func() bool {
+		for _, s := range stores[1:] {
+			if s.raft.ReloadableConfig().HeartbeatTimeout != slow {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestRefuses(t *testing.T) {
+	s := cluster(t, 1)[0]
+	if refuses(s.Addr()) {
+		t.Errorf("a listening replica %s taken for a refusing one", s.Addr())
+	}
+	addr := s.Addr()
+	s.Close()
+	if !refuses(addr) {
+		t.Errorf("the closed replica's address %s not taken for a refusing one", addr)
+	}
+}
