@@ -109,7 +109,7 @@ func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clu
 // reconfig is a planned relaunch: a node leaving, or a rebalance over new nodes.
 type reconfig struct {
 	without string        // node to leave out ("" for a rebalance)
-	after   uint64        // relaunch once an epoch newer than this is complete
+	after   uint64        // relaunch once an epoch newer than this is complete (see startReconfig)
 	done    chan struct{} // closed once the job runs without the node (or ended)
 	reason  string
 	// force relaunches a rebalance even when it is estimated not to pay.
@@ -290,16 +290,20 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 		}
 	}
 	if rc := b.pending; rc != nil {
-		b.mu.Lock()
-		taken := b.book.Newest()
-		// The ranks hold still after that checkpoint: nothing since it is lost.
-		at := time.Unix(0, int64(b.book.CreatedNs(taken)))
-		b.mu.Unlock()
-		if taken > rc.after {
+		if at, ok := b.held(rc); ok {
 			return &nodeLoss{nodes: []string{rc.without}, reason: rc.reason, at: at, planned: true}
 		}
 	}
 	return nil
+}
+
+// held reports whether the checkpoint rc asked for is complete, and when it was
+// taken: the ranks hold still after it, so nothing since is lost.
+func (b *clusterBackend) held(rc *reconfig) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	taken := b.book.Newest()
+	return time.Unix(0, int64(b.book.CreatedNs(taken))), taken > rc.after
 }
 
 // liveKey names the nodes that are alive and not leaving, in name order.

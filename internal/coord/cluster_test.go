@@ -297,3 +297,33 @@ func TestChooseFromASeededBook(t *testing.T) {
 		}
 	}
 }
+
+// holdPeer is a Peer that accepts a hold request.
+type holdPeer struct{ Peer }
+
+func (holdPeer) RequestHold(ctx context.Context, job string) error { return nil }
+
+// TestMoveWaitsForTheHeldEpoch: an epoch written but not yet complete when a move
+// asks for its checkpoint is not the held one; the relaunch waits for the next.
+func TestMoveWaitsForTheHeldEpoch(t *testing.T) {
+	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}}
+	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 2}, Output{}), NewEpochBook(2, 1))
+	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
+	b.placement = place.Placement{"a", "b"}
+	b.epochBase(0)
+	b.book.Index(map[string][]api.ShardInfo{"a": {{Epoch: 1, Rank: 0, Checksum: 10}}}, b.placement)
+	b.startReconfig(context.Background(), reconfig{reason: "placing by the job's traffic", done: make(chan struct{})})
+	b.book.Index(map[string][]api.ShardInfo{"b": {{Epoch: 1, Rank: 1, Checksum: 11}}}, b.placement)
+	b.book.MarkComplete(2)
+	if b.book.Newest() != 1 {
+		t.Fatalf("newest complete epoch %d, want 1", b.book.Newest())
+	}
+	if _, ok := b.held(b.pending); ok {
+		t.Error("epoch 1, under way when the hold was asked for, taken for the held checkpoint")
+	}
+	b.book.Index(map[string][]api.ShardInfo{"a": {{Epoch: 2, Rank: 0, Checksum: 20}}, "b": {{Epoch: 2, Rank: 1, Checksum: 21}}}, b.placement)
+	b.book.MarkComplete(2)
+	if _, ok := b.held(b.pending); !ok {
+		t.Error("epoch 2, taken after the hold was asked for, not taken for the held checkpoint")
+	}
+}

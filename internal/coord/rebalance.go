@@ -128,10 +128,13 @@ func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
 
 // startReconfig moves the job (see [Move]): it asks rank 0's node for an immediate
 // checkpoint after which the ranks hold; the relaunch follows once that epoch is
-// complete (see poll).
+// complete (see poll). The held checkpoint is numbered above every epoch a node
+// holds already, complete or not: an epoch under way when the request is made
+// (written, not yet copied) completes first, and relaunching from it would lose
+// the work done until the hold.
 func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
 	b.mu.Lock()
-	rc.after = b.book.Newest()
+	rc.after = max(b.book.Newest(), b.book.Highest)
 	b.mu.Unlock()
 	b.pending = &rc
 	d := b.j.policy.Decide(Outcome{Kind: Move, Detail: rc.reason}, 0)
