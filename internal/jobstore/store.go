@@ -110,7 +110,6 @@ type Store struct {
 	trans  *raft.NetworkTransport
 	db     *raftboltdb.BoltStore
 	notify chan bool
-	rc     raft.Config   // as opened: the timing a hastened election returns to
 	hangUp chan struct{} // a connection from another replica ended
 	done   chan struct{} // closed by Close
 }
@@ -170,7 +169,6 @@ func Open(cfg Config) (_ *Store, err error) {
 	rc.NotifyCh = s.notify
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 2048
-	s.rc = *rc
 	has, err := raft.HasExistingState(logs, s.db, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
@@ -467,7 +465,7 @@ func refuses(addr string) bool {
 // hasten starts an election now that leader's process is known to be gone, and
 // restores the timing once it is over.
 func (s *Store) hasten(leader raft.ServerID) {
-	fast := s.rc.LeaderLeaseTimeout
+	fast := s.cfg.Timing.LeaderLeaseTimeout
 	due := time.Until(s.raft.LastContact().Add(fast + 5*time.Millisecond))
 	select {
 	case <-s.done:
@@ -482,7 +480,7 @@ func (s *Store) hasten(leader raft.ServerID) {
 		s.cfg.Log.Warn("hastening the election", "err", err)
 		return
 	}
-	restore := time.NewTimer(10 * s.rc.HeartbeatTimeout)
+	restore := time.NewTimer(10 * s.cfg.Timing.HeartbeatTimeout)
 	defer restore.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -497,20 +495,16 @@ func (s *Store) hasten(leader raft.ServerID) {
 			electing = id == "" || id == leader
 		}
 	}
-	if err := s.raft.ReloadConfig(s.timing(s.rc.HeartbeatTimeout, s.rc.ElectionTimeout)); err != nil {
+	if err := s.raft.ReloadConfig(s.timing(s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout)); err != nil {
 		s.cfg.Log.Warn("restoring the election timing", "err", err)
 	}
 }
 
-// timing is the store's reloadable configuration with the given timeouts.
+// timing is raft's reloadable configuration as it is, with the given timeouts.
 func (s *Store) timing(heartbeat, election time.Duration) raft.ReloadableConfig {
-	return raft.ReloadableConfig{
-		TrailingLogs:      s.rc.TrailingLogs,
-		SnapshotInterval:  s.rc.SnapshotInterval,
-		SnapshotThreshold: s.rc.SnapshotThreshold,
-		HeartbeatTimeout:  heartbeat,
-		ElectionTimeout:   election,
-	}
+	rc := s.raft.ReloadableConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = heartbeat, election
+	return rc
 }
 
 // WaitJob waits until this replica holds job id: a node that passed a job on to

@@ -204,7 +204,7 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 	stores := cluster(t, 3)
 	slow := 10 * time.Second
 	for _, s := range stores[1:] {
-		s.rc.HeartbeatTimeout, s.rc.ElectionTimeout = slow, slow
+		s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
 		if err := s.raft.ReloadConfig(s.timing(slow, slow)); err != nil {
 			t.Fatal(err)
 		}
