@@ -35,6 +35,16 @@ func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
 	return err
 }
 
+func (p peer) Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) error {
+	_, err := p.Client.EncodeParity(ctx, job, epoch, req)
+	return err
+}
+
+func (p peer) Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error {
+	_, err := p.Client.RebuildShard(ctx, ref, req)
+	return err
+}
+
 func (p peer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
 	_, err := p.Client.RemoveShardsBefore(ctx, job, epoch)
 	return err

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,6 +78,7 @@ type runFlags struct {
 	waitForNodes  time.Duration
 	autoRebalance float64
 	engine        string
+	redundancy    redundancyFlag
 	// keep and keepFor are --keep and --keep-for: how long the job's data
 	// stays on the nodes after it ends (docs/retention.md).
 	keep    bool
@@ -96,6 +98,48 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// redundancyFlag is --redundancy: copy (two copies of each shard), copy:N,
+// or rs:K+M (Reed–Solomon parity).
+type redundancyFlag struct {
+	copies int
+	parity *api.Parity
+}
+
+func (f *redundancyFlag) String() string {
+	switch {
+	case f.parity != nil:
+		return fmt.Sprintf("rs:%d+%d", f.parity.K, f.parity.M)
+	case f.copies != 0:
+		return fmt.Sprintf("copy:%d", f.copies)
+	}
+	return "copy"
+}
+
+func (f *redundancyFlag) Set(v string) error {
+	const want = "want copy, copy:N (N copies of each shard, N ≥ 1) or rs:K+M (K ≥ 1, M ≥ 1, K+M ≤ 256)"
+	switch {
+	case v == "copy":
+		*f = redundancyFlag{}
+	case strings.HasPrefix(v, "copy:"):
+		n, err := strconv.Atoi(v[len("copy:"):])
+		if err != nil || n < 1 {
+			return errors.New(want)
+		}
+		*f = redundancyFlag{copies: n}
+	case strings.HasPrefix(v, "rs:"):
+		k, m, ok := strings.Cut(v[len("rs:"):], "+")
+		kn, kerr := strconv.Atoi(k)
+		mn, merr := strconv.Atoi(m)
+		if !ok || kerr != nil || merr != nil || kn < 1 || mn < 1 || kn+mn > api.MaxParity {
+			return errors.New(want)
+		}
+		*f = redundancyFlag{parity: &api.Parity{K: kn, M: mn}}
+	default:
+		return errors.New(want)
+	}
+	return nil
+}
 
 // intervalFlag is --ckpt-interval: auto, or a duration (0: no interval
 // checkpoints).
@@ -145,6 +189,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.IntVar(&f.ranksPerNode, "ranks-per-node", 0, "at most `N` ranks on any one node, whatever its cores; 1 spreads them one per node (with an agent; 0: no bound)")
 	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
+	fs.Var(&f.redundancy, "redundancy", "how each checkpoint survives lost nodes: copy (each shard on two nodes), copy:N (on N nodes), or rs:K+M (one copy, and Reed–Solomon parity over groups of K shards on M other nodes: any M nodes lost at once lose nothing, for (K+M)/K of the state in storage; with an agent; docs/architecture.md)")
 	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the agent's --engine, else openmpi")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the agents' retention policy, 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the agents' policy (on this machine alone, like --keep: nothing collects standalone data)")
@@ -349,6 +394,7 @@ func clusterFlags(f runFlags) []string {
 		set  bool
 	}{
 		{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0},
+		{"--redundancy", f.redundancy.copies > 1 || f.redundancy.parity != nil},
 		// One machine holds every rank: a bound below the rank count spreads them
 		// over nodes this machine alone does not have.
 		{"--ranks-per-node", f.ranksPerNode > 0 && f.nranks > f.ranksPerNode},

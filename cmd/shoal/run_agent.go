@@ -186,7 +186,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
 		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
 		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
-		Keep: f.keepSpec(),
+		Keep: f.keepSpec(), Redundancy: f.redundancy.copies, Parity: f.redundancy.parity,
 	}
 	if code := addInputs(ctx, c, &spec, f.env, f.files, "run", stderr); code >= 0 {
 		return code

@@ -54,6 +54,21 @@ func (s *shardService) FetchShard(ctx context.Context, ref api.ShardRef, from st
 	return s.store.Fetch(ctx, ref, s.peers.Get(from))
 }
 
+func (s *shardService) GetParity(ctx context.Context, ref api.ParityRef) (io.ReadCloser, int64, error) {
+	return s.store.OpenParity(ref)
+}
+
+func (s *shardService) EncodeParity(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.ParityInfo, error) {
+	return s.store.EncodeParity(ctx, job, epoch, req, s.source)
+}
+
+func (s *shardService) RebuildShard(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) (api.Fetched, error) {
+	return s.store.RebuildShard(ctx, ref, req, s.source)
+}
+
+// source is the node at API address addr, as a holder of pieces.
+func (s *shardService) source(addr string) shardstore.PieceSource { return s.peers.Get(addr) }
+
 func (s *shardService) RemoveShards(ctx context.Context, job string, before uint64) ([]uint64, error) {
 	if before == 0 {
 		return s.store.RemoveJob(job)

@@ -586,6 +586,38 @@ func (c *Client) FetchShard(ctx context.Context, ref ShardRef, from string) (Fet
 	return f, err
 }
 
+// GetParity calls GET /v1/shards/{job}/{epoch}/parity/{group}/{row}; the
+// caller closes the reader.
+func (c *Client) GetParity(ctx context.Context, ref ParityRef) (io.ReadCloser, int64, error) {
+	path := fmt.Sprintf("/v1/shards/%s/%d/parity/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Group, ref.Row)
+	req, err := c.request(ctx, "GET", path, nil, "", 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// EncodeParity calls POST /v1/shards/{job}/{epoch}/parity: the agent fetches
+// the group's data shards, computes the parity row and stores it, and answers
+// once it is durable. ctx bounds the whole transfer.
+func (c *Client) EncodeParity(ctx context.Context, job string, epoch uint64, req EncodeRequest) (ParityInfo, error) {
+	var out ParityInfo
+	err := c.call(ctx, "POST", fmt.Sprintf("/v1/shards/%s/%d/parity", url.PathEscape(job), epoch), req, &out)
+	return out, err
+}
+
+// RebuildShard calls POST /v1/shards/{job}/{epoch}/{rank}/rebuild: the agent
+// rebuilds the shard from its group's other pieces and stores it.
+func (c *Client) RebuildShard(ctx context.Context, ref ShardRef, req RebuildRequest) (Fetched, error) {
+	var f Fetched
+	err := c.call(ctx, "POST", shardPath(ref)+"/rebuild", req, &f)
+	return f, err
+}
+
 // RemoveShardsBefore calls DELETE /v1/shards/{job}?before=epoch: the agent
 // deletes the job's epochs older than epoch (≥ 1) and returns them.
 func (c *Client) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) ([]uint64, error) {

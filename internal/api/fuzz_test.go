@@ -18,6 +18,8 @@ var requestKinds = []struct {
 	{"launch", func() any { return new(LaunchRequest) }, func(v any) error { return v.(*LaunchRequest).Validate() }},
 	{"grant", func() any { return new(GrantRequest) }, func(v any) error { return v.(*GrantRequest).Validate() }},
 	{"fetch", func() any { return new(FetchRequest) }, func(v any) error { return v.(*FetchRequest).Validate() }},
+	{"encode", func() any { return new(EncodeRequest) }, func(v any) error { return v.(*EncodeRequest).Validate() }},
+	{"rebuild", func() any { return new(RebuildRequest) }, func(v any) error { return v.(*RebuildRequest).Validate(1) }},
 	{"leave", func() any { return new(LeaveRequest) }, nil},
 	{"rebalance", func() any { return new(RebalanceRequest) }, nil},
 	{"evacuate", func() any { return new(EvacuateRequest) }, nil},

@@ -540,6 +540,79 @@ func (s *Server) fetchShard(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) rebuildShard(w http.ResponseWriter, r *http.Request) error {
+	ref, err := shardRef(r)
+	if err != nil {
+		return err
+	}
+	var req RebuildRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(ref.Rank); err != nil {
+		return err
+	}
+	f, err := s.shardService().RebuildShard(r.Context(), ref, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
+// pathEpoch returns the {job} and {epoch} path values, checked.
+func pathEpoch(r *http.Request) (string, uint64, error) {
+	job, err := pathJob(r)
+	if err != nil {
+		return "", 0, err
+	}
+	e := r.PathValue("epoch")
+	epoch, err := strconv.ParseUint(e, 10, 64)
+	if err != nil || epoch == 0 {
+		return "", 0, fmt.Errorf("%w: epoch %q: want an integer ≥ 1", ErrBadRequest, e)
+	}
+	return job, epoch, nil
+}
+
+func (s *Server) encodeParity(w http.ResponseWriter, r *http.Request) error {
+	job, epoch, err := pathEpoch(r)
+	if err != nil {
+		return err
+	}
+	var req EncodeRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	info, err := s.shardService().EncodeParity(r.Context(), job, epoch, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (s *Server) getParity(w http.ResponseWriter, r *http.Request) error {
+	job, epoch, err := pathEpoch(r)
+	if err != nil {
+		return err
+	}
+	g, rw := r.PathValue("group"), r.PathValue("row")
+	group, gerr := strconv.Atoi(g)
+	row, rerr := strconv.Atoi(rw)
+	if gerr != nil || group < 0 || rerr != nil || row < 0 || row >= MaxParity {
+		return fmt.Errorf("%w: parity %s/%s: want a group ≥ 0 and a row from 0 to %d", ErrBadRequest, g, rw, MaxParity-1)
+	}
+	ref := ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}
+	rc, size, err := s.shardService().GetParity(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	return sendBytes(w, rc, size, "parity "+ref.String())
+}
+
 // removeShards deletes epochs older than ?before=E, or the whole job without it.
 func (s *Server) removeShards(w http.ResponseWriter, r *http.Request) error {
 	job, err := pathJob(r)

@@ -105,6 +105,18 @@ type ShardService interface {
 	// FetchShard copies a shard from the node whose API is at from, verifying
 	// it before storing it; a verified local copy makes it a no-op.
 	FetchShard(ctx context.Context, ref ShardRef, from string) (Fetched, error)
+	// GetParity opens a stored parity file after verifying it; errors as for
+	// GetShard.
+	GetParity(ctx context.Context, ref ParityRef) (r io.ReadCloser, size int64, err error)
+	// EncodeParity computes one parity row of a group of the job's shards of
+	// an epoch from the data shards, fetched from the nodes the request names,
+	// and stores it; errors as for FetchShard.
+	EncodeParity(ctx context.Context, job string, epoch uint64, req EncodeRequest) (ParityInfo, error)
+	// RebuildShard rebuilds a lost shard from its group's other data shards
+	// and parity rows, fetched from the nodes the request names, verifies it
+	// and stores it; a verified local copy makes it a no-op. Errors as for
+	// FetchShard.
+	RebuildShard(ctx context.Context, ref ShardRef, req RebuildRequest) (Fetched, error)
 	// RemoveShards deletes the job's epoch directories older than before, or
 	// the whole job directory (shards, manifest, requests) when before is 0,
 	// and returns the epochs deleted.
@@ -196,6 +208,18 @@ func (Unavailable) PutShard(context.Context, ShardRef, int64, io.Reader) error {
 func (Unavailable) Shards(context.Context, string, string) (ShardIndex, error) {
 	return ShardIndex{}, notAvailable("checkpoint store")
 }
+func (Unavailable) GetParity(context.Context, ParityRef) (io.ReadCloser, int64, error) {
+	return nil, 0, notAvailable("checkpoint store")
+}
+
+func (Unavailable) EncodeParity(context.Context, string, uint64, EncodeRequest) (ParityInfo, error) {
+	return ParityInfo{}, notAvailable("checkpoint store")
+}
+
+func (Unavailable) RebuildShard(context.Context, ShardRef, RebuildRequest) (Fetched, error) {
+	return Fetched{}, notAvailable("checkpoint store")
+}
+
 func (Unavailable) FetchShard(context.Context, ShardRef, string) (Fetched, error) {
 	return Fetched{}, notAvailable("checkpoint store")
 }

@@ -127,6 +127,9 @@ type JobSpec struct {
 	// checkpoint plus a restart. 0: off (the default); otherwise at least 1.
 	AutoRebalance float64 `json:"auto_rebalance,omitempty"`
 	Redundancy    int     `json:"redundancy,omitempty"` // copies of each shard; 0: default (2)
+	// Parity, when set, protects the shards with Reed–Solomon parity instead
+	// of copies (--redundancy rs:K+M); Redundancy must then be 0.
+	Parity *Parity `json:"parity,omitempty"`
 	// Relocation is how ranks are placed again after a node is lost: "rank" (the
 	// default) places every rank anew over the remaining nodes; "block" moves the
 	// lost node's ranks together to one survivor, as older systems do (for
@@ -435,6 +438,19 @@ type ShardRef struct {
 
 func (s ShardRef) String() string { return fmt.Sprintf("%s/%d/%d", s.Job, s.Epoch, s.Rank) }
 
+// ParityRef names one parity file of a job (--redundancy rs:K+M): row Row of
+// group Group of epoch Epoch.
+type ParityRef struct {
+	Job   string
+	Epoch uint64
+	Group int
+	Row   int
+}
+
+func (p ParityRef) String() string {
+	return fmt.Sprintf("%s/%d/parity/%d/%d", p.Job, p.Epoch, p.Group, p.Row)
+}
+
 // ShardInfo is one shard stored on a node that passed full verification
 // (docs/shard-format.md) and holds the job, epoch and rank its path names.
 type ShardInfo struct {
@@ -467,6 +483,9 @@ type ShardIndex struct {
 	Job    string      `json:"job"`
 	Shards []ShardInfo `json:"shards"`
 	Bad    []BadShard  `json:"bad"`
+	// Parity lists the verified Reed–Solomon parity files of the job on this
+	// node (--redundancy rs:K+M), by epoch, group, row.
+	Parity []ParityInfo `json:"parity,omitempty"`
 	// Progress is the job's progress as its rank 0 last reported it on this node
 	// (shoal_progress); absent when no rank 0 of the job has run here.
 	Progress *Progress `json:"progress,omitempty"`
@@ -499,6 +518,13 @@ func (idx ShardIndex) ComputeTag() string {
 		put(uint64(s.Rank))
 		put(uint64(s.Size))
 		put(s.Checksum)
+	}
+	put(uint64(len(idx.Parity)))
+	for _, p := range idx.Parity {
+		put(p.Epoch)
+		put(uint64(p.Group))
+		put(uint64(p.Row))
+		put(p.Checksum)
 	}
 	put(uint64(len(idx.Bad)))
 	for _, s := range idx.Bad {
@@ -536,6 +562,57 @@ type Fetched struct {
 	// Copied is false when the node already held a verified copy and
 	// transferred nothing.
 	Copied bool `json:"copied"`
+}
+
+// ParityInfo is one Reed–Solomon parity file stored on a node that passed
+// full verification (docs/shard-format.md, "Parity files"): row Row of the
+// parity of group Group of an epoch, over the shards of Ranks whose trailing
+// checksums were Sums when it was computed.
+type ParityInfo struct {
+	Epoch    uint64   `json:"epoch"`
+	Group    int      `json:"group"`
+	Row      int      `json:"row"`
+	K        int      `json:"k"`
+	M        int      `json:"m"`
+	Ranks    []int    `json:"ranks"`
+	Sums     []uint64 `json:"sums"`
+	Size     int64    `json:"size"`     // bytes
+	Checksum uint64   `json:"checksum"` // the parity file's XXH3-64
+}
+
+// Member is one data shard of a parity group as the coordinator names it: its
+// rank, length, checksum and a node that holds it (From, an API address).
+type Member struct {
+	Rank  int    `json:"rank"`
+	Bytes int64  `json:"bytes"`
+	Sum   uint64 `json:"sum"`
+	From  string `json:"from,omitempty"`
+}
+
+// EncodeRequest is the body of POST /v1/shards/{job}/{epoch}/parity: compute
+// row Row of group Group's parity (M rows in all) from its data shards,
+// fetched from the nodes Data names, and store it.
+type EncodeRequest struct {
+	Group int      `json:"group"`
+	Row   int      `json:"row"`
+	M     int      `json:"m"`
+	Data  []Member `json:"data"` // ranks ascending
+}
+
+// ParitySource is a parity row of a group and a node that holds it.
+type ParitySource struct {
+	Row  int    `json:"row"`
+	From string `json:"from"`
+}
+
+// RebuildRequest is the body of POST /v1/shards/{job}/{epoch}/{rank}/rebuild:
+// rebuild the rank's shard of the epoch from its group (the data shards of
+// Data that have a From, and the parity rows of Parity), verify and store it.
+type RebuildRequest struct {
+	Group  int            `json:"group"`
+	M      int            `json:"m"`
+	Data   []Member       `json:"data"` // every member of the group, ranks ascending; From empty when lost
+	Parity []ParitySource `json:"parity"`
 }
 
 // ShardsRemoved is the answer of DELETE /v1/shards/{job}.
@@ -612,4 +689,11 @@ type CheckpointRequest struct {
 	// Hold makes the ranks wait, after the checkpoint, to be stopped: the coordinator
 	// relaunches from that checkpoint, so no step is computed twice.
 	Hold bool `json:"hold,omitempty"`
+}
+
+// Parity is a job's Reed–Solomon code: groups of up to K shards, each with M
+// parity rows on other nodes; any M nodes lost at once lose no epoch.
+type Parity struct {
+	K int `json:"k"`
+	M int `json:"m"`
 }

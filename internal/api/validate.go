@@ -150,6 +150,14 @@ func (s JobSpec) Validate() error {
 	if s.Redundancy < 0 {
 		bad("redundancy %d: want ≥ 0", s.Redundancy)
 	}
+	if p := s.Parity; p != nil {
+		switch {
+		case p.K < 1 || p.M < 1 || p.K+p.M > MaxParity:
+			bad("parity rs:%d+%d: want K ≥ 1 data shards and M ≥ 1 parity rows, K+M ≤ %d", p.K, p.M, MaxParity)
+		case s.Redundancy != 0:
+			bad("redundancy %d with parity rs:%d+%d: choose copies or parity", s.Redundancy, p.K, p.M)
+		}
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
 	}
@@ -203,6 +211,93 @@ func (f FetchRequest) Validate() error {
 	p, perr := strconv.Atoi(port)
 	if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
 		return fmt.Errorf("%w: from %q: want the API address of the node holding the shard, HOST:PORT", ErrBadRequest, f.From)
+	}
+	return nil
+}
+
+// MaxParity bounds a Reed–Solomon group: data shards plus parity rows
+// (the code works over GF(2^8)).
+const MaxParity = 256
+
+// checkFrom checks an API address a node is to fetch from.
+func checkFrom(what, from string) error {
+	host, port, err := net.SplitHostPort(from)
+	p, perr := strconv.Atoi(port)
+	if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%w: %s: from %q: want the API address of the node holding it, HOST:PORT", ErrBadRequest, what, from)
+	}
+	return nil
+}
+
+// checkMembers checks a parity group's data shards: ranks ascending, lengths
+// those of a shard (at least 136 bytes); lost says whether a member may have
+// no source.
+func checkMembers(data []Member, m int, lost bool) error {
+	switch {
+	case len(data) == 0:
+		return fmt.Errorf("%w: data: want the group's shards, at least one", ErrBadRequest)
+	case m < 1 || len(data)+m > MaxParity:
+		return fmt.Errorf("%w: m %d: want 1 to %d parity rows beside %d data shards", ErrBadRequest, m, MaxParity-len(data), len(data))
+	}
+	for i, d := range data {
+		switch {
+		case d.Rank < 0 || d.Rank >= MaxRanks || i > 0 && d.Rank <= data[i-1].Rank:
+			return fmt.Errorf("%w: data[%d]: rank %d: want ranks from 0 to %d, ascending", ErrBadRequest, i, d.Rank, MaxRanks-1)
+		case d.Bytes < 136:
+			return fmt.Errorf("%w: data[%d]: bytes %d: a shard has at least 136", ErrBadRequest, i, d.Bytes)
+		case d.From == "" && lost:
+		default:
+			if err := checkFrom(fmt.Sprintf("data[%d]", i), d.From); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Validate checks an encode request; errors wrap [ErrBadRequest].
+func (e EncodeRequest) Validate() error {
+	if e.Group < 0 {
+		return fmt.Errorf("%w: group %d: want ≥ 0", ErrBadRequest, e.Group)
+	}
+	if err := checkMembers(e.Data, e.M, false); err != nil {
+		return err
+	}
+	if e.Row < 0 || e.Row >= e.M {
+		return fmt.Errorf("%w: row %d: want 0 to %d", ErrBadRequest, e.Row, e.M-1)
+	}
+	return nil
+}
+
+// Validate checks a rebuild request for the shard of rank; errors wrap
+// [ErrBadRequest].
+func (q RebuildRequest) Validate(rank int) error {
+	if q.Group < 0 {
+		return fmt.Errorf("%w: group %d: want ≥ 0", ErrBadRequest, q.Group)
+	}
+	if err := checkMembers(q.Data, q.M, true); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(q.Data, func(d Member) bool { return d.Rank == rank }) {
+		return fmt.Errorf("%w: rank %d is not a member of the group", ErrBadRequest, rank)
+	}
+	have := 0
+	for _, d := range q.Data {
+		if d.From != "" && d.Rank != rank {
+			have++
+		}
+	}
+	for i, p := range q.Parity {
+		if p.Row < 0 || p.Row >= q.M || i > 0 && p.Row <= q.Parity[i-1].Row {
+			return fmt.Errorf("%w: parity[%d]: row %d: want rows from 0 to %d, ascending", ErrBadRequest, i, p.Row, q.M-1)
+		}
+		if err := checkFrom(fmt.Sprintf("parity[%d]", i), p.From); err != nil {
+			return err
+		}
+		have++
+	}
+	if have < len(q.Data) {
+		return fmt.Errorf("%w: %d pieces of the group to rebuild from: want %d", ErrBadRequest, have, len(q.Data))
 	}
 	return nil
 }

@@ -56,8 +56,12 @@ type EpochBook struct {
 	NRanks int `json:"nranks"`
 	// Redundancy is how many verified copies, on as many nodes, make a shard
 	// durable; a run on fewer nodes wants one copy per node (see [EpochBook.Want]).
-	Redundancy int                    `json:"redundancy"`
-	Epochs     map[uint64]*EpochEntry `json:"epochs"`
+	Redundancy int `json:"redundancy"`
+	// Parity, when set, protects the shards with Reed–Solomon parity rather
+	// than copies (paritybook.go); Redundancy is then M+1, the copies a run
+	// on too few nodes for parity keeps instead.
+	Parity *ParitySpec            `json:"parity,omitempty"`
+	Epochs map[uint64]*EpochEntry `json:"epochs"`
 	// Highest is the highest epoch number any node was seen holding: a new run
 	// writes above it, so no number is ever reused.
 	Highest uint64 `json:"highest"`
@@ -75,6 +79,8 @@ type EpochEntry struct {
 	Complete  bool   `json:"complete,omitempty"`
 	// Shards is by rank, NRanks long.
 	Shards []ShardEntry `json:"shards"`
+	// Groups are the epoch's parity groups (a job with parity, once planned).
+	Groups []GroupEntry `json:"groups,omitempty"`
 }
 
 // ShardEntry is what the book knows of one rank's shard of an epoch.
@@ -83,6 +89,7 @@ type ShardEntry struct {
 	// its checksum, which every counted copy has.
 	Written bool   `json:"written,omitempty"`
 	Sum     uint64 `json:"sum,omitempty"`
+	Size    int64  `json:"size,omitempty"` // bytes, once written
 	// Holders are the nodes with a verified copy, by name.
 	Holders []string `json:"holders,omitempty"`
 }
@@ -112,6 +119,7 @@ func (b *EpochBook) Clone() EpochBook {
 			s.Holders = slices.Clone(s.Holders)
 			ce.Shards[r] = s
 		}
+		ce.Groups = cloneGroups(ent.Groups)
 		c.Epochs[e] = &ce
 	}
 	return c
@@ -154,7 +162,7 @@ func (b *EpochBook) Index(indexes map[string][]api.ShardInfo, writers []string) 
 				continue
 			}
 			if sh := &b.entry(s.Epoch).Shards[s.Rank]; !sh.Written {
-				sh.Written, sh.Sum = true, s.Checksum
+				sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
 			}
 		}
 	}
@@ -192,18 +200,30 @@ func (b *EpochBook) AddCopy(epoch uint64, rank int, node string) {
 }
 
 // Want is how many copies make a shard durable in a run on nodes nodes: the
-// redundancy, or one on every node when there are fewer, and at least one.
+// redundancy, or one on every node when there are fewer, and at least one;
+// one when parity protects the run's epochs.
 func (b *EpochBook) Want(nodes int) int {
+	if b.parityOn(nodes) {
+		return 1
+	}
 	return max(min(b.Redundancy, nodes), 1)
 }
 
 // MarkComplete records as complete the epochs whose every rank's shard has the
-// copies a run on nodes nodes wants, and returns them, oldest first.
+// copies a run on nodes nodes wants (with parity: one copy, and every row of
+// every group held), and returns them, oldest first.
 func (b *EpochBook) MarkComplete(nodes int) []uint64 {
 	want := b.Want(nodes)
 	var fresh []uint64
 	for epoch, e := range b.Epochs {
 		if e.Complete || len(e.Shards) < b.NRanks {
+			continue
+		}
+		if b.parityOn(nodes) {
+			if e.paritySafe() {
+				e.Complete = true
+				fresh = append(fresh, epoch)
+			}
 			continue
 		}
 		ok := true
@@ -302,7 +322,8 @@ func (b *EpochBook) StartRun(restart uint64) uint64 {
 }
 
 // Choose picks the epoch to restart from: the newest complete one whose every
-// rank's shard has a copy on one of the live nodes. It names the newer complete
+// rank's shard has a copy on one of the live nodes, or can be rebuilt from its
+// parity group's pieces on them. It names the newer complete
 // epochs passed over and why. With no complete epoch it returns [ckpt.ErrNoEpoch]
 // (a fresh start); when none survives, a [*LostEpochError] for the newest.
 func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
@@ -319,6 +340,9 @@ func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
 		var nodes []string
 		for r, sh := range b.Epochs[epoch].Shards {
 			if !slices.ContainsFunc(sh.Holders, func(n string) bool { return alive[n] }) {
+				if _, ok := b.rebuildable(epoch, r, live); ok {
+					continue
+				}
 				gone.Ranks = append(gone.Ranks, r)
 				for _, n := range sh.Holders {
 					nodes = addName(nodes, n)

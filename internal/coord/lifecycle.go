@@ -30,6 +30,7 @@ func (e *TransitionError) Unwrap() error { return ErrTransition }
 //	pending → staging → running → succeeded | failed | cancelled
 //	running → moving → staging                  (a planned relaunch)
 //	running | moving → restarting → staging     (recovery from a loss)
+//	staging → restarting                        (a node lost while staging)
 //
 // Staging covers everything before a launch: placing the ranks (and waiting for
 // nodes to join), fencing earlier runs, copying files and shards. Moving is a
@@ -45,7 +46,11 @@ var transitions = map[api.JobState][]api.JobState{
 		api.JobRestarting,
 		api.JobFailed, api.JobCancelled,
 	},
-	api.JobStaging: {api.JobRunning, api.JobFailed, api.JobCancelled},
+	api.JobStaging: {
+		api.JobRunning,
+		api.JobRestarting, // a node of the run was lost while it was staged
+		api.JobFailed, api.JobCancelled,
+	},
 	api.JobRunning: {
 		api.JobMoving, api.JobRestarting,
 		api.JobSucceeded, api.JobFailed, api.JobCancelled,

@@ -14,9 +14,10 @@ var allowed = map[[2]api.JobState]bool{
 	{api.JobPending, api.JobFailed}:     true,
 	{api.JobPending, api.JobCancelled}:  true,
 
-	{api.JobStaging, api.JobRunning}:   true,
-	{api.JobStaging, api.JobFailed}:    true,
-	{api.JobStaging, api.JobCancelled}: true,
+	{api.JobStaging, api.JobRunning}:    true,
+	{api.JobStaging, api.JobRestarting}: true,
+	{api.JobStaging, api.JobFailed}:     true,
+	{api.JobStaging, api.JobCancelled}:  true,
 
 	{api.JobRunning, api.JobMoving}:     true,
 	{api.JobRunning, api.JobRestarting}: true,

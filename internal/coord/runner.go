@@ -363,6 +363,11 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	l, launcherEnv, where, err := j.be.prepare(ctx, restartEpoch, env, ranksDir)
 	var le *lossError
 	if errors.As(err, &le) {
+		if restartNote != nil {
+			// The restart being staged is said, though it never launched: the
+			// next says why.
+			j.event(EventRestart, Event{Epoch: restartEpoch, Message: restartNote("on the nodes left")})
+		}
 		return 0, nil, le.loss, "", nil
 	}
 	if err != nil {

@@ -42,6 +42,11 @@ type Peer interface {
 	Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error)
 	// Fetch makes the node copy a shard from the agent at API address from.
 	Fetch(ctx context.Context, ref api.ShardRef, from string) error
+	// Encode makes the node compute and store a parity row of a group of the
+	// job's shards of epoch, from the shards on the nodes the request names.
+	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) error
+	// Rebuild makes the node rebuild a shard from its parity group's pieces.
+	Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error
 	// RankStates reads how the job's ranks on the node ended.
 	RankStates(ctx context.Context, job string) ([]engine.RankState, error)
 	// Probe asks whether the node's checkpoint store takes bytes now.
@@ -321,8 +326,14 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	if red == 0 {
 		red = 2
 	}
+	if p := info.Spec.Parity; p != nil {
+		red = p.M + 1
+	}
 	if book == nil {
 		fresh := NewEpochBook(spec.NRanks, red)
+		if p := info.Spec.Parity; p != nil {
+			fresh.Parity = &ParitySpec{K: p.K, M: p.M}
+		}
 		book = &fresh
 	}
 	rj := newJob(cfg, spec, out)

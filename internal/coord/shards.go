@@ -23,7 +23,7 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	indexes := map[string][]api.ShardInfo{} // by node, those that answered
+	indexes := map[string]api.ShardIndex{} // by node, those that answered
 	for name := range b.nodes {
 		wg.Add(1)
 		go func(name string, p Peer) {
@@ -43,13 +43,13 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 			b.indexes[name] = idx
 			b.mu.Unlock()
 			mu.Lock()
-			indexes[name] = idx.Shards
+			indexes[name] = idx
 			mu.Unlock()
 		}(name, b.peer(name))
 	}
 	wg.Wait()
 	b.mu.Lock()
-	b.book.Index(indexes, b.placement)
+	b.indexBook(indexes)
 	b.mu.Unlock()
 	b.reportProgress()
 }
@@ -98,7 +98,18 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 	for _, c := range copies {
 		b.inflight[shardCopy{c.Epoch, c.Rank, c.To}] = true
 	}
+	run := names(b.nodes)
+	b.book.PlanGroups(run, b.placement)
+	encodes := b.book.Encodes(run, func(epoch uint64, group, row int) bool {
+		return b.encoding[parityCopy{epoch, group, row}]
+	})
+	for _, e := range encodes {
+		b.encoding[parityCopy{e.Epoch, e.Group, e.Row}] = true
+	}
 	b.mu.Unlock()
+	for _, e := range encodes {
+		go b.encode(ctx, id, e)
+	}
 	for _, c := range copies {
 		go func(c Replica, to Peer, from string) {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -121,6 +132,45 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 	}
 }
 
+// encode has node e.To compute parity row e.Row of group e.Group of epoch
+// e.Epoch, and records the row once it is stored.
+func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
+	req := api.EncodeRequest{Group: e.Group, Row: e.Row, M: e.M, Data: b.apiMembers(e.Members)}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err := b.peer(e.To).Encode(cctx, job, e.Epoch, req)
+	cancel()
+	b.mu.Lock()
+	if err == nil {
+		b.book.AddRow(e.Epoch, e.Group, e.Row, e.To)
+	}
+	delete(b.encoding, parityCopy{e.Epoch, e.Group, e.Row})
+	b.mu.Unlock()
+	if err == nil {
+		b.tell() // the epoch may be complete now
+	} else {
+		time.AfterFunc(copyRetry, b.tell)
+	}
+}
+
+// apiMembers names the holders of a group's shards by their API addresses;
+// a member whose holder is not a node of the run has none.
+func (b *clusterBackend) apiMembers(ms []GroupMember) []api.Member {
+	out := make([]api.Member, len(ms))
+	for i, m := range ms {
+		out[i] = api.Member{Rank: m.Rank, Bytes: m.Bytes, Sum: m.Sum}
+		if n, ok := b.nodes[m.Holder]; ok && m.Holder != "" {
+			out[i].From = n.API
+		}
+	}
+	return out
+}
+
+// parityCopy is parity row row of group group of epoch, being computed.
+type parityCopy struct {
+	epoch      uint64
+	group, row int
+}
+
 // shardCopy is a copy of rank's shard of epoch on node.
 type shardCopy struct {
 	epoch uint64
@@ -135,6 +185,11 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	b.mu.Lock()
 	want := b.book.Want(len(b.nodes))
 	fresh := b.book.MarkComplete(len(b.nodes))
+	how := fmt.Sprintf("%d copies each", want)
+	if b.book.parityOn(len(b.nodes)) {
+		p := b.book.Parity
+		how = fmt.Sprintf("one copy each, rs:%d+%d parity", p.K, p.M)
+	}
 	if len(fresh) == 0 {
 		b.mu.Unlock()
 		return
@@ -151,7 +206,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	n := b.j.spec.NRanks
 	for _, e := range fresh {
 		b.cj.update(func(a *api.Job) { a.Epoch = max(a.Epoch, e) })
-		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %d copies each)", e, n, want)})
+		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s)", e, n, how)})
 	}
 	b.writeManifest()
 	if b.onBook != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,12 +16,12 @@ import (
 // rank will run on, from a node of the run holding a verified copy, and grants each
 // node its ranks; all in parallel.
 func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) error {
-	fetches, err := b.shardSources(byNode, epoch)
+	fetches, rebuilds, err := b.shardSources(byNode, epoch)
 	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, len(byNode)+len(fetches))
+	errs := make(chan error, len(byNode)+len(fetches)+len(rebuilds))
 	var downMu sync.Mutex
 	down := map[string]bool{} // nodes that did not answer
 	unreachable := func(err error, node string) {
@@ -70,6 +71,23 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			b.addCopy(f.Epoch, f.Rank, f.To)
 		}(f, b.peer(f.To), b.nodes[f.From].API)
 	}
+	for _, rb := range rebuilds {
+		wg.Add(1)
+		go func(rb Rebuild, to Peer) {
+			defer wg.Done()
+			ref := api.ShardRef{Job: info.ID, Epoch: rb.Epoch, Rank: rb.Rank}
+			req := api.RebuildRequest{Group: rb.Group, M: rb.M, Data: b.apiMembers(rb.Members)}
+			for _, r := range rb.Rows {
+				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: b.nodes[r.Holder].API})
+			}
+			if err := to.Rebuild(ctx, ref, req); err != nil {
+				unreachable(err, rb.To)
+				errs <- fmt.Errorf("rebuild rank %d's shard of epoch %d on %s from its parity group: %w", rb.Rank, rb.Epoch, rb.To, err)
+				return
+			}
+			b.addCopy(rb.Epoch, rb.Rank, rb.To)
+		}(rb, b.peer(rb.To))
+	}
 	wg.Wait()
 	close(errs)
 	if len(down) > 0 {
@@ -89,35 +107,51 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	if err := <-errs; err != nil {
 		return err
 	}
+	if len(rebuilds) > 0 {
+		ranks := make([]string, len(rebuilds))
+		for i, rb := range rebuilds {
+			ranks[i] = fmt.Sprintf("%d on %s", rb.Rank, rb.To)
+		}
+		b.j.event(EventStage, Event{Message: fmt.Sprintf("rebuilt from parity the shards of epoch %d no live node held: rank %s", epoch, strings.Join(ranks, ", rank "))})
+	}
 	b.j.event(EventStage, Event{Message: describeStaging(copied)})
 	return nil
 }
 
 // shardSources returns the copies that bring each rank's shard of epoch (0: none)
-// to the node it will run on (byNode), from nodes of the run. A node believed to
-// hold the shard fetches it all the same when another node has it: its copy may
-// have been damaged since, and a node holding a good copy answers at once without
-// copying.
-func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]Replica, error) {
+// to the node it will run on (byNode), from nodes of the run, and the shards no
+// node of the run holds to rebuild there from their parity groups. A node
+// believed to hold the shard fetches it all the same when another node has it:
+// its copy may have been damaged since, and a node holding a good copy answers
+// at once without copying.
+func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]Replica, []Rebuild, error) {
 	if epoch == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	run := names(b.nodes)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []Replica
+	var rebuilds []Rebuild
 	for name, ranks := range byNode {
 		for _, r := range ranks {
 			from, have := b.book.Source(epoch, r, name, run)
-			switch {
-			case from != "":
+			if from != "" {
 				out = append(out, Replica{Epoch: epoch, Rank: r, From: from, To: name})
-			case !have:
-				return nil, fmt.Errorf("no live node holds rank %d's shard of epoch %d", r, epoch)
+				continue
 			}
+			if have {
+				continue
+			}
+			rb, ok := b.book.RebuildFor(epoch, r, name, run)
+			if !ok {
+				return nil, nil, fmt.Errorf("no live node holds rank %d's shard of epoch %d, nor enough of its parity group to rebuild it", r, epoch)
+			}
+			rebuilds = append(rebuilds, rb)
 		}
 	}
-	return out, nil
+	sort.Slice(rebuilds, func(i, j int) bool { return rebuilds[i].Rank < rebuilds[j].Rank })
+	return out, rebuilds, nil
 }
 
 // addCopy records a verified copy a node made.

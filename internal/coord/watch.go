@@ -206,11 +206,29 @@ func (b *clusterBackend) takeNews() bool {
 func (b *clusterBackend) indexCached() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	indexes := make(map[string][]api.ShardInfo, len(b.nodes))
+	indexes := make(map[string]api.ShardIndex, len(b.nodes))
 	for name := range b.nodes {
 		if idx, ok := b.indexes[name]; ok {
-			indexes[name] = idx.Shards
+			indexes[name] = idx
 		}
 	}
-	b.book.Index(indexes, b.placement)
+	b.indexBook(indexes)
+}
+
+// indexBook records in the book the indexes of the nodes that answered: their
+// shards, then their parity rows (which count against the shards). The
+// caller holds mu.
+func (b *clusterBackend) indexBook(indexes map[string]api.ShardIndex) {
+	shards := make(map[string][]api.ShardInfo, len(indexes))
+	rows := make(map[string][]parityRow, len(indexes))
+	for name, idx := range indexes {
+		shards[name] = idx.Shards
+		var held []parityRow
+		for _, p := range idx.Parity {
+			held = append(held, parityRow{Epoch: p.Epoch, Group: p.Group, Row: p.Row, Ranks: p.Ranks, Sums: p.Sums})
+		}
+		rows[name] = held
+	}
+	b.book.Index(shards, b.placement)
+	b.book.IndexParity(rows)
 }

@@ -92,7 +92,9 @@ func keyOf(fi os.FileInfo) fileKey {
 type entry struct {
 	key  fileKey
 	info api.ShardInfo
-	err  error // nil: good; else wraps a ckpt sentinel
+	// parity describes a verified parity file (then info is zero).
+	parity *api.ParityInfo
+	err    error // nil: good; else wraps a ckpt sentinel (shards)
 }
 
 type pathLock struct {
@@ -213,12 +215,22 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 			return idx, err
 		}
 		for _, de := range ents {
+			if !de.Type().IsRegular() {
+				continue
+			}
+			path := filepath.Join(jd.EpochPath(epoch), de.Name())
+			if p, ok := s.indexParity(job, epoch, de.Name(), path); ok {
+				seen[path] = true
+				if p != nil {
+					idx.Parity = append(idx.Parity, *p)
+				}
+				continue
+			}
 			rank, ok := parseShardName(de.Name())
-			if !ok || !de.Type().IsRegular() {
+			if !ok {
 				continue
 			}
 			ref := api.ShardRef{Job: job, Epoch: epoch, Rank: rank}
-			path := filepath.Join(jd.EpochPath(epoch), de.Name())
 			e, err := s.verifyPath(ref, path)
 			if errors.Is(err, os.ErrNotExist) {
 				continue

@@ -347,3 +347,44 @@ func waitVoters(t *testing.T, b *testbed.Bed, want int, timeout time.Duration, g
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// TestTwoHostsLostAtOnceWithParity kills two of five hosts at the same moment
+// under --redundancy rs:3+2: the ranks are laid out one a host, round-robin,
+// so both hosts ran ranks and each held the only copy of their shards. The
+// relaunch rebuilds those shards from their parity groups on the three hosts
+// left, and the job ends with the uninterrupted checksum.
+func TestTwoHostsLostAtOnceWithParity(t *testing.T) {
+	b := up(t, 5)
+	heat := filepath.Join(root, "build/examples/heat")
+	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, unpaced(heatArgs)...)...)
+	j := submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", "500ms", "--max-oversubscribe", "3",
+		"--layout", "cyclic", "--redundancy", "rs:3+2", "--", heat}, heatArgs...)...)
+	j.id = j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+	j.WaitLine(`epoch \d+ complete \(6 shards, one copy each, rs:3\+2 parity\)`, 2*time.Minute)
+	j.waitEpoch(2)
+	errs := make(chan error, 2)
+	for _, n := range []string{"n4", "n5"} {
+		go func() { _, err := b.Kill(context.Background(), n); errs <- err }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := j.Wait(4 * time.Minute); code != 0 {
+		t.Fatalf("job exited %d:\n%s", code, grepShoal(j.Output()))
+	}
+	out := j.Output()
+	if got := field(out, "checksum"); got != want {
+		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
+	}
+	if !regexp.MustCompile(`rebuilt from parity the shards of epoch \d+ no live node held: rank \d+ on n\d, rank \d+ on n\d`).MatchString(out) {
+		t.Errorf("no line saying the lost hosts' two shards were rebuilt from parity:\n%s", grepShoal(out))
+	}
+	if strings.Contains(out, "internal error") {
+		t.Errorf("the job's lifecycle refused a transition:\n%s", grepShoal(out))
+	}
+	if strings.Contains(out, "epoch lost") || !strings.Contains(out, "restarting 6 ranks from epoch") {
+		t.Errorf("the job did not restart from an epoch kept by parity:\n%s", grepShoal(out))
+	}
+}

@@ -1,0 +1,355 @@
+package shardstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/erasure"
+)
+
+// A job with --redundancy rs:K+M keeps, beside each shard on its rank's node,
+// Reed–Solomon parity files over groups of shards (internal/erasure): row R of
+// group G of an epoch is <job>/e<epoch>/p<G as 6 digits>-<R as 3 digits>.parity.
+// They live in the epoch's directory, so pruning and retention remove them
+// with the shards they protect.
+
+// PieceSource is a node the pieces of a parity group can be read from;
+// *api.Client is one.
+type PieceSource interface {
+	Source
+	GetParity(ctx context.Context, ref api.ParityRef) (io.ReadCloser, int64, error)
+}
+
+func parityName(group, row int) string { return fmt.Sprintf("p%06d-%03d.parity", group, row) }
+
+// parseParityName returns the group and row a final parity file name names.
+func parseParityName(name string) (group, row int, ok bool) {
+	base, found := strings.CutSuffix(name, ".parity")
+	if !found || len(base) < len("p000000-000") || base[0] != 'p' {
+		return 0, 0, false
+	}
+	g, r, found := strings.Cut(base[1:], "-")
+	if !found {
+		return 0, 0, false
+	}
+	group, gerr := strconv.Atoi(g)
+	row, rerr := strconv.Atoi(r)
+	if gerr != nil || rerr != nil || group < 0 || row < 0 || parityName(group, row) != name {
+		return 0, 0, false
+	}
+	return group, row, true
+}
+
+func (s *Store) parityPath(ref api.ParityRef) string {
+	return filepath.Join(s.jobDir(ref.Job).EpochPath(ref.Epoch), parityName(ref.Group, ref.Row))
+}
+
+// verifyParity verifies the open parity file f, whose path names ref, through
+// the cache, as verifyOpen does a shard.
+func (s *Store) verifyParity(ref api.ParityRef, path string, f *os.File) (entry, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return entry{}, err
+	}
+	key := keyOf(fi)
+	if e, ok := s.cached(ref.Job, path, key); ok {
+		return e, nil
+	}
+	e := entry{key: key}
+	h, err := erasure.Verify(f, fi.Size())
+	switch {
+	case err != nil:
+		e.err = fmt.Errorf("parity file %s: %w", path, err)
+	case h.Job != ref.Job || h.Epoch != ref.Epoch || h.Group != ref.Group || h.Index != ref.Row:
+		e.err = fmt.Errorf("parity file %s: wrong parity: it holds %s/%d/parity/%d/%d", path, h.Job, h.Epoch, h.Group, h.Index)
+	default:
+		p := &api.ParityInfo{Epoch: h.Epoch, Group: h.Group, Row: h.Index, K: h.K, M: h.M, Size: fi.Size()}
+		for _, d := range h.Data {
+			p.Ranks = append(p.Ranks, d.Rank)
+			p.Sums = append(p.Sums, d.Sum)
+		}
+		p.Checksum, err = trailingSum(f, fi.Size())
+		if err != nil {
+			return entry{}, err
+		}
+		e.parity = p
+	}
+	s.remember(ref.Job, path, e)
+	return e, nil
+}
+
+// trailingSum reads the checksum in the last 8 bytes of a verified file.
+func trailingSum(f *os.File, size int64) (uint64, error) {
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], size-8); err != nil {
+		return 0, err
+	}
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v, nil
+}
+
+// indexParity verifies the parity file at path through the cache; a file
+// that fails verification is left out of the index (the coordinator counts
+// only listed rows, and computes a missing one again).
+func (s *Store) indexParity(job string, epoch uint64, name, path string) (*api.ParityInfo, bool) {
+	group, row, ok := parseParityName(name)
+	if !ok {
+		return nil, false
+	}
+	ref := api.ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	e, err := s.verifyParity(ref, path, f)
+	if err != nil || e.err != nil {
+		return nil, true
+	}
+	return e.parity, true
+}
+
+// OpenParity opens the local copy of a parity file after verifying it; the
+// caller reads size bytes and closes it. Errors wrap api.ErrNotFound and
+// api.ErrCorrupt as Open's do.
+func (s *Store) OpenParity(ref api.ParityRef) (*os.File, int64, error) {
+	if err := checkJob(ref.Job); err != nil {
+		return nil, 0, err
+	}
+	path := s.parityPath(ref)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("%w: parity %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := s.verifyParity(ref, path, f)
+	if err == nil && e.err != nil {
+		err = fmt.Errorf("%w: parity %s on this node fails verification and is not served: %w", api.ErrCorrupt, ref, e.err)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, e.parity.Size, nil
+}
+
+// groupHeader is the parity header of the group members form, row row of m.
+func groupHeader(job string, epoch uint64, group, row, m int, members []api.Member) erasure.Header {
+	h := erasure.Header{Job: job, Epoch: epoch, Group: group, Index: row, K: len(members), M: m}
+	for _, d := range members {
+		h.Data = append(h.Data, erasure.Member{Rank: d.Rank, Bytes: d.Bytes, Sum: d.Sum})
+		h.Stripe = max(h.Stripe, d.Bytes)
+	}
+	return h
+}
+
+// sourceFailed words the failure of a node asked for a piece: its 404 and 422
+// (it has no good copy) pass on as they are, anything else is a bad gateway.
+func sourceFailed(what, from string, err error, parent context.Context) error {
+	switch {
+	case errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrCorrupt):
+		return fmt.Errorf("%s from %s: %w", what, from, err)
+	case parent.Err() != nil:
+		return fmt.Errorf("%s from %s: %w", what, from, parent.Err())
+	default:
+		return fmt.Errorf("%w: %s from %s: %v", api.ErrBadGateway, what, from, err)
+	}
+}
+
+// watchdog aborts ctx when no read of the readers it wraps returns data for
+// the store's StallTimeout: a cut link otherwise blocks until TCP gives up.
+type watchdog struct {
+	t *time.Timer
+	d time.Duration
+}
+
+func (s *Store) newWatchdog(cancel context.CancelCauseFunc) *watchdog {
+	d := s.StallTimeout
+	if d <= 0 {
+		d = DefaultStallTimeout
+	}
+	return &watchdog{t: time.AfterFunc(d, func() { cancel(errStalled) }), d: d}
+}
+
+func (w *watchdog) wrap(r io.Reader) io.Reader { return &progressReader{r: r, t: w.t, d: w.d} }
+
+// EncodeParity computes row req.Row of the parity of group req.Group of the
+// job's shards of epoch from the group's data shards, read from the nodes req
+// names (source returns the node at an API address), and stores it as a
+// verified parity file. It streams: memory stays a few MiB per data shard
+// whatever their size. Errors are as Fetch's.
+func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req api.EncodeRequest, source func(addr string) PieceSource) (api.ParityInfo, error) {
+	if err := checkJob(job); err != nil {
+		return api.ParityInfo{}, err
+	}
+	ref := api.ParityRef{Job: job, Epoch: epoch, Group: req.Group, Row: req.Row}
+	h := groupHeader(job, epoch, req.Group, req.Row, req.M, req.Data)
+	if err := h.Validate(); err != nil {
+		return api.ParityInfo{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadRequest, ref, err)
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	dog := s.newWatchdog(cancel)
+	defer dog.t.Stop()
+	data := make([]io.Reader, len(req.Data))
+	for i, d := range req.Data {
+		sref := api.ShardRef{Job: job, Epoch: epoch, Rank: d.Rank}
+		rc, _, err := source(d.From).GetShard(ctx, sref)
+		if err != nil {
+			return api.ParityInfo{}, sourceFailed("parity "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
+		}
+		defer rc.Close()
+		data[i] = dog.wrap(rc)
+	}
+	e, err := s.commit(ref.Job, s.parityPath(ref), ref.Epoch, func(w io.Writer) error {
+		_, err := erasure.Encode(w, h, data)
+		return err
+	}, func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil {
+			return api.ParityInfo{}, fmt.Errorf("%w: parity %s: a data shard's transfer stalled", api.ErrBadGateway, ref)
+		}
+		return api.ParityInfo{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadGateway, ref, err)
+	}
+	return *e.parity, nil
+}
+
+// commit writes a file of the job's epoch as put writes a shard: a temporary
+// file beside final, filled by write, synced, verified, renamed into place,
+// its directory synced.
+func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) error, verify func(string, *os.File) (entry, error)) (entry, error) {
+	unlock := s.lock(final)
+	defer unlock()
+	if err := s.mkdirs(api.ShardRef{Job: job, Epoch: epoch}); err != nil {
+		return entry{}, err
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return entry{}, err
+	}
+	committed := false
+	defer func() {
+		f.Close()
+		if !committed {
+			os.Remove(tmp)
+		}
+	}()
+	if err := write(f); err != nil {
+		return entry{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return entry{}, err
+	}
+	e, err := verify(tmp, f)
+	s.forget(job, tmp)
+	if err != nil {
+		return entry{}, err
+	}
+	if e.err != nil {
+		return entry{}, e.err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return entry{}, err
+	}
+	committed = true
+	s.remember(job, final, e)
+	return e, syncDir(filepath.Dir(final))
+}
+
+// RebuildShard rebuilds ref's shard from the other pieces of its parity group
+// that req names (data shards with a source, parity rows), read from their
+// nodes, and stores it after verifying it as Put does: the rebuilt shard must
+// verify and carry the checksum the group recorded. A verified local copy
+// makes it a no-op. Errors are as Fetch's.
+func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.RebuildRequest, source func(addr string) PieceSource) (api.Fetched, error) {
+	if err := checkRef(ref); err != nil {
+		return api.Fetched{}, err
+	}
+	if info, err := s.Stat(ref); err == nil {
+		return api.Fetched{Shard: info}, nil
+	}
+	h := groupHeader(ref.Job, ref.Epoch, req.Group, 0, req.M, req.Data)
+	if err := h.Validate(); err != nil {
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", api.ErrBadRequest, ref, err)
+	}
+	want := slices.IndexFunc(req.Data, func(d api.Member) bool { return d.Rank == ref.Rank })
+	if want < 0 {
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: rank %d is not a member of group %d", api.ErrBadRequest, ref, ref.Rank, req.Group)
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	dog := s.newWatchdog(cancel)
+	defer dog.t.Stop()
+	// The data shards first (they need no decoding of their own), then parity
+	// rows, up to the K pieces the code needs.
+	var pieces []erasure.Piece
+	for i, d := range req.Data {
+		if len(pieces) == h.K {
+			break
+		}
+		if i == want || d.From == "" {
+			continue
+		}
+		sref := api.ShardRef{Job: ref.Job, Epoch: ref.Epoch, Rank: d.Rank}
+		rc, _, err := source(d.From).GetShard(ctx, sref)
+		if err != nil {
+			return api.Fetched{}, sourceFailed("rebuild shard "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
+		}
+		defer rc.Close()
+		pieces = append(pieces, erasure.Piece{Member: i, R: dog.wrap(rc)})
+	}
+	for _, p := range req.Parity {
+		if len(pieces) == h.K {
+			break
+		}
+		pref := api.ParityRef{Job: ref.Job, Epoch: ref.Epoch, Group: req.Group, Row: p.Row}
+		rc, _, err := source(p.From).GetParity(ctx, pref)
+		if err != nil {
+			return api.Fetched{}, sourceFailed("rebuild shard "+ref.String()+": read parity "+pref.String(), p.From, err, parent)
+		}
+		defer rc.Close()
+		pieces = append(pieces, erasure.Piece{Parity: true, Row: p.Row, R: dog.wrap(rc)})
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(erasure.Rebuild(pw, h, want, pieces)) }()
+	info, err := s.put(ref, pr)
+	pr.CloseWithError(errors.New("rebuild abandoned")) // ends the goroutine if put stopped early
+	var vf *verifyFailure
+	var rf *readFailure
+	switch {
+	case errors.As(err, &vf):
+		return api.Fetched{}, fmt.Errorf("%w: shard %s rebuilt from its group fails verification, not stored: %w", api.ErrCorrupt, ref, vf.err)
+	case errors.As(err, &rf) && errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil:
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: a piece's transfer stalled", api.ErrBadGateway, ref)
+	case errors.As(err, &rf) && parent.Err() != nil:
+		return api.Fetched{}, fmt.Errorf("rebuild shard %s: %w", ref, parent.Err())
+	case errors.As(err, &rf) && errors.Is(rf.err, erasure.ErrCorrupt):
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", api.ErrCorrupt, ref, rf.err)
+	case errors.As(err, &rf):
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", api.ErrBadGateway, ref, rf.err)
+	case err != nil:
+		return api.Fetched{}, fmt.Errorf("rebuild shard %s: %w", ref, err)
+	}
+	return api.Fetched{Shard: info, Copied: true}, nil
+}
