@@ -5,6 +5,7 @@
 //	faultbench failover [flags]   time a coordinator's loss against another node's
 //	faultbench chaos [flags]      long jobs under a seeded random schedule of faults
 //	faultbench interval [flags]   --ckpt-interval auto against fixed intervals under churn
+//	faultbench twoloss [flags]    two hosts killed at once under rs:3+2 against one
 //
 // It needs root (the testbed), Open MPI and `make build`.
 package main
@@ -21,7 +22,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: faultbench failover|chaos|interval [flags]")
+		fmt.Fprintln(os.Stderr, "usage: faultbench failover|chaos|interval|twoloss [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -31,8 +32,10 @@ func main() {
 		os.Exit(chaosMain(os.Args[2:]))
 	case "interval":
 		os.Exit(intervalMain(os.Args[2:]))
+	case "twoloss":
+		os.Exit(twoLossMain(os.Args[2:]))
 	}
-	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover, chaos or interval\n", os.Args[1])
+	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover, chaos, interval or twoloss\n", os.Args[1])
 	os.Exit(2)
 }
 
