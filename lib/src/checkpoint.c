@@ -96,6 +96,11 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
 {
     if (size <= c->stage_cap)
         return SHOAL_SUCCESS;
+    /* A shard read for a restart is this large and is handed over as the staging
+     * buffer once recovered (shoal_recover): touching a second buffer of its size now
+     * would double what a restart faults in. */
+    if (!may_wait && c->restart_file != NULL && size <= c->restart_size + STAGE_SLACK)
+        return SHOAL_SUCCESS;
     if (!may_wait && writer_is_busy(&c->writer))
         return SHOAL_SUCCESS;
     writer_wait_idle(&c->writer);
@@ -104,10 +109,10 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
     size_t cap = size + size / 8;
     if (cap < size)
         cap = size;
-    unsigned char *p = malloc(cap);
+    unsigned char *p = buf_alloc(cap);
     if (p == NULL) {
         cap = size;
-        p = malloc(cap);
+        p = buf_alloc(cap);
     }
     if (p == NULL)
         return SHOAL_ERR_NOMEM;

@@ -116,8 +116,12 @@ void store_prune(const char *jobdir, long long below, int rank, int whole);
 /* Removes leftover *.tmp files in epoch directories below `below` (this rank's, or
  * every rank's if all) and, if all, the job directory's own. */
 void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int all);
-/* Reads a whole shard file into a malloc'd buffer and verifies it. Returns a verdict;
- * *file is set (caller frees) only for SHARD_OK. */
+/* Allocates a buffer of size bytes, freed with free(). A large one is aligned to
+ * 2 MiB and marked for transparent huge pages (store.c says why). */
+void *buf_alloc(size_t size);
+/* Reads a whole shard file into a buffer from buf_alloc, STAGE_SLACK bytes larger than
+ * the file (touched: the buffer may become the staging buffer), and verifies it.
+ * Returns a verdict; *file is set (caller frees) only for SHARD_OK. */
 int store_load_shard(const char *path, unsigned char **file, size_t *size,
                      struct shard_header *h);
 

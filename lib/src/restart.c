@@ -240,11 +240,12 @@ SHOAL_EXPORT int shoal_recover(void)
         return agreed;
     c->recovered = 1;
     /* The shard image is already faulted in: reuse it as the staging buffer when it is
-     * the larger one, instead of freeing one buffer and faulting in another. */
-    if (c->restart_size > c->stage_cap && !writer_is_busy(&c->writer)) {
+     * the larger one, instead of freeing one buffer and faulting in another (the
+     * staging buffer was not grown for it: ctx_stage_reserve). */
+    if (c->restart_size + STAGE_SLACK > c->stage_cap && !writer_is_busy(&c->writer)) {
         free(c->stage);
         c->stage = c->restart_file;
-        c->stage_cap = c->restart_size;
+        c->stage_cap = c->restart_size + STAGE_SLACK;
     } else {
         free(c->restart_file);
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,6 +260,32 @@ void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int a
         remove_entries(jobdir, 1, 0);
 }
 
+/* Large buffers are aligned to 2 MiB and marked for transparent huge pages, so that
+ * their first touch faults once per 2 MiB instead of once per 4 KiB: on a virtual
+ * machine a 4 KiB fault costs about 2 us, and touching 1 GiB took 0.57 s that way
+ * against 0.13 s with huge pages (bench/ckpt-cost's machine). A restart touches a
+ * shard-sized buffer before the program can go on; a checkpoint's staging buffer is
+ * touched once, then kept. */
+#define HUGE_PAGE ((size_t)2 << 20)
+/* Linux's madvise advice, hidden by <sys/mman.h> under _POSIX_C_SOURCE; the value is
+ * ABI. */
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
+int madvise(void *addr, size_t len, int advice);
+
+void *buf_alloc(size_t size)
+{
+    if (size < HUGE_PAGE)
+        return malloc(size);
+    void *p;
+    if (posix_memalign(&p, HUGE_PAGE, size) != 0)
+        return NULL;
+    /* A hint: without huge pages the buffer works as well, only slower to fault. */
+    (void)madvise(p, size & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+    return p;
+}
+
 static int read_all(int fd, unsigned char *p, size_t len)
 {
     while (len > 0) {
@@ -296,7 +323,11 @@ int store_load_shard(const char *path, unsigned char **file, size_t *size,
         return SHARD_NOMEM;
     }
     size_t len = (size_t)st.st_size;
-    unsigned char *buf = malloc(len);
+    if (len > SIZE_MAX - STAGE_SLACK) {
+        close(fd);
+        return SHARD_NOMEM;
+    }
+    unsigned char *buf = buf_alloc(len + STAGE_SLACK);
     if (buf == NULL) {
         close(fd);
         return SHARD_NOMEM;
@@ -308,6 +339,7 @@ int store_load_shard(const char *path, unsigned char **file, size_t *size,
         free(buf);
         return verdict;
     }
+    memset(buf + len, 0, STAGE_SLACK); /* faulted in now, as the file's part was */
     *file = buf;
     *size = len;
     return SHARD_OK;
