@@ -30,9 +30,8 @@ func (p peer) Shards(ctx context.Context, job, known string, wait time.Duration)
 	return p.Client.WaitShards(ctx, job, known, wait)
 }
 
-func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
-	_, err := p.Client.FetchShard(ctx, ref, from)
-	return err
+func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
+	return p.Client.FetchShard(ctx, ref, from)
 }
 
 func (p peer) Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) error {

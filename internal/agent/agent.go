@@ -235,6 +235,8 @@ func Start(cfg Config) (_ *Agent, err error) {
 	go a.recordFailures(a.members.Subscribe())
 	a.links = a.startLinks(cfg.LinkInterval)
 	a.server.SetLinkService(a.links)
+	// Before the API serves: nothing fetches a shard until then.
+	a.shards.LinkRate = a.links.bandwidthFrom
 	go a.announceRanks()
 	go a.reconcileVoters(a.members.Subscribe())
 	go func() {

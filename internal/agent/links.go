@@ -154,6 +154,21 @@ func (p *linkProber) measure(name, addr string) (api.Link, error) {
 	return api.Link{From: p.a.cfg.Name, To: name, RTT: api.Duration(rtt), Bandwidth: float64(size) / transfer.Seconds(), Measured: time.Now()}, nil
 }
 
+// bandwidthFrom returns the bandwidth, bytes/s, of the link from the node whose
+// API is at addr to this one, as this node last measured it; 0 when it has not
+// (a relay's estimate is not used: a shard's transfer goes direct). It is the
+// checkpoint store's LinkRate: the direction a fetched shard travels.
+func (p *linkProber) bandwidthFrom(addr string) float64 {
+	for _, n := range p.a.members.Nodes() {
+		if n.Meta.API == addr && n.Name != p.a.cfg.Name {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.row[n.Name].Bandwidth
+		}
+	}
+	return 0
+}
+
 // Links answers GET /v1/links: this node's row, or with all, every live
 // node's rows and the estimates of the pairs none measured.
 func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) {

@@ -31,7 +31,10 @@ type shardService struct {
 	peers   *api.Clients // the agent's, to fetch shards from other nodes
 }
 
-var _ api.ShardService = (*shardService)(nil)
+var (
+	_ api.ShardService = (*shardService)(nil)
+	_ api.ShardSender  = (*shardService)(nil)
+)
 
 func (s *shardService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
 	f, info, err := s.store.Open(ref)
@@ -39,6 +42,14 @@ func (s *shardService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadC
 		return nil, 0, err
 	}
 	return f, info.Size, nil
+}
+
+func (s *shardService) OpenShardToSend(ctx context.Context, ref api.ShardRef, link float64) (io.ReadCloser, int64, bool, error) {
+	f, info, compress, err := s.store.OpenToSend(ref, link)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return f, info.Size, compress, nil
 }
 
 func (s *shardService) PutShard(ctx context.Context, ref api.ShardRef, size int64, r io.Reader) error {

@@ -518,7 +518,8 @@ func shardPath(ref ShardRef) string {
 }
 
 // GetShard calls GET /v1/shards/{job}/{epoch}/{rank}; the caller closes the
-// reader and verifies the shard.
+// reader and verifies the shard. The shard comes raw; [Client.GetShardOver]
+// lets the agent compress it.
 func (c *Client) GetShard(ctx context.Context, ref ShardRef) (io.ReadCloser, int64, error) {
 	req, err := c.request(ctx, "GET", shardPath(ref), nil, "", 0)
 	if err != nil {

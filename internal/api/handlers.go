@@ -418,16 +418,38 @@ func shardRef(r *http.Request) (ShardRef, error) {
 	return ShardRef{Job: job, Epoch: epoch, Rank: rank}, nil
 }
 
+// getShard sends a shard, compressed when the receiver gave its link's
+// bandwidth, accepts zstd, and the service predicts that compression pays.
 func (s *Server) getShard(w http.ResponseWriter, r *http.Request) error {
 	ref, err := shardRef(r)
 	if err != nil {
 		return err
 	}
-	rc, size, err := s.shardService().GetShard(r.Context(), ref)
+	if err := noQuery(r, "link"); err != nil {
+		return err
+	}
+	link, err := shardLink(r)
 	if err != nil {
 		return err
 	}
-	return sendBytes(w, rc, size, "shard "+ref.String())
+	what := "shard " + ref.String()
+	svc := s.shardService()
+	sender, ok := svc.(ShardSender)
+	if ok && link > 0 && headerHasToken(r.Header, "Accept-Encoding", EncodingZstd) {
+		rc, size, compress, err := sender.OpenShardToSend(r.Context(), ref, link)
+		if err != nil {
+			return err
+		}
+		if compress {
+			return sendZstd(w, rc, size, what)
+		}
+		return sendBytes(w, rc, size, what)
+	}
+	rc, size, err := svc.GetShard(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	return sendBytes(w, rc, size, what)
 }
 
 func (s *Server) putShard(w http.ResponseWriter, r *http.Request) error {

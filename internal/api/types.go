@@ -562,6 +562,9 @@ type Fetched struct {
 	// Copied is false when the node already held a verified copy and
 	// transferred nothing.
 	Copied bool `json:"copied"`
+	// Wire is how many bytes crossed the network: the shard's size, or less
+	// when its sender compressed it (GET …/{rank}?link=); 0 when not copied.
+	Wire int64 `json:"wire,omitempty"`
 }
 
 // ParityInfo is one Reed–Solomon parity file stored on a node that passed

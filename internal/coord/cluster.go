@@ -47,8 +47,9 @@ type clusterBackend struct {
 	// costs further down: the copies under way and the watch share them.
 	mu       sync.Mutex
 	book     EpochBook
-	inflight map[shardCopy]bool  // replications under way
-	encoding map[parityCopy]bool // parity rows being computed
+	inflight map[shardCopy]bool   // replications under way
+	encoding map[parityCopy]bool  // parity rows being computed
+	wire     map[uint64]wireBytes // by epoch not yet complete: what its copies moved
 	contacts map[string]contact
 	excluded map[string]bool // nodes that stopped answering; not placed on
 	// indexes are the latest shard indexes of the nodes, by node, as the watch
@@ -94,7 +95,7 @@ type clusterBackend struct {
 func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clusterBackend {
 	b := &clusterBackend{
 		s: s, cj: cj, j: rj, book: book.Clone(),
-		inflight: map[shardCopy]bool{}, encoding: map[parityCopy]bool{}, contacts: map[string]contact{}, excluded: map[string]bool{},
+		inflight: map[shardCopy]bool{}, encoding: map[parityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
 		indexes: map[string]api.ShardIndex{}, news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		waiting:   map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),

@@ -92,10 +92,10 @@ type fetchPeer struct {
 	release chan struct{}
 }
 
-func (p fetchPeer) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
+func (p fetchPeer) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
 	p.asked <- fmt.Sprintf("%d/%d→%s", ref.Epoch, ref.Rank, p.node)
 	<-p.release
-	return nil
+	return api.Fetched{Copied: true}, nil
 }
 
 // TestReplicateCountsCopiesUnderWay: while a copy of a large shard is under way, later

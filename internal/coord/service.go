@@ -41,7 +41,7 @@ type Peer interface {
 	// after wait; ctx must allow for the wait.
 	Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error)
 	// Fetch makes the node copy a shard from the agent at API address from.
-	Fetch(ctx context.Context, ref api.ShardRef, from string) error
+	Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error)
 	// Encode makes the node compute and store a parity row of a group of the
 	// job's shards of epoch, from the shards on the nodes the request names.
 	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) error

@@ -114,10 +114,15 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 		go func(c Replica, to Peer, from string) {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
+			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
 			b.mu.Lock()
 			if err == nil {
 				b.book.AddCopy(c.Epoch, c.Rank, c.To)
+				if f.Copied {
+					w := b.wire[c.Epoch]
+					w.raw, w.wire = w.raw+f.Shard.Size, w.wire+f.Wire
+					b.wire[c.Epoch] = w
+				}
 			}
 			delete(b.inflight, shardCopy{c.Epoch, c.Rank, c.To})
 			b.mu.Unlock()
@@ -171,6 +176,22 @@ type parityCopy struct {
 	group, row int
 }
 
+// wireBytes is what the copies of an epoch's shards moved: their size, and
+// the bytes that crossed the network (fewer when a sender compressed them).
+type wireBytes struct{ raw, wire int64 }
+
+// compressedNote says how much smaller the epoch's copies crossed the
+// network, when their senders compressed some; "" otherwise. The caller
+// holds mu; the epoch's count is dropped.
+func (b *clusterBackend) compressedNote(epoch uint64) string {
+	w := b.wire[epoch]
+	delete(b.wire, epoch)
+	if w.wire <= 0 || w.wire >= w.raw {
+		return ""
+	}
+	return fmt.Sprintf("; copies sent compressed: %.1f MB as %.1f MB", float64(w.raw)/1e6, float64(w.wire)/1e6)
+}
+
 // shardCopy is a copy of rank's shard of epoch on node.
 type shardCopy struct {
 	epoch uint64
@@ -202,11 +223,20 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	if b.onBook != nil {
 		book = b.book.Clone()
 	}
+	notes := make([]string, len(fresh))
+	for i, e := range fresh {
+		notes[i] = b.compressedNote(e)
+	}
+	for e := range b.wire {
+		if e < fresh[0] {
+			delete(b.wire, e) // an epoch that will not complete
+		}
+	}
 	b.mu.Unlock()
 	n := b.j.spec.NRanks
-	for _, e := range fresh {
+	for i, e := range fresh {
 		b.cj.update(func(a *api.Job) { a.Epoch = max(a.Epoch, e) })
-		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s)", e, n, how)})
+		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, n, how, notes[i])})
 	}
 	b.writeManifest()
 	if b.onBook != nil {

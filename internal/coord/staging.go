@@ -60,7 +60,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 		go func(f Replica, to Peer, from string) {
 			defer wg.Done()
 			ref := api.ShardRef{Job: info.ID, Epoch: f.Epoch, Rank: f.Rank}
-			if err := to.Fetch(ctx, ref, from); err != nil {
+			if _, err := to.Fetch(ctx, ref, from); err != nil {
 				unreachable(err, f.To)
 				if errors.Is(err, api.ErrBadGateway) {
 					unreachable(api.ErrUnreachable, f.From) // the holder did not answer the copy

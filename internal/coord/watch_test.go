@@ -150,7 +150,7 @@ func refused(node string) error {
 }
 
 // Fetch copies the shard from the node named from (its API address is its name).
-func (p fakeClusterNode) Fetch(ctx context.Context, ref api.ShardRef, from string) error {
+func (p fakeClusterNode) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
 	p.f.mu.Lock()
 	var found *api.ShardInfo
 	for _, s := range p.f.index[from] {
@@ -160,10 +160,10 @@ func (p fakeClusterNode) Fetch(ctx context.Context, ref api.ShardRef, from strin
 	}
 	p.f.mu.Unlock()
 	if found == nil {
-		return errors.New("no such shard")
+		return api.Fetched{}, errors.New("no such shard")
 	}
 	p.f.add(p.name, *found)
-	return nil
+	return api.Fetched{Shard: *found, Copied: true, Wire: found.Size}, nil
 }
 
 func (p fakeClusterNode) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {

@@ -25,6 +25,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
+	"shoal/internal/compress"
 	"shoal/internal/traffic"
 )
 
@@ -47,6 +48,11 @@ type Store struct {
 	// RescanInterval is how often WaitIndex looks for a change of the index it
 	// waits on. Default: DefaultRescanInterval.
 	RescanInterval time.Duration
+	// LinkRate returns the bandwidth, bytes/s, of the link from the node whose
+	// API is at addr to this one; 0 when unknown. Fetch tells a [LinkSource]
+	// the rate, which lets it send the shard compressed when that pays. Nil:
+	// every link unknown, shards come raw. Called concurrently.
+	LinkRate func(addr string) float64
 
 	mu    sync.Mutex
 	cache map[string]map[string]entry // job → shard path → last verification
@@ -73,6 +79,17 @@ type Source interface {
 	GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error)
 }
 
+// LinkSource is a Source that can be told the bandwidth of the link a shard
+// crosses from it, link bytes/s (> 0), and then may send it compressed; the
+// reader yields the raw shard either way. *api.Client is one. Fetch may call
+// it concurrently.
+type LinkSource interface {
+	Source
+	GetShardOver(ctx context.Context, ref api.ShardRef, link float64) (io.ReadCloser, int64, error)
+}
+
+var _ LinkSource = (*api.Client)(nil)
+
 // fileKey identifies one version of a file: a shard rewritten or replaced gets a
 // new key, so a cached verification never outlives the bytes it verified.
 type fileKey struct {
@@ -95,6 +112,9 @@ type entry struct {
 	// parity describes a verified parity file (then info is zero).
 	parity *api.ParityInfo
 	err    error // nil: good; else wraps a ckpt sentinel (shards)
+	// sample is how a sample of a good shard compressed, once measured
+	// (OpenToSend).
+	sample *compress.Sample
 }
 
 type pathLock struct {
@@ -670,8 +690,10 @@ func syncDir(dir string) error {
 // were copied. Errors: the source's 404 and 422 (it has no good copy) are
 // passed on as api.ErrNotFound and api.ErrCorrupt; bytes that arrive but fail
 // verification wrap api.ErrCorrupt and the ckpt sentinel; any other failure of
-// the source or of the transfer wraps api.ErrBadGateway. Messages name the
-// source.
+// the source or of the transfer, a compressed stream that fails to decode
+// included, wraps api.ErrBadGateway. Messages name the source. With LinkRate
+// set, a [LinkSource] is told the link's bandwidth and may send the shard
+// compressed; what arrives is verified all the same.
 func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fetched, error) {
 	if err := checkRef(ref); err != nil {
 		return api.Fetched{}, err
@@ -691,7 +713,7 @@ func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fe
 	defer watchdog.Stop()
 	stalled := func() bool { return errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil }
 
-	rc, _, err := src.GetShard(ctx, ref)
+	rc, _, err := s.getShard(ctx, ref, src)
 	switch {
 	case err != nil && stalled():
 		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: no answer for %v", api.ErrBadGateway, ref, from, stall)
@@ -714,11 +736,28 @@ func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fe
 	case errors.As(err, &rf) && parent.Err() != nil:
 		return api.Fetched{}, fmt.Errorf("fetch shard %s from %s: %w", ref, from, parent.Err())
 	case errors.As(err, &rf):
+		// A compressed stream that fails to decode ends here too: the source's
+		// copy was verified before it was sent, so the damage is the transfer's.
 		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: transfer failed: %v", api.ErrBadGateway, ref, from, rf.err)
 	case err != nil:
 		return api.Fetched{}, fmt.Errorf("fetch shard %s from %s: %w", ref, from, err)
 	}
-	return api.Fetched{Shard: info, Copied: true}, nil
+	wire := info.Size
+	if w, ok := rc.(interface{ Wire() int64 }); ok {
+		wire = w.Wire()
+	}
+	return api.Fetched{Shard: info, Copied: true, Wire: wire}, nil
+}
+
+// getShard asks src for ref, telling it the link's bandwidth when it is known
+// and src can use it.
+func (s *Store) getShard(ctx context.Context, ref api.ShardRef, src Source) (io.ReadCloser, int64, error) {
+	if ls, ok := src.(LinkSource); ok && s.LinkRate != nil {
+		if link := s.LinkRate(src.Addr()); link > 0 {
+			return ls.GetShardOver(ctx, ref, link)
+		}
+	}
+	return src.GetShard(ctx, ref)
 }
 
 // progressReader restarts the stall timer t at every read that returns data.

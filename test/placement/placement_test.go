@@ -217,3 +217,21 @@ func TestMoveByTraffic(t *testing.T) {
 	}
 	shoal(t, b, "cancel", id)
 }
+
+// TestCopiesCompressedOverSlowLink keeps two ranks on n3 (--no-replan: blocks
+// over the three hosts): the copies of shards that cross n3's 20 Mbit/s link
+// are sent zstd-compressed (heat's smooth grid compresses about tenfold), and
+// each epoch's line says how much smaller they crossed.
+func TestCopiesCompressedOverSlowLink(t *testing.T) {
+	b := up(t)
+	links(t, b) // the senders decide with the measured links
+	heat := testenv.Built(t, "build/examples/heat")
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--no-replan", "--ckpt-interval", "1s",
+		"--", heat, "--size", "1200", "--steps", "400")))
+	until(t, b, id, "a placement on n3", func(j api.Job) bool { return len(j.Placement["n3"]) > 0 })
+	shoal(t, b, "wait", id)
+	events := shoal(t, b, "events", id)
+	if !strings.Contains(events, "copies sent compressed: ") {
+		t.Errorf("no epoch's copies were sent compressed over n3's %s link:\n%s", slowRate, events)
+	}
+}

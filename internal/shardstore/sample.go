@@ -1,0 +1,119 @@
+package shardstore
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"shoal/internal/api"
+	"shoal/internal/compress"
+)
+
+// SampleSize is how much of a shard OpenToSend compresses to learn how the
+// whole would: its first 4 MiB, or all of it when smaller. A few milliseconds
+// of one core, once per version of a shard file.
+const SampleSize = 4 << 20
+
+// OpenToSend is Open for a receiver whose link from this node carries link
+// bytes/s (0: unknown), and says whether the shard pays to cross it
+// compressed ([compress.Decide]). The first time a version of the shard file
+// is sent over a known link, a sample of it is compressed and decompressed
+// with the settings of the stream ([api.ShardEncoderOptions]), and what that
+// showed is kept with the file's verification. The caller reads info.Size raw
+// bytes from f and closes it. Errors are as for Open.
+func (s *Store) OpenToSend(ref api.ShardRef, link float64) (f *os.File, info api.ShardInfo, compressIt bool, err error) {
+	f, info, err = s.Open(ref)
+	if err != nil || !(link > 0) {
+		return f, info, false, err
+	}
+	smp, err := s.sample(ref, f)
+	if err != nil {
+		f.Close()
+		return nil, api.ShardInfo{}, false, fmt.Errorf("sampling shard %s: %w", ref, err)
+	}
+	return f, info, compress.Decide(info.Size, link, smp).Compress, nil
+}
+
+// sample returns how a sample of the open shard file f compresses, measured
+// once per version of the file.
+func (s *Store) sample(ref api.ShardRef, f *os.File) (compress.Sample, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return compress.Sample{}, err
+	}
+	path, key := s.path(ref), keyOf(fi)
+	if e, ok := s.cached(ref.Job, path, key); ok && e.sample != nil {
+		return *e.sample, nil
+	}
+	b := make([]byte, min(fi.Size(), SampleSize))
+	n, err := f.ReadAt(b, 0) // f's offset stays where the sender starts
+	if err != nil && err != io.EOF {
+		return compress.Sample{}, err
+	}
+	smp, err := Measure(b[:n])
+	if err != nil {
+		// Not a failure of the shard: it is sent raw, and sampled again next time.
+		return compress.Sample{}, nil
+	}
+	s.rememberSample(ref.Job, path, key, smp)
+	return smp, nil
+}
+
+// rememberSample keeps smp with the cached verification of path's version key,
+// if that is still the one cached.
+func (s *Store) rememberSample(job, path string, key fileKey, smp compress.Sample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.cache[job][path]; ok && e.key == key {
+		e.sample = &smp
+		s.cache[job][path] = e
+	}
+}
+
+// samplers are the zstd encoder and decoder Measure uses, made once and warmed
+// up so that no measure pays for their tables. Each EncodeAll and DecodeAll
+// runs on one goroutine, and as many run at once as there are cores, so
+// concurrent measures do not wait for each other.
+var samplers = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
+	enc, err := zstd.NewWriter(nil, append(api.ShardEncoderOptions(), zstd.WithEncoderConcurrency(0))...)
+	if err != nil {
+		panic(err) // the options are constant
+	}
+	dec, err := zstd.NewReader(nil, append(api.ShardDecoderOptions(), zstd.WithDecoderConcurrency(0))...)
+	if err != nil {
+		panic(err)
+	}
+	warm := make([]byte, 64<<10)
+	dec.DecodeAll(enc.EncodeAll(warm, nil), nil)
+	return enc, dec
+})
+
+// Measure compresses and decompresses b, a sample of a shard, as a shard's
+// stream is, and returns the ratio and both throughputs on this machine, on
+// one core. The decompression is timed here too, on the sender: the nodes of a
+// cluster are assumed alike, and the receiver's speed on this very data is
+// what matters (it is faster the better the data compresses).
+func Measure(b []byte) (compress.Sample, error) {
+	if len(b) == 0 {
+		return compress.Sample{}, fmt.Errorf("measure compression: empty sample")
+	}
+	enc, dec := samplers()
+	start := time.Now()
+	z := enc.EncodeAll(b, make([]byte, 0, len(b)/2))
+	tc := max(time.Since(start), time.Microsecond)
+	start = time.Now()
+	out, err := dec.DecodeAll(z, make([]byte, 0, len(b)))
+	td := max(time.Since(start), time.Microsecond)
+	if err != nil {
+		return compress.Sample{}, fmt.Errorf("measure compression: decoding the sample: %w", err)
+	}
+	if len(out) != len(b) {
+		return compress.Sample{}, fmt.Errorf("measure compression: the sample decoded to %d bytes, want %d", len(out), len(b))
+	}
+	n := float64(len(b))
+	return compress.Sample{Ratio: float64(len(z)) / n, Compress: n / tc.Seconds(), Decompress: n / td.Seconds()}, nil
+}
