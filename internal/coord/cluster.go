@@ -74,6 +74,9 @@ type clusterBackend struct {
 	waiting map[string]time.Time
 	// liveKey names the live nodes the last poll saw (job goroutine only).
 	liveKey string
+	// staged receives how the staging of the current run's shards ended, while
+	// it goes on in the background (job goroutine only; see stage).
+	staged <-chan stagedShards
 
 	// What a rebalance is weighed with, measured on this job (under mu: the
 	// watch notes progress), and what was last weighed (job goroutine only).
@@ -126,6 +129,11 @@ type reconfig struct {
 }
 
 var _ backend = (*clusterBackend)(nil)
+
+// stageWait bounds how long a rank waits for its shard to be staged
+// (SHOAL_STAGE_WAIT): poll ends the run sooner if staging fails, so this only
+// matters when the coordinator itself is gone.
+const stageWait = 10 * time.Minute
 
 func (b *clusterBackend) peer(name string) Peer { return b.s.cfg.Peer(b.nodes[name]) }
 
@@ -211,8 +219,14 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 		}
 	}
 	fence.Wait()
-	if err := b.stage(ctx, info, byNode, restartEpoch); err != nil {
+	staging, err := b.stage(ctx, info, byNode, restartEpoch)
+	if err != nil {
 		return engine.Launch{}, nil, "", err
+	}
+	if len(staging) > 0 {
+		// Those ranks wait for their shards: a shard that cannot be staged
+		// ends the run first (poll).
+		env = append(env, engine.EnvStageWait+"="+stageWait.String(), engine.EnvStageRanks+"="+engine.FormatRanks(staging))
 	}
 	if b.j.spec.CkptAuto {
 		var rec mtbf.Estimate
@@ -246,6 +260,9 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 // complete epochs. With no news and no change of the live nodes it does
 // nothing more: a steady run costs no network call.
 func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
+	if loss := b.shardsStaged(); loss != nil {
+		return loss
+	}
 	nodes, err := b.s.cfg.Nodes(ctx)
 	if loss := b.checkRefused(nodes); loss != nil {
 		return loss

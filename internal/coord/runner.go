@@ -166,10 +166,16 @@ type nodeLoss struct {
 	left bool
 	// announced is set once its event was emitted (announceLoss).
 	announced bool
+	// failed, when set, is why the run could not go on though no node was
+	// lost (a shard that could not be staged): the job fails as a run that
+	// could not start does.
+	failed error
 }
 
 func (l *nodeLoss) String() string {
 	switch {
+	case l.failed != nil:
+		return l.failed.Error()
 	case l.planned:
 		return l.reason
 	case l.fault:
@@ -289,6 +295,8 @@ func (j *job) run(ctx context.Context, next relaunch) ending {
 		return ending{Outcome: Outcome{Kind: Cancelled}}
 	case err != nil:
 		return ending{Outcome: Outcome{Kind: StartFailed, Detail: err.Error()}}
+	case loss != nil && loss.failed != nil:
+		return ending{Outcome: Outcome{Kind: StartFailed, Detail: loss.failed.Error()}}
 	case loss != nil && loss.planned:
 		return ending{Outcome: Outcome{Kind: Move, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil && loss.fault:
@@ -452,7 +460,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 		if loss := j.be.poll(ctx); loss != nil {
 			// The loss is known now: it is said before the launcher is
 			// stopped, which takes up to a second more.
-			if !loss.planned && !loss.fault {
+			if !loss.planned && !loss.fault && loss.failed == nil {
 				j.announceLoss(loss)
 			}
 			// A cut node's daemon never answers: the launcher must be killed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -12,25 +13,21 @@ import (
 	"shoal/internal/api"
 )
 
-// stage copies the job's files and, for a restart, each rank's shard to the node the
-// rank will run on, from a node of the run holding a verified copy, and grants each
-// node its ranks; all in parallel.
-func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) error {
+// stage copies the job's files to the nodes of the run and grants each node its
+// ranks, all in parallel, and returns once they are done. For a restart, it then
+// brings each rank's shard of epoch to the node the rank will run on (a copy from
+// a node of the run holding a verified one, or a rebuild from its parity group)
+// in the background, while the job launches: the ranks wait for their shards
+// (SHOAL_STAGE_WAIT), and poll ends the run if one cannot be staged. It reports
+// the ranks whose shards are being staged, ascending.
+func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) ([]int, error) {
 	fetches, rebuilds, err := b.shardSources(byNode, epoch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, len(byNode)+len(fetches)+len(rebuilds))
-	var downMu sync.Mutex
-	down := map[string]bool{} // nodes that did not answer
-	unreachable := func(err error, node string) {
-		if errors.Is(err, api.ErrUnreachable) {
-			downMu.Lock()
-			down[node] = true
-			downMu.Unlock()
-		}
-	}
+	errs := make(chan error, len(byNode))
+	var down downNodes
 	var copiedMu sync.Mutex
 	copied := map[string][]api.File{} // by node
 	for name, ranks := range byNode {
@@ -41,7 +38,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			if name != b.s.cfg.Node { // the submitter uploaded them here
 				var err error
 				if files, err = b.s.stage(ctx, peer, info); err != nil {
-					unreachable(err, name)
+					down.note(err, name)
 					errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
 					return
 				}
@@ -50,20 +47,110 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			copied[name] = files
 			copiedMu.Unlock()
 			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour, info.Spec.Owner); err != nil {
-				unreachable(err, name)
+				down.note(err, name)
 				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
 			}
 		}(name, b.peer(name), len(ranks))
 	}
+	wg.Wait()
+	close(errs)
+	if loss := b.lostWhileStaged(down.list()); loss != nil {
+		return nil, &lossError{loss}
+	}
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	b.j.event(EventStage, Event{Message: describeStaging(copied)})
+	b.staged = nil
+	if len(fetches)+len(rebuilds) == 0 {
+		return nil, nil
+	}
+	var ranks []int
+	for _, f := range fetches {
+		ranks = append(ranks, f.Rank)
+	}
+	for _, rb := range rebuilds {
+		ranks = append(ranks, rb.Rank)
+	}
+	slices.Sort(ranks)
+	staged := make(chan stagedShards, 1)
+	b.staged = staged
+	go func() {
+		staged <- b.stageShards(ctx, info.ID, epoch, fetches, rebuilds)
+		b.tell()
+	}()
+	return slices.Compact(ranks), nil
+}
+
+// stagedShards is how the background staging of a run's shards ended: the
+// nodes that did not answer, and the first failure.
+type stagedShards struct {
+	down []string
+	err  error
+}
+
+// downNodes collects the nodes that did not answer a call; safe for
+// concurrent use.
+type downNodes struct {
+	mu    sync.Mutex
+	nodes map[string]bool
+}
+
+// note records node when err says it did not answer.
+func (d *downNodes) note(err error, node string) {
+	if !errors.Is(err, api.ErrUnreachable) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.nodes == nil {
+		d.nodes = map[string]bool{}
+	}
+	d.nodes[node] = true
+}
+
+func (d *downNodes) list() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.nodes))
+	for n := range d.nodes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lostWhileStaged is the loss of the nodes that did not answer while the run
+// was staged, nil when there are none: a node loss like any other, the job is
+// placed again without them. Job goroutine only.
+func (b *clusterBackend) lostWhileStaged(down []string) *nodeLoss {
+	if len(down) == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	for _, n := range down {
+		b.excluded[n] = true
+	}
+	b.mu.Unlock()
+	b.recordAvoid()
+	return &nodeLoss{nodes: down, reason: "its agent did not answer while the run was staged", at: time.Now()}
+}
+
+// stageShards makes the copies and rebuilds that bring the ranks' shards of
+// epoch to their nodes, in parallel, and says how that went.
+func (b *clusterBackend) stageShards(ctx context.Context, job string, epoch uint64, fetches []Replica, rebuilds []Rebuild) stagedShards {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(fetches)+len(rebuilds))
+	var down downNodes
 	for _, f := range fetches {
 		wg.Add(1)
 		go func(f Replica, to Peer, from string) {
 			defer wg.Done()
-			ref := api.ShardRef{Job: info.ID, Epoch: f.Epoch, Rank: f.Rank}
+			ref := api.ShardRef{Job: job, Epoch: f.Epoch, Rank: f.Rank}
 			if _, err := to.Fetch(ctx, ref, from); err != nil {
-				unreachable(err, f.To)
+				down.note(err, f.To)
 				if errors.Is(err, api.ErrBadGateway) {
-					unreachable(api.ErrUnreachable, f.From) // the holder did not answer the copy
+					down.note(api.ErrUnreachable, f.From) // the holder did not answer the copy
 				}
 				errs <- fmt.Errorf("stage rank %d's shard of epoch %d from %s to %s: %w", f.Rank, f.Epoch, f.From, f.To, err)
 				return
@@ -75,13 +162,13 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 		wg.Add(1)
 		go func(rb Rebuild, to Peer) {
 			defer wg.Done()
-			ref := api.ShardRef{Job: info.ID, Epoch: rb.Epoch, Rank: rb.Rank}
+			ref := api.ShardRef{Job: job, Epoch: rb.Epoch, Rank: rb.Rank}
 			req := api.RebuildRequest{Group: rb.Group, M: rb.M, Data: b.apiMembers(rb.Members)}
 			for _, r := range rb.Rows {
 				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: b.nodes[r.Holder].API})
 			}
 			if err := to.Rebuild(ctx, ref, req); err != nil {
-				unreachable(err, rb.To)
+				down.note(err, rb.To)
 				errs <- fmt.Errorf("rebuild rank %d's shard of epoch %d on %s from its parity group: %w", rb.Rank, rb.Epoch, rb.To, err)
 				return
 			}
@@ -90,31 +177,36 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	}
 	wg.Wait()
 	close(errs)
-	if len(down) > 0 {
-		// A node lost while the run was being staged is a node loss like any
-		// other: the job is placed again without it.
-		lost := make([]string, 0, len(down))
-		b.mu.Lock()
-		for n := range down {
-			b.excluded[n] = true
-			lost = append(lost, n)
-		}
-		b.mu.Unlock()
-		b.recordAvoid()
-		sort.Strings(lost)
-		return &lossError{&nodeLoss{nodes: lost, reason: "its agent did not answer while the run was staged", at: time.Now()}}
-	}
-	if err := <-errs; err != nil {
-		return err
-	}
-	if len(rebuilds) > 0 {
+	out := stagedShards{down: down.list(), err: <-errs}
+	if out.err == nil && len(rebuilds) > 0 {
 		ranks := make([]string, len(rebuilds))
 		for i, rb := range rebuilds {
 			ranks[i] = fmt.Sprintf("%d on %s", rb.Rank, rb.To)
 		}
 		b.j.event(EventStage, Event{Message: fmt.Sprintf("rebuilt from parity the shards of epoch %d no live node held: rank %s", epoch, strings.Join(ranks, ", rank "))})
 	}
-	b.j.event(EventStage, Event{Message: describeStaging(copied)})
+	return out
+}
+
+// shardsStaged says how the background staging of the run's shards ended,
+// once it has: a loss when a node did not answer, a failure (the run cannot
+// go on) when a shard could not be staged otherwise; nil while it goes on or
+// when it went well. Job goroutine only.
+func (b *clusterBackend) shardsStaged() *nodeLoss {
+	if b.staged == nil {
+		return nil
+	}
+	select {
+	case s := <-b.staged:
+		b.staged = nil
+		if loss := b.lostWhileStaged(s.down); loss != nil {
+			return loss
+		}
+		if s.err != nil {
+			return &nodeLoss{failed: s.err, at: time.Now()}
+		}
+	default:
+	}
 	return nil
 }
 

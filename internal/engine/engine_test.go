@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -157,5 +158,33 @@ func TestMPICHCommandAcrossHosts(t *testing.T) {
 	local := strings.Join(MPICH{}.Command(Launch{NRanks: 2, Program: "/p"}).Args, " ")
 	if strings.Contains(local, "-genvnone") || strings.Contains(local, "-localhost") {
 		t.Errorf("on one host the ranks inherit the launcher's environment: %s", local)
+	}
+}
+
+func TestRankLists(t *testing.T) {
+	for _, tt := range []struct {
+		ranks []int
+		want  string
+	}{
+		{nil, ""},
+		{[]int{3}, "3"},
+		{[]int{0, 1, 2, 3, 7}, "0-3,7"},
+		{[]int{1, 3, 4, 6, 7, 8}, "1,3-4,6-8"},
+	} {
+		got := FormatRanks(tt.ranks)
+		if got != tt.want {
+			t.Errorf("FormatRanks(%v) = %q, want %q", tt.ranks, got, tt.want)
+		}
+		for r := 0; r < 10; r++ {
+			in, err := RanksContain(got, r)
+			if err != nil || in != slices.Contains(tt.ranks, r) {
+				t.Errorf("RanksContain(%q, %d) = %v, %v", got, r, in, err)
+			}
+		}
+	}
+	for _, bad := range []string{"x", "1-", "3-1", "1,,2"} {
+		if _, err := RanksContain(bad, 1); err == nil {
+			t.Errorf("RanksContain(%q) accepted", bad)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -17,6 +18,12 @@ import (
 // Environment variables the rank wrapper reads; the runner sets them.
 const (
 	EnvRanksDir = "SHOAL_RANKS_DIR" // where rank state files go
+	// EnvStageRanks lists the ranks ([FormatRanks]) whose shards are being
+	// staged while the job starts: they keep SHOAL_STAGE_WAIT, which tells
+	// libshoal to wait for the shard to arrive; the others lose it, so that a
+	// rank whose shard is not coming fails at once.
+	EnvStageRanks = "SHOAL_STAGE_RANKS"
+	EnvStageWait  = "SHOAL_STAGE_WAIT"
 )
 
 // forwarded are the signals the launcher uses to tear a job down; the wrapper passes
@@ -35,6 +42,12 @@ func RunWrapped(argv []string, stderr io.Writer) int {
 	if dir == "" || err != nil {
 		fmt.Fprintln(stderr, "shoal exec-rank: not started by shoal run (SHOAL_RANKS_DIR or the MPI rank is not set)")
 		return 127
+	}
+	if list, ok := os.LookupEnv(EnvStageRanks); ok {
+		if staged, err := RanksContain(list, rank); err != nil || !staged {
+			os.Unsetenv(EnvStageWait)
+		}
+		os.Unsetenv(EnvStageRanks)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -88,4 +101,48 @@ func RunWrapped(argv []string, stderr io.Writer) int {
 		return 128 + st.Signal
 	}
 	return st.Code
+}
+
+// FormatRanks writes ranks (ascending) as a list of ranks and ranges: "0-3,7".
+func FormatRanks(ranks []int) string {
+	var b []byte
+	for i := 0; i < len(ranks); {
+		j := i
+		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
+			j++
+		}
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(ranks[i]), 10)
+		if j > i {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(ranks[j]), 10)
+		}
+		i = j + 1
+	}
+	return string(b)
+}
+
+// RanksContain reports whether the list FormatRanks wrote holds rank.
+func RanksContain(list string, rank int) (bool, error) {
+	if list == "" {
+		return false, nil
+	}
+	in := false
+	for part := range strings.SplitSeq(list, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return false, fmt.Errorf("rank list %q: %q is not a rank", list, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return false, fmt.Errorf("rank list %q: %q is not a range", list, part)
+			}
+		}
+		in = in || rank >= a && rank <= b
+	}
+	return in, nil
 }

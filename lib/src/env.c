@@ -21,7 +21,7 @@
 const char *const config_env_vars[] = {
     "SHOAL_DIR",        "SHOAL_JOB",          "SHOAL_CKPT_INTERVAL", "SHOAL_MTBF",
     "SHOAL_EPOCH_BASE", "SHOAL_HOLD_TIMEOUT", "SHOAL_KEEP_EPOCHS",   "SHOAL_RESTART_EPOCH",
-    "SHOAL_STATS",      "SHOAL_TRAFFIC",      NULL};
+    "SHOAL_STAGE_WAIT", "SHOAL_STATS",        "SHOAL_TRAFFIC",       NULL};
 
 static const char *env(const char *name)
 {
@@ -246,6 +246,16 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
         snprintf(msg, msglen,
                  "invalid SHOAL_HOLD_TIMEOUT \"%.80s\": want seconds (120, 0.5) or a "
                  "duration (500ms, 30s, 2m)",
+                 v);
+        return SHOAL_ERR_ARG;
+    }
+
+    c->stage_wait_s = 0;
+    v = env("SHOAL_STAGE_WAIT");
+    if (v != NULL && config_parse_duration(v, &c->stage_wait_s) != 0) {
+        snprintf(msg, msglen,
+                 "invalid SHOAL_STAGE_WAIT \"%.80s\": want seconds (600, 0.5) or a duration "
+                 "(500ms, 30s, 10m)",
                  v);
         return SHOAL_ERR_ARG;
     }

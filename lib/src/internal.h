@@ -175,6 +175,7 @@ struct shoal_config {
     long long epoch_base;    /* 0: not set */
     char stats[PATH_MAX];    /* "" : no statistics */
     double hold_timeout_s;   /* longest hold after a `hold` request; 0: never hold */
+    double stage_wait_s;     /* how long a rank waits for its restart shard to arrive */
     int keep_epochs;         /* 1: never remove epochs (the runner removes them) */
     int traffic;             /* 0: no traffic counting (SHOAL_TRAFFIC=0) */
 };

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -62,6 +64,43 @@ static int load_epoch(struct shoal_ctx *c, long long epoch)
     return SHARD_OK;
 }
 
+static double monotonic_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* load_epoch for a rank whose shard may still be arriving: a runner that copies
+ * shards while the job starts (SHOAL_STAGE_WAIT) renames each into place once it is
+ * whole and verified, over a missing or damaged file. Until then, or until the wait
+ * is over, the file is looked at every 5 ms and read again only when it changed. */
+static int load_staged(struct shoal_ctx *c, long long epoch)
+{
+    int verdict = load_epoch(c, epoch);
+    if (verdict == SHARD_OK || verdict == SHARD_NOMEM || c->cfg.stage_wait_s <= 0)
+        return verdict;
+    char path[PATH_MAX];
+    if (store_shard_path(path, sizeof path, c->jobdir, epoch, c->rank, 0) != 0)
+        return verdict;
+    struct stat seen;
+    int have_seen = stat(path, &seen) == 0;
+    double deadline = monotonic_s() + c->cfg.stage_wait_s;
+    while (verdict != SHARD_OK && monotonic_s() < deadline) {
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+        struct stat st;
+        if (stat(path, &st) != 0)
+            continue;
+        if (have_seen && st.st_ino == seen.st_ino && st.st_size == seen.st_size &&
+            st.st_mtim.tv_sec == seen.st_mtim.tv_sec && st.st_mtim.tv_nsec == seen.st_mtim.tv_nsec)
+            continue;
+        seen = st;
+        have_seen = 1;
+        verdict = load_epoch(c, epoch);
+    }
+    return verdict;
+}
+
 /* The verdict of the lowest failing rank (in *bad_rank), the same on every rank. */
 static int agree_verdict(struct shoal_ctx *c, int verdict, int *bad_rank)
 {
@@ -75,7 +114,7 @@ static int agree_verdict(struct shoal_ctx *c, int verdict, int *bad_rank)
 /* Collective. SHARD_OK when every rank holds a good shard of epoch; -1 on MPI error. */
 static int try_epoch(struct shoal_ctx *c, long long epoch, int *bad_rank)
 {
-    int verdict = agree_verdict(c, load_epoch(c, epoch), bad_rank);
+    int verdict = agree_verdict(c, load_staged(c, epoch), bad_rank);
     if (verdict != SHARD_OK)
         restart_release(c);
     return verdict;

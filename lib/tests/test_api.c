@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -797,6 +798,92 @@ static void test_runner_mode(void)
     CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_ERR_ARG);
 }
 
+struct arrival {
+    char from[560], to[512];
+    int delay_ms;
+};
+
+static void *arrive(void *arg)
+{
+    struct arrival *a = arg;
+    sleep_ms(a->delay_ms);
+    CHECK_EQ(rename(a->from, a->to), 0);
+    return NULL;
+}
+
+/* SHOAL_STAGE_WAIT: a runner copies a rank's shard while the job starts and renames
+ * it into place; the rank waits for it, up to the wait, and fails without it. */
+static void test_staged_restart(void)
+{
+    const char *job = "staged";
+    t_env(job);
+    int v = 5;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS); /* epoch 1 */
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    t_barrier();
+
+    struct arrival a = {.delay_ms = 300};
+    t_shard_path(a.to, sizeof a.to, job, 1, t_rank);
+    snprintf(a.from, sizeof a.from, "%s.aside", a.to);
+
+    /* Not there, and no wait: the restart fails at once. */
+    CHECK_EQ(rename(a.to, a.from), 0);
+    t_env(job);
+    setenv("SHOAL_RESTART_EPOCH", "1", 1);
+    setenv("SHOAL_EPOCH_BASE", "10", 1);
+    CHECK(shoal_init(MPI_COMM_WORLD) != SHOAL_SUCCESS);
+
+    /* Arriving 0.3 s into a wait of 10 s: restored. */
+    t_env(job);
+    setenv("SHOAL_RESTART_EPOCH", "1", 1);
+    setenv("SHOAL_EPOCH_BASE", "10", 1);
+    setenv("SHOAL_STAGE_WAIT", "10s", 1);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, arrive, &a), 0);
+    v = 0;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(shoal_status(), 1);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_snapshot(), SHOAL_SUCCESS);
+    CHECK_EQ(v, 5);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    /* Damaged, then replaced by a good copy 0.3 s later: restored from the copy. */
+    t_barrier();
+    CHECK_EQ(rename(a.to, a.from), 0);
+    CHECK_EQ(t_write_text(a.to, "not a shard"), 0);
+    t_env(job);
+    setenv("SHOAL_RESTART_EPOCH", "1", 1);
+    setenv("SHOAL_EPOCH_BASE", "20", 1);
+    setenv("SHOAL_STAGE_WAIT", "10", 1);
+    CHECK_EQ(pthread_create(&th, NULL, arrive, &a), 0);
+    v = 0;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(shoal_protect(0, &v, 1, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_snapshot(), SHOAL_SUCCESS);
+    CHECK_EQ(v, 5);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+
+    /* Nothing arrives within a wait of 0.2 s: the restart fails then. */
+    t_barrier();
+    CHECK_EQ(rename(a.to, a.from), 0);
+    t_env(job);
+    setenv("SHOAL_RESTART_EPOCH", "1", 1);
+    setenv("SHOAL_EPOCH_BASE", "30", 1);
+    setenv("SHOAL_STAGE_WAIT", "200ms", 1);
+    CHECK(shoal_init(MPI_COMM_WORLD) != SHOAL_SUCCESS);
+    CHECK_EQ(rename(a.from, a.to), 0);
+
+    t_env(job);
+    setenv("SHOAL_STAGE_WAIT", "soon", 1);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_ERR_ARG);
+    t_env(job);
+}
+
 static void test_write_error(void)
 {
     /* A file where epoch 50's directory should be makes the writer thread fail. */
@@ -949,6 +1036,7 @@ int main(int argc, char **argv)
     test_keep_epochs();
     test_finished();
     test_runner_mode();
+    test_staged_restart();
     test_write_error();
     test_progress();
     test_snapshot_interval();
