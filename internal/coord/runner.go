@@ -170,6 +170,9 @@ type nodeLoss struct {
 	// lost (a shard that could not be staged): the job fails as a run that
 	// could not start does.
 	failed error
+	// staging is set when the nodes were lost while the run was staged,
+	// before it launched.
+	staging bool
 }
 
 func (l *nodeLoss) String() string {
@@ -194,7 +197,15 @@ type ending struct {
 	// wholeJob is set for a loss that moves ranks between nodes: the restart
 	// line then names the new layout.
 	wholeJob bool
+	// unlaunched is set for a node lost while the run was staged, before it
+	// launched: a relaunch that is tried again, not another restart.
+	unlaunched bool
 }
+
+// maxUnlaunched bounds the relaunches in a row that nodes lost while staging
+// may interrupt without counting against --max-restarts: each excludes the
+// nodes lost, so more than this means nodes that keep coming back and going.
+const maxUnlaunched = 8
 
 // relaunch is where the next launch starts: from epoch (0: fresh) and, after a
 // loss or a move, with the restart line note gives once the layout is known.
@@ -210,6 +221,7 @@ func (j *job) loop(ctx context.Context) Result {
 	restarts := 0
 	started := time.Now()
 	var resumed *ending
+	unlaunched := 0 // relaunches in a row interrupted while staged
 	if r := j.resume; r != nil {
 		at := r.At
 		if at.IsZero() {
@@ -229,8 +241,19 @@ func (j *job) loop(ctx context.Context) Result {
 		} else {
 			end = j.run(ctx, next)
 		}
-		d := j.policy.Decide(end.Outcome, restarts)
-		if d.Restart {
+		// Nodes lost while a relaunch was staged (two lost at once, found one
+		// after the other) interrupt that relaunch: it is decided again, as the
+		// same restart, not counted as one more.
+		retry := end.unlaunched && next.note != nil && restarts > 0 && unlaunched < maxUnlaunched
+		used := restarts
+		if retry {
+			used--
+			unlaunched++
+		} else {
+			unlaunched = 0
+		}
+		d := j.policy.Decide(end.Outcome, used)
+		if d.Restart && !retry {
 			restarts++
 		}
 		// A move entered moving when its checkpoint was asked for (startReconfig);
@@ -304,7 +327,7 @@ func (j *job) run(ctx context.Context, next relaunch) ending {
 		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil:
 		j.announceLoss(loss)
-		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
+		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true, unlaunched: loss.staging}
 	}
 	o := engine.Classify(states, j.spec.NRanks, code)
 	switch o.Kind {
@@ -371,6 +394,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	l, launcherEnv, where, err := j.be.prepare(ctx, restartEpoch, env, ranksDir)
 	var le *lossError
 	if errors.As(err, &le) {
+		le.loss.staging = true
 		if restartNote != nil {
 			// The restart being staged is said, though it never launched: the
 			// next says why.

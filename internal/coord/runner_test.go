@@ -371,3 +371,71 @@ func TestMTBFEnv(t *testing.T) {
 		t.Errorf("--mtbf 2m over 4 nodes: %q (%s), want SHOAL_MTBF=30 as given with --mtbf", got, why)
 	}
 }
+
+// stagingLosses is the local backend on which the prepare calls named in
+// lostOn (from 1) find a node lost while the run is staged.
+type stagingLosses struct {
+	*localBackend
+	calls  int
+	lostOn map[int]bool
+}
+
+func (b *stagingLosses) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
+	b.calls++
+	if b.lostOn[b.calls] {
+		return engine.Launch{}, nil, "", &lossError{&nodeLoss{nodes: []string{"n5"}, reason: "its agent did not answer while the run was staged", at: time.Now()}}
+	}
+	return b.localBackend.prepare(ctx, restartEpoch, env, ranksDir)
+}
+
+// A node lost while a relaunch is staged (the second of two lost at once)
+// interrupts that relaunch, which is decided again as the same restart; on
+// the first launch it is a restart like any other; and nodes that keep being
+// lost while staged count again after maxUnlaunched relaunches in a row.
+func TestLossWhileStaged(t *testing.T) {
+	var (
+		P, S, R, RS = api.JobPending, api.JobStaging, api.JobRunning, api.JobRestarting
+		OK, F       = api.JobSucceeded, api.JobFailed
+	)
+	endless := map[int]bool{}
+	for i := 2; i <= maxUnlaunched+3; i++ {
+		endless[i] = true
+	}
+	tests := []struct {
+		name     string
+		runs     []string
+		lostOn   map[int]bool
+		state    api.JobState
+		restarts int
+		states   []api.JobState
+	}{
+		{"during a relaunch", []string{"kill", "ok"}, map[int]bool{2: true}, OK, 1,
+			[]api.JobState{P, S, R, RS, S, RS, S, R, OK}},
+		{"during the first launch", []string{"ok"}, map[int]bool{1: true}, OK, 1,
+			[]api.JobState{P, S, RS, S, R, OK}},
+		{"again and again", []string{"kill"}, endless, F, 1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, ev := localJob(t, fakeMpirun(t, tt.runs...), 1)
+			lb := &localBackend{j: j, dir: ckpt.JobDir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
+				complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
+			j.be = &stagingLosses{localBackend: lb, lostOn: tt.lostOn}
+			for _, d := range []string{lb.dir.Path(), j.runDir} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := j.loop(context.Background())
+			if got.State != tt.state || got.Restarts != tt.restarts {
+				t.Errorf("result %+v, want %s after %d restarts", got, tt.state, tt.restarts)
+			}
+			if s := ev.states(); tt.states != nil && !slices.Equal(s, tt.states) {
+				t.Errorf("states %v, want %v", s, tt.states)
+			}
+			if tt.state == F && !got.Exhausted {
+				t.Errorf("result %+v: want restarts exhausted", got)
+			}
+		})
+	}
+}
