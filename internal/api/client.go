@@ -486,7 +486,13 @@ func (c *Client) HasFile(ctx context.Context, sum string) (bool, error) {
 // GetFile calls GET /v1/files/{sha256}; the caller closes the reader and checks
 // the content against sum (files.Cache.Put does).
 func (c *Client) GetFile(ctx context.Context, sum string) (io.ReadCloser, int64, error) {
-	req, err := c.request(ctx, "GET", "/v1/files/"+url.PathEscape(sum), nil, "", 0)
+	return c.getStream(ctx, "/v1/files/"+url.PathEscape(sum))
+}
+
+// getStream GETs path and returns the answer's body, which the caller closes,
+// and its length (-1 when not given).
+func (c *Client) getStream(ctx context.Context, path string) (io.ReadCloser, int64, error) {
+	req, err := c.request(ctx, "GET", path, nil, "", 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -521,15 +527,7 @@ func shardPath(ref ShardRef) string {
 // reader and verifies the shard. The shard comes raw; [Client.GetShardOver]
 // lets the agent compress it.
 func (c *Client) GetShard(ctx context.Context, ref ShardRef) (io.ReadCloser, int64, error) {
-	req, err := c.request(ctx, "GET", shardPath(ref), nil, "", 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	resp, err := c.send(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	return resp.Body, resp.ContentLength, nil
+	return c.getStream(ctx, shardPath(ref))
 }
 
 // PutShard calls PUT /v1/shards/{job}/{epoch}/{rank} with the content of r,
@@ -590,16 +588,7 @@ func (c *Client) FetchShard(ctx context.Context, ref ShardRef, from string) (Fet
 // GetParity calls GET /v1/shards/{job}/{epoch}/parity/{group}/{row}; the
 // caller closes the reader.
 func (c *Client) GetParity(ctx context.Context, ref ParityRef) (io.ReadCloser, int64, error) {
-	path := fmt.Sprintf("/v1/shards/%s/%d/parity/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Group, ref.Row)
-	req, err := c.request(ctx, "GET", path, nil, "", 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	resp, err := c.send(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	return resp.Body, resp.ContentLength, nil
+	return c.getStream(ctx, fmt.Sprintf("/v1/shards/%s/%d/parity/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Group, ref.Row))
 }
 
 // EncodeParity calls POST /v1/shards/{job}/{epoch}/parity: the agent fetches

@@ -126,13 +126,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			}
 			delete(b.inflight, shardCopy{c.Epoch, c.Rank, c.To})
 			b.mu.Unlock()
-			if err == nil {
-				b.tell() // the epoch may be complete now
-			} else {
-				// Tried again after a pause, not at once: a copy that fails
-				// quickly (its source just lost it) must not spin.
-				time.AfterFunc(copyRetry, b.tell)
-			}
+			b.copyEnded(err)
 		}(c, b.peer(c.To), b.nodes[c.From].API)
 	}
 }
@@ -150,8 +144,16 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 	}
 	delete(b.encoding, parityCopy{e.Epoch, e.Group, e.Row})
 	b.mu.Unlock()
+	b.copyEnded(err)
+}
+
+// copyEnded wakes the job's loop once a copy or a parity row is done: at once
+// when it was made (the epoch may be complete now), after a pause when it
+// failed, so that one failing quickly (its source just lost the shard) is not
+// tried again in a spin.
+func (b *clusterBackend) copyEnded(err error) {
 	if err == nil {
-		b.tell() // the epoch may be complete now
+		b.tell()
 	} else {
 		time.AfterFunc(copyRetry, b.tell)
 	}
