@@ -227,6 +227,18 @@ func ownerName(o *api.Owner) string {
 	return strconv.Itoa(o.UID)
 }
 
+// describeRedundancy says how the job's checkpoints survive lost nodes, as
+// --redundancy gives it.
+func describeRedundancy(spec api.JobSpec) string {
+	switch {
+	case spec.Parity != nil:
+		return fmt.Sprintf("rs:%d+%d (one copy of each shard, Reed–Solomon parity over groups of %d on %d other nodes)", spec.Parity.K, spec.Parity.M, spec.Parity.K, spec.Parity.M)
+	case spec.Redundancy > 0:
+		return fmt.Sprintf("copy:%d (each shard on %d nodes)", spec.Redundancy, spec.Redundancy)
+	}
+	return "copy (each shard on 2 nodes)"
+}
+
 // showJob prints one job: as JSON, or its placement and the planner's account.
 func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, asJSON bool, stdout, stderr io.Writer) int {
 	j, err := c.Job(ctx, id)
@@ -250,6 +262,9 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, 
 		fmt.Fprintln(stdout, "checkpoints: auto, none reported yet")
 	case j.Spec.Farm == nil:
 		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(api.CheckpointInterval{Every: j.Spec.CheckpointInterval}))
+	}
+	if j.Spec.Farm == nil {
+		fmt.Fprintf(stdout, "redundancy: %s\n", describeRedundancy(j.Spec))
 	}
 	if traffic {
 		showTraffic(j, stdout)
