@@ -211,7 +211,7 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 	data := make([]io.Reader, len(req.Data))
 	for i, d := range req.Data {
 		sref := api.ShardRef{Job: job, Epoch: epoch, Rank: d.Rank}
-		rc, _, err := source(d.From).GetShard(ctx, sref)
+		rc, _, err := s.getShard(ctx, sref, source(d.From))
 		if err != nil {
 			return api.ParityInfo{}, sourceFailed("parity "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
 		}
@@ -312,7 +312,7 @@ func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.Rebu
 			continue
 		}
 		sref := api.ShardRef{Job: ref.Job, Epoch: ref.Epoch, Rank: d.Rank}
-		rc, _, err := source(d.From).GetShard(ctx, sref)
+		rc, _, err := s.getShard(ctx, sref, source(d.From))
 		if err != nil {
 			return api.Fetched{}, sourceFailed("rebuild shard "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
 		}
