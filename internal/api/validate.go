@@ -206,25 +206,19 @@ func (g GrantRequest) Validate() error {
 }
 
 // Validate checks a fetch request; errors wrap [ErrBadRequest].
-func (f FetchRequest) Validate() error {
-	host, port, err := net.SplitHostPort(f.From)
-	p, perr := strconv.Atoi(port)
-	if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("%w: from %q: want the API address of the node holding the shard, HOST:PORT", ErrBadRequest, f.From)
-	}
-	return nil
-}
+func (f FetchRequest) Validate() error { return checkFrom("from", f.From, "the shard") }
 
 // MaxParity bounds a Reed–Solomon group: data shards plus parity rows
 // (the code works over GF(2^8)).
 const MaxParity = 256
 
-// checkFrom checks an API address a node is to fetch from.
-func checkFrom(what, from string) error {
+// checkFrom checks field, the API address of the node holding what, which a
+// node is to read it from.
+func checkFrom(field, from, what string) error {
 	host, port, err := net.SplitHostPort(from)
 	p, perr := strconv.Atoi(port)
 	if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("%w: %s: from %q: want the API address of the node holding it, HOST:PORT", ErrBadRequest, what, from)
+		return fmt.Errorf("%w: %s %q: want the API address of the node holding %s, HOST:PORT", ErrBadRequest, field, from, what)
 	}
 	return nil
 }
@@ -247,7 +241,7 @@ func checkMembers(data []Member, m int, lost bool) error {
 			return fmt.Errorf("%w: data[%d]: bytes %d: a shard has at least 136", ErrBadRequest, i, d.Bytes)
 		case d.From == "" && lost:
 		default:
-			if err := checkFrom(fmt.Sprintf("data[%d]", i), d.From); err != nil {
+			if err := checkFrom(fmt.Sprintf("data[%d].from", i), d.From, "the shard"); err != nil {
 				return err
 			}
 		}
@@ -291,7 +285,7 @@ func (q RebuildRequest) Validate(rank int) error {
 		if p.Row < 0 || p.Row >= q.M || i > 0 && p.Row <= q.Parity[i-1].Row {
 			return fmt.Errorf("%w: parity[%d]: row %d: want rows from 0 to %d, ascending", ErrBadRequest, i, p.Row, q.M-1)
 		}
-		if err := checkFrom(fmt.Sprintf("parity[%d]", i), p.From); err != nil {
+		if err := checkFrom(fmt.Sprintf("parity[%d].from", i), p.From, "the row"); err != nil {
 			return err
 		}
 		have++

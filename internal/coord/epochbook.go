@@ -340,7 +340,7 @@ func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
 		var nodes []string
 		for r, sh := range b.Epochs[epoch].Shards {
 			if !slices.ContainsFunc(sh.Holders, func(n string) bool { return alive[n] }) {
-				if _, ok := b.rebuildable(epoch, r, live); ok {
+				if _, ok := b.RebuildFor(epoch, r, "", live); ok {
 					continue
 				}
 				gone.Ranks = append(gone.Ranks, r)

@@ -234,9 +234,9 @@ func (b *EpochBook) members(e *EpochEntry, g GroupEntry, live []string) ([]Group
 	return out, true
 }
 
-// rebuildable returns, for rank's shard of epoch entry e with no live copy,
-// the group that can rebuild it from pieces on live nodes.
-func (b *EpochBook) rebuildable(epoch uint64, rank int, live []string) (Rebuild, bool) {
+// RebuildFor returns how to rebuild rank's shard of epoch on node to from its
+// parity group's pieces on the live nodes, and whether that can be done.
+func (b *EpochBook) RebuildFor(epoch uint64, rank int, to string, live []string) (Rebuild, bool) {
 	e := b.Epochs[epoch]
 	if e == nil || b.Parity == nil {
 		return Rebuild{}, false
@@ -249,7 +249,7 @@ func (b *EpochBook) rebuildable(epoch uint64, rank int, live []string) (Rebuild,
 		if !ok {
 			return Rebuild{}, false
 		}
-		rb := Rebuild{Epoch: epoch, Rank: rank, Group: gi, M: len(g.Holders), Members: members}
+		rb := Rebuild{Epoch: epoch, Rank: rank, To: to, Group: gi, M: len(g.Holders), Members: members}
 		have := 0
 		for _, m := range members {
 			if m.Holder != "" && m.Rank != rank {
@@ -268,14 +268,6 @@ func (b *EpochBook) rebuildable(epoch uint64, rank int, live []string) (Rebuild,
 		return rb, have >= len(g.Ranks)
 	}
 	return Rebuild{}, false
-}
-
-// RebuildFor returns how to rebuild rank's shard of epoch on node to from its
-// group's pieces on the live nodes, and whether that can be done.
-func (b *EpochBook) RebuildFor(epoch uint64, rank int, to string, live []string) (Rebuild, bool) {
-	rb, ok := b.rebuildable(epoch, rank, live)
-	rb.To = to
-	return rb, ok
 }
 
 func cloneGroups(gs []GroupEntry) []GroupEntry {

@@ -2,8 +2,7 @@ package shardstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -95,30 +94,33 @@ func trailingSum(f *os.File, size int64) (uint64, error) {
 	if _, err := f.ReadAt(b[:], size-8); err != nil {
 		return 0, err
 	}
-	var v uint64
-	for i := 7; i >= 0; i-- {
-		v = v<<8 | uint64(b[i])
-	}
-	return v, nil
+	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
-// indexParity verifies the parity file at path through the cache; a file
-// that fails verification is left out of the index (the coordinator counts
-// only listed rows, and computes a missing one again).
+// indexParity verifies the parity file named name at path through the cache,
+// and reports whether the name is a parity file's; one that fails
+// verification (nil) is left out of the index (the coordinator counts only
+// listed rows, and computes a missing one again).
 func (s *Store) indexParity(job string, epoch uint64, name, path string) (*api.ParityInfo, bool) {
 	group, row, ok := parseParityName(name)
 	if !ok {
 		return nil, false
 	}
-	ref := api.ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}
-	f, err := os.Open(path)
+	// A stat when this version was verified before, as for shards (verifyPath).
+	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	e, err := s.verifyParity(ref, path, f)
-	if err != nil || e.err != nil {
 		return nil, true
+	}
+	e, ok := s.cached(job, path, keyOf(fi))
+	if !ok {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, true
+		}
+		defer f.Close()
+		if e, err = s.verifyParity(api.ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}, path, f); err != nil {
+			return nil, true
+		}
 	}
 	return e.parity, true
 }
@@ -229,51 +231,6 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 		return api.ParityInfo{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadGateway, ref, err)
 	}
 	return *e.parity, nil
-}
-
-// commit writes a file of the job's epoch as put writes a shard: a temporary
-// file beside final, filled by write, synced, verified, renamed into place,
-// its directory synced.
-func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) error, verify func(string, *os.File) (entry, error)) (entry, error) {
-	unlock := s.lock(final)
-	defer unlock()
-	if err := s.mkdirs(api.ShardRef{Job: job, Epoch: epoch}); err != nil {
-		return entry{}, err
-	}
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return entry{}, err
-	}
-	committed := false
-	defer func() {
-		f.Close()
-		if !committed {
-			os.Remove(tmp)
-		}
-	}()
-	if err := write(f); err != nil {
-		return entry{}, err
-	}
-	if err := f.Sync(); err != nil {
-		return entry{}, err
-	}
-	e, err := verify(tmp, f)
-	s.forget(job, tmp)
-	if err != nil {
-		return entry{}, err
-	}
-	if e.err != nil {
-		return entry{}, e.err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return entry{}, err
-	}
-	committed = true
-	s.remember(job, final, e)
-	return e, syncDir(filepath.Dir(final))
 }
 
 // RebuildShard rebuilds ref's shard from the other pieces of its parity group

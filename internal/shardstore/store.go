@@ -546,19 +546,39 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 	if err := checkRef(ref); err != nil {
 		return api.ShardInfo{}, err
 	}
-	final := s.path(ref)
+	write := func(w io.Writer) error {
+		tr := &trackedReader{r: r}
+		buf := make([]byte, 1<<20)
+		if _, err := io.CopyBuffer(struct{ io.Writer }{w}, tr, buf); err != nil {
+			if tr.err != nil {
+				return &readFailure{tr.err}
+			}
+			return fmt.Errorf("writing shard %s: %w", ref, err)
+		}
+		return nil
+	}
+	verify := func(path string, f *os.File) (entry, error) { return s.verifyOpen(ref, path, f) }
+	e, err := s.commit(ref.Job, s.path(ref), ref.Epoch, write, verify)
+	return e.info, err
+}
+
+// commit writes a file of the job's epoch (a shard, a parity row) so that no
+// reader ever sees it half written or unverified: a temporary file beside
+// final, filled by write, synced, verified (a failure is a *verifyFailure),
+// renamed over any earlier version, its directory synced. Writers of one
+// path take turns.
+func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) error, verify func(string, *os.File) (entry, error)) (entry, error) {
 	unlock := s.lock(final)
 	defer unlock()
-	dir := filepath.Dir(final)
-	if err := s.mkdirs(ref); err != nil {
-		return api.ShardInfo{}, err
+	if err := s.mkdirs(api.ShardRef{Job: job, Epoch: epoch}); err != nil {
+		return entry{}, err
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return api.ShardInfo{}, err
+		return entry{}, err
 	}
 	committed := false
 	defer func() {
@@ -567,35 +587,31 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 			os.Remove(tmp)
 		}
 	}()
-	tr := &trackedReader{r: r}
-	buf := make([]byte, 1<<20)
-	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, tr, buf); err != nil {
-		if tr.err != nil {
-			return api.ShardInfo{}, &readFailure{tr.err}
-		}
-		return api.ShardInfo{}, fmt.Errorf("writing shard %s: %w", ref, err)
+	if err := write(f); err != nil {
+		return entry{}, err
 	}
 	if err := f.Sync(); err != nil {
-		return api.ShardInfo{}, fmt.Errorf("writing shard %s: %w", ref, err)
+		return entry{}, fmt.Errorf("writing %s: %w", final, err)
 	}
-	e, err := s.verifyOpen(ref, tmp, f)
-	s.forget(ref.Job, tmp)
+	e, err := verify(tmp, f)
+	s.forget(job, tmp)
 	if err != nil {
-		return api.ShardInfo{}, err
+		return entry{}, err
 	}
 	if e.err != nil {
-		return api.ShardInfo{}, &verifyFailure{e.err}
+		return entry{}, &verifyFailure{e.err}
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		return api.ShardInfo{}, err
+		return entry{}, err
 	}
 	committed = true
 	// The renamed file keeps its inode and times: its verification holds.
-	s.remember(ref.Job, final, e)
+	s.remember(job, final, e)
+	dir := filepath.Dir(final)
 	if err := syncDir(dir); err != nil {
-		return e.info, fmt.Errorf("syncing %s: %w", dir, err)
+		return e, fmt.Errorf("syncing %s: %w", dir, err)
 	}
-	return e.info, nil
+	return e, nil
 }
 
 func (s *Store) forget(job, path string) {
@@ -702,15 +718,12 @@ func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fe
 		return api.Fetched{Shard: info}, nil
 	}
 	from := src.Addr()
-	stall := s.StallTimeout
-	if stall <= 0 {
-		stall = DefaultStallTimeout
-	}
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
-	defer watchdog.Stop()
+	dog := s.newWatchdog(cancel)
+	defer dog.t.Stop()
+	stall := dog.d
 	stalled := func() bool { return errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil }
 
 	rc, _, err := s.getShard(ctx, ref, src)
@@ -725,7 +738,7 @@ func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fe
 		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: %v", api.ErrBadGateway, ref, from, err)
 	}
 	defer rc.Close()
-	info, err := s.put(ref, &progressReader{r: rc, t: watchdog, d: stall})
+	info, err := s.put(ref, dog.wrap(rc))
 	var vf *verifyFailure
 	var rf *readFailure
 	switch {
