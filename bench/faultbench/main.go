@@ -6,6 +6,7 @@
 //	faultbench chaos [flags]      long jobs under a seeded random schedule of faults
 //	faultbench interval [flags]   --ckpt-interval auto against fixed intervals under churn
 //	faultbench twoloss [flags]    two hosts killed at once under rs:3+2 against one
+//	faultbench traffic [flags]    what each --redundancy moves between hosts per epoch
 //
 // It needs root (the testbed), Open MPI and `make build`.
 package main
@@ -22,7 +23,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: faultbench failover|chaos|interval|twoloss [flags]")
+		fmt.Fprintln(os.Stderr, "usage: faultbench failover|chaos|interval|twoloss|traffic [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -34,8 +35,10 @@ func main() {
 		os.Exit(intervalMain(os.Args[2:]))
 	case "twoloss":
 		os.Exit(twoLossMain(os.Args[2:]))
+	case "traffic":
+		os.Exit(trafficMain(os.Args[2:]))
 	}
-	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover, chaos, interval or twoloss\n", os.Args[1])
+	fmt.Fprintf(os.Stderr, "faultbench: unknown subcommand %q: want failover, chaos, interval, twoloss or traffic\n", os.Args[1])
 	os.Exit(2)
 }
 

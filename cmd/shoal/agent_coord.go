@@ -34,9 +34,8 @@ func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fet
 	return p.Client.FetchShard(ctx, ref, from)
 }
 
-func (p peer) Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) error {
-	_, err := p.Client.EncodeParity(ctx, job, epoch, req)
-	return err
+func (p peer) Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.EncodeResult, error) {
+	return p.Client.EncodeParity(ctx, job, epoch, req)
 }
 
 func (p peer) Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error {

@@ -69,7 +69,11 @@ func (s *shardService) GetParity(ctx context.Context, ref api.ParityRef) (io.Rea
 	return s.store.OpenParity(ref)
 }
 
-func (s *shardService) EncodeParity(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.ParityInfo, error) {
+func (s *shardService) PutParity(ctx context.Context, ref api.ParityRef, size int64, r io.Reader) (api.ParityInfo, error) {
+	return s.store.PutParity(ref, r)
+}
+
+func (s *shardService) EncodeParity(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.EncodeResult, error) {
 	return s.store.EncodeParity(ctx, job, epoch, req, s.source)
 }
 

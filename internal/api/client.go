@@ -533,25 +533,31 @@ func (c *Client) GetShard(ctx context.Context, ref ShardRef) (io.ReadCloser, int
 // PutShard calls PUT /v1/shards/{job}/{epoch}/{rank} with the content of r,
 // which it reads twice: once to hash it, once to send it.
 func (c *Client) PutShard(ctx context.Context, ref ShardRef, r io.ReadSeeker) error {
-	h := sha256.New()
-	size, err := io.Copy(h, r)
-	if err != nil {
-		return fmt.Errorf("hashing shard %s: %w", ref, err)
-	}
-	if _, err := r.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewinding shard %s: %w", ref, err)
-	}
-	req, err := c.request(ctx, "PUT", shardPath(ref), r, hex.EncodeToString(h.Sum(nil)), size)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.send(req)
+	resp, err := c.putStream(ctx, shardPath(ref), r, "shard "+ref.String())
 	if err != nil {
 		return err
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// putStream PUTs the bytes r holds to path, signed with their SHA-256: r is
+// read once for the hash, rewound and sent. what names the bytes in errors.
+func (c *Client) putStream(ctx context.Context, path string, r io.ReadSeeker, what string) (*http.Response, error) {
+	h := sha256.New()
+	size, err := io.Copy(h, r)
+	if err != nil {
+		return nil, fmt.Errorf("hashing %s: %w", what, err)
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("rewinding %s: %w", what, err)
+	}
+	req, err := c.request(ctx, "PUT", path, r, hex.EncodeToString(h.Sum(nil)), size)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return c.send(req)
 }
 
 // Shards calls GET /v1/shards/{job}: the job's verified shards on the agent's
@@ -588,14 +594,35 @@ func (c *Client) FetchShard(ctx context.Context, ref ShardRef, from string) (Fet
 // GetParity calls GET /v1/shards/{job}/{epoch}/parity/{group}/{row}; the
 // caller closes the reader.
 func (c *Client) GetParity(ctx context.Context, ref ParityRef) (io.ReadCloser, int64, error) {
-	return c.getStream(ctx, fmt.Sprintf("/v1/shards/%s/%d/parity/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Group, ref.Row))
+	return c.getStream(ctx, parityPath(ref))
+}
+
+func parityPath(ref ParityRef) string {
+	return fmt.Sprintf("/v1/shards/%s/%d/parity/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Group, ref.Row)
+}
+
+// PutParity calls PUT /v1/shards/{job}/{epoch}/parity/{group}/{row} with the
+// parity file r holds (read twice: for its SHA-256, then sent); the agent
+// answers once it has verified and stored it.
+func (c *Client) PutParity(ctx context.Context, ref ParityRef, r io.ReadSeeker) (ParityInfo, error) {
+	var out ParityInfo
+	resp, err := c.putStream(ctx, parityPath(ref), r, "parity "+ref.String())
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return out, fmt.Errorf("%w: parity %s: reading the answer: %v", ErrBadGateway, ref, err)
+	}
+	return out, nil
 }
 
 // EncodeParity calls POST /v1/shards/{job}/{epoch}/parity: the agent fetches
-// the group's data shards, computes the parity row and stores it, and answers
-// once it is durable. ctx bounds the whole transfer.
-func (c *Client) EncodeParity(ctx context.Context, job string, epoch uint64, req EncodeRequest) (ParityInfo, error) {
-	var out ParityInfo
+// the group's data shards, computes the parity row (and those it is to push)
+// and stores it, and answers once it is durable and every push has ended.
+// ctx bounds the whole transfer.
+func (c *Client) EncodeParity(ctx context.Context, job string, epoch uint64, req EncodeRequest) (EncodeResult, error) {
+	var out EncodeResult
 	err := c.call(ctx, "POST", fmt.Sprintf("/v1/shards/%s/%d/parity", url.PathEscape(job), epoch), req, &out)
 	return out, err
 }

@@ -616,18 +616,39 @@ func (s *Server) encodeParity(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getParity(w http.ResponseWriter, r *http.Request) error {
+// parityRef returns the parity row a request's path names, checked.
+func parityRef(r *http.Request) (ParityRef, error) {
 	job, epoch, err := pathEpoch(r)
 	if err != nil {
-		return err
+		return ParityRef{}, err
 	}
 	g, rw := r.PathValue("group"), r.PathValue("row")
 	group, gerr := strconv.Atoi(g)
 	row, rerr := strconv.Atoi(rw)
 	if gerr != nil || group < 0 || rerr != nil || row < 0 || row >= MaxParity {
-		return fmt.Errorf("%w: parity %s/%s: want a group ≥ 0 and a row from 0 to %d", ErrBadRequest, g, rw, MaxParity-1)
+		return ParityRef{}, fmt.Errorf("%w: parity %s/%s: want a group ≥ 0 and a row from 0 to %d", ErrBadRequest, g, rw, MaxParity-1)
 	}
-	ref := ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}
+	return ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}, nil
+}
+
+func (s *Server) putParity(w http.ResponseWriter, r *http.Request) error {
+	ref, err := parityRef(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.shardService().PutParity(r.Context(), ref, r.ContentLength, r.Body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (s *Server) getParity(w http.ResponseWriter, r *http.Request) error {
+	ref, err := parityRef(r)
+	if err != nil {
+		return err
+	}
 	rc, size, err := s.shardService().GetParity(r.Context(), ref)
 	if err != nil {
 		return err

@@ -141,6 +141,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/rebuild", route{h: s.rebuildShard})
 	s.handle("POST /v1/shards/{job}/{epoch}/parity", route{h: s.encodeParity})
 	s.handle("GET /v1/shards/{job}/{epoch}/parity/{group}/{row}", route{h: s.getParity})
+	s.handle("PUT /v1/shards/{job}/{epoch}/parity/{group}/{row}", route{stream: true, h: s.putParity})
 	s.handle("GET /v1/shards/{job}", route{h: s.listShards})
 	s.handle("DELETE /v1/shards/{job}", route{h: s.removeShards})
 	s.handle("POST /v1/shards/{job}/request-checkpoint", route{h: s.requestCheckpoint})

@@ -872,3 +872,53 @@ func TestProbeLinkKernelRTT(t *testing.T) {
 		t.Errorf("kernelRTT of a pipe = %v, want 0 (no TCP)", got)
 	}
 }
+
+func (f *fakeData) PutParity(_ context.Context, ref ParityRef, size int64, r io.Reader) (ParityInfo, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return ParityInfo{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("put %s %q", ref, b))
+	return ParityInfo{Epoch: ref.Epoch, Group: ref.Group, Row: ref.Row, Size: int64(len(b))}, nil
+}
+
+func (f *fakeData) EncodeParity(_ context.Context, job string, epoch uint64, req EncodeRequest) (EncodeResult, error) {
+	res := EncodeResult{ParityInfo: ParityInfo{Epoch: epoch, Group: req.Group, Row: req.Row, M: req.M}}
+	for _, p := range req.Push {
+		res.Pushed = append(res.Pushed, Pushed{Row: p.Row, To: p.To, Error: "refused"})
+	}
+	return res, nil
+}
+
+// TestParityRoutes sends a parity row over the signed streaming PUT, and an
+// encode request with a push: the answer carries each push's outcome, and a
+// push to no address, or of the row kept, is refused before the service.
+func TestParityRoutes(t *testing.T) {
+	s, ts, _ := newTestServer(t, true)
+	data := s.shardService().(*fakeData)
+	ctx := context.Background()
+	c := NewClient(ts.URL, testSecret)
+
+	ref := ParityRef{Job: "j1", Epoch: 4, Group: 2, Row: 1}
+	info, err := c.PutParity(ctx, ref, bytes.NewReader([]byte("row")))
+	if err != nil || info.Group != 2 || info.Row != 1 || info.Size != 3 {
+		t.Errorf("PutParity = %+v, %v", info, err)
+	}
+	if want := `put j1/4/parity/2/1 "row"`; len(data.calls) == 0 || data.calls[len(data.calls)-1] != want {
+		t.Errorf("service saw %q, want %q last", data.calls, want)
+	}
+	members := []Member{{Rank: 0, Bytes: 200, Sum: 1, From: "10.0.0.1:7947"}, {Rank: 1, Bytes: 300, Sum: 2, From: "10.0.0.2:7947"}}
+	req := EncodeRequest{Group: 2, Row: 0, M: 2, Data: members, Push: []ParityPush{{Row: 1, To: "10.0.0.5:7947"}}}
+	res, err := c.EncodeParity(ctx, "j1", 4, req)
+	if err != nil || res.Row != 0 || len(res.Pushed) != 1 || res.Pushed[0] != (Pushed{Row: 1, To: "10.0.0.5:7947", Error: "refused"}) {
+		t.Errorf("EncodeParity = %+v, %v", res, err)
+	}
+	for _, push := range [][]ParityPush{{{Row: 0, To: "10.0.0.5:7947"}}, {{Row: 1, To: "n5"}}, {{Row: 2, To: "10.0.0.5:7947"}}, {{Row: 1, To: "10.0.0.5:7947"}, {Row: 1, To: "10.0.0.6:7947"}}} {
+		req.Push = push
+		if _, err := c.EncodeParity(ctx, "j1", 4, req); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "push[") {
+			t.Errorf("EncodeParity pushing %+v: %v, want a bad request naming the push", push, err)
+		}
+	}
+}

@@ -108,10 +108,15 @@ type ShardService interface {
 	// GetParity opens a stored parity file after verifying it; errors as for
 	// GetShard.
 	GetParity(ctx context.Context, ref ParityRef) (r io.ReadCloser, size int64, err error)
+	// PutParity stores a parity row another node computed, after verifying
+	// it as a parity file of ref; size is -1 when unknown.
+	PutParity(ctx context.Context, ref ParityRef, size int64, r io.Reader) (ParityInfo, error)
 	// EncodeParity computes one parity row of a group of the job's shards of
 	// an epoch from the data shards, fetched from the nodes the request names,
-	// and stores it; errors as for FetchShard.
-	EncodeParity(ctx context.Context, job string, epoch uint64, req EncodeRequest) (ParityInfo, error)
+	// and stores it; the rows the request pushes are computed in the same pass
+	// and sent to their nodes. A failed push is reported in the result, not
+	// as an error. Errors as for FetchShard.
+	EncodeParity(ctx context.Context, job string, epoch uint64, req EncodeRequest) (EncodeResult, error)
 	// RebuildShard rebuilds a lost shard from its group's other data shards
 	// and parity rows, fetched from the nodes the request names, verifies it
 	// and stores it; a verified local copy makes it a no-op. Errors as for
@@ -212,8 +217,12 @@ func (Unavailable) GetParity(context.Context, ParityRef) (io.ReadCloser, int64, 
 	return nil, 0, notAvailable("checkpoint store")
 }
 
-func (Unavailable) EncodeParity(context.Context, string, uint64, EncodeRequest) (ParityInfo, error) {
+func (Unavailable) PutParity(context.Context, ParityRef, int64, io.Reader) (ParityInfo, error) {
 	return ParityInfo{}, notAvailable("checkpoint store")
+}
+
+func (Unavailable) EncodeParity(context.Context, string, uint64, EncodeRequest) (EncodeResult, error) {
+	return EncodeResult{}, notAvailable("checkpoint store")
 }
 
 func (Unavailable) RebuildShard(context.Context, ShardRef, RebuildRequest) (Fetched, error) {

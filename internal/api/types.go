@@ -594,12 +594,35 @@ type Member struct {
 
 // EncodeRequest is the body of POST /v1/shards/{job}/{epoch}/parity: compute
 // row Row of group Group's parity (M rows in all) from its data shards,
-// fetched from the nodes Data names, and store it.
+// fetched from the nodes Data names, and store it; compute the rows of Push
+// in the same pass and send each to its node.
 type EncodeRequest struct {
-	Group int      `json:"group"`
-	Row   int      `json:"row"`
-	M     int      `json:"m"`
-	Data  []Member `json:"data"` // ranks ascending
+	Group int          `json:"group"`
+	Row   int          `json:"row"`
+	M     int          `json:"m"`
+	Data  []Member     `json:"data"`           // ranks ascending
+	Push  []ParityPush `json:"push,omitempty"` // rows other than Row, each once
+}
+
+// ParityPush is a parity row the encoding node computes too and sends to the
+// node at To (an API address), which verifies and stores it.
+type ParityPush struct {
+	Row int    `json:"row"`
+	To  string `json:"to"`
+}
+
+// EncodeResult is the answer of POST /v1/shards/{job}/{epoch}/parity: the
+// row stored on the encoding node, and what became of each row it pushed.
+type EncodeResult struct {
+	ParityInfo
+	Pushed []Pushed `json:"pushed,omitempty"`
+}
+
+// Pushed is one pushed row: stored on To (Error empty), or why not.
+type Pushed struct {
+	Row   int    `json:"row"`
+	To    string `json:"to"`
+	Error string `json:"error,omitempty"`
 }
 
 // ParitySource is a parity row of a group and a node that holds it.

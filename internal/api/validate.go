@@ -206,19 +206,19 @@ func (g GrantRequest) Validate() error {
 }
 
 // Validate checks a fetch request; errors wrap [ErrBadRequest].
-func (f FetchRequest) Validate() error { return checkFrom("from", f.From, "the shard") }
+func (f FetchRequest) Validate() error { return checkFrom("from", f.From, "holding the shard") }
 
 // MaxParity bounds a Reed–Solomon group: data shards plus parity rows
 // (the code works over GF(2^8)).
 const MaxParity = 256
 
-// checkFrom checks field, the API address of the node holding what, which a
-// node is to read it from.
+// checkFrom checks field, the API address of a node, which is named "the node
+// " + what in an error.
 func checkFrom(field, from, what string) error {
 	host, port, err := net.SplitHostPort(from)
 	p, perr := strconv.Atoi(port)
 	if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("%w: %s %q: want the API address of the node holding %s, HOST:PORT", ErrBadRequest, field, from, what)
+		return fmt.Errorf("%w: %s %q: want the API address of the node %s, HOST:PORT", ErrBadRequest, field, from, what)
 	}
 	return nil
 }
@@ -241,7 +241,7 @@ func checkMembers(data []Member, m int, lost bool) error {
 			return fmt.Errorf("%w: data[%d]: bytes %d: a shard has at least 136", ErrBadRequest, i, d.Bytes)
 		case d.From == "" && lost:
 		default:
-			if err := checkFrom(fmt.Sprintf("data[%d].from", i), d.From, "the shard"); err != nil {
+			if err := checkFrom(fmt.Sprintf("data[%d].from", i), d.From, "holding the shard"); err != nil {
 				return err
 			}
 		}
@@ -259,6 +259,14 @@ func (e EncodeRequest) Validate() error {
 	}
 	if e.Row < 0 || e.Row >= e.M {
 		return fmt.Errorf("%w: row %d: want 0 to %d", ErrBadRequest, e.Row, e.M-1)
+	}
+	for i, p := range e.Push {
+		if p.Row < 0 || p.Row >= e.M || p.Row == e.Row || slices.ContainsFunc(e.Push[:i], func(q ParityPush) bool { return q.Row == p.Row }) {
+			return fmt.Errorf("%w: push[%d]: row %d: want a row from 0 to %d other than row and the other pushes'", ErrBadRequest, i, p.Row, e.M-1)
+		}
+		if err := checkFrom(fmt.Sprintf("push[%d].to", i), p.To, "to store the row"); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -285,7 +293,7 @@ func (q RebuildRequest) Validate(rank int) error {
 		if p.Row < 0 || p.Row >= q.M || i > 0 && p.Row <= q.Parity[i-1].Row {
 			return fmt.Errorf("%w: parity[%d]: row %d: want rows from 0 to %d, ascending", ErrBadRequest, i, p.Row, q.M-1)
 		}
-		if err := checkFrom(fmt.Sprintf("parity[%d].from", i), p.From, "the row"); err != nil {
+		if err := checkFrom(fmt.Sprintf("parity[%d].from", i), p.From, "holding the row"); err != nil {
 			return err
 		}
 		have++

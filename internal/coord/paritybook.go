@@ -33,13 +33,26 @@ type GroupEntry struct {
 }
 
 // Encode is a parity row to compute: row Row of group Group of epoch Epoch,
-// on node To, from the group's shards (Members, with a holder each).
+// on node To, from the group's shards (Members, with a holder each); To
+// computes the rows of Push in the same pass and sends each to its node.
 type Encode struct {
 	Epoch      uint64
 	Group, Row int
 	M          int // rows in the group
 	To         string
 	Members    []GroupMember
+	Push       []RowTarget
+}
+
+// RowTarget is a parity row and the node to hold it.
+type RowTarget struct {
+	Row int
+	To  string
+}
+
+// rows returns every row e computes: its own, then those it pushes.
+func (e Encode) rows() []RowTarget {
+	return append([]RowTarget{{Row: e.Row, To: e.To}}, e.Push...)
 }
 
 // GroupMember is a rank's shard in a parity group: its length, its checksum,
@@ -183,8 +196,10 @@ func (e *EpochEntry) paritySafe() bool {
 
 // Encodes returns the parity rows to compute so that the epochs not yet
 // complete become safe: each row no node holds, once every shard of its
-// group is written and held on one of nodes, on the node planned for it
-// (if that node is still one of nodes). busy says whether a row is being
+// group is written and held on one of nodes, for the node planned for it
+// (if that node is still one of nodes). A group's missing rows are computed
+// by one of their nodes, which pushes the others: the group's shards cross
+// the network once, not once per row. busy says whether a row is being
 // computed already. Epochs more than two behind the highest seen are left
 // alone, as Replicas leaves them.
 func (b *EpochBook) Encodes(nodes []string, busy func(epoch uint64, group, row int) bool) []Encode {
@@ -203,11 +218,18 @@ func (b *EpochBook) Encodes(nodes []string, busy func(epoch uint64, group, row i
 			if !ok || slices.ContainsFunc(members, func(m GroupMember) bool { return m.Holder == "" }) {
 				continue
 			}
+			var enc *Encode
 			for row, h := range g.Holders {
-				if len(h) > 0 || !slices.Contains(nodes, g.Nodes[row]) || busy(epoch, gi, row) {
-					continue
+				switch {
+				case len(h) > 0 || !slices.Contains(nodes, g.Nodes[row]) || busy(epoch, gi, row):
+				case enc == nil:
+					enc = &Encode{Epoch: epoch, Group: gi, Row: row, M: len(g.Holders), To: g.Nodes[row], Members: members}
+				default:
+					enc.Push = append(enc.Push, RowTarget{Row: row, To: g.Nodes[row]})
 				}
-				out = append(out, Encode{Epoch: epoch, Group: gi, Row: row, M: len(g.Holders), To: g.Nodes[row], Members: members})
+			}
+			if enc != nil {
+				out = append(out, *enc)
 			}
 		}
 	}

@@ -26,7 +26,9 @@ func paritied(t *testing.T, k, m int, writers, nodes []string) EpochBook {
 func encodeAll(b *EpochBook, nodes []string) []Encode {
 	encodes := b.Encodes(nodes, func(uint64, int, int) bool { return false })
 	for _, e := range encodes {
-		b.AddRow(e.Epoch, e.Group, e.Row, e.To)
+		for _, r := range e.rows() {
+			b.AddRow(e.Epoch, e.Group, r.Row, r.To)
+		}
 	}
 	return encodes
 }
@@ -45,32 +47,45 @@ func TestParityCompletesOnceEveryRowIsHeld(t *testing.T) {
 		t.Fatalf("complete before any parity row: %v", got)
 	}
 	encodes := b.Encodes(six, func(uint64, int, int) bool { return false })
-	if len(encodes) != 4 {
-		t.Fatalf("Encodes = %d rows, want 2 groups × 2 rows: %+v", len(encodes), encodes)
+	if len(encodes) != 2 {
+		t.Fatalf("Encodes = %d, want one per group (2): %+v", len(encodes), encodes)
 	}
+	var rows []RowTarget
 	for _, e := range encodes {
 		g := b.Epochs[1].Groups[e.Group]
+		// One node computes the group's rows and pushes the others: the
+		// group's shards are read once.
+		if e.Row != 0 || len(e.Push) != 1 || e.Push[0].Row != 1 {
+			t.Errorf("group %d: computes row %d and pushes %+v, want row 0 pushing row 1", e.Group, e.Row, e.Push)
+		}
 		for _, mb := range e.Members {
 			if mb.Holder == "" || mb.Holder == e.To || mb.Sum != sum(1, mb.Rank) {
 				t.Errorf("row %d of group %d on %s: member %+v", e.Row, e.Group, e.To, mb)
 			}
 		}
-		if e.To != g.Nodes[e.Row] || e.M != 2 {
-			t.Errorf("row %d of group %d goes to %s (m %d), planned %s", e.Row, e.Group, e.To, e.M, g.Nodes[e.Row])
+		for _, r := range e.rows() {
+			if r.To != g.Nodes[r.Row] || e.M != 2 {
+				t.Errorf("row %d of group %d goes to %s (m %d), planned %s", r.Row, e.Group, r.To, e.M, g.Nodes[r.Row])
+			}
+			rows = append(rows, r)
 		}
 	}
 	// Rows being computed are not asked for again.
 	if again := b.Encodes(six, func(uint64, int, int) bool { return true }); len(again) != 0 {
 		t.Errorf("busy rows asked again: %v", again)
 	}
-	for _, e := range encodes[:3] {
-		b.AddRow(e.Epoch, e.Group, e.Row, e.To)
+	for i, r := range rows[:3] {
+		b.AddRow(1, encodes[i/2].Group, r.Row, r.To)
 	}
 	if got := b.MarkComplete(6); len(got) != 0 {
 		t.Fatalf("complete with a row missing: %v", got)
 	}
-	last := encodes[3]
-	b.AddRow(last.Epoch, last.Group, last.Row, last.To)
+	// A row whose push failed is asked for alone, of its own node.
+	again := b.Encodes(six, func(uint64, int, int) bool { return false })
+	if len(again) != 1 || again[0].Group != encodes[1].Group || again[0].Row != 1 || again[0].To != rows[3].To || len(again[0].Push) != 0 {
+		t.Fatalf("Encodes with one row missing = %+v, want row 1 of group %d on %s alone", again, encodes[1].Group, rows[3].To)
+	}
+	b.AddRow(1, encodes[1].Group, rows[3].Row, rows[3].To)
 	if got := b.MarkComplete(6); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("MarkComplete with every row = %v, want [1]", got)
 	}

@@ -43,8 +43,9 @@ type Peer interface {
 	// Fetch makes the node copy a shard from the agent at API address from.
 	Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error)
 	// Encode makes the node compute and store a parity row of a group of the
-	// job's shards of epoch, from the shards on the nodes the request names.
-	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) error
+	// job's shards of epoch, from the shards on the nodes the request names,
+	// and push the rows the request lists to their nodes.
+	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.EncodeResult, error)
 	// Rebuild makes the node rebuild a shard from its parity group's pieces.
 	Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error
 	// RankStates reads how the job's ranks on the node ended.

@@ -104,7 +104,9 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 		return b.encoding[parityCopy{epoch, group, row}]
 	})
 	for _, e := range encodes {
-		b.encoding[parityCopy{e.Epoch, e.Group, e.Row}] = true
+		for _, row := range e.rows() {
+			b.encoding[parityCopy{e.Epoch, e.Group, row.Row}] = true
+		}
 	}
 	b.mu.Unlock()
 	for _, e := range encodes {
@@ -132,17 +134,34 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 }
 
 // encode has node e.To compute parity row e.Row of group e.Group of epoch
-// e.Epoch, and records the row once it is stored.
+// e.Epoch and push the rows of e.Push to their nodes, and records each row
+// once it is stored. A row whose push failed is asked for again at a later
+// poll.
 func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 	req := api.EncodeRequest{Group: e.Group, Row: e.Row, M: e.M, Data: b.apiMembers(e.Members)}
+	for _, p := range e.Push {
+		req.Push = append(req.Push, api.ParityPush{Row: p.Row, To: b.nodes[p.To].API})
+	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	err := b.peer(e.To).Encode(cctx, job, e.Epoch, req)
+	res, err := b.peer(e.To).Encode(cctx, job, e.Epoch, req)
 	cancel()
 	b.mu.Lock()
 	if err == nil {
 		b.book.AddRow(e.Epoch, e.Group, e.Row, e.To)
+		for i, p := range e.Push {
+			switch {
+			case i >= len(res.Pushed) || res.Pushed[i].Row != p.Row:
+				err = fmt.Errorf("%s answered no push of parity row %d", e.To, p.Row)
+			case res.Pushed[i].Error != "":
+				err = fmt.Errorf("parity row %d pushed to %s: %s", p.Row, p.To, res.Pushed[i].Error)
+			default:
+				b.book.AddRow(e.Epoch, e.Group, p.Row, p.To)
+			}
+		}
 	}
-	delete(b.encoding, parityCopy{e.Epoch, e.Group, e.Row})
+	for _, row := range e.rows() {
+		delete(b.encoding, parityCopy{e.Epoch, e.Group, row.Row})
+	}
 	b.mu.Unlock()
 	b.copyEnded(err)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/klauspost/reedsolomon"
 	"github.com/zeebo/xxh3"
@@ -21,20 +22,47 @@ const ChunkSize = 1 << 20 // bytes per shard per step
 // The checksum is written last, after every data stream has been checked, so a failed
 // Encode never leaves a parity file that verifies.
 func Encode(w io.Writer, h Header, data []io.Reader) (sum uint64, err error) {
-	if err := h.Validate(); err != nil {
+	sums, err := EncodeRows([]io.Writer{w}, []int{h.Index}, h, data)
+	if err != nil {
 		return 0, err
 	}
+	return sums[0], nil
+}
+
+// EncodeRows is [Encode] for several rows of the group at once: rows[i] is
+// written to ws[i] (h.Index is ignored), from one reading of the data shards.
+// One node computing all M rows reads the group's K shards once, where M nodes
+// each computing its own row would read them M times. It returns each file's
+// checksum.
+func EncodeRows(ws []io.Writer, rows []int, h Header, data []io.Reader) ([]uint64, error) {
+	if len(ws) != len(rows) || len(rows) == 0 {
+		return nil, fmt.Errorf("erasure: %d writers for %d rows", len(ws), len(rows))
+	}
+	if err := h.Validate(); err != nil {
+		return nil, err
+	}
+	for i, row := range rows {
+		if row < 0 || row >= h.M || slices.Contains(rows[:i], row) {
+			return nil, fmt.Errorf("erasure: rows %v: want distinct rows from 0 to %d", rows, h.M-1)
+		}
+	}
 	if len(data) != h.K {
-		return 0, fmt.Errorf("erasure: %d data streams for a group of %d", len(data), h.K)
+		return nil, fmt.Errorf("erasure: %d data streams for a group of %d", len(data), h.K)
 	}
 	enc, err := reedsolomon.New(h.K, h.M)
 	if err != nil {
-		return 0, fmt.Errorf("erasure: rs %d+%d: %w", h.K, h.M, err)
+		return nil, fmt.Errorf("erasure: rs %d+%d: %w", h.K, h.M, err)
 	}
-	hash := xxh3.New()
-	out := io.MultiWriter(w, hash)
-	if _, err := out.Write(h.marshal()); err != nil {
-		return 0, fmt.Errorf("erasure: write parity row %d: %w", h.Index, err)
+	hashes := make([]*xxh3.Hasher, len(rows))
+	outs := make([]io.Writer, len(rows))
+	for i, row := range rows {
+		hashes[i] = xxh3.New()
+		outs[i] = io.MultiWriter(ws[i], hashes[i])
+		rh := h
+		rh.Index = row
+		if _, err := outs[i].Write(rh.marshal()); err != nil {
+			return nil, fmt.Errorf("erasure: write parity row %d: %w", row, err)
+		}
 	}
 	shards := make([]*shardReader, h.K)
 	for i, r := range data {
@@ -49,22 +77,27 @@ func Encode(w io.Writer, h Header, data []io.Reader) (sum uint64, err error) {
 		}
 		for i, s := range shards {
 			if err := s.fill(pieces[i]); err != nil {
-				return 0, err
+				return nil, err
 			}
 		}
 		if err := enc.Encode(pieces); err != nil {
-			return 0, fmt.Errorf("erasure: encode: %w", err)
+			return nil, fmt.Errorf("erasure: encode: %w", err)
 		}
-		if _, err := out.Write(pieces[h.K+h.Index]); err != nil {
-			return 0, fmt.Errorf("erasure: write parity row %d: %w", h.Index, err)
+		for i, row := range rows {
+			if _, err := outs[i].Write(pieces[h.K+row]); err != nil {
+				return nil, fmt.Errorf("erasure: write parity row %d: %w", row, err)
+			}
 		}
 		off += n
 	}
-	sum = hash.Sum64()
-	if _, err := w.Write(binary.LittleEndian.AppendUint64(nil, sum)); err != nil {
-		return 0, fmt.Errorf("erasure: write parity row %d: %w", h.Index, err)
+	sums := make([]uint64, len(rows))
+	for i, row := range rows {
+		sums[i] = hashes[i].Sum64()
+		if _, err := ws[i].Write(binary.LittleEndian.AppendUint64(nil, sums[i])); err != nil {
+			return nil, fmt.Errorf("erasure: write parity row %d: %w", row, err)
+		}
 	}
-	return sum, nil
+	return sums, nil
 }
 
 // Piece is one available piece of a group for [Rebuild]: a data shard (Parity false,

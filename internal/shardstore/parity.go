@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"shoal/internal/api"
@@ -23,11 +24,12 @@ import (
 // They live in the epoch's directory, so pruning and retention remove them
 // with the shards they protect.
 
-// PieceSource is a node the pieces of a parity group can be read from;
-// *api.Client is one.
+// PieceSource is a node that holds pieces of parity groups: they can be read
+// from it, and parity rows written to it; *api.Client is one.
 type PieceSource interface {
 	Source
 	GetParity(ctx context.Context, ref api.ParityRef) (io.ReadCloser, int64, error)
+	PutParity(ctx context.Context, ref api.ParityRef, r io.ReadSeeker) (api.ParityInfo, error)
 }
 
 func parityName(group, row int) string { return fmt.Sprintf("p%06d-%03d.parity", group, row) }
@@ -191,19 +193,26 @@ func (s *Store) newWatchdog(cancel context.CancelCauseFunc) *watchdog {
 
 func (w *watchdog) wrap(r io.Reader) io.Reader { return &progressReader{r: r, t: w.t, d: w.d} }
 
-// EncodeParity computes row req.Row of the parity of group req.Group of the
-// job's shards of epoch from the group's data shards, read from the nodes req
-// names (source returns the node at an API address), and stores it as a
-// verified parity file. It streams: memory stays a few MiB per data shard
-// whatever their size. Errors are as Fetch's.
-func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req api.EncodeRequest, source func(addr string) PieceSource) (api.ParityInfo, error) {
+// EncodeParity computes parity row req.Row of group req.Group of the job's
+// shards of epoch from the group's data shards, read from the nodes req names
+// (source returns the node at an API address), and stores it as a verified
+// parity file. The rows req.Push lists are computed in the same pass, from the
+// same reading of the shards, and each is sent to its node, which verifies and
+// stores it: one node encoding a group for M nodes moves K shards and M−1 rows
+// where each computing its own would move M·K shards. A push that fails is
+// reported in the result; the row stored here stands. It streams: memory stays
+// a few MiB per data shard whatever their size. Errors are as Fetch's.
+func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req api.EncodeRequest, source func(addr string) PieceSource) (api.EncodeResult, error) {
 	if err := checkJob(job); err != nil {
-		return api.ParityInfo{}, err
+		return api.EncodeResult{}, err
 	}
 	ref := api.ParityRef{Job: job, Epoch: epoch, Group: req.Group, Row: req.Row}
 	h := groupHeader(job, epoch, req.Group, req.Row, req.M, req.Data)
 	if err := h.Validate(); err != nil {
-		return api.ParityInfo{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadRequest, ref, err)
+		return api.EncodeResult{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadRequest, ref, err)
+	}
+	if held, ok := s.heldRow(ref, req.Data); ok && len(req.Push) == 0 {
+		return api.EncodeResult{ParityInfo: held}, nil
 	}
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -215,20 +224,126 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 		sref := api.ShardRef{Job: job, Epoch: epoch, Rank: d.Rank}
 		rc, _, err := s.getShard(ctx, sref, source(d.From))
 		if err != nil {
-			return api.ParityInfo{}, sourceFailed("parity "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
+			return api.EncodeResult{}, sourceFailed("parity "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
 		}
 		defer rc.Close()
 		data[i] = dog.wrap(rc)
 	}
+	// The rows to push are written to unlisted files in the epoch's directory
+	// as the row kept here is: a push is signed with its body's hash, known
+	// only once the row is complete.
+	pushed, err := s.pushFiles(ref, len(req.Push))
+	defer func() {
+		for _, f := range pushed {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err != nil {
+		return api.EncodeResult{}, err
+	}
 	e, err := s.commit(ref.Job, s.parityPath(ref), ref.Epoch, func(w io.Writer) error {
-		_, err := erasure.Encode(w, h, data)
+		ws, rows := []io.Writer{w}, []int{req.Row}
+		for i, p := range req.Push {
+			ws, rows = append(ws, pushed[i]), append(rows, p.Row)
+		}
+		_, err := erasure.EncodeRows(ws, rows, h, data)
 		return err
 	}, func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil {
-			return api.ParityInfo{}, fmt.Errorf("%w: parity %s: a data shard's transfer stalled", api.ErrBadGateway, ref)
+			return api.EncodeResult{}, fmt.Errorf("%w: parity %s: a data shard's transfer stalled", api.ErrBadGateway, ref)
 		}
-		return api.ParityInfo{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadGateway, ref, err)
+		return api.EncodeResult{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadGateway, ref, err)
+	}
+	res := api.EncodeResult{ParityInfo: *e.parity, Pushed: make([]api.Pushed, len(req.Push))}
+	var wg sync.WaitGroup
+	for i, p := range req.Push {
+		res.Pushed[i] = api.Pushed{Row: p.Row, To: p.To}
+		wg.Add(1)
+		go func(out *api.Pushed, f *os.File) {
+			defer wg.Done()
+			pref := ref
+			pref.Row = out.Row
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				out.Error = err.Error()
+				return
+			}
+			if _, err := source(out.To).PutParity(parent, pref, f); err != nil {
+				out.Error = err.Error()
+			}
+		}(&res.Pushed[i], pushed[i])
+	}
+	wg.Wait()
+	return res, nil
+}
+
+// heldRow returns row ref as stored here when it verifies and was computed
+// from the shards data names (ranks and checksums): asking again for a row
+// already made, as a coordinator whose view of this node lags may, costs a
+// file check, not the group's shards read again.
+func (s *Store) heldRow(ref api.ParityRef, data []api.Member) (api.ParityInfo, bool) {
+	f, _, err := s.OpenParity(ref)
+	if err != nil {
+		return api.ParityInfo{}, false
+	}
+	defer f.Close()
+	e, err := s.verifyParity(ref, s.parityPath(ref), f)
+	if err != nil || e.parity == nil || len(e.parity.Ranks) != len(data) {
+		return api.ParityInfo{}, false
+	}
+	for i, d := range data {
+		if e.parity.Ranks[i] != d.Rank || e.parity.Sums[i] != d.Sum {
+			return api.ParityInfo{}, false
+		}
+	}
+	return *e.parity, true
+}
+
+// pushFiles creates n unlisted files beside ref's parity file, for the rows
+// an encoding node computes for others; the caller removes them.
+func (s *Store) pushFiles(ref api.ParityRef, n int) ([]*os.File, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if err := s.mkdirs(api.ShardRef{Job: ref.Job, Epoch: ref.Epoch}); err != nil {
+		return nil, err
+	}
+	var fs []*os.File
+	for range n {
+		f, err := os.CreateTemp(filepath.Dir(s.parityPath(ref)), parityName(ref.Group, ref.Row)+".push-*.tmp")
+		if err != nil {
+			return fs, err
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+// PutParity stores a parity row another node computed, as Put stores a
+// shard: written to a temporary file, verified as row ref (its header must
+// name ref), then renamed into place.
+func (s *Store) PutParity(ref api.ParityRef, r io.Reader) (api.ParityInfo, error) {
+	if err := checkJob(ref.Job); err != nil {
+		return api.ParityInfo{}, err
+	}
+	e, err := s.commit(ref.Job, s.parityPath(ref), ref.Epoch, func(w io.Writer) error {
+		if _, err := io.Copy(w, r); err != nil {
+			return &readFailure{err}
+		}
+		return nil
+	}, func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
+	var vf *verifyFailure
+	var rf *readFailure
+	switch {
+	case errors.As(err, &vf):
+		return api.ParityInfo{}, fmt.Errorf("%w: parity %s rejected, nothing stored: %w", api.ErrBadRequest, ref, vf.err)
+	case errors.As(err, &rf) && errors.Is(rf.err, api.ErrUnauthorized):
+		return api.ParityInfo{}, rf.err
+	case errors.As(err, &rf):
+		return api.ParityInfo{}, fmt.Errorf("%w: reading parity %s: %w", api.ErrBadRequest, ref, rf.err)
+	case err != nil:
+		return api.ParityInfo{}, err
 	}
 	return *e.parity, nil
 }

@@ -25,12 +25,22 @@ type storeSource struct {
 func (n storeSource) Addr() string { return n.addr }
 
 func (n storeSource) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
+	if n.s == nil {
+		return nil, 0, fmt.Errorf("%w: no node at %s", api.ErrNotAvailable, n.addr)
+	}
 	f, info, err := n.s.Open(ref)
 	return f, info.Size, err
 }
 
 func (n storeSource) GetParity(ctx context.Context, ref api.ParityRef) (io.ReadCloser, int64, error) {
 	return n.s.OpenParity(ref)
+}
+
+func (n storeSource) PutParity(ctx context.Context, ref api.ParityRef, r io.ReadSeeker) (api.ParityInfo, error) {
+	if n.s == nil {
+		return api.ParityInfo{}, fmt.Errorf("%w: no node at %s", api.ErrNotAvailable, n.addr)
+	}
+	return n.s.PutParity(ref, r)
 }
 
 // paritySetup is five nodes' stores: ranks 0, 1, 2 wrote their shards of
@@ -60,11 +70,104 @@ func (p *paritySetup) source(addr string) PieceSource { return storeSource{addr,
 
 func (p *paritySetup) encode(t *testing.T, node string, row int) api.ParityInfo {
 	t.Helper()
-	info, err := p.stores[node].EncodeParity(context.Background(), "heat", 1, api.EncodeRequest{Group: 0, Row: row, M: 2, Data: p.data}, p.source)
+	res, err := p.stores[node].EncodeParity(context.Background(), "heat", 1, api.EncodeRequest{Group: 0, Row: row, M: 2, Data: p.data}, p.source)
 	if err != nil {
 		t.Fatalf("encode row %d on %s: %v", row, node, err)
 	}
-	return info
+	if len(res.Pushed) != 0 {
+		t.Errorf("encode row %d on %s pushed %+v, asked for no push", row, node, res.Pushed)
+	}
+	return res.ParityInfo
+}
+
+// TestParityPushedRow has n4 compute both rows and push row 1 to n5: n5 holds
+// the very file n5 computing it would have written, and n4 keeps nothing of
+// it. A push to a node that cannot take it is reported, and n4's row stands.
+func TestParityPushedRow(t *testing.T) {
+	p := newParitySetup(t)
+	own := New(t.TempDir())
+	want, err := own.EncodeParity(context.Background(), "heat", 1, api.EncodeRequest{Group: 0, Row: 1, M: 2, Data: p.data}, p.source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := api.EncodeRequest{Group: 0, Row: 0, M: 2, Data: p.data, Push: []api.ParityPush{{Row: 1, To: "n5:7947"}}}
+	if err := req.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.stores["n4:7947"].EncodeParity(context.Background(), "heat", 1, req, p.source)
+	if err != nil {
+		t.Fatalf("encode with a push: %v", err)
+	}
+	if res.Row != 0 || len(res.Pushed) != 1 || res.Pushed[0] != (api.Pushed{Row: 1, To: "n5:7947"}) {
+		t.Fatalf("encode with a push answered %+v", res)
+	}
+	idx, err := p.stores["n5:7947"].Index("heat")
+	if err != nil || len(idx.Parity) != 1 || idx.Parity[0].Row != 1 || idx.Parity[0].Checksum != want.Checksum {
+		t.Fatalf("index of n5 after the push: %+v, %v; want row 1 with checksum %#x", idx.Parity, err, want.Checksum)
+	}
+	// Asked again for the row it now holds (a coordinator's view of n5 may
+	// lag), n5 answers it without reading a shard: here none can be read.
+	unreadable := slices.Clone(p.data)
+	for i := range unreadable {
+		unreadable[i].From = "n9:7947"
+	}
+	again, err := p.stores["n5:7947"].EncodeParity(context.Background(), "heat", 1, api.EncodeRequest{Group: 0, Row: 1, M: 2, Data: unreadable}, p.source)
+	if err != nil || again.Checksum != want.Checksum {
+		t.Errorf("row 1 asked again of n5, which holds it: %+v, %v", again, err)
+	}
+	// A row computed from other shards is no answer: n5 computes it anew.
+	stale := slices.Clone(unreadable)
+	stale[2].Sum++
+	if _, err := p.stores["n5:7947"].EncodeParity(context.Background(), "heat", 1, api.EncodeRequest{Group: 0, Row: 1, M: 2, Data: stale}, p.source); err == nil {
+		t.Errorf("row 1 asked of n5 for other shards was answered with the one it holds")
+	}
+	dir := p.stores["n4:7947"].jobDir("heat").EpochPath(1)
+	names, _ := os.ReadDir(dir)
+	var left []string
+	for _, n := range names {
+		if strings.HasPrefix(n.Name(), "p") && n.Name() != parityName(0, 0) {
+			left = append(left, n.Name())
+		}
+	}
+	if len(left) != 0 {
+		t.Errorf("n4 kept %v after pushing row 1", left)
+	}
+
+	req.Push[0].To = "n9:7947" // no such node
+	res, err = p.stores["n1:7947"].EncodeParity(context.Background(), "heat", 1, req, p.source)
+	if err != nil {
+		t.Fatalf("encode with a failing push: %v", err)
+	}
+	if len(res.Pushed) != 1 || !strings.Contains(res.Pushed[0].Error, "n9:7947") {
+		t.Errorf("a failed push reported as %+v", res.Pushed)
+	}
+	if idx, err := p.stores["n1:7947"].Index("heat"); err != nil || len(idx.Parity) != 1 || idx.Parity[0].Row != 0 {
+		t.Errorf("n1's own row after a failed push: %+v, %v", idx.Parity, err)
+	}
+}
+
+// TestParityPutRejectsAnotherRow refuses a row stored under another row's
+// name, and a damaged one: nothing is stored.
+func TestParityPutRejectsAnotherRow(t *testing.T) {
+	p := newParitySetup(t)
+	p.encode(t, "n4:7947", 0)
+	b, err := os.ReadFile(filepath.Join(p.stores["n4:7947"].jobDir("heat").EpochPath(1), parityName(0, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := p.stores["n5:7947"]
+	if _, err := to.PutParity(api.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 1}, bytes.NewReader(b)); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("row 0 put as row 1: %v, want a bad request", err)
+	}
+	if _, err := to.PutParity(api.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}, bytes.NewReader(flip(b, len(b)/3))); !errors.Is(err, api.ErrBadRequest) {
+		t.Errorf("damaged row put: %v, want a bad request", err)
+	}
+	if idx, err := to.Index("heat"); err != nil || len(idx.Parity) != 0 {
+		t.Errorf("n5 stored %+v (%v) from rejected puts", idx.Parity, err)
+	}
+	if got, err := to.PutParity(api.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}, bytes.NewReader(b)); err != nil || got.Row != 0 {
+		t.Errorf("row 0 put as row 0: %+v, %v", got, err)
+	}
 }
 
 // TestParityEncodeIndexRebuild computes both rows of a group of three shards
