@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
-# Open MPI, MPICH, gfortran, xxHash and CMake from Debian's packages; Go and the Go modules from the module proxy.
+# Open MPI, MPICH, gfortran, xxHash, CMake and Slurm (for the testbed's Slurm cluster, test/slurm)
+# from Debian's packages; Go and the Go modules from the module proxy.
 set -euo pipefail
 
 need=()
@@ -15,6 +16,13 @@ command -v tc >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v ping >/dev/null || need+=(iputils-ping)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3 python3-venv)
+# shoal testbed up --slurm: Debian's Slurm 22.05 and munge. The testbed runs daemons of
+# its own, with its own key and configuration; on a machine with systemd the packages
+# also enable their services, which the testbed neither needs nor touches.
+command -v slurmctld >/dev/null || need+=(slurmctld)
+command -v slurmd >/dev/null || need+=(slurmd)
+command -v sbatch >/dev/null || need+=(slurm-client)
+command -v munged >/dev/null || need+=(munge)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then

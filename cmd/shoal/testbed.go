@@ -32,10 +32,11 @@ rate-limited link between sites. Needs root. See docs/testbed.md.
 
 Subcommands:
   up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
-     [--sites 3,3 --site-rate 20mbit] [--no-agent]
+     [--sites 3,3 --site-rate 20mbit] [--no-agent] [--slurm]
                     remove any previous testbed, bring up a new one; --sites
                     gives the hosts of each site in order (3,3: n1-n3 and
-                    n4-n6), --site-rate each site's link to the others
+                    n4-n6), --site-rate each site's link to the others;
+                    --slurm runs Slurm in the hosts instead of agents
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
   kill NODE         SIGKILL every process in NODE (the host stays)
@@ -169,7 +170,8 @@ func tbUp(c *tbCtx, args []string) int {
 	sites := fs.String("sites", "", "hosts of each site, in host order (3,3: n1-n3 and n4-n6); they add up to --nodes")
 	siteRate := fs.String("site-rate", "", "bandwidth of each site's link to the other sites, each direction, in tc syntax (20mbit)")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--no-agent]")
+	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--no-agent] [--slurm]")
 	if code >= 0 {
 		return code
 	}
@@ -194,11 +196,12 @@ func tbUp(c *tbCtx, args []string) int {
 		return exitUsage
 	}
 	cfg.SiteRate = *siteRate
+	cfg.Slurm = *slurm
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
 		return exitUsage
 	}
-	if !*noAgent {
+	if !*noAgent && !*slurm {
 		if cfg.AgentBinary, err = os.Executable(); err != nil {
 			return c.fail(err)
 		}
@@ -210,6 +213,9 @@ func tbUp(c *tbCtx, args []string) int {
 		return c.fail(err)
 	}
 	printStatus(c, b, false)
+	if *slurm {
+		fmt.Fprintf(c.stdout, "\nSubmit jobs from a host: 'shoal testbed exec n1 -- sbatch -N 4 job.sh' (docs/slurm.md).")
+	}
 	fmt.Fprintf(c.stdout, "\nRun commands in a host with 'shoal testbed exec n1 -- COMMAND'; remove it all with 'shoal testbed down'.\n")
 	return exitOK
 }
@@ -285,6 +291,9 @@ func printStatus(c *tbCtx, b *testbed.Bed, asJSON bool) int {
 	fmt.Fprintf(c.stdout, "%s\n", cg)
 	if !agents {
 		fmt.Fprintln(c.stdout, "hosts run no agent")
+	}
+	if slurm, conf, _ := b.Slurm(); slurm {
+		fmt.Fprintf(c.stdout, "Slurm: slurmctld in n1, a slurmd in every host; SLURM_CONF=%s in every host\n", conf)
 	}
 	fmt.Fprintln(c.stdout)
 	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)

@@ -121,6 +121,11 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 			return nil, err
 		}
 	}
+	if cfg.Slurm {
+		if err := b.startSlurm(ctx, st); err != nil {
+			return nil, err
+		}
+	}
 	if st.AgentBinary != "" {
 		for i := range st.Hosts {
 			join := ""
@@ -340,6 +345,9 @@ func (b *Bed) Add(ctx context.Context, hc HostConfig) (Host, error) {
 	}
 	if h.CPUQuotaOff {
 		b.logf("warning: no cgroup cpu controller (v2 or v1): %s runs without CPU quota", h.Name)
+	}
+	if st.Slurm != nil {
+		b.logf("warning: %s runs no slurmd: the testbed's Slurm cluster has the hosts of up", h.Name)
 	}
 	st.Hosts = append(st.Hosts, *h)
 	if err := st.save(b.n); err != nil {

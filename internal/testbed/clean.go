@@ -33,7 +33,11 @@ func clean(ctx context.Context, n names) error {
 	leaveGroup(n)
 	hosts := map[int]bool{}
 	cgroups := map[int][]string{}
+	mungedPID := 0
 	if st, err := loadState(n); err == nil {
+		if st.Slurm != nil {
+			mungedPID = st.Slurm.MungedPID
+		}
 		for _, h := range st.Hosts {
 			hosts[h.Index] = true
 			cgroups[h.Index] = append(cgroups[h.Index], h.Cgroups...)
@@ -64,6 +68,10 @@ func clean(ctx context.Context, n names) error {
 		if _, err := matchFor(n, k, cgroups[k]).kill(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("kill processes of n%d: %w", k, err))
 		}
+	}
+	// The one process of a testbed with Slurm that runs outside the hosts.
+	if err := stopMunged(n, mungedPID); err != nil {
+		errs = append(errs, err)
 	}
 	for k := range links {
 		// Deleting one end of a veth pair deletes the other: a link may be gone already.

@@ -87,6 +87,12 @@ type Config struct {
 	// later ([Bed.StartAgent], [Bed.Add]).
 	AgentArgs []string
 
+	// Slurm runs a Slurm cluster in the hosts (Debian's slurmctld, slurmd and munge;
+	// see [CheckSlurm]): munged once for all hosts, slurmctld in n1, a slurmd in every
+	// host. Hosts with Slurm run no Shoal agent (AgentBinary must be ""): a job's
+	// `shoal run` starts agents in its allocation (docs/slurm.md).
+	Slurm bool
+
 	// Logf receives warnings (no cgroup cpu controller, agent missing or dead). nil
 	// discards them.
 	Logf func(format string, args ...any)
@@ -129,6 +135,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: %s has %d values for %d nodes: want none, one, or one per node",
 				ErrInvalidConfig, l.name, l.n, c.Nodes)
 		}
+	}
+	if c.Slurm && c.AgentBinary != "" {
+		return fmt.Errorf("%w: AgentBinary = %q with Slurm: hosts with Slurm run no agent (shoal run starts them in each allocation)", ErrInvalidConfig, c.AgentBinary)
 	}
 	if err := c.validateSites(); err != nil {
 		return err

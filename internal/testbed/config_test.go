@@ -33,6 +33,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Nodes: 6, Sites: []int{3, 3}}, `SiteRate = ""`},
 		{Config{Nodes: 6, Sites: []int{3, 3}, SiteRate: "fast"}, `SiteRate = "fast"`},
 		{Config{Nodes: 6, SiteRate: "20mbit"}, `SiteRate = "20mbit" without Sites`},
+		{Config{Nodes: 4, Slurm: true}, ""},
+		{Config{Nodes: 4, Slurm: true, AgentBinary: "/bin/shoal"}, `AgentBinary = "/bin/shoal" with Slurm`},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()

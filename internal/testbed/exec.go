@@ -21,7 +21,8 @@ func prefix(st *state, h *Host) []string {
 		argv = append(argv, "/bin/sh", "-c", script+`exec "$@"`, "shoal-testbed-"+h.Name)
 	}
 	argv = append(argv, "nsenter", "--net="+h.netnsPath(), "--uts="+h.UTS, "--", "env")
-	return append(argv, HostEnv(*h, st.Instance)...)
+	argv = append(argv, HostEnv(*h, st.Instance)...)
+	return append(argv, st.Slurm.env()...)
 }
 
 // Prefix returns the argv that runs the argv appended to it inside node, with the host's

@@ -29,6 +29,8 @@ type Host struct {
 	Cgroups  []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
 	Cut      bool     `json:"cut,omitempty"`     // link down
 	AgentPID int      `json:"agent_pid,omitempty"`
+	// SlurmdPID is the host's slurmd, on a testbed with Slurm.
+	SlurmdPID int `json:"slurmd_pid,omitempty"`
 	// CPUQuotaOff says the quota was asked for but no cgroup cpu controller exists.
 	CPUQuotaOff bool `json:"cpu_quota_off,omitempty"`
 }
@@ -48,6 +50,8 @@ type state struct {
 	Sites       int         `json:"sites,omitempty"`     // 0: no sites
 	SiteRate    string      `json:"site_rate,omitempty"` // Config.SiteRate
 	Hosts       []Host      `json:"hosts"`
+	// Slurm is the testbed's Slurm cluster; nil without one.
+	Slurm *slurmState `json:"slurm,omitempty"`
 }
 
 const stateVersion = 1
