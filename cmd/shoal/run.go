@@ -34,9 +34,12 @@ dies of a signal, the job is relaunched from its newest complete checkpoint epoc
 When an agent runs on this machine (or $SHOAL_AGENT names one), the job goes to
 it: ranks are spread over the cluster's nodes and the program (and every --file)
 is staged to them; a Python interpreter is not staged but run by its path, which
-every node must have, and its script is staged instead. With no agent, shoal run
-coordinates the job itself on this machine; an agent that refuses the job (a wrong
-secret) is an error, not a reason to run it here instead.
+every node must have, and its script is staged instead. With no agent inside a
+Slurm allocation ($SLURM_JOB_ID), shoal run starts an agent on each allocated node
+(srun --no-kill), runs the job over them and stops them at the end
+(docs/slurm.md). With no agent elsewhere, shoal run coordinates the job itself on
+this machine; an agent that refuses the job (a wrong secret) is an error, not a
+reason to run it here instead.
 
 Rank output is prefixed "[rank] "; shoal's own lines start "shoal: ".
 
@@ -309,6 +312,13 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		}
 		if c != nil {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
+		}
+		if alloc, ok := allocationOf(stderr); ok {
+			if f.detach {
+				fmt.Fprintln(stderr, "shoal run: --detach inside a Slurm allocation: the agents shoal run starts there stop when it returns")
+				return exitUsage
+			}
+			return runInAllocation(alloc, f, program, rest[1:], stdout, stderr)
 		}
 	}
 	if given := clusterFlags(f); len(given) > 0 {

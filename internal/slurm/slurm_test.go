@@ -1,0 +1,88 @@
+package slurm
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestFromEnv(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want Allocation
+		err  string // substring of the error; "" for none
+	}{
+		{map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "n[1-4]", "SLURM_JOB_NUM_NODES": "4"},
+			Allocation{JobID: "42", NodeList: "n[1-4]", NumNodes: 4}, ""},
+		{map[string]string{}, Allocation{}, "not inside a Slurm allocation"},
+		{map[string]string{"SLURM_JOB_ID": "x1"}, Allocation{}, `SLURM_JOB_ID = "x1"`},
+		{map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "4"}, Allocation{}, "SLURM_JOB_NODELIST is not"},
+		{map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "n1"}, Allocation{}, `SLURM_JOB_NUM_NODES = ""`},
+	}
+	for _, tt := range tests {
+		got, err := FromEnv(func(k string) string { return tt.env[k] })
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("FromEnv(%v): %v, want no error", tt.env, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("FromEnv(%v): error %v, want one with %q", tt.env, err, tt.err)
+		case tt.err == "" && got != tt.want:
+			t.Errorf("FromEnv(%v) = %+v, want %+v", tt.env, got, tt.want)
+		}
+	}
+	if _, err := FromEnv(func(string) string { return "" }); !errors.Is(err, ErrNotAllocation) {
+		t.Errorf("no SLURM_JOB_ID: %v, want ErrNotAllocation", err)
+	}
+}
+
+func TestAgentPort(t *testing.T) {
+	tests := []struct {
+		job  string
+		want int
+	}{{"0", 30000}, {"1", 30003}, {"9999", 59997}, {"10001", 30003}, {"123456", 40368}}
+	for _, tt := range tests {
+		if got := AgentPort(tt.job); got != tt.want {
+			t.Errorf("AgentPort(%s) = %d, want %d", tt.job, got, tt.want)
+		}
+		// The job store's port (+2) stays below 65536.
+		if p := AgentPort(tt.job) + 2; p > 65535 {
+			t.Errorf("AgentPort(%s) + 2 = %d: not a port", tt.job, p)
+		}
+	}
+}
+
+func TestAgentStepArgv(t *testing.T) {
+	s := AgentStep{Alloc: Allocation{JobID: "7", NodeList: "n[1-4]", NumNodes: 4},
+		Shoal: "/usr/bin/shoal", FirstNode: "n1", FirstAddr: "10.0.0.1", Port: 30021}
+	got := s.Argv()
+	want := []string{"srun", "--no-kill", "--whole", "--mpi=none", "--kill-on-bad-exit=0", "--label",
+		"--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "--job-name=shoal-agents",
+		"/usr/bin/shoal", "slurm-agent", "--job", "7", "--first", "n1", "--first-addr", "10.0.0.1:30021", "--port", "30021"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Argv() =\n%q\nwant\n%q", got, want)
+	}
+	if got := s.APIAddr(); got != "10.0.0.1:30022" {
+		t.Errorf("APIAddr() = %s, want 10.0.0.1:30022", got)
+	}
+}
+
+func TestParseNodeAddr(t *testing.T) {
+	tests := []struct{ line, want string }{
+		{"NodeName=n2 Arch=x86_64 CoresPerSocket=2 NodeAddr=10.77.235.12 NodeHostName=n2 Version=22.05.8", "10.77.235.12"},
+		{"NodeName=c001 NodeAddr=c001 NodeHostName=c001", "c001"},
+		{"NodeName=c001 State=IDLE", ""},
+	}
+	for _, tt := range tests {
+		if got := ParseNodeAddr(tt.line); got != tt.want {
+			t.Errorf("ParseNodeAddr(%q) = %q, want %q", tt.line, got, tt.want)
+		}
+	}
+}
+
+func TestAgentDir(t *testing.T) {
+	env := map[string]string{"SLURM_TMPDIR": "/local/job7"}
+	if got := AgentDir(func(k string) string { return env[k] }, "7"); got != "/local/job7/shoal-slurm-7" {
+		t.Errorf("AgentDir with SLURM_TMPDIR = %s", got)
+	}
+}
