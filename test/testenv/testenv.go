@@ -33,6 +33,19 @@ func Built(t *testing.T, rel string) string {
 	return p
 }
 
+// NeedSlurm checks that the testbed can run Slurm (testbed.CheckSlurm): missing,
+// it fails the test under make test (SHOAL_REQUIRE_BUILD, after make deps
+// installed the packages) and skips it otherwise, saying what to install.
+func NeedSlurm(t *testing.T) {
+	t.Helper()
+	if err := testbed.CheckSlurm(); err != nil {
+		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
+			t.Fatalf("%v: make deps should have installed it", err)
+		}
+		t.Skip(err)
+	}
+}
+
 // NeedTestbed skips a test that brings up testbed hosts running MPI jobs when
 // this process is not root or Open MPI is not installed, and returns the
 // shoal executable the hosts' agents run.

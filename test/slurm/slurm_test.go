@@ -1,0 +1,201 @@
+// Package slurm runs Shoal jobs as Slurm batch jobs on a testbed running a real Slurm
+// (shoal testbed up --slurm): `shoal run` in the batch script starts its agents over the
+// allocation, and a host killed while the job runs costs a restart from the last epoch,
+// not the job. The tests bring up their own testbed (instance 236) and take it down.
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/testbed"
+	"shoal/test/testenv"
+	"shoal/test/watch"
+)
+
+const instance = 236
+
+// up brings up a testbed of n hosts of 2 cores running Slurm; it is torn down at the end
+// of the test, after logging the Slurm daemons' logs if the test failed.
+func up(t *testing.T, n int) *testbed.Bed {
+	t.Helper()
+	testenv.NeedTestbed(t)
+	testenv.NeedSlurm(t)
+	testenv.Built(t, "build/examples/heat")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := testbed.Up(ctx, testbed.Config{Nodes: n, Cores: []int{2}, Instance: instance, Slurm: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("testbed up --slurm: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs := []string{filepath.Join(b.Dir(), "slurm", "slurmctld.log")}
+			for i := 1; i <= n; i++ {
+				logs = append(logs, filepath.Join(b.Dir(), fmt.Sprintf("n%d", i), "slurmd.log"))
+			}
+			for _, l := range logs {
+				if out, err := os.ReadFile(l); err == nil {
+					t.Logf("%s (tail):\n%s", l, tail(string(out), 20))
+				}
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.Down(ctx); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	return b
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// batch is a batch job and the file its script's output goes to.
+type batch struct {
+	id  string
+	out string
+}
+
+// sbatch submits script from host n1 with the given sbatch flags. The script's last
+// line should be endLine, which the test waits for: sbatch --wait would tell the end
+// too, but it polls Slurm seconds apart.
+func sbatch(t *testing.T, b *testbed.Bed, script string, flags ...string) *batch {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "job.out")
+	argv := append(append([]string{"sbatch", "--parsable", "--output", out}, flags...), path)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.Exec(ctx, "n1", argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &batch{id: strings.TrimSpace(string(id)), out: out}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("output of batch job %s:\n%s", j.id, j.output())
+		}
+	})
+	return j
+}
+
+// endLine is the last line of a test's batch script: shoal run's exit code.
+const endLine = `echo "shoal run exited $?"`
+
+// wait waits for the line endLine prints and returns the exit code it gives.
+func (j *batch) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	code, _ := strconv.Atoi(j.waitOutput(t, `^shoal run exited (\d+)$`, timeout)[1])
+	return code
+}
+
+func (j *batch) output() string {
+	b, _ := os.ReadFile(j.out)
+	return string(b)
+}
+
+// waitOutput waits until the job's output has a line matching re, and returns its
+// submatches.
+func (j *batch) waitOutput(t *testing.T, re string, timeout time.Duration) []string {
+	t.Helper()
+	rx := regexp.MustCompile("(?m)" + re)
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := rx.FindStringSubmatch(j.output()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line matching %q in the job's output within %v", re, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// reference runs heat with plain mpirun on this machine alone and returns its
+// checksum: the result of an uninterrupted run.
+func reference(t *testing.T, args ...string) string {
+	t.Helper()
+	argv := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "6",
+		filepath.Join(testenv.Root, "build/examples/heat-plain")}, args...)
+	out, err := exec.Command("mpirun", argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	v := watch.Field(string(out), "checksum")
+	if v == "" {
+		t.Fatalf("reference run printed no checksum:\n%s", out)
+	}
+	return v
+}
+
+// TestBatchJobKilledHost: the batch script users write (docs/slurm.md) runs heat on 6
+// ranks over 4 allocated hosts; a host running ranks, not the batch host, is killed
+// once an epoch is complete. Shoal restarts the ranks on the survivors from that epoch,
+// and the job ends with the uninterrupted checksum and exit code 0, its allocation
+// shrunk by the lost host.
+func TestBatchJobKilledHost(t *testing.T) {
+	b := up(t, 4)
+	heatArgs := []string{"--size", "1000", "--steps", "2500"}
+	want := reference(t, heatArgs...)
+	shoal := filepath.Join(testenv.Root, "bin/shoal")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
+	// --pace: at least 10 s of steps, so that the kill lands in the middle.
+	script := fmt.Sprintf("#!/bin/bash\n%s run -n 6 --ckpt-interval 2s -- %s %s --pace 4000\n%s\n",
+		shoal, heat, strings.Join(heatArgs, " "), endLine)
+	j := sbatch(t, b, script, "-N", "4", "--no-kill")
+
+	layout := j.waitOutput(t, `^shoal: launching 6 ranks on \d nodes \((.*)\)`, time.Minute)[1]
+	victim := ""
+	for _, part := range strings.Fields(layout) {
+		if node, _, _ := strings.Cut(part, ":"); node != "n1" {
+			victim = node
+			break
+		}
+	}
+	if victim == "" {
+		t.Fatalf("every rank on n1 (%s): no other host to kill", layout)
+	}
+	j.waitOutput(t, `^shoal: epoch \d+ complete`, time.Minute)
+	if _, err := b.Kill(context.Background(), victim); err != nil {
+		t.Fatal(err)
+	}
+	if code := j.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("shoal run exited %d", code)
+	}
+	out := j.output()
+	if !regexp.MustCompile(`node ` + victim + ` lost .*; restarting 6 ranks from epoch \d+`).MatchString(out) {
+		t.Errorf("no restart from an epoch after %s was lost", victim)
+	}
+	if !strings.Contains(out, "heat: resumed at step") {
+		t.Errorf("heat did not resume from a checkpoint")
+	}
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
+	}
+	// The agents left: nothing of them remains in the survivors' temporary dirs.
+	hosts, _ := b.Hosts()
+	for _, h := range hosts {
+		if h.Name == victim {
+			continue
+		}
+		if m, _ := filepath.Glob(filepath.Join(h.TmpDir, "shoal-slurm-*")); len(m) > 0 {
+			t.Errorf("%s keeps %v after the job", h.Name, m)
+		}
+	}
+}
