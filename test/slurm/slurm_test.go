@@ -1,7 +1,7 @@
 // Package slurm runs Shoal jobs as Slurm batch jobs on a testbed running a real Slurm
 // (shoal testbed up --slurm): `shoal run` in the batch script starts its agents over the
 // allocation, and a host killed while the job runs costs a restart from the last epoch,
-// not the job. The tests bring up their own testbed (instance 236) and take it down.
+// not the job. The tests bring up their own testbed (instance 242) and take it down.
 package slurm
 
 import (
@@ -21,7 +21,7 @@ import (
 	"shoal/test/watch"
 )
 
-const instance = 236
+const instance = 242
 
 // up brings up a testbed of n hosts of 2 cores running Slurm; it is torn down at the end
 // of the test, after logging the Slurm daemons' logs if the test failed.
