@@ -55,6 +55,9 @@ func slurmAgentCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal slurm-agent: %s: no %s in the environment\n", name, slurm.SecretEnv)
 		return exitFailure
 	}
+	// What a killed run of the same job left (a requeued job has the same id) is of
+	// no use: the new cluster starts afresh.
+	os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		fmt.Fprintf(stderr, "shoal slurm-agent: %s: %v\n", name, err)
 		return exitFailure
