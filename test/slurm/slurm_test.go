@@ -127,6 +127,30 @@ func (j *batch) waitOutput(t *testing.T, re string, timeout time.Duration) []str
 	}
 }
 
+// rankHost is a host other than n1 that runs ranks in the newest launch the job's
+// output reports ("launching 6 ranks on 3 nodes (n1:0-1 n3:2-3 n4:4-5)", or "on n1, n3,
+// n4" for a relaunch), or "".
+func rankHost(out string) string {
+	launches := regexp.MustCompile(`(?m)^shoal: launching \d+ ranks on (.*)$`).FindAllStringSubmatch(out, -1)
+	if len(launches) == 0 {
+		return ""
+	}
+	where := launches[len(launches)-1][1]
+	hosts := regexp.MustCompile(`\b(n\d+):`).FindAllStringSubmatch(where, -1)
+	if len(hosts) == 0 {
+		list, _, _ := strings.Cut(where, " (")
+		for _, h := range strings.Split(list, ", ") {
+			hosts = append(hosts, []string{h, h})
+		}
+	}
+	for _, h := range hosts {
+		if h[1] != "n1" {
+			return h[1]
+		}
+	}
+	return ""
+}
+
 // reference runs heat with plain mpirun on this machine alone and returns its
 // checksum: the result of an uninterrupted run.
 func reference(t *testing.T, args ...string) string {
@@ -160,18 +184,11 @@ func TestBatchJobKilledHost(t *testing.T) {
 		shoal, heat, strings.Join(heatArgs, " "), endLine)
 	j := sbatch(t, b, script, "-N", "4", "--no-kill")
 
-	layout := j.waitOutput(t, `^shoal: launching 6 ranks on \d nodes \((.*)\)`, time.Minute)[1]
-	victim := ""
-	for _, part := range strings.Fields(layout) {
-		if node, _, _ := strings.Cut(part, ":"); node != "n1" {
-			victim = node
-			break
-		}
-	}
-	if victim == "" {
-		t.Fatalf("every rank on n1 (%s): no other host to kill", layout)
-	}
 	j.waitOutput(t, `^shoal: epoch \d+ complete`, time.Minute)
+	victim := rankHost(j.output())
+	if victim == "" {
+		t.Fatalf("no host but n1 runs ranks: nothing to kill")
+	}
 	if _, err := b.Kill(context.Background(), victim); err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +213,20 @@ func TestBatchJobKilledHost(t *testing.T) {
 		}
 		if m, _ := filepath.Glob(filepath.Join(h.TmpDir, "shoal-slurm-*")); len(m) > 0 {
 			t.Errorf("%s keeps %v after the job", h.Name, m)
+		}
+	}
+}
+
+func TestRankHost(t *testing.T) {
+	tests := []struct{ out, want string }{
+		{"shoal: launching 6 ranks on 3 nodes (n1:0-1 n3:2-3 n4:4-5)\n", "n3"},
+		{"shoal: launching 6 ranks on 3 nodes (n1:0-1 n3:2-3 n4:4-5)\nshoal: launching 6 ranks on n1, n4 (2 of n3's ranks → n4), from epoch 1\n", "n4"},
+		{"shoal: launching 6 ranks on 1 nodes (n1:0-5)\n", ""},
+		{"no launch\n", ""},
+	}
+	for _, tt := range tests {
+		if got := rankHost(tt.out); got != tt.want {
+			t.Errorf("rankHost(%q) = %q, want %q", tt.out, got, tt.want)
 		}
 	}
 }
