@@ -98,10 +98,10 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 }
 
 // awaitAgents waits until c's agent sees n agents alive and the job store's leader
-// with all the voters it wants. It returns -1 to go on:
-// all joined, or at least the first did within slurmAgentsTimeout (a node lost while
-// they start is what the job would survive later anyway; the line says so). Otherwise
-// the exit code, having said why: the step ended, nobody answered, or an interrupt.
+// with all the voters it wants. It returns -1 to go on: all joined and settled, or at
+// least the first agent answers after slurmAgentsTimeout (a node lost while they start
+// is what the job would survive later anyway; a line says so). Otherwise the exit code,
+// having said why: the step ended, nobody answered, or an interrupt.
 func awaitAgents(ctx context.Context, c *api.Client, n int, exited <-chan struct{}, logPath string, quiet bool, stdout, stderr io.Writer) int {
 	start := time.Now()
 	deadline := start.Add(slurmAgentsTimeout)
@@ -138,7 +138,11 @@ func awaitAgents(ctx context.Context, c *api.Client, n int, exited <-chan struct
 			lastErr = err
 		}
 		if time.Now().After(deadline) {
-			if alive > 0 {
+			switch {
+			case alive >= n:
+				fmt.Fprintf(stderr, "shoal: the %d agents' job store has not settled in %v; going on (log %s)\n", alive, slurmAgentsTimeout, logPath)
+				return -1
+			case alive > 0:
 				fmt.Fprintf(stderr, "shoal: only %d of %d agents joined in %v; running on those (log %s)\n", alive, n, slurmAgentsTimeout, logPath)
 				return -1
 			}

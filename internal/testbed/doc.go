@@ -18,7 +18,9 @@
 //     to shoalbr<I> by a veth pair (shoal<I>-sSo – shoal<I>-sSi) with a tbf at
 //     [Config].SiteRate on each end, so only traffic between sites is limited, and the
 //     hosts of a site share their site's link;
-//   - unless disabled, a Shoal agent (`shoal agent`), logging to DIR/nK/agent.log.
+//   - unless disabled, a Shoal agent (`shoal agent`), logging to DIR/nK/agent.log;
+//   - with [Config].Slurm, instead of the agent, a slurmd (and in n1 slurmctld) of the
+//     testbed's Slurm cluster, whose munged and slurm.conf are in DIR/slurm (slurm.go).
 //
 // Processes run in a host through [Bed.Command] or [Bed.Exec], which enter its
 // namespaces with nsenter and give it the environment of [HostEnv] (per-host TMPDIR, the
