@@ -1,0 +1,129 @@
+// Package durable keeps a job's newest complete checkpoint epoch in a directory of the
+// cluster's shared file system (`shoal run --durable DIR`), so that a job whose every
+// node was lost at once, or whose Slurm allocation ended, resumes from it instead of
+// from the beginning.
+//
+// A directory holds at most one complete epoch, plus the one being written:
+//
+//	DIR/epoch-N/manifest.json        what the epoch is and which job it belongs to
+//	DIR/epoch-N/rank-R.shard         every rank's shard, as libshoal wrote it
+//	DIR/.epoch-M.tmp/                the next epoch, until it is whole
+//
+// An epoch is written under its temporary name, every file fsynced, the manifest last,
+// then renamed to epoch-N and the directory fsynced, and only then is the older epoch
+// removed: a crash at any point leaves a complete epoch or a temporary directory that
+// nothing reads, never a half epoch under a complete one's name. Shards verify
+// themselves (docs/shard-format.md), so a reader checks every byte it resumes from.
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Errors of the durable package.
+var (
+	// ErrNoEpoch: the directory holds no complete epoch (a first run).
+	ErrNoEpoch = errors.New("durable: no complete epoch")
+	// ErrCorrupt: the newest complete epoch cannot be read or a shard of it fails
+	// verification.
+	ErrCorrupt = errors.New("durable: corrupt epoch")
+	// ErrForeign: the newest complete epoch belongs to another job (another
+	// program, other arguments or another rank count).
+	ErrForeign = errors.New("durable: epoch of another job")
+)
+
+// Format is the version of the manifest this package writes and reads.
+const Format = 1
+
+// ManifestName is the manifest's file name in an epoch's directory.
+const ManifestName = "manifest.json"
+
+// Identity is what makes a durable epoch the same job's: the program's file name,
+// its arguments and the number of ranks. A run with the same identity resumes from
+// the epoch whoever wrote it (a requeued Slurm job, a new batch job, a user by hand);
+// a run with another is refused rather than fed another program's state.
+type Identity struct {
+	Program string   `json:"program"` // the program's file name, without its directory
+	Args    []string `json:"args"`
+	Ranks   int      `json:"ranks"`
+}
+
+// String is the identity as a user would type it: "heat --steps 3000 on 6 ranks".
+func (id Identity) String() string {
+	cmd := strings.Join(append([]string{id.Program}, id.Args...), " ")
+	return fmt.Sprintf("%s on %d ranks", cmd, id.Ranks)
+}
+
+// Equal reports whether id and o are the same job's.
+func (id Identity) Equal(o Identity) bool {
+	return id.Program == o.Program && id.Ranks == o.Ranks && slices.Equal(id.Args, o.Args)
+}
+
+// Manifest describes one durable epoch. Job is the Shoal job id the shards carry in
+// their headers, which the resumed job takes on; SlurmJob, the Slurm job that wrote
+// it, is for people reading it, not part of the identity.
+type Manifest struct {
+	Format int `json:"format"`
+	Identity
+	Job       string `json:"job"`
+	SlurmJob  string `json:"slurm_job,omitempty"`
+	Epoch     uint64 `json:"epoch"`
+	CreatedNs uint64 `json:"created_ns"` // when the checkpoint was taken
+	// Shards are by rank, Ranks long: each shard's size and its XXH3-64 checksum
+	// (the shard's last 8 bytes), checked against the shard when it is read.
+	Shards []ShardEntry `json:"shards"`
+}
+
+// ShardEntry is one rank's shard in a [Manifest].
+type ShardEntry struct {
+	Size     int64  `json:"size"`
+	Checksum uint64 `json:"checksum"`
+}
+
+// Validate checks that m is a manifest this package can resume from; its errors
+// name the field.
+func (m Manifest) Validate() error {
+	switch {
+	case m.Format != Format:
+		return fmt.Errorf("format %d, want %d", m.Format, Format)
+	case m.Program == "":
+		return errors.New("no program")
+	case m.Ranks < 1:
+		return fmt.Errorf("ranks %d, want at least 1", m.Ranks)
+	case m.Job == "":
+		return errors.New("no job id")
+	case m.Epoch == 0:
+		return errors.New("epoch 0")
+	case len(m.Shards) != m.Ranks:
+		return fmt.Errorf("%d shards listed for %d ranks", len(m.Shards), m.Ranks)
+	}
+	return nil
+}
+
+// epochDir is the name of complete epoch e's directory, tmpDir that of e while it
+// is written.
+func epochDir(e uint64) string { return fmt.Sprintf("epoch-%d", e) }
+func tmpDir(e uint64) string   { return fmt.Sprintf(".epoch-%d.tmp", e) }
+
+// shardName is rank's shard file in an epoch's directory.
+func shardName(rank int) string { return fmt.Sprintf("rank-%d.shard", rank) }
+
+// Complete returns the complete epochs among a directory's entry names, newest
+// first; temporary directories and other names are ignored.
+func Complete(names []string) []uint64 {
+	var out []uint64
+	for _, n := range names {
+		var e uint64
+		if rest, ok := strings.CutPrefix(n, "epoch-"); ok {
+			if _, err := fmt.Sscanf(rest, "%d", &e); err == nil && e > 0 && epochDir(e) == n {
+				out = append(out, e)
+			}
+		}
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out
+}

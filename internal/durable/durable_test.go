@@ -1,0 +1,159 @@
+package durable
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"shoal/internal/ckpt"
+)
+
+var heat = Identity{Program: "heat", Args: []string{"--steps", "3000"}, Ranks: 3}
+
+// shards returns a source of the shards of job's epoch over id's ranks.
+func shards(t *testing.T, job string, epoch uint64, id Identity) func(int) (io.ReadCloser, error) {
+	t.Helper()
+	return func(r int) (io.ReadCloser, error) {
+		b, err := ckpt.Encode(ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(r), NRanks: uint32(id.Ranks), CreatedNs: 1000 + epoch},
+			[]ckpt.Region{{ID: 1, ElemSize: 8, Count: 2, Data: bytes.Repeat([]byte{byte(r), byte(epoch)}, 8)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+}
+
+func save(t *testing.T, dir string, epoch uint64) {
+	t.Helper()
+	m := Manifest{Identity: heat, Job: "heat-1", SlurmJob: "7", Epoch: epoch}
+	if err := Save(dir, m, shards(t, "heat-1", epoch, heat)); err != nil {
+		t.Fatalf("Save epoch %d: %v", epoch, err)
+	}
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestComplete(t *testing.T) {
+	tests := []struct {
+		names []string
+		want  []uint64
+	}{
+		{nil, nil},
+		{[]string{"epoch-3", "epoch-12", ".epoch-13.tmp", "notes.txt"}, []uint64{12, 3}},
+		{[]string{"epoch-0", "epoch-", "epoch-x", "epoch-007", "epoch-4x"}, nil},
+	}
+	for _, tt := range tests {
+		if got := Complete(tt.names); !slices.Equal(got, tt.want) {
+			t.Errorf("Complete(%q) = %v, want %v", tt.names, got, tt.want)
+		}
+	}
+}
+
+func TestSaveKeepsOnlyTheNewest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "durable")
+	save(t, dir, 2)
+	save(t, dir, 5)
+	if got, want := names(t, dir), []string{"epoch-5"}; !slices.Equal(got, want) {
+		t.Fatalf("dir holds %q, want %q", got, want)
+	}
+	m, err := Newest(dir, heat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Epoch != 5 || m.Job != "heat-1" || m.SlurmJob != "7" || m.CreatedNs != 1005 || len(m.Shards) != 3 {
+		t.Errorf("Newest = %+v, want epoch 5 of job heat-1 from Slurm job 7, created 1005, 3 shards", m)
+	}
+}
+
+// A save that fails midway (a shard that cannot be read, or another epoch's) leaves
+// the complete epoch as it was, and no temporary directory.
+func TestSaveFailsLeavingTheLastEpoch(t *testing.T) {
+	dir := t.TempDir()
+	save(t, dir, 2)
+	good := shards(t, "heat-1", 3, heat)
+	for name, src := range map[string]func(int) (io.ReadCloser, error){
+		"unreadable": func(r int) (io.ReadCloser, error) {
+			if r == 2 {
+				return nil, errors.New("node gone")
+			}
+			return good(r)
+		},
+		"wrong epoch": shards(t, "heat-1", 4, heat),
+		"wrong job":   shards(t, "other-1", 3, heat),
+	} {
+		if err := Save(dir, Manifest{Identity: heat, Job: "heat-1", Epoch: 3}, src); err == nil {
+			t.Errorf("%s: Save succeeded", name)
+		}
+		if got, want := names(t, dir), []string{"epoch-2"}; !slices.Equal(got, want) {
+			t.Errorf("%s: dir holds %q, want %q", name, got, want)
+		}
+	}
+	if m, err := Newest(dir, heat); err != nil || m.Epoch != 2 {
+		t.Errorf("Newest = epoch %d, %v; want epoch 2", m.Epoch, err)
+	}
+}
+
+func TestNewestRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		spoil func(dir string)
+		want  Identity
+		err   error
+	}{
+		{"no dir", func(dir string) { os.RemoveAll(dir) }, heat, ErrNoEpoch},
+		{"only a temporary epoch", func(dir string) {
+			os.Rename(filepath.Join(dir, "epoch-4"), filepath.Join(dir, ".epoch-4.tmp"))
+		}, heat, ErrNoEpoch},
+		{"another program", func(string) {}, Identity{Program: "mandelbrot", Args: heat.Args, Ranks: 3}, ErrForeign},
+		{"other arguments", func(string) {}, Identity{Program: "heat", Ranks: 3}, ErrForeign},
+		{"another rank count", func(string) {}, Identity{Program: "heat", Args: heat.Args, Ranks: 4}, ErrForeign},
+		{"a flipped byte", func(dir string) {
+			p := filepath.Join(dir, "epoch-4", "rank-1.shard")
+			b, _ := os.ReadFile(p)
+			b[len(b)/2] ^= 1
+			os.WriteFile(p, b, 0o600)
+		}, heat, ErrCorrupt},
+		{"a shard missing", func(dir string) { os.Remove(filepath.Join(dir, "epoch-4", "rank-2.shard")) }, heat, ErrCorrupt},
+		{"no manifest", func(dir string) { os.Remove(filepath.Join(dir, "epoch-4", ManifestName)) }, heat, ErrCorrupt},
+		{"a renamed epoch", func(dir string) {
+			os.Rename(filepath.Join(dir, "epoch-4"), filepath.Join(dir, "epoch-9"))
+		}, heat, ErrCorrupt},
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		save(t, dir, 4)
+		tt.spoil(dir)
+		before := names2(dir)
+		_, err := Newest(dir, tt.want)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("%s: Newest: %v, want %v", tt.name, err, tt.err)
+		}
+		if after := names2(dir); !slices.Equal(before, after) {
+			t.Errorf("%s: Newest changed the dir from %q to %q", tt.name, before, after)
+		}
+	}
+}
+
+func names2(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, _ os.DirEntry, _ error) error {
+		out = append(out, p)
+		return nil
+	})
+	return out
+}
