@@ -153,6 +153,12 @@ type JobSpec struct {
 	// agents' retention policy for how it ended (docs/retention.md);
 	// [KeepForever] keeps it until `shoal gc --job` removes it.
 	Keep Duration `json:"keep,omitzero"`
+	// ResumeEpoch, when set, makes the job begin as a restart from that epoch,
+	// whose shards the submitter put into the live nodes' stores first (shoal
+	// run --durable: an epoch kept outside the cluster); ResumeFrom says where
+	// it was kept, for the restart line. ID must then be the shards' job id.
+	ResumeEpoch uint64 `json:"resume_epoch,omitempty"`
+	ResumeFrom  string `json:"resume_from,omitempty"`
 	// Farm, when set, makes the job a task farm: Argv is run once per task,
 	// as a plain process (no MPI), on whichever node has room, and Ranks is 0.
 	Farm *FarmSpec `json:"farm,omitempty"`

@@ -53,6 +53,9 @@ func (s JobSpec) Validate() error {
 	if s.ID != "" && !ValidJobID(s.ID) {
 		bad("id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", s.ID)
 	}
+	if s.ResumeEpoch > 0 && (s.ID == "" || s.Farm != nil) {
+		bad("resume_epoch %d: want a job id (the shards') and no farm", s.ResumeEpoch)
+	}
 	if f := s.Farm; f != nil {
 		if s.Ranks != 0 {
 			bad("ranks %d: a task farm has none (want 0)", s.Ranks)

@@ -436,3 +436,36 @@ func addName(names []string, name string) []string {
 	}
 	return slices.Insert(names, i, name)
 }
+
+// Resume records in b, an empty book, epoch as complete from the shards the nodes
+// hold by their indexes: a job that begins from an epoch kept outside the cluster
+// (api.JobSpec.ResumeEpoch), whose shards the submitter put into the nodes' stores.
+// Each rank's shard must be held by at least one node, every copy alike; the
+// copies count as they are, however many. It fails, naming the first rank
+// missing, when the nodes do not hold the whole epoch.
+func (b *EpochBook) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
+	e := b.entry(epoch)
+	for node, shards := range indexes {
+		for _, s := range shards {
+			b.Highest = max(b.Highest, s.Epoch)
+			if s.Epoch != epoch || s.Rank < 0 || s.Rank >= b.NRanks || s.NRanks != b.NRanks {
+				continue
+			}
+			sh := &e.Shards[s.Rank]
+			if sh.Written && sh.Sum != s.Checksum {
+				return fmt.Errorf("epoch %d: rank %d's copies differ (node %s)", epoch, s.Rank, node)
+			}
+			sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
+			sh.Holders = addName(sh.Holders, node)
+			e.CreatedNs = max(e.CreatedNs, s.CreatedNs)
+		}
+	}
+	for r, sh := range e.Shards {
+		if len(sh.Holders) == 0 {
+			delete(b.Epochs, epoch)
+			return fmt.Errorf("epoch %d: no node holds rank %d's shard", epoch, r)
+		}
+	}
+	e.Complete = true
+	return nil
+}

@@ -486,3 +486,50 @@ func TestEpochBookRelaunchForgetsLaterEpochs(t *testing.T) {
 		t.Errorf("Choose = %d, %v; want 4", e, err)
 	}
 }
+
+// A job resuming from an epoch kept outside the cluster starts with that epoch
+// complete wherever its shards were put, and refuses an epoch a rank lacks.
+func TestEpochBookResume(t *testing.T) {
+	with := func(epoch uint64, rank int, s uint64) api.ShardInfo {
+		i := si(epoch, rank, s)
+		i.NRanks = 2
+		return i
+	}
+	b := NewEpochBook(2, 2)
+	err := b.Resume(7, map[string][]api.ShardInfo{
+		"n1": {with(7, 0, 70), with(7, 1, 71)},
+		"n2": {with(7, 1, 71), with(3, 0, 30)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Complete(); !slices.Equal(got, []uint64{7}) {
+		t.Errorf("complete = %v, want [7]", got)
+	}
+	if got := b.Holders(7, 1); !slices.Equal(got, []string{"n1", "n2"}) {
+		t.Errorf("holders of rank 1 = %v, want [n1 n2]", got)
+	}
+	if b.CreatedNs(7) != 7000 {
+		t.Errorf("created = %d, want 7000", b.CreatedNs(7))
+	}
+	if e, _, err := b.Choose([]string{"n2", "n1"}); e != 7 || err != nil {
+		t.Errorf("Choose = %d, %v; want 7", e, err)
+	}
+	if b.StartRun(7) != 8 {
+		t.Errorf("the next run's first epoch is not 8")
+	}
+
+	for name, idx := range map[string]map[string][]api.ShardInfo{
+		"a rank missing":     {"n1": {with(7, 0, 70)}, "n2": {with(6, 1, 61)}},
+		"copies that differ": {"n1": {with(7, 0, 70), with(7, 1, 71)}, "n2": {with(7, 1, 99)}},
+		"nothing":            {},
+	} {
+		b := NewEpochBook(2, 2)
+		if err := b.Resume(7, idx); err == nil {
+			t.Errorf("%s: Resume succeeded", name)
+		}
+		if got := b.Complete(); len(got) != 0 {
+			t.Errorf("%s: complete = %v, want none", name, got)
+		}
+	}
+}

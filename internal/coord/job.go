@@ -138,6 +138,9 @@ type Resume struct {
 	// lead (perhaps to this node and back): the relaunch does not count against
 	// MaxRestarts.
 	LeadMoved bool
+	// Durable is set for a job that begins from an epoch kept outside the
+	// cluster (api.JobSpec.ResumeEpoch): Why says where; no node was lost.
+	Durable bool
 }
 
 // Output is where a job's rank output and events go. Events must be safe to call

@@ -38,6 +38,10 @@ const (
 	StartFailed
 	// Cancelled: the user cancelled the job.
 	Cancelled
+	// Resumed: the job begins from an epoch kept outside the cluster (shoal run
+	// --durable), after a run elsewhere ended. Nothing of this job was lost here,
+	// so it does not count against MaxRestarts.
+	Resumed
 )
 
 // Outcome is what happened to a job's run, as the restart policy weighs it.
@@ -110,6 +114,8 @@ func (p RestartPolicy) Decide(o Outcome, used int) Decision {
 		return Decision{State: api.JobMoving, Reason: o.String() + ": checkpointing now, then relaunching"}
 	case LeadMoved:
 		return Decision{State: api.JobRestarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
+	case Resumed:
+		return Decision{State: api.JobRestarting, Reason: o.String()}
 	case RankKilled, NodeLost, LauncherFailed, CoordinatorLost:
 		if used >= p.MaxRestarts {
 			return Decision{State: api.JobFailed, Exhausted: true,

@@ -229,7 +229,10 @@ func (j *job) loop(ctx context.Context) Result {
 		}
 		restarts = r.Restarts
 		kind := CoordinatorLost
-		if r.LeadMoved {
+		switch {
+		case r.Durable:
+			kind = Resumed
+		case r.LeadMoved:
 			kind = LeadMoved
 		}
 		resumed = &ending{Outcome: Outcome{Kind: kind, Detail: r.Why}, at: at, runStart: at, wholeJob: true}

@@ -195,14 +195,24 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	s.mu.Lock()
 	_, taken := s.jobs[id]
 	s.mu.Unlock()
+	var book *EpochBook
+	var resume *Resume
+	if spec.ResumeEpoch > 0 {
+		// Checked before the job is recorded: a job that cannot resume is refused,
+		// not started from the beginning.
+		var err error
+		if book, resume, err = s.resumeDurable(ctx, info); err != nil {
+			return api.Job{}, fmt.Errorf("%w: job %s: %v", api.ErrBadRequest, id, err)
+		}
+	}
 	first := []api.JobEvent{newEvent(EventState, fmt.Sprintf("submitted; %s coordinates", s.cfg.Node), nil)}
-	old, book, err := s.cfg.Store.Job(id)
+	old, ledger, err := s.cfg.Store.Job(id)
 	switch {
 	case err == nil && !taken && sameFarm(old, spec):
 		// The same farm, ended, started again: it keeps the results it has
 		// and runs the tasks it lacks (given-up ones too: something may have
 		// been fixed since).
-		err = s.cfg.Store.Replace(info, first, againLedger(book))
+		err = s.cfg.Store.Replace(info, first, againLedger(ledger))
 	case err == nil || taken:
 		if err == nil && old.Spec.Farm != nil && spec.Farm != nil && old.Ended.IsZero() {
 			return api.Job{}, fmt.Errorf("%w: farm %s is running; follow it with shoal wait %s", api.ErrConflict, id, id)
@@ -219,8 +229,64 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	case err != nil:
 		return api.Job{}, fmt.Errorf("%w: recording job %s: %v", api.ErrNotAvailable, id, err)
 	}
-	s.start(info, nil, nil)
+	s.start(info, book, resume)
 	return info, nil
+}
+
+// resumeDurable builds the book of a job that begins from an epoch kept outside
+// the cluster (spec.ResumeEpoch), from the shards the live nodes hold, which its
+// submitter put there.
+func (s *Service) resumeDurable(ctx context.Context, info api.Job) (*EpochBook, *Resume, error) {
+	spec := info.Spec
+	nodes, err := s.cfg.Nodes(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	indexes := map[string][]api.ShardInfo{}
+	for _, n := range nodes {
+		if n.State != "alive" {
+			continue
+		}
+		wg.Add(1)
+		go func(n api.Node) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			idx, err := s.cfg.Peer(n).Shards(cctx, info.ID, "", 0)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			indexes[n.Name] = idx.Shards
+			mu.Unlock()
+		}(n)
+	}
+	wg.Wait()
+	book := newBook(spec)
+	if err := book.Resume(spec.ResumeEpoch, indexes); err != nil {
+		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: %v", spec.ResumeEpoch, spec.ResumeFrom, err)
+	}
+	at := time.Unix(0, int64(book.CreatedNs(spec.ResumeEpoch)))
+	why := fmt.Sprintf("resuming from epoch %d kept in %s", spec.ResumeEpoch, spec.ResumeFrom)
+	return &book, &Resume{Durable: true, Why: why, At: at}, nil
+}
+
+// newBook is the empty epoch book of a job of spec.
+func newBook(spec api.JobSpec) EpochBook {
+	red := spec.Redundancy
+	if red == 0 {
+		red = 2
+	}
+	if p := spec.Parity; p != nil {
+		red = p.M + 1
+	}
+	book := NewEpochBook(spec.Ranks, red)
+	if p := spec.Parity; p != nil {
+		book.Parity = &ParitySpec{K: p.K, M: p.M}
+	}
+	return book
 }
 
 // sameFarm reports whether spec is old's, an ended task farm, submitted again:
@@ -323,18 +389,8 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 			j.write(e.State != "" || e.Kind == EventEpoch, newEvent(e.Kind, e.Message, nil))
 		},
 	}
-	red := info.Spec.Redundancy
-	if red == 0 {
-		red = 2
-	}
-	if p := info.Spec.Parity; p != nil {
-		red = p.M + 1
-	}
 	if book == nil {
-		fresh := NewEpochBook(spec.NRanks, red)
-		if p := info.Spec.Parity; p != nil {
-			fresh.Parity = &ParitySpec{K: p.K, M: p.M}
-		}
+		fresh := newBook(info.Spec)
 		book = &fresh
 	}
 	rj := newJob(cfg, spec, out)
