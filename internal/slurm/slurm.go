@@ -40,6 +40,9 @@ type Allocation struct {
 	JobID    string // SLURM_JOB_ID
 	NodeList string // SLURM_JOB_NODELIST, Slurm's compressed form: n[1-4]
 	NumNodes int    // SLURM_JOB_NUM_NODES
+	// Restarts is SLURM_RESTART_COUNT: how often the job was requeued before
+	// this run (0 for its first).
+	Restarts int
 }
 
 // FromEnv reads the allocation of the Slurm job whose environment getenv reads (a batch
@@ -61,6 +64,7 @@ func FromEnv(getenv func(string) string) (Allocation, error) {
 		return a, fmt.Errorf("slurm: SLURM_JOB_NUM_NODES = %q: want the number of allocated nodes", getenv("SLURM_JOB_NUM_NODES"))
 	}
 	a.NumNodes = n
+	a.Restarts, _ = strconv.Atoi(getenv("SLURM_RESTART_COUNT"))
 	return a, nil
 }
 
@@ -194,4 +198,66 @@ func ScrubEnv() (secret string) {
 		}
 	}
 	return secret
+}
+
+// Job is the part of `scontrol show job` Shoal uses to decide, after it held a job
+// on Slurm's warning signal, whether to requeue it.
+type Job struct {
+	State    string // JobState: RUNNING, CANCELLED, TIMEOUT, ...
+	Requeue  bool   // Requeue=1: sbatch --requeue, or the site's JobRequeue default
+	Batch    bool   // BatchFlag=1: a batch job (salloc's are not requeued)
+	Restarts int    // Restarts: how often it was requeued (SLURM_RESTART_COUNT in its run)
+}
+
+// ParseJob reads one line of `scontrol show job --oneliner`.
+func ParseJob(line string) Job {
+	var j Job
+	for _, f := range strings.Fields(line) {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "JobState":
+			j.State = v
+		case "Requeue":
+			j.Requeue = v == "1"
+		case "BatchFlag":
+			j.Batch = v == "1"
+		case "Restarts":
+			j.Restarts, _ = strconv.Atoi(v)
+		}
+	}
+	return j
+}
+
+// Requeueable says why Shoal must not requeue job j itself after holding it, or "":
+// only a running batch job that accepts a requeue is. A job Slurm is ending
+// (scancel, the time limit reached) stays ended: a requeue would undo the user's
+// cancel.
+func (j Job) Requeueable() string {
+	switch {
+	case !j.Batch:
+		return "not a batch job"
+	case !j.Requeue:
+		return "submitted with --no-requeue (or the site's JobRequeue=0)"
+	case j.State != "RUNNING":
+		return "its state is " + j.State
+	}
+	return ""
+}
+
+// ShowJob asks Slurm about job id.
+func ShowJob(ctx context.Context, id string) (Job, error) {
+	out, err := scontrol(ctx, "show", "job", "--oneliner", id)
+	if err != nil {
+		return Job{}, err
+	}
+	return ParseJob(out), nil
+}
+
+// Requeue puts job id back into the queue (`scontrol requeue`): Slurm ends its
+// processes and runs its batch script again, with the same job id and
+// SLURM_RESTART_COUNT one higher, once the job's credential has expired (AuthInfo
+// cred_expire, 120 s by default).
+func Requeue(ctx context.Context, id string) error {
+	_, err := scontrol(ctx, "requeue", id)
+	return err
 }

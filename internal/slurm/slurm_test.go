@@ -86,3 +86,29 @@ func TestAgentDir(t *testing.T) {
 		t.Errorf("AgentDir with SLURM_TMPDIR = %s", got)
 	}
 }
+
+func TestParseJob(t *testing.T) {
+	tests := []struct {
+		line string
+		want Job
+		why  string
+	}{
+		{"JobId=12 JobName=job.sh UserId=root(0) JobState=RUNNING Reason=None Requeue=1 Restarts=0 BatchFlag=1 Reboot=0",
+			Job{State: "RUNNING", Requeue: true, Batch: true}, ""},
+		{"JobId=12 JobState=RUNNING Requeue=0 Restarts=2 BatchFlag=1",
+			Job{State: "RUNNING", Batch: true, Restarts: 2}, "submitted with --no-requeue (or the site's JobRequeue=0)"},
+		{"JobId=12 JobState=CANCELLED Requeue=1 Restarts=0 BatchFlag=1",
+			Job{State: "CANCELLED", Requeue: true, Batch: true}, "its state is CANCELLED"},
+		{"JobId=12 JobState=RUNNING Requeue=1 Restarts=0 BatchFlag=0",
+			Job{State: "RUNNING", Requeue: true}, "not a batch job"},
+	}
+	for _, tt := range tests {
+		got := ParseJob(tt.line)
+		if got != tt.want {
+			t.Errorf("ParseJob(%q) = %+v, want %+v", tt.line, got, tt.want)
+		}
+		if why := got.Requeueable(); why != tt.why {
+			t.Errorf("Requeueable(%+v) = %q, want %q", got, why, tt.why)
+		}
+	}
+}

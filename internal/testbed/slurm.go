@@ -91,7 +91,9 @@ func slurmConf(n names, st *state) string {
 		{"SlurmdUser", "root"},
 		{"AuthType", "auth/munge"},
 		{"CredType", "cred/munge"},
-		{"AuthInfo", "socket=" + dir + "/munge.socket"},
+		// cred_expire is also how long a requeued job waits before it may run
+		// again (120 s by default): the tests requeue jobs.
+		{"AuthInfo", "socket=" + dir + "/munge.socket,cred_expire=10"},
 		{"StateSaveLocation", dir + "/state"},
 		{"SlurmctldPidFile", dir + "/slurmctld.pid"},
 		{"SlurmctldLogFile", dir + "/slurmctld.log"},
@@ -113,6 +115,9 @@ func slurmConf(n names, st *state) string {
 		{"SelectType", "select/cons_tres"},
 		{"SelectTypeParameters", "CR_Core"},
 		{"SchedulerType", "sched/backfill"},
+		// A requeued job becomes eligible when its wait is over, which no event
+		// announces: the schedulers look every 2 s instead of every 60 s and 30 s.
+		{"SchedulerParameters", "sched_interval=2,bf_interval=2"},
 		// A killed host is DOWN 10 s after its last contact, and back by itself
 		// when its slurmd registers again.
 		{"SlurmdTimeout", "10"},

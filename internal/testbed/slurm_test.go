@@ -20,7 +20,8 @@ func TestSlurmConf(t *testing.T) {
 	conf := slurmConf(n, st)
 	for _, want := range []string{
 		"SlurmctldHost=n1(10.77.236.11)\n",
-		"AuthInfo=socket=/tmp/shoal-testbed-236/slurm/munge.socket\n",
+		"AuthInfo=socket=/tmp/shoal-testbed-236/slurm/munge.socket,cred_expire=10\n",
+		"SchedulerParameters=sched_interval=2,bf_interval=2\n",
 		"SlurmdSpoolDir=/tmp/shoal-testbed-236/%n/slurmd\n",
 		"SlurmdPidFile=/tmp/shoal-testbed-236/%n/slurmd.pid\n",
 		"SlurmdLogFile=/tmp/shoal-testbed-236/%n/slurmd.log\n",
