@@ -56,7 +56,9 @@ const runExitCodes = `
 Exit codes: 0 success; the program's own exit code when a rank exited non-zero
 by itself (not retried); 1 shoal could not run the job; 2 usage error;
 3 ranks kept dying (or mpirun kept failing without a rank saying why) and
---max-restarts was used up; 130 interrupted (the job is cancelled). With
+--max-restarts was used up; 75 held on SIGTERM in a Slurm allocation with
+--durable (the newest epoch is kept in DIR; the job is requeued when Slurm
+allows); 130 interrupted (the job is cancelled). With
 --detach: 0 once the job is submitted; 'shoal wait' gives the job's code later.
 `
 
@@ -86,6 +88,9 @@ type runFlags struct {
 	// stays on the nodes after it ends (docs/retention.md).
 	keep    bool
 	keepFor time.Duration
+	// durable is --durable DIR, made absolute: where the newest complete epoch
+	// is kept, in a Slurm allocation (docs/slurm.md).
+	durable string
 }
 
 // keepSpec is the JobSpec.Keep the flags ask for.
@@ -196,6 +201,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the agent's --engine, else openmpi")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the agents' retention policy, 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the agents' policy (on this machine alone, like --keep: nothing collects standalone data)")
+	fs.StringVar(&f.durable, "durable", "", "in a Slurm allocation: keep the newest complete checkpoint epoch in `DIR` on the cluster's shared file system, copied in the background; a run with the same DIR, program, arguments and rank count (a requeued job) resumes from it, and SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75; docs/slurm.md)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -263,6 +269,14 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		fmt.Fprintln(stderr, "shoal run: no program given (see 'shoal run --help')")
 		return f, nil, exitUsage
 	}
+	if f.durable != "" {
+		abs, err := filepath.Abs(f.durable)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal run: --durable %s: %v\n", f.durable, err)
+			return f, nil, exitUsage
+		}
+		f.durable = abs
+	}
 	return f, rest, -1
 }
 
@@ -310,8 +324,12 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "shoal run: %v\n", err)
 			return exitFailure
 		}
+		if c != nil && f.durable != "" {
+			fmt.Fprintf(stderr, "shoal run: --durable: only in a Slurm allocation where shoal run starts the agents, not with the agent at %s (docs/slurm.md)\n", c.Addr())
+			return exitUsage
+		}
 		if c != nil {
-			return runOnCluster(c, f, program, rest[1:], stdout, stderr)
+			return runOnCluster(c, f, program, rest[1:], stdout, stderr, nil)
 		}
 		if alloc, ok := allocationOf(stderr); ok {
 			if f.detach {
@@ -404,6 +422,7 @@ func clusterFlags(f runFlags) []string {
 		set  bool
 	}{
 		{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0},
+		{"--durable", f.durable != ""},
 		{"--redundancy", f.redundancy.copies > 1 || f.redundancy.parity != nil},
 		// One machine holds every rank: a bound below the rank count spreads them
 		// over nodes this machine alone does not have.

@@ -145,9 +145,20 @@ func scriptArg(args []string) int {
 
 // runOnCluster submits the job to the local agent, which places it over the
 // cluster, and follows its events until it ends; with --detach it returns once
-// the job is submitted.
-func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer) int {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// the job is submitted. ar, for a job over the agents shoal run started in a
+// Slurm allocation, adds --durable and the hold on SIGTERM; nil elsewhere.
+func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer, ar *allocRun) int {
+	// With --durable in an allocation, SIGTERM is Slurm's warning: the job holds
+	// (ar.hold) rather than being cancelled.
+	interrupts := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	var term chan os.Signal
+	if ar != nil && ar.durable != "" {
+		interrupts = interrupts[:1]
+		term = make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		defer signal.Stop(term)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), interrupts...)
 	defer cancel()
 	name, staged := filepath.Base(program), program
 	args = slices.Clone(args)
@@ -191,6 +202,11 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	if code := addInputs(ctx, c, &spec, f.env, f.files, "run", stderr); code >= 0 {
 		return code
 	}
+	if ar != nil && ar.durable != "" {
+		if code := ar.resume(ctx, c, &spec, stderr); code >= 0 {
+			return code
+		}
+	}
 	job, err := c.Submit(ctx, spec)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal run: %s\n", errorLine(err))
@@ -209,6 +225,24 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	if f.detach {
 		fmt.Fprintln(stdout, job.ID)
 		return exitOK
+	}
+	if term != nil {
+		sctx, stopSaver := context.WithCancel(context.Background())
+		defer stopSaver()
+		go ar.saver.run(sctx, job.ID)
+		ar.holding = make(chan struct{})
+		go func() {
+			select {
+			case <-term:
+				ar.hold(c, job.ID, stderr)
+			case <-sctx.Done():
+				close(ar.holding)
+			}
+		}()
+		defer func() {
+			stopSaver()
+			<-ar.holding
+		}()
 	}
 	// Interrupted, the job is cancelled, and shoal run follows it to its end to say
 	// so; a second interrupt ends shoal run at once.

@@ -39,6 +39,9 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 		fmt.Fprintf(stderr, "shoal run: cannot find the shoal executable: %v\n", err)
 		return exitFailure
 	}
+	if f.durable != "" && startedByShell() {
+		fmt.Fprintln(stderr, "shoal: warning: the batch script's shell runs shoal run: Slurm's warning signal (--signal=B:TERM) ends the shell, not shoal run; write `exec shoal run …` (docs/slurm.md)")
+	}
 	nodes, err := slurm.Hostnames(ctx, alloc.NodeList)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal run: Slurm job %s: %v\n", alloc.JobID, err)
@@ -84,17 +87,58 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 	go func() { cmd.Wait(); close(exited) }()
 	c := api.NewClient(step.APIAddr(), secret)
 	code := awaitAgents(ctx, c, len(nodes), exited, logPath, f.quiet, stdout, stderr)
+	ar := &allocRun{alloc: alloc, secret: secret, durable: f.durable, quiet: f.quiet, stdout: stdout}
 	if code < 0 {
 		// runOnCluster catches the interrupts from here on.
 		stop()
-		code = runOnCluster(c, f, program, args, stdout, stderr)
+		code = runOnCluster(c, f, program, args, stdout, stderr, ar)
 	}
-	if clean := stopAgents(c, secret, cmd, exited); !clean || code != exitOK {
+	if ar.held > 0 {
+		// Nothing here may be cut short by Slurm's next signals: the requeue
+		// below sends one, and the time limit another.
+		signal.Ignore(syscall.SIGTERM)
+		code = exitHeld
+	}
+	clean := stopAgents(c, secret, cmd, exited)
+	if ar.held > 0 {
+		requeue(alloc, ar.held, f.durable, stdout, stderr)
+	}
+	if !clean || (code != exitOK && code != exitHeld) {
 		fmt.Fprintf(stderr, "shoal: the agents' log is %s\n", logPath)
 		return code
 	}
 	os.RemoveAll(logDir)
 	return code
+}
+
+// requeue puts the Slurm job of alloc, held with epoch kept in dir, back into the
+// queue when Slurm allows it (slurm.Job.Requeueable): its next run resumes from that
+// epoch. Otherwise it says how to resume by hand.
+func requeue(alloc slurm.Allocation, epoch uint64, dir string, stdout, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	job, err := slurm.ShowJob(ctx, alloc.JobID)
+	why := job.Requeueable()
+	if err != nil {
+		why = err.Error()
+	}
+	if why != "" {
+		fmt.Fprintf(stdout, "shoal: epoch %d kept in %s; not requeueing Slurm job %s (%s): a shoal run with --durable %s resumes from it\n",
+			epoch, dir, alloc.JobID, why, dir)
+		return
+	}
+	fmt.Fprintf(stdout, "shoal: epoch %d kept in %s; requeueing Slurm job %s, whose next run resumes from it\n", epoch, dir, alloc.JobID)
+	if err := slurm.Requeue(ctx, alloc.JobID); err != nil {
+		fmt.Fprintf(stderr, "shoal: %v; a shoal run with --durable %s resumes from epoch %d\n", err, dir, epoch)
+	}
+}
+
+// startedByShell reports whether shoal run's parent is the shell running a Slurm
+// batch script (slurmstepd runs it from a file named slurm_script): Slurm's warning
+// signal (--signal=B:TERM) then reaches the shell, which dies of it, not shoal run.
+func startedByShell() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", os.Getppid()))
+	return err == nil && strings.Contains(string(b), "slurm_script")
 }
 
 // awaitAgents waits until c's agent sees n agents alive and the job store's leader

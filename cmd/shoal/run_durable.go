@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/durable"
+	"shoal/internal/slurm"
+)
+
+// Exit code of `shoal run` in a Slurm allocation that held its job on SIGTERM
+// (Slurm's warning signal): the job's newest epoch is kept in --durable DIR, and
+// a requeued or new run with the same DIR resumes from it (EX_TEMPFAIL: try again).
+const exitHeld = 75
+
+// Bounds of the hold on SIGTERM: both well inside a --signal=B:TERM@60 warning,
+// leaving time to stop the agents and requeue.
+const (
+	// holdTimeout bounds the wait for the checkpoint asked for to be complete.
+	holdTimeout = 30 * time.Second
+	// holdSaveTimeout bounds the wait for it to be kept in DIR, after that.
+	holdSaveTimeout = 15 * time.Second
+)
+
+// allocRun is what shoal run adds to a job it runs over the agents it started in a
+// Slurm allocation: the newest complete epoch kept in --durable DIR, a resume from
+// it, and a hold on SIGTERM.
+type allocRun struct {
+	alloc   slurm.Allocation
+	secret  []byte
+	durable string // --durable DIR, absolute; "" without
+	quiet   bool
+	stdout  io.Writer
+
+	saver *durableSaver
+	// held is the epoch kept in DIR when the job was held on SIGTERM (0: not
+	// held); holding is closed once hold has returned, nil when it never ran.
+	held    uint64
+	holding chan struct{}
+}
+
+// identity is what makes an epoch in DIR this job's (docs/slurm.md).
+func identity(spec api.JobSpec) durable.Identity {
+	args := spec.Argv[1:]
+	if args == nil {
+		args = []string{}
+	}
+	return durable.Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Ranks: spec.Ranks}
+}
+
+// resume readies spec to begin from the epoch DIR keeps for the same job, if there
+// is one: its shards go into the stores of the agents, two nodes each, and the
+// job takes the shards' job id. It returns an exit code after saying why in one
+// line (a corrupt or foreign epoch, shards the agents would not take), or -1.
+func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *api.JobSpec, stderr io.Writer) int {
+	ident := identity(*spec)
+	m, err := durable.Newest(r.durable, ident)
+	switch {
+	case errors.Is(err, durable.ErrNoEpoch):
+		r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, SlurmJob: r.alloc.JobID}, 0)
+		return -1
+	case errors.Is(err, durable.ErrForeign):
+		fmt.Fprintf(stderr, "shoal run: --durable: %v; give another DIR, or remove it to start afresh\n", err)
+		return exitFailure
+	case err != nil:
+		fmt.Fprintf(stderr, "shoal run: --durable: %v; nothing was changed there\n", err)
+		return exitFailure
+	}
+	if spec.ID != "" && spec.ID != m.Job {
+		fmt.Fprintf(stderr, "shoal run: --job-id %s: the epoch kept in %s is job %s's; give that id or none\n", spec.ID, r.durable, m.Job)
+		return exitFailure
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: %s\n", errorLine(err))
+		return exitFailure
+	}
+	var addrs []string
+	for _, n := range nodes {
+		if n.State == "alive" && n.API != "" {
+			addrs = append(addrs, n.API)
+		}
+	}
+	slices.Sort(addrs)
+	if len(addrs) == 0 {
+		fmt.Fprintln(stderr, "shoal run: no agent alive to resume on")
+		return exitFailure
+	}
+	if err := r.putShards(ctx, m, addrs); err != nil {
+		fmt.Fprintf(stderr, "shoal run: resuming from epoch %d kept in %s: %s\n", m.Epoch, r.durable, errorLine(err))
+		return exitFailure
+	}
+	if !r.quiet {
+		fmt.Fprintf(r.stdout, "shoal: resuming from epoch %d kept in %s (job %s; Slurm job %s, restart %d)\n",
+			m.Epoch, r.durable, m.Job, r.alloc.JobID, r.alloc.Restarts)
+	}
+	spec.ID, spec.ResumeEpoch, spec.ResumeFrom = m.Job, m.Epoch, r.durable
+	r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, Job: m.Job, SlurmJob: r.alloc.JobID}, m.Epoch)
+	return -1
+}
+
+// putShards puts every rank's shard of the epoch m describes into the stores of two
+// of the agents at addrs (one when there is one), in parallel: any single node lost
+// before the job's next epoch is complete loses nothing.
+func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []string) error {
+	copies := min(2, len(addrs))
+	errs := make(chan error, m.Ranks*copies)
+	var wg sync.WaitGroup
+	for rank := range m.Ranks {
+		b, err := durable.ReadShard(r.durable, m, rank)
+		if err != nil {
+			return err
+		}
+		for k := range copies {
+			addr := addrs[(rank+k)%len(addrs)]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ref := api.ShardRef{Job: m.Job, Epoch: m.Epoch, Rank: rank}
+				if err := api.NewClient(addr, r.secret).PutShard(ctx, ref, bytes.NewReader(b)); err != nil {
+					errs <- fmt.Errorf("rank %d to %s: %w", rank, addr, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when the channel is empty
+}
+
+// durableSaver keeps the job's newest complete epoch in DIR: it follows the job's
+// newest complete epoch through the agent, and copies each new one from the nodes
+// that hold its shards, apart from the ranks: they never wait for it.
+type durableSaver struct {
+	r  *allocRun
+	c  *api.Client
+	m  durable.Manifest // Identity, SlurmJob, and Job once known
+	mu sync.Mutex
+	// saved is the epoch DIR keeps; changed is closed and replaced when it changes.
+	saved   uint64
+	changed chan struct{}
+}
+
+func newDurableSaver(r *allocRun, c *api.Client, m durable.Manifest, saved uint64) *durableSaver {
+	return &durableSaver{r: r, c: c, m: m, saved: saved, changed: make(chan struct{})}
+}
+
+// run keeps DIR up to date with job id's newest complete epoch until ctx ends.
+func (s *durableSaver) run(ctx context.Context, id string) {
+	s.m.Job = id
+	failed := uint64(0) // the last epoch a save failed for: said once
+	for {
+		job, err := s.c.Job(ctx, id)
+		if err == nil && job.Epoch > s.savedEpoch() {
+			start := time.Now()
+			if err := s.save(ctx, job.Epoch); err != nil && ctx.Err() == nil && failed != job.Epoch {
+				failed = job.Epoch
+				fmt.Fprintf(s.r.stdout, "shoal: warning: keeping epoch %d in %s failed: %s\n", job.Epoch, s.r.durable, errorLine(err))
+			} else if err == nil && !s.r.quiet {
+				fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.durable, time.Since(start).Seconds())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (s *durableSaver) savedEpoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saved
+}
+
+// save copies epoch from the nodes that hold its shards into DIR.
+func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
+	holders, _, err := s.index(ctx, epoch)
+	if err != nil {
+		return err
+	}
+	m := s.m
+	m.Epoch = epoch
+	err = durable.Save(s.r.durable, m, func(rank int) (io.ReadCloser, error) {
+		var last error = fmt.Errorf("no agent holds rank %d's shard", rank)
+		for _, addr := range holders[rank] {
+			rc, _, err := api.NewClient(addr, s.r.secret).GetShard(ctx, api.ShardRef{Job: m.Job, Epoch: epoch, Rank: rank})
+			if err == nil {
+				return rc, nil
+			}
+			last = err
+		}
+		return nil, last
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.saved = max(s.saved, epoch)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	return nil
+}
+
+// index asks every live agent which shards of the job it holds: by rank, the
+// agents holding epoch's, and the highest epoch any holds.
+func (s *durableSaver) index(ctx context.Context, epoch uint64) ([][]string, uint64, error) {
+	nodes, err := s.c.Nodes(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([][]string, s.m.Ranks)
+	var highest uint64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if n.State != "alive" || n.API == "" {
+			continue
+		}
+		wg.Add(1)
+		go func(addr string) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			idx, err := api.NewClient(addr, s.r.secret).Shards(cctx, s.m.Job)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, sh := range idx.Shards {
+				highest = max(highest, sh.Epoch)
+				if sh.Epoch == epoch && sh.Rank >= 0 && sh.Rank < len(out) {
+					out[sh.Rank] = append(out[sh.Rank], addr)
+				}
+			}
+		}(n.API)
+	}
+	wg.Wait()
+	return out, highest, nil
+}
+
+// waitSaved waits until DIR keeps epoch or a newer one, or ctx ends.
+func (s *durableSaver) waitSaved(ctx context.Context, epoch uint64) bool {
+	for {
+		s.mu.Lock()
+		saved, changed := s.saved, s.changed
+		s.mu.Unlock()
+		if saved >= epoch {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
+// hold answers SIGTERM in the allocation: it asks the job's rank 0 for a checkpoint
+// after which the ranks hold still, waits until that epoch is complete and kept in
+// DIR (bounded by holdTimeout and holdSaveTimeout), then cancels the job, whose
+// ranks have done nothing since. r.held is then the epoch DIR keeps. A job that
+// ends by itself meanwhile is left to end.
+func (r *allocRun) hold(c *api.Client, id string, stderr io.Writer) {
+	defer close(r.holding)
+	s := r.saver
+	fmt.Fprintf(r.stdout, "shoal: SIGTERM in Slurm job %s: checkpointing job %s and holding it for a requeue\n", r.alloc.JobID, id)
+	ctx, cancel := context.WithTimeout(context.Background(), holdTimeout)
+	defer cancel()
+	epoch, ended, err := r.requestHold(ctx, c, id)
+	if ended {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal: warning: no checkpoint for the hold: %s\n", errorLine(err))
+	}
+	if epoch > 0 {
+		sctx, scancel := context.WithTimeout(context.Background(), holdSaveTimeout)
+		if !s.waitSaved(sctx, epoch) {
+			fmt.Fprintf(stderr, "shoal: warning: epoch %d was not kept in %s within %v\n", epoch, r.durable, holdSaveTimeout)
+		}
+		scancel()
+	}
+	r.held = s.savedEpoch()
+	if r.held == 0 {
+		fmt.Fprintf(stderr, "shoal: no epoch of job %s is kept in %s: a requeued run starts from the beginning\n", id, r.durable)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	c.Cancel(cctx, id)
+}
+
+// requestHold asks rank 0's node of job id for a checkpoint and a hold, and waits
+// until an epoch newer than every one the nodes held at the request is complete:
+// an epoch under way then completes first, and would lose the work since. It
+// returns that epoch, or ended when the job ended by itself.
+func (r *allocRun) requestHold(ctx context.Context, c *api.Client, id string) (epoch uint64, ended bool, err error) {
+	job, err := c.Job(ctx, id)
+	if err != nil {
+		return 0, false, err
+	}
+	_, highest, err := r.saver.index(ctx, 0)
+	if err != nil {
+		return 0, false, err
+	}
+	after := max(highest, job.Epoch)
+	rank0 := ""
+	for node, ranks := range job.Placement {
+		if slices.Contains(ranks, 0) {
+			rank0 = node
+		}
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	addr := ""
+	for _, n := range nodes {
+		if n.Name == rank0 {
+			addr = n.API
+		}
+	}
+	if addr == "" {
+		return 0, false, fmt.Errorf("rank 0's node %q does not answer", rank0)
+	}
+	if err := api.NewClient(addr, r.secret).RequestHold(ctx, id); err != nil {
+		return 0, false, err
+	}
+	for {
+		job, err := c.Job(ctx, id)
+		if err == nil && !job.Ended.IsZero() {
+			return 0, true, nil
+		}
+		if err == nil && job.Epoch > after {
+			return job.Epoch, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false, fmt.Errorf("no epoch after %d complete within %v", after, holdTimeout)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
