@@ -168,13 +168,24 @@ func reference(t *testing.T, args ...string) string {
 	return v
 }
 
-// TestBatchJobKilledHost: the batch script users write (docs/slurm.md) runs heat on 6
+// TestSlurm runs the batch jobs of docs/slurm.md on one testbed of 4 hosts, one after
+// the other: bringing a testbed with Slurm up costs more than most of the jobs. The
+// job that kills a host comes last: the host stays down.
+func TestSlurm(t *testing.T) {
+	b := up(t, 4)
+	t.Run("Requeued", func(t *testing.T) { batchJobRequeued(t, b) })
+	if t.Failed() {
+		return
+	}
+	t.Run("KilledHost", func(t *testing.T) { batchJobKilledHost(t, b) })
+}
+
+// batchJobKilledHost: the batch script users write (docs/slurm.md) runs heat on 6
 // ranks over 4 allocated hosts; a host running ranks, not the batch host, is killed
 // once an epoch is complete. Shoal restarts the ranks on the survivors from that epoch,
 // and the job ends with the uninterrupted checksum and exit code 0, its allocation
 // shrunk by the lost host.
-func TestBatchJobKilledHost(t *testing.T) {
-	b := up(t, 4)
+func batchJobKilledHost(t *testing.T, b *testbed.Bed) {
 	heatArgs := []string{"--size", "1000", "--steps", "2500"}
 	want := reference(t, heatArgs...)
 	shoal := filepath.Join(testenv.Root, "bin/shoal")
