@@ -31,6 +31,7 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "-n", "2", "--max-oversubscribe", "0", "/bin/true"}, exitUsage, "--max-oversubscribe 0: want more than 0"},
 		{[]string{"run", "-n", "2", "--ranks-per-node", "-1", "/bin/true"}, exitUsage, "--ranks-per-node -1: want 0 (no bound) to 65536"},
 		{[]string{"run", "--local", "-n", "2", "--ranks-per-node", "1", "/bin/true"}, exitUsage, "--ranks-per-node needs an agent"},
+		{[]string{"run", "--local", "-n", "2", "--durable", dir, "/bin/true"}, exitUsage, "--durable needs an agent"},
 		{[]string{"run", "-n", "2"}, exitUsage, "no program given"},
 		{[]string{"run", "--bogus", "-n", "2", "/bin/true"}, exitUsage, "flag provided but not defined: -bogus"},
 		{[]string{"run", "-n", "2", "--ckpt-interval", "soon", "/bin/true"}, exitUsage, `invalid value "soon" for flag -ckpt-interval: want auto or a duration`},
