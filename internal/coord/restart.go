@@ -115,7 +115,7 @@ func (p RestartPolicy) Decide(o Outcome, used int) Decision {
 	case LeadMoved:
 		return Decision{State: api.JobRestarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
 	case Resumed:
-		return Decision{State: api.JobRestarting, Reason: o.String()}
+		return Decision{State: api.JobRestarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
 	case RankKilled, NodeLost, LauncherFailed, CoordinatorLost:
 		if used >= p.MaxRestarts {
 			return Decision{State: api.JobFailed, Exhausted: true,

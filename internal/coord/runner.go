@@ -305,7 +305,12 @@ func restartNote(end ending, epoch uint64, nranks int, lost time.Duration) func(
 		if epoch == 0 {
 			from = "from the beginning: no complete checkpoint"
 		}
-		if !end.wholeJob {
+		switch {
+		case end.Kind == Resumed:
+			// The run that kept the epoch ended elsewhere, at a time this
+			// coordinator does not know: what it lost is not said.
+			return fmt.Sprintf("%s; restarting %d ranks %s %s", end.Outcome, nranks, from, layout)
+		case !end.wholeJob:
 			return fmt.Sprintf("%s; restarting %s (%s of work lost)", end.Outcome, from, seconds(lost))
 		}
 		return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", end.Outcome, nranks, from, layout, seconds(lost))

@@ -207,6 +207,7 @@ func TestLoopCancelled(t *testing.T) {
 // restart line says why.
 func TestLoopResume(t *testing.T) {
 	const lost, moved = "coordinator n1 lost", "coordinator n1 lost the lead and won it back"
+	const durable = "resuming from epoch 4 kept in /shared/heat"
 	tests := []struct {
 		name     string
 		why      string
@@ -236,11 +237,16 @@ func TestLoopResume(t *testing.T) {
 			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobFailed},
 			[]string{moved + "; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"},
 			[]int{3}},
+		{"from a durable epoch: not counted, no work lost said", durable, 0, 0, []string{"ok"},
+			Result{State: api.JobSucceeded, Reason: "every rank finished"},
+			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
+			[]string{durable + "; restarting 2 ranks from the beginning: no complete checkpoint on 1 node"},
+			[]int{0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, ev := localJob(t, fakeMpirun(t, tt.runs...), tt.max)
-			j.resume = &Resume{Restarts: tt.used, Why: tt.why, LeadMoved: tt.why == moved}
+			j.resume = &Resume{Restarts: tt.used, Why: tt.why, LeadMoved: tt.why == moved, Durable: tt.why == durable}
 			j.be = &localBackend{j: j, dir: ckpt.JobDir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
 				complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
 			if err := os.MkdirAll(j.runDir, 0o755); err != nil {

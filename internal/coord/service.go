@@ -268,9 +268,8 @@ func (s *Service) resumeDurable(ctx context.Context, info api.Job) (*EpochBook, 
 	if err := book.Resume(spec.ResumeEpoch, indexes); err != nil {
 		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: %v", spec.ResumeEpoch, spec.ResumeFrom, err)
 	}
-	at := time.Unix(0, int64(book.CreatedNs(spec.ResumeEpoch)))
 	why := fmt.Sprintf("resuming from epoch %d kept in %s", spec.ResumeEpoch, spec.ResumeFrom)
-	return &book, &Resume{Durable: true, Why: why, At: at}, nil
+	return &book, &Resume{Durable: true, Why: why}, nil
 }
 
 // newBook is the empty epoch book of a job of spec.
