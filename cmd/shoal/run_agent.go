@@ -226,8 +226,10 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		fmt.Fprintln(stdout, job.ID)
 		return exitOK
 	}
+	var stopSaver context.CancelFunc
 	if term != nil {
-		sctx, stopSaver := context.WithCancel(context.Background())
+		var sctx context.Context
+		sctx, stopSaver = context.WithCancel(context.Background())
 		defer stopSaver()
 		go ar.saver.run(sctx, job.ID)
 		ar.holding = make(chan struct{})
@@ -247,5 +249,12 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	// Interrupted, the job is cancelled, and shoal run follows it to its end to say
 	// so; a second interrupt ends shoal run at once.
 	defer cancelOnInterrupt(ctx, cancel, c, job.ID)()
-	return awaitJob("run", c, job.ID, jobPrinter{stdout: stdout, stderr: stderr, v: runVerbosity(f)}, stderr)
+	code := awaitJob("run", c, job.ID, jobPrinter{stdout: stdout, stderr: stderr, v: runVerbosity(f)}, stderr)
+	if term != nil && code == exitOK {
+		// The job is done: a later run of it starts afresh, not from its last epoch.
+		stopSaver()
+		ar.saver.wait()
+		ar.clear(stderr)
+	}
+	return code
 }

@@ -147,14 +147,30 @@ type durableSaver struct {
 	// saved is the epoch DIR keeps; changed is closed and replaced when it changes.
 	saved   uint64
 	changed chan struct{}
+	done    chan struct{} // closed when run returns
 }
 
 func newDurableSaver(r *allocRun, c *api.Client, m durable.Manifest, saved uint64) *durableSaver {
-	return &durableSaver{r: r, c: c, m: m, saved: saved, changed: make(chan struct{})}
+	return &durableSaver{r: r, c: c, m: m, saved: saved, changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// wait returns once run has.
+func (s *durableSaver) wait() { <-s.done }
+
+// clear removes the epochs DIR keeps, once the job has finished.
+func (r *allocRun) clear(stderr io.Writer) {
+	if err := durable.Clear(r.durable); err != nil {
+		fmt.Fprintf(stderr, "shoal: warning: the job finished, but its epoch stays in %s: %v\n", r.durable, err)
+		return
+	}
+	if !r.quiet {
+		fmt.Fprintf(r.stdout, "shoal: the job finished: %s keeps no epoch of it any more\n", r.durable)
+	}
 }
 
 // run keeps DIR up to date with job id's newest complete epoch until ctx ends.
 func (s *durableSaver) run(ctx context.Context, id string) {
+	defer close(s.done)
 	s.m.Job = id
 	failed := uint64(0) // the last epoch a save failed for: said once
 	for {

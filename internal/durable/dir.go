@@ -203,3 +203,23 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// Clear removes every epoch dir holds, complete or being written, and nothing
+// else: the job finished, and a later run of it starts afresh.
+func Clear(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if n := e.Name(); len(Complete([]string{n})) == 1 || isTmp(n) {
+			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return syncDir(dir)
+}

@@ -157,3 +157,22 @@ func names2(dir string) []string {
 	})
 	return out
 }
+
+func TestClear(t *testing.T) {
+	dir := t.TempDir()
+	save(t, dir, 4)
+	os.Mkdir(filepath.Join(dir, ".epoch-5.tmp"), 0o700)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o600)
+	if err := Clear(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(t, dir), []string{"notes.txt"}; !slices.Equal(got, want) {
+		t.Errorf("dir holds %q after Clear, want %q", got, want)
+	}
+	if _, err := Newest(dir, heat); !errors.Is(err, ErrNoEpoch) {
+		t.Errorf("Newest after Clear: %v, want %v", err, ErrNoEpoch)
+	}
+	if err := Clear(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("Clear of a missing dir: %v", err)
+	}
+}
