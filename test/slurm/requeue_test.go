@@ -18,18 +18,20 @@ import (
 // batchJobRequeued: one batch job with --durable, in three runs. Its first run gets
 // Slurm's warning signal (scancel --batch --signal=TERM, as --signal=B:TERM@60 sends
 // it): Shoal checkpoints, holds, keeps the epoch in DIR and requeues the job, whose
-// second run resumes from exactly that epoch, losing no work. Then every process of
-// the allocation is killed at once with no warning (scancel --full --signal=KILL: the
-// allocation lost as a whole, its nodes' checkpoints with it) and the job is requeued
-// by hand; its third run resumes from the epoch DIR keeps, and the job ends with the
-// uninterrupted checksum.
+// second run resumes from exactly that epoch, losing no work. Then the allocation is
+// lost with no warning: SIGKILL to the batch script (scancel --batch --signal=KILL) ends
+// shoal run, its agents' step with it and the job (FAILED), every node's checkpoints
+// gone with the agents. (Plain scancel --signal=KILL would not do: Slurm turns it into
+// a cancel, SIGTERM first.) The job is requeued by hand; its third run resumes from the
+// epoch DIR keeps, and the job ends with the
+// uninterrupted checksum, DIR emptied of its epochs.
 func batchJobRequeued(t *testing.T, b *testbed.Bed) {
-	heatArgs := []string{"--size", "1000", "--steps", "2500"}
+	heatArgs := []string{"--size", "1000", "--steps", "1500"}
 	want := reference(t, heatArgs...)
 	shoal := filepath.Join(testenv.Root, "bin/shoal")
 	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	dir := filepath.Join(t.TempDir(), "durable")
-	// --pace: at least 15 s of steps over the three runs. exec: the warning signal
+	// --pace: at least 9 s of steps over the three runs. exec: the warning signal
 	// goes to the batch shell alone, which must be shoal run.
 	script := fmt.Sprintf("#!/bin/bash\nexec %s run -n 6 --ckpt-interval 2s --durable %s -- %s %s --pace 6000\n",
 		shoal, dir, heat, strings.Join(heatArgs, " "))
@@ -53,7 +55,7 @@ func batchJobRequeued(t *testing.T, b *testbed.Bed) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	scancel(t, b, "--full", "--signal=KILL", j.id)
+	scancel(t, b, "--batch", "--signal=KILL", j.id)
 	waitState(t, b, j.id, func(s string) bool { return s != "RUNNING" && s != "COMPLETING" }, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -63,7 +65,7 @@ func batchJobRequeued(t *testing.T, b *testbed.Bed) {
 
 	// Run 3 resumes from what DIR keeps and finishes.
 	j.waitOutput(t, `^shoal: resuming from epoch \d+ kept in `+kept+` \(job \S+; Slurm job `+j.id+`, restart 2\)`, time.Minute)
-	j.waitOutput(t, `^checksum: `, time.Minute)
+	j.waitOutput(t, `^\[0\] checksum: `, time.Minute)
 	if state := waitState(t, b, j.id, func(s string) bool { return s == "COMPLETED" || s == "FAILED" }, 30*time.Second); state != "COMPLETED" {
 		t.Errorf("the job ended %s, want COMPLETED", state)
 	}
@@ -76,6 +78,10 @@ func batchJobRequeued(t *testing.T, b *testbed.Bed) {
 	}
 	if strings.Contains(out, "restarting 6 ranks from the beginning") {
 		t.Errorf("a run started from the beginning")
+	}
+	// The job is done: a later run of it starts afresh.
+	if m, _ := filepath.Glob(filepath.Join(dir, "epoch-*")); len(m) > 0 {
+		t.Errorf("%s keeps %v after the job finished", dir, m)
 	}
 }
 

@@ -222,7 +222,7 @@ func batchJobKilledHost(t *testing.T, b *testbed.Bed) {
 		if h.Name == victim {
 			continue
 		}
-		if m, _ := filepath.Glob(filepath.Join(h.TmpDir, "shoal-slurm-*")); len(m) > 0 {
+		if m, _ := filepath.Glob(filepath.Join(h.TmpDir, "shoal-slurm-"+j.id+"*")); len(m) > 0 {
 			t.Errorf("%s keeps %v after the job", h.Name, m)
 		}
 	}
