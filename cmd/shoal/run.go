@@ -37,7 +37,10 @@ is staged to them; a Python interpreter is not staged but run by its path, which
 every node must have, and its script is staged instead. With no agent inside a
 Slurm allocation ($SLURM_JOB_ID), shoal run starts an agent on each allocated node
 (srun --no-kill), runs the job over them and stops them at the end
-(docs/slurm.md). With no agent elsewhere, shoal run coordinates the job itself on
+(docs/slurm.md); with --durable DIR there, the newest complete epoch is kept in
+DIR, a run of the same job resumes from it, and SIGTERM (Slurm's warning signal:
+exec shoal run in the batch script) holds the job at a checkpoint kept in DIR
+and requeues it. With no agent elsewhere, shoal run coordinates the job itself on
 this machine; an agent that refuses the job (a wrong secret) is an error, not a
 reason to run it here instead.
 
@@ -56,7 +59,7 @@ const runExitCodes = `
 Exit codes: 0 success; the program's own exit code when a rank exited non-zero
 by itself (not retried); 1 shoal could not run the job; 2 usage error;
 3 ranks kept dying (or mpirun kept failing without a rank saying why) and
---max-restarts was used up; 75 held on SIGTERM in a Slurm allocation with
+--max-restarts was used up; 75 stopped on SIGTERM in a Slurm allocation with
 --durable (the newest epoch is kept in DIR; the job is requeued when Slurm
 allows); 130 interrupted (the job is cancelled). With
 --detach: 0 once the job is submitted; 'shoal wait' gives the job's code later.
