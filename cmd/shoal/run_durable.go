@@ -172,16 +172,26 @@ func (r *allocRun) clear(stderr io.Writer) {
 func (s *durableSaver) run(ctx context.Context, id string) {
 	defer close(s.done)
 	s.m.Job = id
-	failed := uint64(0) // the last epoch a save failed for: said once
+	var failed uint64 // the last epoch a save failed for, tried again at retry
+	var retry time.Time
+	failing := false // said so since the last save that worked
 	for {
 		job, err := s.c.Job(ctx, id)
-		if err == nil && job.Epoch > s.savedEpoch() {
+		if err == nil && job.Epoch > s.savedEpoch() && (job.Epoch != failed || time.Now().After(retry)) {
 			start := time.Now()
-			if err := s.save(ctx, job.Epoch); err != nil && ctx.Err() == nil && failed != job.Epoch {
-				failed = job.Epoch
-				fmt.Fprintf(s.r.stdout, "shoal: warning: keeping epoch %d in %s failed: %s\n", job.Epoch, s.r.durable, errorLine(err))
-			} else if err == nil && !s.r.quiet {
-				fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.durable, time.Since(start).Seconds())
+			err := s.save(ctx, job.Epoch)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				failed, retry = job.Epoch, time.Now().Add(2*time.Second)
+				if !failing {
+					fmt.Fprintf(s.r.stdout, "shoal: warning: keeping epoch %d in %s failed: %s\n", job.Epoch, s.r.durable, errorLine(err))
+				}
+				failing = true
+			case err == nil:
+				if failing || !s.r.quiet {
+					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.durable, time.Since(start).Seconds())
+				}
+				failing = false
 			}
 		}
 		select {

@@ -39,6 +39,13 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 		fmt.Fprintf(stderr, "shoal run: cannot find the shoal executable: %v\n", err)
 		return exitFailure
 	}
+	if f.durable != "" {
+		// Before the agents start: a DIR that cannot be written is the user's to fix.
+		if err := os.MkdirAll(f.durable, 0o700); err != nil {
+			fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
+			return exitFailure
+		}
+	}
 	if f.durable != "" && startedByShell() {
 		fmt.Fprintln(stderr, "shoal: warning: the batch script's shell runs shoal run: Slurm's warning signal (--signal=B:TERM) ends the shell, not shoal run; write `exec shoal run …` (docs/slurm.md)")
 	}
