@@ -62,6 +62,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		dataDir, name, labels, profile  string
 		mpi                             string
 		cores                           int
+		cpus                            float64
 		speed                           uint64
 		verbose                         bool
 		policy                          = retention.DefaultPolicy()
@@ -79,6 +80,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&labels, "labels", "", "labels announced with the node: KEY=VALUE[,KEY=VALUE...]")
 	fs.StringVar(&profile, "profile", "lan", "failure-detector timing: lan, wifi (lossy, slow networks: slower to declare a node dead) or local (agents on one machine, tests)")
 	fs.IntVar(&cores, "cores", 0, "cores offered to ranks (default: all of this machine's)")
+	fs.Float64Var(&cpus, "cpus", 0, "CPU time the ranks may use together, in cores, when a quota (a container's or cgroup's CPU limit) gives them less than --cores whole cores: the planner then counts that, and a rank alone still at a whole core's speed (default: --cores)")
 	fs.Uint64Var(&speed, "speed", 0, "single-core speed to announce instead of measuring it at start, in the measurement's units (0: measure; use it to make equal machines look equal)")
 	fs.DurationVar(&policy.Succeeded, "keep-succeeded", policy.Succeeded, "how long a succeeded job's job directories and staged files stay on this node after it ended (its checkpoints go at once); a job's own 'shoal run --keep' or --keep-for wins")
 	fs.DurationVar(&policy.Failed, "keep-failed", policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
@@ -115,6 +117,10 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal agent: --engine %q: want %s\n", mpi, strings.Join(engine.Names, " or "))
 		return exitUsage
 	}
+	if !(cpus >= 0 && cpus <= 1<<20) {
+		fmt.Fprintf(stderr, "shoal agent: --cpus %v: want a number of cores ≥ 0 (0: --cores)\n", cpus)
+		return exitUsage
+	}
 	if cores < 0 {
 		fmt.Fprintf(stderr, "shoal agent: --cores %d: must not be negative\n", cores)
 		return exitUsage
@@ -147,6 +153,7 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		Labels:     lbls,
 		Gossip:     gossip,
 		Cores:      cores,
+		CPUs:       cpus,
 		Speed:      speed,
 		Retention:  &policy,
 		GCInterval: gcInterval,

@@ -23,7 +23,8 @@ const nodesUsage = `Usage: shoal nodes [flags]
 Lists every node the local agent knows: alive and suspect ones, and dead and
 departed ones for an hour after they went.
 
-Columns: NAME; ADDRESS (gossip); CORES; SPEED, single-core speed measured at
+Columns: NAME; ADDRESS (gossip); CORES, with "/Q" when a quota gives the ranks
+Q CPUs in all (shoal agent --cpus); SPEED, single-core speed measured at
 agent start, relative to the fastest node listed; ARCH; STATE: alive, suspect
 (stopped answering probes), dead (declared failed), left (left on purpose),
 with "leaving" while a node is about to leave; SINCE, how long it has been in
@@ -118,8 +119,12 @@ func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
 		if role == "" {
 			role = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n",
-			n.Name, n.Addr, n.Cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), n.Ranks, role)
+		cores := strconv.Itoa(n.Cores)
+		if n.CPUs > 0 && n.CPUs < float64(n.Cores) {
+			cores += "/" + strconv.FormatFloat(n.CPUs, 'f', -1, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
+			n.Name, n.Addr, cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), n.Ranks, role)
 	}
 	tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -66,6 +67,9 @@ type Config struct {
 	Gossip membership.Config
 	// Cores offered to ranks. Default: runtime.NumCPU().
 	Cores int
+	// CPUs is the CPU time the ranks may use together, in cores, when it is less
+	// than Cores (a quota); 0 means Cores.
+	CPUs float64
 	// Speed is the single-core speed to announce; 0 measures it at start.
 	Speed uint64
 	// SpeedSample is how long the start-up speed measurement runs. Default:
@@ -184,11 +188,12 @@ func Start(cfg Config) (_ *Agent, err error) {
 		cfg.Speed = membership.MeasureSpeed(cfg.SpeedSample)
 	}
 	meta := membership.Meta{
-		Cores:  cfg.Cores,
-		Speed:  cfg.Speed,
-		Arch:   runtime.GOARCH,
-		OS:     runtime.GOOS,
-		Labels: cfg.Labels,
+		Cores:    cfg.Cores,
+		CPUMilli: uint64(math.Round(cfg.CPUs * 1000)),
+		Speed:    cfg.Speed,
+		Arch:     runtime.GOARCH,
+		OS:       runtime.GOOS,
+		Labels:   cfg.Labels,
 	}
 	// Announce the addresses the others reach this node's API and job store at:
 	// the gossip address's IP where they listen on every interface. They go into
@@ -822,6 +827,7 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 			Addr:    m.Addr,
 			API:     m.Meta.API,
 			Cores:   m.Meta.Cores,
+			CPUs:    float64(m.Meta.CPUMilli) / 1000,
 			Speed:   m.Meta.Speed,
 			Arch:    m.Meta.Arch,
 			OS:      m.Meta.OS,

@@ -21,10 +21,13 @@ type Health struct {
 
 // Node is one cluster member as GET /v1/nodes reports it.
 type Node struct {
-	Name   string            `json:"name"`
-	Addr   string            `json:"addr"` // gossip address, host:port
-	API    string            `json:"api"`  // API address, host:port
-	Cores  int               `json:"cores"`
+	Name  string `json:"name"`
+	Addr  string `json:"addr"` // gossip address, host:port
+	API   string `json:"api"`  // API address, host:port
+	Cores int    `json:"cores"`
+	// CPUs is the CPU time the node's ranks may use together, in cores, when a
+	// quota gives them less than Cores whole cores; absent: Cores.
+	CPUs   float64           `json:"cpus,omitempty"`
 	Speed  uint64            `json:"speed"` // single-core loop iterations per second; compare between nodes
 	Arch   string            `json:"arch"`
 	OS     string            `json:"os"`

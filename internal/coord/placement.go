@@ -18,7 +18,7 @@ import (
 func placeNodes(nodes map[string]api.Node) []place.Node {
 	out := make([]place.Node, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, place.Node{Name: n.Name, Cores: n.Cores, Speed: float64(n.Speed)})
+		out = append(out, place.Node{Name: n.Name, Cores: n.Cores, CPUs: n.CPUs, Speed: float64(n.Speed)})
 	}
 	return out
 }

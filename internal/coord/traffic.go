@@ -36,9 +36,12 @@ func (b *clusterBackend) learnTraffic() {
 	if len(b.placement) == 0 || len(reports) < len(b.placement) {
 		return
 	}
+	// A rank's compute is its time outside MPI at the speed it got: its node's,
+	// shared when the node ran more ranks than it has CPUs.
+	counts := b.placement.Counts()
 	speed := map[string]float64{}
-	for name, n := range b.nodes {
-		speed[name] = float64(n.Speed)
+	for _, n := range placeNodes(b.nodes) {
+		speed[n.Name] = place.RankRate(n, counts[n.Name])
 	}
 	prof := profile(reports, func(rank int) float64 { return speed[b.placement[rank]] })
 	if !changed(b.cj.snapshot().Traffic, prof) {

@@ -44,17 +44,22 @@ type Meta struct {
 	// Raft is the host:port of the node's job-store replication (Raft) transport;
 	// empty for a node that takes no part in it.
 	Raft string
+	// CPUMilli is how much CPU time the node's ranks may use together, in
+	// thousandths of a core, when a limit (a container's or cgroup's quota) gives
+	// them less than Cores whole cores; 0 means Cores whole cores.
+	CPUMilli uint64
 }
 
 // Encode returns the compact binary form of m:
 //
 //	version(1) flags(1) uvarint(cores) uvarint(speed) str(api) str(arch) str(os)
 //	uvarint(nlabels) {str(key) str(value)}…   (labels sorted by key)
-//	uvarint(ranks) str(raft)
+//	uvarint(ranks) str(raft) uvarint(cpu_milli)
 //
-// where str is a uvarint length followed by the bytes. Ranks and then Raft came
-// last, after the first release: a decoder that stops earlier reads the rest the
-// same, and metadata that ends there decodes with Ranks 0 and no Raft address. It fails with
+// where str is a uvarint length followed by the bytes. Ranks, Raft and then
+// CPUMilli came last, after the first release: a decoder that stops earlier reads
+// the rest the same, and metadata that ends there decodes with Ranks 0, no Raft
+// address and no CPU limit. It fails with
 // [ErrMetaTooLarge] beyond [MaxMetaSize] bytes, or [ErrBadMeta] for a bad label.
 func (m Meta) Encode() ([]byte, error) {
 	if m.Cores < 0 {
@@ -87,6 +92,7 @@ func (m Meta) Encode() ([]byte, error) {
 	}
 	b = binary.AppendUvarint(b, uint64(m.Ranks))
 	b = appendString(b, m.Raft)
+	b = binary.AppendUvarint(b, m.CPUMilli)
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (fewer or shorter labels?)", ErrMetaTooLarge, len(b), MaxMetaSize)
 	}
@@ -120,6 +126,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 	}
 	if len(d.b) > 0 {
 		m.Raft = d.str()
+	}
+	if len(d.b) > 0 {
+		m.CPUMilli = d.uvarint(1 << 40)
 	}
 	if d.err != nil {
 		return Meta{}, d.err

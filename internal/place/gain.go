@@ -2,10 +2,21 @@ package place
 
 import "time"
 
+// RankRate is the compute speed one of ranks ranks on n gets: n's speed (1 when
+// unknown), shared when the ranks outnumber its CPUs (its cores, or its quota when
+// less): speed × min(1, CPUs / ranks).
+func RankRate(n Node, ranks int) float64 {
+	s := n.Speed
+	if s <= 0 {
+		s = 1
+	}
+	return s * min(1, n.cpus()/float64(max(ranks, 1)))
+}
+
 // Rate is how fast a job placed as p runs, relative to every rank having a core of
 // speed 1 to itself. A bulk-synchronous job moves at the pace of its slowest rank, and
-// a rank gets its node's speed, shared when the node runs more ranks than it has cores:
-// speed × min(1, cores / ranks). A rank on a node missing from nodes gives 0.
+// a rank gets its node's speed, shared when the node runs more ranks than it has CPUs
+// ([RankRate]). A rank on a node missing from nodes gives 0.
 func Rate(p Placement, nodes []Node) float64 {
 	if len(p) == 0 {
 		return 0
@@ -20,11 +31,7 @@ func Rate(p Placement, nodes []Node) float64 {
 		if !ok || n.Cores < 1 {
 			return 0
 		}
-		speed := n.Speed
-		if speed <= 0 {
-			speed = 1
-		}
-		r := speed * min(1, float64(n.Cores)/float64(ranks))
+		r := RankRate(n, ranks)
 		if rate < 0 || r < rate {
 			rate = r
 		}

@@ -6,7 +6,8 @@ import (
 )
 
 func TestRate(t *testing.T) {
-	nodes := []Node{{"a", 2, 1}, {"b", 2, 1}, {"c", 3, 1}, {"fast", 2, 2}, {"unknown", 2, 0}}
+	nodes := []Node{{Name: "a", Cores: 2, Speed: 1}, {Name: "b", Cores: 2, Speed: 1}, {Name: "c", Cores: 3, Speed: 1},
+		{Name: "fast", Cores: 2, Speed: 2}, {Name: "unknown", Cores: 2}, {Name: "quota", Cores: 2, CPUs: 0.5, Speed: 1}}
 	cases := []struct {
 		name string
 		p    Placement
@@ -23,6 +24,8 @@ func TestRate(t *testing.T) {
 		{"speed 0 counts as 1", Placement{"unknown", "unknown"}, 1},
 		{"fewer ranks than cores", Placement{"c"}, 1},
 		{"unknown node", Placement{"a", "gone"}, 0},
+		{"a rank alone under a half-CPU quota", Placement{"quota"}, 0.5},
+		{"two ranks share the half CPU", Placement{"quota", "quota"}, 0.25},
 	}
 	for _, c := range cases {
 		if got := Rate(c.p, nodes); abs(got-c.want) > 1e-12 {

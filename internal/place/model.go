@@ -184,7 +184,7 @@ func newModel(in Input) (*model, error) {
 	for i, nd := range m.nodes {
 		m.slots[i] = max(in.Options.slots(nd), 0)
 		m.perRank[i] = work / speed(nd)
-		m.cores[i] = float64(max(nd.Cores, 1))
+		m.cores[i] = nd.cpus()
 	}
 	m.lat, m.perB = make([]float64, n*n), make([]float64, n*n)
 	for a := range m.nodes {
@@ -268,7 +268,8 @@ func speed(n Node) float64 {
 }
 
 // compute is how long node a takes for its share of an iteration with r ranks: each has
-// a core of its own up to the cores, beyond them they share.
+// a core of its own up to the node's CPUs (its cores, or fewer under a quota), beyond
+// them they share.
 func (m *model) compute(a, r int) float64 {
 	if r == 0 {
 		return 0

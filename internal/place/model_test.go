@@ -8,7 +8,7 @@ import (
 
 func TestPredict(t *testing.T) {
 	ab := Links{{"a", "b"}: {Latency: 1e-3, Bandwidth: 1e6}}
-	two := []Node{{"a", 2, 1}, {"b", 2, 2}}
+	two := []Node{{Name: "a", Cores: 2, Speed: 1}, {Name: "b", Cores: 2, Speed: 2}}
 	shm := func(msgs, bytes float64) float64 {
 		return msgs*SharedMemory.Latency + bytes/SharedMemory.Bandwidth
 	}

@@ -79,9 +79,22 @@ import (
 type Node struct {
 	Name  string
 	Cores int
-	// Speed is a relative compute speed (any unit, the same for all nodes); 0 means
-	// unknown and counts as 1.
+	// CPUs is the CPU time the node's ranks get together, in cores, when a quota
+	// gives them less than Cores whole cores (a container's, a cgroup's); 0 means
+	// Cores. A rank alone on such a node still runs at up to a whole core's speed.
+	CPUs float64
+	// Speed is a relative compute speed of one whole core (any unit, the same for
+	// all nodes); 0 means unknown and counts as 1.
 	Speed float64
+}
+
+// cpus is how many whole cores' worth of CPU n's ranks get together.
+func (n Node) cpus() float64 {
+	c := float64(max(n.Cores, 1))
+	if n.CPUs > 0 {
+		c = min(c, n.CPUs)
+	}
+	return c
 }
 
 // Placement maps each rank (the index) to the name of its node.
@@ -238,7 +251,7 @@ func capacity(n Node) float64 {
 	if s <= 0 {
 		s = 1
 	}
-	return float64(n.Cores) * s
+	return n.cpus() * s
 }
 
 // Block is the layout older systems produce after a loss, kept for comparison in

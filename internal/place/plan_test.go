@@ -290,6 +290,16 @@ func ringTraffic(ranks int, bytes float64) []Flow {
 	return fs
 }
 
+// quotaHosts is n nodes n1… of cores cores each, whose ranks share cpus cores' worth of
+// CPU (a quota), each core a whole CPU's speed.
+func quotaHosts(n, cores int, cpus float64) []Node {
+	var ns []Node
+	for i := 1; i <= n; i++ {
+		ns = append(ns, Node{Name: fmt.Sprintf("n%d", i), Cores: cores, CPUs: cpus, Speed: 1})
+	}
+	return ns
+}
+
 func TestChoosePackOrSpread(t *testing.T) {
 	four := nodes("n1", 2, "n2", 2, "n3", 2, "n4", 2)
 	tests := []struct {
@@ -304,8 +314,14 @@ func TestChoosePackOrSpread(t *testing.T) {
 		{"compute-heavy: spreads over every core",
 			Input{Nodes: four, Ranks: 8, Work: 10, Traffic: ringTraffic(8, 1e3), Links: sites(), Options: Options{MaxOversubscribe: 2}},
 			"", "spread 8 ranks over 4 nodes: compute dominates (predicted 10 s/iter against 15 s packed on 3)"},
+		{"hosts under a half-CPU quota: a compute job spreads, one rank a host at half a CPU, not two sharing it",
+			Input{Nodes: quotaHosts(4, 2, 0.5), Ranks: 4, Work: 10, Traffic: ringTraffic(4, 1e3), Links: sites()},
+			"n1:0 n2:1 n3:2 n4:3", "spread 4 ranks over 4 nodes: compute dominates"},
+		{"hosts under a half-CPU quota: a communication-heavy job still packs on one site",
+			Input{Nodes: quotaHosts(4, 2, 0.5), Ranks: 4, Work: 0.1, Traffic: ringTraffic(4, 1e6), Links: sites()},
+			"n1:0-1 n2:2-3", "packed 4 ranks on n1, n2: over 4 nodes the "},
 		{"a slow node is left out when the others have cores to spare",
-			Input{Nodes: []Node{{"n1", 4, 1}, {"n2", 4, 1}, {"n3", 4, 0.25}}, Ranks: 6, Work: 1},
+			Input{Nodes: []Node{{Name: "n1", Cores: 4, Speed: 1}, {Name: "n2", Cores: 4, Speed: 1}, {Name: "n3", Cores: 4, Speed: 0.25}}, Ranks: 6, Work: 1},
 			"", "packed 6 ranks on n1, n2: over 3 nodes n3's compute would make each iteration 4.0× as long"},
 	}
 	for _, tt := range tests {

@@ -39,8 +39,12 @@ func agentArgv(st *state, h *Host, join string) []string {
 	if strings.Contains(st.AgentHelp, "-cores") {
 		argv = append(argv, "--cores", strconv.Itoa(h.Cores))
 	}
+	cpus := h.CPUQuota > 0 && strings.Contains(st.AgentHelp, "-cpus")
+	if cpus {
+		argv = append(argv, "--cpus", strconv.FormatFloat(h.CPUQuota, 'f', -1, 64))
+	}
 	if strings.Contains(st.AgentHelp, "-speed") {
-		argv = append(argv, "--speed", strconv.FormatUint(hostSpeed(h), 10))
+		argv = append(argv, "--speed", strconv.FormatUint(hostSpeed(h, cpus), 10))
 	}
 	return append(argv, st.AgentArgs...)
 }
@@ -48,9 +52,11 @@ func agentArgv(st *state, h *Host, join string) []string {
 // testbedSpeed is the speed a testbed host announces for one whole CPU per core.
 const testbedSpeed = 100_000_000
 
-// hostSpeed is the speed a host announces: the CPU its quota gives each of its cores.
-func hostSpeed(h *Host) uint64 {
-	if h.CPUQuota <= 0 || h.Cores < 1 {
+// hostSpeed is the speed a host announces for each of its cores: a whole CPU's when
+// its agent announces the quota itself (cpus: --cpus), else the CPU the quota gives
+// each core when all are busy (an agent without --cpus).
+func hostSpeed(h *Host, cpus bool) uint64 {
+	if cpus || h.CPUQuota <= 0 || h.Cores < 1 {
 		return testbedSpeed
 	}
 	return uint64(testbedSpeed * h.CPUQuota / float64(h.Cores))
