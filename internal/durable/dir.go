@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"shoal/internal/ckpt"
+	"shoal/internal/dirsync"
 )
 
 // Save writes epoch m.Epoch of the job m describes into dir as its one complete
@@ -57,13 +58,13 @@ func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) e
 	if err := writeSync(filepath.Join(tmp, ManifestName), b); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := dirsync.Sync(tmp); err != nil {
 		return fail(err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := dirsync.Sync(dir); err != nil {
 		return err
 	}
 	// The new epoch is complete on disk: only now may the older one go.
@@ -77,7 +78,7 @@ func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) e
 			os.RemoveAll(filepath.Join(dir, n))
 		}
 	}
-	return syncDir(dir)
+	return dirsync.Sync(dir)
 }
 
 // saveShard reads rank's shard, verifies it as the shard of m's job, epoch and rank,
@@ -195,15 +196,6 @@ func writeSync(path string, b []byte) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // Clear removes every epoch dir holds, complete or being written, and nothing
 // else: the job finished, and a later run of it starts afresh.
 func Clear(dir string) error {
@@ -221,5 +213,5 @@ func Clear(dir string) error {
 			}
 		}
 	}
-	return syncDir(dir)
+	return dirsync.Sync(dir)
 }

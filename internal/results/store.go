@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"shoal/internal/dirsync"
 )
 
 // MaxSize bounds one result, in bytes: a task whose output is larger fails.
@@ -87,7 +89,7 @@ func (s Store) Put(job string, task int, sum string, r io.Reader) error {
 	if s.NoSync {
 		return nil
 	}
-	return syncDir(dir)
+	return dirsync.Sync(dir)
 }
 
 // Open opens task's result after checking it against its hash, and returns
@@ -167,12 +169,3 @@ func (s Store) List(job string) ([]int, error) {
 
 // Remove deletes every result of job.
 func (s Store) Remove(job string) error { return os.RemoveAll(filepath.Join(s.Dir, job)) }
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

@@ -26,6 +26,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/compress"
+	"shoal/internal/dirsync"
 	"shoal/internal/traffic"
 )
 
@@ -608,7 +609,7 @@ func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) er
 	// The renamed file keeps its inode and times: its verification holds.
 	s.remember(job, final, e)
 	dir := filepath.Dir(final)
-	if err := syncDir(dir); err != nil {
+	if err := dirsync.Sync(dir); err != nil {
 		return e, fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return e, nil
@@ -672,7 +673,7 @@ func (s *Store) mkdirs(ref api.ShardRef) error {
 				return err
 			}
 		}
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := dirsync.Sync(filepath.Dir(d)); err != nil {
 			return err
 		}
 	}
@@ -690,15 +691,6 @@ func chownLike(path, dir string) error {
 		return nil
 	}
 	return os.Lchown(path, int(sys.Uid), int(sys.Gid))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Fetch makes sure this node holds a verified copy of ref, copying it from src
