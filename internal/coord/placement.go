@@ -128,13 +128,14 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 		bound = min(bound, opts.MaxOversubscribe)
 	}
 	opts.MaxOversubscribe = bound
-	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts, Traffic: b.traffic}
+	// A profile with no flows is a measurement too: the ranks sent nothing.
+	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts, Traffic: b.traffic, Measured: b.traffic != nil}
 	if b.cj != nil {
 		if t := b.cj.snapshot().Traffic; t != nil && t.Work > 0 {
 			in.Work = t.Work
 		}
 	}
-	info := &api.PlanInfo{Traffic: len(in.Traffic) > 0}
+	info := &api.PlanInfo{Traffic: in.Measured}
 	if b.s != nil && b.s.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		measured, err := b.s.cfg.Links(lctx)

@@ -116,7 +116,8 @@ func changed(old, next *api.TrafficProfile) bool {
 	return math.Abs(n-o)/o > trafficChange
 }
 
-// flows is the planner's view of a profile.
+// flows is p's flows for the planner: nil without a profile, and empty, not
+// nil, for a profile of ranks that sent each other nothing.
 func flows(p *api.TrafficProfile) []place.Flow {
 	if p == nil {
 		return nil

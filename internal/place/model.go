@@ -98,8 +98,11 @@ type Input struct {
 	Work float64
 	// Traffic is what ranks send each other in one iteration. Flows of one pair add
 	// up; a rank's flows to itself are ignored. nil or empty means unknown, taken as
-	// [NeighbourTraffic].
+	// [NeighbourTraffic], unless Measured.
 	Traffic []Flow
+	// Measured says Traffic was measured: empty then means the ranks send each
+	// other nothing, not that nobody knows.
+	Measured bool
 	// Links between the nodes; nil means every pair is [DefaultLink].
 	Links   Links
 	Options Options
@@ -194,7 +197,7 @@ func newModel(in Input) (*model, error) {
 		}
 	}
 	traffic := in.Traffic
-	if len(traffic) == 0 {
+	if len(traffic) == 0 && !in.Measured {
 		traffic = NeighbourTraffic(in.Ranks)
 	}
 	flows := make([]pair, 0, len(traffic))

@@ -178,7 +178,7 @@ func bruteForce(in Input) (float64, Placement) {
 		}
 	}
 	traffic := in.Traffic
-	if len(traffic) == 0 {
+	if len(traffic) == 0 && !in.Measured {
 		traffic = NeighbourTraffic(in.Ranks)
 	}
 	// pairTime[a][b] for each flow, a link shared by both directions.
@@ -396,6 +396,28 @@ func benchInput(ranks, n int, pattern string) Input {
 		}
 	}
 	return in
+}
+
+// TestChooseSilentRanks: ranks measured sending nothing are not taken for a ring of
+// neighbours: over a slow site link a compute job whose blocks would cross it is
+// spread onto every core, not packed to spare the link talk that never happens.
+func TestChooseSilentRanks(t *testing.T) {
+	in := Input{Nodes: quotaHosts(4, 2, 0.5), Ranks: 4, Work: 0.2, Links: sites(), Measured: true}
+	plan, err := Choose(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlan(t, in, plan, "silent")
+	if got := plan.Placement.String(); got != "n1:0 n2:1 n3:2 n4:3" {
+		t.Errorf("silent ranks placed %s, want one a host (%s)", got, plan.Reason)
+	}
+	if plan.Cost.Comm != 0 {
+		t.Errorf("silent ranks predicted %g s of communication, want none", plan.Cost.Comm)
+	}
+	in.Measured = false // the same job, its traffic unknown: the assumed ring packs it
+	if plan, err := Choose(in); err != nil || plan.Cost.Comm == 0 {
+		t.Errorf("unknown traffic: %s, comm %g, %v; want the assumed ring's communication", plan.Placement, plan.Cost.Comm, err)
+	}
 }
 
 // TestChooseWithoutTraffic: with no traffic measured, ranks are taken to talk to their
