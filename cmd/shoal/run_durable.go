@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -109,23 +109,25 @@ func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *api.JobSpec,
 
 // putShards puts every rank's shard of the epoch m describes into the stores of two
 // of the agents at addrs (one when there is one), in parallel: any single node lost
-// before the job's next epoch is complete loses nothing.
+// before the job's next epoch is complete loses nothing. The files are streamed from
+// DIR, which durable.Newest has just verified; each agent verifies what it stores.
 func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []string) error {
 	copies := min(2, len(addrs))
 	errs := make(chan error, m.Ranks*copies)
 	var wg sync.WaitGroup
 	for rank := range m.Ranks {
-		b, err := durable.ReadShard(r.durable, m, rank)
-		if err != nil {
-			return err
-		}
 		for k := range copies {
 			addr := addrs[(rank+k)%len(addrs)]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ref := api.ShardRef{Job: m.Job, Epoch: m.Epoch, Rank: rank}
-				if err := api.NewClient(addr, r.secret).PutShard(ctx, ref, bytes.NewReader(b)); err != nil {
+				f, err := os.Open(durable.ShardPath(r.durable, m, rank))
+				if err == nil {
+					defer f.Close()
+					ref := api.ShardRef{Job: m.Job, Epoch: m.Epoch, Rank: rank}
+					err = api.NewClient(addr, r.secret).PutShard(ctx, ref, f)
+				}
+				if err != nil {
 					errs <- fmt.Errorf("rank %d to %s: %w", rank, addr, err)
 				}
 			}()

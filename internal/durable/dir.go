@@ -74,7 +74,7 @@ func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) e
 		if n == epochDir(m.Epoch) {
 			continue
 		}
-		if len(Complete([]string{n})) == 1 || isTmp(n) {
+		if isEpochEntry(n) {
 			os.RemoveAll(filepath.Join(dir, n))
 		}
 	}
@@ -106,7 +106,12 @@ func saveShard(path string, shard func(rank int) (io.ReadCloser, error), rank in
 	return ShardEntry{Size: int64(len(b)), Checksum: s.Checksum}, s.CreatedNs, nil
 }
 
-func isTmp(name string) bool {
+// isEpochEntry reports whether name is an epoch's directory, complete or being
+// written: what Save replaces and Clear removes.
+func isEpochEntry(name string) bool {
+	if _, ok := parseEpochDir(name); ok {
+		return true
+	}
 	var e uint64
 	_, err := fmt.Sscanf(name, ".epoch-%d.tmp", &e)
 	return err == nil && tmpDir(e) == name
@@ -158,10 +163,15 @@ func Newest(dir string, want Identity) (Manifest, error) {
 	return m, nil
 }
 
+// ShardPath is the file of rank's shard of the epoch m describes in dir.
+func ShardPath(dir string, m Manifest, rank int) string {
+	return filepath.Join(dir, epochDir(m.Epoch), shardName(rank))
+}
+
 // ReadShard reads rank's shard of the epoch m describes in dir and verifies it
 // against m: an [ErrCorrupt] when it fails.
 func ReadShard(dir string, m Manifest, rank int) ([]byte, error) {
-	path := filepath.Join(dir, epochDir(m.Epoch), shardName(rank))
+	path := ShardPath(dir, m, rank)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
@@ -207,7 +217,7 @@ func Clear(dir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if n := e.Name(); len(Complete([]string{n})) == 1 || isTmp(n) {
+		if n := e.Name(); isEpochEntry(n) {
 			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 				return err
 			}

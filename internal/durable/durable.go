@@ -116,14 +116,24 @@ func shardName(rank int) string { return fmt.Sprintf("rank-%d.shard", rank) }
 func Complete(names []string) []uint64 {
 	var out []uint64
 	for _, n := range names {
-		var e uint64
-		if rest, ok := strings.CutPrefix(n, "epoch-"); ok {
-			if _, err := fmt.Sscanf(rest, "%d", &e); err == nil && e > 0 && epochDir(e) == n {
-				out = append(out, e)
-			}
+		if e, ok := parseEpochDir(n); ok {
+			out = append(out, e)
 		}
 	}
 	slices.Sort(out)
 	slices.Reverse(out)
 	return out
+}
+
+// parseEpochDir returns the epoch a complete epoch's directory name names.
+func parseEpochDir(name string) (uint64, bool) {
+	var e uint64
+	rest, ok := strings.CutPrefix(name, "epoch-")
+	if !ok {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(rest, "%d", &e); err != nil || e == 0 || epochDir(e) != name {
+		return 0, false
+	}
+	return e, true
 }
