@@ -45,7 +45,8 @@ Subcommands:
   add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--no-agent]
                     add a host n<K+1> (with an agent joining the others), in
                     site S (default: the last) when there are sites
-  restart NODE      start NODE's agent again (after kill)
+  restart NODE      start NODE's agent again (after kill); with --slurm,
+                    NODE's slurmd (and slurmctld in n1)
   exec NODE [--] COMMAND [ARGS]
                     run COMMAND inside NODE with stdio passed through; exits
                     with its exit code

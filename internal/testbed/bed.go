@@ -387,7 +387,9 @@ func (b *Bed) joinAddr(st *state, h *Host) string {
 
 // StartAgent starts node's agent again, e.g. after [Bed.Kill] or a leave; it joins another
 // running agent. It returns once that agent and the running ones see each other alive, or
-// fails with [ErrAgentNotReady]. It fails on a testbed without agents.
+// fails with [ErrAgentNotReady]. On a testbed running Slurm it starts node's Slurm daemons
+// again instead, and returns once Slurm counts the node. It fails on a testbed with
+// neither.
 func (b *Bed) StartAgent(ctx context.Context, node string) error {
 	unlock, err := lock(b.n)
 	if err != nil {
@@ -401,6 +403,9 @@ func (b *Bed) StartAgent(ctx context.Context, node string) error {
 	h, err := st.host(node)
 	if err != nil {
 		return err
+	}
+	if st.Slurm != nil {
+		return b.restartSlurm(ctx, st, h)
 	}
 	if st.AgentBinary == "" {
 		return errors.New("testbed: this testbed runs no agents")

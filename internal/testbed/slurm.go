@@ -124,6 +124,11 @@ func slurmConf(n names, st *state) string {
 		{"ReturnToService", "2"},
 		{"KillWait", "5"},
 		{"InactiveLimit", "0"},
+		// A job of partition urgent preempts the jobs of partition shoal it needs
+		// the nodes of: SIGTERM to their steps' tasks, then after their
+		// partition's GraceTime the end of the job and a requeue.
+		{"PreemptType", "preempt/partition_prio"},
+		{"PreemptMode", "REQUEUE"},
 	} {
 		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
 	}
@@ -133,7 +138,8 @@ func slurmConf(n names, st *state) string {
 	}
 	// Whole nodes, as MPI clusters usually give them: an allocation's agent offers its
 	// ranks the cores Slurm allocated on its node.
-	fmt.Fprintf(&b, "PartitionName=shoal Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE\n")
+	fmt.Fprintf(&b, "PartitionName=shoal Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE PriorityTier=1 GraceTime=60\n")
+	fmt.Fprintf(&b, "PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE PriorityTier=2 PreemptMode=OFF\n")
 	return b.String()
 }
 
@@ -256,6 +262,49 @@ func (b *Bed) waitSlurm(ctx context.Context, st *state) error {
 	})
 	if err != nil {
 		return fmt.Errorf("testbed: Slurm not ready: %w (nodes: %s)", err, last)
+	}
+	return nil
+}
+
+// restartSlurm starts the Slurm daemons of host h that [Bed.Kill] ended (its slurmd;
+// slurmctld too in n1) and waits until Slurm counts the node again: a node DOWN
+// returns by itself when its slurmd registers (ReturnToService=2).
+func (b *Bed) restartSlurm(ctx context.Context, st *state, h *Host) error {
+	s := st.Slurm
+	if h == &st.Hosts[0] && !running(s.CtldPID) {
+		pid, err := startDaemon(s.Dir+"/slurmctld.out", prefix(st, h), "slurmctld", "-D", "-f", s.Conf)
+		if err != nil {
+			return err
+		}
+		s.CtldPID = pid
+	}
+	if running(h.SlurmdPID) {
+		return fmt.Errorf("testbed: the slurmd of %s runs already (pid %d)", h.Name, h.SlurmdPID)
+	}
+	pid, err := startDaemon(filepath.Join(h.Dir, "slurmd.out"), prefix(st, h), "slurmd", "-D", "-f", s.Conf)
+	if err != nil {
+		return err
+	}
+	h.SlurmdPID = pid
+	if err := st.save(b.n); err != nil {
+		return err
+	}
+	last := ""
+	err = pollUntil(ctx, slurmTimeout, func() (bool, error) {
+		if !running(h.SlurmdPID) {
+			log := filepath.Join(h.Dir, "slurmd.log")
+			return false, fmt.Errorf("the slurmd of %s exited; last lines of %s:\n%s", h.Name, log, tail(log, 5))
+		}
+		states, err := b.slurmNodes(ctx, st)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = states[h.Name]
+		return !strings.ContainsAny(last, "*~#") && !strings.HasPrefix(last, "down") && last != "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("testbed: %s not back in Slurm: %w (state: %s)", h.Name, err, last)
 	}
 	return nil
 }

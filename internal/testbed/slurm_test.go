@@ -34,6 +34,9 @@ func TestSlurmConf(t *testing.T) {
 		"NodeName=n1 NodeAddr=10.77.236.11 CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 ",
 		"NodeName=n2 NodeAddr=10.77.236.12 CPUs=3 Sockets=1 CoresPerSocket=3 ThreadsPerCore=1 ",
 		"PartitionName=shoal Nodes=ALL Default=YES",
+		"PreemptType=preempt/partition_prio\n",
+		"PreemptMode=REQUEUE\n",
+		"PartitionName=urgent Nodes=ALL ",
 	} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("slurm.conf lacks %q; got:\n%s", want, conf)
