@@ -115,6 +115,21 @@ func addInputs(ctx context.Context, c *api.Client, spec *api.JobSpec, env, input
 
 // interpreter reports whether program is a Python interpreter (python,
 // python3, python3.12, a virtualenv's), which a cluster job runs in place.
+// jobArgv is the command line a job of program with args runs on the nodes, and the
+// file staged to them for it ("" for none). A program runs by its file name, staged. A
+// copy of an interpreter would leave its installation (a virtualenv's packages)
+// behind: it runs by its path, and its script is staged and named by its file name.
+func jobArgv(program string, args []string) (argv []string, staged string) {
+	args = slices.Clone(args)
+	if !interpreter(program) {
+		return append([]string{filepath.Base(program)}, args...), program
+	}
+	if i := scriptArg(args); i >= 0 {
+		staged, args[i] = args[i], filepath.Base(args[i])
+	}
+	return append([]string{program}, args...), staged
+}
+
 func interpreter(program string) bool {
 	base := filepath.Base(program)
 	return base == "python" || base == "python3" || strings.HasPrefix(base, "python3.")
@@ -160,15 +175,9 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), interrupts...)
 	defer cancel()
-	name, staged := filepath.Base(program), program
-	args = slices.Clone(args)
+	argv, staged := jobArgv(program, args)
+	name, args := argv[0], argv[1:]
 	if interpreter(program) {
-		// A copy of an interpreter leaves its installation (a virtualenv's
-		// packages) behind: it runs by its path, and its script is staged.
-		name, staged = program, ""
-		if i := scriptArg(args); i >= 0 {
-			staged, args[i] = args[i], filepath.Base(args[i])
-		}
 		note := fmt.Sprintf("shoal: %s runs by its path on every node, which must have it (the same installation, or a shared file system)", program)
 		if staged != "" {
 			note += "; " + filepath.Base(staged) + " is staged"

@@ -63,15 +63,12 @@ func identity(spec api.JobSpec) durable.Identity {
 func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *api.JobSpec, stderr io.Writer) int {
 	ident := identity(*spec)
 	m, err := durable.Newest(r.durable, ident)
-	switch {
-	case errors.Is(err, durable.ErrNoEpoch):
+	if errors.Is(err, durable.ErrNoEpoch) {
 		r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, SlurmJob: r.alloc.JobID}, 0)
 		return -1
-	case errors.Is(err, durable.ErrForeign):
-		fmt.Fprintf(stderr, "shoal run: --durable: %v; give another DIR, or remove it to start afresh\n", err)
-		return exitFailure
-	case err != nil:
-		fmt.Fprintf(stderr, "shoal run: --durable: %v; nothing was changed there\n", err)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, durableRefusal(err))
 		return exitFailure
 	}
 	if spec.ID != "" && spec.ID != m.Job {
@@ -105,6 +102,15 @@ func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *api.JobSpec,
 	spec.ID, spec.ResumeEpoch, spec.ResumeFrom = m.Job, m.Epoch, r.durable
 	r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, Job: m.Job, SlurmJob: r.alloc.JobID}, m.Epoch)
 	return -1
+}
+
+// durableRefusal is shoal run's line for an epoch in --durable DIR it will not resume
+// from.
+func durableRefusal(err error) string {
+	if errors.Is(err, durable.ErrForeign) {
+		return fmt.Sprintf("shoal run: --durable: %v; give another DIR, or remove it to start afresh", err)
+	}
+	return fmt.Sprintf("shoal run: --durable: %v; nothing was changed there", err)
 }
 
 // putShards puts every rank's shard of the epoch m describes into the stores of two

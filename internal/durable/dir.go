@@ -122,6 +122,22 @@ func isEpochEntry(name string) bool {
 // none (or does not exist), [ErrCorrupt] or [ErrForeign], wrapped with the path and
 // the reason in one line, otherwise. It changes nothing in dir.
 func Newest(dir string, want Identity) (Manifest, error) {
+	m, err := Peek(dir, want)
+	if err != nil {
+		return m, err
+	}
+	for r := range m.Ranks {
+		if _, err := ReadShard(dir, m, r); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// Peek is [Newest] without reading the shards: the manifest of dir's newest complete
+// epoch, checked against want. It costs a directory listing and one small file, so a
+// foreign or corrupt manifest is found before anything else is started.
+func Peek(dir string, want Identity) (Manifest, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Manifest{}, ErrNoEpoch
@@ -154,11 +170,6 @@ func Newest(dir string, want Identity) (Manifest, error) {
 	}
 	if !m.Identity.Equal(want) {
 		return m, fmt.Errorf("%w: %s holds epoch %d of %s (job %s), not of %s", ErrForeign, dir, m.Epoch, m.Identity, m.Job, want)
-	}
-	for r := range m.Ranks {
-		if _, err := ReadShard(dir, m, r); err != nil {
-			return m, err
-		}
 	}
 	return m, nil
 }

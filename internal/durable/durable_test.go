@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"shoal/internal/ckpt"
@@ -142,6 +143,14 @@ func TestNewestRefuses(t *testing.T) {
 		_, err := Newest(dir, tt.want)
 		if !errors.Is(err, tt.err) {
 			t.Errorf("%s: Newest: %v, want %v", tt.name, err, tt.err)
+		}
+		// Peek reads no shard: it finds all but what is wrong in one.
+		var wantPeek error
+		if !strings.Contains(tt.name, "shard") && !strings.Contains(tt.name, "byte") {
+			wantPeek = tt.err
+		}
+		if _, err := Peek(dir, tt.want); !errors.Is(err, wantPeek) || (wantPeek == nil && err != nil) {
+			t.Errorf("%s: Peek: %v, want %v", tt.name, err, wantPeek)
 		}
 		if after := names2(dir); !slices.Equal(before, after) {
 			t.Errorf("%s: Newest changed the dir from %q to %q", tt.name, before, after)
