@@ -56,6 +56,13 @@ Flags:
 `
 
 func agentCmd(args []string, stdout, stderr io.Writer) int {
+	return runAgent(args, nil, stdout, stderr)
+}
+
+// runAgent is shoal agent with args. onTerm, when not nil, is called on each SIGTERM
+// instead of leaving: the agents of a Slurm allocation (slurm-agent) answer Slurm's
+// SIGTERM so; SIGINT still makes the agent leave.
+func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer) int {
 	var (
 		init                            bool
 		join, secretFile, bind, apiAddr string
@@ -175,20 +182,25 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal agent: %s\n", errorLine(err))
 		return exitFailure
 	}
-	select {
-	case <-a.Done(): // left through the API
-		return exitOK
-	case sig := <-sigs:
-		log.Info("leaving on signal; send another to stop at once", "signal", sig.String())
-	}
-	go a.Leave(context.Background())
-	select {
-	case <-a.Done():
-		return exitOK
-	case sig := <-sigs:
-		log.Warn("stopping without leaving", "signal", sig.String())
-		a.Shutdown()
-		return exitFailure
+	leaving := false
+	for {
+		select {
+		case <-a.Done(): // left, through the API or on a signal
+			return exitOK
+		case sig := <-sigs:
+			switch {
+			case sig == syscall.SIGTERM && onTerm != nil:
+				onTerm(log)
+			case leaving:
+				log.Warn("stopping without leaving", "signal", sig.String())
+				a.Shutdown()
+				return exitFailure
+			default:
+				log.Info("leaving on signal; send another to stop at once", "signal", sig.String())
+				leaving = true
+				go a.Leave(context.Background())
+			}
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/durable"
 	"shoal/internal/jobstore"
 	"shoal/internal/slurm"
 )
@@ -45,6 +46,13 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 			fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
 			return exitFailure
 		}
+		// An epoch of another job is found now, not once the agents are up. Its
+		// shards are read and verified when the job resumes (allocRun.resume).
+		argv, _ := jobArgv(program, args)
+		if _, err := durable.Peek(f.durable, identity(api.JobSpec{Argv: argv, Ranks: f.nranks})); err != nil && !errors.Is(err, durable.ErrNoEpoch) {
+			fmt.Fprintln(stderr, durableRefusal(err))
+			return exitFailure
+		}
 	}
 	if f.durable != "" && startedByShell() {
 		fmt.Fprintln(stderr, "shoal: warning: the batch script's shell runs shoal run: Slurm's warning signal (--signal=B:TERM) ends the shell, not shoal run; write `exec shoal run …` (docs/slurm.md)")
@@ -60,6 +68,10 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 		return exitFailure
 	}
 	step := slurm.AgentStep{Alloc: alloc, Shoal: self, FirstNode: nodes[0], FirstAddr: addr, Port: slurm.AgentPort(alloc.JobID)}
+	if here := os.Getenv("SLURMD_NODENAME"); here != "" {
+		// The batch host: its agent passes Slurm's SIGTERM on to this process.
+		step.Run = fmt.Sprintf("%s:%d", here, os.Getpid())
+	}
 	// This node's copy of the agents' log, and nothing else: the secret travels to the
 	// agents in srun's environment (slurm.SecretEnv).
 	logDir, err := os.MkdirTemp("", slurm.DirName(alloc.JobID)+"-run-")
@@ -100,10 +112,11 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 		stop()
 		code = runOnCluster(c, f, program, args, stdout, stderr, ar)
 	}
+	// Nothing from here on may be cut short by a SIGTERM: the requeue below sends
+	// one, the time limit another, and an agent that did not leave passes on the
+	// one stopAgents sends it.
+	signal.Ignore(syscall.SIGTERM)
 	if ar.held > 0 {
-		// Nothing here may be cut short by Slurm's next signals: the requeue
-		// below sends one, and the time limit another.
-		signal.Ignore(syscall.SIGTERM)
 		code = exitHeld
 	}
 	clean := stopAgents(c, secret, cmd, exited)

@@ -2,8 +2,14 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/ckpt"
+	"shoal/internal/durable"
 )
 
 // Inside a Slurm allocation with no agent, shoal run starts agents that stop when it
@@ -21,6 +27,38 @@ func TestRunInAllocationRefusesDetach(t *testing.T) {
 	}
 }
 
+// TestRunInAllocationRefusesForeignDurable: an epoch of another job in --durable DIR
+// is refused in one line before any agent starts (there is no Slurm here to start
+// one), and DIR keeps it.
+func TestRunInAllocationRefusesForeignDurable(t *testing.T) {
+	t.Setenv("SHOAL_DATA_DIR", t.TempDir())
+	t.Setenv("SHOAL_AGENT", "")
+	t.Setenv("SLURM_JOB_ID", "7")
+	t.Setenv("SLURM_JOB_NODELIST", "n[1-4]")
+	t.Setenv("SLURM_JOB_NUM_NODES", "4")
+	dir := t.TempDir()
+	other := durable.Identity{Program: "heat", Args: []string{"--steps", "3000"}, Ranks: 1}
+	shard := func(int) (io.ReadCloser, error) {
+		b, err := ckpt.Encode(ckpt.Header{Job: "heat-1", Epoch: 3, NRanks: 1}, []ckpt.Region{{ID: 1, ElemSize: 1, Count: 4, Data: []byte("heat")}})
+		return io.NopCloser(bytes.NewReader(b)), err
+	}
+	if err := durable.Save(dir, durable.Manifest{Identity: other, Job: "heat-1", SlurmJob: "6", Epoch: 3}, shard); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-n", "2", "--durable", dir, "/bin/true"}, &stdout, &stderr)
+	msg := strings.TrimSuffix(stderr.String(), "\n")
+	if code != exitFailure || strings.Contains(msg, "\n") || !strings.Contains(msg, "not of true on 2 ranks") || !strings.Contains(msg, "give another DIR") {
+		t.Errorf("exit %d, stderr %q; want %d and one line refusing heat's epoch", code, stderr.String(), exitFailure)
+	}
+	if strings.Contains(stdout.String(), "starting an agent") {
+		t.Errorf("agents were started: %q", stdout.String())
+	}
+	if _, err := durable.Peek(dir, other); err != nil {
+		t.Errorf("DIR lost heat's epoch: %v", err)
+	}
+}
+
 func TestSlurmAgentUsage(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"slurm-agent", "--job", "7"}, &stdout, &stderr); code != exitUsage {
@@ -28,5 +66,36 @@ func TestSlurmAgentUsage(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "shoal run starts it") {
 		t.Errorf("stderr %q: want it to say who starts slurm-agent", stderr.String())
+	}
+}
+
+// TestOrphaned: an agent ends the Slurm job left without its batch script only when
+// shoal run's node has been dead orphanGrace, and only the live agent of the lowest
+// name, not leaving, does.
+func TestOrphaned(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	node := func(name, state string, ago time.Duration) api.Node {
+		return api.Node{Name: name, State: state, Since: now.Add(-ago)}
+	}
+	long, short := orphanGrace+time.Second, orphanGrace-time.Second
+	tests := []struct {
+		name  string
+		nodes []api.Node
+		want  bool
+	}{
+		{"dead long enough", []api.Node{node("n2", "dead", long), node("n3", "alive", time.Hour), node("n4", "alive", time.Hour)}, true},
+		{"dead too briefly", []api.Node{node("n2", "dead", short), node("n3", "alive", time.Hour), node("n4", "alive", time.Hour)}, false},
+		{"left at the job's end", []api.Node{node("n2", "left", long), node("n3", "alive", time.Hour)}, false},
+		{"suspect", []api.Node{node("n2", "suspect", long), node("n3", "alive", time.Hour)}, false},
+		{"alive", []api.Node{node("n2", "alive", long), node("n3", "alive", time.Hour)}, false},
+		{"a lower live node acts", []api.Node{node("n1", "alive", time.Hour), node("n2", "dead", long), node("n3", "alive", time.Hour)}, false},
+		{"a lower dead node does not", []api.Node{node("n1", "dead", time.Hour), node("n2", "dead", long), node("n3", "alive", time.Hour)}, true},
+		{"self leaving", []api.Node{node("n2", "dead", long), {Name: "n3", State: "alive", Leaving: true}}, false},
+		{"run node unknown", []api.Node{node("n3", "alive", time.Hour)}, false},
+	}
+	for _, tt := range tests {
+		if got := orphaned(tt.nodes, "n3", "n2", now); got != tt.want {
+			t.Errorf("%s: orphaned = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -105,6 +105,11 @@ type AgentStep struct {
 	FirstNode string // the node whose agent starts the cluster (the allocation's first)
 	FirstAddr string // its address, as scontrol gives it (NodeAddr)
 	Port      int    // [AgentPort]
+	// Run is where shoal run runs, NODE:PID, when that is a node of the allocation
+	// (the batch host); "" otherwise. Slurm's SIGTERM on preemption goes to the
+	// steps' tasks, the agents, and not to the batch script: the agent on NODE
+	// passes it on to shoal run, which holds the job.
+	Run string
 }
 
 // Argv is the srun command line that starts one agent on every node of the allocation:
@@ -116,12 +121,16 @@ type AgentStep struct {
 //   - --label: the agents' log lines in one file, prefixed by task number.
 func (s AgentStep) Argv() []string {
 	n := strconv.Itoa(s.Alloc.NumNodes)
-	return []string{"srun", "--no-kill", "--whole", "--mpi=none", "--kill-on-bad-exit=0", "--label",
+	argv := []string{"srun", "--no-kill", "--whole", "--mpi=none", "--kill-on-bad-exit=0", "--label",
 		"--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--job-name=shoal-agents",
 		s.Shoal, "slurm-agent",
 		"--job", s.Alloc.JobID, "--first", s.FirstNode,
 		"--first-addr", net.JoinHostPort(s.FirstAddr, strconv.Itoa(s.Port)),
 		"--port", strconv.Itoa(s.Port)}
+	if s.Run != "" {
+		argv = append(argv, "--run", s.Run)
+	}
+	return argv
 }
 
 // APIAddr is the API address of the first node's agent: where `shoal run` submits.
@@ -168,6 +177,33 @@ func ParseNodeAddr(line string) string {
 	return ""
 }
 
+// NodeLost reports whether Slurm has given up on node: DOWN, or not responding (the
+// "*" scontrol adds to its state), as it marks a node silent for SlurmdTimeout.
+func NodeLost(ctx context.Context, node string) (bool, error) {
+	out, err := scontrol(ctx, "show", "node", "--oneliner", node)
+	if err != nil {
+		return false, err
+	}
+	return StateLost(ParseNodeState(out)), nil
+}
+
+// ParseNodeState returns the State field of one line of `scontrol show node
+// --oneliner` (IDLE, ALLOCATED*, DOWN*+DRAIN, …), or "".
+func ParseNodeState(line string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "State="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// StateLost reports whether a node state of scontrol's says Slurm has given up on the
+// node: DOWN, or not responding ("*", NOT_RESPONDING).
+func StateLost(state string) bool {
+	return strings.HasPrefix(state, "DOWN") || strings.Contains(state, "*") || strings.Contains(state, "NOT_RESPONDING")
+}
+
 func scontrol(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -187,12 +223,16 @@ func scontrol(ctx context.Context, args ...string) (string, error) {
 // ScrubEnv removes from this process's environment what Slurm set for the agents' step,
 // before an agent starts: Open MPI that sees SLURM_JOB_ID launches its daemons through
 // srun and takes its hosts from the allocation, not from the rankfile Shoal gives it;
-// and the secret ([SecretEnv]) must not reach the ranks. It returns the secret.
+// and the secret ([SecretEnv]) must not reach the ranks. SLURM_CONF stays: the agents
+// run scontrol (watchOrphan). It returns the secret.
 func ScrubEnv() (secret string) {
 	secret = os.Getenv(SecretEnv)
 	os.Unsetenv(SecretEnv)
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
+		if k == "SLURM_CONF" {
+			continue // where Slurm's commands find the cluster's configuration
+		}
 		if strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "SLURMD_") {
 			os.Unsetenv(k)
 		}
@@ -207,6 +247,8 @@ type Job struct {
 	Requeue  bool   // Requeue=1: sbatch --requeue, or the site's JobRequeue default
 	Batch    bool   // BatchFlag=1: a batch job (salloc's are not requeued)
 	Restarts int    // Restarts: how often it was requeued (SLURM_RESTART_COUNT in its run)
+	// BatchHost is the node that runs the batch script, "" for salloc's jobs.
+	BatchHost string
 }
 
 // ParseJob reads one line of `scontrol show job --oneliner`.
@@ -223,6 +265,8 @@ func ParseJob(line string) Job {
 			j.Batch = v == "1"
 		case "Restarts":
 			j.Restarts, _ = strconv.Atoi(v)
+		case "BatchHost":
+			j.BatchHost = v
 		}
 	}
 	return j
@@ -260,4 +304,14 @@ func ShowJob(ctx context.Context, id string) (Job, error) {
 func Requeue(ctx context.Context, id string) error {
 	_, err := scontrol(ctx, "requeue", id)
 	return err
+}
+
+// Cancel ends job id (`scancel`).
+func Cancel(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "scancel", id).CombinedOutput(); err != nil {
+		return fmt.Errorf("scancel %s: %v: %s", id, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -65,6 +66,11 @@ func TestAgentStepArgv(t *testing.T) {
 	if got := s.APIAddr(); got != "10.0.0.1:30022" {
 		t.Errorf("APIAddr() = %s, want 10.0.0.1:30022", got)
 	}
+	// shoal run in the batch script: the agent on its node learns its pid.
+	s.Run = "n1:4242"
+	if got, want := s.Argv(), append(want, "--run", "n1:4242"); !slices.Equal(got, want) {
+		t.Errorf("Argv() with Run =\n%q\nwant\n%q", got, want)
+	}
 }
 
 func TestParseNodeAddr(t *testing.T) {
@@ -93,8 +99,8 @@ func TestParseJob(t *testing.T) {
 		want Job
 		why  string
 	}{
-		{"JobId=12 JobName=job.sh UserId=root(0) JobState=RUNNING Reason=None Requeue=1 Restarts=0 BatchFlag=1 Reboot=0",
-			Job{State: "RUNNING", Requeue: true, Batch: true}, ""},
+		{"JobId=12 JobName=job.sh UserId=root(0) JobState=RUNNING Reason=None Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 BatchHost=n2",
+			Job{State: "RUNNING", Requeue: true, Batch: true, BatchHost: "n2"}, ""},
 		{"JobId=12 JobState=RUNNING Requeue=0 Restarts=2 BatchFlag=1",
 			Job{State: "RUNNING", Batch: true, Restarts: 2}, "submitted with --no-requeue (or the site's JobRequeue=0)"},
 		{"JobId=12 JobState=CANCELLED Requeue=1 Restarts=0 BatchFlag=1",
@@ -109,6 +115,53 @@ func TestParseJob(t *testing.T) {
 		}
 		if why := got.Requeueable(); why != tt.why {
 			t.Errorf("Requeueable(%+v) = %q, want %q", got, why, tt.why)
+		}
+	}
+}
+
+func TestNodeState(t *testing.T) {
+	tests := []struct {
+		line, state string
+		lost        bool
+	}{
+		{"NodeName=n2 Arch=x86_64 CoresPerSocket=2 State=IDLE ThreadsPerCore=1", "IDLE", false},
+		{"NodeName=n2 State=ALLOCATED ThreadsPerCore=1", "ALLOCATED", false},
+		{"NodeName=n2 State=MIXED+DRAIN ThreadsPerCore=1", "MIXED+DRAIN", false},
+		{"NodeName=n2 State=ALLOCATED* ThreadsPerCore=1", "ALLOCATED*", true},
+		{"NodeName=n2 State=DOWN* ThreadsPerCore=1", "DOWN*", true},
+		{"NodeName=n2 State=DOWN+NOT_RESPONDING ThreadsPerCore=1", "DOWN+NOT_RESPONDING", true},
+		{"NodeName=n2 State=IDLE+NOT_RESPONDING", "IDLE+NOT_RESPONDING", true},
+		{"NodeName=n2", "", false},
+	}
+	for _, tt := range tests {
+		state := ParseNodeState(tt.line)
+		if state != tt.state {
+			t.Errorf("ParseNodeState(%q) = %q, want %q", tt.line, state, tt.state)
+		}
+		if lost := StateLost(state); lost != tt.lost {
+			t.Errorf("StateLost(%q) = %v, want %v", state, lost, tt.lost)
+		}
+	}
+}
+
+// TestScrubEnv: the agents' environment loses the job's Slurm variables and the
+// secret, and keeps where Slurm's configuration is.
+func TestScrubEnv(t *testing.T) {
+	for k, v := range map[string]string{SecretEnv: "s3cret", "SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n2",
+		"SLURM_CONF": "/etc/slurm/slurm.conf", "SHOAL_KEEP": "yes"} {
+		t.Setenv(k, v)
+	}
+	if got := ScrubEnv(); got != "s3cret" {
+		t.Errorf("ScrubEnv() = %q, want the secret", got)
+	}
+	for _, k := range []string{SecretEnv, "SLURM_JOB_ID", "SLURMD_NODENAME"} {
+		if v, ok := os.LookupEnv(k); ok {
+			t.Errorf("%s=%s is left", k, v)
+		}
+	}
+	for _, k := range []string{"SLURM_CONF", "SHOAL_KEEP"} {
+		if _, ok := os.LookupEnv(k); !ok {
+			t.Errorf("%s is gone", k)
 		}
 	}
 }

@@ -151,11 +151,11 @@ func rankHost(out string) string {
 	return ""
 }
 
-// reference runs heat with plain mpirun on this machine alone and returns its
-// checksum: the result of an uninterrupted run.
-func reference(t *testing.T, args ...string) string {
+// reference runs heat on ranks ranks with plain mpirun on this machine alone and
+// returns its checksum: the result of an uninterrupted run.
+func reference(t *testing.T, ranks int, args ...string) string {
 	t.Helper()
-	argv := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "6",
+	argv := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", strconv.Itoa(ranks),
 		filepath.Join(testenv.Root, "build/examples/heat-plain")}, args...)
 	out, err := exec.Command("mpirun", argv...).CombinedOutput()
 	if err != nil {
@@ -169,15 +169,24 @@ func reference(t *testing.T, args ...string) string {
 }
 
 // TestSlurm runs the batch jobs of docs/slurm.md on one testbed of 4 hosts, one after
-// the other: bringing a testbed with Slurm up costs more than most of the jobs. The
-// job that kills a host comes last: the host stays down.
+// the other: bringing a testbed with Slurm up costs more than most of the jobs. A job
+// that loses its batch host has the host's slurmd started again after it; the job that
+// kills another host comes last: that host stays down.
 func TestSlurm(t *testing.T) {
 	b := up(t, 4)
-	t.Run("Requeued", func(t *testing.T) { batchJobRequeued(t, b) })
-	if t.Failed() {
-		return
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *testbed.Bed)
+	}{
+		{"Requeued", batchJobRequeued},
+		{"Preempted", batchJobPreempted},
+		{"BatchHostLost", batchHostLost},
+		{"KilledHost", batchJobKilledHost},
+	} {
+		if !t.Run(tc.name, func(t *testing.T) { tc.run(t, b) }) {
+			return
+		}
 	}
-	t.Run("KilledHost", func(t *testing.T) { batchJobKilledHost(t, b) })
 }
 
 // batchJobKilledHost: the batch script users write (docs/slurm.md) runs heat on 6
@@ -187,7 +196,7 @@ func TestSlurm(t *testing.T) {
 // shrunk by the lost host.
 func batchJobKilledHost(t *testing.T, b *testbed.Bed) {
 	heatArgs := []string{"--size", "1000", "--steps", "2500"}
-	want := reference(t, heatArgs...)
+	want := reference(t, 6, heatArgs...)
 	shoal := filepath.Join(testenv.Root, "bin/shoal")
 	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	// --pace: at least 10 s of steps, so that the kill lands in the middle.
