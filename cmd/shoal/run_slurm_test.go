@@ -15,11 +15,7 @@ import (
 // Inside a Slurm allocation with no agent, shoal run starts agents that stop when it
 // returns: --detach would leave a job with nobody to run it.
 func TestRunInAllocationRefusesDetach(t *testing.T) {
-	t.Setenv("SHOAL_DATA_DIR", t.TempDir())
-	t.Setenv("SHOAL_AGENT", "")
-	t.Setenv("SLURM_JOB_ID", "7")
-	t.Setenv("SLURM_JOB_NODELIST", "n[1-4]")
-	t.Setenv("SLURM_JOB_NUM_NODES", "4")
+	inAllocation(t)
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"run", "-n", "2", "--detach", "/bin/true"}, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), "--detach inside a Slurm allocation") {
@@ -31,11 +27,7 @@ func TestRunInAllocationRefusesDetach(t *testing.T) {
 // is refused in one line before any agent starts (there is no Slurm here to start
 // one), and DIR keeps it.
 func TestRunInAllocationRefusesForeignDurable(t *testing.T) {
-	t.Setenv("SHOAL_DATA_DIR", t.TempDir())
-	t.Setenv("SHOAL_AGENT", "")
-	t.Setenv("SLURM_JOB_ID", "7")
-	t.Setenv("SLURM_JOB_NODELIST", "n[1-4]")
-	t.Setenv("SLURM_JOB_NUM_NODES", "4")
+	inAllocation(t)
 	dir := t.TempDir()
 	other := durable.Identity{Program: "heat", Args: []string{"--steps", "3000"}, Ranks: 1}
 	shard := func(int) (io.ReadCloser, error) {
@@ -57,6 +49,16 @@ func TestRunInAllocationRefusesForeignDurable(t *testing.T) {
 	if _, err := durable.Peek(dir, other); err != nil {
 		t.Errorf("DIR lost heat's epoch: %v", err)
 	}
+}
+
+// inAllocation makes the test's environment a Slurm allocation of 4 nodes with no
+// agent running.
+func inAllocation(t *testing.T) {
+	t.Setenv("SHOAL_DATA_DIR", t.TempDir())
+	t.Setenv("SHOAL_AGENT", "")
+	t.Setenv("SLURM_JOB_ID", "7")
+	t.Setenv("SLURM_JOB_NODELIST", "n[1-4]")
+	t.Setenv("SLURM_JOB_NUM_NODES", "4")
 }
 
 func TestSlurmAgentUsage(t *testing.T) {

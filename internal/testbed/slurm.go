@@ -241,10 +241,9 @@ func (b *Bed) waitSlurm(ctx context.Context, st *state) error {
 		if !running(s.CtldPID) {
 			return false, fmt.Errorf("slurmctld exited; last lines of %s:\n%s", s.CtldLog, tail(s.CtldLog, 5))
 		}
-		for _, h := range st.Hosts {
-			if !running(h.SlurmdPID) {
-				log := filepath.Join(h.Dir, "slurmd.log")
-				return false, fmt.Errorf("the slurmd of %s exited; last lines of %s:\n%s", h.Name, log, tail(log, 5))
+		for i := range st.Hosts {
+			if err := slurmdExited(&st.Hosts[i]); err != nil {
+				return false, err
 			}
 		}
 		states, err := b.slurmNodes(ctx, st)
@@ -291,9 +290,8 @@ func (b *Bed) restartSlurm(ctx context.Context, st *state, h *Host) error {
 	}
 	last := ""
 	err = pollUntil(ctx, slurmTimeout, func() (bool, error) {
-		if !running(h.SlurmdPID) {
-			log := filepath.Join(h.Dir, "slurmd.log")
-			return false, fmt.Errorf("the slurmd of %s exited; last lines of %s:\n%s", h.Name, log, tail(log, 5))
+		if err := slurmdExited(h); err != nil {
+			return false, err
 		}
 		states, err := b.slurmNodes(ctx, st)
 		if err != nil {
@@ -307,6 +305,16 @@ func (b *Bed) restartSlurm(ctx context.Context, st *state, h *Host) error {
 		return fmt.Errorf("testbed: %s not back in Slurm: %w (state: %s)", h.Name, err, last)
 	}
 	return nil
+}
+
+// slurmdExited says, with the last lines of its log, that host h's slurmd is no
+// longer running; nil while it runs.
+func slurmdExited(h *Host) error {
+	if running(h.SlurmdPID) {
+		return nil
+	}
+	log := filepath.Join(h.Dir, "slurmd.log")
+	return fmt.Errorf("the slurmd of %s exited; last lines of %s:\n%s", h.Name, log, tail(log, 5))
 }
 
 // slurmNodes runs sinfo in n1 and returns the state of every node by name.

@@ -45,17 +45,7 @@ func batchJobPreempted(t *testing.T, b *testbed.Bed) {
 	urgent.waitOutput(t, `^urgent job ran on `, time.Minute)
 
 	j.waitOutput(t, `^shoal: resuming from epoch `+held+` kept in `+kept+` \(job \S+; Slurm job `+j.id+`, restart 1\)`, time.Minute)
-	j.waitOutput(t, `^\[0\] checksum: `, time.Minute)
-	if state := waitState(t, b, j.id, func(s string) bool { return s == "COMPLETED" || s == "FAILED" }, 30*time.Second); state != "COMPLETED" {
-		t.Errorf("the job ended %s, want COMPLETED", state)
-	}
-	out := j.output()
-	if got := watch.Field(out, "checksum"); got != want {
-		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
-	}
-	if strings.Contains(out, "restarting 6 ranks from the beginning") {
-		t.Errorf("a run started from the beginning")
-	}
+	j.finished(t, b, want)
 }
 
 // batchHostLost: the batch host of a running job is killed, and shoal run with it.
@@ -96,17 +86,7 @@ func batchHostLost(t *testing.T, b *testbed.Bed) {
 	if again := batchHost(t, b, j.id); again == host {
 		t.Errorf("the requeued run's batch host is %s, the lost one", host)
 	}
-	j.waitOutput(t, `^\[0\] checksum: `, time.Minute)
-	if state := waitState(t, b, j.id, func(s string) bool { return s == "COMPLETED" || s == "FAILED" }, 30*time.Second); state != "COMPLETED" {
-		t.Errorf("the job ended %s, want COMPLETED", state)
-	}
-	out := j.output()
-	if got := watch.Field(out, "checksum"); got != want {
-		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
-	}
-	if strings.Contains(out, "restarting 4 ranks from the beginning") {
-		t.Errorf("a run started from the beginning")
-	}
+	j.finished(t, b, want)
 }
 
 // batchHost is the host that runs job id's batch script (BatchHost of scontrol show
@@ -124,4 +104,23 @@ func batchHost(t *testing.T, b *testbed.Bed, id string) string {
 		t.Fatalf("job %s has no BatchHost: %s", id, out)
 	}
 	return m[1]
+}
+
+// finished waits until the job has printed its checksum and Slurm has it COMPLETED,
+// and checks that the checksum is want and that no run of it started from the
+// beginning. It returns the job's output.
+func (j *batch) finished(t *testing.T, b *testbed.Bed, want string) string {
+	t.Helper()
+	j.waitOutput(t, `^\[0\] checksum: `, time.Minute)
+	if state := waitState(t, b, j.id, func(s string) bool { return s == "COMPLETED" || s == "FAILED" }, 30*time.Second); state != "COMPLETED" {
+		t.Errorf("the job ended %s, want COMPLETED", state)
+	}
+	out := j.output()
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
+	}
+	if regexp.MustCompile(`restarting \d+ ranks from the beginning`).MatchString(out) {
+		t.Errorf("a run started from the beginning")
+	}
+	return out
 }

@@ -12,7 +12,6 @@ import (
 	"shoal/internal/slurm"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
-	"shoal/test/watch"
 )
 
 // batchJobRequeued: one batch job with --durable, in three runs. Its first run gets
@@ -65,19 +64,9 @@ func batchJobRequeued(t *testing.T, b *testbed.Bed) {
 
 	// Run 3 resumes from what DIR keeps and finishes.
 	j.waitOutput(t, `^shoal: resuming from epoch \d+ kept in `+kept+` \(job \S+; Slurm job `+j.id+`, restart 2\)`, time.Minute)
-	j.waitOutput(t, `^\[0\] checksum: `, time.Minute)
-	if state := waitState(t, b, j.id, func(s string) bool { return s == "COMPLETED" || s == "FAILED" }, 30*time.Second); state != "COMPLETED" {
-		t.Errorf("the job ended %s, want COMPLETED", state)
-	}
-	out := j.output()
-	if got := watch.Field(out, "checksum"); got != want {
-		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
-	}
+	out := j.finished(t, b, want)
 	if n := strings.Count(out, "heat: resumed at step"); n != 2 {
 		t.Errorf("heat resumed %d times, want 2", n)
-	}
-	if strings.Contains(out, "restarting 6 ranks from the beginning") {
-		t.Errorf("a run started from the beginning")
 	}
 	// The job is done: a later run of it starts afresh.
 	if m, _ := filepath.Glob(filepath.Join(dir, "epoch-*")); len(m) > 0 {
