@@ -291,7 +291,9 @@ func sortedMoves(m map[string]int) []string {
 // (--no-replan, or a forced --layout).
 func (b *clusterBackend) autoReplan(ctx context.Context) {
 	spec := b.cj.snapshot().Spec
-	if spec.NoReplan || spec.Layout != "" || b.pending != nil || len(b.traffic) == 0 || b.trafficGen == b.replanWeighed {
+	// b.traffic is nil until measured; empty, the ranks were measured sending
+	// nothing, which is weighed as any profile (a silent job may gain by spreading).
+	if spec.NoReplan || spec.Layout != "" || b.pending != nil || b.traffic == nil || b.trafficGen == b.replanWeighed {
 		return
 	}
 	rem, ok := b.remaining()

@@ -218,6 +218,35 @@ func TestMoveByTraffic(t *testing.T) {
 	shoal(t, b, "cancel", id)
 }
 
+// TestSilentJobWeighed: a job whose ranks send each other nothing (ring --kb 0, as
+// ep) is weighed like any other once its profile arrives: its layout is kept or
+// moved for a reason given with the traffic measured, not with the neighbours'
+// traffic the planner assumes before anything is known.
+func TestSilentJobWeighed(t *testing.T) {
+	b := up(t)
+	ring := testenv.Built(t, "build/bench/ring")
+	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--ckpt-interval", "1s", "--", ring,
+		"--kb", "0", "--work", "10", "--iters", "3000")))
+	j := until(t, b, id, "a profile of the traffic", func(j api.Job) bool { return j.Traffic != nil })
+	if len(j.Traffic.Flows) != 0 {
+		t.Errorf("traffic flows %+v: want none", j.Traffic.Flows)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out := shoal(t, b, "events", id)
+		if i := strings.Index(out, "the traffic learned so far"); i >= 0 {
+			line, _, _ := strings.Cut(out[i:], "\n")
+			t.Logf("weighed: %s", line)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute, the events of %s do not weigh the measured traffic:\n%s", id, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	shoal(t, b, "cancel", id)
+}
+
 // TestCopiesCompressedOverSlowLink keeps two ranks on n3 (--no-replan: blocks
 // over the three hosts): the copies of shards that cross n3's 20 Mbit/s link
 // are sent zstd-compressed (heat's smooth grid compresses about tenfold), and
