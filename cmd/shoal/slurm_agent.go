@@ -90,12 +90,14 @@ func slurmAgentCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		argv = append(argv, "--join", firstAddr)
 	}
-	if runNode, _, _ := strings.Cut(run, ":"); runNode != "" && runNode != name {
+	runNode, pidText, _ := strings.Cut(run, ":")
+	runPID, _ := strconv.Atoi(pidText)
+	if runNode != "" && runNode != name {
 		stop := make(chan struct{})
 		defer close(stop)
 		go watchOrphan(orphanWatch{dir: dir, self: name, runNode: runNode, job: job, restarts: restarts}, stop, stderr)
 	}
-	return runAgent(argv, termPasser(name, run), stdout, stderr)
+	return runAgent(argv, termPasser(runNode == name, runPID), stdout, stderr)
 }
 
 // orphanGrace is how long shoal run's node must have been dead before an agent ends
@@ -203,19 +205,17 @@ func endOrphan(ctx context.Context, w orphanWatch, log *slog.Logger) (done bool)
 	return true
 }
 
-// termPasser is how the agent on node name answers SIGTERM, given where shoal run runs
-// (NODE:PID, or ""). Slurm sends SIGTERM to every task of the job's steps when it
+// termPasser is how an agent answers SIGTERM, given whether shoal run runs on its node,
+// as process pid. Slurm sends SIGTERM to every task of the job's steps when it
 // preempts the job (with a GraceTime) or cancels it, and only cancels signal the batch
 // script too: the agent on shoal run's node passes the signal on to shoal run, which
 // holds the job (--durable) or cancels it, then stops the agents. No agent leaves by
 // itself: the agents keep the checkpoints the hold needs. Ranks, which Slurm signals
 // as well, may die of it; the job then restarts from its newest epoch first.
-func termPasser(name, run string) func(*slog.Logger) {
-	node, pidText, _ := strings.Cut(run, ":")
-	pid, err := strconv.Atoi(pidText)
-	if node != name || err != nil || pid <= 0 {
+func termPasser(runsHere bool, pid int) func(*slog.Logger) {
+	if !runsHere || pid <= 0 {
 		return func(log *slog.Logger) {
-			log.Info("SIGTERM from Slurm: staying until shoal run stops the agents", "shoal_run", run)
+			log.Info("SIGTERM from Slurm: staying until shoal run stops the agents")
 		}
 	}
 	return func(log *slog.Logger) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/slurm"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
 	"shoal/test/watch"
@@ -99,11 +100,11 @@ func batchHost(t *testing.T, b *testbed.Bed, id string) string {
 	if err != nil {
 		t.Fatalf("scontrol show job %s: %v %s", id, err, out)
 	}
-	m := regexp.MustCompile(`\bBatchHost=(\S+)`).FindStringSubmatch(string(out))
-	if m == nil {
+	host := slurm.ParseJob(string(out)).BatchHost
+	if host == "" {
 		t.Fatalf("job %s has no BatchHost: %s", id, out)
 	}
-	return m[1]
+	return host
 }
 
 // finished waits until the job has printed its checksum and Slurm has it COMPLETED,
