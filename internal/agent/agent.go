@@ -133,6 +133,7 @@ type Agent struct {
 	leaveErr  error
 	leaveDone chan struct{}
 	stopOnce  sync.Once
+	serving   sync.WaitGroup // the API's two servers; stop waits for them, so nothing logs after it
 	done      chan struct{}
 }
 
@@ -244,11 +245,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.shards.LinkRate = a.links.bandwidthFrom
 	go a.announceRanks()
 	go a.reconcileVoters(a.members.Subscribe())
-	go func() {
-		if err := a.server.Serve(a.apiLn); err != nil {
-			a.log.Error("API server stopped", "err", err)
-		}
-	}()
+	a.serve("API server", func() error { return a.server.Serve(a.apiLn) })
 	if err = a.listenLocal(); err != nil {
 		return nil, err
 	}
@@ -793,6 +790,7 @@ func (a *Agent) stop() {
 			a.sockLn.Close()
 			os.Remove(filepath.Join(a.cfg.DataDir, SocketFile))
 		}
+		a.serving.Wait()
 		if a.launch != nil {
 			a.launch.Close() // the connections of what it launched are gone
 		}
@@ -859,12 +857,21 @@ func (a *Agent) listenLocal() error {
 		return fmt.Errorf("local socket: %w", err)
 	}
 	a.sockLn = ln
+	a.serve("local socket", func() error { return a.server.ServeLocal(ln) })
+	return nil
+}
+
+// serve runs one of the API's servers until stop. A listener closed by stop
+// before the server registered itself ends it with net.ErrClosed, which is no
+// failure.
+func (a *Agent) serve(what string, serve func() error) {
+	a.serving.Add(1)
 	go func() {
-		if err := a.server.ServeLocal(ln); err != nil {
-			a.log.Error("local socket stopped", "err", err)
+		defer a.serving.Done()
+		if err := serve(); err != nil && !errors.Is(err, net.ErrClosed) {
+			a.log.Error(what+" stopped", "err", err)
 		}
 	}()
-	return nil
 }
 
 // SocketPath is the path of the agent's local socket.
