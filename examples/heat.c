@@ -91,18 +91,35 @@ static double edge_temperature(int global_row, int global_col, int n)
     return 0.0;
 }
 
-/* Fills both buffers: edges with their fixed values, the interior with 0. The ghost rows at
+static double initial_value(const block *b, int gi, int j)
+{
+    int edge = gi == 0 || gi == b->n + 1 || j == 0 || j == b->n + 1;
+    return edge ? edge_temperature(gi, j, b->n) : 0.0;
+}
+
+/* Fills a buffer: edges with their fixed values, the interior with 0. The ghost rows at
  * the plate's top and bottom edge hold the edge values and are never overwritten, because
  * MPI_Sendrecv with MPI_PROC_NULL leaves its buffer alone. */
 static void init_grid(const block *b, double *g)
 {
     int w = b->n + 2;
-    for (int i = 0; i < b->rows + 2; i++) {
-        int gi = b->first - 1 + i;
-        for (int j = 0; j < w; j++) {
-            int edge = gi == 0 || gi == b->n + 1 || j == 0 || j == b->n + 1;
-            g[(size_t)i * w + j] = edge ? edge_temperature(gi, j, b->n) : 0.0;
-        }
+    for (int i = 0; i < b->rows + 2; i++)
+        for (int j = 0; j < w; j++)
+            g[(size_t)i * w + j] = initial_value(b, b->first - 1 + i, j);
+}
+
+/* Fills only a buffer's frame (both ghost rows, both edge columns) as init_grid would:
+ * enough for the buffer a step sweeps into, whose every interior point the sweep writes
+ * before anything reads it. On a grid as large as the state this halves the start-up. */
+static void init_frame(const block *b, double *g)
+{
+    int w = b->n + 2;
+    for (int i = 0; i < b->rows + 2; i += b->rows + 1)
+        for (int j = 0; j < w; j++)
+            g[(size_t)i * w + j] = initial_value(b, b->first - 1 + i, j);
+    for (int i = 1; i <= b->rows; i++) {
+        g[(size_t)i * w] = initial_value(b, b->first - 1 + i, 0);
+        g[(size_t)i * w + w - 1] = initial_value(b, b->first - 1 + i, w - 1);
     }
 }
 
@@ -190,8 +207,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "heat: out of memory for a %d x %d grid\n", opt.size, opt.size);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    init_grid(&b, grid);
-    init_grid(&b, next);
+    if (!restarted)
+        init_grid(&b, grid); /* on a restart the first shoal_snapshot puts all of it back */
+    init_frame(&b, next);
     if (rank == 0)
         printf("heat: %d x %d points, %d steps, %d ranks\n", opt.size, opt.size, opt.steps,
                nranks);
