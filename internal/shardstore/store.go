@@ -565,9 +565,17 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 
 // commit writes a file of the job's epoch (a shard, a parity row) so that no
 // reader ever sees it half written or unverified: a temporary file beside
-// final, filled by write, synced, verified (a failure is a *verifyFailure),
-// renamed over any earlier version, its directory synced. Writers of one
-// path take turns.
+// final, filled by write, verified (a failure is a *verifyFailure), renamed
+// over any earlier version, then synced with its directory; commit returns
+// once both are. Writers of one path take turns.
+//
+// The sync comes after the rename because a restart's ranks wait for their
+// staged shards to appear (SHOAL_STAGE_WAIT): on this machine's disk a
+// 256 MB shard's sync was most of what staging it took, and the rank reads
+// the verified file from memory meanwhile. A crash before the sync may leave
+// the file torn under its final name; every reader verifies a shard before
+// it trusts it (the store after each start of its agent, libshoal always),
+// so that file counts as damaged, as any other would.
 func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) error, verify func(string, *os.File) (entry, error)) (entry, error) {
 	unlock := s.lock(final)
 	defer unlock()
@@ -591,9 +599,6 @@ func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) er
 	if err := write(f); err != nil {
 		return entry{}, err
 	}
-	if err := f.Sync(); err != nil {
-		return entry{}, fmt.Errorf("writing %s: %w", final, err)
-	}
 	e, err := verify(tmp, f)
 	s.forget(job, tmp)
 	if err != nil {
@@ -608,6 +613,12 @@ func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) er
 	committed = true
 	// The renamed file keeps its inode and times: its verification holds.
 	s.remember(job, final, e)
+	if err := f.Sync(); err != nil {
+		// Not known to be on the disk: not kept, as if never written.
+		s.forget(job, final)
+		os.Remove(final)
+		return entry{}, fmt.Errorf("writing %s: %w", final, err)
+	}
 	dir := filepath.Dir(final)
 	if err := dirsync.Sync(dir); err != nil {
 		return e, fmt.Errorf("syncing %s: %w", dir, err)
