@@ -84,11 +84,12 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 const planMargin = 0.05
 
 // trafficMoveWorth is how many times its cost a move by the learned traffic
-// must be estimated to save. The estimate rests on link probes, which read the
-// same testbed link anywhere from 2 to 6.7 Gbit/s: on equal hosts it once
-// predicted a swap of two nodes' blocks 8 % faster, saving 1.4 s for 1.1 s, and
-// the job moved for nothing. The moves this is for (a slow link between the
-// ranks that talk) save ten times their cost and more.
+// must be estimated to save. The estimate rests on measures that move with the
+// machine's load (probes read one testbed link anywhere from 2 to 6.7 Gbit/s,
+// and a profile per second depends on the layout the job ran on): on equal
+// hosts it once predicted a swap of two nodes' blocks 8 % faster, saving 1.4 s
+// for 1.1 s, and the job moved for nothing. The moves this is for (a slow link
+// between the ranks that talk) save ten times their cost and more.
 const trafficMoveWorth = 2
 
 // The planner's search is tried up to these sizes (it takes about 30 ms at 256
