@@ -91,21 +91,23 @@ static double edge_temperature(int global_row, int global_col, int n)
     return 0.0;
 }
 
-static double initial_value(const block *b, int gi, int j)
+/* Fills row i of a buffer (0 and rows+1 are the ghost rows) with its initial values:
+ * edges at their fixed temperatures, the interior at 0. The ghost rows at the plate's top
+ * and bottom edge hold the edge values and are never overwritten, because MPI_Sendrecv
+ * with MPI_PROC_NULL leaves its buffer alone. */
+static void init_row(const block *b, double *g, int i)
 {
-    int edge = gi == 0 || gi == b->n + 1 || j == 0 || j == b->n + 1;
-    return edge ? edge_temperature(gi, j, b->n) : 0.0;
+    int w = b->n + 2, gi = b->first - 1 + i;
+    for (int j = 0; j < w; j++) {
+        int edge = gi == 0 || gi == b->n + 1 || j == 0 || j == b->n + 1;
+        g[(size_t)i * w + j] = edge ? edge_temperature(gi, j, b->n) : 0.0;
+    }
 }
 
-/* Fills a buffer: edges with their fixed values, the interior with 0. The ghost rows at
- * the plate's top and bottom edge hold the edge values and are never overwritten, because
- * MPI_Sendrecv with MPI_PROC_NULL leaves its buffer alone. */
 static void init_grid(const block *b, double *g)
 {
-    int w = b->n + 2;
     for (int i = 0; i < b->rows + 2; i++)
-        for (int j = 0; j < w; j++)
-            g[(size_t)i * w + j] = initial_value(b, b->first - 1 + i, j);
+        init_row(b, g, i);
 }
 
 /* Fills only a buffer's frame (both ghost rows, both edge columns) as init_grid would:
@@ -114,12 +116,12 @@ static void init_grid(const block *b, double *g)
 static void init_frame(const block *b, double *g)
 {
     int w = b->n + 2;
-    for (int i = 0; i < b->rows + 2; i += b->rows + 1)
-        for (int j = 0; j < w; j++)
-            g[(size_t)i * w + j] = initial_value(b, b->first - 1 + i, j);
+    init_row(b, g, 0);
+    init_row(b, g, b->rows + 1);
     for (int i = 1; i <= b->rows; i++) {
-        g[(size_t)i * w] = initial_value(b, b->first - 1 + i, 0);
-        g[(size_t)i * w + w - 1] = initial_value(b, b->first - 1 + i, w - 1);
+        int gi = b->first - 1 + i;
+        g[(size_t)i * w] = edge_temperature(gi, 0, b->n);
+        g[(size_t)i * w + w - 1] = edge_temperature(gi, w - 1, b->n);
     }
 }
 
