@@ -286,8 +286,27 @@ func TestFullDisk(t *testing.T) {
 		}
 	})
 	out := runHeatOn(t, b, heatArgs, nil, 2, 1, "500ms", func(b *testbed.Bed, j *job) {
-		// Fill it: dd stops at "No space left on device".
-		exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(store, "filler"), "bs=1M").Run()
+		// Fill it and keep it full, as another program filling the disk would:
+		// dd stops at "No space left on device", and the space the store frees
+		// by pruning an old epoch is taken again before the next checkpoint
+		// could use it. Filled once, the store had room for every later epoch
+		// whenever the fill came while it held three.
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		t.Cleanup(func() { close(stop); <-done })
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(store, fmt.Sprintf("filler-%d", i)), "bs=64k").Run()
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
 	})
 	want := regexp.MustCompile(`node n3 cannot store checkpoints: no space left on device; its ranks move`)
 	if !want.MatchString(out) {
