@@ -491,12 +491,17 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 		}
 		if loss := j.be.poll(ctx); loss != nil {
 			// The loss is known now: it is said before the launcher is
-			// stopped, which takes up to a second more.
+			// stopped.
 			if !loss.planned && !loss.fault && loss.failed == nil {
 				j.announceLoss(loss)
 			}
-			// A cut node's daemon never answers: the launcher must be killed.
-			j.stop(cmd, done, time.Second, stdout, stderr)
+			// Nothing of this run is wanted any more: the relaunch starts from an
+			// epoch, and fences every node before it stages anything. So the
+			// launcher is killed at once. SIGTERM would cost a second: mpirun
+			// passes it on and waits its odls_base_sigkill_timeout (1 s) before
+			// it exits, however soon the ranks die, and a cut node's daemon
+			// never answers at all.
+			j.stop(cmd, done, 0, stdout, stderr)
 			return 0, nil, loss, "", nil
 		}
 	}
@@ -532,16 +537,19 @@ func drain(pid int, copies *sync.WaitGroup, grace time.Duration, pipes ...io.Clo
 }
 
 // stop ends a run: SIGTERM to the launcher's process group, SIGKILL after the grace
-// period (a launcher waiting on an unreachable daemon ignores SIGTERM).
+// period (a launcher waiting on an unreachable daemon ignores SIGTERM); with no
+// grace, SIGKILL alone.
 func (j *job) stop(cmd *exec.Cmd, done <-chan launchExit, grace time.Duration, pipes ...io.Closer) {
 	pgid := cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-done:
-		return
-	case <-time.After(grace):
-		syscall.Kill(-pgid, syscall.SIGKILL)
+	if grace > 0 {
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-done:
+			return
+		case <-time.After(grace):
+		}
 	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
 	select {
 	case <-done:
 	case <-time.After(3 * time.Second):
