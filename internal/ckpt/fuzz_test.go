@@ -24,6 +24,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Parse(b)
+		checkVerifyAgrees(t, "input", b, s, err)
 		if err != nil {
 			return
 		}
@@ -50,6 +51,7 @@ func FuzzParseSealed(f *testing.F) {
 			binary.LittleEndian.PutUint64(b[len(b)-TrailerSize:], xxh3.Hash(b[:len(b)-TrailerSize]))
 		}
 		s, err := Parse(b)
+		checkVerifyAgrees(t, "input", b, s, err)
 		if err != nil {
 			if len(b) >= HeaderSize+TrailerSize && string(b[:8]) == Magic && errors.Is(err, ErrChecksum) {
 				t.Fatalf("a sealed shard failed its checksum: %v", err)
@@ -64,4 +66,24 @@ func FuzzParseSealed(f *testing.F) {
 			t.Fatalf("accepted shard does not encode back (err %v)", err)
 		}
 	})
+}
+
+// checkVerifyAgrees checks that Verify, reading b as a stream, reaches Parse's
+// verdict on it: the same failure, or the same header and checksum; and that a
+// valid shard's stream ending a byte early is a truncated shard.
+func checkVerifyAgrees(t *testing.T, name string, b []byte, s *Shard, parseErr error) {
+	t.Helper()
+	h, sum, err := Verify(bytes.NewReader(b), int64(len(b)))
+	if ShortName(err) != ShortName(parseErr) || (err == nil) != (parseErr == nil) {
+		t.Errorf("%s: Verify error = %v, Parse error = %v", name, err, parseErr)
+		return
+	}
+	if err == nil && (h != s.Header || sum != s.Checksum) {
+		t.Errorf("%s: Verify = %+v %#016x, Parse = %+v %#016x", name, h, sum, s.Header, s.Checksum)
+	}
+	if parseErr == nil {
+		if _, _, err := Verify(bytes.NewReader(b[:len(b)-1]), int64(len(b))); !errors.Is(err, ErrTruncated) {
+			t.Errorf("%s: Verify of a stream one byte short = %v, want %v", name, err, ErrTruncated)
+		}
+	}
 }

@@ -239,6 +239,7 @@ func TestVectors(t *testing.T) {
 			t.Errorf("%s: Parse error = %v (short %q), want %q", v.File, err, got, v.Error)
 			continue
 		}
+		checkVerifyAgrees(t, v.File, b, s, err)
 		if !v.OK {
 			continue
 		}
