@@ -20,8 +20,10 @@ const EventCoordinator = "coordinator"
 // new leader takes the job over.
 var errLostLead = errors.New("coord: this node no longer leads the cluster")
 
-// electionWait bounds how long a request waits for an election under way to end.
-const electionWait = 5 * time.Second
+// electionWait bounds how long a request waits for an election under way to end:
+// a split vote costs a round of 2 to 4 s (jobstore.DefaultTiming's election
+// timeout), and most elections need one round.
+const electionWait = 8 * time.Second
 
 // leads reports whether this node leads the job store, and so coordinates jobs;
 // during an election it waits for its outcome.
@@ -255,7 +257,7 @@ func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job,
 }
 
 // How long and how often a submission is passed on again while no leader's
-// agent can be reached: past the followers' election (1 to 2.5 s, see
+// agent can be reached: past the followers' election (2 to 4.5 s, see
 // jobstore.DefaultTiming) with room for a loaded machine.
 const (
 	forwardWait  = 15 * time.Second

@@ -49,12 +49,21 @@ type Timing struct {
 	LeaderLeaseTimeout time.Duration
 }
 
-// DefaultTiming is the preset for a LAN: a lost leader is replaced within about
-// 1 to 2.5 s. Shorter timeouts were tried on a 2-core machine running ranks on
-// every node: a leader whose heartbeats were delayed by the ranks' load stepped
-// down (a 300 ms lease) while nothing had failed.
+// DefaultTiming is the preset for a LAN whose nodes also run ranks: a leader
+// that is cut off is replaced within about 2 to 4.5 s, one whose agent died
+// within about 1.5 s (a follower that finds the leader's address refusing
+// waits only the lease, see [Store]).
+//
+// The lease is what a loaded node must ride out. On the 2-core testbed, with 4
+// ranks computing and 256 MB shards copied between the nodes, a plain TCP echo
+// between two hosts (no agent in it) took up to 0.62 s to answer; a 500 ms
+// lease stepped the leader down every minute or two there, and each time its
+// jobs restarted from their newest epoch; a 300 ms lease did so on far less.
+// The heartbeat timeout is twice the lease, so that a leader cut from its quorum
+// has stepped down (and fenced its runs) before any follower can start an
+// election, even when its last answer took a while to arrive.
 func DefaultTiming() Timing {
-	return Timing{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond}
+	return Timing{HeartbeatTimeout: 2 * time.Second, ElectionTimeout: 2 * time.Second, LeaderLeaseTimeout: time.Second}
 }
 
 // Config says how to open a [Store].
@@ -424,7 +433,7 @@ func (s *Store) hungUp() {
 // watchLeader hastens the election when the leader's process is gone.
 //
 // A follower learns of a lost leader by hearing nothing from it for a random
-// time between HeartbeatTimeout and twice that (1 to 2 s by default), and
+// time between HeartbeatTimeout and twice that (2 to 4 s by default), and
 // votes for no one while it still knows a leader. Yet when the leader's
 // process dies on a host that stays up, its host resets the connections the
 // leader had open to the followers, and refuses new ones: every follower sees
