@@ -98,9 +98,8 @@ const verifyChunk = 1 << 20
 // reads with r's Read calls: a shard verified through a mapping of its file
 // instead faults its pages in from disk inside the hashing, where the Go
 // runtime cannot stop the goroutine, and a garbage collection waiting for it
-// stops every other goroutine of the agent for as long (0.5 s seen with 256 MB
-// shards while the disk was busy writing the next epoch). r ending before
-// size bytes is [ErrTruncated].
+// stops every other goroutine of the agent for as long (see [Checksum]). r
+// ending before size bytes is [ErrTruncated].
 func Verify(r io.Reader, size int64) (Header, uint64, error) {
 	if size < HeaderSize+TrailerSize {
 		return Header{}, 0, ErrTruncated
@@ -306,11 +305,11 @@ const streamFrom = 1 << 20
 // longer on a loaded one or when the shard is a mapping of a file not in the
 // page cache, whose pages fault in from disk inside the call; and a garbage
 // collection that starts meanwhile stops every other goroutine of the agent
-// until the call ends. Agents froze so for 0.6 s while they verified copies of
-// 256 MB shards, and the job store's leader, hearing from no follower within its
-// 500 ms lease, stepped down and restarted its jobs. The streaming hasher gives
-// the same sum from one short call per 1 KiB block, so the runtime can stop this
-// goroutine between any two: about a fifth slower, never a freeze.
+// (the job store's heartbeats among them) until the call ends: 58 to 113 ms
+// seen while agents verified copies of 256 MB shards on the loaded testbed. The
+// streaming hasher gives the same sum from one short call per 1 KiB block, so
+// the runtime can stop this goroutine between any two: about a fifth slower,
+// and the longest stop seen in the same run was 10 ms.
 func Checksum(b []byte) uint64 {
 	if len(b) < streamFrom {
 		return xxh3.Hash(b)
