@@ -49,8 +49,11 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The flags `shoal run` gives mpirun when ranks outnumber cores; the plain runs get the same.
-mpirun_flags=(-n "$ranks" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+# The plain runs get the flags `shoal run` gives mpirun: when ranks outnumber cores,
+# oversubscribe, bind to nothing and yield when idle; otherwise mpirun's defaults (a rank
+# bound to a core, polling while it waits).
+mpirun_flags=(-n "$ranks")
+[ "$ranks" -gt "$(nproc)" ] && mpirun_flags+=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 [ "$(id -u)" = 0 ] && mpirun_flags+=(--allow-run-as-root)
 
 launcher=${KERNELS_LAUNCHER:-}
