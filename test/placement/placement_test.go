@@ -251,16 +251,28 @@ func TestSilentJobWeighed(t *testing.T) {
 // over the three hosts): the copies of shards that cross n3's 20 Mbit/s link
 // are sent zstd-compressed (heat's smooth grid compresses about tenfold), and
 // each epoch's line says how much smaller they crossed.
+//
+// A machine that stalls for a second or two under load (seen in CI) can make
+// the coordinator lose the lead mid-run; the new one may then relaunch without
+// n3, and no copy crosses its link. Such a run says nothing about compression,
+// so it is run once more; two in a row fail the test.
 func TestCopiesCompressedOverSlowLink(t *testing.T) {
 	b := up(t)
 	links(t, b) // the senders decide with the measured links
 	heat := testenv.Built(t, "build/examples/heat")
-	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--no-replan", "--ckpt-interval", "1s",
-		"--", heat, "--size", "1200", "--steps", "400")))
-	until(t, b, id, "a placement on n3", func(j api.Job) bool { return len(j.Placement["n3"]) > 0 })
-	shoal(t, b, "wait", id)
-	events := shoal(t, b, "events", id)
-	if !strings.Contains(events, "copies sent compressed: ") {
-		t.Errorf("no epoch's copies were sent compressed over n3's %s link:\n%s", slowRate, events)
+	for attempt := 1; ; attempt++ {
+		id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--no-replan", "--ckpt-interval", "1s",
+			"--", heat, "--size", "1200", "--steps", "400")))
+		until(t, b, id, "a placement on n3", func(j api.Job) bool { return len(j.Placement["n3"]) > 0 })
+		shoal(t, b, "wait", id)
+		events := shoal(t, b, "events", id)
+		switch {
+		case strings.Contains(events, "copies sent compressed: "):
+			return
+		case attempt == 1 && strings.Contains(events, " lost the lead"):
+			t.Logf("the coordinator lost the lead during %s: running it again\n%s", id, events)
+		default:
+			t.Fatalf("no epoch's copies were sent compressed over n3's %s link:\n%s", slowRate, events)
+		}
 	}
 }
