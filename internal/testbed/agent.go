@@ -102,9 +102,15 @@ func firstLine(s string) string {
 // it is up and has joined the cluster (agent.AddrFile of shoal/internal/agent).
 const agentAddrFile = "agent.addr"
 
-// agentTimeout bounds each wait for agents: for one agent to publish its address, and for
-// the agents to see each other alive.
+// agentTimeout bounds the wait for one agent to publish its address.
 const agentTimeout = 15 * time.Second
+
+// clusterTimeout bounds the wait for the agents to see each other alive. Gossip usually
+// gets every join everywhere within a second or two, but with tens of agents joining at
+// once on two cores a node can miss one (seen at 32 hosts: n27 knew nothing of n13 after
+// 15 s); memberlist's full state exchange with a random member, every 30 s in the LAN
+// preset the agents use, repairs that. So the bound is that interval past agentTimeout.
+const clusterTimeout = agentTimeout + 30*time.Second
 
 // startAgent starts host h's agent in the background, in its own session, with its output
 // appended to h.AgentLog, and records its pid in h. The agent's previous run (killed, so it
@@ -163,10 +169,10 @@ func (b *Bed) waitAgent(ctx context.Context, h *Host) error {
 // waitCluster waits until the agents see each other alive: for every pair of hosts whose
 // agents run and whose links are up, with at least one of the pair in focus (nil: every
 // host), `shoal nodes --json` run in the first lists the second as alive. It fails with
-// [ErrAgentNotReady] naming what is still wrong after agentTimeout.
+// [ErrAgentNotReady] naming what is still wrong after clusterTimeout.
 func (b *Bed) waitCluster(ctx context.Context, st *state, focus []string) error {
 	inFocus := func(name string) bool { return focus == nil || slices.Contains(focus, name) }
-	deadline := time.Now().Add(agentTimeout)
+	deadline := time.Now().Add(clusterTimeout)
 	for {
 		var up []*Host
 		for i := range st.Hosts {
@@ -203,7 +209,7 @@ func (b *Bed) waitCluster(ctx context.Context, st *state, focus []string) error 
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: after %v the agents do not all see each other alive: %s", ErrAgentNotReady, agentTimeout, problem)
+			return fmt.Errorf("%w: after %v the agents do not all see each other alive: %s", ErrAgentNotReady, clusterTimeout, problem)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
