@@ -3,6 +3,8 @@ package testbed
 import (
 	"errors"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,6 +118,21 @@ func TestNames(t *testing.T) {
 		if got := n.hostIndex(tt.name); got != tt.want {
 			t.Errorf("hostIndex(%q) = %d, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestGoMaxProcs: a host's Go processes get as many Ps as the host has cores, never more
+// than the machine's CPUs.
+func TestGoMaxProcs(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, c := range []struct{ cores, want int }{{1, 1}, {cpus, cpus}, {cpus + 3, cpus}} {
+		if got := GoMaxProcs(c.cores); got != c.want {
+			t.Errorf("GoMaxProcs(%d) = %d, want %d", c.cores, got, c.want)
+		}
+	}
+	env := HostEnv(Host{Name: "n1", Cores: 1}, 0)
+	if !slices.Contains(env, "GOMAXPROCS=1") {
+		t.Errorf("HostEnv of a 1-core host lacks GOMAXPROCS=1: %q", env)
 	}
 }
 

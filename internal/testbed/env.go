@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 )
 
@@ -36,7 +37,7 @@ func MPIEnv(subnet string) []string {
 // clash), its agent's data dir as SHOAL_DATA_DIR (so `shoal nodes`, `shoal leave` and
 // `shoal run` in the host find its agent without flags), who it is (SHOAL_TESTBED_NODE,
 // SHOAL_TESTBED_INSTANCE, SHOAL_TESTBED_CORES), the machine it claims to be
-// ([HwlocSynthetic]), and [MPIEnv].
+// ([HwlocSynthetic], [GoMaxProcs]), and [MPIEnv].
 func HostEnv(h Host, instance int) []string {
 	env := []string{
 		"TMPDIR=" + h.TmpDir,
@@ -46,7 +47,7 @@ func HostEnv(h Host, instance int) []string {
 		"SHOAL_TESTBED_CORES=" + strconv.Itoa(h.Cores),
 	}
 	if h.Cores > 0 {
-		env = append(env, "HWLOC_SYNTHETIC="+HwlocSynthetic(h.Cores))
+		env = append(env, "HWLOC_SYNTHETIC="+HwlocSynthetic(h.Cores), "GOMAXPROCS="+strconv.Itoa(GoMaxProcs(h.Cores)))
 	}
 	return append(env, MPIEnv(names{instance}.subnet())...)
 }
@@ -61,6 +62,17 @@ func HostEnv(h Host, instance int) []string {
 // Binding is off on the testbed ([MPIEnv]), so the topology names no real CPU.
 func HwlocSynthetic(cores int) string {
 	return fmt.Sprintf("pack:1 core:%d pu:1", cores)
+}
+
+// GoMaxProcs is the GOMAXPROCS of every process in a testbed host with the given number of
+// cores: the Go runtime of a real host sizes itself to the host's CPUs, so an agent (and
+// shoal rsh, shoal exec-rank) on a 1-core host runs one P, not one per CPU of the machine
+// under the testbed. Without it, 32 one-core hosts on 2 CPUs ran 32 agents of 2 Ps each,
+// whose idle Ps spinning for work at every wake-up cost about 0.29 CPU-s of a 32-rank
+// launch (bench/launch sweep). Never more than the machine's CPUs: more Ps than CPUs only
+// adds threads.
+func GoMaxProcs(cores int) int {
+	return min(cores, runtime.NumCPU())
 }
 
 // InstanceFromEnv returns the testbed instance named by SHOAL_TESTBED_INSTANCE (set in
