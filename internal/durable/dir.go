@@ -16,9 +16,9 @@ import (
 // Save writes epoch m.Epoch of the job m describes into dir as its one complete
 // epoch, the shards read from shard(rank), and removes every other epoch dir holds.
 // m's Identity, Job, Epoch and SlurmJob are the caller's; Save fills in the shards'
-// sizes and checksums, and CreatedNs from rank 0's shard. Each shard is verified
-// before it is written: one that fails (or the wrong job's, epoch or rank) fails the
-// save, and dir keeps what it had. Save is not safe for concurrent use on one dir.
+// sizes and checksums, and CreatedNs from rank 0's shard. Each shard is written into
+// the epoch's temporary directory and verified as it was written: one that fails (or
+// the wrong job's, epoch or rank) fails the save, and dir keeps what it had. Save is not safe for concurrent use on one dir.
 func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) error {
 	m.Format = Format
 	m.Shards = make([]ShardEntry, m.Ranks)
@@ -81,29 +81,59 @@ func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) e
 	return dirsync.Sync(dir)
 }
 
-// saveShard reads rank's shard, verifies it as the shard of m's job, epoch and rank,
-// and writes it to path, fsynced. It returns when the checkpoint was taken.
+// saveShard copies rank's shard to path, fsynced, then verifies what path holds as the
+// shard of m's job, epoch and rank. It returns when the checkpoint was taken. The shard
+// passes through a buffer of 1 MiB at most, however large it is (a rank's shard may be
+// gigabytes): shoal run saves every rank's.
 func saveShard(path string, shard func(rank int) (io.ReadCloser, error), rank int, m Manifest) (ShardEntry, uint64, error) {
 	rc, err := shard(rank)
 	if err != nil {
 		return ShardEntry{}, 0, err
 	}
-	b, err := io.ReadAll(rc)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		rc.Close()
+		return ShardEntry{}, 0, err
+	}
+	_, err = io.CopyBuffer(f, rc, make([]byte, copyBuf))
 	rc.Close()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return ShardEntry{}, 0, err
 	}
-	s, err := ckpt.Parse(b)
+	h, sum, size, err := verifyFile(path, ckpt.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
 	if err != nil {
 		return ShardEntry{}, 0, err
 	}
-	if err := s.Check(ckpt.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)}); err != nil {
-		return ShardEntry{}, 0, err
+	return ShardEntry{Size: size, Checksum: sum}, h.CreatedNs, nil
+}
+
+// copyBuf is the buffer a shard is copied through.
+const copyBuf = 1 << 20
+
+// verifyFile verifies the shard in path as [ckpt.Verify] does, reading it in pieces,
+// and checks that it is want's job, epoch and rank. It returns the shard's header,
+// checksum and size.
+func verifyFile(path string, want ckpt.Header) (ckpt.Header, uint64, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return ckpt.Header{}, 0, 0, err
 	}
-	if err := writeSync(path, b); err != nil {
-		return ShardEntry{}, 0, err
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ckpt.Header{}, 0, 0, err
 	}
-	return ShardEntry{Size: int64(len(b)), Checksum: s.Checksum}, s.CreatedNs, nil
+	h, sum, err := ckpt.Verify(f, st.Size())
+	if err == nil {
+		err = h.Check(want)
+	}
+	return h, sum, st.Size(), err
 }
 
 // isEpochEntry reports whether name is an epoch's directory, complete or being
@@ -127,7 +157,7 @@ func Newest(dir string, want Identity) (Manifest, error) {
 		return m, err
 	}
 	for r := range m.Ranks {
-		if _, err := ReadShard(dir, m, r); err != nil {
+		if err := verifyShard(dir, m, r); err != nil {
 			return m, err
 		}
 	}
@@ -179,25 +209,18 @@ func ShardPath(dir string, m Manifest, rank int) string {
 	return filepath.Join(dir, epochDir(m.Epoch), shardName(rank))
 }
 
-// ReadShard reads rank's shard of the epoch m describes in dir and verifies it
-// against m: an [ErrCorrupt] when it fails.
-func ReadShard(dir string, m Manifest, rank int) ([]byte, error) {
+// verifyShard verifies rank's shard of the epoch m describes in dir against m, reading
+// it in pieces: an [ErrCorrupt] when it fails.
+func verifyShard(dir string, m Manifest, rank int) error {
 	path := ShardPath(dir, m, rank)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	s, err := ckpt.Parse(b)
-	if err == nil {
-		err = s.Check(ckpt.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
-	}
-	if err == nil && (s.Checksum != m.Shards[rank].Checksum || int64(len(b)) != m.Shards[rank].Size) {
-		err = fmt.Errorf("checksum %#016x and size %d, manifest says %#016x and %d", s.Checksum, len(b), m.Shards[rank].Checksum, m.Shards[rank].Size)
+	_, sum, size, err := verifyFile(path, ckpt.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
+	if err == nil && (sum != m.Shards[rank].Checksum || size != m.Shards[rank].Size) {
+		err = fmt.Errorf("checksum %#016x and size %d, manifest says %#016x and %d", sum, size, m.Shards[rank].Checksum, m.Shards[rank].Size)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
-	return b, nil
+	return nil
 }
 
 // writeSync writes b to path and fsyncs it.

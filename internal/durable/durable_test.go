@@ -28,6 +28,53 @@ func shards(t *testing.T, job string, epoch uint64, id Identity) func(int) (io.R
 	}
 }
 
+// spoilt is src with rank's shard passed through spoil.
+func spoilt(src func(int) (io.ReadCloser, error), rank int, spoil func([]byte) []byte) func(int) (io.ReadCloser, error) {
+	return func(r int) (io.ReadCloser, error) {
+		rc, err := src(r)
+		if err != nil || r != rank {
+			return rc, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(spoil(b))), nil
+	}
+}
+
+// A shard several times the copy buffer is saved and verified in pieces, and read back
+// whole and unchanged.
+func TestSaveLargeShard(t *testing.T) {
+	dir := t.TempDir()
+	id := Identity{Program: "heat", Ranks: 1}
+	data := make([]byte, 3*copyBuf+5*8)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	b, err := ckpt.Encode(ckpt.Header{Job: "heat-2", Epoch: 1, Rank: 0, NRanks: 1, CreatedNs: 42},
+		[]ckpt.Region{{ID: 1, ElemSize: 8, Count: uint64(len(data) / 8), Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := func(int) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	if err := Save(dir, Manifest{Identity: id, Job: "heat-2", Epoch: 1}, src); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Newest(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Shards[0].Size != int64(len(b)) || m.Shards[0].Checksum != ckpt.Checksum(b[:len(b)-ckpt.TrailerSize]) || m.CreatedNs != 42 {
+		t.Errorf("manifest %+v: want size %d, CreatedNs 42 and the shard's checksum", m, len(b))
+	}
+	got, err := os.ReadFile(ShardPath(dir, m, 0))
+	if err != nil || !bytes.Equal(got, b) {
+		t.Errorf("the saved shard differs from the one sent (%v)", err)
+	}
+}
+
 func save(t *testing.T, dir string, epoch uint64) {
 	t.Helper()
 	m := Manifest{Identity: heat, Job: "heat-1", SlurmJob: "7", Epoch: epoch}
@@ -94,8 +141,10 @@ func TestSaveFailsLeavingTheLastEpoch(t *testing.T) {
 			}
 			return good(r)
 		},
-		"wrong epoch": shards(t, "heat-1", 4, heat),
-		"wrong job":   shards(t, "other-1", 3, heat),
+		"wrong epoch":               shards(t, "heat-1", 4, heat),
+		"wrong job":                 shards(t, "other-1", 3, heat),
+		"a byte flipped on the way": spoilt(good, 1, func(b []byte) []byte { b[len(b)/2] ^= 1; return b }),
+		"cut short":                 spoilt(good, 0, func(b []byte) []byte { return b[:len(b)-3] }),
 	} {
 		if err := Save(dir, Manifest{Identity: heat, Job: "heat-1", Epoch: 3}, src); err == nil {
 			t.Errorf("%s: Save succeeded", name)
@@ -128,6 +177,11 @@ func TestNewestRefuses(t *testing.T) {
 			b, _ := os.ReadFile(p)
 			b[len(b)/2] ^= 1
 			os.WriteFile(p, b, 0o600)
+		}, heat, ErrCorrupt},
+		{"a shard cut short", func(dir string) {
+			p := filepath.Join(dir, "epoch-4", "rank-0.shard")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)-1], 0o600)
 		}, heat, ErrCorrupt},
 		{"a shard missing", func(dir string) { os.Remove(filepath.Join(dir, "epoch-4", "rank-2.shard")) }, heat, ErrCorrupt},
 		{"no manifest", func(dir string) { os.Remove(filepath.Join(dir, "epoch-4", ManifestName)) }, heat, ErrCorrupt},
