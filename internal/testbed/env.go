@@ -67,10 +67,10 @@ func HwlocSynthetic(cores int) string {
 // GoMaxProcs is the GOMAXPROCS of every process in a testbed host with the given number of
 // cores: the Go runtime of a real host sizes itself to the host's CPUs, so an agent (and
 // shoal rsh, shoal exec-rank) on a 1-core host runs one P, not one per CPU of the machine
-// under the testbed. Without it, 32 one-core hosts on 2 CPUs ran 32 agents of 2 Ps each,
-// whose idle Ps spinning for work at every wake-up cost about 0.29 CPU-s of a 32-rank
-// launch (bench/launch sweep). Never more than the machine's CPUs: more Ps than CPUs only
-// adds threads.
+// under the testbed. Without it, 32 one-core hosts on 2 CPUs ran 32 agents of 2 Ps each:
+// perf put 0.29 CPU-s of a 32-rank launch in their schedulers, and idle they used 0.35 to
+// 0.38 CPU-s a second against 0.33 with it. Never more than the machine's CPUs: more Ps
+// than CPUs only adds threads.
 func GoMaxProcs(cores int) int {
 	return min(cores, runtime.NumCPU())
 }
