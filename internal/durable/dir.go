@@ -18,7 +18,8 @@ import (
 // m's Identity, Job, Epoch and SlurmJob are the caller's; Save fills in the shards'
 // sizes and checksums, and CreatedNs from rank 0's shard. Each shard is written into
 // the epoch's temporary directory and verified as it was written: one that fails (or
-// the wrong job's, epoch or rank) fails the save, and dir keeps what it had. Save is not safe for concurrent use on one dir.
+// the wrong job's, epoch or rank) fails the save, and dir keeps what it had. Save is
+// not safe for concurrent use on one dir.
 func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) error {
 	m.Format = Format
 	m.Shards = make([]ShardEntry, m.Ranks)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"shoal/internal/membership"
 )
 
 // agentArgv is the one place that says how a testbed host runs its Shoal agent. The first
@@ -108,9 +110,10 @@ const agentTimeout = 15 * time.Second
 // clusterTimeout bounds the wait for the agents to see each other alive. Gossip usually
 // gets every join everywhere within a second or two, but with tens of agents joining at
 // once on two cores a node can miss one (seen at 32 hosts: n27 knew nothing of n13 after
-// 15 s); memberlist's full state exchange with a random member, every 30 s in the LAN
-// preset the agents use, repairs that. So the bound is that interval past agentTimeout.
-const clusterTimeout = agentTimeout + 30*time.Second
+// 15 s); memberlist's full state exchange with a random member, every PushPullInterval
+// of the LAN preset the agents use (30 s), repairs that. So the bound is that interval
+// past agentTimeout.
+var clusterTimeout = agentTimeout + membership.DefaultLANConfig().PushPullInterval
 
 // startAgent starts host h's agent in the background, in its own session, with its output
 // appended to h.AgentLog, and records its pid in h. The agent's previous run (killed, so it

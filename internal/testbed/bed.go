@@ -45,8 +45,7 @@ func IsRoot() bool { return os.Geteuid() == 0 }
 // ([Clean]), then makes the bridge, the hosts and, if cfg.AgentBinary is set, their agents.
 // With agents it returns once every agent is up and sees every host alive; an agent that
 // exits, does not publish its address within 15 s or does not see the others alive within
-// 45 s fails it with [ErrAgentNotReady]. When it
-// fails, it removes what it made.
+// 45 s fails it with [ErrAgentNotReady]. When it fails, it removes what it made.
 func Up(ctx context.Context, cfg Config) (*Bed, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
