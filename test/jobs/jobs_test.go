@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,11 +119,25 @@ func shoalJSON(ctx context.Context, b *testbed.Bed, v any, args ...string) error
 	return json.Unmarshal(out, v)
 }
 
+// references holds the results reference has computed, by key, ranks and
+// argv: several tests compare with the same uninterrupted run, and heat is
+// deterministic, so each is run once a test binary.
+var references = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
 // reference runs the program with plain mpirun on this machine alone, libshoal
 // keeping its shards in a temporary directory, and returns the value of key: the
 // result an uninterrupted run on one node gives.
 func reference(t *testing.T, key string, n int, argv ...string) string {
 	t.Helper()
+	id := fmt.Sprintf("%s %d %q", key, n, argv)
+	references.Lock()
+	defer references.Unlock()
+	if v, ok := references.m[id]; ok {
+		return v
+	}
 	args := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", fmt.Sprint(n), "-x", "SHOAL_DIR"}, argv...)
 	cmd := exec.Command("mpirun", args...)
 	cmd.Env = append(os.Environ(), "SHOAL_DIR="+t.TempDir())
@@ -134,6 +149,7 @@ func reference(t *testing.T, key string, n int, argv ...string) string {
 	if v == "" {
 		t.Fatalf("reference run printed no %s line:\n%s", key, out)
 	}
+	references.m[id] = v
 	return v
 }
 
