@@ -203,7 +203,10 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.placement = p
 	b.cj.mu.Unlock()
 	plan := b.lastPlan
-	b.cj.update(func(a *api.Job) { a.Placement, a.Plan = byNode, plan })
+	// Written with the launch's entry, which follows fencing and staging: a
+	// coordinator that takes over before it finds the last run's placement,
+	// the nodes that may hold its processes.
+	b.cj.note(func(a *api.Job) { a.Placement, a.Plan = byNode, plan })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a
