@@ -203,9 +203,9 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.placement = p
 	b.cj.mu.Unlock()
 	plan := b.lastPlan
-	// Written with the launch's entry, which follows fencing and staging: a
-	// coordinator that takes over before it finds the last run's placement,
-	// the nodes that may hold its processes.
+	// Written with the launch's entry, which follows fencing and staging. A
+	// coordinator that takes over before the launch finds the previous run's
+	// placement: the nodes that may still hold processes of the job.
 	b.cj.note(func(a *api.Job) { a.Placement, a.Plan = byNode, plan })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
