@@ -203,10 +203,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.placement = p
 	b.cj.mu.Unlock()
 	plan := b.lastPlan
-	// Written with the launch's entry, which follows fencing and staging. A
-	// coordinator that takes over before the launch finds the previous run's
-	// placement: the nodes that may still hold processes of the job.
-	b.cj.note(func(a *api.Job) { a.Placement, a.Plan = byNode, plan })
+	b.cj.update(func(a *api.Job) { a.Placement, a.Plan = byNode, plan })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a

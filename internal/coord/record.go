@@ -78,14 +78,6 @@ func (j *clusterJob) update(f func(*api.Job)) {
 	j.write(true)
 }
 
-// note changes the job's info without writing it: the next write with the
-// info carries it (a state change always does), one store entry fewer.
-func (j *clusterJob) note(f func(*api.Job)) {
-	j.mu.Lock()
-	f(&j.info)
-	j.mu.Unlock()
-}
-
 // end writes the job's final info and its last event in one entry, so that no
 // reader sees the job ended without the event that says how.
 func (j *clusterJob) end(f func(*api.Job), last api.JobEvent) {
@@ -144,8 +136,7 @@ func (j *clusterJob) writeBook(book json.RawMessage) {
 	j.s.cfg.Store.Update(j.snapshot().ID, nil, nil, book)
 }
 
-// output queues a line of rank output, or an event that records no decision;
-// it is written within outputDelay, or sooner with the next entry.
+// output queues a line of rank output; it is written within outputDelay.
 func (j *clusterJob) output(typ, line string) {
 	j.mu.Lock()
 	j.out = append(j.out, newEvent(typ, line, nil))

@@ -374,12 +374,6 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 		Stdout: &lineEvents{job: j, typ: "output"},
 		Stderr: &lineEvents{job: j, typ: "output-err"},
 		Events: func(e Event) {
-			if e.Kind == EventStage && e.State == "" {
-				// What staging did is said, not decided: it goes with the
-				// launch's entry that follows it.
-				j.output(e.Kind, e.Message)
-				return
-			}
 			j.mu.Lock()
 			if e.State != "" {
 				j.info.State = e.State
