@@ -85,11 +85,11 @@ $(TEST_DIR)/test_shard: lib/tests/test_shard.c lib/src/shard.c lib/src/error.c \
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_shard.c lib/src/shard.c lib/src/error.c \
 		$(TEST_COMMON) -lxxhash
 
-$(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c lib/src/store.c \
+$(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c lib/src/store.c lib/src/memory.c \
 		lib/src/shard.c lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_traffic_file.c lib/src/traffic.c \
-		lib/src/store.c lib/src/shard.c lib/src/error.c $(TEST_COMMON) -lxxhash
+		lib/src/store.c lib/src/memory.c lib/src/shard.c lib/src/error.c $(TEST_COMMON) -lxxhash
 
 $(TEST_DIR)/test_interval: lib/tests/test_interval.c lib/src/interval.c lib/src/env.c \
 		lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)

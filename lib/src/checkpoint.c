@@ -92,41 +92,66 @@ SHOAL_EXPORT int shoal_unprotect(int id)
     return SHOAL_SUCCESS;
 }
 
+/* A staging buffer for images of size bytes, not yet touched, in *cap bytes: with
+ * headroom, so that an array growing a little at a time does not reallocate at every
+ * checkpoint, or without it if that much is not to be had. */
+static unsigned char *stage_alloc(size_t size, size_t *cap)
+{
+    *cap = size + size / 8;
+    if (*cap < size)
+        *cap = size;
+    unsigned char *p = buf_alloc(*cap);
+    if (p == NULL) {
+        *cap = size;
+        p = buf_alloc(size);
+    }
+    return p;
+}
+
 int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
 {
     if (size <= c->stage_cap)
         return SHOAL_SUCCESS;
-    /* A shard read for a restart is this large and is handed over as the staging
-     * buffer once recovered (shoal_recover): touching a second buffer of its size now
-     * would double what a restart faults in. */
-    if (!may_wait && c->restart_file != NULL && size <= c->restart_size + STAGE_SLACK)
+    /* Not while a restore is pending: a shard read for it is this large and becomes
+     * the staging buffer once recovered, and a mapped one leaves the buffer to be
+     * faulted in by the writer after the restore (shoal_recover, ctx_stage_prefault).
+     * Touching a buffer of its size now would add to what a restart faults in before
+     * the program can go on. */
+    if (!may_wait && c->restart.data != NULL &&
+        (c->restart.mapped || size <= c->restart.size + STAGE_SLACK))
         return SHOAL_SUCCESS;
     if (!may_wait && writer_is_busy(&c->writer))
         return SHOAL_SUCCESS;
     writer_wait_idle(&c->writer);
-    /* Headroom so that an array growing a little at a time does not reallocate at
-     * every checkpoint. */
-    size_t cap = size + size / 8;
-    if (cap < size)
-        cap = size;
-    unsigned char *p = buf_alloc(cap);
-    if (p == NULL) {
-        cap = size;
-        p = buf_alloc(cap);
-    }
+    size_t cap;
+    unsigned char *p = stage_alloc(size, &cap);
     if (p == NULL)
         return SHOAL_ERR_NOMEM;
     /* Touch every page now: first-touch page faults would otherwise make the
-     * checkpoint's copy several times slower than a memcpy. Written through a volatile
-     * pointer, since a compiler may turn malloc+memset(0) into a lazy calloc. */
-    volatile unsigned char *touch = p;
-    for (size_t off = 0; off < cap; off += 4096)
-        touch[off] = 0;
-    touch[cap - 1] = 0;
+     * checkpoint's copy several times slower than a memcpy. */
+    mem_touch(p, cap);
     free(c->stage);
     c->stage = p;
     c->stage_cap = cap;
     return SHOAL_SUCCESS;
+}
+
+void ctx_stage_prefault(struct shoal_ctx *c)
+{
+    uint64_t need = protected_file_size(c);
+    if (need == 0 || need > SIZE_MAX - STAGE_SLACK)
+        return;
+    size_t size = (size_t)need + STAGE_SLACK;
+    if (size <= c->stage_cap || writer_is_busy(&c->writer))
+        return; /* the next checkpoint grows it */
+    size_t cap;
+    unsigned char *p = stage_alloc(size, &cap);
+    if (p == NULL)
+        return;
+    free(c->stage);
+    c->stage = p;
+    c->stage_cap = cap;
+    writer_touch(&c->writer, p, cap);
 }
 
 /* stage_shift is where in the staging buffer the shard image of size bytes starts:

@@ -98,6 +98,22 @@ const char *shoal_errno_text(int err, char *buf, size_t len);
 double shoal_now(void);       /* monotonic seconds */
 uint64_t shoal_wall_ns(void); /* ns since the Unix epoch */
 
+/* ---- memory.c: buffers and faults ---- */
+
+/* Allocates a buffer of size bytes, freed with free(). A large one is aligned to
+ * 2 MiB and marked for transparent huge pages (memory.c says why). */
+void *buf_alloc(size_t size);
+/* Faults in [p, p + len) for writing, in huge pages where they fit, ahead of a copy
+ * that writes all of it. A hint: it changes no byte and may do nothing. */
+void mem_prefault(void *p, size_t len);
+/* Faults in every page of [p, p + len) and writes a zero to it (a new buffer). */
+void mem_touch(void *p, size_t len);
+/* Runs *result = fn(arg) with SIGBUS from an access to [p, p + len) (a mapped file cut
+ * short under it) caught: -1 when that happened and fn was left where it faulted, 0
+ * otherwise. Any other SIGBUS goes to the program's own disposition. Not reentrant:
+ * one thread of the process at a time. */
+int mem_guarded(int (*fn)(void *arg), void *arg, const void *p, size_t len, int *result);
+
 /* ---- store.c: paths and crash-safe files under $SHOAL_DIR/$SHOAL_JOB ---- */
 
 int store_mkdirs(const char *path);                  /* mkdir -p; 0 or errno */
@@ -116,14 +132,23 @@ void store_prune(const char *jobdir, long long below, int rank, int whole);
 /* Removes leftover *.tmp files in epoch directories below `below` (this rank's, or
  * every rank's if all) and, if all, the job directory's own. */
 void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int all);
-/* Allocates a buffer of size bytes, freed with free(). A large one is aligned to
- * 2 MiB and marked for transparent huge pages (store.c says why). */
-void *buf_alloc(size_t size);
-/* Reads a whole shard file into a buffer from buf_alloc, STAGE_SLACK bytes larger than
- * the file (touched: the buffer may become the staging buffer), and verifies it.
- * Returns a verdict; *file is set (caller frees) only for SHARD_OK. */
-int store_load_shard(const char *path, unsigned char **file, size_t *size,
-                     struct shard_header *h);
+
+/* A shard file in memory: mapped in place, read-only (the file's own pages, no copy
+ * and no new memory to fault in), or read into a buffer from buf_alloc, STAGE_SLACK
+ * bytes larger than the file and touched, where it cannot be mapped. */
+struct shard_image {
+    unsigned char *data;
+    size_t size;
+    int mapped;
+};
+/* Files from this size on are mapped; smaller ones are read, which costs less. */
+#define STORE_MAP_MIN ((size_t)64 << 10)
+/* Loads a whole shard file and verifies it. Returns a verdict; *img is set (release
+ * with shard_image_free) only for SHARD_OK. A mapped image's pages were read in
+ * (MADV_POPULATE_READ); an access to them can still raise SIGBUS if the file is cut
+ * short later, so copies out of it go through mem_guarded. */
+int store_load_shard(const char *path, struct shard_image *img, struct shard_header *h);
+void shard_image_free(struct shard_image *img);
 
 /* ---- manifest.c: the list of complete epochs ---- */
 
@@ -271,11 +296,14 @@ struct writer {
     const struct traffic_snapshot *traffic; /* owned by the context; written after the
                                                shard of its epoch */
     int traffic_failed; /* a traffic file could not be written (reported once) */
-    /* the shard being written; the staging buffer belongs to the thread while busy */
+    /* the shard being written, or the staging buffer to touch; the staging buffer
+     * belongs to the thread while busy */
     int busy;
     unsigned char *file;
     size_t size;
     long long epoch;
+    unsigned char *touch;
+    size_t touch_size;
     /* results, read by the main thread */
     long long written; /* newest epoch written completely */
     long long failed;  /* newest epoch whose write failed */
@@ -295,6 +323,8 @@ int writer_stop(struct writer *w);
 void writer_wait_idle(struct writer *w);
 int writer_is_busy(struct writer *w);
 void writer_submit(struct writer *w, unsigned char *file, size_t size, long long epoch);
+/* Hands the writer a new staging buffer to fault in (mem_touch); it is busy until then. */
+void writer_touch(struct writer *w, unsigned char *buf, size_t size);
 /* Records a failure that happened before the write could start (no memory). */
 void writer_record_failure(struct writer *w, long long epoch);
 /* Newest written and failed epochs, and whether errors happened since the last poll. */
@@ -338,8 +368,7 @@ struct shoal_ctx {
     int other_run;               /* the manifest's epochs belong to another program or
                                     other arguments (standalone) */
     struct run_binding binding;  /* this run's (rank 0) */
-    unsigned char *restart_file; /* the verified shard, until recovered */
-    size_t restart_size;
+    struct shard_image restart; /* the verified shard, until recovered */
     struct stored_region *stored;
     int nstored;
 
@@ -434,6 +463,10 @@ void agree_note_complete(struct shoal_ctx *c, const struct manifest_entry *e);
 int ctx_checkpoint_local(struct shoal_ctx *c);
 void ctx_submit_staged(struct shoal_ctx *c);
 int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
+/* After a restore from a mapped image: a staging buffer for the protected regions,
+ * which the writer faults in while the program goes on. Nothing when the buffer is
+ * large enough or the writer is busy (the next checkpoint grows it then). */
+void ctx_stage_prefault(struct shoal_ctx *c);
 
 /* shoal.c */
 /* The first failing rank's code, the same on every rank; it prints msg. Collective. */

@@ -17,9 +17,7 @@
 
 void restart_release(struct shoal_ctx *c)
 {
-    free(c->restart_file);
-    c->restart_file = NULL;
-    c->restart_size = 0;
+    shard_image_free(&c->restart);
     free(c->stored);
     c->stored = NULL;
     c->nstored = 0;
@@ -31,10 +29,9 @@ static int load_epoch(struct shoal_ctx *c, long long epoch)
     char path[PATH_MAX];
     if (store_shard_path(path, sizeof path, c->jobdir, epoch, c->rank, 0) != 0)
         return SHARD_READ_ERROR;
-    unsigned char *file;
-    size_t size;
+    struct shard_image img;
     struct shard_header h;
-    int verdict = store_load_shard(path, &file, &size, &h);
+    int verdict = store_load_shard(path, &img, &h);
     if (verdict != SHARD_OK)
         return verdict;
     verdict = shard_check_identity(&h, c->cfg.job, (uint64_t)epoch, (uint32_t)c->rank,
@@ -46,19 +43,18 @@ static int load_epoch(struct shoal_ctx *c, long long epoch)
             verdict = SHARD_NOMEM;
     }
     if (verdict != SHARD_OK) {
-        free(file);
+        shard_image_free(&img);
         return verdict;
     }
     uint64_t offset = SHARD_HEADER_SIZE + (uint64_t)SHARD_ENTRY_SIZE * h.nregions;
     for (uint32_t i = 0; i < h.nregions; i++) {
         struct shard_entry e;
-        shard_get_entry(file, i, &e);
+        shard_get_entry(img.data, i, &e);
         stored[i] = (struct stored_region){e.id, e.elem_size, e.count, offset};
         offset += e.bytes;
     }
     restart_release(c);
-    c->restart_file = file;
-    c->restart_size = size;
+    c->restart = img;
     c->stored = stored;
     c->nstored = (int)h.nregions;
     return SHARD_OK;
@@ -222,14 +218,32 @@ static const struct stored_region *find_stored(struct shoal_ctx *c, int id)
     return NULL;
 }
 
-/* Checks every region before copying any, so a failed recover changes nothing. */
+/* Copies each protected region out of the shard image, faulting the region in first
+ * in one go (memory.c: most of a large restore is first-touch faults). */
+static int restore_regions(void *arg)
+{
+    struct shoal_ctx *c = arg;
+    for (int i = 0; i < c->nregions; i++) {
+        const struct region *r = &c->regions[i];
+        const struct stored_region *s = find_stored(c, r->id);
+        size_t bytes = r->count * (size_t)r->elem_size;
+        if (bytes > 0) {
+            mem_prefault(r->ptr, bytes);
+            memcpy(r->ptr, c->restart.data + s->offset, bytes);
+        }
+    }
+    return SHOAL_SUCCESS;
+}
+
+/* Checks every region before copying any, so a failed recover changes
+ * nothing, unless the shard's file is cut short under a mapped image mid-copy. */
 static int recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
 {
     if (c->status != 1) {
         snprintf(msg, msglen, "shoal_recover: no checkpoint to recover from");
         return SHOAL_ERR_NOCKPT;
     }
-    if (c->restart_file == NULL) {
+    if (c->restart.data == NULL) {
         /* Handed to the staging buffer after an earlier recover: read it again. */
         int verdict = load_epoch(c, c->restart_epoch);
         if (verdict != SHARD_OK) {
@@ -255,12 +269,13 @@ static int recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
             return SHOAL_ERR_SIZE;
         }
     }
-    for (int i = 0; i < c->nregions; i++) {
-        const struct region *r = &c->regions[i];
-        const struct stored_region *s = find_stored(c, r->id);
-        size_t bytes = r->count * (size_t)r->elem_size;
-        if (bytes > 0)
-            memcpy(r->ptr, c->restart_file + s->offset, bytes);
+    int rc;
+    if (mem_guarded(restore_regions, c, c->restart.data, c->restart.size, &rc) != 0) {
+        snprintf(msg, msglen,
+                 "rank %d: the shard of epoch %lld was cut short while it was restored "
+                 "from (its file changed under the rank)",
+                 c->rank, c->restart_epoch);
+        return SHOAL_ERR_IO;
     }
     return SHOAL_SUCCESS;
 }
@@ -278,18 +293,24 @@ SHOAL_EXPORT int shoal_recover(void)
     if (agreed != SHOAL_SUCCESS)
         return agreed;
     c->recovered = 1;
-    /* The shard image is already faulted in: reuse it as the staging buffer when it is
-     * the larger one, instead of freeing one buffer and faulting in another (the
-     * staging buffer was not grown for it: ctx_stage_reserve). */
-    if (c->restart_size + STAGE_SLACK > c->stage_cap && !writer_is_busy(&c->writer)) {
-        free(c->stage);
-        c->stage = c->restart_file;
-        c->stage_cap = c->restart_size + STAGE_SLACK;
-    } else {
-        free(c->restart_file);
+    if (c->restart.mapped) {
+        /* The image was the file's own pages: the staging buffer is yet to be faulted
+         * in, which the writer does while the program goes on (ctx_stage_reserve). */
+        shard_image_free(&c->restart);
+        ctx_stage_prefault(c);
+        return SHOAL_SUCCESS;
     }
-    c->restart_file = NULL;
-    c->restart_size = 0;
+    /* The image read into a buffer is already faulted in: reuse it as the staging
+     * buffer when it is the larger one, instead of freeing one buffer and faulting in
+     * another (the staging buffer was not grown for it: ctx_stage_reserve). */
+    if (c->restart.size + STAGE_SLACK > c->stage_cap && !writer_is_busy(&c->writer)) {
+        free(c->stage);
+        c->stage = c->restart.data;
+        c->stage_cap = c->restart.size + STAGE_SLACK;
+        c->restart = (struct shard_image){NULL, 0, 0};
+    } else {
+        shard_image_free(&c->restart);
+    }
     return SHOAL_SUCCESS;
 }
 

@@ -260,32 +260,6 @@ void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int a
         remove_entries(jobdir, 1, 0);
 }
 
-/* Large buffers are aligned to 2 MiB and marked for transparent huge pages, so that
- * their first touch faults once per 2 MiB instead of once per 4 KiB: on a virtual
- * machine a 4 KiB fault costs about 2 us, and touching 1 GiB took 0.57 s that way
- * against 0.13 s with huge pages (bench/ckpt-cost's machine). A restart touches a
- * shard-sized buffer before the program can go on; a checkpoint's staging buffer is
- * touched once, then kept. */
-#define HUGE_PAGE ((size_t)2 << 20)
-/* Linux's madvise advice, hidden by <sys/mman.h> under _POSIX_C_SOURCE; the value is
- * ABI. */
-#ifndef MADV_HUGEPAGE
-#define MADV_HUGEPAGE 14
-#endif
-int madvise(void *addr, size_t len, int advice);
-
-void *buf_alloc(size_t size)
-{
-    if (size < HUGE_PAGE)
-        return malloc(size);
-    void *p;
-    if (posix_memalign(&p, HUGE_PAGE, size) != 0)
-        return NULL;
-    /* A hint: without huge pages the buffer works as well, only slower to fault. */
-    (void)madvise(p, size & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
-    return p;
-}
-
 static int read_all(int fd, unsigned char *p, size_t len)
 {
     while (len > 0) {
@@ -301,11 +275,52 @@ static int read_all(int fd, unsigned char *p, size_t len)
     return 0;
 }
 
-int store_load_shard(const char *path, unsigned char **file, size_t *size,
-                     struct shard_header *h)
+/* Linux's advice to fault a mapping's pages in for reading, answering an error where an
+ * access would raise SIGBUS (Linux 5.14; EINVAL before). The value is ABI. */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+int madvise(void *addr, size_t len, int advice);
+
+struct verify_call {
+    const unsigned char *file;
+    size_t size;
+    struct shard_header *h;
+};
+
+static int verify_call(void *arg)
 {
-    *file = NULL;
-    *size = 0;
+    struct verify_call *v = arg;
+    return shard_verify(v->file, v->size, v->h);
+}
+
+/* Maps the file in place. 1 when mapped and verified (img set), 0 when this kernel or
+ * file cannot be mapped so (read it instead), or a negative verdict. */
+static int map_shard(int fd, size_t len, struct shard_image *img, struct shard_header *h)
+{
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return 0;
+    if (madvise(m, len, MADV_POPULATE_READ) != 0) {
+        int err = errno;
+        munmap(m, len);
+        return err == EINVAL ? 0 : -SHARD_READ_ERROR; /* EFAULT: shorter than it was */
+    }
+    struct verify_call v = {m, len, h};
+    int verdict;
+    if (mem_guarded(verify_call, &v, m, len, &verdict) != 0)
+        verdict = SHARD_READ_ERROR; /* cut short while being read */
+    if (verdict != SHARD_OK) {
+        munmap(m, len);
+        return -verdict;
+    }
+    *img = (struct shard_image){m, len, 1};
+    return 1;
+}
+
+int store_load_shard(const char *path, struct shard_image *img, struct shard_header *h)
+{
+    *img = (struct shard_image){NULL, 0, 0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? SHARD_MISSING : SHARD_READ_ERROR;
@@ -323,6 +338,13 @@ int store_load_shard(const char *path, unsigned char **file, size_t *size,
         return SHARD_NOMEM;
     }
     size_t len = (size_t)st.st_size;
+    if (len >= STORE_MAP_MIN) {
+        int mapped = map_shard(fd, len, img, h);
+        if (mapped != 0) {
+            close(fd);
+            return mapped > 0 ? SHARD_OK : -mapped;
+        }
+    }
     if (len > SIZE_MAX - STAGE_SLACK) {
         close(fd);
         return SHARD_NOMEM;
@@ -332,6 +354,7 @@ int store_load_shard(const char *path, unsigned char **file, size_t *size,
         close(fd);
         return SHARD_NOMEM;
     }
+    mem_prefault(buf, len + STAGE_SLACK);
     int rd = read_all(fd, buf, len);
     close(fd);
     int verdict = rd == 0 ? shard_verify(buf, len, h) : SHARD_READ_ERROR;
@@ -340,7 +363,17 @@ int store_load_shard(const char *path, unsigned char **file, size_t *size,
         return verdict;
     }
     memset(buf + len, 0, STAGE_SLACK); /* faulted in now, as the file's part was */
-    *file = buf;
-    *size = len;
+    *img = (struct shard_image){buf, len, 0};
     return SHARD_OK;
+}
+
+void shard_image_free(struct shard_image *img)
+{
+    if (img->data != NULL) {
+        if (img->mapped)
+            munmap(img->data, img->size);
+        else
+            free(img->data);
+    }
+    *img = (struct shard_image){NULL, 0, 0};
 }

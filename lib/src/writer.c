@@ -2,7 +2,8 @@
  * writer.c - the background thread of a rank. It hashes and writes the shard staged by
  * shoal_checkpoint, so the caller only pays for the memcpy into the staging buffer,
  * then the rank's traffic file and the epoch bookkeeping (manifest, pruning), off the
- * caller's path too.
+ * caller's path too; after a restore from a mapped shard it faults in the new staging
+ * buffer.
  *
  * Contract: one writer per rank; the main thread only hands over a shard when the
  * writer is idle (writer_wait_idle) and does not touch the staging buffer until the
@@ -137,6 +138,17 @@ static void *writer_main(void *arg)
             pthread_cond_broadcast(&w->cv);
             continue;
         }
+        if (w->busy && w->touch != NULL) {
+            unsigned char *buf = w->touch;
+            size_t size = w->touch_size;
+            pthread_mutex_unlock(&w->mu);
+            mem_touch(buf, size);
+            pthread_mutex_lock(&w->mu);
+            w->busy = 0;
+            w->touch = NULL;
+            pthread_cond_broadcast(&w->cv);
+            continue;
+        }
         if (w->stop)
             break;
         pthread_cond_wait(&w->cv, &w->mu);
@@ -206,6 +218,16 @@ void writer_submit(struct writer *w, unsigned char *file, size_t size, long long
     w->file = file;
     w->size = size;
     w->epoch = epoch;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void writer_touch(struct writer *w, unsigned char *buf, size_t size)
+{
+    pthread_mutex_lock(&w->mu);
+    w->busy = 1;
+    w->touch = buf;
+    w->touch_size = size;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
