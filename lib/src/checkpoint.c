@@ -142,7 +142,7 @@ void ctx_stage_prefault(struct shoal_ctx *c)
     if (need == 0 || need > SIZE_MAX - STAGE_SLACK)
         return;
     size_t size = (size_t)need + STAGE_SLACK;
-    if (size <= c->stage_cap || writer_is_busy(&c->writer))
+    if (size <= c->stage_cap || c->staged_epoch != 0 || writer_is_busy(&c->writer))
         return; /* the next checkpoint grows it */
     size_t cap;
     unsigned char *p = stage_alloc(size, &cap);

@@ -465,7 +465,8 @@ void ctx_submit_staged(struct shoal_ctx *c);
 int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
 /* After a restore from a mapped image: a staging buffer for the protected regions,
  * which the writer faults in while the program goes on. Nothing when the buffer is
- * large enough or the writer is busy (the next checkpoint grows it then). */
+ * large enough, holds a staged image, or the writer is busy (the next checkpoint grows
+ * it then). */
 void ctx_stage_prefault(struct shoal_ctx *c);
 
 /* shoal.c */

@@ -244,7 +244,7 @@ static int recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
         return SHOAL_ERR_NOCKPT;
     }
     if (c->restart.data == NULL) {
-        /* Handed to the staging buffer after an earlier recover: read it again. */
+        /* Released or handed to the staging buffer by an earlier recover: again. */
         int verdict = load_epoch(c, c->restart_epoch);
         if (verdict != SHARD_OK) {
             snprintf(msg, msglen, "rank %d: shard of epoch %lld unusable: %s", c->rank,
@@ -295,7 +295,7 @@ SHOAL_EXPORT int shoal_recover(void)
     c->recovered = 1;
     if (c->restart.mapped) {
         /* The image was the file's own pages: the staging buffer is yet to be faulted
-         * in, which the writer does while the program goes on (ctx_stage_reserve). */
+         * in, which the writer does while the program goes on (ctx_stage_prefault). */
         shard_image_free(&c->restart);
         ctx_stage_prefault(c);
         return SHOAL_SUCCESS;
