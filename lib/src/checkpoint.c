@@ -92,20 +92,31 @@ SHOAL_EXPORT int shoal_unprotect(int id)
     return SHOAL_SUCCESS;
 }
 
-/* A staging buffer for images of size bytes, not yet touched, in *cap bytes: with
- * headroom, so that an array growing a little at a time does not reallocate at every
- * checkpoint, or without it if that much is not to be had. */
-static unsigned char *stage_alloc(size_t size, size_t *cap)
+/* Replaces the staging buffer with one for images of size bytes: with headroom, so that
+ * an array growing a little at a time does not reallocate at every checkpoint, or
+ * without it if that much is not to be had. Its pages are touched here, or by the
+ * writer while the program goes on (in_writer): first-touch page faults would otherwise
+ * make the checkpoint's copy several times slower than a memcpy. The writer is idle. */
+static int stage_replace(struct shoal_ctx *c, size_t size, int in_writer)
 {
-    *cap = size + size / 8;
-    if (*cap < size)
-        *cap = size;
-    unsigned char *p = buf_alloc(*cap);
+    size_t cap = size + size / 8;
+    if (cap < size)
+        cap = size;
+    unsigned char *p = buf_alloc(cap);
     if (p == NULL) {
-        *cap = size;
-        p = buf_alloc(size);
+        cap = size;
+        p = buf_alloc(cap);
     }
-    return p;
+    if (p == NULL)
+        return SHOAL_ERR_NOMEM;
+    if (!in_writer)
+        mem_touch(p, cap);
+    free(c->stage);
+    c->stage = p;
+    c->stage_cap = cap;
+    if (in_writer)
+        writer_touch(&c->writer, p, cap);
+    return SHOAL_SUCCESS;
 }
 
 int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
@@ -123,17 +134,7 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
     if (!may_wait && writer_is_busy(&c->writer))
         return SHOAL_SUCCESS;
     writer_wait_idle(&c->writer);
-    size_t cap;
-    unsigned char *p = stage_alloc(size, &cap);
-    if (p == NULL)
-        return SHOAL_ERR_NOMEM;
-    /* Touch every page now: first-touch page faults would otherwise make the
-     * checkpoint's copy several times slower than a memcpy. */
-    mem_touch(p, cap);
-    free(c->stage);
-    c->stage = p;
-    c->stage_cap = cap;
-    return SHOAL_SUCCESS;
+    return stage_replace(c, size, 0);
 }
 
 void ctx_stage_prefault(struct shoal_ctx *c)
@@ -144,14 +145,7 @@ void ctx_stage_prefault(struct shoal_ctx *c)
     size_t size = (size_t)need + STAGE_SLACK;
     if (size <= c->stage_cap || c->staged_epoch != 0 || writer_is_busy(&c->writer))
         return; /* the next checkpoint grows it */
-    size_t cap;
-    unsigned char *p = stage_alloc(size, &cap);
-    if (p == NULL)
-        return;
-    free(c->stage);
-    c->stage = p;
-    c->stage_cap = cap;
-    writer_touch(&c->writer, p, cap);
+    (void)stage_replace(c, size, 1); /* without memory, the next checkpoint says so */
 }
 
 /* stage_shift is where in the staging buffer the shard image of size bytes starts:

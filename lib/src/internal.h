@@ -108,6 +108,10 @@ void *buf_alloc(size_t size);
 void mem_prefault(void *p, size_t len);
 /* Faults in every page of [p, p + len) and writes a zero to it (a new buffer). */
 void mem_touch(void *p, size_t len);
+/* Maps len bytes of the file fd read-only, its pages read in (MADV_POPULATE_READ), or
+ * NULL with *err: EINVAL when this kernel or file cannot be mapped so, EFAULT when the
+ * file is shorter than len, else the error. */
+void *mem_map_read(int fd, size_t len, int *err);
 /* Runs *result = fn(arg) with SIGBUS from an access to [p, p + len) (a mapped file cut
  * short under it) caught: -1 when that happened and fn was left where it faulted, 0
  * otherwise. Any other SIGBUS goes to the program's own disposition. Not reentrant:

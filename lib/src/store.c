@@ -275,13 +275,6 @@ static int read_all(int fd, unsigned char *p, size_t len)
     return 0;
 }
 
-/* Linux's advice to fault a mapping's pages in for reading, answering an error where an
- * access would raise SIGBUS (Linux 5.14; EINVAL before). The value is ABI. */
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-int madvise(void *addr, size_t len, int advice);
-
 struct verify_call {
     const unsigned char *file;
     size_t size;
@@ -298,14 +291,10 @@ static int verify_call(void *arg)
  * file cannot be mapped so (read it instead), or a negative verdict. */
 static int map_shard(int fd, size_t len, struct shard_image *img, struct shard_header *h)
 {
-    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED)
-        return 0;
-    if (madvise(m, len, MADV_POPULATE_READ) != 0) {
-        int err = errno;
-        munmap(m, len);
+    int err;
+    unsigned char *m = mem_map_read(fd, len, &err);
+    if (m == NULL)
         return err == EINVAL ? 0 : -SHARD_READ_ERROR; /* EFAULT: shorter than it was */
-    }
     struct verify_call v = {m, len, h};
     int verdict;
     if (mem_guarded(verify_call, &v, m, len, &verdict) != 0)
@@ -354,7 +343,6 @@ int store_load_shard(const char *path, struct shard_image *img, struct shard_hea
         close(fd);
         return SHARD_NOMEM;
     }
-    mem_prefault(buf, len + STAGE_SLACK);
     int rd = read_all(fd, buf, len);
     close(fd);
     int verdict = rd == 0 ? shard_verify(buf, len, h) : SHARD_READ_ERROR;
