@@ -63,7 +63,7 @@ func execRank(args []string, stdout, stderr io.Writer) int {
 		// The job's directory is its owner's alone: its output and files.
 		os.Mkdir(jobDir, 0o700)
 		for _, s := range stages {
-			if err := cache.Place(work, s); err != nil {
+			if err := cache.Place(work, filepath.Join(jobDir, "staged"), s); err != nil {
 				fmt.Fprintf(stderr, "shoal: stage %s for job %s: %v\n", s.Name, job, err)
 				return 127
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"os/exec"
@@ -52,4 +53,45 @@ func TestExecRankDiesWithLauncher(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestExecRankStagesOnce: on a node, exec-rank places the job's staged file
+// into the job's work directory and, at later launches, finds it there by its
+// stamp in the job directory; an input the program changed is copied again.
+func TestExecRankStagesOnce(t *testing.T) {
+	bin := buildShoal(t)
+	node := t.TempDir()
+	content := []byte("input of the job\n")
+	h := sha256.Sum256(content)
+	sum := hex.EncodeToString(h[:])
+	if err := os.MkdirAll(filepath.Join(node, "files"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(node, "files", sum), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobDir := filepath.Join(node, "jobs", "j1")
+	input := filepath.Join(jobDir, "work", "in.txt")
+	stampFile := filepath.Join(jobDir, "staged", "in.txt")
+	launch := func() {
+		t.Helper()
+		cmd := exec.Command(bin, "exec-rank", "--stage", "in.txt="+sum+":644", "--", "/bin/cat", "in.txt")
+		cmd.Env = append(os.Environ(), "SHOAL_NODE_DATA="+node, "SHOAL_JOB=j1", "OMPI_COMM_WORLD_RANK=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != string(content) {
+			t.Fatalf("exec-rank: %v, output %q, want the staged input", err, out)
+		}
+	}
+	launch() // copies the input into place
+	time.Sleep(50 * time.Millisecond)
+	launch() // hashes it once and stamps it
+	stamp, err := os.ReadFile(stampFile)
+	if err != nil || !strings.HasPrefix(string(stamp), sum+" ") {
+		t.Fatalf("stamp %s: %q, %v; want one beginning with the input's sha256", stampFile, stamp, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := os.WriteFile(input, []byte("changed by the program\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	launch() // the change is seen and undone
 }

@@ -74,7 +74,7 @@ func execTask(args []string, stdout, stderr io.Writer) int {
 	os.Mkdir(jobDir, 0o700)
 	cache := files.Cache{Dir: filepath.Join(node, "files")}
 	for _, s := range stages {
-		if err := cache.Place(work, s); err != nil {
+		if err := cache.Place(work, filepath.Join(jobDir, "staged"), s); err != nil {
 			fmt.Fprintf(stderr, "shoal: stage %s for job %s: %v\n", s.Name, job, err)
 			return 127
 		}

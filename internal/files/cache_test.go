@@ -30,7 +30,7 @@ func TestCachePutAndPlace(t *testing.T) {
 	job := t.TempDir()
 	s := Stage{Name: "bin/prog", Sum: sum("abc"), Mode: 0o755}
 	for i := 0; i < 2; i++ { // the second time finds it in place
-		if err := c.Place(job, s); err != nil {
+		if err := c.Place(job, "", s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,7 +38,7 @@ func TestCachePutAndPlace(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o755 {
 		t.Fatalf("placed file: %v, mode %v", err, st.Mode())
 	}
-	if err := c.Place(job, Stage{Name: "x", Sum: sum("zzz"), Mode: 0o644}); !errors.Is(err, ErrNotCached) {
+	if err := c.Place(job, "", Stage{Name: "x", Sum: sum("zzz"), Mode: 0o644}); !errors.Is(err, ErrNotCached) {
 		t.Errorf("Place of an uncached file: %v, want ErrNotCached", err)
 	}
 }
@@ -94,5 +94,89 @@ func TestCacheUseListRemove(t *testing.T) {
 	}
 	if err := c.Remove("../x"); err == nil {
 		t.Error("Remove(\"../x\"): no error")
+	}
+}
+
+// TestPlaceStamps: a placed file is hashed once after it was copied, then known
+// by its stamp, and any change to it (even one that keeps its size and puts its
+// modification time back) is found and undone.
+func TestPlaceStamps(t *testing.T) {
+	c := Cache{Dir: t.TempDir()}
+	if err := c.Put(sum("abc"), strings.NewReader("abc")); err != nil {
+		t.Fatal(err)
+	}
+	hashes := 0
+	hashMatches = func(path, s string) bool { hashes++; return sameContent(path, s) }
+	t.Cleanup(func() { hashMatches, clock = sameContent, time.Now })
+	job, stamps := t.TempDir(), filepath.Join(t.TempDir(), "staged")
+	s := Stage{Name: "in/data", Sum: sum("abc"), Mode: 0o644}
+	dst := filepath.Join(job, "in/data")
+	// sameTick sets the clock to the placed file's ctime: the tick it changed in.
+	sameTick := func() {
+		t.Helper()
+		st, err := os.Stat(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := stampOf(s.Sum, st)
+		clock = func() time.Time { return time.Unix(0, rec.ctime) }
+	}
+	later := func() { clock = func() time.Time { return time.Now().Add(time.Second) } }
+	place := func(wantHashes int, what string) {
+		t.Helper()
+		hashes = 0
+		if err := c.Place(job, stamps, s); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if b, err := os.ReadFile(dst); err != nil || string(b) != "abc" {
+			t.Fatalf("%s: placed file holds %q, %v", what, b, err)
+		}
+		if hashes != wantHashes {
+			t.Fatalf("%s: %d hashes, want %d", what, hashes, wantHashes)
+		}
+	}
+	place(0, "first place (a copy)")
+	sameTick()
+	place(1, "in the tick of the copy (hashed, not stamped)")
+	place(1, "again in that tick")
+	later()
+	place(1, "a tick later (hashed and stamped)")
+	place(0, "stamped")
+	place(0, "stamped, again")
+
+	// Same size, other content, modification time put back: the ctime moved.
+	st, err := os.Stat(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * clockTick)
+	if err := os.WriteFile(dst, []byte("xyz"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dst, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	place(1, "after a change (hashed, found different, copied again)")
+	sameTick()
+	place(1, "in the tick of the new copy")
+	later()
+	place(1, "a tick later")
+	place(0, "stamped anew")
+
+	// A damaged stamp vouches for nothing.
+	if err := os.WriteFile(stampPath(stamps, s.Name), []byte("junk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	place(1, "with a junk stamp")
+	place(0, "stamped again")
+	// Without a stamps directory every Place hashes.
+	hashes = 0
+	for i := 0; i < 2; i++ {
+		if err := c.Place(job, "", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hashes != 2 {
+		t.Errorf("without stamps: %d hashes in 2 places, want 2", hashes)
 	}
 }
