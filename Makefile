@@ -21,8 +21,14 @@ deps:
 
 build: deps go-build lib fortran python examples fortran-examples kernels test-programs mpich
 
-go-build:
+go-build: bin/shoal-rank
 	$(GO) build -o bin/shoal ./cmd/shoal
+
+# The rank wrapper without Go's start-up (cmd/shoal-rank/shoal-rank.c): the coordinator
+# starts ranks through it when it is next to shoal, else through `shoal exec-rank`.
+bin/shoal-rank: cmd/shoal-rank/shoal-rank.c
+	@mkdir -p bin
+	$(CC) -std=c11 $(CFLAGS) -Wall -Wextra -o $@ $<
 
 include lib/lib.mk
 include lib/fortran/fortran.mk

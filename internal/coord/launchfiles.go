@@ -41,7 +41,7 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 			return engine.Launch{}, nil, err
 		}
 	}
-	wrapper := append([]string{s.cfg.ShoalBin, "exec-rank"}, stageArgs(info.Spec)...)
+	wrapper := append(rankWrapper(s.cfg.ShoalBin), stageArgs(info.Spec)...)
 	wrapper = append(wrapper, "--")
 	over := false
 	for name, n := range p.Counts() {
@@ -94,6 +94,19 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 // agentSocket is the agent's local socket in the data dir (agent.SocketFile;
 // the agent package imports this one).
 const agentSocket = "agent.sock"
+
+// rankWrapper is the command each rank is started through: shoal-rank, the
+// wrapper without Go's start-up (cmd/shoal-rank), when it is installed next to
+// shoalBin, as make build and make install put it; else `shoal exec-rank`.
+// Like shoal itself, it is looked for on this node and run at the same path on
+// every node of the launch.
+func rankWrapper(shoalBin string) []string {
+	fast := filepath.Join(filepath.Dir(shoalBin), "shoal-rank")
+	if st, err := os.Stat(fast); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		return []string{fast}
+	}
+	return []string{shoalBin, "exec-rank"}
+}
 
 // stageArgs are the --stage arguments of `shoal exec-rank` and `shoal
 // exec-task` that place the job's files in a node's job directory: the program

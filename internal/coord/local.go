@@ -41,7 +41,7 @@ func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []s
 	}
 	l := engine.Launch{
 		NRanks: j.spec.NRanks, Program: j.spec.Program, Args: j.spec.Args, Dir: j.spec.Workdir,
-		Wrapper:       []string{j.cfg.ShoalBin, "exec-rank", "--"},
+		Wrapper:       append(rankWrapper(j.cfg.ShoalBin), "--"),
 		Oversubscribe: j.spec.NRanks > j.cfg.Cores,
 		Env: append(append(env, j.spec.Env...),
 			"SHOAL_DIR="+j.cfg.CkptRoot,
