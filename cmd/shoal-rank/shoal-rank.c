@@ -3,7 +3,7 @@
  * the start-up of the Go runtime. The coordinator starts every rank through it when it
  * is installed next to shoal: a launch of N ranks starts N wrappers at once, and `shoal
  * exec-rank`, the same wrapper in Go, takes about 10 ms of CPU to start and end where
- * this takes about 1 (bench/launch-profile).
+ * this takes about 2 (bench/launch-profile).
  *
  * It takes exec-rank's arguments and does its work where that work is simple: it places
  * a job file missing from the work directory by copying it from the node's cache, and
@@ -34,17 +34,21 @@ static int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGCONT, SIGUSR1, SIGUSR2};
 static volatile sig_atomic_t told; /* a signal that stops the program was passed on */
 static volatile pid_t child;
 
-static void forward(int sig) {
+static void forward(int sig)
+{
     if (sig != SIGCONT && sig != SIGUSR1 && sig != SIGUSR2)
         told = 1;
     if (child > 0)
         kill(child, sig);
 }
 
+static int saved_argc;
 static char **saved_argv;
 
-/* go_wrapper hands the whole rank to `shoal exec-rank`, next to this executable. */
-static int go_wrapper(void) {
+/* go_wrapper hands the whole rank to `shoal exec-rank`, next to this executable, with
+ * this wrapper's arguments. */
+static int go_wrapper(void)
+{
     char self[PATH_MAX], shoal[PATH_MAX + 8];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
@@ -52,18 +56,14 @@ static int go_wrapper(void) {
         return 127;
     }
     self[n] = 0;
-    char *slash = strrchr(self, '/');
-    *slash = 0;
+    *strrchr(self, '/') = 0;
     snprintf(shoal, sizeof shoal, "%s/shoal", self);
-    saved_argv[0] = "exec-rank";
-    int argc = 0;
-    while (saved_argv[argc])
-        argc++;
-    char **args = calloc((size_t)argc + 2, sizeof *args);
+    char **args = calloc((size_t)saved_argc + 2, sizeof *args);
     if (!args)
         return 127;
     args[0] = shoal;
-    memcpy(args + 1, saved_argv, ((size_t)argc + 1) * sizeof *args);
+    args[1] = "exec-rank";
+    memcpy(args + 2, saved_argv + 1, (size_t)saved_argc * sizeof *args); /* and NULL */
     execv(shoal, args);
     fprintf(stderr, "shoal-rank: cannot run %s: %s\n", shoal, strerror(errno));
     return 127;
@@ -77,7 +77,8 @@ struct stage {
 
 /* parse_stage accepts what files.ParseStage accepts, and some less: anything it
  * refuses goes to the Go wrapper, which says why. */
-static int parse_stage(char *v, struct stage *s) {
+static int parse_stage(char *v, struct stage *s)
+{
     char *eq = strchr(v, '='), *colon, *end;
     if (!eq || eq == v)
         return -1;
@@ -108,7 +109,8 @@ static int parse_stage(char *v, struct stage *s) {
     return 0;
 }
 
-static int mkdirs(const char *path, mode_t mode) {
+static int mkdirs(const char *path, mode_t mode)
+{
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return -1;
@@ -125,7 +127,8 @@ static int mkdirs(const char *path, mode_t mode) {
 
 /* copy_in copies src to dst through a temporary file renamed into place, so that
  * ranks placing the same file at once never see part of one. */
-static int copy_in(const char *src, const char *dst, unsigned mode) {
+static int copy_in(const char *src, const char *dst, unsigned mode)
+{
     char dir[PATH_MAX], tmp[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s", dst);
     *strrchr(dir, '/') = 0;
@@ -166,7 +169,8 @@ static int copy_in(const char *src, const char *dst, unsigned mode) {
 
 /* stamped reports whether the stamp of s in stamps describes st, as
  * internal/files writes stamps: "SUM SIZE INODE CTIME MTIME\n". */
-static int stamped(const char *stamps, const struct stage *s, const struct stat *st) {
+static int stamped(const char *stamps, const struct stage *s, const struct stat *st)
+{
     char path[PATH_MAX], want[160], got[160];
     int n = snprintf(path, sizeof path, "%s/", stamps);
     for (const char *p = s->name; *p && n < (int)sizeof path - 1; p++)
@@ -189,7 +193,8 @@ static int stamped(const char *stamps, const struct stage *s, const struct stat 
 
 /* place readies the job files in work: 0 done, -1 for the Go wrapper to do. */
 static int place(const char *node, const char *job_dir, const char *work, struct stage *stages,
-                 int n) {
+                 int n)
+{
     char stamps[PATH_MAX];
     if (snprintf(stamps, sizeof stamps, "%s/staged", job_dir) >= (int)sizeof stamps)
         return -1;
@@ -213,7 +218,8 @@ static int place(const char *node, const char *job_dir, const char *work, struct
 
 /* rank_from reads a rank as strconv.Atoi would, refusing what is not a plain
  * non-negative number. */
-static int rank_from(const char *v) {
+static int rank_from(const char *v)
+{
     if (!v || !*v || strlen(v) > 9)
         return -1;
     for (const char *p = v; *p; p++)
@@ -223,7 +229,8 @@ static int rank_from(const char *v) {
 }
 
 /* ranks_contain is engine.RanksContain: -1 for a malformed list. */
-static int ranks_contain(const char *list, int rank) {
+static int ranks_contain(const char *list, int rank)
+{
     int in = 0;
     if (!*list)
         return 0;
@@ -252,14 +259,16 @@ static int ranks_contain(const char *list, int rank) {
     }
 }
 
-static long long now_ns(void) {
+static long long now_ns(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* write_state writes ranks/rNNNNNN whole (engine.WriteRankState). */
-static void write_state(const char *dir, int rank, const char *line) {
+static void write_state(const char *dir, int rank, const char *line)
+{
     char path[PATH_MAX], tmp[PATH_MAX + 8];
     snprintf(path, sizeof path, "%s/r%06d", dir, rank);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -272,8 +281,10 @@ static void write_state(const char *dir, int rank, const char *line) {
         rename(tmp, path);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     pid_t start_ppid = getppid();
+    saved_argc = argc;
     saved_argv = argv;
     /* Die with the launcher, and refuse to start if it is already gone. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
@@ -338,19 +349,21 @@ int main(int argc, char **argv) {
         unsetenv("SHOAL_STAGE_RANKS");
     }
 
+    int report[2]; /* the child's errno when the program cannot be started */
+    if (pipe2(report, O_CLOEXEC) != 0)
+        return go_wrapper();
     /* Signals that arrive before the program runs are held, then passed on. */
     sigset_t block, old;
     sigemptyset(&block);
     for (int k = 0; k < NFORWARDED; k++)
         sigaddset(&block, forwarded[k]);
     sigprocmask(SIG_BLOCK, &block, &old);
-    int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0)
-        return go_wrapper();
     pid_t self = getpid();
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL); /* shoal exec-rank holds its own */
         return go_wrapper();
+    }
     if (pid == 0) {
         /* The program must not outlive the wrapper. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);

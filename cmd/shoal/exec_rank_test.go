@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,24 +68,13 @@ func dieWithLauncher(t *testing.T, wrapper []string) {
 // stamp in the job directory; an input the program changed is copied again.
 func TestExecRankStagesOnce(t *testing.T) {
 	bin := buildShoal(t)
-	node := t.TempDir()
-	content := []byte("input of the job\n")
-	h := sha256.Sum256(content)
-	sum := hex.EncodeToString(h[:])
-	if err := os.MkdirAll(filepath.Join(node, "files"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(node, "files", sum), content, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	node, content, sum := stagedNode(t)
 	jobDir := filepath.Join(node, "jobs", "j1")
 	input := filepath.Join(jobDir, "work", "in.txt")
 	stampFile := filepath.Join(jobDir, "staged", "in.txt")
 	launch := func() {
 		t.Helper()
-		cmd := exec.Command(bin, "exec-rank", "--stage", "in.txt="+sum+":644", "--", "/bin/cat", "in.txt")
-		cmd.Env = append(os.Environ(), "SHOAL_NODE_DATA="+node, "SHOAL_JOB=j1", "OMPI_COMM_WORLD_RANK=0")
-		out, err := cmd.CombinedOutput()
+		out, err := catStaged([]string{bin, "exec-rank"}, node, sum)
 		if err != nil || string(out) != string(content) {
 			t.Fatalf("exec-rank: %v, output %q, want the staged input", err, out)
 		}
@@ -205,23 +195,11 @@ func TestRankWrappers(t *testing.T) {
 func TestShoalRankTrustsOnlyStamps(t *testing.T) {
 	bin := buildShoal(t)
 	crank := buildShoalRank(t, t.TempDir())
-	node := t.TempDir()
-	content := []byte("input of the job\n")
-	h := sha256.Sum256(content)
-	sum := hex.EncodeToString(h[:])
-	if err := os.MkdirAll(filepath.Join(node, "files"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(node, "files", sum), content, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	node, content, sum := stagedNode(t)
 	input := filepath.Join(node, "jobs", "j1", "work", "in.txt")
 	launch := func(wrapper []string, wantOK bool, what string) {
 		t.Helper()
-		args := append(append(wrapper[1:], "--stage", "in.txt="+sum+":644", "--"), "/bin/cat", "in.txt")
-		cmd := exec.Command(wrapper[0], args...)
-		cmd.Env = append(os.Environ(), "SHOAL_NODE_DATA="+node, "SHOAL_JOB=j1", "OMPI_COMM_WORLD_RANK=0")
-		out, err := cmd.CombinedOutput()
+		out, err := catStaged(wrapper, node, sum)
 		ok := err == nil && string(out) == string(content)
 		if ok != wantOK {
 			t.Fatalf("%s: %v, output %q; want success %v", what, err, out, wantOK)
@@ -246,4 +224,30 @@ func TestShoalRankTrustsOnlyStamps(t *testing.T) {
 func rankFile(ranks, rank string) string {
 	n, _ := strconv.Atoi(rank)
 	return filepath.Join(ranks, fmt.Sprintf("r%06d", n))
+}
+
+// stagedNode is a node's data dir whose cache holds one job file, content,
+// whose sha256 is sum.
+func stagedNode(t *testing.T) (node string, content []byte, sum string) {
+	t.Helper()
+	node = t.TempDir()
+	content = []byte("input of the job\n")
+	h := sha256.Sum256(content)
+	sum = hex.EncodeToString(h[:])
+	if err := os.MkdirAll(filepath.Join(node, "files"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(node, "files", sum), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return node, content, sum
+}
+
+// catStaged runs rank 0 of job j1 on node through wrapper, with the cached file
+// sum staged as in.txt and /bin/cat printing it.
+func catStaged(wrapper []string, node, sum string) ([]byte, error) {
+	args := append(slices.Clone(wrapper[1:]), "--stage", "in.txt="+sum+":644", "--", "/bin/cat", "in.txt")
+	cmd := exec.Command(wrapper[0], args...)
+	cmd.Env = append(os.Environ(), "SHOAL_NODE_DATA="+node, "SHOAL_JOB=j1", "OMPI_COMM_WORLD_RANK=0")
+	return cmd.CombinedOutput()
 }
