@@ -77,6 +77,9 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 	if err := os.MkdirAll(n.dir(), 0o755); err != nil {
 		return nil, err
 	}
+	if err := n.mountDir(); err != nil {
+		b.logf("warning: the hosts' files stay on the file system of %s: %v", n.dir(), err)
+	}
 	if err := n.keepMachineNetns(); err != nil {
 		return nil, err
 	}
