@@ -11,9 +11,14 @@ import (
 	"shoal/internal/place"
 )
 
-// outputDelay is how long rank output waits to be written to the job store with
-// the lines after it: one log entry per burst of lines, not per line.
-const outputDelay = 100 * time.Millisecond
+// writeDelay is how long a change that decides nothing (rank output, an
+// informational event, a new plan or interval) waits to be written to the job
+// store with the changes after it. Every entry costs every member of the store
+// a log write, so a burst is one entry; a decision the job then acts on
+// (launching ranks, keeping an epoch book, ending) is written at once and
+// carries what waits with it. A reader on another node lags the leader by up
+// to twice the store's commit timeout already (jobstore.commitTimeout).
+const writeDelay = 100 * time.Millisecond
 
 // clusterJob is one job this node coordinates. The leader's copy of the job's
 // info is here; every change of it and every event is written through to the
@@ -26,8 +31,9 @@ type clusterJob struct {
 	done      bool
 	placement place.Placement
 	backend   *clusterBackend
-	out       []api.JobEvent // rank output not yet written
-	flushing  bool           // a flush of out is scheduled
+	out       []api.JobEvent // events not yet written (rank output, posted events)
+	infoDirty bool           // info has changes not yet written
+	flushing  bool           // a write of what waits is scheduled
 	// writeMu keeps the store's entries in the order they were made.
 	writeMu sync.Mutex
 	// term is the Service's leadership term the job is driven in; finished is
@@ -57,11 +63,6 @@ func (j *clusterJob) snapshot() api.Job {
 	return j.info
 }
 
-// record writes one event, after any output written before it.
-func (j *clusterJob) record(typ, msg string, data any) {
-	j.write(false, newEvent(typ, msg, data))
-}
-
 func newEvent(typ, msg string, data any) api.JobEvent {
 	e := api.JobEvent{Time: time.Now(), Type: typ, Message: msg}
 	if data != nil {
@@ -70,12 +71,12 @@ func newEvent(typ, msg string, data any) api.JobEvent {
 	return e
 }
 
-// update changes the job's info and writes it.
+// update changes the job's info and writes it within writeDelay.
 func (j *clusterJob) update(f func(*api.Job)) {
 	j.mu.Lock()
 	f(&j.info)
 	j.mu.Unlock()
-	j.write(true)
+	j.post(true)
 }
 
 // end writes the job's final info and its last event in one entry, so that no
@@ -88,69 +89,69 @@ func (j *clusterJob) end(f func(*api.Job), last api.JobEvent) {
 	j.write(true, last)
 }
 
-// write writes the pending output, then events, and the info when withInfo.
-// A write that fails because this node no longer leads is dropped: the new
-// leader resumes the job from what the store held.
+// write writes what waits, then events, and the info when withInfo, and
+// returns once the store holds them. A write that fails because this node no
+// longer leads is dropped: the new leader resumes the job from what the store
+// held.
 func (j *clusterJob) write(withInfo bool, events ...api.JobEvent) {
+	j.flush(withInfo, events, nil)
+}
+
+// writeWith writes what waits, then events, the info and book (a farm's
+// ledger) in one entry.
+func (j *clusterJob) writeWith(events []api.JobEvent, book json.RawMessage) {
+	j.flush(true, events, book)
+}
+
+// writeBook records the job's epoch book in the store, with what waits.
+func (j *clusterJob) writeBook(book json.RawMessage) {
+	j.flush(false, nil, book)
+}
+
+// flush writes what waits, events, the info (when withInfo or changed) and
+// book (when not empty) in one entry.
+func (j *clusterJob) flush(withInfo bool, events []api.JobEvent, book json.RawMessage) {
 	j.writeMu.Lock()
 	defer j.writeMu.Unlock()
 	j.mu.Lock()
 	events = append(j.out, events...)
 	j.out = nil
 	var info *api.Job
-	if withInfo {
+	if withInfo || j.infoDirty {
 		cp := j.info
 		info = &cp
 	}
+	j.infoDirty = false
 	id := j.info.ID
 	j.mu.Unlock()
-	if j.s == nil || j.s.cfg.Store == nil || (info == nil && len(events) == 0) || !j.current() {
+	if j.s == nil || j.s.cfg.Store == nil || (info == nil && len(events) == 0 && len(book) == 0) || !j.current() {
 		return
 	}
-	j.s.cfg.Store.Update(id, info, events, nil)
+	j.s.cfg.Store.Update(id, info, events, book)
 }
 
-// writeWith writes the pending output, then events, the info and book (a
-// farm's ledger) in one entry.
-func (j *clusterJob) writeWith(events []api.JobEvent, book json.RawMessage) {
-	j.writeMu.Lock()
-	defer j.writeMu.Unlock()
+// post queues events, and the info when withInfo, to be written within
+// writeDelay with whatever comes after them.
+func (j *clusterJob) post(withInfo bool, events ...api.JobEvent) {
 	j.mu.Lock()
-	events = append(j.out, events...)
-	j.out = nil
-	info := j.info
-	j.mu.Unlock()
-	if j.s == nil || j.s.cfg.Store == nil || !j.current() {
-		return
-	}
-	j.s.cfg.Store.Update(info.ID, &info, events, book)
-}
-
-// writeBook records the job's epoch book in the store.
-func (j *clusterJob) writeBook(book json.RawMessage) {
-	j.writeMu.Lock()
-	defer j.writeMu.Unlock()
-	if j.s == nil || j.s.cfg.Store == nil || !j.current() {
-		return
-	}
-	j.s.cfg.Store.Update(j.snapshot().ID, nil, nil, book)
-}
-
-// output queues a line of rank output; it is written within outputDelay.
-func (j *clusterJob) output(typ, line string) {
-	j.mu.Lock()
-	j.out = append(j.out, newEvent(typ, line, nil))
+	j.out = append(j.out, events...)
+	j.infoDirty = j.infoDirty || withInfo
 	schedule := !j.flushing
 	j.flushing = true
 	j.mu.Unlock()
 	if schedule {
-		time.AfterFunc(outputDelay, func() {
+		time.AfterFunc(writeDelay, func() {
 			j.mu.Lock()
 			j.flushing = false
 			j.mu.Unlock()
 			j.write(false)
 		})
 	}
+}
+
+// output queues a line of rank output; it is written within writeDelay.
+func (j *clusterJob) output(typ, line string) {
+	j.post(false, newEvent(typ, line, nil))
 }
 
 // lineEvents turns rank output into one event per line, each after prefix.

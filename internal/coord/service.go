@@ -385,7 +385,14 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 				j.info.Epoch = e.Epoch
 			}
 			j.mu.Unlock()
-			j.write(e.State != "" || e.Kind == EventEpoch, newEvent(e.Kind, e.Message, nil))
+			ev := newEvent(e.Kind, e.Message, nil)
+			if e.Kind == EventLaunch {
+				// The store holds a run's placement before its ranks start,
+				// so that a new leader fences where they may be.
+				j.write(true, ev)
+				return
+			}
+			j.post(e.State != "" || e.Kind == EventEpoch, ev)
 		},
 	}
 	if book == nil {
@@ -442,6 +449,13 @@ drain:
 			break drain
 		}
 	}
+	done := res.Done()
+	j.end(func(a *api.Job) {
+		a.State, a.Ended, a.Restarts, a.Reason = done.State, time.Now(), res.Restarts, done.Reason
+		a.ExitCode, a.Exhausted = &done.ExitCode, done.Exhausted
+	}, newEvent("done", res.Reason, done))
+	// The nodes are cleared after the end is written: whoever waits for the
+	// job learns of it without waiting for them.
 	for name := range cb.nodes {
 		go func(p Peer) {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -454,11 +468,6 @@ drain:
 			}
 		}(cb.peer(name))
 	}
-	done := res.Done()
-	j.end(func(a *api.Job) {
-		a.State, a.Ended, a.Restarts, a.Reason = done.State, time.Now(), res.Restarts, done.Reason
-		a.ExitCode, a.Exhausted = &done.ExitCode, done.Exhausted
-	}, newEvent("done", res.Reason, done))
 }
 
 // stage copies every file of the job that peer lacks from this node's cache, and
