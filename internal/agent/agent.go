@@ -646,7 +646,7 @@ func (a *Agent) ranksChanged() {
 	}
 }
 
-// RanksSettle is how long the node waits after its launch grants change before
+// RanksSettle is how long the node's launch grants must stay unchanged before
 // it announces their ranks. Each announcement goes to every node by gossip, and
 // at a launch every node of the run announces at once: N announcements, each
 // handled by N nodes (on the testbed's 32 one-core hosts, about 0.3 s of CPU per
@@ -656,23 +656,41 @@ func (a *Agent) ranksChanged() {
 // announce nothing at all. The ranks only feed `shoal nodes`.
 const RanksSettle = 3 * time.Second
 
+// RanksMaxWait bounds how long changes that never settle (short jobs one after
+// another) keep the node from announcing its ranks.
+const RanksMaxWait = 10 * RanksSettle
+
+// settleWait is how long after now to announce the ranks, when they first
+// changed at first and changed again just now: RanksSettle, but never past
+// first + RanksMaxWait.
+func settleWait(first, now time.Time) time.Duration {
+	return max(min(RanksSettle, first.Add(RanksMaxWait).Sub(now)), 0)
+}
+
 // announceRanks keeps the ranks this node announces in its metadata equal to
-// those of its launch grants, so that every node's `shoal nodes` shows them,
-// RanksSettle after a change. Announcing from one goroutine keeps the
-// announcements in order.
+// those of its launch grants, so that every node's `shoal nodes` shows them
+// once they have not changed for RanksSettle. Each change starts the wait
+// anew: a node whose grants change again before a launch has ended (the next
+// short job, a relaunch) does not announce in the middle of it. Announcing
+// from one goroutine keeps the announcements in order.
 func (a *Agent) announceRanks() {
 	announced := 0
+	var due <-chan time.Time
+	var first time.Time // the first change not announced yet
 	for {
 		select {
 		case <-a.quit:
 			return
 		case <-a.ranksDirty:
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			due = time.After(settleWait(first, now))
+			continue
+		case <-due:
 		}
-		select {
-		case <-a.quit:
-			return
-		case <-time.After(RanksSettle):
-		}
+		due, first = nil, time.Time{}
 		n := a.launch.Ranks()
 		if n == announced {
 			continue

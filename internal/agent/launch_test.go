@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +171,70 @@ func TestRelaunchAnnouncesNothing(t *testing.T) {
 	time.Sleep(RanksSettle + time.Second)
 	if n := updates(); n != 0 {
 		t.Errorf("n2 announced %d metadata updates for a revoke and grant of the same ranks, want 0", n)
+	}
+}
+
+// TestRanksAnnouncedWhenSettled: grants that change again within RanksSettle
+// (one short job after another) are announced once, after they stop changing,
+// and with the last count: never in the middle of a launch.
+func TestRanksAnnouncedWhenSettled(t *testing.T) {
+	agents := startCluster(t, 2)
+	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
+	sub := agents[0].Membership().Subscribe()
+	defer sub.Close()
+	var updates []int
+	drain := func() {
+		for {
+			select {
+			case ev := <-sub.C:
+				if ev.Type == membership.EventUpdate && ev.Node.Name == "n2" {
+					updates = append(updates, ev.Node.Meta.Ranks)
+				}
+			default:
+				return
+			}
+		}
+	}
+	l := agents[1].Launcher()
+	step := RanksSettle * 2 / 3
+	l.Grant("j1", "n1", 2, time.Minute, nil)
+	time.Sleep(step)
+	l.Grant("j2", "n1", 1, time.Minute, nil)
+	time.Sleep(step)
+	l.Revoke("j1") // 1 rank left, RanksSettle*4/3 after the first change
+	time.Sleep(step)
+	drain()
+	if len(updates) != 0 {
+		t.Fatalf("n2 announced %v while its grants were still changing, want nothing yet", updates)
+	}
+	waitFor(t, RanksSettle+5*time.Second, func() string {
+		drain()
+		if len(updates) == 0 {
+			return "n2 has announced nothing"
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	drain()
+	if !slices.Equal(updates, []int{1}) {
+		t.Errorf("n2 announced ranks %v, want [1]: one announcement, of the settled count", updates)
+	}
+}
+
+func TestSettleWait(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		since time.Duration // from the first change to now
+		want  time.Duration
+	}{
+		{0, RanksSettle},
+		{RanksMaxWait - RanksSettle, RanksSettle},
+		{RanksMaxWait - time.Second, time.Second},
+		{RanksMaxWait, 0},
+		{RanksMaxWait + time.Minute, 0},
+	} {
+		if got := settleWait(t0, t0.Add(c.since)); got != c.want {
+			t.Errorf("settleWait %v after the first change = %v, want %v", c.since, got, c.want)
+		}
 	}
 }
