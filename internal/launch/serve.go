@@ -35,6 +35,17 @@ type proc struct {
 	lost   bool
 }
 
+// hasExited reports whether the launched command has been reaped (what it
+// left behind may still be looked for).
+func (p *proc) hasExited() bool {
+	select {
+	case <-p.exitedCh:
+		return true
+	default:
+		return false
+	}
+}
+
 // signalGroup sends sig to the command's process group while its leader has
 // not been reaped (after that the group id could name someone else's group).
 func (p *proc) signalGroup(sig syscall.Signal) {
@@ -166,9 +177,16 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 	// What the command left behind (a rank its daemon did not reap, a
 	// background job) dies with it: a launch lives exactly as long as its
 	// command. The group id stays reserved while the group has members, so
-	// this reaches only ours.
+	// this reaches only ours. The scan for the rest reads every process of the
+	// machine; the exit is sent without waiting for it (the launcher, mpirun,
+	// waits for every daemon's), but the launch stays registered until it ends,
+	// so that a revoke in the meantime scans as well.
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	_, clean := killMarked(exactly(p.marker))
+	scanned := make(chan bool, 1)
+	go func() {
+		_, clean := killMarked(exactly(p.marker))
+		scanned <- clean
+	}()
 	copiesDone := make(chan struct{})
 	go func() { copies.Wait(); close(copiesDone) }()
 	select {
@@ -179,6 +197,10 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 		<-copiesDone
 	}
 	pipes.closeAll()
+	exit := exitOf(p.cmd.ProcessState)
+	log.Info("launch ended", "exit", exit, "connection_lost", lost)
+	sent := !lost && fw.write(FrameExit, exit.encode()) == nil
+	clean := <-scanned
 	s.mu.Lock()
 	delete(s.procs, p)
 	if !clean {
@@ -186,10 +208,7 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 	}
 	s.mu.Unlock()
 	close(p.ended)
-
-	exit := exitOf(p.cmd.ProcessState)
-	log.Info("launch ended", "exit", exit, "connection_lost", lost)
-	if !lost && fw.write(FrameExit, exit.encode()) == nil {
+	if sent {
 		lingerClose(conn, clientDone)
 	}
 }

@@ -312,7 +312,7 @@ func (s *Service) Running(job string) int {
 func (s *Service) runningLocked(job string) int {
 	n := 0
 	for p := range s.procs {
-		if p.job == job {
+		if p.job == job && !p.hasExited() {
 			n++
 		}
 	}

@@ -487,9 +487,11 @@ func TestRevokeScansOnlyWhatMayRun(t *testing.T) {
 	if exit, err := (&Relay{}).Run(conn); err != nil || exit != (Exit{}) {
 		t.Fatalf("launch ended with %v, %v; want exit code 0", exit, err)
 	}
-	waitFor(t, 5*time.Second, func() string {
-		if n := svc.Running("j1"); n != 0 {
-			return fmt.Sprintf("running = %d, want 0", n)
+	waitFor(t, 5*time.Second, func() string { // its scan for what it left has ended
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		if n := len(svc.procs); n != 0 {
+			return fmt.Sprintf("%d launches registered, want 0", n)
 		}
 		return ""
 	})
@@ -602,5 +604,41 @@ func TestRanksFollowGrants(t *testing.T) {
 	defer mu.Unlock()
 	if fmt.Sprint(reported) != fmt.Sprint(want) {
 		t.Errorf("OnRanks reported %v, want %v", reported, want)
+	}
+}
+
+// TestLaunchEndKillsWhatItLeft: a command that exits and leaves a process
+// behind in a session of its own (out of its group, found by the marker) has
+// its exit sent and that process killed, whether or not the process still
+// holds the launch's output.
+func TestLaunchEndKillsWhatItLeft(t *testing.T) {
+	for _, c := range []struct{ name, redirect string }{
+		{"holding the output", ""},
+		{"output elsewhere", " >/dev/null 2>&1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			svc, cl := testService(t)
+			ctx := context.Background()
+			svc.Grant("j1", "n0", 1, time.Minute, nil)
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			script := fmt.Sprintf(`setsid sleep 300%s & echo $! > %s; exit 4`, c.redirect, pidFile)
+			conn, err := cl.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: daemon(script)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			exit, err := (&Relay{}).Run(conn)
+			if err != nil || exit != (Exit{Code: 4}) {
+				t.Fatalf("launch ended with %v, %v; want exit code 4", exit, err)
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("the exit took %v to arrive: it waited on the process left behind", took)
+			}
+			pids := readPids(t, pidFile, 1)
+			waitFor(t, 5*time.Second, allGone(pids))
+			if n := svc.Running("j1"); n != 0 {
+				t.Errorf("running after exit = %d, want 0", n)
+			}
+		})
 	}
 }
