@@ -208,9 +208,13 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a
 	// fenced run's ranks still alive. All at once, and all before staging and grants.
+	// A new job's first run has none to fence, and costs no round of requests to
+	// every node. (A job taken over or resumed is fenced as for a relaunch: a node
+	// cut off when the job was taken over may be back with its ranks.)
+	fresh := old == nil && b.j.resume == nil
 	var fence sync.WaitGroup
 	for name := range live {
-		if _, wasIn := old[name]; wasIn || len(byNode[name]) > 0 {
+		if _, wasIn := old[name]; wasIn || (!fresh && len(byNode[name]) > 0) {
 			fence.Add(1)
 			go func(p Peer) {
 				defer fence.Done()

@@ -132,6 +132,54 @@ func TestPrepareFencesInParallel(t *testing.T) {
 	}
 }
 
+// TestFirstRunFencesNothing: a new job's first run has no earlier run to
+// fence, so it revokes nothing before staging and granting.
+func TestFirstRunFencesNothing(t *testing.T) {
+	nodes := []api.Node{
+		{Name: "a", State: "alive", Cores: 2}, {Name: "b", State: "alive", Cores: 2},
+	}
+	log := &callLog{}
+	data := t.TempDir()
+	s := NewService(ServiceConfig{
+		Node: "a", DataDir: data,
+		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
+		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: newBarrier(1)} },
+	})
+	spec := api.JobSpec{ID: "j", Ranks: 4, Argv: []string{"prog"}, Files: []api.File{{Name: "prog", SHA256: "00"}}}
+	cj := &clusterJob{info: api.Job{ID: "j", Spec: spec}}
+	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, Spec{ID: "j", NRanks: 4, Program: "prog"}, Output{})
+	b := newClusterBackend(s, cj, rj, NewEpochBook(4, 2))
+	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range log.calls {
+		if strings.HasPrefix(c, "revoke") {
+			t.Errorf("calls %q: the first run revoked %s", log.calls, c)
+		}
+	}
+	if !slices.Contains(log.calls, "grant a") || !slices.Contains(log.calls, "grant b") {
+		t.Errorf("calls %q: want grants on a and b", log.calls)
+	}
+
+	// A job taken over is fenced on the nodes of its first run here all the
+	// same: one cut off at the takeover may be back with its ranks.
+	log.calls = nil
+	rj = newJob(Config{RunRoot: filepath.Join(data, "coord")}, Spec{ID: "j", NRanks: 4, Program: "prog"}, Output{})
+	rj.resume = &Resume{Why: "coordinator lost"}
+	b = newClusterBackend(s, cj, rj, NewEpochBook(4, 2))
+	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"revoked a", "revoked b"} {
+		if !slices.Contains(log.calls, want) {
+			t.Errorf("calls %q of a job taken over: no %q", log.calls, want)
+		}
+	}
+}
+
 // TestStageChecksFilesInParallel: a node is asked about every job file at once.
 func TestStageChecksFilesInParallel(t *testing.T) {
 	log := &callLog{}
