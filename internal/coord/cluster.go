@@ -344,7 +344,9 @@ func liveKey(nodes []api.Node) string {
 // finish collects the rank states of every node after the launcher exited, and tells
 // a lost node (its agent does not answer, or membership says so) from a rank failure.
 func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
-	b.refresh(ctx)
+	if failed || !b.quiet() {
+		b.refresh(ctx)
+	}
 	b.markComplete(ctx)
 	if !failed {
 		return local, nil
@@ -405,6 +407,24 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 		reason = agentGone
 	}
 	return states, &nodeLoss{nodes: silent, reason: reason, at: time.Now()}
+}
+
+// quiet reports whether every node of the run has answered the watch and
+// none has shown anything of the job: no shard, parity, progress, traffic or
+// interval. Such a run's end needs no last look at every node's index (a
+// round of requests to every node): its ranks never used libshoal, or used it
+// only in their last moments, and of a run that succeeded those moments hold
+// nothing a later run needs.
+func (b *clusterBackend) quiet() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name := range b.nodes {
+		idx, ok := b.indexes[name]
+		if !ok || len(idx.Shards)+len(idx.Bad)+len(idx.Parity)+len(idx.Traffic) > 0 || idx.Progress != nil || idx.Interval != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // choose picks the newest complete epoch whose every rank's shard survives on a node

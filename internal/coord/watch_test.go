@@ -166,6 +166,11 @@ func (p fakeClusterNode) Fetch(ctx context.Context, ref api.ShardRef, from strin
 	return api.Fetched{Shard: *found, Copied: true, Wire: found.Size}, nil
 }
 
+// Probe finds every node's store sound.
+func (p fakeClusterNode) Probe(ctx context.Context, job string, bytes int64) (api.Probe, error) {
+	return api.Probe{}, nil
+}
+
 func (p fakeClusterNode) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
 	return nil
 }
@@ -525,5 +530,45 @@ func TestManifestOfATakeOver(t *testing.T) {
 	got, err := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}.ReadManifest()
 	if err != nil || len(got) != 1 || got[0].Epoch != 3 {
 		t.Errorf("manifest %v (%v), want epoch 3; events %+v", got, err, events)
+	}
+}
+
+// TestQuietRunEndsWithoutRefresh: a run that succeeded, whose nodes' indexes
+// all answered and showed nothing of the job (its ranks never used libshoal),
+// ends without asking every node again; one where a node showed a shard, or
+// that failed, asks them all.
+func TestQuietRunEndsWithoutRefresh(t *testing.T) {
+	f := newFakeCluster()
+	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
+	news, stop := b.watch(context.Background())
+	pollUntil(t, b, news, "the nodes' first answers", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.indexes) == 2
+	})
+	stop()
+	finishCalls := func(failed bool) int {
+		before, _ := f.counts()
+		b.finish(context.Background(), nil, failed)
+		after, _ := f.counts()
+		return after - before
+	}
+	if n := finishCalls(false); n != 0 {
+		t.Errorf("a quiet run's end asked the nodes %d times, want 0", n)
+	}
+	if n := finishCalls(true); n != 2 {
+		t.Errorf("a quiet run that failed: %d requests at its end, want 2 (every node)", n)
+	}
+
+	f.add("b", api.ShardInfo{Epoch: 1, Rank: 1, Checksum: 11})
+	news, stop = b.watch(context.Background())
+	pollUntil(t, b, news, "b's shard", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.indexes["b"].Shards) == 1
+	})
+	stop()
+	if n := finishCalls(false); n != 2 {
+		t.Errorf("a run that wrote a shard: %d requests at its end, want 2 (every node)", n)
 	}
 }
