@@ -26,23 +26,13 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 		return nil, err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*len(byNode))
+	errs := make(chan error, len(byNode))
 	var down downNodes
 	var copiedMu sync.Mutex
 	copied := map[string][]api.File{} // by node
 	for name, ranks := range byNode {
 		wg.Add(1)
-		// The files and the grant of a node go at the same time: nothing is
-		// launched before both are done on every node.
-		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
-			defer wg.Done()
-			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour, info.Spec.Owner); err != nil {
-				down.note(err, name)
-				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
-			}
-		}(name, b.peer(name), len(ranks))
-		go func(name string, peer Peer) {
 			defer wg.Done()
 			var files []api.File
 			if name != b.s.cfg.Node { // the submitter uploaded them here
@@ -56,7 +46,11 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 			copiedMu.Lock()
 			copied[name] = files
 			copiedMu.Unlock()
-		}(name, b.peer(name))
+			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour, info.Spec.Owner); err != nil {
+				down.note(err, name)
+				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
+			}
+		}(name, b.peer(name), len(ranks))
 	}
 	wg.Wait()
 	close(errs)
