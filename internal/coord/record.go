@@ -81,12 +81,21 @@ func (j *clusterJob) update(f func(*api.Job)) {
 
 // end writes the job's final info and its last event in one entry, so that no
 // reader sees the job ended without the event that says how.
+//
+// A replica learns that an entry is committed from the leader's next message,
+// which, when no entry follows (the end is a job's last), comes up to twice
+// the store's commit timeout later: a barrier after the end carries its
+// commit to every replica at once, so that `shoal jobs` on any node shows the
+// job ended as soon as its submitter does.
 func (j *clusterJob) end(f func(*api.Job), last api.JobEvent) {
 	j.mu.Lock()
 	f(&j.info)
 	j.done = true
 	j.mu.Unlock()
 	j.write(true, last)
+	if j.s != nil && j.s.cfg.Store != nil && j.current() {
+		go j.s.cfg.Store.Barrier(10 * time.Second)
+	}
 }
 
 // write writes what waits, then events, and the info when withInfo, and
