@@ -40,14 +40,16 @@ type linkProber struct {
 }
 
 type peerRow struct {
-	links []api.Link
-	read  time.Time
+	links   []api.Link
+	read    time.Time
+	reading bool // a read of the row is under way in the background
 }
 
 // Reading other nodes' rows: a row this fresh is not read again (a node
-// measures anew every few minutes), and a node that does not answer within
-// rowWait is left out, so that a placement never waits long on a node that
-// just died.
+// measures anew every few minutes); an older one is answered as it is and
+// read again in the background, so that a placement waits on no node that it
+// has heard from before; and a node that does not answer within rowWait is
+// left out, so that a placement never waits long on a node that just died.
 const (
 	rowTTL  = 5 * time.Second
 	rowWait = time.Second
@@ -169,6 +171,29 @@ func (p *linkProber) bandwidthFrom(addr string) float64 {
 	return 0
 }
 
+// readRow reads the row of the node name, whose API is at addr, and keeps it;
+// a row that cannot be read is kept as it was, to be read again next time.
+func (p *linkProber) readRow(ctx context.Context, name, addr string) ([]api.Link, error) {
+	l, err := p.a.peers.Get(addr).Links(ctx, false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		if r, ok := p.peerRows[name]; ok {
+			r.reading = false
+			p.peerRows[name] = r
+		}
+		return nil, err
+	}
+	var row []api.Link
+	for _, x := range l.Links {
+		if x.From == name && !x.Estimated {
+			row = append(row, x)
+		}
+	}
+	p.peerRows[name] = peerRow{links: row, read: time.Now()}
+	return row, nil
+}
+
 // Links answers GET /v1/links: this node's row, or with all, every live
 // node's rows and the estimates of the pairs none measured.
 func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) {
@@ -197,9 +222,21 @@ func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) 
 		names = append(names, n.Name)
 		p.mu.Lock()
 		cached, ok := p.peerRows[n.Name]
+		stale := ok && now.Sub(cached.read) >= rowTTL && !cached.reading
+		if stale {
+			cached.reading = true
+			p.peerRows[n.Name] = cached
+		}
 		p.mu.Unlock()
-		if ok && now.Sub(cached.read) < rowTTL {
+		if ok {
 			rows = append(rows, cached.links...)
+			if stale {
+				go func(name, addr string) {
+					ctx, cancel := context.WithTimeout(context.Background(), rowWait)
+					defer cancel()
+					p.readRow(ctx, name, addr)
+				}(n.Name, n.Meta.API)
+			}
 			continue
 		}
 		wg.Add(1)
@@ -207,23 +244,14 @@ func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) 
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, rowWait)
 			defer cancel()
-			l, err := p.a.peers.Get(addr).Links(cctx, false)
+			row, err := p.readRow(cctx, name, addr)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				skipped[name] = err.Error()
 				return
 			}
-			var row []api.Link
-			for _, x := range l.Links {
-				if x.From == name && !x.Estimated {
-					row = append(row, x)
-				}
-			}
 			rows = append(rows, row...)
-			p.mu.Lock()
-			p.peerRows[name] = peerRow{links: row, read: time.Now()}
-			p.mu.Unlock()
 		}(n.Name, n.Meta.API)
 	}
 	wg.Wait()

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// TestStaleLinkRowAnsweredAtOnce: a node's row of links read longer ago than
+// rowTTL is answered as it is, and read again in the background, so that a
+// placement does not wait on the nodes it has heard from before.
+func TestStaleLinkRowAnsweredAtOnce(t *testing.T) {
+	agents := startCluster(t, 2)
+	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
+	p := agents[0].links
+	ctx := context.Background()
+	if _, err := p.Links(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	_, read := p.peerRows["n2"]
+	stale := api.Link{From: "n2", To: "n1", Bandwidth: 12345, Measured: time.Now().Add(-time.Hour)}
+	p.peerRows["n2"] = peerRow{links: []api.Link{stale}, read: time.Now().Add(-time.Hour)}
+	p.mu.Unlock()
+	if !read {
+		t.Fatal("n2's row was not kept after it was read")
+	}
+	has := func(l api.LinkList) bool {
+		for _, x := range l.Links {
+			if x.From == "n2" && x.To == "n1" && x.Bandwidth == 12345 && !x.Estimated {
+				return true
+			}
+		}
+		return false
+	}
+	l, err := p.Links(ctx, true)
+	if err != nil || !has(l) {
+		t.Fatalf("links with n2's row an hour old: %v, %+v; want that row, as it was", err, l.Links)
+	}
+	waitFor(t, 5*time.Second, func() string {
+		p.mu.Lock()
+		r := p.peerRows["n2"]
+		p.mu.Unlock()
+		if time.Since(r.read) > rowTTL || r.reading {
+			return fmt.Sprintf("n2's row read %v ago (reading %v): not read again in the background", time.Since(r.read).Round(time.Millisecond), r.reading)
+		}
+		return ""
+	})
+	if l, err := p.Links(ctx, true); err != nil || has(l) {
+		t.Errorf("links after the row was read again: %v, %+v; want n2's own row", err, l.Links)
+	}
+}
