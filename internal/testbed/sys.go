@@ -222,8 +222,8 @@ func shellQuote(s string) string {
 //
 // Hosts create and remove many files: every launch makes a job's directories,
 // its files, the MPI daemons' session directories and the ranks' state files.
-// On an ext4 without a journal (the root file system of the machines Shoal's
-// benchmarks were measured on) the inode allocator passes over the inodes freed
+// On an ext4 without a journal (the root file system of the machine these
+// figures were measured on) the inode allocator passes over the inodes freed
 // in the last seconds, reading each one's inode table block, so after a test or
 // two each new file took milliseconds of CPU: at a 32-host launch, the rank
 // wrappers used 0.30 to 0.38 CPU-s, nearly all of it in mkdir and open, against
