@@ -47,12 +47,15 @@ type peerRow struct {
 
 // Reading other nodes' rows: a row this fresh is not read again (a node
 // measures anew every few minutes); an older one is answered as it is and
-// read again in the background, so that a placement waits on no node that it
-// has heard from before; and a node that does not answer within rowWait is
-// left out, so that a placement never waits long on a node that just died.
+// read again in the background rowRefreshDelay later, so that a placement
+// waits on no node that it has heard from before, and the launch that follows
+// it does not share the nodes' connections and this node's CPU with the
+// reads; and a node that does not answer within rowWait is left out, so that
+// a placement never waits long on a node that just died.
 const (
-	rowTTL  = 5 * time.Second
-	rowWait = time.Second
+	rowTTL          = 5 * time.Second
+	rowRefreshDelay = 2 * time.Second
+	rowWait         = time.Second
 )
 
 var _ api.LinkService = (*linkProber)(nil)
@@ -231,11 +234,12 @@ func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) 
 		if ok {
 			rows = append(rows, cached.links...)
 			if stale {
-				go func(name, addr string) {
+				name, addr := n.Name, n.Meta.API
+				time.AfterFunc(rowRefreshDelay, func() {
 					ctx, cancel := context.WithTimeout(context.Background(), rowWait)
 					defer cancel()
 					p.readRow(ctx, name, addr)
-				}(n.Name, n.Meta.API)
+				})
 			}
 			continue
 		}
