@@ -16,9 +16,9 @@ type peer struct{ *api.Client }
 
 var _ coord.Peer = peer{}
 
-func (p peer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) error {
-	_, err := p.Client.Grant(ctx, job, coordinator, ranks, ttl, owner)
-	return err
+func (p peer) Grant(ctx context.Context, req api.GrantRequest) ([]string, error) {
+	g, err := p.Client.PostGrant(ctx, req)
+	return g.Missing, err
 }
 
 func (p peer) Revoke(ctx context.Context, job string) error {

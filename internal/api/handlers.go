@@ -287,10 +287,21 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request) error {
 	if ttl == 0 {
 		ttl = DefaultGrantTTL
 	}
+	var missing []string
+	for _, sum := range req.Files {
+		ok, err := s.dataService().HasFile(r.Context(), sum)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, sum)
+		}
+	}
 	g, err := s.grantService().Grant(req.Job, req.Coordinator, req.Ranks, ttl, req.Owner)
 	if err != nil {
 		return err
 	}
+	g.Missing = missing
 	writeJSON(w, http.StatusOK, g)
 	return nil
 }

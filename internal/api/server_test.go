@@ -745,6 +745,23 @@ func TestGrants(t *testing.T) {
 			t.Errorf("Grant of %d ranks: error %v, want ErrBadRequest naming ranks and the bound", ranks, err)
 		}
 	}
+	// A grant that names the job's files says which the node lacks.
+	held := []byte("held")
+	heldSum := fmt.Sprintf("%x", sha256.Sum256(held))
+	if err := c.PutFile(ctx, heldSum, bytes.NewReader(held), int64(len(held))); err != nil {
+		t.Fatal(err)
+	}
+	lacked := strings.Repeat("ab", 32)
+	g, err = c.PostGrant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{lacked, heldSum}})
+	if err != nil || !slices.Equal(g.Missing, []string{lacked}) {
+		t.Errorf("Grant naming a held and a lacked file = %+v, %v; want the lacked one missing", g, err)
+	}
+	if g, err := c.PostGrant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{heldSum}}); err != nil || g.Missing != nil {
+		t.Errorf("Grant naming a held file = %+v, %v; want nothing missing", g, err)
+	}
+	if _, err := c.PostGrant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{"XYZ"}}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `files[0] "XYZ"`) {
+		t.Errorf("Grant naming a file by a malformed sum: error %v, want ErrBadRequest naming it", err)
+	}
 	_, err = c.Launch(ctx, LaunchRequest{Job: "j1", Argv: []string{"orted"}, Env: map[string]string{"A=B": "c"}})
 	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "env key") {
 		t.Errorf("Launch with env key A=B: error %v, want ErrBadRequest naming the env key", err)

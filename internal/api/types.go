@@ -422,6 +422,10 @@ type GrantRequest struct {
 	// Owner is the user the job's daemons, and so its ranks, run as on the
 	// node; nil: the agent's own user.
 	Owner *Owner `json:"owner,omitempty"`
+	// Files are the SHA-256 sums of the job's files: the answer says which of
+	// them the node's file store lacks, so that a launch checks a node's
+	// files and grants it in one request.
+	Files []string `json:"files,omitempty"`
 }
 
 // Grant is the answer of POST /v1/grants.
@@ -430,6 +434,9 @@ type Grant struct {
 	Coordinator string    `json:"coordinator"`
 	Ranks       int       `json:"ranks"`
 	Expires     time.Time `json:"expires"` // launches are refused after this
+	// Missing are the request's files the node does not hold, in the
+	// request's order.
+	Missing []string `json:"missing,omitempty"`
 }
 
 // Revoked is the answer of DELETE /v1/grants/{job}.

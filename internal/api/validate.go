@@ -202,6 +202,12 @@ func (g GrantRequest) Validate() error {
 	if o := g.Owner; o != nil && (o.UID <= 0 || o.GID < 0) {
 		problems = append(problems, fmt.Sprintf("owner uid %d gid %d: want a user other than root (omit it for the agents' user)", o.UID, o.GID))
 	}
+	for i, sum := range g.Files {
+		if !ValidSHA256(sum) {
+			problems = append(problems, fmt.Sprintf("files[%d] %q: want a lower-case hex SHA-256", i, sum))
+			break
+		}
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
 	}

@@ -324,15 +324,11 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 	}
 }
 
-// setUp stages the farm's files on a node and grants it the farm.
+// setUp grants a node the farm and stages the farm's files there.
 func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
-	if n.Name != f.s.cfg.Node {
-		if _, err := f.s.stage(ctx, f.s.cfg.Peer(n), f.info); err != nil {
-			return fmt.Errorf("stage: %w", err)
-		}
-	}
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
-	return f.s.cfg.Peer(n).Grant(ctx, f.info.ID, f.s.cfg.Node, ranks, 24*time.Hour, f.info.Spec.Owner)
+	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, f.info, ranks)
+	return err
 }
 
 func (f *farmRun) nodeReady(ctx context.Context, r nodeReady) {

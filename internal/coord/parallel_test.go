@@ -2,6 +2,10 @@ package coord
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,14 +55,14 @@ func (l *callLog) add(call string) {
 	l.calls = append(l.calls, call)
 }
 
-// nodePeer is a node whose revokes and file checks meet at barriers, so that
-// calls made one after another time out there.
+// nodePeer is a node whose revokes meet at a barrier, so that calls made one
+// after another time out there. It lacks the files in missing.
 type nodePeer struct {
 	Peer
 	node    string
 	log     *callLog
 	revokes *barrier
-	checks  *barrier
+	missing []string
 }
 
 func (p nodePeer) Revoke(ctx context.Context, job string) error {
@@ -69,17 +73,22 @@ func (p nodePeer) Revoke(ctx context.Context, job string) error {
 	return nil
 }
 
-func (p nodePeer) HasFile(ctx context.Context, sum string) (bool, error) {
-	if p.checks != nil && !p.checks.wait() {
-		p.log.add("check alone " + p.node)
+func (p nodePeer) Grant(ctx context.Context, req api.GrantRequest) ([]string, error) {
+	p.log.add("grant " + p.node)
+	var missing []string
+	for _, sum := range req.Files {
+		p.log.add("check " + p.node + " " + sum)
+		if slices.Contains(p.missing, sum) {
+			missing = append(missing, sum)
+		}
 	}
-	p.log.add("check " + p.node)
-	return true, nil
+	return missing, nil
 }
 
-func (p nodePeer) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) error {
-	p.log.add("grant " + p.node)
-	return nil
+func (p nodePeer) PutFile(ctx context.Context, sum string, r io.Reader, size int64) error {
+	b, err := io.ReadAll(r)
+	p.log.add(fmt.Sprintf("put %s %s %q", p.node, sum, b))
+	return err
 }
 
 func (p nodePeer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
@@ -125,7 +134,7 @@ func TestPrepareFencesInParallel(t *testing.T) {
 	if lastRevoke < 0 || lastRevoke > firstOther {
 		t.Errorf("calls %q: every revoke must return before staging or granting starts", log.calls)
 	}
-	for _, want := range []string{"grant a", "grant b", "grant c", "check b", "check c"} {
+	for _, want := range []string{"grant a", "grant b", "grant c", "check b 00", "check c 00"} {
 		if !slices.Contains(log.calls, want) {
 			t.Errorf("calls %q: no %q", log.calls, want)
 		}
@@ -180,17 +189,41 @@ func TestFirstRunFencesNothing(t *testing.T) {
 	}
 }
 
-// TestStageChecksFilesInParallel: a node is asked about every job file at once.
-func TestStageChecksFilesInParallel(t *testing.T) {
+// TestSetUpSendsWhatTheGrantFoundMissing: a node's grant asks which of the
+// job's files it lacks, and only those are sent; the coordinator's own node
+// is not asked (the submitter uploaded them there).
+func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 	log := &callLog{}
-	files := []api.File{{Name: "prog", SHA256: "01"}, {Name: "in1", SHA256: "02"}, {Name: "in2", SHA256: "03"}}
-	p := nodePeer{node: "b", log: log, checks: newBarrier(len(files))}
-	s := NewService(ServiceConfig{DataDir: t.TempDir()})
-	copied, err := s.stage(context.Background(), p, api.Job{ID: "j", Spec: api.JobSpec{Files: files}})
-	if err != nil || len(copied) != 0 {
-		t.Fatalf("stage: copied %v, %v; want nothing (the node has every file)", copied, err)
+	data := t.TempDir()
+	s := NewService(ServiceConfig{Node: "a", DataDir: data})
+	files := []api.File{{Name: "prog", SHA256: sumOf("prog body")}, {Name: "in1", SHA256: sumOf("in1 body")}, {Name: "in2", SHA256: sumOf("in2 body")}}
+	for _, body := range []string{"prog body", "in1 body", "in2 body"} {
+		if err := s.cache.Put(sumOf(body), strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if slices.Contains(log.calls, "check alone b") {
-		t.Errorf("calls %q: the file checks did not overlap", log.calls)
+	info := api.Job{ID: "j", Spec: api.JobSpec{Files: files}}
+	b := nodePeer{node: "b", log: log, missing: []string{files[1].SHA256}}
+	copied, err := s.setUp(context.Background(), b, "b", info, 2)
+	if err != nil || len(copied) != 1 || copied[0].Name != "in1" {
+		t.Fatalf("set up b: copied %v, %v; want in1 alone", copied, err)
 	}
+	want := []string{"grant b", "check b " + files[0].SHA256, "check b " + files[1].SHA256, "check b " + files[2].SHA256,
+		fmt.Sprintf("put b %s %q", files[1].SHA256, "in1 body")}
+	if !slices.Equal(log.calls, want) {
+		t.Errorf("calls to b %q; want %q", log.calls, want)
+	}
+	log.calls = nil
+	a := nodePeer{node: "a", log: log, missing: []string{files[0].SHA256}}
+	if copied, err := s.setUp(context.Background(), a, "a", info, 2); err != nil || len(copied) != 0 {
+		t.Fatalf("set up a: copied %v, %v; want nothing", copied, err)
+	}
+	if !slices.Equal(log.calls, []string{"grant a"}) {
+		t.Errorf("calls to a %q; want its grant alone", log.calls)
+	}
+}
+
+func sumOf(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }

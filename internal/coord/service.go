@@ -27,12 +27,12 @@ import (
 // Peer is what the coordinator needs of a node's agent (its own included). Methods
 // must be safe for concurrent use.
 type Peer interface {
-	HasFile(ctx context.Context, sum string) (bool, error)
 	PutFile(ctx context.Context, sum string, r io.Reader, size int64) error
-	// Grant allows the node to start MPI daemons for job, which runs ranks of its
-	// ranks there (the node announces them); Revoke kills what it started for the
-	// job (fencing an old run) and withdraws the ranks.
-	Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) error
+	// Grant allows the node to start MPI daemons for a job (req.Job), which
+	// runs req.Ranks of its ranks there (the node announces them), and
+	// returns those of req.Files the node lacks; Revoke kills what it started
+	// for the job (fencing an old run) and withdraws the ranks.
+	Grant(ctx context.Context, req api.GrantRequest) (missing []string, err error)
 	Revoke(ctx context.Context, job string) error
 	// Shards returns the node's index of the job: the shards it holds and has
 	// verified, the job's progress as a rank 0 on the node last reported it, and
@@ -470,30 +470,33 @@ drain:
 	}
 }
 
-// stage copies every file of the job that peer lacks from this node's cache, and
-// returns those it copied: a file the node's cache holds already (same content
-// hash) is not sent again.
-func (s *Service) stage(ctx context.Context, peer Peer, info api.Job) ([]api.File, error) {
-	// Ask about every file at once, then send those missing.
-	has := make([]bool, len(info.Spec.Files))
-	errs := make([]error, len(info.Spec.Files))
-	var wg sync.WaitGroup
-	for i, f := range info.Spec.Files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			has[i], errs[i] = peer.HasFile(ctx, f.SHA256)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+// grantRequest is the grant of job info to a node that runs ranks of its
+// ranks. With files, it asks which of the job's files the node lacks (see
+// setUp).
+func (s *Service) grantRequest(info api.Job, ranks int, files bool) api.GrantRequest {
+	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: api.Duration(24 * time.Hour), Owner: info.Spec.Owner}
+	if files {
+		for _, f := range info.Spec.Files {
+			req.Files = append(req.Files, f.SHA256)
 		}
 	}
+	return req
+}
+
+// setUp grants job info to the node of peer, which runs ranks of its ranks,
+// and copies it the job's files it lacks from this node's cache, returning
+// those it copied. The grant asks which files the node lacks: a node that
+// has them all (the same content hashes) costs one request. The node this
+// service runs on holds them already (the submitter uploaded them here).
+func (s *Service) setUp(ctx context.Context, peer Peer, node string, info api.Job, ranks int) ([]api.File, error) {
+	remote := node != s.cfg.Node
+	missing, err := peer.Grant(ctx, s.grantRequest(info, ranks, remote))
+	if err != nil {
+		return nil, fmt.Errorf("grant: %w", err)
+	}
 	var copied []api.File
-	for i, f := range info.Spec.Files {
-		if has[i] {
+	for _, f := range info.Spec.Files {
+		if !remote || !slices.Contains(missing, f.SHA256) {
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))

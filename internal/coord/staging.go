@@ -34,22 +34,15 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
 			defer wg.Done()
-			var files []api.File
-			if name != b.s.cfg.Node { // the submitter uploaded them here
-				var err error
-				if files, err = b.s.stage(ctx, peer, info); err != nil {
-					down.note(err, name)
-					errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
-					return
-				}
+			files, err := b.s.setUp(ctx, peer, name, info, nranks)
+			if err != nil {
+				down.note(err, name)
+				errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
+				return
 			}
 			copiedMu.Lock()
 			copied[name] = files
 			copiedMu.Unlock()
-			if err := peer.Grant(ctx, info.ID, b.s.cfg.Node, nranks, 24*time.Hour, info.Spec.Owner); err != nil {
-				down.note(err, name)
-				errs <- fmt.Errorf("grant job %s on %s: %w", info.ID, name, err)
-			}
 		}(name, b.peer(name), len(ranks))
 	}
 	wg.Wait()
