@@ -186,10 +186,15 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	}
 	old := b.nodes
 	b.placement, b.nodes = p, live
+	// A new job's first run has no earlier run: no node of it holds anything
+	// of the job, to fence or to read.
+	fresh := old == nil && b.j.resume == nil
 	// What rank 0's node reports before the launch is an earlier run's progress.
 	var base time.Time
-	if idx, err := b.peer(p[0]).Shards(ctx, info.ID, "", 0); err == nil && idx.Progress != nil {
-		base = idx.Progress.At
+	if !fresh {
+		if idx, err := b.peer(p[0]).Shards(ctx, info.ID, "", 0); err == nil && idx.Progress != nil {
+			base = idx.Progress.At
+		}
 	}
 	b.mu.Lock()
 	b.launchAt, b.progFirst, b.progLast, b.progBase = time.Now(), nil, nil, base
@@ -211,7 +216,6 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	// A new job's first run has none to fence, and costs no round of requests to
 	// every node. (A job taken over or resumed is fenced as for a relaunch: a node
 	// cut off when the job was taken over may be back with its ranks.)
-	fresh := old == nil && b.j.resume == nil
 	var fence sync.WaitGroup
 	for name := range live {
 		if _, wasIn := old[name]; wasIn || (!fresh && len(byNode[name]) > 0) {
