@@ -183,23 +183,40 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 	// so that a revoke in the meantime scans as well.
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	scanned := make(chan bool, 1)
-	go func() {
-		_, clean := killMarked(exactly(p.marker))
-		scanned <- clean
-	}()
+	scanning := false
+	scan := func() {
+		scanning = true
+		go func() {
+			_, clean := killMarked(exactly(p.marker))
+			scanned <- clean
+		}()
+	}
 	copiesDone := make(chan struct{})
 	go func() { copies.Wait(); close(copiesDone) }()
+	// The scan starts once the output has ended, after the exit is sent: on
+	// a host of one CPU the agent runs one goroutine at a time, and a scan
+	// started at once ran before the output's last reads and the exit. Only
+	// output still held after outputHeld starts it first: a leftover in a
+	// session of its own may hold it, and the scan kills that.
 	select {
 	case <-copiesDone:
-	case <-time.After(2 * time.Second): // someone without the marker holds the pipes
-		pipes.outR.Close()
-		pipes.errR.Close()
-		<-copiesDone
+	case <-time.After(outputHeld):
+		scan()
+		select {
+		case <-copiesDone:
+		case <-time.After(2 * time.Second): // someone without the marker holds the pipes
+			pipes.outR.Close()
+			pipes.errR.Close()
+			<-copiesDone
+		}
 	}
 	pipes.closeAll()
 	exit := exitOf(p.cmd.ProcessState)
 	log.Info("launch ended", "exit", exit, "connection_lost", lost)
 	sent := !lost && fw.write(FrameExit, exit.encode()) == nil
+	if !scanning {
+		scan()
+	}
 	clean := <-scanned
 	s.mu.Lock()
 	delete(s.procs, p)
@@ -212,6 +229,10 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 		lingerClose(conn, clientDone)
 	}
 }
+
+// outputHeld is how long a launch's output may stay open after its command
+// exited before the scan for what it left behind starts (see serve).
+const outputHeld = 50 * time.Millisecond
 
 // lingerTime bounds how long a launch waits, after its last frame, for the
 // client to close the connection.
