@@ -21,12 +21,17 @@ deps:
 
 build: deps go-build lib fortran python examples fortran-examples kernels test-programs mpich
 
-go-build: bin/shoal-rank
+go-build: bin/shoal-rank bin/shoal-rsh
 	$(GO) build -o bin/shoal ./cmd/shoal
 
-# The rank wrapper without Go's start-up (cmd/shoal-rank/shoal-rank.c): the coordinator
-# starts ranks through it when it is next to shoal, else through `shoal exec-rank`.
+# The rank wrapper and the launcher hook without Go's start-up (cmd/shoal-rank,
+# cmd/shoal-rsh): the coordinator starts ranks and daemons through them when they are
+# next to shoal, else through `shoal exec-rank` and `shoal rsh`.
 bin/shoal-rank: cmd/shoal-rank/shoal-rank.c
+	@mkdir -p bin
+	$(CC) -std=c11 $(CFLAGS) -Wall -Wextra -o $@ $<
+
+bin/shoal-rsh: cmd/shoal-rsh/shoal-rsh.c
 	@mkdir -p bin
 	$(CC) -std=c11 $(CFLAGS) -Wall -Wextra -o $@ $<
 
@@ -95,7 +100,7 @@ test-mpich: mpich
 
 # Installing: make install PREFIX=/opt/shoal (default /usr/local; DESTDIR stages, as
 # usual) builds what is missing and puts there
-#   bin/shoal
+#   bin/shoal, bin/shoal-rank, bin/shoal-rsh
 #   lib/libshoal.{so,a}, lib/libshoalf.{so,a} (the Fortran module's code)
 #   include/shoal.h, include/shoal.mod, include/shoal_f08.mod
 #   lib/pkgconfig/shoal.pc, shoal-fortran.pc (pointing at the prefix; mpicc= names the MPI)

@@ -50,7 +50,7 @@ fi
 
 d=$DESTDIR
 if [ "$mode" = uninstall ]; then
-	rm -f "$d$BINDIR/shoal" "$d$BINDIR/shoal-rank"
+	rm -f "$d$BINDIR/shoal" "$d$BINDIR/shoal-rank" "$d$BINDIR/shoal-rsh"
 	for f in "${LIBS[@]}"; do rm -f "$d$LIBDIR/$f"; done
 	for f in "${HEADERS[@]}"; do rm -f "$d$INCLUDEDIR/$f"; done
 	for f in "${PCS[@]}"; do rm -f "$d$LIBDIR/pkgconfig/$f"; done
@@ -67,6 +67,7 @@ fi
 missing=()
 [ -x bin/shoal ] || missing+=(bin/shoal)
 [ -x bin/shoal-rank ] || missing+=(bin/shoal-rank)
+[ -x bin/shoal-rsh ] || missing+=(bin/shoal-rsh)
 for f in "${LIBS[@]}"; do [ -e "$BUILD/lib/$f" ] || missing+=("$BUILD/lib/$f"); done
 for f in "${HEADERS[@]}"; do [ -e "$BUILD/include/$f" ] || missing+=("$BUILD/include/$f"); done
 for f in "${PCS[@]}"; do [ -e "$BUILD/lib/pkgconfig/$f" ] || missing+=("$BUILD/lib/pkgconfig/$f"); done
@@ -95,6 +96,7 @@ fi
 install -d "$d$BINDIR" "$d$LIBDIR/pkgconfig" "$d$INCLUDEDIR" "$d$CMAKEDIR"
 install -m 755 bin/shoal "$d$BINDIR/shoal"
 install -m 755 bin/shoal-rank "$d$BINDIR/shoal-rank"
+install -m 755 bin/shoal-rsh "$d$BINDIR/shoal-rsh"
 for f in "${LIBS[@]}"; do
 	case $f in
 	*.so) install -m 755 "$BUILD/lib/$f" "$d$LIBDIR/$f" ;;

@@ -54,6 +54,9 @@ Environment:
 The ssh options -x, -q and -T are accepted and ignored; -n sends no stdin.
 Exit status 255: shoal rsh itself failed (unknown node, missing environment,
 agent unreachable, launch refused); the one-line reason is on stderr.
+
+shoal-rsh, installed next to shoal, is this hook without the Go runtime's
+start-up; the coordinator uses it when it is there.
 `
 
 func rshCmd(args []string, stdout, stderr io.Writer) int {

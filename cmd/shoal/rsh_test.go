@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"shoal/internal/agent"
+	"shoal/internal/api"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
 )
@@ -317,5 +319,151 @@ func waitUntil(t *testing.T, timeout time.Duration, cond func() string) {
 			t.Fatalf("after %v: %s", timeout, msg)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// buildShoalRsh compiles cmd/shoal-rsh into dir, where it looks for shoal.
+func buildShoalRsh(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "shoal-rsh")
+	out, err := exec.Command("cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-o", bin, "../shoal-rsh/shoal-rsh.c").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cc shoal-rsh.c: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// rshSocketAgent is rshAgent reached as the coordinator sets shoal rsh up:
+// through the agent's local socket, with no secret, for job j1, which the
+// agent's job store holds and which is granted on it. The job is recorded as
+// ended: the agent's coordinator would take over a running one, and fence it
+// by revoking its grant.
+func rshSocketAgent(t *testing.T) *agent.Agent {
+	t.Helper()
+	a := rshAgent(t, "j1")
+	if err := plugCoordinator(a, "openmpi"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHOAL_SECRET_FILE", "")
+	t.Setenv("SHOAL_AGENT_SOCKET", a.SocketPath())
+	deadline := time.Now().Add(10 * time.Second)
+	for !a.Store().IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent does not lead its one-node cluster")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Store().Submit(api.Job{ID: "j1", State: api.JobSucceeded, Ended: time.Now(), Spec: api.JobSpec{Ranks: 1, Argv: []string{"prog"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Launcher().Grant("j1", "node-b", 1, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// hookRun runs a launcher hook with stdin; with signal, it sends the hook
+// SIGTERM once the daemon printed "ready".
+func hookRun(t *testing.T, hook []string, stdin string, signal bool, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(hook[0], append(slices.Clone(hook[1:]), args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e syncBuffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if signal {
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(o.String(), "ready") {
+			if time.Now().After(deadline) {
+				t.Fatalf("the daemon did not start: stdout %q, stderr %q", o.String(), e.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+	}
+	cmd.Wait()
+	return o.String(), e.String(), cmd.ProcessState.ExitCode()
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRshHooks: both launcher hooks, `shoal rsh` and shoal-rsh, keep the
+// launch protocol the same way through the local agent's socket, as the
+// coordinator sets them up: output, input and exit codes pass through, a
+// signal reaches the daemon, and a launch that cannot be done is one line and
+// exit status 255.
+func TestRshHooks(t *testing.T) {
+	rshSocketAgent(t)
+	orted := fakeOrted(t)
+	bin := buildShoal(t)
+	hooks := map[string][]string{"shoal rsh": {bin, "rsh"}, "shoal-rsh": {buildShoalRsh(t, filepath.Dir(bin))}}
+	for name, hook := range hooks {
+		t.Run(name, func(t *testing.T) {
+			for _, tt := range []struct {
+				args                  []string
+				stdin, stdout, stderr string
+				code                  int
+			}{
+				{[]string{"-n", "node-b", orted, "'echo hello; exit 7'"}, "", "hello\n", "", 7},
+				{[]string{"-x", "127.0.0.1", orted, "'read l; echo got $l; echo warned >&2'"}, "line\n", "got line\n", "warned\n", 0},
+				{[]string{"-n", "user@node-b", orted, "'kill -9 $$'"}, "", "", "", 137},
+				{[]string{"-n", "node-b", orted, `'head -c 200000 /dev/zero | tr "\\0" a'`}, "", strings.Repeat("a", 200000), "", 0},
+			} {
+				stdout, stderr, code := hookRun(t, hook, tt.stdin, false, tt.args...)
+				if stdout != tt.stdout || stderr != tt.stderr || code != tt.code {
+					t.Errorf("%s %q: exit %d, stdout %.40q (%d bytes), stderr %q; want %d, %.40q, %q", name, tt.args, code, stdout, len(stdout), stderr, tt.code, tt.stdout, tt.stderr)
+				}
+			}
+			stdout, _, code := hookRun(t, hook, "", true, "-n", "node-b", orted, `'trap "echo stopped; exit 42" TERM; echo ready; while :; do sleep 0.05; done'`)
+			if code != 42 || !strings.Contains(stdout, "stopped") {
+				t.Errorf("%s told to stop: exit %d, stdout %q; want the daemon's 42 after its trap", name, code, stdout)
+			}
+			for _, tt := range []struct {
+				why   string
+				args  []string
+				wants string
+			}{
+				{"unknown node", []string{"-n", "node-z", orted}, `node "node-z" is not in $SHOAL_RSH_NODES`},
+				{"not a daemon", []string{"-n", "node-b", "cat", "/etc/passwd"}, "only launches MPI daemons"},
+				{"unknown option", []string{"-p", "22", "node-b", orted}, `unknown option "-p"`},
+			} {
+				_, stderr, code := hookRun(t, hook, "", false, tt.args...)
+				if code != 255 || !strings.Contains(stderr, tt.wants) || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "shoal rsh: ") {
+					t.Errorf("%s, %s: exit %d, stderr %q; want 255 and one line containing %q", name, tt.why, code, stderr, tt.wants)
+				}
+			}
+		})
+	}
+}
+
+// TestShoalRshAlone: shoal-rsh with no shoal beside it launches, relays and
+// ends by itself, and shows where it would have handed over.
+func TestShoalRshAlone(t *testing.T) {
+	rshSocketAgent(t)
+	orted := fakeOrted(t)
+	hook := []string{buildShoalRsh(t, t.TempDir())}
+	if stdout, stderr, code := hookRun(t, hook, "in\n", false, "node-b", orted, "'cat; exit 3'"); stdout != "in\n" || code != 3 {
+		t.Errorf("shoal-rsh alone: exit %d, stdout %q, stderr %q; want 3 and its input back", code, stdout, stderr)
+	}
+	if _, stderr, code := hookRun(t, hook, "", false, "-n", "node-b", "cat", "/etc/passwd"); code != 255 || !strings.Contains(stderr, "cannot run") {
+		t.Errorf("shoal-rsh alone, a launch refused: exit %d, stderr %q; want 255 and that it cannot hand over to shoal", code, stderr)
 	}
 }

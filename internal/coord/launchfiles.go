@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"shoal/internal/api"
 	"shoal/internal/engine"
@@ -54,22 +55,27 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 	// rank must not remove one that is complete among the ranks but not yet copied,
 	// nor the other ranks' copies its node holds.
 	env = append(env, "SHOAL_KEEP_EPOCHS=1")
+	rsh := rshAgent(s.cfg.ShoalBin)
 	l := engine.Launch{
 		NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
-		RshAgent: s.cfg.ShoalBin + " rsh", Oversubscribe: over, Env: env,
+		RshAgent: strings.Join(rsh, " "), Oversubscribe: over, Env: env,
 	}
 	if self, ok := live[s.cfg.Node]; ok {
 		l.LocalAddr, _, _ = net.SplitHostPort(self.Addr)
 	}
 	if info.Spec.Engine == "mpich" {
 		// Hydra's -launcher-exec names one executable and takes no arguments.
-		rsh := filepath.Join(runDir, "rsh")
-		script := "#!/bin/sh\nexec " + launch.QuoteWord(s.cfg.ShoalBin) + " rsh \"$@\"\n"
-		if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+		script := filepath.Join(runDir, "rsh")
+		words := make([]string, len(rsh))
+		for i, w := range rsh {
+			words[i] = launch.QuoteWord(w)
+		}
+		text := "#!/bin/sh\nexec " + strings.Join(words, " ") + " \"$@\"\n"
+		if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
 			return engine.Launch{}, nil, err
 		}
-		l.RshAgent = rsh
+		l.RshAgent = script
 	}
 	// shoal rsh starts the daemons through this node's agent socket, as the
 	// launcher's user: neither it nor any rank is given the cluster secret.
@@ -100,12 +106,21 @@ const agentSocket = "agent.sock"
 // shoalBin, as make build and make install put it; else `shoal exec-rank`.
 // Like shoal itself, it is looked for on this node and run at the same path on
 // every node of the launch.
-func rankWrapper(shoalBin string) []string {
-	fast := filepath.Join(filepath.Dir(shoalBin), "shoal-rank")
+func rankWrapper(shoalBin string) []string { return beside(shoalBin, "shoal-rank", "exec-rank") }
+
+// rshAgent is the command mpirun starts each daemon through: shoal-rsh, the
+// launcher hook without Go's start-up (cmd/shoal-rsh), when it is installed
+// next to shoalBin; else `shoal rsh`. It runs on this node only.
+func rshAgent(shoalBin string) []string { return beside(shoalBin, "shoal-rsh", "rsh") }
+
+// beside is the executable name next to shoalBin when it is there, else
+// shoalBin's subcommand sub.
+func beside(shoalBin, name, sub string) []string {
+	fast := filepath.Join(filepath.Dir(shoalBin), name)
 	if st, err := os.Stat(fast); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
 		return []string{fast}
 	}
-	return []string{shoalBin, "exec-rank"}
+	return []string{shoalBin, sub}
 }
 
 // stageArgs are the --stage arguments of `shoal exec-rank` and `shoal
