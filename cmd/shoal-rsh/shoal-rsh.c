@@ -309,8 +309,12 @@ int main(int argc, char **argv)
 
     /* A killed mpirun must not leave this relay behind (as shoal rsh). */
     pid_t parent = getppid();
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
         return go_rsh();
+    if (getppid() != parent) {
+        fprintf(stderr, "shoal: the launcher is gone; not starting\n");
+        return 128 + SIGKILL;
+    }
 
     int i = 1, no_stdin = 0;
     for (; i < argc && argv[i][0] == '-'; i++) {
