@@ -318,6 +318,7 @@ struct writer {
     int manifest_n;
     long long prune_below;
     int stop;
+    double cpu_s; /* the thread's CPU time, set as it ends */
 };
 
 int writer_start(struct writer *w, const char *jobdir, int rank,

@@ -307,13 +307,15 @@ SHOAL_EXPORT int shoal_progress(double fraction)
     return write_progress(c);
 }
 
-/* Rank 0 appends one JSON line to SHOAL_STATS; blocking times are the worst rank's. */
+/* Rank 0 appends one JSON line to SHOAL_STATS; blocking times are the worst rank's, the
+ * background threads' CPU time the sum over the ranks (their writers have stopped). */
 static int write_stats(struct shoal_ctx *c)
 {
     double mean = c->checkpoints > 0 ? c->block_sum / (double)c->checkpoints : 0;
     double in[5] = {mean, c->block_max, (double)c->bytes_max, c->agree_sum, c->agree_cost};
-    double out[5];
-    if (MPI_Allreduce(in, out, 5, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS)
+    double out[5], writer_cpu = 0;
+    if (MPI_Allreduce(in, out, 5, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(&c->writer.cpu_s, &writer_cpu, 1, MPI_DOUBLE, MPI_SUM, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     if (c->rank != 0 || c->cfg.stats[0] == 0)
         return SHOAL_SUCCESS;
@@ -323,8 +325,8 @@ static int write_stats(struct shoal_ctx *c)
         fprintf(f,
                 "{\"checkpoints\":%lld,\"bytes_per_rank\":%.0f,\"blocking_mean_s\":%.9f,"
                 "\"blocking_max_s\":%.9f,\"agreements\":%lld,\"agreeing_s\":%.9f,"
-                "\"agreement_cost_s\":%.9f}\n",
-                c->checkpoints, out[2], out[0], out[1], c->agreements, out[3], out[4]);
+                "\"agreement_cost_s\":%.9f,\"writer_cpu_s\":%.6f}\n",
+                c->checkpoints, out[2], out[0], out[1], c->agreements, out[3], out[4], writer_cpu);
         ok = fclose(f) == 0;
     }
     if (!ok) {

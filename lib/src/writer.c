@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -154,6 +155,9 @@ static void *writer_main(void *arg)
         pthread_cond_wait(&w->cv, &w->mu);
     }
     pthread_mutex_unlock(&w->mu);
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        w->cpu_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     return NULL;
 }
 

@@ -344,7 +344,9 @@ static int read_stats(const char *path, long long *checkpoints, long long *agree
     int rc = (v != NULL && json_get_i64(v, "checkpoints", &c) == 0 &&
               json_get_i64(v, "agreements", &a) == 0 && json_get(v, "blocking_max_s") &&
               json_get(v, "bytes_per_rank") && json_get(v, "blocking_mean_s") &&
-              json_get(v, "agreeing_s") && json_get(v, "agreement_cost_s"))
+              json_get(v, "agreeing_s") && json_get(v, "agreement_cost_s") &&
+              json_get(v, "writer_cpu_s") &&
+              (c == 0 || atof(json_get(v, "writer_cpu_s")->text) > 0)) /* it hashed shards */
                  ? 0
                  : -1;
     if (rc == 0) {
