@@ -17,7 +17,7 @@ type peer struct{ *api.Client }
 var _ coord.Peer = peer{}
 
 func (p peer) Grant(ctx context.Context, req api.GrantRequest) ([]string, error) {
-	g, err := p.Client.PostGrant(ctx, req)
+	g, err := p.Client.Grant(ctx, req)
 	return g.Missing, err
 }
 

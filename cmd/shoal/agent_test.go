@@ -17,7 +17,8 @@ import (
 	"shoal/internal/api"
 )
 
-// agentTestBuffer is an io.Writer safe for an agent goroutine and the test.
+// agentTestBuffer is an io.Writer safe for an agent goroutine (or a command
+// writing its output) and the test.
 type agentTestBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -368,7 +367,7 @@ func hookRun(t *testing.T, hook []string, stdin string, signal bool, args ...str
 	t.Helper()
 	cmd := exec.Command(hook[0], append(slices.Clone(hook[1:]), args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	var o, e syncBuffer
+	var o, e agentTestBuffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -385,24 +384,6 @@ func hookRun(t *testing.T, hook []string, stdin string, signal bool, args ...str
 	}
 	cmd.Wait()
 	return o.String(), e.String(), cmd.ProcessState.ExitCode()
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestRshHooks: both launcher hooks, `shoal rsh` and shoal-rsh, keep the

@@ -42,7 +42,7 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 		t.Fatalf("launch without a grant: error %v, want ErrNotFound", err)
 	}
 	// j1 is coordinated by n3, j2 by n1.
-	if _, err := c.Grant(ctx, "j1", "n3", 1, time.Minute, nil); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n3", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n2.Launcher().Grant("j2", "n1", 1, time.Minute, nil); err != nil {
@@ -114,7 +114,7 @@ func TestRanksAnnounced(t *testing.T) {
 	}
 	grant := func(a *Agent, job, coordinator string, n int) {
 		t.Helper()
-		if _, err := api.NewClient(a.LocalAPIAddr(), a.Secret()).Grant(ctx, job, coordinator, n, time.Minute, nil); err != nil {
+		if _, err := api.NewClient(a.LocalAPIAddr(), a.Secret()).Grant(ctx, api.GrantRequest{Job: job, Coordinator: coordinator, Ranks: n, TTL: api.Duration(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}

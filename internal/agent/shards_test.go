@@ -129,7 +129,7 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 		t.Errorf("request file: %v", err)
 	}
 	// A new run granted on a withdraws the request the earlier run left.
-	if _, err := ca.Grant(ctx, "heat", a.Name(), 1, time.Minute, nil); err != nil {
+	if _, err := ca.Grant(ctx, api.GrantRequest{Job: "heat", Coordinator: a.Name(), Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(a.DataDir(), CkptDir, "heat", "request-checkpoint")); !errors.Is(err, os.ErrNotExist) {

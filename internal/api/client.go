@@ -449,16 +449,12 @@ func (c *Client) Launch(ctx context.Context, lr LaunchRequest) (io.ReadWriteClos
 	return rwc, nil
 }
 
-// Grant calls POST /v1/grants: the agent will launch MPI daemons for job, on
-// behalf of the coordinator node, for ttl from now (0: [DefaultGrantTTL]), and
-// counts ranks of the job's ranks as its own until the grant is revoked.
-func (c *Client) Grant(ctx context.Context, job, coordinator string, ranks int, ttl time.Duration, owner *Owner) (Grant, error) {
-	return c.PostGrant(ctx, GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: Duration(ttl), Owner: owner})
-}
-
-// PostGrant calls POST /v1/grants with req as it is: with req.Files, the
-// answer's Missing lists those the node lacks.
-func (c *Client) PostGrant(ctx context.Context, req GrantRequest) (Grant, error) {
+// Grant calls POST /v1/grants: the agent will launch MPI daemons for req.Job,
+// on behalf of the coordinator node, for req.TTL from now (0:
+// [DefaultGrantTTL]), and counts req.Ranks of the job's ranks as its own until
+// the grant is revoked; with req.Files, the answer's Missing lists those the
+// node lacks.
+func (c *Client) Grant(ctx context.Context, req GrantRequest) (Grant, error) {
 	var g Grant
 	err := c.call(ctx, "POST", "/v1/grants", req, &g)
 	return g, err

@@ -266,7 +266,7 @@ func TestRequestsBoundToAgentRun(t *testing.T) {
 	}
 	again, _, _ := newTestServer(t, true)
 	ts.Config.Handler = again
-	if _, err := c.Grant(ctx, "j", "n1", 1, time.Minute, nil); err != nil {
+	if _, err := c.Grant(ctx, GrantRequest{Job: "j", Coordinator: "n1", Ranks: 1, TTL: Duration(time.Minute)}); err != nil {
 		t.Errorf("Grant (a request with a body) after the agent restarted again: %v", err)
 	}
 	if now := nodeOf(t, ts); now == old {
@@ -721,11 +721,11 @@ func TestGrants(t *testing.T) {
 	_, ts, _ := newTestServer(t, true)
 	ctx := context.Background()
 	c := NewClient(ts.URL, testSecret)
-	g, err := c.Grant(ctx, "j1", "n2", 2, 0, nil)
+	g, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: 2, TTL: Duration(0)})
 	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || g.Ranks != 2 || !g.Expires.Equal(want) {
 		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2, 2 ranks, with the default TTL (expires %v)", g, err, want)
 	}
-	if g, err := c.Grant(ctx, "j2", "n2", 1, 90*time.Second, nil); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
+	if g, err := c.Grant(ctx, GrantRequest{Job: "j2", Coordinator: "n2", Ranks: 1, TTL: Duration(90 * time.Second)}); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
 		t.Errorf("Grant 90s = %+v, %v", g, err)
 	}
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1", Killed: 2}) {
@@ -734,14 +734,14 @@ func TestGrants(t *testing.T) {
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1"}) {
 		t.Errorf("Revoke j1 again = %+v, %v; want 0 killed and no error", rv, err)
 	}
-	if _, err := c.Grant(ctx, "j1", "", 1, time.Minute, nil); !errors.Is(err, ErrBadRequest) {
+	if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "", Ranks: 1, TTL: Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("Grant without a coordinator: error %v, want ErrBadRequest", err)
 	}
-	if _, err := c.Grant(ctx, "j1", "n2", -1, time.Minute, nil); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
+	if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: -1, TTL: Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
 		t.Errorf("Grant of -1 ranks: error %v, want ErrBadRequest naming ranks", err)
 	}
 	for _, ranks := range []int{0, MaxRanks + 1} {
-		if _, err := c.Grant(ctx, "j1", "n2", ranks, time.Minute, nil); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, MaxRanks)) {
+		if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: ranks, TTL: Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, MaxRanks)) {
 			t.Errorf("Grant of %d ranks: error %v, want ErrBadRequest naming ranks and the bound", ranks, err)
 		}
 	}
@@ -752,14 +752,14 @@ func TestGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	lacked := strings.Repeat("ab", 32)
-	g, err = c.PostGrant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{lacked, heldSum}})
+	g, err = c.Grant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{lacked, heldSum}})
 	if err != nil || !slices.Equal(g.Missing, []string{lacked}) {
 		t.Errorf("Grant naming a held and a lacked file = %+v, %v; want the lacked one missing", g, err)
 	}
-	if g, err := c.PostGrant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{heldSum}}); err != nil || g.Missing != nil {
+	if g, err := c.Grant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{heldSum}}); err != nil || g.Missing != nil {
 		t.Errorf("Grant naming a held file = %+v, %v; want nothing missing", g, err)
 	}
-	if _, err := c.PostGrant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{"XYZ"}}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `files[0] "XYZ"`) {
+	if _, err := c.Grant(ctx, GrantRequest{Job: "j3", Coordinator: "n2", Ranks: 1, Files: []string{"XYZ"}}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `files[0] "XYZ"`) {
 		t.Errorf("Grant naming a file by a malformed sum: error %v, want ErrBadRequest naming it", err)
 	}
 	_, err = c.Launch(ctx, LaunchRequest{Job: "j1", Argv: []string{"orted"}, Env: map[string]string{"A=B": "c"}})

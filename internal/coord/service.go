@@ -470,33 +470,25 @@ drain:
 	}
 }
 
-// grantRequest is the grant of job info to a node that runs ranks of its
-// ranks. With files, it asks which of the job's files the node lacks (see
-// setUp).
-func (s *Service) grantRequest(info api.Job, ranks int, files bool) api.GrantRequest {
-	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: api.Duration(24 * time.Hour), Owner: info.Spec.Owner}
-	if files {
-		for _, f := range info.Spec.Files {
-			req.Files = append(req.Files, f.SHA256)
-		}
-	}
-	return req
-}
-
 // setUp grants job info to the node of peer, which runs ranks of its ranks,
 // and copies it the job's files it lacks from this node's cache, returning
 // those it copied. The grant asks which files the node lacks: a node that
 // has them all (the same content hashes) costs one request. The node this
 // service runs on holds them already (the submitter uploaded them here).
 func (s *Service) setUp(ctx context.Context, peer Peer, node string, info api.Job, ranks int) ([]api.File, error) {
-	remote := node != s.cfg.Node
-	missing, err := peer.Grant(ctx, s.grantRequest(info, ranks, remote))
+	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: api.Duration(24 * time.Hour), Owner: info.Spec.Owner}
+	if node != s.cfg.Node {
+		for _, f := range info.Spec.Files {
+			req.Files = append(req.Files, f.SHA256)
+		}
+	}
+	missing, err := peer.Grant(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("grant: %w", err)
 	}
 	var copied []api.File
 	for _, f := range info.Spec.Files {
-		if !remote || !slices.Contains(missing, f.SHA256) {
+		if !slices.Contains(missing, f.SHA256) {
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))

@@ -183,14 +183,12 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 	// so that a revoke in the meantime scans as well.
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	scanned := make(chan bool, 1)
-	scanning := false
-	scan := func() {
-		scanning = true
+	scan := sync.OnceFunc(func() {
 		go func() {
 			_, clean := killMarked(exactly(p.marker))
 			scanned <- clean
 		}()
-	}
+	})
 	copiesDone := make(chan struct{})
 	go func() { copies.Wait(); close(copiesDone) }()
 	// The scan starts once the output has ended, after the exit is sent: on
@@ -214,9 +212,7 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 	exit := exitOf(p.cmd.ProcessState)
 	log.Info("launch ended", "exit", exit, "connection_lost", lost)
 	sent := !lost && fw.write(FrameExit, exit.encode()) == nil
-	if !scanning {
-		scan()
-	}
+	scan() // unless the held output started it
 	clean := <-scanned
 	s.mu.Lock()
 	delete(s.procs, p)

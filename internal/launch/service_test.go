@@ -179,7 +179,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 		t.Errorf("launch with an expired grant: got %v, want ErrNotFound", err)
 	}
 	// A revoked one neither.
-	if _, err := c.Grant(ctx, "j2", "n0", 1, time.Minute, nil); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j2", Coordinator: "n0", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Revoke(ctx, "j2"); err != nil {
@@ -193,7 +193,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 func TestLaunchRefusesNonDaemon(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute, nil); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, argv := range [][]string{
@@ -214,7 +214,7 @@ func TestLaunchRefusesNonDaemon(t *testing.T) {
 func TestGrantValidation(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	g, err := c.Grant(ctx, "j1", "n0", 1, 0, nil)
+	g, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: api.Duration(0)})
 	if err != nil || g.Job != "j1" || g.Coordinator != "n0" || time.Until(g.Expires) < 9*time.Minute {
 		t.Errorf("grant with the default TTL = %+v, %v; want j1 from n0 expiring in 10m", g, err)
 	}
@@ -228,7 +228,7 @@ func TestGrantValidation(t *testing.T) {
 		{"j1", "n0", -time.Second, "ttl"},
 		{"j1", "n0", 25 * time.Hour, "ttl"},
 	} {
-		if _, err := c.Grant(ctx, tt.job, tt.coord, 1, tt.ttl, nil); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := c.Grant(ctx, api.GrantRequest{Job: tt.job, Coordinator: tt.coord, Ranks: 1, TTL: api.Duration(tt.ttl)}); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("grant(%q, %q, %v): got %v, want ErrBadRequest naming %s", tt.job, tt.coord, tt.ttl, err, tt.want)
 		}
 	}
@@ -285,7 +285,7 @@ func TestGrantNamesLiveCoordinator(t *testing.T) {
 func TestLaunchRelaysStdioAndExit(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, "j1", "n0", 1, time.Minute, nil); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	script := `echo "out $K"; echo "err $SHOAL_NODE_DATA" >&2; pwd; ` +
