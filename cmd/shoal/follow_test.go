@@ -94,7 +94,7 @@ func sampleEvents(t *testing.T) []api.JobEvent {
 		{Type: coord.EventLaunch, Message: "launching 2 ranks on 1 nodes (n1:0-1)"},
 		{Type: eventOutput, Message: "[0] step 1"},
 		{Type: eventOutputErr, Message: "[1] warning"},
-		{Type: coord.EventEpoch, Message: "epoch 1 complete (2 shards verified)"},
+		{Type: coord.EventEpoch, Message: "epoch 1 complete (2 shards)"},
 		{Type: coord.EventRankLost, Message: "rank 1 killed by signal 9"},
 		{Type: coord.EventRestart, Message: "rank 1 killed by signal 9; restarting from epoch 1 (0.2 s of work lost)"},
 		{Type: coord.EventEpochBad, Message: "warning: epoch 2 unusable"},
@@ -120,7 +120,7 @@ func TestJobPrinter(t *testing.T) {
 			"[0] step 1\n", "[1] warning\n"},
 		{showAll, "shoal: launching 2 ranks on 1 nodes (n1:0-1)\n" +
 			"[0] step 1\n" +
-			"shoal: epoch 1 complete (2 shards verified)\n" +
+			"shoal: epoch 1 complete (2 shards)\n" +
 			"shoal: rank 1 killed by signal 9; restarting from epoch 1 (0.2 s of work lost)\n" +
 			"shoal: warning: epoch 2 unusable\n" +
 			"[0] step 1\n" +

@@ -86,4 +86,17 @@ func checkVerifyAgrees(t *testing.T, name string, b []byte, s *Shard, parseErr e
 			t.Errorf("%s: Verify of a stream one byte short = %v, want %v", name, err, ErrTruncated)
 		}
 	}
+	// ReadHeader checks all but the checksum: where Verify finds only a mismatch,
+	// the layout may still be whole or not.
+	rh, rerr := ReadHeader(bytes.NewReader(b), int64(len(b)))
+	switch {
+	case errors.Is(err, ErrChecksum):
+		if rerr != nil && !errors.Is(rerr, ErrBadHeader) && !errors.Is(rerr, ErrRegionTable) {
+			t.Errorf("%s: ReadHeader of a shard failing only its checksum = %v", name, rerr)
+		}
+	case ShortName(rerr) != ShortName(err) || (rerr == nil) != (err == nil):
+		t.Errorf("%s: ReadHeader error = %v, Verify error = %v", name, rerr, err)
+	case err == nil && rh != h:
+		t.Errorf("%s: ReadHeader = %+v, Verify = %+v", name, rh, h)
+	}
 }

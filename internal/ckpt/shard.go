@@ -101,51 +101,24 @@ const verifyChunk = 1 << 20
 // stops every other goroutine of the agent for as long (see [Checksum]). r
 // ending before size bytes is [ErrTruncated].
 func Verify(r io.Reader, size int64) (Header, uint64, error) {
-	if size < HeaderSize+TrailerSize {
-		return Header{}, 0, ErrTruncated
-	}
-	read := func(b []byte) error {
-		if _, err := io.ReadFull(r, b); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("%w: the shard ended before its %d bytes", ErrTruncated, size)
-			}
-			return err
-		}
-		return nil
-	}
-	head := make([]byte, HeaderSize)
-	if err := read(head); err != nil {
-		return Header{}, 0, err
-	}
-	if err := checkVersion(head); err != nil {
-		return Header{}, 0, err
-	}
-	// The region table joins the header in memory. A count too large for the
-	// size is parseLayout's to refuse, once the checksum is known: until then
-	// those bytes are hashed like the payload.
-	body := uint64(size) - TrailerSize
-	table := uint64(binary.LittleEndian.Uint32(head[32:])) * RegionSize
-	if table > body-HeaderSize {
-		table = 0
-	}
-	head = append(head, make([]byte, table)...)
-	if err := read(head[HeaderSize:]); err != nil {
+	head, err := readHead(r, size)
+	if err != nil {
 		return Header{}, 0, err
 	}
 	h := xxh3.New()
 	h.Write(head)
-	left := body - uint64(len(head))
+	left := uint64(size) - TrailerSize - uint64(len(head))
 	buf := make([]byte, min(left, verifyChunk))
 	for left > 0 {
 		n := min(left, verifyChunk)
-		if err := read(buf[:n]); err != nil {
+		if err := readFull(r, buf[:n], size); err != nil {
 			return Header{}, 0, err
 		}
 		h.Write(buf[:n])
 		left -= n
 	}
 	var trailer [TrailerSize]byte
-	if err := read(trailer[:]); err != nil {
+	if err := readFull(r, trailer[:], size); err != nil {
 		return Header{}, 0, err
 	}
 	want := binary.LittleEndian.Uint64(trailer[:])
@@ -157,6 +130,61 @@ func Verify(r io.Reader, size int64) (Header, uint64, error) {
 		return Header{}, 0, err
 	}
 	return s.Header, want, nil
+}
+
+// ReadHeader reads the header and the region table at the start of r, a shard
+// of size bytes, and checks them as [Verify] does, except for the checksum: the
+// payload is not read. It says that a file is a whole shard as its header
+// describes it, not that its bytes are the ones written.
+func ReadHeader(r io.Reader, size int64) (Header, error) {
+	head, err := readHead(r, size)
+	if err != nil {
+		return Header{}, err
+	}
+	s, err := parseLayout(head, uint64(size), nil, 0)
+	if err != nil {
+		return Header{}, err
+	}
+	return s.Header, nil
+}
+
+// readHead reads the header of a shard of size bytes from r, checks its
+// version, and returns it joined by the region table.
+func readHead(r io.Reader, size int64) ([]byte, error) {
+	if size < HeaderSize+TrailerSize {
+		return nil, ErrTruncated
+	}
+	head := make([]byte, HeaderSize)
+	if err := readFull(r, head, size); err != nil {
+		return nil, err
+	}
+	if err := checkVersion(head); err != nil {
+		return nil, err
+	}
+	// The region table joins the header in memory. A count too large for the
+	// size is parseLayout's to refuse, once the checksum is known: until then
+	// those bytes are hashed like the payload.
+	body := uint64(size) - TrailerSize
+	table := uint64(binary.LittleEndian.Uint32(head[32:])) * RegionSize
+	if table > body-HeaderSize {
+		table = 0
+	}
+	head = append(head, make([]byte, table)...)
+	if err := readFull(r, head[HeaderSize:], size); err != nil {
+		return nil, err
+	}
+	return head, nil
+}
+
+// readFull fills b from r, a shard of size bytes; an early end is [ErrTruncated].
+func readFull(r io.Reader, b []byte, size int64) error {
+	if _, err := io.ReadFull(r, b); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: the shard ended before its %d bytes", ErrTruncated, size)
+		}
+		return err
+	}
+	return nil
 }
 
 // checkVersion checks the magic, the version and the header size at the start

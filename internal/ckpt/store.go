@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -75,29 +76,61 @@ func (d JobDir) ShardCount(epoch uint64) int {
 }
 
 // VerifyShard reads and fully verifies the shard of rank at epoch, including that it
-// is the shard asked for.
+// is the shard asked for. It reads the file a piece at a time ([Verify]).
 func (d JobDir) VerifyShard(epoch uint64, rank, nranks int) (Header, error) {
+	return d.readShard(epoch, rank, nranks, func(r io.Reader, size int64) (Header, error) {
+		h, _, err := Verify(r, size)
+		return h, err
+	})
+}
+
+// CheckShard reads the header of the shard of rank at epoch and checks that it is
+// the shard asked for, whole as its header describes it ([ReadHeader]); its
+// checksum is left for [JobDir.VerifyShard].
+func (d JobDir) CheckShard(epoch uint64, rank, nranks int) (Header, error) {
+	return d.readShard(epoch, rank, nranks, ReadHeader)
+}
+
+func (d JobDir) readShard(epoch uint64, rank, nranks int, read func(io.Reader, int64) (Header, error)) (Header, error) {
 	path := d.ShardPath(epoch, rank)
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Header{}, err
 	}
-	s, err := Parse(b)
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
+		return Header{}, err
+	}
+	h, err := read(f, st.Size())
+	if err != nil {
+		if ShortName(err) == "" {
+			return Header{}, err // a failure to read, not a bad shard
+		}
 		return Header{}, &ShardError{Path: path, Err: err}
 	}
 	want := Header{Job: d.Job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks)}
-	if err := s.Header.Check(want); err != nil {
+	if err := h.Check(want); err != nil {
 		return Header{}, &ShardError{Path: path, Err: err}
 	}
-	return s.Header, nil
+	return h, nil
 }
 
 // VerifyEpoch verifies every rank's shard of epoch and returns rank 0's header.
 func (d JobDir) VerifyEpoch(epoch uint64, nranks int) (Header, error) {
+	return d.eachShard(epoch, nranks, d.VerifyShard)
+}
+
+// CheckEpoch checks every rank's shard of epoch as [JobDir.CheckShard] does and
+// returns rank 0's header.
+func (d JobDir) CheckEpoch(epoch uint64, nranks int) (Header, error) {
+	return d.eachShard(epoch, nranks, d.CheckShard)
+}
+
+func (d JobDir) eachShard(epoch uint64, nranks int, read func(epoch uint64, rank, nranks int) (Header, error)) (Header, error) {
 	var h0 Header
 	for r := 0; r < nranks; r++ {
-		h, err := d.VerifyShard(epoch, r, nranks)
+		h, err := read(epoch, r, nranks)
 		if err != nil {
 			return Header{}, fmt.Errorf("rank %d: %w", r, err)
 		}

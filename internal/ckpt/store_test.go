@@ -63,6 +63,29 @@ func TestJobDirVerify(t *testing.T) {
 	if !errors.Is(err, ErrChecksum) || !errors.As(err, &se) || se.Path != d.ShardPath(3, 0) {
 		t.Errorf("corrupt shard: err %v, want ErrChecksum naming the path", err)
 	}
+	// CheckShard reads the header only: the flipped payload byte passes, a shard cut
+	// short, another rank's, or a missing one do not.
+	writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: 1, NRanks: 2, CreatedNs: 9})
+	b[140] ^= 1
+	b[len(b)-9] ^= 1 // the payload's last byte
+	os.WriteFile(d.ShardPath(3, 0), b, 0o644)
+	if _, err := d.VerifyShard(3, 0, 2); !errors.Is(err, ErrChecksum) {
+		t.Errorf("payload byte flipped: VerifyShard err %v, want ErrChecksum", err)
+	}
+	if h, err := d.CheckEpoch(3, 2); err != nil || h.Rank != 0 {
+		t.Errorf("CheckEpoch(3) with a flipped payload byte = %+v, %v; want rank 0's header", h, err)
+	}
+	os.WriteFile(d.ShardPath(3, 0), b[:len(b)-3], 0o644)
+	if _, err := d.CheckShard(3, 0, 2); !errors.Is(err, ErrBadHeader) || !errors.As(err, &se) {
+		t.Errorf("shard cut short: err %v, want ErrBadHeader naming the path", err)
+	}
+	if _, err := d.CheckShard(3, 1, 3); !errors.Is(err, ErrWrongShard) {
+		t.Errorf("shard of another rank count: err %v, want ErrWrongShard", err)
+	}
+	os.Remove(d.ShardPath(3, 0))
+	if _, err := d.CheckEpoch(3, 2); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing shard: err %v, want not-exist", err)
+	}
 }
 
 func TestReadManifest(t *testing.T) {
