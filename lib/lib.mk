@@ -7,6 +7,7 @@
 #   make ckpt-cost     $(BUILD)/bench/ckpt-cost-prog (run it with bench/ckpt-cost)
 #   make snapshot-cost $(BUILD)/bench/snapshot-cost-prog (run it with bench/snapshot-cost)
 #   make traffic-cost  $(BUILD)/bench/traffic-cost-prog (run it with bench/traffic-cost)
+#   make writer-cost   $(BUILD)/bench/writer-cost-prog (run it with bench/writer-cost)
 #
 # Needs Open MPI's mpicc.openmpi (or MPICC) and libxxhash-dev.
 
@@ -26,7 +27,7 @@ LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include
 LIB_LDLIBS := -lxxhash -pthread -ldl -lm
 
-.PHONY: lib test-c ckpt-cost snapshot-cost traffic-cost
+.PHONY: lib test-c ckpt-cost snapshot-cost traffic-cost writer-cost
 
 LIB_OUTPUTS := $(BUILD)/lib/libshoal.so $(BUILD)/lib/libshoal.a $(BUILD)/include/shoal.h \
 	$(BUILD)/lib/pkgconfig/shoal.pc
@@ -138,6 +139,7 @@ test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_interval $(TEST_DIR)/test_ap
 ckpt-cost: $(BUILD)/bench/ckpt-cost-prog
 snapshot-cost: $(BUILD)/bench/snapshot-cost-prog
 traffic-cost: $(BUILD)/bench/traffic-cost-prog
+writer-cost: $(BUILD)/bench/writer-cost-prog
 
 $(BUILD)/bench/%-prog: bench/%-prog.c bench/stats.h $(LIB_OUTPUTS)
 	@mkdir -p $(@D)

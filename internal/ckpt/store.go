@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrNoEpoch means no complete epoch is usable: the job starts from the beginning.
@@ -93,15 +94,11 @@ func (d JobDir) CheckShard(epoch uint64, rank, nranks int) (Header, error) {
 
 func (d JobDir) readShard(epoch uint64, rank, nranks int, read func(io.Reader, int64) (Header, error)) (Header, error) {
 	path := d.ShardPath(epoch, rank)
-	f, err := os.Open(path)
+	f, st, err := openShard(path)
 	if err != nil {
 		return Header{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Header{}, err
-	}
 	h, err := read(f, st.Size())
 	if err != nil {
 		if ShortName(err) == "" {
@@ -200,4 +197,30 @@ func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
 		out = append(out, e)
 	}
 	return out, sc.Err()
+}
+
+// openShard opens the shard file at path for reading, under a shared lock held
+// until the file is closed. A rank prunes its shard by moving it aside to write its
+// next shard over (libshoal's store.c, recycle_or_remove) only when it can lock the
+// file exclusively; a shard moved between the open and the lock is not the file
+// at path any more, which is then reported missing, as a removed one is.
+func openShard(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if now, err := os.Stat(path); err != nil || !os.SameFile(st, now) {
+		f.Close()
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: os.ErrNotExist}
+	}
+	return f, st, nil
 }

@@ -21,7 +21,8 @@
 const char *const config_env_vars[] = {
     "SHOAL_DIR",        "SHOAL_JOB",          "SHOAL_CKPT_INTERVAL", "SHOAL_MTBF",
     "SHOAL_EPOCH_BASE", "SHOAL_HOLD_TIMEOUT", "SHOAL_KEEP_EPOCHS",   "SHOAL_RESTART_EPOCH",
-    "SHOAL_STAGE_WAIT", "SHOAL_STATS",        "SHOAL_TRAFFIC",       NULL};
+    "SHOAL_SPARE",      "SHOAL_STAGE_WAIT",   "SHOAL_STATS",         "SHOAL_TRAFFIC",
+    NULL};
 
 static const char *env(const char *name)
 {
@@ -214,6 +215,16 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
             return SHOAL_ERR_ARG;
         }
         c->keep_epochs = v[0] == '1';
+    }
+
+    c->spare = 1;
+    v = env("SHOAL_SPARE");
+    if (v != NULL) {
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) {
+            snprintf(msg, msglen, "invalid SHOAL_SPARE \"%.80s\": want 1 or 0", v);
+            return SHOAL_ERR_ARG;
+        }
+        c->spare = v[0] == '1';
     }
 
     c->traffic = 1;

@@ -127,12 +127,22 @@ int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch,
                      int tmp);
 /* Writes path via path.tmp, optional fsync, rename, fsync of the directory. 0 or errno. */
 int store_write_atomic(const char *path, const void *data, size_t len, int durable);
+/* store_write_atomic, writing over the file at reuse (moved to path.tmp) when there is
+ * one, instead of a new file. */
+int store_write_reusing(const char *path, const void *data, size_t len, int durable,
+                        const char *reuse);
+/* The file a rank's pruned shard is kept in for its next shard to overwrite
+ * (r + 6 digits + .spare in the job directory). */
+int store_spare_path(char *out, size_t len, const char *jobdir, int rank);
 int store_fsync_dir(const char *dir);
 /* Epoch directories (e + 8 digits) of jobdir, ascending. 0 or errno (ENOENT: none). */
 int store_list_epochs(const char *jobdir, long long **epochs, int *n);
-/* Removes epoch directories below epoch `below`: all of them if whole, else only this
- * rank's files and then the directory if it is empty (ranks on other nodes). */
-void store_prune(const char *jobdir, long long below, int rank, int whole);
+/* Removes this rank's files from the epoch directories below epoch `below`, its shard
+ * kept as its spare if keep_spare and no reader holds it, and each directory once
+ * empty. If whole, also every other file there but the shards of the run's other ranks
+ * (of nranks), which prune their own. */
+void store_prune(const char *jobdir, long long below, int rank, int nranks, int whole,
+                 int keep_spare);
 /* Removes leftover *.tmp files in epoch directories below `below` (this rank's, or
  * every rank's if all) and, if all, the job directory's own. */
 void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int all);
@@ -206,6 +216,7 @@ struct shoal_config {
     double hold_timeout_s;   /* longest hold after a `hold` request; 0: never hold */
     double stage_wait_s;     /* how long a rank waits for its restart shard to arrive */
     int keep_epochs;         /* 1: never remove epochs (the runner removes them) */
+    int spare;               /* 1: a pruned shard is kept for the next to write over */
     int traffic;             /* 0: no traffic counting (SHOAL_TRAFFIC=0) */
 };
 
@@ -294,7 +305,8 @@ struct writer {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int running;
-    int rank;
+    int rank, nranks;
+    int spare; /* keep a pruned shard to write the next one over (SHOAL_SPARE) */
     const char *jobdir;                     /* owned by the context */
     const struct run_binding *binding;      /* owned by the context; for the manifest */
     const struct traffic_snapshot *traffic; /* owned by the context; written after the
@@ -321,7 +333,7 @@ struct writer {
     double cpu_s; /* the thread's CPU time, set as it ends */
 };
 
-int writer_start(struct writer *w, const char *jobdir, int rank,
+int writer_start(struct writer *w, const char *jobdir, int rank, int nranks, int spare,
                  const struct run_binding *binding, const struct traffic_snapshot *traffic);
 /* Finishes queued work and joins; returns the errors not yet reported. */
 int writer_stop(struct writer *w);

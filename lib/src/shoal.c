@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -125,7 +126,8 @@ static int choose_epoch_base(struct shoal_ctx *c, const struct manifest_entry *m
             highest = epochs[count - 1];
         free(epochs);
     }
-    int started = writer_start(&c->writer, c->jobdir, c->rank, &c->binding, &c->traffic);
+    int started = writer_start(&c->writer, c->jobdir, c->rank, c->nranks, c->cfg.spare,
+                               &c->binding, &c->traffic);
     long long in[2] = {highest, -(long long)started}, out[2];
     if (MPI_Allreduce(in, out, 2, MPI_LONG_LONG, MPI_MAX, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
@@ -368,6 +370,10 @@ SHOAL_EXPORT int shoal_finalize(void)
     int rc = agree_exchange(c, 0, 0, 0, &ex);
     /* Runs the manifest update and pruning just queued. */
     int errors = writer_stop(&c->writer);
+    /* No shard follows to write over a pruned one's pages. */
+    char spare[PATH_MAX];
+    if (store_spare_path(spare, sizeof spare, c->jobdir, c->rank) == 0)
+        unlink(spare);
     int src = write_stats(c);
     int frc = write_finished(c);
     int prc = (c->rank == 0 && c->progress_dirty) ? write_progress(c) : SHOAL_SUCCESS;

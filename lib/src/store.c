@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,6 +70,12 @@ int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch,
     return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
 }
 
+int store_spare_path(char *out, size_t len, const char *jobdir, int rank)
+{
+    int n = snprintf(out, len, "%s/r%06d.spare", jobdir, rank);
+    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
+}
+
 int store_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -99,13 +106,28 @@ static int write_all(int fd, const unsigned char *p, size_t len)
 
 int store_write_atomic(const char *path, const void *data, size_t len, int durable)
 {
+    return store_write_reusing(path, data, len, durable, NULL);
+}
+
+int store_write_reusing(const char *path, const void *data, size_t len, int durable,
+                        const char *reuse)
+{
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = -1, reused = 0;
+    if (reuse != NULL && rename(reuse, tmp) == 0) {
+        fd = open(tmp, O_WRONLY | O_CLOEXEC);
+        reused = fd >= 0;
+    }
+    if (fd < 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return errno;
     int err = write_all(fd, data, len);
+    /* A reused file may have been longer. */
+    if (!err && reused && ftruncate(fd, (off_t)len) != 0)
+        err = errno;
     if (!err && durable && fsync(fd) != 0)
         err = errno;
     if (close(fd) != 0 && !err)
@@ -195,6 +217,41 @@ static int is_tmp_name(const char *name)
     return len > 4 && strcmp(name + len - 4, ".tmp") == 0;
 }
 
+/* Parses "r" + 6 digits + ".shard"; -1 for any other name. */
+static int rank_of_shard_name(const char *name)
+{
+    if (name[0] != 'r' || strlen(name) != 13 || strcmp(name + 7, ".shard") != 0)
+        return -1;
+    int v = 0;
+    for (int i = 1; i < 7; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    return v;
+}
+
+/* Moves the shard file at path to rank's spare in jobdir, for its next shard to be
+ * written over: the pages of a file written over are already the file's, where a new
+ * file takes fresh ones from the kernel (and, on a virtual machine whose host takes back
+ * the memory its guest frees, from the host), which took the writer twice as long
+ * (bench/writer-cost). Only when no reader has the file open under a shared lock (a
+ * reader locks it, then checks that the path still names what it opened: ckpt.JobDir);
+ * otherwise, or when the file cannot be moved, it is removed. An earlier spare is
+ * replaced. */
+static void recycle_or_remove(const char *path, const char *jobdir, int rank)
+{
+    char spare[PATH_MAX];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return; /* gone already */
+    int kept = store_spare_path(spare, sizeof spare, jobdir, rank) == 0 &&
+               flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(path, spare) == 0;
+    close(fd);
+    if (!kept)
+        unlink(path);
+}
+
 /* Removes the entries of dir (all, or only *.tmp); rmdir when remove_dir. */
 static void remove_entries(const char *dir, int only_tmp, int remove_dir)
 {
@@ -216,7 +273,29 @@ static void remove_entries(const char *dir, int only_tmp, int remove_dir)
         rmdir(dir);
 }
 
-void store_prune(const char *jobdir, long long below, int rank, int whole)
+/* Removes what an epoch directory holds beside the shards of this run's other ranks,
+ * which each rank prunes itself (keeping it as its spare), then the directory if that
+ * was the last. */
+static void remove_leftovers(const char *dir, int rank, int nranks)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int r = rank_of_shard_name(de->d_name);
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            (r >= 0 && r < nranks && r != rank))
+            continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) < (int)sizeof path)
+            unlink(path);
+    }
+    closedir(d);
+}
+
+void store_prune(const char *jobdir, long long below, int rank, int nranks, int whole,
+                 int keep_spare)
 {
     long long *epochs;
     int n;
@@ -226,15 +305,18 @@ void store_prune(const char *jobdir, long long below, int rank, int whole)
         char dir[PATH_MAX], path[PATH_MAX];
         if (store_epoch_dir(dir, sizeof dir, jobdir, epochs[i]) != 0)
             continue;
-        if (whole) {
-            remove_entries(dir, 0, 1);
-            continue;
+        /* Errors are ignored: on a shared directory another rank may have removed its
+         * files and the directory already. */
+        if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 0) == 0) {
+            if (keep_spare)
+                recycle_or_remove(path, jobdir, rank);
+            else
+                unlink(path);
         }
-        /* Errors are ignored: on a shared directory rank 0 may have removed it all. */
-        if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 0) == 0)
-            unlink(path);
         if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
             unlink(path);
+        if (whole)
+            remove_leftovers(dir, rank, nranks);
         rmdir(dir);
     }
     free(epochs);

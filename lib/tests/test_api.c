@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -808,6 +809,122 @@ static void test_pruning(void)
     CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
 }
 
+static unsigned long long inode_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+/* A rank's pruned shard is kept as its spare and written over by its next shard, which
+ * ends at its own size; a shard a reader holds (locked, as ckpt.JobDir reads) is removed
+ * instead and stays whole for the reader; no spare is left after shoal_finalize. */
+static void test_recycling(void)
+{
+    const char *job = "recycle";
+    t_env(job);
+    enum { N = 100000 };
+    static int a[N];
+    unsigned long long ino[6] = {0};
+    char path[512];
+    int held = -1;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, a, N, MPI_INT), SHOAL_SUCCESS);
+    for (int e = 1; e <= 5; e++) {
+        if (e == 4) /* smaller than the epoch 1 shard it is written over */
+            CHECK_EQ(shoal_protect(0, a, N / 2, MPI_INT), SHOAL_SUCCESS);
+        for (int i = 0; i < N; i++)
+            a[i] = e * 1000003 + i + t_rank;
+        if (e == 5) { /* epoch 2 is pruned once epoch 4 is complete: at this checkpoint */
+            t_shard_path(path, sizeof path, job, 2, t_rank);
+            held = open(path, O_RDONLY);
+            CHECK(held >= 0 && flock(held, LOCK_SH) == 0);
+        }
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+        /* The checkpoint waited for the writer to finish the one before. */
+        t_shard_path(path, sizeof path, job, e - 1, t_rank);
+        ino[e - 1] = inode_of(path);
+    }
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    t_barrier();
+    t_shard_path(path, sizeof path, job, 5, t_rank);
+    ino[5] = inode_of(path);
+    CHECK(ino[1] != 0 && ino[4] == ino[1]);
+    CHECK(ino[5] != 0 && ino[5] != ino[2] && ino[5] != ino[1]);
+    CHECK_EQ(count_epoch_dirs(job, 10), 2);
+    snprintf(path, sizeof path, "%s/%s/r%06d.spare", t_base, job, t_rank);
+    CHECK(!t_exists(path));
+
+    struct shard_image img;
+    struct shard_header h;
+    t_shard_path(path, sizeof path, job, 4, t_rank);
+    CHECK_EQ(store_load_shard(path, &img, &h), SHARD_OK);
+    CHECK(h.epoch == 4 && h.payload_bytes == (uint64_t)N / 2 * sizeof a[0]);
+    shard_image_free(&img);
+    struct stat st;
+    unsigned char *old = NULL;
+    if (CHECK(held >= 0 && fstat(held, &st) == 0 && (old = malloc((size_t)st.st_size)) != NULL)) {
+        CHECK_EQ(pread(held, old, (size_t)st.st_size, 0), (ssize_t)st.st_size);
+        CHECK_EQ(shard_verify(old, (size_t)st.st_size, &h), SHARD_OK);
+        CHECK(h.epoch == 2);
+    }
+    free(old);
+    if (held >= 0)
+        close(held);
+
+    t_unfinish(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_status(), 1);
+    CHECK_EQ(shoal_protect(0, a, N / 2, MPI_INT), SHOAL_SUCCESS);
+    memset(a, 0, sizeof a);
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    int wrong = 0;
+    for (int i = 0; i < N / 2; i++)
+        wrong += a[i] != 5 * 1000003 + i + t_rank;
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+}
+
+/* With SHOAL_SPARE=0 a pruned shard is removed: a reader that opened epoch 1's shard
+ * without a lock still reads epoch 1 after epoch 4 is written. */
+static void test_no_spare(void)
+{
+    const char *job = "no-spare";
+    t_env(job);
+    setenv("SHOAL_SPARE", "0", 1);
+    enum { N = 10000 };
+    static int a[N];
+    char path[512];
+    int fd = -1;
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, a, N, MPI_INT), SHOAL_SUCCESS);
+    for (int e = 1; e <= 5; e++) {
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+        if (e == 2) {
+            t_shard_path(path, sizeof path, job, 1, t_rank);
+            fd = open(path, O_RDONLY);
+            CHECK(fd >= 0);
+        }
+    }
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    CHECK_EQ(count_epoch_dirs(job, 10), 2);
+    struct stat st;
+    unsigned char *old = NULL;
+    struct shard_header h;
+    if (CHECK(fd >= 0 && fstat(fd, &st) == 0 && (old = malloc((size_t)st.st_size)) != NULL)) {
+        CHECK_EQ(pread(fd, old, (size_t)st.st_size, 0), (ssize_t)st.st_size);
+        CHECK_EQ(shard_verify(old, (size_t)st.st_size, &h), SHARD_OK);
+        CHECK(h.epoch == 1);
+    }
+    free(old);
+    if (fd >= 0)
+        close(fd);
+
+    t_env("spare-bad");
+    setenv("SHOAL_SPARE", "yes", 1);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_ERR_ARG);
+    t_env("spare-bad");
+}
+
 /* On a cluster the coordinator removes epochs (SHOAL_KEEP_EPOCHS=1): the ranks keep
  * every epoch they write, since one complete among them may not be durable yet. */
 static void test_keep_epochs(void)
@@ -1100,6 +1217,8 @@ int main(int argc, char **argv)
     test_recover_errors();
     test_recover_mapped();
     test_pruning();
+    test_recycling();
+    test_no_spare();
     test_keep_epochs();
     test_finished();
     test_runner_mode();
