@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func writeShard(t *testing.T, d JobDir, h Header) {
@@ -103,5 +105,41 @@ func TestReadManifest(t *testing.T) {
 	os.WriteFile(filepath.Join(d.Path(), "manifest"), []byte("epoch 2 nranks 4 created_ns 10\nepoch three\n"), 0o644)
 	if _, err := d.ReadManifest(); err == nil {
 		t.Fatal("malformed manifest accepted")
+	}
+}
+
+// A shard moved aside while a reader waited for its lock (libshoal keeping a pruned
+// shard to write the next one over) is reported missing, not read as the file the
+// path named when it was opened.
+func TestCheckShardWaitsForTheLockAndSeesAMove(t *testing.T) {
+	d := JobDir{Root: t.TempDir(), Job: "heat"}
+	writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: 0, NRanks: 1})
+	path := d.ShardPath(3, 0)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.CheckShard(3, 0, 1)
+		done <- err
+	}()
+	// Either order of the reader's open and this move must end the same way.
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("CheckShard returned %v while the shard was locked exclusively", err)
+	default:
+	}
+	if err := os.Rename(path, filepath.Join(d.Path(), "r000000.spare")); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if err := <-done; !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CheckShard of a shard moved aside = %v, want not-exist", err)
 	}
 }
