@@ -25,6 +25,12 @@
 # the ranks waited for each other, so it is an upper bound there; the whole leaves out
 # what Shoal costs beside checkpoints (counting traffic, the snapshot calls between
 # agreements), which the ratio holds.
+#
+# On a virtual machine that hands the memory its guest frees back to the host at once
+# (free page reporting; /sys/module/page_reporting/parameters/ on such a guest), every
+# page of a new shard file faults in from the host: ft's single checkpoint of 128 MiB a
+# rank then costs its writers 1.5 to 1.8 CPU-s, against 0.22 s where freed memory stays
+# with the guest (measured on one such machine with the reporting delayed a minute).
 # KERNELS_LAUNCHER=shoal|mpirun forces the launcher of the runs with Shoal.
 #
 # Needs `make kernels` (and `make go-build` for bin/shoal). Exits non-zero when a run fails
