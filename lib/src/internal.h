@@ -77,6 +77,18 @@ void shard_put_header(unsigned char *file, const struct shard_header *h);
 void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_entry *e);
 /* Writes the trailing checksum of a file of size bytes whose other bytes are final. */
 void shard_seal(unsigned char *file, size_t size);
+/* shard_seal a piece at a time, as the file is written out: the pieces fed must cover
+ * the file in order; the one reaching the trailer gets the checksum written into it
+ * before shard_sealer_feed returns. Hashing each piece just before it is written reads
+ * the file from memory once instead of twice. */
+struct shard_sealer {
+    void *state; /* XXH3_state_t */
+    unsigned char *file;
+    size_t size;
+};
+int shard_sealer_init(struct shard_sealer *s, unsigned char *file, size_t size); /* 0, ENOMEM */
+void shard_sealer_feed(struct shard_sealer *s, size_t off, size_t n);
+void shard_sealer_free(struct shard_sealer *s);
 /* Runs every check of the format, in the documented order; fills h when SHARD_OK. */
 int shard_verify(const unsigned char *file, size_t size, struct shard_header *h);
 /* Entry index of a verified shard. */
@@ -128,9 +140,11 @@ int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch,
 /* Writes path via path.tmp, optional fsync, rename, fsync of the directory. 0 or errno. */
 int store_write_atomic(const char *path, const void *data, size_t len, int durable);
 /* store_write_atomic, writing over the file at reuse (moved to path.tmp) when there is
- * one, instead of a new file. */
+ * one, instead of a new file, and calling before(arg, off, n) before it writes each
+ * piece [off, off + n) of data, in order (before may be NULL). */
 int store_write_reusing(const char *path, const void *data, size_t len, int durable,
-                        const char *reuse);
+                        const char *reuse, void (*before)(void *arg, size_t off, size_t n),
+                        void *arg);
 /* The file a rank's pruned shard is kept in for its next shard to overwrite
  * (r + 6 digits + .spare in the job directory). */
 int store_spare_path(char *out, size_t len, const char *jobdir, int rank);

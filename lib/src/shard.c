@@ -2,6 +2,7 @@
  * shard.c - encoding and verification of shard format v1 (docs/shard-format.md).
  * Pure functions over memory: the file I/O lives in store.c and writer.c.
  */
+#include <errno.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -137,6 +138,32 @@ void shard_seal(unsigned char *file, size_t size)
 {
     size_t body = size - SHARD_CHECKSUM_SIZE;
     put_u64(file + body, (uint64_t)XXH3_64bits(file, body));
+}
+
+int shard_sealer_init(struct shard_sealer *s, unsigned char *file, size_t size)
+{
+    s->file = file;
+    s->size = size;
+    s->state = XXH3_createState();
+    if (s->state == NULL)
+        return ENOMEM;
+    XXH3_64bits_reset(s->state);
+    return 0;
+}
+
+void shard_sealer_feed(struct shard_sealer *s, size_t off, size_t n)
+{
+    size_t body = s->size - SHARD_CHECKSUM_SIZE;
+    if (off < body)
+        XXH3_64bits_update(s->state, s->file + off, (off + n < body ? off + n : body) - off);
+    if (off + n > body)
+        put_u64(s->file + body, (uint64_t)XXH3_64bits_digest(s->state));
+}
+
+void shard_sealer_free(struct shard_sealer *s)
+{
+    XXH3_freeState(s->state);
+    s->state = NULL;
 }
 
 void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_entry *e)

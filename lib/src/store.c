@@ -106,11 +106,28 @@ static int write_all(int fd, const unsigned char *p, size_t len)
 
 int store_write_atomic(const char *path, const void *data, size_t len, int durable)
 {
-    return store_write_reusing(path, data, len, durable, NULL);
+    return store_write_reusing(path, data, len, durable, NULL, NULL, NULL);
+}
+
+/* write_all, a piece at a time, calling before for each piece first: pieces of 1 MiB,
+ * which stay in the cache between before (hashing them) and the write. */
+static int write_pieces(int fd, const unsigned char *p, size_t len,
+                        void (*before)(void *arg, size_t off, size_t n), void *arg)
+{
+    const size_t piece = (size_t)1 << 20;
+    for (size_t off = 0; off < len; off += piece) {
+        size_t n = len - off < piece ? len - off : piece;
+        before(arg, off, n);
+        int err = write_all(fd, p + off, n);
+        if (err)
+            return err;
+    }
+    return 0;
 }
 
 int store_write_reusing(const char *path, const void *data, size_t len, int durable,
-                        const char *reuse)
+                        const char *reuse, void (*before)(void *arg, size_t off, size_t n),
+                        void *arg)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
@@ -124,7 +141,8 @@ int store_write_reusing(const char *path, const void *data, size_t len, int dura
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return errno;
-    int err = write_all(fd, data, len);
+    int err = before != NULL ? write_pieces(fd, data, len, before, arg)
+                             : write_all(fd, data, len);
     /* A reused file may have been longer. */
     if (!err && reused && ftruncate(fd, (off_t)len) != 0)
         err = errno;

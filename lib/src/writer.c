@@ -30,6 +30,11 @@
 #define SCHED_BATCH 3
 #endif
 
+static void seal_piece(void *sealer, size_t off, size_t n)
+{
+    shard_sealer_feed(sealer, off, n);
+}
+
 static int write_shard_file(const char *jobdir, int rank, int spare, long long epoch,
                             unsigned char *file, size_t size, char *failed_path,
                             size_t failed_len)
@@ -52,11 +57,19 @@ static int write_shard_file(const char *jobdir, int rank, int spare, long long e
     if (err)
         return err;
     snprintf(failed_path, failed_len, "%s", path);
-    shard_seal(file, size);
     char reuse[PATH_MAX];
     if (!spare || store_spare_path(reuse, sizeof reuse, jobdir, rank) != 0)
-        return store_write_atomic(path, file, size, 1);
-    return store_write_reusing(path, file, size, 1, reuse);
+        reuse[0] = 0;
+    /* Hashed a piece at a time as it is written, so the shard is read from memory once. */
+    struct shard_sealer sealer;
+    if (shard_sealer_init(&sealer, file, size) != 0) {
+        shard_seal(file, size);
+        return store_write_reusing(path, file, size, 1, reuse[0] ? reuse : NULL, NULL, NULL);
+    }
+    err = store_write_reusing(path, file, size, 1, reuse[0] ? reuse : NULL, seal_piece,
+                              &sealer);
+    shard_sealer_free(&sealer);
+    return err;
 }
 
 /* The traffic file only informs placement: a failure is reported once and is not a

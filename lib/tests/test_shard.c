@@ -369,10 +369,36 @@ static void test_vectors(const char *dir)
     printf("checked %d test vectors from %s\n", checked, path);
 }
 
+/* Sealing a piece at a time, as the writer does while it writes, gives shard_seal's
+ * bytes for any piece size, a piece ending inside the trailer among them. */
+static void test_sealer(void)
+{
+    static const struct spec big[] = {{1, 8, 1000}, {2, 1, 333}};
+    size_t size;
+    unsigned char *want = build(big, 2, &size);
+    unsigned char *file = malloc(size);
+    size_t pieces[] = {1, 7, 64, 1000, size - 4, size - 8, size - 9, size, size + 5};
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+        memcpy(file, want, size);
+        memset(file + size - SHARD_CHECKSUM_SIZE, 0xee, SHARD_CHECKSUM_SIZE);
+        struct shard_sealer sealer;
+        if (!CHECK_EQ(shard_sealer_init(&sealer, file, size), 0))
+            continue;
+        for (size_t off = 0; off < size; off += pieces[i])
+            shard_sealer_feed(&sealer, off, size - off < pieces[i] ? size - off : pieces[i]);
+        shard_sealer_free(&sealer);
+        if (!CHECK(memcmp(file, want, size) == 0))
+            fprintf(stderr, "  pieces of %zu bytes\n", pieces[i]);
+    }
+    free(file);
+    free(want);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "testdata/shards";
     test_round_trip();
+    test_sealer();
     test_verify_failures();
     test_vectors(dir);
     return check_summary(check_passed, check_failed);
