@@ -30,6 +30,7 @@ enum {
     MSG_FAILED,     /* newest failed epoch that a later written epoch hides */
     MSG_IO_ERROR,   /* a write failed since the last agreement */
     MSG_HOLD,       /* rank 0: after this checkpoint, hold until killed */
+    MSG_UNREADY,    /* a rank's staging buffer is still being made: no checkpoint yet */
     MSG_LEN
 };
 
@@ -92,9 +93,14 @@ int agree_exchange(struct shoal_ctx *c, int checkpoint, int hold, int k, struct 
     in[MSG_FAILED] = failed < written ? (int)failed : 0;
     in[MSG_IO_ERROR] = errors > 0;
     in[MSG_HOLD] = hold;
+    /* Every rank says whether its staging buffer is ready, since only rank 0 knows
+     * whether a checkpoint is asked for; a program's own checkpoint and the last
+     * agreement ask for none here, so they never wait for it. */
+    in[MSG_UNREADY] = !ctx_stage_ready(c);
     if (MPI_Allreduce(in, res, MSG_LEN, MPI_INT, MPI_MAX, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
-    out->checkpoint = res[MSG_CHECKPOINT];
+    out->postponed = res[MSG_CHECKPOINT] && res[MSG_UNREADY];
+    out->checkpoint = res[MSG_CHECKPOINT] && !res[MSG_UNREADY];
     out->k = res[MSG_K];
     out->io_error = res[MSG_IO_ERROR];
     out->hold = res[MSG_HOLD];
@@ -147,7 +153,10 @@ int agree_take_request(struct shoal_ctx *c)
 static int agree_due(struct shoal_ctx *c, double now, int *hold)
 {
     int due = c->cfg.interval_s > 0 && now - c->t_checkpoint >= c->cfg.interval_s;
-    int request = agree_take_request(c);
+    int request = c->request_postponed;
+    c->request_postponed = REQUEST_NONE;
+    if (request == REQUEST_NONE)
+        request = agree_take_request(c);
     *hold = request == REQUEST_HOLD;
     return due || request != REQUEST_NONE;
 }
@@ -240,10 +249,14 @@ static int snapshot_agree(struct shoal_ctx *c)
     c->agreements++;
     c->k = ex.k;
     c->countdown = ex.k;
+    /* A checkpoint put off until every staging buffer is made: at the next agreement,
+     * the runner's request (taken from its file now) with it. */
+    if (ex.postponed && c->rank == 0)
+        c->request_postponed = hold ? REQUEST_HOLD : REQUEST_CHECKPOINT;
     if (ex.checkpoint) {
         long long epoch = c->next_epoch;
         rc = ctx_checkpoint_local(c);
-        ctx_submit_staged(c);
+        ctx_submit_staged(c, 0);
         double t1 = shoal_now();
         ctx_checkpoint_taken(c, t1 - t0, t1, 1);
         c->t_checkpoint = t1;
@@ -254,8 +267,10 @@ static int snapshot_agree(struct shoal_ctx *c)
         }
     }
     c->t_agreed = shoal_now();
-    if (!ex.checkpoint)
+    if (!ex.checkpoint) {
         c->agree_sum += c->t_agreed - t0;
+        ctx_stage_refill(c, c->t_agreed);
+    }
     if (rc != SHOAL_SUCCESS)
         return rc;
     return ex.io_error ? SHOAL_ERR_IO : SHOAL_SUCCESS;

@@ -3,8 +3,11 @@
  * memcpy of every region into the staging buffer, which the writer thread (writer.c)
  * then hashes and writes.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -92,16 +95,87 @@ SHOAL_EXPORT int shoal_unprotect(int id)
     return SHOAL_SUCCESS;
 }
 
+void ctx_stage_free(struct shoal_ctx *c)
+{
+    if (c->stage_fd >= 0) {
+        munmap(c->stage, c->stage_cap);
+        close(c->stage_fd);
+    } else {
+        free(c->stage);
+    }
+    c->stage = NULL;
+    c->stage_cap = 0;
+    c->stage_fd = -1;
+}
+
+static void stage_install(struct shoal_ctx *c, unsigned char *p, size_t cap, int fd)
+{
+    c->stage = p;
+    c->stage_cap = cap;
+    c->stage_fd = fd;
+}
+
+void ctx_stage_wait(struct shoal_ctx *c)
+{
+    writer_wait_idle(&c->writer);
+    struct writer_stage ws;
+    writer_take_stage(&c->writer, &ws);
+    if (ws.touch_failed) {
+        /* Its file had no room: it stays unmapped, and staging goes back to memory. */
+        ctx_stage_free(c);
+        c->stage_in_file = 0;
+    }
+    if (ws.consumed) {
+        /* Unmapped by the writer: it is the shard now. */
+        c->stage = NULL;
+        c->stage_cap = 0;
+        c->stage_fd = -1;
+    }
+    if (ws.next != NULL) {
+        if (c->stage == NULL) {
+            stage_install(c, ws.next, ws.next_cap, ws.next_fd);
+        } else {
+            munmap(ws.next, ws.next_cap);
+            close(ws.next_fd);
+        }
+    }
+}
+
 /* Replaces the staging buffer with one for images of size bytes: with headroom, so that
  * an array growing a little at a time does not reallocate at every checkpoint, or
  * without it if that much is not to be had. Its pages are touched here, or by the
  * writer while the program goes on (in_writer): first-touch page faults would otherwise
- * make the checkpoint's copy several times slower than a memcpy. The writer is idle. */
+ * make the checkpoint's copy several times slower than a memcpy. On a tmpfs it maps the
+ * rank's stage file, which its checkpoint then makes the shard without a copy. The
+ * writer is idle. */
 static int stage_replace(struct shoal_ctx *c, size_t size, int in_writer)
 {
     size_t cap = size + size / 8;
     if (cap < size)
         cap = size;
+    if (c->stage_in_file) {
+        /* The stage file is reused: grown, its pages kept. No headroom: each checkpoint
+         * makes a new staging buffer from the last shard's size anyway, and pages beyond
+         * the shard would be fresh ones at every checkpoint. */
+        cap = size;
+        ctx_stage_free(c);
+        int fd;
+        unsigned char *p = store_stage_map(c->jobdir, c->rank, c->cfg.spare, cap, &fd);
+        if (p != NULL && !in_writer && store_stage_allocate(fd, cap) != 0) {
+            munmap(p, cap);
+            close(fd);
+            p = NULL;
+        }
+        if (p != NULL) {
+            stage_install(c, p, cap, fd);
+            if (in_writer)
+                writer_touch(&c->writer, p, cap, fd);
+            else
+                mem_touch(p, cap);
+            return SHOAL_SUCCESS;
+        }
+        c->stage_in_file = 0; /* no room, or no file: memory from now on */
+    }
     unsigned char *p = buf_alloc(cap);
     if (p == NULL) {
         cap = size;
@@ -111,11 +185,10 @@ static int stage_replace(struct shoal_ctx *c, size_t size, int in_writer)
         return SHOAL_ERR_NOMEM;
     if (!in_writer)
         mem_touch(p, cap);
-    free(c->stage);
-    c->stage = p;
-    c->stage_cap = cap;
+    ctx_stage_free(c);
+    stage_install(c, p, cap, -1);
     if (in_writer)
-        writer_touch(&c->writer, p, cap);
+        writer_touch(&c->writer, p, cap, -1);
     return SHOAL_SUCCESS;
 }
 
@@ -133,8 +206,33 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
         return SHOAL_SUCCESS;
     if (!may_wait && writer_is_busy(&c->writer))
         return SHOAL_SUCCESS;
-    writer_wait_idle(&c->writer);
+    ctx_stage_wait(c);
+    if (size <= c->stage_cap)
+        return SHOAL_SUCCESS; /* the writer prepared one */
     return stage_replace(c, size, 0);
+}
+
+int ctx_stage_ready(struct shoal_ctx *c)
+{
+    if (!c->stage_in_file)
+        return 1;
+    if (writer_is_busy(&c->writer))
+        return 0;
+    ctx_stage_wait(c); /* idle: only takes the results */
+    return c->stage != NULL || !c->stage_in_file;
+}
+
+void ctx_stage_refill(struct shoal_ctx *c, double now)
+{
+    if (!c->stage_in_file || c->staged_epoch != 0 || writer_is_busy(&c->writer))
+        return;
+    ctx_stage_wait(c); /* idle: only takes the results (the last shard's buffer is gone) */
+    double gap = c->t_taken[1] > 0 ? c->t_taken[0] - c->t_taken[1] : c->t_taken[0] - c->t_init;
+    if (c->stage != NULL || now - c->t_taken[0] < gap / 2)
+        return;
+    uint64_t need = protected_file_size(c);
+    if (need != 0 && need <= SIZE_MAX - STAGE_SLACK)
+        (void)stage_replace(c, (size_t)need + STAGE_SLACK, 1);
 }
 
 void ctx_stage_prefault(struct shoal_ctx *c)
@@ -171,6 +269,8 @@ static size_t stage_shift(const struct shoal_ctx *c, size_t size)
     }
     if (src == NULL)
         return 0;
+    if (c->stage_fd >= 0)
+        return 0; /* a file's image starts at its first byte */
     size_t shift = ((uintptr_t)src - ((uintptr_t)c->stage + at)) & (STAGE_SLACK - 1);
     return size <= c->stage_cap && shift <= c->stage_cap - size ? shift : 0;
 }
@@ -179,7 +279,7 @@ int ctx_checkpoint_local(struct shoal_ctx *c)
 {
     /* Every rank numbers the epoch the same way, even when its own copy fails. */
     long long epoch = c->next_epoch++;
-    writer_wait_idle(&c->writer);
+    ctx_stage_wait(c);
     uint64_t size = protected_file_size(c);
     int rc = SHOAL_SUCCESS;
     if (epoch > SHARD_EPOCH_MAX || size == 0 || size > SIZE_MAX)
@@ -232,11 +332,13 @@ int ctx_checkpoint_local(struct shoal_ctx *c)
     return SHOAL_SUCCESS;
 }
 
-void ctx_submit_staged(struct shoal_ctx *c)
+void ctx_submit_staged(struct shoal_ctx *c, int prepare_next)
 {
     if (c->staged_epoch == 0)
         return;
-    writer_submit(&c->writer, c->stage + c->staged_shift, c->staged_size, c->staged_epoch);
+    size_t next = c->stage_fd >= 0 && prepare_next ? c->stage_cap : 0;
+    writer_submit(&c->writer, c->stage + c->staged_shift, c->staged_size, c->staged_epoch,
+                  c->stage_fd, c->stage_cap, next);
     c->staged_epoch = 0;
 }
 
@@ -255,9 +357,9 @@ SHOAL_EXPORT int shoal_checkpoint(void)
      * this one, and reports write errors on every rank alike. Done before the writer
      * starts: on a rank bound to one core, the writer thread would compete with this
      * allreduce for that core. */
-    struct exchange ex = {0, 0, 0, 0};
+    struct exchange ex = {0, 0, 0, 0, 0};
     int mrc = agree_exchange(c, 0, request == REQUEST_HOLD, 0, &ex);
-    ctx_submit_staged(c);
+    ctx_submit_staged(c, 1);
     double t1 = shoal_now();
     /* No agreements follow a program's own checkpoints to measure a slowdown by. */
     ctx_checkpoint_taken(c, t1 - t0, t1, 0);

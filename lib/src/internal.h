@@ -139,6 +139,20 @@ int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch,
                      int tmp);
 /* Writes path via path.tmp, optional fsync, rename, fsync of the directory. 0 or errno. */
 int store_write_atomic(const char *path, const void *data, size_t len, int durable);
+/* 1 if dir is on a tmpfs, where a mapped file costs what memory does. */
+int store_is_tmpfs(const char *dir);
+/* The rank's stage file: the staging buffer when it lies in a file (rNNNNNN.stage). */
+int store_stage_path(char *out, size_t len, const char *jobdir, int rank);
+/* Maps the rank's stage file, cap bytes long, taking the rank's spare for it when
+ * use_spare and there is one, else a stage file a killed run left, else a new one; its
+ * descriptor in *fd. NULL if that cannot be done. Its blocks are not allocated yet:
+ * store_stage_allocate before touching it. */
+unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size_t cap,
+                               int *fd);
+int store_stage_allocate(int fd, size_t cap); /* 0 or errno (ENOSPC) */
+/* Makes the stage file fd, whose first size bytes are a sealed shard, the shard at path:
+ * cut to size, fsync, renamed to path, fsync of the directory. 0 or errno. */
+int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path);
 /* store_write_atomic, writing over the file at reuse (moved to path.tmp) when there is
  * one, instead of a new file, and calling before(arg, off, n) before it writes each
  * piece [off, off + n) of data, in order (before may be NULL). */
@@ -327,13 +341,25 @@ struct writer {
                                                shard of its epoch */
     int traffic_failed; /* a traffic file could not be written (reported once) */
     /* the shard being written, or the staging buffer to touch; the staging buffer
-     * belongs to the thread while busy */
+     * belongs to the thread while busy. A staging buffer that maps the rank's stage
+     * file (fd >= 0, map_len bytes) becomes the shard: the file is renamed into the
+     * epoch directory, unmapped and closed (consumed); with next_cap > 0 the writer
+     * then maps and faults in another stage file of that size (next_*). */
     int busy;
     unsigned char *file;
     size_t size;
     long long epoch;
+    int fd;
+    size_t map_len;
+    size_t next_cap;
     unsigned char *touch;
     size_t touch_size;
+    int touch_fd; /* >= 0: the buffer to touch maps this stage file: allocate it first */
+    /* results for the main thread, taken with writer_take_stage */
+    int consumed;     /* the last staging buffer handed over is gone (it is the shard) */
+    int touch_failed; /* the stage file to touch could not be allocated: do not use it */
+    unsigned char *next;
+    int next_fd;
     /* results, read by the main thread */
     long long written; /* newest epoch written completely */
     long long failed;  /* newest epoch whose write failed */
@@ -353,9 +379,23 @@ int writer_start(struct writer *w, const char *jobdir, int rank, int nranks, int
 int writer_stop(struct writer *w);
 void writer_wait_idle(struct writer *w);
 int writer_is_busy(struct writer *w);
-void writer_submit(struct writer *w, unsigned char *file, size_t size, long long epoch);
-/* Hands the writer a new staging buffer to fault in (mem_touch); it is busy until then. */
-void writer_touch(struct writer *w, unsigned char *buf, size_t size);
+/* Hands the writer the shard image at file (size bytes) of epoch. fd >= 0: file is the
+ * start of a staging buffer mapping the rank's stage file (map_len bytes), which becomes
+ * the shard; then, with next_cap > 0, the writer prepares another of next_cap bytes. */
+void writer_submit(struct writer *w, unsigned char *file, size_t size, long long epoch, int fd,
+                   size_t map_len, size_t next_cap);
+/* Hands the writer a new staging buffer to fault in (mem_touch); it is busy until then.
+ * fd >= 0: the buffer maps the stage file fd, whose blocks are allocated first. */
+void writer_touch(struct writer *w, unsigned char *buf, size_t size, int fd);
+/* When idle: what became of the staging buffers handed over since the last call. */
+struct writer_stage {
+    int consumed;       /* the buffer of the last shard is unmapped: it is the shard */
+    int touch_failed;   /* the stage file handed to touch has no room: unusable */
+    unsigned char *next; /* a new staging buffer the writer prepared, or NULL */
+    size_t next_cap;
+    int next_fd;
+};
+void writer_take_stage(struct writer *w, struct writer_stage *out);
 /* Records a failure that happened before the write could start (no memory). */
 void writer_record_failure(struct writer *w, long long epoch);
 /* Newest written and failed epochs, and whether errors happened since the last poll. */
@@ -388,6 +428,7 @@ struct shoal_ctx {
     struct shoal_config cfg;
     char jobdir[PATH_MAX];
     char request_path[PATH_MAX];
+    int request_postponed; /* rank 0: a checkpoint put off (REQUEST_*), taken next time */
     char request_taken_path[PATH_MAX]; /* where rank 0 moves a request to read it */
     char progress_path[PATH_MAX];
 
@@ -423,6 +464,11 @@ struct shoal_ctx {
      * starts staged_shift bytes into it (see stage_shift) */
     unsigned char *stage;
     size_t stage_cap;
+    int stage_fd;      /* -1: memory (buf_alloc); else the rank's stage file it maps */
+    int stage_in_file; /* the job directory is a tmpfs: the staging buffer maps a file
+                          there, which its checkpoint renames into the epoch (no copy) */
+    double t_taken[2]; /* when the last two checkpoints were taken, newest first */
+    double t_init;
     long long staged_epoch; /* copied, not yet handed to the writer; 0: none */
     size_t staged_size;
     size_t staged_shift;
@@ -470,6 +516,7 @@ void restart_release(struct shoal_ctx *c);
 /* agree.c */
 struct exchange {
     int checkpoint;
+    int postponed; /* rank 0 asked for one, a staging buffer was not ready */
     int k;
     int io_error;
     int hold;
@@ -492,13 +539,26 @@ void agree_note_complete(struct shoal_ctx *c, const struct manifest_entry *e);
 /* Copies the protected regions into the staging buffer as the next epoch's shard;
  * ctx_submit_staged then hands it to the writer. Local: no MPI. */
 int ctx_checkpoint_local(struct shoal_ctx *c);
-void ctx_submit_staged(struct shoal_ctx *c);
+/* prepare_next: with the staging buffer in a file, the writer prepares the next one
+ * right after (a program's own checkpoints: the next may come at once). */
+void ctx_submit_staged(struct shoal_ctx *c, int prepare_next);
 int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
 /* After a restore from a mapped image: a staging buffer for the protected regions,
  * which the writer faults in while the program goes on. Nothing when the buffer is
  * large enough, holds a staged image, or the writer is busy (the next checkpoint grows
  * it then). */
 void ctx_stage_prefault(struct shoal_ctx *c);
+/* 1 unless the staging buffer is a file still being made (or not yet begun). */
+int ctx_stage_ready(struct shoal_ctx *c);
+/* Waits for the writer, then takes back what it did with the staging buffers. */
+void ctx_stage_wait(struct shoal_ctx *c);
+/* Releases the staging buffer, its stage file left in place (the writer is idle). */
+void ctx_stage_free(struct shoal_ctx *c);
+/* Between checkpoints, with the staging buffer in a file: a buffer the last checkpoint
+ * took is replaced (faulted in by the writer) once half the time between the last two
+ * checkpoints has passed since the last, so a run that ends before its next checkpoint
+ * never allocates one. now: shoal_now(). */
+void ctx_stage_refill(struct shoal_ctx *c, double now);
 
 /* shoal.c */
 /* The first failing rank's code, the same on every rank; it prints msg. Collective. */

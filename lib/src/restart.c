@@ -304,7 +304,8 @@ SHOAL_EXPORT int shoal_recover(void)
      * buffer when it is the larger one, instead of freeing one buffer and faulting in
      * another (the staging buffer was not grown for it: ctx_stage_reserve). */
     if (c->restart.size + STAGE_SLACK > c->stage_cap && !writer_is_busy(&c->writer)) {
-        free(c->stage);
+        ctx_stage_wait(c); /* idle: only takes what it did */
+        ctx_stage_free(c);
         c->stage = c->restart.data;
         c->stage_cap = c->restart.size + STAGE_SLACK;
         c->restart = (struct shard_image){NULL, 0, 0};

@@ -177,6 +177,8 @@ static void cost_measured(struct shoal_ctx *c, double cost_s)
 
 void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int measure)
 {
+    c->t_taken[1] = c->t_taken[0];
+    c->t_taken[0] = now;
     c->block_sum += blocked_s;
     if (blocked_s > c->block_max)
         c->block_max = blocked_s;
@@ -201,11 +203,13 @@ void ctx_agreement_seen(struct shoal_ctx *c, double now, int k, double took_s)
 
 static void ctx_release(struct shoal_ctx *c)
 {
+    if (c->writer.running)
+        ctx_stage_wait(c);
     writer_stop(&c->writer);
     traffic_stop(&c->traffic);
     restart_release(c);
     free(c->regions);
-    free(c->stage);
+    ctx_stage_free(c);
     MPI_Comm_free(&c->comm);
     memset(c, 0, sizeof *c);
 }
@@ -222,6 +226,8 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
 
     struct shoal_ctx *c = &the_ctx;
     memset(c, 0, sizeof *c);
+    c->stage_fd = -1;
+    c->t_init = shoal_now();
     if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     /* Errors on the library's own communicator come back as codes, not aborts. */
@@ -264,6 +270,9 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     c->k = 1;
     c->countdown = 1;
     c->t_agreed = c->t_checkpoint = shoal_now();
+    /* Not where the runner removes epochs (a cluster): a rank moved to another node
+     * would leave its stage file behind on the old one. */
+    c->stage_in_file = !c->cfg.keep_epochs && store_is_tmpfs(c->jobdir);
     if (c->rank == 0)
         write_interval(c);
     shoal_g = c;
@@ -365,14 +374,16 @@ SHOAL_EXPORT int shoal_finalize(void)
     if (c == NULL)
         return SHOAL_ERR_STATE;
     /* Wait for the last shard, then one last agreement completes its epoch. */
-    writer_wait_idle(&c->writer);
-    struct exchange ex = {0, 0, 0, 0};
+    ctx_stage_wait(c);
+    struct exchange ex = {0, 0, 0, 0, 0};
     int rc = agree_exchange(c, 0, 0, 0, &ex);
     /* Runs the manifest update and pruning just queued. */
     int errors = writer_stop(&c->writer);
-    /* No shard follows to write over a pruned one's pages. */
+    /* No shard follows to write over a pruned one's pages, or to stage in a file. */
     char spare[PATH_MAX];
     if (store_spare_path(spare, sizeof spare, c->jobdir, c->rank) == 0)
+        unlink(spare);
+    if (c->stage_fd >= 0 && store_stage_path(spare, sizeof spare, c->jobdir, c->rank) == 0)
         unlink(spare);
     int src = write_stats(c);
     int frc = write_finished(c);

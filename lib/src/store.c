@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -74,6 +75,63 @@ int store_spare_path(char *out, size_t len, const char *jobdir, int rank)
 {
     int n = snprintf(out, len, "%s/r%06d.spare", jobdir, rank);
     return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
+}
+
+int store_is_tmpfs(const char *dir)
+{
+    struct statfs st;
+    return statfs(dir, &st) == 0 && st.f_type == 0x01021994; /* TMPFS_MAGIC */
+}
+
+int store_stage_path(char *out, size_t len, const char *jobdir, int rank)
+{
+    int n = snprintf(out, len, "%s/r%06d.stage", jobdir, rank);
+    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
+}
+
+unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size_t cap,
+                               int *fd)
+{
+    char stage[PATH_MAX], spare[PATH_MAX];
+    if (store_stage_path(stage, sizeof stage, jobdir, rank) != 0)
+        return NULL;
+    /* A spare's pages, or those of a stage file a killed run left, are in already. */
+    if (use_spare && store_spare_path(spare, sizeof spare, jobdir, rank) == 0)
+        (void)rename(spare, stage);
+    int f = open(stage, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        return NULL;
+    void *p = MAP_FAILED;
+    if (ftruncate(f, (off_t)cap) == 0)
+        p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    if (p == MAP_FAILED) {
+        close(f);
+        return NULL;
+    }
+    *fd = f;
+    return p;
+}
+
+int store_stage_allocate(int fd, size_t cap)
+{
+    return posix_fallocate(fd, 0, (off_t)cap);
+}
+
+int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path)
+{
+    char stage[PATH_MAX];
+    int err = store_stage_path(stage, sizeof stage, jobdir, rank);
+    if (err)
+        return err;
+    if (ftruncate(fd, (off_t)size) != 0 || fsync(fd) != 0 || rename(stage, path) != 0)
+        return errno;
+    char dir[PATH_MAX];
+    memcpy(dir, path, strlen(path) + 1);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return store_fsync_dir(".");
+    *slash = 0;
+    return store_fsync_dir(slash == dir ? "/" : dir);
 }
 
 int store_fsync_dir(const char *dir)

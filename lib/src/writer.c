@@ -19,6 +19,7 @@
 #endif
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,9 +36,12 @@ static void seal_piece(void *sealer, size_t off, size_t n)
     shard_sealer_feed(sealer, off, n);
 }
 
+/* Writes the shard image file (size bytes) of epoch; fd >= 0 when file is the start of
+ * the rank's stage file's mapping, which is then renamed into place instead (*consumed:
+ * the stage file is cut or gone, its mapping no longer a staging buffer). */
 static int write_shard_file(const char *jobdir, int rank, int spare, long long epoch,
-                            unsigned char *file, size_t size, char *failed_path,
-                            size_t failed_len)
+                            unsigned char *file, size_t size, int fd, int *consumed,
+                            char *failed_path, size_t failed_len)
 {
     char dir[PATH_MAX], path[PATH_MAX];
     int err = store_epoch_dir(dir, sizeof dir, jobdir, epoch);
@@ -57,6 +61,12 @@ static int write_shard_file(const char *jobdir, int rank, int spare, long long e
     if (err)
         return err;
     snprintf(failed_path, failed_len, "%s", path);
+    if (fd >= 0) {
+        /* The image is the file's own pages already: seal it, and it is the shard. */
+        shard_seal(file, size);
+        *consumed = 1;
+        return store_stage_to_shard(jobdir, rank, fd, size, path);
+    }
     char reuse[PATH_MAX];
     if (!spare || store_spare_path(reuse, sizeof reuse, jobdir, rank) != 0)
         reuse[0] = 0;
@@ -107,6 +117,22 @@ static void do_commit(struct writer *w, const struct manifest_entry *m, int n,
         store_prune(w->jobdir, prune_below, w->rank, w->nranks, w->rank == 0, w->spare);
 }
 
+/* Maps a new stage file of cap bytes for the next checkpoint and faults it in; NULL
+ * when that cannot be done (the next checkpoint then makes its staging buffer). */
+static unsigned char *prepare_stage(struct writer *w, size_t cap, int *fd)
+{
+    unsigned char *p = store_stage_map(w->jobdir, w->rank, w->spare, cap, fd);
+    if (p == NULL)
+        return NULL;
+    if (store_stage_allocate(*fd, cap) != 0) {
+        munmap(p, cap);
+        close(*fd);
+        return NULL;
+    }
+    mem_touch(p, cap);
+    return p;
+}
+
 static void *writer_main(void *arg)
 {
     struct writer *w = arg;
@@ -137,17 +163,25 @@ static void *writer_main(void *arg)
         }
         if (w->busy && w->file != NULL) {
             unsigned char *file = w->file;
-            size_t size = w->size;
+            size_t size = w->size, map_len = w->map_len, next_cap = w->next_cap;
             long long epoch = w->epoch;
+            int fd = w->fd, consumed = 0;
             pthread_mutex_unlock(&w->mu);
 
             char path[PATH_MAX], text[128];
-            int err =
-                write_shard_file(w->jobdir, w->rank, w->spare, epoch, file, size, path,
-                                 sizeof path);
+            int err = write_shard_file(w->jobdir, w->rank, w->spare, epoch, file, size, fd,
+                                       &consumed, path, sizeof path);
             if (err)
                 shoal_log("rank %d: writing %s failed: %s", w->rank, path,
                           shoal_errno_text(err, text, sizeof text));
+            unsigned char *next = NULL;
+            int next_fd = -1;
+            if (consumed) {
+                munmap(file, map_len);
+                close(fd);
+                if (next_cap > 0)
+                    next = prepare_stage(w, next_cap, &next_fd);
+            }
             write_traffic(w, epoch);
 
             pthread_mutex_lock(&w->mu);
@@ -157,17 +191,28 @@ static void *writer_main(void *arg)
             } else {
                 w->written = epoch;
             }
-            w->busy = 0;
+            w->consumed |= consumed;
+            if (next != NULL) {
+                w->next = next;
+                w->next_cap = next_cap;
+                w->next_fd = next_fd;
+            }
             w->file = NULL;
+            w->busy = w->touch != NULL; /* a buffer to touch waits behind the shard */
             pthread_cond_broadcast(&w->cv);
             continue;
         }
         if (w->busy && w->touch != NULL) {
             unsigned char *buf = w->touch;
             size_t size = w->touch_size;
+            int fd = w->touch_fd, failed = 0;
             pthread_mutex_unlock(&w->mu);
-            mem_touch(buf, size);
+            if (fd >= 0 && store_stage_allocate(fd, size) != 0)
+                failed = 1; /* no room: touching the mapping would raise SIGBUS */
+            else
+                mem_touch(buf, size);
             pthread_mutex_lock(&w->mu);
+            w->touch_failed |= failed;
             w->busy = 0;
             w->touch = NULL;
             pthread_cond_broadcast(&w->cv);
@@ -240,24 +285,43 @@ int writer_is_busy(struct writer *w)
     return busy;
 }
 
-void writer_submit(struct writer *w, unsigned char *file, size_t size, long long epoch)
+void writer_submit(struct writer *w, unsigned char *file, size_t size, long long epoch, int fd,
+                   size_t map_len, size_t next_cap)
 {
     pthread_mutex_lock(&w->mu);
     w->busy = 1;
     w->file = file;
     w->size = size;
     w->epoch = epoch;
+    w->fd = fd;
+    w->map_len = map_len;
+    w->next_cap = next_cap;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
-void writer_touch(struct writer *w, unsigned char *buf, size_t size)
+void writer_touch(struct writer *w, unsigned char *buf, size_t size, int fd)
 {
     pthread_mutex_lock(&w->mu);
     w->busy = 1;
     w->touch = buf;
     w->touch_size = size;
+    w->touch_fd = fd;
     pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void writer_take_stage(struct writer *w, struct writer_stage *out)
+{
+    pthread_mutex_lock(&w->mu);
+    out->consumed = w->consumed;
+    out->touch_failed = w->touch_failed;
+    out->next = w->next;
+    out->next_cap = w->next != NULL ? w->next_cap : 0;
+    out->next_fd = w->next != NULL ? w->next_fd : -1;
+    w->consumed = 0;
+    w->touch_failed = 0;
+    w->next = NULL;
     pthread_mutex_unlock(&w->mu);
 }
 

@@ -848,8 +848,11 @@ static void test_recycling(void)
     t_barrier();
     t_shard_path(path, sizeof path, job, 5, t_rank);
     ino[5] = inode_of(path);
-    CHECK(ino[1] != 0 && ino[4] == ino[1]);
-    CHECK(ino[5] != 0 && ino[5] != ino[2] && ino[5] != ino[1]);
+    /* Epoch 1's file lives on as a later shard: epoch 4's when shards are written into
+     * files, epoch 5's when the staging buffer is a file that becomes the shard (tmpfs:
+     * epoch 4's was staged before epoch 1 was pruned). Epoch 2's, held, does not. */
+    CHECK(ino[1] != 0 && (ino[4] == ino[1]) != (ino[5] == ino[1]));
+    CHECK(ino[5] != 0 && ino[4] != ino[2] && ino[5] != ino[2]);
     CHECK_EQ(count_epoch_dirs(job, 10), 2);
     snprintf(path, sizeof path, "%s/%s/r%06d.spare", t_base, job, t_rank);
     CHECK(!t_exists(path));
@@ -882,6 +885,89 @@ static void test_recycling(void)
         wrong += a[i] != 5 * 1000003 + i + t_rank;
     CHECK_EQ(wrong, 0);
     CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+}
+
+/* On a tmpfs the staging buffer maps the rank's stage file, which its checkpoint renames
+ * into the epoch: the shard is the file the state was copied into, no second copy. The
+ * writer prepares another for the program's next checkpoint; none is left at the end.
+ * Elsewhere there is no stage file. */
+static void test_stage_file(void)
+{
+    const char *job = "stage-file";
+    t_env(job);
+    int tmpfs = store_is_tmpfs(t_base);
+    enum { N = 50000 };
+    static double a[N];
+    char stage[512], path[512];
+    snprintf(stage, sizeof stage, "%s/%s/r%06d.stage", t_base, job, t_rank);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, a, N, MPI_DOUBLE), SHOAL_SUCCESS);
+    unsigned long long staged = inode_of(stage);
+    CHECK_EQ(staged != 0, tmpfs);
+    for (int e = 1; e <= 2; e++) {
+        for (int i = 0; i < N; i++)
+            a[i] = e * 1e6 + i + t_rank;
+        CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    }
+    /* The second checkpoint waited for the first shard. */
+    t_shard_path(path, sizeof path, job, 1, t_rank);
+    if (tmpfs)
+        CHECK(inode_of(path) == staged);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    CHECK(!t_exists(stage));
+    t_shard_path(path, sizeof path, job, 2, t_rank);
+    CHECK(inode_of(path) != 0 && inode_of(path) != staged);
+
+    t_unfinish(job);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, a, N, MPI_DOUBLE), SHOAL_SUCCESS);
+    memset(a, 0, sizeof a);
+    CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+    int wrong = 0;
+    for (int i = 0; i < N; i++)
+        wrong += a[i] != 2e6 + i + t_rank;
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+}
+
+/* Between interval checkpoints the stage file the last checkpoint took is made again
+ * at an agreement once half the time between checkpoints has passed (before the second
+ * checkpoint: half the time from shoal_init to the first). One checkpoint, asked for by
+ * the runner; no interval checkpoint is ever due. */
+static void test_stage_refill(void)
+{
+    const char *job = "stage-refill";
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "0", 1);
+    int tmpfs = store_is_tmpfs(t_base);
+    enum { N = 20000 };
+    static double a[N];
+    char stage[512], shard[512];
+    snprintf(stage, sizeof stage, "%s/%s/r%06d.stage", t_base, job, t_rank);
+    t_shard_path(shard, sizeof shard, job, 1, t_rank);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, a, N, MPI_DOUBLE), SHOAL_SUCCESS);
+    unsigned long long staged = inode_of(stage);
+    CHECK_EQ(staged != 0, tmpfs);
+    sleep_ms(100);
+    if (t_rank == 0)
+        CHECK_EQ(write_request(job, ""), 0);
+    /* Until the shard is in place and the stage file back, or 20 s: every rank makes the
+     * same calls, since each is an agreement's turn. */
+    int done = 0, bad = 0;
+    for (int i = 0; i < 10000 && !done; i++) {
+        bad += shoal_snapshot() != SHOAL_SUCCESS;
+        sleep_ms(2);
+        int mine = t_exists(shard) && (inode_of(stage) != 0) == tmpfs, all;
+        MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        done = all;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(done);
+    if (tmpfs)
+        CHECK(inode_of(shard) == staged && inode_of(stage) != staged);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    CHECK(!t_exists(stage));
 }
 
 /* With SHOAL_SPARE=0 a pruned shard is removed: a reader that opened epoch 1's shard
@@ -1219,6 +1305,8 @@ int main(int argc, char **argv)
     test_pruning();
     test_recycling();
     test_no_spare();
+    test_stage_file();
+    test_stage_refill();
     test_keep_epochs();
     test_finished();
     test_runner_mode();
