@@ -125,12 +125,8 @@ void ctx_stage_wait(struct shoal_ctx *c)
         ctx_stage_free(c);
         c->stage_in_file = 0;
     }
-    if (ws.consumed) {
-        /* Unmapped by the writer: it is the shard now. */
-        c->stage = NULL;
-        c->stage_cap = 0;
-        c->stage_fd = -1;
-    }
+    if (ws.consumed)
+        stage_install(c, NULL, 0, -1); /* unmapped by the writer: it is the shard now */
     if (ws.next != NULL) {
         if (c->stage == NULL) {
             stage_install(c, ws.next, ws.next_cap, ws.next_fd);
@@ -160,18 +156,12 @@ static int stage_replace(struct shoal_ctx *c, size_t size, int in_writer)
         cap = size;
         ctx_stage_free(c);
         int fd;
-        unsigned char *p = store_stage_map(c->jobdir, c->rank, c->cfg.spare, cap, &fd);
-        if (p != NULL && !in_writer && store_stage_allocate(fd, cap) != 0) {
-            munmap(p, cap);
-            close(fd);
-            p = NULL;
-        }
+        unsigned char *p =
+            store_stage_map(c->jobdir, c->rank, c->cfg.spare, cap, !in_writer, &fd);
         if (p != NULL) {
             stage_install(c, p, cap, fd);
             if (in_writer)
                 writer_touch(&c->writer, p, cap, fd);
-            else
-                mem_touch(p, cap);
             return SHOAL_SUCCESS;
         }
         c->stage_in_file = 0; /* no room, or no file: memory from now on */
@@ -227,8 +217,7 @@ void ctx_stage_refill(struct shoal_ctx *c, double now)
     if (!c->stage_in_file || c->staged_epoch != 0 || writer_is_busy(&c->writer))
         return;
     ctx_stage_wait(c); /* idle: only takes the results (the last shard's buffer is gone) */
-    double gap = c->t_taken[1] > 0 ? c->t_taken[0] - c->t_taken[1] : c->t_taken[0] - c->t_init;
-    if (c->stage != NULL || now - c->t_taken[0] < gap / 2)
+    if (c->stage != NULL || now - c->t_checkpoint < c->checkpoint_gap / 2)
         return;
     uint64_t need = protected_file_size(c);
     if (need != 0 && need <= SIZE_MAX - STAGE_SLACK)

@@ -30,6 +30,18 @@ static const char *env(const char *name)
     return (v != NULL && v[0] != 0) ? v : NULL;
 }
 
+/* *out = name's value, 1 or 0, or dflt when unset; -1 with msg set for any other. */
+static int env_flag(const char *name, int dflt, int *out, char *msg, size_t msglen)
+{
+    const char *v = env(name);
+    if (v != NULL && strcmp(v, "1") != 0 && strcmp(v, "0") != 0) {
+        snprintf(msg, msglen, "invalid %s \"%.80s\": want 1 or 0", name, v);
+        return -1;
+    }
+    *out = v == NULL ? dflt : v[0] == '1';
+    return 0;
+}
+
 static int job_char(char ch)
 {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -208,34 +220,14 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
             c->restart_epoch = 0; /* -1 is the runner's other spelling of "fresh" */
     }
 
-    v = env("SHOAL_KEEP_EPOCHS");
-    if (v != NULL) {
-        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) {
-            snprintf(msg, msglen, "invalid SHOAL_KEEP_EPOCHS \"%.80s\": want 1 or 0", v);
-            return SHOAL_ERR_ARG;
-        }
-        c->keep_epochs = v[0] == '1';
-    }
+    if (env_flag("SHOAL_KEEP_EPOCHS", 0, &c->keep_epochs, msg, msglen) != 0)
+        return SHOAL_ERR_ARG;
 
-    c->spare = 1;
-    v = env("SHOAL_SPARE");
-    if (v != NULL) {
-        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) {
-            snprintf(msg, msglen, "invalid SHOAL_SPARE \"%.80s\": want 1 or 0", v);
-            return SHOAL_ERR_ARG;
-        }
-        c->spare = v[0] == '1';
-    }
+    if (env_flag("SHOAL_SPARE", 1, &c->spare, msg, msglen) != 0)
+        return SHOAL_ERR_ARG;
 
-    c->traffic = 1;
-    v = env("SHOAL_TRAFFIC");
-    if (v != NULL) {
-        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0) {
-            snprintf(msg, msglen, "invalid SHOAL_TRAFFIC \"%.80s\": want 1 or 0", v);
-            return SHOAL_ERR_ARG;
-        }
-        c->traffic = v[0] == '1';
-    }
+    if (env_flag("SHOAL_TRAFFIC", 1, &c->traffic, msg, msglen) != 0)
+        return SHOAL_ERR_ARG;
 
     v = env("SHOAL_EPOCH_BASE");
     if (v != NULL && parse_int(v, 1, SHARD_EPOCH_MAX, &c->epoch_base) != 0) {

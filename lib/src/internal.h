@@ -145,11 +145,13 @@ int store_is_tmpfs(const char *dir);
 int store_stage_path(char *out, size_t len, const char *jobdir, int rank);
 /* Maps the rank's stage file, cap bytes long, taking the rank's spare for it when
  * use_spare and there is one, else a stage file a killed run left, else a new one; its
- * descriptor in *fd. NULL if that cannot be done. Its blocks are not allocated yet:
- * store_stage_allocate before touching it. */
+ * descriptor in *fd. With fault_in its pages are made (store_stage_fault_in). NULL if
+ * that cannot be done. */
 unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size_t cap,
-                               int *fd);
-int store_stage_allocate(int fd, size_t cap); /* 0 or errno (ENOSPC) */
+                               int fault_in, int *fd);
+/* Allocates the blocks of the stage file fd mapped at p, then faults its pages in; 0, or
+ * errno (ENOSPC: nothing touched, which would raise SIGBUS). */
+int store_stage_fault_in(unsigned char *p, size_t cap, int fd);
 /* Makes the stage file fd, whose first size bytes are a sealed shard, the shard at path:
  * cut to size, fsync, renamed to path, fsync of the directory. 0 or errno. */
 int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path);
@@ -467,8 +469,8 @@ struct shoal_ctx {
     int stage_fd;      /* -1: memory (buf_alloc); else the rank's stage file it maps */
     int stage_in_file; /* the job directory is a tmpfs: the staging buffer maps a file
                           there, which its checkpoint renames into the epoch (no copy) */
-    double t_taken[2]; /* when the last two checkpoints were taken, newest first */
-    double t_init;
+    double checkpoint_gap; /* between the last checkpoint and the one before (or
+                              shoal_init): what the next stage file has to be made in */
     long long staged_epoch; /* copied, not yet handed to the writer; 0: none */
     size_t staged_size;
     size_t staged_shift;
@@ -479,7 +481,7 @@ struct shoal_ctx {
     long long countdown; /* calls until the next agreement */
     int k;               /* calls between agreements */
     double t_agreed;     /* when the last agreement ended */
-    double t_checkpoint; /* when the last checkpoint was taken (rank 0) */
+    double t_checkpoint; /* when the last checkpoint was taken (shoal_init before one) */
     double agree_cost;   /* lowest seconds one agreement took (rank 0) */
     long long agreements;
     double agree_sum; /* seconds in agreements that took no checkpoint */

@@ -177,8 +177,7 @@ static void cost_measured(struct shoal_ctx *c, double cost_s)
 
 void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int measure)
 {
-    c->t_taken[1] = c->t_taken[0];
-    c->t_taken[0] = now;
+    c->checkpoint_gap = now - c->t_checkpoint; /* the caller sets t_checkpoint next */
     c->block_sum += blocked_s;
     if (blocked_s > c->block_max)
         c->block_max = blocked_s;
@@ -227,7 +226,6 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     struct shoal_ctx *c = &the_ctx;
     memset(c, 0, sizeof *c);
     c->stage_fd = -1;
-    c->t_init = shoal_now();
     if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     /* Errors on the library's own communicator come back as codes, not aborts. */

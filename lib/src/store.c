@@ -71,6 +71,20 @@ int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch,
     return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
 }
 
+/* fsyncs the directory that holds path. */
+static int fsync_parent(const char *path)
+{
+    char dir[PATH_MAX];
+    if (strlen(path) >= sizeof dir)
+        return ENAMETOOLONG;
+    memcpy(dir, path, strlen(path) + 1);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return store_fsync_dir(".");
+    *slash = 0;
+    return store_fsync_dir(slash == dir ? "/" : dir);
+}
+
 int store_spare_path(char *out, size_t len, const char *jobdir, int rank)
 {
     int n = snprintf(out, len, "%s/r%06d.spare", jobdir, rank);
@@ -89,8 +103,16 @@ int store_stage_path(char *out, size_t len, const char *jobdir, int rank)
     return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
 }
 
+int store_stage_fault_in(unsigned char *p, size_t cap, int fd)
+{
+    int err = posix_fallocate(fd, 0, (off_t)cap);
+    if (err == 0)
+        mem_touch(p, cap); /* its blocks are there: no SIGBUS */
+    return err;
+}
+
 unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size_t cap,
-                               int *fd)
+                               int fault_in, int *fd)
 {
     char stage[PATH_MAX], spare[PATH_MAX];
     if (store_stage_path(stage, sizeof stage, jobdir, rank) != 0)
@@ -104,17 +126,16 @@ unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size
     void *p = MAP_FAILED;
     if (ftruncate(f, (off_t)cap) == 0)
         p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    if (p != MAP_FAILED && fault_in && store_stage_fault_in(p, cap, f) != 0) {
+        munmap(p, cap);
+        p = MAP_FAILED;
+    }
     if (p == MAP_FAILED) {
         close(f);
         return NULL;
     }
     *fd = f;
     return p;
-}
-
-int store_stage_allocate(int fd, size_t cap)
-{
-    return posix_fallocate(fd, 0, (off_t)cap);
 }
 
 int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path)
@@ -125,13 +146,7 @@ int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, cons
         return err;
     if (ftruncate(fd, (off_t)size) != 0 || fsync(fd) != 0 || rename(stage, path) != 0)
         return errno;
-    char dir[PATH_MAX];
-    memcpy(dir, path, strlen(path) + 1);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-        return store_fsync_dir(".");
-    *slash = 0;
-    return store_fsync_dir(slash == dir ? "/" : dir);
+    return fsync_parent(path);
 }
 
 int store_fsync_dir(const char *dir)
@@ -214,29 +229,25 @@ int store_write_reusing(const char *path, const void *data, size_t len, int dura
         unlink(tmp);
         return err;
     }
-    if (!durable)
-        return 0;
-    char dir[PATH_MAX];
-    memcpy(dir, path, strlen(path) + 1);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-        return store_fsync_dir(".");
-    *slash = 0;
-    return store_fsync_dir(slash == dir ? "/" : dir);
+    return durable ? fsync_parent(path) : 0;
+}
+
+/* The value of the n decimal digits at s, or -1 if one is not a digit. */
+static long long digits(const char *s, int n)
+{
+    long long v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
 }
 
 /* Parses "e" + 8 digits; -1 for any other name. */
 static long long epoch_of_name(const char *name)
 {
-    if (name[0] != 'e' || strlen(name) != 9)
-        return -1;
-    long long v = 0;
-    for (int i = 1; i < 9; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return -1;
-        v = v * 10 + (name[i] - '0');
-    }
-    return v;
+    return name[0] == 'e' && strlen(name) == 9 ? digits(name + 1, 8) : -1;
 }
 
 static int cmp_ll(const void *a, const void *b)
@@ -298,13 +309,7 @@ static int rank_of_shard_name(const char *name)
 {
     if (name[0] != 'r' || strlen(name) != 13 || strcmp(name + 7, ".shard") != 0)
         return -1;
-    int v = 0;
-    for (int i = 1; i < 7; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return -1;
-        v = v * 10 + (name[i] - '0');
-    }
-    return v;
+    return (int)digits(name + 1, 6);
 }
 
 /* Moves the shard file at path to rank's spare in jobdir, for its next shard to be

@@ -117,22 +117,6 @@ static void do_commit(struct writer *w, const struct manifest_entry *m, int n,
         store_prune(w->jobdir, prune_below, w->rank, w->nranks, w->rank == 0, w->spare);
 }
 
-/* Maps a new stage file of cap bytes for the next checkpoint and faults it in; NULL
- * when that cannot be done (the next checkpoint then makes its staging buffer). */
-static unsigned char *prepare_stage(struct writer *w, size_t cap, int *fd)
-{
-    unsigned char *p = store_stage_map(w->jobdir, w->rank, w->spare, cap, fd);
-    if (p == NULL)
-        return NULL;
-    if (store_stage_allocate(*fd, cap) != 0) {
-        munmap(p, cap);
-        close(*fd);
-        return NULL;
-    }
-    mem_touch(p, cap);
-    return p;
-}
-
 static void *writer_main(void *arg)
 {
     struct writer *w = arg;
@@ -179,8 +163,9 @@ static void *writer_main(void *arg)
             if (consumed) {
                 munmap(file, map_len);
                 close(fd);
+                /* The next checkpoint's staging buffer; without one it makes its own. */
                 if (next_cap > 0)
-                    next = prepare_stage(w, next_cap, &next_fd);
+                    next = store_stage_map(w->jobdir, w->rank, w->spare, next_cap, 1, &next_fd);
             }
             write_traffic(w, epoch);
 
@@ -194,7 +179,6 @@ static void *writer_main(void *arg)
             w->consumed |= consumed;
             if (next != NULL) {
                 w->next = next;
-                w->next_cap = next_cap;
                 w->next_fd = next_fd;
             }
             w->file = NULL;
@@ -207,8 +191,8 @@ static void *writer_main(void *arg)
             size_t size = w->touch_size;
             int fd = w->touch_fd, failed = 0;
             pthread_mutex_unlock(&w->mu);
-            if (fd >= 0 && store_stage_allocate(fd, size) != 0)
-                failed = 1; /* no room: touching the mapping would raise SIGBUS */
+            if (fd >= 0)
+                failed = store_stage_fault_in(buf, size, fd) != 0;
             else
                 mem_touch(buf, size);
             pthread_mutex_lock(&w->mu);

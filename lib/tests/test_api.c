@@ -815,6 +815,23 @@ static unsigned long long inode_of(const char *path)
     return stat(path, &st) == 0 ? (unsigned long long)st.st_ino : 0;
 }
 
+/* The epoch of the whole, verified shard the open file fd holds (closed here), or -1. */
+static long long held_epoch(int fd)
+{
+    struct stat st;
+    struct shard_header h;
+    unsigned char *b = NULL;
+    long long epoch = -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && (b = malloc((size_t)st.st_size)) != NULL &&
+        pread(fd, b, (size_t)st.st_size, 0) == (ssize_t)st.st_size &&
+        shard_verify(b, (size_t)st.st_size, &h) == SHARD_OK)
+        epoch = (long long)h.epoch;
+    free(b);
+    if (fd >= 0)
+        close(fd);
+    return epoch;
+}
+
 /* A rank's pruned shard is kept as its spare and written over by its next shard, which
  * ends at its own size; a shard a reader holds (locked, as ckpt.JobDir reads) is removed
  * instead and stays whole for the reader; no spare is left after shoal_finalize. */
@@ -863,16 +880,7 @@ static void test_recycling(void)
     CHECK_EQ(store_load_shard(path, &img, &h), SHARD_OK);
     CHECK(h.epoch == 4 && h.payload_bytes == (uint64_t)N / 2 * sizeof a[0]);
     shard_image_free(&img);
-    struct stat st;
-    unsigned char *old = NULL;
-    if (CHECK(held >= 0 && fstat(held, &st) == 0 && (old = malloc((size_t)st.st_size)) != NULL)) {
-        CHECK_EQ(pread(held, old, (size_t)st.st_size, 0), (ssize_t)st.st_size);
-        CHECK_EQ(shard_verify(old, (size_t)st.st_size, &h), SHARD_OK);
-        CHECK(h.epoch == 2);
-    }
-    free(old);
-    if (held >= 0)
-        close(held);
+    CHECK_EQ(held_epoch(held), 2);
 
     t_unfinish(job);
     CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
@@ -993,17 +1001,7 @@ static void test_no_spare(void)
     }
     CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
     CHECK_EQ(count_epoch_dirs(job, 10), 2);
-    struct stat st;
-    unsigned char *old = NULL;
-    struct shard_header h;
-    if (CHECK(fd >= 0 && fstat(fd, &st) == 0 && (old = malloc((size_t)st.st_size)) != NULL)) {
-        CHECK_EQ(pread(fd, old, (size_t)st.st_size, 0), (ssize_t)st.st_size);
-        CHECK_EQ(shard_verify(old, (size_t)st.st_size, &h), SHARD_OK);
-        CHECK(h.epoch == 1);
-    }
-    free(old);
-    if (fd >= 0)
-        close(fd);
+    CHECK_EQ(held_epoch(fd), 1);
 
     t_env("spare-bad");
     setenv("SHOAL_SPARE", "yes", 1);
