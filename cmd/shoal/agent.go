@@ -44,6 +44,9 @@ same node (shoal nodes, shoal leave, shoal run) find the agent through its data
 dir: --data-dir, else $SHOAL_DATA_DIR, else /var/lib/shoal for root and ~/.shoal
 for others. The agent writes DATA-DIR/agent.addr (its API address) and keeps a
 copy of the secret in DATA-DIR/secret; only one agent may use a data dir.
+SHOAL_SPARE=0 in its environment (and so its ranks') removes retired
+checkpoint shards instead of keeping one per rank for the next to be written
+over (docs/shard-format.md).
 
 The agent removes job data it no longer needs (docs/retention.md): checkpoint
 epochs older than the two newest complete ones at once; a succeeded job's

@@ -65,6 +65,10 @@ type Config struct {
 	// Gossip is the membership timing preset (membership.DefaultLANConfig when
 	// zero); its Name, BindAddr, BindPort and Secret are set from this Config.
 	Gossip membership.Config
+	// NoSpares makes the shard store remove the epochs it retires instead of
+	// keeping their shards to write the next ones over ([shardstore.Store]);
+	// SHOAL_SPARE=0 in the agent's environment sets it.
+	NoSpares bool
 	// Cores offered to ranks. Default: runtime.NumCPU().
 	Cores int
 	// CPUs is the CPU time the ranks may use together, in cores, when it is less
@@ -231,6 +235,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	})
 	a.server.SetGrantService(a.launch)
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
+	a.shards.NoSpares = cfg.NoSpares
 	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, peers: a.peers})
 	a.server.SetResultService(&resultService{a: a, store: results.Store{Dir: filepath.Join(cfg.DataDir, ResultsDir)}})
 	a.SetJobService(nil)
@@ -279,6 +284,13 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("%w: no --name and no host name: %v", ErrConfig, err)
 		}
 		c.Name = h
+	}
+	switch v := os.Getenv("SHOAL_SPARE"); v {
+	case "", "1":
+	case "0":
+		c.NoSpares = true
+	default:
+		return fmt.Errorf("%w: SHOAL_SPARE %q: want 1 (keep retired shards to write the next ones over) or 0", ErrConfig, v)
 	}
 	if c.Bind == "" {
 		c.Bind = DefaultBind

@@ -323,4 +323,10 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("Start = %v, want an error containing %q", err, tt.want)
 		}
 	}
+	t.Setenv("SHOAL_SPARE", "no")
+	c := testConfig(t, "n1")
+	c.Init = true
+	if _, err := Start(c); err == nil || !strings.Contains(err.Error(), `SHOAL_SPARE "no": want 1`) {
+		t.Errorf("Start with SHOAL_SPARE=no = %v, want the variable named", err)
+	}
 }

@@ -37,6 +37,26 @@ func (d JobDir) ShardPath(epoch uint64, rank int) string {
 	return filepath.Join(d.EpochPath(epoch), fmt.Sprintf("r%06d.shard", rank))
 }
 
+// SparePath returns the file a retired shard of rank is kept in (RetireEpoch), for
+// the next shard of rank stored on this node to be written over: libshoal's writer
+// and the agent's shard store both take it when they write one.
+func (d JobDir) SparePath(rank int) string {
+	return filepath.Join(d.Path(), fmt.Sprintf("r%06d.spare", rank))
+}
+
+// ParseShardName returns the rank of a final shard file name, r<6 digits>.shard
+// (more digits for ranks beyond 999999, as %06d writes them).
+func ParseShardName(name string) (int, bool) {
+	if len(name) < len("r000000.shard") || name[0] != 'r' || !strings.HasSuffix(name, ".shard") {
+		return 0, false
+	}
+	rank, err := strconv.Atoi(name[1 : len(name)-len(".shard")])
+	if err != nil || rank < 0 || fmt.Sprintf("r%06d.shard", rank) != name {
+		return 0, false
+	}
+	return rank, true
+}
+
 // Epochs lists the epoch directories present, oldest first, complete or not.
 func (d JobDir) Epochs() ([]uint64, error) {
 	ents, err := os.ReadDir(d.Path())
@@ -94,7 +114,7 @@ func (d JobDir) CheckShard(epoch uint64, rank, nranks int) (Header, error) {
 
 func (d JobDir) readShard(epoch uint64, rank, nranks int, read func(io.Reader, int64) (Header, error)) (Header, error) {
 	path := d.ShardPath(epoch, rank)
-	f, st, err := openShard(path)
+	f, st, err := OpenShard(path)
 	if err != nil {
 		return Header{}, err
 	}
@@ -140,6 +160,60 @@ func (d JobDir) eachShard(epoch uint64, nranks int, read func(epoch uint64, rank
 
 // RemoveEpoch deletes one epoch directory.
 func (d JobDir) RemoveEpoch(epoch uint64) error { return os.RemoveAll(d.EpochPath(epoch)) }
+
+// RetireEpoch deletes one epoch directory that newer epochs have replaced, keeping
+// each of its shards as its rank's spare (SparePath) where the rank has none: the
+// file's pages are written over by the rank's next shard instead of new ones taken
+// from the kernel (on a virtual machine that hands freed memory back to its host,
+// new pages of a tmpfs fault in from the host, several times the cost of the
+// copy). A shard a reader holds (OpenShard) is removed instead, and stays whole for
+// the reader. A spare costs a shard's worth of storage between checkpoints.
+func (d JobDir) RetireEpoch(epoch uint64) error {
+	dir := d.EpochPath(epoch)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if rank, ok := ParseShardName(e.Name()); ok {
+			keepAsSpare(filepath.Join(dir, e.Name()), d.SparePath(rank))
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+// RemoveSpares deletes the job's spares (RetireEpoch).
+func (d JobDir) RemoveSpares() error {
+	ents, err := os.ReadDir(d.Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".spare") {
+			if err := os.Remove(filepath.Join(d.Path(), e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// keepAsSpare gives the shard file at path the name spare if no reader holds it
+// and spare names nothing. The link and the removal happen under an exclusive
+// lock, so a reader that opened path before sees it gone once it has its lock.
+func keepAsSpare(path, spare string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return
+	}
+	if os.Link(path, spare) == nil {
+		os.Remove(path)
+	}
+}
 
 // ShardError says which shard failed verification; it unwraps to the sentinel.
 type ShardError struct {
@@ -199,12 +273,12 @@ func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
 	return out, sc.Err()
 }
 
-// openShard opens the shard file at path for reading, under a shared lock held
-// until the file is closed. A rank prunes its shard by moving it aside to write its
-// next shard over (libshoal's store.c, recycle_or_remove) only when it can lock the
-// file exclusively; a shard moved between the open and the lock is not the file
-// at path any more, which is then reported missing, as a removed one is.
-func openShard(path string) (*os.File, os.FileInfo, error) {
+// OpenShard opens the shard file at path for reading, under a shared lock held
+// until the file is closed. A shard is moved aside to be written over (libshoal's
+// store.c, recycle_or_remove; RetireEpoch) only when it can be locked exclusively;
+// a shard moved between the open and the lock is not the file at path any more,
+// which is then reported missing, as a removed one is.
+func OpenShard(path string) (*os.File, os.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err

@@ -143,3 +143,69 @@ func TestCheckShardWaitsForTheLockAndSeesAMove(t *testing.T) {
 		t.Errorf("CheckShard of a shard moved aside = %v, want not-exist", err)
 	}
 }
+func TestParseShardName(t *testing.T) {
+	for name, want := range map[string]int{"r000000.shard": 0, "r000042.shard": 42, "r1000000.shard": 1000000} {
+		if got, ok := ParseShardName(name); !ok || got != want {
+			t.Errorf("ParseShardName(%q) = %d, %v", name, got, ok)
+		}
+	}
+	for _, name := range []string{"r00042.shard", "r0000042.shard", "r000042.shard.tmp", "r-00001.shard", "x000001.shard", "r+00001.shard", ".shard"} {
+		if _, ok := ParseShardName(name); ok {
+			t.Errorf("ParseShardName(%q) accepted", name)
+		}
+	}
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
+}
+
+// A retired epoch's shards become their ranks' spares, except where a rank has one
+// already or a reader holds the shard, which stays whole for that reader.
+func TestRetireEpochKeepsSpares(t *testing.T) {
+	d := JobDir{Root: t.TempDir(), Job: "heat"}
+	for r := uint32(0); r < 3; r++ {
+		writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: r, NRanks: 3})
+	}
+	first := inode(t, d.ShardPath(3, 0))
+	if err := os.WriteFile(d.SparePath(1), []byte("rank 1's spare"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := OpenShard(d.ShardPath(3, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := d.RetireEpoch(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.EpochPath(3)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("epoch 3's directory after RetireEpoch: %v", err)
+	}
+	if got := inode(t, d.SparePath(0)); got != first {
+		t.Errorf("rank 0's spare is inode %d, want its epoch 3 shard's, %d", got, first)
+	}
+	if b, _ := os.ReadFile(d.SparePath(1)); string(b) != "rank 1's spare" {
+		t.Errorf("rank 1's spare was replaced: %q", b)
+	}
+	if _, err := os.Stat(d.SparePath(2)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rank 2's held shard became a spare: %v", err)
+	}
+	st, _ := held.Stat()
+	if h, _, err := Verify(held, st.Size()); err != nil || h.Rank != 2 || h.Epoch != 3 {
+		t.Errorf("the held shard after RetireEpoch: %+v, %v", h, err)
+	}
+	// RemoveEpoch, which frees the space, keeps nothing.
+	writeShard(t, d, Header{Job: "heat", Epoch: 4, Rank: 2, NRanks: 3})
+	if err := d.RemoveEpoch(4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.SparePath(2)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("RemoveEpoch kept a spare: %v", err)
+	}
+}

@@ -242,7 +242,7 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 	if err != nil {
 		return api.EncodeResult{}, err
 	}
-	e, err := s.commit(ref.Job, s.parityPath(ref), ref.Epoch, func(w io.Writer) error {
+	e, err := s.commit(ref.Job, s.parityPath(ref), "", ref.Epoch, func(w io.Writer) error {
 		ws, rows := []io.Writer{w}, []int{req.Row}
 		for i, p := range req.Push {
 			ws, rows = append(ws, pushed[i]), append(rows, p.Row)
@@ -327,7 +327,7 @@ func (s *Store) PutParity(ref api.ParityRef, r io.Reader) (api.ParityInfo, error
 	if err := checkJob(ref.Job); err != nil {
 		return api.ParityInfo{}, err
 	}
-	e, err := s.commit(ref.Job, s.parityPath(ref), ref.Epoch, func(w io.Writer) error {
+	e, err := s.commit(ref.Job, s.parityPath(ref), "", ref.Epoch, func(w io.Writer) error {
 		if _, err := io.Copy(w, r); err != nil {
 			return &readFailure{err}
 		}

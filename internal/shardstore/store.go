@@ -54,6 +54,10 @@ type Store struct {
 	// the rate, which lets it send the shard compressed when that pays. Nil:
 	// every link unknown, shards come raw. Called concurrently.
 	LinkRate func(addr string) float64
+	// NoSpares makes RemoveBefore remove the shards of the epochs it deletes
+	// instead of keeping them as spares: a shard's worth of storage less per
+	// rank between checkpoints, new pages for every shard.
+	NoSpares bool
 
 	mu    sync.Mutex
 	cache map[string]map[string]entry // job → shard path → last verification
@@ -199,19 +203,6 @@ func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, er
 	return e, nil
 }
 
-// parseShardName returns the rank of a final shard file name, r<6 digits>.shard
-// (more digits for ranks beyond 999999, as %06d writes them).
-func parseShardName(name string) (int, bool) {
-	if len(name) < len("r000000.shard") || name[0] != 'r' || !strings.HasSuffix(name, ".shard") {
-		return 0, false
-	}
-	rank, err := strconv.Atoi(name[1 : len(name)-len(".shard")])
-	if err != nil || rank < 0 || fmt.Sprintf("r%06d.shard", rank) != name {
-		return 0, false
-	}
-	return rank, true
-}
-
 // Index lists the job's shards on this node that verify, and separately those
 // that do not, by epoch then rank. Files being written (names other than
 // r<rank>.shard, such as .tmp files) are not listed. Verification results are
@@ -247,7 +238,7 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 				}
 				continue
 			}
-			rank, ok := parseShardName(de.Name())
+			rank, ok := ckpt.ParseShardName(de.Name())
 			if !ok {
 				continue
 			}
@@ -438,7 +429,7 @@ func (s *Store) verifyPath(ref api.ShardRef, path string) (entry, error) {
 	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
 		return e, nil
 	}
-	f, err := os.Open(path)
+	f, _, err := ckpt.OpenShard(path)
 	if err != nil {
 		return entry{}, err
 	}
@@ -479,7 +470,7 @@ func (s *Store) Open(ref api.ShardRef) (*os.File, api.ShardInfo, error) {
 		return nil, api.ShardInfo{}, err
 	}
 	path := s.path(ref)
-	f, err := os.Open(path)
+	f, _, err := ckpt.OpenShard(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, api.ShardInfo{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
 	}
@@ -559,7 +550,7 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 		return nil
 	}
 	verify := func(path string, f *os.File) (entry, error) { return s.verifyOpen(ref, path, f) }
-	e, err := s.commit(ref.Job, s.path(ref), ref.Epoch, write, verify)
+	e, err := s.commit(ref.Job, s.path(ref), s.jobDir(ref.Job).SparePath(ref.Rank), ref.Epoch, write, verify)
 	return e.info, err
 }
 
@@ -567,7 +558,9 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 // reader ever sees it half written or unverified: a temporary file beside
 // final, filled by write, verified (a failure is a *verifyFailure), renamed
 // over any earlier version, then synced with its directory; commit returns
-// once both are. Writers of one path take turns.
+// once both are. Writers of one path take turns. The temporary file is the
+// spare, when one is given and there (a shard of the rank that RemoveBefore
+// retired): written over and cut to its new size, it keeps its pages.
 //
 // The sync comes after the rename because a restart's ranks wait for their
 // staged shards to appear (SHOAL_STAGE_WAIT): on this machine's disk a
@@ -576,7 +569,7 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 // the file torn under its final name; every reader verifies a shard before
 // it trusts it (the store after each start of its agent, libshoal always),
 // so that file counts as damaged, as any other would.
-func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) error, verify func(string, *os.File) (entry, error)) (entry, error) {
+func (s *Store) commit(job, final, spare string, epoch uint64, write func(io.Writer) error, verify func(string, *os.File) (entry, error)) (entry, error) {
 	unlock := s.lock(final)
 	defer unlock()
 	if err := s.mkdirs(api.ShardRef{Job: job, Epoch: epoch}); err != nil {
@@ -585,7 +578,7 @@ func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) er
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, reused, err := openTemp(tmp, spare)
 	if err != nil {
 		return entry{}, err
 	}
@@ -598,6 +591,15 @@ func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) er
 	}()
 	if err := write(f); err != nil {
 		return entry{}, err
+	}
+	if reused {
+		end, err := f.Seek(0, io.SeekCurrent)
+		if err == nil {
+			err = f.Truncate(end)
+		}
+		if err != nil {
+			return entry{}, fmt.Errorf("writing %s: %w", final, err)
+		}
 	}
 	e, err := verify(tmp, f)
 	s.forget(job, tmp)
@@ -624,6 +626,19 @@ func (s *Store) commit(job, final string, epoch uint64, write func(io.Writer) er
 		return e, fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return e, nil
+}
+
+// openTemp creates the temporary file tmp: from spare when one is given and
+// there (renamed, to be written over), else new. reused says which.
+func openTemp(tmp, spare string) (f *os.File, reused bool, err error) {
+	if spare != "" && os.Rename(spare, tmp) == nil {
+		if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+			return f, true, nil
+		}
+		os.Remove(tmp)
+	}
+	f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	return f, false, err
 }
 
 func (s *Store) forget(job, path string) {
@@ -792,7 +807,9 @@ func (p *progressReader) Read(b []byte) (int, error) {
 }
 
 // RemoveBefore deletes the job's epoch directories older than epoch (≥ 1) and
-// returns the epochs deleted, oldest first.
+// returns the epochs deleted, oldest first. Where newer epochs replace them, their
+// shards are kept as spares to be written over ([ckpt.JobDir.RetireEpoch]); where
+// none remains (the job's end), the job's spares go too.
 func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 	if err := checkJob(job); err != nil {
 		return nil, err
@@ -805,15 +822,28 @@ func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Shards are kept as spares only while the job goes on writing them here: an
+	// epoch at or above epoch remains. Removing them all is the job's end, and takes
+	// the spares with it.
+	goesOn := len(epochs) > 0 && epochs[len(epochs)-1] >= epoch && !s.NoSpares
 	var removed []uint64
 	for _, e := range epochs {
 		if e >= epoch {
 			break
 		}
-		if err := jd.RemoveEpoch(e); err != nil {
+		remove := jd.RemoveEpoch
+		if goesOn {
+			remove = jd.RetireEpoch
+		}
+		if err := remove(e); err != nil {
 			return removed, err
 		}
 		removed = append(removed, e)
+	}
+	if !goesOn {
+		if err := jd.RemoveSpares(); err != nil {
+			return removed, err
+		}
 	}
 	s.pruneEpochs(job, func(e uint64) bool { return e < epoch })
 	return removed, nil

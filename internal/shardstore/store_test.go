@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -482,6 +483,93 @@ func TestRemove(t *testing.T) {
 	}
 }
 
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
+}
+
+// A shard RemoveBefore retires is its rank's spare, which the rank's next Put
+// writes over and cuts to size; a shard a reader holds open is not taken.
+func TestPutWritesOverSpare(t *testing.T) {
+	s := New(t.TempDir())
+	place(t, s, ref(1, 0), shard(t, "heat", 1, 0, 1, 40000))
+	place(t, s, ref(2, 0), shard(t, "heat", 2, 0, 1, 40000))
+	first := inode(t, s.path(ref(1, 0)))
+	if _, err := s.RemoveBefore("heat", 2); err != nil {
+		t.Fatal(err)
+	}
+	spare := s.jobDir("heat").SparePath(0)
+	if got := inode(t, spare); got != first {
+		t.Fatalf("the spare is inode %d, want epoch 1's shard, %d", got, first)
+	}
+	if idx, err := s.Index("heat"); err != nil || len(idx.Shards) != 1 || idx.Shards[0].Epoch != 2 {
+		t.Errorf("Index beside a spare = %+v, %v; want epoch 2 alone", idx, err)
+	}
+	b := shard(t, "heat", 3, 0, 1, 1000) // shorter than the file it is written over
+	if _, err := s.Put(ref(3, 0), bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	if got := inode(t, s.path(ref(3, 0))); got != first {
+		t.Errorf("epoch 3's shard is inode %d, want the spare's, %d", got, first)
+	}
+	if _, err := os.Stat(spare); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the spare after Put: %v", err)
+	}
+	if got, err := os.ReadFile(s.path(ref(3, 0))); err != nil || !bytes.Equal(got, b) {
+		t.Errorf("epoch 3's shard holds %d bytes (%v), want the %d put", len(got), err, len(b))
+	}
+
+	held, _, err := s.Open(ref(2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := s.RemoveBefore("heat", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(spare); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a held shard became the spare: %v", err)
+	}
+	got, err := io.ReadAll(held)
+	if want := shard(t, "heat", 2, 0, 1, 40000); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the held shard reads %d bytes (%v) after RemoveBefore, want epoch 2's %d", len(got), err, len(want))
+	}
+	// With no spare, a new file.
+	if _, err := s.Put(ref(4, 0), bytes.NewReader(shard(t, "heat", 4, 0, 1, 1000))); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Open(ref(4, 0)); err != nil {
+		t.Errorf("epoch 4 without a spare: %v", err)
+	}
+	// Removing every epoch is the job's end: no spare is kept, and none is left.
+	if _, err := s.RemoveBefore("heat", 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(spare); err != nil {
+		t.Fatalf("epoch 3 retired beside epoch 4 left no spare: %v", err)
+	}
+	if removed, err := s.RemoveBefore("heat", ^uint64(0)); err != nil || !reflect.DeepEqual(removed, []uint64{4}) {
+		t.Fatalf("RemoveBefore(all) = %v, %v", removed, err)
+	}
+	if ents, _ := os.ReadDir(s.jobDir("heat").Path()); len(ents) != 0 {
+		t.Errorf("the job's directory after its end holds %v", ents)
+	}
+	// NoSpares: retired shards are removed.
+	s.NoSpares = true
+	place(t, s, ref(5, 0), shard(t, "heat", 5, 0, 1, 100))
+	place(t, s, ref(6, 0), shard(t, "heat", 6, 0, 1, 100))
+	if removed, err := s.RemoveBefore("heat", 6); err != nil || !reflect.DeepEqual(removed, []uint64{5}) {
+		t.Fatalf("RemoveBefore(6) = %v, %v", removed, err)
+	}
+	if _, err := os.Stat(spare); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("NoSpares kept a spare: %v", err)
+	}
+}
+
 func TestRequestCheckpoint(t *testing.T) {
 	s := New(filepath.Join(t.TempDir(), "ckpt"))
 	for i := 0; i < 2; i++ { // repeating is harmless
@@ -523,19 +611,6 @@ func TestFileShrinks(t *testing.T) {
 	var vf *verifyFailure
 	if !errors.As(err, &vf) || !errors.Is(err, ckpt.ErrTruncated) {
 		t.Errorf("verifyFile of a shrunk file: %v, want a verifyFailure of ckpt.ErrTruncated", err)
-	}
-}
-
-func TestParseShardName(t *testing.T) {
-	for name, want := range map[string]int{"r000000.shard": 0, "r000042.shard": 42, "r1000000.shard": 1000000} {
-		if got, ok := parseShardName(name); !ok || got != want {
-			t.Errorf("parseShardName(%q) = %d, %v", name, got, ok)
-		}
-	}
-	for _, name := range []string{"r00042.shard", "r0000042.shard", "r000042.shard.tmp", "r-00001.shard", "x000001.shard", "r+00001.shard", ".shard"} {
-		if _, ok := parseShardName(name); ok {
-			t.Errorf("parseShardName(%q) accepted", name)
-		}
 	}
 }
 

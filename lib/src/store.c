@@ -209,6 +209,8 @@ int store_write_reusing(const char *path, const void *data, size_t len, int dura
     if (reuse != NULL && rename(reuse, tmp) == 0) {
         fd = open(tmp, O_WRONLY | O_CLOEXEC);
         reused = fd >= 0;
+        if (!reused) /* a spare this rank may not write (the agent's): a new file */
+            unlink(tmp);
     }
     if (fd < 0)
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -317,7 +319,8 @@ static int rank_of_shard_name(const char *name)
  * file takes fresh ones from the kernel (and, on a virtual machine whose host takes back
  * the memory its guest frees, from the host), which took the writer twice as long
  * (bench/writer-cost). Only when no reader has the file open under a shared lock (a
- * reader locks it, then checks that the path still names what it opened: ckpt.JobDir);
+ * reader locks it, then checks that the path still names what it opened:
+ * store_load_shard, ckpt.OpenShard);
  * otherwise, or when the file cannot be moved, it is removed. An earlier spare is
  * replaced. */
 static void recycle_or_remove(const char *path, const char *jobdir, int rank)
@@ -480,6 +483,19 @@ int store_load_shard(const char *path, struct shard_image *img, struct shard_hea
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return SHARD_READ_ERROR;
+    }
+    /* Locked shared while the file or its mapping is held (a mapping keeps the lock
+     * past the close): a shard is moved aside to be written over only by whoever locks
+     * it exclusively (recycle_or_remove here, the agent's ckpt.JobDir.RetireEpoch). One
+     * moved between the open and the lock is not this path's file any more: missing. */
+    struct stat now;
+    int locked;
+    while ((locked = flock(fd, LOCK_SH)) != 0 && errno == EINTR)
+        ;
+    if (locked != 0 || stat(path, &now) != 0 || now.st_dev != st.st_dev ||
+        now.st_ino != st.st_ino) {
+        close(fd);
+        return SHARD_MISSING;
     }
     if ((uint64_t)st.st_size < SHARD_MIN_SIZE) {
         close(fd);

@@ -8,6 +8,7 @@
  * Every scenario uses its own job id under one scratch directory; rank 0 does the file
  * surgery between barriers.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stddef.h>
@@ -1009,6 +1010,43 @@ static void test_no_spare(void)
     t_env("spare-bad");
 }
 
+/* A spare the rank cannot open for writing (here a link to nowhere; on a cluster, a
+ * replica's file the agent wrote) gives way to a new file, and nothing is made where it
+ * pointed. A shard loaded to be restored from stays locked shared while its image is
+ * held, mapped or not, and no longer: the ranks' and the agent's pruning leave it alone. */
+static void test_spare_and_load_lock(void)
+{
+    const char *job = "spare-lock";
+    t_env(job);
+    setenv("SHOAL_KEEP_EPOCHS", "1", 1);
+    enum { N = 100000 }; /* 400 KB: restored from a mapping */
+    static int a[N];
+    char path[512], spare[512], nowhere[512];
+    snprintf(spare, sizeof spare, "%s/%s/r%06d.spare", t_base, job, t_rank);
+    snprintf(nowhere, sizeof nowhere, "%s/%s/nowhere-%d", t_base, job, t_rank);
+    CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect(0, a, N, MPI_INT), SHOAL_SUCCESS);
+    CHECK_EQ(symlink(nowhere, spare), 0);
+    for (int i = 0; i < N; i++)
+        a[i] = i + t_rank;
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    CHECK(!t_exists(nowhere));
+
+    t_shard_path(path, sizeof path, job, 1, t_rank);
+    struct shard_image img;
+    struct shard_header h;
+    CHECK_EQ(store_load_shard(path, &img, &h), SHARD_OK);
+    CHECK(img.mapped);
+    int other = open(path, O_RDONLY);
+    CHECK(other >= 0);
+    CHECK(flock(other, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK);
+    shard_image_free(&img);
+    CHECK_EQ(flock(other, LOCK_EX | LOCK_NB), 0);
+    close(other);
+    CHECK_EQ(held_epoch(open(path, O_RDONLY)), 1);
+}
+
 /* On a cluster the coordinator removes epochs (SHOAL_KEEP_EPOCHS=1): the ranks keep
  * every epoch they write, since one complete among them may not be durable yet. */
 static void test_keep_epochs(void)
@@ -1303,6 +1341,7 @@ int main(int argc, char **argv)
     test_pruning();
     test_recycling();
     test_no_spare();
+    test_spare_and_load_lock();
     test_stage_file();
     test_stage_refill();
     test_keep_epochs();
