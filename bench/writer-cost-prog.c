@@ -9,7 +9,8 @@
  *   copying its state back and forth in between. Needs SHOAL_DIR, SHOAL_JOB and
  *   SHOAL_EPOCH_BASE=1 (to see each shard in place before reading the writer's time).
  *   Rank 0 prints one line per checkpoint: its number and the writer's CPU seconds for
- *   it, the mean over the ranks.
+ *   it, the mean over the ranks. WRITER_COST_IDLE=1: the ranks sleep between
+ *   checkpoints instead.
  */
 #include <dirent.h>
 #include <mpi.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "shoal.h"
 #include "stats.h"
@@ -78,6 +80,8 @@ int main(int argc, char **argv)
     }
     size_t bytes = (size_t)atol(argv[1]) << 20, n = bytes / sizeof(double);
     int checkpoints = atoi(argv[2]);
+    const char *idle_env = getenv("WRITER_COST_IDLE");
+    int idle = idle_env != NULL && strcmp(idle_env, "1") == 0;
     double seconds = atof(argv[3]);
     double *state = malloc(bytes), *work = malloc(bytes);
     if (state == NULL || work == NULL) {
@@ -108,9 +112,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: shoal_checkpoint: %s\n", rank, shoal_strerror(rc));
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        /* The job's own memory traffic until the next checkpoint is due. */
+        /* The job's own memory traffic until the next checkpoint is due (or, with
+         * WRITER_COST_IDLE=1, none: the ranks sleep). */
         double end = now() + seconds;
         while (now() < end || !shard_in_place(k, rank)) {
+            if (idle) {
+                nanosleep(&(struct timespec){0, 10000000}, NULL);
+                continue;
+            }
             memcpy(work, state, bytes);
             memcpy(state, work, bytes);
         }
