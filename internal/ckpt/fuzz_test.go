@@ -81,6 +81,19 @@ func checkVerifyAgrees(t *testing.T, name string, b []byte, s *Shard, parseErr e
 	if err == nil && (h != s.Header || sum != s.Checksum) {
 		t.Errorf("%s: Verify = %+v %#016x, Parse = %+v %#016x", name, h, sum, s.Header, s.Checksum)
 	}
+	// A Verifier written b in pieces of any size reaches the same verdict.
+	for _, piece := range []int{1, 3, TrailerSize - 1, TrailerSize, TrailerSize + 1, 4096, len(b) + 1} {
+		v := NewVerifier()
+		for rest := b; len(rest) > 0; {
+			k := min(piece, len(rest))
+			v.Write(rest[:k])
+			rest = rest[k:]
+		}
+		vh, vsum, verr := v.Sum()
+		if ShortName(verr) != ShortName(err) || (verr == nil) != (err == nil) || vh != h || vsum != sum {
+			t.Errorf("%s: Verifier in pieces of %d = %+v %#016x %v, Verify = %+v %#016x %v", name, piece, vh, vsum, verr, h, sum, err)
+		}
+	}
 	if parseErr == nil {
 		if _, _, err := Verify(bytes.NewReader(b[:len(b)-1]), int64(len(b))); !errors.Is(err, ErrTruncated) {
 			t.Errorf("%s: Verify of a stream one byte short = %v, want %v", name, err, ErrTruncated)

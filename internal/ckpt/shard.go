@@ -132,6 +132,84 @@ func Verify(r io.Reader, size int64) (Header, uint64, error) {
 	return s.Header, want, nil
 }
 
+// A Verifier verifies a shard written to it a piece at a time, as [Verify] does
+// one read from a reader: a copy of a shard being received is verified as it is
+// written, instead of read back afterwards. Write never fails; [Verifier.Sum]
+// gives the verdict on what was written. It holds the header and the region table.
+type Verifier struct {
+	head     []byte // the header, then the region table
+	headWant int    // len(head) wanted: HeaderSize until the header is in
+	h        *xxh3.Hasher
+	tail     [TrailerSize]byte // the last bytes written, held back: maybe the trailer
+	ntail    int
+	n        int64
+}
+
+// NewVerifier returns a Verifier of one shard.
+func NewVerifier() *Verifier {
+	return &Verifier{head: make([]byte, 0, HeaderSize), headWant: HeaderSize, h: xxh3.New()}
+}
+
+// Write takes the next bytes of the shard.
+func (v *Verifier) Write(p []byte) (int, error) {
+	v.n += int64(len(p))
+	if v.ntail+len(p) <= TrailerSize {
+		v.ntail += copy(v.tail[v.ntail:], p)
+		return len(p), nil
+	}
+	// Everything but the last TrailerSize bytes so far is body: the held-back
+	// bytes that p pushes out first, then p's own.
+	if len(p) >= TrailerSize {
+		v.body(v.tail[:v.ntail])
+		v.body(p[:len(p)-TrailerSize])
+		v.ntail = copy(v.tail[:], p[len(p)-TrailerSize:])
+		return len(p), nil
+	}
+	out := v.ntail + len(p) - TrailerSize
+	v.body(v.tail[:out])
+	v.ntail = copy(v.tail[:], v.tail[out:v.ntail])
+	v.ntail += copy(v.tail[v.ntail:], p)
+	return len(p), nil
+}
+
+// body hashes b and keeps what of it belongs to the header and region table.
+func (v *Verifier) body(b []byte) {
+	v.h.Write(b)
+	for len(b) > 0 && len(v.head) < v.headWant {
+		k := min(len(b), v.headWant-len(v.head))
+		v.head = append(v.head, b[:k]...)
+		b = b[k:]
+		if len(v.head) == HeaderSize && v.headWant == HeaderSize && checkVersion(v.head) == nil {
+			v.headWant += int(binary.LittleEndian.Uint32(v.head[32:])) * RegionSize
+		}
+	}
+}
+
+// Sum returns the header and checksum of the shard written so far, or why it is
+// not a valid one, as [Verify] would of the same bytes.
+func (v *Verifier) Sum() (Header, uint64, error) {
+	size := v.n
+	if size < HeaderSize+TrailerSize {
+		return Header{}, 0, ErrTruncated
+	}
+	if err := checkVersion(v.head); err != nil {
+		return Header{}, 0, err
+	}
+	head := v.head
+	if len(head) < v.headWant {
+		head = head[:HeaderSize] // a table the size cannot hold: parseLayout refuses it
+	}
+	want := binary.LittleEndian.Uint64(v.tail[:])
+	if got := v.h.Sum64(); got != want {
+		return Header{}, 0, checksumError(want, got)
+	}
+	s, err := parseLayout(head, uint64(size), nil, want)
+	if err != nil {
+		return Header{}, 0, err
+	}
+	return s.Header, want, nil
+}
+
 // ReadHeader reads the header and the region table at the start of r, a shard
 // of size bytes, and checks them as [Verify] does, except for the checksum: the
 // payload is not read. It says that a file is a whole shard as its header

@@ -178,12 +178,17 @@ func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, er
 	if err != nil {
 		return entry{}, err
 	}
-	key := keyOf(fi)
-	if e, ok := s.cached(ref.Job, path, key); ok {
+	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
 		return e, nil
 	}
 	h, sum, err := verifyFile(f, fi.Size())
-	e := entry{key: key}
+	return s.record(ref, path, fi, h, sum, err)
+}
+
+// record remembers, and returns, the outcome of verifying the version fi of
+// the shard file at path, which names ref: verifyFile's results.
+func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h ckpt.Header, sum uint64, err error) (entry, error) {
+	e := entry{key: keyOf(fi)}
 	var vf *verifyFailure
 	switch {
 	case errors.As(err, &vf):
@@ -538,10 +543,13 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 	if err := checkRef(ref); err != nil {
 		return api.ShardInfo{}, err
 	}
+	// The shard is verified as it is written, from the bytes in memory, rather
+	// than read back from the file afterwards.
+	v := ckpt.NewVerifier()
 	write := func(w io.Writer) error {
 		tr := &trackedReader{r: r}
 		buf := make([]byte, 1<<20)
-		if _, err := io.CopyBuffer(struct{ io.Writer }{w}, tr, buf); err != nil {
+		if _, err := io.CopyBuffer(io.MultiWriter(w, v), tr, buf); err != nil {
 			if tr.err != nil {
 				return &readFailure{tr.err}
 			}
@@ -549,7 +557,17 @@ func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
 		}
 		return nil
 	}
-	verify := func(path string, f *os.File) (entry, error) { return s.verifyOpen(ref, path, f) }
+	verify := func(path string, f *os.File) (entry, error) {
+		fi, err := f.Stat()
+		if err != nil {
+			return entry{}, err
+		}
+		h, sum, err := v.Sum()
+		if err != nil {
+			err = &verifyFailure{err} // every error of Sum is a ckpt sentinel
+		}
+		return s.record(ref, path, fi, h, sum, err)
+	}
 	e, err := s.commit(ref.Job, s.path(ref), s.jobDir(ref.Job).SparePath(ref.Rank), ref.Epoch, write, verify)
 	return e.info, err
 }
