@@ -73,11 +73,13 @@ func (l *peerLimit) release(ip string) {
 }
 
 // peerConn gives its slot back when closed, once, however often Close is called
-// (by the HTTP server, or by a launch that took the connection over).
+// (by the HTTP server, or by a launch that took the connection over). It
+// gathers the writes of a large answer (see gatherSize).
 type peerConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	gathers
 }
 
 func (c *peerConn) Close() error {

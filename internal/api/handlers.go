@@ -382,17 +382,17 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return sendBytes(w, rc, size, "file "+sum)
+	return sendBytes(w, r, rc, size, "file "+sum)
 }
 
-// sendBytes answers 200 with size bytes of rc (closed after), as
+// sendBytes answers r with 200 and size bytes of rc (closed after), as
 // application/octet-stream; what names them in an error.
-func sendBytes(w http.ResponseWriter, rc io.ReadCloser, size int64, what string) error {
+func sendBytes(w http.ResponseWriter, r *http.Request, rc io.ReadCloser, size int64, what string) error {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, rc); err != nil {
+	if err := copyOut(gathering(w, r), rc); err != nil {
 		return fmt.Errorf("sending %s: %w", what, err)
 	}
 	return nil
@@ -452,15 +452,15 @@ func (s *Server) getShard(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if compress {
-			return sendZstd(w, rc, size, what)
+			return sendZstd(w, r, rc, size, what)
 		}
-		return sendBytes(w, rc, size, what)
+		return sendBytes(w, r, rc, size, what)
 	}
 	rc, size, err := svc.GetShard(r.Context(), ref)
 	if err != nil {
 		return err
 	}
-	return sendBytes(w, rc, size, what)
+	return sendBytes(w, r, rc, size, what)
 }
 
 func (s *Server) putShard(w http.ResponseWriter, r *http.Request) error {
@@ -664,7 +664,7 @@ func (s *Server) getParity(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return sendBytes(w, rc, size, "parity "+ref.String())
+	return sendBytes(w, r, rc, size, "parity "+ref.String())
 }
 
 // removeShards deletes epochs older than ?before=E, or the whole job without it.

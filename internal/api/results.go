@@ -99,7 +99,7 @@ func (s *Server) getResult(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set(HeaderContentSHA256, sum)
-	return sendBytes(w, rc, size, fmt.Sprintf("result of task %d of job %s", task, job))
+	return sendBytes(w, r, rc, size, fmt.Sprintf("result of task %d of job %s", task, job))
 }
 
 func (s *Server) listResults(w http.ResponseWriter, r *http.Request) error {

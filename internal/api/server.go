@@ -110,6 +110,7 @@ func NewServer(cfg ServerConfig) *Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnContext:       withPeerConn,
 	}
 	s.SetJobService(nil)
 	s.SetDataService(nil)

@@ -72,9 +72,9 @@ func shardLink(r *http.Request) (float64, error) {
 // goroutine, one core: the socket's send buffer lets the link carry one block
 // while the next is compressed. A failure after the answer began leaves the
 // frame unfinished, which the receiver's decoder reports.
-func sendZstd(w http.ResponseWriter, rc io.ReadCloser, size int64, what string) error {
+func sendZstd(w http.ResponseWriter, r *http.Request, rc io.ReadCloser, size int64, what string) error {
 	defer rc.Close()
-	enc, err := zstd.NewWriter(w, append(ShardEncoderOptions(), zstd.WithEncoderConcurrency(1))...)
+	enc, err := zstd.NewWriter(gathering(w, r), append(ShardEncoderOptions(), zstd.WithEncoderConcurrency(1))...)
 	if err != nil {
 		return fmt.Errorf("%w: zstd encoder for %s: %v", ErrInternal, what, err)
 	}
