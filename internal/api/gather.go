@@ -27,8 +27,8 @@ type gathers struct {
 }
 
 // Write writes p to c, or holds it while gathering, writing what is held
-// each time it reaches gatherSize. An error of an earlier held write is
-// returned by the write that finds it.
+// each time it reaches gatherSize; a write that fails then fails the Write
+// that made it, and what was held is dropped.
 func (c *peerConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,6 +53,9 @@ func (c *peerConn) Write(p []byte) (int, error) {
 
 func (c *peerConn) flushLocked() error {
 	b := *c.held
+	if len(b) == 0 {
+		return nil
+	}
 	*c.held = b[:0]
 	_, err := c.Conn.Write(b)
 	return err

@@ -81,9 +81,10 @@ func TestPeerConnGathers(t *testing.T) {
 		t.Error("the bytes written differ from those given")
 	}
 	log.sizes = nil
+	c.gather(func() error { return nil })
 	c.Write([]byte("after"))
 	if len(log.sizes) != 1 || log.sizes[0] != 5 {
-		t.Errorf("a write after gather: %v, want [5]", log.sizes)
+		t.Errorf("an empty gather, then a write: %v, want [5]", log.sizes)
 	}
 
 	log.fail = errors.New("connection reset")
