@@ -24,6 +24,7 @@ policy every agent also applies by itself, at start and as jobs end
 (docs/retention.md). A node that is down does it when it comes back.
 
     checkpoint epochs older than the two newest complete ones   at once
+    a job's spares (pruned shards kept to be written over)      at its end
     a succeeded job's checkpoints                               at its end
     a succeeded job's job directories and staged files          1h after (agent --keep-succeeded)
     everything of a failed or cancelled job                     24h after (agent --keep-failed)
@@ -37,8 +38,8 @@ job the job store does not know (a standalone 'shoal run --local' that wrote
 into the agent's data dir).
 
 Prints one line per item removed: NODE, JOB, WHAT (shards: the job's checkpoint
-directory; epoch N; job-dir: DATA/jobs/JOB; coord-dir: DATA/coord/JOB; file: a
-cached job file), SIZE and why. With --dry-run it removes nothing and lists
+directory; epoch N; spares: its r*.spare files; job-dir: DATA/jobs/JOB;
+coord-dir: DATA/coord/JOB; file: a cached job file), SIZE and why. With --dry-run it removes nothing and lists
 everything with what would happen to it and why.
 
 Exit codes: 0 done (nodes that are down are listed, not a failure); 1 the

@@ -240,7 +240,7 @@ func (c *collector) collectHere(req api.GCRequest) (api.GCReport, time.Time, err
 		gi := api.GCItem{Job: it.Job, What: string(it.Kind), Epoch: it.Epoch, SHA256: it.Sum,
 			Path: c.path(it), Removed: it.Remove, Reason: it.Reason}
 		if it.Remove || req.DryRun {
-			gi.Bytes = diskUsage(gi.Path)
+			gi.Bytes = c.usage(it)
 		}
 		if it.Remove && !req.DryRun {
 			if err := c.remove(it); err != nil {
@@ -273,11 +273,16 @@ func (c *collector) scan() (retention.Node, error) {
 		return node, fmt.Errorf("list %s: %w", c.a.shards.Dir, err)
 	}
 	for _, id := range ckptJobs {
-		epochs, err := ckpt.JobDir{Root: c.a.shards.Dir, Job: id}.Epochs()
+		jd := ckpt.JobDir{Root: c.a.shards.Dir, Job: id}
+		epochs, err := jd.Epochs()
 		if err != nil {
 			return node, fmt.Errorf("list the epochs of job %s: %w", id, err)
 		}
-		node.Jobs[id] = retention.Held{Shards: true, Epochs: epochs}
+		spares, err := jd.Spares()
+		if err != nil {
+			return node, fmt.Errorf("list the spares of job %s: %w", id, err)
+		}
+		node.Jobs[id] = retention.Held{Shards: true, Epochs: epochs, Spares: len(spares) > 0}
 	}
 	for _, d := range []struct {
 		dir string
@@ -359,6 +364,8 @@ func (c *collector) path(it retention.Item) string {
 		return ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.Path()
 	case retention.KindEpoch:
 		return ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.EpochPath(it.Epoch)
+	case retention.KindSpares:
+		return filepath.Join(ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.Path(), "r*.spare")
 	case retention.KindJobDir:
 		return filepath.Join(c.a.cfg.DataDir, JobsDir, it.Job)
 	case retention.KindCoordDir:
@@ -383,12 +390,29 @@ func (c *collector) remove(it retention.Item) error {
 		return err
 	case retention.KindEpoch:
 		return c.a.shards.RemoveEpoch(it.Job, it.Epoch)
+	case retention.KindSpares:
+		return c.a.shards.RemoveSpares(it.Job)
 	case retention.KindJobDir, retention.KindCoordDir, retention.KindResults:
 		return os.RemoveAll(c.path(it))
 	case retention.KindFile:
 		return c.cache.Remove(it.Sum)
 	}
 	return fmt.Errorf("unknown kind %q", it.Kind)
+}
+
+// usage is the size of an item's files in bytes.
+func (c *collector) usage(it retention.Item) int64 {
+	if it.Kind != retention.KindSpares {
+		return diskUsage(c.path(it))
+	}
+	spares, _ := ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.Spares()
+	var n int64
+	for _, path := range spares {
+		if fi, err := os.Stat(path); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // diskUsage is the size of the files under path, in bytes; what it cannot

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/ckpt"
 	"shoal/internal/coord"
 	"shoal/internal/retention"
 )
@@ -41,8 +42,9 @@ func exists(path string) bool {
 }
 
 // TestAgentCollects runs the collection of two real agents on a real job
-// store: the loop removes an old failed job's data on both nodes by itself and
-// the old epochs of a running job, keeps a standalone job's data, and POST
+// store: the loop removes an old failed job's data on both nodes by itself, the
+// old epochs of a running job and the spares of a job that ended (kept with
+// --keep: its shards stay), keeps a standalone job's data, and POST
 // /v1/gc removes a named job on request, refusing one that runs.
 func TestAgentCollects(t *testing.T) {
 	c1 := testConfig(t, "n1")
@@ -63,10 +65,20 @@ func TestAgentCollects(t *testing.T) {
 
 	// Both nodes hold data of a job that failed an hour ago, of a running job
 	// with epochs 1, 2 and 4 (2 and 4 complete), and of a standalone run.
+	// A job kept with --keep that ended, and the running job, hold a spare.
+	spareOf := func(n *Agent, job string) string {
+		return ckpt.JobDir{Root: filepath.Join(n.DataDir(), CkptDir), Job: job}.SparePath(0)
+	}
 	for _, n := range []*Agent{a, b} {
 		mkJobData(t, n, "failed", []uint64{3}, JobsDir, CoordDir)
 		mkJobData(t, n, "running", []uint64{1, 2, 4}, JobsDir)
 		mkJobData(t, n, "standalone", []uint64{1}, JobsDir)
+		mkJobData(t, n, "kept", []uint64{5})
+		for _, job := range []string{"kept", "running"} {
+			if err := os.WriteFile(spareOf(n, job), []byte("a pruned shard"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// A directory in the file cache named like a file is not one: left alone.
 	sum := strings.Repeat("ab", 32)
@@ -88,6 +100,9 @@ func TestAgentCollects(t *testing.T) {
 	if err := store.Submit(api.Job{ID: "running", State: api.JobRunning, Epoch: 4}, nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := store.Submit(api.Job{ID: "kept", State: api.JobCancelled, Ended: ended, Spec: api.JobSpec{Keep: api.KeepForever}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	book := coord.NewEpochBook(1, 1)
 	book.Epochs = map[uint64]*coord.EpochEntry{2: {Complete: true}, 4: {Complete: true}}
 	raw, _ := json.Marshal(book)
@@ -106,7 +121,7 @@ func TestAgentCollects(t *testing.T) {
 	waitFor(t, 15*time.Second, func() string {
 		for _, n := range []*Agent{a, b} {
 			for _, p := range []string{ckptOf(n, "failed", 0), filepath.Join(n.DataDir(), JobsDir, "failed"),
-				filepath.Join(n.DataDir(), CoordDir, "failed"), ckptOf(n, "running", 1)} {
+				filepath.Join(n.DataDir(), CoordDir, "failed"), ckptOf(n, "running", 1), spareOf(n, "kept")} {
 				if exists(p) {
 					return fmt.Sprintf("%s: %s still there", n.Name(), p)
 				}
@@ -120,7 +135,7 @@ func TestAgentCollects(t *testing.T) {
 	for _, n := range []*Agent{a, b} {
 		for _, p := range []string{ckptOf(n, "running", 2), ckptOf(n, "running", 4),
 			filepath.Join(n.DataDir(), JobsDir, "running"), ckptOf(n, "standalone", 1),
-			filepath.Join(n.DataDir(), JobsDir, "standalone")} {
+			filepath.Join(n.DataDir(), JobsDir, "standalone"), ckptOf(n, "kept", 5), spareOf(n, "running")} {
 			if !exists(p) {
 				t.Errorf("%s: %s removed, want it kept", n.Name(), p)
 			}

@@ -36,8 +36,9 @@ func (g GCRequest) Validate() error {
 type GCItem struct {
 	Job string `json:"job,omitempty"` // "" for a cached file
 	// What is shards (the job's checkpoint directory), epoch (one epoch of
-	// it), job-dir (DATA/jobs/JOB), coord-dir (DATA/coord/JOB) or file (a
-	// cached job file, DATA/files/SHA256).
+	// it), spares (its spares, Path ending in r*.spare), job-dir
+	// (DATA/jobs/JOB), coord-dir (DATA/coord/JOB), results (DATA/results/JOB)
+	// or file (a cached job file, DATA/files/SHA256).
 	What   string `json:"what"`
 	Epoch  uint64 `json:"epoch,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`

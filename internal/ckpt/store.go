@@ -46,12 +46,15 @@ func (d JobDir) SparePath(rank int) string {
 
 // ParseShardName returns the rank of a final shard file name, r<6 digits>.shard
 // (more digits for ranks beyond 999999, as %06d writes them).
-func ParseShardName(name string) (int, bool) {
-	if len(name) < len("r000000.shard") || name[0] != 'r' || !strings.HasSuffix(name, ".shard") {
+func ParseShardName(name string) (int, bool) { return parseRankName(name, ".shard") }
+
+// parseRankName returns the rank of a file name r<6 digits><suffix>.
+func parseRankName(name, suffix string) (int, bool) {
+	if len(name) < len("r000000")+len(suffix) || name[0] != 'r' || !strings.HasSuffix(name, suffix) {
 		return 0, false
 	}
-	rank, err := strconv.Atoi(name[1 : len(name)-len(".shard")])
-	if err != nil || rank < 0 || fmt.Sprintf("r%06d.shard", rank) != name {
+	rank, err := strconv.Atoi(name[1 : len(name)-len(suffix)])
+	if err != nil || rank < 0 || fmt.Sprintf("r%06d%s", rank, suffix) != name {
 		return 0, false
 	}
 	return rank, true
@@ -162,37 +165,69 @@ func (d JobDir) eachShard(epoch uint64, nranks int, read func(epoch uint64, rank
 func (d JobDir) RemoveEpoch(epoch uint64) error { return os.RemoveAll(d.EpochPath(epoch)) }
 
 // RetireEpoch deletes one epoch directory that newer epochs have replaced, keeping
-// each of its shards as its rank's spare (SparePath) where the rank has none: the
-// file's pages are written over by the rank's next shard instead of new ones taken
-// from the kernel (on a virtual machine that hands freed memory back to its host,
-// new pages of a tmpfs fault in from the host, several times the cost of the
-// copy). A shard a reader holds (OpenShard) is removed instead, and stays whole for
-// the reader. A spare costs a shard's worth of storage between checkpoints.
-func (d JobDir) RetireEpoch(epoch uint64) error {
+// each shard of a rank in keep as the rank's spare (SparePath) where the rank has
+// none: the file's pages are written over by the rank's next shard instead of new
+// ones taken from the kernel (on a virtual machine that hands freed memory back to
+// its host, new pages of a tmpfs fault in from the host, several times the cost of
+// the copy). A shard a reader holds (OpenShard) is removed instead, and stays
+// whole for the reader. A spare costs a shard's worth of storage between
+// checkpoints.
+func (d JobDir) RetireEpoch(epoch uint64, keep func(rank int) bool) error {
 	dir := d.EpochPath(epoch)
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if rank, ok := ParseShardName(e.Name()); ok {
+		if rank, ok := ParseShardName(e.Name()); ok && keep(rank) {
 			keepAsSpare(filepath.Join(dir, e.Name()), d.SparePath(rank))
 		}
 	}
 	return os.RemoveAll(dir)
 }
 
-// RemoveSpares deletes the job's spares (RetireEpoch).
-func (d JobDir) RemoveSpares() error {
+// ShardRanks returns the ranks with a shard (rNNNNNN.shard) in any of epochs.
+func (d JobDir) ShardRanks(epochs []uint64) map[int]bool {
+	ranks := map[int]bool{}
+	for _, e := range epochs {
+		ents, _ := os.ReadDir(d.EpochPath(e))
+		for _, ent := range ents {
+			if rank, ok := ParseShardName(ent.Name()); ok {
+				ranks[rank] = true
+			}
+		}
+	}
+	return ranks
+}
+
+// Spares returns the job's spares (RetireEpoch) by rank.
+func (d JobDir) Spares() (map[int]string, error) {
 	ents, err := os.ReadDir(d.Path())
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	spares := map[int]string{}
+	for _, e := range ents {
+		if rank, ok := parseRankName(e.Name(), ".spare"); ok {
+			spares[rank] = filepath.Join(d.Path(), e.Name())
+		}
+	}
+	return spares, nil
+}
+
+// RemoveSpares deletes the job's spares but those of the ranks in keep (nil:
+// all of them).
+func (d JobDir) RemoveSpares(keep func(rank int) bool) error {
+	spares, err := d.Spares()
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".spare") {
-			if err := os.Remove(filepath.Join(d.Path(), e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
+	for rank, path := range spares {
+		if keep != nil && keep(rank) {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 	}
 	return nil

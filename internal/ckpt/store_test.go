@@ -157,11 +157,12 @@ func TestParseShardName(t *testing.T) {
 }
 
 // A retired epoch's shards become their ranks' spares, except where a rank has one
-// already or a reader holds the shard, which stays whole for that reader.
+// already, is not to keep one, or a reader holds the shard, which stays whole for
+// that reader.
 func TestRetireEpochKeepsSpares(t *testing.T) {
 	d := JobDir{Root: t.TempDir(), Job: "heat"}
-	for r := uint32(0); r < 3; r++ {
-		writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: r, NRanks: 3})
+	for r := uint32(0); r < 4; r++ {
+		writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: r, NRanks: 4})
 	}
 	first, err := os.Stat(d.ShardPath(3, 0))
 	if err != nil {
@@ -175,7 +176,7 @@ func TestRetireEpochKeepsSpares(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	if err := d.RetireEpoch(3); err != nil {
+	if err := d.RetireEpoch(3, func(rank int) bool { return rank != 3 }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(d.EpochPath(3)); !errors.Is(err, os.ErrNotExist) {
@@ -190,6 +191,9 @@ func TestRetireEpochKeepsSpares(t *testing.T) {
 	if _, err := os.Stat(d.SparePath(2)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("rank 2's held shard became a spare: %v", err)
 	}
+	if _, err := os.Stat(d.SparePath(3)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rank 3, not to keep one, has a spare: %v", err)
+	}
 	st, _ := held.Stat()
 	if h, _, err := Verify(held, st.Size()); err != nil || h.Rank != 2 || h.Epoch != 3 {
 		t.Errorf("the held shard after RetireEpoch: %+v, %v", h, err)
@@ -201,5 +205,45 @@ func TestRetireEpochKeepsSpares(t *testing.T) {
 	}
 	if _, err := os.Stat(d.SparePath(2)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("RemoveEpoch kept a spare: %v", err)
+	}
+}
+
+// Spares lists a job's spares by rank and nothing else of its directory;
+// RemoveSpares keeps those it is told to; ShardRanks names the ranks with a
+// shard in the epochs given.
+func TestSpares(t *testing.T) {
+	d := JobDir{Root: t.TempDir(), Job: "heat"}
+	if spares, err := d.Spares(); err != nil || len(spares) != 0 {
+		t.Fatalf("Spares of a job with no directory: %v, %v", spares, err)
+	}
+	writeShard(t, d, Header{Job: "heat", Epoch: 5, Rank: 1, NRanks: 8})
+	writeShard(t, d, Header{Job: "heat", Epoch: 6, Rank: 7, NRanks: 8})
+	for _, name := range []string{"r000001.spare", "r000004.spare", "r000007.spare", "r00002.spare", "notes.spare", "r000009.spare.tmp"} {
+		if err := os.WriteFile(filepath.Join(d.Path(), name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spares, err := d.Spares()
+	if err != nil || len(spares) != 3 || spares[1] != d.SparePath(1) || spares[4] != d.SparePath(4) || spares[7] != d.SparePath(7) {
+		t.Fatalf("Spares = %v, %v; want ranks 1, 4 and 7", spares, err)
+	}
+	if got := d.ShardRanks([]uint64{5, 6, 9}); len(got) != 2 || !got[1] || !got[7] {
+		t.Errorf("ShardRanks(5, 6, 9) = %v, want ranks 1 and 7", got)
+	}
+	live := d.ShardRanks([]uint64{5, 6})
+	if err := d.RemoveSpares(func(rank int) bool { return live[rank] }); err != nil {
+		t.Fatal(err)
+	}
+	if spares, _ = d.Spares(); len(spares) != 2 || spares[4] != "" {
+		t.Errorf("spares after removing those of ranks with no shard: %v, want ranks 1 and 7", spares)
+	}
+	if err := d.RemoveSpares(nil); err != nil {
+		t.Fatal(err)
+	}
+	if spares, _ = d.Spares(); len(spares) != 0 {
+		t.Errorf("spares after removing all: %v", spares)
+	}
+	if _, err := os.Stat(filepath.Join(d.Path(), "notes.spare")); err != nil {
+		t.Errorf("a file not named as a spare was removed: %v", err)
 	}
 }

@@ -105,6 +105,9 @@ type Held struct {
 	Shards bool
 	// Epochs are the epoch directories in it, oldest first.
 	Epochs []uint64
+	// Spares: it holds spares (rNNNNNN.spare: shards of pruned epochs kept to be
+	// written over by their ranks' next ones, ckpt.JobDir.RetireEpoch).
+	Spares bool
 	// JobDir: DATA/jobs/JOB exists (the ranks' working directory, with the
 	// program's copy and the job's files, and their rank states).
 	JobDir bool
@@ -133,6 +136,7 @@ type Kind string
 const (
 	KindShards   Kind = "shards"    // the job's whole checkpoint directory
 	KindEpoch    Kind = "epoch"     // one epoch directory of it
+	KindSpares   Kind = "spares"    // the spares in it
 	KindJobDir   Kind = "job-dir"   // DATA/jobs/JOB
 	KindCoordDir Kind = "coord-dir" // DATA/coord/JOB
 	KindResults  Kind = "results"   // DATA/results/JOB
@@ -190,6 +194,8 @@ func (p Policy) grace(j Job) (d time.Duration, forever bool) {
 //   - epochs older than the job's KeepFrom: removed, whatever the job's state;
 //   - a job that has not ended: the rest kept;
 //   - a job that ended with api.KeepForever: everything kept;
+//   - a job that ended: its spares removed at once (they are shards of pruned
+//     epochs, kept only to be written over);
 //   - a succeeded job without a Keep of its own: its shards removed at once;
 //   - a job that ended at least its grace ago: everything removed, else kept
 //     until then;
@@ -316,7 +322,8 @@ func decideJob(p Policy, now time.Time, id string, j Job, known bool, h Held, dr
 		items = append(items, Item{Kind: k, Job: id, Epoch: epoch, Remove: remove, Reason: reason})
 	}
 	// all decides the same for every directory of the job, except for the
-	// shards when shards is set; old epochs go in any case.
+	// shards when shards is set; old epochs go in any case, and an ended job's
+	// spares.
 	all := func(remove bool, reason string, shards *Item) {
 		if h.Shards {
 			if shards != nil {
@@ -325,11 +332,20 @@ func decideJob(p Policy, now time.Time, id string, j Job, known bool, h Held, dr
 				add(KindShards, 0, remove, reason)
 			}
 		}
-		if !remove && (shards == nil || !shards.Remove) && known && j.KeepFrom > 0 {
-			for _, e := range h.Epochs {
-				if e < j.KeepFrom {
-					add(KindEpoch, e, true, fmt.Sprintf("older than epoch %d, the oldest a restart may use", j.KeepFrom))
+		if !remove && (shards == nil || !shards.Remove) {
+			if known && j.KeepFrom > 0 {
+				for _, e := range h.Epochs {
+					if e < j.KeepFrom {
+						add(KindEpoch, e, true, fmt.Sprintf("older than epoch %d, the oldest a restart may use", j.KeepFrom))
+					}
 				}
+			}
+			switch {
+			case !h.Spares:
+			case known && j.ended():
+				add(KindSpares, 0, true, fmt.Sprintf("%s: shards of pruned epochs, kept only for the ranks' next ones to be written over", j.State))
+			default:
+				add(KindSpares, 0, false, reason)
 			}
 		}
 		if h.JobDir {

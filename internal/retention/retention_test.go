@@ -24,15 +24,16 @@ func terminal(s api.JobState) bool {
 
 // heldCombos is every combination of what a node may hold of a job: each
 // directory or not, and the checkpoint directory with no epoch, old epochs
-// only, or old and usable ones (KeepFrom is 5 where the case sets it).
+// only, or old and usable ones (KeepFrom is 5 where the case sets it), with
+// spares or without.
 func heldCombos() []Held {
 	var out []Held
-	for mask := 0; mask < 16; mask++ {
+	for mask := 0; mask < 32; mask++ {
 		for _, epochs := range [][]uint64{nil, {1, 2}, {3, 5, 6, 9}} {
-			h := Held{Shards: mask&1 != 0, JobDir: mask&2 != 0, CoordDir: mask&4 != 0, Results: mask&8 != 0}
+			h := Held{Shards: mask&1 != 0, JobDir: mask&2 != 0, CoordDir: mask&4 != 0, Results: mask&8 != 0, Spares: mask&16 != 0}
 			if h.Shards {
 				h.Epochs = epochs
-			} else if epochs != nil {
+			} else if epochs != nil || h.Spares {
 				continue
 			}
 			out = append(out, h)
@@ -145,6 +146,13 @@ func checkCase(t *testing.T, p Policy, state api.JobState, endSet bool, keep, of
 	}
 	if h.Shards && got[KindShards] != wantShards {
 		t.Errorf("%s: shards removed %v, want %v", name, got[KindShards], wantShards)
+	}
+	// Spares: listed when held and the directory stays; they go once a known
+	// job has ended, whatever its grace or Keep.
+	if _, listed := got[KindSpares]; listed != (h.Spares && !wantShards) {
+		t.Errorf("%s: spares listed %v, want %v", name, listed, h.Spares && !wantShards)
+	} else if listed && got[KindSpares] != (known && ended) {
+		t.Errorf("%s: spares removed %v, want %v", name, got[KindSpares], known && ended)
 	}
 	// Epochs: those below KeepFrom go when the directory stays; never one a
 	// restart may use; none of an unknown job.

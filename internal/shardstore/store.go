@@ -824,9 +824,11 @@ func (p *progressReader) Read(b []byte) (int, error) {
 }
 
 // RemoveBefore deletes the job's epoch directories older than epoch (≥ 1) and
-// returns the epochs deleted, oldest first. Where newer epochs replace them, their
-// shards are kept as spares to be written over ([ckpt.JobDir.RetireEpoch]); where
-// none remains (the job's end), the job's spares go too.
+// returns the epochs deleted, oldest first. Where newer epochs replace them, the
+// shards of the ranks that have one in those epochs are kept as spares to be
+// written over ([ckpt.JobDir.RetireEpoch]), and the spares of the other ranks
+// (moved to other nodes) go; where no newer epoch remains (the job's end), all
+// the job's spares go.
 func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 	if err := checkJob(job); err != nil {
 		return nil, err
@@ -842,28 +844,38 @@ func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 	// Shards are kept as spares only while the job goes on writing them here: an
 	// epoch at or above epoch remains. Removing them all is the job's end, and takes
 	// the spares with it.
-	goesOn := len(epochs) > 0 && epochs[len(epochs)-1] >= epoch && !s.NoSpares
+	cut, _ := slices.BinarySearch(epochs, epoch)
+	var keep func(rank int) bool // nil: no spare kept
+	if cut < len(epochs) && !s.NoSpares {
+		ranks := jd.ShardRanks(epochs[cut:])
+		keep = func(rank int) bool { return ranks[rank] }
+	}
 	var removed []uint64
-	for _, e := range epochs {
-		if e >= epoch {
-			break
+	for _, e := range epochs[:cut] {
+		var err error
+		if keep != nil {
+			err = jd.RetireEpoch(e, keep)
+		} else {
+			err = jd.RemoveEpoch(e)
 		}
-		remove := jd.RemoveEpoch
-		if goesOn {
-			remove = jd.RetireEpoch
-		}
-		if err := remove(e); err != nil {
+		if err != nil {
 			return removed, err
 		}
 		removed = append(removed, e)
 	}
-	if !goesOn {
-		if err := jd.RemoveSpares(); err != nil {
-			return removed, err
-		}
+	if err := jd.RemoveSpares(keep); err != nil {
+		return removed, err
 	}
 	s.pruneEpochs(job, func(e uint64) bool { return e < epoch })
 	return removed, nil
+}
+
+// RemoveSpares deletes the job's spares ([Store.RemoveBefore]).
+func (s *Store) RemoveSpares(job string) error {
+	if err := checkJob(job); err != nil {
+		return err
+	}
+	return s.jobDir(job).RemoveSpares(nil)
 }
 
 // RemoveEpoch deletes one epoch directory of the job; one that is not there is

@@ -810,3 +810,29 @@ func TestIndexInterval(t *testing.T) {
 		t.Errorf("no interval file: %+v", idx.Interval)
 	}
 }
+
+// TestRemoveBeforeDropsSparesOfRanksGone: a rank with no shard in the epochs
+// that remain (it moved to another node) keeps no spare here; the others do.
+func TestRemoveBeforeDropsSparesOfRanksGone(t *testing.T) {
+	s := New(t.TempDir())
+	for e := uint64(1); e <= 2; e++ {
+		for rank := 0; rank < 2; rank++ {
+			place(t, s, ref(e, rank), shard(t, "heat", e, rank, 2, 4000))
+		}
+	}
+	jd := s.jobDir("heat")
+	if _, err := s.RemoveBefore("heat", 2); err != nil {
+		t.Fatal(err)
+	}
+	if spares, err := jd.Spares(); err != nil || len(spares) != 2 {
+		t.Fatalf("spares after epoch 1 retired: %v, %v; want ranks 0 and 1", spares, err)
+	}
+	// Rank 1 moved away: epoch 3 has only rank 0's shard here.
+	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 2, 4000))
+	if _, err := s.RemoveBefore("heat", 3); err != nil {
+		t.Fatal(err)
+	}
+	if spares, err := jd.Spares(); err != nil || len(spares) != 1 || spares[0] == "" {
+		t.Errorf("spares after epoch 2 retired: %v, %v; want rank 0's alone", spares, err)
+	}
+}
