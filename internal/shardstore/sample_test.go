@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
@@ -257,5 +258,46 @@ func TestMeasure(t *testing.T) {
 	smp, err := Measure(make([]byte, 1<<20))
 	if err != nil || !(smp.Ratio > 0 && smp.Ratio < 0.01) || !(smp.Compress > 0) || !(smp.Decompress > 0) {
 		t.Errorf("Measure of 1 MiB of zeros = %+v, %v; want a tiny ratio and throughputs", smp, err)
+	}
+}
+
+// TestReadSample: a file up to SampleSize is its own sample; a larger one's
+// sample is samplePieces pieces, the first at its start, the last at its end
+// and the others evenly between at multiples of 4 KiB; a file shorter than
+// its size is an error.
+func TestReadSample(t *testing.T) {
+	const piece = SampleSize / samplePieces
+	file := make([]byte, 10*SampleSize+12345)
+	for i := 0; i < len(file)-4; i += 4 {
+		binary.LittleEndian.PutUint32(file[i:], uint32(i)) // so each piece is found once
+	}
+	for _, size := range []int64{0, 1, 4095, SampleSize} {
+		got, err := readSample(bytes.NewReader(file[:size]), size)
+		if err != nil || !bytes.Equal(got, file[:size]) {
+			t.Errorf("sample of %d bytes: %d bytes, %v; want the whole file", size, len(got), err)
+		}
+	}
+	for _, size := range []int64{SampleSize + 1, 3*SampleSize + 17, int64(len(file))} {
+		got, err := readSample(bytes.NewReader(file[:size]), size)
+		if err != nil || len(got) != SampleSize {
+			t.Fatalf("sample of %d bytes: %d bytes, %v; want %d", size, len(got), err, SampleSize)
+		}
+		var offs []int64
+		for i := range int64(samplePieces) {
+			off := int64(bytes.Index(file[:size], got[i*piece:(i+1)*piece]))
+			offs = append(offs, off)
+		}
+		if offs[0] != 0 || offs[samplePieces-1] != size-piece {
+			t.Errorf("sample of %d bytes: pieces at %v, want the first at 0 and the last at %d", size, offs, size-piece)
+		}
+		for i := 1; i < samplePieces-1; i++ {
+			even := (size - piece) * int64(i) / (samplePieces - 1)
+			if offs[i]%4096 != 0 || offs[i] > even || even-offs[i] >= 4096 || offs[i] < offs[i-1]+piece {
+				t.Errorf("sample of %d bytes: piece %d at %d, want at %d rounded down to 4 KiB, after piece %d", size, i, offs[i], even, i-1)
+			}
+		}
+	}
+	if _, err := readSample(bytes.NewReader(file[:2*SampleSize]), 3*SampleSize); err == nil {
+		t.Error("sample of a file shorter than its size: no error")
 	}
 }
