@@ -53,7 +53,7 @@ func (s *shardService) OpenShardToSend(ctx context.Context, ref api.ShardRef, li
 }
 
 func (s *shardService) PutShard(ctx context.Context, ref api.ShardRef, size int64, r io.Reader) error {
-	_, err := s.store.Put(ref, r)
+	_, err := s.store.Put(ref, r, size)
 	return err
 }
 

@@ -82,16 +82,31 @@ func checkVerifyAgrees(t *testing.T, name string, b []byte, s *Shard, parseErr e
 		t.Errorf("%s: Verify = %+v %#016x, Parse = %+v %#016x", name, h, sum, s.Header, s.Checksum)
 	}
 	// A Verifier written b in pieces of any size reaches the same verdict.
+	// So does one told the size in advance.
 	for _, piece := range []int{1, 3, TrailerSize - 1, TrailerSize, TrailerSize + 1, 4096, len(b) + 1} {
-		v := NewVerifier()
-		for rest := b; len(rest) > 0; {
-			k := min(piece, len(rest))
-			v.Write(rest[:k])
-			rest = rest[k:]
+		for _, size := range []int64{-1, int64(len(b))} {
+			v := NewVerifier(size)
+			for rest := b; len(rest) > 0; {
+				k := min(piece, len(rest))
+				v.Write(rest[:k])
+				rest = rest[k:]
+			}
+			vh, vsum, verr := v.Sum()
+			if ShortName(verr) != ShortName(err) || (verr == nil) != (err == nil) || vh != h || vsum != sum {
+				t.Errorf("%s: Verifier (size %d) in pieces of %d = %+v %#016x %v, Verify = %+v %#016x %v", name, size, piece, vh, vsum, verr, h, sum, err)
+			}
+			if int64(len(v.head)) > max(int64(len(b))-TrailerSize, HeaderSize) && size >= 0 {
+				t.Errorf("%s: Verifier of a known size held %d bytes of header and table, more than the shard's %d", name, len(v.head), len(b))
+			}
 		}
-		vh, vsum, verr := v.Sum()
-		if ShortName(verr) != ShortName(err) || (verr == nil) != (err == nil) || vh != h || vsum != sum {
-			t.Errorf("%s: Verifier in pieces of %d = %+v %#016x %v, Verify = %+v %#016x %v", name, piece, vh, vsum, verr, h, sum, err)
+	}
+	if len(b) > 0 {
+		for _, size := range []int64{int64(len(b)) - 1, int64(len(b)) + 1} {
+			v := NewVerifier(size)
+			v.Write(b)
+			if _, _, err := v.Sum(); !errors.Is(err, ErrTruncated) {
+				t.Errorf("%s: Verifier of %d bytes told %d = %v, want %v", name, len(b), size, err, ErrTruncated)
+			}
 		}
 	}
 	if parseErr == nil {

@@ -139,12 +139,16 @@ type Verifier struct {
 	tail     [TrailerSize]byte // the last bytes written, held back: maybe the trailer
 	ntail    int
 	n        int64
-	size     int64 // the shard's size when known ([Verify]), else -1
+	size     int64 // the shard's size when known, else -1
 }
 
-// NewVerifier returns a Verifier of one shard of a size not known in advance.
-func NewVerifier() *Verifier {
-	return &Verifier{head: make([]byte, 0, HeaderSize), headWant: HeaderSize, h: xxh3.New(), size: -1}
+// NewVerifier returns a Verifier of one shard of size bytes, or of a size not
+// known in advance when size is negative. A known size bounds the region
+// table it holds by what that size can hold (a corrupt count in a header
+// otherwise has it hold up to the whole shard), and a shard written other
+// than size bytes is [ErrTruncated].
+func NewVerifier(size int64) *Verifier {
+	return &Verifier{head: make([]byte, 0, HeaderSize), headWant: HeaderSize, h: xxh3.New(), size: max(size, -1)}
 }
 
 // Write takes the next bytes of the shard.
@@ -191,6 +195,9 @@ func (v *Verifier) body(b []byte) {
 // not a valid one, as [Verify] would of the same bytes.
 func (v *Verifier) Sum() (Header, uint64, error) {
 	size := v.n
+	if v.size >= 0 && size != v.size {
+		return Header{}, 0, fmt.Errorf("%w: %d bytes of a shard of %d", ErrTruncated, size, v.size)
+	}
 	if size < HeaderSize+TrailerSize {
 		return Header{}, 0, ErrTruncated
 	}

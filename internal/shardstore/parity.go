@@ -405,7 +405,7 @@ func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.Rebu
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(erasure.Rebuild(pw, h, want, pieces)) }()
-	info, err := s.put(ref, pr)
+	info, err := s.put(ref, pr, h.Data[want].Bytes)
 	pr.CloseWithError(errors.New("rebuild abandoned")) // ends the goroutine if put stopped early
 	var vf *verifyFailure
 	var rf *readFailure

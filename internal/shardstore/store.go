@@ -493,13 +493,13 @@ func (s *Store) Open(ref api.ShardRef) (*os.File, api.ShardInfo, error) {
 	return f, e.info, nil
 }
 
-// Put stores the shard read from r as ref: it writes a temporary file, syncs it,
-// verifies it (format and identity), renames it over any previous copy and
-// syncs the directory. A shard that fails verification wraps api.ErrBadRequest
+// Put stores the shard read from r (size bytes, or negative when not known)
+// as ref: it writes a temporary file, syncs it, verifies it (format, identity
+// and size), renames it over any previous copy and syncs the directory. A shard that fails verification wraps api.ErrBadRequest
 // and the ckpt sentinel; an error reading r is returned as it is (the API's
 // signed-body check wraps api.ErrUnauthorized). Either way nothing is replaced.
-func (s *Store) Put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
-	info, err := s.put(ref, r)
+func (s *Store) Put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, error) {
+	info, err := s.put(ref, r, size)
 	var vf *verifyFailure
 	var rf *readFailure
 	switch {
@@ -526,13 +526,13 @@ type readFailure struct{ err error }
 func (r *readFailure) Error() string { return r.err.Error() }
 func (r *readFailure) Unwrap() error { return r.err }
 
-func (s *Store) put(ref api.ShardRef, r io.Reader) (api.ShardInfo, error) {
+func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, error) {
 	if err := checkRef(ref); err != nil {
 		return api.ShardInfo{}, err
 	}
 	// The shard is verified as it is written, from the bytes in memory, rather
 	// than read back from the file afterwards.
-	v := ckpt.NewVerifier()
+	v := ckpt.NewVerifier(size)
 	// A connection's reader hands over one TLS record, 16 KiB, at a time:
 	// the buffer is filled before each write, 64 times fewer of them.
 	write := func(w io.Writer) error {
@@ -761,7 +761,7 @@ func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fe
 	stall := dog.d
 	stalled := func() bool { return errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil }
 
-	rc, _, err := s.getShard(ctx, ref, src)
+	rc, size, err := s.getShard(ctx, ref, src)
 	switch {
 	case err != nil && stalled():
 		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: no answer for %v", api.ErrBadGateway, ref, from, stall)
@@ -773,7 +773,7 @@ func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fe
 		return api.Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: %v", api.ErrBadGateway, ref, from, err)
 	}
 	defer rc.Close()
-	info, err := s.put(ref, dog.wrap(rc))
+	info, err := s.put(ref, dog.wrap(rc), size)
 	var vf *verifyFailure
 	var rf *readFailure
 	switch {

@@ -211,7 +211,7 @@ func tmpFiles(t *testing.T, dir string) []string {
 func TestPut(t *testing.T) {
 	s := New(filepath.Join(t.TempDir(), "ckpt")) // created on first Put
 	b := shard(t, "heat", 7, 3, 4, 300<<10)
-	info, err := s.Put(ref(7, 3), bytes.NewReader(b))
+	info, err := s.Put(ref(7, 3), bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestPut(t *testing.T) {
 		{"not a shard", []byte(strings.Repeat("hello ", 100)), ckpt.ErrBadMagic},
 	}
 	for _, tt := range tests {
-		_, err := s.Put(ref(7, 3), bytes.NewReader(tt.body))
+		_, err := s.Put(ref(7, 3), bytes.NewReader(tt.body), int64(len(tt.body)))
 		if !errors.Is(err, api.ErrBadRequest) || !errors.Is(err, tt.want) || !strings.Contains(err.Error(), "heat/7/3") {
 			t.Errorf("%s: Put = %v, want ErrBadRequest and %v naming the shard", tt.name, err, tt.want)
 		}
@@ -253,12 +253,18 @@ func TestPut(t *testing.T) {
 			t.Fatalf("%s: the good copy was replaced", tt.name)
 		}
 	}
+	// A whole shard that is not the size declared for it is refused too.
+	for _, size := range []int64{int64(len(b)) - 1, int64(len(b)) + 1} {
+		if _, err := s.Put(ref(7, 3), bytes.NewReader(b), size); !errors.Is(err, api.ErrBadRequest) || !errors.Is(err, ckpt.ErrTruncated) {
+			t.Errorf("Put of %d bytes declared as %d: %v, want ErrBadRequest and ErrTruncated", len(b), size, err)
+		}
+	}
 	// A failing reader (the API's signed-body check) stores nothing.
 	bodyErr := fmt.Errorf("%w: body does not match its signed SHA-256", api.ErrUnauthorized)
-	if _, err := s.Put(ref(7, 3), io.MultiReader(bytes.NewReader(b), errReader{bodyErr})); !errors.Is(err, api.ErrUnauthorized) {
+	if _, err := s.Put(ref(7, 3), io.MultiReader(bytes.NewReader(b), errReader{bodyErr}), int64(len(b))); !errors.Is(err, api.ErrUnauthorized) {
 		t.Errorf("Put with a tampered body: %v, want ErrUnauthorized", err)
 	}
-	if _, err := s.Put(ref(8, 0), io.MultiReader(bytes.NewReader(b[:100]), errReader{io.ErrUnexpectedEOF})); !errors.Is(err, api.ErrBadRequest) {
+	if _, err := s.Put(ref(8, 0), io.MultiReader(bytes.NewReader(b[:100]), errReader{io.ErrUnexpectedEOF}), int64(len(b))); !errors.Is(err, api.ErrBadRequest) {
 		t.Errorf("Put with a broken body: %v, want ErrBadRequest", err)
 	}
 	if _, err := os.Stat(s.path(ref(8, 0))); !errors.Is(err, os.ErrNotExist) {
@@ -272,7 +278,7 @@ func TestPut(t *testing.T) {
 	}
 	// A good upload replaces a corrupt copy.
 	place(t, s, ref(9, 0), flip(shard(t, "heat", 9, 0, 1, 10), 140))
-	if _, err := s.Put(ref(9, 0), bytes.NewReader(shard(t, "heat", 9, 0, 1, 10))); err != nil {
+	if _, err := s.Put(ref(9, 0), bytes.NewReader(shard(t, "heat", 9, 0, 1, 10)), -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Stat(ref(9, 0)); err != nil {
@@ -294,7 +300,7 @@ func TestConcurrent(t *testing.T) {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			if _, err := s.Put(ref(1, 0), bytes.NewReader(b)); err != nil {
+			if _, err := s.Put(ref(1, 0), bytes.NewReader(b), int64(len(b))); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -503,7 +509,7 @@ func TestPutWritesOverSpare(t *testing.T) {
 		t.Errorf("Index beside a spare = %+v, %v; want epoch 2 alone", idx, err)
 	}
 	b := shard(t, "heat", 3, 0, 1, 1000) // shorter than the file it is written over
-	if _, err := s.Put(ref(3, 0), bytes.NewReader(b)); err != nil {
+	if _, err := s.Put(ref(3, 0), bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
 	}
 	if now, err := os.Stat(s.path(ref(3, 0))); err != nil || !os.SameFile(now, first) {
@@ -532,7 +538,7 @@ func TestPutWritesOverSpare(t *testing.T) {
 		t.Errorf("the held shard reads %d bytes (%v) after RemoveBefore, want epoch 2's %d", len(got), err, len(want))
 	}
 	// With no spare, a new file.
-	if _, err := s.Put(ref(4, 0), bytes.NewReader(shard(t, "heat", 4, 0, 1, 1000))); err != nil {
+	if _, err := s.Put(ref(4, 0), bytes.NewReader(shard(t, "heat", 4, 0, 1, 1000)), -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Open(ref(4, 0)); err != nil {
