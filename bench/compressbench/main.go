@@ -1,7 +1,7 @@
 // Command compressbench measures, for each shard file it is given, what the
 // agents' compression of shard transfers does on this machine (bench/compress
 // runs it): the ratio and the one-core throughputs the sending agent measures
-// on a shard's first 4 MiB (shardstore.Measure), and for links of 20 Mbit/s,
+// on a shard's sample (shardstore.ReadSample, shardstore.Measure), and for links of 20 Mbit/s,
 // 100 Mbit/s, 1 Gbit/s and loopback unthrottled, the transfer time predicted
 // raw and compressed (compress.Decide), which the policy picks, and the time
 // measured both ways.
@@ -86,7 +86,11 @@ func run(args []string) int {
 
 // bench prints one shard's figures and returns its sample's ratio.
 func bench(name string, b []byte, mbits []float64) (float64, error) {
-	smp, err := shardstore.Measure(b[:min(len(b), shardstore.SampleSize)])
+	sample, err := shardstore.ReadSample(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return 0, err
+	}
+	smp, err := shardstore.Measure(sample)
 	if err != nil {
 		return 0, err
 	}
@@ -94,8 +98,8 @@ func bench(name string, b []byte, mbits []float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	fmt.Printf("\n%s: %.1f MiB; sample (first %d MiB) ratio %.4f, whole shard %.4f; compress %.0f MB/s, decompress %.0f MB/s (one core)\n",
-		name, mib(len(b)), min(len(b), shardstore.SampleSize)>>20, smp.Ratio, whole, smp.Compress/1e6, smp.Decompress/1e6)
+	fmt.Printf("\n%s: %.1f MiB; sample (%.2f MiB) ratio %.4f, whole shard %.4f; compress %.0f MB/s, decompress %.0f MB/s (one core)\n",
+		name, mib(len(b)), mib(len(sample)), smp.Ratio, whole, smp.Compress/1e6, smp.Decompress/1e6)
 	fmt.Printf("  %-12s %11s %11s %7s %11s %11s %7s\n", "link", "pred raw", "pred zstd", "policy", "meas raw", "meas zstd", "gain")
 	srv, err := newServer(b)
 	if err != nil {

@@ -53,7 +53,7 @@ func (s *Store) sample(ref api.ShardRef, f *os.File) (compress.Sample, error) {
 	if e, ok := s.cached(ref.Job, path, key); ok && e.sample != nil {
 		return *e.sample, nil
 	}
-	b, err := readSample(f, fi.Size())
+	b, err := ReadSample(f, fi.Size())
 	if err != nil {
 		return compress.Sample{}, err
 	}
@@ -66,11 +66,11 @@ func (s *Store) sample(ref api.ShardRef, f *os.File) (compress.Sample, error) {
 	return smp, nil
 }
 
-// readSample reads the sample of a file of size bytes: all of it up to
+// ReadSample reads the sample OpenToSend measures of a file of size bytes: all of it up to
 // SampleSize, else samplePieces pieces of equal length, the first at its
 // start, the last at its end, the others evenly between, each at a multiple of
 // 4 KiB but the last. With ReadAt, f's offset stays where the sender starts.
-func readSample(f io.ReaderAt, size int64) ([]byte, error) {
+func ReadSample(f io.ReaderAt, size int64) ([]byte, error) {
 	if size <= SampleSize {
 		b := make([]byte, size)
 		n, err := f.ReadAt(b, 0)

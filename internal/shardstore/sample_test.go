@@ -272,13 +272,13 @@ func TestReadSample(t *testing.T) {
 		binary.LittleEndian.PutUint32(file[i:], uint32(i)) // so each piece is found once
 	}
 	for _, size := range []int64{0, 1, 4095, SampleSize} {
-		got, err := readSample(bytes.NewReader(file[:size]), size)
+		got, err := ReadSample(bytes.NewReader(file[:size]), size)
 		if err != nil || !bytes.Equal(got, file[:size]) {
 			t.Errorf("sample of %d bytes: %d bytes, %v; want the whole file", size, len(got), err)
 		}
 	}
 	for _, size := range []int64{SampleSize + 1, 3*SampleSize + 17, int64(len(file))} {
-		got, err := readSample(bytes.NewReader(file[:size]), size)
+		got, err := ReadSample(bytes.NewReader(file[:size]), size)
 		if err != nil || len(got) != SampleSize {
 			t.Fatalf("sample of %d bytes: %d bytes, %v; want %d", size, len(got), err, SampleSize)
 		}
@@ -297,7 +297,7 @@ func TestReadSample(t *testing.T) {
 			}
 		}
 	}
-	if _, err := readSample(bytes.NewReader(file[:2*SampleSize]), 3*SampleSize); err == nil {
+	if _, err := ReadSample(bytes.NewReader(file[:2*SampleSize]), 3*SampleSize); err == nil {
 		t.Error("sample of a file shorter than its size: no error")
 	}
 }
