@@ -104,16 +104,25 @@ func TestJoinThenRebalance(t *testing.T) {
 // TestAutoRebalanceUsesJoinedNode runs a job with --auto-rebalance on 2 hosts (3 ranks
 // on each 2-core host) and adds a third: the coordinator must weigh the join, find
 // that 2 ranks per host pays, and relaunch over all three without being asked (in
-// blocks of 2, whichever host has which: the three are alike).
+// blocks of 2, whichever host has which: the three are alike). On a loaded machine
+// the job store's leader can step down as the new host joins (its followers unheard
+// for a second); the new coordinator then restarts the job over all three hosts
+// itself, which uses the new host as well, and the rebalance is not weighed.
 func TestAutoRebalanceUsesJoinedNode(t *testing.T) {
 	flags := []string{"--max-oversubscribe", "3", "--auto-rebalance", "1"}
+	failover := false
 	out := runHeatWithLoss(t, longHeat, flags, 2, 1, 1, "1s", func(b *testbed.Bed, j *job) {
 		if _, err := b.Add(context.Background(), testbed.HostConfig{Cores: 2}); err != nil {
 			t.Fatalf("add a host: %v", err)
 		}
-		j.WaitLine(`node n3 available: a relaunch as .* is estimated to save .*; rebalancing`, time.Minute)
+		m := j.WaitLine(`node n3 available: a relaunch as .* is estimated to save .*; rebalancing|(lost the lead); restarting 6 ranks from epoch \d+ on 3 nodes`, time.Minute)
+		failover = m[1] != ""
 		j.WaitLine(`launching 6 ranks on 3 nodes \(n\d:0-1 n\d:2-3 n\d:4-5\)`, time.Minute)
 	})
+	if failover {
+		t.Logf("the coordinator moved as n3 joined and restarted the job over all three hosts; the rebalance itself was not weighed")
+		return
+	}
 	if !strings.Contains(out, "rebalancing onto n3; restarting 6 ranks from epoch") || !strings.Contains(out, "; 0 s of work lost") {
 		t.Errorf("the automatic rebalance lost work:\n%s", grepShoal(out))
 	}
