@@ -1,10 +1,10 @@
 // Command compressbench measures, for each shard file it is given, what the
 // agents' compression of shard transfers does on this machine (bench/compress
 // runs it): the ratio and the one-core throughputs the sending agent measures
-// on a shard's sample (shardstore.ReadSample, shardstore.Measure), and for links of 20 Mbit/s,
-// 100 Mbit/s, 1 Gbit/s and loopback unthrottled, the transfer time predicted
-// raw and compressed (compress.Decide), which the policy picks, and the time
-// measured both ways.
+// on a shard's sample (shardstore.ReadSample, shardstore.Measure), and for
+// links of 20 Mbit/s, 100 Mbit/s, 1 Gbit/s and loopback unthrottled, the
+// transfer time predicted raw and compressed (compress.Decide), which the
+// policy picks, and the time measured both ways.
 //
 // The measured transfers are real GET /v1/shards/… requests, the agent's
 // handler and client over loopback TCP: the server's connection is throttled

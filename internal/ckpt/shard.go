@@ -113,7 +113,7 @@ func Verify(r io.Reader, size int64) (Header, uint64, error) {
 	if err := checkVersion(head); err != nil {
 		return Header{}, 0, err
 	}
-	v := &Verifier{head: make([]byte, 0, HeaderSize), headWant: HeaderSize, h: xxh3.New(), size: size}
+	v := NewVerifier(size)
 	v.Write(head)
 	left := size - HeaderSize
 	buf := make([]byte, min(left, verifyChunk))

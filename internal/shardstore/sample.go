@@ -66,10 +66,11 @@ func (s *Store) sample(ref api.ShardRef, f *os.File) (compress.Sample, error) {
 	return smp, nil
 }
 
-// ReadSample reads the sample OpenToSend measures of a file of size bytes: all of it up to
-// SampleSize, else samplePieces pieces of equal length, the first at its
-// start, the last at its end, the others evenly between, each at a multiple of
-// 4 KiB but the last. With ReadAt, f's offset stays where the sender starts.
+// ReadSample reads the sample OpenToSend measures of a file of size bytes:
+// all of it up to SampleSize, else samplePieces pieces of equal length, the
+// first at its start, the last at its end, the others evenly between, each at
+// a multiple of 4 KiB but the last. With ReadAt, f's offset stays where the
+// sender starts.
 func ReadSample(f io.ReaderAt, size int64) ([]byte, error) {
 	if size <= SampleSize {
 		b := make([]byte, size)

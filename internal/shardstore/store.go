@@ -495,9 +495,10 @@ func (s *Store) Open(ref api.ShardRef) (*os.File, api.ShardInfo, error) {
 
 // Put stores the shard read from r (size bytes, or negative when not known)
 // as ref: it writes a temporary file, syncs it, verifies it (format, identity
-// and size), renames it over any previous copy and syncs the directory. A shard that fails verification wraps api.ErrBadRequest
-// and the ckpt sentinel; an error reading r is returned as it is (the API's
-// signed-body check wraps api.ErrUnauthorized). Either way nothing is replaced.
+// and size), renames it over any previous copy and syncs the directory. A
+// shard that fails verification wraps api.ErrBadRequest and the ckpt
+// sentinel; an error reading r is returned as it is (the API's signed-body
+// check wraps api.ErrUnauthorized). Either way nothing is replaced.
 func (s *Store) Put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, error) {
 	info, err := s.put(ref, r, size)
 	var vf *verifyFailure
