@@ -32,8 +32,9 @@ type shardService struct {
 }
 
 var (
-	_ api.ShardService = (*shardService)(nil)
-	_ api.ShardSender  = (*shardService)(nil)
+	_ api.ShardService       = (*shardService)(nil)
+	_ api.ShardSender        = (*shardService)(nil)
+	_ api.ShardChangesSender = (*shardService)(nil)
 )
 
 func (s *shardService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
@@ -50,6 +51,10 @@ func (s *shardService) OpenShardToSend(ctx context.Context, ref api.ShardRef, li
 		return nil, 0, false, err
 	}
 	return f, info.Size, compress, nil
+}
+
+func (s *shardService) OpenShardChanges(ctx context.Context, ref api.ShardRef, link float64, base []uint64) (io.ReadCloser, int64, int64, bool, error) {
+	return s.store.OpenChanges(ref, link, base)
 }
 
 func (s *shardService) PutShard(ctx context.Context, ref api.ShardRef, size int64, r io.Reader) error {

@@ -139,6 +139,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("GET /v1/shards/{job}/{epoch}/{rank}", route{h: s.getShard})
 	s.handle("PUT /v1/shards/{job}/{epoch}/{rank}", route{stream: true, h: s.putShard})
 	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/fetch", route{h: s.fetchShard})
+	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/changes", route{h: s.shardChanges})
 	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/rebuild", route{h: s.rebuildShard})
 	s.handle("POST /v1/shards/{job}/{epoch}/parity", route{h: s.encodeParity})
 	s.handle("GET /v1/shards/{job}/{epoch}/parity/{group}/{row}", route{h: s.getParity})

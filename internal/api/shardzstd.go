@@ -114,19 +114,27 @@ func (c *Client) GetShardOver(ctx context.Context, ref ShardRef, link float64) (
 	if err != nil {
 		return nil, 0, err
 	}
+	return c.shardBody(resp, shardPath(ref), "shard "+ref.String())
+}
+
+// shardBody is the body of an answer that may come zstd-compressed (GET of a
+// shard with ?link=, POST of its changes) and its length decoded: either way
+// the reader yields the raw bytes, and fails if they are not that many. what
+// names them in errors.
+func (c *Client) shardBody(resp *http.Response, path, what string) (io.ReadCloser, int64, error) {
 	switch enc := resp.Header.Get("Content-Encoding"); enc {
 	case "", "identity":
 		return resp.Body, resp.ContentLength, nil
 	case EncodingZstd:
 	default:
 		resp.Body.Close()
-		return nil, 0, fmt.Errorf("%w: GET %s at %s: answered in Content-Encoding %q, want zstd or none", ErrInternal, shardPath(ref), c.addr, enc)
+		return nil, 0, fmt.Errorf("%w: %s at %s: answered in Content-Encoding %q, want zstd or none", ErrInternal, path, c.addr, enc)
 	}
 	v := resp.Header.Get(HeaderRawSize)
 	size, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || size < 0 {
 		resp.Body.Close()
-		return nil, 0, fmt.Errorf("%w: GET %s at %s: compressed answer with %s %q, want the shard's size", ErrInternal, shardPath(ref), c.addr, HeaderRawSize, v)
+		return nil, 0, fmt.Errorf("%w: %s at %s: compressed answer with %s %q, want the raw size", ErrInternal, path, c.addr, HeaderRawSize, v)
 	}
 	body := &countedBody{ReadCloser: resp.Body}
 	dec, err := zstd.NewReader(body, append(ShardDecoderOptions(), zstd.WithDecoderConcurrency(1))...)
@@ -134,7 +142,7 @@ func (c *Client) GetShardOver(ctx context.Context, ref ShardRef, link float64) (
 		resp.Body.Close()
 		return nil, 0, fmt.Errorf("%w: zstd decoder: %v", ErrInternal, err)
 	}
-	return &zstdShard{dec: dec, body: body, left: size, what: fmt.Sprintf("shard %s from %s", ref, c.addr)}, size, nil
+	return &zstdShard{dec: dec, body: body, left: size, what: fmt.Sprintf("%s from %s", what, c.addr)}, size, nil
 }
 
 // countedBody counts the bytes read from a response body.

@@ -579,8 +579,15 @@ type Fetched struct {
 	// transferred nothing.
 	Copied bool `json:"copied"`
 	// Wire is how many bytes crossed the network: the shard's size, or less
-	// when its sender compressed it (GET …/{rank}?link=); 0 when not copied.
+	// when its sender compressed it (GET …/{rank}?link=) or sent only its
+	// changes; 0 when not copied.
 	Wire int64 `json:"wire,omitempty"`
+	// Changes says the shard was assembled from its changes since the node's
+	// shard of an earlier epoch (POST …/{rank}/changes); Changed is then how
+	// many bytes of changes were sent before any compression: the bitmap and
+	// the blocks.
+	Changes bool  `json:"changes,omitempty"`
+	Changed int64 `json:"changed,omitempty"`
 }
 
 // ParityInfo is one Reed–Solomon parity file stored on a node that passed

@@ -122,7 +122,11 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 				b.book.AddCopy(c.Epoch, c.Rank, c.To)
 				if f.Copied {
 					w := b.wire[c.Epoch]
-					w.raw, w.wire = w.raw+f.Shard.Size, w.wire+f.Wire
+					sent := f.Shard.Size
+					if f.Changes {
+						sent = f.Changed
+					}
+					w.raw, w.sent, w.wire = w.raw+f.Shard.Size, w.sent+sent, w.wire+f.Wire
 					b.wire[c.Epoch] = w
 				}
 			}
@@ -197,20 +201,26 @@ type parityCopy struct {
 	group, row int
 }
 
-// wireBytes is what the copies of an epoch's shards moved: their size, and
-// the bytes that crossed the network (fewer when a sender compressed them).
-type wireBytes struct{ raw, wire int64 }
+// wireBytes is what the copies of an epoch's shards moved: their size, the
+// bytes their senders sent (fewer when some went as their changes since an
+// earlier epoch), and the bytes that crossed the network (fewer again when a
+// sender compressed them).
+type wireBytes struct{ raw, sent, wire int64 }
 
 // compressedNote says how much smaller the epoch's copies crossed the
-// network, when their senders compressed some; "" otherwise. The caller
-// holds mu; the epoch's count is dropped.
+// network, when some went as their changes or compressed; "" otherwise. The
+// caller holds mu; the epoch's count is dropped.
 func (b *clusterBackend) compressedNote(epoch uint64) string {
 	w := b.wire[epoch]
 	delete(b.wire, epoch)
-	if w.wire <= 0 || w.wire >= w.raw {
-		return ""
+	note := ""
+	if w.sent < w.raw {
+		note += fmt.Sprintf("; copies sent as changes: %.1f MB as %.1f MB", float64(w.raw)/1e6, float64(w.sent)/1e6)
 	}
-	return fmt.Sprintf("; copies sent compressed: %.1f MB as %.1f MB", float64(w.raw)/1e6, float64(w.wire)/1e6)
+	if w.wire > 0 && w.wire < w.sent {
+		note += fmt.Sprintf("; copies sent compressed: %.1f MB as %.1f MB", float64(w.sent)/1e6, float64(w.wire)/1e6)
+	}
+	return note
 }
 
 // shardCopy is a copy of rank's shard of epoch on node.

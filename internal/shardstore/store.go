@@ -120,6 +120,8 @@ type entry struct {
 	// sample is how a sample of a good shard compressed, once measured
 	// (OpenToSend).
 	sample *compress.Sample
+	// blocks are a good shard's blocks' sums (OpenChanges, Fetch).
+	blocks []uint64
 }
 
 type pathLock struct {
@@ -181,13 +183,13 @@ func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, er
 	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
 		return e, nil
 	}
-	h, sum, err := verifyFile(f, fi.Size())
-	return s.record(ref, path, fi, h, sum, err)
+	h, sum, blocks, err := verifyFile(f, fi.Size())
+	return s.record(ref, path, fi, h, sum, blocks, err)
 }
 
 // record remembers, and returns, the outcome of verifying the version fi of
 // the shard file at path, which names ref: verifyFile's results.
-func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h ckpt.Header, sum uint64, err error) (entry, error) {
+func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h ckpt.Header, sum uint64, blocks []uint64, err error) (entry, error) {
 	e := entry{key: keyOf(fi)}
 	var vf *verifyFailure
 	switch {
@@ -202,6 +204,7 @@ func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h ckpt.Hea
 		} else {
 			e.info = api.ShardInfo{Epoch: h.Epoch, Rank: int(h.Rank), NRanks: int(h.NRanks),
 				Size: fi.Size(), CreatedNs: h.CreatedNs, Checksum: sum}
+			e.blocks = blocks
 		}
 	}
 	s.remember(ref.Job, path, e)
@@ -534,6 +537,7 @@ func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, e
 	// The shard is verified as it is written, from the bytes in memory, rather
 	// than read back from the file afterwards.
 	v := ckpt.NewVerifier(size)
+	blocks := newBlockSums()
 	// A connection's reader hands over one TLS record, 16 KiB, at a time:
 	// the buffer is filled before each write, 64 times fewer of them.
 	write := func(w io.Writer) error {
@@ -551,6 +555,7 @@ func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, e
 				}
 			}
 			v.Write(buf[:n])
+			blocks.Write(buf[:n])
 			if _, err := w.Write(buf[:n]); err != nil {
 				return fmt.Errorf("writing shard %s: %w", ref, err)
 			}
@@ -566,7 +571,7 @@ func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, e
 		if err != nil {
 			err = &verifyFailure{err} // every error of Sum is a ckpt sentinel
 		}
-		return s.record(ref, path, fi, h, sum, err)
+		return s.record(ref, path, fi, h, sum, blocks.Sums(), err)
 	}
 	e, err := s.commit(ref.Job, s.path(ref), s.jobDir(ref.Job).SparePath(ref.Rank), ref.Epoch, write, verify)
 	return e.info, err
@@ -762,6 +767,9 @@ func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fe
 	stall := dog.d
 	stalled := func() bool { return errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil }
 
+	if f, ok := s.fetchChanges(ctx, ref, src, dog); ok {
+		return f, nil
+	}
 	rc, size, err := s.getShard(ctx, ref, src)
 	switch {
 	case err != nil && stalled():

@@ -606,7 +606,7 @@ func TestFileShrinks(t *testing.T) {
 	if err := os.Truncate(path, 4096); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = verifyFile(f, int64(len(b)))
+	_, _, _, err = verifyFile(f, int64(len(b)))
 	var vf *verifyFailure
 	if !errors.As(err, &vf) || !errors.Is(err, ckpt.ErrTruncated) {
 		t.Errorf("verifyFile of a shrunk file: %v, want a verifyFailure of ckpt.ErrTruncated", err)

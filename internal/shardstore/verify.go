@@ -8,7 +8,7 @@ import (
 )
 
 // verifyFile fully verifies the shard in f (size bytes) with ckpt.Verify and
-// returns its header and checksum. A verification failure (a file that shrank
+// returns its header, checksum and blocks' sums. A verification failure (a file that shrank
 // while it was read among them) is a *verifyFailure; other errors are failures
 // to read.
 //
@@ -16,13 +16,13 @@ import (
 // ranks' state either way, but the pages of a mapping fault in from disk where
 // the Go runtime cannot stop the goroutine, and a garbage collection waiting
 // for it stops the whole agent (ckpt.Verify).
-func verifyFile(f *os.File, size int64) (ckpt.Header, uint64, error) {
-	h, sum, err := ckpt.Verify(io.NewSectionReader(f, 0, size), size)
+func verifyFile(f *os.File, size int64) (ckpt.Header, uint64, []uint64, error) {
+	h, sum, blocks, err := verifyBlocks(io.NewSectionReader(f, 0, size), size)
 	if err != nil {
 		if ckpt.ShortName(err) != "" {
-			return ckpt.Header{}, 0, &verifyFailure{err}
+			return ckpt.Header{}, 0, nil, &verifyFailure{err}
 		}
-		return ckpt.Header{}, 0, err
+		return ckpt.Header{}, 0, nil, err
 	}
-	return h, sum, nil
+	return h, sum, blocks, nil
 }
