@@ -1,7 +1,7 @@
 /*
  * heat - 2-D heat diffusion by Jacobi iteration, rows split across the ranks.
  *
- *   heat [--size N] [--steps S] [--pace US]
+ *   heat [--size N] [--steps S] [--pace US] [--table MB]
  *
  * A square plate of N x N points has its edges held at fixed temperatures: the top edge at
  * 100 degrees, the left edge falling linearly from 100 to 0, the other two at 0. Every step
@@ -14,6 +14,12 @@
  *
  * --pace US makes every step last at least US microseconds (see pace.h), so that a demo
  * or a test sees the run last long enough to interrupt it on any machine.
+ *
+ * --table MB gives each rank a table of MB megabytes that the run reads and never changes,
+ * as a solver's mesh or coefficients: protected with the grid, so it is in every
+ * checkpoint, and put back by a restart rather than computed again. At the end each rank
+ * checks it and rank 0 prints `table: MB MB per rank intact`, or names the ranks whose
+ * table differs and heat exits 1.
  *
  * Shoal: the step counter and the grid are protected, and shoal_snapshot is called at the
  * start of every step, when no message is in flight. After a restart that first call puts
@@ -30,12 +36,13 @@
 #include "shoal_off.h"
 
 enum { DEFAULT_SIZE = 2048, DEFAULT_STEPS = 5000 };
-enum { ID_STEP = 1, ID_GRID = 2 }; /* Shoal region ids */
+enum { ID_STEP = 1, ID_GRID = 2, ID_TABLE = 3 }; /* Shoal region ids */
 
 typedef struct {
     int size;  /* N: interior points per side */
     int steps; /* Jacobi sweeps */
     int pace;  /* minimum microseconds per step */
+    int table; /* MB of unchanging state per rank */
 } options;
 
 /* This rank's rows of the plate, each row N+2 points wide (the edge columns included). */
@@ -51,6 +58,7 @@ static int parse_options(int argc, char **argv, options *opt)
     opt->size = DEFAULT_SIZE;
     opt->steps = DEFAULT_STEPS;
     opt->pace = 0;
+    opt->table = 0;
     for (int i = 1; i < argc; i++) {
         int *target = NULL;
         if (strcmp(argv[i], "--size") == 0)
@@ -59,6 +67,8 @@ static int parse_options(int argc, char **argv, options *opt)
             target = &opt->steps;
         else if (strcmp(argv[i], "--pace") == 0)
             target = &opt->pace;
+        else if (strcmp(argv[i], "--table") == 0)
+            target = &opt->table;
         if (target == NULL || i + 1 == argc)
             return -1;
         char *end;
@@ -80,6 +90,12 @@ static block make_block(int n, int rank, int nranks)
     b.up = rank > 0 ? rank - 1 : MPI_PROC_NULL;
     b.down = rank < nranks - 1 ? rank + 1 : MPI_PROC_NULL;
     return b;
+}
+
+/* Entry i of rank's table (--table). */
+static double table_entry(size_t i, int rank)
+{
+    return (double)(i % 4099) * 0.25 + rank;
 }
 
 static double edge_temperature(int global_row, int global_col, int n)
@@ -195,7 +211,7 @@ int main(int argc, char **argv)
     options opt;
     if (parse_options(argc, argv, &opt) != 0 || opt.size < nranks) {
         if (rank == 0)
-            fprintf(stderr, "usage: heat [--size N] [--steps S] [--pace US]  (N >= number of ranks)\n");
+            fprintf(stderr, "usage: heat [--size N] [--steps S] [--pace US] [--table MB]  (N >= number of ranks)\n");
         MPI_Finalize();
         return 2;
     }
@@ -215,6 +231,18 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("heat: %d x %d points, %d steps, %d ranks\n", opt.size, opt.size, opt.steps,
                nranks);
+
+    /* Not filled on a restart: only the checkpoint can put it back. */
+    size_t entries = (size_t)opt.table * (1 << 20) / sizeof(double);
+    double *table = calloc(entries > 0 ? entries : 1, sizeof(double));
+    if (table == NULL) {
+        fprintf(stderr, "heat: out of memory for a table of %d MB\n", opt.table);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t i = 0; !restarted && i < entries; i++)
+        table[i] = table_entry(i, rank);
+    if (entries > 0)
+        shoal_or_die(shoal_protect(ID_TABLE, table, entries, MPI_DOUBLE), "shoal_protect");
 
     int step = 0;
     shoal_or_die(shoal_protect(ID_STEP, &step, 1, MPI_INT), "shoal_protect");
@@ -243,13 +271,29 @@ int main(int argc, char **argv)
     double seconds = MPI_Wtime() - start;
 
     double sum = checksum(&b, grid, rank, nranks);
+    int intact = 1;
+    for (size_t i = 0; i < entries && intact; i++)
+        intact = table[i] == table_entry(i, rank);
+    int *all_intact = rank == 0 ? malloc(sizeof(int) * nranks) : NULL;
+    MPI_Gather(&intact, 1, MPI_INT, all_intact, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int damaged = 0;
     shoal_or_die(shoal_finalize(), "shoal_finalize");
     if (rank == 0) {
         printf("time: %.2f s\n", seconds);
         printf("checksum: %.15e\n", sum);
+        for (int r = 0; r < nranks; r++)
+            if (!all_intact[r]) {
+                printf("table: rank %d's table differs from what it was given\n", r);
+                damaged = 1;
+            }
+        if (entries > 0 && !damaged)
+            printf("table: %d MB per rank intact\n", opt.table);
     }
+    free(all_intact);
+    free(table);
     free(grid);
     free(next);
+    MPI_Bcast(&damaged, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
-    return 0;
+    return damaged;
 }

@@ -122,12 +122,21 @@ func checkManifest(t *testing.T, b *testbed.Bed, id, out string) {
 	}
 }
 
+// TestKillHost: n3 is killed once epoch 2 is complete; its ranks restart on the
+// others from their copies there. heat's table (--table) never changes, so from
+// epoch 2 on the copies cross the network as their changes since the copy of
+// the epoch before, and the restarted ranks' tables come from copies assembled
+// from those changes: heat checks them.
 func TestKillHost(t *testing.T) {
-	out := runWithLoss(t, 3, 2, 1, "500ms", func(b *testbed.Bed, j *job) {
+	args := append(slices.Clone(heatArgs), "--table", "2")
+	out := runHeatWithLoss(t, args, nil, 3, 2, 1, "500ms", func(b *testbed.Bed, j *job) {
 		if _, err := b.Kill(context.Background(), "n3"); err != nil {
 			t.Fatal(err)
 		}
 	})
+	if !strings.Contains(out, "copies sent as changes: ") || !strings.Contains(out, "table: 2 MB per rank intact") {
+		t.Errorf("no epoch whose copies were sent as changes, or heat's table not intact:\n%s", grepShoal(out))
+	}
 	// A killed host refuses connections: the coordinator knows from that, not
 	// from membership or mpirun. n3 may have come to coordinate the job when it
 	// died (the lead moves under load): then it is lost as the coordinator.
