@@ -10,7 +10,10 @@
  *   SHOAL_EPOCH_BASE=1 (to see each shard in place before reading the writer's time).
  *   Rank 0 prints one line per checkpoint: its number and the writer's CPU seconds for
  *   it, the mean over the ranks. WRITER_COST_IDLE=1: the ranks sleep between
- *   checkpoints instead.
+ *   checkpoints instead. WRITER_COST_CHANGE=F (0 to 1, default 1): before each
+ *   checkpoint the rank adds 1 to that fraction of its doubles, a contiguous run that
+ *   moves on by its length each time; the rest is as it was at the last checkpoint
+ *   (what a copy that sends only changed blocks is measured with).
  */
 #include <dirent.h>
 #include <mpi.h>
@@ -83,6 +86,14 @@ int main(int argc, char **argv)
     const char *idle_env = getenv("WRITER_COST_IDLE");
     int idle = idle_env != NULL && strcmp(idle_env, "1") == 0;
     double seconds = atof(argv[3]);
+    const char *change_env = getenv("WRITER_COST_CHANGE");
+    double change = change_env != NULL ? atof(change_env) : 1;
+    if (!(change >= 0 && change <= 1)) {
+        if (rank == 0)
+            fprintf(stderr, "WRITER_COST_CHANGE=%s: want a fraction from 0 to 1\n", change_env);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    size_t changed = (size_t)(change * (double)n);
     double *state = malloc(bytes), *work = malloc(bytes);
     if (state == NULL || work == NULL) {
         fprintf(stderr, "rank %d: out of memory for %zu MB\n", rank, bytes >> 20);
@@ -105,7 +116,8 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     for (int k = 1; k <= checkpoints; k++) {
-        state[k % n] += 1;
+        for (size_t j = 0, start = (size_t)(k - 1) * changed % n; j < changed; j++)
+            state[(start + j) % n] += 1;
         double before = cpu_of(writer);
         rc = shoal_checkpoint();
         if (rc != SHOAL_SUCCESS) {
