@@ -236,6 +236,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.server.SetGrantService(a.launch)
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
 	a.shards.NoSpares = cfg.NoSpares
+	a.shards.Log = a.log
 	a.server.SetShardService(&shardService{store: a.shards, dataDir: cfg.DataDir, peers: a.peers})
 	a.server.SetResultService(&resultService{a: a, store: results.Store{Dir: filepath.Join(cfg.DataDir, ResultsDir)}})
 	a.SetJobService(nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/zeebo/xxh3"
@@ -149,9 +150,9 @@ type ChangesSource interface {
 var _ ChangesSource = (*api.Client)(nil)
 
 // base returns the newest shard of ref's rank on this node from an epoch
-// before ref's, verified and unchanged since, opened, with its blocks' sums;
-// ok is false when there is none.
-func (s *Store) base(ref api.ShardRef) (f *os.File, sums []uint64, ok bool) {
+// before ref's, verified and unchanged since, opened, with its epoch and its
+// blocks' sums; ok is false when there is none.
+func (s *Store) base(ref api.ShardRef) (f *os.File, epoch uint64, sums []uint64, ok bool) {
 	s.mu.Lock()
 	var path string
 	var best entry
@@ -162,31 +163,40 @@ func (s *Store) base(ref api.ShardRef) (f *os.File, sums []uint64, ok bool) {
 	}
 	s.mu.Unlock()
 	if path == "" {
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
 	if fi, err := f.Stat(); err != nil || keyOf(fi) != best.key {
 		f.Close()
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
-	return f, best.blocks, true
+	return f, best.info.Epoch, best.blocks, true
+}
+
+// logWhole tells Log that ref, asked of src as its changes, is copied whole
+// because of err.
+func (s *Store) logWhole(level slog.Level, ref api.ShardRef, src Source, err error) {
+	if s.Log != nil {
+		s.Log.Log(context.Background(), level, "shard's changes not used; copying it whole", "shard", ref.String(), "from", src.Addr(), "err", err)
+	}
 }
 
 // assembled yields a shard of size bytes from its changes since base (whose
 // blocks' sums the source was given): the bitmap and the blocks sent, read
 // from body, and the others read from base.
 type assembled struct {
-	body io.Reader
-	base *os.File
-	nb   int // blocks of base the source was told of
-	size int64
-	bits []byte
-	off  int64 // bytes of the shard yielded so far
-	sent int64 // bytes read from body
-	what string
+	body      io.Reader
+	base      *os.File
+	baseEpoch uint64
+	nb        int // blocks of base the source was told of
+	size      int64
+	bits      []byte
+	off       int64 // bytes of the shard yielded so far
+	sent      int64 // bytes read from body
+	what      string
 }
 
 func (a *assembled) Read(p []byte) (int, error) {
@@ -248,7 +258,7 @@ func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, 
 	if !ok {
 		return api.Fetched{}, false
 	}
-	base, sums, ok := s.base(ref)
+	base, baseEpoch, sums, ok := s.base(ref)
 	if !ok {
 		return api.Fetched{}, false
 	}
@@ -259,12 +269,19 @@ func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, 
 	}
 	rc, size, err := cs.GetShardChanges(ctx, ref, link, sums)
 	if err != nil {
+		s.logWhole(slog.LevelInfo, ref, src, err)
 		return api.Fetched{}, false
 	}
 	defer rc.Close()
-	a := &assembled{body: rc, base: base, nb: len(sums), size: size, what: fmt.Sprintf("changes of shard %s from %s", ref, src.Addr())}
+	a := &assembled{body: rc, base: base, baseEpoch: baseEpoch, nb: len(sums), size: size, what: fmt.Sprintf("changes of shard %s from %s", ref, src.Addr())}
 	info, err := s.put(ref, dog.wrap(a), size)
-	if err != nil {
+	var vf *verifyFailure
+	switch {
+	case errors.As(err, &vf):
+		s.logWhole(slog.LevelWarn, ref, src, fmt.Errorf("the shard assembled from them fails verification (this node's shard of epoch %d changed since it was verified?): %w", a.baseEpoch, err))
+		return api.Fetched{}, false
+	case err != nil:
+		s.logWhole(slog.LevelInfo, ref, src, err)
 		return api.Fetched{}, false
 	}
 	wire := size

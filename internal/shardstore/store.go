@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,11 @@ type Store struct {
 	// the rate, which lets it send the shard compressed when that pays. Nil:
 	// every link unknown, shards come raw. Called concurrently.
 	LinkRate func(addr string) float64
+	// Log, when set, is told when a shard asked for as its changes could not
+	// be assembled and was copied whole (Fetch): a warning when the assembled
+	// shard failed verification, which says this node's earlier copy changed
+	// since it was verified.
+	Log *slog.Logger
 	// NoSpares makes RemoveBefore remove the shards of the epochs it deletes
 	// instead of keeping them as spares: a shard's worth of storage less per
 	// rank between checkpoints, new pages for every shard.
@@ -750,7 +756,10 @@ func chownLike(path, dir string) error {
 // the source or of the transfer, a compressed stream that fails to decode
 // included, wraps api.ErrBadGateway. Messages name the source. With LinkRate
 // set, a [LinkSource] is told the link's bandwidth and may send the shard
-// compressed; what arrives is verified all the same.
+// compressed; what arrives is verified all the same. When this node holds a
+// verified shard of ref's rank from an earlier epoch and src is a
+// [ChangesSource], the shard is first asked for as its changes since that one
+// (changes.go); when that fails in any way, it is copied whole.
 func (s *Store) Fetch(ctx context.Context, ref api.ShardRef, src Source) (api.Fetched, error) {
 	if err := checkRef(ref); err != nil {
 		return api.Fetched{}, err
