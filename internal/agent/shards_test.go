@@ -23,8 +23,13 @@ import (
 func testShard(t *testing.T, job string, epoch uint64, rank, nranks, size int) []byte {
 	t.Helper()
 	data := bytes.Repeat([]byte{byte(rank + 1), byte(epoch)}, size/2)
-	b, err := ckpt.Encode(ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 42},
-		[]ckpt.Region{{ID: 1, ElemSize: 2, Count: uint64(len(data) / 2), Data: data}})
+	return encodeShard(t, ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 42}, data)
+}
+
+// encodeShard returns the shard with header h and one region holding data.
+func encodeShard(t *testing.T, h ckpt.Header, data []byte) []byte {
+	t.Helper()
+	b, err := ckpt.Encode(h, []ckpt.Region{{ID: 1, ElemSize: 1, Count: uint64(len(data)), Data: data}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,18 +267,6 @@ func TestShardIndexLongPoll(t *testing.T) {
 	}
 }
 
-// stateShard returns a shard of rank 0 of 1 of job "heat" at epoch whose
-// payload is state.
-func stateShard(t *testing.T, epoch uint64, state []byte) []byte {
-	t.Helper()
-	b, err := ckpt.Encode(ckpt.Header{Job: "heat", Epoch: epoch, Rank: 0, NRanks: 1, CreatedNs: epoch},
-		[]ckpt.Region{{ID: 1, ElemSize: 1, Count: uint64(len(state)), Data: state}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestShardCopiedAsChanges: a node that holds a rank's shard of an earlier
 // epoch is sent only the blocks of the new shard that changed, over the
 // cluster's TLS, and stores the same bytes as its source; an earlier copy
@@ -291,7 +284,7 @@ func TestShardCopiedAsChanges(t *testing.T) {
 	fetch := func(epoch uint64) (api.Fetched, []byte) {
 		t.Helper()
 		ref := api.ShardRef{Job: "heat", Epoch: epoch, Rank: 0}
-		want := stateShard(t, epoch, state)
+		want := encodeShard(t, ckpt.Header{Job: "heat", Epoch: epoch, Rank: 0, NRanks: 1, CreatedNs: epoch}, state)
 		writeRankShard(t, a, ref, want)
 		f, err := cb.FetchShard(ctx, ref, a.APIAddr())
 		if err != nil || !f.Copied || f.Shard.Size != int64(len(want)) {

@@ -89,14 +89,7 @@ type ShardChangesSender interface {
 // shardChanges sends a shard's changes since the receiver's earlier shard,
 // compressed as getShard would compress the shard.
 func (s *Server) shardChanges(w http.ResponseWriter, r *http.Request) error {
-	ref, err := shardRef(r)
-	if err != nil {
-		return err
-	}
-	if err := noQuery(r, "link"); err != nil {
-		return err
-	}
-	link, err := shardLink(r)
+	ref, link, err := shardAndLink(r)
 	if err != nil {
 		return err
 	}
@@ -139,7 +132,7 @@ func (c *Client) GetShardChanges(ctx context.Context, ref ShardRef, link float64
 	}
 	path := shardPath(ref) + "/changes"
 	if link > 0 {
-		path += "?link=" + strconv.FormatInt(max(1, int64(min(link, 1<<62))), 10)
+		path += linkQuery(link)
 	}
 	req, err := c.request(ctx, "POST", path, b, "", 0)
 	if err != nil {

@@ -429,17 +429,24 @@ func shardRef(r *http.Request) (ShardRef, error) {
 	return ShardRef{Job: job, Epoch: epoch, Rank: rank}, nil
 }
 
+// shardAndLink reads the shard a request names and its ?link=, the only
+// parameter it may have (0 when not given).
+func shardAndLink(r *http.Request) (ShardRef, float64, error) {
+	ref, err := shardRef(r)
+	if err != nil {
+		return ShardRef{}, 0, err
+	}
+	if err := noQuery(r, "link"); err != nil {
+		return ShardRef{}, 0, err
+	}
+	link, err := shardLink(r)
+	return ref, link, err
+}
+
 // getShard sends a shard, compressed when the receiver gave its link's
 // bandwidth, accepts zstd, and the service predicts that compression pays.
 func (s *Server) getShard(w http.ResponseWriter, r *http.Request) error {
-	ref, err := shardRef(r)
-	if err != nil {
-		return err
-	}
-	if err := noQuery(r, "link"); err != nil {
-		return err
-	}
-	link, err := shardLink(r)
+	ref, link, err := shardAndLink(r)
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,12 @@ type ShardSender interface {
 	OpenShardToSend(ctx context.Context, ref ShardRef, link float64) (r io.ReadCloser, size int64, compress bool, err error)
 }
 
+// linkQuery is the ?link= of a request for a shard over a link of link
+// bytes/s (> 0), as a whole number.
+func linkQuery(link float64) string {
+	return "?link=" + strconv.FormatInt(max(1, int64(min(link, math.MaxInt64/2))), 10)
+}
+
 // shardLink reads ?link=BYTES_PER_SEC of GET /v1/shards/{job}/{epoch}/{rank}:
 // the receiver's estimate of its link from this node; 0 when not given.
 func shardLink(r *http.Request) (float64, error) {
@@ -103,7 +109,7 @@ func (c *Client) GetShardOver(ctx context.Context, ref ShardRef, link float64) (
 	if !(link > 0) || math.IsInf(link, 1) {
 		return c.GetShard(ctx, ref)
 	}
-	path := shardPath(ref) + "?link=" + strconv.FormatInt(max(1, int64(min(link, math.MaxInt64/2))), 10)
+	path := shardPath(ref) + linkQuery(link)
 	req, err := c.request(ctx, "GET", path, nil, "", 0)
 	if err != nil {
 		return nil, 0, err
