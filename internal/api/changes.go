@@ -134,12 +134,7 @@ func (c *Client) GetShardChanges(ctx context.Context, ref ShardRef, link float64
 	if link > 0 {
 		path += linkQuery(link)
 	}
-	req, err := c.request(ctx, "POST", path, b, "", 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	req.Header.Set("Accept-Encoding", EncodingZstd)
-	resp, err := c.send(req)
+	resp, err := c.sendAcceptingZstd(ctx, "POST", path, b)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -109,18 +109,23 @@ func (c *Client) GetShardOver(ctx context.Context, ref ShardRef, link float64) (
 	if !(link > 0) || math.IsInf(link, 1) {
 		return c.GetShard(ctx, ref)
 	}
-	path := shardPath(ref) + linkQuery(link)
-	req, err := c.request(ctx, "GET", path, nil, "", 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	// Set here, the Transport neither asks for gzip nor decodes anything.
-	req.Header.Set("Accept-Encoding", EncodingZstd)
-	resp, err := c.send(req)
+	resp, err := c.sendAcceptingZstd(ctx, "GET", shardPath(ref)+linkQuery(link), nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	return c.shardBody(resp, shardPath(ref), "shard "+ref.String())
+}
+
+// sendAcceptingZstd sends a signed request (body as for request) whose answer
+// may come zstd-compressed, for shardBody to read.
+func (c *Client) sendAcceptingZstd(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	req, err := c.request(ctx, method, path, body, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	// Set here, the Transport neither asks for gzip nor decodes anything.
+	req.Header.Set("Accept-Encoding", EncodingZstd)
+	return c.send(req)
 }
 
 // shardBody is the body of an answer that may come zstd-compressed (GET of a
