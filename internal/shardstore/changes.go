@@ -284,7 +284,7 @@ func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, 
 		s.logWhole(slog.LevelInfo, ref, src, err)
 		return api.Fetched{}, false
 	}
-	wire := size
+	wire := a.sent // what a body that does not count its compressed bytes carried
 	if w, ok := rc.(interface{ Wire() int64 }); ok {
 		wire = w.Wire()
 	}
