@@ -41,7 +41,7 @@ func (b BlockSums) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = fmt.Appendf(out, "%q", fmt.Sprintf("%016x", s))
+		out = fmt.Appendf(out, `"%016x"`, s)
 	}
 	return append(out, ']'), nil
 }
@@ -123,7 +123,8 @@ func (s *Server) shardChanges(w http.ResponseWriter, r *http.Request) error {
 // shard as its changes since an earlier shard of the rank whose blocks have
 // the sums base, over a link of link bytes/s (0 when unknown) as for
 // [Client.GetShardOver]. The reader yields the bitmap of the blocks sent and
-// then those blocks, decoded; size is the shard's. The caller closes it and
+// then those blocks, decoded, and its Wire method how many bytes of them
+// have crossed the network; size is the shard's. The caller closes it and
 // verifies the shard it assembles.
 func (c *Client) GetShardChanges(ctx context.Context, ref ShardRef, link float64, base []uint64) (io.ReadCloser, int64, error) {
 	b, err := json.Marshal(ChangesRequest{BlockSize: ShardBlockSize, Sums: base})
@@ -148,11 +149,5 @@ func (c *Client) GetShardChanges(ctx context.Context, ref ShardRef, link float64
 	if err != nil {
 		return nil, 0, err
 	}
-	if _, ok := rc.(interface{ Wire() int64 }); !ok {
-		rc = &countedBody{ReadCloser: rc}
-	}
 	return rc, size, nil
 }
-
-// Wire returns how many bytes have been read.
-func (c *countedBody) Wire() int64 { return c.n }

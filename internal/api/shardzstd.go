@@ -130,12 +130,12 @@ func (c *Client) sendAcceptingZstd(ctx context.Context, method, path string, bod
 
 // shardBody is the body of an answer that may come zstd-compressed (GET of a
 // shard with ?link=, POST of its changes) and its length decoded: either way
-// the reader yields the raw bytes, and fails if they are not that many. what
-// names them in errors.
+// the reader yields the raw bytes, and fails if they are not that many, and
+// its Wire method counts the bytes that arrived. what names them in errors.
 func (c *Client) shardBody(resp *http.Response, path, what string) (io.ReadCloser, int64, error) {
 	switch enc := resp.Header.Get("Content-Encoding"); enc {
 	case "", "identity":
-		return resp.Body, resp.ContentLength, nil
+		return &countedBody{ReadCloser: resp.Body}, resp.ContentLength, nil
 	case EncodingZstd:
 	default:
 		resp.Body.Close()
@@ -167,6 +167,9 @@ func (c *countedBody) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// Wire returns how many bytes have been read.
+func (c *countedBody) Wire() int64 { return c.n }
 
 // zstdShard yields the raw bytes of a shard sent compressed: exactly the size
 // the sender announced, or an error.

@@ -582,11 +582,10 @@ type Fetched struct {
 	// when its sender compressed it (GET …/{rank}?link=) or sent only its
 	// changes; 0 when not copied.
 	Wire int64 `json:"wire,omitempty"`
-	// Changes says the shard was assembled from its changes since the node's
-	// shard of an earlier epoch (POST …/{rank}/changes); Changed is then how
-	// many bytes of changes were sent before any compression: the bitmap and
-	// the blocks.
-	Changes bool  `json:"changes,omitempty"`
+	// Changed is, when the shard was assembled from its changes since the
+	// node's shard of an earlier epoch (POST …/{rank}/changes), how many bytes
+	// of changes were sent before any compression: the bitmap and the blocks;
+	// 0 when it was copied whole.
 	Changed int64 `json:"changed,omitempty"`
 }
 

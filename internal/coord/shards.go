@@ -123,7 +123,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 				if f.Copied {
 					w := b.wire[c.Epoch]
 					sent := f.Shard.Size
-					if f.Changes {
+					if f.Changed > 0 {
 						sent = f.Changed
 					}
 					w.raw, w.sent, w.wire = w.raw+f.Shard.Size, w.sent+sent, w.wire+f.Wire
@@ -207,10 +207,10 @@ type parityCopy struct {
 // sender compressed them).
 type wireBytes struct{ raw, sent, wire int64 }
 
-// compressedNote says how much smaller the epoch's copies crossed the
+// copiesNote says how much smaller the epoch's copies crossed the
 // network, when some went as their changes or compressed; "" otherwise. The
 // caller holds mu; the epoch's count is dropped.
-func (b *clusterBackend) compressedNote(epoch uint64) string {
+func (b *clusterBackend) copiesNote(epoch uint64) string {
 	w := b.wire[epoch]
 	delete(b.wire, epoch)
 	note := ""
@@ -256,7 +256,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	}
 	notes := make([]string, len(fresh))
 	for i, e := range fresh {
-		notes[i] = b.compressedNote(e)
+		notes[i] = b.copiesNote(e)
 	}
 	for e := range b.wire {
 		if e < fresh[0] {

@@ -47,9 +47,9 @@ func TestTrafficProfile(t *testing.T) {
 	}
 }
 
-// TestCompressedNote: an epoch's line says how its copies crossed the
+// TestCopiesNote: an epoch's line says how its copies crossed the
 // network: as changes, compressed, both, or (whole and raw) nothing.
-func TestCompressedNote(t *testing.T) {
+func TestCopiesNote(t *testing.T) {
 	for _, c := range []struct {
 		w    wireBytes
 		want string
@@ -61,11 +61,11 @@ func TestCompressedNote(t *testing.T) {
 		{wireBytes{raw: 4e6, sent: 2e6, wire: 1e6}, "; copies sent as changes: 4.0 MB as 2.0 MB; copies sent compressed: 2.0 MB as 1.0 MB"},
 	} {
 		b := &clusterBackend{wire: map[uint64]wireBytes{3: c.w}}
-		if got := b.compressedNote(3); got != c.want {
-			t.Errorf("compressedNote(%+v) = %q, want %q", c.w, got, c.want)
+		if got := b.copiesNote(3); got != c.want {
+			t.Errorf("copiesNote(%+v) = %q, want %q", c.w, got, c.want)
 		}
 		if _, ok := b.wire[3]; ok {
-			t.Errorf("compressedNote(%+v) kept the epoch's count", c.w)
+			t.Errorf("copiesNote(%+v) kept the epoch's count", c.w)
 		}
 	}
 }

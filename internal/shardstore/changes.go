@@ -12,7 +12,6 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 )
 
 // A copy of a shard whose receiver holds the rank's shard of an earlier epoch
@@ -97,21 +96,9 @@ func sent(bits []byte, i int) bool { return bits[i/8]&(1<<(i%8)) != 0 }
 // bytes in all; size is the shard's. The caller closes r. Errors are as for
 // Open.
 func (s *Store) OpenChanges(ref api.ShardRef, link float64, base []uint64) (r io.ReadCloser, size, n int64, compressIt bool, err error) {
-	f, info, compressIt, err := s.OpenToSend(ref, link)
+	f, e, compressIt, err := s.openToSend(ref, link)
 	if err != nil {
 		return nil, 0, 0, false, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, 0, false, err
-	}
-	e, ok := s.cached(ref.Job, s.path(ref), keyOf(fi))
-	if !ok || e.blocks == nil {
-		// Open verified this version of the file and kept its sums: they
-		// are gone only if the file was written to since.
-		f.Close()
-		return nil, 0, 0, false, fmt.Errorf("%w: shard %s changed while it was opened", api.ErrConflict, ref)
 	}
 	bits := changedBlocks(e.blocks, base)
 	parts := []io.Reader{bytes.NewReader(bits)}
@@ -125,12 +112,12 @@ func (s *Store) OpenChanges(ref api.ShardRef, link float64, base []uint64) (r io
 		for j < len(e.blocks) && sent(bits, j) {
 			j++
 		}
-		off, end := int64(i)*BlockSize, min(int64(j)*BlockSize, info.Size)
+		off, end := int64(i)*BlockSize, min(int64(j)*BlockSize, e.info.Size)
 		parts = append(parts, io.NewSectionReader(f, off, end-off))
 		n += end - off
 		i = j
 	}
-	return readCloser{io.MultiReader(parts...), f}, info.Size, n, compressIt, nil
+	return readCloser{io.MultiReader(parts...), f}, e.info.Size, n, compressIt, nil
 }
 
 type readCloser struct {
@@ -188,15 +175,14 @@ func (s *Store) logWhole(level slog.Level, ref api.ShardRef, src Source, err err
 // blocks' sums the source was given): the bitmap and the blocks sent, read
 // from body, and the others read from base.
 type assembled struct {
-	body      io.Reader
-	base      *os.File
-	baseEpoch uint64
-	nb        int // blocks of base the source was told of
-	size      int64
-	bits      []byte
-	off       int64 // bytes of the shard yielded so far
-	sent      int64 // bytes read from body
-	what      string
+	body io.Reader
+	base *os.File
+	nb   int // blocks of base the source was told of
+	size int64
+	bits []byte
+	off  int64 // bytes of the shard yielded so far
+	sent int64 // bytes read from body
+	what string
 }
 
 func (a *assembled) Read(p []byte) (int, error) {
@@ -273,12 +259,12 @@ func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, 
 		return api.Fetched{}, false
 	}
 	defer rc.Close()
-	a := &assembled{body: rc, base: base, baseEpoch: baseEpoch, nb: len(sums), size: size, what: fmt.Sprintf("changes of shard %s from %s", ref, src.Addr())}
+	a := &assembled{body: rc, base: base, nb: len(sums), size: size, what: fmt.Sprintf("changes of shard %s from %s", ref, src.Addr())}
 	info, err := s.put(ref, dog.wrap(a), size)
 	var vf *verifyFailure
 	switch {
 	case errors.As(err, &vf):
-		s.logWhole(slog.LevelWarn, ref, src, fmt.Errorf("the shard assembled from them fails verification (this node's shard of epoch %d changed since it was verified?): %w", a.baseEpoch, err))
+		s.logWhole(slog.LevelWarn, ref, src, fmt.Errorf("the shard assembled from them fails verification (this node's shard of epoch %d changed since it was verified?): %w", baseEpoch, err))
 		return api.Fetched{}, false
 	case err != nil:
 		s.logWhole(slog.LevelInfo, ref, src, err)
@@ -288,16 +274,5 @@ func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, 
 	if w, ok := rc.(interface{ Wire() int64 }); ok {
 		wire = w.Wire()
 	}
-	return api.Fetched{Shard: info, Copied: true, Wire: wire, Changes: true, Changed: a.sent}, true
-}
-
-// verifyBlocks is ckpt.Verify of the shard in r (size bytes) that also
-// returns its blocks' sums.
-func verifyBlocks(r io.Reader, size int64) (ckpt.Header, uint64, []uint64, error) {
-	b := newBlockSums()
-	h, sum, err := ckpt.Verify(io.TeeReader(r, b), size)
-	if err != nil {
-		return ckpt.Header{}, 0, nil, err
-	}
-	return h, sum, b.Sums(), nil
+	return api.Fetched{Shard: info, Copied: true, Wire: wire, Changed: a.sent}, true
 }

@@ -30,30 +30,31 @@ const samplePieces = 4
 // showed is kept with the file's verification. The caller reads info.Size raw
 // bytes from f and closes it. Errors are as for Open.
 func (s *Store) OpenToSend(ref api.ShardRef, link float64) (f *os.File, info api.ShardInfo, compressIt bool, err error) {
-	f, info, err = s.Open(ref)
-	if err != nil || !(link > 0) {
-		return f, info, false, err
-	}
-	smp, err := s.sample(ref, f)
-	if err != nil {
-		f.Close()
-		return nil, api.ShardInfo{}, false, fmt.Errorf("sampling shard %s: %w", ref, err)
-	}
-	return f, info, compress.Decide(info.Size, link, smp).Compress, nil
+	f, e, compressIt, err := s.openToSend(ref, link)
+	return f, e.info, compressIt, err
 }
 
-// sample returns how a sample of the open shard file f compresses, measured
-// once per version of the file.
-func (s *Store) sample(ref api.ShardRef, f *os.File) (compress.Sample, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return compress.Sample{}, err
+// openToSend is OpenToSend that returns the file's verification.
+func (s *Store) openToSend(ref api.ShardRef, link float64) (*os.File, entry, bool, error) {
+	f, e, err := s.open(ref)
+	if err != nil || !(link > 0) {
+		return f, e, false, err
 	}
-	path, key := s.path(ref), keyOf(fi)
-	if e, ok := s.cached(ref.Job, path, key); ok && e.sample != nil {
+	smp, err := s.sample(ref, f, e)
+	if err != nil {
+		f.Close()
+		return nil, entry{}, false, fmt.Errorf("sampling shard %s: %w", ref, err)
+	}
+	return f, e, compress.Decide(e.info.Size, link, smp).Compress, nil
+}
+
+// sample returns how a sample of the open shard file f, verified as e,
+// compresses, measured once per version of the file.
+func (s *Store) sample(ref api.ShardRef, f *os.File, e entry) (compress.Sample, error) {
+	if e.sample != nil {
 		return *e.sample, nil
 	}
-	b, err := ReadSample(f, fi.Size())
+	b, err := ReadSample(f, e.info.Size)
 	if err != nil {
 		return compress.Sample{}, err
 	}
@@ -62,7 +63,7 @@ func (s *Store) sample(ref api.ShardRef, f *os.File) (compress.Sample, error) {
 		// Not a failure of the shard: it is sent raw, and sampled again next time.
 		return compress.Sample{}, nil
 	}
-	s.rememberSample(ref.Job, path, key, smp)
+	s.rememberSample(ref.Job, s.path(ref), e.key, smp)
 	return smp, nil
 }
 

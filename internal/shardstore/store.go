@@ -480,16 +480,23 @@ func (s *Store) Stat(ref api.ShardRef) (api.ShardInfo, error) {
 // Open opens the local copy of ref after verifying it (through the cache); the
 // caller reads info.Size bytes and closes it. Errors are as for Stat.
 func (s *Store) Open(ref api.ShardRef) (*os.File, api.ShardInfo, error) {
+	f, e, err := s.open(ref)
+	return f, e.info, err
+}
+
+// open is Open that returns the file's verification: its description, block
+// sums and sample.
+func (s *Store) open(ref api.ShardRef) (*os.File, entry, error) {
 	if err := checkRef(ref); err != nil {
-		return nil, api.ShardInfo{}, err
+		return nil, entry{}, err
 	}
 	path := s.path(ref)
 	f, _, err := ckpt.OpenShard(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, api.ShardInfo{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
+		return nil, entry{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
 	}
 	if err != nil {
-		return nil, api.ShardInfo{}, err
+		return nil, entry{}, err
 	}
 	e, err := s.verifyOpen(ref, path, f)
 	if err == nil && e.err != nil {
@@ -497,9 +504,9 @@ func (s *Store) Open(ref api.ShardRef) (*os.File, api.ShardInfo, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, api.ShardInfo{}, err
+		return nil, entry{}, err
 	}
-	return f, e.info, nil
+	return f, e, nil
 }
 
 // Put stores the shard read from r (size bytes, or negative when not known)

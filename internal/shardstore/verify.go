@@ -17,12 +17,13 @@ import (
 // the Go runtime cannot stop the goroutine, and a garbage collection waiting
 // for it stops the whole agent (ckpt.Verify).
 func verifyFile(f *os.File, size int64) (ckpt.Header, uint64, []uint64, error) {
-	h, sum, blocks, err := verifyBlocks(io.NewSectionReader(f, 0, size), size)
+	blocks := newBlockSums()
+	h, sum, err := ckpt.Verify(io.TeeReader(io.NewSectionReader(f, 0, size), blocks), size)
 	if err != nil {
 		if ckpt.ShortName(err) != "" {
 			return ckpt.Header{}, 0, nil, &verifyFailure{err}
 		}
 		return ckpt.Header{}, 0, nil, err
 	}
-	return h, sum, blocks, nil
+	return h, sum, blocks.Sums(), nil
 }
