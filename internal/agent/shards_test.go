@@ -270,8 +270,8 @@ func TestShardIndexLongPoll(t *testing.T) {
 // TestShardCopiedAsChanges: a node that holds a rank's shard of an earlier
 // epoch is sent only the blocks of the new shard that changed, over the
 // cluster's TLS, and stores the same bytes as its source; an earlier copy
-// damaged after it was verified makes the assembled shard fail verification,
-// and the shard is then copied whole.
+// damaged after it was verified, in a block the new shard takes from it,
+// fails that block's sum, and the shard is then copied whole.
 func TestShardCopiedAsChanges(t *testing.T) {
 	agents := startCluster(t, 2)
 	a, b := agents[0], agents[1]
@@ -315,7 +315,8 @@ func TestShardCopiedAsChanges(t *testing.T) {
 
 	// b's copy of epoch 2 is damaged in block 6 after it was verified (its
 	// size and time kept, so the store's verification still stands): the
-	// assembled epoch 3 fails verification, and b copies it whole.
+	// block copied from it into epoch 3 fails its sum, and b copies epoch 3
+	// whole.
 	path := ckpt.JobDir{Root: filepath.Join(b.DataDir(), CkptDir), Job: "heat"}.ShardPath(2, 0)
 	fi, err := os.Stat(path)
 	if err != nil {

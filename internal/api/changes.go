@@ -81,7 +81,7 @@ func (c ChangesRequest) Validate() error {
 type ShardChangesSender interface {
 	// OpenShardChanges opens the changes of ref's shard since a shard whose
 	// blocks have the sums base: r yields n bytes, the bitmap of the blocks
-	// sent and then those blocks; size is the shard's; compress as for
+	// sent, their sums, and those blocks; size is the shard's; compress as for
 	// [ShardSender.OpenShardToSend] (link 0: unknown, never compressed).
 	OpenShardChanges(ctx context.Context, ref ShardRef, link float64, base []uint64) (r io.ReadCloser, size, n int64, compress bool, err error)
 }
@@ -122,10 +122,10 @@ func (s *Server) shardChanges(w http.ResponseWriter, r *http.Request) error {
 // GetShardChanges calls POST /v1/shards/{job}/{epoch}/{rank}/changes: ref's
 // shard as its changes since an earlier shard of the rank whose blocks have
 // the sums base, over a link of link bytes/s (0 when unknown) as for
-// [Client.GetShardOver]. The reader yields the bitmap of the blocks sent and
-// then those blocks, decoded, and its Wire method how many bytes of them
-// have crossed the network; size is the shard's. The caller closes it and
-// verifies the shard it assembles.
+// [Client.GetShardOver]. The reader yields the bitmap of the blocks sent,
+// their sums and those blocks, decoded, and its Wire method how many bytes of
+// them have crossed the network; size is the shard's. The caller closes it
+// and checks what it stores.
 func (c *Client) GetShardChanges(ctx context.Context, ref ShardRef, link float64, base []uint64) (io.ReadCloser, int64, error) {
 	b, err := json.Marshal(ChangesRequest{BlockSize: ShardBlockSize, Sums: base})
 	if err != nil {

@@ -582,10 +582,10 @@ type Fetched struct {
 	// when its sender compressed it (GET …/{rank}?link=) or sent only its
 	// changes; 0 when not copied.
 	Wire int64 `json:"wire,omitempty"`
-	// Changed is, when the shard was assembled from its changes since the
+	// Changed is, when the shard was stored from its changes since the
 	// node's shard of an earlier epoch (POST …/{rank}/changes), how many bytes
-	// of changes were sent before any compression: the bitmap and the blocks;
-	// 0 when it was copied whole.
+	// of changes were sent before any compression: the bitmap, the sent
+	// blocks' sums and the blocks; 0 when it was copied whole.
 	Changed int64 `json:"changed,omitempty"`
 }
 

@@ -3,6 +3,7 @@ package shardstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,18 +13,23 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"shoal/internal/api"
+	"shoal/internal/ckpt"
 )
 
 // A copy of a shard whose receiver holds the rank's shard of an earlier epoch
 // crosses the network as its changes: the blocks of BlockSize bytes whose
 // XXH3-64 differs from the earlier shard's block at the same offset
-// (docs/api.md, POST /v1/shards/{job}/{epoch}/{rank}/changes). A state with
-// parts that stay as they were between checkpoints (a mesh, tables, a
-// converged field) pays for those parts once. The receiver assembles the new
-// shard from the blocks that arrive and its own copy of the rest, and
-// verifies every byte of the result as it would a whole copy: a block that
-// hashed alike but differs, or an earlier copy damaged since it was
-// verified, fails that verification, and the shard is then copied whole.
+// (docs/api.md, POST /v1/shards/{job}/{epoch}/{rank}/changes), each with its
+// sum. A state with parts that stay as they were between checkpoints (a mesh,
+// tables, a converged field) pays for those parts once on the network, and
+// once on the receiver's disk: the receiver writes the new shard over the
+// rank's spare, an older shard of the rank (patch), and writes only the
+// blocks whose sums differ from the spare's, taken from what arrives and from
+// its copy of the earlier shard. Each block written is checked against its
+// sum, and each sum against the holder's, which the holder took as it
+// verified its shard; a block that differs from its sum (an earlier copy
+// damaged since it was verified, bytes changed on the holder after its
+// verification) ends the attempt, and the shard is then copied whole.
 
 // BlockSize is the length of the blocks a shard's changes are counted in: the
 // last block of a shard may be shorter.
@@ -92,17 +98,23 @@ func sent(bits []byte, i int) bool { return bits[i/8]&(1<<(i%8)) != 0 }
 
 // OpenChanges is OpenToSend for a receiver that holds an earlier shard of
 // ref's rank whose blocks have the sums base: r yields the bitmap of the
-// blocks sent (changedBlocks), then those blocks of the shard in order, n
-// bytes in all; size is the shard's. The caller closes r. Errors are as for
-// Open.
+// blocks sent (changedBlocks), the sums of those blocks (8 bytes each, little
+// endian), then those blocks of the shard in order, n bytes in all; size is
+// the shard's. The caller closes r. Errors are as for Open.
 func (s *Store) OpenChanges(ref api.ShardRef, link float64, base []uint64) (r io.ReadCloser, size, n int64, compressIt bool, err error) {
 	f, e, compressIt, err := s.openToSend(ref, link)
 	if err != nil {
 		return nil, 0, 0, false, err
 	}
 	bits := changedBlocks(e.blocks, base)
-	parts := []io.Reader{bytes.NewReader(bits)}
-	n = int64(len(bits))
+	var sums []byte
+	for i, sum := range e.blocks {
+		if sent(bits, i) {
+			sums = binary.LittleEndian.AppendUint64(sums, sum)
+		}
+	}
+	parts := []io.Reader{bytes.NewReader(bits), bytes.NewReader(sums)}
+	n = int64(len(bits) + len(sums))
 	for i := 0; i < len(e.blocks); {
 		if !sent(bits, i) {
 			i++
@@ -138,13 +150,14 @@ var _ ChangesSource = (*api.Client)(nil)
 
 // base returns the newest shard of ref's rank on this node from an epoch
 // before ref's, verified and unchanged since, opened, with its epoch and its
-// blocks' sums; ok is false when there is none.
+// blocks' sums; ok is false when there is none. The rank's spare is not one:
+// the shard is written over it.
 func (s *Store) base(ref api.ShardRef) (f *os.File, epoch uint64, sums []uint64, ok bool) {
 	s.mu.Lock()
 	var path string
 	var best entry
 	for p, e := range s.cache[ref.Job] {
-		if e.err == nil && e.blocks != nil && e.info.Rank == ref.Rank && e.info.Epoch < ref.Epoch && e.info.Epoch > best.info.Epoch {
+		if !isSpare(p) && e.err == nil && e.blocks != nil && e.info.Rank == ref.Rank && e.info.Epoch < ref.Epoch && e.info.Epoch > best.info.Epoch {
 			path, best = p, e
 		}
 	}
@@ -171,74 +184,203 @@ func (s *Store) logWhole(level slog.Level, ref api.ShardRef, src Source, err err
 	}
 }
 
-// assembled yields a shard of size bytes from its changes since base (whose
-// blocks' sums the source was given): the bitmap and the blocks sent, read
-// from body, and the others read from base.
-type assembled struct {
-	body io.Reader
-	base *os.File
-	nb   int // blocks of base the source was told of
-	size int64
+// A block of a shard being stored from its changes comes from one of three
+// places (plan).
+type blockSource uint8
+
+const (
+	fromBody  blockSource = iota // sent
+	fromSpare                    // already in the file written over
+	fromBase                     // copied from this node's earlier shard
+)
+
+// changesHead is what precedes the blocks in the body of a shard's changes:
+// the bitmap of the blocks sent, and each sent block's sum.
+type changesHead struct {
 	bits []byte
-	off  int64 // bytes of the shard yielded so far
-	sent int64 // bytes read from body
-	what string
+	sent []uint64 // by block sent, in order
 }
 
-func (a *assembled) Read(p []byte) (int, error) {
-	if a.bits == nil {
-		a.bits = make([]byte, (blockCount(a.size)+7)/8)
-		if _, err := io.ReadFull(a.body, a.bits); err != nil {
-			return 0, fmt.Errorf("%s: reading the blocks' bitmap: %w", a.what, err)
-		}
-		a.sent = int64(len(a.bits))
+// readChangesHead reads the bitmap and the sums of the blocks sent of a shard
+// of n blocks.
+func readChangesHead(body io.Reader, n int) (changesHead, error) {
+	h := changesHead{bits: make([]byte, (n+7)/8)}
+	if _, err := io.ReadFull(body, h.bits); err != nil {
+		return h, fmt.Errorf("reading the blocks' bitmap: %w", err)
 	}
-	if a.off == a.size {
+	k := 0
+	for i := range len(h.bits) * 8 {
+		if sent(h.bits, i) {
+			if i >= n {
+				return h, fmt.Errorf("the bitmap sends block %d of a shard of %d", i, n)
+			}
+			k++
+		}
+	}
+	raw := make([]byte, 8*k)
+	if _, err := io.ReadFull(body, raw); err != nil {
+		return h, fmt.Errorf("reading the sums of the %d blocks sent: %w", k, err)
+	}
+	for len(raw) > 0 {
+		h.sent = append(h.sent, binary.LittleEndian.Uint64(raw))
+		raw = raw[8:]
+	}
+	return h, nil
+}
+
+// sums returns the new shard's blocks' sums: those sent for the blocks sent,
+// base's (the earlier shard's) for the others. A block neither sent nor in
+// base is an error.
+func (h changesHead) sums(n int, base []uint64) ([]uint64, error) {
+	out := make([]uint64, n)
+	next := 0
+	for i := range out {
+		switch {
+		case sent(h.bits, i):
+			out[i] = h.sent[next]
+			next++
+		case i < len(base):
+			out[i] = base[i]
+		default:
+			return nil, fmt.Errorf("block %d not sent and not in the earlier shard's %d", i, len(base))
+		}
+	}
+	return out, nil
+}
+
+// plan says where each block of a new shard of size bytes with the sums want
+// comes from, written over a spare of spareSize bytes whose blocks have the
+// sums spare (none when the file is new): the body when it was sent, the
+// spare when the spare's block has the same sum and length, else the earlier
+// shard. A state whose changing part is the same at every checkpoint writes
+// only that part.
+func plan(bits []byte, size int64, want, spare []uint64, spareSize int64) []blockSource {
+	out := make([]blockSource, len(want))
+	for i := range want {
+		off := int64(i) * BlockSize
+		switch {
+		case sent(bits, i):
+			out[i] = fromBody
+		case i < len(spare) && spare[i] == want[i] && min(BlockSize, spareSize-off) == min(BlockSize, size-off):
+			out[i] = fromSpare
+		default:
+			out[i] = fromBase
+		}
+	}
+	return out
+}
+
+// patch stores ref, of size bytes, from body, its changes since base (this
+// node's shard of an earlier epoch, whose blocks have the sums baseSums). The
+// file is written over the rank's spare when there is one (commit), and only
+// the blocks that differ from the spare's are written: those sent, checked
+// against the sums the holder sent with them, and those copied from base,
+// checked against base's sums. The result is verified by its blocks' sums,
+// each equal to that of the holder's verified shard, and by its header.
+// Blocks kept from the spare are trusted by the sums recorded when the spare
+// was verified; a spare damaged in place since, with its size and time kept,
+// carries the damage into the copy, which is then found when a restart reads
+// it (every reader verifies).
+func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums []uint64, size int64, what string) (api.ShardInfo, error) {
+	if err := checkRef(ref); err != nil {
+		return api.ShardInfo{}, err
+	}
+	n := blockCount(size)
+	if size < ckpt.HeaderSize+ckpt.TrailerSize || n > api.MaxChangesBlocks {
+		return api.ShardInfo{}, fmt.Errorf("%s: a shard of %d bytes", what, size)
+	}
+	head, err := readChangesHead(body, n)
+	if err != nil {
+		return api.ShardInfo{}, fmt.Errorf("%s: %w", what, err)
+	}
+	want, err := head.sums(n, baseSums)
+	if err != nil {
+		return api.ShardInfo{}, fmt.Errorf("%s: %w", what, err)
+	}
+	sparePath := s.jobDir(ref.Job).SparePath(ref.Rank)
+	write := func(f *os.File, reused bool) (int64, error) {
+		var spare []uint64
+		var spareSize int64
+		if fi, err := f.Stat(); err == nil && reused {
+			if e, ok := s.cached(ref.Job, sparePath, keyOf(fi)); ok && e.err == nil {
+				spare, spareSize = e.blocks, e.info.Size
+			}
+		}
+		buf := make([]byte, BlockSize)
+		for i, from := range plan(head.bits, size, want, spare, spareSize) {
+			off := int64(i) * BlockSize
+			b := buf[:min(BlockSize, size-off)]
+			switch from {
+			case fromSpare:
+				continue
+			case fromBody:
+				if _, err := io.ReadFull(body, b); err != nil {
+					return 0, &readFailure{fmt.Errorf("%s: ends in block %d: %w", what, i, err)}
+				}
+				if xxh3.Hash(b) != want[i] {
+					return 0, &verifyFailure{fmt.Errorf("%s: block %d differs from its sum: %w", what, i, ckpt.ErrChecksum)}
+				}
+			case fromBase:
+				if _, err := base.ReadAt(b, off); err != nil {
+					return 0, fmt.Errorf("%s: reading block %d of the earlier shard: %w", what, i, err)
+				}
+				if xxh3.Hash(b) != want[i] {
+					return 0, &verifyFailure{fmt.Errorf("%s: block %d of the earlier shard differs from its sum: %w", what, i, ckpt.ErrChecksum)}
+				}
+			}
+			if _, err := f.WriteAt(b, off); err != nil {
+				return 0, fmt.Errorf("writing shard %s: %w", ref, err)
+			}
+		}
 		// Nothing may follow the last block.
 		var one [1]byte
-		if k, err := a.body.Read(one[:]); k > 0 || (err != nil && err != io.EOF) {
+		if k, err := body.Read(one[:]); k > 0 || (err != nil && err != io.EOF) {
 			if err == nil || err == io.EOF {
 				err = errors.New("more bytes than its blocks")
 			}
-			return 0, fmt.Errorf("%s: %w", a.what, err)
+			return 0, &readFailure{fmt.Errorf("%s: %w", what, err)}
 		}
-		return 0, io.EOF
+		return size, nil
 	}
-	i := int(a.off / BlockSize)
-	end := min(int64(i+1)*BlockSize, a.size)
-	p = p[:min(int64(len(p)), end-a.off)]
-	var k int
-	var err error
-	if sent(a.bits, i) {
-		k, err = a.body.Read(p)
-		a.sent += int64(k)
-		switch {
-		case err == io.EOF && k > 0:
-			err = nil // the next read tells whether the body ended early
-		case err == io.EOF:
-			err = fmt.Errorf("%s: ends in block %d: %w", a.what, i, io.ErrUnexpectedEOF)
-		}
-	} else {
-		if i >= a.nb {
-			return 0, fmt.Errorf("%s: block %d not sent and not in the earlier shard's %d", a.what, i, a.nb)
-		}
-		k, err = a.base.ReadAt(p, a.off)
-		if err == io.EOF && k == len(p) {
-			err = nil
-		}
+	verify := func(path string, f *os.File) (entry, error) {
+		fi, err := f.Stat()
 		if err != nil {
-			err = fmt.Errorf("%s: reading block %d of the earlier shard: %w", a.what, i, err)
+			return entry{}, err
 		}
+		h, err := ckpt.ReadHeader(io.NewSectionReader(f, 0, size), size)
+		if err != nil {
+			if ckpt.ShortName(err) != "" {
+				err = &verifyFailure{err}
+			}
+			return s.record(ref, path, fi, h, 0, nil, err)
+		}
+		var tail [ckpt.TrailerSize]byte
+		if _, err := f.ReadAt(tail[:], size-ckpt.TrailerSize); err != nil {
+			return entry{}, err
+		}
+		return s.record(ref, path, fi, h, binary.LittleEndian.Uint64(tail[:]), want, nil)
 	}
-	a.off += int64(k)
+	e, err := s.commit(ref.Job, s.path(ref), sparePath, ref.Epoch, write, verify)
+	return e.info, err
+}
+
+// counted counts the bytes read through it.
+type counted struct {
+	r io.Reader
+	n int64
+}
+
+func (c *counted) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
 	return k, err
 }
 
 // fetchChanges is Fetch's first try when this node holds an earlier shard of
-// ref's rank and src can send changes: the shard assembled from them and
-// stored. done is false when it was not tried or failed; then Fetch copies
-// the shard whole, and reports any failure of that (a source gone, a stall,
-// the caller's cancellation) as its own.
+// ref's rank and src can send changes: the shard stored from them (patch).
+// done is false when it was not tried or failed; then Fetch copies the shard
+// whole, and reports any failure of that (a source gone, a stall, the
+// caller's cancellation) as its own.
 func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, dog *watchdog) (f api.Fetched, done bool) {
 	cs, ok := src.(ChangesSource)
 	if !ok {
@@ -259,20 +401,20 @@ func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, 
 		return api.Fetched{}, false
 	}
 	defer rc.Close()
-	a := &assembled{body: rc, base: base, nb: len(sums), size: size, what: fmt.Sprintf("changes of shard %s from %s", ref, src.Addr())}
-	info, err := s.put(ref, dog.wrap(a), size)
+	body := &counted{r: dog.wrap(rc)}
+	info, err := s.patch(ref, body, base, sums, size, fmt.Sprintf("changes of shard %s from %s", ref, src.Addr()))
 	var vf *verifyFailure
 	switch {
 	case errors.As(err, &vf):
-		s.logWhole(slog.LevelWarn, ref, src, fmt.Errorf("the shard assembled from them fails verification (this node's shard of epoch %d changed since it was verified?): %w", baseEpoch, err))
+		s.logWhole(slog.LevelWarn, ref, src, fmt.Errorf("the shard stored from them fails verification (this node's shard of epoch %d changed since it was verified?): %w", baseEpoch, err))
 		return api.Fetched{}, false
 	case err != nil:
 		s.logWhole(slog.LevelInfo, ref, src, err)
 		return api.Fetched{}, false
 	}
-	wire := a.sent // what a body that does not count its compressed bytes carried
+	wire := body.n // what a body that does not count its compressed bytes carried
 	if w, ok := rc.(interface{ Wire() int64 }); ok {
 		wire = w.Wire()
 	}
-	return api.Fetched{Shard: info, Copied: true, Wire: wire, Changed: a.sent}, true
+	return api.Fetched{Shard: info, Copied: true, Wire: wire, Changed: body.n}, true
 }

@@ -242,14 +242,14 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 	if err != nil {
 		return api.EncodeResult{}, err
 	}
-	e, err := s.commit(ref.Job, s.parityPath(ref), "", ref.Epoch, func(w io.Writer) error {
+	e, err := s.commit(ref.Job, s.parityPath(ref), "", ref.Epoch, streamed(func(w io.Writer) error {
 		ws, rows := []io.Writer{w}, []int{req.Row}
 		for i, p := range req.Push {
 			ws, rows = append(ws, pushed[i]), append(rows, p.Row)
 		}
 		_, err := erasure.EncodeRows(ws, rows, h, data)
 		return err
-	}, func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
+	}), func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil {
 			return api.EncodeResult{}, fmt.Errorf("%w: parity %s: a data shard's transfer stalled", api.ErrBadGateway, ref)
@@ -327,12 +327,12 @@ func (s *Store) PutParity(ref api.ParityRef, r io.Reader) (api.ParityInfo, error
 	if err := checkJob(ref.Job); err != nil {
 		return api.ParityInfo{}, err
 	}
-	e, err := s.commit(ref.Job, s.parityPath(ref), "", ref.Epoch, func(w io.Writer) error {
+	e, err := s.commit(ref.Job, s.parityPath(ref), "", ref.Epoch, streamed(func(w io.Writer) error {
 		if _, err := io.Copy(w, r); err != nil {
 			return &readFailure{err}
 		}
 		return nil
-	}, func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
+	}), func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
 	var vf *verifyFailure
 	var rf *readFailure
 	switch {

@@ -456,7 +456,7 @@ func (s *Store) prune(job string, seen map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := range s.cache[job] {
-		if !seen[p] {
+		if !seen[p] && !isSpare(p) {
 			delete(s.cache[job], p)
 		}
 	}
@@ -586,17 +586,29 @@ func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, e
 		}
 		return s.record(ref, path, fi, h, sum, blocks.Sums(), err)
 	}
-	e, err := s.commit(ref.Job, s.path(ref), s.jobDir(ref.Job).SparePath(ref.Rank), ref.Epoch, write, verify)
+	e, err := s.commit(ref.Job, s.path(ref), s.jobDir(ref.Job).SparePath(ref.Rank), ref.Epoch, streamed(write), verify)
 	return e.info, err
+}
+
+// streamed is commit's write for a file written as a stream by write: its
+// length is what write wrote.
+func streamed(write func(io.Writer) error) func(*os.File, bool) (int64, error) {
+	return func(f *os.File, _ bool) (int64, error) {
+		if err := write(f); err != nil {
+			return 0, err
+		}
+		return f.Seek(0, io.SeekCurrent)
+	}
 }
 
 // commit writes a file of the job's epoch (a shard, a parity row) so that no
 // reader ever sees it half written or unverified: a temporary file beside
-// final, filled by write, verified (a failure is a *verifyFailure), renamed
-// over any earlier version, then synced with its directory; commit returns
-// once both are. Writers of one path take turns. The temporary file is the
-// spare, when one is given and there (a shard of the rank that RemoveBefore
-// retired): written over and cut to its new size, it keeps its pages.
+// final, filled by write, which returns the file's length, verified (a
+// failure is a *verifyFailure), renamed over any earlier version, then synced
+// with its directory; commit returns once both are. Writers of one path take
+// turns. The temporary file is the spare, when one is given and there (a
+// shard of the rank that RemoveBefore retired): written over (write is told
+// it was reused) and cut to its new length, it keeps its pages.
 //
 // The sync comes after the rename because a restart's ranks wait for their
 // staged shards to appear (SHOAL_STAGE_WAIT): on this machine's disk a
@@ -605,7 +617,7 @@ func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, e
 // the file torn under its final name; every reader verifies a shard before
 // it trusts it (the store after each start of its agent, libshoal always),
 // so that file counts as damaged, as any other would.
-func (s *Store) commit(job, final, spare string, epoch uint64, write func(io.Writer) error, verify func(string, *os.File) (entry, error)) (entry, error) {
+func (s *Store) commit(job, final, spare string, epoch uint64, write func(f *os.File, reused bool) (int64, error), verify func(string, *os.File) (entry, error)) (entry, error) {
 	unlock := s.lock(final)
 	defer unlock()
 	if err := s.mkdirs(api.ShardRef{Job: job, Epoch: epoch}); err != nil {
@@ -625,15 +637,12 @@ func (s *Store) commit(job, final, spare string, epoch uint64, write func(io.Wri
 			os.Remove(tmp)
 		}
 	}()
-	if err := write(f); err != nil {
+	size, err := write(f, reused)
+	if err != nil {
 		return entry{}, err
 	}
 	if reused {
-		end, err := f.Seek(0, io.SeekCurrent)
-		if err == nil {
-			err = f.Truncate(end)
-		}
-		if err != nil {
+		if err := f.Truncate(size); err != nil {
 			return entry{}, fmt.Errorf("writing %s: %w", final, err)
 		}
 	}
@@ -875,6 +884,8 @@ func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 		ranks := jd.ShardRanks(epochs[cut:])
 		keep = func(rank int) bool { return ranks[rank] }
 	}
+	retired := s.entriesOf(job, func(e uint64) bool { return e < epoch })
+	defer s.rememberSpares(job, retired)
 	var removed []uint64
 	for _, e := range epochs[:cut] {
 		var err error
@@ -941,9 +952,68 @@ func (s *Store) pruneEpochs(job string, gone func(uint64) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := range s.cache[job] {
-		var e uint64
-		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(p)), "e%d", &e); err == nil && gone(e) {
+		if e, ok := epochOf(p); ok && gone(e) {
 			delete(s.cache[job], p)
+		}
+	}
+}
+
+// epochOf returns the epoch of a file in an epoch directory.
+func epochOf(path string) (uint64, bool) {
+	var e uint64
+	_, err := fmt.Sscanf(filepath.Base(filepath.Dir(path)), "e%d", &e)
+	return e, err == nil
+}
+
+// entriesOf returns the cached verifications of the job's good shards in the
+// epochs that in says.
+func (s *Store) entriesOf(job string, in func(uint64) bool) []entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []entry
+	for p, e := range s.cache[job] {
+		if ep, ok := epochOf(p); ok && in(ep) && e.err == nil && e.blocks != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// isSpare says whether a cached path is a spare's (ckpt.JobDir.SparePath).
+func isSpare(path string) bool { return strings.HasSuffix(path, ".spare") }
+
+// rememberSpares keeps, for each of the job's spares, the verification of the
+// shard it was (one of retired, or the spare's own from before), so that a
+// shard stored from its changes over the spare writes only the blocks that
+// differ from it (patch). The verification holds for as long as the spare's
+// file version does: a shard retired to a spare keeps its inode and times.
+func (s *Store) rememberSpares(job string, retired []entry) {
+	spares, _ := s.jobDir(job).Spares()
+	keys := map[string]fileKey{}
+	for _, path := range spares {
+		if fi, err := os.Stat(path); err == nil {
+			keys[path] = keyOf(fi)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, e := range s.cache[job] {
+		if isSpare(p) && e.key != keys[p] {
+			delete(s.cache[job], p)
+		}
+	}
+	for path, key := range keys {
+		if _, ok := s.cache[job][path]; ok {
+			continue
+		}
+		for _, e := range retired {
+			if e.key == key {
+				if s.cache[job] == nil {
+					s.cache[job] = map[string]entry{}
+				}
+				s.cache[job][path] = e
+				break
+			}
 		}
 	}
 }

@@ -442,8 +442,10 @@ func TestRemove(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(removed, []uint64{1, 2, 3}) {
 		t.Fatalf("RemoveBefore(4) = %v, %v", removed, err)
 	}
-	if n := len(s.cache["heat"]); n != 2 {
-		t.Errorf("cache holds %d entries, want 2", n)
+	// Epochs 4 and 5, and the spare (epoch 1's shard, retired first).
+	spare, ok := s.cache["heat"][s.jobDir("heat").SparePath(0)]
+	if n := len(s.cache["heat"]); n != 3 || !ok || spare.info.Epoch != 1 {
+		t.Errorf("cache holds %d entries (the spare's: %v, epoch %d), want 3 with the spare's of epoch 1", n, ok, spare.info.Epoch)
 	}
 	idx, _ := s.Index("heat")
 	if len(idx.Shards) != 2 || idx.Shards[0].Epoch != 4 {
