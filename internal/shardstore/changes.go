@@ -287,7 +287,7 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 	}
 	n := blockCount(size)
 	if size < ckpt.HeaderSize+ckpt.TrailerSize || n > api.MaxChangesBlocks {
-		return api.ShardInfo{}, fmt.Errorf("%s: a shard of %d bytes", what, size)
+		return api.ShardInfo{}, fmt.Errorf("%s: a shard of %d bytes cannot be sent as changes", what, size)
 	}
 	head, err := readChangesHead(body, n)
 	if err != nil {

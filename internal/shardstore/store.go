@@ -958,8 +958,12 @@ func (s *Store) pruneEpochs(job string, gone func(uint64) bool) {
 	}
 }
 
-// epochOf returns the epoch of a file in an epoch directory.
+// epochOf returns the epoch of a file in an epoch directory (a spare is in
+// none, whatever its job's name).
 func epochOf(path string) (uint64, bool) {
+	if isSpare(path) {
+		return 0, false
+	}
 	var e uint64
 	_, err := fmt.Sscanf(filepath.Base(filepath.Dir(path)), "e%d", &e)
 	return e, err == nil
