@@ -216,21 +216,22 @@ func (d JobDir) Spares() (map[int]string, error) {
 }
 
 // RemoveSpares deletes the job's spares but those of the ranks in keep (nil:
-// all of them).
-func (d JobDir) RemoveSpares(keep func(rank int) bool) error {
+// all of them), and returns the spares kept, by rank.
+func (d JobDir) RemoveSpares(keep func(rank int) bool) (map[int]string, error) {
 	spares, err := d.Spares()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for rank, path := range spares {
 		if keep != nil && keep(rank) {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+			return nil, err
 		}
+		delete(spares, rank)
 	}
-	return nil
+	return spares, nil
 }
 
 // keepAsSpare gives the shard file at path the name spare if no reader holds it

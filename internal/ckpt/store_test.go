@@ -231,17 +231,18 @@ func TestSpares(t *testing.T) {
 		t.Errorf("ShardRanks(5, 6, 9) = %v, want ranks 1 and 7", got)
 	}
 	live := d.ShardRanks([]uint64{5, 6})
-	if err := d.RemoveSpares(func(rank int) bool { return live[rank] }); err != nil {
+	kept, err := d.RemoveSpares(func(rank int) bool { return live[rank] })
+	if err != nil {
 		t.Fatal(err)
 	}
-	if spares, _ = d.Spares(); len(spares) != 2 || spares[4] != "" {
-		t.Errorf("spares after removing those of ranks with no shard: %v, want ranks 1 and 7", spares)
+	if spares, _ = d.Spares(); len(spares) != 2 || spares[4] != "" || !reflect.DeepEqual(kept, spares) {
+		t.Errorf("spares after removing those of ranks with no shard: %v (said kept: %v), want ranks 1 and 7", spares, kept)
 	}
-	if err := d.RemoveSpares(nil); err != nil {
+	if kept, err = d.RemoveSpares(nil); err != nil {
 		t.Fatal(err)
 	}
-	if spares, _ = d.Spares(); len(spares) != 0 {
-		t.Errorf("spares after removing all: %v", spares)
+	if spares, _ = d.Spares(); len(spares) != 0 || len(kept) != 0 {
+		t.Errorf("spares after removing all: %v (said kept: %v)", spares, kept)
 	}
 	if _, err := os.Stat(filepath.Join(d.Path(), "notes.spare")); err != nil {
 		t.Errorf("a file not named as a spare was removed: %v", err)

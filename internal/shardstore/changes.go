@@ -301,9 +301,11 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 	write := func(f *os.File, reused bool) (int64, error) {
 		var spare []uint64
 		var spareSize int64
-		if fi, err := f.Stat(); err == nil && reused {
-			if e, ok := s.cached(ref.Job, sparePath, keyOf(fi)); ok && e.err == nil {
-				spare, spareSize = e.blocks, e.info.Size
+		if reused {
+			if fi, err := f.Stat(); err == nil {
+				if e, ok := s.cached(ref.Job, sparePath, keyOf(fi)); ok && e.err == nil {
+					spare, spareSize = e.blocks, e.info.Size
+				}
 			}
 		}
 		buf := make([]byte, BlockSize)
@@ -364,18 +366,6 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 	return e.info, err
 }
 
-// counted counts the bytes read through it.
-type counted struct {
-	r io.Reader
-	n int64
-}
-
-func (c *counted) Read(p []byte) (int, error) {
-	k, err := c.r.Read(p)
-	c.n += int64(k)
-	return k, err
-}
-
 // fetchChanges is Fetch's first try when this node holds an earlier shard of
 // ref's rank and src can send changes: the shard stored from them (patch).
 // done is false when it was not tried or failed; then Fetch copies the shard
@@ -401,7 +391,7 @@ func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, 
 		return api.Fetched{}, false
 	}
 	defer rc.Close()
-	body := &counted{r: dog.wrap(rc)}
+	body := dog.wrap(rc)
 	info, err := s.patch(ref, body, base, sums, size, fmt.Sprintf("changes of shard %s from %s", ref, src.Addr()))
 	var vf *verifyFailure
 	switch {

@@ -191,7 +191,7 @@ func (s *Store) newWatchdog(cancel context.CancelCauseFunc) *watchdog {
 	return &watchdog{t: time.AfterFunc(d, func() { cancel(errStalled) }), d: d}
 }
 
-func (w *watchdog) wrap(r io.Reader) io.Reader { return &progressReader{r: r, t: w.t, d: w.d} }
+func (w *watchdog) wrap(r io.Reader) *progressReader { return &progressReader{r: r, t: w.t, d: w.d} }
 
 // EncodeParity computes parity row req.Row of group req.Group of the job's
 // shards of epoch from the group's data shards, read from the nodes req names

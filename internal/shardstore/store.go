@@ -842,17 +842,20 @@ func (s *Store) getShard(ctx context.Context, ref api.ShardRef, src Source) (io.
 	return src.GetShard(ctx, ref)
 }
 
-// progressReader restarts the stall timer t at every read that returns data.
+// progressReader restarts the stall timer t at every read that returns data,
+// and counts the bytes read.
 type progressReader struct {
 	r io.Reader
 	t *time.Timer
 	d time.Duration
+	n int64
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	if n > 0 {
 		p.t.Reset(p.d)
+		p.n += int64(n)
 	}
 	return n, err
 }
@@ -884,8 +887,6 @@ func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 		ranks := jd.ShardRanks(epochs[cut:])
 		keep = func(rank int) bool { return ranks[rank] }
 	}
-	retired := s.entriesOf(job, func(e uint64) bool { return e < epoch })
-	defer s.rememberSpares(job, retired)
 	var removed []uint64
 	for _, e := range epochs[:cut] {
 		var err error
@@ -899,10 +900,11 @@ func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 		}
 		removed = append(removed, e)
 	}
-	if err := jd.RemoveSpares(keep); err != nil {
+	spares, err := jd.RemoveSpares(keep)
+	if err != nil {
 		return removed, err
 	}
-	s.pruneEpochs(job, func(e uint64) bool { return e < epoch })
+	s.rememberSpares(job, spares, s.pruneEpochs(job, func(e uint64) bool { return e < epoch }))
 	return removed, nil
 }
 
@@ -911,7 +913,8 @@ func (s *Store) RemoveSpares(job string) error {
 	if err := checkJob(job); err != nil {
 		return err
 	}
-	return s.jobDir(job).RemoveSpares(nil)
+	_, err := s.jobDir(job).RemoveSpares(nil)
+	return err
 }
 
 // RemoveEpoch deletes one epoch directory of the job; one that is not there is
@@ -947,15 +950,21 @@ func (s *Store) RemoveJob(job string) ([]uint64, error) {
 	return epochs, nil
 }
 
-// pruneEpochs forgets the cached verifications of the job's epochs that gone says are gone.
-func (s *Store) pruneEpochs(job string, gone func(uint64) bool) {
+// pruneEpochs forgets the cached verifications of the job's epochs that gone
+// says are gone, and returns those of good shards among them.
+func (s *Store) pruneEpochs(job string, gone func(uint64) bool) []entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for p := range s.cache[job] {
-		if e, ok := epochOf(p); ok && gone(e) {
+	var good []entry
+	for p, e := range s.cache[job] {
+		if ep, ok := epochOf(p); ok && gone(ep) {
 			delete(s.cache[job], p)
+			if e.err == nil && e.blocks != nil {
+				good = append(good, e)
+			}
 		}
 	}
+	return good
 }
 
 // epochOf returns the epoch of a file in an epoch directory (a spare is in
@@ -969,30 +978,16 @@ func epochOf(path string) (uint64, bool) {
 	return e, err == nil
 }
 
-// entriesOf returns the cached verifications of the job's good shards in the
-// epochs that in says.
-func (s *Store) entriesOf(job string, in func(uint64) bool) []entry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []entry
-	for p, e := range s.cache[job] {
-		if ep, ok := epochOf(p); ok && in(ep) && e.err == nil && e.blocks != nil {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // isSpare says whether a cached path is a spare's (ckpt.JobDir.SparePath).
 func isSpare(path string) bool { return strings.HasSuffix(path, ".spare") }
 
-// rememberSpares keeps, for each of the job's spares, the verification of the
-// shard it was (one of retired, or the spare's own from before), so that a
-// shard stored from its changes over the spare writes only the blocks that
-// differ from it (patch). The verification holds for as long as the spare's
-// file version does: a shard retired to a spare keeps its inode and times.
-func (s *Store) rememberSpares(job string, retired []entry) {
-	spares, _ := s.jobDir(job).Spares()
+// rememberSpares keeps, for each of the job's spares (by rank), the
+// verification of the shard it was (one of retired, or the spare's own from
+// before), so that a shard stored from its changes over the spare writes only
+// the blocks that differ from it (patch). The verification holds for as long
+// as the spare's file version does: a shard retired to a spare keeps its inode
+// and times.
+func (s *Store) rememberSpares(job string, spares map[int]string, retired []entry) {
 	keys := map[string]fileKey{}
 	for _, path := range spares {
 		if fi, err := os.Stat(path); err == nil {
