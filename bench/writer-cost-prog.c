@@ -13,7 +13,9 @@
  *   checkpoints instead. WRITER_COST_CHANGE=F (0 to 1, default 1): before each
  *   checkpoint the rank adds 1 to that fraction of its doubles, a contiguous run that
  *   moves on by its length each time; the rest is as it was at the last checkpoint
- *   (what a copy that sends only changed blocks is measured with).
+ *   (what a copy that sends only changed blocks is measured with). WRITER_COST_NONE=1:
+ *   the same run without the checkpoints (each line's time is 0): what the agents cost
+ *   a job whose ranks take none (bench/steady-cost's baseline).
  */
 #include <dirent.h>
 #include <mpi.h>
@@ -85,6 +87,8 @@ int main(int argc, char **argv)
     int checkpoints = atoi(argv[2]);
     const char *idle_env = getenv("WRITER_COST_IDLE");
     int idle = idle_env != NULL && strcmp(idle_env, "1") == 0;
+    const char *none_env = getenv("WRITER_COST_NONE");
+    int none = none_env != NULL && strcmp(none_env, "1") == 0;
     double seconds = atof(argv[3]);
     const char *change_env = getenv("WRITER_COST_CHANGE");
     double change = change_env != NULL ? atof(change_env) : 1;
@@ -119,7 +123,7 @@ int main(int argc, char **argv)
         for (size_t j = 0, start = (size_t)(k - 1) * changed % n; j < changed; j++)
             state[(start + j) % n] += 1;
         double before = cpu_of(writer);
-        rc = shoal_checkpoint();
+        rc = none ? SHOAL_SUCCESS : shoal_checkpoint();
         if (rc != SHOAL_SUCCESS) {
             fprintf(stderr, "rank %d: shoal_checkpoint: %s\n", rank, shoal_strerror(rc));
             MPI_Abort(MPI_COMM_WORLD, 1);
@@ -127,7 +131,7 @@ int main(int argc, char **argv)
         /* The job's own memory traffic until the next checkpoint is due (or, with
          * WRITER_COST_IDLE=1, none: the ranks sleep). */
         double end = now() + seconds;
-        while (now() < end || !shard_in_place(k, rank)) {
+        while (now() < end || !(none || shard_in_place(k, rank))) {
             if (idle) {
                 nanosleep(&(struct timespec){0, 10000000}, NULL);
                 continue;
