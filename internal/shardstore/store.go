@@ -67,6 +67,7 @@ type Store struct {
 
 	mu    sync.Mutex
 	cache map[string]map[string]entry // job → shard path → last verification
+	gen   uint64                      // entries remembered so far (entry.gen)
 	locks map[string]*pathLock        // shard path → writers of it
 }
 
@@ -128,6 +129,9 @@ type entry struct {
 	sample *compress.Sample
 	// blocks are a good shard's blocks' sums (OpenChanges, Fetch).
 	blocks []uint64
+	// gen orders the store's remembered entries: an Index forgets only those
+	// remembered before it began (prune).
+	gen uint64
 }
 
 type pathLock struct {
@@ -175,6 +179,8 @@ func (s *Store) remember(job, path string, e entry) {
 	if s.cache[job] == nil {
 		s.cache[job] = map[string]entry{}
 	}
+	s.gen++
+	e.gen = s.gen
 	s.cache[job][path] = e
 }
 
@@ -227,6 +233,9 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 		return idx, err
 	}
 	jd := s.jobDir(job)
+	s.mu.Lock()
+	began := s.gen
+	s.mu.Unlock()
 	epochs, err := jd.Epochs()
 	if err != nil {
 		return idx, err
@@ -272,7 +281,7 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 			}
 		}
 	}
-	s.prune(job, seen)
+	s.prune(job, seen, began)
 	idx.Progress = readProgress(filepath.Join(jd.Path(), "progress"))
 	idx.Traffic = readTraffic(filepath.Join(jd.Path(), "traffic"))
 	idx.Interval = readInterval(filepath.Join(jd.Path(), "interval"))
@@ -451,12 +460,17 @@ func (s *Store) verifyPath(ref api.ShardRef, path string) (entry, error) {
 	return s.verifyOpen(ref, path, f)
 }
 
-// prune forgets the cached verifications of the job's files not in seen.
-func (s *Store) prune(job string, seen map[string]bool) {
+// prune forgets the cached verifications of the job's files not in seen, a
+// scan of its directories that began once the store had remembered began
+// entries. An entry remembered since is kept: its file may have been renamed
+// into a directory after the scan had read it (a copy committed meanwhile),
+// and forgetting it would have the next scan read and hash the whole file
+// again.
+func (s *Store) prune(job string, seen map[string]bool, began uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for p := range s.cache[job] {
-		if !seen[p] && !isSpare(p) {
+	for p, e := range s.cache[job] {
+		if !seen[p] && !isSpare(p) && e.gen <= began {
 			delete(s.cache[job], p)
 		}
 	}

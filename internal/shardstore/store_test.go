@@ -170,6 +170,50 @@ func TestIndexCaches(t *testing.T) {
 	}
 }
 
+// A copy committed while an Index scans keeps its verification: the scan read
+// the epoch's directory before the copy was renamed into it, and forgetting the
+// copy's entry would have the next scan hash the whole file again.
+func TestIndexKeepsCopyStoredDuringScan(t *testing.T) {
+	s := New(t.TempDir())
+	old := place(t, s, ref(1, 0), shard(t, "heat", 1, 0, 2, 1000))
+	gone := place(t, s, ref(1, 1), shard(t, "heat", 1, 1, 2, 1000))
+	if idx, _ := s.Index("heat"); len(idx.Shards) != 2 {
+		t.Fatalf("index %+v, want two good shards", idx)
+	}
+	os.Remove(gone)
+	// What Index does around its scan: the scan begins, reads the epochs'
+	// directories (epoch 1 holds only rank 0 now), and meanwhile a copy of
+	// epoch 2 is stored; then it prunes.
+	s.mu.Lock()
+	began := s.gen
+	s.mu.Unlock()
+	b := shard(t, "heat", 2, 0, 2, 1000)
+	if _, err := s.Put(ref(2, 0), bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	s.prune("heat", map[string]bool{old: true}, began)
+	stored := s.path(ref(2, 0))
+	if _, ok := s.cache["heat"][stored]; !ok {
+		t.Errorf("the copy stored during the scan lost its verification")
+	}
+	if _, ok := s.cache["heat"][gone]; ok {
+		t.Errorf("the shard removed before the scan kept its verification")
+	}
+	if _, ok := s.cache["heat"][old]; !ok {
+		t.Errorf("the shard the scan saw lost its verification")
+	}
+	// The next scan sees the copy and keeps it; one after its removal drops it.
+	s.Index("heat")
+	if _, ok := s.cache["heat"][stored]; !ok {
+		t.Errorf("the next scan dropped the copy's verification")
+	}
+	os.Remove(stored)
+	s.Index("heat")
+	if _, ok := s.cache["heat"][stored]; ok {
+		t.Errorf("a scan after the copy's removal kept its verification")
+	}
+}
+
 func TestOpen(t *testing.T) {
 	s := New(t.TempDir())
 	b := shard(t, "heat", 2, 1, 2, 200<<10) // mapped for verification
