@@ -173,6 +173,11 @@ func (s *Store) cached(job, path string, key fileKey) (entry, bool) {
 func (s *Store) remember(job, path string, e entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.rememberLocked(job, path, e)
+}
+
+// rememberLocked is remember with s.mu held.
+func (s *Store) rememberLocked(job, path string, e entry) {
 	if s.cache == nil {
 		s.cache = map[string]map[string]entry{}
 	}
@@ -182,6 +187,14 @@ func (s *Store) remember(job, path string, e entry) {
 	s.gen++
 	e.gen = s.gen
 	s.cache[job][path] = e
+}
+
+// scanBegins returns what a scan of the store's files that begins now passes
+// to prune.
+func (s *Store) scanBegins() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
 }
 
 // verifyOpen verifies the open shard file f, whose path names ref, through the
@@ -233,9 +246,7 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 		return idx, err
 	}
 	jd := s.jobDir(job)
-	s.mu.Lock()
-	began := s.gen
-	s.mu.Unlock()
+	began := s.scanBegins()
 	epochs, err := jd.Epochs()
 	if err != nil {
 		return idx, err
@@ -461,8 +472,7 @@ func (s *Store) verifyPath(ref api.ShardRef, path string) (entry, error) {
 }
 
 // prune forgets the cached verifications of the job's files not in seen, a
-// scan of its directories that began once the store had remembered began
-// entries. An entry remembered since is kept: its file may have been renamed
+// scan of its directories that began at began (scanBegins). An entry remembered since is kept: its file may have been renamed
 // into a directory after the scan had read it (a copy committed meanwhile),
 // and forgetting it would have the next scan read and hash the whole file
 // again.
@@ -1021,10 +1031,7 @@ func (s *Store) rememberSpares(job string, spares map[int]string, retired []entr
 		}
 		for _, e := range retired {
 			if e.key == key {
-				if s.cache[job] == nil {
-					s.cache[job] = map[string]entry{}
-				}
-				s.cache[job][path] = e
+				s.rememberLocked(job, path, e)
 				break
 			}
 		}

@@ -184,9 +184,7 @@ func TestIndexKeepsCopyStoredDuringScan(t *testing.T) {
 	// What Index does around its scan: the scan begins, reads the epochs'
 	// directories (epoch 1 holds only rank 0 now), and meanwhile a copy of
 	// epoch 2 is stored; then it prunes.
-	s.mu.Lock()
-	began := s.gen
-	s.mu.Unlock()
+	began := s.scanBegins()
 	b := shard(t, "heat", 2, 0, 2, 1000)
 	if _, err := s.Put(ref(2, 0), bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
