@@ -208,6 +208,9 @@ func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, er
 	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
 		return e, nil
 	}
+	if h, sum, blocks, ok := writersSums(path, f, fi); ok {
+		return s.record(ref, path, fi, h, sum, blocks, nil)
+	}
 	h, sum, blocks, err := verifyFile(f, fi.Size())
 	return s.record(ref, path, fi, h, sum, blocks, err)
 }

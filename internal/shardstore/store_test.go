@@ -3,6 +3,7 @@ package shardstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,6 +169,84 @@ func TestIndexCaches(t *testing.T) {
 	s.Index("heat")
 	if n := len(s.cache["heat"]); n != 0 {
 		t.Errorf("cache holds %d entries after the shard was removed", n)
+	}
+}
+
+// writeSums leaves beside the shard file at path the block sums file its writer
+// would: the sums of b's blocks, keyed by the file's version now.
+func writeSums(t *testing.T, path string, b []byte) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := newBlockSums()
+	sums.Write(b)
+	out := ckpt.Sums{BlockSize: BlockSize, ShardSize: fi.Size(), Checksum: binary.LittleEndian.Uint64(b[len(b)-ckpt.TrailerSize:]),
+		Ino: fi.Sys().(*syscall.Stat_t).Ino, MtimeNs: fi.ModTime().UnixNano(), Blocks: sums.Sums()}
+	if err := os.WriteFile(ckpt.SumsPath(path), out.Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A shard whose writer left its block sums beside it is not read back: the
+// store takes its sums, header and checksum as they are (so a payload damaged
+// before the sums were taken is listed as good), for that version of the file
+// only; a shard changed since, or whose sums file does not describe it, is
+// verified whole.
+func TestIndexTakesWritersSums(t *testing.T) {
+	s := New(t.TempDir())
+	b := shard(t, "heat", 1, 0, 1, 3*BlockSize+100)
+	damaged := flip(b, 2*BlockSize+7)
+	path := place(t, s, ref(1, 0), damaged)
+	writeSums(t, path, damaged)
+	idx, _ := s.Index("heat")
+	if len(idx.Shards) != 1 || idx.Shards[0].Checksum != ckptChecksum(b) {
+		t.Fatalf("index %+v, want the shard taken from its sums as good", idx)
+	}
+	e := s.cache["heat"][path]
+	want := newBlockSums()
+	want.Write(damaged)
+	if !reflect.DeepEqual(e.blocks, want.Sums()) {
+		t.Errorf("blocks' sums not taken from the sums file")
+	}
+
+	// Another version of the file: verified whole.
+	fi, _ := os.Stat(path)
+	later := fi.ModTime().Add(time.Second)
+	os.Chtimes(path, later, later)
+	idx, _ = s.Index("heat")
+	if len(idx.Shards) != 0 || len(idx.Bad) != 1 || idx.Bad[0].Error != "checksum mismatch" {
+		t.Fatalf("changed since its sums: index %+v, want it verified whole, as bad", idx)
+	}
+
+	// Sums files that do not describe the shard, beside good and damaged shards.
+	for name, mangle := range map[string]func(ckpt.Sums) ckpt.Sums{
+		"another inode":    func(x ckpt.Sums) ckpt.Sums { x.Ino++; return x },
+		"another mtime":    func(x ckpt.Sums) ckpt.Sums { x.MtimeNs--; return x },
+		"another checksum": func(x ckpt.Sums) ckpt.Sums { x.Checksum++; return x },
+		"another size":     func(x ckpt.Sums) ckpt.Sums { x.ShardSize--; return x },
+		"another block":    func(x ckpt.Sums) ckpt.Sums { x.BlockSize /= 2; x.Blocks = append(x.Blocks, x.Blocks...); return x },
+	} {
+		for _, damage := range []bool{false, true} {
+			s := New(t.TempDir())
+			path := place(t, s, ref(2, 0), shard(t, "heat", 2, 0, 1, 3*BlockSize+100))
+			good, _ := os.ReadFile(path)
+			if damage {
+				os.WriteFile(path, flip(good, 2*BlockSize+7), 0o644)
+			}
+			writeSums(t, path, good)
+			sf, _ := os.ReadFile(ckpt.SumsPath(path))
+			parsed, err := ckpt.ParseSums(sf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(ckpt.SumsPath(path), mangle(parsed).Encode(), 0o644)
+			idx, _ := s.Index("heat")
+			if listed := len(idx.Shards) == 1; listed == damage {
+				t.Errorf("%s, damaged %v: index %+v, want the shard verified whole", name, damage, idx)
+			}
+		}
 	}
 }
 

@@ -1,9 +1,13 @@
 package shardstore
 
 import (
+	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
+	"syscall"
 
+	"shoal/internal/api"
 	"shoal/internal/ckpt"
 )
 
@@ -26,4 +30,56 @@ func verifyFile(f *os.File, size int64) (ckpt.Header, uint64, []uint64, error) {
 		return ckpt.Header{}, 0, nil, err
 	}
 	return h, sum, blocks.Sums(), nil
+}
+
+// writersSums takes the blocks' sums of the shard file f at path (version fi)
+// from the block sums file its writer left beside it (ckpt.Sums), with its header
+// and checksum, without reading the rest of the shard: ok when that file parses,
+// is in this store's block size and describes this very version of the shard
+// (its inode, modification time and size) with the checksum it ends in, and the
+// header reads. A new shard's bytes are then trusted as the writer hashed them
+// before it renamed the shard into place, the bytes it wrote; reading them back
+// at once would read the same pages of the page cache. A copy sent from it has
+// each block checked against these sums by its receiver (patch), a whole copy and
+// a restart verify the whole; a shard changed in place after its writer took the
+// sums has another version, which is verified whole here.
+func writersSums(path string, f *os.File, fi os.FileInfo) (h ckpt.Header, sum uint64, blocks []uint64, ok bool) {
+	st, isUnix := fi.Sys().(*syscall.Stat_t)
+	size := fi.Size()
+	if !isUnix || size > api.MaxChangesBlocks*BlockSize {
+		return ckpt.Header{}, 0, nil, false
+	}
+	b, err := readSmall(ckpt.SumsPath(path), ckpt.SumsFileSize(size, BlockSize))
+	if err != nil {
+		return ckpt.Header{}, 0, nil, false
+	}
+	sums, err := ckpt.ParseSums(b)
+	if err != nil || sums.BlockSize != BlockSize || sums.ShardSize != size ||
+		sums.Ino != st.Ino || sums.MtimeNs != fi.ModTime().UnixNano() {
+		return ckpt.Header{}, 0, nil, false
+	}
+	var tail [ckpt.TrailerSize]byte
+	if _, err := f.ReadAt(tail[:], size-ckpt.TrailerSize); err != nil || binary.LittleEndian.Uint64(tail[:]) != sums.Checksum {
+		return ckpt.Header{}, 0, nil, false
+	}
+	h, err = ckpt.ReadHeader(io.NewSectionReader(f, 0, size), size)
+	if err != nil {
+		return ckpt.Header{}, 0, nil, false
+	}
+	return h, sums.Checksum, sums.Blocks, true
+}
+
+// readSmall reads the file at path when it is exactly want bytes long.
+func readSmall(path string, want int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, want+1)
+	n, err := io.ReadFull(f, b)
+	if err != io.ErrUnexpectedEOF || int64(n) != want {
+		return nil, fmt.Errorf("%s: not %d bytes", path, want)
+	}
+	return b[:n], nil
 }

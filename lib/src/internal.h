@@ -80,15 +80,40 @@ void shard_seal(unsigned char *file, size_t size);
 /* shard_seal a piece at a time, as the file is written out: the pieces fed must cover
  * the file in order; the one reaching the trailer gets the checksum written into it
  * before shard_sealer_feed returns. Hashing each piece just before it is written reads
- * the file from memory once instead of twice. */
+ * the file from memory once instead of twice. The sealer also takes the sums of the
+ * file's blocks (SHARD_BLOCK_SIZE bytes, the trailer's included) for its block sums
+ * file: each block is hashed again while it is still in the cache. */
 struct shard_sealer {
-    void *state; /* XXH3_state_t */
+    void *state; /* XXH3_state_t of the whole file */
+    void *block; /* XXH3_state_t of a block fed in more than one piece */
     unsigned char *file;
     size_t size;
+    uint64_t *sums; /* shard_blocks(size, SHARD_BLOCK_SIZE) of them */
 };
 int shard_sealer_init(struct shard_sealer *s, unsigned char *file, size_t size); /* 0, ENOMEM */
 void shard_sealer_feed(struct shard_sealer *s, size_t off, size_t n);
 void shard_sealer_free(struct shard_sealer *s);
+
+/* The block sums file (docs/shard-format.md): the XXH3-64 of each block of a shard
+ * file as its writer made it, so that the node's agent need not read the shard back to
+ * learn them. */
+#define SHARD_SUMS_MAGIC      "SHOALSUM"
+#define SHARD_SUMS_VERSION    1
+#define SHARD_BLOCK_SIZE      (256u << 10)
+#define SHARD_SUMS_FIXED_SIZE 48
+/* The file version the sums describe: what its writer read with fstat. */
+struct shard_sums_key {
+    uint64_t ino;
+    int64_t mtime_ns;
+};
+/* The number of blocks of block bytes in size bytes, the last one possibly shorter. */
+size_t shard_blocks(size_t size, size_t block);
+/* Size of the sums file of a shard of size bytes in blocks of block bytes. */
+size_t shard_sums_file_size(size_t size, size_t block);
+/* Writes the sums file (shard_sums_file_size(size, block) bytes) of the sealed shard
+ * file of size bytes whose blocks' sums are sums. */
+void shard_put_sums(unsigned char *out, const unsigned char *file, size_t size, size_t block,
+                    const uint64_t *sums, const struct shard_sums_key *key);
 /* Runs every check of the format, in the documented order; fills h when SHARD_OK. */
 int shard_verify(const unsigned char *file, size_t size, struct shard_header *h);
 /* Entry index of a verified shard. */
@@ -152,15 +177,28 @@ unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size
 /* Allocates the blocks of the stage file fd mapped at p, then faults its pages in; 0, or
  * errno (ENOSPC: nothing touched, which would raise SIGBUS). */
 int store_stage_fault_in(unsigned char *p, size_t cap, int fd);
+/* What store_write_reusing and store_stage_to_shard call as they make a file: before(arg,
+ * off, n) before each piece [off, off + n) of the data is written, in order; written(arg,
+ * fd) once the file holds all of it, before it is renamed into place. Either may be
+ * NULL. */
+struct store_hooks {
+    void (*before)(void *arg, size_t off, size_t n);
+    void (*written)(void *arg, int fd);
+    void *arg;
+};
 /* Makes the stage file fd, whose first size bytes are a sealed shard, the shard at path:
- * cut to size, fsync, renamed to path, fsync of the directory. 0 or errno. */
-int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path);
+ * cut to size, fsync, renamed to path, fsync of the directory; hooks->written is called
+ * before the rename (hooks may be NULL). 0 or errno. */
+int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path,
+                         const struct store_hooks *hooks);
 /* store_write_atomic, writing over the file at reuse (moved to path.tmp) when there is
- * one, instead of a new file, and calling before(arg, off, n) before it writes each
- * piece [off, off + n) of data, in order (before may be NULL). */
+ * one, instead of a new file, and calling hooks (may be NULL) as it writes. */
 int store_write_reusing(const char *path, const void *data, size_t len, int durable,
-                        const char *reuse, void (*before)(void *arg, size_t off, size_t n),
-                        void *arg);
+                        const char *reuse, const struct store_hooks *hooks);
+/* The block sums file of rank's shard of epoch (r + 6 digits + .sums; .sums.tmp with
+ * tmp), docs/shard-format.md. */
+int store_sums_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
+                    int tmp);
 /* The file a rank's pruned shard is kept in for its next shard to overwrite
  * (r + 6 digits + .spare in the job directory). */
 int store_spare_path(char *out, size_t len, const char *jobdir, int rank);

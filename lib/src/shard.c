@@ -3,10 +3,27 @@
  * Pure functions over memory: the file I/O lives in store.c and writer.c.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "internal.h"
+
+/* XXH3 over a shard's bytes. On x86-64, where libxxhash is built with its dispatcher
+ * (xxh_x86dispatch.h installed), with the widest vector unit the CPU has, chosen at run
+ * time: the library's plain entry points are built for SSE2 only, and hashed 256 MB in
+ * 14 to 24 ms where AVX-512 took 11 to 12. */
+#if defined(__x86_64__) && defined(__has_include)
+#if __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#define xxh3 XXH3_64bits_dispatch
+#define xxh3_update XXH3_64bits_update_dispatch
+#endif
+#endif
+#ifndef xxh3
+#define xxh3 XXH3_64bits
+#define xxh3_update XXH3_64bits_update
+#endif
 
 /* Header field offsets. */
 enum {
@@ -137,16 +154,19 @@ void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_ent
 void shard_seal(unsigned char *file, size_t size)
 {
     size_t body = size - SHARD_CHECKSUM_SIZE;
-    put_u64(file + body, (uint64_t)XXH3_64bits(file, body));
+    put_u64(file + body, (uint64_t)xxh3(file, body));
 }
 
 int shard_sealer_init(struct shard_sealer *s, unsigned char *file, size_t size)
 {
-    s->file = file;
-    s->size = size;
+    *s = (struct shard_sealer){.file = file, .size = size};
     s->state = XXH3_createState();
-    if (s->state == NULL)
+    s->block = XXH3_createState();
+    s->sums = malloc(shard_blocks(size, SHARD_BLOCK_SIZE) * sizeof *s->sums);
+    if (s->state == NULL || s->block == NULL || s->sums == NULL) {
+        shard_sealer_free(s);
         return ENOMEM;
+    }
     XXH3_64bits_reset(s->state);
     return 0;
 }
@@ -155,15 +175,61 @@ void shard_sealer_feed(struct shard_sealer *s, size_t off, size_t n)
 {
     size_t body = s->size - SHARD_CHECKSUM_SIZE;
     if (off < body)
-        XXH3_64bits_update(s->state, s->file + off, (off + n < body ? off + n : body) - off);
+        xxh3_update(s->state, s->file + off, (off + n < body ? off + n : body) - off);
     if (off + n > body)
         put_u64(s->file + body, (uint64_t)XXH3_64bits_digest(s->state));
+    /* The blocks of the piece, the trailer's bytes written by now. */
+    for (size_t end = off + n; off < end;) {
+        size_t in = off % SHARD_BLOCK_SIZE, i = off / SHARD_BLOCK_SIZE;
+        size_t block_end = off - in + SHARD_BLOCK_SIZE < s->size ? off - in + SHARD_BLOCK_SIZE
+                                                                 : s->size;
+        size_t k = (end < block_end ? end : block_end) - off;
+        if (in == 0 && off + k == block_end) {
+            s->sums[i] = (uint64_t)xxh3(s->file + off, k); /* whole in one piece */
+        } else {
+            if (in == 0)
+                XXH3_64bits_reset(s->block);
+            xxh3_update(s->block, s->file + off, k);
+            if (off + k == block_end)
+                s->sums[i] = (uint64_t)XXH3_64bits_digest(s->block);
+        }
+        off += k;
+    }
 }
 
 void shard_sealer_free(struct shard_sealer *s)
 {
     XXH3_freeState(s->state);
-    s->state = NULL;
+    XXH3_freeState(s->block);
+    free(s->sums);
+    s->state = s->block = NULL;
+    s->sums = NULL;
+}
+
+size_t shard_blocks(size_t size, size_t block)
+{
+    return size / block + (size % block != 0);
+}
+
+size_t shard_sums_file_size(size_t size, size_t block)
+{
+    return SHARD_SUMS_FIXED_SIZE + 8 * shard_blocks(size, block) + SHARD_CHECKSUM_SIZE;
+}
+
+void shard_put_sums(unsigned char *out, const unsigned char *file, size_t size, size_t block,
+                    const uint64_t *sums, const struct shard_sums_key *key)
+{
+    size_t n = shard_blocks(size, block), len = shard_sums_file_size(size, block);
+    memcpy(out, SHARD_SUMS_MAGIC, 8);
+    put_u32(out + 8, SHARD_SUMS_VERSION);
+    put_u32(out + 12, (uint32_t)block);
+    put_u64(out + 16, size);
+    put_u64(out + 24, shard_get_u64(file + size - SHARD_CHECKSUM_SIZE));
+    put_u64(out + 32, key->ino);
+    put_u64(out + 40, (uint64_t)key->mtime_ns);
+    for (size_t i = 0; i < n; i++)
+        put_u64(out + SHARD_SUMS_FIXED_SIZE + 8 * i, sums[i]);
+    shard_seal(out, len);
 }
 
 void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_entry *e)
@@ -277,7 +343,7 @@ int shard_verify(const unsigned char *file, size_t size, struct shard_header *h)
         get_u32(file + OFF_HEADER_SIZE) != SHARD_HEADER_SIZE)
         return SHARD_UNSUPPORTED_VERSION;
     size_t body = size - SHARD_CHECKSUM_SIZE;
-    if ((uint64_t)XXH3_64bits(file, body) != shard_get_u64(file + body))
+    if ((uint64_t)xxh3(file, body) != shard_get_u64(file + body))
         return SHARD_CHECKSUM_MISMATCH;
     if (!header_ok(file, size, h))
         return SHARD_BAD_HEADER;

@@ -85,6 +85,13 @@ static int fsync_parent(const char *path)
     return store_fsync_dir(slash == dir ? "/" : dir);
 }
 
+int store_sums_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
+                    int tmp)
+{
+    int n = snprintf(out, len, "%s/e%08lld/r%06d.sums%s", jobdir, epoch, rank, tmp ? ".tmp" : "");
+    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
+}
+
 int store_spare_path(char *out, size_t len, const char *jobdir, int rank)
 {
     int n = snprintf(out, len, "%s/r%06d.spare", jobdir, rank);
@@ -138,13 +145,18 @@ unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size
     return p;
 }
 
-int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path)
+int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, const char *path,
+                         const struct store_hooks *hooks)
 {
     char stage[PATH_MAX];
     int err = store_stage_path(stage, sizeof stage, jobdir, rank);
     if (err)
         return err;
-    if (ftruncate(fd, (off_t)size) != 0 || fsync(fd) != 0 || rename(stage, path) != 0)
+    if (ftruncate(fd, (off_t)size) != 0)
+        return errno;
+    if (hooks != NULL && hooks->written != NULL)
+        hooks->written(hooks->arg, fd);
+    if (fsync(fd) != 0 || rename(stage, path) != 0)
         return errno;
     return fsync_parent(path);
 }
@@ -179,7 +191,7 @@ static int write_all(int fd, const unsigned char *p, size_t len)
 
 int store_write_atomic(const char *path, const void *data, size_t len, int durable)
 {
-    return store_write_reusing(path, data, len, durable, NULL, NULL, NULL);
+    return store_write_reusing(path, data, len, durable, NULL, NULL);
 }
 
 /* write_all, a piece at a time, calling before for each piece first: pieces of 1 MiB,
@@ -199,8 +211,7 @@ static int write_pieces(int fd, const unsigned char *p, size_t len,
 }
 
 int store_write_reusing(const char *path, const void *data, size_t len, int durable,
-                        const char *reuse, void (*before)(void *arg, size_t off, size_t n),
-                        void *arg)
+                        const char *reuse, const struct store_hooks *hooks)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
@@ -216,11 +227,14 @@ int store_write_reusing(const char *path, const void *data, size_t len, int dura
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return errno;
-    int err = before != NULL ? write_pieces(fd, data, len, before, arg)
-                             : write_all(fd, data, len);
+    int err = hooks != NULL && hooks->before != NULL
+                  ? write_pieces(fd, data, len, hooks->before, hooks->arg)
+                  : write_all(fd, data, len);
     /* A reused file may have been longer. */
     if (!err && reused && ftruncate(fd, (off_t)len) != 0)
         err = errno;
+    if (!err && hooks != NULL && hooks->written != NULL)
+        hooks->written(hooks->arg, fd);
     if (!err && durable && fsync(fd) != 0)
         err = errno;
     if (close(fd) != 0 && !err)
@@ -399,6 +413,9 @@ void store_prune(const char *jobdir, long long below, int rank, int nranks, int 
         }
         if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
             unlink(path);
+        for (int tmp = 0; tmp <= 1; tmp++)
+            if (store_sums_path(path, sizeof path, jobdir, epochs[i], rank, tmp) == 0)
+                unlink(path);
         if (whole)
             remove_leftovers(dir, rank, nranks);
         rmdir(dir);
@@ -416,8 +433,11 @@ void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int a
             if (all) {
                 if (store_epoch_dir(path, sizeof path, jobdir, epochs[i]) == 0)
                     remove_entries(path, 1, 0);
-            } else if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0) {
-                unlink(path);
+            } else {
+                if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
+                    unlink(path);
+                if (store_sums_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
+                    unlink(path);
             }
         }
         free(epochs);

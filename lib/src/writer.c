@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #endif
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -31,22 +32,54 @@
 #define SCHED_BATCH 3
 #endif
 
-static void seal_piece(void *sealer, size_t off, size_t n)
+/* A shard being written: its sealer, and where its block sums file goes. */
+struct sealing {
+    struct shard_sealer sealer;
+    const char *sums_path;
+};
+
+static void seal_piece(void *arg, size_t off, size_t n)
 {
-    shard_sealer_feed(sealer, off, n);
+    shard_sealer_feed(&((struct sealing *)arg)->sealer, off, n);
+}
+
+/* Writes the block sums file of the sealed shard the file fd holds, keyed by its version
+ * as fstat sees it now, before it is renamed into place: the agent then learns the
+ * blocks' sums without reading the shard back, and a change to the file after this
+ * point gives it another version, which the agent reads and verifies whole. A failure
+ * loses nothing but that shortcut, and is not reported. */
+static void write_sums(void *arg, int fd)
+{
+    struct sealing *s = arg;
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return;
+    struct shard_sums_key key = {.ino = (uint64_t)st.st_ino,
+                                 .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
+                                             st.st_mtim.tv_nsec};
+    size_t len = shard_sums_file_size(s->sealer.size, SHARD_BLOCK_SIZE);
+    unsigned char *out = malloc(len);
+    if (out == NULL)
+        return;
+    shard_put_sums(out, s->sealer.file, s->sealer.size, SHARD_BLOCK_SIZE, s->sealer.sums, &key);
+    (void)store_write_atomic(s->sums_path, out, len, 0);
+    free(out);
 }
 
 /* Writes the shard image file (size bytes) of epoch; fd >= 0 when file is the start of
  * the rank's stage file's mapping, which is then renamed into place instead (*consumed:
- * the stage file is cut or gone, its mapping no longer a staging buffer). */
+ * the stage file is cut or gone, its mapping no longer a staging buffer). Its block sums
+ * file goes beside it first. */
 static int write_shard_file(const char *jobdir, int rank, int spare, long long epoch,
                             unsigned char *file, size_t size, int fd, int *consumed,
                             char *failed_path, size_t failed_len)
 {
-    char dir[PATH_MAX], path[PATH_MAX];
+    char dir[PATH_MAX], path[PATH_MAX], sums[PATH_MAX];
     int err = store_epoch_dir(dir, sizeof dir, jobdir, epoch);
     if (!err)
         err = store_shard_path(path, sizeof path, jobdir, epoch, rank, 0);
+    if (!err)
+        err = store_sums_path(sums, sizeof sums, jobdir, epoch, rank, 0);
     if (err) {
         snprintf(failed_path, failed_len, "%s/e%08lld", jobdir, epoch);
         return err;
@@ -61,24 +94,29 @@ static int write_shard_file(const char *jobdir, int rank, int spare, long long e
     if (err)
         return err;
     snprintf(failed_path, failed_len, "%s", path);
+    /* Hashed a piece at a time, so each piece is read from memory once for the checksum
+     * and the block sums (and, written out, for the write). */
+    struct sealing s = {.sums_path = sums};
+    struct store_hooks hooks = {.before = seal_piece, .written = write_sums, .arg = &s};
+    int sealed = shard_sealer_init(&s.sealer, file, size) == 0;
+    if (!sealed) {
+        shard_seal(file, size);
+        hooks = (struct store_hooks){0};
+    }
     if (fd >= 0) {
         /* The image is the file's own pages already: seal it, and it is the shard. */
-        shard_seal(file, size);
+        for (size_t off = 0; sealed && off < size; off += SHARD_BLOCK_SIZE)
+            seal_piece(&s, off, size - off < SHARD_BLOCK_SIZE ? size - off : SHARD_BLOCK_SIZE);
         *consumed = 1;
-        return store_stage_to_shard(jobdir, rank, fd, size, path);
+        err = store_stage_to_shard(jobdir, rank, fd, size, path, &hooks);
+    } else {
+        char reuse[PATH_MAX];
+        if (!spare || store_spare_path(reuse, sizeof reuse, jobdir, rank) != 0)
+            reuse[0] = 0;
+        err = store_write_reusing(path, file, size, 1, reuse[0] ? reuse : NULL, &hooks);
     }
-    char reuse[PATH_MAX];
-    if (!spare || store_spare_path(reuse, sizeof reuse, jobdir, rank) != 0)
-        reuse[0] = 0;
-    /* Hashed a piece at a time as it is written, so the shard is read from memory once. */
-    struct shard_sealer sealer;
-    if (shard_sealer_init(&sealer, file, size) != 0) {
-        shard_seal(file, size);
-        return store_write_reusing(path, file, size, 1, reuse[0] ? reuse : NULL, NULL, NULL);
-    }
-    err = store_write_reusing(path, file, size, 1, reuse[0] ? reuse : NULL, seal_piece,
-                              &sealer);
-    shard_sealer_free(&sealer);
+    if (sealed)
+        shard_sealer_free(&s.sealer);
     return err;
 }
 

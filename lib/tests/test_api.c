@@ -21,6 +21,7 @@
 #include <time.h>
 #include <pthread.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "check.h"
 #include "internal.h" /* store_load_shard: a held epoch's shards must verify */
@@ -833,6 +834,43 @@ static long long held_epoch(int fd)
     return epoch;
 }
 
+/* The block sums file beside the shard at path describes it: the version of the file
+ * (inode, modification time, size), its checksum, and the XXH3-64 of each of its blocks
+ * (docs/shard-format.md). */
+static int sums_describe(const char *path)
+{
+    char sums_path[600];
+    snprintf(sums_path, sizeof sums_path, "%.*s.sums", (int)(strlen(path) - strlen(".shard")),
+             path);
+    size_t size, len;
+    unsigned char *file = (unsigned char *)json_read_file(path, &size);
+    unsigned char *sums = (unsigned char *)json_read_file(sums_path, &len);
+    struct stat st;
+    int ok = file != NULL && sums != NULL && stat(path, &st) == 0 &&
+             len == shard_sums_file_size(size, SHARD_BLOCK_SIZE);
+    if (ok) {
+        uint64_t *want = malloc(shard_blocks(size, SHARD_BLOCK_SIZE) * sizeof *want);
+        for (size_t b = 0; b < shard_blocks(size, SHARD_BLOCK_SIZE); b++) {
+            size_t off = b * SHARD_BLOCK_SIZE;
+            want[b] = (uint64_t)XXH3_64bits(file + off, size - off < SHARD_BLOCK_SIZE
+                                                            ? size - off
+                                                            : SHARD_BLOCK_SIZE);
+        }
+        struct shard_sums_key key = {(uint64_t)st.st_ino,
+                                     (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
+        unsigned char *expect = malloc(len);
+        shard_put_sums(expect, file, size, SHARD_BLOCK_SIZE, want, &key);
+        ok = memcmp(expect, sums, len) == 0;
+        free(expect);
+        free(want);
+    }
+    if (!ok)
+        fprintf(stderr, "%s%s does not describe %s\n", check_prefix, sums_path, path);
+    free(file);
+    free(sums);
+    return ok;
+}
+
 /* A rank's pruned shard is kept as its spare and written over by its next shard, which
  * ends at its own size; a shard a reader holds (locked, as ckpt.JobDir reads) is removed
  * instead and stays whole for the reader; no spare is left after shoal_finalize. */
@@ -881,6 +919,9 @@ static void test_recycling(void)
     CHECK_EQ(store_load_shard(path, &img, &h), SHARD_OK);
     CHECK(h.epoch == 4 && h.payload_bytes == (uint64_t)N / 2 * sizeof a[0]);
     shard_image_free(&img);
+    CHECK(sums_describe(path));
+    t_shard_path(path, sizeof path, job, 5, t_rank);
+    CHECK(sums_describe(path));
     CHECK_EQ(held_epoch(held), 2);
 
     t_unfinish(job);
@@ -926,6 +967,7 @@ static void test_stage_file(void)
     CHECK(!t_exists(stage));
     t_shard_path(path, sizeof path, job, 2, t_rank);
     CHECK(inode_of(path) != 0 && inode_of(path) != staged);
+    CHECK(sums_describe(path));
 
     t_unfinish(job);
     CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_SUCCESS);

@@ -370,14 +370,18 @@ static void test_vectors(const char *dir)
 }
 
 /* Sealing a piece at a time, as the writer does while it writes, gives shard_seal's
- * bytes for any piece size, a piece ending inside the trailer among them. */
+ * bytes for any piece size, a piece ending inside the trailer among them, and the
+ * XXH3-64 of each block of the sealed file. */
 static void test_sealer(void)
 {
-    static const struct spec big[] = {{1, 8, 1000}, {2, 1, 333}};
+    static const struct spec big[] = {{1, 8, 100000}, {2, 1, 333}}; /* 4 blocks */
     size_t size;
     unsigned char *want = build(big, 2, &size);
+    size_t nblocks = shard_blocks(size, SHARD_BLOCK_SIZE);
+    CHECK_EQ(nblocks, 4);
     unsigned char *file = malloc(size);
-    size_t pieces[] = {1, 7, 64, 1000, size - 4, size - 8, size - 9, size, size + 5};
+    size_t pieces[] = {1, 7, 64, 1000, SHARD_BLOCK_SIZE - 1, SHARD_BLOCK_SIZE, 1 << 20,
+                       size - 4, size - 8, size - 9, size, size + 5};
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
         memcpy(file, want, size);
         memset(file + size - SHARD_CHECKSUM_SIZE, 0xee, SHARD_CHECKSUM_SIZE);
@@ -386,12 +390,76 @@ static void test_sealer(void)
             continue;
         for (size_t off = 0; off < size; off += pieces[i])
             shard_sealer_feed(&sealer, off, size - off < pieces[i] ? size - off : pieces[i]);
-        shard_sealer_free(&sealer);
         if (!CHECK(memcmp(file, want, size) == 0))
             fprintf(stderr, "  pieces of %zu bytes\n", pieces[i]);
+        for (size_t b = 0; b < nblocks; b++) {
+            size_t off = b * SHARD_BLOCK_SIZE, n = size - off < SHARD_BLOCK_SIZE ? size - off
+                                                                               : SHARD_BLOCK_SIZE;
+            if (!CHECK_EQ(sealer.sums[b], (uint64_t)XXH3_64bits(want + off, n)))
+                fprintf(stderr, "  block %zu, pieces of %zu bytes\n", b, pieces[i]);
+        }
+        shard_sealer_free(&sealer);
     }
     free(file);
     free(want);
+}
+
+/* sums.json: the block sums file of a vector shard, in blocks of block_size, for the
+ * file version (ino, mtime_ns) given. */
+static void test_sums_vectors(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sums.json", dir);
+    char *text = json_read_file(path, NULL);
+    if (!CHECK(text != NULL)) {
+        fprintf(stderr, "  %s is missing\n", path);
+        return;
+    }
+    const char *p = text;
+    char err[128];
+    struct json *list = json_parse(&p, err, sizeof err);
+    if (!CHECK(list != NULL && list->type == JSON_ARRAY)) {
+        fprintf(stderr, "  %s: not an array of vectors\n", path);
+        free(text);
+        json_free(list);
+        return;
+    }
+    for (int i = 0; i < list->n; i++) {
+        const struct json *v = list->items[i];
+        const char *name = json_get_str(v, "shard"), *hex = json_get_str(v, "sums_hex");
+        uint64_t block, ino;
+        int64_t mtime;
+        if (!CHECK(name != NULL && hex != NULL && json_get_u64(v, "block_size", &block) == 0 &&
+                   json_get_u64(v, "ino", &ino) == 0 && json_get_i64(v, "mtime_ns", &mtime) == 0 &&
+                   block > 0))
+            continue;
+        char shard_path[4096];
+        snprintf(shard_path, sizeof shard_path, "%s/%s", dir, name);
+        size_t size;
+        unsigned char *file = (unsigned char *)json_read_file(shard_path, &size);
+        if (!CHECK(file != NULL))
+            continue;
+        size_t n = shard_blocks(size, block), len = shard_sums_file_size(size, block);
+        uint64_t *sums = malloc(n * sizeof *sums);
+        for (size_t b = 0; b < n; b++)
+            sums[b] = (uint64_t)XXH3_64bits(file + b * block,
+                                            size - b * block < block ? size - b * block : block);
+        unsigned char *out = malloc(len);
+        struct shard_sums_key key = {ino, mtime};
+        shard_put_sums(out, file, size, block, sums, &key);
+        char *got = malloc(2 * len + 1);
+        for (size_t k = 0; k < len; k++)
+            snprintf(got + 2 * k, 3, "%02x", out[k]);
+        if (!CHECK_STR(got, hex))
+            fprintf(stderr, "  %s in blocks of %llu\n", name, (unsigned long long)block);
+        free(got);
+        free(out);
+        free(sums);
+        free(file);
+    }
+    printf("checked %d block sums vectors from %s\n", list->n, path);
+    json_free(list);
+    free(text);
 }
 
 int main(int argc, char **argv)
@@ -401,5 +469,6 @@ int main(int argc, char **argv)
     test_sealer();
     test_verify_failures();
     test_vectors(dir);
+    test_sums_vectors(dir);
     return check_summary(check_passed, check_failed);
 }
