@@ -251,6 +251,46 @@ func TestOpenToSendSamples(t *testing.T) {
 	}
 }
 
+// A rank's new shard takes the sample of its earlier shard on the node for
+// ResampleEpochs epochs from the one measured; another rank's does not.
+func TestOpenToSendTakesEarlierSample(t *testing.T) {
+	s := New(t.TempDir())
+	open := func(r api.ShardRef) bool {
+		t.Helper()
+		f, _, compress, err := s.OpenToSend(r, 1e6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return compress
+	}
+	place(t, s, ref(1, 0), shard(t, "heat", 1, 0, 2, 1<<20))
+	if !open(ref(1, 0)) {
+		t.Fatalf("a compressible shard over 1 MB/s: raw, want compressed")
+	}
+	measured := *s.cache["heat"][s.path(ref(1, 0))].sample
+	// Incompressible from now on: the rank's shards go on taking epoch 1's
+	// sample until ResampleEpochs epochs after it.
+	for epoch := uint64(2); epoch <= ResampleEpochs+1; epoch++ {
+		r := ref(epoch, 0)
+		path := place(t, s, r, randomShard(t, r, 1<<20))
+		compressed := open(r)
+		e := s.cache["heat"][path]
+		if epoch <= ResampleEpochs {
+			if !compressed || *e.sample != measured || e.sampledAt != 1 {
+				t.Fatalf("epoch %d: compressed %v, sample %+v of epoch %d; want epoch 1's %+v", epoch, compressed, *e.sample, e.sampledAt, measured)
+			}
+		} else if compressed || e.sample.Ratio < 0.99 || e.sampledAt != epoch {
+			t.Fatalf("epoch %d: compressed %v, sample %+v of epoch %d; want its own, ratio about 1", epoch, compressed, *e.sample, e.sampledAt)
+		}
+	}
+	r := ref(3, 1)
+	place(t, s, r, randomShard(t, r, 1<<20))
+	if open(r) {
+		t.Errorf("another rank's incompressible shard: compressed, want its own sample")
+	}
+}
+
 func TestMeasure(t *testing.T) {
 	if _, err := Measure(nil); err == nil {
 		t.Errorf("Measure of nothing: no error")

@@ -125,8 +125,10 @@ type entry struct {
 	parity *api.ParityInfo
 	err    error // nil: good; else wraps a ckpt sentinel (shards)
 	// sample is how a sample of a good shard compressed, once measured
-	// (OpenToSend).
-	sample *compress.Sample
+	// (OpenToSend), on this shard or an earlier one of its rank: on the shard
+	// of epoch sampledAt.
+	sample    *compress.Sample
+	sampledAt uint64
 	// blocks are a good shard's blocks' sums (OpenChanges, Fetch).
 	blocks []uint64
 	// gen orders the store's remembered entries: an Index forgets only those
