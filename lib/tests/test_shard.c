@@ -331,16 +331,24 @@ static void check_vector(const struct json *v, const char *dir)
     free(file);
 }
 
+/* The text of the shared test vectors file dir/name (its path in path), or NULL, a
+ * failed check, when it is missing. */
+static char *read_vectors(const char *dir, const char *name, char *path, size_t len)
+{
+    snprintf(path, len, "%s/%s", dir, name);
+    char *text = json_read_file(path, NULL);
+    if (!CHECK(text != NULL))
+        fprintf(stderr, "  %s is missing: the shared test vectors are required\n", path);
+    return text;
+}
+
 /* vectors.json: one object per line, or an array of them, or {"vectors": [...]}. */
 static void test_vectors(const char *dir)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/vectors.json", dir);
-    char *text = json_read_file(path, NULL);
-    if (!CHECK(text != NULL)) {
-        fprintf(stderr, "  %s is missing: the shared test vectors are required\n", path);
+    char *text = read_vectors(dir, "vectors.json", path, sizeof path);
+    if (text == NULL)
         return;
-    }
     const char *p = text;
     int checked = 0;
     char err[128];
@@ -409,12 +417,9 @@ static void test_sealer(void)
 static void test_sums_vectors(const char *dir)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/sums.json", dir);
-    char *text = json_read_file(path, NULL);
-    if (!CHECK(text != NULL)) {
-        fprintf(stderr, "  %s is missing\n", path);
+    char *text = read_vectors(dir, "sums.json", path, sizeof path);
+    if (text == NULL)
         return;
-    }
     const char *p = text;
     char err[128];
     struct json *list = json_parse(&p, err, sizeof err);
