@@ -9,22 +9,6 @@
 
 #include "internal.h"
 
-/* XXH3 over a shard's bytes. On x86-64, where libxxhash is built with its dispatcher
- * (xxh_x86dispatch.h installed), with the widest vector unit the CPU has, chosen at run
- * time: the library's plain entry points are built for SSE2 only, and hashed 256 MB in
- * 14 to 24 ms where AVX-512 took 11 to 12. */
-#if defined(__x86_64__) && defined(__has_include)
-#if __has_include(<xxh_x86dispatch.h>)
-#include <xxh_x86dispatch.h>
-#define xxh3 XXH3_64bits_dispatch
-#define xxh3_update XXH3_64bits_update_dispatch
-#endif
-#endif
-#ifndef xxh3
-#define xxh3 XXH3_64bits
-#define xxh3_update XXH3_64bits_update
-#endif
-
 /* Header field offsets. */
 enum {
     OFF_MAGIC = 0,
@@ -154,7 +138,7 @@ void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_ent
 void shard_seal(unsigned char *file, size_t size)
 {
     size_t body = size - SHARD_CHECKSUM_SIZE;
-    put_u64(file + body, (uint64_t)xxh3(file, body));
+    put_u64(file + body, (uint64_t)XXH3_64bits(file, body));
 }
 
 int shard_sealer_init(struct shard_sealer *s, unsigned char *file, size_t size)
@@ -175,7 +159,7 @@ void shard_sealer_feed(struct shard_sealer *s, size_t off, size_t n)
 {
     size_t body = s->size - SHARD_CHECKSUM_SIZE;
     if (off < body)
-        xxh3_update(s->state, s->file + off, (off + n < body ? off + n : body) - off);
+        XXH3_64bits_update(s->state, s->file + off, (off + n < body ? off + n : body) - off);
     if (off + n > body)
         put_u64(s->file + body, (uint64_t)XXH3_64bits_digest(s->state));
     /* The blocks of the piece, the trailer's bytes written by now. */
@@ -185,11 +169,11 @@ void shard_sealer_feed(struct shard_sealer *s, size_t off, size_t n)
                                                                  : s->size;
         size_t k = (end < block_end ? end : block_end) - off;
         if (in == 0 && off + k == block_end) {
-            s->sums[i] = (uint64_t)xxh3(s->file + off, k); /* whole in one piece */
+            s->sums[i] = (uint64_t)XXH3_64bits(s->file + off, k); /* whole in one piece */
         } else {
             if (in == 0)
                 XXH3_64bits_reset(s->block);
-            xxh3_update(s->block, s->file + off, k);
+            XXH3_64bits_update(s->block, s->file + off, k);
             if (off + k == block_end)
                 s->sums[i] = (uint64_t)XXH3_64bits_digest(s->block);
         }
@@ -343,7 +327,7 @@ int shard_verify(const unsigned char *file, size_t size, struct shard_header *h)
         get_u32(file + OFF_HEADER_SIZE) != SHARD_HEADER_SIZE)
         return SHARD_UNSUPPORTED_VERSION;
     size_t body = size - SHARD_CHECKSUM_SIZE;
-    if ((uint64_t)xxh3(file, body) != shard_get_u64(file + body))
+    if ((uint64_t)XXH3_64bits(file, body) != shard_get_u64(file + body))
         return SHARD_CHECKSUM_MISMATCH;
     if (!header_ok(file, size, h))
         return SHARD_BAD_HEADER;
