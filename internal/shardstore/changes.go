@@ -154,13 +154,9 @@ var _ ChangesSource = (*api.Client)(nil)
 // the shard is written over it.
 func (s *Store) base(ref api.ShardRef) (f *os.File, epoch uint64, sums []uint64, ok bool) {
 	s.mu.Lock()
-	var path string
-	var best entry
-	for p, e := range s.cache[ref.Job] {
-		if !isSpare(p) && e.err == nil && e.blocks != nil && e.info.Rank == ref.Rank && e.info.Epoch < ref.Epoch && e.info.Epoch > best.info.Epoch {
-			path, best = p, e
-		}
-	}
+	path, best := s.newestEarlierLocked(ref, func(p string, e entry) bool {
+		return !isSpare(p) && e.err == nil && e.blocks != nil
+	})
 	s.mu.Unlock()
 	if path == "" {
 		return nil, 0, nil, false
@@ -349,18 +345,14 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 		if err != nil {
 			return entry{}, err
 		}
-		h, err := ckpt.ReadHeader(io.NewSectionReader(f, 0, size), size)
-		if err != nil {
-			if ckpt.ShortName(err) != "" {
-				err = &verifyFailure{err}
-			}
-			return s.record(ref, path, fi, h, 0, nil, err)
+		h, sum, err := readHeadAndSum(f, size)
+		if err != nil && ckpt.ShortName(err) != "" {
+			return s.record(ref, path, fi, h, 0, nil, &verifyFailure{err})
 		}
-		var tail [ckpt.TrailerSize]byte
-		if _, err := f.ReadAt(tail[:], size-ckpt.TrailerSize); err != nil {
+		if err != nil {
 			return entry{}, err
 		}
-		return s.record(ref, path, fi, h, binary.LittleEndian.Uint64(tail[:]), want, nil)
+		return s.record(ref, path, fi, h, sum, want, nil)
 	}
 	e, err := s.commit(ref.Job, s.path(ref), sparePath, ref.Epoch, write, verify)
 	return e.info, err

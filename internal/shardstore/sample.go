@@ -88,12 +88,7 @@ func (s *Store) sample(ref api.ShardRef, f *os.File, e entry) (compress.Sample, 
 func (s *Store) earlierSample(ref api.ShardRef) (smp compress.Sample, at uint64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var best entry
-	for _, e := range s.cache[ref.Job] {
-		if e.sample != nil && e.info.Rank == ref.Rank && e.info.Epoch < ref.Epoch && e.info.Epoch > best.info.Epoch {
-			best = e
-		}
-	}
+	_, best := s.newestEarlierLocked(ref, func(_ string, e entry) bool { return e.sample != nil })
 	if best.sample == nil || ref.Epoch-best.sampledAt >= ResampleEpochs {
 		return compress.Sample{}, 0, false
 	}

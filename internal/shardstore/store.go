@@ -191,6 +191,20 @@ func (s *Store) rememberLocked(job, path string, e entry) {
 	s.cache[job][path] = e
 }
 
+// newestEarlierLocked returns the path and entry of the newest shard of ref's
+// rank in the cache from an epoch before ref's for which want holds, path ""
+// when there is none. With s.mu held.
+func (s *Store) newestEarlierLocked(ref api.ShardRef, want func(path string, e entry) bool) (string, entry) {
+	var path string
+	var best entry
+	for p, e := range s.cache[ref.Job] {
+		if e.info.Rank == ref.Rank && e.info.Epoch < ref.Epoch && e.info.Epoch > best.info.Epoch && want(p, e) {
+			path, best = p, e
+		}
+	}
+	return path, best
+}
+
 // scanBegins returns what a scan of the store's files that begins now passes
 // to prune.
 func (s *Store) scanBegins() uint64 {
@@ -477,10 +491,10 @@ func (s *Store) verifyPath(ref api.ShardRef, path string) (entry, error) {
 }
 
 // prune forgets the cached verifications of the job's files not in seen, a
-// scan of its directories that began at began (scanBegins). An entry remembered since is kept: its file may have been renamed
-// into a directory after the scan had read it (a copy committed meanwhile),
-// and forgetting it would have the next scan read and hash the whole file
-// again.
+// scan of its directories that began at began (scanBegins). An entry
+// remembered since is kept: its file may have been renamed into a directory
+// after the scan had read it (a copy committed meanwhile), and forgetting it
+// would have the next scan read and hash the whole file again.
 func (s *Store) prune(job string, seen map[string]bool, began uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -58,15 +58,26 @@ func writersSums(path string, f *os.File, fi os.FileInfo) (h ckpt.Header, sum ui
 		sums.Ino != st.Ino || sums.MtimeNs != fi.ModTime().UnixNano() {
 		return ckpt.Header{}, 0, nil, false
 	}
-	var tail [ckpt.TrailerSize]byte
-	if _, err := f.ReadAt(tail[:], size-ckpt.TrailerSize); err != nil || binary.LittleEndian.Uint64(tail[:]) != sums.Checksum {
+	h, sum, err = readHeadAndSum(f, size)
+	if err != nil || sum != sums.Checksum {
 		return ckpt.Header{}, 0, nil, false
 	}
-	h, err = ckpt.ReadHeader(io.NewSectionReader(f, 0, size), size)
+	return h, sum, sums.Blocks, true
+}
+
+// readHeadAndSum reads the header (ckpt.ReadHeader: its checks and the region
+// table's) and the trailing checksum of the shard file f of size bytes, without
+// the rest of it. A header that fails its checks wraps a ckpt sentinel.
+func readHeadAndSum(f *os.File, size int64) (ckpt.Header, uint64, error) {
+	h, err := ckpt.ReadHeader(io.NewSectionReader(f, 0, size), size)
 	if err != nil {
-		return ckpt.Header{}, 0, nil, false
+		return h, 0, err
 	}
-	return h, sums.Checksum, sums.Blocks, true
+	var tail [ckpt.TrailerSize]byte
+	if _, err := f.ReadAt(tail[:], size-ckpt.TrailerSize); err != nil {
+		return ckpt.Header{}, 0, err
+	}
+	return h, binary.LittleEndian.Uint64(tail[:]), nil
 }
 
 // readSmall reads the file at path when it is exactly want bytes long.
