@@ -34,6 +34,14 @@ pin_hosts() {
     done
 }
 
+# two_hosts SHOAL INSTANCE CORES: brings up testbed INSTANCE with SHOAL, two hosts of CORES
+# cores (1 or 2): one-core hosts bound to a CPU each (pin_hosts), two-core hosts unbound,
+# sharing the machine's two CPUs (two nodes of two cores each would need four).
+two_hosts() {
+    "$1" testbed up --instance "$2" --nodes 2 --cores "$3,$3" >/dev/null
+    [ "$3" = 2 ] || pin_hosts "$2"
+}
+
 # aes_speed: this machine's AES-128-GCM speed now, in GB/s of one core (OpenSSL, 16 KiB
 # pieces, as TLS 1.3 seals a record), or "unknown" without openssl. The virtual CPUs of
 # this kind of machine do not run at one speed: 2.5 to 3.8 GB/s within a minute of one
