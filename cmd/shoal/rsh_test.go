@@ -19,6 +19,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
+	"shoal/test/poll"
 )
 
 // rshAgent is an in-process agent named node-b on loopback, with the files
@@ -231,7 +232,7 @@ func TestRshUnderOpenMPI(t *testing.T) {
 	if got := strings.Join(lines, "\n") + "\n"; want != "" && got != want || len(lines) != 2 {
 		t.Errorf("mpirun output:\n%s\nwant two ranks%s", &stdout, map[bool]string{true: ":\n" + want}[want != ""])
 	}
-	waitUntil(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		if n := a.Launcher().Running(job); n != 0 {
 			return fmt.Sprintf("%d launches still running on node-b after mpirun ended", n)
 		}
@@ -249,7 +250,7 @@ func TestRshUnderOpenMPI(t *testing.T) {
 	go func() { mpirunDone <- cmd.Wait() }()
 	launched := func(v string) bool { return strings.Contains(v, "/"+job+"/") }
 	var remote []int
-	waitUntil(t, 20*time.Second, func() string {
+	poll.Until(t, 20*time.Second, func() string {
 		remote = nil
 		for _, pid := range pidsWithEnv(launch.MarkerVar, launched) {
 			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); string(comm) == "sleep\n" {
@@ -273,7 +274,7 @@ func TestRshUnderOpenMPI(t *testing.T) {
 	if killed != 1 {
 		t.Fatalf("found %d shoal rsh processes, want 1", killed)
 	}
-	waitUntil(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		for _, pid := range launchedPids {
 			if processAlive(pid) {
 				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
@@ -303,22 +304,6 @@ func processAlive(pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
-}
-
-// waitUntil polls cond until it returns "" or timeout passes.
-func waitUntil(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // buildShoalRsh compiles cmd/shoal-rsh into dir, where it looks for shoal.

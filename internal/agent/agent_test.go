@@ -14,6 +14,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/membership"
+	"shoal/test/poll"
 )
 
 // testConfig is an agent on loopback with fast failure detection.
@@ -60,23 +61,6 @@ func startCluster(t *testing.T, n int) []*Agent {
 	return agents
 }
 
-// waitFor polls cond until it returns "" or timeout passes; then it fails with
-// cond's last description of what is still wrong.
-func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, msg)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // apiStates asks a's API for the cluster and returns "name=state …".
 func apiStates(a *Agent) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -110,7 +94,7 @@ func wantStates(agents []*Agent, want string) func() string {
 
 func TestThreeAgentsFormCluster(t *testing.T) {
 	agents := startCluster(t, 3)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
 	nodes, err := api.NewClient(agents[1].LocalAPIAddr(), agents[1].Secret()).Nodes(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +135,7 @@ func TestFirstAnnouncementComplete(t *testing.T) {
 
 func TestGracefulLeaveShowsLeft(t *testing.T) {
 	agents := startCluster(t, 3)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
 	var hookRan bool
 	agents[2].SetBeforeLeave(func(ctx context.Context) error { hookRan = true; return nil })
 	resp, err := api.NewClient(agents[2].LocalAPIAddr(), agents[2].Secret()).Leave(context.Background(), 0)
@@ -169,28 +153,18 @@ func TestGracefulLeaveShowsLeft(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(agents[2].DataDir(), AddrFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s still exists after the agent stopped: %v", AddrFile, err)
 	}
-	waitFor(t, 5*time.Second, wantStates(agents[:2], "n1=alive n2=alive n3=left"))
+	poll.Until(t, 5*time.Second, wantStates(agents[:2], "n1=alive n2=alive n3=left"))
 	// And it stays left: the failure detector does not turn it into dead.
-	holds(t, 2*time.Second, wantStates(agents[:2], "n1=alive n2=alive n3=left"))
-}
-
-// holds checks that cond keeps returning "" for d.
-func holds(t *testing.T, d time.Duration, cond func() string) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if msg := cond(); msg != "" {
-			t.Fatalf("stopped holding: %s", msg)
-		}
-	}
+	poll.Holds(t, 2*time.Second, wantStates(agents[:2], "n1=alive n2=alive n3=left"))
 }
 
 func TestStoppedAgentShowsDead(t *testing.T) {
 	agents := startCluster(t, 3)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
 	agents[2].Shutdown() // no leave, as if the process were killed
 	_, max := agents[0].Membership().Config().SuspicionTimeout(3)
 	// Worst case: probed last in a round, then the longest suspicion.
-	waitFor(t, 4*agents[0].Membership().Config().ProbeInterval+max+2*time.Second,
+	poll.Until(t, 4*agents[0].Membership().Config().ProbeInterval+max+2*time.Second,
 		wantStates(agents[:2], "n1=alive n2=alive n3=dead"))
 }
 

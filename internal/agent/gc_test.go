@@ -16,6 +16,7 @@ import (
 	"shoal/internal/ckpt"
 	"shoal/internal/coord"
 	"shoal/internal/retention"
+	"shoal/test/poll"
 )
 
 // mkJobData creates what a node holds of job: the given shard epochs, and its
@@ -56,7 +57,7 @@ func TestAgentCollects(t *testing.T) {
 	c2.SecretFile = filepath.Join(a.DataDir(), SecretFile)
 	c2.Retention = c1.Retention
 	b := startAgent(t, c2)
-	waitFor(t, 10*time.Second, func() string {
+	poll.Until(t, 10*time.Second, func() string {
 		if !a.Store().IsLeader() {
 			return "n1 does not lead the job store"
 		}
@@ -118,7 +119,7 @@ func TestAgentCollects(t *testing.T) {
 		return p
 	}
 	// The loop notices the store's change by itself, on both nodes.
-	waitFor(t, 15*time.Second, func() string {
+	poll.Until(t, 15*time.Second, func() string {
 		for _, n := range []*Agent{a, b} {
 			for _, p := range []string{ckptOf(n, "failed", 0), filepath.Join(n.DataDir(), JobsDir, "failed"),
 				filepath.Join(n.DataDir(), CoordDir, "failed"), ckptOf(n, "running", 1), spareOf(n, "kept")} {
@@ -201,7 +202,7 @@ func TestAgentCollectsAtStart(t *testing.T) {
 	c.Init = true
 	c.Retention = &retention.Policy{Succeeded: time.Hour, Failed: time.Hour, UnusedFiles: time.Hour}
 	a := startAgent(t, c)
-	waitFor(t, 10*time.Second, func() string {
+	poll.Until(t, 10*time.Second, func() string {
 		if !a.Store().IsLeader() {
 			return "no leader"
 		}
@@ -215,7 +216,7 @@ func TestAgentCollectsAtStart(t *testing.T) {
 	a.Shutdown()
 	mkJobData(t, a, "gone", []uint64{5}, JobsDir)
 	a = startAgent(t, c)
-	waitFor(t, 10*time.Second, func() string {
+	poll.Until(t, 10*time.Second, func() string {
 		if exists(filepath.Join(a.DataDir(), CkptDir, "gone")) || exists(filepath.Join(a.DataDir(), JobsDir, "gone")) {
 			return "the cancelled job's data is still there after the restart"
 		}

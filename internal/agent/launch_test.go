@@ -14,6 +14,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/membership"
+	"shoal/test/poll"
 )
 
 // fakeOrted writes a script named orted (so the launch service accepts it)
@@ -32,7 +33,7 @@ func fakeOrted(t *testing.T) string {
 // coordinator node dies, and what it launched when it stops.
 func TestAgentServesLaunchesAndFences(t *testing.T) {
 	agents := startCluster(t, 3)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
 	n2 := agents[1]
 	c := api.NewClient(n2.LocalAPIAddr(), n2.Secret())
 	ctx := context.Background()
@@ -71,11 +72,11 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 			return ""
 		}
 	}
-	waitFor(t, 5*time.Second, running("j1", 1))
-	waitFor(t, 5*time.Second, running("j2", 1))
+	poll.Until(t, 5*time.Second, running("j1", 1))
+	poll.Until(t, 5*time.Second, running("j2", 1))
 
 	agents[2].Shutdown() // n3 dies: n2 must fence j1, and only j1
-	waitFor(t, 10*time.Second, running("j1", 0))
+	poll.Until(t, 10*time.Second, running("j1", 0))
 	if n := n2.Launcher().Running("j2"); n != 1 {
 		t.Errorf("j2 (coordinated by n1, alive): %d running on n2, want 1", n)
 	}
@@ -90,7 +91,7 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 // are revoked, or when their coordinator dies.
 func TestRanksAnnounced(t *testing.T) {
 	agents := startCluster(t, 3)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
 	ctx := context.Background()
 	ranks := func(want string) func() string {
 		return func() string {
@@ -121,14 +122,14 @@ func TestRanksAnnounced(t *testing.T) {
 	grant(agents[0], "j1", "n1", 2) // j1: 2 ranks on n1, 3 on n2
 	grant(agents[1], "j1", "n1", 3)
 	grant(agents[1], "j2", "n3", 1) // j2, coordinated by n3: 1 more on n2
-	waitFor(t, RanksSettle+5*time.Second, ranks("n1=2 n2=4 n3=0"))
+	poll.Until(t, RanksSettle+5*time.Second, ranks("n1=2 n2=4 n3=0"))
 	if _, err := agents[1].Launcher().Revoke("j1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, RanksSettle+5*time.Second, ranks("n1=2 n2=1 n3=0"))
+	poll.Until(t, RanksSettle+5*time.Second, ranks("n1=2 n2=1 n3=0"))
 	agents[2].Shutdown() // j2's coordinator dies: n2 fences j2
 	agents = agents[:2]
-	waitFor(t, RanksSettle+15*time.Second, ranks("n1=2 n2=0"))
+	poll.Until(t, RanksSettle+15*time.Second, ranks("n1=2 n2=0"))
 }
 
 // TestRelaunchAnnouncesNothing: a coordinator's relaunch revokes and grants a
@@ -137,12 +138,12 @@ func TestRanksAnnounced(t *testing.T) {
 // metadata updates.
 func TestRelaunchAnnouncesNothing(t *testing.T) {
 	agents := startCluster(t, 2)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
 	sub := agents[0].Membership().Subscribe()
 	defer sub.Close()
 	l := agents[1].Launcher()
 	l.Grant("j1", "n1", 2, time.Minute, nil)
-	waitFor(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		nodes, _ := agents[0].Nodes(context.Background())
 		for _, n := range nodes {
 			if n.Name == "n2" && n.Ranks != 2 {
@@ -179,7 +180,7 @@ func TestRelaunchAnnouncesNothing(t *testing.T) {
 // and with the last count: never in the middle of a launch.
 func TestRanksAnnouncedWhenSettled(t *testing.T) {
 	agents := startCluster(t, 2)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
 	sub := agents[0].Membership().Subscribe()
 	defer sub.Close()
 	var updates []int
@@ -207,7 +208,7 @@ func TestRanksAnnouncedWhenSettled(t *testing.T) {
 	if len(updates) != 0 {
 		t.Fatalf("n2 announced %v while its grants were still changing, want nothing yet", updates)
 	}
-	waitFor(t, RanksSettle+5*time.Second, func() string {
+	poll.Until(t, RanksSettle+5*time.Second, func() string {
 		drain()
 		if len(updates) == 0 {
 			return "n2 has announced nothing"

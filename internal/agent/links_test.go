@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/test/poll"
 )
 
 // TestStaleLinkRowAnsweredAtOnce: a node's row of links read longer ago than
@@ -14,7 +15,7 @@ import (
 // placement does not wait on the nodes it has heard from before.
 func TestStaleLinkRowAnsweredAtOnce(t *testing.T) {
 	agents := startCluster(t, 2)
-	waitFor(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
 	p := agents[0].links
 	ctx := context.Background()
 	if _, err := p.Links(ctx, true); err != nil {
@@ -40,7 +41,7 @@ func TestStaleLinkRowAnsweredAtOnce(t *testing.T) {
 	if err != nil || !has(l) {
 		t.Fatalf("links with n2's row an hour old: %v, %+v; want that row, as it was", err, l.Links)
 	}
-	waitFor(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		p.mu.Lock()
 		r := p.peerRows["n2"]
 		p.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/pki"
+	"shoal/test/poll"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -105,23 +106,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitFor polls cond until it returns "" or timeout passes, then fails with
-// cond's last description of what is still wrong.
-func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // alive reports whether pid is a process that has not ended (zombies have).
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -136,7 +120,7 @@ func alive(pid int) bool {
 func readPids(t *testing.T, file string, n int) []int {
 	t.Helper()
 	var pids []int
-	waitFor(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		b, _ := os.ReadFile(file)
 		pids = pids[:0]
 		for _, f := range strings.Fields(string(b)) {
@@ -333,7 +317,7 @@ func TestLaunchForwardsSignal(t *testing.T) {
 		}
 		done <- exit
 	}()
-	waitFor(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		if stdout.String() == "" {
 			return "command did not start"
 		}
@@ -374,11 +358,11 @@ func TestDroppedConnectionKillsEverything(t *testing.T) {
 			}
 			start := time.Now()
 			conn.Close()
-			waitFor(t, 5*time.Second, allGone(pids))
+			poll.Until(t, 5*time.Second, allGone(pids))
 			if took := time.Since(start); ignoreTerm && took < DefaultKillGrace {
 				t.Errorf("a command ignoring SIGTERM died after %v, before the %v grace", took, DefaultKillGrace)
 			}
-			waitFor(t, 5*time.Second, func() string {
+			poll.Until(t, 5*time.Second, func() string {
 				if n := svc.Running("j1"); n != 0 {
 					return fmt.Sprintf("running = %d, want 0", n)
 				}
@@ -414,7 +398,7 @@ func TestRevokeKillsRunning(t *testing.T) {
 	}
 	defer other.Close()
 	pids := readPids(t, pidFile, 4)
-	waitFor(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		if n := svc.Running("j1"); n != 2 {
 			return fmt.Sprintf("running = %d, want 2", n)
 		}
@@ -427,7 +411,7 @@ func TestRevokeKillsRunning(t *testing.T) {
 	if n := svc.Running("j1"); n != 0 {
 		t.Errorf("running after revoke = %d, want 0", n)
 	}
-	waitFor(t, 5*time.Second, allGone(pids))
+	poll.Until(t, 5*time.Second, allGone(pids))
 	exits.Wait()
 	for i, e := range results {
 		if e != (Exit{Signal: 9}) {
@@ -487,7 +471,7 @@ func TestRevokeScansOnlyWhatMayRun(t *testing.T) {
 	if exit, err := (&Relay{}).Run(conn); err != nil || exit != (Exit{}) {
 		t.Fatalf("launch ended with %v, %v; want exit code 0", exit, err)
 	}
-	waitFor(t, 5*time.Second, func() string { // its scan for what it left has ended
+	poll.Until(t, 5*time.Second, func() string { // its scan for what it left has ended
 		svc.mu.Lock()
 		defer svc.mu.Unlock()
 		if n := len(svc.procs); n != 0 {
@@ -506,7 +490,7 @@ func TestRevokeScansOnlyWhatMayRun(t *testing.T) {
 	defer conn.Close()
 	pids := readPids(t, pidFile, 1)
 	revoke("while it runs", true)
-	waitFor(t, 5*time.Second, allGone(pids))
+	poll.Until(t, 5*time.Second, allGone(pids))
 
 	svc.mu.Lock()
 	svc.stray["j1"] = true // as when a launch's clean-up gives up
@@ -540,7 +524,7 @@ func TestKillStale(t *testing.T) {
 	if n := fresh.KillStale(); n < 1 {
 		t.Errorf("KillStale killed %d processes, want at least 1", n)
 	}
-	waitFor(t, 5*time.Second, allGone(stale))
+	poll.Until(t, 5*time.Second, allGone(stale))
 	if !alive(kept[0]) {
 		t.Errorf("KillStale killed pid %d of another data dir", kept[0])
 	}
@@ -635,7 +619,7 @@ func TestLaunchEndKillsWhatItLeft(t *testing.T) {
 				t.Errorf("the exit took %v to arrive: it waited on the process left behind", took)
 			}
 			pids := readPids(t, pidFile, 1)
-			waitFor(t, 5*time.Second, allGone(pids))
+			poll.Until(t, 5*time.Second, allGone(pids))
 			if n := svc.Running("j1"); n != 0 {
 				t.Errorf("running after exit = %d, want 0", n)
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"shoal/test/poll"
 )
 
 // ranks returns "name=ranks ..." for m's view of the cluster.
@@ -42,7 +44,7 @@ func TestMetaUpdatesReachEveryNode(t *testing.T) {
 			return ""
 		}
 	}
-	waitFor(t, 5*time.Second, want("n1=0 n2=0 n3=0"))
+	poll.Until(t, 5*time.Second, want("n1=0 n2=0 n3=0"))
 	for round, r := range []int{2, 3, 0} {
 		var wg sync.WaitGroup
 		for _, m := range nodes {
@@ -56,10 +58,10 @@ func TestMetaUpdatesReachEveryNode(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	waitFor(t, 5*time.Second, want("n1=0 n2=0 n3=0"))
+	poll.Until(t, 5*time.Second, want("n1=0 n2=0 n3=0"))
 	// And a lone change is seen too.
 	if err := nodes[1].UpdateMeta(func(meta *Meta) { meta.Ranks = 4 }, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, want("n1=0 n2=4 n3=0"))
+	poll.Until(t, 5*time.Second, want("n1=0 n2=4 n3=0"))
 }

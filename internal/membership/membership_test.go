@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"shoal/test/poll"
 )
 
 var testSecret = []byte("test secret: 0123456789abcdef")
@@ -54,23 +56,6 @@ func start(t *testing.T, name string, secret []byte, logs *syncBuffer) *Membersh
 	return m
 }
 
-// waitFor polls cond until it returns "" or timeout passes; then it fails with
-// cond's last description of what is still wrong.
-func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // states returns "name=state ..." for m's view of the cluster.
 func states(m *Membership) string {
 	var s []string
@@ -109,7 +94,7 @@ func cluster(t *testing.T, names ...string) []*Membership {
 
 func TestThreeNodesSeeEachOther(t *testing.T) {
 	ms := cluster(t, "n1", "n2", "n3")
-	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
 	n, ok := ms[2].Node("n1")
 	if !ok || n.Meta.Cores != 2 || n.Meta.API != "127.0.0.1:1" || n.Local {
 		t.Errorf("n3's view of n1 = %+v, want cores 2, API 127.0.0.1:1, not local", n)
@@ -123,7 +108,7 @@ func TestThreeNodesSeeEachOther(t *testing.T) {
 	if err := ms[0].SetMeta(meta, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		if n, _ := ms[1].Node("n1"); n.Meta.Labels["room"] != "b" {
 			return fmt.Sprintf("n2 sees n1's labels %v", n.Meta.Labels)
 		}
@@ -133,14 +118,14 @@ func TestThreeNodesSeeEachOther(t *testing.T) {
 
 func TestLeaveShowsLeft(t *testing.T) {
 	ms := cluster(t, "n1", "n2", "n3")
-	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
 	sub := ms[0].Subscribe()
 	defer sub.Close()
 	// Announced first, the node still a member: the others see it leaving.
 	if err := ms[2].AnnounceLeaving(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() string {
+	poll.Until(t, 5*time.Second, func() string {
 		if n, _ := ms[0].Node("n3"); !n.Meta.Leaving || n.State != StateAlive {
 			return fmt.Sprintf("n1 sees n3 %v, leaving %v: want alive and leaving", n.State, n.Meta.Leaving)
 		}
@@ -150,7 +135,7 @@ func TestLeaveShowsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms[2].Shutdown()
-	waitFor(t, 5*time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=left"))
+	poll.Until(t, 5*time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=left"))
 	for ev := range sub.C {
 		if ev.Node.Name == "n3" && ev.Type != EventUpdate {
 			if ev.Type != EventLeave {
@@ -160,27 +145,17 @@ func TestLeaveShowsLeft(t *testing.T) {
 		}
 	}
 	// Left nodes stay visible for a while, and stay left: no failure later.
-	holds(t, time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=left"))
-}
-
-// holds checks that cond keeps returning "" for d.
-func holds(t *testing.T, d time.Duration, cond func() string) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if msg := cond(); msg != "" {
-			t.Fatalf("stopped holding: %s", msg)
-		}
-	}
+	poll.Holds(t, time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=left"))
 }
 
 func TestKilledNodeShowsSuspectThenDead(t *testing.T) {
 	ms := cluster(t, "n1", "n2", "n3")
-	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
+	poll.Until(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive n3=alive"))
 	sub := ms[0].Subscribe()
 	defer sub.Close()
 	killed := time.Now()
 	ms[2].Shutdown() // no leave: as if killed
-	waitFor(t, 10*time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=dead"))
+	poll.Until(t, 10*time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=dead"))
 	t.Logf("n3 declared dead on n1 and n2 %v after shutdown", time.Since(killed).Round(10*time.Millisecond))
 	var seen []string
 	for ev := range sub.C {
@@ -204,7 +179,7 @@ func TestKilledNodeShowsSuspectThenDead(t *testing.T) {
 
 func TestSuspectEventFromOwnProbe(t *testing.T) {
 	ms := cluster(t, "n1", "n2")
-	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
+	poll.Until(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
 	sub := ms[0].Subscribe()
 	defer sub.Close()
 	ms[1].Shutdown()
@@ -235,7 +210,7 @@ func TestWrongSecretCannotJoin(t *testing.T) {
 	if got := states(good); got != "n1=alive" {
 		t.Errorf("after the refused join, n1 sees %q", got)
 	}
-	waitFor(t, 2*time.Second, func() string {
+	poll.Until(t, 2*time.Second, func() string {
 		if !strings.Contains(logs.String(), "wrong cluster secret?") {
 			return "n1 did not log the refused gossip; log:\n" + logs.String()
 		}
@@ -269,7 +244,7 @@ func TestBareConnectIsQuiet(t *testing.T) {
 		}
 		c.Close()
 	}
-	holds(t, 300*time.Millisecond, func() string {
+	poll.Holds(t, 300*time.Millisecond, func() string {
 		if strings.Contains(logs.String(), "level=WARN") {
 			return "bare TCP connects were logged as warnings:\n" + logs.String()
 		}
@@ -282,7 +257,7 @@ func TestBareConnectIsQuiet(t *testing.T) {
 // one keeps its place.
 func TestDuplicateNameRefused(t *testing.T) {
 	ms := cluster(t, "n1", "n2")
-	waitFor(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
+	poll.Until(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
 	dup := start(t, "n2", testSecret, nil)
 	err := dup.Join([]string{ms[0].Addr()})
 	var nt *NameTakenError
@@ -293,7 +268,7 @@ func TestDuplicateNameRefused(t *testing.T) {
 		t.Errorf("error %q, want %q", err, want)
 	}
 	dup.Shutdown()
-	holds(t, time.Second, wantStates(ms, "n1=alive n2=alive"))
+	poll.Holds(t, time.Second, wantStates(ms, "n1=alive n2=alive"))
 }
 
 // TestDeathReportedByAnotherNodeHeld: the death of a node this one has not
@@ -325,7 +300,7 @@ func TestDeathReportedByAnotherNodeHeld(t *testing.T) {
 	}
 
 	d.NotifyLeave(x) // reported again, not refuted
-	waitFor(t, m.cfg.DeadConfirm+2*time.Second, func() string {
+	poll.Until(t, m.cfg.DeadConfirm+2*time.Second, func() string {
 		if got := state(); got != StateDead {
 			return fmt.Sprintf("x %v, want dead once not refuted", got)
 		}

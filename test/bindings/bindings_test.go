@@ -18,41 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"shoal/test/testenv"
 	"shoal/test/watch"
 )
-
-var root = func() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
-}()
-
-// artifact returns the path of a built file, failing (under make test) or skipping
-// (a bare go test without a build) when it is missing.
-func artifact(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join(root, rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-			t.Fatalf("%s missing: make build did not produce it", rel)
-		}
-		t.Skipf("%s not built (run make build first)", rel)
-	}
-	return p
-}
 
 func requireOpenMPI(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("mpirun.openmpi"); err != nil {
 		t.Skip("Open MPI not installed (make deps installs it)")
 	}
-}
-
-func start(t *testing.T, env []string, name string, args ...string) *watch.Proc {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Dir = t.TempDir()
-	return watch.Start(t, cmd)
 }
 
 // heatArgs is the job every language runs: under a second of work on 4 ranks (C); the runs
@@ -71,10 +45,10 @@ type program struct {
 }
 
 var (
-	cHeat       = program{"C", func(t *testing.T) []string { return []string{artifact(t, "build/examples/heat")} }}
-	fortranHeat = program{"Fortran", func(t *testing.T) []string { return []string{artifact(t, "build/examples/fortran/heat")} }}
+	cHeat       = program{"C", func(t *testing.T) []string { return []string{testenv.Built(t, "build/examples/heat")} }}
+	fortranHeat = program{"Fortran", func(t *testing.T) []string { return []string{testenv.Built(t, "build/examples/fortran/heat")} }}
 	pythonHeat  = program{"Python", func(t *testing.T) []string {
-		return []string{artifact(t, "build/venv/bin/python"), artifact(t, "examples/python/heat.py")}
+		return []string{testenv.Built(t, "build/venv/bin/python"), testenv.Built(t, "examples/python/heat.py")}
 	}}
 )
 
@@ -91,7 +65,7 @@ func cChecksum(t *testing.T) string {
 	requireOpenMPI(t)
 	argv := cHeat.argv(t)
 	referenceOnce.Do(func() {
-		p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, artifact(t, "bin/shoal"),
+		p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, testenv.Built(t, "bin/shoal"),
 			append(append([]string{"run", "-n", "4", "--ckpt-interval", "0", "--"}, argv...), heatArgs...)...)
 		if code := p.Wait(3 * time.Minute); code != 0 {
 			referenceErr = fmt.Sprintf("the C heat's reference run exited %d:\n%s", code, p.Output())
@@ -112,12 +86,12 @@ func cChecksum(t *testing.T) string {
 // output.
 func killRank2AfterEpoch2(t *testing.T, prog program, flags ...string) string {
 	t.Helper()
-	shoal := artifact(t, "bin/shoal")
+	shoal := testenv.Built(t, "bin/shoal")
 	data := t.TempDir()
 	args := append(append([]string{"run", "-n", "4", "--ckpt-interval", "500ms"}, flags...), "--")
 	args = append(args, prog.argv(t)...)
 	args = append(append(args, heatArgs...), "--pace", heatPace)
-	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, args...)
+	p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, args...)
 	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 	p.WaitLine(`epoch 2 complete`, 2*time.Minute)
 	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
@@ -163,8 +137,8 @@ func TestHeatSurvivesKilledRank(t *testing.T) {
 }
 
 var (
-	mpichHeat        = program{"MPICH C", func(t *testing.T) []string { return []string{artifact(t, "build/mpich/examples/heat")} }}
-	mpichFortranHeat = program{"MPICH Fortran", func(t *testing.T) []string { return []string{artifact(t, "build/mpich/examples/fortran/heat")} }}
+	mpichHeat        = program{"MPICH C", func(t *testing.T) []string { return []string{testenv.Built(t, "build/mpich/examples/heat")} }}
+	mpichFortranHeat = program{"MPICH Fortran", func(t *testing.T) []string { return []string{testenv.Built(t, "build/mpich/examples/fortran/heat")} }}
 )
 
 // Under MPICH (shoal run --engine mpich, the programs built in build/mpich), a killed
@@ -196,8 +170,8 @@ func TestUnmodifiedProgramWarned(t *testing.T) {
 		rel  string
 		warn bool
 	}{{"build/examples/heat-plain", true}, {"build/examples/heat", false}} {
-		p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, artifact(t, "bin/shoal"),
-			"run", "-n", "2", "--", artifact(t, tt.rel), "--size", "50", "--steps", "10")
+		p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, testenv.Built(t, "bin/shoal"),
+			"run", "-n", "2", "--", testenv.Built(t, tt.rel), "--size", "50", "--steps", "10")
 		if code := p.Wait(time.Minute); code != 0 {
 			t.Fatalf("%s exited %d", tt.rel, code)
 		}
@@ -216,7 +190,7 @@ var shardLine = regexp.MustCompile(`: job (\S+) epoch (\d+) rank (\d+)/(\d+) reg
 // 2, the same element sizes and counts), and the Python shard reader verifies them all.
 func TestShardsAlikeAndReadByPython(t *testing.T) {
 	requireOpenMPI(t)
-	python := artifact(t, "build/venv/bin/python")
+	python := testenv.Built(t, "build/venv/bin/python")
 	tables := map[string][]string{}
 	for _, prog := range []program{cHeat, fortranHeat, pythonHeat} {
 		dir := t.TempDir()
@@ -224,7 +198,7 @@ func TestShardsAlikeAndReadByPython(t *testing.T) {
 			"-n", "2", "-x", "SHOAL_DIR=" + dir, "-x", "SHOAL_JOB=heat", "-x", "SHOAL_CKPT_INTERVAL=0.1"},
 			prog.argv(t)...)
 		args = append(args, "--size", "60", "--steps", "400", "--pace", "2000")
-		p := start(t, nil, "mpirun.openmpi", args...)
+		p := watch.Spawn(t, nil, "mpirun.openmpi", args...)
 		if code := p.Wait(2 * time.Minute); code != 0 {
 			t.Fatalf("%s heat under mpirun exited %d", prog.name, code)
 		}

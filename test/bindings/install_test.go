@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/test/testenv"
+	"shoal/test/watch"
 )
 
 // tool returns the path of a program the test needs that scripts/deps.sh installs,
@@ -52,7 +55,7 @@ func tryOutput(dir string, env []string, name string, args ...string) (string, e
 // with the given variables.
 func makeInstall(t *testing.T, target string, vars ...string) (string, error) {
 	t.Helper()
-	return tryOutput(root, nil, "make", append([]string{"--no-print-directory", target}, vars...)...)
+	return tryOutput(testenv.Root, nil, "make", append([]string{"--no-print-directory", target}, vars...)...)
 }
 
 // buildCounter configures and builds examples/cmake against the Shoal installed in
@@ -61,7 +64,7 @@ func buildCounter(t *testing.T, prefix string, args ...string) string {
 	t.Helper()
 	cmake := tool(t, "cmake")
 	dir := t.TempDir()
-	out := output(t, "", nil, cmake, append([]string{"-S", filepath.Join(root, "examples/cmake"), "-B", dir,
+	out := output(t, "", nil, cmake, append([]string{"-S", filepath.Join(testenv.Root, "examples/cmake"), "-B", dir,
 		"-DCMAKE_PREFIX_PATH=" + prefix}, args...)...)
 	cache, _ := os.ReadFile(filepath.Join(dir, "CMakeCache.txt"))
 	if want := "Shoal_DIR:PATH=" + filepath.Join(prefix, "lib/cmake/Shoal") + "\n"; !strings.Contains(string(cache), want) {
@@ -85,7 +88,7 @@ func counterTotal(steps, n int) string {
 func TestInstall(t *testing.T) {
 	requireOpenMPI(t)
 	for _, rel := range []string{"bin/shoal", "build/lib/libshoal.so", "build/lib/libshoalf.so", "build/venv/bin/python"} {
-		artifact(t, rel)
+		testenv.Built(t, rel)
 	}
 	pkgConfig := tool(t, "pkg-config")
 	tool(t, "cmake")
@@ -97,7 +100,7 @@ func TestInstall(t *testing.T) {
 
 	t.Run("pkg-config", func(t *testing.T) {
 		pc, _ := os.ReadFile(filepath.Join(prefix, "lib/pkgconfig/shoal.pc"))
-		if strings.Contains(string(pc), filepath.Join(root, "build")) {
+		if strings.Contains(string(pc), filepath.Join(testenv.Root, "build")) {
 			t.Errorf("the installed shoal.pc points into the build tree:\n%s", pc)
 		}
 		if got, want := strings.TrimSpace(output(t, "", pkgEnv, pkgConfig, "--cflags", "shoal")), "-I"+filepath.Join(prefix, "include"); got != want {
@@ -150,7 +153,7 @@ end program version
 		checkLinked(t, filepath.Join(build, "counter"), filepath.Join(prefix, "lib/libshoal.so"))
 		data := t.TempDir()
 		shoal := filepath.Join(prefix, "bin/shoal")
-		p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, "run", "-n", "2", "--ckpt-interval", "200ms",
+		p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, "run", "-n", "2", "--ckpt-interval", "200ms",
 			"--", filepath.Join(build, "counter"), "2000", "1000")
 		job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 		p.WaitLine(`epoch 2 complete`, time.Minute)
@@ -184,7 +187,7 @@ end program version
 	})
 
 	t.Run("Python package", func(t *testing.T) {
-		python := artifact(t, "build/venv/bin/python")
+		python := testenv.Built(t, "build/venv/bin/python")
 		site := strings.TrimSpace(output(t, "", nil, python, "-c",
 			`import sys, sysconfig; print(sysconfig.get_path("purelib", "posix_prefix", {"base": sys.argv[1], "platbase": sys.argv[1]}))`, prefix))
 		// The venv has its own shoal; PYTHONPATH puts the installed one first, as a
@@ -207,7 +210,7 @@ print(shoal.library_path(), shoal.library_path() in maps)
 		if errMPICH != nil {
 			t.Skip("MPICH not installed (make deps installs it)")
 		}
-		out, err := tryOutput("", nil, "cmake", "-S", filepath.Join(root, "examples/cmake"), "-B", t.TempDir(),
+		out, err := tryOutput("", nil, "cmake", "-S", filepath.Join(testenv.Root, "examples/cmake"), "-B", t.TempDir(),
 			"-DCMAKE_PREFIX_PATH="+prefix, "-DMPI_C_COMPILER="+mpiccMPICH)
 		msg := "is built with Open MPI, but MPI_C_COMPILER (" + mpiccMPICH + ") is MPICH"
 		if err == nil || !strings.Contains(strings.Join(strings.Fields(out), " "), msg) {
@@ -219,7 +222,7 @@ print(shoal.library_path(), shoal.library_path() in maps)
 		if errMPICH != nil {
 			t.Skip("MPICH not installed (make deps installs it)")
 		}
-		artifact(t, "build/mpich/lib/libshoal.so")
+		testenv.Built(t, "build/mpich/lib/libshoal.so")
 		out, err := makeInstall(t, "install-mpich", "PREFIX="+prefix)
 		if want := "holds Shoal built with Open MPI; install the MPICH build into a prefix of its own"; err == nil || !strings.Contains(out, want) {
 			t.Errorf("make install-mpich into the Open MPI prefix: err %v, want a refusal saying %q:\n%s", err, want, out)
@@ -272,8 +275,8 @@ print(shoal.library_path(), shoal.library_path() in maps)
 		if want := "install: PREFIX must be an absolute path, not 'opt/shoal'"; err == nil || !strings.Contains(out, want) {
 			t.Errorf("make install PREFIX=opt/shoal: err %v, want a refusal saying %q:\n%s", err, want, out)
 		}
-		if _, err := os.Stat(filepath.Join(root, "opt")); err == nil {
-			t.Errorf("make install PREFIX=opt/shoal created %s", filepath.Join(root, "opt"))
+		if _, err := os.Stat(filepath.Join(testenv.Root, "opt")); err == nil {
+			t.Errorf("make install PREFIX=opt/shoal created %s", filepath.Join(testenv.Root, "opt"))
 		}
 	})
 

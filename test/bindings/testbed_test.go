@@ -49,7 +49,7 @@ func TestHostLoss(t *testing.T) {
 			argv := c.prog.argv(t)
 			b := bed.Up(t)
 			ctx := context.Background()
-			args := append([]string{artifact(t, "bin/shoal"), "run", "-n", "4", "--ckpt-interval", "500ms", "--max-oversubscribe", "2", "--no-replan"}, c.flags...)
+			args := append([]string{testenv.Built(t, "bin/shoal"), "run", "-n", "4", "--ckpt-interval", "500ms", "--max-oversubscribe", "2", "--no-replan"}, c.flags...)
 			args = append(append(append(args, "--"), argv...), heatArgs...)
 			cmd, err := b.Command(ctx, "n1", append(args, "--pace", heatPace)...)
 			if err != nil {
@@ -103,8 +103,8 @@ func TestUnmodifiedProgramWarnedOnCluster(t *testing.T) {
 		rel  string
 		warn bool
 	}{{"build/examples/heat-plain", true}, {"build/examples/heat", false}} {
-		cmd, err := b.Command(context.Background(), "n1", artifact(t, "bin/shoal"), "run", "-n", "2", "--",
-			artifact(t, tt.rel), "--size", "50", "--steps", "10")
+		cmd, err := b.Command(context.Background(), "n1", testenv.Built(t, "bin/shoal"), "run", "-n", "2", "--",
+			testenv.Built(t, tt.rel), "--size", "50", "--steps", "10")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 )
 
 // instance is this package's testbed instance: others use 0 (the CLI), 201
@@ -31,11 +32,6 @@ var (
 	hosts = []string{"n1", "n2", "n3"}
 	cores = []int{2, 2, 3}
 )
-
-var root = func() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
-}()
 
 var (
 	buildDir string        // where a bare `go test` builds shoal
@@ -90,7 +86,7 @@ func shoal(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-		p := filepath.Join(root, "bin", "shoal")
+		p := filepath.Join(testenv.Root, "bin", "shoal")
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("bin/shoal missing: make build did not produce it")
 		}
@@ -108,7 +104,7 @@ func shoal(t *testing.T) string {
 	}
 	p := filepath.Join(buildDir, "shoal")
 	build := exec.Command(gobin, "build", "-o", p, "./cmd/shoal")
-	build.Dir = root
+	build.Dir = testenv.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		buildErr = fmt.Sprintf("go build ./cmd/shoal: %v\n%s", err, out)
 		t.Fatal(buildErr)

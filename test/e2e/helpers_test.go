@@ -13,39 +13,11 @@ import (
 	"shoal/test/watch"
 )
 
-var root = func() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
-}()
-
-// artifact returns the path of a built file, failing (under make test) or skipping
-// (a bare go test without a build) when it is missing.
-func artifact(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join(root, rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-			t.Fatalf("%s missing: make build did not produce it", rel)
-		}
-		t.Skipf("%s not built (run make build first)", rel)
-	}
-	return p
-}
-
 func requireMPI(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("Open MPI not installed (make deps installs it)")
 	}
-}
-
-// start runs name with args in a fresh directory, env added to this process's.
-func start(t *testing.T, env []string, name string, args ...string) *watch.Proc {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Dir = t.TempDir()
-	return watch.Start(t, cmd)
 }
 
 var field = watch.Field

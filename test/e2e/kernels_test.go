@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/test/testenv"
+	"shoal/test/watch"
 )
 
 var kernels = []string{"cg", "mg", "ft", "is", "ep"}
@@ -42,7 +45,7 @@ func TestKernelsVerify(t *testing.T) {
 		t.Run(k, func(t *testing.T) {
 			values := map[string]string{}
 			for _, build := range []string{k, k + "-plain"} {
-				out, err := mpirun(t, artifact(t, "build/bench/kernels/"+build), "S").CombinedOutput()
+				out, err := mpirun(t, testenv.Built(t, "build/bench/kernels/"+build), "S").CombinedOutput()
 				if err != nil {
 					t.Fatalf("%s: %v\n%s", build, err, out)
 				}
@@ -62,7 +65,7 @@ func TestKernelsCatchSpoiledState(t *testing.T) {
 	requireMPI(t)
 	for _, k := range kernels {
 		t.Run(k, func(t *testing.T) {
-			cmd := mpirun(t, artifact(t, "build/bench/kernels/"+k), "S", "SHOAL_KERNEL_FAULT=1")
+			cmd := mpirun(t, testenv.Built(t, "build/bench/kernels/"+k), "S", "SHOAL_KERNEL_FAULT=1")
 			b, err := cmd.CombinedOutput()
 			out := string(b)
 			var exit *exec.ExitError
@@ -89,10 +92,10 @@ var resumedAt = regexp.MustCompile(`resumed from a checkpoint at iteration (\d+)
 // nothing: it passes even when a kernel leaves part of its state unprotected.
 func TestKernelsSurviveKilledRank(t *testing.T) {
 	requireMPI(t)
-	shoal := artifact(t, "bin/shoal")
+	shoal := testenv.Built(t, "bin/shoal")
 	for _, k := range kernels {
 		t.Run(k, func(t *testing.T) {
-			bin := artifact(t, "build/bench/kernels/"+k)
+			bin := testenv.Built(t, "build/bench/kernels/"+k)
 			out, err := mpirun(t, bin, "W").CombinedOutput()
 			if err != nil {
 				t.Fatalf("uninterrupted run: %v\n%s", err, out)
@@ -100,7 +103,7 @@ func TestKernelsSurviveKilledRank(t *testing.T) {
 			want := verified(t, "uninterrupted run", string(out))
 
 			data := t.TempDir()
-			p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, "run", "-n", "4", "--ckpt-interval", "300ms", "--", bin, "--class", "W")
+			p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, "run", "-n", "4", "--ckpt-interval", "300ms", "--", bin, "--class", "W")
 			job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 			for {
 				pct, _ := strconv.Atoi(p.WaitLine(`^shoal: progress (\d+)%`, 2*time.Minute)[1])

@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/test/testenv"
+	"shoal/test/watch"
 )
 
 // heatArgs is the local heat job. Unpaced it runs about a second on 4 ranks, so the runs
@@ -22,8 +25,8 @@ const heatPace = "--pace 1000"
 // of key in its output.
 func runReference(t *testing.T, key string, program string, args ...string) string {
 	t.Helper()
-	shoal := artifact(t, "bin/shoal")
-	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal,
+	shoal := testenv.Built(t, "bin/shoal")
+	p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal,
 		append([]string{"run", "-n", "4", "--ckpt-interval", "0", "--", program}, args...)...)
 	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("reference run exited %d", code)
@@ -43,9 +46,9 @@ func killAfterEpoch(t *testing.T, after int, program string, args ...string) str
 
 func killAfterEpochEvery(t *testing.T, after int, interval, program string, args ...string) string {
 	t.Helper()
-	shoal := artifact(t, "bin/shoal")
+	shoal := testenv.Built(t, "bin/shoal")
 	data := t.TempDir()
-	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
+	p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
 		append([]string{"run", "-n", "4", "--ckpt-interval", interval, "--", program}, args...)...)
 	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 	p.WaitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
@@ -58,7 +61,7 @@ func killAfterEpochEvery(t *testing.T, after int, interval, program string, args
 
 func TestLocalHeatSurvivesKilledRank(t *testing.T) {
 	requireMPI(t)
-	heat := artifact(t, "build/examples/heat")
+	heat := testenv.Built(t, "build/examples/heat")
 	args := strings.Fields(heatArgs)
 	want := runReference(t, "checksum", heat, args...)
 	out := killAfterEpoch(t, 2, heat, append(strings.Fields(heatPace), args...)...)
@@ -72,7 +75,7 @@ func TestLocalHeatSurvivesKilledRank(t *testing.T) {
 
 func TestLocalNQueensSurvivesKilledRank(t *testing.T) {
 	requireMPI(t)
-	nq := artifact(t, "build/examples/nqueens")
+	nq := testenv.Built(t, "build/examples/nqueens")
 	// 441 rounds of at least 5 ms each: 2.2 s or more, epoch 2 after about 0.7 s.
 	out := killAfterEpochEvery(t, 2, "300ms", nq, "--pace", "5000", "15")
 	if !strings.Contains(out, "restarting from epoch") {
@@ -85,12 +88,12 @@ func TestLocalNQueensSurvivesKilledRank(t *testing.T) {
 
 func TestLocalCorruptNewestEpochFallsBack(t *testing.T) {
 	requireMPI(t)
-	shoal := artifact(t, "bin/shoal")
-	heat := artifact(t, "build/examples/heat")
+	shoal := testenv.Built(t, "bin/shoal")
+	heat := testenv.Built(t, "build/examples/heat")
 	args := []string{"--size", "800", "--steps", "6000"}
 	want := runReference(t, "checksum", heat, args...)
 	data := t.TempDir()
-	p := start(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
+	p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + data}, shoal,
 		append([]string{"run", "-n", "4", "--ckpt-interval", "1s", "--", heat, "--pace", "1000"}, args...)...)
 	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 	epoch := p.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1]
@@ -125,7 +128,7 @@ func TestLocalCorruptNewestEpochFallsBack(t *testing.T) {
 
 func TestLocalProgramFailureIsNotRetried(t *testing.T) {
 	requireMPI(t)
-	shoal := artifact(t, "bin/shoal")
+	shoal := testenv.Built(t, "bin/shoal")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "fail.c")
 	os.WriteFile(src, []byte(`#include <mpi.h>
@@ -142,7 +145,7 @@ int main(int argc, char **argv) {
 	if out, err := exec.Command("mpicc", src, "-o", bin).CombinedOutput(); err != nil {
 		t.Fatalf("mpicc: %v\n%s", err, out)
 	}
-	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", bin)
+	p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", bin)
 	if code := p.Wait(time.Minute); code != 7 {
 		t.Errorf("exit code %d, want the program's 7", code)
 	}
@@ -154,7 +157,7 @@ int main(int argc, char **argv) {
 
 func TestLocalRestartsExhausted(t *testing.T) {
 	requireMPI(t)
-	shoal := artifact(t, "bin/shoal")
+	shoal := testenv.Built(t, "bin/shoal")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "die.c")
 	os.WriteFile(src, []byte(`#include <mpi.h>
@@ -173,7 +176,7 @@ int main(int argc, char **argv) {
 	if out, err := exec.Command("mpicc", src, "-o", bin).CombinedOutput(); err != nil {
 		t.Fatalf("mpicc: %v\n%s", err, out)
 	}
-	p := start(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", "--max-restarts", "2", bin)
+	p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, shoal, "run", "-n", "2", "--max-restarts", "2", bin)
 	if code := p.Wait(time.Minute); code != 3 {
 		t.Errorf("exit code %d, want 3 (restarts exhausted)", code)
 	}
@@ -199,13 +202,13 @@ func pad(n, width int) string {
 // resume from that epoch and finish with the uninterrupted checksum.
 func TestStandaloneRestart(t *testing.T) {
 	requireMPI(t)
-	heat := artifact(t, "build/examples/heat")
+	heat := testenv.Built(t, "build/examples/heat")
 	args := []string{"--size", "800", "--steps", "12000"} // long enough to be killed mid-way
 	want := runReference(t, "checksum", heat, args...)
 	dir := t.TempDir()
 	env := []string{"SHOAL_DIR=" + dir, "SHOAL_CKPT_INTERVAL=0.5", "SHOAL_JOB=heat-standalone"}
 	mpirun := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "4", heat}, args...)
-	first := start(t, env, "mpirun", mpirun...)
+	first := watch.Spawn(t, env, "mpirun", mpirun...)
 	manifest := filepath.Join(dir, "heat-standalone", "manifest")
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -226,7 +229,7 @@ func TestStandaloneRestart(t *testing.T) {
 	if code := first.Wait(time.Minute); code == 0 {
 		t.Fatal("mpirun exited 0 although a rank was killed")
 	}
-	second := start(t, env, "mpirun", mpirun...)
+	second := watch.Spawn(t, env, "mpirun", mpirun...)
 	if code := second.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("second run exited %d", code)
 	}
@@ -243,7 +246,7 @@ func TestStandaloneRestart(t *testing.T) {
 func mpirunOutput(t *testing.T, n int, program string, args ...string) string {
 	t.Helper()
 	env := []string{"SHOAL_DIR=" + t.TempDir(), "SHOAL_CKPT_INTERVAL=0"}
-	p := start(t, env, "mpirun", append([]string{"--allow-run-as-root", "--oversubscribe",
+	p := watch.Spawn(t, env, "mpirun", append([]string{"--allow-run-as-root", "--oversubscribe",
 		"--bind-to", "none", "-n", strconv.Itoa(n), program}, args...)...)
 	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("%s on %d ranks exited %d", filepath.Base(program), n, code)
@@ -256,7 +259,7 @@ func mpirunOutput(t *testing.T, n int, program string, args ...string) string {
 // split unevenly over 2, 3 and 4 ranks.
 func TestHeatChecksumOnAnyRankCount(t *testing.T) {
 	requireMPI(t)
-	heat := artifact(t, "build/examples/heat")
+	heat := testenv.Built(t, "build/examples/heat")
 	args := []string{"--size", "301", "--steps", "200"}
 	want := field(mpirunOutput(t, 1, heat, args...), "checksum")
 	if want == "" {
@@ -272,7 +275,7 @@ func TestHeatChecksumOnAnyRankCount(t *testing.T) {
 // nqueens finds the published solution counts.
 func TestNQueensKnownCounts(t *testing.T) {
 	requireMPI(t)
-	nq := artifact(t, "build/examples/nqueens")
+	nq := testenv.Built(t, "build/examples/nqueens")
 	for n, want := range map[string]string{"8": "92", "12": "14200", "13": "73712", "14": "365596"} {
 		if got := field(mpirunOutput(t, 4, nq, n), "solutions"); got != want {
 			t.Errorf("nqueens %s: solutions = %q, want %s", n, got, want)

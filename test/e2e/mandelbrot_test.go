@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"shoal/test/testenv"
 )
 
 // mandelbrotSize keeps every run of the example a few milliseconds.
@@ -53,7 +55,7 @@ func mandelbrotTiles(t *testing.T, bin, dir string, n int, size []string) {
 // the checksum and the PGM with those of the whole image computed in one process, for
 // splits with uneven bands and with more tiles than rows (empty tiles).
 func TestMandelbrotJoinMatchesSerial(t *testing.T) {
-	bin := artifact(t, "build/examples/mandelbrot")
+	bin := testenv.Built(t, "build/examples/mandelbrot")
 	for _, tc := range []struct {
 		n    int
 		size []string
@@ -102,7 +104,7 @@ func TestMandelbrotJoinMatchesSerial(t *testing.T) {
 // TestMandelbrotJoinRejectsBadTiles spoils one tile file at a time: the join must exit 1
 // with a line naming that file.
 func TestMandelbrotJoinRejectsBadTiles(t *testing.T) {
-	bin := artifact(t, "build/examples/mandelbrot")
+	bin := testenv.Built(t, "build/examples/mandelbrot")
 	good := t.TempDir()
 	mandelbrotTiles(t, bin, good, 8, mandelbrotSize)
 	read := func(name string) []byte {
@@ -160,7 +162,7 @@ func TestMandelbrotJoinRejectsBadTiles(t *testing.T) {
 
 // TestMandelbrotFirst reads tiles from files numbered from 1 with --first 1.
 func TestMandelbrotFirst(t *testing.T) {
-	bin := artifact(t, "build/examples/mandelbrot")
+	bin := testenv.Built(t, "build/examples/mandelbrot")
 	from0, from1 := t.TempDir(), t.TempDir()
 	mandelbrotTiles(t, bin, from0, 4, mandelbrotSize)
 	for i := 0; i < 4; i++ {
@@ -184,7 +186,7 @@ func TestMandelbrotFirst(t *testing.T) {
 // TestMandelbrotBadArguments: every bad command line exits 2 with one line naming the
 // problem; --help exits 0.
 func TestMandelbrotBadArguments(t *testing.T) {
-	bin := artifact(t, "build/examples/mandelbrot")
+	bin := testenv.Built(t, "build/examples/mandelbrot")
 	for _, tc := range []struct {
 		args string
 		msg  string

@@ -27,11 +27,6 @@ const instance = 250
 
 var hosts = []string{"n1", "n2", "n3", "n4"}
 
-var root = func() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
-}()
-
 var (
 	bed   *testbed.Bed
 	upErr error
@@ -130,7 +125,7 @@ type node struct {
 
 func nodes(t *testing.T, host string) []node {
 	t.Helper()
-	out, err := bed.Exec(context.Background(), host, filepath.Join(root, "bin/shoal"), "nodes", "--json")
+	out, err := bed.Exec(context.Background(), host, filepath.Join(testenv.Root, "bin/shoal"), "nodes", "--json")
 	if err != nil {
 		return nil
 	}
@@ -187,11 +182,11 @@ func shoal(t *testing.T, host string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd, err := bed.Command(ctx, host, append([]string{filepath.Join(root, "bin/shoal")}, args...)...)
+	cmd, err := bed.Command(ctx, host, append([]string{filepath.Join(testenv.Root, "bin/shoal")}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Dir = root
+	cmd.Dir = testenv.Root
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("shoal %s in %s did not end within 3 minutes:\n%s", strings.Join(args, " "), host, out)
@@ -208,11 +203,11 @@ func shoal(t *testing.T, host string, args ...string) (string, int) {
 // start runs a watched command in host.
 func start(t *testing.T, host string, args ...string) *watch.Proc {
 	t.Helper()
-	cmd, err := bed.Command(context.Background(), host, append([]string{filepath.Join(root, "bin/shoal")}, args...)...)
+	cmd, err := bed.Command(context.Background(), host, append([]string{filepath.Join(testenv.Root, "bin/shoal")}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Dir = root
+	cmd.Dir = testenv.Root
 	return watch.Start(t, cmd)
 }
 
@@ -223,7 +218,7 @@ func reference(t *testing.T) string {
 		return want
 	}
 	args := []string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "6", "-x", "SHOAL_DIR",
-		filepath.Join(root, "build/examples/heat-plain"), "--size", "600", "--steps", "4000"}
+		filepath.Join(testenv.Root, "build/examples/heat-plain"), "--size", "600", "--steps", "4000"}
 	cmd := exec.Command("mpirun", args...)
 	cmd.Env = append(os.Environ(), "SHOAL_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
@@ -240,7 +235,7 @@ func reference(t *testing.T) string {
 func detach(t *testing.T, host string) string {
 	t.Helper()
 	args := append([]string{"run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--max-oversubscribe", "3", "--",
-		filepath.Join(root, "build/examples/heat")}, heatArgs...)
+		filepath.Join(testenv.Root, "build/examples/heat")}, heatArgs...)
 	out, code := shoal(t, host, args...)
 	if code != 0 {
 		t.Fatalf("shoal run --detach exited %d:\n%s", code, out)
@@ -322,7 +317,7 @@ func TestRunSurvivesCoordinatorLoss(t *testing.T) {
 	b := cluster(t)
 	lead, other := leaderAndOther(t)
 	args := append([]string{"run", "-n", "6", "--ckpt-interval", "1s", "--max-oversubscribe", "3", "--",
-		filepath.Join(root, "build/examples/heat")}, heatArgs...)
+		filepath.Join(testenv.Root, "build/examples/heat")}, heatArgs...)
 	run := start(t, other, args...)
 	run.WaitLine(`epoch \d+ complete`, time.Minute)
 	if _, err := b.Kill(context.Background(), lead); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 )
 
 // shoalIn runs bin/shoal with args inside host and returns its exit code, stdout
@@ -22,11 +23,11 @@ func shoalIn(t *testing.T, b *testbed.Bed, host string, args ...string) (int, st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd, err := b.Command(ctx, host, append([]string{filepath.Join(root, "bin/shoal")}, args...)...)
+	cmd, err := b.Command(ctx, host, append([]string{filepath.Join(testenv.Root, "bin/shoal")}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Dir = root
+	cmd.Dir = testenv.Root
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -57,7 +58,7 @@ func detach(t *testing.T, b *testbed.Bed, host string, args ...string) string {
 // reads its output: the exit code of a run, and the uninterrupted checksum.
 func TestDetachWaitLogs(t *testing.T) {
 	b := up(t, 2)
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	args := []string{"--size", "300", "--steps", "600"}
 	want := reference(t, "checksum", 4, append([]string{heat}, args...)...)
 	id := detach(t, b, "n1", append([]string{"-n", "4", "--", heat}, args...)...)
@@ -109,7 +110,7 @@ func TestRestartsExhaustedOnCluster(t *testing.T) {
 // shoal run must say so in one line and exit 1 at once, not hang or re-attach.
 func TestRunSaysWhenItsAgentIsGone(t *testing.T) {
 	b := up(t, 2)
-	j := submit(t, b, "n2", append([]string{"-n", "4", "--", filepath.Join(root, "build/examples/heat")}, longHeat...)...)
+	j := submit(t, b, "n2", append([]string{"-n", "4", "--", filepath.Join(testenv.Root, "build/examples/heat")}, longHeat...)...)
 	id := j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
 	j.WaitLine(`launching 4 ranks`, time.Minute)
 	h, err := b.Host("n2")
@@ -136,7 +137,7 @@ func TestRunSaysWhenItsAgentIsGone(t *testing.T) {
 // it, and shoal jobs says why.
 func TestAutoInterval(t *testing.T) {
 	b := up(t, 2)
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	id := detach(t, b, "n1", "-n", "4", "--mtbf", "1m", "--", heat, "--size", "1000", "--steps", "8000")
 	if code, _, stderr := shoalIn(t, b, "n1", "wait", id); code != 0 {
 		t.Fatalf("shoal wait %s: exit %d\n%s", id, code, stderr)

@@ -24,11 +24,6 @@ import (
 
 const instance = 240
 
-var root = func() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
-}()
-
 // up brings up a testbed of n hosts with agents and returns it; it is torn down at
 // the end of the test.
 func up(t *testing.T, n int) *testbed.Bed {
@@ -99,12 +94,12 @@ func (j *job) waitEpoch(min int) int {
 
 func submit(t *testing.T, b *testbed.Bed, host string, args ...string) *job {
 	t.Helper()
-	argv := append([]string{filepath.Join(root, "bin/shoal"), "run"}, args...)
+	argv := append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run"}, args...)
 	cmd, err := b.Command(context.Background(), host, argv...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Dir = root
+	cmd.Dir = testenv.Root
 	return &job{Proc: watch.Start(t, cmd)}
 }
 
@@ -112,7 +107,7 @@ var field = watch.Field
 
 // shoalJSON runs `shoal ARGS...` on n1 and decodes its output into v.
 func shoalJSON(ctx context.Context, b *testbed.Bed, v any, args ...string) error {
-	out, err := b.Exec(ctx, "n1", append([]string{filepath.Join(root, "bin/shoal")}, args...)...)
+	out, err := b.Exec(ctx, "n1", append([]string{filepath.Join(testenv.Root, "bin/shoal")}, args...)...)
 	if err != nil {
 		return err
 	}
@@ -162,7 +157,7 @@ type event struct {
 
 func events(t *testing.T, b *testbed.Bed, host, id string) []event {
 	t.Helper()
-	out, err := b.Exec(context.Background(), host, filepath.Join(root, "bin/shoal"), "events", "--json", id)
+	out, err := b.Exec(context.Background(), host, filepath.Join(testenv.Root, "bin/shoal"), "events", "--json", id)
 	if err != nil {
 		t.Fatalf("shoal events: %v\n%s", err, out)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"shoal/internal/ckpt"
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 )
 
 var heatArgs = []string{"--size", "1000", "--steps", "8000"}
@@ -37,7 +38,7 @@ func runHeatWithLoss(t *testing.T, heatArgs, runFlags []string, nodes, after, re
 // runHeatOn is runHeatWithLoss on a testbed that is up.
 func runHeatOn(t *testing.T, b *testbed.Bed, heatArgs, runFlags []string, after, restarts int, interval string, lose func(b *testbed.Bed, j *job)) string {
 	t.Helper()
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, unpaced(heatArgs)...)...)
 	if runFlags == nil {
 		runFlags = []string{"--max-oversubscribe", "3"}
@@ -179,7 +180,7 @@ var (
 // with the uninterrupted result.
 func TestSilentNodeWaitedFor(t *testing.T) {
 	b := up(t, 3)
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	args := []string{"--size", "1000", "--steps", "8000", "--pace", "4000"} // 32 s or more
 	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, unpaced(args)...)...)
 	j := submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", "120s", "--", heat}, args...)...)
@@ -254,7 +255,7 @@ func TestTwoSuccessiveLosses(t *testing.T) {
 
 func TestNQueensKillHost(t *testing.T) {
 	b := up(t, 3)
-	nq := filepath.Join(root, "build/examples/nqueens")
+	nq := filepath.Join(testenv.Root, "build/examples/nqueens")
 	// 373 rounds of at least 20 ms: 7.5 s or more, so the kill lands mid-run.
 	j := submit(t, b, "n1", "-n", "6", "--ckpt-interval", "300ms", "--max-oversubscribe", "3", "--", nq, "--pace", "20000", "16")
 	j.waitEpoch(2)
@@ -367,7 +368,7 @@ func waitVoters(t *testing.T, b *testbed.Bed, want int, timeout time.Duration, g
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		out, err := b.Exec(context.Background(), "n1", filepath.Join(root, "bin/shoal"), "nodes", "--json")
+		out, err := b.Exec(context.Background(), "n1", filepath.Join(testenv.Root, "bin/shoal"), "nodes", "--json")
 		var list struct {
 			Nodes []struct {
 				Name  string `json:"name"`
@@ -407,7 +408,7 @@ func waitVoters(t *testing.T, b *testbed.Bed, want int, timeout time.Duration, g
 // left, and the job ends with the uninterrupted checksum.
 func TestTwoHostsLostAtOnceWithParity(t *testing.T) {
 	b := up(t, 5)
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, unpaced(heatArgs)...)...)
 	j := submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", "500ms", "--max-oversubscribe", "3",
 		"--layout", "cyclic", "--redundancy", "rs:3+2", "--", heat}, heatArgs...)...)

@@ -30,11 +30,11 @@ import (
 // node. One testbed serves every part, to keep the test short.
 func TestMultiHost(t *testing.T) {
 	b := up(t, 3)
-	shoal := filepath.Join(root, "bin/shoal")
+	shoal := filepath.Join(testenv.Root, "bin/shoal")
 	spread := `launching 6 ranks on 3 nodes \(n1:0-1 n2:2-3 n3:4-5\)`
 
 	t.Run("heat", func(t *testing.T) {
-		heat := filepath.Join(root, "build/examples/heat")
+		heat := filepath.Join(testenv.Root, "build/examples/heat")
 		// 4000 steps of at least 2.5 ms: 10 s or more, time to look at the nodes
 		// meanwhile (a node announces its ranks 3 s after its grants change).
 		args := []string{"--size", "600", "--steps", "4000", "--pace", "2500"}
@@ -64,7 +64,7 @@ func TestMultiHost(t *testing.T) {
 	})
 
 	t.Run("nqueens", func(t *testing.T) {
-		nq := filepath.Join(root, "build/examples/nqueens")
+		nq := filepath.Join(testenv.Root, "build/examples/nqueens")
 		j := submit(t, b, "n1", "--job-id", "nq14", "-n", "6", "--", nq, "14")
 		j.WaitLine(`^shoal: job nq14: 6 ranks of nqueens, coordinated by n1`, time.Minute)
 		j.WaitLine(spread, time.Minute)
@@ -194,7 +194,7 @@ func TestMultiHost(t *testing.T) {
 	t.Run("too-many-ranks", func(t *testing.T) {
 		// 7 ranks on 6 cores at the default --max-oversubscribe 1, with no
 		// --wait-for-nodes: the job must fail at once, saying why, and run nothing.
-		heat := filepath.Join(root, "build/examples/heat")
+		heat := filepath.Join(testenv.Root, "build/examples/heat")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		cmd, err := b.Command(ctx, "n1", shoal, "run", "-n", "7", "--", heat, "--size", "100", "--steps", "10")
@@ -225,7 +225,7 @@ func TestMultiHost(t *testing.T) {
 func nodeRanks(b *testbed.Bed, host string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := b.Exec(ctx, host, filepath.Join(root, "bin/shoal"), "nodes", "--json")
+	out, err := b.Exec(ctx, host, filepath.Join(testenv.Root, "bin/shoal"), "nodes", "--json")
 	if err != nil {
 		return "", err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 )
 
 // longHeat runs 20 s or more on 6 ranks here; its pace (at least 1.5 ms a step) keeps it
@@ -24,7 +25,7 @@ var longHeat = []string{"--size", "1000", "--steps", "16000", "--pace", "1500"}
 // restarts the job too, and is not what this test is about.
 func TestGracefulLeave(t *testing.T) {
 	out := runHeatWithLoss(t, longHeat, nil, 3, 2, 1, "2s", func(b *testbed.Bed, j *job) {
-		if out, err := b.Exec(context.Background(), "n3", filepath.Join(root, "bin/shoal"), "leave"); err != nil {
+		if out, err := b.Exec(context.Background(), "n3", filepath.Join(testenv.Root, "bin/shoal"), "leave"); err != nil {
 			t.Fatalf("shoal leave: %v\n%s", err, out)
 		}
 		evs := events(t, b, "n1", j.id)
@@ -74,7 +75,7 @@ func TestJoinThenRebalance(t *testing.T) {
 		if _, err := b.Add(ctx, testbed.HostConfig{Cores: 2}); err != nil {
 			t.Fatalf("add a host: %v", err)
 		}
-		shoal := filepath.Join(root, "bin/shoal")
+		shoal := filepath.Join(testenv.Root, "bin/shoal")
 		if out, err := b.Exec(ctx, "n1", shoal, "rebalance", j.id); err != nil {
 			t.Fatalf("shoal rebalance: %v\n%s", err, out)
 		}
@@ -155,7 +156,7 @@ func TestWaitForNodes(t *testing.T) {
 // --wait-for-nodes: the job must fail with a line naming the shortfall, exit 1.
 func TestTooFewNodesFails(t *testing.T) {
 	b := up(t, 2)
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	j := submit(t, b, "n1", "-n", "6", "--wait-for-nodes", "2s", "--", heat, "--steps", "10")
 	if code := j.Wait(time.Minute); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
@@ -184,7 +185,7 @@ func TestCutHealRejoin(t *testing.T) {
 		if err := b.Heal(ctx, "n3"); err != nil {
 			t.Fatal(err)
 		}
-		shoal := filepath.Join(root, "bin/shoal")
+		shoal := filepath.Join(testenv.Root, "bin/shoal")
 		deadline := time.Now().Add(time.Minute)
 		for !nodeAlive(ctx, b, "n3") {
 			if time.Now().After(deadline) {

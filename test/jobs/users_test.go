@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/testenv"
 	"shoal/test/watch"
 )
 
@@ -36,7 +37,7 @@ func localUser(t *testing.T, name string) string {
 // asUser runs shoal with args in host as the local user name, as that user's
 // shell would: without the secret, through the agent's socket.
 func asUser(ctx context.Context, b *testbed.Bed, host, name string, args ...string) (string, error) {
-	argv := append([]string{"setpriv", "--reuid=" + name, "--regid=" + name, "--clear-groups", filepath.Join(root, "bin/shoal")}, args...)
+	argv := append([]string{"setpriv", "--reuid=" + name, "--regid=" + name, "--clear-groups", filepath.Join(testenv.Root, "bin/shoal")}, args...)
 	cmd, err := b.Command(ctx, host, argv...)
 	if err != nil {
 		return "", err
@@ -104,7 +105,7 @@ if cat "$SHOAL_NODE_DATA/secret" >/dev/null 2>&1; then echo "secret: read"; else
 	}
 
 	// Root sees the job and its owner; the owner sees it; another user does not.
-	table, err := b.Exec(ctx, "n2", filepath.Join(root, "bin/shoal"), "jobs")
+	table, err := b.Exec(ctx, "n2", filepath.Join(testenv.Root, "bin/shoal"), "jobs")
 	if err != nil || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(id[1])+`\s+shoal-test-a\s+succeeded\s`).Match(table) {
 		t.Errorf("shoal jobs as root in n2: %v\n%s\nwant %s owned by shoal-test-a, succeeded", err, table, id[1])
 	}
@@ -123,7 +124,7 @@ if cat "$SHOAL_NODE_DATA/secret" >/dev/null 2>&1; then echo "secret: read"; else
 	if err == nil || !strings.Contains(leave, "forbidden") && !strings.Contains(leave, "is for root") {
 		t.Errorf("shoal leave as a user: %v\n%s\nwant a refusal", err, leave)
 	}
-	if ns, err := b.Exec(ctx, "n1", filepath.Join(root, "bin/shoal"), "nodes"); err != nil || strings.Count(string(ns), " alive ") != 3 {
+	if ns, err := b.Exec(ctx, "n1", filepath.Join(testenv.Root, "bin/shoal"), "nodes"); err != nil || strings.Count(string(ns), " alive ") != 3 {
 		t.Errorf("shoal nodes after the refused leave: %v\n%s\nwant three nodes alive", err, ns)
 	}
 
@@ -131,10 +132,10 @@ if cat "$SHOAL_NODE_DATA/secret" >/dev/null 2>&1; then echo "secret: read"; else
 	// written by ranks running as the user and copied by the agents, are read
 	// back by the user's ranks after the restart. --no-replan keeps rank 3 on
 	// n3 for its loss (the planner would pack the four ranks on n1 and n2).
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	args := []string{"--size", "600", "--steps", "6000", "--pace", "1500"}
 	want := reference(t, "checksum", 4, append([]string{heat}, unpaced(args)...)...)
-	argv := append([]string{"setpriv", "--reuid=shoal-test-a", "--regid=shoal-test-a", "--clear-groups", filepath.Join(root, "bin/shoal"),
+	argv := append([]string{"setpriv", "--reuid=shoal-test-a", "--regid=shoal-test-a", "--clear-groups", filepath.Join(testenv.Root, "bin/shoal"),
 		"run", "-n", "4", "--ckpt-interval", "500ms", "--max-oversubscribe", "2", "--no-replan", "--", heat}, args...)
 	cmd, err := b.Command(context.Background(), "n1", argv...)
 	if err != nil {

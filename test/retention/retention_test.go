@@ -33,11 +33,6 @@ const grace = 6 * time.Second
 
 var hosts = []string{"n1", "n2", "n3"}
 
-var root = func() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
-}()
-
 var bed *testbed.Bed // shared; nil until the first test brings it up
 
 func TestMain(m *testing.M) {
@@ -97,11 +92,11 @@ func tail(s string, n int) string {
 // run starts `shoal run ARGS` in host n1, its output watched.
 func run(t *testing.T, b *testbed.Bed, args ...string) *watch.Proc {
 	t.Helper()
-	cmd, err := b.Command(context.Background(), "n1", append([]string{filepath.Join(root, "bin/shoal"), "run"}, args...)...)
+	cmd, err := b.Command(context.Background(), "n1", append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Dir = root
+	cmd.Dir = testenv.Root
 	return watch.Start(t, cmd)
 }
 
@@ -171,7 +166,7 @@ func sha256File(t *testing.T, path string) string {
 // its program and input go from every host.
 func TestFailedJobCollected(t *testing.T) {
 	b := up(t)
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	// The program checkpoints through heat, a staged input, then exits 7. It runs
 	// a private copy: a staged file is the node's, and every rank's wrapper that
 	// finds it changed (a chmod) places it again as staged.
@@ -211,7 +206,7 @@ func TestFailedJobCollected(t *testing.T) {
 // in its log with the sizes.
 func TestDownNodeCleansUpWhenBack(t *testing.T) {
 	b := up(t)
-	heat := filepath.Join(root, "build/examples/heat")
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	j := run(t, b, "-n", "6", "--ckpt-interval", "1s", "--", heat, "--size", "300", "--steps", "100000", "--pace", "1000")
 	id := j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
 	j.WaitLine(`epoch \d+ complete`, time.Minute)

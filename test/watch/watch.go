@@ -64,6 +64,16 @@ func Start(t testing.TB, cmd *exec.Cmd) *Proc {
 	return p
 }
 
+// Spawn starts name with args as Start does, in a new temporary directory of t's
+// and with env added to this process's environment.
+func Spawn(t testing.TB, env []string, name string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = t.TempDir()
+	return Start(t, cmd)
+}
+
 // Output is everything the process printed so far.
 func (p *Proc) Output() string {
 	p.mu.Lock()
