@@ -508,12 +508,7 @@ func (c *Client) getStream(ctx context.Context, path string) (io.ReadCloser, int
 // PutFile calls PUT /v1/files/{sha256} with size bytes from r, whose content
 // must hash to sum.
 func (c *Client) PutFile(ctx context.Context, sum string, r io.Reader, size int64) error {
-	req, err := c.request(ctx, "PUT", "/v1/files/"+url.PathEscape(sum), r, sum, size)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.send(req)
+	resp, err := c.putOctets(ctx, "/v1/files/"+url.PathEscape(sum), r, sum, size)
 	if err != nil {
 		return err
 	}
@@ -554,7 +549,13 @@ func (c *Client) putStream(ctx context.Context, path string, r io.ReadSeeker, wh
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("rewinding %s: %w", what, err)
 	}
-	req, err := c.request(ctx, "PUT", path, r, hex.EncodeToString(h.Sum(nil)), size)
+	return c.putOctets(ctx, path, r, hex.EncodeToString(h.Sum(nil)), size)
+}
+
+// putOctets PUTs size bytes from r to path, signed with sum, their SHA-256 in
+// hex.
+func (c *Client) putOctets(ctx context.Context, path string, r io.Reader, sum string, size int64) (*http.Response, error) {
+	req, err := c.request(ctx, "PUT", path, r, sum, size)
 	if err != nil {
 		return nil, err
 	}

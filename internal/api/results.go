@@ -125,12 +125,7 @@ func resultPath(job string, task int) string {
 // PutResult calls PUT /v1/results/{job}/{task} with the result b, which the
 // agent stores if it hashes to sum.
 func (c *Client) PutResult(ctx context.Context, job string, task int, sum string, b []byte) error {
-	req, err := c.request(ctx, "PUT", resultPath(job, task), bytes.NewReader(b), sum, int64(len(b)))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.send(req)
+	resp, err := c.putOctets(ctx, resultPath(job, task), bytes.NewReader(b), sum, int64(len(b)))
 	if err != nil {
 		return err
 	}
