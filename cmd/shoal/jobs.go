@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register("jobs", command{summary: "list the jobs the local agent coordinates", run: jobsCmd})
+	register("jobs", command{summary: "list the cluster's jobs and their state", run: jobsCmd})
 	register("events", command{summary: "print a job's events (--follow to keep printing)", run: eventsCmd})
 	register("rebalance", command{summary: "checkpoint a job and relaunch it over every live node", run: rebalanceCmd})
 }
@@ -59,14 +59,17 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 
 const jobsUsage = `Usage: shoal jobs [flags]
 
-Lists the jobs the local agent coordinates: ID, OWNER (the user its ranks run
-as; root for jobs submitted with the cluster secret), STATE (pending, staging,
-running, moving, restarting, succeeded, failed, cancelled), RANKS, the newest
-complete checkpoint EPOCH, RESTARTS, and PLACEMENT (node: ranks; for a task
-farm, its tasks done out of all, and those that failed). A user other
-than root, who submits through the agent's socket, sees only their own jobs.
+Lists the cluster's jobs, as the local agent's copy of the job store holds them
+(every node keeps one): ID, OWNER (the user its ranks run as; root for jobs
+submitted with the cluster secret), STATE (pending, staging, running, moving,
+restarting, succeeded, failed, cancelled), RANKS, the newest complete checkpoint
+EPOCH, RESTARTS, and PLACEMENT (node: ranks; for a task farm, its tasks done out
+of all, and those that failed). A user other than root, who submits through the
+agent's socket, sees only their own jobs.
 
-shoal jobs JOB --placement prints where each of JOB's ranks runs, the time of one
+shoal jobs JOB prints one job: its state and ranks, the checkpoint interval in
+use and why (with --ckpt-interval auto: the measured checkpoint cost and failure
+rate it was chosen from), and its redundancy. shoal jobs JOB --placement prints where each of JOB's ranks runs, the time of one
 iteration the planner predicted for that layout (split into compute and
 communication, beside that of contiguous blocks in proportion to cores × speed),
 what it knew (the job's measured traffic or the assumption that neighbouring
@@ -135,12 +138,30 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 
 const eventsUsage = `Usage: shoal events [flags] JOB
 
-Prints the events of JOB, one line each: time, type, message. Types include
-state (the job's state changed: staging, restarting and why, failed and why),
-launch, epoch (a checkpoint epoch became complete), node-lost, rank-lost,
-restart, reconfigure (a node leaving, a rebalance: the job is moving), rebalance
-(one weighed and not done), nodes (too few nodes: waiting for joins, or
-oversubscribing), progress, output, finished and done.
+Prints the events of JOB, one line each: time, type, message. The types:
+
+  state          the job's state changed (staging, restarting and why, failed and why)
+  stage          the job's files copied to the nodes that lacked them
+  launch         ranks launched, and where
+  epoch          a checkpoint epoch became complete (epoch-bad: its shards failed
+                 verification)
+  interval       the automatic checkpoint interval chosen, and what from
+  progress       the program reported its progress
+  rank-lost      a rank died; node-lost: a node of the run is gone; node-fault: a node
+                 is up but cannot store checkpoints
+  restart        relaunching from an epoch, on which nodes, and the work lost
+  coordinator    another node coordinates the job from now on, and why
+  reconfigure    a planned move: a node leaving, a rebalance
+  rebalance      a rebalance weighed and not done, and why
+  nodes          too few nodes: waiting for joins, or oversubscribing
+  output         a line a rank wrote to stdout (output-err: to stderr)
+  app-failure    the program failed by itself
+  finished       the job succeeded
+  done           the last event: how the job ended
+  internal-error a fault in the coordinator, reported rather than fatal
+
+A task farm's also: task-done, task-failed, node-joined and farm-progress
+(docs/api.md says what each carries).
 
 With --follow, a stream that breaks is picked up where it broke, as in
 'shoal logs --follow'.
