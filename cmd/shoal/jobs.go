@@ -45,8 +45,8 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 		fmt.Fprintf(stderr, "shoal %s: %v (see 'shoal %s --help')\n", name, err, name)
 		return nil, nil, exitUsage
 	}
-	if nargs >= 0 && fs.NArg() != nargs || nargs < 0 && fs.NArg() > -nargs {
-		fmt.Fprintf(stderr, "shoal %s: want %d argument(s), got %d (see 'shoal %s --help')\n", name, nargs, fs.NArg(), name)
+	if msg := jobArgsWrong(nargs, fs.Args()); msg != "" {
+		fmt.Fprintf(stderr, "shoal %s: %s (see 'shoal %s --help')\n", name, msg, name)
 		return nil, nil, exitUsage
 	}
 	c, err := af.client()
@@ -57,7 +57,22 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 	return c, fs.Args(), -1
 }
 
-const jobsUsage = `Usage: shoal jobs [flags]
+// jobArgsWrong says what is wrong with the arguments args of a command whose
+// only operand is a job's id: nargs is 0 for none, 1 for one JOB, -1 for an
+// optional one. It returns "" when nothing is.
+func jobArgsWrong(nargs int, args []string) string {
+	switch {
+	case nargs == 0 && len(args) > 0:
+		return fmt.Sprintf("takes no arguments, got %q", args)
+	case nargs == 1 && len(args) == 0:
+		return "want JOB, the id of a job"
+	case nargs == 1 && len(args) > 1, nargs < 0 && len(args) > 1:
+		return fmt.Sprintf("want one JOB, got %d arguments", len(args))
+	}
+	return ""
+}
+
+const jobsUsage = `Usage: shoal jobs [flags] [JOB]
 
 Lists the cluster's jobs, as the local agent's copy of the job store holds them
 (every node keeps one): ID, OWNER (the user its ranks run as; root for jobs

@@ -43,10 +43,12 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "-n", "2", "no-such-program-anywhere"}, exitUsage, `program "no-such-program-anywhere" not found`},
 		{[]string{"run", "-n", "2", notExec}, exitUsage, "is not executable"},
 		{[]string{"run", "-n", "2", "--job-id", "bad/id", "/bin/true"}, exitUsage, `job id "bad/id"`},
-		{[]string{"wait"}, exitUsage, "shoal wait: want 1 argument(s), got 0"},
-		{[]string{"wait", "a", "b"}, exitUsage, "shoal wait: want 1 argument(s), got 2"},
+		{[]string{"wait"}, exitUsage, "shoal wait: want JOB, the id of a job (see 'shoal wait --help')"},
+		{[]string{"wait", "a", "b"}, exitUsage, "shoal wait: want one JOB, got 2 arguments"},
 		{[]string{"wait", "--follow", "a"}, exitUsage, "shoal wait: flag provided but not defined: -follow"},
-		{[]string{"logs"}, exitUsage, "shoal logs: want 1 argument(s), got 0"},
+		{[]string{"logs"}, exitUsage, "shoal logs: want JOB, the id of a job"},
+		{[]string{"jobs", "a", "b"}, exitUsage, "shoal jobs: want one JOB, got 2 arguments"},
+		{[]string{"gc", "a"}, exitUsage, `shoal gc: takes no arguments, got ["a"]`},
 		{[]string{"logs", "--bogus", "a"}, exitUsage, "shoal logs: flag provided but not defined: -bogus"},
 	}
 	for _, tt := range tests {
