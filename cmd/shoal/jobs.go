@@ -84,14 +84,15 @@ agent's socket, sees only their own jobs.
 
 shoal jobs JOB prints one job: its state and ranks, the checkpoint interval in
 use and why (with --ckpt-interval auto: the measured checkpoint cost and failure
-rate it was chosen from), and its redundancy. shoal jobs JOB --placement prints where each of JOB's ranks runs, the time of one
-iteration the planner predicted for that layout (split into compute and
-communication, beside that of contiguous blocks in proportion to cores × speed),
-what it knew (the job's measured traffic or the assumption that neighbouring
-ranks talk most; measured links or none), and why it chose the layout, in one
-line. shoal jobs JOB --traffic prints the traffic the job's ranks reported
-(libshoal counts what each rank sends): bytes and messages per second between
-pairs of ranks, busiest first, and the share of time in MPI calls.
+rate it was chosen from), and its redundancy. shoal jobs JOB --placement prints
+where each of JOB's ranks runs, the time of one iteration the planner predicted
+for that layout (split into compute and communication, beside that of contiguous
+blocks in proportion to cores × speed), what it knew (the job's measured traffic
+or the assumption that neighbouring ranks talk most; measured links or none),
+and why it chose the layout, in one line. shoal jobs JOB --traffic prints the
+traffic the job's ranks reported (libshoal counts what each rank sends): bytes
+and messages per second between pairs of ranks, busiest first, and the share of
+time in MPI calls.
 
 Flags:
 `
