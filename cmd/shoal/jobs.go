@@ -66,7 +66,7 @@ func jobArgsWrong(nargs int, args []string) string {
 		return fmt.Sprintf("takes no arguments, got %q", args)
 	case nargs == 1 && len(args) == 0:
 		return "want JOB, the id of a job"
-	case nargs == 1 && len(args) > 1, nargs < 0 && len(args) > 1:
+	case nargs != 0 && len(args) > 1:
 		return fmt.Sprintf("want one JOB, got %d arguments", len(args))
 	}
 	return ""

@@ -3,7 +3,6 @@ package poll
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -20,16 +19,16 @@ func (f *fakeT) Helper() {}
 func (f *fakeT) Fatalf(format string, args ...any) { f.failed = fmt.Sprintf(format, args...) }
 
 func TestUntilReturnsOnceTheConditionHolds(t *testing.T) {
-	var asked atomic.Int32
+	asked := 0
 	f := &fakeT{TB: t}
 	Until(f, time.Minute, func() string {
-		if asked.Add(1) < 3 {
+		if asked++; asked < 3 {
 			return "not yet"
 		}
 		return ""
 	})
-	if f.failed != "" || asked.Load() != 3 {
-		t.Fatalf("failed %q after %d questions, want success after 3", f.failed, asked.Load())
+	if f.failed != "" || asked != 3 {
+		t.Fatalf("failed %q after %d questions, want success after 3", f.failed, asked)
 	}
 }
 
@@ -44,8 +43,9 @@ func TestUntilFailsWithTheLastAnswer(t *testing.T) {
 		n++
 		return fmt.Sprintf("wrong %d", n)
 	})
-	if !strings.HasPrefix(f.failed, "after 75ms: wrong ") || f.failed == "after 75ms: wrong 1" {
-		t.Fatalf("failed with %q, want the last of several answers after 75ms", f.failed)
+	prefix := fmt.Sprintf("after %v: wrong ", 3*Interval)
+	if !strings.HasPrefix(f.failed, prefix) || f.failed == prefix+"1" {
+		t.Fatalf("failed with %q, want the last of several answers after %v", f.failed, 3*Interval)
 	}
 }
 
