@@ -380,10 +380,12 @@ func (b *EpochBook) Source(epoch uint64, rank int, to string, nodes []string) (f
 
 // Replicas returns the copies to start so that the shards of the epochs not yet
 // complete reach the copies a run on nodes wants: for each shard short of copies,
-// one copy from its first holder among nodes (by name) to the next node after
-// that holder, in name order, that neither holds it nor is getting it. busy says
-// whether a copy to a node is under way; those count as copies. Epochs more than
-// two behind the highest seen are left alone: newer ones will complete first.
+// one copy from its first holder among nodes (by name) to the node one or two
+// places after that holder in name order (see stride), or, when that one holds
+// it or is getting it, to the first after it, going round, that does neither.
+// busy says whether a copy to a node is under way; those count as copies.
+// Epochs more than two behind the highest seen are left alone: newer ones will
+// complete first.
 func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, node string) bool) []Replica {
 	names := slices.Clone(nodes)
 	sort.Strings(names)
@@ -415,8 +417,9 @@ func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, n
 				continue
 			}
 			start, _ := slices.BinarySearch(names, from)
-			for k := 1; k < len(names); k++ {
-				to := names[(start+k)%len(names)]
+			skip := b.stride(epoch, len(names)) - 1
+			for k := range len(names) - 1 {
+				to := names[(start+1+(skip+k)%(len(names)-1))%len(names)]
 				if slices.Contains(sh.Holders, to) || busy(epoch, rank, to) {
 					continue
 				}
@@ -426,6 +429,23 @@ func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, n
 		}
 	}
 	return out
+}
+
+// stride is how many nodes on from a shard's holder, in name order, the copy of
+// epoch goes in a run on nodes nodes: one, except for the odd epochs of a run on
+// four nodes or more whose shards are kept as two copies, which go two on. Two
+// nodes lost at once take both copies of one of an epoch's shards only when one
+// is the other's stride places on, and on four nodes or more no two nodes are
+// both one and two places apart, either way round: of the two consecutive
+// epochs a job keeps (see [EpochBook.Prune]) one is whole, and the job goes
+// back one interval instead of losing its state. With one stride for all, two
+// neighbours take both epochs of the first one's ranks. On three nodes, two
+// lost leave one, which holds a whole epoch neither way.
+func (b *EpochBook) stride(epoch uint64, nodes int) int {
+	if b.Redundancy == 2 && nodes >= 4 && epoch%2 == 1 {
+		return 2
+	}
+	return 1
 }
 
 // addName adds name to the sorted list names, once.

@@ -3,6 +3,7 @@ package coord
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -398,6 +399,14 @@ func TestEpochBookReplicas(t *testing.T) {
 		{"the next node busy: the one after", func() EpochBook { return written(1, 3, []string{"a"}, 1) },
 			[]string{"a", "b", "c"}, func(e uint64, r int, n string) bool { return n == "b" },
 			[]Replica{{1, 0, "a", "c"}}},
+		{"four nodes: an even epoch's copies to the next node", func() EpochBook { return written(4, 2, []string{"a", "b", "c", "d"}, 2) },
+			[]string{"a", "b", "c", "d"}, none,
+			[]Replica{{2, 0, "a", "b"}, {2, 1, "b", "c"}, {2, 2, "c", "d"}, {2, 3, "d", "a"}}},
+		{"four nodes: an odd epoch's two on", func() EpochBook { return written(4, 2, []string{"a", "b", "c", "d"}, 1) },
+			[]string{"a", "b", "c", "d"}, none,
+			[]Replica{{1, 0, "a", "c"}, {1, 1, "b", "d"}, {1, 2, "c", "a"}, {1, 3, "d", "b"}}},
+		{"copy:3 on four nodes: one on, whatever the epoch", func() EpochBook { return written(1, 3, []string{"a"}, 1) },
+			[]string{"a", "b", "c", "d"}, none, []Replica{{1, 0, "a", "b"}}},
 		{"one node: nothing to copy", func() EpochBook { return written(2, 2, []string{"a", "a"}, 1) },
 			[]string{"a"}, none, nil},
 		{"complete epochs and those two behind are left alone", func() EpochBook {
@@ -415,6 +424,49 @@ func TestEpochBookReplicas(t *testing.T) {
 		b := tt.book()
 		if got := b.Replicas(tt.nodes, tt.busy); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: Replicas = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// Two nodes lost at once, any two, leave a whole epoch to restart from on four
+// nodes or more when each shard is kept as two copies: the two epochs a job
+// keeps place their copies one and two nodes on (stride). On three nodes the
+// one left holds no whole epoch, and the loss names both.
+func TestEpochBookTwoLostAtOnce(t *testing.T) {
+	none := func(uint64, int, string) bool { return false }
+	for n := 3; n <= 8; n++ {
+		nodes := make([]string, n)
+		for i := range nodes {
+			nodes[i] = fmt.Sprintf("n%d", i+1)
+		}
+		b := written(n, 2, nodes, 1, 2, 3) // rank r on nodes[r]
+		for {
+			copies := b.Replicas(nodes, none)
+			if len(copies) == 0 {
+				break
+			}
+			for _, c := range copies {
+				b.AddCopy(c.Epoch, c.Rank, c.To)
+			}
+		}
+		if got := b.MarkComplete(n); !reflect.DeepEqual(got, []uint64{1, 2, 3}) {
+			t.Fatalf("%d nodes: complete %v, want [1 2 3]", n, got)
+		}
+		b.Prune()
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				live := slices.Concat(nodes[:i], nodes[i+1:j], nodes[j+1:])
+				epoch, _, err := b.Choose(live)
+				var lost *LostEpochError
+				switch {
+				case n >= 4 && err != nil:
+					t.Errorf("%d nodes, %s and %s lost: %v", n, nodes[i], nodes[j], err)
+				case n >= 4 && epoch != 2 && epoch != 3:
+					t.Errorf("%d nodes, %s and %s lost: restart from epoch %d, want 2 or 3", n, nodes[i], nodes[j], epoch)
+				case n == 3 && (!errors.As(err, &lost) || !reflect.DeepEqual(lost.Nodes, []string{nodes[i], nodes[j]})):
+					t.Errorf("3 nodes, %s and %s lost: %v, want the epoch lost on both", nodes[i], nodes[j], err)
+				}
+			}
 		}
 	}
 }

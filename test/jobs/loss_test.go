@@ -401,20 +401,31 @@ func waitVoters(t *testing.T, b *testbed.Bed, want int, timeout time.Duration, g
 	}
 }
 
-// TestTwoHostsLostAtOnceWithParity kills two of five hosts at the same moment
-// under --redundancy rs:3+2: the ranks are laid out one a host, round-robin,
-// so both hosts ran ranks and each held the only copy of their shards. The
-// relaunch rebuilds those shards from their parity groups on the three hosts
-// left, and the job ends with the uninterrupted checksum.
-func TestTwoHostsLostAtOnceWithParity(t *testing.T) {
+// TestTwoHostsLostAtOnce kills two of five hosts at the same moment, n4 and
+// n5, neighbours by name, under two jobs laid out one rank a host,
+// round-robin, so both hosts ran ranks of each. The first keeps its shards
+// with --redundancy rs:3+2: each of the two hosts held the only copy of its
+// shards, which the relaunch rebuilds from their parity groups on the three
+// hosts left. The second keeps two copies (the default): the copies of one of
+// the two epochs it keeps went one host on, and those of n4's ranks are lost
+// with n5, but the other's went two hosts on (coord's stride), so it restarts
+// from that one. Both end with the uninterrupted checksum.
+func TestTwoHostsLostAtOnce(t *testing.T) {
 	b := up(t, 5)
 	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	want := reference(t, "checksum", 6, append([]string{heat + "-plain"}, unpaced(heatArgs)...)...)
-	j := submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", "500ms", "--max-oversubscribe", "3",
-		"--layout", "cyclic", "--redundancy", "rs:3+2", "--", heat}, heatArgs...)...)
-	j.id = j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
-	j.WaitLine(`epoch \d+ complete \(6 shards, one copy each, rs:3\+2 parity\)`, 2*time.Minute)
-	j.waitEpoch(2)
+	start := func(redundancy string) *job {
+		return submit(t, b, "n1", append([]string{"-n", "6", "--ckpt-interval", "500ms", "--max-oversubscribe", "3",
+			"--layout", "cyclic", "--redundancy", redundancy, "--", heat}, heatArgs...)...)
+	}
+	parity, copies := start("rs:3+2"), start("copy")
+	for _, j := range []*job{parity, copies} {
+		j.id = j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+		j.WaitLine(`^shoal: launching 6 ranks on 5 nodes \(n1:0 n2:1 n3:2 n4:3 n5:4 n1:5\)`, time.Minute)
+	}
+	parity.WaitLine(`epoch \d+ complete \(6 shards, one copy each, rs:3\+2 parity\)`, 2*time.Minute)
+	parity.waitEpoch(2)
+	copies.waitEpoch(3)
 	errs := make(chan error, 2)
 	for _, n := range []string{"n4", "n5"} {
 		go func() { _, err := b.Kill(context.Background(), n); errs <- err }()
@@ -424,20 +435,22 @@ func TestTwoHostsLostAtOnceWithParity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if code := j.Wait(4 * time.Minute); code != 0 {
-		t.Fatalf("job exited %d:\n%s", code, grepShoal(j.Output()))
+	for _, j := range []*job{parity, copies} {
+		if code := j.Wait(4 * time.Minute); code != 0 {
+			t.Fatalf("job %s exited %d:\n%s", j.id, code, grepShoal(j.Output()))
+		}
+		out := j.Output()
+		if got := field(out, "checksum"); got != want {
+			t.Errorf("job %s: checksum = %q, want %q (uninterrupted run)", j.id, got, want)
+		}
+		if strings.Contains(out, "internal error") {
+			t.Errorf("job %s: the job's lifecycle refused a transition:\n%s", j.id, grepShoal(out))
+		}
+		if strings.Contains(out, "epoch lost") || !strings.Contains(out, "restarting 6 ranks from epoch") {
+			t.Errorf("job %s did not restart from a kept epoch:\n%s", j.id, grepShoal(out))
+		}
 	}
-	out := j.Output()
-	if got := field(out, "checksum"); got != want {
-		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
-	}
-	if !regexp.MustCompile(`rebuilt from parity the shards of epoch \d+ no live node held: rank \d+ on n\d, rank \d+ on n\d`).MatchString(out) {
-		t.Errorf("no line saying the lost hosts' two shards were rebuilt from parity:\n%s", grepShoal(out))
-	}
-	if strings.Contains(out, "internal error") {
-		t.Errorf("the job's lifecycle refused a transition:\n%s", grepShoal(out))
-	}
-	if strings.Contains(out, "epoch lost") || !strings.Contains(out, "restarting 6 ranks from epoch") {
-		t.Errorf("the job did not restart from an epoch kept by parity:\n%s", grepShoal(out))
+	if !regexp.MustCompile(`rebuilt from parity the shards of epoch \d+ no live node held: rank \d+ on n\d, rank \d+ on n\d`).MatchString(parity.Output()) {
+		t.Errorf("no line saying the lost hosts' two shards were rebuilt from parity:\n%s", grepShoal(parity.Output()))
 	}
 }
