@@ -25,6 +25,11 @@ type LostEpochError struct {
 }
 
 func (e *LostEpochError) Error() string {
+	return fmt.Sprintf("epoch %d lost: %s", e.Epoch, e.gone())
+}
+
+// gone says which ranks' shards are gone and where they were.
+func (e *LostEpochError) gone() string {
 	ranks := make([]string, len(e.Ranks))
 	for i, r := range e.Ranks {
 		ranks[i] = strconv.Itoa(r)
@@ -34,9 +39,9 @@ func (e *LostEpochError) Error() string {
 		noun = "rank"
 	}
 	if len(e.Nodes) == 0 {
-		return fmt.Sprintf("epoch %d lost: shards of %s %s are on no node", e.Epoch, noun, strings.Join(ranks, ", "))
+		return fmt.Sprintf("shards of %s %s are on no node", noun, strings.Join(ranks, ", "))
 	}
-	return fmt.Sprintf("epoch %d lost: shards of %s %s were only on %s", e.Epoch, noun, strings.Join(ranks, ", "), strings.Join(e.Nodes, ", "))
+	return fmt.Sprintf("shards of %s %s were only on %s", noun, strings.Join(ranks, ", "), strings.Join(e.Nodes, ", "))
 }
 
 func (e *LostEpochError) Unwrap() error { return ErrEpochLost }
@@ -356,7 +361,7 @@ func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
 		if lost == nil {
 			lost = gone
 		}
-		skipped = append(skipped, ckpt.Skipped{Epoch: epoch, Err: fmt.Errorf("rank %d's shard is on no live node", gone.Ranks[0])})
+		skipped = append(skipped, ckpt.Skipped{Epoch: epoch, Err: errors.New(gone.gone())})
 	}
 	if lost == nil {
 		return 0, nil, ckpt.ErrNoEpoch

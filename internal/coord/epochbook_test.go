@@ -237,6 +237,18 @@ func TestEpochBookChoose(t *testing.T) {
 	}
 }
 
+// An epoch passed over is named with the ranks it lost and the nodes that held
+// them, as a lost epoch is.
+func TestEpochBookPassedOverMessage(t *testing.T) {
+	b := book4()
+	b.AddCopy(3, 2, "n1")
+	_, skipped, err := b.Choose([]string{"n1", "n2", "n5"})
+	want := "shards of rank 2 were only on n3, n4"
+	if err != nil || len(skipped) != 1 || skipped[0].Err.Error() != want {
+		t.Errorf("Choose passed over %v (err %v), want epoch 4 because %q", skipped, err, want)
+	}
+}
+
 func TestEpochBookLostMessage(t *testing.T) {
 	tests := []struct {
 		err  LostEpochError
