@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ type lossRun struct {
 	total    float64 // kill -> rank 0 resumed
 	staging  float64 // the job's first event after the kill (a node lost) -> the launch: placement, fencing, staging, rebuilds
 	relaunch float64 // the launch -> rank 0 resumed
+	lost     float64 // the work the restart said was lost: since the epoch it restarted from
 	rebuilt  string  // the staging event naming the shards rebuilt from parity, if any
 	from     string  // the epoch the job restarted from
 	exact    bool    // the job ended with the uninterrupted checksum
@@ -81,8 +83,8 @@ func twoLossMain(args []string) int {
 				fmt.Fprintf(os.Stderr, "twoloss: run %d (%d lost): %v\n", r, lose, err)
 				return 1
 			}
-			logf("run %d, %s killed: total %s (staging %s, relaunch %s), from %s, exact %v %s",
-				r, strings.Join(run.victims, " and "), secs(run.total), secs(run.staging), secs(run.relaunch), run.from, run.exact, run.failure)
+			logf("run %d, %s killed: total %s (staging %s, relaunch %s), from %s (%s of work lost), exact %v %s",
+				r, strings.Join(run.victims, " and "), secs(run.total), secs(run.staging), secs(run.relaunch), run.from, secs(run.lost), run.exact, run.failure)
 			runs[lose] = append(runs[lose], run)
 		}
 	}
@@ -124,7 +126,7 @@ func twoLossOnce(ctx context.Context, cfg twoLossConfig, heatArgs []string, want
 		}
 		return lossRun{}, err
 	}
-	run := lossRun{total: nan, staging: nan, relaunch: nan}
+	run := lossRun{total: nan, staging: nan, relaunch: nan, lost: nan}
 	for i := len(hosts) - 1; i >= 0 && len(run.victims) < lose; i-- {
 		if hosts[i] != leader && hosts[i] != submitter {
 			run.victims = append(run.victims, hosts[i])
@@ -158,6 +160,16 @@ func twoLossOnce(ctx context.Context, cfg twoLossConfig, heatArgs []string, want
 	if i := strings.Index(launch.Message, "from epoch "); i >= 0 {
 		run.from = launch.Message[i+len("from "):]
 	}
+	// The last restart's word on the work lost: two hosts declared one
+	// after the other make two.
+	for _, e := range evs {
+		if e.Time.Before(killed) || e.Time.After(launch.Time) {
+			continue
+		}
+		if m := workLost.FindStringSubmatch(e.Message); m != nil {
+			run.lost, _ = strconv.ParseFloat(m[1], 64)
+		}
+	}
 	// The job ends: its result against the uninterrupted run's.
 	out, code, err := c.run(submitter, 5*time.Minute, "wait", job)
 	if err != nil {
@@ -181,6 +193,9 @@ func twoLossOnce(ctx context.Context, cfg twoLossConfig, heatArgs []string, want
 	return run, nil
 }
 
+// workLost finds the seconds of work a restart's event says were lost.
+var workLost = regexp.MustCompile(`([0-9.]+) s of work lost`)
+
 // twoLossReport prints the medians of both kinds of loss, the extra time two
 // cost against one, and whether every job ended exactly. It returns 1 when one
 // did not.
@@ -189,14 +204,14 @@ func twoLossReport(cfg twoLossConfig, n int, runs map[int][]lossRun) int {
 	fmt.Printf("two-loss: %d hosts of %d cores, heat on %d ranks (one a host, --layout cyclic), %.1f MB per rank (N=%d),\n",
 		cfg.hosts, cfg.cores, cfg.hosts, state, n)
 	fmt.Printf("--redundancy %s, a checkpoint a second; hosts killed once epoch 2 is complete; medians of %d runs, each on a fresh testbed\n\n", cfg.redundancy, cfg.reps)
-	fmt.Printf("%-16s %9s %9s %9s   %s\n", "hosts killed", "staging", "relaunch", "total", "exact")
+	fmt.Printf("%-16s %9s %9s %9s %10s   %s\n", "hosts killed", "staging", "relaunch", "total", "work lost", "exact")
 	med := map[int]float64{}
 	bad := 0
 	for _, lose := range []int{1, 2} {
-		var total, staging, relaunch []float64
+		var total, staging, relaunch, lost []float64
 		exact := 0
 		for _, r := range runs[lose] {
-			total, staging, relaunch = append(total, r.total), append(staging, r.staging), append(relaunch, r.relaunch)
+			total, staging, relaunch, lost = append(total, r.total), append(staging, r.staging), append(relaunch, r.relaunch), append(lost, r.lost)
 			if r.exact && r.failure == "" {
 				exact++
 			}
@@ -205,7 +220,8 @@ func twoLossReport(cfg twoLossConfig, n int, runs map[int][]lossRun) int {
 		med[lose], _ = median(total)
 		s, _ := median(staging)
 		l, _ := median(relaunch)
-		fmt.Printf("%-16s %9s %9s %9s   %d of %d\n", map[int]string{1: "one (baseline)", 2: "two at once"}[lose], secs(s), secs(l), secs(med[lose]), exact, len(runs[lose]))
+		w, _ := median(lost)
+		fmt.Printf("%-16s %9s %9s %9s %10s   %d of %d\n", map[int]string{1: "one (baseline)", 2: "two at once"}[lose], secs(s), secs(l), secs(med[lose]), secs(w), exact, len(runs[lose]))
 	}
 	for _, r := range runs[2] {
 		if r.rebuilt != "" {
