@@ -6,7 +6,6 @@ package bindings
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -94,28 +93,11 @@ func killRank2AfterEpoch2(t *testing.T, prog program, flags ...string) string {
 	p := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + data}, shoal, args...)
 	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 	p.WaitLine(`epoch 2 complete`, 2*time.Minute)
-	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
+	syscall.Kill(testenv.RankPID(t, data, job, 2), syscall.SIGKILL)
 	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("%s heat exited %d after the kill", prog.name, code)
 	}
 	return p.Output()
-}
-
-// rankPID reads the pid of a running rank of job from the runner's rank state files.
-func rankPID(t *testing.T, dataDir, job string, rank int) int {
-	t.Helper()
-	path := filepath.Join(dataDir, "jobs", job, "ranks", fmt.Sprintf("r%06d", rank))
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(path)
-		var pid int
-		if _, err := fmt.Sscanf(string(b), "pid=%d state=running", &pid); err == nil && pid > 0 {
-			return pid
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("rank %d of job %s never reported a running pid in %s", rank, job, path)
-	return 0
 }
 
 func TestHeatSurvivesKilledRank(t *testing.T) {

@@ -157,7 +157,7 @@ end program version
 			"--", filepath.Join(build, "counter"), "2000", "1000")
 		job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 		p.WaitLine(`epoch 2 complete`, time.Minute)
-		syscall.Kill(rankPID(t, data, job, 1), syscall.SIGKILL)
+		syscall.Kill(testenv.RankPID(t, data, job, 1), syscall.SIGKILL)
 		if code := p.Wait(2 * time.Minute); code != 0 {
 			t.Fatalf("counter under the installed shoal run exited %d:\n%s", code, p.Output())
 		}

@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"shoal/test/watch"
 )
@@ -21,20 +17,3 @@ func requireMPI(t *testing.T) {
 }
 
 var field = watch.Field
-
-// rankPID reads the pid of a running rank of job from the runner's rank state files.
-func rankPID(t *testing.T, dataDir, job string, rank int) int {
-	t.Helper()
-	path := filepath.Join(dataDir, "jobs", job, "ranks", fmt.Sprintf("r%06d", rank))
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(path)
-		var pid int
-		if _, err := fmt.Sscanf(string(b), "pid=%d state=running", &pid); err == nil && pid > 0 {
-			return pid
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("rank %d of job %s never reported a running pid in %s", rank, job, path)
-	return 0
-}

@@ -112,7 +112,7 @@ func TestKernelsSurviveKilledRank(t *testing.T) {
 				}
 			}
 			p.WaitLine(`epoch \d+ complete`, time.Minute)
-			syscall.Kill(rankPID(t, data, job, 1), syscall.SIGKILL)
+			syscall.Kill(testenv.RankPID(t, data, job, 1), syscall.SIGKILL)
 			if code := p.Wait(5 * time.Minute); code != 0 {
 				t.Fatalf("job exited %d", code)
 			}

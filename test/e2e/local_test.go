@@ -52,7 +52,7 @@ func killAfterEpochEvery(t *testing.T, after int, interval, program string, args
 		append([]string{"run", "-n", "4", "--ckpt-interval", interval, "--", program}, args...)...)
 	job := p.WaitLine(`^shoal: job ([^:]+):`, 30*time.Second)[1]
 	p.WaitLine(`epoch `+strconv.Itoa(after)+` complete`, 2*time.Minute)
-	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
+	syscall.Kill(testenv.RankPID(t, data, job, 2), syscall.SIGKILL)
 	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("job exited %d after the kill", code)
 	}
@@ -110,7 +110,7 @@ func TestLocalCorruptNewestEpochFallsBack(t *testing.T) {
 	if err := os.WriteFile(shard, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	syscall.Kill(rankPID(t, data, job, 2), syscall.SIGKILL)
+	syscall.Kill(testenv.RankPID(t, data, job, 2), syscall.SIGKILL)
 	if code := p.Wait(3 * time.Minute); code != 0 {
 		t.Fatalf("job exited %d", code)
 	}

@@ -4,11 +4,13 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"shoal/internal/testbed"
 )
@@ -58,4 +60,23 @@ func NeedTestbed(t *testing.T) string {
 		t.Skip("Open MPI not installed (make deps installs it)")
 	}
 	return Built(t, "bin/shoal")
+}
+
+// RankPID returns the pid of rank of job, running under the agent whose data
+// directory is dataDir, from the runner's rank state file; it fails the test
+// when the rank does not run within 10 s.
+func RankPID(t *testing.T, dataDir, job string, rank int) int {
+	t.Helper()
+	path := filepath.Join(dataDir, "jobs", job, "ranks", fmt.Sprintf("r%06d", rank))
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(path)
+		var pid int
+		if _, err := fmt.Sscanf(string(b), "pid=%d state=running", &pid); err == nil && pid > 0 {
+			return pid
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("rank %d of job %s never reported a running pid in %s", rank, job, path)
+	return 0
 }
