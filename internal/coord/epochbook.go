@@ -25,11 +25,11 @@ type LostEpochError struct {
 }
 
 func (e *LostEpochError) Error() string {
-	return fmt.Sprintf("epoch %d lost: %s", e.Epoch, e.gone())
+	return fmt.Sprintf("epoch %d lost: %s", e.Epoch, e.detail())
 }
 
-// gone says which ranks' shards are gone and where they were.
-func (e *LostEpochError) gone() string {
+// detail says which ranks' shards are gone and where they were.
+func (e *LostEpochError) detail() string {
 	ranks := make([]string, len(e.Ranks))
 	for i, r := range e.Ranks {
 		ranks[i] = strconv.Itoa(r)
@@ -361,7 +361,7 @@ func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
 		if lost == nil {
 			lost = gone
 		}
-		skipped = append(skipped, ckpt.Skipped{Epoch: epoch, Err: errors.New(gone.gone())})
+		skipped = append(skipped, ckpt.Skipped{Epoch: epoch, Err: errors.New(gone.detail())})
 	}
 	if lost == nil {
 		return 0, nil, ckpt.ErrNoEpoch
