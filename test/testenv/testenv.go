@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shoal/internal/testbed"
+	"shoal/test/poll"
 )
 
 // Root is the repository's top directory.
@@ -68,15 +69,13 @@ func NeedTestbed(t *testing.T) string {
 func RankPID(t *testing.T, dataDir, job string, rank int) int {
 	t.Helper()
 	path := filepath.Join(dataDir, "jobs", job, "ranks", fmt.Sprintf("r%06d", rank))
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var pid int
+	poll.Until(t, 10*time.Second, func() string {
 		b, _ := os.ReadFile(path)
-		var pid int
 		if _, err := fmt.Sscanf(string(b), "pid=%d state=running", &pid); err == nil && pid > 0 {
-			return pid
+			return ""
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("rank %d of job %s never reported a running pid in %s", rank, job, path)
-	return 0
+		return fmt.Sprintf("rank %d of job %s reports no running pid in %s", rank, job, path)
+	})
+	return pid
 }
