@@ -110,7 +110,8 @@ type Config struct {
 	// death of one this node has not doubted, for the reported node to refute
 	// it before recording it. A node healing from a cut gossips the deaths it
 	// declared alone; their subjects refute them a gossip round or two later.
-	// 0 records every death at once.
+	// A node that answers a ping when the wait ends is asked for its state and
+	// given one more DeadConfirm. 0 records every death at once.
 	DeadConfirm time.Duration
 	// LeaveTimeout bounds [Membership.Leave]: spreading this node's "leaving"
 	// flag, then its leave message.

@@ -36,10 +36,12 @@ type Membership struct {
 
 	leaving atomic.Bool
 	// held holds the deaths reported by other nodes that this node waits to
-	// see refuted (see hold), by node, each with its sequence number.
+	// see refuted (see hold), by node, each with its sequence number; leavers
+	// the nodes that told this one they are leaving (see tellLeaving).
 	heldMu  sync.Mutex
 	held    map[string]uint64
 	heldSeq uint64
+	leavers map[string]struct{}
 	// conflict is the gossip address of another live node that has this
 	// node's name, as memberlist reported it while joining; nil: none.
 	conflict atomic.Pointer[string]
@@ -59,13 +61,14 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	m := &Membership{
-		cfg:   cfg,
-		log:   logger,
-		table: newTable(),
-		held:  map[string]uint64{},
-		meta:  meta,
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:     cfg,
+		log:     logger,
+		table:   newTable(),
+		held:    map[string]uint64{},
+		leavers: map[string]struct{}{},
+		meta:    meta,
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	enc, err := meta.Encode()
 	if err != nil {
@@ -319,11 +322,82 @@ func (m *Membership) Leave() error {
 	if err := m.AnnounceLeaving(); err != nil {
 		m.log.Warn("leave: flag not confirmed gossiped", "err", err)
 	}
+	m.tellLeaving(time.Now().Add(time.Until(deadline) / 2))
 	if err := m.ml.Leave(time.Until(deadline)); err != nil {
 		return fmt.Errorf("membership: leave: %w", err)
 	}
 	m.log.Info("left cluster")
 	return nil
+}
+
+// leaveNotice is the first byte of the message a leaving node sends each
+// member directly (see tellLeaving); its name follows.
+const leaveNotice = 'L'
+
+// tellLeaving sends each live member a notice that this node is leaving, over
+// a TCP connection of its own, and waits until all are sent or until deadline.
+//
+// The flag that says so goes out by gossip too, but gossip does not carry it
+// to every node: memberlist drops a node's queued alive message, and with it
+// the flag, when the same node's leave message is queued after it (both are
+// news of one node), on the nodes that pass gossip on as on this one. A node
+// that had not received the flag by then records the leave as a failure
+// (bench/chaos counted such false declarations). The notice reaches every
+// node this one can connect to.
+func (m *Membership) tellLeaving(deadline time.Time) {
+	msg := append([]byte{leaveNotice}, m.cfg.Name...)
+	var wg sync.WaitGroup
+	for _, n := range m.table.list() {
+		if n.Local || (n.State != StateAlive && n.State != StateSuspect) {
+			continue
+		}
+		to, err := memberlistNode(n)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.ml.SendReliable(to, msg); err != nil {
+				m.log.Debug("leave notice not sent", "node", n.Name, "err", err)
+			}
+		}()
+	}
+	sent := make(chan struct{})
+	go func() { wg.Wait(); close(sent) }()
+	select {
+	case <-sent:
+	case <-time.After(time.Until(deadline)):
+		m.log.Warn("leave: notices not all sent in time; the nodes not told may record a failure")
+	}
+}
+
+// memberlistNode returns the address memberlist needs to reach n.
+func memberlistNode(n Node) (*memberlist.Node, error) {
+	host, port, err := net.SplitHostPort(n.Addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	return &memberlist.Node{Name: n.Name, Addr: net.ParseIP(host), Port: uint16(p)}, nil
+}
+
+// noteLeaving records that name said it is leaving.
+func (m *Membership) noteLeaving(name string) {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	m.leavers[name] = struct{}{}
+}
+
+// saidLeaving reports whether name said it is leaving since it last joined.
+func (m *Membership) saidLeaving(name string) bool {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	_, ok := m.leavers[name]
+	return ok
 }
 
 // AnnounceLeaving gossips that this node is about to leave (Meta.Leaving),
@@ -447,7 +521,15 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return b
 }
 
-func (d *delegate) NotifyMsg([]byte)                           {}
+// NotifyMsg receives the messages nodes send this one directly: a leaving
+// node's notice (see tellLeaving). It must not block.
+func (d *delegate) NotifyMsg(b []byte) {
+	if len(b) > 1 && b[0] == leaveNotice && ValidName(string(b[1:])) {
+		d.m.log.Debug("node says it is leaving", "node", string(b[1:]))
+		d.m.noteLeaving(string(b[1:]))
+	}
+}
+
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
@@ -467,6 +549,9 @@ func (d *delegate) node(n *memberlist.Node) Node {
 
 func (d *delegate) NotifyJoin(mn *memberlist.Node) {
 	n := d.node(mn)
+	d.m.heldMu.Lock()
+	delete(d.m.leavers, n.Name) // a new life
+	d.m.heldMu.Unlock()
 	if d.m.release(n.Name) {
 		// It refuted a death another node reported before this one recorded
 		// it: to this node it never went away.
@@ -481,7 +566,7 @@ func (d *delegate) NotifyJoin(mn *memberlist.Node) {
 
 func (d *delegate) NotifyLeave(mn *memberlist.Node) {
 	n := d.node(mn)
-	left := n.Meta.Leaving || (n.Local && d.m.leaving.Load())
+	left := n.Meta.Leaving || (n.Local && d.m.leaving.Load()) || d.m.saidLeaving(n.Name)
 	if !left && !n.Local && d.m.cfg.DeadConfirm > 0 {
 		if cur, ok := d.m.table.get(n.Name); ok && cur.State == StateAlive {
 			d.m.hold(n)
@@ -517,29 +602,77 @@ func (m *Membership) gone(n Node, left bool) {
 // gossip round or two later. Recorded at once, each would be a false failure
 // on every node it reached (a fence considered, a failure in the record, a
 // voter replaced). Config.DeadConfirm later, unless the node refuted it
-// meanwhile (see release), the death is recorded.
+// meanwhile (see release), the death is recorded, unless the node answers
+// (see settle).
 func (m *Membership) hold(n Node) {
 	m.heldMu.Lock()
 	m.heldSeq++
 	seq := m.heldSeq
 	m.held[n.Name] = seq
 	m.heldMu.Unlock()
-	time.AfterFunc(m.cfg.DeadConfirm, func() {
-		m.heldMu.Lock()
-		cur, ok := m.held[n.Name]
-		if ok && cur == seq {
-			delete(m.held, n.Name)
+	time.AfterFunc(m.cfg.DeadConfirm, func() { m.settle(n, seq, true) })
+}
+
+// settle ends the hold seq on the death of n, which no refutation released.
+//
+// A node that answers a ping is not dead: the report was stale and the node's
+// refutation did not reach this one (gossip does not reach every node: see
+// tellLeaving), or the node is leaving and not yet gone. On the first expiry
+// this node then exchanges state with it, which brings this node the
+// refutation or shows the node the report so that it refutes, and holds the
+// death for one more Config.DeadConfirm. A death still held then is recorded,
+// as a departure if the node said it was leaving.
+func (m *Membership) settle(n Node, seq uint64, first bool) {
+	select {
+	case <-m.stop:
+		return
+	default:
+	}
+	if !m.holding(n.Name, seq) {
+		return
+	}
+	if first && !m.saidLeaving(n.Name) && m.answers(n) {
+		m.log.Info("a node reported dead answers: asking it how it is", "node", n.Name, "addr", n.Addr)
+		if _, err := m.ml.Join([]string{n.Addr}); err != nil {
+			m.log.Debug("state exchange with a node reported dead", "node", n.Name, "err", err)
 		}
-		m.heldMu.Unlock()
-		select {
-		case <-m.stop:
-			return
-		default:
-		}
-		if ok && cur == seq {
-			m.gone(n, false)
-		}
-	})
+		time.AfterFunc(m.cfg.DeadConfirm, func() { m.settle(n, seq, false) })
+		return
+	}
+	if m.endHold(n.Name, seq) {
+		m.gone(n, m.saidLeaving(n.Name))
+	}
+}
+
+// holding reports whether the hold seq on the death of name is still on.
+func (m *Membership) holding(name string, seq uint64) bool {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	cur, ok := m.held[name]
+	return ok && cur == seq
+}
+
+// endHold ends the hold seq on the death of name, and reports whether it was
+// still on.
+func (m *Membership) endHold(name string, seq uint64) bool {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	cur, ok := m.held[name]
+	if ok && cur == seq {
+		delete(m.held, name)
+	}
+	return ok && cur == seq
+}
+
+// answers pings n once and reports whether it acknowledged within
+// Config.ProbeTimeout.
+func (m *Membership) answers(n Node) bool {
+	addr, err := net.ResolveUDPAddr("udp", n.Addr)
+	if err != nil {
+		return false
+	}
+	_, err = m.ml.Ping(n.Name, addr)
+	return err == nil
 }
 
 // release ends the hold on the death of name, and reports whether there was one.

@@ -134,6 +134,15 @@ func TestLeaveShowsLeft(t *testing.T) {
 	if err := ms[2].Leave(); err != nil {
 		t.Fatal(err)
 	}
+	// Besides the gossiped flag, each node was told directly.
+	poll.Until(t, 5*time.Second, func() string {
+		for _, m := range ms[:2] {
+			if !m.saidLeaving("n3") {
+				return m.Name() + " has no notice from n3"
+			}
+		}
+		return ""
+	})
 	ms[2].Shutdown()
 	poll.Until(t, 5*time.Second, wantStates(ms[:2], "n1=alive n2=alive n3=left"))
 	for ev := range sub.C {
@@ -329,5 +338,115 @@ func TestDeathReportedByAnotherNodeHeld(t *testing.T) {
 	}
 	if got := strings.Join(seen, ","); got != "join,failed,join,suspect,failed" {
 		t.Errorf("events about x: %s, want join,failed,join,suspect,failed", got)
+	}
+}
+
+// TestLeaveNoticeOutlivesLostFlag: a node that said it was leaving is recorded
+// as left when its leave arrives without its leaving flag (gossip can lose
+// the flag); the notice holds for that life only, and malformed notices are
+// ignored.
+func TestLeaveNoticeOutlivesLostFlag(t *testing.T) {
+	m := start(t, "n1", testSecret, nil)
+	sub := m.Subscribe()
+	defer sub.Close()
+	d := &delegate{m: m}
+	meta, err := Meta{API: "127.0.0.1:2", Cores: 2, Arch: "amd64", OS: "linux"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &memberlist.Node{Name: "x", Addr: net.IPv4(127, 0, 0, 2), Port: 7946, Meta: meta}
+	state := func() State { n, _ := m.Node("x"); return n.State }
+
+	d.NotifyJoin(x)
+	for _, bad := range []string{"L", "Lnot a name", "Qx", ""} {
+		d.NotifyMsg([]byte(bad))
+	}
+	if m.saidLeaving("x") {
+		t.Fatalf("a malformed notice was taken as x's")
+	}
+	d.NotifyMsg([]byte("Lx"))
+	d.NotifyLeave(x) // the leave, without the flag
+	if got := state(); got != StateLeft {
+		t.Errorf("x after its notice and its leave: %v, want left at once", got)
+	}
+
+	d.NotifyJoin(x) // back: the notice was for its last life
+	d.NotifyLeave(x)
+	poll.Until(t, 2*m.cfg.DeadConfirm+2*time.Second, func() string {
+		if got := state(); got != StateDead {
+			return fmt.Sprintf("x %v, want dead: no notice in this life", got)
+		}
+		return ""
+	})
+	var seen []string
+	for len(seen) < 4 {
+		select {
+		case ev := <-sub.C:
+			if ev.Node.Name == "x" {
+				seen = append(seen, ev.Type.String())
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("events about x: %v, want 4", seen)
+		}
+	}
+	if got := strings.Join(seen, ","); got != "join,leave,join,failed" {
+		t.Errorf("events about x: %s, want join,leave,join,failed", got)
+	}
+}
+
+// TestHeldDeathOfNodeThatAnswers: a death reported by another node and not
+// refuted within DeadConfirm is not recorded while the node answers: this node
+// exchanges state with it and learns that it is alive. A node that answers
+// but stays dead in that exchange (it left, without a notice that reached this
+// node) is recorded one DeadConfirm later.
+func TestHeldDeathOfNodeThatAnswers(t *testing.T) {
+	var logs syncBuffer
+	m := start(t, "n1", testSecret, &logs)
+	sub := m.Subscribe()
+	defer sub.Close()
+	d := &delegate{m: m}
+	// Nodes of this cluster's secret that n1's memberlist does not know: its
+	// view of them is what the test reports to it.
+	alive := start(t, "x", testSecret, nil)
+	leaving := start(t, "y", testSecret, nil)
+	node := func(o *Membership) *memberlist.Node {
+		n, err := memberlistNode(Node{Name: o.Name(), Addr: o.Addr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Meta = *o.encoded.Load()
+		return n
+	}
+	x, y := node(alive), node(leaving) // as n1 knew them: y not yet leaving
+	if err := leaving.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	d.NotifyJoin(x)
+	d.NotifyJoin(y)
+	d.NotifyLeave(x) // reported dead, not refuted: a stale report
+	d.NotifyLeave(y)
+
+	state := func(name string) State { n, _ := m.Node(name); return n.State }
+	poll.Until(t, 2*m.cfg.DeadConfirm+2*time.Second, func() string {
+		if got := state("y"); got != StateDead {
+			return fmt.Sprintf("y %v, want dead once the exchange showed it gone", got)
+		}
+		return ""
+	})
+	if got := state("x"); got != StateAlive {
+		t.Errorf("x, which answers: %v, want alive", got)
+	}
+	if !strings.Contains(logs.String(), "a node reported dead answers") {
+		t.Errorf("n1 did not log asking x; log:\n%s", logs.String())
+	}
+	for drained := false; !drained; {
+		select {
+		case ev := <-sub.C:
+			if ev.Node.Name == "x" && ev.Type == EventFailed {
+				t.Errorf("x was recorded failed")
+			}
+		default:
+			drained = true
+		}
 	}
 }
