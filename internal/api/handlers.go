@@ -526,6 +526,9 @@ func (s *Server) listShards(w http.ResponseWriter, r *http.Request) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
+		// A server shutting down answers at once: its Shutdown waits for
+		// requests in progress, and a wait would hold it up to its end.
+		defer context.AfterFunc(s.closing, cancel)()
 	} else {
 		known = "" // nothing to wait for: answer at once
 	}

@@ -64,6 +64,9 @@ type Server struct {
 	results atomic.Pointer[ResultService]
 	links   atomic.Pointer[LinkService]
 	http    *http.Server
+	// closing is cancelled when Shutdown begins; long polls end on it.
+	closing   context.Context
+	stopWaits context.CancelFunc
 
 	localMu sync.Mutex
 	local   []*http.Server // ServeLocal's, shut down with the rest
@@ -102,6 +105,7 @@ func NewServer(cfg ServerConfig) *Server {
 		mux:    http.NewServeMux(),
 		routes: map[string]route{},
 	}
+	s.closing, s.stopWaits = context.WithCancel(context.Background())
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -354,9 +358,11 @@ func (s *Server) Serve(l net.Listener) error {
 }
 
 // Shutdown stops accepting requests and waits, until ctx is done, for those in
-// progress. Launch connections already switched are not waited for. A Serve
-// called after Shutdown returns at once.
+// progress; a long poll of a shard index is answered at once. Launch
+// connections already switched are not waited for. A Serve called after
+// Shutdown returns at once.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopWaits()
 	s.localMu.Lock()
 	local := s.local
 	s.localMu.Unlock()

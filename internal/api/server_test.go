@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"shoal/test/poll"
 )
 
 type fakeNode struct {
@@ -661,16 +663,39 @@ func TestShardsLongPoll(t *testing.T) {
 	if _, err := c.WaitShards(cctx, "j1", first.Tag, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitShards past the client's deadline: %v, want a deadline error", err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		data.mu.Lock()
-		ended := slices.Contains(data.calls, "index j1: wait ended")
-		data.mu.Unlock()
-		if ended {
-			break
+	called := func(call string) func() string {
+		return func() string {
+			data.mu.Lock()
+			defer data.mu.Unlock()
+			if !slices.Contains(data.calls, call) {
+				return fmt.Sprintf("no call %q in %q", call, data.calls)
+			}
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node still waits for a client that gave up")
+	}
+	poll.Until(t, 5*time.Second, called("index j1: wait ended"))
+
+	// A server shutting down answers a long poll at once, with the index as
+	// it is, instead of holding its shutdown up to the poll's end.
+	data.mu.Lock()
+	data.calls = nil
+	data.mu.Unlock()
+	answered := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		idx, err := c.WaitShards(cctx, "j1", first.Tag, time.Minute)
+		if err == nil && idx.Tag != first.Tag {
+			err = fmt.Errorf("tag %s, want the unchanged %s", idx.Tag, first.Tag)
 		}
+		answered <- err
+	}()
+	poll.Until(t, 5*time.Second, called(fmt.Sprintf("index j1 known=%q", first.Tag)))
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Errorf("a long poll during the server's shutdown: %v, want the index", err)
 	}
 }
 
