@@ -49,7 +49,7 @@ checkpoint shards instead of keeping one per rank for the next to be written
 over (docs/shard-format.md).
 
 The agent removes job data it no longer needs (docs/retention.md): checkpoint
-epochs older than the two newest complete ones at once; a succeeded job's
+epochs older than the ones a restart may use at once; a succeeded job's
 checkpoints at its end, its directories and files --keep-succeeded later; all of
 a failed or cancelled job --keep-failed later; never the data of a job the job
 store does not know. It does so at start (a node that was down cleans up when it

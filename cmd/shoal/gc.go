@@ -23,7 +23,7 @@ Applies the retention policy now, on every live node (or --node NAME): the
 policy every agent also applies by itself, at start and as jobs end
 (docs/retention.md). A node that is down does it when it comes back.
 
-    checkpoint epochs older than the two newest complete ones   at once
+    checkpoint epochs older than the ones a restart may use     at once
     a job's spares (pruned shards kept to be written over)      at its end
     a succeeded job's checkpoints                               at its end
     a succeeded job's job directories and staged files          1h after (agent --keep-succeeded)

@@ -281,15 +281,15 @@ func (b *EpochBook) Holders(epoch uint64, rank int) []string {
 	return nil
 }
 
-// Prune forgets every epoch older than the second newest complete one, once
-// there are more than two complete: the job keeps the two newest. It returns the
-// oldest epoch kept; the caller removes the older shards from the nodes.
+// Prune forgets every epoch older than the oldest one kept (see
+// [EpochBook.KeepFrom]), once a complete epoch is older than that. It returns
+// the oldest epoch kept; the caller removes the older shards from the nodes.
 func (b *EpochBook) Prune() (keep uint64, pruned bool) {
 	c := b.Complete()
-	if len(c) < 3 {
+	keep, ok := b.kept(c)
+	if !ok || keep <= c[0] {
 		return 0, false
 	}
-	keep = c[len(c)-2]
 	b.Floor = max(b.Floor, keep)
 	for epoch := range b.Epochs {
 		if epoch < keep {
@@ -301,14 +301,36 @@ func (b *EpochBook) Prune() (keep uint64, pruned bool) {
 
 // KeepFrom is the oldest epoch a restart of the job may still use: the older
 // of its two newest complete epochs (those [EpochBook.Prune] keeps), or Floor
-// when that is newer. Every older epoch is garbage on every node, also on nodes
+// when that is newer. Where copies alternate between two partners (see stride)
+// and the two newest complete epochs are both odd or both even, because an
+// epoch completed before the one below it, the newest complete epoch of the
+// other kind is kept with them until the one between completes: two epochs of
+// one kind have their copies on the same partners, and two nodes lost at once
+// could take both. Every older epoch is garbage on every node, also on nodes
 // no longer in the job, which the agent's retention removes. 0: none is.
 func (b *EpochBook) KeepFrom() uint64 {
 	keep := b.Floor
-	if c := b.Complete(); len(c) >= 2 {
-		keep = max(keep, c[len(c)-2])
+	if k, ok := b.kept(b.Complete()); ok {
+		keep = max(keep, k)
 	}
 	return keep
+}
+
+// kept returns the oldest of the complete epochs c (oldest first) that a
+// restart may use (see KeepFrom); false when c has fewer than two.
+func (b *EpochBook) kept(c []uint64) (uint64, bool) {
+	if len(c) < 2 {
+		return 0, false
+	}
+	newest, keep := c[len(c)-1], c[len(c)-2]
+	if b.Redundancy == 2 && keep%2 == newest%2 {
+		for i := len(c) - 3; i >= 0; i-- {
+			if c[i]%2 != newest%2 {
+				return c[i], true
+			}
+		}
+	}
+	return keep, true
 }
 
 // StartRun starts a new run, from epoch restart (0: afresh), whose epochs are
@@ -441,11 +463,12 @@ func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, n
 // four nodes or more whose shards are kept as two copies, which go two on. Two
 // nodes lost at once take both copies of one of an epoch's shards only when one
 // is the other's stride places on, and on four nodes or more no two nodes are
-// both one and two places apart, either way round: of the two consecutive
-// epochs a job keeps (see [EpochBook.Prune]) one is whole, and the job goes
-// back one interval instead of losing its state. With one stride for all, two
-// neighbours take both epochs of the first one's ranks. On three nodes, two
-// lost leave one, which holds a whole epoch neither way.
+// both one and two places apart, either way round: of the complete epochs a
+// job keeps, which include an odd and an even one (see [EpochBook.KeepFrom]),
+// one is whole, and the job goes back an interval or two instead of losing its
+// state. With one stride for all, two neighbours take both epochs of the first
+// one's ranks. On three nodes, two lost leave one, which holds a whole epoch
+// neither way.
 func (b *EpochBook) stride(epoch uint64, nodes int) int {
 	if b.Redundancy == 2 && nodes >= 4 && epoch%2 == 1 {
 		return 2

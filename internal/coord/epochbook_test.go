@@ -445,22 +445,13 @@ func TestEpochBookReplicas(t *testing.T) {
 // keeps place their copies one and two nodes on (stride). On three nodes the
 // one left holds no whole epoch, and the loss names both.
 func TestEpochBookTwoLostAtOnce(t *testing.T) {
-	none := func(uint64, int, string) bool { return false }
 	for n := 3; n <= 8; n++ {
 		nodes := make([]string, n)
 		for i := range nodes {
 			nodes[i] = fmt.Sprintf("n%d", i+1)
 		}
 		b := written(n, 2, nodes, 1, 2, 3) // rank r on nodes[r]
-		for {
-			copies := b.Replicas(nodes, none)
-			if len(copies) == 0 {
-				break
-			}
-			for _, c := range copies {
-				b.AddCopy(c.Epoch, c.Rank, c.To)
-			}
-		}
+		copyAll(&b, nodes, func(uint64) bool { return true })
 		if got := b.MarkComplete(n); !reflect.DeepEqual(got, []uint64{1, 2, 3}) {
 			t.Fatalf("%d nodes: complete %v, want [1 2 3]", n, got)
 		}
@@ -480,6 +471,85 @@ func TestEpochBookTwoLostAtOnce(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// copyAll makes the copies b.Replicas asks for, of the epochs which, until it
+// asks for none.
+func copyAll(b *EpochBook, nodes []string, which func(epoch uint64) bool) {
+	none := func(uint64, int, string) bool { return false }
+	for {
+		n := 0
+		for _, c := range b.Replicas(nodes, none) {
+			if which(c.Epoch) {
+				b.AddCopy(c.Epoch, c.Rank, c.To)
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// TestEpochBookKeepsBothKindsWhileAnEpochLags: when an epoch completes before
+// the one below it, the two newest complete epochs are both even (or both
+// odd), their copies on the same partners; the newest odd one is kept with them
+// until the one between completes, and two nodes lost at once still leave a
+// whole epoch on four nodes or more. With three copies (one partner rule for
+// all) the job keeps the two newest as before.
+func TestEpochBookKeepsBothKindsWhileAnEpochLags(t *testing.T) {
+	for n := 4; n <= 8; n++ {
+		nodes := make([]string, n)
+		for i := range nodes {
+			nodes[i] = fmt.Sprintf("n%d", i+1)
+		}
+		b := written(n, 2, nodes, 1, 2)
+		copyAll(&b, nodes, func(uint64) bool { return true })
+		b.MarkComplete(n)
+		// Epochs 3 and 4 written, and only 4's copies made.
+		idx := map[string][]api.ShardInfo{}
+		for e := uint64(1); e <= 4; e++ {
+			for r, w := range nodes {
+				idx[w] = append(idx[w], si(e, r, sum(e, r)))
+				for _, h := range b.Holders(e, r) {
+					if h != w {
+						idx[h] = append(idx[h], si(e, r, sum(e, r)))
+					}
+				}
+			}
+		}
+		b.Index(idx, nodes)
+		copyAll(&b, nodes, func(e uint64) bool { return e == 4 })
+		if got := b.MarkComplete(n); !reflect.DeepEqual(got, []uint64{4}) {
+			t.Fatalf("%d nodes: complete %v, want [4]", n, got)
+		}
+		if keep, pruned := b.Prune(); pruned || b.KeepFrom() != 1 {
+			t.Errorf("%d nodes, epochs 1, 2 and 4 complete: pruned %v from %d, keep from %d; want none pruned, kept from 1",
+				n, pruned, keep, b.KeepFrom())
+		}
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				live := slices.Concat(nodes[:i], nodes[i+1:j], nodes[j+1:])
+				if _, _, err := b.Choose(live); err != nil {
+					t.Errorf("%d nodes, epoch 3 lagging, %s and %s lost: %v", n, nodes[i], nodes[j], err)
+				}
+			}
+		}
+		copyAll(&b, nodes, func(e uint64) bool { return e == 3 })
+		b.MarkComplete(n)
+		if keep, pruned := b.Prune(); !pruned || keep != 3 || b.KeepFrom() != 3 {
+			t.Errorf("%d nodes, epoch 3 complete at last: pruned %v from %d, keep from %d; want from 3", n, pruned, keep, b.KeepFrom())
+		}
+	}
+
+	b := NewEpochBook(1, 3)
+	b.StartRun(0)
+	for _, e := range []uint64{1, 2, 4} {
+		b.Epochs[e] = &EpochEntry{Complete: true}
+	}
+	if keep, pruned := b.Prune(); !pruned || keep != 2 {
+		t.Errorf("three copies, epochs 1, 2 and 4 complete: pruned %v from %d, want from 2", pruned, keep)
 	}
 }
 

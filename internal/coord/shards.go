@@ -231,7 +231,7 @@ type shardCopy struct {
 }
 
 // markComplete records the epochs whose every rank has enough copies, and removes
-// shards older than the two newest complete epochs from every node. When the
+// shards older than the complete epochs a restart may use from every node. When the
 // complete epochs change, the manifest is rewritten and onBook told.
 func (b *clusterBackend) markComplete(ctx context.Context) {
 	b.mu.Lock()
@@ -281,7 +281,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	}
 }
 
-// writeManifest records the complete epochs the job keeps (the two newest) in the
+// writeManifest records the complete epochs the job keeps (see KeepFrom) in the
 // coordinator's manifest, DATA/coord/JOB/manifest, in the format of shard-format.md.
 func (b *clusterBackend) writeManifest() {
 	b.mu.Lock()
