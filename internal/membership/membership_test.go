@@ -290,11 +290,7 @@ func TestDeathReportedByAnotherNodeHeld(t *testing.T) {
 	sub := m.Subscribe()
 	defer sub.Close()
 	d := &delegate{m: m}
-	meta, err := Meta{API: "127.0.0.1:2", Cores: 2, Arch: "amd64", OS: "linux"}.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &memberlist.Node{Name: "x", Addr: net.IPv4(127, 0, 0, 2), Port: 7946, Meta: meta}
+	x := reported(t)
 	d.NotifyJoin(x)
 	state := func() State { n, _ := m.Node("x"); return n.State }
 
@@ -325,20 +321,39 @@ func TestDeathReportedByAnotherNodeHeld(t *testing.T) {
 
 	// Nothing of the refuted report: a join, the death not refuted, the join
 	// after it, this node's suspicion and its death.
+	if got, want := eventsAbout(t, sub, "x", 5), "join,failed,join,suspect,failed"; got != want {
+		t.Errorf("events about x: %s, want %s", got, want)
+	}
+}
+
+// eventsAbout returns the types of the next n events about name on sub,
+// joined by commas, failing the test if they do not come within a second
+// each.
+func eventsAbout(t *testing.T, sub *Subscription, name string, n int) string {
+	t.Helper()
 	var seen []string
-	for len(seen) < 5 {
+	for len(seen) < n {
 		select {
 		case ev := <-sub.C:
-			if ev.Node.Name == "x" {
+			if ev.Node.Name == name {
 				seen = append(seen, ev.Type.String())
 			}
 		case <-time.After(time.Second):
-			t.Fatalf("events about x: %v, want 5", seen)
+			t.Fatalf("events about %s: %v, want %d", name, seen, n)
 		}
 	}
-	if got := strings.Join(seen, ","); got != "join,failed,join,suspect,failed" {
-		t.Errorf("events about x: %s, want join,failed,join,suspect,failed", got)
+	return strings.Join(seen, ",")
+}
+
+// reported is node x as memberlist reports it to the delegate: nothing
+// listens at its address.
+func reported(t *testing.T) *memberlist.Node {
+	t.Helper()
+	meta, err := Meta{API: "127.0.0.1:2", Cores: 2, Arch: "amd64", OS: "linux"}.Encode()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return &memberlist.Node{Name: "x", Addr: net.IPv4(127, 0, 0, 2), Port: 7946, Meta: meta}
 }
 
 // TestLeaveNoticeOutlivesLostFlag: a node that said it was leaving is recorded
@@ -350,11 +365,7 @@ func TestLeaveNoticeOutlivesLostFlag(t *testing.T) {
 	sub := m.Subscribe()
 	defer sub.Close()
 	d := &delegate{m: m}
-	meta, err := Meta{API: "127.0.0.1:2", Cores: 2, Arch: "amd64", OS: "linux"}.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &memberlist.Node{Name: "x", Addr: net.IPv4(127, 0, 0, 2), Port: 7946, Meta: meta}
+	x := reported(t)
 	state := func() State { n, _ := m.Node("x"); return n.State }
 
 	d.NotifyJoin(x)
@@ -378,19 +389,8 @@ func TestLeaveNoticeOutlivesLostFlag(t *testing.T) {
 		}
 		return ""
 	})
-	var seen []string
-	for len(seen) < 4 {
-		select {
-		case ev := <-sub.C:
-			if ev.Node.Name == "x" {
-				seen = append(seen, ev.Type.String())
-			}
-		case <-time.After(time.Second):
-			t.Fatalf("events about x: %v, want 4", seen)
-		}
-	}
-	if got := strings.Join(seen, ","); got != "join,leave,join,failed" {
-		t.Errorf("events about x: %s, want join,leave,join,failed", got)
+	if got, want := eventsAbout(t, sub, "x", 4), "join,leave,join,failed"; got != want {
+		t.Errorf("events about x: %s, want %s", got, want)
 	}
 }
 
