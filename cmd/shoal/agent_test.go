@@ -9,37 +9,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/test/watch"
 )
-
-// agentTestBuffer is an io.Writer safe for an agent goroutine (or a command
-// writing its output) and the test.
-type agentTestBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *agentTestBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *agentTestBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // cliAgent is `shoal agent` running in a goroutine of the test.
 type cliAgent struct {
 	dir    string
-	stderr *agentTestBuffer
+	stderr *watch.Buffer
 	done   chan struct{} // closed when the command has returned
 	code   int           // its exit code, once done is closed
 }
@@ -48,7 +29,7 @@ type cliAgent struct {
 // its own data dir and waits until it publishes its API address.
 func startCLIAgent(t *testing.T, name string, args ...string) *cliAgent {
 	t.Helper()
-	a := &cliAgent{dir: t.TempDir(), stderr: &agentTestBuffer{}, done: make(chan struct{})}
+	a := &cliAgent{dir: t.TempDir(), stderr: &watch.Buffer{}, done: make(chan struct{})}
 	argv := append([]string{"agent", "--profile", "local", "--bind", "127.0.0.1:0",
 		"--data-dir", a.dir, "--name", name}, args...)
 	go func() {

@@ -20,6 +20,7 @@ import (
 	"shoal/internal/launch"
 	"shoal/internal/membership"
 	"shoal/test/poll"
+	"shoal/test/watch"
 )
 
 // rshAgent is an in-process agent named node-b on loopback, with the files
@@ -352,7 +353,7 @@ func hookRun(t *testing.T, hook []string, stdin string, signal bool, args ...str
 	t.Helper()
 	cmd := exec.Command(hook[0], append(slices.Clone(hook[1:]), args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	var o, e agentTestBuffer
+	var o, e watch.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/pki"
 	"shoal/test/poll"
+	"shoal/test/watch"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -86,24 +87,6 @@ func testService(t *testing.T) (*Service, *api.Client) {
 // daemon is the argv that makes the fake daemon run script.
 func daemon(script string) []string {
 	return []string{fakeDaemon, "'" + strings.ReplaceAll(script, "'", `'\''`) + "'"}
-}
-
-// syncBuffer is a bytes.Buffer safe for a relay goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // alive reports whether pid is a process that has not ended (zombies have).
@@ -278,7 +261,7 @@ func TestLaunchRelaysStdioAndExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr watch.Buffer
 	big := strings.Repeat("stdin data ", 20000) // several frames
 	exit, err := (&Relay{Stdin: strings.NewReader(big), Stdout: &stdout, Stderr: &stderr}).Run(conn)
 	if err != nil {
@@ -307,7 +290,7 @@ func TestLaunchForwardsSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout syncBuffer
+	var stdout watch.Buffer
 	sigs := make(chan os.Signal, 1)
 	done := make(chan Exit, 1)
 	go func() {
@@ -539,7 +522,7 @@ func TestCannotStartReportsOnStderr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr watch.Buffer
 	exit, err := (&Relay{Stderr: &stderr}).Run(conn)
 	if err != nil {
 		t.Fatal(err)

@@ -8,37 +8,19 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 
 	"shoal/test/poll"
+	"shoal/test/watch"
 )
 
 var testSecret = []byte("test secret: 0123456789abcdef")
 
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start runs one node on loopback with fast timings.
-func start(t *testing.T, name string, secret []byte, logs *syncBuffer) *Membership {
+func start(t *testing.T, name string, secret []byte, logs *watch.Buffer) *Membership {
 	t.Helper()
 	c := DefaultLocalConfig()
 	c.Name, c.BindPort, c.Secret = name, 0, secret
@@ -206,7 +188,7 @@ func TestSuspectEventFromOwnProbe(t *testing.T) {
 }
 
 func TestWrongSecretCannotJoin(t *testing.T) {
-	var logs syncBuffer
+	var logs watch.Buffer
 	good := start(t, "n1", testSecret, &logs)
 	bad := start(t, "intruder", []byte("another secret, 0123456789"), nil)
 	err := bad.Join([]string{good.Addr()})
@@ -244,7 +226,7 @@ func TestJoinUnreachable(t *testing.T) {
 // Health probes that connect and close (the testbed does) must not look like
 // intruders in the log.
 func TestBareConnectIsQuiet(t *testing.T) {
-	var logs syncBuffer
+	var logs watch.Buffer
 	m := start(t, "n1", testSecret, &logs)
 	for i := 0; i < 3; i++ {
 		c, err := net.Dial("tcp", m.Addr())
@@ -400,7 +382,7 @@ func TestLeaveNoticeOutlivesLostFlag(t *testing.T) {
 // but stays dead in that exchange (it left, without a notice that reached this
 // node) is recorded one DeadConfirm later.
 func TestHeldDeathOfNodeThatAnswers(t *testing.T) {
-	var logs syncBuffer
+	var logs watch.Buffer
 	m := start(t, "n1", testSecret, &logs)
 	sub := m.Subscribe()
 	defer sub.Close()
