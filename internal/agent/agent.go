@@ -424,7 +424,7 @@ func (a *Agent) isLiveMember(name string) bool {
 		return false
 	}
 	n, ok := a.members.Node(name)
-	return ok && (n.State == membership.StateAlive || n.State == membership.StateSuspect)
+	return ok && n.State.Member()
 }
 
 // Failures returns the cluster's record of node failures, as this node has seen
@@ -443,7 +443,7 @@ func (a *Agent) recordFailures(sub *membership.Subscription) {
 	alive := func() int {
 		n := 0
 		for _, m := range a.members.Nodes() {
-			if m.State == membership.StateAlive || m.State == membership.StateSuspect {
+			if m.State.Member() {
 				n++
 			}
 		}

@@ -92,8 +92,7 @@ func (a *Agent) reconcileVoters(sub *membership.Subscription) {
 func (a *Agent) storeMembers() []jobstore.Member {
 	var out []jobstore.Member
 	for _, n := range a.members.Nodes() {
-		alive := n.State == membership.StateAlive || n.State == membership.StateSuspect
-		out = append(out, jobstore.Member{Name: n.Name, Raft: n.Meta.Raft, Alive: alive && !n.Meta.Leaving, Since: n.Since})
+		out = append(out, jobstore.Member{Name: n.Name, Raft: n.Meta.Raft, Alive: n.State.Member() && !n.Meta.Leaving, Since: n.Since})
 	}
 	return out
 }

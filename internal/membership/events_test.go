@@ -50,3 +50,12 @@ func TestStateStrings(t *testing.T) {
 		}
 	}
 }
+
+func TestStateMember(t *testing.T) {
+	want := map[State]bool{StateAlive: true, StateSuspect: true, StateDead: false, StateLeft: false}
+	for s, member := range want {
+		if s.Member() != member {
+			t.Errorf("%v.Member() = %v, want %v", s, s.Member(), member)
+		}
+	}
+}

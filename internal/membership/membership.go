@@ -348,7 +348,7 @@ func (m *Membership) tellLeaving(deadline time.Time) {
 	msg := append([]byte{leaveNotice}, m.cfg.Name...)
 	var wg sync.WaitGroup
 	for _, n := range m.table.list() {
-		if n.Local || (n.State != StateAlive && n.State != StateSuspect) {
+		if n.Local || !n.State.Member() {
 			continue
 		}
 		to, err := memberlistNode(n)
@@ -390,6 +390,13 @@ func (m *Membership) noteLeaving(name string) {
 	m.heldMu.Lock()
 	defer m.heldMu.Unlock()
 	m.leavers[name] = struct{}{}
+}
+
+// forgetLeaving forgets that name said it is leaving.
+func (m *Membership) forgetLeaving(name string) {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	delete(m.leavers, name)
 }
 
 // saidLeaving reports whether name said it is leaving since it last joined.
@@ -549,9 +556,7 @@ func (d *delegate) node(n *memberlist.Node) Node {
 
 func (d *delegate) NotifyJoin(mn *memberlist.Node) {
 	n := d.node(mn)
-	d.m.heldMu.Lock()
-	delete(d.m.leavers, n.Name) // a new life
-	d.m.heldMu.Unlock()
+	d.m.forgetLeaving(n.Name) // a new life
 	if d.m.release(n.Name) {
 		// It refuted a death another node reported before this one recorded
 		// it: to this node it never went away.

@@ -31,6 +31,10 @@ func (s State) String() string {
 	return stateNames[s]
 }
 
+// Member reports whether a node in state s is still in the cluster: alive, or
+// suspect and not yet declared dead.
+func (s State) Member() bool { return s == StateAlive || s == StateSuspect }
+
 // ParseState is the inverse of [State.String].
 func ParseState(s string) (State, bool) {
 	for i, n := range stateNames {
