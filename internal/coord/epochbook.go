@@ -323,7 +323,7 @@ func (b *EpochBook) kept(c []uint64) (uint64, bool) {
 		return 0, false
 	}
 	newest, keep := c[len(c)-1], c[len(c)-2]
-	if b.Redundancy == 2 && keep%2 == newest%2 {
+	if b.alternates() && keep%2 == newest%2 {
 		for i := len(c) - 3; i >= 0; i-- {
 			if c[i]%2 != newest%2 {
 				return c[i], true
@@ -470,11 +470,16 @@ func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, n
 // one's ranks. On three nodes, two lost leave one, which holds a whole epoch
 // neither way.
 func (b *EpochBook) stride(epoch uint64, nodes int) int {
-	if b.Redundancy == 2 && nodes >= 4 && epoch%2 == 1 {
+	if b.alternates() && nodes >= 4 && epoch%2 == 1 {
 		return 2
 	}
 	return 1
 }
+
+// alternates reports whether the copies of odd and even epochs go to
+// different partners (on four nodes or more: see stride), which what a job
+// keeps follows (see kept).
+func (b *EpochBook) alternates() bool { return b.Redundancy == 2 }
 
 // addName adds name to the sorted list names, once.
 func addName(names []string, name string) []string {
