@@ -57,6 +57,7 @@ type clusterBackend struct {
 	// and poll has yet to account for it.
 	indexes map[string]api.ShardIndex
 	changed bool
+	made    madeLedger    // copies and rows made that the indexes may not show yet
 	run     *runWatch     // the watch of the current run, while there is one
 	news    chan struct{} // tells the job's loop that changed was set (see watch)
 
@@ -99,7 +100,7 @@ func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clu
 	b := &clusterBackend{
 		s: s, cj: cj, j: rj, book: book.Clone(),
 		inflight: map[shardCopy]bool{}, encoding: map[parityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
-		indexes: map[string]api.ShardIndex{}, news: make(chan struct{}, 1), doubted: map[string]time.Time{},
+		indexes: map[string]api.ShardIndex{}, made: newMadeLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		waiting:   map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}

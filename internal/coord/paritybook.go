@@ -173,6 +173,14 @@ func (b *EpochBook) AddRow(epoch uint64, group, row int, node string) {
 	}
 }
 
+// rowHeld reports whether the book counts parity row row of group group of
+// epoch on node.
+func (b *EpochBook) rowHeld(epoch uint64, group, row int, node string) bool {
+	e := b.Epochs[epoch]
+	return e != nil && group >= 0 && group < len(e.Groups) && row >= 0 && row < len(e.Groups[group].Holders) &&
+		slices.Contains(e.Groups[group].Holders[row], node)
+}
+
 // paritySafe reports whether every rank of e has a copy and every row of
 // every group is held: the epoch survives any M nodes lost.
 func (e *EpochEntry) paritySafe() bool {

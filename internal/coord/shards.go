@@ -41,6 +41,7 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 			}
 			b.mu.Lock()
 			b.indexes[name] = idx
+			b.made.indexTaken(name)
 			b.mu.Unlock()
 			mu.Lock()
 			indexes[name] = idx
@@ -120,6 +121,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			b.mu.Lock()
 			if err == nil {
 				b.book.AddCopy(c.Epoch, c.Rank, c.To)
+				b.made.shard(shardCopy{c.Epoch, c.Rank, c.To})
 				if f.Copied {
 					w := b.wire[c.Epoch]
 					sent := f.Shard.Size
@@ -152,6 +154,7 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 	b.mu.Lock()
 	if err == nil {
 		b.book.AddRow(e.Epoch, e.Group, e.Row, e.To)
+		b.made.row(rowCopy{parityCopy{e.Epoch, e.Group, e.Row}, e.To})
 		for i, p := range e.Push {
 			switch {
 			case i >= len(res.Pushed) || res.Pushed[i].Row != p.Row:
@@ -160,6 +163,7 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 				err = fmt.Errorf("parity row %d pushed to %s: %s", p.Row, p.To, res.Pushed[i].Error)
 			default:
 				b.book.AddRow(e.Epoch, e.Group, p.Row, p.To)
+				b.made.row(rowCopy{parityCopy{e.Epoch, e.Group, p.Row}, p.To})
 			}
 		}
 	}

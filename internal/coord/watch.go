@@ -166,6 +166,7 @@ func (b *clusterBackend) watchNode(ctx context.Context, job, node string, p Peer
 		if idx.Tag != known || known == "" {
 			b.mu.Lock()
 			b.indexes[node] = idx
+			b.made.indexTaken(node)
 			b.mu.Unlock()
 			b.tell()
 		}
@@ -216,8 +217,8 @@ func (b *clusterBackend) indexCached() {
 }
 
 // indexBook records in the book the indexes of the nodes that answered: their
-// shards, then their parity rows (which count against the shards). The
-// caller holds mu.
+// shards, then their parity rows (which count against the shards), then the
+// copies and rows made since that they do not show yet. The caller holds mu.
 func (b *clusterBackend) indexBook(indexes map[string]api.ShardIndex) {
 	shards := make(map[string][]api.ShardInfo, len(indexes))
 	rows := make(map[string][]parityRow, len(indexes))
@@ -231,4 +232,5 @@ func (b *clusterBackend) indexBook(indexes map[string]api.ShardIndex) {
 	}
 	b.book.Index(shards, b.placement)
 	b.book.IndexParity(rows)
+	b.made.apply(&b.book)
 }

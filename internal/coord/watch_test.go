@@ -34,11 +34,16 @@ type fakeCluster struct {
 	active   int             // Shards calls under way
 	waits    map[string][]time.Duration
 	states   map[string]string // membership's view, by node ("alive" when absent)
+	// listAfter is how long a copy takes to show in its node's index (an
+	// agent's rescan); fetches counts the copies ordered.
+	listAfter time.Duration
+	fetches   int
+	landed    map[string][]api.ShardInfo // by node: the copies made on it
 }
 
 func newFakeCluster() *fakeCluster {
 	return &fakeCluster{index: map[string][]api.ShardInfo{}, progress: map[string]*api.Progress{}, cut: map[string]bool{}, gone: map[string]bool{},
-		changed: make(chan struct{}), waits: map[string][]time.Duration{}, states: map[string]string{}}
+		changed: make(chan struct{}), waits: map[string][]time.Duration{}, states: map[string]string{}, landed: map[string][]api.ShardInfo{}}
 }
 
 func (f *fakeCluster) change(fn func()) {
@@ -149,20 +154,38 @@ func refused(node string) error {
 	return fmt.Errorf("%w at %s: %w", api.ErrUnreachable, node, &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED})
 }
 
-// Fetch copies the shard from the node named from (its API address is its name).
+// Fetch copies the shard from the node named from (its API address is its
+// name), which shows in the node's index listAfter later. A node that has the
+// shard already answers at once, as an agent does.
 func (p fakeClusterNode) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
-	p.f.mu.Lock()
-	var found *api.ShardInfo
-	for _, s := range p.f.index[from] {
-		if s.Epoch == ref.Epoch && s.Rank == ref.Rank {
-			found = &s
+	f := p.f
+	f.mu.Lock()
+	f.fetches++
+	find := func(shards []api.ShardInfo) *api.ShardInfo {
+		for _, s := range shards {
+			if s.Epoch == ref.Epoch && s.Rank == ref.Rank {
+				return &s
+			}
 		}
+		return nil
 	}
-	p.f.mu.Unlock()
+	if have := find(f.landed[p.name]); have != nil {
+		f.mu.Unlock()
+		return api.Fetched{Shard: *have}, nil
+	}
+	found := find(f.index[from])
+	if found != nil {
+		f.landed[p.name] = append(f.landed[p.name], *found)
+	}
+	f.mu.Unlock()
 	if found == nil {
 		return api.Fetched{}, errors.New("no such shard")
 	}
-	p.f.add(p.name, *found)
+	if f.listAfter > 0 {
+		time.AfterFunc(f.listAfter, func() { f.add(p.name, *found) })
+	} else {
+		f.add(p.name, *found)
+	}
 	return api.Fetched{Shard: *found, Copied: true, Wire: found.Size}, nil
 }
 
@@ -271,6 +294,40 @@ func TestWatchWakesOnChange(t *testing.T) {
 		t.Errorf("requests after stop: %d", now-calls)
 	}
 	waitGoroutines(t, before)
+}
+
+// TestCopyOrderedOnceWhileItsIndexLags: a node lists a copy it made at its
+// next rescan, a while after the copy was made; meanwhile the backend, woken
+// by the copy, must not order it again (it did, in a loop, until the node's
+// index showed it: 1,600 orders a checkpoint on two agents).
+func TestCopyOrderedOnceWhileItsIndexLags(t *testing.T) {
+	f := newFakeCluster()
+	f.listAfter = 300 * time.Millisecond
+	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
+	news, stop := b.watch(context.Background())
+	defer stop()
+	for epoch := uint64(1); epoch <= 3; epoch++ {
+		f.add("a", api.ShardInfo{Epoch: epoch, Rank: 0, Checksum: 10 * epoch})
+		f.add("b", api.ShardInfo{Epoch: epoch, Rank: 1, Checksum: 10*epoch + 1})
+		pollUntil(t, b, news, fmt.Sprintf("epoch %d not complete", epoch), func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return slices.Contains(b.book.Complete(), epoch)
+		})
+		// Polls after the copies landed and were listed order nothing more.
+		time.Sleep(f.listAfter + 100*time.Millisecond)
+		for i := 0; i < 5; i++ {
+			if loss := b.poll(context.Background()); loss != nil {
+				t.Fatal(loss)
+			}
+		}
+		f.mu.Lock()
+		fetches := f.fetches
+		f.mu.Unlock()
+		if want := 2 * int(epoch); fetches != want {
+			t.Fatalf("after epoch %d: %d copies ordered, want %d (one a shard)", epoch, fetches, want)
+		}
+	}
 }
 
 // waitGoroutines fails unless the goroutines are back to n within a second.
