@@ -168,17 +168,26 @@ func (b *EpochBook) rowMatches(p parityRow) bool {
 
 // AddRow records that node now holds a verified row computed for the book.
 func (b *EpochBook) AddRow(epoch uint64, group, row int, node string) {
-	if e := b.Epochs[epoch]; e != nil && group >= 0 && group < len(e.Groups) && row >= 0 && row < len(e.Groups[group].Holders) {
-		e.Groups[group].Holders[row] = addName(e.Groups[group].Holders[row], node)
+	if h := b.rowHolders(epoch, group, row); h != nil {
+		*h = addName(*h, node)
 	}
 }
 
 // rowHeld reports whether the book counts parity row row of group group of
 // epoch on node.
 func (b *EpochBook) rowHeld(epoch uint64, group, row int, node string) bool {
+	h := b.rowHolders(epoch, group, row)
+	return h != nil && slices.Contains(*h, node)
+}
+
+// rowHolders returns the holders of parity row row of group group of epoch,
+// nil when the book planned no such row.
+func (b *EpochBook) rowHolders(epoch uint64, group, row int) *[]string {
 	e := b.Epochs[epoch]
-	return e != nil && group >= 0 && group < len(e.Groups) && row >= 0 && row < len(e.Groups[group].Holders) &&
-		slices.Contains(e.Groups[group].Holders[row], node)
+	if e == nil || group < 0 || group >= len(e.Groups) || row < 0 || row >= len(e.Groups[group].Holders) {
+		return nil
+	}
+	return &e.Groups[group].Holders[row]
 }
 
 // paritySafe reports whether every rank of e has a copy and every row of

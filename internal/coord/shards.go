@@ -120,8 +120,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
 			b.mu.Lock()
 			if err == nil {
-				b.book.AddCopy(c.Epoch, c.Rank, c.To)
-				b.made.shard(shardCopy{c.Epoch, c.Rank, c.To})
+				b.copyMade(shardCopy{c.Epoch, c.Rank, c.To})
 				if f.Copied {
 					w := b.wire[c.Epoch]
 					sent := f.Shard.Size
@@ -153,8 +152,7 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 	cancel()
 	b.mu.Lock()
 	if err == nil {
-		b.book.AddRow(e.Epoch, e.Group, e.Row, e.To)
-		b.made.row(rowCopy{parityCopy{e.Epoch, e.Group, e.Row}, e.To})
+		b.rowMade(rowCopy{parityCopy{e.Epoch, e.Group, e.Row}, e.To})
 		for i, p := range e.Push {
 			switch {
 			case i >= len(res.Pushed) || res.Pushed[i].Row != p.Row:
@@ -162,8 +160,7 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 			case res.Pushed[i].Error != "":
 				err = fmt.Errorf("parity row %d pushed to %s: %s", p.Row, p.To, res.Pushed[i].Error)
 			default:
-				b.book.AddRow(e.Epoch, e.Group, p.Row, p.To)
-				b.made.row(rowCopy{parityCopy{e.Epoch, e.Group, p.Row}, p.To})
+				b.rowMade(rowCopy{parityCopy{e.Epoch, e.Group, p.Row}, p.To})
 			}
 		}
 	}
@@ -172,6 +169,19 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 	}
 	b.mu.Unlock()
 	b.copyEnded(err)
+}
+
+// copyMade records in the book a copy made, and keeps it there until its
+// holder's index settles it (see madeLedger). The caller holds mu.
+func (b *clusterBackend) copyMade(c shardCopy) {
+	b.book.AddCopy(c.epoch, c.rank, c.node)
+	b.made.shard(c)
+}
+
+// rowMade is copyMade for a parity row.
+func (b *clusterBackend) rowMade(c rowCopy) {
+	b.book.AddRow(c.epoch, c.group, c.row, c.node)
+	b.made.row(c)
 }
 
 // copyEnded wakes the job's loop once a copy or a parity row is done: at once
