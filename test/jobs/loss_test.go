@@ -242,7 +242,11 @@ func coordinatorOf(b *testbed.Bed, id string) string {
 }
 
 func TestTwoSuccessiveLosses(t *testing.T) {
-	runWithLoss(t, 4, 2, 2, "500ms", func(b *testbed.Bed, j *job) {
+	// Paced to 20 s or more: the second loss waits for membership to replace n4
+	// as a voter, seconds under load, and must land while the job runs (unpaced,
+	// heat's 4 s ended first once the agents' copies left it more of the CPUs).
+	args := []string{"--size", "1000", "--steps", "8000", "--pace", "2500"}
+	runHeatWithLoss(t, args, nil, 4, 2, 2, "500ms", func(b *testbed.Bed, j *job) {
 		if _, err := b.Kill(context.Background(), "n4"); err != nil {
 			t.Fatal(err)
 		}
