@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -20,6 +21,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/engine"
+	"shoal/internal/userdir"
 )
 
 func init() {
@@ -373,7 +375,11 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal run: %v\n", err)
 		return exitUsage
 	}
-	ckptRoot, runRoot := localDirs()
+	ckptRoot, runRoot, err := localDirs()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: %v\n", err)
+		return exitFailure
+	}
 	cfg := coord.DefaultConfig(ckptRoot, runRoot, self)
 	cfg.Engine = o
 
@@ -447,23 +453,31 @@ func runVerbosity(f runFlags) verbosity {
 }
 
 // localDirs returns where an embedded agent keeps shards (tmpfs when there is one) and
-// job run state.
-func localDirs() (ckptRoot, runRoot string) {
+// job run state. Without SHOAL_DATA_DIR they are in directories of the user's in
+// /tmp and /dev/shm, which every user may write: names others can guess, so each
+// is checked to be the user's own ([userdir.Private]).
+func localDirs() (ckptRoot, runRoot string, err error) {
 	base := os.Getenv("SHOAL_DATA_DIR")
 	if base == "" {
 		base = filepath.Join(os.TempDir(), fmt.Sprintf("shoal-%d", os.Getuid()))
+		if err := userdir.Private(base); err != nil {
+			return "", "", err
+		}
 	}
 	runRoot = filepath.Join(base, "jobs")
 	ckptRoot = filepath.Join(base, "ckpt")
 	if os.Getenv("SHOAL_DATA_DIR") == "" {
 		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-			shm := filepath.Join("/dev/shm", fmt.Sprintf("shoal-%d", os.Getuid()), "ckpt")
-			if os.MkdirAll(shm, 0o700) == nil {
-				ckptRoot = shm
+			shm := filepath.Join("/dev/shm", fmt.Sprintf("shoal-%d", os.Getuid()))
+			if err := userdir.Private(shm); err != nil {
+				return "", "", err
+			}
+			if err := os.Mkdir(filepath.Join(shm, "ckpt"), 0o700); err == nil || errors.Is(err, fs.ErrExist) {
+				ckptRoot = filepath.Join(shm, "ckpt")
 			}
 		}
 	}
-	return ckptRoot, runRoot
+	return ckptRoot, runRoot, nil
 }
 
 // lockedWriter serialises whole writes of several goroutines to one writer.

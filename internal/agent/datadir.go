@@ -60,14 +60,25 @@ type dirLock struct{ f *os.File }
 
 // lockDir creates dir (mode 0711) if needed and locks it, writing this
 // process's pid into the lock file. Other users may pass through dir, to the
-// agent's socket and to their jobs' directories, but not list it; what in it
-// is not theirs has modes of its own (the secret 0600, job directories 0700).
+// agent's socket and to their jobs' directories, but neither list nor write
+// it; what in it is not theirs has modes of its own (the secret 0600, job
+// directories 0700). A dir of another user is refused.
 func lockDir(dir string) (*dirLock, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o011 != 0o011 {
-		if err := os.Chmod(dir, st.Mode().Perm()|0o011); err != nil {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	// Another user's directory (made first where others may write, as /tmp)
+	// would let that user see and steer everything the agent writes; one that
+	// others may write, replace the directories the agent trusts in it.
+	if uid := int(st.Sys().(*syscall.Stat_t).Uid); uid != os.Geteuid() {
+		return nil, fmt.Errorf("data dir %s belongs to uid %d, not to the agent's user (uid %d)", dir, uid, os.Geteuid())
+	}
+	if perm := st.Mode().Perm(); perm&0o033 != 0o011 {
+		if err := os.Chmod(dir, perm&^0o022|0o011); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
 	}

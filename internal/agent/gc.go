@@ -19,6 +19,7 @@ import (
 	"shoal/internal/files"
 	"shoal/internal/membership"
 	"shoal/internal/retention"
+	"shoal/internal/userdir"
 )
 
 // Directories of job data in the data dir besides CkptDir and JobsDir, as the
@@ -393,42 +394,42 @@ func (c *collector) remove(it retention.Item) error {
 	case retention.KindSpares:
 		return c.a.shards.RemoveSpares(it.Job)
 	case retention.KindJobDir, retention.KindCoordDir, retention.KindResults:
-		return os.RemoveAll(c.path(it))
+		return c.tree(it).RemoveAll(c.path(it))
 	case retention.KindFile:
 		return c.cache.Remove(it.Sum)
 	}
 	return fmt.Errorf("unknown kind %q", it.Kind)
 }
 
-// usage is the size of an item's files in bytes.
+// tree is the directory an item lives in, as its top: a job's directories may
+// belong to the job's owner, and nothing in them is followed.
+func (c *collector) tree(it retention.Item) userdir.Tree {
+	switch it.Kind {
+	case retention.KindJobDir:
+		return userdir.Tree{Base: filepath.Join(c.a.cfg.DataDir, JobsDir)}
+	case retention.KindCoordDir:
+		return userdir.Tree{Base: filepath.Join(c.a.cfg.DataDir, CoordDir)}
+	case retention.KindResults:
+		return userdir.Tree{Base: filepath.Join(c.a.cfg.DataDir, ResultsDir)}
+	case retention.KindFile:
+		return userdir.Tree{Base: c.cache.Dir}
+	}
+	return userdir.Tree{Base: c.a.shards.Dir}
+}
+
+// usage is the size of an item's files in bytes; what it cannot read counts
+// as nothing.
 func (c *collector) usage(it retention.Item) int64 {
 	if it.Kind != retention.KindSpares {
-		return diskUsage(c.path(it))
+		n, _ := c.tree(it).Usage(c.path(it))
+		return n
 	}
 	spares, _ := ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.Spares()
 	var n int64
 	for _, path := range spares {
-		if fi, err := os.Stat(path); err == nil {
+		if fi, err := c.tree(it).Lstat(path); err == nil && fi.Mode().IsRegular() {
 			n += fi.Size()
 		}
 	}
-	return n
-}
-
-// diskUsage is the size of the files under path, in bytes; what it cannot
-// read counts as nothing.
-func diskUsage(path string) int64 {
-	var n int64
-	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
 	return n
 }

@@ -9,6 +9,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/shardstore"
+	"shoal/internal/userdir"
 )
 
 // CkptDir is the node's checkpoint store in the data directory: the ranks'
@@ -116,5 +117,5 @@ func (s *shardService) RankStates(ctx context.Context, job string) ([]api.RankSt
 	if !api.ValidJobID(job) { // the path below is built from it
 		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
 	}
-	return engine.ReadRankStates(RanksDir(s.dataDir, job))
+	return engine.ReadRankStates(userdir.Tree{Base: filepath.Join(s.dataDir, JobsDir)}, RanksDir(s.dataDir, job))
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"shoal/internal/userdir"
 )
 
 // ErrNoEpoch means no complete epoch is usable: the job starts from the beginning.
@@ -18,11 +20,16 @@ var ErrNoEpoch = errors.New("ckpt: no usable complete epoch")
 
 // JobDir is the directory of one job's shards on one node: root/job, laid out as in
 // docs/shard-format.md. Its methods are safe for concurrent use by readers; writers
-// are libshoal's ranks.
+// are libshoal's ranks. The directory may belong to the job's owner, who can change
+// anything in it: its methods resolve every path below Root without following a
+// symbolic link ([userdir.Tree]), and Root must be the agent's own.
 type JobDir struct {
 	Root string
 	Job  string
 }
+
+// Tree is the tree of Root, through which every file of the job is reached.
+func (d JobDir) Tree() userdir.Tree { return userdir.Tree{Base: d.Root} }
 
 // Path returns the directory of the job.
 func (d JobDir) Path() string { return filepath.Join(d.Root, d.Job) }
@@ -62,7 +69,7 @@ func parseRankName(name, suffix string) (int, bool) {
 
 // Epochs lists the epoch directories present, oldest first, complete or not.
 func (d JobDir) Epochs() ([]uint64, error) {
-	ents, err := os.ReadDir(d.Path())
+	ents, err := d.Tree().ReadDir(d.Path())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
@@ -86,7 +93,7 @@ func (d JobDir) Epochs() ([]uint64, error) {
 // ShardCount returns how many ranks' shards of epoch are present under their final
 // names (written completely, not yet verified).
 func (d JobDir) ShardCount(epoch uint64) int {
-	ents, err := os.ReadDir(d.EpochPath(epoch))
+	ents, err := d.Tree().ReadDir(d.EpochPath(epoch))
 	if err != nil {
 		return 0
 	}
@@ -117,7 +124,7 @@ func (d JobDir) CheckShard(epoch uint64, rank, nranks int) (Header, error) {
 
 func (d JobDir) readShard(epoch uint64, rank, nranks int, read func(io.Reader, int64) (Header, error)) (Header, error) {
 	path := d.ShardPath(epoch, rank)
-	f, st, err := OpenShard(path)
+	f, st, err := OpenShard(d.Tree(), path)
 	if err != nil {
 		return Header{}, err
 	}
@@ -162,7 +169,7 @@ func (d JobDir) eachShard(epoch uint64, nranks int, read func(epoch uint64, rank
 }
 
 // RemoveEpoch deletes one epoch directory.
-func (d JobDir) RemoveEpoch(epoch uint64) error { return os.RemoveAll(d.EpochPath(epoch)) }
+func (d JobDir) RemoveEpoch(epoch uint64) error { return d.Tree().RemoveAll(d.EpochPath(epoch)) }
 
 // RetireEpoch deletes one epoch directory that newer epochs have replaced, keeping
 // each shard of a rank in keep as the rank's spare (SparePath) where the rank has
@@ -174,20 +181,20 @@ func (d JobDir) RemoveEpoch(epoch uint64) error { return os.RemoveAll(d.EpochPat
 // checkpoints.
 func (d JobDir) RetireEpoch(epoch uint64, keep func(rank int) bool) error {
 	dir := d.EpochPath(epoch)
-	ents, _ := os.ReadDir(dir)
+	ents, _ := d.Tree().ReadDir(dir)
 	for _, e := range ents {
-		if rank, ok := ParseShardName(e.Name()); ok && keep(rank) {
-			keepAsSpare(filepath.Join(dir, e.Name()), d.SparePath(rank))
+		if rank, ok := ParseShardName(e.Name()); ok && keep(rank) && e.Type().IsRegular() {
+			keepAsSpare(d.Tree(), filepath.Join(dir, e.Name()), d.SparePath(rank))
 		}
 	}
-	return os.RemoveAll(dir)
+	return d.Tree().RemoveAll(dir)
 }
 
 // ShardRanks returns the ranks with a shard (rNNNNNN.shard) in any of epochs.
 func (d JobDir) ShardRanks(epochs []uint64) map[int]bool {
 	ranks := map[int]bool{}
 	for _, e := range epochs {
-		ents, _ := os.ReadDir(d.EpochPath(e))
+		ents, _ := d.Tree().ReadDir(d.EpochPath(e))
 		for _, ent := range ents {
 			if rank, ok := ParseShardName(ent.Name()); ok {
 				ranks[rank] = true
@@ -199,7 +206,7 @@ func (d JobDir) ShardRanks(epochs []uint64) map[int]bool {
 
 // Spares returns the job's spares (RetireEpoch) by rank.
 func (d JobDir) Spares() (map[int]string, error) {
-	ents, err := os.ReadDir(d.Path())
+	ents, err := d.Tree().ReadDir(d.Path())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -226,7 +233,7 @@ func (d JobDir) RemoveSpares(keep func(rank int) bool) (map[int]string, error) {
 		if keep != nil && keep(rank) {
 			continue
 		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := d.Tree().Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
 		delete(spares, rank)
@@ -237,8 +244,8 @@ func (d JobDir) RemoveSpares(keep func(rank int) bool) (map[int]string, error) {
 // keepAsSpare gives the shard file at path the name spare if no reader holds it
 // and spare names nothing. The link and the removal happen under an exclusive
 // lock, so a reader that opened path before sees it gone once it has its lock.
-func keepAsSpare(path, spare string) {
-	f, err := os.Open(path)
+func keepAsSpare(t userdir.Tree, path, spare string) {
+	f, err := t.Open(path)
 	if err != nil {
 		return
 	}
@@ -246,8 +253,8 @@ func keepAsSpare(path, spare string) {
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		return
 	}
-	if os.Link(path, spare) == nil {
-		os.Remove(path)
+	if t.Link(path, spare) == nil {
+		t.Remove(path)
 	}
 }
 
@@ -274,19 +281,14 @@ func (d JobDir) WriteManifest(entries []ManifestEntry) error {
 	for _, e := range entries {
 		fmt.Fprintf(&b, "epoch %d nranks %d created_ns %d\n", e.Epoch, e.NRanks, e.CreatedNs)
 	}
-	path := filepath.Join(d.Path(), "manifest")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return d.Tree().WriteFile(filepath.Join(d.Path(), "manifest"), []byte(b.String()), 0o644)
 }
 
 // ReadManifest returns the complete epochs recorded in the job's manifest, in file
 // order (oldest first). A missing manifest is an empty one; a malformed line is an
 // error naming the line; the run line of a standalone manifest is skipped.
 func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
-	f, err := os.Open(filepath.Join(d.Path(), "manifest"))
+	f, err := d.Tree().Open(filepath.Join(d.Path(), "manifest"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -309,13 +311,13 @@ func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
 	return out, sc.Err()
 }
 
-// OpenShard opens the shard file at path for reading, under a shared lock held
-// until the file is closed. A shard is moved aside to be written over (libshoal's
-// store.c, recycle_or_remove; RetireEpoch) only when it can be locked exclusively;
-// a shard moved between the open and the lock is not the file at path any more,
-// which is then reported missing, as a removed one is.
-func OpenShard(path string) (*os.File, os.FileInfo, error) {
-	f, err := os.Open(path)
+// OpenShard opens the shard file at path in t for reading, under a shared lock
+// held until the file is closed. A shard is moved aside to be written over
+// (libshoal's store.c, recycle_or_remove; RetireEpoch) only when it can be locked
+// exclusively; a shard moved between the open and the lock is not the file at path
+// any more, which is then reported missing, as a removed one is.
+func OpenShard(t userdir.Tree, path string) (*os.File, os.FileInfo, error) {
+	f, err := t.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -328,7 +330,7 @@ func OpenShard(path string) (*os.File, os.FileInfo, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	if now, err := os.Stat(path); err != nil || !os.SameFile(st, now) {
+	if now, err := t.Lstat(path); err != nil || !os.SameFile(st, now) {
 		f.Close()
 		return nil, nil, &os.PathError{Op: "open", Path: path, Err: os.ErrNotExist}
 	}

@@ -171,7 +171,7 @@ func TestRetireEpochKeepsSpares(t *testing.T) {
 	if err := os.WriteFile(d.SparePath(1), []byte("rank 1's spare"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	held, _, err := OpenShard(d.ShardPath(3, 2))
+	held, _, err := OpenShard(d.Tree(), d.ShardPath(3, 2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,22 @@ import (
 	"shoal/internal/files"
 	"shoal/internal/launch"
 	"shoal/internal/place"
+	"shoal/internal/userdir"
 )
 
 // launchFiles writes the hostfile, rankfile and rsh node map of a launch and
-// describes it.
+// describes it. They are written into the job's run directory, which is the
+// agent's (runDir), as files of the job's owner, whose launcher reads them:
+// each one new, renamed over the last launch's, never written through.
 func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
-	runDir := filepath.Join(s.cfg.DataDir, "coord", info.ID)
+	runDir := filepath.Join(s.runRoot(), info.ID)
+	uid, gid := -1, -1
+	if o := info.Spec.Owner; o != nil {
+		uid, gid = o.UID, o.GID
+	}
+	write := func(path string, content []byte, perm os.FileMode) error {
+		return userdir.Tree{Base: s.runRoot()}.WriteFileFor(path, content, perm, uid, gid)
+	}
 	cores := map[string]int{}
 	rshNodes := map[string]string{}
 	for name, n := range live {
@@ -38,7 +48,7 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 	for path, content := range map[string][]byte{
 		hostfile: []byte(hosts), rankfile: []byte(place.Rankfile(p, cores)), nodesFile: nodesJSON,
 	} {
-		if err := os.WriteFile(path, content, 0o644); err != nil {
+		if err := write(path, content, 0o600); err != nil {
 			return engine.Launch{}, nil, err
 		}
 	}
@@ -72,7 +82,7 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 			words[i] = launch.QuoteWord(w)
 		}
 		text := "#!/bin/sh\nexec " + strings.Join(words, " ") + " \"$@\"\n"
-		if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
+		if err := write(script, []byte(text), 0o700); err != nil {
 			return engine.Launch{}, nil, err
 		}
 		l.RshAgent = script
@@ -87,10 +97,7 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 	}
 	if o := info.Spec.Owner; o != nil {
 		// The launcher, and the ranks it starts on this node, run as the job's
-		// owner, who must read the launch files.
-		if err := launch.GiveTree(runDir, o); err != nil {
-			return engine.Launch{}, nil, err
-		}
+		// owner.
 		l.RunAs = launch.Credential(o)
 		launcherEnv = append(launcherEnv, launch.UserEnv(o)...)
 	}

@@ -65,11 +65,11 @@ func (b *localBackend) poll(ctx context.Context) *nodeLoss {
 // the last poll: a stat a poll, a read after a checkpoint's cost is measured.
 func (b *localBackend) readInterval() {
 	path := filepath.Join(b.dir.Path(), "interval")
-	fi, err := os.Stat(path)
+	fi, err := b.dir.Tree().Lstat(path)
 	if err != nil || fi.ModTime().Equal(b.intervalAt) {
 		return
 	}
-	data, err := os.ReadFile(path)
+	data, err := b.dir.Tree().ReadFile(path, 1<<20)
 	if err != nil {
 		return
 	}

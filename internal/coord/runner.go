@@ -23,6 +23,7 @@ import (
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 	"shoal/internal/mtbf"
+	"shoal/internal/userdir"
 )
 
 // Config is how a node runs jobs.
@@ -376,8 +377,9 @@ func (j *job) announceLoss(loss *nodeLoss) {
 func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(string) string) (int, []engine.RankState, *nodeLoss, string, error) {
 	fail := func(err error) (int, []engine.RankState, *nodeLoss, string, error) { return 0, nil, nil, "", err }
 	ranksDir := filepath.Join(j.runDir, "ranks")
-	os.RemoveAll(ranksDir)
-	if err := os.MkdirAll(ranksDir, 0o755); err != nil {
+	run := userdir.Tree{Base: j.cfg.RunRoot}
+	run.RemoveAll(ranksDir)
+	if err := run.Mkdir(ranksDir, 0o755); err != nil {
 		return fail(err)
 	}
 	traffic := "0"
@@ -419,7 +421,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	cmd := j.cfg.launcher().Command(l)
 	cmd.Env = append(os.Environ(), launcherEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: l.RunAs}
-	log, err := os.Create(filepath.Join(j.runDir, "launcher.log"))
+	log, err := j.launcherLog(run, l.RunAs)
 	if err != nil {
 		return fail(err)
 	}
@@ -479,7 +481,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	for {
 		select {
 		case e := <-done:
-			local, _ := engine.ReadRankStates(ranksDir)
+			local, _ := engine.ReadRankStates(run, ranksDir)
 			states, loss := j.be.finish(ctx, local, e.code != 0)
 			return e.code, states, loss, strings.TrimSpace(lastLine(tail.String())), e.err
 		case <-news:
@@ -560,6 +562,28 @@ func (j *job) stop(cmd *exec.Cmd, done <-chan launchExit, grace time.Duration, p
 		}
 		<-done
 	}
+}
+
+// launcherLog creates a new launcher log in the run's directory (j.runDir, in
+// run), in place of the last run's: the launcher's output, a file of the user the
+// launcher runs as (nil: the agent's own), readable by that user only.
+func (j *job) launcherLog(run userdir.Tree, as *syscall.Credential) (*os.File, error) {
+	f, err := run.CreateTemp(j.runDir, "launcher.log.*")
+	if err != nil {
+		return nil, err
+	}
+	if as != nil {
+		err = f.Chown(int(as.Uid), int(as.Gid))
+	}
+	if err == nil {
+		err = run.Rename(f.Name(), filepath.Join(j.runDir, "launcher.log"))
+	}
+	if err != nil {
+		f.Close()
+		run.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
 }
 
 type launchExit struct {

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"shoal/internal/api"
@@ -22,6 +23,7 @@ import (
 	"shoal/internal/files"
 	"shoal/internal/jobstore"
 	"shoal/internal/mtbf"
+	"shoal/internal/userdir"
 )
 
 // Peer is what the coordinator needs of a node's agent (its own included). Methods
@@ -366,7 +368,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	}
 	launcher, _ := engine.ByName(info.Spec.Engine) // the spec was validated
 	cfg := Config{
-		CkptRoot: filepath.Join(s.cfg.DataDir, "ckpt"), RunRoot: filepath.Join(s.cfg.DataDir, "coord"),
+		CkptRoot: filepath.Join(s.cfg.DataDir, "ckpt"), RunRoot: s.runRoot(),
 		ShoalBin: s.cfg.ShoalBin, Engine: launcher, PollInterval: 200 * time.Millisecond, KillGrace: 3 * time.Second,
 		NodeLost: s.cfg.NodeLost,
 	}
@@ -755,16 +757,33 @@ func (s *Service) reconfigure(ctx context.Context, only, without, reason string)
 	return nil
 }
 
-// runDir makes the directory of job's runs in root: root passable by all (the
-// launcher of a user's job runs as that user), the job's own readable by its
-// owner only (launchFiles gives it to the owner): its launcher log holds the
-// job's output.
+// runRoot holds the directories of the runs of the jobs this node coordinates
+// (DATA/coord).
+func (s *Service) runRoot() string { return filepath.Join(s.cfg.DataDir, "coord") }
+
+// runDir makes the directory of job's runs in root, both the agent's, which no
+// user can write: a coordinator running as root writes its launch files there,
+// and must not be led by a user's link. Both are passable by all but listed by
+// none (the launcher of a user's job runs as that user and reads the files
+// launchFiles gives it); the files that hold the job's output or describe its
+// launch belong to the job's owner, mode 0600. A directory of the job that is
+// not the agent's (a user's, as runs before this rule left it) is removed
+// first.
 func runDir(root, job string) error {
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return err
 	}
-	if err := os.Mkdir(filepath.Join(root, job), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	t, dir := userdir.Tree{Base: root}, filepath.Join(root, job)
+	if fi, err := t.Lstat(dir); err == nil {
+		if st := fi.Sys().(*syscall.Stat_t); fi.IsDir() && int(st.Uid) == os.Geteuid() {
+			return t.Chmod(dir, 0o711)
+		}
+		if err := t.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := t.Mkdir(dir, 0o711); err != nil {
 		return err
 	}
-	return nil
+	return t.Chmod(dir, 0o711) // past the umask
 }

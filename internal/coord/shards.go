@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -307,7 +306,7 @@ func (b *clusterBackend) writeManifest() {
 	dir := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}
 	// A coordinator that has just taken the job over has not run it yet: the
 	// directory may not be there.
-	err := os.MkdirAll(dir.Path(), 0o755)
+	err := runDir(dir.Root, dir.Job)
 	if err == nil {
 		err = dir.WriteManifest(entries)
 	}

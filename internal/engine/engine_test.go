@@ -2,9 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"shoal/internal/userdir"
 )
 
 func TestParseTagged(t *testing.T) {
@@ -132,7 +135,7 @@ func TestRankStateRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := ReadRankStates(dir)
+	got, err := ReadRankStates(userdir.Tree{Base: filepath.Dir(dir)}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

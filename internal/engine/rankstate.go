@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"shoal/internal/api"
+	"shoal/internal/userdir"
 )
 
 // RankState is how one rank's process ended, as written by `shoal exec-rank` (see
@@ -46,9 +47,11 @@ func WriteRankState(dir string, s RankState) error {
 	return os.Rename(tmp, path)
 }
 
-// ReadRankStates returns the states of every rank that wrote one, by rank.
-func ReadRankStates(dir string) ([]RankState, error) {
-	ents, err := os.ReadDir(dir)
+// ReadRankStates returns the states of every rank that wrote one in dir, by
+// rank. The ranks run as the job's owner, whose directory dir is: it is read
+// through t, one of its parents, without following a link.
+func ReadRankStates(t userdir.Tree, dir string) ([]RankState, error) {
+	ents, err := t.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -61,7 +64,7 @@ func ReadRankStates(dir string) ([]RankState, error) {
 		if _, err := fmt.Sscanf(e.Name(), "r%06d", &s.Rank); err != nil || strings.HasSuffix(e.Name(), ".tmp") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		b, err := t.ReadFile(filepath.Join(dir, e.Name()), 4096)
 		if err != nil {
 			continue // removed between listing and reading
 		}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -395,14 +393,4 @@ func UserEnv(owner *api.Owner) []string {
 // supplementary groups (none of the agent's).
 func Credential(owner *api.Owner) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(owner.UID), Gid: uint32(owner.GID), Groups: []uint32{}}
-}
-
-// GiveTree gives dir and everything in it to owner.
-func GiveTree(dir string, owner *api.Owner) error {
-	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, owner.UID, owner.GID)
-	})
 }

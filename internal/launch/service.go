@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/userdir"
 )
 
 // Errors. Launch and Grant also return errors wrapping [api.ErrNotFound] and
@@ -458,25 +459,37 @@ func (s *Service) Coordinators() []string {
 }
 
 // ownDirs gives a job with an owner its own directory in each of JobDirs, mode
-// 0700, owned by that user with everything already in it (shards copied here
-// before the grant): its ranks, which run as the owner, write there, and no
-// other user reads it. A job without an owner keeps the agent's directories.
+// 0700, owned by that user with everything the agent already made in it (shards
+// copied here before the grant): its ranks, which run as the owner, write there,
+// and no other user reads it. A job without an owner keeps the agent's
+// directories. The owner may have changed anything in the directory since an
+// earlier run: nothing in it is followed ([userdir.Tree.Give]), and a directory
+// that belongs to another user is refused.
 func (s *Service) ownDirs(job string, owner *api.Owner) error {
 	if owner == nil {
 		return nil
 	}
 	for _, d := range s.cfg.JobDirs {
-		dir := filepath.Join(s.cfg.DataDir, d, job)
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		base := filepath.Join(s.cfg.DataDir, d)
+		if err := os.MkdirAll(base, 0o755); err != nil { // the agent's own
 			return err
 		}
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		t := userdir.Tree{Base: base}
+		dir := filepath.Join(base, job)
+		if err := t.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
-		if err := GiveTree(dir, owner); err != nil {
+		fi, err := t.Lstat(dir)
+		if err != nil {
 			return err
 		}
-		if err := os.Chmod(dir, 0o700); err != nil {
+		if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || int(st.Uid) != os.Geteuid() && int(st.Uid) != owner.UID {
+			return fmt.Errorf("%s: belongs to uid %d, not to %s", dir, st.Uid, owner)
+		}
+		if err := t.Give(dir, owner.UID, owner.GID); err != nil {
+			return err
+		}
+		if err := t.Chmod(dir, 0o700); err != nil {
 			return err
 		}
 	}

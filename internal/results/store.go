@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 
-	"shoal/internal/dirsync"
+	"shoal/internal/userdir"
 )
 
 // MaxSize bounds one result, in bytes: a task whose output is larger fails.
@@ -34,7 +34,9 @@ var (
 )
 
 // Store is a directory of results, one directory per job. It is safe for
-// concurrent use.
+// concurrent use. Dir is the agent's own; a job's directory in it belongs to the
+// job's owner when it has one (its task runner stores results there as that
+// user): every file in it is reached without following a link (userdir).
 type Store struct {
 	Dir string
 	// NoSync writes results without waiting for the disk: a crash of the
@@ -47,18 +49,23 @@ func (s Store) path(job string, task int) string {
 	return filepath.Join(s.Dir, job, strconv.Itoa(task))
 }
 
+func (s Store) tree() userdir.Tree { return userdir.Tree{Base: s.Dir} }
+
 // Put stores task's result, read from r, which must hash to sum (hex).
 // A result stored before is replaced.
 func (s Store) Put(job string, task int, sum string, r io.Reader) error {
 	dir := filepath.Join(s.Dir, job)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".put-*")
+	if err := s.tree().Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	tmp, err := s.tree().CreateTemp(dir, ".put-*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer s.tree().Remove(tmp.Name())
 	defer tmp.Close()
 	// The header has a fixed width, so that it is written once the size is known.
 	if _, err := tmp.Write(make([]byte, headerSize)); err != nil {
@@ -83,19 +90,19 @@ func (s Store) Put(job string, task int, sum string, r io.Reader) error {
 			return err
 		}
 	}
-	if err := os.Rename(tmp.Name(), s.path(job, task)); err != nil {
+	if err := s.tree().Rename(tmp.Name(), s.path(job, task)); err != nil {
 		return err
 	}
 	if s.NoSync {
 		return nil
 	}
-	return dirsync.Sync(dir)
+	return s.tree().SyncDir(dir)
 }
 
 // Open opens task's result after checking it against its hash, and returns
 // its size and hash.
 func (s Store) Open(job string, task int) (io.ReadCloser, int64, string, error) {
-	f, err := os.Open(s.path(job, task))
+	f, err := s.tree().Open(s.path(job, task))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, "", fmt.Errorf("%w: task %d of job %s", ErrNotFound, task, job)
 	}
@@ -150,7 +157,7 @@ func parseHeader(line string) (sum string, size int64, ok bool) {
 
 // List returns the tasks of job whose results the store holds, in order.
 func (s Store) List(job string) ([]int, error) {
-	ents, err := os.ReadDir(filepath.Join(s.Dir, job))
+	ents, err := s.tree().ReadDir(filepath.Join(s.Dir, job))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -168,4 +175,4 @@ func (s Store) List(job string) ([]int, error) {
 }
 
 // Remove deletes every result of job.
-func (s Store) Remove(job string) error { return os.RemoveAll(filepath.Join(s.Dir, job)) }
+func (s Store) Remove(job string) error { return s.tree().RemoveAll(filepath.Join(s.Dir, job)) }

@@ -161,7 +161,7 @@ func (s *Store) base(ref api.ShardRef) (f *os.File, epoch uint64, sums []uint64,
 	if path == "" {
 		return nil, 0, nil, false
 	}
-	f, err := os.Open(path)
+	f, err := s.tree().Open(path)
 	if err != nil {
 		return nil, 0, nil, false
 	}

@@ -109,13 +109,13 @@ func (s *Store) indexParity(job string, epoch uint64, name, path string) (*api.P
 		return nil, false
 	}
 	// A stat when this version was verified before, as for shards (verifyPath).
-	fi, err := os.Stat(path)
+	fi, err := s.tree().Lstat(path)
 	if err != nil {
 		return nil, true
 	}
 	e, ok := s.cached(job, path, keyOf(fi))
 	if !ok {
-		f, err := os.Open(path)
+		f, err := s.tree().Open(path)
 		if err != nil {
 			return nil, true
 		}
@@ -135,7 +135,7 @@ func (s *Store) OpenParity(ref api.ParityRef) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	path := s.parityPath(ref)
-	f, err := os.Open(path)
+	f, err := s.tree().Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, fmt.Errorf("%w: parity %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
 	}
@@ -236,7 +236,7 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 	defer func() {
 		for _, f := range pushed {
 			f.Close()
-			os.Remove(f.Name())
+			s.tree().Remove(f.Name())
 		}
 	}()
 	if err != nil {
@@ -311,7 +311,7 @@ func (s *Store) pushFiles(ref api.ParityRef, n int) ([]*os.File, error) {
 	}
 	var fs []*os.File
 	for range n {
-		f, err := os.CreateTemp(filepath.Dir(s.parityPath(ref)), parityName(ref.Group, ref.Row)+".push-*.tmp")
+		f, err := s.tree().CreateTemp(filepath.Dir(s.parityPath(ref)), parityName(ref.Group, ref.Row)+".push-*.tmp")
 		if err != nil {
 			return fs, err
 		}

@@ -27,8 +27,8 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/compress"
-	"shoal/internal/dirsync"
 	"shoal/internal/traffic"
+	"shoal/internal/userdir"
 )
 
 // RequestFile is the file in a job's directory that asks its rank 0 for a
@@ -143,6 +143,10 @@ type pathLock struct {
 
 func (s *Store) jobDir(job string) ckpt.JobDir { return ckpt.JobDir{Root: s.Dir, Job: job} }
 
+// tree is the store's directory, through which every file of a job is reached:
+// a user's job's directory is theirs to change, and no link in it is followed.
+func (s *Store) tree() userdir.Tree { return userdir.Tree{Base: s.Dir} }
+
 func (s *Store) path(ref api.ShardRef) string {
 	return s.jobDir(ref.Job).ShardPath(ref.Epoch, ref.Rank)
 }
@@ -224,7 +228,7 @@ func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, er
 	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
 		return e, nil
 	}
-	if h, sum, blocks, ok := writersSums(path, f, fi); ok {
+	if h, sum, blocks, ok := writersSums(s.tree(), path, f, fi); ok {
 		return s.record(ref, path, fi, h, sum, blocks, nil)
 	}
 	h, sum, blocks, err := verifyFile(f, fi.Size())
@@ -272,10 +276,10 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 	}
 	seen := map[string]bool{}
 	for _, epoch := range epochs {
-		ents, err := os.ReadDir(jd.EpochPath(epoch))
+		ents, err := s.tree().ReadDir(jd.EpochPath(epoch))
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue // removed meanwhile
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, userdir.ErrSymlink) {
+				continue // removed meanwhile, or not an epoch the store made or a rank wrote
 			}
 			return idx, err
 		}
@@ -312,17 +316,21 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 		}
 	}
 	s.prune(job, seen, began)
-	idx.Progress = readProgress(filepath.Join(jd.Path(), "progress"))
-	idx.Traffic = readTraffic(filepath.Join(jd.Path(), "traffic"))
-	idx.Interval = readInterval(filepath.Join(jd.Path(), "interval"))
+	idx.Progress = s.readProgress(filepath.Join(jd.Path(), "progress"))
+	idx.Traffic = s.readTraffic(filepath.Join(jd.Path(), "traffic"))
+	idx.Interval = s.readInterval(filepath.Join(jd.Path(), "interval"))
 	idx.Tag = idx.ComputeTag()
 	return idx, nil
 }
 
+// smallFile bounds what the store reads of a small file libshoal's ranks keep
+// in a job's directory (progress, interval, traffic): theirs to fill.
+const smallFile = 1 << 20
+
 // readInterval reads the interval file libshoal's rank 0 keeps in the job's
 // directory; missing or malformed means unknown.
-func readInterval(path string) *api.CheckpointInterval {
-	b, err := os.ReadFile(path)
+func (s *Store) readInterval(path string) *api.CheckpointInterval {
+	b, err := s.tree().ReadFile(path, smallFile)
 	if err != nil {
 		return nil
 	}
@@ -332,8 +340,8 @@ func readInterval(path string) *api.CheckpointInterval {
 // readTraffic reads the traffic files libshoal's ranks keep in dir
 // (docs/traffic.md), in rank order; a file that does not parse is left out
 // (the next checkpoint writes it again).
-func readTraffic(dir string) []api.RankTraffic {
-	ents, err := os.ReadDir(dir)
+func (s *Store) readTraffic(dir string) []api.RankTraffic {
+	ents, err := s.tree().ReadDir(dir)
 	if err != nil {
 		return nil
 	}
@@ -342,11 +350,11 @@ func readTraffic(dir string) []api.RankTraffic {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue // a temporary file
 		}
-		f, err := os.Open(filepath.Join(dir, e.Name()))
+		f, err := s.tree().Open(filepath.Join(dir, e.Name()))
 		if err != nil {
 			continue
 		}
-		tf, err := traffic.Parse(f)
+		tf, err := traffic.Parse(io.LimitReader(f, smallFile))
 		f.Close()
 		if err != nil {
 			continue
@@ -403,7 +411,7 @@ func (s *Store) WaitIndex(ctx context.Context, job, known string) (api.ShardInde
 		case !fp.settled || !slices.Equal(next.epochs, fp.epochs) || !slices.Equal(next.dirs, fp.dirs):
 			idx, err = s.Index(job)
 		case next.progress != fp.progress:
-			idx.Progress = readProgress(filepath.Join(s.jobDir(job).Path(), "progress"))
+			idx.Progress = s.readProgress(filepath.Join(s.jobDir(job).Path(), "progress"))
 			idx.Tag = idx.ComputeTag()
 		}
 		fp = next
@@ -443,12 +451,12 @@ func (s *Store) fingerprint(job string) (fingerprint, error) {
 	}
 	fp := fingerprint{epochs: epochs, dirs: make([]fileKey, len(epochs)), settled: true}
 	for i, e := range epochs {
-		if fi, err := os.Stat(jd.EpochPath(e)); err == nil {
+		if fi, err := s.tree().Lstat(jd.EpochPath(e)); err == nil {
 			fp.dirs[i] = keyOf(fi)
 			fp.settled = fp.settled && now.Sub(fi.ModTime()) >= settleTime
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(jd.Path(), "progress")); err == nil {
+	if fi, err := s.tree().Lstat(filepath.Join(jd.Path(), "progress")); err == nil {
 		fp.progress = keyOf(fi)
 	}
 	return fp, nil
@@ -456,33 +464,38 @@ func (s *Store) fingerprint(job string) (fingerprint, error) {
 
 // readProgress reads the progress file libshoal's rank 0 keeps in the job's
 // directory: one fraction in [0, 1]. Missing or unreadable means unknown.
-func readProgress(path string) *api.Progress {
-	b, err := os.ReadFile(path)
+func (s *Store) readProgress(path string) *api.Progress {
+	f, err := s.tree().Open(path)
 	if err != nil {
 		return nil
 	}
-	st, err := os.Stat(path)
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil
 	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-	if err != nil || !(f >= 0 && f <= 1) {
+	b, err := io.ReadAll(io.LimitReader(f, smallFile))
+	if err != nil {
 		return nil
 	}
-	return &api.Progress{Fraction: f, At: st.ModTime()}
+	frac, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil || !(frac >= 0 && frac <= 1) {
+		return nil
+	}
+	return &api.Progress{Fraction: frac, At: st.ModTime()}
 }
 
 // verifyPath verifies the shard file at path through the cache: a stat when
 // its version was verified before.
 func (s *Store) verifyPath(ref api.ShardRef, path string) (entry, error) {
-	fi, err := os.Stat(path)
+	fi, err := s.tree().Lstat(path)
 	if err != nil {
 		return entry{}, err
 	}
 	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
 		return e, nil
 	}
-	f, _, err := ckpt.OpenShard(path)
+	f, _, err := ckpt.OpenShard(s.tree(), path)
 	if err != nil {
 		return entry{}, err
 	}
@@ -534,7 +547,7 @@ func (s *Store) open(ref api.ShardRef) (*os.File, entry, error) {
 		return nil, entry{}, err
 	}
 	path := s.path(ref)
-	f, _, err := ckpt.OpenShard(path)
+	f, _, err := ckpt.OpenShard(s.tree(), path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, entry{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
 	}
@@ -669,7 +682,7 @@ func (s *Store) commit(job, final, spare string, epoch uint64, write func(f *os.
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
-	f, reused, err := openTemp(tmp, spare)
+	f, reused, err := s.openTemp(tmp, spare)
 	if err != nil {
 		return entry{}, err
 	}
@@ -677,7 +690,7 @@ func (s *Store) commit(job, final, spare string, epoch uint64, write func(f *os.
 	defer func() {
 		f.Close()
 		if !committed {
-			os.Remove(tmp)
+			s.tree().Remove(tmp)
 		}
 	}()
 	size, err := write(f, reused)
@@ -697,7 +710,7 @@ func (s *Store) commit(job, final, spare string, epoch uint64, write func(f *os.
 	if e.err != nil {
 		return entry{}, &verifyFailure{e.err}
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := s.tree().Rename(tmp, final); err != nil {
 		return entry{}, err
 	}
 	committed = true
@@ -706,26 +719,27 @@ func (s *Store) commit(job, final, spare string, epoch uint64, write func(f *os.
 	if err := f.Sync(); err != nil {
 		// Not known to be on the disk: not kept, as if never written.
 		s.forget(job, final)
-		os.Remove(final)
+		s.tree().Remove(final)
 		return entry{}, fmt.Errorf("writing %s: %w", final, err)
 	}
 	dir := filepath.Dir(final)
-	if err := dirsync.Sync(dir); err != nil {
+	if err := s.tree().SyncDir(dir); err != nil {
 		return e, fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return e, nil
 }
 
 // openTemp creates the temporary file tmp: from spare when one is given and
-// there (renamed, to be written over), else new. reused says which.
-func openTemp(tmp, spare string) (f *os.File, reused bool, err error) {
-	if spare != "" && os.Rename(spare, tmp) == nil {
-		if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+// there (renamed, to be written over: a regular file of one link), else new.
+// reused says which.
+func (s *Store) openTemp(tmp, spare string) (f *os.File, reused bool, err error) {
+	if spare != "" && s.tree().Rename(spare, tmp) == nil {
+		if f, err := s.tree().OpenWrite(tmp); err == nil {
 			return f, true, nil
 		}
-		os.Remove(tmp)
+		s.tree().Remove(tmp)
 	}
-	f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err = s.tree().Create(tmp, 0o644)
 	return f, false, err
 }
 
@@ -766,45 +780,34 @@ func (s *Store) lock(path string) func() {
 // directory theirs) is given to that user, whose ranks write their own shards
 // of the epoch there too.
 func (s *Store) mkdirs(ref api.ShardRef) error {
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	if err := s.mkdirJob(ref.Job); err != nil {
 		return err
 	}
 	jd := s.jobDir(ref.Job)
-	for i, d := range []string{jd.Path(), jd.EpochPath(ref.Epoch)} {
-		mode := os.FileMode(0o755) // an epoch's: its job's directory guards it
-		if i == 0 {
-			mode = 0o700
-		}
-		err := os.Mkdir(d, mode)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if i == 1 {
-			if err := chownLike(d, jd.Path()); err != nil {
-				return err
-			}
-		}
-		if err := dirsync.Sync(filepath.Dir(d)); err != nil {
-			return err
-		}
+	// An epoch's mode: its job's directory guards it.
+	err := s.tree().MkdirOwned(jd.EpochPath(ref.Epoch), 0o755)
+	if errors.Is(err, os.ErrExist) {
+		return nil
 	}
-	return nil
-}
-
-// chownLike gives path the owner of dir when they differ.
-func chownLike(path, dir string) error {
-	st, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok || int(sys.Uid) == os.Geteuid() {
+	return s.tree().SyncDir(jd.Path())
+}
+
+// mkdirJob creates the store's and the job's directories where they are not.
+func (s *Store) mkdirJob(job string) error {
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil { // the agent's own
+		return err
+	}
+	err := s.tree().Mkdir(s.jobDir(job).Path(), 0o700)
+	if errors.Is(err, os.ErrExist) {
 		return nil
 	}
-	return os.Lchown(path, int(sys.Uid), int(sys.Gid))
+	if err != nil {
+		return err
+	}
+	return s.tree().SyncDir(s.Dir)
 }
 
 // Fetch makes sure this node holds a verified copy of ref, copying it from src
@@ -984,7 +987,7 @@ func (s *Store) RemoveJob(job string) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.RemoveAll(jd.Path()); err != nil {
+	if err := s.tree().RemoveAll(jd.Path()); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -1033,7 +1036,7 @@ func isSpare(path string) bool { return strings.HasSuffix(path, ".spare") }
 func (s *Store) rememberSpares(job string, spares map[int]string, retired []entry) {
 	keys := map[string]fileKey{}
 	for _, path := range spares {
-		if fi, err := os.Stat(path); err == nil {
+		if fi, err := s.tree().Lstat(path); err == nil {
 			keys[path] = keyOf(fi)
 		}
 	}
@@ -1073,7 +1076,7 @@ func (s *Store) WithdrawRequest(job string) error {
 	if err := checkJob(job); err != nil {
 		return err
 	}
-	err := os.Remove(filepath.Join(s.jobDir(job).Path(), RequestFile))
+	err := s.tree().Remove(filepath.Join(s.jobDir(job).Path(), RequestFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -1084,16 +1087,11 @@ func (s *Store) request(job, content string) error {
 	if err := checkJob(job); err != nil {
 		return err
 	}
-	dir := s.jobDir(job).Path()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := s.mkdirJob(job); err != nil {
 		return err
 	}
 	// Written whole and renamed: rank 0 must never read half a request.
-	tmp := filepath.Join(dir, RequestFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, RequestFile))
+	return s.tree().WriteFile(filepath.Join(s.jobDir(job).Path(), RequestFile), []byte(content), 0o644)
 }
 
 // Jobs lists the jobs that have a directory in the store, sorted.

@@ -9,6 +9,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
+	"shoal/internal/userdir"
 )
 
 // verifyFile fully verifies the shard in f (size bytes) with ckpt.Verify and
@@ -43,13 +44,13 @@ func verifyFile(f *os.File, size int64) (ckpt.Header, uint64, []uint64, error) {
 // each block checked against these sums by its receiver (patch), a whole copy and
 // a restart verify the whole; a shard changed in place after its writer took the
 // sums has another version, which is verified whole here.
-func writersSums(path string, f *os.File, fi os.FileInfo) (h ckpt.Header, sum uint64, blocks []uint64, ok bool) {
+func writersSums(t userdir.Tree, path string, f *os.File, fi os.FileInfo) (h ckpt.Header, sum uint64, blocks []uint64, ok bool) {
 	st, isUnix := fi.Sys().(*syscall.Stat_t)
 	size := fi.Size()
 	if !isUnix || size > api.MaxChangesBlocks*BlockSize {
 		return ckpt.Header{}, 0, nil, false
 	}
-	b, err := readSmall(ckpt.SumsPath(path), ckpt.SumsFileSize(size, BlockSize))
+	b, err := readSmall(t, ckpt.SumsPath(path), ckpt.SumsFileSize(size, BlockSize))
 	if err != nil {
 		return ckpt.Header{}, 0, nil, false
 	}
@@ -80,9 +81,9 @@ func readHeadAndSum(f *os.File, size int64) (ckpt.Header, uint64, error) {
 	return h, binary.LittleEndian.Uint64(tail[:]), nil
 }
 
-// readSmall reads the file at path when it is exactly want bytes long.
-func readSmall(path string, want int64) ([]byte, error) {
-	f, err := os.Open(path)
+// readSmall reads the file at path in t when it is exactly want bytes long.
+func readSmall(t userdir.Tree, path string, want int64) ([]byte, error) {
+	f, err := t.Open(path)
 	if err != nil {
 		return nil, err
 	}
