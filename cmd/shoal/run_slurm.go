@@ -74,13 +74,13 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 	}
 	// This node's copy of the agents' log, and nothing else: the secret travels to the
 	// agents in srun's environment (slurm.SecretEnv).
-	logDir, err := os.MkdirTemp("", slurm.DirName(alloc.JobID)+"-run-")
+	logDir, err := slurm.PrivateDir(os.TempDir(), slurm.DirName(alloc.JobID)+"-run-")
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal run: %v\n", err)
 		return exitFailure
 	}
 	logPath := filepath.Join(logDir, "agents.log")
-	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal run: %v\n", err)
 		return exitFailure

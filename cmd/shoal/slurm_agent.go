@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,9 +32,10 @@ const slurmJoinTimeout = time.Minute
 
 // slurmAgentCmd is one task of the srun step `shoal run` starts inside an allocation
 // (slurm.AgentStep): it takes the allocation's secret out of the environment into a
-// file of mode 0600 in the node's agent data dir, removes Slurm's variables from the
-// environment, and runs `shoal agent` there: --init on the first node, --join it on the
-// others. The data dir goes when the agent ends.
+// file of mode 0600 in a new directory of its own (slurm.MakeNodeDir), removes Slurm's
+// variables from the environment, and runs `shoal agent` with its data dir there:
+// --init on the first node, --join it on the others. The directory goes when the agent
+// ends.
 func slurmAgentCmd(args []string, stdout, stderr io.Writer) int {
 	var job, first, firstAddr, run string
 	var port int
@@ -56,26 +56,21 @@ func slurmAgentCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	cores := os.Getenv("SLURM_CPUS_ON_NODE")
 	restarts, _ := strconv.Atoi(os.Getenv("SLURM_RESTART_COUNT"))
-	dir := slurm.AgentDir(os.Getenv, job)
+	base := slurm.Base(os.Getenv) // before ScrubEnv takes SLURM_TMPDIR away
 	secret := slurm.ScrubEnv()
 	if len(secret) == 0 {
 		fmt.Fprintf(stderr, "shoal slurm-agent: %s: no %s in the environment\n", name, slurm.SecretEnv)
 		return exitFailure
 	}
-	// What a killed run of the same job left (a requeued job has the same id) is of
-	// no use: the new cluster starts afresh.
-	os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// A new directory of this run's: what a killed run of the same job left (a
+	// requeued job has the same id) is removed, the new cluster starts afresh.
+	nd, err := slurm.MakeNodeDir(base, job, []byte(secret+"\n"))
+	if err != nil {
 		fmt.Fprintf(stderr, "shoal slurm-agent: %s: %v\n", name, err)
 		return exitFailure
 	}
-	defer os.RemoveAll(dir)
-	secretFile := filepath.Join(dir, agent.SecretFile)
-	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
-		fmt.Fprintf(stderr, "shoal slurm-agent: %s: %v\n", name, err)
-		return exitFailure
-	}
-	argv := []string{"--data-dir", dir, "--name", name, "--secret-file", secretFile,
+	defer os.RemoveAll(nd.Dir)
+	argv := []string{"--data-dir", nd.DataDir, "--name", name, "--secret-file", nd.SecretFile,
 		"--bind", net.JoinHostPort("0.0.0.0", strconv.Itoa(port))}
 	if n, err := strconv.Atoi(cores); err == nil && n > 0 {
 		argv = append(argv, "--cores", cores)
@@ -95,7 +90,7 @@ func slurmAgentCmd(args []string, stdout, stderr io.Writer) int {
 	if runNode != "" && runNode != name {
 		stop := make(chan struct{})
 		defer close(stop)
-		go watchOrphan(orphanWatch{dir: dir, self: name, runNode: runNode, job: job, restarts: restarts}, stop, stderr)
+		go watchOrphan(orphanWatch{dir: nd.DataDir, self: name, runNode: runNode, job: job, restarts: restarts}, stop, stderr)
 	}
 	return runAgent(argv, termPasser(runNode == name, runPID), stdout, stderr)
 }

@@ -27,6 +27,9 @@ var (
 	ErrNotAllocation = errors.New("slurm: not inside a Slurm allocation")
 	// ErrScontrol: scontrol failed or printed what this package cannot read.
 	ErrScontrol = errors.New("slurm: scontrol")
+	// ErrUnsafeDir: a directory that would hold an allocation's files on a node could
+	// be changed by another user, or is not the one this run made ([DirError]).
+	ErrUnsafeDir = errors.New("slurm: unsafe directory")
 )
 
 // SecretEnv carries the allocation's cluster secret from `shoal run` to the agents
@@ -83,20 +86,9 @@ func AgentPort(jobID string) int {
 	return portBase + 3*int(id%portSlots)
 }
 
-// DirName is the name of an allocation's agent data dir on every node, under the node's
-// temporary directory ([AgentDir]).
+// DirName is how the names of an allocation's directories on its nodes start: each
+// is DirName, a kind ("agent", "run") and a random string ([MakeNodeDir], [PrivateDir]).
 func DirName(jobID string) string { return "shoal-slurm-" + jobID }
-
-// AgentDir is where the agent of job jobID keeps its data on this node: under
-// SLURM_TMPDIR when the site sets one, else TMPDIR (os.TempDir), which Slurm's TmpFS
-// and node-local /tmp make local to the node.
-func AgentDir(getenv func(string) string, jobID string) string {
-	base := getenv("SLURM_TMPDIR")
-	if base == "" {
-		base = os.TempDir()
-	}
-	return base + "/" + DirName(jobID)
-}
 
 // AgentStep describes the srun step that runs the agents.
 type AgentStep struct {

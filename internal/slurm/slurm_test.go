@@ -86,10 +86,18 @@ func TestParseNodeAddr(t *testing.T) {
 	}
 }
 
-func TestAgentDir(t *testing.T) {
-	env := map[string]string{"SLURM_TMPDIR": "/local/job7"}
-	if got := AgentDir(func(k string) string { return env[k] }, "7"); got != "/local/job7/shoal-slurm-7" {
-		t.Errorf("AgentDir with SLURM_TMPDIR = %s", got)
+func TestBase(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SLURM_TMPDIR": "/local/job7"}, "/local/job7"},
+		{map[string]string{}, os.TempDir()},
+	}
+	for _, tt := range tests {
+		if got := Base(func(k string) string { return tt.env[k] }); got != tt.want {
+			t.Errorf("Base(%v) = %s, want %s", tt.env, got, tt.want)
+		}
 	}
 }
 
