@@ -176,10 +176,9 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(h.TmpDir, 0o1777); err != nil {
+	if err := makeTmpDir(h.TmpDir); err != nil {
 		return nil, err
 	}
-	os.Chmod(h.TmpDir, 0o1777)
 	if err := makeUTS(ctx, n, k); err != nil {
 		return nil, err
 	}
@@ -467,4 +466,14 @@ func (b *Bed) Agents() (bool, string, error) {
 		return false, "", err
 	}
 	return st.AgentBinary != "", st.AgentBinary, nil
+}
+
+// makeTmpDir makes a host's temporary directory as a node's /tmp is: every user may
+// write it, and it is sticky, so that none can rename or remove another's files in
+// it. (os.Chmod takes os.ModeSticky, not the octal 01000.)
+func makeTmpDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dir, os.ModeSticky|0o777)
 }

@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -182,5 +184,20 @@ func TestAgentArgsLast(t *testing.T) {
 		if got := argv[len(argv)-2:]; got[0] != "--keep-failed" || got[1] != "3s" {
 			t.Errorf("join %q: argv %q: want it to end with --keep-failed 3s", join, argv)
 		}
+	}
+}
+
+// TestMakeTmpDir: a host's TMPDIR is sticky and open to all, as /tmp is.
+func TestMakeTmpDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "n1", "tmp")
+	if err := makeTmpDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fi.Mode(), os.ModeDir|os.ModeSticky|0o777; got != want {
+		t.Errorf("mode of %s: got %v, want %v", dir, got, want)
 	}
 }
