@@ -152,14 +152,18 @@ func (s *Server) serveLocal(w http.ResponseWriter, r *http.Request, c *Caller, r
 
 // ownedJob returns job id if the request may see it: always from the network,
 // and from the local socket when the caller owns it. A job the caller does not
-// own is not found, as if it did not exist.
+// own is not found, in the very words of a job that does not exist
+// ([NoSuchJob]), whatever the service said of the latter.
 func (s *Server) ownedJob(r *http.Request, id string) (Job, error) {
 	job, err := s.jobService().Job(r.Context(), id)
+	if errors.Is(err, ErrNotFound) {
+		return Job{}, NoSuchJob(id)
+	}
 	if err != nil {
 		return Job{}, err
 	}
 	if c := CallerOf(r.Context()); c != nil && !c.Owns(job) {
-		return Job{}, fmt.Errorf("%w: no job %q among those of %s", ErrNotFound, id, c)
+		return Job{}, NoSuchJob(id)
 	}
 	return job, nil
 }

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +43,9 @@ func (o *ownedJobs) Jobs(context.Context) ([]Job, error) {
 func (o *ownedJobs) Job(_ context.Context, id string) (Job, error) {
 	owner, ok := ownedByUID[id]
 	if !ok {
-		return Job{}, fmt.Errorf("%w: no job %q", ErrNotFound, id)
+		// Worded otherwise than NoSuchJob, as a replica still waiting for
+		// a job may word it: the server answers in NoSuchJob's words.
+		return Job{}, fmt.Errorf("%w: %q (not replicated here yet)", ErrNotFound, id)
 	}
 	return Job{ID: id, Spec: JobSpec{Owner: owner}}, nil
 }
@@ -84,8 +88,8 @@ func TestLocalCallers(t *testing.T) {
 		{"a user sees the nodes", alice, "GET", "/v1/nodes", "", 200, ""},
 		{"a user lists only their own jobs", alice, "GET", "/v1/jobs", "", 200, `"id":"mine"`},
 		{"a user gets their job", alice, "GET", "/v1/jobs/mine", "", 200, `"uid":1001`},
-		{"another's job is not found", alice, "GET", "/v1/jobs/theirs", "", 404, "among those of alice (uid 1001)"},
-		{"root's job is not found", alice, "GET", "/v1/jobs/roots", "", 404, "among those of alice"},
+		{"another's job is not found", alice, "GET", "/v1/jobs/theirs", "", 404, `no job \"theirs\"`},
+		{"root's job is not found", alice, "GET", "/v1/jobs/roots", "", 404, `no job \"roots\"`},
 		{"a user cancels their job", alice, "DELETE", "/v1/jobs/mine", "", 200, "cancelled"},
 		{"nor cancels another's", alice, "DELETE", "/v1/jobs/theirs", "", 404, ""},
 		{"nor follows another's", alice, "GET", "/v1/jobs/theirs/events", "", 404, ""},
@@ -115,6 +119,53 @@ func TestLocalCallers(t *testing.T) {
 	asCaller(t, s, root, "POST", "/v1/jobs", `{"ranks":1,"argv":["x"],"owner":{"uid":1002,"gid":1002}}`)
 	if len(jobs.submitted) != 2 || jobs.submitted[0].Owner == nil || jobs.submitted[0].Owner.UID != 1001 || jobs.submitted[1].Owner != nil {
 		t.Errorf("submitted owners: %+v, want alice's then none", jobs.submitted)
+	}
+}
+
+// TestAnotherUsersJobReadsAsNone: on the local socket, every route that names
+// a job answers for another user's job (or root's) exactly as for an id no job
+// has: the same status, headers and body, but for the id, so that no answer
+// tells a user which ids exist.
+func TestAnotherUsersJobReadsAsNone(t *testing.T) {
+	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret,
+		Relay: func(context.Context, string, LaunchRequest) (io.ReadWriteCloser, error) {
+			return nil, errors.New("relayed a launch for a job the caller does not own")
+		}})
+	s.SetJobService(&ownedJobs{})
+	alice := &Caller{UID: 1001, GID: 1001, Name: "alice"}
+	routes := []struct {
+		method, path, body string // ID stands for the job id
+	}{
+		{"GET", "/v1/jobs/ID", ""},
+		{"DELETE", "/v1/jobs/ID", ""},
+		{"GET", "/v1/jobs/ID/events", ""},
+		{"GET", "/v1/jobs/ID/events?from=3&follow=true", ""},
+		{"GET", "/v1/results/ID/0", ""},
+		{"POST", "/v1/launch", `{"job":"ID","argv":["orted"],"to":"10.0.0.2:7947"}`},
+	}
+	ask := func(method, path, body, id string) (int, http.Header, string) {
+		r := httptest.NewRequest(method, strings.ReplaceAll(path, "ID", id), strings.NewReader(strings.ReplaceAll(body, "ID", id)))
+		if path == "/v1/launch" {
+			r.Header.Set("Connection", "Upgrade")
+			r.Header.Set("Upgrade", LaunchProtocol)
+		}
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, alice))
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		return w.Code, w.Header(), strings.ReplaceAll(w.Body.String(), id, "ID")
+	}
+	for _, rt := range routes {
+		wantStatus, wantHeader, wantBody := ask(rt.method, rt.path, rt.body, "nosuch")
+		if want := `{"error":"api: not found: no job \"ID\"","code":"not_found"}` + "\n"; wantStatus != http.StatusNotFound || wantBody != want {
+			t.Errorf("%s %s of a job that does not exist: %d %q, want 404 %q", rt.method, rt.path, wantStatus, wantBody, want)
+		}
+		for _, id := range []string{"theirs", "roots"} {
+			status, header, body := ask(rt.method, rt.path, rt.body, id)
+			if status != wantStatus || body != wantBody || !reflect.DeepEqual(header, wantHeader) {
+				t.Errorf("%s %s of %s's job: %d %v %q, want what an id no job has gets: %d %v %q",
+					rt.method, rt.path, ownedByUID[id], status, header, body, wantStatus, wantHeader, wantBody)
+			}
+		}
 	}
 }
 
