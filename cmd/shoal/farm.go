@@ -45,9 +45,10 @@ shoal's own lines ("shoal: ", progress among them) go to standard error too.
 
 A task that exits non-zero runs again, up to --retries times, then is reported
 and the farm goes on with the rest. A lost node's tasks run again elsewhere;
-results already stored are kept. Started again with the same --job-id after it
-ended, a farm runs only the tasks it has no result for; while it runs, the same
-command follows it instead.
+results already stored are kept. Started again by its owner with the same
+--job-id after it ended, a farm runs only the tasks it has no result for; while
+it runs, the same command follows it instead. An id that another user's job
+holds is refused as taken, as is any other job's.
 
     seq 0 31 | shoal farm --out tiles -- mandelbrot --tile {} --of 32
 
@@ -218,7 +219,8 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 	}
 	job, err := c.Submit(ctx, spec)
 	if errors.Is(err, api.ErrConflict) && f.jobID != "" {
-		// The same farm may be running: follow it rather than fail.
+		// The same farm may be running: follow it rather than fail. Another
+		// user's job under the id is not found, and the refusal stands.
 		if running, jerr := c.Job(ctx, f.jobID); jerr == nil && running.Spec.Farm != nil && running.Ended.IsZero() {
 			job, err = running, nil
 			fmt.Fprintf(stderr, "shoal: farm %s is running; following it\n", job.ID)

@@ -239,7 +239,7 @@ func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job,
 		if again && s.leads(ctx) {
 			// This node won the election: the job is its own to start, unless an
 			// earlier attempt reached the old leader and the job is in the store.
-			if info, _, err := s.cfg.Store.Job(spec.ID); err == nil {
+			if info, _, err := s.cfg.Store.Job(spec.ID); err == nil && ownSubmission(info, spec) {
 				return info, nil
 			}
 			return s.Submit(ctx, spec)
@@ -296,7 +296,7 @@ func (s *Service) forwardOnce(ctx context.Context, spec api.JobSpec, again bool)
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		s.cfg.Store.WaitJob(wctx, spec.ID)
-		if stored, _, serr := s.cfg.Store.Job(spec.ID); serr == nil {
+		if stored, _, serr := s.cfg.Store.Job(spec.ID); serr == nil && ownSubmission(stored, spec) {
 			return stored, false, nil
 		}
 	}

@@ -195,8 +195,15 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	}
 	info := api.Job{ID: id, State: api.JobPending, Spec: spec, Coordinator: s.cfg.Node, Submitted: time.Now()}
 	s.mu.Lock()
-	_, taken := s.jobs[id]
+	_, driven := s.jobs[id]
 	s.mu.Unlock()
+	// Whose the id is, is settled first: nothing below (a durable resume reads
+	// the shards the nodes hold under the id) is done for an id that is taken.
+	old, ledger, err := s.cfg.Store.Job(id)
+	again, err := admit(id, old, err == nil, driven, spec)
+	if err != nil {
+		return api.Job{}, err
+	}
 	var book *EpochBook
 	var resume *Resume
 	if spec.ResumeEpoch > 0 {
@@ -208,24 +215,17 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 		}
 	}
 	first := []api.JobEvent{newEvent(EventState, fmt.Sprintf("submitted; %s coordinates", s.cfg.Node), nil)}
-	old, ledger, err := s.cfg.Store.Job(id)
-	switch {
-	case err == nil && !taken && sameFarm(old, spec):
-		// The same farm, ended, started again: it keeps the results it has
+	if again {
+		// The owner's farm, ended, started again: it keeps the results it has
 		// and runs the tasks it lacks (given-up ones too: something may have
 		// been fixed since).
 		err = s.cfg.Store.Replace(info, first, againLedger(ledger))
-	case err == nil || taken:
-		if err == nil && old.Spec.Farm != nil && spec.Farm != nil && old.Ended.IsZero() {
-			return api.Job{}, fmt.Errorf("%w: farm %s is running; follow it with shoal wait %s", api.ErrConflict, id, id)
-		}
-		return api.Job{}, fmt.Errorf("%w: job %s exists; choose another id", api.ErrConflict, id)
-	default:
+	} else {
 		err = s.cfg.Store.Submit(info, first)
 	}
 	switch {
 	case errors.Is(err, jobstore.ErrExists):
-		return api.Job{}, fmt.Errorf("%w: job %s exists; choose another id", api.ErrConflict, id)
+		return api.Job{}, api.JobIDTaken(id)
 	case errors.Is(err, jobstore.ErrNotLeader):
 		return s.forwardSubmit(ctx, spec)
 	case err != nil:
@@ -288,17 +288,6 @@ func newBook(spec api.JobSpec) EpochBook {
 		book.Parity = &ParitySpec{K: p.K, M: p.M}
 	}
 	return book
-}
-
-// sameFarm reports whether spec is old's, an ended task farm, submitted again:
-// the same command line and tasks, so that the results old stored are those
-// spec asks for.
-func sameFarm(old api.Job, spec api.JobSpec) bool {
-	if old.Ended.IsZero() || old.Spec.Farm == nil || spec.Farm == nil {
-		return false
-	}
-	return slices.Equal(old.Spec.Argv, spec.Argv) && slices.Equal(old.Spec.Farm.Tasks, spec.Farm.Tasks) &&
-		slices.EqualFunc(old.Spec.Files, spec.Files, func(a, b api.File) bool { return a == b })
 }
 
 // againLedger is the ledger of a farm run again: its stored results, and no
@@ -575,7 +564,7 @@ func (s *Service) Jobs(ctx context.Context) ([]api.Job, error) {
 func (s *Service) Job(ctx context.Context, id string) (api.Job, error) {
 	info, _, err := s.cfg.Store.Job(id)
 	if err != nil {
-		return api.Job{}, fmt.Errorf("%w: no job %q", api.ErrNotFound, id)
+		return api.Job{}, api.NoSuchJob(id)
 	}
 	return info, nil
 }
@@ -611,7 +600,7 @@ func (s *Service) Events(ctx context.Context, id string, from uint64, follow boo
 	for {
 		events, ended, _, changed, err := s.cfg.Store.Events(id, next)
 		if err != nil {
-			return fmt.Errorf("%w: no job %q", api.ErrNotFound, id)
+			return api.NoSuchJob(id)
 		}
 		for _, e := range events {
 			if err := send(e); err != nil {

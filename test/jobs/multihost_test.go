@@ -74,7 +74,7 @@ func TestMultiHost(t *testing.T) {
 		out := j.Output()
 		// The job store keeps ended jobs (shoal jobs lists them): the id is taken.
 		again := submit(t, b, "n1", "--job-id", "nq14", "-n", "6", "--", nq, "14")
-		if code := again.Wait(time.Minute); code != 1 || !strings.Contains(again.Output(), "job nq14 exists; choose another id") {
+		if code := again.Wait(time.Minute); code != 1 || !strings.Contains(again.Output(), `job id "nq14" is taken; choose another id`) {
 			t.Errorf("a second job with id nq14: exit %d, output %q; want 1 and the id named as taken", code, again.Output())
 		}
 		if got := field(out, "solutions"); got != "365596" {
