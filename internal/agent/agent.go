@@ -161,6 +161,9 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.lock, err = lockDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := unlistJobParents(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if a.secret, err = a.loadSecret(); err != nil {
 		return nil, err
 	}

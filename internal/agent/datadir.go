@@ -102,6 +102,38 @@ func lockDir(dir string) (*dirLock, error) {
 	return &dirLock{f: f}, nil
 }
 
+// jobParents are the directories of the data dir with an entry per job (or,
+// files, per file of jobs). A local user passes through them to their own
+// jobs' directories and to the cached files their ranks name by hash, but may
+// not list them: a listing would name every job the node holds data of, other
+// users' too (docs/security.md, "Users").
+var jobParents = []string{JobsDir, CkptDir, CoordDir, ResultsDir, FilesDir}
+
+// unlistJobParents makes each of jobParents in dir, mode 0711, and takes the
+// read bits for group and others from one an earlier version made listable;
+// it widens nothing. dir is the agent's, which only its user can write.
+func unlistJobParents(dir string) error {
+	for _, name := range jobParents {
+		path := filepath.Join(dir, name)
+		if err := os.Mkdir(path, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		st, err := os.Lstat(path)
+		if err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("data dir: %s is not a directory", path)
+		}
+		if perm := st.Mode().Perm(); perm&0o044 != 0 {
+			if err := os.Chmod(path, perm&^0o044); err != nil {
+				return fmt.Errorf("data dir: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 func (l *dirLock) release() {
 	if l != nil && l.f != nil {
 		l.f.Truncate(0)
