@@ -1,7 +1,8 @@
 // Package farm runs task farms (`shoal farm`) on testbed hosts: the Mandelbrot
 // tiles joined into the image a single process computes, retries and tasks
-// given up, a farm started again that skips what it has done, and a host
-// killed while its tasks run. The tests share one testbed (instance 246),
+// given up, a farm started again that skips what it has done, another user
+// refused that farm and everything of it, and a host killed while its tasks
+// run. The tests share one testbed (instance 246),
 // brought up by the first and cleaned at the end; they run one after the
 // other, the host kill last.
 package farm
@@ -16,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,6 +192,117 @@ func TestRetriesGiveUpAndRestart(t *testing.T) {
 		if got := runs(t, dir, task); got != want {
 			t.Errorf("started again: task %d has run %d times, want %d", task, got, want)
 		}
+	}
+}
+
+// Ownership is part of a farm's identity. User A runs a farm with --job-id to
+// its end; user B runs the very same command line and is refused: the id is
+// taken, in the words A gets for a job of theirs under the id. Every way B
+// could read, follow or reach the farm, through the CLI or the agent's socket,
+// on every host, answers as for an id no job has. A still owns the farm and
+// reads every result again, its directories on every host are still A's, and
+// B cannot list the hosts' job directories to learn of it either.
+func TestAnotherUsersFarm(t *testing.T) {
+	b := up(t)
+	uidA := localUser(t, "shoal-test-a")
+	localUser(t, "shoal-test-b")
+	const id, none = "owned", "no-such-farm"
+	prog := filepath.Join(sharedDir(t), "whose.sh")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"task $1 by $(id -u)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	farm := []string{"farm", "--job-id", id, "--", prog}
+	var want strings.Builder
+	for task := 0; task < 4; task++ {
+		fmt.Fprintf(&want, "task %d by %s\n", task, uidA)
+	}
+	stdout, stderr, code := shoalAs(t, b, "n1", "shoal-test-a", lines(4), farm...)
+	if code != 0 || stdout != want.String() {
+		t.Fatalf("A's farm: exit %d, stdout %q; want 0 and %q; stderr:\n%s", code, stdout, want.String(), stderr)
+	}
+
+	// B, the same command line: refused, nothing run, nothing read.
+	stdout, stderrB, code := shoalAs(t, b, "n1", "shoal-test-b", lines(4), farm...)
+	if wantErr := "shoal farm: conflict: job id \"owned\" is taken; choose another id\n"; code != 1 || stdout != "" || stderrB != wantErr {
+		t.Errorf("B's farm under A's id: exit %d, stdout %q, stderr %q; want 1, nothing and %q", code, stdout, stderrB, wantErr)
+	}
+	// A, another farm under the id: the same words.
+	if _, stderrA, code := shoalAs(t, b, "n1", "shoal-test-a", lines(5), farm...); code != 1 || stderrA != stderrB {
+		t.Errorf("A's other farm under its own id: exit %d, stderr %q; want 1 and B's %q", code, stderrA, stderrB)
+	}
+
+	// Everything B may ask of the farm answers as for an id no job has.
+	commands := [][]string{{"wait", "ID"}, {"logs", "ID"}, {"events", "ID"}, {"events", "--follow", "ID"}, {"jobs", "ID"},
+		{"jobs", "--placement", "ID"}, {"jobs", "--traffic", "ID"}, {"cancel", "ID"}, {"rebalance", "ID"}}
+	paths := []string{"/v1/jobs/ID", "/v1/jobs/ID/events", "/v1/jobs/ID/events?follow=true", "/v1/results/ID/0", "/v1/results/ID/3", "/v1/results/ID"}
+	with := func(args []string, id string) []string {
+		out := make([]string, len(args))
+		for i, a := range args {
+			out[i] = strings.ReplaceAll(a, "ID", id)
+		}
+		return out
+	}
+	for _, host := range hosts {
+		for _, args := range commands {
+			outN, errN, codeN := shoalAs(t, b, host, "shoal-test-b", "", with(args, none)...)
+			out, errOut, code := shoalAs(t, b, host, "shoal-test-b", "", with(args, id)...)
+			out, errOut = strings.ReplaceAll(out, id, "ID"), strings.ReplaceAll(errOut, id, "ID")
+			outN, errN = strings.ReplaceAll(outN, none, "ID"), strings.ReplaceAll(errN, none, "ID")
+			if code != codeN || out != outN || errOut != errN || codeN == 0 {
+				t.Errorf("shoal %s as B in %s: exit %d, %q, %q; want an id no job has gets (not 0): %d, %q, %q",
+					strings.Join(with(args, id), " "), host, code, out, errOut, codeN, outN, errN)
+			}
+		}
+		for _, p := range paths {
+			gotN := strings.ReplaceAll(socketGet(t, b, host, "shoal-test-b", strings.ReplaceAll(p, "ID", none)), none, "ID")
+			got := strings.ReplaceAll(socketGet(t, b, host, "shoal-test-b", strings.ReplaceAll(p, "ID", id)), id, "ID")
+			if got != gotN || strings.HasPrefix(gotN, "200") || strings.Contains(got, "task ") {
+				t.Errorf("GET %s as B on %s's socket: %q; want what an id no job has gets: %q", p, host, got, gotN)
+			}
+		}
+		if list, _, _ := shoalAs(t, b, host, "shoal-test-b", "", "jobs"); strings.Contains(list, id) {
+			t.Errorf("shoal jobs as B in %s lists A's farm:\n%s", host, list)
+		}
+	}
+
+	// A still owns the farm and reads every result, on the CLI and the socket.
+	table, err := b.Exec(context.Background(), "n2", filepath.Join(testenv.Root, "bin/shoal"), "jobs")
+	if err != nil || !regexp.MustCompile(`(?m)^owned\s+shoal-test-a\s+succeeded\s`).Match(table) {
+		t.Errorf("shoal jobs as root: %v\n%s\nwant owned by shoal-test-a, succeeded", err, table)
+	}
+	stdout, stderr, code = shoalAs(t, b, "n1", "shoal-test-a", lines(4), farm...)
+	if code != 0 || stdout != want.String() || !strings.Contains(stderr, "4 of 4 tasks done before; running the other 0") {
+		t.Errorf("A's farm again: exit %d, stdout %q; want 0, %q and every task done before; stderr:\n%s", code, stdout, want.String(), stderr)
+	}
+	if got, want := socketGet(t, b, "n3", "shoal-test-a", "/v1/results/owned/2"), "200 application/octet-stream\ntask 2 by "+uidA+"\n"; got != want {
+		t.Errorf("GET /v1/results/owned/2 as A: %q, want %q", got, want)
+	}
+
+	// Its directories on every host are A's, and no host lists them to B.
+	found := map[string]int{}
+	for _, host := range hosts {
+		h, err := b.Host(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{agent.JobsDir, agent.CkptDir, agent.ResultsDir} {
+			st, err := os.Stat(filepath.Join(h.DataDir, d, id))
+			if err != nil {
+				continue
+			}
+			found[d]++
+			if owner := strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)); owner != uidA {
+				t.Errorf("%s: DATA/%s/%s is uid %s's, want A's %s", host, d, id, owner, uidA)
+			}
+		}
+		for _, d := range []string{agent.JobsDir, agent.CkptDir, agent.ResultsDir, agent.CoordDir} {
+			if out, _, code := asUser(t, b, host, "shoal-test-b", "", "ls", filepath.Join(h.DataDir, d)); code == 0 {
+				t.Errorf("%s: B lists DATA/%s:\n%s", host, d, out)
+			}
+		}
+	}
+	if found[agent.JobsDir] == 0 || found[agent.ResultsDir] == 0 {
+		t.Errorf("the farm's directories found on the hosts: %v; want its job and results directories somewhere", found)
 	}
 }
 
