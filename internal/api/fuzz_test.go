@@ -40,6 +40,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{}`,
 		`{"node": "n3"}`,
 		`{"hold": true}`,
+		`{"ranks": 1, "argv": ["./heat", "a\u0000b"], "env": {"A": "\u001b[2J"}, "files": [{"name": "in\nput", "sha256": "` + EmptySHA256 + `"}]}`,
+		`{"job": "heat-1", "argv": ["orted", "\t", "\u009b"], "env": {"K\r": "V"}}`,
 	} {
 		f.Add(uint8(i), []byte(body))
 	}
@@ -60,6 +62,9 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
+		if spec, ok := v.(*JobSpec); ok {
+			noControl(t, body, spec)
+		}
 		again, err := json.Marshal(v)
 		if err != nil {
 			t.Fatalf("%s: accepted value does not encode: %v", k.name, err)
@@ -75,4 +80,28 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// noControl fails if an accepted spec holds a control character (a tab aside)
+// in a text that reaches a command line, a file name or a log.
+func noControl(t *testing.T, body []byte, s *JobSpec) {
+	t.Helper()
+	texts := append([]string{s.ID, s.ResumeFrom}, s.Argv...)
+	for k, v := range s.Env {
+		texts = append(texts, k, v)
+	}
+	for _, f := range s.Files {
+		texts = append(texts, f.Name)
+	}
+	if s.Owner != nil {
+		texts = append(texts, s.Owner.Name)
+	}
+	if s.Farm != nil {
+		texts = append(texts, s.Farm.Tasks...)
+	}
+	for _, text := range texts {
+		if strings.ContainsFunc(text, func(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f) }) {
+			t.Fatalf("job body %q: accepted with the control character in %q", body, text)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"path"
 	"slices"
@@ -40,6 +41,57 @@ const MaxOversubscribe = 64
 // ValidSHA256 reports whether s is a hex SHA-256 in lower case.
 func ValidSHA256(s string) bool { return len(s) == 64 && isHex(s) }
 
+// controlIn describes the first control character in s, or returns "" when
+// there is none: a C0 control (bytes 0x00 to 0x1f), DEL (0x7f) or a C1
+// control (U+0080 to U+009F), with its byte offset. A tab passes when tab is
+// true: words and values may hold one (sort -t "$(printf '\t')"), names may
+// not. A NUL ends a word at exec (the job failed only then, with "fork/exec:
+// invalid argument"), and the others, shown in the terminal of whoever lists
+// the job or reads a log, can rewrite what they see there (escape sequences,
+// carriage returns, newlines that forge a line).
+func controlIn(s string, tab bool) string {
+	for i, r := range s {
+		switch {
+		case r == 0:
+			return fmt.Sprintf("contains a NUL byte (byte %d)", i)
+		case r == '\t' && tab:
+		case r < 0x20 || r == 0x7f:
+			return fmt.Sprintf("contains control byte 0x%02x (byte %d)", r, i)
+		case r >= 0x80 && r <= 0x9f:
+			return fmt.Sprintf("contains control character %U (byte %d)", r, i)
+		}
+	}
+	return ""
+}
+
+// envProblem describes the first problem of an environment, by name, or
+// returns "": a name must not be empty nor hold '=' or a control character, a
+// value must hold no control character but tab.
+func envProblem(env map[string]string) string {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		switch {
+		case k == "" || strings.Contains(k, "="):
+			return fmt.Sprintf("env key %q: want a non-empty name without '='", k)
+		case controlIn(k, false) != "":
+			return fmt.Sprintf("env key %q: %s", k, controlIn(k, false))
+		case controlIn(env[k], true) != "":
+			return fmt.Sprintf("env %q: value %s", k, controlIn(env[k], true))
+		}
+	}
+	return ""
+}
+
+// argvProblem describes the first word of argv with a control character but
+// tab, or returns "".
+func argvProblem(argv []string) string {
+	for i, w := range argv {
+		if why := controlIn(w, true); why != "" {
+			return fmt.Sprintf("argv[%d]: %s", i, why)
+		}
+	}
+	return ""
+}
+
 // Engines are the accepted JobSpec.Engine values ("" means the first).
 var Engines = []string{"openmpi", "mpich"}
 
@@ -64,8 +116,12 @@ func (s JobSpec) Validate() error {
 			bad("farm.tasks: %d tasks, want at most %d", len(f.Tasks), MaxTasks)
 		}
 		for i, t := range f.Tasks {
-			if len(t) > MaxTaskBytes || strings.ContainsAny(t, "\x00\n") {
-				bad("farm.tasks[%d]: want at most %d bytes, no NUL or newline", i, MaxTaskBytes)
+			if len(t) > MaxTaskBytes {
+				bad("farm.tasks[%d]: %d bytes, want at most %d", i, len(t), MaxTaskBytes)
+				break
+			}
+			if why := controlIn(t, true); why != "" {
+				bad("farm.tasks[%d]: %s", i, why)
 				break
 			}
 		}
@@ -84,12 +140,20 @@ func (s JobSpec) Validate() error {
 	if o := s.Owner; o != nil && (o.UID <= 0 || o.GID < 0) {
 		bad("owner uid %d gid %d: want a user other than root (omit it for the agents' user)", o.UID, o.GID)
 	}
+	if o := s.Owner; o != nil && controlIn(o.Name, false) != "" {
+		bad("owner.name %q: %s", o.Name, controlIn(o.Name, false))
+	}
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		bad("argv: want the program and its arguments, program not empty")
 	}
+	if why := argvProblem(s.Argv); why != "" {
+		bad("%s", why)
+	}
 	seen := map[string]bool{}
 	for i, f := range s.Files {
-		if f.Name == "" || path.IsAbs(f.Name) || path.Clean(f.Name) != f.Name || f.Name == ".." || strings.HasPrefix(f.Name, "../") {
+		if why := controlIn(f.Name, false); why != "" {
+			bad("files[%d].name %q: %s", i, f.Name, why)
+		} else if f.Name == "" || path.IsAbs(f.Name) || path.Clean(f.Name) != f.Name || f.Name == ".." || strings.HasPrefix(f.Name, "../") {
 			bad("files[%d].name %q: want a clean relative path inside the job directory", i, f.Name)
 		}
 		if seen[f.Name] {
@@ -106,10 +170,11 @@ func (s JobSpec) Validate() error {
 			bad("files[%d].mode %#o: want permission bits only", i, f.Mode)
 		}
 	}
-	for k := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			bad("env key %q: want a non-empty name without '=' or NUL", k)
-		}
+	if why := envProblem(s.Env); why != "" {
+		bad("%s", why)
+	}
+	if why := controlIn(s.ResumeFrom, false); why != "" {
+		bad("resume_from %q: %s", s.ResumeFrom, why)
 	}
 	if s.Engine != "" && !slices.Contains(Engines, s.Engine) {
 		bad("engine %q: want %s", s.Engine, strings.Join(Engines, " or "))
@@ -175,9 +240,9 @@ func (l LaunchRequest) Validate() error {
 	if len(l.Argv) == 0 || l.Argv[0] == "" {
 		return fmt.Errorf("%w: argv: want the command to run", ErrBadRequest)
 	}
-	for k := range l.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("%w: env key %q: want a non-empty name without '=' or NUL", ErrBadRequest, k)
+	for _, why := range []string{argvProblem(l.Argv), envProblem(l.Env)} {
+		if why != "" {
+			return fmt.Errorf("%w: %s", ErrBadRequest, why)
 		}
 	}
 	return nil
