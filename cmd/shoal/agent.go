@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shoal/internal/agent"
+	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/membership"
 	"shoal/internal/retention"
@@ -77,6 +78,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		verbose                         bool
 		policy                          = retention.DefaultPolicy()
 		gcInterval                      time.Duration
+		connsPerUser                    = api.DefaultMaxConnsPerUser
 	)
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -96,6 +98,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 	fs.DurationVar(&policy.Failed, "keep-failed", policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
 	fs.DurationVar(&policy.UnusedFiles, "keep-unused-files", policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
 	fs.DurationVar(&gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
+	fs.IntVar(&connsPerUser, "conns-per-user", connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
 	fs.StringVar(&mpi, "engine", "openmpi", "the MPI that launches the jobs this node coordinates when a job names none: openmpi or mpich")
 	fs.BoolVar(&verbose, "verbose", false, "log debug lines, including memberlist's")
 	err := fs.Parse(args)
@@ -148,6 +151,13 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "shoal agent: --gc-interval %v: must be positive\n", gcInterval)
 		return exitUsage
 	}
+	if connsPerUser < 0 {
+		fmt.Fprintf(stderr, "shoal agent: --conns-per-user %d: want 0 (no bound) or more\n", connsPerUser)
+		return exitUsage
+	}
+	if connsPerUser == 0 {
+		connsPerUser = -1
+	}
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
@@ -171,6 +181,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		Log:        log,
 		Ready:      func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
 	}
+	cfg.MaxConnsPerUser = connsPerUser
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
 	}

@@ -93,6 +93,10 @@ type Config struct {
 	// soon after the job store changes and when a grace period ends. Default:
 	// DefaultGCInterval.
 	GCInterval time.Duration
+	// MaxConnsPerUser bounds the connections each local user other than root
+	// and the agent's own may hold open on the socket. 0 means
+	// api.DefaultMaxConnsPerUser; negative, no bound.
+	MaxConnsPerUser int
 	// LinkInterval is how often the node measures its links to the others
 	// again (besides soon after a node joins); 0 means DefaultLinkInterval.
 	LinkInterval time.Duration
@@ -232,6 +236,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	a.server = api.NewServer(api.ServerConfig{
 		Node: (*localNode)(a), Secret: a.secret, Version: cfg.Version, Log: a.log, TLS: a.tls.ServerConfig(),
+		MaxConnsPerUser: cfg.MaxConnsPerUser,
 		Relay: func(ctx context.Context, to string, req api.LaunchRequest) (io.ReadWriteCloser, error) {
 			return a.peers.Get(to).Launch(ctx, req)
 		},

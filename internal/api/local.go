@@ -64,6 +64,23 @@ func (c *Caller) String() string {
 // peerCaller reads the credentials of the process at the other end of a unix
 // socket connection.
 func peerCaller(conn net.Conn) (*Caller, error) {
+	cred, err := peerCred(conn)
+	if err != nil {
+		return nil, err
+	}
+	c := &Caller{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}
+	if u, err := user.LookupId(strconv.Itoa(c.UID)); err == nil {
+		c.Name = u.Username
+	}
+	return c, nil
+}
+
+// peerCred reads the credentials the process at the other end of a unix
+// socket connection had when it connected (SO_PEERCRED).
+func peerCred(conn net.Conn) (*unix.Ucred, error) {
+	if pc, ok := conn.(*peerConn); ok {
+		conn = pc.Conn
+	}
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
 		return nil, errors.New("not a unix socket")
@@ -79,14 +96,7 @@ func peerCaller(conn net.Conn) (*Caller, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if cerr != nil {
-		return nil, cerr
-	}
-	c := &Caller{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}
-	if u, err := user.LookupId(strconv.Itoa(c.UID)); err == nil {
-		c.Name = u.Username
-	}
-	return c, nil
+	return cred, cerr
 }
 
 // ServeLocal answers requests on l, a unix socket that local users reach
@@ -94,8 +104,10 @@ func peerCaller(conn net.Conn) (*Caller, error) {
 // not signed: the kernel says who sent it. Root and the agent's user may do
 // anything a holder of the secret may; any other user may submit jobs, which
 // then run as that user, and see, follow and cancel only their own (see
-// docs/api.md#local-socket).
+// docs/api.md#local-socket). Each user but root and the agent's own holds
+// at most [ServerConfig.MaxConnsPerUser] connections open on l.
 func (s *Server) ServeLocal(l net.Listener) error {
+	l = limitPeers(l, byUser(s.cfg.MaxConnsPerUser), s.log)
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -41,6 +41,11 @@ type ServerConfig struct {
 	// caller of the local socket (LaunchRequest.To), with the cluster secret,
 	// and returns the switched connection: the agent's peers client does.
 	Relay func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error)
+	// MaxConnsPerUser bounds the connections one local user other than root
+	// and the agent's own may hold open on the socket of [Server.ServeLocal];
+	// one more is closed as soon as it is accepted. 0 means
+	// DefaultMaxConnsPerUser; negative, no bound.
+	MaxConnsPerUser int
 	// TLS, when set, is what [Server.Serve] talks on its listener: an agent's is
 	// TLS 1.3 with client certificates from the cluster's authority
 	// (pki.Identity.ServerConfig), so plain HTTP gets no API answer. Nil serves
@@ -97,6 +102,9 @@ type route struct {
 func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxConnsPerUser == 0 {
+		cfg.MaxConnsPerUser = DefaultMaxConnsPerUser
 	}
 	s := &Server{
 		cfg:    cfg,
@@ -346,7 +354,7 @@ func decodeJSON(r *http.Request, v any, optional bool) error {
 // Serve answers requests on l until [Server.Shutdown], with at most
 // MaxConnsPerPeer connections open from one IP address.
 func (s *Server) Serve(l net.Listener) error {
-	l = limitPeers(l, MaxConnsPerPeer, s.log)
+	l = limitPeers(l, byIP(MaxConnsPerPeer), s.log)
 	if s.cfg.TLS != nil {
 		l = tls.NewListener(l, s.cfg.TLS)
 	}
