@@ -17,6 +17,7 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/engine"
+	"shoal/internal/files"
 	"shoal/internal/membership"
 	"shoal/internal/retention"
 )
@@ -78,6 +79,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		verbose                         bool
 		policy                          = retention.DefaultPolicy()
 		gcInterval                      time.Duration
+		fileQuota                       = "10G"
 		connsPerUser                    = api.DefaultMaxConnsPerUser
 	)
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -98,6 +100,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 	fs.DurationVar(&policy.Failed, "keep-failed", policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
 	fs.DurationVar(&policy.UnusedFiles, "keep-unused-files", policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
 	fs.DurationVar(&gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
+	fs.StringVar(&fileQuota, "file-quota", fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
 	fs.IntVar(&connsPerUser, "conns-per-user", connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
 	fs.StringVar(&mpi, "engine", "openmpi", "the MPI that launches the jobs this node coordinates when a job names none: openmpi or mpich")
 	fs.BoolVar(&verbose, "verbose", false, "log debug lines, including memberlist's")
@@ -151,9 +154,17 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "shoal agent: --gc-interval %v: must be positive\n", gcInterval)
 		return exitUsage
 	}
+	quota, err := files.ParseBytes(fileQuota)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal agent: --file-quota %q: want a size such as 10G or 512M, or 0 for no quota\n", fileQuota)
+		return exitUsage
+	}
 	if connsPerUser < 0 {
 		fmt.Fprintf(stderr, "shoal agent: --conns-per-user %d: want 0 (no bound) or more\n", connsPerUser)
 		return exitUsage
+	}
+	if quota == 0 {
+		quota = -1 // none: the agent's 0 is its default
 	}
 	if connsPerUser == 0 {
 		connsPerUser = -1
@@ -181,7 +192,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		Log:        log,
 		Ready:      func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
 	}
-	cfg.MaxConnsPerUser = connsPerUser
+	cfg.FileQuota, cfg.MaxConnsPerUser = quota, connsPerUser
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
 	}

@@ -114,7 +114,7 @@ func runCLIError(t *testing.T, want string, args ...string) {
 
 func TestAgentHelpIsTrue(t *testing.T) {
 	for cmd, flags := range map[string][]string{
-		"agent": {"-init", "-join", "-secret-file", "-bind", "-api", "-data-dir", "-name", "-labels", "-profile", "-cores", "0.0.0.0:7946", "SHOAL_DATA_DIR", "-conns-per-user"},
+		"agent": {"-init", "-join", "-secret-file", "-bind", "-api", "-data-dir", "-name", "-labels", "-profile", "-cores", "0.0.0.0:7946", "SHOAL_DATA_DIR", "-file-quota", "-conns-per-user"},
 		"nodes": {"-json", "-data-dir", "-agent", "-secret-file", "alive", "suspect", "dead", "left", "RANKS"},
 		"leave": {"-timeout", "-data-dir", "left"},
 	} {
@@ -131,6 +131,8 @@ func TestAgentHelpIsTrue(t *testing.T) {
 		{"agent", "--labels", "a b=c"},
 		{"agent", "--labels", "novalue"},
 		{"agent", "extra"},
+		{"agent", "--file-quota", "10GB"},
+		{"agent", "--file-quota", "-1"},
 		{"agent", "--conns-per-user", "-1"},
 		{"nodes", "--bogus"},
 		{"leave", "--timeout", "-1s"},

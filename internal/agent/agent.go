@@ -20,6 +20,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/coord"
+	"shoal/internal/files"
 	"shoal/internal/jobstore"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
@@ -93,6 +94,11 @@ type Config struct {
 	// soon after the job store changes and when a grace period ends. Default:
 	// DefaultGCInterval.
 	GCInterval time.Duration
+	// FileQuota bounds the bytes of files each local user other than root and
+	// the agent's own may have in the node's file cache (PUT /v1/files on the
+	// socket): a file counts while it is cached, for the user who uploaded it
+	// first (files.Quota). 0 means DefaultFileQuota; negative, no quota.
+	FileQuota int64
 	// MaxConnsPerUser bounds the connections each local user other than root
 	// and the agent's own may hold open on the socket. 0 means
 	// api.DefaultMaxConnsPerUser; negative, no bound.
@@ -127,6 +133,7 @@ type Agent struct {
 	server   *api.Server
 	launch   *launch.Service
 	shards   *shardstore.Store
+	quota    *files.Quota // of the local users' uploads
 	store    *jobstore.Store
 	apiLn    net.Listener
 	sockLn   net.Listener // the local socket (SocketFile)
@@ -242,6 +249,8 @@ func Start(cfg Config) (_ *Agent, err error) {
 		},
 	})
 	a.server.SetGrantService(a.launch)
+	a.quota = &files.Quota{Cache: files.Cache{Dir: filepath.Join(cfg.DataDir, FilesDir)},
+		Dir: filepath.Join(cfg.DataDir, UploadsDir), Bytes: cfg.FileQuota}
 	a.shards = shardstore.New(filepath.Join(cfg.DataDir, CkptDir))
 	a.shards.NoSpares = cfg.NoSpares
 	a.shards.Log = a.log
@@ -343,6 +352,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.FileQuota == 0 {
+		c.FileQuota = DefaultFileQuota
 	}
 	return nil
 }
@@ -726,8 +738,9 @@ func (a *Agent) announceRanks() {
 	}
 }
 
-// SetDataService plugs the file store into the API.
-func (a *Agent) SetDataService(d api.DataService) { a.server.SetDataService(d) }
+// SetDataService plugs the file store into the API, under the quota of
+// Config.FileQuota for local users.
+func (a *Agent) SetDataService(d api.DataService) { a.server.SetDataService(a.newQuotaFiles(d)) }
 
 // Shards returns the node's checkpoint store (DataDir/ckpt), which the agent
 // serves on the shard routes of its API whether or not it runs a coordinator. A

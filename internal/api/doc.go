@@ -34,6 +34,9 @@ var (
 	ErrInternal         = errors.New("api: internal error")     // 500
 	ErrBadGateway       = errors.New("api: bad gateway")        // 502: another node this one called failed
 	ErrNotAvailable     = errors.New("api: not available")      // 503: service not plugged in yet
+	// ErrOverQuota: a local user's upload would take their files in the
+	// node's cache over their quota (507, as WebDAV's quotas answer, RFC 4331).
+	ErrOverQuota = errors.New("api: over quota")
 	// ErrUnreachable: the client could not get an answer from the agent at all.
 	ErrUnreachable = errors.New("api: agent unreachable")
 )
@@ -56,6 +59,7 @@ var statusErrors = []struct {
 	{500, "internal", ErrInternal},
 	{502, "bad_gateway", ErrBadGateway},
 	{503, "not_available", ErrNotAvailable},
+	{507, "over_quota", ErrOverQuota},
 }
 
 // Error is an error answer from an agent: the HTTP status and the body

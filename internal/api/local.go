@@ -28,6 +28,13 @@ type Caller struct {
 
 type callerKey struct{}
 
+// WithCaller returns ctx carrying c as the local caller of a request: what the
+// server does for each connection to its socket, and what tests of a service
+// do to call it as a user.
+func WithCaller(ctx context.Context, c *Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
 // CallerOf returns the local caller of the request whose context is ctx, or
 // nil for a request from the network.
 func CallerOf(ctx context.Context) *Caller {
@@ -120,7 +127,7 @@ func (s *Server) ServeLocal(l net.Listener) error {
 				s.log.Warn("local connection without credentials", "err", err)
 				c = &Caller{UID: -1, GID: -1}
 			}
-			return context.WithValue(ctx, callerKey{}, c)
+			return WithCaller(ctx, c)
 		},
 	}
 	s.localMu.Lock()
