@@ -187,6 +187,19 @@ func (s *Server) ownedJob(r *http.Request, id string) (Job, error) {
 	return job, nil
 }
 
+// relayTarget returns nil if to is the API address of a live member of the
+// cluster (alive or suspect) among nodes: the only addresses the local agent
+// passes a launch on to, so that a local user cannot make it dial anything
+// else.
+func relayTarget(nodes []Node, to string) error {
+	for _, n := range nodes {
+		if n.API == to && (n.State == "alive" || n.State == "suspect") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: to %q: not the API address of a live node of the cluster", ErrBadRequest, to)
+}
+
 // relay serves a launch a local caller asked for on another agent (req.To):
 // once the caller's connection is switched, it carries the launch protocol
 // between the two unchanged, until either end closes.

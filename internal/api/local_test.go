@@ -12,8 +12,10 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -174,7 +176,8 @@ func TestAnotherUsersJobReadsAsNone(t *testing.T) {
 // for another agent (to) is relayed to it.
 func TestLocalSocket(t *testing.T) {
 	relayed := make(chan LaunchRequest, 1)
-	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret,
+	node := &clusterNode{nodes: []Node{{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true}, {Name: "n2", API: "10.0.0.2:7947", State: "alive"}}}
+	s := NewServer(ServerConfig{Node: node, Secret: testSecret,
 		Relay: func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error) {
 			req.To = to
 			relayed <- req
@@ -228,5 +231,127 @@ func TestLocalSocket(t *testing.T) {
 	}
 	if h.Node == "" {
 		t.Errorf("health over the socket: %+v, %v; want it to name the node", h, err)
+	}
+}
+
+// clusterNode is a node whose view of the cluster a test sets.
+type clusterNode struct {
+	fakeNode
+	mu    sync.Mutex
+	nodes []Node
+}
+
+func (c *clusterNode) Nodes(context.Context) ([]Node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes), nil
+}
+
+func (c *clusterNode) set(nodes ...Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodes = nodes
+}
+
+func TestRelayTarget(t *testing.T) {
+	nodes := []Node{
+		{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true},
+		{Name: "n2", API: "10.0.0.2:7947", State: "suspect"},
+		{Name: "n3", API: "10.0.0.3:7947", State: "dead"},
+		{Name: "n4", API: "10.0.0.4:7947", State: "left"},
+	}
+	for _, tt := range []struct {
+		to string
+		ok bool
+	}{
+		{"10.0.0.1:7947", true}, // this node itself
+		{"10.0.0.2:7947", true}, // suspect is still a member
+		{"10.0.0.3:7947", false},
+		{"10.0.0.4:7947", false},
+		{"10.0.0.1:22", false},
+		{"10.0.0.9:7947", false},
+		{"localhost:7947", false},
+	} {
+		err := relayTarget(nodes, tt.to)
+		if tt.ok != (err == nil) || err != nil && (!errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tt.to)) {
+			t.Errorf("relayTarget(%s) = %v; want ok %v (else ErrBadRequest naming it)", tt.to, err, tt.ok)
+		}
+	}
+}
+
+// TestRelayOnlyToMembers: the local agent passes a launch on only to the API
+// address of a live member of the cluster, and refuses any other address
+// without dialing it: a local user cannot use the agent to reach what the
+// address names (a port scanner, as it once was).
+func TestRelayOnlyToMembers(t *testing.T) {
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Close() })
+	var accepts atomic.Int32
+	go func() {
+		for {
+			conn, err := target.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			go func() { // the other agent: echo one line in upper case
+				defer conn.Close()
+				line, _ := bufio.NewReader(conn).ReadString('\n')
+				io.WriteString(conn, strings.ToUpper(line))
+			}()
+		}
+	}()
+	addr := target.Addr().String()
+	node := &clusterNode{}
+	s := NewServer(ServerConfig{Node: node, Secret: testSecret,
+		Relay: func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error) {
+			var d net.Dialer // as the agent's peers client does, without its TLS
+			return d.DialContext(ctx, "tcp", to)
+		}})
+	s.SetJobService(&ownedJobs{})
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeLocal(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	c := NewLocalClient(sock)
+	ctx := context.Background()
+	self := Node{Name: "n1", API: "127.0.0.1:1", State: "alive", Local: true}
+	for _, tt := range []struct {
+		name  string
+		nodes []Node
+	}{
+		{"an address no node has", []Node{self}},
+		{"a dead node's", []Node{self, {Name: "n2", API: addr, State: "dead"}}},
+		{"a node's that left", []Node{self, {Name: "n2", API: addr, State: "left"}}},
+	} {
+		node.set(tt.nodes...)
+		conn, err := c.Launch(ctx, LaunchRequest{Job: "mine", Argv: []string{"orted"}, To: addr})
+		if err == nil {
+			conn.Close()
+		}
+		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("relay to %s: %v; want a one-line ErrBadRequest naming %s", tt.name, err, addr)
+		}
+	}
+	// A live member's address is dialed: the one connection the target sees,
+	// after any the refused launches would have made.
+	node.set(self, Node{Name: "n2", API: addr, State: "alive"})
+	conn, err := c.Launch(ctx, LaunchRequest{Job: "mine", Argv: []string{"orted"}, To: addr})
+	if err != nil {
+		t.Fatalf("relay to a live member: %v", err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "hello\n")
+	if got, _ := bufio.NewReader(conn).ReadString('\n'); got != "HELLO\n" {
+		t.Errorf("through the relay: %q, want HELLO", got)
+	}
+	if n := accepts.Load(); n != 1 {
+		t.Errorf("the target accepted %d connections; want 1, the live member's relay alone", n)
 	}
 }
