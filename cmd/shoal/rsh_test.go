@@ -25,16 +25,19 @@ import (
 
 // rshAgent is an in-process agent named node-b on loopback, with the files
 // shoal rsh needs, set in the test's environment: a nodes file mapping node-b
-// and 127.0.0.1 to it, the secret file and a job id.
-func rshAgent(t *testing.T, job string) *agent.Agent {
+// and 127.0.0.1 to it, the secret file and a job id. It returns the agent and
+// the path of a fake orted (see fakeOrted) that the agent accepts as a daemon.
+func rshAgent(t *testing.T, job string) (*agent.Agent, string) {
 	t.Helper()
+	orted := fakeOrted(t)
 	cfg := agent.Config{
-		DataDir:     t.TempDir(),
-		Name:        "node-b",
-		Bind:        "127.0.0.1:0",
-		Init:        true,
-		Gossip:      membership.DefaultLocalConfig(),
-		SpeedSample: 10 * time.Millisecond,
+		DataDir:      t.TempDir(),
+		Name:         "node-b",
+		Bind:         "127.0.0.1:0",
+		Init:         true,
+		Gossip:       membership.DefaultLocalConfig(),
+		SpeedSample:  10 * time.Millisecond,
+		ExtraDaemons: []string{orted},
 	}
 	if testing.Verbose() {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("agent", "node-b")
@@ -52,10 +55,11 @@ func rshAgent(t *testing.T, job string) *agent.Agent {
 	t.Setenv("SHOAL_RSH_NODES", nodesFile)
 	t.Setenv("SHOAL_SECRET_FILE", filepath.Join(a.DataDir(), agent.SecretFile))
 	t.Setenv("SHOAL_JOB", job)
-	return a
+	return a, orted
 }
 
-// fakeOrted writes a script named orted that runs its first argument with sh.
+// fakeOrted writes a script named orted that runs its first argument with sh:
+// an agent runs it only when its Config.ExtraDaemons names it.
 func fakeOrted(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "orted")
@@ -75,8 +79,7 @@ func TestRshHelpIsTrue(t *testing.T) {
 }
 
 func TestRsh(t *testing.T) {
-	a := rshAgent(t, "j1")
-	orted := fakeOrted(t)
+	a, orted := rshAgent(t, "j1")
 	if _, err := a.Launcher().Grant("j1", "node-b", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +206,7 @@ func TestRshUnderOpenMPI(t *testing.T) {
 	}
 	bin := buildShoal(t)
 	job := fmt.Sprintf("rsh-test-%d", os.Getpid())
-	a := rshAgent(t, job)
+	a, _ := rshAgent(t, job)
 	if _, err := a.Launcher().Grant(job, "node-b", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -322,10 +325,11 @@ func buildShoalRsh(t *testing.T, dir string) string {
 // through the agent's local socket, with no secret, for job j1, which the
 // agent's job store holds and which is granted on it. The job is recorded as
 // ended: the agent's coordinator would take over a running one, and fence it
-// by revoking its grant.
-func rshSocketAgent(t *testing.T) *agent.Agent {
+// by revoking its grant. It returns the path of the fake orted the agent
+// accepts.
+func rshSocketAgent(t *testing.T) string {
 	t.Helper()
-	a := rshAgent(t, "j1")
+	a, orted := rshAgent(t, "j1")
 	if err := plugCoordinator(a, "openmpi"); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +348,7 @@ func rshSocketAgent(t *testing.T) *agent.Agent {
 	if _, err := a.Launcher().Grant("j1", "node-b", 1, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return orted
 }
 
 // hookRun runs a launcher hook with stdin; with signal, it sends the hook
@@ -378,8 +382,7 @@ func hookRun(t *testing.T, hook []string, stdin string, signal bool, args ...str
 // signal reaches the daemon, and a launch that cannot be done is one line and
 // exit status 255.
 func TestRshHooks(t *testing.T) {
-	rshSocketAgent(t)
-	orted := fakeOrted(t)
+	orted := rshSocketAgent(t)
 	bin := buildShoal(t)
 	hooks := map[string][]string{"shoal rsh": {bin, "rsh"}, "shoal-rsh": {buildShoalRsh(t, filepath.Dir(bin))}}
 	for name, hook := range hooks {
@@ -424,8 +427,7 @@ func TestRshHooks(t *testing.T) {
 // TestShoalRshAlone: shoal-rsh with no shoal beside it launches, relays and
 // ends by itself, and shows where it would have handed over.
 func TestShoalRshAlone(t *testing.T) {
-	rshSocketAgent(t)
-	orted := fakeOrted(t)
+	orted := rshSocketAgent(t)
 	hook := []string{buildShoalRsh(t, t.TempDir())}
 	if stdout, stderr, code := hookRun(t, hook, "in\n", false, "node-b", orted, "'cat; exit 3'"); stdout != "in\n" || code != 3 {
 		t.Errorf("shoal-rsh alone: exit %d, stdout %q, stderr %q; want 3 and its input back", code, stdout, stderr)

@@ -108,6 +108,10 @@ type Config struct {
 	LinkInterval time.Duration
 	// Version is reported by GET /v1/health.
 	Version string
+	// ExtraDaemons are the paths of programs a launch may start besides the
+	// daemons of the node's MPI installations (launch.Config.ExtraDaemons):
+	// tests' stand-ins for orted.
+	ExtraDaemons []string
 	// Log receives the agent's log lines. Default: discard.
 	Log *slog.Logger
 	// Ready, if set, runs at the end of Start, before the API address is
@@ -193,7 +197,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember,
-		JobDirs: []string{JobsDir, CkptDir, ResultsDir}, JobRanks: a.jobRanks, OnGrant: a.newRun})
+		JobDirs: []string{JobsDir, CkptDir, ResultsDir}, JobRanks: a.jobRanks, OnGrant: a.newRun, ExtraDaemons: cfg.ExtraDaemons})
 	if err != nil {
 		return nil, err
 	}

@@ -47,8 +47,15 @@ func startAgent(t *testing.T, c Config) *Agent {
 // startCluster starts n agents n1…nn; n1 creates the secret, the others join it.
 func startCluster(t *testing.T, n int) []*Agent {
 	t.Helper()
+	return startClusterWith(t, n, func(*Config) {})
+}
+
+// startClusterWith is startCluster with each agent's config changed by set.
+func startClusterWith(t *testing.T, n int, set func(*Config)) []*Agent {
+	t.Helper()
 	c := testConfig(t, "n1")
 	c.Init = true
+	set(&c)
 	first := startAgent(t, c)
 	secretFile := filepath.Join(first.DataDir(), SecretFile)
 	agents := []*Agent{first}
@@ -56,6 +63,7 @@ func startCluster(t *testing.T, n int) []*Agent {
 		c := testConfig(t, fmt.Sprintf("n%d", i))
 		c.Join = []string{first.GossipAddr()}
 		c.SecretFile = secretFile
+		set(&c)
 		agents = append(agents, startAgent(t, c))
 	}
 	return agents

@@ -17,8 +17,9 @@ import (
 	"shoal/test/poll"
 )
 
-// fakeOrted writes a script named orted (so the launch service accepts it)
-// that runs its first argument with sh, and returns its path.
+// fakeOrted writes a script named orted that runs its first argument with sh,
+// and returns its path: an agent accepts it as a daemon only when its
+// Config.ExtraDaemons names it.
 func fakeOrted(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "orted")
@@ -32,12 +33,12 @@ func fakeOrted(t *testing.T) string {
 // serves grants and launches, and kills a job's daemon when the job's
 // coordinator node dies, and what it launched when it stops.
 func TestAgentServesLaunchesAndFences(t *testing.T) {
-	agents := startCluster(t, 3)
+	orted := fakeOrted(t)
+	agents := startClusterWith(t, 3, func(c *Config) { c.ExtraDaemons = []string{orted} })
 	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
 	n2 := agents[1]
 	c := api.NewClient(n2.LocalAPIAddr(), n2.Secret())
 	ctx := context.Background()
-	orted := fakeOrted(t)
 
 	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{orted, "'sleep 300'"}}); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("launch without a grant: error %v, want ErrNotFound", err)

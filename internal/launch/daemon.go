@@ -4,30 +4,27 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 )
 
-// DefaultDaemons are the programs a launch may start: Open MPI's per-node daemons
-// (orted; prted from Open MPI 5's PRRTE), MPICH Hydra's, and the runner of a
-// task farm's tasks. An entry of two words allows the program (first word) with
-// that first argument only.
-var DefaultDaemons = []string{"orted", "prted", "hydra_pmi_proxy", "shoal exec-task"}
-
-// Errors of [DaemonArgv], wrapped with the detail.
+// Errors of [DaemonArgv] and of the daemon checks of [Service.Launch], wrapped
+// with the detail.
 var (
 	// ErrNotSimple: the line is not one command of literal words, so running it
 	// without a shell would not mean what it says.
 	ErrNotSimple = errors.New("launch: not a single command of literal words")
-	// ErrNotDaemon: the command is not one of the allowed daemons.
+	// ErrNotDaemon: the command's program is not one of the allowed daemons.
 	ErrNotDaemon = errors.New("launch: not an MPI daemon")
+	// ErrDaemonUnsafe: the daemon's file, or a directory above it, is not root's
+	// alone, so another user could replace what the agent runs.
+	ErrDaemonUnsafe = errors.New("launch: daemon not safe to run as root")
 )
 
 // DaemonArgv turns the command line an MPI launcher hands to ssh (what `shoal rsh`
 // sends, its words joined with spaces) into the argument vector the agent executes
-// directly, with no shell: the words with their quotes removed, the first of which
-// must name one of daemons (by base name).
+// directly, with no shell: the words with their quotes removed. Which program the
+// first word may name is [Service.Launch]'s to check, by the file it is.
 //
 // Only one simple command of literal words is accepted, which is what Open MPI and
 // Hydra send when mpirun is given no --prefix: quotes ('…', "…") and backslashes
@@ -35,8 +32,8 @@ var (
 // separator (; & | newline), parentheses, a redirection, an expansion ($, `, a
 // glob, ~ or # at the start of a word) or a leading VAR=value — is refused,
 // since executed without a shell it would not do what the line says. So `orted ;
-// id > file` names orted but is refused, and what runs is always the daemon itself.
-func DaemonArgv(line string, daemons []string) ([]string, error) {
+// id > file` is refused, and what runs is always the daemon itself.
+func DaemonArgv(line string) ([]string, error) {
 	words, err := literalWords(line)
 	if err != nil {
 		return nil, err
@@ -47,13 +44,7 @@ func DaemonArgv(line string, daemons []string) ([]string, error) {
 	if i := strings.IndexByte(words[0], '='); i > 0 && isName(words[0][:i]) {
 		return nil, fmt.Errorf("%w: %q sets a variable; the command must start with the daemon", ErrNotSimple, words[0])
 	}
-	for _, d := range daemons {
-		prog, arg, two := strings.Cut(d, " ")
-		if path.Base(words[0]) == prog && !strings.HasSuffix(words[0], "/") && (!two || len(words) > 1 && words[1] == arg) {
-			return words, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: %q", ErrNotDaemon, words[0])
+	return words, nil
 }
 
 // QuoteWord quotes a word of a command line that [DaemonArgv] is to read, so

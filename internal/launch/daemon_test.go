@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,7 @@ func TestDaemonArgv(t *testing.T) {
 		{`/usr/lib/openmpi/bin/prted --x 'a b' c\ d`, []string{"/usr/lib/openmpi/bin/prted", "--x", "a b", "c d"}, nil},
 		// MPICH Hydra.
 		{`"/usr/bin/hydra_pmi_proxy" --control-port vm:40123 --proxy-id 0`, []string{"/usr/bin/hydra_pmi_proxy", "--control-port", "vm:40123", "--proxy-id", "0"}, nil},
-		// One word named orted is not enough: the issue's case first.
+		// A command that names orted but is more than one command: the issue's case first.
 		{`orted ; id > file`, nil, ErrNotSimple},
 		{`orted;id`, nil, ErrNotSimple},
 		{`orted && id`, nil, ErrNotSimple},
@@ -37,23 +38,15 @@ func TestDaemonArgv(t *testing.T) {
 		{`orted 'unterminated`, nil, ErrNotSimple},
 		{`PATH=/x orted`, nil, ErrNotSimple},
 		{`PATH=/opt/ompi/bin:$PATH ; export PATH ; /opt/ompi/bin/orted -mca ess "env"`, nil, ErrNotSimple},
-		// A farm's task runner: shoal with exec-task as its first argument only.
+		// A farm's task runner; which program a word names is checked by path
+		// (TestCheckDaemon), not here.
 		{`shoal exec-task --slots 2 -- tile 3`, []string{"shoal", "exec-task", "--slots", "2", "--", "tile", "3"}, nil},
-		{`/opt/bin/shoal exec-task`, []string{"/opt/bin/shoal", "exec-task"}, nil},
-		{`shoal agent --data /tmp/x`, nil, ErrNotDaemon},
-		{`shoal`, nil, ErrNotDaemon},
-		{`shoal --x exec-task`, nil, ErrNotDaemon},
-		{`exec orted`, nil, ErrNotDaemon},
-		{`env orted`, nil, ErrNotDaemon},
-		{`rm -rf /`, nil, ErrNotDaemon},
-		{`echo orted`, nil, ErrNotDaemon},
-		{`orted2 -mca`, nil, ErrNotDaemon},
-		{`'echo orted'`, nil, ErrNotDaemon},
-		{`sh -c orted`, nil, ErrNotDaemon},
-		{`orted/`, nil, ErrNotDaemon},
+		{`rm -rf /`, []string{"rm", "-rf", "/"}, nil},
+		{`'echo orted'`, []string{"echo orted"}, nil},
 		{``, nil, ErrNotDaemon},
+		{`  `, nil, ErrNotDaemon},
 	} {
-		got, err := DaemonArgv(tt.line, DefaultDaemons)
+		got, err := DaemonArgv(tt.line)
 		if !slices.Equal(got, tt.want) || (tt.err == nil) != (err == nil) || tt.err != nil && !errors.Is(err, tt.err) {
 			t.Errorf("DaemonArgv(%q) = %q, %v; want %q, %v", tt.line, got, err, tt.want, tt.err)
 		}
@@ -82,5 +75,114 @@ func writeExec(t *testing.T, p string) {
 	}
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCheckDaemon(t *testing.T) {
+	daemons := []Daemon{{Path: "/usr/bin/orted"}, {Path: "/usr/bin/hydra_pmi_proxy"}, {Path: "/opt/shoal/bin/shoal", Arg: "exec-task"}}
+	for _, tt := range []struct {
+		argv    []string
+		program string // the file argv[0] resolved to
+		ok      bool
+	}{
+		{[]string{"orted", "-mca", "ess", "env"}, "/usr/bin/orted", true},
+		{[]string{"/usr/bin/hydra_pmi_proxy", "--control-port", "vm:1"}, "/usr/bin/hydra_pmi_proxy", true},
+		{[]string{"shoal", "exec-task", "--slots", "2"}, "/opt/shoal/bin/shoal", true},
+		// A script named orted is not orted, wherever it is found.
+		{[]string{"orted"}, "/home/u/bin/orted", false},
+		{[]string{"/tmp/x/orted"}, "/tmp/x/orted", false},
+		// The agent's executable is a daemon only as the task runner.
+		{[]string{"shoal", "agent", "--data", "/tmp/x"}, "/opt/shoal/bin/shoal", false},
+		{[]string{"shoal"}, "/opt/shoal/bin/shoal", false},
+		{[]string{"shoal", "--x", "exec-task"}, "/opt/shoal/bin/shoal", false},
+		// Another program, whatever its name.
+		{[]string{"orted"}, "/usr/bin/dash", false},
+		{[]string{"rm", "-rf", "/"}, "/usr/bin/rm", false},
+	} {
+		err := checkDaemon(tt.argv, tt.program, daemons)
+		if tt.ok != (err == nil) || err != nil && (!errors.Is(err, ErrNotDaemon) || !strings.Contains(err.Error(), tt.program)) {
+			t.Errorf("checkDaemon(%q, %s) = %v; want ok %v (else ErrNotDaemon naming the file)", tt.argv, tt.program, err, tt.ok)
+		}
+	}
+	if err := checkDaemon([]string{"orted"}, "/tmp/orted", daemons); err == nil || !strings.Contains(err.Error(), "/usr/bin/orted, /usr/bin/hydra_pmi_proxy, /opt/shoal/bin/shoal exec-task") {
+		t.Errorf("refusal %v: want it to list the allowed daemons", err)
+	}
+}
+
+// TestFindDaemons: the daemons of an installation are found on the PATH and
+// beside its launcher, by the file they link to; a relative PATH entry counts
+// for nothing.
+func TestFindDaemons(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ompi := root + "/opt/ompi/bin"   // an installation, on no PATH
+	mpich := root + "/opt/mpich/bin" // another, on the PATH
+	bin := root + "/bin"             // on the PATH: links to ompi's launcher and daemon
+	rel := "rel"                     // on the PATH, relative to the working directory
+	writeExec(t, ompi+"/orterun")
+	writeExec(t, ompi+"/prted")
+	writeExec(t, mpich+"/hydra_pmi_proxy")
+	writeExec(t, root+"/"+rel+"/orted")
+	t.Chdir(root)
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{bin + "/mpirun.openmpi": ompi + "/orterun", bin + "/orted": ompi + "/prted"} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self := root + "/shoal"
+	writeExec(t, self)
+	got := FindDaemons(strings.Join([]string{bin, mpich, rel}, ":"), self)
+	for _, want := range []Daemon{{Path: ompi + "/prted"}, {Path: mpich + "/hydra_pmi_proxy"}, {Path: self, Arg: "exec-task"}} {
+		if !slices.Contains(got, want) {
+			t.Errorf("FindDaemons = %v; want it to hold %v", got, want)
+		}
+	}
+	for _, d := range got {
+		if strings.HasPrefix(d.Path, bin+"/") || strings.HasPrefix(d.Path, root+"/"+rel+"/") {
+			t.Errorf("FindDaemons = %v; holds %v (a link's own path, or a relative PATH entry's)", got, d)
+		}
+	}
+}
+
+// TestRootOnly: a root agent runs a daemon only from a file that root alone can
+// change: the file and every directory above it root's and writable by no one
+// else (a sticky directory aside).
+func TestRootOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the files are chowned")
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		fileMode os.FileMode
+		dirMode  os.FileMode
+		owner    int // of the file
+		ok       bool
+	}{
+		{"root's alone", 0o755, 0o755, 0, true},
+		{"in a sticky world-writable directory", 0o755, os.ModeSticky | 0o777, 0, true},
+		{"group-writable", 0o775, 0o755, 0, false},
+		{"writable by others", 0o757, 0o755, 0, false},
+		{"owned by a user", 0o755, 0o755, 1000, false},
+		{"in a group-writable directory", 0o755, 0o775, 0, false},
+	} {
+		d := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-"))
+		p := d + "/orted"
+		writeExec(t, p)
+		if err := errors.Join(os.Chmod(p, tt.fileMode), os.Chown(p, tt.owner, 0), os.Chmod(d, tt.dirMode)); err != nil {
+			t.Fatal(err)
+		}
+		err := rootOnly(p)
+		if tt.ok != (err == nil) || err != nil && !errors.Is(err, ErrDaemonUnsafe) {
+			t.Errorf("%s: rootOnly(%s) = %v; want ok %v (else ErrDaemonUnsafe)", tt.name, p, err, tt.ok)
+		}
 	}
 }

@@ -3,17 +3,15 @@ package launch
 import (
 	"bytes"
 	"errors"
-	"path"
 	"slices"
 	"strings"
 	"testing"
 )
 
 // FuzzDaemonArgv checks the launch request's command line decoder: it never
-// panics, refuses with one of its two errors, and what it accepts is the daemon
-// itself (an allowed base name first) whose words, quoted again for sh and
-// joined, decode to the same words: a shell would have run exactly what the agent
-// executes.
+// panics, refuses with one of its two errors, and what it accepts are words
+// that, quoted again for sh and joined, decode to the same words: a shell would
+// have run exactly what the agent executes.
 func FuzzDaemonArgv(f *testing.F) {
 	for _, line := range []string{
 		` orted -mca ess "env" -mca orte_hnp_uri "431685632.0;tcp://192.0.2.2:58335" --mca plm_rsh_agent "/opt/shoal rsh"`,
@@ -25,21 +23,21 @@ func FuzzDaemonArgv(f *testing.F) {
 		f.Add(line)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		words, err := DaemonArgv(line, DefaultDaemons)
+		words, err := DaemonArgv(line)
 		if err != nil {
 			if !errors.Is(err, ErrNotSimple) && !errors.Is(err, ErrNotDaemon) {
 				t.Fatalf("DaemonArgv(%q): unexpected error %v", line, err)
 			}
 			return
 		}
-		if len(words) == 0 || !slices.Contains(DefaultDaemons, path.Base(words[0])) {
-			t.Fatalf("DaemonArgv(%q) accepted %q", line, words)
+		if len(words) == 0 {
+			t.Fatalf("DaemonArgv(%q) accepted no words", line)
 		}
 		var quoted []string
 		for _, w := range words {
 			quoted = append(quoted, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
 		}
-		again, err := DaemonArgv(strings.Join(quoted, " "), DefaultDaemons)
+		again, err := DaemonArgv(strings.Join(quoted, " "))
 		if err != nil || !slices.Equal(again, words) {
 			t.Fatalf("DaemonArgv(%q) = %q, but quoted again it gives %q, %v", line, words, again, err)
 		}

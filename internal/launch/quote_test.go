@@ -29,7 +29,7 @@ func TestQuoteWordRoundTrip(t *testing.T) {
 		for j, w := range argv {
 			quoted[j] = QuoteWord(w)
 		}
-		got, err := DaemonArgv(strings.Join(quoted, " "), DefaultDaemons)
+		got, err := DaemonArgv(strings.Join(quoted, " "))
 		if err != nil || !reflect.DeepEqual(got, argv) {
 			t.Fatalf("DaemonArgv(quoted %q) = %q, %v; want the words back", argv, got, err)
 		}

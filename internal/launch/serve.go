@@ -78,7 +78,7 @@ func (p *proc) connLost() {
 // start starts a command for req, registered so that Revoke and Close find
 // it. It re-checks the grant under the lock, so that a Revoke either sees the
 // process or the launch sees the grant gone.
-func (s *Service) start(req api.LaunchRequest, argv []string, stdin, stdout, stderr *os.File) (*proc, error) {
+func (s *Service) start(req api.LaunchRequest, argv []string, program string, stdin, stdout, stderr *os.File) (*proc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -96,15 +96,10 @@ func (s *Service) start(req api.LaunchRequest, argv []string, stdin, stdout, std
 		exitedCh: make(chan struct{}),
 		ended:    make(chan struct{}),
 	}
-	// No shell: the daemon is executed itself, found in the PATH it is given.
-	env := s.env(req.Env, p.marker)
-	program, err := lookPath(argv[0], s.cfg.DataDir, lastPath(env))
-	if err != nil {
-		return nil, err
-	}
+	// No shell: the daemon is executed itself, the file Launch checked.
 	p.cmd = &exec.Cmd{Path: program, Args: argv}
 	p.cmd.Dir = s.cfg.DataDir
-	p.cmd.Env = env
+	p.cmd.Env = s.env(req.Env, p.marker)
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if o := g.owner; o != nil {
@@ -122,7 +117,7 @@ func (s *Service) start(req api.LaunchRequest, argv []string, stdin, stdout, std
 
 // serve runs one launch on conn: it starts the command, relays stdio and
 // signals, and ends with the exit frame.
-func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteCloser) {
+func (s *Service) serve(req api.LaunchRequest, argv []string, program string, conn io.ReadWriteCloser) {
 	defer conn.Close()
 	fw := &frameWriter{w: conn}
 	pipes, err := newPipes()
@@ -130,7 +125,7 @@ func (s *Service) serve(req api.LaunchRequest, argv []string, conn io.ReadWriteC
 		s.cannotStart(fw, err)
 		return
 	}
-	p, err := s.start(req, argv, pipes.inR, pipes.outW, pipes.errW)
+	p, err := s.start(req, argv, program, pipes.inR, pipes.outW, pipes.errW)
 	pipes.closeChildEnds()
 	if err != nil {
 		pipes.closeAll()
@@ -362,16 +357,6 @@ func (p *pipes) closeAll() {
 			f.Close()
 		}
 	}
-}
-
-// lastPath is the value of the last PATH= entry of env, the one a program sees.
-func lastPath(env []string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], "PATH="); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // UserEnv is the environment that names owner to a process run as that user:

@@ -56,10 +56,9 @@ type Config struct {
 	// find the same shoal (for `shoal exec-rank`, `shoal rsh`). Default: the
 	// directory of the running executable.
 	ExecDir string
-	// AllowedDaemons are the base names of the programs a launched command
-	// line may run (in command position; see [Service.Launch]). Default:
-	// [DefaultDaemons]. Tests add their own scripts.
-	AllowedDaemons []string
+	// ExtraDaemons are the paths of programs a launch may start besides the
+	// daemons [FindDaemons] finds at [New] (tests' stand-ins for orted).
+	ExtraDaemons []string
 	// KillGrace is how long a command gets between SIGTERM and SIGKILL when
 	// its connection is lost. Default: [DefaultKillGrace].
 	KillGrace time.Duration
@@ -102,9 +101,11 @@ type Config struct {
 // implements [api.GrantService], and its Launch method has the signature of
 // [api.JobService.Launch]. Its methods are safe for concurrent use.
 type Service struct {
-	cfg   Config
-	owner string // first part of every marker: identifies DataDir
-	log   *slog.Logger
+	cfg     Config
+	owner   string // first part of every marker: identifies DataDir
+	log     *slog.Logger
+	daemons []Daemon // what a launch may start
+	root    bool     // the agent runs as root: daemons must be root's alone
 
 	mu     sync.Mutex
 	grants map[string]grantEntry // by job
@@ -143,9 +144,6 @@ func New(cfg Config) (*Service, error) {
 			cfg.ExecDir = filepath.Dir(exe)
 		}
 	}
-	if cfg.AllowedDaemons == nil {
-		cfg.AllowedDaemons = DefaultDaemons
-	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = DefaultKillGrace
 	}
@@ -156,14 +154,26 @@ func New(cfg Config) (*Service, error) {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	sum := sha256.Sum256([]byte(dir))
-	return &Service{
+	s := &Service{
 		cfg:    cfg,
 		owner:  hex.EncodeToString(sum[:8]),
 		log:    cfg.Log,
+		root:   os.Geteuid() == 0,
 		grants: map[string]grantEntry{},
 		procs:  map[*proc]bool{},
 		stray:  map[string]bool{},
-	}, nil
+	}
+	self, _ := os.Executable()
+	s.daemons = FindDaemons(s.launchPath(nil), self)
+	for _, p := range cfg.ExtraDaemons {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, fmt.Errorf("launch: extra daemon: %w", err)
+		}
+		s.daemons = append(s.daemons, Daemon{Path: real})
+	}
+	s.log.Info("launch daemons", "allowed", fmt.Sprint(s.daemons))
+	return s, nil
 }
 
 // Grant allows launches for job, on behalf of the coordinator node, for ttl
@@ -376,13 +386,18 @@ func (s *Service) kill(procs []*proc, prefix string) (clean bool) {
 // the switched connection: the method [api.JobService.Launch] describes.
 //
 // It refuses, wrapping [api.ErrNotFound], a job without a live grant, and,
-// wrapping [api.ErrBadRequest], a command line that is not exactly one MPI
-// daemon (see [DaemonArgv]: a single command of literal words whose first names a
-// program in Config.AllowedDaemons). The command line is req.Argv joined with
-// spaces, as ssh would join it; its words are executed directly, never by a
-// shell, in a new process group, in the data dir, with the agent's environment
-// plus SHOAL_NODE_DATA (the data dir), PATH with Config.ExecDir first, req.Env and
-// [MarkerVar]. A program named without a slash is looked up in that PATH.
+// wrapping [api.ErrBadRequest], a command line that is not exactly one daemon:
+// a single command of literal words ([DaemonArgv]) whose program, found as it
+// is run (a name without a slash in the PATH below, any other as it is) and
+// with its symbolic links resolved, is the file of one of the daemons of this
+// node's MPI installations ([FindDaemons]) or of Config.ExtraDaemons, and, when
+// the agent is root, a file only root can change (it and every directory above
+// it root's, writable by no one else). The command line is req.Argv joined
+// with spaces, as ssh would join it; its words are executed directly, never by
+// a shell, in a new process group, in the data dir, with the agent's
+// environment plus SHOAL_NODE_DATA (the data dir), PATH with Config.ExecDir
+// first, req.Env and [MarkerVar]. What is executed is the file checked, not
+// the name looked up again.
 func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(io.ReadWriteCloser), error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -398,12 +413,39 @@ func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(io.Re
 	if !ok || time.Now().After(g.expires) {
 		return nil, fmt.Errorf("%w: job %s has no live launch grant on node %s (its coordinator grants one before launching)", api.ErrNotFound, req.Job, s.cfg.Node)
 	}
-	argv, err := DaemonArgv(line, s.cfg.AllowedDaemons)
-	if err != nil {
-		return nil, fmt.Errorf("%w: node %s only launches MPI daemons (%s), executed without a shell, and refuses %s: %v",
-			api.ErrBadRequest, s.cfg.Node, strings.Join(s.cfg.AllowedDaemons, ", "), abbrev(line, 80), err)
+	argv, err := DaemonArgv(line)
+	var program string
+	if err == nil {
+		program, err = s.daemonFile(argv, req.Env)
 	}
-	return func(conn io.ReadWriteCloser) { s.serve(req, argv, conn) }, nil
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %s only launches MPI daemons (its MPI installations' own), executed without a shell, and refuses %s: %w",
+			api.ErrBadRequest, s.cfg.Node, abbrev(line, 80), err)
+	}
+	return func(conn io.ReadWriteCloser) { s.serve(req, argv, program, conn) }, nil
+}
+
+// daemonFile returns the file argv's program is, found as the launch runs it
+// (in the PATH that extra gives it) with its symbolic links resolved, if it is
+// one of the daemons and, for a root agent, root's alone (see [Service.Launch]).
+func (s *Service) daemonFile(argv []string, extra map[string]string) (string, error) {
+	found, err := lookPath(argv[0], s.cfg.DataDir, s.launchPath(extra))
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNotDaemon, err)
+	}
+	program, err := filepath.EvalSymlinks(found)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNotDaemon, err)
+	}
+	if err := checkDaemon(argv, program, s.daemons); err != nil {
+		return "", err
+	}
+	if s.root {
+		if err := rootOnly(program); err != nil {
+			return "", err
+		}
+	}
+	return program, nil
 }
 
 // abbrev quotes s, cut to n bytes.
@@ -422,14 +464,23 @@ func cut(s string, n int) string {
 	return s
 }
 
-// env is the environment of a launched command; later entries win.
-func (s *Service) env(extra map[string]string, marker string) []string {
-	env := os.Environ()
+// launchPath is the PATH of a launched command: the agent's with
+// Config.ExecDir first, unless extra (the request's environment) sets one.
+func (s *Service) launchPath(extra map[string]string) string {
+	if p, ok := extra["PATH"]; ok {
+		return p
+	}
 	path := s.cfg.ExecDir
 	if old := os.Getenv("PATH"); old != "" {
 		path += string(os.PathListSeparator) + old
 	}
-	env = append(env, "SHOAL_NODE_DATA="+s.cfg.DataDir, "PATH="+path)
+	return path
+}
+
+// env is the environment of a launched command; later entries win.
+func (s *Service) env(extra map[string]string, marker string) []string {
+	env := os.Environ()
+	env = append(env, "SHOAL_NODE_DATA="+s.cfg.DataDir, "PATH="+s.launchPath(nil))
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
 		keys = append(keys, k)

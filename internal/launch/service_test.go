@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,7 +43,8 @@ func (j testJobs) Launch(ctx context.Context, req api.LaunchRequest) (func(io.Re
 }
 
 // fakeDaemon is a script that runs its first argument with sh: the tests'
-// stand-in for orted, allowed by the service and found through PATH.
+// stand-in for orted, allowed by the service (by its path) and found through
+// PATH.
 const fakeDaemon = "fake-orted"
 
 // testService starts a launch service behind a real API server on loopback
@@ -55,10 +57,10 @@ func testService(t *testing.T) (*Service, *api.Client) {
 		t.Fatal(err)
 	}
 	cfg := Config{
-		Node:           "n1",
-		DataDir:        t.TempDir(),
-		ExecDir:        bin,
-		AllowedDaemons: append([]string{fakeDaemon}, DefaultDaemons...),
+		Node:         "n1",
+		DataDir:      t.TempDir(),
+		ExecDir:      bin,
+		ExtraDaemons: []string{filepath.Join(bin, fakeDaemon)},
 	}
 	if testing.Verbose() {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -170,10 +172,72 @@ func TestLaunchRefusesNonDaemon(t *testing.T) {
 		{"orted", ";", "id", ">", "file"}, // one word named orted was once enough
 		{"orted;", "id"},
 		{"PATH=.", "orted"},
+		{"no-such-daemon"},
 	} {
 		_, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: argv})
-		if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "orted") || strings.Contains(err.Error(), "\n") {
-			t.Errorf("launch %q: got %v, want a one-line ErrBadRequest naming orted", argv, err)
+		if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), argv[0]) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("launch %q: got %v, want a one-line ErrBadRequest naming %s", argv, err, argv[0])
+		}
+	}
+}
+
+// TestLaunchChecksDaemonByPath: a launch runs a daemon only if its program is
+// the file of the node's MPI installation (or a stand-in the service was
+// given), found as the launch runs it: a script named orted is refused whether
+// it is found on the request's PATH or named by its path, and, when the agent
+// is root, so is an allowed file that someone else could change.
+func TestLaunchChecksDaemonByPath(t *testing.T) {
+	orted, err := exec.LookPath("orted")
+	if err != nil {
+		t.Skip("Open MPI not installed (make deps installs it): orted not found")
+	}
+	mine := t.TempDir() // a user's directory, with a script named orted
+	fake := filepath.Join(mine, "orted")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nid\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "orted") // a link to the real one is the real one
+	if err := os.Symlink(orted, link); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(t.TempDir(), "orted") // an allowed copy, made group-writable below
+	if err := os.WriteFile(shared, []byte("#!/bin/sh\nid\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{Node: "n1", DataDir: t.TempDir(), ExtraDaemons: []string{shared}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	if _, err := svc.Grant("j1", "n0", 1, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	type check struct {
+		argv []string
+		env  map[string]string
+		err  error  // nil: accepted
+		has  string // in the error
+	}
+	checks := []check{
+		{[]string{"orted", "-mca", "ess", "env"}, nil, nil, ""},
+		{[]string{orted, "-mca", "ess", "env"}, nil, nil, ""},
+		{[]string{link}, nil, nil, ""},
+		{[]string{"orted"}, map[string]string{"PATH": mine}, ErrNotDaemon, fake},
+		{[]string{fake}, nil, ErrNotDaemon, fake},
+	}
+	if os.Geteuid() == 0 {
+		checks = append(checks, check{[]string{shared}, nil, ErrDaemonUnsafe, "writable by its group"})
+	}
+	for _, tt := range checks {
+		run, err := svc.Launch(context.Background(), api.LaunchRequest{Job: "j1", Argv: tt.argv, Env: tt.env})
+		switch {
+		case tt.err == nil && (err != nil || run == nil):
+			t.Errorf("launch %q (env %v): %v; want it accepted", tt.argv, tt.env, err)
+		case tt.err != nil && (!errors.Is(err, api.ErrBadRequest) || !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.has) || strings.Contains(err.Error(), "\n")):
+			t.Errorf("launch %q (env %v): %v; want a one-line refusal (%v) naming %q", tt.argv, tt.env, err, tt.err, tt.has)
 		}
 	}
 }
