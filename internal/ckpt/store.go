@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -36,8 +37,11 @@ func (d JobDir) Path() string { return filepath.Join(d.Root, d.Job) }
 
 // EpochPath returns the directory of one epoch.
 func (d JobDir) EpochPath(epoch uint64) string {
-	return filepath.Join(d.Path(), fmt.Sprintf("e%08d", epoch))
+	return filepath.Join(d.Path(), EpochName(epoch))
 }
+
+// EpochName is the name of the directory of one epoch in its job's directory.
+func EpochName(epoch uint64) string { return fmt.Sprintf("e%08d", epoch) }
 
 // ShardPath returns the file of one shard.
 func (d JobDir) ShardPath(epoch uint64, rank int) string {
@@ -76,6 +80,12 @@ func (d JobDir) Epochs() ([]uint64, error) {
 		}
 		return nil, err
 	}
+	return EpochsIn(ents), nil
+}
+
+// EpochsIn returns the epochs whose directories are among ents, a listing of a
+// job's directory, oldest first.
+func EpochsIn(ents []fs.DirEntry) []uint64 {
 	var out []uint64
 	for _, e := range ents {
 		n := e.Name()
@@ -87,7 +97,7 @@ func (d JobDir) Epochs() ([]uint64, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
+	return out
 }
 
 // ShardCount returns how many ranks' shards of epoch are present under their final
@@ -330,7 +340,7 @@ func OpenShard(t userdir.Tree, path string) (*os.File, os.FileInfo, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	if now, err := t.Lstat(path); err != nil || !os.SameFile(st, now) {
+	if now, err := t.Lstat(path); err != nil || !userdir.SameFile(st, now) {
 		f.Close()
 		return nil, nil, &os.PathError{Op: "open", Path: path, Err: os.ErrNotExist}
 	}

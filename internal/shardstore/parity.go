@@ -16,6 +16,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/erasure"
+	"shoal/internal/userdir"
 )
 
 // A job with --redundancy rs:K+M keeps, beside each shard on its rank's node,
@@ -103,19 +104,19 @@ func trailingSum(f *os.File, size int64) (uint64, error) {
 // and reports whether the name is a parity file's; one that fails
 // verification (nil) is left out of the index (the coordinator counts only
 // listed rows, and computes a missing one again).
-func (s *Store) indexParity(job string, epoch uint64, name, path string) (*api.ParityInfo, bool) {
+func (s *Store) indexParity(dir *userdir.Dir, job string, epoch uint64, name, path string) (*api.ParityInfo, bool) {
 	group, row, ok := parseParityName(name)
 	if !ok {
 		return nil, false
 	}
-	// A stat when this version was verified before, as for shards (verifyPath).
-	fi, err := s.tree().Lstat(path)
+	// A stat when this version was verified before, as for shards (verifyIn).
+	fi, err := dir.Lstat(name)
 	if err != nil {
 		return nil, true
 	}
 	e, ok := s.cached(job, path, keyOf(fi))
 	if !ok {
-		f, err := s.tree().Open(path)
+		f, err := dir.Open(name)
 		if err != nil {
 			return nil, true
 		}

@@ -270,50 +270,9 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 	}
 	jd := s.jobDir(job)
 	began := s.scanBegins()
-	epochs, err := jd.Epochs()
-	if err != nil {
-		return idx, err
-	}
 	seen := map[string]bool{}
-	for _, epoch := range epochs {
-		ents, err := s.tree().ReadDir(jd.EpochPath(epoch))
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, userdir.ErrSymlink) {
-				continue // removed meanwhile, or not an epoch the store made or a rank wrote
-			}
-			return idx, err
-		}
-		for _, de := range ents {
-			if !de.Type().IsRegular() {
-				continue
-			}
-			path := filepath.Join(jd.EpochPath(epoch), de.Name())
-			if p, ok := s.indexParity(job, epoch, de.Name(), path); ok {
-				seen[path] = true
-				if p != nil {
-					idx.Parity = append(idx.Parity, *p)
-				}
-				continue
-			}
-			rank, ok := ckpt.ParseShardName(de.Name())
-			if !ok {
-				continue
-			}
-			ref := api.ShardRef{Job: job, Epoch: epoch, Rank: rank}
-			e, err := s.verifyPath(ref, path)
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			seen[path] = true
-			switch {
-			case err != nil:
-				idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: "unreadable", Detail: err.Error()})
-			case e.err != nil:
-				idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: ckpt.ShortName(e.err), Detail: e.err.Error()})
-			default:
-				idx.Shards = append(idx.Shards, e.info)
-			}
-		}
+	if err := s.indexEpochs(&idx, seen); err != nil {
+		return idx, err
 	}
 	s.prune(job, seen, began)
 	idx.Progress = s.readProgress(filepath.Join(jd.Path(), "progress"))
@@ -321,6 +280,85 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 	idx.Interval = s.readInterval(filepath.Join(jd.Path(), "interval"))
 	idx.Tag = idx.ComputeTag()
 	return idx, nil
+}
+
+// indexEpochs lists into idx the shards and parity rows of the job's epochs on
+// this node, and marks in seen the files it verified. Each directory is opened
+// once and its entries are looked at through it.
+func (s *Store) indexEpochs(idx *api.ShardIndex, seen map[string]bool) error {
+	job := idx.Job
+	jdir, err := s.tree().OpenDir(s.jobDir(job).Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer jdir.Close()
+	ents, err := jdir.ReadDir()
+	if err != nil {
+		return err
+	}
+	for _, epoch := range ckpt.EpochsIn(ents) {
+		edir, err := jdir.Sub(ckpt.EpochName(epoch))
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, userdir.ErrSymlink) {
+			continue // removed meanwhile, or not an epoch the store made or a rank wrote
+		}
+		if err != nil {
+			return err
+		}
+		err = s.indexEpoch(idx, seen, edir, epoch)
+		edir.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexEpoch lists into idx the shards and parity rows of epoch, whose
+// directory edir is.
+func (s *Store) indexEpoch(idx *api.ShardIndex, seen map[string]bool, edir *userdir.Dir, epoch uint64) error {
+	job := idx.Job
+	ents, err := edir.ReadDir()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		if !de.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(edir.Path(), de.Name())
+		if p, ok := s.indexParity(edir, job, epoch, de.Name(), path); ok {
+			seen[path] = true
+			if p != nil {
+				idx.Parity = append(idx.Parity, *p)
+			}
+			continue
+		}
+		rank, ok := ckpt.ParseShardName(de.Name())
+		if !ok {
+			continue
+		}
+		ref := api.ShardRef{Job: job, Epoch: epoch, Rank: rank}
+		e, err := s.verifyIn(edir, ref, de.Name(), path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		seen[path] = true
+		switch {
+		case err != nil:
+			idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: "unreadable", Detail: err.Error()})
+		case e.err != nil:
+			idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: ckpt.ShortName(e.err), Detail: e.err.Error()})
+		default:
+			idx.Shards = append(idx.Shards, e.info)
+		}
+	}
+	return nil
 }
 
 // smallFile bounds what the store reads of a small file libshoal's ranks keep
@@ -444,19 +482,27 @@ func (s *Store) fingerprint(job string) (fingerprint, error) {
 		return fingerprint{}, err
 	}
 	now := time.Now()
-	jd := s.jobDir(job)
-	epochs, err := jd.Epochs()
+	jdir, err := s.tree().OpenDir(s.jobDir(job).Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return fingerprint{settled: true}, nil
+	}
 	if err != nil {
 		return fingerprint{}, err
 	}
+	defer jdir.Close()
+	ents, err := jdir.ReadDir()
+	if err != nil {
+		return fingerprint{}, err
+	}
+	epochs := ckpt.EpochsIn(ents)
 	fp := fingerprint{epochs: epochs, dirs: make([]fileKey, len(epochs)), settled: true}
 	for i, e := range epochs {
-		if fi, err := s.tree().Lstat(jd.EpochPath(e)); err == nil {
+		if fi, err := jdir.Lstat(ckpt.EpochName(e)); err == nil {
 			fp.dirs[i] = keyOf(fi)
 			fp.settled = fp.settled && now.Sub(fi.ModTime()) >= settleTime
 		}
 	}
-	if fi, err := s.tree().Lstat(filepath.Join(jd.Path(), "progress")); err == nil {
+	if fi, err := jdir.Lstat("progress"); err == nil {
 		fp.progress = keyOf(fi)
 	}
 	return fp, nil
@@ -485,10 +531,10 @@ func (s *Store) readProgress(path string) *api.Progress {
 	return &api.Progress{Fraction: frac, At: st.ModTime()}
 }
 
-// verifyPath verifies the shard file at path through the cache: a stat when
-// its version was verified before.
-func (s *Store) verifyPath(ref api.ShardRef, path string) (entry, error) {
-	fi, err := s.tree().Lstat(path)
+// verifyIn verifies the shard file name in dir, at path, through the cache: a
+// stat when its version was verified before.
+func (s *Store) verifyIn(dir *userdir.Dir, ref api.ShardRef, name, path string) (entry, error) {
+	fi, err := dir.Lstat(name)
 	if err != nil {
 		return entry{}, err
 	}

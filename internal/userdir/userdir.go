@@ -270,14 +270,8 @@ func (t Tree) ReadFile(path string, limit int64) ([]byte, error) {
 // followed (and not refused). Sys() is a *syscall.Stat_t.
 func (t Tree) Lstat(path string) (fs.FileInfo, error) {
 	var fi fs.FileInfo
-	err := t.at("lstat", path, func(dir int, name string) error {
-		fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		f := os.NewFile(uintptr(fd), name)
-		defer f.Close()
-		fi, err = f.Stat()
+	err := t.at("lstat", path, func(dir int, name string) (err error) {
+		fi, err = statAt(dir, name)
 		return err
 	})
 	return fi, err

@@ -281,3 +281,62 @@ func TestMkdirOwned(t *testing.T) {
 		t.Errorf("%s owned by %d:%d, want the job directory's 54321:54322", d, s.Uid, s.Gid)
 	}
 }
+
+// TestLstatAsTheOsPackage: an entry described by fstatat reads as os.Lstat
+// describes it, whatever it is, and is the same file by SameFile.
+func TestLstatAsTheOsPackage(t *testing.T) {
+	p := newPlant(t)
+	tr := Tree{Base: p.base}
+	d, err := tr.OpenDir(p.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, path := range []string{p.file, p.linkFile, p.linkDir, p.fifo, filepath.Join(p.job, "sub")} {
+		want, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaTree, err := tr.Lstat(path)
+		if err != nil {
+			t.Fatalf("Lstat(%s): %v", path, err)
+		}
+		viaDir, err := d.Lstat(filepath.Base(path))
+		if err != nil {
+			t.Fatalf("Dir.Lstat(%s): %v", path, err)
+		}
+		for _, got := range []fs.FileInfo{viaTree, viaDir} {
+			if got.Name() != want.Name() || got.Mode() != want.Mode() || got.Size() != want.Size() ||
+				!got.ModTime().Equal(want.ModTime()) || got.IsDir() != want.IsDir() {
+				t.Errorf("%s: %s %v %d %v, want %s %v %d %v", path, got.Name(), got.Mode(), got.Size(), got.ModTime(),
+					want.Name(), want.Mode(), want.Size(), want.ModTime())
+			}
+			if !SameFile(got, want) || *got.Sys().(*syscall.Stat_t) != *want.Sys().(*syscall.Stat_t) {
+				t.Errorf("%s: Sys %+v, want %+v", path, got.Sys(), want.Sys())
+			}
+		}
+	}
+	if SameFile(must(tr.Lstat(p.file)), must(tr.Lstat(p.subfile))) {
+		t.Errorf("two files are the same by SameFile")
+	}
+	ents, err := d.ReadDir()
+	if err != nil || len(ents) != 6 {
+		t.Errorf("Dir.ReadDir = %d entries, %v; want 6", len(ents), err)
+	}
+	if again, _ := d.ReadDir(); len(again) != len(ents) {
+		t.Errorf("a second Dir.ReadDir lists %d entries, want %d", len(again), len(ents))
+	}
+	if _, err := d.Sub("ld"); !errors.Is(err, ErrSymlink) {
+		t.Errorf("Dir.Sub of a link: %v, want ErrSymlink", err)
+	}
+	if _, err := d.Open("fifo"); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Dir.Open of a FIFO: %v, want ErrNotRegular", err)
+	}
+}
+
+func must(fi fs.FileInfo, err error) fs.FileInfo {
+	if err != nil {
+		panic(err)
+	}
+	return fi
+}
