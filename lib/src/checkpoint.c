@@ -268,6 +268,8 @@ int ctx_checkpoint_local(struct shoal_ctx *c)
 {
     /* Every rank numbers the epoch the same way, even when its own copy fails. */
     long long epoch = c->next_epoch++;
+    /* An orphan copies nothing: its epoch would be exited from half made. */
+    orphan_check(c->rank, epoch);
     ctx_stage_wait(c);
     uint64_t size = protected_file_size(c);
     int rc = SHOAL_SUCCESS;

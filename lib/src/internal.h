@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "shoal.h"
 
@@ -179,11 +180,13 @@ unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size
 int store_stage_fault_in(unsigned char *p, size_t cap, int fd);
 /* What store_write_reusing and store_stage_to_shard call as they make a file: before(arg,
  * off, n) before each piece [off, off + n) of the data is written, in order; written(arg,
- * fd) once the file holds all of it, before it is renamed into place. Either may be
- * NULL. */
+ * fd) once the file holds all of it, before it is made durable and renamed into place;
+ * renaming(arg) last, just before the rename that makes the file visible (it may end
+ * the process: orphan_check). Any may be NULL. */
 struct store_hooks {
     void (*before)(void *arg, size_t off, size_t n);
     void (*written)(void *arg, int fd);
+    void (*renaming)(void *arg);
     void *arg;
 };
 /* Makes the stage file fd, whose first size bytes are a sealed shard, the shard at path:
@@ -262,9 +265,10 @@ void binding_from(struct run_binding *b, const char *exe, const struct stat *st,
  * (all 0 without one: a manifest of a version that did not record it). 0 or errno. */
 int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n,
                   struct run_binding *bound);
-/* Writes the entries and, when bound->program is known, its run line. */
+/* Writes the entries and, when bound->program is known, its run line; hooks (may be
+ * NULL) as store_write_reusing calls them. */
 int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n,
-                   const struct run_binding *bound);
+                   const struct run_binding *bound, const struct store_hooks *hooks);
 /* jobdir/finished: the newest epoch of a run that ended with shoal_finalize; 0: none. */
 long long manifest_read_finished(const char *jobdir);
 int manifest_write_finished(const char *jobdir, long long epoch);
@@ -365,6 +369,21 @@ void traffic_start(struct traffic_snapshot *s, long long first_epoch, int enable
 void traffic_take(struct traffic_snapshot *s, long long epoch);
 /* Stops counting and frees s's buffer (the writer must be stopped). */
 void traffic_stop(struct traffic_snapshot *s);
+
+/* ---- orphan.c: a rank whose launcher is gone writes no more epochs ---- */
+
+/* 1 when a process manager started this process, as the environment says through
+ * lookup (getenv): PMIX_RANK, PMI_RANK or OMPI_COMM_WORLD_RANK set. */
+int orphan_launched(const char *(*lookup)(const char *name));
+/* At shoal_init: records the parent as the launcher to watch when orphan_launched. */
+void orphan_watch(void);
+/* 1 when a launcher recorded as pid recorded (0: none watched) is no longer the
+ * parent, which is now parent. */
+int orphan_gone(pid_t recorded, pid_t parent);
+/* Returns when the launcher recorded is still the parent (or none is watched);
+ * otherwise prints one line (naming epoch, the one about to be written, when above 0)
+ * and ends the process with _exit(1), from whichever thread calls it. */
+void orphan_check(int rank, long long epoch);
 
 /* ---- writer.c: the background thread that hashes and writes shards ---- */
 

@@ -114,7 +114,7 @@ int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n,
 }
 
 int manifest_write(const char *jobdir, const struct manifest_entry *entries, int n,
-                   const struct run_binding *bound)
+                   const struct run_binding *bound, const struct store_hooks *hooks)
 {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/manifest", jobdir) >= (int)sizeof path)
@@ -133,7 +133,7 @@ int manifest_write(const char *jobdir, const struct manifest_entry *entries, int
                                  "run program %016llx args %016llx argv %s\n",
                                  (unsigned long long)bound->program,
                                  (unsigned long long)bound->args, bound->shown);
-    int err = store_write_atomic(path, text, used, 1);
+    int err = store_write_reusing(path, text, used, 1, NULL, hooks);
     free(text);
     return err;
 }

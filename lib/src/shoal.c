@@ -234,6 +234,8 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     MPI_Comm_size(c->comm, &c->nranks);
     if (c->rank == 0)
         binding_current(&c->binding);
+    /* Before the writer starts: it reads what this records. */
+    orphan_watch();
 
     char msg[512] = "";
     struct manifest_entry *m = NULL;
@@ -356,6 +358,9 @@ static int write_finished(struct shoal_ctx *c)
         epoch = c->complete[c->ncomplete - 1].epoch;
     if (c->rank != 0 || epoch <= 0)
         return SHOAL_SUCCESS;
+    /* An orphan's output went nowhere: running the program again must resume, not
+     * start afresh. */
+    orphan_check(c->rank, 0);
     int err = manifest_write_finished(c->jobdir, epoch);
     if (err) {
         char text[128];

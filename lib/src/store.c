@@ -156,7 +156,11 @@ int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, cons
         return errno;
     if (hooks != NULL && hooks->written != NULL)
         hooks->written(hooks->arg, fd);
-    if (fsync(fd) != 0 || rename(stage, path) != 0)
+    if (fsync(fd) != 0)
+        return errno;
+    if (hooks != NULL && hooks->renaming != NULL)
+        hooks->renaming(hooks->arg);
+    if (rename(stage, path) != 0)
         return errno;
     return fsync_parent(path);
 }
@@ -239,6 +243,8 @@ int store_write_reusing(const char *path, const void *data, size_t len, int dura
         err = errno;
     if (close(fd) != 0 && !err)
         err = errno;
+    if (!err && hooks != NULL && hooks->renaming != NULL)
+        hooks->renaming(hooks->arg);
     if (!err && rename(tmp, path) != 0)
         err = errno;
     if (err) {

@@ -27,16 +27,28 @@
 
 #include "internal.h"
 
+/* How often an idle writer looks for the rank's launcher (orphan.c), in seconds. */
+#define ORPHAN_LOOK_S 1
+
 /* Linux's SCHED_BATCH, hidden by <sched.h> without _GNU_SOURCE; the value is ABI. */
 #if defined(__linux__) && !defined(SCHED_BATCH)
 #define SCHED_BATCH 3
 #endif
 
-/* A shard being written: its sealer, and where its block sums file goes. */
+/* A shard being written: its sealer, where its block sums file goes, and whose it is. */
 struct sealing {
     struct shard_sealer sealer;
     const char *sums_path;
+    int rank;
+    long long epoch;
 };
+
+/* The last look before a file of an epoch becomes visible (orphan.c). */
+static void launcher_alive(void *arg)
+{
+    const struct sealing *s = arg;
+    orphan_check(s->rank, s->epoch);
+}
 
 static void seal_piece(void *arg, size_t off, size_t n)
 {
@@ -85,6 +97,7 @@ static int write_shard_file(const char *jobdir, int rank, int spare, long long e
         return err;
     }
     snprintf(failed_path, failed_len, "%s", dir);
+    orphan_check(rank, epoch);
     if (mkdir(dir, 0755) == 0) {
         /* The new directory entry must be durable before the shard in it is. */
         err = store_fsync_dir(jobdir);
@@ -96,12 +109,14 @@ static int write_shard_file(const char *jobdir, int rank, int spare, long long e
     snprintf(failed_path, failed_len, "%s", path);
     /* Hashed a piece at a time, so each piece is read from memory once for the checksum
      * and the block sums (and, written out, for the write). */
-    struct sealing s = {.sums_path = sums};
-    struct store_hooks hooks = {.before = seal_piece, .written = write_sums, .arg = &s};
+    struct sealing s = {.sums_path = sums, .rank = rank, .epoch = epoch};
+    struct store_hooks hooks = {
+        .before = seal_piece, .written = write_sums, .renaming = launcher_alive, .arg = &s};
     int sealed = shard_sealer_init(&s.sealer, file, size) == 0;
     if (!sealed) {
         shard_seal(file, size);
-        hooks = (struct store_hooks){0};
+        hooks.before = NULL;
+        hooks.written = NULL;
     }
     if (fd >= 0) {
         /* The image is the file's own pages already: seal it, and it is the shard. */
@@ -140,7 +155,9 @@ static void do_commit(struct writer *w, const struct manifest_entry *m, int n,
 {
     /* The manifest first: it must never name an epoch that pruning removed. */
     if (w->rank == 0 && n > 0) {
-        int err = manifest_write(w->jobdir, m, n, w->binding);
+        struct sealing newest = {.rank = w->rank, .epoch = m[n - 1].epoch};
+        struct store_hooks hooks = {.renaming = launcher_alive, .arg = &newest};
+        int err = manifest_write(w->jobdir, m, n, w->binding, &hooks);
         if (err) {
             char text[128];
             shoal_log("writing %s/manifest failed: %s", w->jobdir,
@@ -242,7 +259,17 @@ static void *writer_main(void *arg)
         }
         if (w->stop)
             break;
-        pthread_cond_wait(&w->cv, &w->mu);
+        /* Idle, the thread still looks for its launcher now and then: an orphan that
+         * never reaches another checkpoint (blocked in a collective with a rank that
+         * left) must not run on forever. */
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += ORPHAN_LOOK_S;
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&w->mu);
+            orphan_check(w->rank, 0);
+            pthread_mutex_lock(&w->mu);
+        }
     }
     pthread_mutex_unlock(&w->mu);
     struct timespec ts;
@@ -263,7 +290,17 @@ int writer_start(struct writer *w, const char *jobdir, int rank, int nranks, int
     w->spare = spare;
     if (pthread_mutex_init(&w->mu, NULL) != 0)
         return SHOAL_ERR_NOMEM;
-    if (pthread_cond_init(&w->cv, NULL) != 0) {
+    /* Timed waits on the monotonic clock: a change of the wall clock must not make the
+     * idle writer spin or sleep for hours. */
+    pthread_condattr_t attr;
+    int cv_err = pthread_condattr_init(&attr);
+    if (!cv_err) {
+        cv_err = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        if (!cv_err)
+            cv_err = pthread_cond_init(&w->cv, &attr);
+        pthread_condattr_destroy(&attr);
+    }
+    if (cv_err) {
         pthread_mutex_destroy(&w->mu);
         return SHOAL_ERR_NOMEM;
     }

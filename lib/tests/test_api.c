@@ -2,7 +2,8 @@
  * test_api.c - libshoal through its public API, on any number of ranks (run.sh uses 1
  * and 2): round trips of several datatypes and sizes, growing arrays, recover errors,
  * the snapshot agreement, the automatic interval, checkpoint requests (and holding after
- * them), epochs, pruning, progress, statistics and write errors. Corrupt shards and
+ * them), epochs, pruning, progress, statistics, write errors and which ranks watch their
+ * launcher (orphan.c). Corrupt shards and
  * configuration errors are in test_corrupt.c.
  *
  * Every scenario uses its own job id under one scratch directory; rank 0 does the file
@@ -227,6 +228,50 @@ static void test_stage_shift(void)
     free(small_back);
     free(raw);
     free(small);
+}
+
+/* The environment a fake process manager gave: name=value pairs, NULL-terminated. */
+static const char *const *fake_env;
+
+static const char *fake_lookup(const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *const *kv = fake_env; *kv != NULL; kv++)
+        if (strncmp(*kv, name, len) == 0 && (*kv)[len] == '=')
+            return *kv + len + 1;
+    return NULL;
+}
+
+/* Which processes watch their launcher, and when it counts as gone (orphan.c). */
+static void test_orphan_rules(void)
+{
+    static const struct {
+        const char *name;
+        const char *env[3];
+        int launched;
+    } launched[] = {
+        {"Open MPI", {"OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=1", NULL}, 1},
+        {"PMIx alone (srun --mpi=pmix)", {"PMIX_RANK=0", NULL}, 1},
+        {"MPICH's Hydra", {"PMI_RANK=3", "PMI_FD=6", NULL}, 1},
+        {"a singleton", {"HOME=/root", NULL}, 0},
+        {"an empty value", {"PMIX_RANK=", NULL}, 0},
+    };
+    for (size_t i = 0; i < sizeof launched / sizeof launched[0]; i++) {
+        fake_env = launched[i].env;
+        if (!CHECK_EQ(orphan_launched(fake_lookup), launched[i].launched))
+            fprintf(stderr, "  (%s)\n", launched[i].name);
+    }
+    static const struct {
+        pid_t recorded, parent;
+        int gone;
+    } gone[] = {
+        {4242, 4242, 0}, /* the launcher is still the parent */
+        {4242, 1, 1},    /* reparented to init */
+        {4242, 977, 1},  /* to a subreaper */
+        {0, 1, 0},       /* not watched */
+    };
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        CHECK_EQ(orphan_gone(gone[i].recorded, gone[i].parent), gone[i].gone);
 }
 
 static void test_recover_errors(void)
@@ -1378,6 +1423,7 @@ int main(int argc, char **argv)
     test_round_trip();
     test_growing();
     test_stage_shift();
+    test_orphan_rules();
     test_recover_errors();
     test_recover_mapped();
     test_pruning();
