@@ -24,7 +24,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, struct{}{})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, Health{Name: s.cfg.Node.Name(), Version: s.cfg.Version, Node: s.verify.node})
+	writeJSON(w, http.StatusOK, Health{Name: s.cfg.Node.Name(), Version: s.cfg.Version, Node: s.verify.node, User: agentUser()})
 	return nil
 }
 
@@ -82,8 +82,11 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if c := CallerOf(r.Context()); c != nil {
-		// A local caller's job runs as the caller, whatever the body says.
-		spec.Owner = c.Owner()
+		owner, err := c.JobOwner(spec.Owner)
+		if err != nil {
+			return err
+		}
+		spec.Owner = owner
 	}
 	if err := spec.Validate(); err != nil {
 		return err

@@ -46,14 +46,29 @@ func CallerOf(ctx context.Context) *Caller {
 // the secret does: root, or the user the agent runs as.
 func (c *Caller) Privileged() bool { return c.UID == 0 || c.UID == os.Getuid() }
 
-// Owner is the owner of a job the caller submits: nil for a privileged caller,
-// whose jobs run as the agents' user.
-func (c *Caller) Owner() *Owner {
+// JobOwner is the owner of a job the caller submits whose body names asked. A
+// privileged caller may name any user, as a holder of the secret may (nil: the
+// agents' user; [JobSpec.Validate] refuses root); any other caller's job is
+// theirs, and naming another user is refused with [ErrForbidden].
+func (c *Caller) JobOwner(asked *Owner) (*Owner, error) {
 	if c.Privileged() {
-		return nil
+		return asked, nil
 	}
-	return &Owner{UID: c.UID, GID: c.GID, Name: c.Name}
+	if asked != nil && asked.UID != c.UID {
+		return nil, fmt.Errorf("%w: %s may submit jobs as themself only, not as %s: only root runs a job as another user (shoal run --user)", ErrForbidden, c, asked)
+	}
+	return &Owner{UID: c.UID, GID: c.GID, Name: c.Name}, nil
 }
+
+// agentUser is the user this process runs as, with its login name when the node
+// has one.
+var agentUser = sync.OnceValue(func() *Owner {
+	o := &Owner{UID: os.Getuid(), GID: os.Getgid()}
+	if u, err := user.LookupId(strconv.Itoa(o.UID)); err == nil {
+		o.Name = u.Username
+	}
+	return o
+})
 
 // Owns reports whether the caller may see and control job: its own, or any for
 // a privileged caller.

@@ -114,13 +114,53 @@ func TestLocalCallers(t *testing.T) {
 	if _, body := asCaller(t, s, alice, "GET", "/v1/jobs", ""); strings.Contains(body, "theirs") || strings.Contains(body, "roots") {
 		t.Errorf("alice's job list shows others' jobs: %s", body)
 	}
+}
 
-	// A submission is the caller's, whatever owner the body names; root's runs
-	// as the agents' user.
-	asCaller(t, s, alice, "POST", "/v1/jobs", `{"ranks":1,"argv":["x"],"owner":{"uid":1002,"gid":1002}}`)
-	asCaller(t, s, root, "POST", "/v1/jobs", `{"ranks":1,"argv":["x"],"owner":{"uid":1002,"gid":1002}}`)
-	if len(jobs.submitted) != 2 || jobs.submitted[0].Owner == nil || jobs.submitted[0].Owner.UID != 1001 || jobs.submitted[1].Owner != nil {
-		t.Errorf("submitted owners: %+v, want alice's then none", jobs.submitted)
+// TestLocalSubmitOwner: a user's job on the local socket is theirs, and naming
+// another user is refused; root's runs as the user it names (shoal run --user),
+// anyone but root, or as the agents' user when it names none.
+func TestLocalSubmitOwner(t *testing.T) {
+	alice := &Caller{UID: 1001, GID: 1001, Name: "alice"}
+	root := &Caller{UID: 0, GID: 0, Name: "root"}
+	tests := []struct {
+		name   string
+		c      *Caller
+		owner  string // the body's "owner", JSON; "" for none
+		status int
+		has    string // in the answer
+		want   *Owner // the submitted job's owner, when status is 201
+	}{
+		{"a user's job is theirs", alice, "", 201, "", &Owner{UID: 1001, GID: 1001, Name: "alice"}},
+		{"a user may name themself", alice, `{"uid":1001,"gid":7,"name":"mallory"}`, 201, "", &Owner{UID: 1001, GID: 1001, Name: "alice"}},
+		{"a user may not name another", alice, `{"uid":1002,"gid":1002,"name":"bob"}`, 403,
+			"alice (uid 1001) may submit jobs as themself only, not as bob (uid 1002)", nil},
+		{"root's job runs as the agents' user", root, "", 201, "", nil},
+		{"root's job runs as the user it names", root, `{"uid":1002,"gid":1003,"name":"bob"}`, 201, "", &Owner{UID: 1002, GID: 1003, Name: "bob"}},
+		{"root may not name root", root, `{"uid":0,"gid":0,"name":"root"}`, 400, "owner uid 0 gid 0: want a user other than root", nil},
+		{"nor a name with a newline", root, `{"uid":1002,"gid":1002,"name":"bob\nUSER=root"}`, 400, "owner.name", nil},
+	}
+	for _, tt := range tests {
+		s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret})
+		jobs := &ownedJobs{}
+		s.SetJobService(jobs)
+		body := `{"ranks":1,"argv":["x"]}`
+		if tt.owner != "" {
+			body = `{"ranks":1,"argv":["x"],"owner":` + tt.owner + `}`
+		}
+		status, answer := asCaller(t, s, tt.c, "POST", "/v1/jobs", body)
+		if status != tt.status || !strings.Contains(answer, tt.has) {
+			t.Errorf("%s: POST /v1/jobs = %d %s, want %d containing %q", tt.name, status, answer, tt.status, tt.has)
+			continue
+		}
+		if status != 201 {
+			if len(jobs.submitted) != 0 {
+				t.Errorf("%s: refused, yet submitted %+v", tt.name, jobs.submitted)
+			}
+			continue
+		}
+		if got := jobs.submitted[0].Owner; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: owner %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
 

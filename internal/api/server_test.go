@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"runtime"
 	"slices"
@@ -442,6 +443,9 @@ func TestClient(t *testing.T) {
 	if err != nil || h.Name != "n1" || h.Version != "test" || !regexp.MustCompile(`^n1/[0-9a-f]{16}$`).MatchString(h.Node) {
 		t.Errorf("Health = %+v, %v; want n1, test, n1/ and 16 hex digits", h, err)
 	}
+	if h.User == nil || h.User.UID != os.Getuid() || h.User.GID != os.Getgid() {
+		t.Errorf("Health.User = %+v, want the agent's user, uid %d gid %d", h.User, os.Getuid(), os.Getgid())
+	}
 	nodes, err := c.Nodes(ctx)
 	if err != nil || len(nodes) != 2 || nodes[0].Ranks != 3 || nodes[1].State != "dead" {
 		t.Errorf("Nodes = %+v, %v; want n1 with 3 ranks and n2 dead", nodes, err)
@@ -861,6 +865,8 @@ func TestClientsShareConnections(t *testing.T) {
 // signed with the cluster secret learns the node's name and version.
 func TestHealthTellsOnlySignedCallers(t *testing.T) {
 	_, ts, _ := newTestServer(t, true)
+	user, _ := json.Marshal(agentUser())
+	signed := `{"name":"n1","version":"test","node":"` + nodeOf(t, ts) + `","user":` + string(user) + `}`
 	tests := []struct {
 		name   string
 		secret []byte
@@ -868,7 +874,7 @@ func TestHealthTellsOnlySignedCallers(t *testing.T) {
 	}{
 		{"unsigned", nil, `{}`},
 		{"wrong secret", wrongSecret, `{}`},
-		{"signed", testSecret, `{"name":"n1","version":"test","node":"` + nodeOf(t, ts) + `"}`},
+		{"signed", testSecret, signed},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
@@ -888,7 +894,7 @@ func TestHealthTellsOnlySignedCallers(t *testing.T) {
 	// A replayed signature is no authentication either.
 	req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
 	Sign(req, DeriveAuthKey(testSecret), AnyNode, EmptySHA256, time.Now())
-	for i, want := range []string{`{"name":"n1","version":"test","node":"` + nodeOf(t, ts) + `"}`, `{}`} {
+	for i, want := range []string{signed, `{}`} {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

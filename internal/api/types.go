@@ -17,6 +17,9 @@ type Health struct {
 	// Node names this run of the agent, NAME/RUN (RUN: 16 hex digits, new at
 	// every start): the X-Shoal-Node value its other routes accept.
 	Node string `json:"node"`
+	// User is the user the agent runs as, and so the jobs that name no owner
+	// (JobSpec.Owner): root, usually.
+	User *Owner `json:"user,omitempty"`
 }
 
 // Node is one cluster member as GET /v1/nodes reports it.
@@ -91,10 +94,11 @@ const (
 
 // JobSpec is what POST /v1/jobs submits. [JobSpec.Validate] lists the rules.
 type JobSpec struct {
-	// Owner is the local user who submitted the job through an agent's socket:
-	// its ranks run as that user on every node, and only that user (and root)
-	// sees it. Set by the agent from the caller's credentials, never taken from
-	// a user; nil: submitted with the cluster secret, run as the agents' user.
+	// Owner is the user the job runs as on every node, and the only one (with
+	// root) who sees it: a local user who submits through an agent's socket
+	// gets their own, set by the agent from the caller's credentials (naming
+	// another is refused); root and holders of the secret may name any user
+	// but root (shoal run --user). nil: the agents' user, root usually.
 	Owner *Owner `json:"owner,omitempty"`
 	// ID names the job; empty: the coordinator names it after the program with a
 	// random suffix ("heat-3f9a2c"). 1 to 63 bytes of [A-Za-z0-9._-].

@@ -142,6 +142,8 @@ func (s JobSpec) Validate() error {
 	}
 	if o := s.Owner; o != nil && controlIn(o.Name, false) != "" {
 		bad("owner.name %q: %s", o.Name, controlIn(o.Name, false))
+	} else if o != nil && len(o.Name) > maxUserName {
+		bad("owner.name: %d bytes, want at most %d", len(o.Name), maxUserName)
 	}
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		bad("argv: want the program and its arguments, program not empty")
@@ -377,3 +379,9 @@ func (q RebuildRequest) Validate(rank int) error {
 	}
 	return nil
 }
+
+// maxUserName bounds JobSpec.Owner.Name, which only names the owner to people
+// and to the job's environment (USER, where a node knows no name for the uid).
+// Login names vary (a directory's user@domain): no narrower alphabet is imposed
+// than no control characters.
+const maxUserName = 256

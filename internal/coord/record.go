@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,20 @@ func (j *clusterJob) snapshot() api.Job {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.info
+}
+
+// submittedMessage is a job's first event: who its ranks run as (owner, or the
+// agents' user, agentUID, when nil) and which node coordinates it.
+func submittedMessage(owner *api.Owner, agentUID int, node string) string {
+	as := owner.String()
+	switch {
+	case owner != nil:
+	case agentUID == 0:
+		as = "root, the agents' user,"
+	default:
+		as = fmt.Sprintf("the agents' user (uid %d)", agentUID)
+	}
+	return fmt.Sprintf("submitted; runs as %s on every node; %s coordinates", as, node)
 }
 
 func newEvent(typ, msg string, data any) api.JobEvent {

@@ -214,7 +214,7 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 			return api.Job{}, fmt.Errorf("%w: job %s: %v", api.ErrBadRequest, id, err)
 		}
 	}
-	first := []api.JobEvent{newEvent(EventState, fmt.Sprintf("submitted; %s coordinates", s.cfg.Node), nil)}
+	first := []api.JobEvent{newEvent(EventState, submittedMessage(spec.Owner, os.Getuid(), s.cfg.Node), nil)}
 	if again {
 		// The owner's farm, ended, started again: it keeps the results it has
 		// and runs the tasks it lacks (given-up ones too: something may have
