@@ -230,6 +230,7 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 		fmt.Fprintf(stderr, "shoal farm: %s\n", errorLine(err))
 		return exitFailure
 	}
+	warnRoot(ctx, c, job, f.quiet, stderr)
 	if !f.quiet {
 		fmt.Fprintf(stderr, "shoal: farm %s: %s of %s, coordinated by %s\n", job.ID, taskCount(len(tasks)), name, job.Coordinator)
 	}

@@ -96,6 +96,10 @@ type runFlags struct {
 	// durable is --durable DIR, made absolute: where the newest complete epoch
 	// is kept, in a Slurm allocation (docs/slurm.md).
 	durable string
+	// user is --user NAME, and owner the user it names (jobOwner): who the
+	// job's ranks run as, instead of the agents' user.
+	user  string
+	owner *api.Owner
 }
 
 // keepSpec is the JobSpec.Keep the flags ask for.
@@ -207,6 +211,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the agents' retention policy, 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the agents' policy (on this machine alone, like --keep: nothing collects standalone data)")
 	fs.StringVar(&f.durable, "durable", "", "in a Slurm allocation: keep the newest complete checkpoint epoch in `DIR` on the cluster's shared file system, copied in the background; a run with the same DIR, program, arguments and rank count (a requeued job) resumes from it, and SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75; docs/slurm.md)")
+	fs.StringVar(&f.user, "user", "", "run the job's ranks as `NAME` (a login name or uid of this node, not root) on every node instead of as the agents' user; for root (or the agents' user) only: any other user's jobs run as that user (with an agent)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -274,6 +279,14 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		fmt.Fprintln(stderr, "shoal run: no program given (see 'shoal run --help')")
 		return f, nil, exitUsage
 	}
+	if f.user != "" {
+		owner, err := jobOwner(f.user)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal run: %v\n", err)
+			return f, nil, exitUsage
+		}
+		f.owner = owner
+	}
 	if f.durable != "" {
 		abs, err := filepath.Abs(f.durable)
 		if err != nil {
@@ -337,6 +350,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr, nil)
 		}
 		if alloc, ok := allocationOf(stderr); ok {
+			if f.owner != nil && os.Getuid() != 0 {
+				fmt.Fprintf(stderr, "shoal run: --user %s: the agents shoal run starts in a Slurm allocation run as you (uid %d), who cannot run ranks as another user\n", f.user, os.Getuid())
+				return exitUsage
+			}
 			if f.detach {
 				fmt.Fprintln(stderr, "shoal run: --detach inside a Slurm allocation: the agents shoal run starts there stop when it returns")
 				return exitUsage
@@ -431,6 +448,7 @@ func clusterFlags(f runFlags) []string {
 		set  bool
 	}{
 		{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0},
+		{"--user", f.user != ""},
 		{"--durable", f.durable != ""},
 		{"--redundancy", f.redundancy.copies > 1 || f.redundancy.parity != nil},
 		// One machine holds every rank: a bound below the rank count spreads them

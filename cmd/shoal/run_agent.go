@@ -207,6 +207,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
 		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
 		Keep: f.keepSpec(), Redundancy: f.redundancy.copies, Parity: f.redundancy.parity,
+		Owner: f.owner,
 	}
 	if code := addInputs(ctx, c, &spec, f.env, f.files, "run", stderr); code >= 0 {
 		return code
@@ -221,6 +222,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		fmt.Fprintf(stderr, "shoal run: %s\n", errorLine(err))
 		return exitFailure
 	}
+	warnRoot(ctx, c, job, f.quiet, stderr)
 	if !f.quiet {
 		what := filepath.Base(name)
 		if staged != "" && staged != program {
