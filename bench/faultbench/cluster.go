@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/jobstore"
 	"shoal/internal/testbed"
 )
@@ -113,19 +114,19 @@ func leaderOf(nodes []api.Node) string {
 }
 
 // events is `shoal events --json JOB` in host.
-func (c *cluster) events(host, job string) ([]api.JobEvent, error) {
-	out, code, err := c.run(host, 10*time.Second, "events", "--json", job)
+func (c *cluster) events(host, id string) ([]job.Event, error) {
+	out, code, err := c.run(host, 10*time.Second, "events", "--json", id)
 	if err != nil {
 		return nil, err
 	}
 	if code != 0 {
-		return nil, fmt.Errorf("shoal events %s in %s exited %d: %s", job, host, code, firstLine(out))
+		return nil, fmt.Errorf("shoal events %s in %s exited %d: %s", id, host, code, firstLine(out))
 	}
-	var evs []api.JobEvent
+	var evs []job.Event
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var e api.JobEvent
+		var e job.Event
 		if json.Unmarshal(sc.Bytes(), &e) == nil {
 			evs = append(evs, e)
 		}
@@ -134,7 +135,7 @@ func (c *cluster) events(host, job string) ([]api.JobEvent, error) {
 }
 
 // jobs is `shoal jobs --json` in host.
-func (c *cluster) jobs(host string) ([]api.Job, error) {
+func (c *cluster) jobs(host string) ([]job.Job, error) {
 	out, code, err := c.run(host, 10*time.Second, "jobs", "--json")
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 // failoverConfig is what one invocation of the failover benchmark measures.
@@ -158,8 +159,8 @@ func startTrial(ctx context.Context, cfg failoverConfig, n int) (*trial, error) 
 	if err != nil {
 		return nil, err
 	}
-	return t, waitEvent(ctx, c, t.submitter, t.job, time.Minute, func(e api.JobEvent) bool {
-		return e.Type == "epoch" && strings.HasPrefix(e.Message, "epoch 2 complete")
+	return t, waitEvent(ctx, c, t.submitter, t.job, time.Minute, func(e job.Event) bool {
+		return e.Type == job.EventEpoch && strings.HasPrefix(e.Message, "epoch 2 complete")
 	})
 }
 
@@ -184,9 +185,9 @@ type observation struct {
 	survivors []string
 	killCmd   float64
 	killed    time.Time // when the kill command returned
-	evs       []api.JobEvent
-	launch    api.JobEvent // the launch of the run that runs again (or the last one)
-	running   time.Time    // when it ran again; zero if it did not
+	evs       []job.Event
+	launch    job.Event // the launch of the run that runs again (or the last one)
+	running   time.Time // when it ran again; zero if it did not
 	seen      leaderSeen
 }
 
@@ -289,7 +290,7 @@ func (o *observation) sample(c *cluster) sample {
 
 // pickRankHost is a host that runs ranks of job and does not lead the job store,
 // preferring one that does not vote; "" if there is none.
-func pickRankHost(jobs []api.Job, id string, view []api.Node, leader string) string {
+func pickRankHost(jobs []job.Job, id string, view []api.Node, leader string) string {
 	role := map[string]string{}
 	for _, n := range view {
 		role[n.Name] = n.Role
@@ -353,7 +354,7 @@ func pollLeader(ctx context.Context, c *cluster, hosts []string, old string) lea
 }
 
 // waitEvent polls job's events in host until one matches, for up to timeout.
-func waitEvent(ctx context.Context, c *cluster, host, job string, timeout time.Duration, match func(api.JobEvent) bool) error {
+func waitEvent(ctx context.Context, c *cluster, host, job string, timeout time.Duration, match func(job.Event) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		evs, err := c.events(host, job)
@@ -380,12 +381,12 @@ func waitEvent(ctx context.Context, c *cluster, host, job string, timeout time.D
 // program runs again or the job ends, for up to timeout. Running again is heat's
 // "resumed at step" line, or, after a relaunch from the beginning, rank 0's first
 // line; launch is the launch event of that run.
-func waitRunningAgain(ctx context.Context, c *cluster, host, job string, killed time.Time, timeout time.Duration) (evs []api.JobEvent, running time.Time, launch api.JobEvent, err error) {
+func waitRunningAgain(ctx context.Context, c *cluster, host, id string, killed time.Time, timeout time.Duration) (evs []job.Event, running time.Time, launch job.Event, err error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		evs, err = c.events(host, job)
+		evs, err = c.events(host, id)
 		if err == nil {
-			launch = api.JobEvent{}
+			launch = job.Event{}
 			for _, e := range evs {
 				if e.Time.Before(killed) {
 					continue

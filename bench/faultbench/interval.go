@@ -8,13 +8,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"shoal/internal/job"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"shoal/internal/api"
 )
 
 // intervalConfig is one invocation of the interval benchmark.
@@ -169,7 +168,7 @@ func intervalOnce(ctx context.Context, cfg intervalConfig, c *cluster, policy st
 
 		}
 	}()
-	var j api.Job
+	var j job.Job
 	for {
 		if !sleep(ctx, 250*time.Millisecond) {
 			r.err = "interrupted"
@@ -179,7 +178,7 @@ func intervalOnce(ctx context.Context, cfg intervalConfig, c *cluster, policy st
 		if err != nil {
 			continue
 		}
-		i := slices.IndexFunc(jobs, func(x api.Job) bool { return x.ID == id })
+		i := slices.IndexFunc(jobs, func(x job.Job) bool { return x.ID == id })
 		if i >= 0 && !jobs[i].Ended.IsZero() {
 			j = jobs[i]
 			break
@@ -194,7 +193,7 @@ func intervalOnce(ctx context.Context, cfg intervalConfig, c *cluster, policy st
 	wg.Wait()
 	time.Sleep(time.Second) // the last restarted host has joined before the next run
 	r.kills, r.restarts, r.epochs = kills, j.Restarts, j.Epoch
-	if j.State != api.JobSucceeded && r.err == "" {
+	if j.State != job.Succeeded && r.err == "" {
 		r.err = fmt.Sprintf("%s: %s", j.State, j.Reason)
 	}
 	if j.Interval != nil {

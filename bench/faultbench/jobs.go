@@ -6,12 +6,11 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
+	"shoal/internal/job"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"shoal/internal/api"
 )
 
 // jobKind is one of the long jobs the chaos run keeps running: its program and
@@ -65,7 +64,7 @@ type chaosJob struct {
 	restarts  int
 	lost      []uint64 // complete epochs a restart went back past
 	notes     []string // restarts from the beginning, coordinators, …
-	events    []api.JobEvent
+	events    []job.Event
 	logs      string // shoal logs JOB once it ended
 	// seen is how many events the job had at the last look, at moved the
 	// time that number last grew: a job whose events stop hangs.
@@ -127,7 +126,7 @@ func (r *jobRunner) loop(ctx context.Context, stop <-chan struct{}) {
 		for name, j := range active {
 			st, known := states[j.id]
 			switch {
-			case known && (st.State == api.JobSucceeded || st.State == api.JobFailed || st.State == api.JobCancelled):
+			case known && (st.State == job.Succeeded || st.State == job.Failed || st.State == job.Cancelled):
 				r.finish(j, string(st.State), st.Reason)
 				delete(active, name)
 			case time.Since(j.submitted) > r.w.cfg.jobTimeout:
@@ -188,13 +187,13 @@ func (r *jobRunner) stalled(j *chaosJob) bool {
 }
 
 // states is every job's state as the first healthy host that answers says.
-func (r *jobRunner) states() map[string]api.Job {
+func (r *jobRunner) states() map[string]job.Job {
 	for _, h := range r.w.healthy(r.rng) {
 		jobs, err := r.w.c.jobs(h)
 		if err != nil {
 			continue
 		}
-		m := map[string]api.Job{}
+		m := map[string]job.Job{}
 		for _, j := range jobs {
 			m[j.ID] = j
 		}
@@ -257,7 +256,7 @@ var (
 // epochsLost reads a job's events: how often it was launched again, the
 // complete epochs newer than the one each relaunch started from (work done and
 // saved, then lost), and notes on relaunches from the beginning.
-func epochsLost(evs []api.JobEvent) (restarts int, lost []uint64, notes []string) {
+func epochsLost(evs []job.Event) (restarts int, lost []uint64, notes []string) {
 	complete := map[uint64]bool{}
 	counted := map[uint64]bool{}
 	launches := 0

@@ -1,25 +1,24 @@
 package main
 
 import (
+	"shoal/internal/job"
 	"slices"
 	"testing"
 	"time"
-
-	"shoal/internal/api"
 )
 
 func TestEpochsLost(t *testing.T) {
-	ev := func(typ, msg string) api.JobEvent { return api.JobEvent{Type: typ, Message: msg} }
+	ev := func(typ, msg string) job.Event { return job.Event{Type: typ, Message: msg} }
 	tests := []struct {
 		name     string
-		evs      []api.JobEvent
+		evs      []job.Event
 		restarts int
 		lost     []uint64
 	}{
-		{"no restart", []api.JobEvent{ev("launch", "launching 4 ranks"), ev("epoch", "epoch 1 complete (4 shards)")}, 0, nil},
-		{"from the newest epoch", []api.JobEvent{ev("launch", "launching 4 ranks"), ev("epoch", "epoch 1 complete"),
+		{"no restart", []job.Event{ev("launch", "launching 4 ranks"), ev("epoch", "epoch 1 complete (4 shards)")}, 0, nil},
+		{"from the newest epoch", []job.Event{ev("launch", "launching 4 ranks"), ev("epoch", "epoch 1 complete"),
 			ev("epoch", "epoch 2 complete"), ev("launch", "launching 4 ranks on n2, n3, from epoch 2")}, 1, nil},
-		{"from an older epoch, then from the beginning", []api.JobEvent{ev("launch", "launching 4 ranks"),
+		{"from an older epoch, then from the beginning", []job.Event{ev("launch", "launching 4 ranks"),
 			ev("epoch", "epoch 1 complete"), ev("epoch", "epoch 2 complete"), ev("launch", "launching 4 ranks, from epoch 1"),
 			ev("epoch", "epoch 3 complete"), ev("launch", "launching 4 ranks")}, 2, []uint64{1, 2, 3}},
 	}
@@ -48,7 +47,7 @@ func TestShardsOnDownHosts(t *testing.T) {
 		{"rank 0 exited with code 1", "not a loss of every copy of a shard"},
 	}
 	for _, tt := range tests {
-		j := &chaosJob{reason: tt.reason, events: []api.JobEvent{{Type: "done", Time: end}}}
+		j := &chaosJob{reason: tt.reason, events: []job.Event{{Type: "done", Time: end}}}
 		if got := w.shardsOnDownHosts(j); got != tt.want {
 			t.Errorf("shardsOnDownHosts(%q) = %q, want %q", tt.reason, got, tt.want)
 		}

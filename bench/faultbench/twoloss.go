@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"shoal/internal/job"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"shoal/internal/api"
 )
 
 // twoLossConfig is what one invocation of the two-loss benchmark measures.
@@ -112,15 +111,15 @@ func twoLossOnce(ctx context.Context, cfg twoLossConfig, heatArgs []string, want
 	if submitter == leader {
 		submitter = hosts[1]
 	}
-	job, err := c.submit(submitter, append([]string{"-n", strconv.Itoa(cfg.hosts), "--ckpt-interval", "1s",
+	id, err := c.submit(submitter, append([]string{"-n", strconv.Itoa(cfg.hosts), "--ckpt-interval", "1s",
 		"--layout", "cyclic", "--redundancy", cfg.redundancy, "--", cfg.root + "/build/examples/heat"}, heatArgs...)...)
 	if err != nil {
 		return lossRun{}, err
 	}
-	if err := waitEvent(ctx, c, submitter, job, 2*time.Minute, func(e api.JobEvent) bool {
-		return e.Type == "epoch" && strings.HasPrefix(e.Message, "epoch 2 complete")
+	if err := waitEvent(ctx, c, submitter, id, 2*time.Minute, func(e job.Event) bool {
+		return e.Type == job.EventEpoch && strings.HasPrefix(e.Message, "epoch 2 complete")
 	}); err != nil {
-		evs, _ := c.events(submitter, job)
+		evs, _ := c.events(submitter, id)
 		for _, e := range evs {
 			logf("  %s %s %s", e.Time.Format("15:04:05.000"), e.Type, e.Message)
 		}
@@ -143,7 +142,7 @@ func twoLossOnce(ctx context.Context, cfg twoLossConfig, heatArgs []string, want
 		}
 	}
 	killed := time.Now()
-	evs, running, launch, err := waitRunningAgain(ctx, c, submitter, job, killed, 2*time.Minute)
+	evs, running, launch, err := waitRunningAgain(ctx, c, submitter, id, killed, 2*time.Minute)
 	if err != nil {
 		return lossRun{}, err
 	}
@@ -171,19 +170,19 @@ func twoLossOnce(ctx context.Context, cfg twoLossConfig, heatArgs []string, want
 		}
 	}
 	// The job ends: its result against the uninterrupted run's.
-	out, code, err := c.run(submitter, 5*time.Minute, "wait", job)
+	out, code, err := c.run(submitter, 5*time.Minute, "wait", id)
 	if err != nil {
 		return run, err
 	}
 	if code != 0 {
 		run.failure = fmt.Sprintf("shoal wait exited %d: %s", code, lastLine(out))
 	}
-	logs, _, err := c.run(submitter, 30*time.Second, "logs", job)
+	logs, _, err := c.run(submitter, 30*time.Second, "logs", id)
 	if err != nil {
 		return run, err
 	}
 	run.exact = field(logs, "checksum") == want
-	if evs, err := c.events(submitter, job); err == nil {
+	if evs, err := c.events(submitter, id); err == nil {
 		for _, e := range evs {
 			if strings.HasPrefix(e.Message, "rebuilt from parity") {
 				run.rebuilt = e.Message

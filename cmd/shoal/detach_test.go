@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 // script writes an executable shell script for ranks to run and returns its path.
@@ -117,7 +118,7 @@ func TestDetachWaitLogs(t *testing.T) {
 		if code != exitOK || strings.Join(sortedLines(stdout), ",") != "[0] late 0,[0] out 0,[1] late 1,[1] out 1" {
 			t.Errorf("shoal logs --follow: exit %d, stdout %q; want 0 and every line, the late ones too", code, stdout)
 		}
-		var j api.Job
+		var j job.Job
 		_, out, _ := runOut("jobs", "--json")
 		var l api.JobList
 		json.Unmarshal([]byte(out), &l)
@@ -126,7 +127,7 @@ func TestDetachWaitLogs(t *testing.T) {
 				j = x
 			}
 		}
-		if j.State != api.JobSucceeded {
+		if j.State != job.Succeeded {
 			t.Errorf("after shoal logs --follow, job %s is %q, want it ended: succeeded", id, j.State)
 		}
 	})
@@ -166,7 +167,7 @@ func TestClusterRestartsExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range l.Jobs {
-		if !j.Exhausted || j.State != api.JobFailed {
+		if !j.Exhausted || j.State != job.Failed {
 			t.Errorf("job %s: state %s, exhausted %t; want failed, exhausted", j.ID, j.State, j.Exhausted)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
-	"shoal/internal/coord"
+	"shoal/internal/job"
 )
 
 func init() {
@@ -82,8 +82,8 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.tasks, "tasks", "", "file of tasks, one per line (default: standard input)")
 	fs.StringVar(&f.out, "out", "", "write each task's result to `DIR`/<task number> (default: standard output, in task order)")
-	fs.IntVar(&f.prefetch, "prefetch", 2, fmt.Sprintf("tasks each node holds beyond its cores (0 to %d)", api.MaxPrefetch))
-	fs.IntVar(&f.retries, "retries", 3, fmt.Sprintf("runs again of a task that exits non-zero, before it is given up (0 to %d)", api.MaxRetries))
+	fs.IntVar(&f.prefetch, "prefetch", 2, fmt.Sprintf("tasks each node holds beyond its cores (0 to %d)", job.MaxPrefetch))
+	fs.IntVar(&f.retries, "retries", 3, fmt.Sprintf("runs again of a task that exits non-zero, before it is given up (0 to %d)", job.MaxRetries))
 	fs.StringVar(&f.jobID, "job-id", "", "the farm's id; the same id again runs only the tasks without a result")
 	fs.BoolVar(&f.detach, "detach", false, "submit the farm, print its id and return (follow it with shoal wait ID)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print no progress lines")
@@ -108,11 +108,11 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 		return usage("%v (see 'shoal farm --help')", err)
 	case fs.NArg() == 0:
 		return usage("no program given (see 'shoal farm --help')")
-	case f.prefetch < 0 || f.prefetch > api.MaxPrefetch:
-		return usage("--prefetch %d: want 0 to %d", f.prefetch, api.MaxPrefetch)
-	case f.retries < 0 || f.retries > api.MaxRetries:
-		return usage("--retries %d: want 0 to %d", f.retries, api.MaxRetries)
-	case f.jobID != "" && !api.ValidJobID(f.jobID):
+	case f.prefetch < 0 || f.prefetch > job.MaxPrefetch:
+		return usage("--prefetch %d: want 0 to %d", f.prefetch, job.MaxPrefetch)
+	case f.retries < 0 || f.retries > job.MaxRetries:
+		return usage("--retries %d: want 0 to %d", f.retries, job.MaxRetries)
+	case f.jobID != "" && !job.ValidID(f.jobID):
 		return usage("--job-id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", f.jobID)
 	case f.dispatch != "" && f.dispatch != "cyclic" && f.dispatch != "block":
 		return usage("--dispatch %q: want cyclic or block", f.dispatch)
@@ -168,20 +168,20 @@ func readTasks(path string, stdin io.Reader) ([]string, error) {
 	}
 	var tasks []string
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), api.MaxTaskBytes+2)
+	sc.Buffer(make([]byte, 64<<10), job.MaxTaskBytes+2)
 	for sc.Scan() {
 		line := strings.TrimSuffix(sc.Text(), "\r")
-		if len(line) > api.MaxTaskBytes || strings.ContainsRune(line, 0) {
-			return nil, fmt.Errorf("task %d (line %d of %s): want at most %d bytes and no NUL", len(tasks), len(tasks)+1, name, api.MaxTaskBytes)
+		if len(line) > job.MaxTaskBytes || strings.ContainsRune(line, 0) {
+			return nil, fmt.Errorf("task %d (line %d of %s): want at most %d bytes and no NUL", len(tasks), len(tasks)+1, name, job.MaxTaskBytes)
 		}
 		tasks = append(tasks, line)
-		if len(tasks) > api.MaxTasks {
-			return nil, fmt.Errorf("%s: more than %d tasks", name, api.MaxTasks)
+		if len(tasks) > job.MaxTasks {
+			return nil, fmt.Errorf("%s: more than %d tasks", name, job.MaxTasks)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("task %d (line %d of %s): want at most %d bytes", len(tasks), len(tasks)+1, name, api.MaxTaskBytes)
+			return nil, fmt.Errorf("task %d (line %d of %s): want at most %d bytes", len(tasks), len(tasks)+1, name, job.MaxTaskBytes)
 		}
 		return nil, fmt.Errorf("reading %s: %v", name, err)
 	}
@@ -212,47 +212,48 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 		fmt.Fprintf(stderr, "shoal farm: upload %s to the agent: %s\n", program, errorLine(err))
 		return exitFailure
 	}
-	spec := api.JobSpec{ID: f.jobID, Argv: append([]string{name}, args...), Files: []api.File{prog},
-		Farm: &api.FarmSpec{Tasks: tasks, Prefetch: f.prefetch, Retries: f.retries, Dispatch: f.dispatch}}
-	if code := addInputs(ctx, c, &spec, f.env, f.files, "farm", stderr); code >= 0 {
+	spec := job.Spec{ID: f.jobID, Argv: append([]string{name}, args...), Files: []job.File{prog},
+		Farm: &job.FarmSpec{Tasks: tasks, Prefetch: f.prefetch, Retries: f.retries, Dispatch: f.dispatch}}
+	spec.Env = envMap(f.env)
+	if code := addInputs(ctx, c, &spec, f.files, "farm", stderr); code >= 0 {
 		return code
 	}
-	job, err := c.Submit(ctx, spec)
+	farmJob, err := c.Submit(ctx, spec)
 	if errors.Is(err, api.ErrConflict) && f.jobID != "" {
 		// The same farm may be running: follow it rather than fail. Another
 		// user's job under the id is not found, and the refusal stands.
 		if running, jerr := c.Job(ctx, f.jobID); jerr == nil && running.Spec.Farm != nil && running.Ended.IsZero() {
-			job, err = running, nil
-			fmt.Fprintf(stderr, "shoal: farm %s is running; following it\n", job.ID)
+			farmJob, err = running, nil
+			fmt.Fprintf(stderr, "shoal: farm %s is running; following it\n", farmJob.ID)
 		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal farm: %s\n", errorLine(err))
 		return exitFailure
 	}
-	warnRoot(ctx, c, job, f.quiet, stderr)
+	warnRoot(ctx, c, farmJob, f.quiet, stderr)
 	if !f.quiet {
-		fmt.Fprintf(stderr, "shoal: farm %s: %s of %s, coordinated by %s\n", job.ID, taskCount(len(tasks)), name, job.Coordinator)
+		fmt.Fprintf(stderr, "shoal: farm %s: %s of %s, coordinated by %s\n", farmJob.ID, taskCount(len(tasks)), name, farmJob.Coordinator)
 	}
 	if f.detach {
-		fmt.Fprintln(stdout, job.ID)
+		fmt.Fprintln(stdout, farmJob.ID)
 		return exitOK
 	}
-	defer cancelOnInterrupt(ctx, cancel, c, job.ID)()
-	col := &collector{c: c, job: job.ID, out: f.out, total: len(tasks), stdout: stdout, stderr: stderr,
+	defer cancelOnInterrupt(ctx, cancel, c, farmJob.ID)()
+	col := &collector{c: c, job: farmJob.ID, out: f.out, total: len(tasks), stdout: stdout, stderr: stderr,
 		quiet: f.quiet, done: map[int]bool{}, skip: map[int]bool{}}
-	d, err := newJobStream(c, job.ID, true, stderr).each(col.event)
+	d, err := newJobStream(c, farmJob.ID, true, stderr).each(col.event)
 	if err != nil {
-		return followFailed("farm", job.ID, c, err, stderr)
+		return followFailed("farm", farmJob.ID, c, err, stderr)
 	}
-	if col.err == nil && d.State != api.JobCancelled {
+	if col.err == nil && d.State != job.Cancelled {
 		col.collectRest()
 	}
 	if col.err != nil {
 		fmt.Fprintf(stderr, "shoal farm: %v\n", col.err)
 		return exitFailure
 	}
-	return reportEnd("farm", job.ID, *d, stderr)
+	return reportEnd("farm", farmJob.ID, *d, stderr)
 }
 
 // collector writes a farm's results as their tasks end: to files in out, or to
@@ -272,16 +273,16 @@ type collector struct {
 	err            error        // the first result that could not be read or written
 }
 
-func (col *collector) event(e api.JobEvent) {
+func (col *collector) event(e job.Event) {
 	switch e.Type {
-	case eventOutputErr:
+	case job.EventOutputErr:
 		fmt.Fprintln(col.stderr, e.Message)
 		return
-	case eventOutput:
+	case job.EventOutput:
 		fmt.Fprintln(col.stderr, e.Message)
 		return
-	case coord.EventTaskDone:
-		var td api.TaskDone
+	case job.EventTaskDone:
+		var td job.TaskDone
 		if json.Unmarshal(e.Data, &td) == nil {
 			col.done[td.Task] = true
 			if td.Size == 0 {
@@ -293,15 +294,15 @@ func (col *collector) event(e api.JobEvent) {
 			col.write(td.Task)
 		}
 		return
-	case coord.EventTaskFailed:
-		var tf api.TaskFailed
+	case job.EventTaskFailed:
+		var tf job.TaskFailed
 		if json.Unmarshal(e.Data, &tf) == nil && !tf.Again {
 			col.skip[tf.Task] = true
 			col.write(-1)
 		}
 		fmt.Fprintf(col.stderr, "shoal: %s\n", e.Message)
 		return
-	case eventDone, coord.EventState:
+	case job.EventEnd, job.EventState:
 		return
 	}
 	if !col.quiet {

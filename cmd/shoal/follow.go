@@ -9,15 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/coord"
-)
-
-// Event types of a cluster job's stream that are not coordinator events
-// (internal/coord/service.go): rank output lines, and the last event.
-const (
-	eventOutput    = "output"     // a rank's stdout line, "[rank] text"
-	eventOutputErr = "output-err" // a rank's stderr line
-	eventDone      = "done"       // how the job ended: coord.DoneData
+	"shoal/internal/job"
 )
 
 // verbosity is how much of a job's events a command prints.
@@ -33,9 +25,9 @@ const (
 // "shoal: " line, at verbosity v.
 func showEvent(kind string, v verbosity) bool {
 	switch kind {
-	case coord.EventRankLost, coord.EventNodeLost, coord.EventState, eventDone:
+	case job.EventRankLost, job.EventNodeLost, job.EventState, job.EventEnd:
 		return false // the restart line that follows says it all; the end has its own line
-	case coord.EventRestart, coord.EventEpochBad:
+	case job.EventRestart, job.EventEpochBad:
 		return v >= showOutput // output after them repeats work: say why
 	}
 	return v >= showAll
@@ -48,12 +40,12 @@ type jobPrinter struct {
 	v              verbosity
 }
 
-func (p jobPrinter) print(e api.JobEvent) {
+func (p jobPrinter) print(e job.Event) {
 	switch {
 	case p.v == showNone:
-	case e.Type == eventOutput:
+	case e.Type == job.EventOutput:
 		fmt.Fprintln(p.stdout, e.Message)
-	case e.Type == eventOutputErr:
+	case e.Type == job.EventOutputErr:
 		fmt.Fprintln(p.stderr, e.Message)
 	case showEvent(e.Type, p.v):
 		fmt.Fprintf(p.stdout, "shoal: %s\n", e.Message)
@@ -64,11 +56,11 @@ func (p jobPrinter) print(e api.JobEvent) {
 // every command that reports how a job ended: 0 when it succeeded, 130 when it
 // was cancelled, 3 when its ranks kept dying and --max-restarts ran out, the
 // program's own exit code when it failed by itself, else 1.
-func jobExit(d coord.DoneData) int {
+func jobExit(d job.Done) int {
 	switch {
-	case d.State == api.JobSucceeded:
+	case d.State == job.Succeeded:
 		return exitOK
-	case d.State == api.JobCancelled:
+	case d.State == job.Cancelled:
 		return exitCancelled
 	case d.Exhausted:
 		return exitRestarts
@@ -80,10 +72,10 @@ func jobExit(d coord.DoneData) int {
 
 // reportEnd says on stderr, in one line, why job id did not succeed, and
 // returns the exit code for how it ended.
-func reportEnd(cmd, id string, d coord.DoneData, stderr io.Writer) int {
+func reportEnd(cmd, id string, d job.Done, stderr io.Writer) int {
 	switch d.State {
-	case api.JobSucceeded:
-	case api.JobCancelled:
+	case job.Succeeded:
+	case job.Cancelled:
 		fmt.Fprintf(stderr, "shoal %s: job %s cancelled\n", cmd, id)
 	default:
 		fmt.Fprintf(stderr, "shoal %s: job %s failed: %s\n", cmd, id, d.Reason)
@@ -130,7 +122,7 @@ func (e *agentGoneError) Unwrap() error { return e.err }
 // end once its done event is read (nil when, without follow, the stream ends
 // before it). An error before the first event is the agent's answer as it came
 // (an unknown job is api.ErrNotFound).
-func (s *jobStream) each(on func(api.JobEvent)) (*coord.DoneData, error) {
+func (s *jobStream) each(on func(job.Event)) (*job.Done, error) {
 	stream, err := s.c.Events(context.Background(), s.id, s.next, s.follow)
 	if err != nil {
 		return nil, err
@@ -150,7 +142,7 @@ func (s *jobStream) each(on func(api.JobEvent)) (*coord.DoneData, error) {
 // errStreamEnded is a followed stream that ended before the job's done event.
 var errStreamEnded = errors.New("the event stream ended before the job")
 
-func (s *jobStream) read(stream *api.EventStream, on func(api.JobEvent)) (*coord.DoneData, error) {
+func (s *jobStream) read(stream *api.EventStream, on func(job.Event)) (*job.Done, error) {
 	for {
 		e, err := stream.Next()
 		if errors.Is(err, io.EOF) {
@@ -167,8 +159,8 @@ func (s *jobStream) read(stream *api.EventStream, on func(api.JobEvent)) (*coord
 		}
 		s.next = e.Seq + 1
 		on(e)
-		if e.Type == eventDone {
-			var d coord.DoneData
+		if e.Type == job.EventEnd {
+			var d job.Done
 			if err := json.Unmarshal(e.Data, &d); err != nil {
 				return nil, fmt.Errorf("job %s: malformed done event: %v", s.id, err)
 			}

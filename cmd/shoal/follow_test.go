@@ -17,22 +17,23 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/coord"
+	"shoal/internal/job"
 	"shoal/internal/pki"
 )
 
 func TestJobExit(t *testing.T) {
 	tests := []struct {
 		name string
-		d    coord.DoneData
+		d    job.Done
 		want int
 	}{
-		{"succeeded", coord.DoneData{State: api.JobSucceeded}, exitOK},
-		{"program's own code", coord.DoneData{State: api.JobFailed, ExitCode: 7}, 7},
-		{"program exited 1", coord.DoneData{State: api.JobFailed, ExitCode: 1}, 1},
-		{"restarts exhausted", coord.DoneData{State: api.JobFailed, ExitCode: 1, Exhausted: true}, exitRestarts},
-		{"could not run", coord.DoneData{State: api.JobFailed}, exitFailure},
-		{"cancelled", coord.DoneData{State: api.JobCancelled, ExitCode: 130}, exitCancelled},
-		{"launcher's status, no rank said why", coord.DoneData{State: api.JobFailed, ExitCode: 205}, 205},
+		{"succeeded", job.Done{State: job.Succeeded}, exitOK},
+		{"program's own code", job.Done{State: job.Failed, ExitCode: 7}, 7},
+		{"program exited 1", job.Done{State: job.Failed, ExitCode: 1}, 1},
+		{"restarts exhausted", job.Done{State: job.Failed, ExitCode: 1, Exhausted: true}, exitRestarts},
+		{"could not run", job.Done{State: job.Failed}, exitFailure},
+		{"cancelled", job.Done{State: job.Cancelled, ExitCode: 130}, exitCancelled},
+		{"launcher's status, no rank said why", job.Done{State: job.Failed, ExitCode: 205}, 205},
 	}
 	for _, tt := range tests {
 		if got := jobExit(tt.d); got != tt.want {
@@ -47,11 +48,11 @@ func TestResultDoneExit(t *testing.T) {
 		res  coord.Result
 		want int
 	}{
-		{coord.Result{State: api.JobSucceeded}, exitOK},
-		{coord.Result{State: api.JobFailed, ExitCode: 7}, 7},
-		{coord.Result{State: api.JobFailed, Exhausted: true}, exitRestarts},
-		{coord.Result{State: api.JobFailed}, exitFailure},
-		{coord.Result{State: api.JobCancelled, ExitCode: 130}, exitCancelled},
+		{coord.Result{State: job.Succeeded}, exitOK},
+		{coord.Result{State: job.Failed, ExitCode: 7}, 7},
+		{coord.Result{State: job.Failed, Exhausted: true}, exitRestarts},
+		{coord.Result{State: job.Failed}, exitFailure},
+		{coord.Result{State: job.Cancelled, ExitCode: 130}, exitCancelled},
 	}
 	for _, tt := range tests {
 		d := tt.res.Done()
@@ -59,7 +60,7 @@ func TestResultDoneExit(t *testing.T) {
 			t.Errorf("jobExit(%+v.Done() = %+v) = %d, want %d", tt.res, d, got, tt.want)
 		}
 		b, _ := json.Marshal(d)
-		var back coord.DoneData
+		var back job.Done
 		if err := json.Unmarshal(b, &back); err != nil || back != d {
 			t.Errorf("done data %+v through JSON (%s) = %+v, %v", d, b, back, err)
 		}
@@ -68,12 +69,12 @@ func TestResultDoneExit(t *testing.T) {
 
 func TestReportEnd(t *testing.T) {
 	tests := []struct {
-		d    coord.DoneData
+		d    job.Done
 		want string
 	}{
-		{coord.DoneData{State: api.JobSucceeded}, ""},
-		{coord.DoneData{State: api.JobCancelled, ExitCode: 130}, "shoal wait: job j cancelled\n"},
-		{coord.DoneData{State: api.JobFailed, ExitCode: 1, Exhausted: true, Reason: "rank 1 killed by signal 9; giving up after 1 restart (--max-restarts)"},
+		{job.Done{State: job.Succeeded}, ""},
+		{job.Done{State: job.Cancelled, ExitCode: 130}, "shoal wait: job j cancelled\n"},
+		{job.Done{State: job.Failed, ExitCode: 1, Exhausted: true, Reason: "rank 1 killed by signal 9; giving up after 1 restart (--max-restarts)"},
 			"shoal wait: job j failed: rank 1 killed by signal 9; giving up after 1 restart (--max-restarts)\n"},
 	}
 	for _, tt := range tests {
@@ -87,20 +88,20 @@ func TestReportEnd(t *testing.T) {
 
 // sampleEvents is a job's stream as a coordinator writes it: a restart, and
 // output lines repeated after it.
-func sampleEvents(t *testing.T) []api.JobEvent {
-	done, _ := json.Marshal(coord.DoneData{State: api.JobSucceeded})
-	evs := []api.JobEvent{
-		{Type: coord.EventState, Message: "placing"},
-		{Type: coord.EventLaunch, Message: "launching 2 ranks on 1 nodes (n1:0-1)"},
-		{Type: eventOutput, Message: "[0] step 1"},
-		{Type: eventOutputErr, Message: "[1] warning"},
-		{Type: coord.EventEpoch, Message: "epoch 1 complete (2 shards)"},
-		{Type: coord.EventRankLost, Message: "rank 1 killed by signal 9"},
-		{Type: coord.EventRestart, Message: "rank 1 killed by signal 9; restarting from epoch 1 (0.2 s of work lost)"},
-		{Type: coord.EventEpochBad, Message: "warning: epoch 2 unusable"},
-		{Type: eventOutput, Message: "[0] step 1"},
-		{Type: coord.EventDone, Message: "job j finished in 1 s (1 restart)"},
-		{Type: eventDone, Message: "", Data: done},
+func sampleEvents(t *testing.T) []job.Event {
+	done, _ := json.Marshal(job.Done{State: job.Succeeded})
+	evs := []job.Event{
+		{Type: job.EventState, Message: "placing"},
+		{Type: job.EventLaunch, Message: "launching 2 ranks on 1 nodes (n1:0-1)"},
+		{Type: job.EventOutput, Message: "[0] step 1"},
+		{Type: job.EventOutputErr, Message: "[1] warning"},
+		{Type: job.EventEpoch, Message: "epoch 1 complete (2 shards)"},
+		{Type: job.EventRankLost, Message: "rank 1 killed by signal 9"},
+		{Type: job.EventRestart, Message: "rank 1 killed by signal 9; restarting from epoch 1 (0.2 s of work lost)"},
+		{Type: job.EventEpochBad, Message: "warning: epoch 2 unusable"},
+		{Type: job.EventOutput, Message: "[0] step 1"},
+		{Type: job.EventDone, Message: "job j finished in 1 s (1 restart)"},
+		{Type: job.EventEnd, Message: "", Data: done},
 	}
 	for i := range evs {
 		evs[i].Seq, evs[i].Job = uint64(i+1), "j"
@@ -193,7 +194,7 @@ func (f *fakeAgent) requests() []uint64 {
 }
 
 // send writes the events of evs with seq ≥ from and below until.
-func send(w http.ResponseWriter, evs []api.JobEvent, from, until uint64) {
+func send(w http.ResponseWriter, evs []job.Event, from, until uint64) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	for _, e := range evs {
@@ -240,7 +241,7 @@ func TestJobStreamReattaches(t *testing.T) {
 			var stdout, stderr, notes bytes.Buffer
 			p := jobPrinter{stdout: &stdout, stderr: &stderr, v: showOutput}
 			d, err := fastStream(agent.client(), true, &notes).each(p.print)
-			if err != nil || d == nil || d.State != api.JobSucceeded {
+			if err != nil || d == nil || d.State != job.Succeeded {
 				t.Fatalf("each = %+v, %v; want the job's end, succeeded", d, err)
 			}
 			if got, want := fmt.Sprint(agent.requests()), "[1 5 5 5]"; got != want {
@@ -263,7 +264,7 @@ func TestJobStreamWithoutFollow(t *testing.T) {
 	agent := newFakeAgent(t, func(n int, from uint64, w http.ResponseWriter) { send(w, evs, from, 5) })
 	var got []uint64
 	var notes bytes.Buffer
-	d, err := fastStream(agent.client(), false, &notes).each(func(e api.JobEvent) { got = append(got, e.Seq) })
+	d, err := fastStream(agent.client(), false, &notes).each(func(e job.Event) { got = append(got, e.Seq) })
 	if d != nil || err != nil || fmt.Sprint(got) != "[1 2 3 4]" || notes.Len() != 0 {
 		t.Errorf("each = %+v, %v, events %v, notes %q; want nil, nil, [1 2 3 4], none", d, err, got, &notes)
 	}
@@ -281,7 +282,7 @@ func TestJobStreamGivesUp(t *testing.T) {
 	})
 	var notes, stderr bytes.Buffer
 	start := time.Now()
-	_, err := fastStream(agent.client(), true, &notes).each(func(api.JobEvent) {})
+	_, err := fastStream(agent.client(), true, &notes).each(func(job.Event) {})
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("each = %v after %v, want an error within the 1 s bound", err, time.Since(start))
 	}
@@ -308,7 +309,7 @@ func TestJobStreamAgentGone(t *testing.T) {
 		panic(http.ErrAbortHandler)
 	})
 	var notes, stderr bytes.Buffer
-	_, err := fastStream(agent.client(), true, &notes).each(func(api.JobEvent) {})
+	_, err := fastStream(agent.client(), true, &notes).each(func(job.Event) {})
 	code := followFailed("run", "j", agent.client(), err, &stderr)
 	want := fmt.Sprintf("shoal run: the agent at %s stopped answering: cannot follow job j any more (another node's agent may: shoal wait j)\n", agent.client().Addr())
 	if code != exitFailure || stderr.String() != want || notes.Len() != 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 func init() {
@@ -56,7 +57,7 @@ func gcCmd(args []string, stdout, stderr io.Writer) int {
 	c, _, code := agentCommand("gc", gcUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&req.DryRun, "dry-run", false, "remove nothing: list what would be removed, and what is kept and why")
 		fs.Func("job", "remove everything of this job now, whatever its grace period or --keep (refused while it runs)", func(id string) error {
-			if !api.ValidJobID(id) {
+			if !job.ValidID(id) {
 				return errors.New("want 1 to 63 bytes of [A-Za-z0-9._-]")
 			}
 			req.Job = id

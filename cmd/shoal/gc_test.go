@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"shoal/internal/job"
 	"strings"
 	"testing"
-
-	"shoal/internal/api"
 )
 
 func TestGCHelpAndUsage(t *testing.T) {
@@ -42,21 +41,21 @@ func TestGCHelpAndUsage(t *testing.T) {
 func TestRunKeepSpec(t *testing.T) {
 	for _, c := range []struct {
 		f    runFlags
-		want api.Duration
+		want job.Duration
 	}{
 		{runFlags{}, 0},
-		{runFlags{keep: true}, api.KeepForever},
-		{runFlags{keepFor: 3600e9}, api.Duration(3600e9)},
+		{runFlags{keep: true}, job.KeepForever},
+		{runFlags{keepFor: 3600e9}, job.Duration(3600e9)},
 	} {
 		if got := c.f.keepSpec(); got != c.want {
 			t.Errorf("keep %v, keep-for %v: spec keep %v, want %v", c.f.keep, c.f.keepFor, got, c.want)
 		}
-		spec := api.JobSpec{Ranks: 1, Argv: []string{"x"}, Keep: c.f.keepSpec()}
+		spec := job.Spec{Ranks: 1, Argv: []string{"x"}, Keep: c.f.keepSpec()}
 		if err := spec.Validate(); err != nil {
 			t.Errorf("spec with keep %v: %v", spec.Keep, err)
 		}
 	}
-	if err := (api.JobSpec{Ranks: 1, Argv: []string{"x"}, Keep: api.Duration(-5e9)}).Validate(); err == nil || !strings.Contains(err.Error(), "keep -5s") {
+	if err := (job.Spec{Ranks: 1, Argv: []string{"x"}, Keep: job.Duration(-5e9)}).Validate(); err == nil || !strings.Contains(err.Error(), "keep -5s") {
 		t.Errorf("spec with keep -5s: %v, want an error naming keep -5s", err)
 	}
 }

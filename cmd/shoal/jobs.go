@@ -15,6 +15,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/coord"
+	"shoal/internal/job"
 )
 
 func init() {
@@ -198,7 +199,7 @@ func eventsCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	enc := json.NewEncoder(stdout)
-	_, err := newJobStream(c, rest[0], follow, stderr).each(func(e api.JobEvent) {
+	_, err := newJobStream(c, rest[0], follow, stderr).each(func(e job.Event) {
 		if asJSON {
 			enc.Encode(e)
 			return
@@ -254,7 +255,7 @@ func rebalanceCmd(args []string, stdout, stderr io.Writer) int {
 
 // ownerName is how shoal jobs names a job's owner: the login name, else the uid;
 // root for a job run as the agents' user.
-func ownerName(o *api.Owner) string {
+func ownerName(o *job.Owner) string {
 	switch {
 	case o == nil:
 		return "root"
@@ -266,7 +267,7 @@ func ownerName(o *api.Owner) string {
 
 // describeRedundancy says how the job's checkpoints survive lost nodes, as
 // --redundancy gives it.
-func describeRedundancy(spec api.JobSpec) string {
+func describeRedundancy(spec job.Spec) string {
 	switch {
 	case spec.Parity != nil:
 		return fmt.Sprintf("rs:%d+%d (one copy of each shard, Reed–Solomon parity over groups of %d on %d other nodes)", spec.Parity.K, spec.Parity.M, spec.Parity.K, spec.Parity.M)
@@ -298,7 +299,7 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, 
 	case j.Spec.CheckpointAuto:
 		fmt.Fprintln(stdout, "checkpoints: auto, none reported yet")
 	case j.Spec.Farm == nil:
-		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(api.CheckpointInterval{Every: j.Spec.CheckpointInterval}))
+		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(job.Interval{Every: j.Spec.CheckpointInterval}))
 	}
 	if j.Spec.Farm == nil {
 		fmt.Fprintf(stdout, "redundancy: %s\n", describeRedundancy(j.Spec))
@@ -360,7 +361,7 @@ func rankList(ranks []int) string {
 }
 
 // showTraffic prints a job's traffic profile, the busiest pairs first.
-func showTraffic(j api.Job, stdout io.Writer) {
+func showTraffic(j job.Job, stdout io.Writer) {
 	t := j.Traffic
 	if t == nil {
 		fmt.Fprintln(stdout, "no traffic reported yet: every rank reports at each checkpoint (libshoal counts what it sends)")

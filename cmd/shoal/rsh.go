@@ -14,6 +14,7 @@ import (
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/launch"
 )
 
@@ -110,9 +111,9 @@ func rshCmd(args []string, stdout, stderr io.Writer) int {
 	} else {
 		return fail("neither $SHOAL_AGENT_SOCKET nor $SHOAL_SECRET_FILE is set: the coordinator sets the first")
 	}
-	job := os.Getenv("SHOAL_JOB")
-	if !api.ValidJobID(job) {
-		return fail("$SHOAL_JOB %q: want the job id, 1 to 63 bytes of [A-Za-z0-9._-]", job)
+	jobID := os.Getenv("SHOAL_JOB")
+	if !job.ValidID(jobID) {
+		return fail("$SHOAL_JOB %q: want the job id, 1 to 63 bytes of [A-Za-z0-9._-]", jobID)
 	}
 
 	// Signals are caught from here on, so that none is lost between the
@@ -128,7 +129,7 @@ func rshCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	res := make(chan launched, 1)
 	go func() {
-		conn, err := client.Launch(ctx, api.LaunchRequest{Job: job, Argv: words, To: to})
+		conn, err := client.Launch(ctx, api.LaunchRequest{Job: jobID, Argv: words, To: to})
 		res <- launched{conn, err}
 	}()
 	var conn io.ReadWriteCloser

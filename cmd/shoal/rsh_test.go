@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"shoal/internal/agent"
-	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
 	"shoal/test/poll"
@@ -342,7 +342,7 @@ func rshSocketAgent(t *testing.T) string {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := a.Store().Submit(api.Job{ID: "j1", State: api.JobSucceeded, Ended: time.Now(), Spec: api.JobSpec{Ranks: 1, Argv: []string{"prog"}}}, nil); err != nil {
+	if err := a.Store().Submit(job.Job{ID: "j1", State: job.Succeeded, Ended: time.Now(), Spec: job.Spec{Ranks: 1, Argv: []string{"prog"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Launcher().Grant("j1", "node-b", 1, time.Minute, nil); err != nil {

@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/userdir"
 )
 
@@ -99,15 +99,44 @@ type runFlags struct {
 	// user is --user NAME, and owner the user it names (jobOwner): who the
 	// job's ranks run as, instead of the agents' user.
 	user  string
-	owner *api.Owner
+	owner *job.Owner
+}
+
+// jobSpec is the job the flags ask for, of argv and the staged files: the one
+// spec, whether it runs on this machine alone or is submitted to a cluster.
+// The --file inputs are added once uploaded (addInputs).
+func (f runFlags) jobSpec(argv []string, files []job.File) job.Spec {
+	spec := job.Spec{
+		ID: f.jobID, Ranks: f.nranks, Argv: argv, Files: files,
+		CheckpointInterval: job.Duration(f.ckptInterval.d), CheckpointAuto: f.ckptInterval.auto, MTBF: job.Duration(f.mtbf), MaxRestarts: f.maxRestarts,
+		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
+		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
+		WaitForNodes: job.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
+		Keep: f.keepSpec(), Redundancy: f.redundancy.copies, Parity: f.redundancy.parity,
+		Owner: f.owner, Env: envMap(f.env),
+	}
+	return spec
+}
+
+// envMap is the environment of --env KEY=VALUE words, checked already; nil for none.
+func envMap(words []string) map[string]string {
+	var env map[string]string
+	for _, kv := range words {
+		k, v, _ := strings.Cut(kv, "=")
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[k] = v
+	}
+	return env
 }
 
 // keepSpec is the JobSpec.Keep the flags ask for.
-func (f runFlags) keepSpec() api.Duration {
+func (f runFlags) keepSpec() job.Duration {
 	if f.keep {
-		return api.KeepForever
+		return job.KeepForever
 	}
-	return api.Duration(f.keepFor)
+	return job.Duration(f.keepFor)
 }
 
 // multiFlag collects a repeated flag.
@@ -120,7 +149,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 // or rs:K+M (Reed–Solomon parity).
 type redundancyFlag struct {
 	copies int
-	parity *api.Parity
+	parity *job.Parity
 }
 
 func (f *redundancyFlag) String() string {
@@ -148,10 +177,10 @@ func (f *redundancyFlag) Set(v string) error {
 		k, m, ok := strings.Cut(v[len("rs:"):], "+")
 		kn, kerr := strconv.Atoi(k)
 		mn, merr := strconv.Atoi(m)
-		if !ok || kerr != nil || merr != nil || kn < 1 || mn < 1 || kn+mn > api.MaxParity {
+		if !ok || kerr != nil || merr != nil || kn < 1 || mn < 1 || kn+mn > job.MaxParity {
 			return errors.New(want)
 		}
-		*f = redundancyFlag{parity: &api.Parity{K: kn, M: mn}}
+		*f = redundancyFlag{parity: &job.Parity{K: kn, M: mn}}
 	default:
 		return errors.New(want)
 	}
@@ -230,8 +259,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.nranks < 1:
 		fmt.Fprintf(stderr, "shoal run: -n %d: need at least 1 rank\n", f.nranks)
 		return f, nil, exitUsage
-	case f.nranks > api.MaxRanks:
-		fmt.Fprintf(stderr, "shoal run: -n %d: at most %d ranks (docs/api.md says why)\n", f.nranks, api.MaxRanks)
+	case f.nranks > job.MaxRanks:
+		fmt.Fprintf(stderr, "shoal run: -n %d: at most %d ranks (docs/api.md says why)\n", f.nranks, job.MaxRanks)
 		return f, nil, exitUsage
 	case f.ckptInterval.d < 0:
 		fmt.Fprintf(stderr, "shoal run: --ckpt-interval %v: must not be negative\n", f.ckptInterval.d)
@@ -248,11 +277,11 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.relocation != "rank" && f.relocation != "block":
 		fmt.Fprintf(stderr, "shoal run: --relocation %q: want rank or block\n", f.relocation)
 		return f, nil, exitUsage
-	case !(f.maxOversubscribe > 0 && f.maxOversubscribe <= api.MaxOversubscribe):
-		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: want more than 0 and at most %d ranks per core\n", f.maxOversubscribe, api.MaxOversubscribe)
+	case !(f.maxOversubscribe > 0 && f.maxOversubscribe <= job.MaxOversubscribe):
+		fmt.Fprintf(stderr, "shoal run: --max-oversubscribe %g: want more than 0 and at most %d ranks per core\n", f.maxOversubscribe, job.MaxOversubscribe)
 		return f, nil, exitUsage
-	case f.ranksPerNode < 0 || f.ranksPerNode > api.MaxRanks:
-		fmt.Fprintf(stderr, "shoal run: --ranks-per-node %d: want 0 (no bound) to %d\n", f.ranksPerNode, api.MaxRanks)
+	case f.ranksPerNode < 0 || f.ranksPerNode > job.MaxRanks:
+		fmt.Fprintf(stderr, "shoal run: --ranks-per-node %d: want 0 (no bound) to %d\n", f.ranksPerNode, job.MaxRanks)
 		return f, nil, exitUsage
 	case f.waitForNodes < 0:
 		fmt.Fprintf(stderr, "shoal run: --wait-for-nodes %v: must not be negative\n", f.waitForNodes)
@@ -383,11 +412,8 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	if id == "" {
 		id = coord.NewJobID(program)
 	}
-	wd, _ := os.Getwd()
-	spec := coord.Spec{
-		ID: id, NRanks: f.nranks, Program: program, Args: rest[1:], Workdir: wd,
-		CkptInterval: f.ckptInterval.d, CkptAuto: f.ckptInterval.auto, NodeMTBF: f.mtbf, MaxRestarts: f.maxRestarts, Env: f.env,
-	}
+	f.jobID = id
+	spec := f.jobSpec(append([]string{program}, rest[1:]...), nil)
 	if err := spec.Validate(); err != nil {
 		fmt.Fprintf(stderr, "shoal run: %v\n", err)
 		return exitUsage
@@ -399,6 +425,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := coord.DefaultConfig(ckptRoot, runRoot, self)
 	cfg.Engine = o
+	cfg.Workdir, _ = os.Getwd()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -407,8 +434,8 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	out := coord.Output{
 		Stdout: &lockedWriter{mu: &mu, w: stdout},
 		Stderr: &lockedWriter{mu: &mu, w: stderr},
-		Events: func(e coord.Event) {
-			if !showEvent(e.Kind, level) {
+		Events: func(e job.Event) {
+			if !showEvent(e.Type, level) {
 				return
 			}
 			mu.Lock()
@@ -426,14 +453,14 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	}
 	res := coord.Run(ctx, cfg, spec, out)
 	switch res.State {
-	case api.JobSucceeded:
+	case job.Succeeded:
 		if f.keep || f.keepFor > 0 {
 			// No agent collects standalone data later: it stays until removed by hand.
 			break
 		}
 		os.RemoveAll(filepath.Join(ckptRoot, id))
 		os.RemoveAll(filepath.Join(runRoot, id))
-	case api.JobCancelled:
+	case job.Cancelled:
 		fmt.Fprintf(stderr, "shoal run: job %s cancelled; checkpoints kept in %s\n", id, filepath.Join(ckptRoot, id))
 		return jobExit(res.Done())
 	}

@@ -18,6 +18,7 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/coord"
+	"shoal/internal/job"
 )
 
 // localAgent returns a client of the agent `shoal run` submits to: $SHOAL_AGENT's when
@@ -49,24 +50,24 @@ func localAgent(note io.Writer) (*api.Client, error) {
 }
 
 // upload stores a local file in the agent's cache and describes it for a job spec.
-func upload(ctx context.Context, c *api.Client, path, name string, mode uint32) (api.File, error) {
+func upload(ctx context.Context, c *api.Client, path, name string, mode uint32) (job.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return api.File{}, err
+		return job.File{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	size, err := io.Copy(h, f)
 	if err != nil {
-		return api.File{}, err
+		return job.File{}, err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	file := api.File{Name: name, SHA256: sum, Size: size, Mode: mode}
+	file := job.File{Name: name, SHA256: sum, Size: size, Mode: mode}
 	if has, err := c.HasFile(ctx, sum); err != nil || has {
 		return file, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return api.File{}, err
+		return job.File{}, err
 	}
 	return file, c.PutFile(ctx, sum, f, size)
 }
@@ -94,14 +95,7 @@ func cancelOnInterrupt(ctx context.Context, stopSignals context.CancelFunc, c *a
 // addInputs adds the --env settings and the --file inputs of a command to
 // spec, uploading the files to the agent; a file that cannot be uploaded is
 // reported as cmd's usage error (exit code returned; -1 when all went well).
-func addInputs(ctx context.Context, c *api.Client, spec *api.JobSpec, env, inputs []string, cmd string, stderr io.Writer) int {
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if spec.Env == nil {
-			spec.Env = map[string]string{}
-		}
-		spec.Env[k] = v
-	}
+func addInputs(ctx context.Context, c *api.Client, spec *job.Spec, inputs []string, cmd string, stderr io.Writer) int {
 	for _, in := range inputs {
 		file, err := upload(ctx, c, in, filepath.Base(in), 0o644)
 		if err != nil {
@@ -187,7 +181,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		}
 		fmt.Fprintln(stderr, note)
 	}
-	var files []api.File
+	var files []job.File
 	if staged != "" {
 		mode := uint32(0o755)
 		if staged != program {
@@ -200,16 +194,8 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		}
 		files = append(files, file)
 	}
-	spec := api.JobSpec{
-		ID: f.jobID, Ranks: f.nranks, Argv: append([]string{name}, args...), Files: files,
-		CheckpointInterval: api.Duration(f.ckptInterval.d), CheckpointAuto: f.ckptInterval.auto, MTBF: api.Duration(f.mtbf), MaxRestarts: f.maxRestarts,
-		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
-		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
-		WaitForNodes: api.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
-		Keep: f.keepSpec(), Redundancy: f.redundancy.copies, Parity: f.redundancy.parity,
-		Owner: f.owner,
-	}
-	if code := addInputs(ctx, c, &spec, f.env, f.files, "run", stderr); code >= 0 {
+	spec := f.jobSpec(append([]string{name}, args...), files)
+	if code := addInputs(ctx, c, &spec, f.files, "run", stderr); code >= 0 {
 		return code
 	}
 	if ar != nil && ar.durable != "" {

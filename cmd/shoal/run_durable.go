@@ -13,6 +13,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/durable"
+	"shoal/internal/job"
 	"shoal/internal/slurm"
 )
 
@@ -48,7 +49,7 @@ type allocRun struct {
 }
 
 // identity is what makes an epoch in DIR this job's (docs/slurm.md).
-func identity(spec api.JobSpec) durable.Identity {
+func identity(spec job.Spec) durable.Identity {
 	args := spec.Argv[1:]
 	if args == nil {
 		args = []string{}
@@ -60,7 +61,7 @@ func identity(spec api.JobSpec) durable.Identity {
 // is one: its shards go into the stores of the agents, two nodes each, and the
 // job takes the shards' job id. It returns an exit code after saying why in one
 // line (a corrupt or foreign epoch, shards the agents would not take), or -1.
-func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *api.JobSpec, stderr io.Writer) int {
+func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, stderr io.Writer) int {
 	ident := identity(*spec)
 	m, err := durable.Newest(r.durable, ident)
 	if errors.Is(err, durable.ErrNoEpoch) {

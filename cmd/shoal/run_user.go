@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 // Errors of --user.
@@ -20,7 +21,7 @@ var (
 // jobOwner is the owner a job of --user name runs as: the user of that login
 // name, or of that uid, in this node's user database, with its primary group.
 // Root is refused: a job that names no owner runs as the agents' user already.
-func jobOwner(name string) (*api.Owner, error) {
+func jobOwner(name string) (*job.Owner, error) {
 	u, err := user.Lookup(name)
 	if _, isNumber := strconv.Atoi(name); err != nil && isNumber == nil {
 		u, err = user.LookupId(name)
@@ -36,12 +37,12 @@ func jobOwner(name string) (*api.Owner, error) {
 	if uid == 0 {
 		return nil, fmt.Errorf("--user %s: %w", name, errUserRoot)
 	}
-	return &api.Owner{UID: uid, GID: gid, Name: u.Username}, nil
+	return &job.Owner{UID: uid, GID: gid, Name: u.Username}, nil
 }
 
 // warnRoot prints rootNote's line for job, submitted through c, on stderr,
 // unless quiet (--quiet: the output is the ranks' alone, as shoal logs prints it).
-func warnRoot(ctx context.Context, c *api.Client, job api.Job, quiet bool, stderr io.Writer) {
+func warnRoot(ctx context.Context, c *api.Client, job job.Job, quiet bool, stderr io.Writer) {
 	if quiet || job.Spec.Owner != nil {
 		return // no need to ask the agent
 	}
@@ -54,7 +55,7 @@ func warnRoot(ctx context.Context, c *api.Client, job api.Job, quiet bool, stder
 // rootNote is the line shoal run prints when job, submitted to an agent that
 // runs as agent, runs as root on every node; "" otherwise (it has an owner, or
 // the agents run as another user, or agent is unknown).
-func rootNote(job api.Job, agent *api.Owner) string {
+func rootNote(job job.Job, agent *job.Owner) string {
 	if job.Spec.Owner != nil || agent == nil || agent.UID != 0 {
 		return ""
 	}

@@ -4,9 +4,8 @@ import (
 	"errors"
 	"os/user"
 	"reflect"
+	"shoal/internal/job"
 	"testing"
-
-	"shoal/internal/api"
 )
 
 // --user names a user of this node by login name or uid, never root.
@@ -17,11 +16,11 @@ func TestJobOwner(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		want    *api.Owner
+		want    *job.Owner
 		wantErr error
 	}{
-		{"nobody", &api.Owner{UID: 65534, GID: 65534, Name: "nobody"}, nil},
-		{"65534", &api.Owner{UID: 65534, GID: 65534, Name: "nobody"}, nil},
+		{"nobody", &job.Owner{UID: 65534, GID: 65534, Name: "nobody"}, nil},
+		{"65534", &job.Owner{UID: 65534, GID: 65534, Name: "nobody"}, nil},
 		{"root", nil, errUserRoot},
 		{"0", nil, errUserRoot},
 		{"no-such-user-anywhere", nil, errNoSuchUser},
@@ -37,12 +36,12 @@ func TestJobOwner(t *testing.T) {
 
 // shoal run says so when a job runs as root, and only then.
 func TestRootNote(t *testing.T) {
-	root := &api.Owner{UID: 0, GID: 0, Name: "root"}
-	alice := &api.Owner{UID: 1001, GID: 1001, Name: "alice"}
+	root := &job.Owner{UID: 0, GID: 0, Name: "root"}
+	alice := &job.Owner{UID: 1001, GID: 1001, Name: "alice"}
 	tests := []struct {
 		name  string
-		owner *api.Owner // the job's
-		agent *api.Owner
+		owner *job.Owner // the job's
+		agent *job.Owner
 		warns bool
 	}{
 		{"no owner, agents run as root", nil, root, true},
@@ -51,7 +50,7 @@ func TestRootNote(t *testing.T) {
 		{"no owner, an agent that does not say", nil, nil, false},
 	}
 	for _, tt := range tests {
-		note := rootNote(api.Job{ID: "heat-1", Spec: api.JobSpec{Owner: tt.owner}}, tt.agent)
+		note := rootNote(job.Job{ID: "heat-1", Spec: job.Spec{Owner: tt.owner}}, tt.agent)
 		const want = "shoal: job heat-1 runs as root on every node (the agents' user): its program may do anything there; shoal run --user NAME runs a job as NAME"
 		if tt.warns && note != want || !tt.warns && note != "" {
 			t.Errorf("%s: rootNote = %q, want warning %v", tt.name, note, tt.warns)

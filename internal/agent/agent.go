@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/coord"
 	"shoal/internal/files"
+	"shoal/internal/job"
 	"shoal/internal/jobstore"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
@@ -594,17 +594,17 @@ func (a *Agent) fence(sub *membership.Subscription) {
 		}
 		now := time.Now()
 		later := map[string][2]time.Time{} // by job: its grant, when to fence
-		for job, granted := range a.launch.Coordinated(name) {
+		for id, granted := range a.launch.Coordinated(name) {
 			at := now
 			if !gone {
-				at = since.Add(coord.FenceAfter(since, a.newestShard(job, granted)))
+				at = since.Add(job.FenceAfter(since, a.newestShard(id, granted)))
 			}
 			if at.After(now) {
-				later[job] = [2]time.Time{granted, at}
+				later[id] = [2]time.Time{granted, at}
 				continue
 			}
-			a.launch.Revoke(job)
-			a.log.Warn("coordinator gone: killed its job's processes on this node", "coordinator", name, "event", ev.Type.String(), "job", job)
+			a.launch.Revoke(id)
+			a.log.Warn("coordinator gone: killed its job's processes on this node", "coordinator", name, "event", ev.Type.String(), "job", id)
 		}
 		if len(later) > 0 {
 			if cancel, ok := waits[name]; ok {
@@ -612,9 +612,9 @@ func (a *Agent) fence(sub *membership.Subscription) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			waits[name] = cancel
-			for job, w := range later {
-				a.log.Info("coordinator declared dead: its job's ranks here wait for it", "coordinator", name, "job", job, "until", w[1].Format(time.StampMilli))
-				go a.fenceAt(ctx, ev.Node, job, w[0], w[1])
+			for id, w := range later {
+				a.log.Info("coordinator declared dead: its job's ranks here wait for it", "coordinator", name, "job", id, "until", w[1].Format(time.StampMilli))
+				go a.fenceAt(ctx, ev.Node, id, w[0], w[1])
 			}
 		}
 	}
@@ -888,7 +888,7 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 			Labels:  m.Meta.Labels,
 			State:   m.State.String(),
 			Since:   m.Since,
-			RTT:     api.Duration(m.RTT),
+			RTT:     job.Duration(m.RTT),
 			Leaving: m.Meta.Leaving,
 			Local:   m.Local,
 			Ranks:   m.Meta.Ranks,

@@ -17,6 +17,7 @@ import (
 	"shoal/internal/ckpt"
 	"shoal/internal/coord"
 	"shoal/internal/files"
+	"shoal/internal/job"
 	"shoal/internal/membership"
 	"shoal/internal/retention"
 	"shoal/internal/userdir"
@@ -152,7 +153,7 @@ func (c *collector) pass() time.Time {
 func (c *collector) Collect(ctx context.Context, req api.GCRequest) (api.GCResult, error) {
 	self := c.a.Name()
 	if req.Job != "" {
-		if j, _, err := c.a.store.Job(req.Job); err == nil && !(coord.Terminal(j.State) && !j.Ended.IsZero()) {
+		if j, _, err := c.a.store.Job(req.Job); err == nil && !(job.Terminal(j.State) && !j.Ended.IsZero()) {
 			return api.GCResult{}, fmt.Errorf("%w: job %s is %s: its data goes once it has ended", api.ErrConflict, req.Job, j.State)
 		}
 	}
@@ -324,7 +325,7 @@ func jobDirs(dir string) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && api.ValidJobID(e.Name()) {
+		if e.IsDir() && job.ValidID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -382,7 +383,7 @@ func (c *collector) path(it retention.Item) string {
 // remove deletes an item. Shards go through the shard store, which forgets
 // their verifications with them.
 func (c *collector) remove(it retention.Item) error {
-	if !api.ValidJobID(it.Job) && it.Kind != retention.KindFile {
+	if !job.ValidID(it.Job) && it.Kind != retention.KindFile {
 		return fmt.Errorf("job id %q: not one", it.Job) // never a path outside the data dir
 	}
 	switch it.Kind {

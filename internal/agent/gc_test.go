@@ -15,6 +15,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/coord"
+	"shoal/internal/job"
 	"shoal/internal/retention"
 	"shoal/test/poll"
 )
@@ -94,14 +95,14 @@ func TestAgentCollects(t *testing.T) {
 
 	store := a.Store()
 	ended := time.Now().Add(-time.Hour)
-	if err := store.Submit(api.Job{ID: "failed", State: api.JobFailed, Ended: ended,
-		Spec: api.JobSpec{Files: []api.File{{Name: "p", SHA256: other}}}}, nil); err != nil {
+	if err := store.Submit(job.Job{ID: "failed", State: job.Failed, Ended: ended,
+		Spec: job.Spec{Files: []job.File{{Name: "p", SHA256: other}}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Submit(api.Job{ID: "running", State: api.JobRunning, Epoch: 4}, nil); err != nil {
+	if err := store.Submit(job.Job{ID: "running", State: job.Running, Epoch: 4}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Submit(api.Job{ID: "kept", State: api.JobCancelled, Ended: ended, Spec: api.JobSpec{Keep: api.KeepForever}}, nil); err != nil {
+	if err := store.Submit(job.Job{ID: "kept", State: job.Cancelled, Ended: ended, Spec: job.Spec{Keep: job.KeepForever}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	book := coord.NewEpochBook(1, 1)
@@ -208,7 +209,7 @@ func TestAgentCollectsAtStart(t *testing.T) {
 		}
 		return ""
 	})
-	if err := a.Store().Submit(api.Job{ID: "gone", State: api.JobCancelled, Ended: time.Now().Add(-2 * time.Hour)}, nil); err != nil {
+	if err := a.Store().Submit(job.Job{ID: "gone", State: job.Cancelled, Ended: time.Now().Add(-2 * time.Hour)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Stop quickly after, so the loop may not have collected yet; the data

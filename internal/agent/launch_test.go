@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/membership"
 	"shoal/test/poll"
 )
@@ -44,7 +45,7 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 		t.Fatalf("launch without a grant: error %v, want ErrNotFound", err)
 	}
 	// j1 is coordinated by n3, j2 by n1.
-	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n3", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n3", Ranks: 1, TTL: job.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n2.Launcher().Grant("j2", "n1", 1, time.Minute, nil); err != nil {
@@ -114,9 +115,9 @@ func TestRanksAnnounced(t *testing.T) {
 			return ""
 		}
 	}
-	grant := func(a *Agent, job, coordinator string, n int) {
+	grant := func(a *Agent, id, coordinator string, n int) {
 		t.Helper()
-		if _, err := api.NewClient(a.LocalAPIAddr(), a.Secret()).Grant(ctx, api.GrantRequest{Job: job, Coordinator: coordinator, Ranks: n, TTL: api.Duration(time.Minute)}); err != nil {
+		if _, err := api.NewClient(a.LocalAPIAddr(), a.Secret()).Grant(ctx, api.GrantRequest{Job: id, Coordinator: coordinator, Ranks: n, TTL: job.Duration(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}

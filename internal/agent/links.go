@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/links"
 	"shoal/internal/membership"
 )
@@ -156,7 +157,7 @@ func (p *linkProber) measure(name, addr string) (api.Link, error) {
 	if krtt > 0 && krtt < rtt {
 		rtt = krtt // the link's own, without either server's scheduling
 	}
-	return api.Link{From: p.a.cfg.Name, To: name, RTT: api.Duration(rtt), Bandwidth: float64(size) / transfer.Seconds(), Measured: time.Now()}, nil
+	return api.Link{From: p.a.cfg.Name, To: name, RTT: job.Duration(rtt), Bandwidth: float64(size) / transfer.Seconds(), Measured: time.Now()}, nil
 }
 
 // bandwidthFrom returns the bandwidth, bytes/s, of the link from the node whose

@@ -8,6 +8,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/shardstore"
 	"shoal/internal/userdir"
 )
@@ -113,9 +114,9 @@ func (s *shardService) Probe(ctx context.Context, job string, bytes int64) (api.
 	return api.Probe{Bytes: min(bytes, shardstore.MaxProbe), Error: why}, nil
 }
 
-func (s *shardService) RankStates(ctx context.Context, job string) ([]api.RankState, error) {
-	if !api.ValidJobID(job) { // the path below is built from it
-		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
+func (s *shardService) RankStates(ctx context.Context, jobID string) ([]api.RankState, error) {
+	if !job.ValidID(jobID) { // the path below is built from it
+		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, jobID)
 	}
-	return engine.ReadRankStates(userdir.Tree{Base: filepath.Join(s.dataDir, JobsDir)}, RanksDir(s.dataDir, job))
+	return engine.ReadRankStates(userdir.Tree{Base: filepath.Join(s.dataDir, JobsDir)}, RanksDir(s.dataDir, jobID))
 }

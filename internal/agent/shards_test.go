@@ -16,6 +16,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/pki"
 )
 
@@ -134,7 +135,7 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 		t.Errorf("request file: %v", err)
 	}
 	// A new run granted on a withdraws the request the earlier run left.
-	if _, err := ca.Grant(ctx, api.GrantRequest{Job: "heat", Coordinator: a.Name(), Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
+	if _, err := ca.Grant(ctx, api.GrantRequest{Job: "heat", Coordinator: a.Name(), Ranks: 1, TTL: job.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(a.DataDir(), CkptDir, "heat", "request-checkpoint")); !errors.Is(err, os.ErrNotExist) {

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/job"
 	"shoal/internal/pki"
 )
 
@@ -334,34 +335,34 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 // uses the agent's default.
 func (c *Client) Leave(ctx context.Context, timeout time.Duration) (LeaveResponse, error) {
 	var out LeaveResponse
-	err := c.call(ctx, "POST", "/v1/leave", LeaveRequest{Timeout: Duration(timeout)}, &out)
+	err := c.call(ctx, "POST", "/v1/leave", LeaveRequest{Timeout: job.Duration(timeout)}, &out)
 	return out, err
 }
 
 // Submit calls POST /v1/jobs.
-func (c *Client) Submit(ctx context.Context, spec JobSpec) (Job, error) {
-	var j Job
+func (c *Client) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
+	var j job.Job
 	err := c.call(ctx, "POST", "/v1/jobs", spec, &j)
 	return j, err
 }
 
 // Jobs calls GET /v1/jobs.
-func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
+func (c *Client) Jobs(ctx context.Context) ([]job.Job, error) {
 	var l JobList
 	err := c.call(ctx, "GET", "/v1/jobs", nil, &l)
 	return l.Jobs, err
 }
 
 // Job calls GET /v1/jobs/{id}.
-func (c *Client) Job(ctx context.Context, id string) (Job, error) {
-	var j Job
+func (c *Client) Job(ctx context.Context, id string) (job.Job, error) {
+	var j job.Job
 	err := c.call(ctx, "GET", "/v1/jobs/"+url.PathEscape(id), nil, &j)
 	return j, err
 }
 
 // Cancel calls DELETE /v1/jobs/{id}.
-func (c *Client) Cancel(ctx context.Context, id string) (Job, error) {
-	var j Job
+func (c *Client) Cancel(ctx context.Context, id string) (job.Job, error) {
+	var j job.Job
 	err := c.call(ctx, "DELETE", "/v1/jobs/"+url.PathEscape(id), nil, &j)
 	return j, err
 }
@@ -374,12 +375,12 @@ type EventStream struct {
 
 // Next returns the next event, io.EOF at the end of the stream, or the
 // server's error if the stream ended with one.
-func (s *EventStream) Next() (JobEvent, error) {
+func (s *EventStream) Next() (job.Event, error) {
 	if !s.sc.Scan() {
 		if err := s.sc.Err(); err != nil {
-			return JobEvent{}, err
+			return job.Event{}, err
 		}
-		return JobEvent{}, io.EOF
+		return job.Event{}, io.EOF
 	}
 	line := s.sc.Bytes()
 	var probe struct {
@@ -393,11 +394,11 @@ func (s *EventStream) Next() (JobEvent, error) {
 				e.Status = se.status
 			}
 		}
-		return JobEvent{}, e
+		return job.Event{}, e
 	}
-	var ev JobEvent
+	var ev job.Event
 	if err := json.Unmarshal(line, &ev); err != nil {
-		return JobEvent{}, fmt.Errorf("%w: malformed event line: %v", ErrInternal, err)
+		return job.Event{}, fmt.Errorf("%w: malformed event line: %v", ErrInternal, err)
 	}
 	return ev, nil
 }
@@ -677,8 +678,8 @@ func (c *Client) RankStates(ctx context.Context, job string) ([]RankState, error
 }
 
 // Rebalance calls POST /v1/jobs/{id}/rebalance on the job's coordinator.
-func (c *Client) Rebalance(ctx context.Context, id string, req RebalanceRequest) (Job, error) {
-	var j Job
+func (c *Client) Rebalance(ctx context.Context, id string, req RebalanceRequest) (job.Job, error) {
+	var j job.Job
 	err := c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(id)+"/rebalance", req, &j)
 	return j, err
 }

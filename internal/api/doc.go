@@ -16,7 +16,11 @@
 // with [ErrNotAvailable].
 package api
 
-import "errors"
+import (
+	"errors"
+	"shoal/internal/job"
+	"slices"
+)
 
 // Errors. Services return errors wrapping these to choose the HTTP status;
 // [Client] methods return an [*Error] that unwraps to the one matching the
@@ -41,25 +45,32 @@ var (
 	ErrUnreachable = errors.New("api: agent unreachable")
 )
 
-// statusErrors maps statuses to sentinels and wire codes, both ways.
+// statusErrors maps statuses to sentinels and wire codes, both ways: the one
+// table of what each error of a service means on the wire. Besides the API's
+// own sentinels, a status takes the errors of the packages whose services the
+// server carries (also): a service returns its own package's error, the server
+// answers with the status, and a client's [*Error] of that status is the API's
+// sentinel and those errors too (errors.Is), so that a caller tells a remote
+// refusal as it tells a local one.
 var statusErrors = []struct {
 	status int
 	code   string
 	err    error
+	also   []error
 }{
-	{400, "bad_request", ErrBadRequest},
-	{401, "unauthorized", ErrUnauthorized},
-	{403, "forbidden", ErrForbidden},
-	{404, "not_found", ErrNotFound},
-	{405, "method_not_allowed", ErrMethodNotAllowed},
-	{409, "conflict", ErrConflict},
-	{413, "too_large", ErrTooLarge},
-	{421, "misdirected", ErrMisdirected},
-	{422, "corrupt", ErrCorrupt},
-	{500, "internal", ErrInternal},
-	{502, "bad_gateway", ErrBadGateway},
-	{503, "not_available", ErrNotAvailable},
-	{507, "over_quota", ErrOverQuota},
+	{400, "bad_request", ErrBadRequest, []error{job.ErrInvalid}},
+	{401, "unauthorized", ErrUnauthorized, nil},
+	{403, "forbidden", ErrForbidden, nil},
+	{404, "not_found", ErrNotFound, []error{job.ErrNotFound}},
+	{405, "method_not_allowed", ErrMethodNotAllowed, nil},
+	{409, "conflict", ErrConflict, []error{job.ErrTaken}},
+	{413, "too_large", ErrTooLarge, nil},
+	{421, "misdirected", ErrMisdirected, nil},
+	{422, "corrupt", ErrCorrupt, nil},
+	{500, "internal", ErrInternal, nil},
+	{502, "bad_gateway", ErrBadGateway, nil},
+	{503, "not_available", ErrNotAvailable, nil},
+	{507, "over_quota", ErrOverQuota, nil},
 }
 
 // Error is an error answer from an agent: the HTTP status and the body
@@ -84,10 +95,21 @@ func (e *Error) Unwrap() error {
 	return ErrBadRequest
 }
 
+// Is reports whether target is one of the errors its status stands for
+// besides the API's sentinel (statusErrors' also).
+func (e *Error) Is(target error) bool {
+	for _, s := range statusErrors {
+		if s.status == e.Status && slices.Contains(s.also, target) {
+			return true
+		}
+	}
+	return false
+}
+
 // statusOf returns the HTTP status and wire code for an error from a service.
 func statusOf(err error) (int, string) {
 	for _, s := range statusErrors {
-		if errors.Is(err, s.err) {
+		if errors.Is(err, s.err) || slices.ContainsFunc(s.also, func(a error) bool { return errors.Is(err, a) }) {
 			return s.status, s.code
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"shoal/internal/job"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,7 @@ var requestKinds = []struct {
 	value func() any
 	check func(any) error
 }{
-	{"job", func() any { return new(JobSpec) }, func(v any) error { return v.(*JobSpec).Validate() }},
+	{"job", func() any { return new(job.Spec) }, func(v any) error { return v.(*job.Spec).Validate() }},
 	{"launch", func() any { return new(LaunchRequest) }, func(v any) error { return v.(*LaunchRequest).Validate() }},
 	{"grant", func() any { return new(GrantRequest) }, func(v any) error { return v.(*GrantRequest).Validate() }},
 	{"fetch", func() any { return new(FetchRequest) }, func(v any) error { return v.(*FetchRequest).Validate() }},
@@ -62,7 +63,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
-		if spec, ok := v.(*JobSpec); ok {
+		if spec, ok := v.(*job.Spec); ok {
 			noControl(t, body, spec)
 		}
 		again, err := json.Marshal(v)
@@ -84,7 +85,7 @@ func FuzzDecodeRequest(f *testing.F) {
 
 // noControl fails if an accepted spec holds a control character (a tab aside)
 // in a text that reaches a command line, a file name or a log.
-func noControl(t *testing.T, body []byte, s *JobSpec) {
+func noControl(t *testing.T, body []byte, s *job.Spec) {
 	t.Helper()
 	texts := append([]string{s.ID, s.ResumeFrom}, s.Argv...)
 	for k, v := range s.Env {

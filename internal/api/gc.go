@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"shoal/internal/job"
 )
 
 // GCRequest is the optional body of POST /v1/gc: collect job data now under the
@@ -23,7 +24,7 @@ type GCRequest struct {
 
 // Validate reports what is wrong with the request, naming the field.
 func (g GCRequest) Validate() error {
-	if g.Job != "" && !ValidJobID(g.Job) {
+	if g.Job != "" && !job.ValidID(g.Job) {
 		return fmt.Errorf("%w: job %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, g.Job)
 	}
 	if len(g.Node) > 255 {

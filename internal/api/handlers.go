@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"shoal/internal/job"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,17 +68,17 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if c := CallerOf(r.Context()); c != nil {
-		jobs = slices.DeleteFunc(jobs, func(j Job) bool { return !c.Owns(j) })
+		jobs = slices.DeleteFunc(jobs, func(j job.Job) bool { return !c.Owns(j) })
 	}
 	if jobs == nil {
-		jobs = []Job{}
+		jobs = []job.Job{}
 	}
 	writeJSON(w, http.StatusOK, JobList{Jobs: jobs})
 	return nil
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
-	var spec JobSpec
+	var spec job.Spec
 	if err := decodeJSON(r, &spec, false); err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 // jobID returns the {id} path value, checked.
 func jobID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if !ValidJobID(id) {
+	if !job.ValidID(id) {
 		return "", fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, id)
 	}
 	return id, nil
@@ -199,7 +200,7 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusOK)
 	rc.Flush()
 	enc := json.NewEncoder(w)
-	err = jobs.Events(r.Context(), id, from, follow, func(ev JobEvent) error {
+	err = jobs.Events(r.Context(), id, from, follow, func(ev job.Event) error {
 		if err := enc.Encode(ev); err != nil {
 			return err
 		}
@@ -317,11 +318,11 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) error {
-	job := r.PathValue("job")
-	if !ValidJobID(job) {
-		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, job)
+	id := r.PathValue("job")
+	if !job.ValidID(id) {
+		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, id)
 	}
-	rv, err := s.grantService().Revoke(job)
+	rv, err := s.grantService().Revoke(id)
 	if err != nil {
 		return err
 	}
@@ -361,7 +362,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 
 func fileSum(r *http.Request) (string, error) {
 	sum := r.PathValue("sha256")
-	if !ValidSHA256(sum) {
+	if !job.ValidSHA256(sum) {
 		return "", fmt.Errorf("%w: %q is not a lower-case hex SHA-256", ErrBadRequest, sum)
 	}
 	return sum, nil
@@ -424,19 +425,19 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 }
 
 func shardRef(r *http.Request) (ShardRef, error) {
-	job, e, rk := r.PathValue("job"), r.PathValue("epoch"), r.PathValue("rank")
-	if !ValidJobID(job) {
-		return ShardRef{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, job)
+	id, e, rk := r.PathValue("job"), r.PathValue("epoch"), r.PathValue("rank")
+	if !job.ValidID(id) {
+		return ShardRef{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, id)
 	}
 	epoch, err := strconv.ParseUint(e, 10, 64)
 	if err != nil || epoch == 0 {
 		return ShardRef{}, fmt.Errorf("%w: epoch %q: want an integer ≥ 1", ErrBadRequest, e)
 	}
 	rank, err := strconv.Atoi(rk)
-	if err != nil || rank < 0 || rank >= MaxRanks {
+	if err != nil || rank < 0 || rank >= job.MaxRanks {
 		return ShardRef{}, fmt.Errorf("%w: rank %q: want an integer from 0", ErrBadRequest, rk)
 	}
-	return ShardRef{Job: job, Epoch: epoch, Rank: rank}, nil
+	return ShardRef{Job: id, Epoch: epoch, Rank: rank}, nil
 }
 
 // shardAndLink reads the shard a request names and its ?link=, the only
@@ -494,11 +495,11 @@ func (s *Server) putShard(w http.ResponseWriter, r *http.Request) error {
 
 // pathJob returns the {job} path value, checked.
 func pathJob(r *http.Request) (string, error) {
-	job := r.PathValue("job")
-	if !ValidJobID(job) {
-		return "", fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, job)
+	id := r.PathValue("job")
+	if !job.ValidID(id) {
+		return "", fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, id)
 	}
-	return job, nil
+	return id, nil
 }
 
 // noQuery rejects query parameters a route does not take, so that a typo is
@@ -649,17 +650,17 @@ func (s *Server) encodeParity(w http.ResponseWriter, r *http.Request) error {
 
 // parityRef returns the parity row a request's path names, checked.
 func parityRef(r *http.Request) (ParityRef, error) {
-	job, epoch, err := pathEpoch(r)
+	id, epoch, err := pathEpoch(r)
 	if err != nil {
 		return ParityRef{}, err
 	}
 	g, rw := r.PathValue("group"), r.PathValue("row")
 	group, gerr := strconv.Atoi(g)
 	row, rerr := strconv.Atoi(rw)
-	if gerr != nil || group < 0 || rerr != nil || row < 0 || row >= MaxParity {
-		return ParityRef{}, fmt.Errorf("%w: parity %s/%s: want a group ≥ 0 and a row from 0 to %d", ErrBadRequest, g, rw, MaxParity-1)
+	if gerr != nil || group < 0 || rerr != nil || row < 0 || row >= job.MaxParity {
+		return ParityRef{}, fmt.Errorf("%w: parity %s/%s: want a group ≥ 0 and a row from 0 to %d", ErrBadRequest, g, rw, job.MaxParity-1)
 	}
-	return ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}, nil
+	return ParityRef{Job: id, Epoch: epoch, Group: group, Row: row}, nil
 }
 
 func (s *Server) putParity(w http.ResponseWriter, r *http.Request) error {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"shoal/internal/job"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +11,7 @@ import (
 // directory (docs/launcher-protocol.md): one line,
 // "interval S auto A cost C mtbf M", with S, C and M in seconds and A 0 or 1.
 // Anything else is nil: unknown.
-func ParseIntervalFile(b []byte) *CheckpointInterval {
+func ParseIntervalFile(b []byte) *job.Interval {
 	f := strings.Fields(string(b))
 	if len(f) != 8 || f[0] != "interval" || f[2] != "auto" || f[4] != "cost" || f[6] != "mtbf" || (f[3] != "0" && f[3] != "1") {
 		return nil
@@ -23,6 +24,6 @@ func ParseIntervalFile(b []byte) *CheckpointInterval {
 		}
 		secs[i] = x
 	}
-	d := func(s float64) Duration { return Duration(time.Duration(s * float64(time.Second))) }
-	return &CheckpointInterval{Every: d(secs[0]), Auto: f[3] == "1", Cost: d(secs[1]), MTBF: d(secs[2])}
+	d := func(s float64) job.Duration { return job.Duration(time.Duration(s * float64(time.Second))) }
+	return &job.Interval{Every: d(secs[0]), Auto: f[3] == "1", Cost: d(secs[1]), MTBF: d(secs[2])}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"reflect"
+	"shoal/internal/job"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,7 @@ import (
 
 // A job asks for an automatic interval or a fixed one, not both.
 func TestValidateCheckpointAuto(t *testing.T) {
-	base := JobSpec{Ranks: 2, Argv: []string{"/bin/true"}}
+	base := job.Spec{Ranks: 2, Argv: []string{"/bin/true"}}
 	for _, c := range []struct {
 		auto           bool
 		interval, mtbf time.Duration
@@ -24,7 +25,7 @@ func TestValidateCheckpointAuto(t *testing.T) {
 		{false, 30 * time.Second, time.Minute, "mtbf 1m0s without checkpoint_auto"},
 	} {
 		s := base
-		s.CheckpointAuto, s.CheckpointInterval, s.MTBF = c.auto, Duration(c.interval), Duration(c.mtbf)
+		s.CheckpointAuto, s.CheckpointInterval, s.MTBF = c.auto, job.Duration(c.interval), job.Duration(c.mtbf)
 		err := s.Validate()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("auto %v, interval %v, mtbf %v: %v, want %q", c.auto, c.interval, c.mtbf, err, c.want)
@@ -34,7 +35,7 @@ func TestValidateCheckpointAuto(t *testing.T) {
 
 func TestParseIntervalFile(t *testing.T) {
 	got := ParseIntervalFile([]byte("interval 4.5 auto 1 cost 0.0125 mtbf 900\n"))
-	want := &CheckpointInterval{Every: Duration(4500 * time.Millisecond), Auto: true, Cost: Duration(12500 * time.Microsecond), MTBF: Duration(15 * time.Minute)}
+	want := &job.Interval{Every: job.Duration(4500 * time.Millisecond), Auto: true, Cost: job.Duration(12500 * time.Microsecond), MTBF: job.Duration(15 * time.Minute)}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"shoal/internal/job"
 	"strconv"
 	"time"
 )
@@ -16,12 +17,12 @@ import (
 // the bandwidth of a larger transfer. Estimated links were
 // not measured but inferred through a third node (internal/links).
 type Link struct {
-	From      string    `json:"from"`
-	To        string    `json:"to"`
-	RTT       Duration  `json:"rtt"`
-	Bandwidth float64   `json:"bandwidth"` // bytes per second, from To to From
-	Measured  time.Time `json:"measured,omitzero"`
-	Estimated bool      `json:"estimated,omitzero"`
+	From      string       `json:"from"`
+	To        string       `json:"to"`
+	RTT       job.Duration `json:"rtt"`
+	Bandwidth float64      `json:"bandwidth"` // bytes per second, from To to From
+	Measured  time.Time    `json:"measured,omitzero"`
+	Estimated bool         `json:"estimated,omitzero"`
 }
 
 // LinkList is the answer of GET /v1/links.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"shoal/internal/job"
 	"strconv"
 	"sync"
 	"time"
@@ -50,20 +51,20 @@ func (c *Caller) Privileged() bool { return c.UID == 0 || c.UID == os.Getuid() }
 // privileged caller may name any user, as a holder of the secret may (nil: the
 // agents' user; [JobSpec.Validate] refuses root); any other caller's job is
 // theirs, and naming another user is refused with [ErrForbidden].
-func (c *Caller) JobOwner(asked *Owner) (*Owner, error) {
+func (c *Caller) JobOwner(asked *job.Owner) (*job.Owner, error) {
 	if c.Privileged() {
 		return asked, nil
 	}
 	if asked != nil && asked.UID != c.UID {
 		return nil, fmt.Errorf("%w: %s may submit jobs as themself only, not as %s: only root runs a job as another user (shoal run --user)", ErrForbidden, c, asked)
 	}
-	return &Owner{UID: c.UID, GID: c.GID, Name: c.Name}, nil
+	return &job.Owner{UID: c.UID, GID: c.GID, Name: c.Name}, nil
 }
 
 // agentUser is the user this process runs as, with its login name when the node
 // has one.
-var agentUser = sync.OnceValue(func() *Owner {
-	o := &Owner{UID: os.Getuid(), GID: os.Getgid()}
+var agentUser = sync.OnceValue(func() *job.Owner {
+	o := &job.Owner{UID: os.Getuid(), GID: os.Getgid()}
 	if u, err := user.LookupId(strconv.Itoa(o.UID)); err == nil {
 		o.Name = u.Username
 	}
@@ -72,7 +73,7 @@ var agentUser = sync.OnceValue(func() *Owner {
 
 // Owns reports whether the caller may see and control job: its own, or any for
 // a privileged caller.
-func (c *Caller) Owns(job Job) bool {
+func (c *Caller) Owns(job job.Job) bool {
 	return c.Privileged() || job.Spec.Owner != nil && job.Spec.Owner.UID == c.UID
 }
 
@@ -188,18 +189,18 @@ func (s *Server) serveLocal(w http.ResponseWriter, r *http.Request, c *Caller, r
 // and from the local socket when the caller owns it. A job the caller does not
 // own is not found, in the very words of a job that does not exist
 // ([NoSuchJob]), whatever the service said of the latter.
-func (s *Server) ownedJob(r *http.Request, id string) (Job, error) {
-	job, err := s.jobService().Job(r.Context(), id)
+func (s *Server) ownedJob(r *http.Request, id string) (job.Job, error) {
+	j, err := s.jobService().Job(r.Context(), id)
 	if errors.Is(err, ErrNotFound) {
-		return Job{}, NoSuchJob(id)
+		return job.Job{}, job.NotFound(id)
 	}
 	if err != nil {
-		return Job{}, err
+		return job.Job{}, err
 	}
-	if c := CallerOf(r.Context()); c != nil && !c.Owns(job) {
-		return Job{}, NoSuchJob(id)
+	if c := CallerOf(r.Context()); c != nil && !c.Owns(j) {
+		return job.Job{}, job.NotFound(id)
 	}
-	return job, nil
+	return j, nil
 }
 
 // relayTarget returns nil if to is the API address of a live member of the

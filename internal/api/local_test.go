@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"shoal/internal/job"
 	"slices"
 	"strings"
 	"sync"
@@ -24,35 +25,35 @@ import (
 type ownedJobs struct {
 	Unavailable
 	mu        sync.Mutex
-	submitted []JobSpec
+	submitted []job.Spec
 }
 
-var ownedByUID = map[string]*Owner{"mine": {UID: 1001, GID: 1001, Name: "alice"}, "theirs": {UID: 1002, GID: 1002, Name: "bob"}, "roots": nil}
+var ownedByUID = map[string]*job.Owner{"mine": {UID: 1001, GID: 1001, Name: "alice"}, "theirs": {UID: 1002, GID: 1002, Name: "bob"}, "roots": nil}
 
-func (o *ownedJobs) Submit(_ context.Context, spec JobSpec) (Job, error) {
+func (o *ownedJobs) Submit(_ context.Context, spec job.Spec) (job.Job, error) {
 	o.mu.Lock()
 	o.submitted = append(o.submitted, spec)
 	o.mu.Unlock()
-	return Job{ID: "new", Spec: spec}, nil
+	return job.Job{ID: "new", Spec: spec}, nil
 }
-func (o *ownedJobs) Jobs(context.Context) ([]Job, error) {
-	var out []Job
+func (o *ownedJobs) Jobs(context.Context) ([]job.Job, error) {
+	var out []job.Job
 	for _, id := range []string{"mine", "roots", "theirs"} {
-		out = append(out, Job{ID: id, Spec: JobSpec{Owner: ownedByUID[id]}})
+		out = append(out, job.Job{ID: id, Spec: job.Spec{Owner: ownedByUID[id]}})
 	}
 	return out, nil
 }
-func (o *ownedJobs) Job(_ context.Context, id string) (Job, error) {
+func (o *ownedJobs) Job(_ context.Context, id string) (job.Job, error) {
 	owner, ok := ownedByUID[id]
 	if !ok {
 		// Worded otherwise than NoSuchJob, as a replica still waiting for
 		// a job may word it: the server answers in NoSuchJob's words.
-		return Job{}, fmt.Errorf("%w: %q (not replicated here yet)", ErrNotFound, id)
+		return job.Job{}, fmt.Errorf("%w: %q (not replicated here yet)", ErrNotFound, id)
 	}
-	return Job{ID: id, Spec: JobSpec{Owner: owner}}, nil
+	return job.Job{ID: id, Spec: job.Spec{Owner: owner}}, nil
 }
-func (o *ownedJobs) Cancel(_ context.Context, id string) (Job, error) {
-	return Job{ID: id, State: JobCancelled}, nil
+func (o *ownedJobs) Cancel(_ context.Context, id string) (job.Job, error) {
+	return job.Job{ID: id, State: job.Cancelled}, nil
 }
 
 // asCaller sends a request to s as if from its local socket, by caller.
@@ -127,15 +128,15 @@ func TestLocalSubmitOwner(t *testing.T) {
 		c      *Caller
 		owner  string // the body's "owner", JSON; "" for none
 		status int
-		has    string // in the answer
-		want   *Owner // the submitted job's owner, when status is 201
+		has    string     // in the answer
+		want   *job.Owner // the submitted job's owner, when status is 201
 	}{
-		{"a user's job is theirs", alice, "", 201, "", &Owner{UID: 1001, GID: 1001, Name: "alice"}},
-		{"a user may name themself", alice, `{"uid":1001,"gid":7,"name":"mallory"}`, 201, "", &Owner{UID: 1001, GID: 1001, Name: "alice"}},
+		{"a user's job is theirs", alice, "", 201, "", &job.Owner{UID: 1001, GID: 1001, Name: "alice"}},
+		{"a user may name themself", alice, `{"uid":1001,"gid":7,"name":"mallory"}`, 201, "", &job.Owner{UID: 1001, GID: 1001, Name: "alice"}},
 		{"a user may not name another", alice, `{"uid":1002,"gid":1002,"name":"bob"}`, 403,
 			"alice (uid 1001) may submit jobs as themself only, not as bob (uid 1002)", nil},
 		{"root's job runs as the agents' user", root, "", 201, "", nil},
-		{"root's job runs as the user it names", root, `{"uid":1002,"gid":1003,"name":"bob"}`, 201, "", &Owner{UID: 1002, GID: 1003, Name: "bob"}},
+		{"root's job runs as the user it names", root, `{"uid":1002,"gid":1003,"name":"bob"}`, 201, "", &job.Owner{UID: 1002, GID: 1003, Name: "bob"}},
 		{"root may not name root", root, `{"uid":0,"gid":0,"name":"root"}`, 400, "owner uid 0 gid 0: want a user other than root", nil},
 		{"nor a name with a newline", root, `{"uid":1002,"gid":1002,"name":"bob\nUSER=root"}`, 400, "owner.name", nil},
 	}
@@ -198,7 +199,7 @@ func TestAnotherUsersJobReadsAsNone(t *testing.T) {
 	}
 	for _, rt := range routes {
 		wantStatus, wantHeader, wantBody := ask(rt.method, rt.path, rt.body, "nosuch")
-		if want := `{"error":"api: not found: no job \"ID\"","code":"not_found"}` + "\n"; wantStatus != http.StatusNotFound || wantBody != want {
+		if want := `{"error":"no job \"ID\"","code":"not_found"}` + "\n"; wantStatus != http.StatusNotFound || wantBody != want {
 			t.Errorf("%s %s of a job that does not exist: %d %q, want 404 %q", rt.method, rt.path, wantStatus, wantBody, want)
 		}
 		for _, id := range []string{"theirs", "roots"} {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"shoal/internal/job"
 	"strconv"
 )
 
@@ -54,28 +55,28 @@ func (Unavailable) Results(context.Context, string) ([]int, error) {
 
 // pathTask returns the {job} and {task} path values, checked.
 func pathTask(r *http.Request) (string, int, error) {
-	job, err := pathJob(r)
+	id, err := pathJob(r)
 	if err != nil {
 		return "", 0, err
 	}
 	t := r.PathValue("task")
 	task, err := strconv.Atoi(t)
-	if err != nil || task < 0 || task >= MaxTasks {
-		return "", 0, fmt.Errorf("%w: task %q: want an integer from 0 to %d", ErrBadRequest, t, MaxTasks-1)
+	if err != nil || task < 0 || task >= job.MaxTasks {
+		return "", 0, fmt.Errorf("%w: task %q: want an integer from 0 to %d", ErrBadRequest, t, job.MaxTasks-1)
 	}
-	return job, task, nil
+	return id, task, nil
 }
 
 func (s *Server) putResult(w http.ResponseWriter, r *http.Request) error {
-	job, task, err := pathTask(r)
+	id, task, err := pathTask(r)
 	if err != nil {
 		return err
 	}
 	sum := r.Header.Get(HeaderContentSHA256)
-	if !ValidSHA256(sum) {
+	if !job.ValidSHA256(sum) {
 		return fmt.Errorf("%w: %s %q: want 64 lower-case hex digits", ErrBadRequest, HeaderContentSHA256, sum)
 	}
-	if err := s.resultService().PutResult(r.Context(), job, task, sum, r.Body); err != nil {
+	if err := s.resultService().PutResult(r.Context(), id, task, sum, r.Body); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

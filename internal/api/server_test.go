@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/job"
 	"shoal/test/poll"
 )
 
@@ -47,21 +48,21 @@ func (f *fakeNode) Leave(context.Context) error {
 // fakeJobs knows one job, "j1", with three events.
 type fakeJobs struct{ Unavailable }
 
-func (fakeJobs) Submit(_ context.Context, spec JobSpec) (Job, error) {
-	return Job{ID: "j2", State: JobPending, Spec: spec}, nil
+func (fakeJobs) Submit(_ context.Context, spec job.Spec) (job.Job, error) {
+	return job.Job{ID: "j2", State: job.Pending, Spec: spec}, nil
 }
-func (fakeJobs) Job(_ context.Context, id string) (Job, error) {
+func (fakeJobs) Job(_ context.Context, id string) (job.Job, error) {
 	if id != "j1" {
-		return Job{}, fmt.Errorf("%w: job %s", ErrNotFound, id)
+		return job.Job{}, fmt.Errorf("%w: job %s", ErrNotFound, id)
 	}
-	return Job{ID: "j1", State: JobRunning}, nil
+	return job.Job{ID: "j1", State: job.Running}, nil
 }
-func (fakeJobs) Cancel(_ context.Context, id string) (Job, error) {
-	return Job{}, fmt.Errorf("%w: job %s has already ended", ErrConflict, id)
+func (fakeJobs) Cancel(_ context.Context, id string) (job.Job, error) {
+	return job.Job{}, fmt.Errorf("%w: job %s has already ended", ErrConflict, id)
 }
-func (fakeJobs) Events(_ context.Context, id string, from uint64, follow bool, send func(JobEvent) error) error {
+func (fakeJobs) Events(_ context.Context, id string, from uint64, follow bool, send func(job.Event) error) error {
 	for seq := max(from, 1); seq <= 3; seq++ {
-		if err := send(JobEvent{Seq: seq, Job: id, Type: "state"}); err != nil {
+		if err := send(job.Event{Seq: seq, Job: id, Type: "state"}); err != nil {
 			return err
 		}
 	}
@@ -201,7 +202,7 @@ type fakeGrants struct {
 	grants map[string]time.Duration
 }
 
-func (f *fakeGrants) Grant(job, coordinator string, ranks int, ttl time.Duration, owner *Owner) (Grant, error) {
+func (f *fakeGrants) Grant(job, coordinator string, ranks int, ttl time.Duration, owner *job.Owner) (Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.grants[job] = ttl
@@ -269,7 +270,7 @@ func TestRequestsBoundToAgentRun(t *testing.T) {
 	}
 	again, _, _ := newTestServer(t, true)
 	ts.Config.Handler = again
-	if _, err := c.Grant(ctx, GrantRequest{Job: "j", Coordinator: "n1", Ranks: 1, TTL: Duration(time.Minute)}); err != nil {
+	if _, err := c.Grant(ctx, GrantRequest{Job: "j", Coordinator: "n1", Ranks: 1, TTL: job.Duration(time.Minute)}); err != nil {
 		t.Errorf("Grant (a request with a body) after the agent restarted again: %v", err)
 	}
 	if now := nodeOf(t, ts); now == old {
@@ -453,9 +454,9 @@ func TestClient(t *testing.T) {
 	if lr, err := c.Leave(ctx, 0); err != nil || lr.State != "left" || node.leaves != 1 {
 		t.Errorf("Leave = %+v, %v (leaves %d)", lr, err, node.leaves)
 	}
-	job, err := c.Submit(ctx, JobSpec{Ranks: 2, Argv: []string{"./heat"}, CheckpointInterval: Duration(30 * time.Second)})
-	if err != nil || job.ID != "j2" || job.Spec.CheckpointInterval != Duration(30*time.Second) {
-		t.Errorf("Submit = %+v, %v", job, err)
+	submitted, err := c.Submit(ctx, job.Spec{Ranks: 2, Argv: []string{"./heat"}, CheckpointInterval: job.Duration(30 * time.Second)})
+	if err != nil || submitted.ID != "j2" || submitted.Spec.CheckpointInterval != job.Duration(30*time.Second) {
+		t.Errorf("Submit = %+v, %v", submitted, err)
 	}
 	if _, err := c.Job(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Job(nope) error = %v, want ErrNotFound", err)
@@ -755,11 +756,11 @@ func TestGrants(t *testing.T) {
 	_, ts, _ := newTestServer(t, true)
 	ctx := context.Background()
 	c := NewClient(ts.URL, testSecret)
-	g, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: 2, TTL: Duration(0)})
+	g, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: 2, TTL: job.Duration(0)})
 	if want := time.Unix(1700000000, 0).UTC().Add(DefaultGrantTTL); err != nil || g.Job != "j1" || g.Coordinator != "n2" || g.Ranks != 2 || !g.Expires.Equal(want) {
 		t.Errorf("Grant with no TTL = %+v, %v; want j1 from n2, 2 ranks, with the default TTL (expires %v)", g, err, want)
 	}
-	if g, err := c.Grant(ctx, GrantRequest{Job: "j2", Coordinator: "n2", Ranks: 1, TTL: Duration(90 * time.Second)}); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
+	if g, err := c.Grant(ctx, GrantRequest{Job: "j2", Coordinator: "n2", Ranks: 1, TTL: job.Duration(90 * time.Second)}); err != nil || !g.Expires.Equal(time.Unix(1700000090, 0)) {
 		t.Errorf("Grant 90s = %+v, %v", g, err)
 	}
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1", Killed: 2}) {
@@ -768,14 +769,14 @@ func TestGrants(t *testing.T) {
 	if rv, err := c.Revoke(ctx, "j1"); err != nil || rv != (Revoked{Job: "j1"}) {
 		t.Errorf("Revoke j1 again = %+v, %v; want 0 killed and no error", rv, err)
 	}
-	if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "", Ranks: 1, TTL: Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) {
+	if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "", Ranks: 1, TTL: job.Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("Grant without a coordinator: error %v, want ErrBadRequest", err)
 	}
-	if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: -1, TTL: Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
+	if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: -1, TTL: job.Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "ranks -1") {
 		t.Errorf("Grant of -1 ranks: error %v, want ErrBadRequest naming ranks", err)
 	}
-	for _, ranks := range []int{0, MaxRanks + 1} {
-		if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: ranks, TTL: Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, MaxRanks)) {
+	for _, ranks := range []int{0, job.MaxRanks + 1} {
+		if _, err := c.Grant(ctx, GrantRequest{Job: "j1", Coordinator: "n2", Ranks: ranks, TTL: job.Duration(time.Minute)}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("ranks %d: want 1 to %d", ranks, job.MaxRanks)) {
 			t.Errorf("Grant of %d ranks: error %v, want ErrBadRequest naming ranks and the bound", ranks, err)
 		}
 	}

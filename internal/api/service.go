@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"shoal/internal/job"
 	"time"
 )
 
@@ -33,19 +34,19 @@ type LocalNode interface {
 // request (ids, JobSpec.Validate) before calling.
 type JobService interface {
 	// Submit creates a job on this node (its coordinator) and returns it.
-	Submit(ctx context.Context, spec JobSpec) (Job, error)
+	Submit(ctx context.Context, spec job.Spec) (job.Job, error)
 	// Jobs lists the jobs this node coordinates, running and finished.
-	Jobs(ctx context.Context) ([]Job, error)
+	Jobs(ctx context.Context) ([]job.Job, error)
 	// Job returns one job.
-	Job(ctx context.Context, id string) (Job, error)
+	Job(ctx context.Context, id string) (job.Job, error)
 	// Cancel stops a job and returns it in its new state.
-	Cancel(ctx context.Context, id string) (Job, error)
+	Cancel(ctx context.Context, id string) (job.Job, error)
 	// Events calls send with the job's events whose Seq ≥ from, in order. If
 	// follow is false it returns after the events recorded so far; otherwise it
 	// keeps sending until the job has ended (then returns nil) or ctx is done.
 	// It returns send's error at once if send fails (the client went away).
 	// send must not be called concurrently.
-	Events(ctx context.Context, id string, from uint64, follow bool, send func(JobEvent) error) error
+	Events(ctx context.Context, id string, from uint64, follow bool, send func(job.Event) error) error
 	// Launch checks a launch request (the job must exist and have been created
 	// by an authenticated coordinator) and returns the function that serves it.
 	// An error here is answered as an HTTP error. Otherwise the server switches
@@ -56,7 +57,7 @@ type JobService interface {
 	// Rebalance checkpoints job id now and relaunches it over every live node, and
 	// returns once it runs on the new layout. Unless req.Force, a rebalance
 	// estimated not to pay for itself is refused with ErrConflict.
-	Rebalance(ctx context.Context, id string, req RebalanceRequest) (Job, error)
+	Rebalance(ctx context.Context, id string, req RebalanceRequest) (job.Job, error)
 	// Evacuate moves every job this node coordinates off node without losing work
 	// (checkpoint, then relaunch elsewhere); it returns once they all have.
 	Evacuate(ctx context.Context, node string) error
@@ -148,7 +149,7 @@ type GrantService interface {
 	// Grant allows launches for job, on behalf of the coordinator node, for
 	// ttl from now, replacing any earlier grant of the job; the node runs ranks
 	// of the job's ranks until the grant is revoked.
-	Grant(job, coordinator string, ranks int, ttl time.Duration, owner *Owner) (Grant, error)
+	Grant(job, coordinator string, ranks int, ttl time.Duration, owner *job.Owner) (Grant, error)
 	// Revoke withdraws job's grant and kills every process started for it on
 	// this node (fencing), returning once they are gone. Revoking a job with
 	// no grant is not an error.
@@ -171,21 +172,23 @@ func notAvailable(what string) error {
 	return fmt.Errorf("%w: this agent has no %s yet", ErrNotAvailable, what)
 }
 
-func (Unavailable) Submit(context.Context, JobSpec) (Job, error) {
-	return Job{}, notAvailable("job coordinator")
+func (Unavailable) Submit(context.Context, job.Spec) (job.Job, error) {
+	return job.Job{}, notAvailable("job coordinator")
 }
-func (Unavailable) Jobs(context.Context) ([]Job, error) { return nil, notAvailable("job coordinator") }
-func (Unavailable) Rebalance(context.Context, string, RebalanceRequest) (Job, error) {
-	return Job{}, notAvailable("job coordinator")
+func (Unavailable) Jobs(context.Context) ([]job.Job, error) {
+	return nil, notAvailable("job coordinator")
+}
+func (Unavailable) Rebalance(context.Context, string, RebalanceRequest) (job.Job, error) {
+	return job.Job{}, notAvailable("job coordinator")
 }
 func (Unavailable) Evacuate(context.Context, string) error { return notAvailable("job coordinator") }
-func (Unavailable) Job(context.Context, string) (Job, error) {
-	return Job{}, notAvailable("job coordinator")
+func (Unavailable) Job(context.Context, string) (job.Job, error) {
+	return job.Job{}, notAvailable("job coordinator")
 }
-func (Unavailable) Cancel(context.Context, string) (Job, error) {
-	return Job{}, notAvailable("job coordinator")
+func (Unavailable) Cancel(context.Context, string) (job.Job, error) {
+	return job.Job{}, notAvailable("job coordinator")
 }
-func (Unavailable) Events(context.Context, string, uint64, bool, func(JobEvent) error) error {
+func (Unavailable) Events(context.Context, string, uint64, bool, func(job.Event) error) error {
 	return notAvailable("job coordinator")
 }
 func (Unavailable) Launch(context.Context, LaunchRequest) (func(io.ReadWriteCloser), error) {
@@ -203,7 +206,7 @@ func (Unavailable) PutFile(context.Context, string, int64, io.Reader) error {
 func (Unavailable) GetShard(context.Context, ShardRef) (io.ReadCloser, int64, error) {
 	return nil, 0, notAvailable("checkpoint store")
 }
-func (Unavailable) Grant(string, string, int, time.Duration, *Owner) (Grant, error) {
+func (Unavailable) Grant(string, string, int, time.Duration, *job.Owner) (Grant, error) {
 	return Grant{}, notAvailable("launch service")
 }
 func (Unavailable) Revoke(string) (Revoked, error) { return Revoked{}, notAvailable("launch service") }

@@ -2,10 +2,10 @@ package api
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"math"
+	"shoal/internal/job"
 	"strconv"
 	"time"
 )
@@ -19,7 +19,7 @@ type Health struct {
 	Node string `json:"node"`
 	// User is the user the agent runs as, and so the jobs that name no owner
 	// (JobSpec.Owner): root, usually.
-	User *Owner `json:"user,omitempty"`
+	User *job.Owner `json:"user,omitempty"`
 }
 
 // Node is one cluster member as GET /v1/nodes reports it.
@@ -37,11 +37,11 @@ type Node struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// State is alive, suspect, dead or left; Since is when it began, as seen
 	// by the answering node.
-	State   string    `json:"state"`
-	Since   time.Time `json:"since"`
-	RTT     Duration  `json:"rtt,omitzero"`     // last direct probe from the answering node
-	Leaving bool      `json:"leaving,omitzero"` // announced it is about to leave
-	Local   bool      `json:"local,omitzero"`   // the answering node itself
+	State   string       `json:"state"`
+	Since   time.Time    `json:"since"`
+	RTT     job.Duration `json:"rtt,omitzero"`     // last direct probe from the answering node
+	Leaving bool         `json:"leaving,omitzero"` // announced it is about to leave
+	Local   bool         `json:"local,omitzero"`   // the answering node itself
 	// Role is the node's part in the job store as the answering node knows it:
 	// "leader" (coordinates every job), "voter", "follower" (keeps a replica
 	// without voting), or "" (no part).
@@ -61,7 +61,7 @@ type NodeList struct {
 type LeaveRequest struct {
 	// Timeout bounds the whole leave, including checkpointing the node's jobs;
 	// 0 means the agent's default.
-	Timeout Duration `json:"timeout,omitzero"`
+	Timeout job.Duration `json:"timeout,omitzero"`
 }
 
 // LeaveResponse is the answer of POST /v1/leave, sent once the node has left.
@@ -70,262 +70,10 @@ type LeaveResponse struct {
 	State string `json:"state"` // "left"
 }
 
-// JobState is a job's place in the coordinator's state machine (the
-// coordinator's lifecycle lists the transitions between them).
-type JobState string
-
-// Job states.
-const (
-	JobPending JobState = "pending"
-	// JobStaging: placing the ranks, fencing earlier runs, copying the job's
-	// files and the shards of the epoch a relaunch starts from.
-	JobStaging JobState = "staging"
-	JobRunning JobState = "running"
-	// JobMoving: a planned relaunch elsewhere (a node leaving, a rebalance): the
-	// ranks checkpoint, then the job is staged again; no work is lost.
-	JobMoving JobState = "moving"
-	// JobRestarting: recovering from a loss (a rank, a node, the launcher or the
-	// coordinator): choosing the epoch to restart from.
-	JobRestarting JobState = "restarting"
-	JobSucceeded  JobState = "succeeded"
-	JobFailed     JobState = "failed"
-	JobCancelled  JobState = "cancelled"
-)
-
-// JobSpec is what POST /v1/jobs submits. [JobSpec.Validate] lists the rules.
-type JobSpec struct {
-	// Owner is the user the job runs as on every node, and the only one (with
-	// root) who sees it: a local user who submits through an agent's socket
-	// gets their own, set by the agent from the caller's credentials (naming
-	// another is refused); root and holders of the secret may name any user
-	// but root (shoal run --user). nil: the agents' user, root usually.
-	Owner *Owner `json:"owner,omitempty"`
-	// ID names the job; empty: the coordinator names it after the program with a
-	// random suffix ("heat-3f9a2c"). 1 to 63 bytes of [A-Za-z0-9._-].
-	ID    string   `json:"id,omitempty"`
-	Ranks int      `json:"ranks"`
-	Argv  []string `json:"argv"` // program (a staged file's name or an absolute path) and arguments
-	// Files are staged to every node the job uses before launch: the program
-	// and the inputs given with --file. Each must already be stored on the
-	// submitting node (PUT /v1/files/{sha256}).
-	Files              []File            `json:"files,omitempty"`
-	Env                map[string]string `json:"env,omitempty"`
-	Engine             string            `json:"engine,omitempty"` // "openmpi" (the default) or "mpich"
-	CheckpointInterval Duration          `json:"checkpoint_interval,omitzero"`
-	// CheckpointAuto has libshoal choose the interval between checkpoints from
-	// their cost and the cluster's failure record (--ckpt-interval auto);
-	// CheckpointInterval is then unset.
-	CheckpointAuto bool `json:"checkpoint_auto,omitzero"`
-	// MTBF is each node's mean time between failures as the user gives it
-	// (--mtbf), for CheckpointAuto; unset, the cluster's failure record says.
-	MTBF             Duration `json:"mtbf,omitzero"`
-	MaxRestarts      int      `json:"max_restarts,omitempty"`
-	MaxOversubscribe float64  `json:"max_oversubscribe,omitempty"` // ranks per core allowed (0.5: one per two cores); 0: 1
-	// RanksPerNode bounds the ranks of any one node, whatever its cores: 1
-	// spreads them one per node. 0: no bound but MaxOversubscribe's.
-	RanksPerNode int `json:"ranks_per_node,omitempty"`
-	// WaitForNodes is how long a job whose ranks do not fit the live nodes (at
-	// MaxOversubscribe) waits for nodes to join before it fails. 0: do not wait;
-	// a relaunch then oversubscribes the survivors rather than stop.
-	WaitForNodes Duration `json:"wait_for_nodes,omitzero"`
-	// AutoRebalance turns on automatic rebalancing: when nodes join, the job is
-	// checkpointed and relaunched over the larger set if the estimated time saved
-	// over the rest of the run exceeds AutoRebalance times the measured cost of a
-	// checkpoint plus a restart. 0: off (the default); otherwise at least 1.
-	AutoRebalance float64 `json:"auto_rebalance,omitempty"`
-	Redundancy    int     `json:"redundancy,omitempty"` // copies of each shard; 0: default (2)
-	// Parity, when set, protects the shards with Reed–Solomon parity instead
-	// of copies (--redundancy rs:K+M); Redundancy must then be 0.
-	Parity *Parity `json:"parity,omitempty"`
-	// Relocation is how ranks are placed again after a node is lost: "rank" (the
-	// default) places every rank anew over the remaining nodes; "block" moves the
-	// lost node's ranks together to one survivor, as older systems do (for
-	// comparison in benchmarks).
-	Relocation string `json:"relocation,omitempty"`
-	// Layout is how ranks are placed: "" (the planner: contiguous blocks, or
-	// the layout it predicts at least 5 % faster from the measured links and
-	// traffic), or, for comparison, "blocks" (contiguous blocks in proportion to
-	// cores × speed), "cyclic" (rank i to the i-th node in turn) or "packed"
-	// (nodes filled to their slots in name order: the fewest nodes).
-	Layout string `json:"layout,omitempty"`
-	// NoReplan keeps the job out of the planner: its ranks go in contiguous
-	// blocks in proportion to cores × speed, they count no traffic, and the
-	// job never moves for it. By default the planner places the job by the
-	// measured links and the traffic learned while it runs: relaunches use
-	// the profile, and when it shows a layout faster by more than a move
-	// costs, the job moves there at a checkpoint.
-	NoReplan bool `json:"no_replan,omitzero"`
-	// Keep is how long every node keeps the job's data (shards, job and
-	// coordinator directories, cached files) after the job ends: 0 means the
-	// agents' retention policy for how it ended (docs/retention.md);
-	// [KeepForever] keeps it until `shoal gc --job` removes it.
-	Keep Duration `json:"keep,omitzero"`
-	// ResumeEpoch, when set, makes the job begin as a restart from that epoch,
-	// whose shards the submitter put into the live nodes' stores first (shoal
-	// run --durable: an epoch kept outside the cluster); ResumeFrom says where
-	// it was kept, for the restart line. ID must then be the shards' job id.
-	ResumeEpoch uint64 `json:"resume_epoch,omitempty"`
-	ResumeFrom  string `json:"resume_from,omitempty"`
-	// Farm, when set, makes the job a task farm: Argv is run once per task,
-	// as a plain process (no MPI), on whichever node has room, and Ranks is 0.
-	Farm *FarmSpec `json:"farm,omitempty"`
-}
-
-// FarmSpec is what makes a job a task farm (`shoal farm`).
-type FarmSpec struct {
-	// Tasks are the tasks' lines: task n (from 0) runs Argv with "{}" replaced
-	// by Tasks[n] and "{#}" by n; without "{}", the line is the last argument.
-	Tasks []string `json:"tasks"`
-	// Prefetch is how many tasks each node holds beyond its cores, waiting to
-	// start the moment a core is free. 0 to [MaxPrefetch].
-	Prefetch int `json:"prefetch"`
-	// Retries is how many times a task that exits non-zero by itself runs
-	// again before it is given up. 0 to [MaxRetries].
-	Retries int `json:"retries"`
-	// Dispatch is how tasks go to nodes: "" (the least loaded node with room)
-	// or, for comparison in benchmarks, a static schedule fixed over the
-	// nodes up at the start: "cyclic" (task t to node t mod n) or "block"
-	// (contiguous ranges).
-	Dispatch string `json:"dispatch,omitempty"`
-}
-
-// Bounds of a [FarmSpec].
-const (
-	MaxTasks     = 1000000
-	MaxTaskBytes = 4096 // of one task's line
-	MaxPrefetch  = 64
-	MaxRetries   = 100
-)
-
-// FarmProgress is how far a task farm has come.
-type FarmProgress struct {
-	Total   int `json:"total"`
-	Done    int `json:"done"`    // results stored
-	Failed  int `json:"failed"`  // given up after their retries
-	Running int `json:"running"` // on nodes now, started or waiting for a core
-	// PerNode counts the tasks each node finished in this run.
-	PerNode map[string]int `json:"per_node,omitempty"`
-	// Rate is tasks done per second over the run so far.
-	Rate float64 `json:"rate,omitempty"`
-}
-
-// TaskDone is the data of a farm's "task-done" event: one task's result is
-// stored and can be read with GET /v1/results/{job}/{task}.
-type TaskDone struct {
-	Task    int      `json:"task"`
-	Node    string   `json:"node"` // the node that ran it
-	Size    int64    `json:"size"`
-	SHA256  string   `json:"sha256"`
-	Holders []string `json:"holders"`
-	Seconds float64  `json:"seconds"`
-}
-
-// TaskFailed is the data of a farm's "task-failed" event: a run of a task
-// exited non-zero by itself; Again tells whether it runs again.
-type TaskFailed struct {
-	Task     int    `json:"task"`
-	Node     string `json:"node"`
-	ExitCode int    `json:"exit_code"`
-	Attempts int    `json:"attempts"`
-	Again    bool   `json:"again"`
-}
-
-// KeepForever is the JobSpec.Keep of a job whose data stays until removed by
-// hand (`shoal run --keep`); on the wire, "-1ns".
-const KeepForever = Duration(-1)
-
 // RebalanceRequest is the optional body of POST /v1/jobs/{id}/rebalance.
 type RebalanceRequest struct {
 	// Force relaunches even when the estimate says the rebalance would not pay.
 	Force bool `json:"force,omitempty"`
-}
-
-// File is one staged file of a job.
-type File struct {
-	Name   string `json:"name"`   // relative path in the job directory
-	SHA256 string `json:"sha256"` // hex content hash
-	Size   int64  `json:"size"`
-	Mode   uint32 `json:"mode,omitempty"` // permission bits; 0: 0644 (0755 for the program)
-}
-
-// Job is a job as the coordinator reports it.
-type Job struct {
-	ID          string           `json:"id"`
-	State       JobState         `json:"state"`
-	Spec        JobSpec          `json:"spec"`
-	Coordinator string           `json:"coordinator"` // node that runs the job's coordinator
-	Submitted   time.Time        `json:"submitted"`
-	Ended       time.Time        `json:"ended,omitzero"`
-	Placement   map[string][]int `json:"placement,omitempty"` // node → ranks
-	Epoch       uint64           `json:"epoch,omitempty"`     // newest complete checkpoint epoch
-	Restarts    int              `json:"restarts"`
-	ExitCode    *int             `json:"exit_code,omitempty"`
-	Reason      string           `json:"reason,omitempty"` // one line, why it failed or restarted
-	Progress    float64          `json:"progress,omitempty"`
-	// Exhausted is set on a failed job whose ranks kept dying until
-	// MaxRestarts ran out (`shoal run` exits 3), as opposed to one that
-	// failed by itself or could not run.
-	Exhausted bool `json:"exhausted,omitzero"`
-	// Avoid lists the nodes a run of the job found lost (they stopped answering,
-	// or were leaving) that membership has yet to declare gone: the job is not
-	// placed on them, by this coordinator or the next one.
-	Avoid []string `json:"avoid,omitempty"`
-	// Farm is a task farm's progress; nil for an MPI job.
-	Farm *FarmProgress `json:"farm,omitempty"`
-	// Plan says why the ranks are where they are, and what the planner
-	// predicted of that layout; nil before the first placement.
-	Plan *PlanInfo `json:"plan,omitempty"`
-	// Interval is the time between the job's checkpoints as its rank 0 last
-	// reported it, with why when libshoal chose it; nil until reported.
-	Interval *CheckpointInterval `json:"interval,omitempty"`
-	// Traffic is the job's traffic as its ranks reported it (libshoal counts
-	// what each rank sends), kept so that every placement uses it, a new
-	// coordinator's included; nil until every rank has reported.
-	Traffic *TrafficProfile `json:"traffic,omitempty"`
-}
-
-// TrafficProfile is what a job's ranks send each other and compute, per
-// second of a run.
-type TrafficProfile struct {
-	// Flows are the pairs of ranks that exchange data, both directions added
-	// (From < To), most bytes first; at most [MaxFlows].
-	Flows []Flow `json:"flows"`
-	// Work is one rank's compute per second, in loops of a node's measured
-	// speed: the time outside MPI calls times the speed of its node.
-	Work float64 `json:"work"`
-	// MPIFraction is the share of the ranks' time spent in point-to-point MPI
-	// calls, averaged over the ranks.
-	MPIFraction float64   `json:"mpi_fraction"`
-	Measured    time.Time `json:"measured"`
-}
-
-// CheckpointInterval is the time between a job's checkpoints, as libshoal's
-// rank 0 chose it (the job directory's interval file, docs/launcher-protocol.md).
-type CheckpointInterval struct {
-	Every Duration `json:"every"` // 0: no interval checkpoints
-	// Auto is set when libshoal chose it: Young/Daly's optimum for the
-	// checkpoints' Cost and the job's MTBF (docs/libshoal.md).
-	Auto bool `json:"auto,omitzero"`
-	// Cost is what a checkpoint blocked rank 0, a weighted mean of the run's
-	// checkpoints (0 before the first).
-	Cost Duration `json:"cost,omitzero"`
-	// MTBF is the job's mean time between failures the launch gave it (auto only).
-	MTBF Duration `json:"mtbf,omitzero"`
-	// Record is what the MTBF rests on: the cluster's failure record when the
-	// run was launched, "2 nodes failed in 5h0m0s of node time" (set by the
-	// coordinator, in the job's record).
-	Record string `json:"record,omitempty"`
-}
-
-// MaxFlows bounds a [TrafficProfile]: the busiest pairs are kept.
-const MaxFlows = 4096
-
-// Flow is the traffic between two ranks, per second.
-type Flow struct {
-	From     int     `json:"from"`
-	To       int     `json:"to"`
-	Bytes    float64 `json:"bytes"`
-	Messages float64 `json:"messages"`
 }
 
 // RankTraffic is what one rank reported of its traffic in its node's
@@ -345,36 +93,9 @@ type PeerTraffic struct {
 	Messages uint64 `json:"messages"`
 }
 
-// PlanInfo is the planner's account of a job's placement (internal/place).
-type PlanInfo struct {
-	Reason string `json:"reason"` // one line
-	// Compute and Comm are the predicted time of one iteration on the slowest
-	// node, in seconds: its compute and its communication.
-	Compute float64 `json:"compute"`
-	Comm    float64 `json:"comm"`
-	// Blocks is the predicted time of the plain layout (contiguous blocks in
-	// proportion to cores × speed) for comparison.
-	Blocks float64 `json:"blocks"`
-	// Traffic says the traffic was the job's measured profile; otherwise the
-	// planner assumed neighbouring ranks exchange the most. Links says the
-	// links were measured; otherwise all were taken as alike.
-	Traffic bool `json:"traffic,omitzero"`
-	Links   bool `json:"links,omitzero"`
-}
-
 // JobList is the answer of GET /v1/jobs.
 type JobList struct {
-	Jobs []Job `json:"jobs"`
-}
-
-// JobEvent is one line of GET /v1/jobs/{id}/events.
-type JobEvent struct {
-	Seq     uint64          `json:"seq"` // 1, 2, …: resume a stream with ?from=Seq+1
-	Time    time.Time       `json:"time"`
-	Job     string          `json:"job"`
-	Type    string          `json:"type"` // chosen by the coordinator: "state", "output", "node-lost", …
-	Message string          `json:"message,omitempty"`
-	Data    json.RawMessage `json:"data,omitempty"` // type-specific details
+	Jobs []job.Job `json:"jobs"`
 }
 
 // LaunchRequest is the body of POST /v1/launch: `shoal rsh NODE CMD...` asking
@@ -393,25 +114,6 @@ type LaunchRequest struct {
 // DefaultGrantTTL is a grant's time to live when POST /v1/grants gives none.
 const DefaultGrantTTL = 10 * time.Minute
 
-// Owner is a local user, by number: user and group ids must mean the same user
-// on every node, as for a shared file system.
-type Owner struct {
-	UID  int    `json:"uid"`
-	GID  int    `json:"gid"`
-	Name string `json:"name,omitempty"` // the login name on the submitting node, for people
-}
-
-// String names the owner: "alice (uid 1001)".
-func (o *Owner) String() string {
-	if o == nil {
-		return "the agents' user"
-	}
-	if o.Name != "" {
-		return fmt.Sprintf("%s (uid %d)", o.Name, o.UID)
-	}
-	return fmt.Sprintf("uid %d", o.UID)
-}
-
 // GrantRequest is the body of POST /v1/grants: a coordinator allowing this
 // node to launch MPI daemons for one of its jobs.
 type GrantRequest struct {
@@ -422,10 +124,10 @@ type GrantRequest struct {
 	Ranks int `json:"ranks,omitempty"`
 	// TTL is how long launches may start under the grant; 0 means
 	// DefaultGrantTTL. It does not limit how long they run.
-	TTL Duration `json:"ttl,omitzero"`
+	TTL job.Duration `json:"ttl,omitzero"`
 	// Owner is the user the job's daemons, and so its ranks, run as on the
 	// node; nil: the agent's own user.
-	Owner *Owner `json:"owner,omitempty"`
+	Owner *job.Owner `json:"owner,omitempty"`
 	// Files are the SHA-256 sums of the job's files: the answer says which of
 	// them the node's file store lacks, so that a launch checks a node's
 	// files and grants it in one request.
@@ -514,7 +216,7 @@ type ShardIndex struct {
 	Traffic []RankTraffic `json:"traffic,omitempty"`
 	// Interval is the checkpoint interval the job's rank 0 on this node uses,
 	// as it last reported it (not part of the tag: it changes at checkpoints).
-	Interval *CheckpointInterval `json:"interval,omitempty"`
+	Interval *job.Interval `json:"interval,omitempty"`
 	// Tag names what the index says, as [ShardIndex.ComputeTag] digests it: a
 	// client passes it back as ?known= to wait for the next change.
 	Tag string `json:"tag"`
@@ -696,26 +398,6 @@ type errorBody struct {
 	Code  string `json:"code"`
 }
 
-// Duration is a time.Duration written in JSON as a Go duration string ("1.5s").
-type Duration time.Duration
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\"")
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\", got %q", s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
 // EvacuateRequest is the body of POST /v1/evacuate: move the jobs this node
 // coordinates off Node, which is about to leave.
 type EvacuateRequest struct {
@@ -741,11 +423,4 @@ type CheckpointRequest struct {
 	// Hold makes the ranks wait, after the checkpoint, to be stopped: the coordinator
 	// relaunches from that checkpoint, so no step is computed twice.
 	Hold bool `json:"hold,omitempty"`
-}
-
-// Parity is a job's Reed–Solomon code: groups of up to K shards, each with M
-// parity rows on other nodes; any M nodes lost at once lose no epoch.
-type Parity struct {
-	K int `json:"k"`
-	M int `json:"m"`
 }

@@ -12,6 +12,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/mtbf"
 	"shoal/internal/place"
 )
@@ -24,7 +25,7 @@ import (
 type clusterBackend struct {
 	s  *Service
 	cj *clusterJob
-	j  *job
+	j  *jobRun
 
 	// The current run, changed only by prepare; read by the job's goroutine and by
 	// goroutines it waits for.
@@ -32,7 +33,7 @@ type clusterBackend struct {
 	nodes     map[string]api.Node // the nodes of the current run, as placed
 	// lastPlan is the planner's account of the newest placement; traffic is
 	// the job's measured traffic per iteration (nil: unknown).
-	lastPlan *api.PlanInfo
+	lastPlan *job.Plan
 	traffic  []place.Flow
 	// trafficGen counts the changes of traffic; replanWeighed is the count
 	// autoReplan last weighed. launchEpoch is the newest complete epoch when
@@ -96,7 +97,7 @@ type clusterBackend struct {
 // newClusterBackend returns the backend of job rj, which s coordinates as cj. book
 // is where its epochs are recorded from: empty for a new job; for a job a new
 // coordinator resumes, the book its predecessor kept. The backend keeps a copy.
-func newClusterBackend(s *Service, cj *clusterJob, rj *job, book EpochBook) *clusterBackend {
+func newClusterBackend(s *Service, cj *clusterJob, rj *jobRun, book EpochBook) *clusterBackend {
 	b := &clusterBackend{
 		s: s, cj: cj, j: rj, book: book.Clone(),
 		inflight: map[shardCopy]bool{}, encoding: map[parityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
@@ -209,7 +210,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.placement = p
 	b.cj.mu.Unlock()
 	plan := b.lastPlan
-	b.cj.update(func(a *api.Job) { a.Placement, a.Plan = byNode, plan })
+	b.cj.update(func(a *job.Job) { a.Placement, a.Plan = byNode, plan })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a
@@ -237,12 +238,12 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 		// ends the run first (poll).
 		env = append(env, engine.EnvStageWait+"="+stageWait.String(), engine.EnvStageRanks+"="+engine.FormatRanks(staging))
 	}
-	if b.j.spec.CkptAuto {
+	if b.j.spec.CheckpointAuto {
 		var rec mtbf.Estimate
 		if b.s.cfg.Failures != nil {
 			rec = b.s.cfg.Failures()
 		}
-		node, why := b.j.spec.nodeMTBF(rec)
+		node, why := nodeMTBF(b.j.spec, rec)
 		env = append(env, mtbfEnv(node, len(byNode)))
 		b.mtbfRecord = why
 	}
@@ -297,7 +298,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 		select {
 		case rc := <-b.reconfigs:
 			if why := b.vetRebalance(ctx, rc); why != "" {
-				b.j.event(EventRebalance, Event{Message: "not rebalancing: " + why})
+				b.j.event(job.EventRebalance, job.Event{Message: "not rebalancing: " + why})
 				if rc.refused != nil {
 					*rc.refused = why
 				}
@@ -458,7 +459,7 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckp
 	case err != nil:
 		return 0, ckpt.Header{}, skipped, err
 	}
-	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.NRanks), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
+	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.Ranks), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
 }
 
 func (b *clusterBackend) epochBase(restart uint64) uint64 {

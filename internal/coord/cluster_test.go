@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -65,7 +66,7 @@ func TestRemainingFromProgress(t *testing.T) {
 
 func TestPlural(t *testing.T) {
 	for n, want := range map[int]string{0: "0 restarts", 1: "1 restart", 2: "2 restarts"} {
-		if got := plural(n, "restart"); got != want {
+		if got := job.Plural(n, "restart"); got != want {
 			t.Errorf("plural(%d) = %q, want %q", n, got, want)
 		}
 	}
@@ -78,7 +79,7 @@ func TestCoresNeeded(t *testing.T) {
 		want  int
 	}{{6, 0, 6}, {6, 1, 6}, {6, 2, 3}, {7, 2, 4}, {6, 3, 2}, {1, 1.5, 1}}
 	for _, c := range cases {
-		if got := coresNeeded(api.JobSpec{Ranks: c.ranks, MaxOversubscribe: c.over}); got != c.want {
+		if got := coresNeeded(job.Spec{Ranks: c.ranks, MaxOversubscribe: c.over}); got != c.want {
 			t.Errorf("coresNeeded(%d ranks, %g) = %d, want %d", c.ranks, c.over, got, c.want)
 		}
 	}
@@ -107,7 +108,7 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 	}}}
 	book := NewEpochBook(1, 2)
 	book.AddCopy(1, 0, "a")
-	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 1}, Output{}), book)
+	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 1}, Output{}), book)
 	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 	for poll := 0; poll < 3; poll++ {
 		b.replicate(context.Background())
@@ -145,7 +146,7 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 	}
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}}
 	for round := 0; round < 20; round++ {
-		b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 3}, Output{}), NewEpochBook(3, 2))
+		b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 3}, Output{}), NewEpochBook(3, 2))
 		b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 		b.placement = place.Placement{"a", "b", "c"}
 		b.epochBase(0)
@@ -168,7 +169,7 @@ func TestSeconds(t *testing.T) {
 		99 * time.Second:        "99 s",
 		125 * time.Second:       "2m5s",
 	} {
-		if got := seconds(d); got != want {
+		if got := job.Seconds(d); got != want {
 			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
 		}
 	}
@@ -200,8 +201,8 @@ func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 		Peer:    func(n api.Node) Peer { return bookPeer{removed: removed} },
 		OnBook:  func(job string, b EpochBook) { books = append(books, b) },
 	})
-	rj := newJob(Config{RunRoot: t.TempDir()}, Spec{ID: "j", NRanks: 1}, Output{})
-	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, NewEpochBook(1, 1))
+	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: 1}, Output{})
+	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, NewEpochBook(1, 1))
 	b.nodes = map[string]api.Node{"a": {Name: "a"}}
 	b.placement = place.Placement{"a"}
 	b.epochBase(0)
@@ -283,9 +284,9 @@ func TestChooseFromASeededBook(t *testing.T) {
 				return bookPeer{shards: index[n.Name]}
 			},
 		})
-		rj := newJob(Config{}, Spec{ID: "j", NRanks: 5}, Output{})
+		rj := newJob(Config{}, job.Spec{ID: "j", Ranks: 5}, Output{})
 		rj.resume = &Resume{Why: "coordinator n1 lost"}
-		b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, seed)
+		b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, seed)
 		epoch, _, _, err := b.choose(context.Background())
 		if epoch != tt.want || (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) {
 			t.Errorf("%s: choose = %d, %v; want %d, %q", tt.name, epoch, err, tt.want, tt.err)
@@ -307,7 +308,7 @@ func (holdPeer) RequestHold(ctx context.Context, job string) error { return nil 
 // asks for its checkpoint is not the held one; the relaunch waits for the next.
 func TestMoveWaitsForTheHeldEpoch(t *testing.T) {
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}}
-	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, newJob(Config{}, Spec{ID: "j", NRanks: 2}, Output{}), NewEpochBook(2, 1))
+	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), NewEpochBook(2, 1))
 	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
 	b.placement = place.Placement{"a", "b"}
 	b.epochBase(0)

@@ -20,16 +20,9 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/farm"
+	"shoal/internal/job"
 	"shoal/internal/launch"
 	"shoal/internal/results"
-)
-
-// Event types of a task farm.
-const (
-	EventTaskDone     = "task-done"     // a task's result is stored: api.TaskDone
-	EventTaskFailed   = "task-failed"   // a run of a task exited non-zero: api.TaskFailed
-	EventFarmProgress = "farm-progress" // done / total, rate, time left, tasks per node
-	EventNodeJoined   = "node-joined"   // a node began taking the farm's tasks
 )
 
 // Timing of a farm's coordinator.
@@ -48,7 +41,8 @@ const (
 type farmRun struct {
 	s      *Service
 	j      *clusterJob
-	info   api.Job
+	lc     *job.Lifecycle // the farm's state, written into its record (j.event)
+	info   job.Job
 	ledger farm.Ledger
 	sched  *farm.Scheduler
 	nodes  map[string]api.Node // in the scheduler: staged and granted
@@ -60,7 +54,7 @@ type farmRun struct {
 	gone      chan runnerEnd
 	runners   map[string]*runner      // by node: its task runner
 	inFlight  map[string]map[int]bool // by node: the tasks its runner holds
-	events    []api.JobEvent          // written with the next flush
+	events    []job.Event             // written with the next flush
 	dirty     bool
 	started   time.Time
 	doneHere  int // tasks done in this run
@@ -114,14 +108,14 @@ func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	info := j.snapshot()
-	f := &farmRun{s: s, j: j, info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
+	f := &farmRun{s: s, j: j, lc: job.NewLifecycle(info.ID, j.event), info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
 		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady), gone: make(chan runnerEnd),
 		runners: map[string]*runner{}, inFlight: map[string]map[int]bool{}, started: time.Now(), perNode: map[string]int{},
 		results: results.Store{Dir: filepath.Join(s.cfg.DataDir, farmResultsDir)}}
 	if s.cfg.Store != nil {
 		if _, book, err := s.cfg.Store.Job(info.ID); err == nil && len(book) > 0 {
 			if err := json.Unmarshal(book, &f.ledger); err != nil {
-				f.note(EventInternal, fmt.Sprintf("the farm's ledger does not decode (%v); running every task", err), nil)
+				f.note(job.EventInternal, fmt.Sprintf("the farm's ledger does not decode (%v); running every task", err), nil)
 				f.ledger = farm.Ledger{}
 			}
 		}
@@ -135,9 +129,9 @@ func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	}
 	f.sched = farm.NewScheduler(total, func(t int) bool { return f.ledger.IsDone(t) || gaveUp[t] }, spec.Prefetch, spec.Retries)
 	if n := f.ledger.Len(); n > 0 {
-		f.note(EventFarmProgress, fmt.Sprintf("%d of %d tasks done before; running the other %d", n, total, f.sched.Left()), nil)
+		f.note(job.EventFarmProgress, fmt.Sprintf("%d of %d tasks done before; running the other %d", n, total, f.sched.Left()), nil)
 	}
-	j.update(func(a *api.Job) { a.State = api.JobRunning })
+	f.transition(job.Running, job.Event{Message: fmt.Sprintf("running %d tasks", f.sched.Left())})
 	f.loop(ctx)
 	if ctx.Err() == nil {
 		f.stopRunners()
@@ -161,7 +155,7 @@ func (f *farmRun) loop(ctx context.Context) {
 		if mode := f.info.Spec.Farm.Dispatch; mode != farm.Dynamic && !f.staticSet && len(f.settingUp) == 0 && len(f.nodes) > 0 {
 			f.sched.SetStatic(mode, sortedKeys(f.nodes))
 			f.staticSet = true
-			f.note(EventState, fmt.Sprintf("static %s schedule over %s", mode, strings.Join(sortedKeys(f.nodes), ", ")), nil)
+			f.note(job.EventState, fmt.Sprintf("static %s schedule over %s", mode, strings.Join(sortedKeys(f.nodes), ", ")), nil)
 		}
 		if f.info.Spec.Farm.Dispatch == farm.Dynamic || f.staticSet {
 			f.dispatch()
@@ -197,7 +191,7 @@ func (f *farmRun) running() int {
 
 // note queues an event for the next flush.
 func (f *farmRun) note(typ, msg string, data any) {
-	f.events = append(f.events, newEvent(typ, msg, data))
+	f.events = append(f.events, job.NewEvent(typ, msg, data))
 	f.dirty = true
 }
 
@@ -254,7 +248,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 		f.ledger.Done(r)
 	}
 	if lost > 0 {
-		f.note(EventState, fmt.Sprintf("%s no live node holds any more: run again", plural(lost, "result")), nil)
+		f.note(job.EventState, fmt.Sprintf("%s no live node holds any more: run again", job.Plural(lost, "result")), nil)
 	}
 }
 
@@ -319,7 +313,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 			f.ledger.Forget(r.Task)
 			f.sched.Redo(r.Task)
 			f.doneHere--
-			f.note(EventState, fmt.Sprintf("the result of task %d was only on %s: running it again", r.Task, strings.Join(r.Holders, ", ")), nil)
+			f.note(job.EventState, fmt.Sprintf("the result of task %d was only on %s: running it again", r.Task, strings.Join(r.Holders, ", ")), nil)
 		}
 	}
 }
@@ -335,7 +329,7 @@ func (f *farmRun) nodeReady(ctx context.Context, r nodeReady) {
 	delete(f.settingUp, r.node.Name)
 	if r.err != nil {
 		f.benched[r.node.Name] = time.Now().Add(farmNodeBackoff)
-		f.note(EventNodeFault, fmt.Sprintf("node %s cannot take tasks: %v", r.node.Name, r.err), nil)
+		f.note(job.EventNodeFault, fmt.Sprintf("node %s cannot take tasks: %v", r.node.Name, r.err), nil)
 		return
 	}
 	f.nodes[r.node.Name] = r.node
@@ -343,7 +337,7 @@ func (f *farmRun) nodeReady(ctx context.Context, r nodeReady) {
 	f.sched.AddNode(r.node.Name, r.node.Cores)
 	f.inFlight[r.node.Name] = map[int]bool{}
 	f.publishNodes()
-	f.note(EventNodeJoined, fmt.Sprintf("node %s takes tasks (%s)", r.node.Name, plural(max(r.node.Cores, 1), "core")), nil)
+	f.note(job.EventNodeJoined, fmt.Sprintf("node %s takes tasks (%s)", r.node.Name, job.Plural(max(r.node.Cores, 1), "core")), nil)
 }
 
 // startRunner starts the task runner of node n: it launches `shoal exec-task`
@@ -397,7 +391,7 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 		end.r = r
 		conn, err := f.s.cfg.Agent(n).Launch(rctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
 		if err == nil {
-			relay := launch.Relay{Stdin: inR, Stdout: outW, Stderr: &lineEvents{job: f.j, typ: "output-err"}}
+			relay := launch.Relay{Stdin: inR, Stdout: outW, Stderr: &lineEvents{job: f.j, typ: job.EventOutputErr}}
 			end.exit, err = relay.Run(conn)
 		}
 		end.err = err
@@ -466,9 +460,9 @@ func (f *farmRun) dropNode(name, why string) {
 	f.publishNodes()
 	msg := why
 	if len(tasks) > 0 {
-		msg += fmt.Sprintf("; its %s run again elsewhere", plural(len(tasks), "task"))
+		msg += fmt.Sprintf("; its %s run again elsewhere", job.Plural(len(tasks), "task"))
 	}
-	f.note(EventNodeLost, msg, nil)
+	f.note(job.EventNodeLost, msg, nil)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -516,14 +510,14 @@ func (f *farmRun) ended(e taskEnd) {
 	switch {
 	case e.err != nil:
 		f.sched.Requeue(e.node, e.task)
-		f.note(EventNodeFault, fmt.Sprintf("task %d ran on %s, but %v; running it again", e.task, e.node, e.err), nil)
+		f.note(job.EventNodeFault, fmt.Sprintf("task %d ran on %s, but %v; running it again", e.task, e.node, e.err), nil)
 	case e.exit.ExitCode() == 0:
 		f.sched.Done(e.node, e.task, e.seconds)
 		f.ledger.Done(e.stored)
 		f.doneHere++
 		f.perNode[e.node]++
-		f.note(EventTaskDone, fmt.Sprintf("task %d done on %s in %s", e.task, e.node, seconds(time.Duration(e.seconds*float64(time.Second)))),
-			api.TaskDone{Task: e.task, Node: e.node, Size: e.stored.Size, SHA256: e.stored.SHA256, Holders: e.stored.Holders, Seconds: e.seconds})
+		f.note(job.EventTaskDone, fmt.Sprintf("task %d done on %s in %s", e.task, e.node, job.Seconds(time.Duration(e.seconds*float64(time.Second)))),
+			job.TaskDone{Task: e.task, Node: e.node, Size: e.stored.Size, SHA256: e.stored.SHA256, Holders: e.stored.Holders, Seconds: e.seconds})
 	default:
 		again, _ := f.sched.Failed(e.node, e.task)
 		attempts := f.sched.Attempts(e.task)
@@ -531,10 +525,10 @@ func (f *farmRun) ended(e taskEnd) {
 		if again {
 			msg += fmt.Sprintf("; running it again (%d of %d retries)", attempts, f.info.Spec.Farm.Retries)
 		} else {
-			msg += fmt.Sprintf("; giving it up after %s", plural(attempts, "run"))
+			msg += fmt.Sprintf("; giving it up after %s", job.Plural(attempts, "run"))
 			f.ledger.GiveUp(farm.GaveUp{Task: e.task, ExitCode: e.exit.ExitCode(), Attempts: attempts})
 		}
-		f.note(EventTaskFailed, msg, api.TaskFailed{Task: e.task, Node: e.node, ExitCode: e.exit.ExitCode(), Attempts: attempts, Again: again})
+		f.note(job.EventTaskFailed, msg, job.TaskFailed{Task: e.task, Node: e.node, ExitCode: e.exit.ExitCode(), Attempts: attempts, Again: again})
 	}
 }
 
@@ -632,7 +626,7 @@ func (f *farmRun) progress(final bool) {
 	}
 	line += fmt.Sprintf(", %.1f/s", rate)
 	if left := f.sched.Left(); left > 0 && rate > 0 {
-		line += ", about " + seconds(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
+		line += ", about " + job.Seconds(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
 	}
 	var per []string
 	for _, name := range sortedKeys(f.perNode) {
@@ -646,10 +640,10 @@ func (f *farmRun) progress(final bool) {
 		perNode[k] = v
 	}
 	f.j.mu.Lock()
-	f.j.info.Farm = &api.FarmProgress{Total: total, Done: done, Failed: failed, Running: f.running(), PerNode: perNode, Rate: rate}
+	f.j.info.Farm = &job.FarmProgress{Total: total, Done: done, Failed: failed, Running: f.running(), PerNode: perNode, Rate: rate}
 	f.j.info.Progress = float64(done+failed) / float64(max(total, 1))
 	f.j.mu.Unlock()
-	f.note(EventFarmProgress, line, f.j.snapshot().Farm)
+	f.note(job.EventFarmProgress, line, f.j.snapshot().Farm)
 }
 
 // flush writes the queued events, the job's info and the ledger in one entry.
@@ -671,10 +665,10 @@ func (f *farmRun) finish(ctx context.Context) {
 	f.flush()
 	total := len(f.info.Spec.Farm.Tasks)
 	gave := f.ledger.GivenUp()
-	res := Result{State: api.JobSucceeded}
+	res := Result{State: job.Succeeded}
 	switch {
 	case context.Cause(ctx) != nil && f.sched.Left() > 0:
-		res = Result{State: api.JobCancelled, ExitCode: 130,
+		res = Result{State: job.Cancelled, ExitCode: 130,
 			Reason: fmt.Sprintf("cancelled with %d of %d tasks done", f.ledger.Len(), total)}
 	case len(gave) > 0:
 		var list []string
@@ -685,15 +679,24 @@ func (f *farmRun) finish(ctx context.Context) {
 			}
 			list = append(list, fmt.Sprintf("%d (exit %d)", g.Task, g.ExitCode))
 		}
-		res = Result{State: api.JobFailed, ExitCode: 1,
+		res = Result{State: job.Failed, ExitCode: 1,
 			Reason: fmt.Sprintf("%d of %d tasks failed: %s", len(gave), total, strings.Join(list, ", "))}
 	default:
 		res.Reason = fmt.Sprintf("%d tasks done", total)
 	}
+	f.transition(res.State, job.Event{Message: res.Reason})
 	done := res.Done()
-	f.j.end(func(a *api.Job) {
-		a.State, a.Ended, a.Reason, a.ExitCode = done.State, time.Now(), done.Reason, &done.ExitCode
-	}, newEvent("done", res.Reason, done))
+	f.j.end(func(a *job.Job) {
+		a.Ended, a.Reason, a.ExitCode = time.Now(), done.Reason, &done.ExitCode
+	}, job.NewEvent(job.EventEnd, res.Reason, done))
+}
+
+// transition moves the farm to state to through its lifecycle; a refused
+// transition is a bug here, reported as an event.
+func (f *farmRun) transition(to job.State, e job.Event) {
+	if err := f.lc.UpdateState(to, e); err != nil {
+		f.note(job.EventInternal, fmt.Sprintf("internal error: %v", err), nil)
+	}
 }
 
 // revokeAll withdraws the farm's grants from every node it used.

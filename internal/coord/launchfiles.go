@@ -10,6 +10,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/files"
+	"shoal/internal/job"
 	"shoal/internal/launch"
 	"shoal/internal/place"
 	"shoal/internal/userdir"
@@ -19,7 +20,7 @@ import (
 // describes it. They are written into the job's run directory, which is the
 // agent's (runDir), as files of the job's owner, whose launcher reads them:
 // each one new, renamed over the last launch's, never written through.
-func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
+func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
 	runDir := filepath.Join(s.runRoot(), info.ID)
 	uid, gid := -1, -1
 	if o := info.Spec.Owner; o != nil {
@@ -58,9 +59,7 @@ func (s *Service) launchFiles(info api.Job, p place.Placement, live map[string]a
 	for name, n := range p.Counts() {
 		over = over || n > cores[name]
 	}
-	for k, v := range info.Spec.Env {
-		env = append(env, k+"="+v)
-	}
+	env = append(env, envList(info.Spec.Env)...)
 	// The coordinator removes epochs once newer ones are durable (markComplete); a
 	// rank must not remove one that is complete among the ranks but not yet copied,
 	// nor the other ranks' copies its node holds.
@@ -133,7 +132,7 @@ func beside(shoalBin, name, sub string) []string {
 // stageArgs are the --stage arguments of `shoal exec-rank` and `shoal
 // exec-task` that place the job's files in a node's job directory: the program
 // executable, the other files readable, unless their mode says otherwise.
-func stageArgs(spec api.JobSpec) []string {
+func stageArgs(spec job.Spec) []string {
 	var args []string
 	for _, f := range spec.Files {
 		mode := os.FileMode(f.Mode)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -136,7 +137,7 @@ func (s *Service) stepDown() {
 // resume takes over a job an earlier leader coordinated: the job's files are
 // fetched from the nodes that have them, and the job restarts from the newest
 // complete epoch of its book.
-func (s *Service) resume(info api.Job) {
+func (s *Service) resume(info job.Job) {
 	_, stored, _ := s.cfg.Store.Job(info.ID)
 	var book *EpochBook
 	if len(stored) > 0 {
@@ -161,13 +162,13 @@ func (s *Service) resume(info api.Job) {
 		why += fmt.Sprintf("; warning: %v", err)
 	}
 	info.Coordinator = s.cfg.Node
-	s.cfg.Store.Update(info.ID, &info, []api.JobEvent{newEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil)}, nil)
+	s.cfg.Store.Update(info.ID, &info, []job.Event{job.NewEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil)}, nil)
 	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost, LeadMoved: moved})
 }
 
 // fetchFiles copies into this node's cache every file of the job it lacks, from
 // the first live node that has it.
-func (s *Service) fetchFiles(ctx context.Context, info api.Job) error {
+func (s *Service) fetchFiles(ctx context.Context, info job.Job) error {
 	nodes, err := s.cfg.Nodes(ctx)
 	if err != nil {
 		return err
@@ -230,7 +231,7 @@ func (s *Service) quorum(ctx context.Context) string {
 // passed on again, to it or its successor, for up to forwardWait. The job's id
 // is drawn here, so that a submission that reached the leader before its answer
 // was lost is found, not made twice.
-func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
+func (s *Service) forwardSubmit(ctx context.Context, spec job.Spec) (job.Job, error) {
 	if spec.ID == "" {
 		spec.ID = NewJobID(spec.Argv[0])
 	}
@@ -239,7 +240,7 @@ func (s *Service) forwardSubmit(ctx context.Context, spec api.JobSpec) (api.Job,
 		if again && s.leads(ctx) {
 			// This node won the election: the job is its own to start, unless an
 			// earlier attempt reached the old leader and the job is in the store.
-			if info, _, err := s.cfg.Store.Job(spec.ID); err == nil && ownSubmission(info, spec) {
+			if info, _, err := s.cfg.Store.Job(spec.ID); err == nil && job.OwnSubmission(info, spec) {
 				return info, nil
 			}
 			return s.Submit(ctx, spec)
@@ -267,28 +268,28 @@ const (
 // forwardOnce is one attempt of forwardSubmit; unreachable says no leader's
 // agent could be reached. again marks a retry: a job with the id already
 // known to the store is then this submission's own, which reached the leader.
-func (s *Service) forwardOnce(ctx context.Context, spec api.JobSpec, again bool) (_ api.Job, unreachable bool, _ error) {
+func (s *Service) forwardOnce(ctx context.Context, spec job.Spec, again bool) (_ job.Job, unreachable bool, _ error) {
 	c, err := s.leader(ctx)
 	if err != nil {
 		// An election under way, or a leader this node cannot reach yet: asking
 		// again may find the new one. Without a quorum the last answer says so.
-		return api.Job{}, true, err
+		return job.Job{}, true, err
 	}
 	for _, f := range spec.Files {
 		if has, err := c.HasFile(ctx, f.SHA256); err != nil || has {
 			if err != nil {
-				return api.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+				return job.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
 			}
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))
 		if err != nil {
-			return api.Job{}, false, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
+			return job.Job{}, false, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
 		}
 		err = c.PutFile(ctx, f.SHA256, r, f.Size)
 		r.Close()
 		if err != nil {
-			return api.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+			return job.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
 		}
 	}
 	info, err := c.Submit(ctx, spec)
@@ -296,7 +297,7 @@ func (s *Service) forwardOnce(ctx context.Context, spec api.JobSpec, again bool)
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		s.cfg.Store.WaitJob(wctx, spec.ID)
-		if stored, _, serr := s.cfg.Store.Job(spec.ID); serr == nil && ownSubmission(stored, spec) {
+		if stored, _, serr := s.cfg.Store.Job(spec.ID); serr == nil && job.OwnSubmission(stored, spec) {
 			return stored, false, nil
 		}
 	}
@@ -326,7 +327,7 @@ func (b *clusterBackend) seedRun(byNode map[string][]int, avoid []string, lost s
 	}
 	b.mu.Unlock()
 	b.recordAvoid()
-	p := make(place.Placement, b.j.spec.NRanks)
+	p := make(place.Placement, b.j.spec.Ranks)
 	for name, ranks := range byNode {
 		for _, r := range ranks {
 			if r < 0 || r >= len(p) {

@@ -11,13 +11,14 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/mtbf"
 )
 
 // localBackend runs every rank of a job on this node; shards stay in this node's
 // store.
 type localBackend struct {
-	j        *job
+	j        *jobRun
 	dir      ckpt.JobDir
 	complete map[uint64]ckpt.Header // verified complete epochs
 	bad      map[uint64]bool        // epochs whose shards failed verification
@@ -31,19 +32,19 @@ var _ backend = (*localBackend)(nil)
 
 func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
 	j := b.j
-	if j.spec.CkptAuto {
-		node, why := j.spec.nodeMTBF(mtbf.Estimate{}) // one machine keeps no record: the prior
-		if j.spec.NodeMTBF == 0 {
+	if j.spec.CheckpointAuto {
+		node, why := nodeMTBF(j.spec, mtbf.Estimate{}) // one machine keeps no record: the prior
+		if j.spec.MTBF == 0 {
 			why = "the prior, as one machine keeps no failure record"
 		}
 		env = append(env, mtbfEnv(node, 1))
 		b.mtbfRecord = why
 	}
 	l := engine.Launch{
-		NRanks: j.spec.NRanks, Program: j.spec.Program, Args: j.spec.Args, Dir: j.spec.Workdir,
+		NRanks: j.spec.Ranks, Program: j.spec.Argv[0], Args: j.spec.Argv[1:], Dir: j.cfg.Workdir,
 		Wrapper:       append(rankWrapper(j.cfg.ShoalBin), "--"),
-		Oversubscribe: j.spec.NRanks > j.cfg.Cores,
-		Env: append(append(env, j.spec.Env...),
+		Oversubscribe: j.spec.Ranks > j.cfg.Cores,
+		Env: append(append(env, envList(j.spec.Env)...),
 			"SHOAL_DIR="+j.cfg.CkptRoot,
 			engine.EnvRanksDir+"="+ranksDir),
 	}
@@ -55,7 +56,7 @@ func (b *localBackend) watch(ctx context.Context) (<-chan struct{}, func()) { re
 
 func (b *localBackend) poll(ctx context.Context) *nodeLoss {
 	b.scanEpochs()
-	if b.j.spec.CkptAuto {
+	if b.j.spec.CheckpointAuto {
 		b.readInterval()
 	}
 	return nil
@@ -82,7 +83,7 @@ func (b *localBackend) readInterval() {
 
 func (b *localBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
 	b.scanEpochs() // the last epoch may have completed as the run ended
-	if b.j.spec.CkptAuto {
+	if b.j.spec.CheckpointAuto {
 		b.readInterval() // and the last checkpoint's cost been measured
 	}
 	return local, nil
@@ -108,7 +109,7 @@ func (b *localBackend) scanEpochs() {
 	if err != nil {
 		return
 	}
-	n := b.j.spec.NRanks
+	n := b.j.spec.Ranks
 	for _, e := range present {
 		if _, ok := b.complete[e]; ok || b.bad[e] || b.dir.ShardCount(e) < n {
 			continue
@@ -119,11 +120,11 @@ func (b *localBackend) scanEpochs() {
 				continue // removed by retention while we looked
 			}
 			b.bad[e] = true
-			b.j.event(EventEpochBad, Event{Epoch: e, Message: fmt.Sprintf("warning: epoch %d not counted: %v", e, err)})
+			b.j.event(job.EventEpochBad, job.Event{Epoch: e, Message: fmt.Sprintf("warning: epoch %d not counted: %v", e, err)})
 			continue
 		}
 		b.complete[e] = h
-		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards)", e, n)})
+		b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards)", e, n)})
 	}
 }
 
@@ -143,7 +144,7 @@ func (b *localBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.
 	var h ckpt.Header
 	epoch, skipped, err := ckpt.Choose(candidates, func(e uint64) error {
 		var err error
-		h, err = b.dir.VerifyEpoch(e, b.j.spec.NRanks)
+		h, err = b.dir.VerifyEpoch(e, b.j.spec.Ranks)
 		return err
 	})
 	if errors.Is(err, ckpt.ErrNoEpoch) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 // checkMembers reports the nodes of the run that membership, as nodes says it,
@@ -29,7 +30,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 			delete(b.doubted, n.Name)
 			if since, ok := b.waiting[n.Name]; ok {
 				delete(b.waiting, n.Name)
-				b.j.event(EventNodes, Event{Message: fmt.Sprintf("node %s is back after %s: the run goes on without a restart", n.Name, seconds(now.Sub(since)))})
+				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("node %s is back after %s: the run goes on without a restart", n.Name, job.Seconds(now.Sub(since)))})
 			}
 			continue
 		}
@@ -49,7 +50,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 			delete(b.nodes, n.Name)
 			b.mu.Unlock()
 			delete(b.doubted, n.Name)
-			b.j.event(EventNodes, Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, goneWord(n.State))})
+			b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, goneWord(n.State))})
 			continue
 		}
 		if n.State == "dead" && b.mayAnswer(n.Name) && b.answers(ctx, n.Name) {
@@ -69,8 +70,8 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 			if now.Sub(since) < wait {
 				if _, ok := b.waiting[n.Name]; !ok {
 					b.waiting[n.Name] = since
-					b.j.event(EventNodes, Event{Message: fmt.Sprintf("node %s declared dead after %s of silence; waiting for it up to %s, what restarting would cost: %s",
-						n.Name, seconds(now.Sub(since)), seconds(wait), why)})
+					b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("node %s declared dead after %s of silence; waiting for it up to %s, what restarting would cost: %s",
+						n.Name, job.Seconds(now.Sub(since)), job.Seconds(wait), why)})
 				}
 				b.probe(n.Name) // an answer ends the wait (see above)
 				continue
@@ -179,12 +180,12 @@ func (b *clusterBackend) patience(s time.Time) (time.Duration, string) {
 		from = created
 	}
 	b.mu.Unlock()
-	return Patience(s, from, relaunch), patienceNote(max(s.Sub(from), 0), epoch, relaunch)
+	return job.Patience(s, from, relaunch), job.PatienceNote(max(s.Sub(from), 0), epoch, relaunch)
 }
 
 // noAnswerSince is the reason a node silent since seen is taken as lost.
 func noAnswerSince(seen time.Time) string {
-	return "no answer for " + seconds(time.Since(seen))
+	return "no answer for " + job.Seconds(time.Since(seen))
 }
 
 // mayAnswer says whether no request to node has failed since its last answer.

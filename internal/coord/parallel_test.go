@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 // barrier lets n callers through together; a caller that waits longer than a
@@ -109,9 +110,9 @@ func TestPrepareFencesInParallel(t *testing.T) {
 		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
 		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: revokes} },
 	})
-	spec := api.JobSpec{ID: "j", Ranks: 6, Argv: []string{"prog"}, Files: []api.File{{Name: "prog", SHA256: "00"}}}
-	cj := &clusterJob{info: api.Job{ID: "j", Spec: spec}}
-	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, Spec{ID: "j", NRanks: 6, Program: "prog"}, Output{})
+	spec := job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
+	cj := &clusterJob{info: job.Job{ID: "j", Spec: spec}}
+	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}}, Output{})
 	b := newClusterBackend(s, cj, rj, NewEpochBook(6, 2))
 	b.nodes = map[string]api.Node{"a": nodes[0], "b": nodes[1], "c": nodes[2]} // the last run's
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
@@ -154,9 +155,9 @@ func TestFirstRunFencesNothing(t *testing.T) {
 		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
 		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: newBarrier(1)} },
 	})
-	spec := api.JobSpec{ID: "j", Ranks: 4, Argv: []string{"prog"}, Files: []api.File{{Name: "prog", SHA256: "00"}}}
-	cj := &clusterJob{info: api.Job{ID: "j", Spec: spec}}
-	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, Spec{ID: "j", NRanks: 4, Program: "prog"}, Output{})
+	spec := job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
+	cj := &clusterJob{info: job.Job{ID: "j", Spec: spec}}
+	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}}, Output{})
 	b := newClusterBackend(s, cj, rj, NewEpochBook(4, 2))
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func TestFirstRunFencesNothing(t *testing.T) {
 	// A job taken over is fenced on the nodes of its first run here all the
 	// same: one cut off at the takeover may be back with its ranks.
 	log.calls = nil
-	rj = newJob(Config{RunRoot: filepath.Join(data, "coord")}, Spec{ID: "j", NRanks: 4, Program: "prog"}, Output{})
+	rj = newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}}, Output{})
 	rj.resume = &Resume{Why: "coordinator lost"}
 	b = newClusterBackend(s, cj, rj, NewEpochBook(4, 2))
 	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
@@ -196,13 +197,13 @@ func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 	log := &callLog{}
 	data := t.TempDir()
 	s := NewService(ServiceConfig{Node: "a", DataDir: data})
-	files := []api.File{{Name: "prog", SHA256: sumOf("prog body")}, {Name: "in1", SHA256: sumOf("in1 body")}, {Name: "in2", SHA256: sumOf("in2 body")}}
+	files := []job.File{{Name: "prog", SHA256: sumOf("prog body")}, {Name: "in1", SHA256: sumOf("in1 body")}, {Name: "in2", SHA256: sumOf("in2 body")}}
 	for _, body := range []string{"prog body", "in1 body", "in2 body"} {
 		if err := s.cache.Put(sumOf(body), strings.NewReader(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	info := api.Job{ID: "j", Spec: api.JobSpec{Files: files}}
+	info := job.Job{ID: "j", Spec: job.Spec{Files: files}}
 	b := nodePeer{node: "b", log: log, missing: []string{files[1].SHA256}}
 	copied, err := s.setUp(context.Background(), b, "b", info, 2)
 	if err != nil || len(copied) != 1 || copied[0].Name != "in1" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/links"
 	"shoal/internal/place"
 )
@@ -28,7 +29,7 @@ func placeNodes(nodes map[string]api.Node) []place.Node {
 // WaitForNodes for nodes to join and then fails; a job that does not wait and has
 // run before is relaunched on the survivors, oversubscribed, since running slower
 // beats not running.
-func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, without string) (map[string]api.Node, place.Placement, error) {
+func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string) (map[string]api.Node, place.Placement, error) {
 	wait := time.Duration(spec.WaitForNodes)
 	deadline := time.Now().Add(wait)
 	opts := placeOptions(spec)
@@ -46,7 +47,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		if err == nil {
 			b.lastPlan = plan
 			if announced {
-				b.j.event(EventNodes, Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(live))})
+				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(live))})
 			}
 			return live, p, nil
 		}
@@ -54,7 +55,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 			p, plan, _, err := b.plan(ctx, live, spec, place.Options{MaxOversubscribe: float64(spec.Ranks)})
 			if err == nil {
 				b.lastPlan = plan
-				b.j.event(EventNodes, Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
+				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
 					spec.Ranks, totalCores(live), nodeList(live))})
 				return live, p, nil
 			}
@@ -68,7 +69,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec api.JobSpec, witho
 		}
 		if !announced {
 			announced = true
-			b.j.event(EventNodes, Event{Message: fmt.Sprintf("%s; waiting up to %s for nodes to join", short, wait)})
+			b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("%s; waiting up to %s for nodes to join", short, wait)})
 		}
 		select {
 		case <-ctx.Done():
@@ -105,7 +106,7 @@ const (
 // speed (place.Spread), else the blocks. The PlanInfo says which and why; the
 // Input is what the planner was given (zero when the layout was not its to
 // choose), so that a caller predicting other layouts sees the same links.
-func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spec api.JobSpec, opts place.Options) (place.Placement, *api.PlanInfo, place.Input, error) {
+func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spec job.Spec, opts place.Options) (place.Placement, *job.Plan, place.Input, error) {
 	nodes := placeNodes(live)
 	blocks, err := place.Spread(nodes, spec.Ranks, opts)
 	if err != nil {
@@ -113,19 +114,19 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	}
 	switch spec.Layout {
 	case "blocks":
-		return blocks, &api.PlanInfo{Reason: "contiguous blocks in proportion to cores × speed, as asked (--layout blocks)"}, place.Input{}, nil
+		return blocks, &job.Plan{Reason: "contiguous blocks in proportion to cores × speed, as asked (--layout blocks)"}, place.Input{}, nil
 	case "cyclic":
 		p, err := place.Cyclic(nodes, spec.Ranks, opts)
-		return p, &api.PlanInfo{Reason: "rank i to the i-th node in turn, as asked (--layout cyclic)"}, place.Input{}, err
+		return p, &job.Plan{Reason: "rank i to the i-th node in turn, as asked (--layout cyclic)"}, place.Input{}, err
 	case "packed":
 		p, err := place.Packed(nodes, spec.Ranks, opts)
-		return p, &api.PlanInfo{Reason: "nodes filled to their slots in name order, as asked (--layout packed)"}, place.Input{}, err
+		return p, &job.Plan{Reason: "nodes filled to their slots in name order, as asked (--layout packed)"}, place.Input{}, err
 	}
 	if spec.NoReplan {
-		return blocks, &api.PlanInfo{Reason: "contiguous blocks in proportion to cores × speed, as asked (--no-replan)"}, place.Input{}, nil
+		return blocks, &job.Plan{Reason: "contiguous blocks in proportion to cores × speed, as asked (--no-replan)"}, place.Input{}, nil
 	}
 	if spec.Ranks > maxPlanRanks || len(nodes) > maxPlanNodes {
-		return blocks, &api.PlanInfo{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, place.Input{}, nil
+		return blocks, &job.Plan{Reason: fmt.Sprintf("contiguous blocks in proportion to cores × speed: more than %d ranks or %d nodes, too many for the planner's search", maxPlanRanks, maxPlanNodes)}, place.Input{}, nil
 	}
 	// The planner packs no node tighter than the blocks pack their tightest
 	// (and never beyond its cores when the blocks fit in them): the compute it
@@ -144,7 +145,7 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 			in.Work = t.Work
 		}
 	}
-	info := &api.PlanInfo{Traffic: in.Measured}
+	info := &job.Plan{Traffic: in.Measured}
 	if b.s != nil && b.s.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		measured, err := b.s.cfg.Links(lctx)
@@ -197,33 +198,33 @@ func perIteration(secs float64) string {
 	case secs < 10:
 		return fmt.Sprintf("%.2f s", secs)
 	}
-	return seconds(time.Duration(secs * float64(time.Second)))
+	return job.Seconds(time.Duration(secs * float64(time.Second)))
 }
 
 // placeOptions are the bounds a job's spec sets on its placements.
-func placeOptions(spec api.JobSpec) place.Options {
+func placeOptions(spec job.Spec) place.Options {
 	return place.Options{MaxOversubscribe: spec.MaxOversubscribe, MaxPerNode: spec.RanksPerNode}
 }
 
 // oversubscribe is the job's ranks per core.
-func oversubscribe(spec api.JobSpec) float64 {
+func oversubscribe(spec job.Spec) float64 {
 	if spec.MaxOversubscribe <= 0 {
 		return 1
 	}
 	return spec.MaxOversubscribe
 }
 
-func coresNeeded(spec api.JobSpec) int {
+func coresNeeded(spec job.Spec) int {
 	return int(math.Ceil(float64(spec.Ranks)/oversubscribe(spec) - 1e-9))
 }
 
 // tooFew says why the job's ranks do not fit the live nodes: "too few nodes: 6
 // ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4".
-func tooFew(spec api.JobSpec, live map[string]api.Node) string {
-	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, plural(coresNeeded(spec), "core"), oversubscribe(spec))
+func tooFew(spec job.Spec, live map[string]api.Node) string {
+	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(coresNeeded(spec), "core"), oversubscribe(spec))
 	if spec.RanksPerNode > 0 {
 		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
-		msg += fmt.Sprintf(" and %s at --ranks-per-node %d", plural(need, "node"), spec.RanksPerNode)
+		msg += fmt.Sprintf(" and %s at --ranks-per-node %d", job.Plural(need, "node"), spec.RanksPerNode)
 	}
 	return fmt.Sprintf("%s; the live nodes (%s) have %d", msg, nodeList(live), totalCores(live))
 }
@@ -277,7 +278,7 @@ func describeMoves(prev, next place.Placement, live map[string]api.Node) string 
 		parts = append(parts, strings.Join(append([]string{first}, moves[1:]...), ", "))
 	}
 	if len(parts) > 0 && others > 0 {
-		parts = append(parts, plural(others, "other rank")+" moved")
+		parts = append(parts, job.Plural(others, "other rank")+" moved")
 	}
 	return strings.Join(parts, "; ")
 }
@@ -320,8 +321,8 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	}
 	if slices.Equal(next, b.placement) {
 		b.lastPlan = info
-		b.cj.update(func(a *api.Job) { a.Plan = info })
-		b.j.event(EventRebalance, Event{Message: "the traffic learned so far keeps the ranks where they are: " + info.Reason})
+		b.cj.update(func(a *job.Job) { a.Plan = info })
+		b.j.event(job.EventRebalance, job.Event{Message: "the traffic learned so far keeps the ranks where they are: " + info.Reason})
 		return
 	}
 	if in.Ranks == 0 {
@@ -334,12 +335,12 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		return
 	}
 	if doubted {
-		b.j.event(EventRebalance, Event{Message: fmt.Sprintf("the links as measured predict %s of communication per iteration for the ranks where they are, which ran it all in 1 s: measures that far off (probes taken under load) move no rank; staying",
+		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("the links as measured predict %s of communication per iteration for the ranks where they are, which ran it all in 1 s: measures that far off (probes taken under load) move no rank; staying",
 			perIteration(cur.Comm))})
 		return
 	}
 	if !(nextCost < cur.Total()*(1-planMargin)) {
-		b.j.event(EventRebalance, Event{Message: fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: not %.0f %% faster; staying",
+		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: not %.0f %% faster; staying",
 			perIteration(nextCost), next, perIteration(cur.Total()), 100*planMargin)})
 		return
 	}
@@ -350,10 +351,10 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	what := fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: %s",
 		perIteration(nextCost), next, perIteration(cur.Total()), describeEstimate(e))
 	if !e.Worth(trafficMoveWorth) {
-		b.j.event(EventRebalance, Event{Message: fmt.Sprintf("%s; not worth a move (it must save %d times its cost)", what, trafficMoveWorth)})
+		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("%s; not worth a move (it must save %d times its cost)", what, trafficMoveWorth)})
 		return
 	}
-	b.j.event(EventRebalance, Event{Message: what + "; moving"})
+	b.j.event(job.EventRebalance, job.Event{Message: what + "; moving"})
 	b.startReconfig(ctx, reconfig{reason: "placing by the job's traffic", sameNodes: true, done: make(chan struct{})})
 }
 

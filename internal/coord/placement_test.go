@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/links"
 	"shoal/internal/place"
 )
@@ -47,12 +48,12 @@ func TestPerIteration(t *testing.T) {
 func TestLaunchable(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	for _, c := range []struct {
-		spec api.JobSpec
+		spec job.Spec
 		want string
 	}{
-		{api.JobSpec{}, "mpirun.openmpi not found (install Open MPI"},
-		{api.JobSpec{Engine: "mpich"}, "mpiexec.mpich not found (install MPICH"},
-		{api.JobSpec{Farm: &api.FarmSpec{}}, ""},
+		{job.Spec{}, "mpirun.openmpi not found (install Open MPI"},
+		{job.Spec{Engine: "mpich"}, "mpiexec.mpich not found (install MPICH"},
+		{job.Spec{Farm: &job.FarmSpec{}}, ""},
 	} {
 		err := launchable(c.spec)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
@@ -75,7 +76,7 @@ func TestLinksDoubted(t *testing.T) {
 		return f
 	}
 	link := func(a, b string, rtt time.Duration, bw float64) api.Link {
-		return api.Link{From: a, To: b, RTT: api.Duration(rtt), Bandwidth: bw}
+		return api.Link{From: a, To: b, RTT: job.Duration(rtt), Bandwidth: bw}
 	}
 	lan := []api.Link{link("n1", "n2", 200*time.Microsecond, 2e9), link("n1", "n4", 400*time.Microsecond, 2e8)}
 	nodes := []place.Node{{Name: "n1", Cores: 2, Speed: 1e9}, {Name: "n2", Cores: 2, Speed: 1e9}, {Name: "n4", Cores: 2, Speed: 1e9}}

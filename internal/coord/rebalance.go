@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -63,7 +64,7 @@ func (b *clusterBackend) weigh(live map[string]api.Node) (e place.Estimate, next
 
 func describeEstimate(e place.Estimate) string {
 	return fmt.Sprintf("estimated to save %s of the remaining %s, at a cost of %s (a checkpoint and a restart, as measured)",
-		seconds(e.Gain), seconds(e.Remaining), seconds(e.Cost))
+		job.Seconds(e.Gain), job.Seconds(e.Remaining), job.Seconds(e.Cost))
 }
 
 // autoRebalance weighs, once for every new set of live nodes with a node the job
@@ -96,10 +97,10 @@ func (b *clusterBackend) autoRebalance(ctx context.Context) {
 	b.autoWeighed = key
 	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), next, describeEstimate(e))
 	if !e.Worth(ratio) {
-		b.j.event(EventRebalance, Event{Message: fmt.Sprintf("%s; not worth it (--auto-rebalance %g)", what, ratio)})
+		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("%s; not worth it (--auto-rebalance %g)", what, ratio)})
 		return
 	}
-	b.j.event(EventRebalance, Event{Message: what + "; rebalancing"})
+	b.j.event(job.EventRebalance, job.Event{Message: what + "; rebalancing"})
 	b.startReconfig(ctx, reconfig{reason: "rebalancing onto " + strings.Join(joined, ", "), done: make(chan struct{})})
 }
 
@@ -137,10 +138,10 @@ func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
 	rc.after = max(b.book.Newest(), b.book.Highest)
 	b.mu.Unlock()
 	b.pending = &rc
-	d := b.j.policy.Decide(Outcome{Kind: Move, Detail: rc.reason}, 0)
-	b.j.setState(d.State, Event{Kind: EventReconfig, Message: d.Reason})
+	d := b.j.restarts.Policy.Decide(job.Outcome{Kind: job.Move, Detail: rc.reason}, 0)
+	b.j.setState(d.State, job.Event{Type: job.EventReconfig, Message: d.Reason})
 	id := b.cj.snapshot().ID
 	if err := b.peer(b.placement[0]).RequestHold(ctx, id); err != nil {
-		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: checkpoint request to %s failed: %v", b.placement[0], err)})
+		b.j.event(job.EventEpochBad, job.Event{Message: fmt.Sprintf("warning: checkpoint request to %s failed: %v", b.placement[0], err)})
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -27,14 +27,14 @@ const writeDelay = 100 * time.Millisecond
 type clusterJob struct {
 	s         *Service // nil in unit tests of the backend: nothing is written
 	mu        sync.Mutex
-	info      api.Job
+	info      job.Job
 	cancel    context.CancelCauseFunc
 	done      bool
 	placement place.Placement
 	backend   *clusterBackend
-	out       []api.JobEvent // events not yet written (rank output, posted events)
-	infoDirty bool           // info has changes not yet written
-	flushing  bool           // a write of what waits is scheduled
+	out       []job.Event // events not yet written (rank output, posted events)
+	infoDirty bool        // info has changes not yet written
+	flushing  bool        // a write of what waits is scheduled
 	// writeMu keeps the store's entries in the order they were made.
 	writeMu sync.Mutex
 	// term is the Service's leadership term the job is driven in; finished is
@@ -58,7 +58,7 @@ func (j *clusterJob) current() bool {
 	return j.term == j.s.term
 }
 
-func (j *clusterJob) snapshot() api.Job {
+func (j *clusterJob) snapshot() job.Job {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.info
@@ -66,7 +66,7 @@ func (j *clusterJob) snapshot() api.Job {
 
 // submittedMessage is a job's first event: who its ranks run as (owner, or the
 // agents' user, agentUID, when nil) and which node coordinates it.
-func submittedMessage(owner *api.Owner, agentUID int, node string) string {
+func submittedMessage(owner *job.Owner, agentUID int, node string) string {
 	as := owner.String()
 	switch {
 	case owner != nil:
@@ -78,16 +78,33 @@ func submittedMessage(owner *api.Owner, agentUID int, node string) string {
 	return fmt.Sprintf("submitted; runs as %s on every node; %s coordinates", as, node)
 }
 
-func newEvent(typ, msg string, data any) api.JobEvent {
-	e := api.JobEvent{Time: time.Now(), Type: typ, Message: msg}
-	if data != nil {
-		e.Data, _ = json.Marshal(data)
+// event records e, an event of the job's run, with what it says of the job: the
+// state a transition moves it to (only its [job.Lifecycle] makes events that
+// carry one, so the lifecycle is the one writer of the job's state), the
+// restarts used, the newest complete epoch. The event is written as it is.
+func (j *clusterJob) event(e job.Event) {
+	j.mu.Lock()
+	if e.State != "" {
+		j.info.State = e.State
 	}
-	return e
+	if e.State == job.Restarting {
+		j.info.Restarts = e.Restarts
+	}
+	if e.Type == job.EventEpoch {
+		j.info.Epoch = e.Epoch
+	}
+	j.mu.Unlock()
+	if e.Type == job.EventLaunch {
+		// The store holds a run's placement before its ranks start, so that
+		// a new leader fences where they may be.
+		j.write(true, e)
+		return
+	}
+	j.post(e.State != "" || e.Type == job.EventEpoch, e)
 }
 
 // update changes the job's info and writes it within writeDelay.
-func (j *clusterJob) update(f func(*api.Job)) {
+func (j *clusterJob) update(f func(*job.Job)) {
 	j.mu.Lock()
 	f(&j.info)
 	j.mu.Unlock()
@@ -102,7 +119,7 @@ func (j *clusterJob) update(f func(*api.Job)) {
 // the store's commit timeout later: a barrier after the end carries its
 // commit to every replica at once, so that `shoal jobs` on any node shows the
 // job ended as soon as its submitter does.
-func (j *clusterJob) end(f func(*api.Job), last api.JobEvent) {
+func (j *clusterJob) end(f func(*job.Job), last job.Event) {
 	j.mu.Lock()
 	f(&j.info)
 	j.done = true
@@ -117,13 +134,13 @@ func (j *clusterJob) end(f func(*api.Job), last api.JobEvent) {
 // returns once the store holds them. A write that fails because this node no
 // longer leads is dropped: the new leader resumes the job from what the store
 // held.
-func (j *clusterJob) write(withInfo bool, events ...api.JobEvent) {
+func (j *clusterJob) write(withInfo bool, events ...job.Event) {
 	j.flush(withInfo, events, nil)
 }
 
 // writeWith writes what waits, then events, the info and book (a farm's
 // ledger) in one entry.
-func (j *clusterJob) writeWith(events []api.JobEvent, book json.RawMessage) {
+func (j *clusterJob) writeWith(events []job.Event, book json.RawMessage) {
 	j.flush(true, events, book)
 }
 
@@ -134,13 +151,13 @@ func (j *clusterJob) writeBook(book json.RawMessage) {
 
 // flush writes what waits, events, the info (when withInfo or changed) and
 // book (when not empty) in one entry.
-func (j *clusterJob) flush(withInfo bool, events []api.JobEvent, book json.RawMessage) {
+func (j *clusterJob) flush(withInfo bool, events []job.Event, book json.RawMessage) {
 	j.writeMu.Lock()
 	defer j.writeMu.Unlock()
 	j.mu.Lock()
 	events = append(j.out, events...)
 	j.out = nil
-	var info *api.Job
+	var info *job.Job
 	if withInfo || j.infoDirty {
 		cp := j.info
 		info = &cp
@@ -156,7 +173,7 @@ func (j *clusterJob) flush(withInfo bool, events []api.JobEvent, book json.RawMe
 
 // post queues events, and the info when withInfo, to be written within
 // writeDelay with whatever comes after them.
-func (j *clusterJob) post(withInfo bool, events ...api.JobEvent) {
+func (j *clusterJob) post(withInfo bool, events ...job.Event) {
 	j.mu.Lock()
 	j.out = append(j.out, events...)
 	j.infoDirty = j.infoDirty || withInfo
@@ -175,7 +192,7 @@ func (j *clusterJob) post(withInfo bool, events ...api.JobEvent) {
 
 // output queues a line of rank output; it is written within writeDelay.
 func (j *clusterJob) output(typ, line string) {
-	j.post(false, newEvent(typ, line, nil))
+	j.post(false, job.NewEvent(typ, line, nil))
 }
 
 // lineEvents turns rank output into one event per line, each after prefix.

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,9 +21,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/mtbf"
 	"shoal/internal/userdir"
 )
@@ -34,6 +36,10 @@ type Config struct {
 	RunRoot string
 	// ShoalBin is the shoal executable, used as the rank wrapper.
 	ShoalBin string
+	// Workdir is where the ranks of a run on this node alone start (the
+	// submitter's working directory); a cluster's start in each node's job
+	// directory.
+	Workdir string
 	// Engine launches the runs; nil means Open MPI.
 	Engine engine.Engine
 	// Cores of this node; more ranks than cores means oversubscription.
@@ -63,29 +69,33 @@ func DefaultConfig(ckptRoot, runRoot, shoalBin string) Config {
 	}
 }
 
-// job is the runner's view of one job while it runs.
-type job struct {
+// jobRun is the runner's view of one job while it runs.
+type jobRun struct {
 	cfg      Config
-	spec     Spec
+	spec     job.Spec
 	out      Output
 	be       backend
-	lc       *Lifecycle
-	policy   RestartPolicy
+	lc       *job.Lifecycle
+	restarts job.Restarts
 	resume   *Resume // set: the loop begins by relaunching a job another coordinator ran
 	runDir   string
 	progress int // last progress decile reported
 	// progressFile is where rank 0 reports progress, when it runs on this node.
 	progressFile string
 	// interval is the automatic checkpoint interval last announced.
-	interval *api.CheckpointInterval
+	interval *job.Interval
 }
 
 // Run runs spec on this node until it succeeds, fails or ctx is cancelled, relaunching
-// from the newest complete epoch when a rank is lost.
-func Run(ctx context.Context, cfg Config, spec Spec, out Output) Result {
+// from the newest complete epoch when a rank is lost. spec's ID must be set, and its
+// program, Argv[0], be an absolute path; its ranks run in cfg.Workdir.
+func Run(ctx context.Context, cfg Config, spec job.Spec, out Output) Result {
 	j := newJob(cfg, spec, out)
 	if err := spec.Validate(); err != nil {
 		return j.fail(err.Error())
+	}
+	if spec.ID == "" || spec.Farm != nil {
+		return j.fail(fmt.Sprintf("job %q: a run on this node needs the job's id, and an MPI program", spec.ID))
 	}
 	lb := &localBackend{j: j, dir: ckpt.JobDir{Root: cfg.CkptRoot, Job: spec.ID},
 		complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
@@ -99,13 +109,13 @@ func Run(ctx context.Context, cfg Config, spec Spec, out Output) Result {
 	return j.loop(ctx)
 }
 
-func newJob(cfg Config, spec Spec, out Output) *job {
-	return &job{cfg: cfg, spec: spec, out: out, runDir: filepath.Join(cfg.RunRoot, spec.ID), progress: -1,
-		lc: NewLifecycle(spec.ID, out.Events), policy: RestartPolicy{MaxRestarts: spec.MaxRestarts}}
+func newJob(cfg Config, spec job.Spec, out Output) *jobRun {
+	return &jobRun{cfg: cfg, spec: spec, out: out, runDir: filepath.Join(cfg.RunRoot, spec.ID), progress: -1,
+		lc: job.NewLifecycle(spec.ID, out.Events), restarts: job.Restarts{Policy: job.RestartPolicy{MaxRestarts: spec.MaxRestarts}}}
 }
 
-func (j *job) event(kind string, e Event) {
-	e.Time, e.Job, e.Kind = time.Now(), j.spec.ID, kind
+func (j *jobRun) event(kind string, e job.Event) {
+	e.Time, e.Job, e.Type = time.Now(), j.spec.ID, kind
 	if j.out.Events != nil {
 		j.out.Events(e)
 	}
@@ -113,16 +123,16 @@ func (j *job) event(kind string, e Event) {
 
 // setState changes the job's state through its lifecycle. A refused transition is
 // a bug in this package: it is reported as an event, and the job goes on.
-func (j *job) setState(to api.JobState, e Event) {
+func (j *jobRun) setState(to job.State, e job.Event) {
 	if err := j.lc.UpdateState(to, e); err != nil {
-		j.event(EventInternal, Event{Message: fmt.Sprintf("internal error: %v", err)})
+		j.event(job.EventInternal, job.Event{Message: fmt.Sprintf("internal error: %v", err)})
 	}
 }
 
 // fail ends a job that could not start.
-func (j *job) fail(reason string) Result {
-	d := j.policy.Decide(Outcome{Kind: StartFailed, Detail: reason}, 0)
-	j.setState(d.State, Event{Message: d.Reason})
+func (j *jobRun) fail(reason string) Result {
+	d := j.restarts.Decide(job.Outcome{Kind: job.StartFailed, Detail: reason}, false)
+	j.setState(d.State, job.Event{Message: d.Reason})
 	return Result{State: d.State, Reason: d.Reason}
 }
 
@@ -192,7 +202,7 @@ func (l *nodeLoss) String() string {
 
 // ending is how a run of the job ended, or what interrupted the job.
 type ending struct {
-	Outcome
+	job.Outcome
 	at       time.Time // when the loss happened
 	runStart time.Time // when the run began: work since then is lost without an epoch
 	// wholeJob is set for a loss that moves ranks between nodes: the restart
@@ -203,11 +213,6 @@ type ending struct {
 	unlaunched bool
 }
 
-// maxUnlaunched bounds the relaunches in a row that nodes lost while staging
-// may interrupt without counting against --max-restarts: each excludes the
-// nodes lost, so more than this means nodes that keep coming back and going.
-const maxUnlaunched = 8
-
 // relaunch is where the next launch starts: from epoch (0: fresh) and, after a
 // loss or a move, with the restart line note gives once the layout is known.
 type relaunch struct {
@@ -217,26 +222,24 @@ type relaunch struct {
 
 // loop runs the job until it ends: it launches, weighs how each run ended with the
 // restart policy, and relaunches from the epoch the backend chooses.
-func (j *job) loop(ctx context.Context) Result {
+func (j *jobRun) loop(ctx context.Context) Result {
 	var next relaunch
-	restarts := 0
 	started := time.Now()
 	var resumed *ending
-	unlaunched := 0 // relaunches in a row interrupted while staged
 	if r := j.resume; r != nil {
 		at := r.At
 		if at.IsZero() {
 			at = started
 		}
-		restarts = r.Restarts
-		kind := CoordinatorLost
+		j.restarts.Used = r.Restarts
+		kind := job.CoordinatorLost
 		switch {
 		case r.Durable:
-			kind = Resumed
+			kind = job.Resumed
 		case r.LeadMoved:
-			kind = LeadMoved
+			kind = job.LeadMoved
 		}
-		resumed = &ending{Outcome: Outcome{Kind: kind, Detail: r.Why}, at: at, runStart: at, wholeJob: true}
+		resumed = &ending{Outcome: job.Outcome{Kind: kind, Detail: r.Why}, at: at, runStart: at, wholeJob: true}
 	}
 	for {
 		var end ending
@@ -246,56 +249,45 @@ func (j *job) loop(ctx context.Context) Result {
 			end = j.run(ctx, next)
 		}
 		// Nodes lost while a relaunch was staged (two lost at once, found one
-		// after the other) interrupt that relaunch: it is decided again, as the
-		// same restart, not counted as one more.
-		retry := end.unlaunched && next.note != nil && restarts > 0 && unlaunched < maxUnlaunched
-		used := restarts
-		if retry {
-			used--
-			unlaunched++
-		} else {
-			unlaunched = 0
-		}
-		d := j.policy.Decide(end.Outcome, used)
-		if d.Restart && !retry {
-			restarts++
-		}
+		// after the other) interrupt that relaunch: it is decided again.
+		d := j.restarts.Decide(end.Outcome, end.unlaunched && next.note != nil)
+		restarts := j.restarts.Used
 		// A move entered moving when its checkpoint was asked for (startReconfig);
 		// the run ending now is the relaunch it waited for.
-		if !(end.Kind == Move && j.lc.State() == api.JobMoving) {
+		if !(end.Kind == job.Move && j.lc.State() == job.Moving) {
 			j.setState(d.State, j.transitionEvent(end.Outcome, d, restarts, started))
 		}
-		if Terminal(d.State) {
+		if job.Terminal(d.State) {
 			return Result{State: d.State, ExitCode: d.ExitCode, Restarts: restarts, Exhausted: d.Exhausted, Reason: d.Reason}
 		}
 		epoch, h, skipped, err := j.be.choose(ctx)
 		if err != nil { // no epoch survives: the error names the newest
-			d := j.policy.Decide(Outcome{Kind: StartFailed, Detail: err.Error()}, restarts)
-			j.setState(d.State, Event{Message: d.Reason})
+			d := j.restarts.Decide(job.Outcome{Kind: job.StartFailed, Detail: err.Error()}, false)
+			j.setState(d.State, job.Event{Message: d.Reason})
 			return Result{State: d.State, Restarts: restarts, Reason: d.Reason}
 		}
 		for _, s := range skipped {
-			j.event(EventEpochBad, Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
+			j.event(job.EventEpochBad, job.Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
 		}
 		since := end.runStart
 		if epoch > 0 {
 			since = time.Unix(0, int64(h.CreatedNs))
 		}
-		next = relaunch{epoch: epoch, note: restartNote(end, epoch, j.spec.NRanks, max(end.at.Sub(since), 0))}
+		next = relaunch{epoch: epoch, note: restartNote(end, epoch, j.spec.Ranks, max(end.at.Sub(since), 0))}
 	}
 }
 
 // transitionEvent is the event of the transition d makes after o.
-func (j *job) transitionEvent(o Outcome, d Decision, restarts int, started time.Time) Event {
+func (j *jobRun) transitionEvent(o job.Outcome, d job.Decision, restarts int, started time.Time) job.Event {
 	switch {
-	case d.State == api.JobSucceeded:
-		return Event{Kind: EventDone, Message: fmt.Sprintf("job %s finished in %s (%s)", j.spec.ID, seconds(time.Since(started)), plural(restarts, "restart"))}
-	case d.State == api.JobFailed && o.Kind == AppFailed:
-		return Event{Kind: EventAppFailure, Rank: o.Rank, Message: d.Reason}
-	case d.State == api.JobMoving:
-		return Event{Kind: EventReconfig, Message: d.Reason}
+	case d.State == job.Succeeded:
+		return job.Event{Type: job.EventDone, Message: fmt.Sprintf("job %s finished in %s (%s)", j.spec.ID, job.Seconds(time.Since(started)), job.Plural(restarts, "restart"))}
+	case d.State == job.Failed && o.Kind == job.AppFailed:
+		return job.Event{Type: job.EventAppFailure, Rank: job.RankOf(o.Rank), Message: d.Reason}
+	case d.State == job.Moving:
+		return job.Event{Type: job.EventReconfig, Message: d.Reason}
 	}
-	return Event{Message: d.Reason, Restarts: restarts}
+	return job.Event{Message: d.Reason, Restarts: restarts}
 }
 
 // restartNote returns the restart line of a relaunch from epoch after end, once the
@@ -307,64 +299,64 @@ func restartNote(end ending, epoch uint64, nranks int, lost time.Duration) func(
 			from = "from the beginning: no complete checkpoint"
 		}
 		switch {
-		case end.Kind == Resumed:
+		case end.Kind == job.Resumed:
 			// The run that kept the epoch ended elsewhere, at a time this
 			// coordinator does not know: what it lost is not said.
 			return fmt.Sprintf("%s; restarting %d ranks %s %s", end.Outcome, nranks, from, layout)
 		case !end.wholeJob:
-			return fmt.Sprintf("%s; restarting %s (%s of work lost)", end.Outcome, from, seconds(lost))
+			return fmt.Sprintf("%s; restarting %s (%s of work lost)", end.Outcome, from, job.Seconds(lost))
 		}
-		return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", end.Outcome, nranks, from, layout, seconds(lost))
+		return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", end.Outcome, nranks, from, layout, job.Seconds(lost))
 	}
 }
 
 // run launches the job once, from next, and says how the run ended.
-func (j *job) run(ctx context.Context, next relaunch) ending {
+func (j *jobRun) run(ctx context.Context, next relaunch) ending {
 	runStart := time.Now()
 	code, states, loss, launcherTail, err := j.launch(ctx, next.epoch, next.note)
 	switch {
 	case ctx.Err() != nil:
-		return ending{Outcome: Outcome{Kind: Cancelled}}
+		return ending{Outcome: job.Outcome{Kind: job.UserCancelled}}
 	case err != nil:
-		return ending{Outcome: Outcome{Kind: StartFailed, Detail: err.Error()}}
+		return ending{Outcome: job.Outcome{Kind: job.StartFailed, Detail: err.Error()}}
 	case loss != nil && loss.failed != nil:
-		return ending{Outcome: Outcome{Kind: StartFailed, Detail: loss.failed.Error()}}
+		return ending{Outcome: job.Outcome{Kind: job.StartFailed, Detail: loss.failed.Error()}}
 	case loss != nil && loss.planned:
-		return ending{Outcome: Outcome{Kind: Move, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
+		return ending{Outcome: job.Outcome{Kind: job.Move, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil && loss.fault:
-		j.event(EventNodeFault, Event{Message: loss.String() + "; its ranks move"})
-		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
+		j.event(job.EventNodeFault, job.Event{Message: loss.String() + "; its ranks move"})
+		return ending{Outcome: job.Outcome{Kind: job.NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil:
 		j.announceLoss(loss)
-		return ending{Outcome: Outcome{Kind: NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true, unlaunched: loss.staging}
+		return ending{Outcome: job.Outcome{Kind: job.NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true, unlaunched: loss.staging}
 	}
-	o := engine.Classify(states, j.spec.NRanks, code)
+	o := engine.Classify(states, j.spec.Ranks, code)
 	switch o.Kind {
 	case engine.Succeeded:
-		return ending{Outcome: Outcome{Kind: RanksSucceeded}}
+		return ending{Outcome: job.Outcome{Kind: job.RanksSucceeded}}
 	case engine.AppFailed:
-		return ending{Outcome: Outcome{Kind: AppFailed, Rank: o.Cause.Rank, Code: o.Cause.Code}}
+		return ending{Outcome: job.Outcome{Kind: job.AppFailed, Rank: o.Cause.Rank, Code: o.Cause.Code}}
 	case engine.Unknown:
-		return ending{Outcome: Outcome{Kind: LauncherFailed, Code: code, Detail: launcherTail}, at: time.Now(), runStart: runStart}
+		return ending{Outcome: job.Outcome{Kind: job.LauncherFailed, Code: code, Detail: launcherTail}, at: time.Now(), runStart: runStart}
 	}
-	lost := Outcome{Kind: RankKilled, Rank: o.Cause.Rank, Signal: o.Cause.Signal}
-	j.event(EventRankLost, Event{Rank: lost.Rank, Message: lost.String()})
+	lost := job.Outcome{Kind: job.RankKilled, Rank: o.Cause.Rank, Signal: o.Cause.Signal}
+	j.event(job.EventRankLost, job.Event{Rank: job.RankOf(lost.Rank), Message: lost.String()})
 	return ending{Outcome: lost, at: time.Unix(0, o.Cause.TimeNs), runStart: runStart}
 }
 
 // announceLoss emits the event of a lost node, once, and has the node's
 // failure recorded.
-func (j *job) announceLoss(loss *nodeLoss) {
+func (j *jobRun) announceLoss(loss *nodeLoss) {
 	if loss.announced {
 		return
 	}
 	loss.announced = true
 	if loss.left {
 		// Not a failure: neither a lost node's event nor the failure record.
-		j.event(EventNodes, Event{Message: loss.String()})
+		j.event(job.EventNodes, job.Event{Message: loss.String()})
 		return
 	}
-	j.event(EventNodeLost, Event{Message: loss.String()})
+	j.event(job.EventNodeLost, job.Event{Message: loss.String()})
 	if j.cfg.NodeLost != nil {
 		for _, n := range loss.nodes {
 			j.cfg.NodeLost(n)
@@ -374,7 +366,7 @@ func (j *job) announceLoss(loss *nodeLoss) {
 
 // launch runs the job once, from restartEpoch (0: fresh), and returns mpirun's exit
 // status, the ranks' states and the launcher's last lines.
-func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(string) string) (int, []engine.RankState, *nodeLoss, string, error) {
+func (j *jobRun) launch(ctx context.Context, restartEpoch uint64, restartNote func(string) string) (int, []engine.RankState, *nodeLoss, string, error) {
 	fail := func(err error) (int, []engine.RankState, *nodeLoss, string, error) { return 0, nil, nil, "", err }
 	ranksDir := filepath.Join(j.runDir, "ranks")
 	run := userdir.Tree{Base: j.cfg.RunRoot}
@@ -383,11 +375,11 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 		return fail(err)
 	}
 	traffic := "0"
-	if j.spec.Traffic {
+	if !j.spec.NoReplan {
 		traffic = "1"
 	}
-	interval := strconv.FormatFloat(j.spec.CkptInterval.Seconds(), 'f', -1, 64)
-	if j.spec.CkptAuto {
+	interval := strconv.FormatFloat(time.Duration(j.spec.CheckpointInterval).Seconds(), 'f', -1, 64)
+	if j.spec.CheckpointAuto {
 		interval = "auto" // and the backend adds SHOAL_MTBF for the nodes it places on
 	}
 	env := []string{
@@ -400,7 +392,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	if stats := os.Getenv("SHOAL_STATS"); stats != "" {
 		env = append(env, "SHOAL_STATS="+stats)
 	}
-	j.setState(api.JobStaging, Event{})
+	j.setState(job.Staging, job.Event{})
 	l, launcherEnv, where, err := j.be.prepare(ctx, restartEpoch, env, ranksDir)
 	var le *lossError
 	if errors.As(err, &le) {
@@ -408,7 +400,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 		if restartNote != nil {
 			// The restart being staged is said, though it never launched: the
 			// next says why.
-			j.event(EventRestart, Event{Epoch: restartEpoch, Message: restartNote("on the nodes left")})
+			j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote("on the nodes left")})
 		}
 		return 0, nil, le.loss, "", nil
 	}
@@ -416,7 +408,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 		return fail(err)
 	}
 	if restartNote != nil {
-		j.event(EventRestart, Event{Epoch: restartEpoch, Message: restartNote(where)})
+		j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(where)})
 	}
 	cmd := j.cfg.launcher().Command(l)
 	cmd.Env = append(os.Environ(), launcherEnv...)
@@ -439,7 +431,7 @@ func (j *job) launch(ctx context.Context, restartEpoch uint64, restartNote func(
 	if restartEpoch > 0 {
 		where += fmt.Sprintf(", from epoch %d", restartEpoch)
 	}
-	j.setState(api.JobRunning, Event{Kind: EventLaunch, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.spec.NRanks, where)})
+	j.setState(job.Running, job.Event{Type: job.EventLaunch, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.spec.Ranks, where)})
 
 	// Pdeathsig follows the thread that started the child: keep that thread until the
 	// launcher has been waited for.
@@ -541,7 +533,7 @@ func drain(pid int, copies *sync.WaitGroup, grace time.Duration, pipes ...io.Clo
 // stop ends a run: SIGTERM to the launcher's process group, SIGKILL after the grace
 // period (a launcher waiting on an unreachable daemon ignores SIGTERM); with no
 // grace, SIGKILL alone.
-func (j *job) stop(cmd *exec.Cmd, done <-chan launchExit, grace time.Duration, pipes ...io.Closer) {
+func (j *jobRun) stop(cmd *exec.Cmd, done <-chan launchExit, grace time.Duration, pipes ...io.Closer) {
 	pgid := cmd.Process.Pid
 	if grace > 0 {
 		syscall.Kill(-pgid, syscall.SIGTERM)
@@ -567,7 +559,7 @@ func (j *job) stop(cmd *exec.Cmd, done <-chan launchExit, grace time.Duration, p
 // launcherLog creates a new launcher log in the run's directory (j.runDir, in
 // run), in place of the last run's: the launcher's output, a file of the user the
 // launcher runs as (nil: the agent's own), readable by that user only.
-func (j *job) launcherLog(run userdir.Tree, as *syscall.Credential) (*os.File, error) {
+func (j *jobRun) launcherLog(run userdir.Tree, as *syscall.Credential) (*os.File, error) {
 	f, err := run.CreateTemp(j.runDir, "launcher.log.*")
 	if err != nil {
 		return nil, err
@@ -593,7 +585,7 @@ type launchExit struct {
 
 // scanProgress reads the progress file rank 0 writes on this node, if the backend
 // named one.
-func (j *job) scanProgress() {
+func (j *jobRun) scanProgress() {
 	if j.progressFile == "" {
 		return
 	}
@@ -609,17 +601,17 @@ func (j *job) scanProgress() {
 }
 
 // reportProgress reports the program's progress in steps of 10%.
-func (j *job) reportProgress(f float64) {
+func (j *jobRun) reportProgress(f float64) {
 	if d := int(f * 10); d > j.progress {
 		j.progress = d
-		j.event(EventProgress, Event{Message: fmt.Sprintf("progress %d%%", d*10)})
+		j.event(job.EventProgress, job.Event{Message: fmt.Sprintf("progress %d%%", d*10)})
 	}
 }
 
 // reportInterval announces the checkpoint interval libshoal's rank 0 chose
 // (auto): once it knows what a checkpoint costs, and again when the interval
 // changes by a quarter or more. It reports whether it announced.
-func (j *job) reportInterval(iv *api.CheckpointInterval) bool {
+func (j *jobRun) reportInterval(iv *job.Interval) bool {
 	if iv == nil || !iv.Auto || iv.Cost <= 0 {
 		return false
 	}
@@ -627,7 +619,7 @@ func (j *job) reportInterval(iv *api.CheckpointInterval) bool {
 		return false
 	}
 	j.interval = iv
-	j.event(EventInterval, Event{Message: "checkpoints " + DescribeInterval(*iv)})
+	j.event(job.EventInterval, job.Event{Message: "checkpoints " + DescribeInterval(*iv)})
 	return true
 }
 
@@ -635,18 +627,18 @@ func (j *job) reportInterval(iv *api.CheckpointInterval) bool {
 // "every 4.5 s (auto: a checkpoint costs the run 12 ms; their nodes lose one
 // every 15m0s: no node failed in 2h0m0s of node time)", the last part its
 // Record, when set.
-func DescribeInterval(iv api.CheckpointInterval) string {
+func DescribeInterval(iv job.Interval) string {
 	switch {
 	case !iv.Auto && iv.Every == 0:
 		return "none at an interval (the program may still call shoal_checkpoint)"
 	case !iv.Auto:
-		return "every " + seconds(time.Duration(iv.Every)) + ", as asked"
+		return "every " + job.Seconds(time.Duration(iv.Every)) + ", as asked"
 	case iv.Cost == 0:
 		return fmt.Sprintf("every %s (auto: until the first checkpoint's cost is known; their nodes lose one every %s)",
-			seconds(time.Duration(iv.Every)), time.Duration(iv.MTBF).Round(time.Second))
+			job.Seconds(time.Duration(iv.Every)), time.Duration(iv.MTBF).Round(time.Second))
 	}
 	s := fmt.Sprintf("every %s (auto: a checkpoint costs the run %s; their nodes lose one every %s",
-		seconds(time.Duration(iv.Every)), millis(time.Duration(iv.Cost)), time.Duration(iv.MTBF).Round(time.Second))
+		job.Seconds(time.Duration(iv.Every)), job.Millis(time.Duration(iv.Cost)), time.Duration(iv.MTBF).Round(time.Second))
 	if iv.Record != "" {
 		s += ": " + iv.Record
 	}
@@ -688,46 +680,24 @@ func lastLine(s string) string {
 	return "(no output)"
 }
 
-// seconds writes a duration for people, as the other times in shoal's lines are
-// written ("no answer for 4.4 s"): "0 s", "0.7 s", "12 s", "2m5s".
-func seconds(d time.Duration) string {
-	switch {
-	case d < 10*time.Second:
-		return strings.TrimSuffix(fmt.Sprintf("%.1f", d.Seconds()), ".0") + " s"
-	case d < 100*time.Second:
-		return fmt.Sprintf("%.0f s", d.Seconds())
-	}
-	return d.Round(time.Second).String()
-}
-
-// millis writes a short time: "0.4 ms", "12 ms", and from a second on as
-// seconds does.
-func millis(d time.Duration) string {
-	switch {
-	case d < 10*time.Millisecond:
-		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(d)/1e6), ".0") + " ms"
-	case d < time.Second:
-		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
-	}
-	return seconds(d)
-}
-
-// plural writes n with a noun, in the plural unless n is 1: "1 restart", "3 restarts".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// nodeMTBF is one node's mean time between failures for a run's SHOAL_MTBF,
-// and what it rests on: the user's --mtbf when given, else the failure record
-// rec.
-func (s Spec) nodeMTBF(rec mtbf.Estimate) (time.Duration, string) {
-	if s.NodeMTBF > 0 {
-		return s.NodeMTBF, "as given with --mtbf"
+// nodeMTBF is one node's mean time between failures for a run of s's
+// SHOAL_MTBF, and what it rests on: the user's --mtbf when given, else the
+// failure record rec.
+func nodeMTBF(s job.Spec, rec mtbf.Estimate) (time.Duration, string) {
+	if s.MTBF > 0 {
+		return time.Duration(s.MTBF), "as given with --mtbf"
 	}
 	return rec.NodeMTBF(), rec.String()
+}
+
+// envList is env as KEY=VALUE words, sorted by key: what a rank's environment
+// gets of the job's --env.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
 
 // mtbfEnv is the SHOAL_MTBF of a run over nodes nodes whose each fails every

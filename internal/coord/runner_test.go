@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/mtbf"
 )
 
@@ -63,11 +63,11 @@ exit 99
 // events records a job's events.
 type events struct {
 	mu   sync.Mutex
-	list []Event
-	seen chan Event
+	list []job.Event
+	seen chan job.Event
 }
 
-func (e *events) add(ev Event) {
+func (e *events) add(ev job.Event) {
 	e.mu.Lock()
 	e.list = append(e.list, ev)
 	e.mu.Unlock()
@@ -78,10 +78,10 @@ func (e *events) add(ev Event) {
 }
 
 // states returns the states the job went through, from pending.
-func (e *events) states() []api.JobState {
+func (e *events) states() []job.State {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := []api.JobState{api.JobPending}
+	out := []job.State{job.Pending}
 	for _, ev := range e.list {
 		if ev.State != "" {
 			out = append(out, ev.State)
@@ -97,7 +97,7 @@ func (e *events) restartCounts() []int {
 	defer e.mu.Unlock()
 	var out []int
 	for _, ev := range e.list {
-		if ev.State == api.JobRestarting {
+		if ev.State == job.Restarting {
 			out = append(out, ev.Restarts)
 		}
 	}
@@ -109,7 +109,7 @@ func (e *events) find(kind string) []string {
 	defer e.mu.Unlock()
 	var out []string
 	for _, ev := range e.list {
-		if ev.Kind == kind {
+		if ev.Type == kind {
 			out = append(out, ev.Message)
 		}
 	}
@@ -117,49 +117,49 @@ func (e *events) find(kind string) []string {
 }
 
 // localJob returns a job of 2 ranks on this node whose launcher is mpirun.
-func localJob(t *testing.T, mpirun string, maxRestarts int) (*job, *events) {
+func localJob(t *testing.T, mpirun string, maxRestarts int) (*jobRun, *events) {
 	t.Helper()
 	root := t.TempDir()
 	cfg := DefaultConfig(filepath.Join(root, "ckpt"), filepath.Join(root, "run"), "/bin/true")
 	cfg.Engine = engine.OpenMPI{Mpirun: mpirun}
 	cfg.PollInterval = 10 * time.Millisecond
 	cfg.KillGrace = time.Second
-	ev := &events{seen: make(chan Event, 100)}
-	spec := Spec{ID: "j", NRanks: 2, Program: "/bin/true", MaxRestarts: maxRestarts}
+	ev := &events{seen: make(chan job.Event, 100)}
+	spec := job.Spec{ID: "j", Ranks: 2, Argv: []string{"/bin/true"}, MaxRestarts: maxRestarts}
 	return newJob(cfg, spec, Output{Stdout: io.Discard, Stderr: io.Discard, Events: ev.add}), ev
 }
 
 func TestLoopOutcomes(t *testing.T) {
 	var (
-		P, S, R, RS = api.JobPending, api.JobStaging, api.JobRunning, api.JobRestarting
-		OK, F       = api.JobSucceeded, api.JobFailed
+		P, S, R, RS = job.Pending, job.Staging, job.Running, job.Restarting
+		OK, F       = job.Succeeded, job.Failed
 	)
 	tests := []struct {
 		name        string
 		runs        []string
 		maxRestarts int
 		want        Result
-		states      []api.JobState
+		states      []job.State
 		restart     string // a restart line that must be there
 	}{
 		{"success", []string{"ok"}, 3,
 			Result{State: OK, Reason: "every rank finished"},
-			[]api.JobState{P, S, R, OK}, ""},
+			[]job.State{P, S, R, OK}, ""},
 		{"mpirun failing with no rank saying why is a loss", []string{"205", "ok"}, 3,
 			Result{State: OK, Restarts: 1, Reason: "every rank finished"},
-			[]api.JobState{P, S, R, RS, S, R, OK},
+			[]job.State{P, S, R, RS, S, R, OK},
 			"mpirun exited with status 205 and no rank said why: ORTE has lost communication with a remote daemon.; restarting from the beginning: no complete checkpoint ("},
 		{"mpirun failing until restarts run out", []string{"205", "205", "205"}, 2,
 			Result{State: F, Restarts: 2, Exhausted: true,
 				Reason: "mpirun exited with status 205 and no rank said why: ORTE has lost communication with a remote daemon.; giving up after 2 restarts (--max-restarts)"},
-			[]api.JobState{P, S, R, RS, S, R, RS, S, R, F}, ""},
+			[]job.State{P, S, R, RS, S, R, RS, S, R, F}, ""},
 		{"a killed rank", []string{"kill", "ok"}, 3,
 			Result{State: OK, Restarts: 1, Reason: "every rank finished"},
-			[]api.JobState{P, S, R, RS, S, R, OK},
+			[]job.State{P, S, R, RS, S, R, OK},
 			"rank 1 killed by signal 9; restarting from the beginning: no complete checkpoint ("},
 		{"the program's own failure", []string{"app"}, 3,
 			Result{State: F, ExitCode: 7, Reason: "rank 1 exited with code 7; not restarting (the program failed by itself)"},
-			[]api.JobState{P, S, R, F}, ""},
+			[]job.State{P, S, R, F}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,10 +171,10 @@ func TestLoopOutcomes(t *testing.T) {
 			if s := ev.states(); !slices.Equal(s, tt.states) {
 				t.Errorf("states %v, want %v", s, tt.states)
 			}
-			if tt.restart != "" && !slices.ContainsFunc(ev.find(EventRestart), func(m string) bool { return strings.HasPrefix(m, tt.restart) }) {
-				t.Errorf("restart lines %q, want one starting %q", ev.find(EventRestart), tt.restart)
+			if tt.restart != "" && !slices.ContainsFunc(ev.find(job.EventRestart), func(m string) bool { return strings.HasPrefix(m, tt.restart) }) {
+				t.Errorf("restart lines %q, want one starting %q", ev.find(job.EventRestart), tt.restart)
 			}
-			if bugs := ev.find(EventInternal); len(bugs) > 0 {
+			if bugs := ev.find(job.EventInternal); len(bugs) > 0 {
 				t.Errorf("refused transitions: %v", bugs)
 			}
 		})
@@ -187,16 +187,16 @@ func TestLoopCancelled(t *testing.T) {
 	done := make(chan Result)
 	go func() { done <- Run(ctx, j.cfg, j.spec, j.out) }()
 	for e := range ev.seen {
-		if e.State == api.JobRunning {
+		if e.State == job.Running {
 			break
 		}
 	}
 	cancel()
 	got := <-done
-	if want := (Result{State: api.JobCancelled, ExitCode: 130, Reason: "cancelled"}); got != want {
+	if want := (Result{State: job.Cancelled, ExitCode: 130, Reason: "cancelled"}); got != want {
 		t.Errorf("result %+v, want %+v", got, want)
 	}
-	want := []api.JobState{api.JobPending, api.JobStaging, api.JobRunning, api.JobCancelled}
+	want := []job.State{job.Pending, job.Staging, job.Running, job.Cancelled}
 	if s := ev.states(); !slices.Equal(s, want) {
 		t.Errorf("states %v, want %v", s, want)
 	}
@@ -215,31 +215,31 @@ func TestLoopResume(t *testing.T) {
 		max      int
 		runs     []string
 		want     Result
-		states   []api.JobState
+		states   []job.State
 		restarts []string
 		counted  []int // Restarts of the events into restarting
 	}{
 		{"within the restarts", lost, 1, 3, []string{"ok"},
-			Result{State: api.JobSucceeded, Restarts: 2, Reason: "every rank finished"},
-			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
+			Result{State: job.Succeeded, Restarts: 2, Reason: "every rank finished"},
+			[]job.State{job.Pending, job.Restarting, job.Staging, job.Running, job.Succeeded},
 			[]string{"coordinator n1 lost; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"},
 			[]int{2}},
 		{"restarts used up", lost, 3, 3, nil,
-			Result{State: api.JobFailed, Restarts: 3, Exhausted: true, Reason: "coordinator n1 lost; giving up after 3 restarts (--max-restarts)"},
-			[]api.JobState{api.JobPending, api.JobFailed}, nil, nil},
+			Result{State: job.Failed, Restarts: 3, Exhausted: true, Reason: "coordinator n1 lost; giving up after 3 restarts (--max-restarts)"},
+			[]job.State{job.Pending, job.Failed}, nil, nil},
 		{"the lead moved: not counted", moved, 1, 3, []string{"ok"},
-			Result{State: api.JobSucceeded, Restarts: 1, Reason: "every rank finished"},
-			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
+			Result{State: job.Succeeded, Restarts: 1, Reason: "every rank finished"},
+			[]job.State{job.Pending, job.Restarting, job.Staging, job.Running, job.Succeeded},
 			[]string{moved + "; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"},
 			[]int{1}},
 		{"the lead moved with no restarts left", moved, 3, 3, []string{"kill"},
-			Result{State: api.JobFailed, Restarts: 3, Exhausted: true, Reason: "rank 1 killed by signal 9; giving up after 3 restarts (--max-restarts)"},
-			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobFailed},
+			Result{State: job.Failed, Restarts: 3, Exhausted: true, Reason: "rank 1 killed by signal 9; giving up after 3 restarts (--max-restarts)"},
+			[]job.State{job.Pending, job.Restarting, job.Staging, job.Running, job.Failed},
 			[]string{moved + "; restarting 2 ranks from the beginning: no complete checkpoint on 1 node; 0 s of work lost"},
 			[]int{3}},
 		{"from a durable epoch: not counted, no work lost said", durable, 0, 0, []string{"ok"},
-			Result{State: api.JobSucceeded, Reason: "every rank finished"},
-			[]api.JobState{api.JobPending, api.JobRestarting, api.JobStaging, api.JobRunning, api.JobSucceeded},
+			Result{State: job.Succeeded, Reason: "every rank finished"},
+			[]job.State{job.Pending, job.Restarting, job.Staging, job.Running, job.Succeeded},
 			[]string{durable + "; restarting 2 ranks from the beginning: no complete checkpoint on 1 node"},
 			[]int{0}},
 	}
@@ -259,10 +259,10 @@ func TestLoopResume(t *testing.T) {
 			if s := ev.states(); !slices.Equal(s, tt.states) {
 				t.Errorf("states %v, want %v", s, tt.states)
 			}
-			if r := ev.find(EventRestart); !slices.Equal(r, tt.restarts) {
+			if r := ev.find(job.EventRestart); !slices.Equal(r, tt.restarts) {
 				t.Errorf("restart lines %q, want %q", r, tt.restarts)
 			}
-			if first := ev.find(EventState); len(first) == 0 || !strings.HasPrefix(first[0], tt.why+"; ") {
+			if first := ev.find(job.EventState); len(first) == 0 || !strings.HasPrefix(first[0], tt.why+"; ") {
 				t.Errorf("state events %q: the first must say %q", first, tt.why)
 			}
 			if c := ev.restartCounts(); !slices.Equal(c, tt.counted) {
@@ -307,22 +307,22 @@ func TestDrainLauncherLeftOutputOpen(t *testing.T) {
 // when it changes by a quarter or more; the message says why.
 func TestReportInterval(t *testing.T) {
 	var got []string
-	j := &job{spec: Spec{ID: "heat"}, out: Output{Events: func(e Event) {
-		if e.Kind == EventInterval {
+	j := &jobRun{spec: job.Spec{ID: "heat"}, out: Output{Events: func(e job.Event) {
+		if e.Type == job.EventInterval {
 			got = append(got, e.Message)
 		}
 	}}}
 	record := "no node failed in 2h0m0s of node time"
-	iv := func(every, cost time.Duration) *api.CheckpointInterval {
-		return &api.CheckpointInterval{Every: api.Duration(every), Auto: true, Cost: api.Duration(cost), MTBF: api.Duration(15 * time.Minute), Record: record}
+	iv := func(every, cost time.Duration) *job.Interval {
+		return &job.Interval{Every: job.Duration(every), Auto: true, Cost: job.Duration(cost), MTBF: job.Duration(15 * time.Minute), Record: record}
 	}
 	for _, c := range []struct {
-		iv   *api.CheckpointInterval
+		iv   *job.Interval
 		want bool
 	}{
 		{nil, false},
-		{&api.CheckpointInterval{Every: api.Duration(30 * time.Second)}, false}, // fixed: the user chose it
-		{iv(8*time.Second, 0), false},                                           // cost not known yet
+		{&job.Interval{Every: job.Duration(30 * time.Second)}, false}, // fixed: the user chose it
+		{iv(8*time.Second, 0), false},                                 // cost not known yet
 		{iv(4500*time.Millisecond, 12*time.Millisecond), true},
 		{iv(5*time.Second, 14*time.Millisecond), false}, // 11 % longer
 		{iv(6*time.Second, 20*time.Millisecond), true},  // 33 % longer
@@ -337,11 +337,11 @@ func TestReportInterval(t *testing.T) {
 		t.Errorf("events %q, want 3, the first %q", got, want)
 	}
 	for _, c := range []struct {
-		iv   api.CheckpointInterval
+		iv   job.Interval
 		want string
 	}{
-		{api.CheckpointInterval{}, "none at an interval (the program may still call shoal_checkpoint)"},
-		{api.CheckpointInterval{Every: api.Duration(30 * time.Second)}, "every 30 s, as asked"},
+		{job.Interval{}, "none at an interval (the program may still call shoal_checkpoint)"},
+		{job.Interval{Every: job.Duration(30 * time.Second)}, "every 30 s, as asked"},
 		{*iv(8*time.Second, 0), "every 8 s (auto: until the first checkpoint's cost is known; their nodes lose one every 15m0s)"},
 		{*iv(2*time.Minute, 1500*time.Millisecond), "every 2m0s (auto: a checkpoint costs the run 1.5 s; their nodes lose one every 15m0s)"},
 		{*iv(time.Second, 400*time.Microsecond), "every 1 s (auto: a checkpoint costs the run 0.4 ms; their nodes lose one every 15m0s)"},
@@ -363,7 +363,7 @@ func TestMTBFEnv(t *testing.T) {
 		{mtbf.Estimate{}, 4, "SHOAL_MTBF=900"},
 		{mtbf.Estimate{Failures: 1 << 30}, 4, "SHOAL_MTBF=1"}, // never 0, which libshoal refuses
 	} {
-		node, why := Spec{CkptAuto: true}.nodeMTBF(c.rec)
+		node, why := nodeMTBF(job.Spec{CheckpointAuto: true}, c.rec)
 		if got := mtbfEnv(node, c.nodes); got != c.want {
 			t.Errorf("mtbfEnv(%v, %d) by %+v = %q, want %q", node, c.nodes, c.rec, got, c.want)
 		}
@@ -372,7 +372,7 @@ func TestMTBFEnv(t *testing.T) {
 		}
 	}
 	// The user's --mtbf outweighs the record.
-	node, why := Spec{CkptAuto: true, NodeMTBF: 2 * time.Minute}.nodeMTBF(mtbf.Estimate{Failures: 3})
+	node, why := nodeMTBF(job.Spec{CheckpointAuto: true, MTBF: job.Duration(2 * time.Minute)}, mtbf.Estimate{Failures: 3})
 	if got := mtbfEnv(node, 4); got != "SHOAL_MTBF=30" || why != "as given with --mtbf" {
 		t.Errorf("--mtbf 2m over 4 nodes: %q (%s), want SHOAL_MTBF=30 as given with --mtbf", got, why)
 	}
@@ -397,28 +397,28 @@ func (b *stagingLosses) prepare(ctx context.Context, restartEpoch uint64, env []
 // A node lost while a relaunch is staged (the second of two lost at once)
 // interrupts that relaunch, which is decided again as the same restart; on
 // the first launch it is a restart like any other; and nodes that keep being
-// lost while staged count again after maxUnlaunched relaunches in a row.
+// lost while staged count again after job.MaxUnlaunched relaunches in a row.
 func TestLossWhileStaged(t *testing.T) {
 	var (
-		P, S, R, RS = api.JobPending, api.JobStaging, api.JobRunning, api.JobRestarting
-		OK, F       = api.JobSucceeded, api.JobFailed
+		P, S, R, RS = job.Pending, job.Staging, job.Running, job.Restarting
+		OK, F       = job.Succeeded, job.Failed
 	)
 	endless := map[int]bool{}
-	for i := 2; i <= maxUnlaunched+3; i++ {
+	for i := 2; i <= job.MaxUnlaunched+3; i++ {
 		endless[i] = true
 	}
 	tests := []struct {
 		name     string
 		runs     []string
 		lostOn   map[int]bool
-		state    api.JobState
+		state    job.State
 		restarts int
-		states   []api.JobState
+		states   []job.State
 	}{
 		{"during a relaunch", []string{"kill", "ok"}, map[int]bool{2: true}, OK, 1,
-			[]api.JobState{P, S, R, RS, S, RS, S, R, OK}},
+			[]job.State{P, S, R, RS, S, RS, S, R, OK}},
 		{"during the first launch", []string{"ok"}, map[int]bool{1: true}, OK, 1,
-			[]api.JobState{P, S, RS, S, R, OK}},
+			[]job.State{P, S, RS, S, R, OK}},
 		{"again and again", []string{"kill"}, endless, F, 1, nil},
 	}
 	for _, tt := range tests {

@@ -21,6 +21,7 @@ import (
 	"shoal/internal/engine"
 	"shoal/internal/farm"
 	"shoal/internal/files"
+	"shoal/internal/job"
 	"shoal/internal/jobstore"
 	"shoal/internal/mtbf"
 	"shoal/internal/userdir"
@@ -136,29 +137,19 @@ func NewService(cfg ServiceConfig) *Service {
 	return s
 }
 
-// DoneData is the data of a job's last event ("done"): how it ended.
-type DoneData struct {
-	State    api.JobState `json:"state"`
-	ExitCode int          `json:"exit_code"`
-	Reason   string       `json:"reason,omitempty"`
-	// Exhausted is set when ranks kept dying and MaxRestarts ran out: `shoal run`
-	// exits 3 then, on a cluster as on one machine.
-	Exhausted bool `json:"exhausted,omitzero"`
-}
-
 // Done is how r ended, as the job's done event carries it: a job that did not
 // succeed and has no exit code of its own gets 1.
-func (r Result) Done() DoneData {
+func (r Result) Done() job.Done {
 	code := r.ExitCode
-	if r.State != api.JobSucceeded && code == 0 {
+	if r.State != job.Succeeded && code == 0 {
 		code = 1
 	}
-	return DoneData{State: api.JobState(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
+	return job.Done{State: job.State(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
 }
 
 // launchable says why this node cannot launch the MPI job spec, if it cannot.
 // (A task farm's tasks need no MPI launcher.)
-func launchable(spec api.JobSpec) error {
+func launchable(spec job.Spec) error {
 	if spec.Farm != nil {
 		return nil
 	}
@@ -171,7 +162,7 @@ func launchable(spec api.JobSpec) error {
 
 // Submit creates a job and starts it. The leader of the job store coordinates
 // it; another node passes the job's files and the request on to the leader.
-func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error) {
+func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 	if spec.Engine == "" { // the node submitted to decides, not the leader
 		spec.Engine = s.cfg.Engine
 	}
@@ -179,30 +170,31 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 		return s.forwardSubmit(ctx, spec)
 	}
 	if err := s.awaitTaken(ctx); err != nil {
-		return api.Job{}, err
+		return job.Job{}, err
 	}
 	if err := launchable(spec); err != nil {
-		return api.Job{}, fmt.Errorf("%w: node %s coordinates the job and cannot launch it: %v", api.ErrBadRequest, s.cfg.Node, err)
+		return job.Job{}, fmt.Errorf("%w: node %s coordinates the job and cannot launch it: %v", api.ErrBadRequest, s.cfg.Node, err)
 	}
 	for _, f := range spec.Files {
 		if !s.cache.Has(f.SHA256) {
-			return api.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
+			return job.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
 		}
 	}
 	id := spec.ID
 	if id == "" {
 		id = NewJobID(spec.Argv[0])
+		spec.ID = id
 	}
-	info := api.Job{ID: id, State: api.JobPending, Spec: spec, Coordinator: s.cfg.Node, Submitted: time.Now()}
+	info := job.Job{ID: id, State: job.Pending, Spec: spec, Coordinator: s.cfg.Node, Submitted: time.Now()}
 	s.mu.Lock()
 	_, driven := s.jobs[id]
 	s.mu.Unlock()
 	// Whose the id is, is settled first: nothing below (a durable resume reads
 	// the shards the nodes hold under the id) is done for an id that is taken.
 	old, ledger, err := s.cfg.Store.Job(id)
-	again, err := admit(id, old, err == nil, driven, spec)
+	again, err := job.Admit(id, old, err == nil, driven, spec)
 	if err != nil {
-		return api.Job{}, err
+		return job.Job{}, err
 	}
 	var book *EpochBook
 	var resume *Resume
@@ -211,10 +203,10 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 		// not started from the beginning.
 		var err error
 		if book, resume, err = s.resumeDurable(ctx, info); err != nil {
-			return api.Job{}, fmt.Errorf("%w: job %s: %v", api.ErrBadRequest, id, err)
+			return job.Job{}, fmt.Errorf("%w: job %s: %v", api.ErrBadRequest, id, err)
 		}
 	}
-	first := []api.JobEvent{newEvent(EventState, submittedMessage(spec.Owner, os.Getuid(), s.cfg.Node), nil)}
+	first := []job.Event{job.NewEvent(job.EventState, submittedMessage(spec.Owner, os.Getuid(), s.cfg.Node), nil)}
 	if again {
 		// The owner's farm, ended, started again: it keeps the results it has
 		// and runs the tasks it lacks (given-up ones too: something may have
@@ -225,11 +217,11 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 	}
 	switch {
 	case errors.Is(err, jobstore.ErrExists):
-		return api.Job{}, api.JobIDTaken(id)
+		return job.Job{}, job.Taken(id)
 	case errors.Is(err, jobstore.ErrNotLeader):
 		return s.forwardSubmit(ctx, spec)
 	case err != nil:
-		return api.Job{}, fmt.Errorf("%w: recording job %s: %v", api.ErrNotAvailable, id, err)
+		return job.Job{}, fmt.Errorf("%w: recording job %s: %v", api.ErrNotAvailable, id, err)
 	}
 	s.start(info, book, resume)
 	return info, nil
@@ -238,7 +230,7 @@ func (s *Service) Submit(ctx context.Context, spec api.JobSpec) (api.Job, error)
 // resumeDurable builds the book of a job that begins from an epoch kept outside
 // the cluster (spec.ResumeEpoch), from the shards the live nodes hold, which its
 // submitter put there.
-func (s *Service) resumeDurable(ctx context.Context, info api.Job) (*EpochBook, *Resume, error) {
+func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*EpochBook, *Resume, error) {
 	spec := info.Spec
 	nodes, err := s.cfg.Nodes(ctx)
 	if err != nil {
@@ -275,7 +267,7 @@ func (s *Service) resumeDurable(ctx context.Context, info api.Job) (*EpochBook, 
 }
 
 // newBook is the empty epoch book of a job of spec.
-func newBook(spec api.JobSpec) EpochBook {
+func newBook(spec job.Spec) EpochBook {
 	red := spec.Redundancy
 	if red == 0 {
 		red = 2
@@ -306,7 +298,7 @@ func againLedger(book json.RawMessage) json.RawMessage {
 }
 
 // start drives a job on this node, the leader; see run for book and resume.
-func (s *Service) start(info api.Job, book *EpochBook, resume *Resume) {
+func (s *Service) start(info job.Job, book *EpochBook, resume *Resume) {
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	j := &clusterJob{s: s, info: info, cancel: cancel, finished: make(chan struct{})}
 	s.mu.Lock()
@@ -350,11 +342,8 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 		s.runFarm(ctx, j)
 		return
 	}
-	spec := Spec{
-		ID: info.ID, NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
-		CkptInterval: time.Duration(info.Spec.CheckpointInterval), CkptAuto: info.Spec.CheckpointAuto, NodeMTBF: time.Duration(info.Spec.MTBF), MaxRestarts: info.Spec.MaxRestarts,
-		Traffic: !info.Spec.NoReplan,
-	}
+	spec := info.Spec
+	spec.ID = info.ID                              // a job stored before the spec carried its id
 	launcher, _ := engine.ByName(info.Spec.Engine) // the spec was validated
 	cfg := Config{
 		CkptRoot: filepath.Join(s.cfg.DataDir, "ckpt"), RunRoot: s.runRoot(),
@@ -362,29 +351,9 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 		NodeLost: s.cfg.NodeLost,
 	}
 	out := Output{
-		Stdout: &lineEvents{job: j, typ: "output"},
-		Stderr: &lineEvents{job: j, typ: "output-err"},
-		Events: func(e Event) {
-			j.mu.Lock()
-			if e.State != "" {
-				j.info.State = e.State
-			}
-			if e.State == api.JobRestarting {
-				j.info.Restarts = e.Restarts
-			}
-			if e.Kind == EventEpoch {
-				j.info.Epoch = e.Epoch
-			}
-			j.mu.Unlock()
-			ev := newEvent(e.Kind, e.Message, nil)
-			if e.Kind == EventLaunch {
-				// The store holds a run's placement before its ranks start,
-				// so that a new leader fences where they may be.
-				j.write(true, ev)
-				return
-			}
-			j.post(e.State != "" || e.Kind == EventEpoch, ev)
-		},
+		Stdout: &lineEvents{job: j, typ: job.EventOutput},
+		Stderr: &lineEvents{job: j, typ: job.EventOutputErr},
+		Events: j.event,
 	}
 	if book == nil {
 		fresh := newBook(info.Spec)
@@ -441,10 +410,10 @@ drain:
 		}
 	}
 	done := res.Done()
-	j.end(func(a *api.Job) {
-		a.State, a.Ended, a.Restarts, a.Reason = done.State, time.Now(), res.Restarts, done.Reason
+	j.end(func(a *job.Job) {
+		a.Ended, a.Restarts, a.Reason = time.Now(), res.Restarts, done.Reason
 		a.ExitCode, a.Exhausted = &done.ExitCode, done.Exhausted
-	}, newEvent("done", res.Reason, done))
+	}, job.NewEvent(job.EventEnd, res.Reason, done))
 	// The nodes are cleared after the end is written: whoever waits for the
 	// job learns of it without waiting for them.
 	for name := range cb.nodes {
@@ -454,7 +423,7 @@ drain:
 			p.Revoke(cctx, info.ID)
 			// A job kept with --keep keeps its shards too; the agents'
 			// retention removes them when its time is up.
-			if res.State == api.JobSucceeded && info.Spec.Keep == 0 {
+			if res.State == job.Succeeded && info.Spec.Keep == 0 {
 				p.RemoveShardsBefore(cctx, info.ID, ^uint64(0))
 			}
 		}(cb.peer(name))
@@ -466,8 +435,8 @@ drain:
 // those it copied. The grant asks which files the node lacks: a node that
 // has them all (the same content hashes) costs one request. The node this
 // service runs on holds them already (the submitter uploaded them here).
-func (s *Service) setUp(ctx context.Context, peer Peer, node string, info api.Job, ranks int) ([]api.File, error) {
-	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: api.Duration(24 * time.Hour), Owner: info.Spec.Owner}
+func (s *Service) setUp(ctx context.Context, peer Peer, node string, info job.Job, ranks int) ([]job.File, error) {
+	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: job.Duration(24 * time.Hour), Owner: info.Spec.Owner}
 	if node != s.cfg.Node {
 		for _, f := range info.Spec.Files {
 			req.Files = append(req.Files, f.SHA256)
@@ -477,7 +446,7 @@ func (s *Service) setUp(ctx context.Context, peer Peer, node string, info api.Jo
 	if err != nil {
 		return nil, fmt.Errorf("grant: %w", err)
 	}
-	var copied []api.File
+	var copied []job.File
 	for _, f := range info.Spec.Files {
 		if !slices.Contains(missing, f.SHA256) {
 			continue
@@ -500,7 +469,7 @@ func (s *Service) setUp(ctx context.Context, peer Peer, node string, info api.Jo
 // all: "staged heat, in.txt (1.2 MB) to n2, n3; n1 had them", or "job files
 // already on every node (n1, n2, n3): nothing staged". copied is by node, for
 // every node of the launch.
-func describeStaging(copied map[string][]api.File) string {
+func describeStaging(copied map[string][]job.File) string {
 	groups := map[string][]string{} // "names (size)" → nodes
 	var had []string
 	for node, files := range copied {
@@ -556,24 +525,24 @@ func (s *Service) driver(id string) *clusterJob {
 }
 
 // Jobs lists the cluster's jobs, oldest first, as this node's replica holds them.
-func (s *Service) Jobs(ctx context.Context) ([]api.Job, error) {
+func (s *Service) Jobs(ctx context.Context) ([]job.Job, error) {
 	return s.cfg.Store.Jobs(), nil
 }
 
 // Job returns one job, as this node's replica holds it.
-func (s *Service) Job(ctx context.Context, id string) (api.Job, error) {
+func (s *Service) Job(ctx context.Context, id string) (job.Job, error) {
 	info, _, err := s.cfg.Store.Job(id)
 	if err != nil {
-		return api.Job{}, api.NoSuchJob(id)
+		return job.Job{}, job.NotFound(id)
 	}
 	return info, nil
 }
 
 // Cancel stops a running job; a node that does not lead passes it on.
-func (s *Service) Cancel(ctx context.Context, id string) (api.Job, error) {
+func (s *Service) Cancel(ctx context.Context, id string) (job.Job, error) {
 	info, err := s.Job(ctx, id)
 	if err != nil {
-		return api.Job{}, err
+		return job.Job{}, err
 	}
 	if !info.Ended.IsZero() {
 		return info, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
@@ -595,12 +564,12 @@ func (s *Service) Cancel(ctx context.Context, id string) (api.Job, error) {
 
 // Events sends the job's events from seq from on, following new ones if asked,
 // from this node's replica: every node answers the same.
-func (s *Service) Events(ctx context.Context, id string, from uint64, follow bool, send func(api.JobEvent) error) error {
+func (s *Service) Events(ctx context.Context, id string, from uint64, follow bool, send func(job.Event) error) error {
 	next := max(from, 1)
 	for {
 		events, ended, _, changed, err := s.cfg.Store.Events(id, next)
 		if err != nil {
-			return api.NoSuchJob(id)
+			return job.NotFound(id)
 		}
 		for _, e := range events {
 			if err := send(e); err != nil {
@@ -674,20 +643,20 @@ func (s *Service) Evacuate(ctx context.Context, node string) error {
 
 // Rebalance relaunches job id from a fresh checkpoint over every live node, so that
 // nodes that joined since its launch are used.
-func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceRequest) (api.Job, error) {
+func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceRequest) (job.Job, error) {
 	if _, err := s.Job(ctx, id); err != nil {
-		return api.Job{}, err
+		return job.Job{}, err
 	}
 	if !s.leads(ctx) {
 		c, err := s.leader(ctx)
 		if err != nil {
-			return api.Job{}, err
+			return job.Job{}, err
 		}
 		return c.Rebalance(ctx, id, req)
 	}
 	j := s.driver(id)
 	if j == nil {
-		return api.Job{}, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
+		return job.Job{}, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
 	}
 	if j.snapshot().Spec.Farm != nil {
 		return j.snapshot(), fmt.Errorf("%w: job %s is a task farm: each task already goes to a node with room, new nodes included", api.ErrConflict, id)
@@ -708,7 +677,7 @@ func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceReq
 	select {
 	case <-rc.done:
 	case <-ctx.Done():
-		return api.Job{}, ctx.Err()
+		return job.Job{}, ctx.Err()
 	}
 	if refused != "" {
 		return j.snapshot(), fmt.Errorf("%w: not rebalancing job %s: %s", api.ErrConflict, id, refused)

@@ -8,6 +8,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
+	"shoal/internal/job"
 )
 
 // refresh asks every node of the run at once which verified shards it holds, and
@@ -81,7 +82,7 @@ func (b *clusterBackend) reportInterval() {
 		iv.Record = b.mtbfRecord
 	}
 	if b.j.reportInterval(&iv) || b.cj.snapshot().Interval == nil {
-		b.cj.update(func(a *api.Job) { a.Interval = &iv })
+		b.cj.update(func(a *job.Job) { a.Interval = &iv })
 	}
 }
 
@@ -277,10 +278,10 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		}
 	}
 	b.mu.Unlock()
-	n := b.j.spec.NRanks
+	n := b.j.spec.Ranks
 	for i, e := range fresh {
-		b.cj.update(func(a *api.Job) { a.Epoch = max(a.Epoch, e) })
-		b.j.event(EventEpoch, Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, n, how, notes[i])})
+		b.cj.update(func(a *job.Job) { a.Epoch = max(a.Epoch, e) })
+		b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, n, how, notes[i])})
 	}
 	b.writeManifest()
 	if b.onBook != nil {
@@ -300,7 +301,7 @@ func (b *clusterBackend) writeManifest() {
 	b.mu.Lock()
 	var entries []ckpt.ManifestEntry
 	for _, e := range b.book.Complete() {
-		entries = append(entries, ckpt.ManifestEntry{Epoch: e, NRanks: b.j.spec.NRanks, CreatedNs: b.book.CreatedNs(e)})
+		entries = append(entries, ckpt.ManifestEntry{Epoch: e, NRanks: b.j.spec.Ranks, CreatedNs: b.book.CreatedNs(e)})
 	}
 	b.mu.Unlock()
 	dir := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}
@@ -311,6 +312,6 @@ func (b *clusterBackend) writeManifest() {
 		err = dir.WriteManifest(entries)
 	}
 	if err != nil {
-		b.j.event(EventEpochBad, Event{Message: fmt.Sprintf("warning: recording the complete epochs: %v", err)})
+		b.j.event(job.EventEpochBad, job.Event{Message: fmt.Sprintf("warning: recording the complete epochs: %v", err)})
 	}
 }

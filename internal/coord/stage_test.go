@@ -1,25 +1,24 @@
 package coord
 
 import (
+	"shoal/internal/job"
 	"testing"
-
-	"shoal/internal/api"
 )
 
 func TestDescribeStaging(t *testing.T) {
-	prog := api.File{Name: "heat", Size: 1_234_567}
-	in := api.File{Name: "in.txt", Size: 300}
+	prog := job.File{Name: "heat", Size: 1_234_567}
+	in := job.File{Name: "in.txt", Size: 300}
 	tests := []struct {
-		copied map[string][]api.File
+		copied map[string][]job.File
 		want   string
 	}{
-		{map[string][]api.File{"n1": nil, "n2": {prog, in}, "n3": {prog, in}},
+		{map[string][]job.File{"n1": nil, "n2": {prog, in}, "n3": {prog, in}},
 			"staged heat, in.txt (1.2 MB) to n2, n3; n1 had them"},
-		{map[string][]api.File{"n1": nil, "n3": {prog, in}, "n2": {in}},
+		{map[string][]job.File{"n1": nil, "n3": {prog, in}, "n2": {in}},
 			"staged in.txt (300 B) to n2; heat, in.txt (1.2 MB) to n3; n1 had them"},
-		{map[string][]api.File{"n2": {in}, "n1": {in}},
+		{map[string][]job.File{"n2": {in}, "n1": {in}},
 			"staged in.txt (300 B) to n1, n2"},
-		{map[string][]api.File{"n3": nil, "n1": nil, "n2": nil},
+		{map[string][]job.File{"n3": nil, "n1": nil, "n2": nil},
 			"job files already on every node (n1, n2, n3): nothing staged"},
 	}
 	for _, tt := range tests {

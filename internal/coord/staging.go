@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 // stage copies the job's files to the nodes of the run and grants each node its
@@ -20,7 +21,7 @@ import (
 // in the background, while the job launches: the ranks wait for their shards
 // (SHOAL_STAGE_WAIT), and poll ends the run if one cannot be staged. It reports
 // the ranks whose shards are being staged, ascending.
-func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[string][]int, epoch uint64) ([]int, error) {
+func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[string][]int, epoch uint64) ([]int, error) {
 	fetches, rebuilds, err := b.shardSources(byNode, epoch)
 	if err != nil {
 		return nil, err
@@ -29,7 +30,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	errs := make(chan error, len(byNode))
 	var down downNodes
 	var copiedMu sync.Mutex
-	copied := map[string][]api.File{} // by node
+	copied := map[string][]job.File{} // by node
 	for name, ranks := range byNode {
 		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
@@ -53,7 +54,7 @@ func (b *clusterBackend) stage(ctx context.Context, info api.Job, byNode map[str
 	if err := <-errs; err != nil {
 		return nil, err
 	}
-	b.j.event(EventStage, Event{Message: describeStaging(copied)})
+	b.j.event(job.EventStage, job.Event{Message: describeStaging(copied)})
 	b.staged = nil
 	if len(fetches)+len(rebuilds) == 0 {
 		return nil, nil
@@ -131,7 +132,7 @@ func (b *clusterBackend) lostWhileStaged(down []string) *nodeLoss {
 
 // stageShards makes the copies and rebuilds that bring the ranks' shards of
 // epoch to their nodes, in parallel, and says how that went.
-func (b *clusterBackend) stageShards(ctx context.Context, job string, epoch uint64, fetches []Replica, rebuilds []Rebuild) stagedShards {
+func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint64, fetches []Replica, rebuilds []Rebuild) stagedShards {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(fetches)+len(rebuilds))
 	var down downNodes
@@ -139,7 +140,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, job string, epoch uint
 		wg.Add(1)
 		go func(f Replica, to Peer, from string) {
 			defer wg.Done()
-			ref := api.ShardRef{Job: job, Epoch: f.Epoch, Rank: f.Rank}
+			ref := api.ShardRef{Job: id, Epoch: f.Epoch, Rank: f.Rank}
 			if _, err := to.Fetch(ctx, ref, from); err != nil {
 				down.note(err, f.To)
 				if errors.Is(err, api.ErrBadGateway) {
@@ -155,7 +156,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, job string, epoch uint
 		wg.Add(1)
 		go func(rb Rebuild, to Peer) {
 			defer wg.Done()
-			ref := api.ShardRef{Job: job, Epoch: rb.Epoch, Rank: rb.Rank}
+			ref := api.ShardRef{Job: id, Epoch: rb.Epoch, Rank: rb.Rank}
 			req := api.RebuildRequest{Group: rb.Group, M: rb.M, Data: b.apiMembers(rb.Members)}
 			for _, r := range rb.Rows {
 				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: b.nodes[r.Holder].API})
@@ -176,7 +177,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, job string, epoch uint
 		for i, rb := range rebuilds {
 			ranks[i] = fmt.Sprintf("%d on %s", rb.Rank, rb.To)
 		}
-		b.j.event(EventStage, Event{Message: fmt.Sprintf("rebuilt from parity the shards of epoch %d no live node held: rank %s", epoch, strings.Join(ranks, ", rank "))})
+		b.j.event(job.EventStage, job.Event{Message: fmt.Sprintf("rebuilt from parity the shards of epoch %d no live node held: rank %s", epoch, strings.Join(ranks, ", rank "))})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -50,14 +51,14 @@ func (b *clusterBackend) learnTraffic() {
 	b.traffic = flows(prof)
 	b.trafficOn = slices.Clone(b.placement)
 	b.trafficGen++
-	b.cj.update(func(a *api.Job) { a.Traffic = prof })
+	b.cj.update(func(a *job.Job) { a.Traffic = prof })
 }
 
 // profile turns the ranks' reports into traffic per second between pairs of
 // ranks, both directions added; speed gives the speed of a rank's node.
-func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *api.TrafficProfile {
+func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *job.TrafficProfile {
 	type pair struct{ a, b int }
-	sums := map[pair]*api.Flow{}
+	sums := map[pair]*job.Flow{}
 	work, mpi := 0.0, 0.0
 	for rank, rt := range reports {
 		for _, s := range rt.Sent {
@@ -67,7 +68,7 @@ func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *api
 			k := pair{min(rank, s.Peer), max(rank, s.Peer)}
 			f := sums[k]
 			if f == nil {
-				f = &api.Flow{From: k.a, To: k.b}
+				f = &job.Flow{From: k.a, To: k.b}
 				sums[k] = f
 			}
 			f.Bytes += float64(s.Bytes) / rt.SecondsTotal
@@ -77,7 +78,7 @@ func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *api
 		mpi += frac
 		work += (1 - frac) * speed(rank)
 	}
-	p := &api.TrafficProfile{Work: work / float64(len(reports)), MPIFraction: mpi / float64(len(reports)), Measured: time.Now()}
+	p := &job.TrafficProfile{Work: work / float64(len(reports)), MPIFraction: mpi / float64(len(reports)), Measured: time.Now()}
 	for _, f := range sums {
 		p.Flows = append(p.Flows, *f)
 	}
@@ -91,18 +92,18 @@ func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *api
 		}
 		return a.To < c.To
 	})
-	if len(p.Flows) > api.MaxFlows {
-		p.Flows = p.Flows[:api.MaxFlows]
+	if len(p.Flows) > job.MaxFlows {
+		p.Flows = p.Flows[:job.MaxFlows]
 	}
 	return p
 }
 
 // changed reports whether next differs enough from old to replace it.
-func changed(old, next *api.TrafficProfile) bool {
+func changed(old, next *job.TrafficProfile) bool {
 	if old == nil {
 		return true
 	}
-	total := func(p *api.TrafficProfile) float64 {
+	total := func(p *job.TrafficProfile) float64 {
 		t := 0.0
 		for _, f := range p.Flows {
 			t += f.Bytes
@@ -118,7 +119,7 @@ func changed(old, next *api.TrafficProfile) bool {
 
 // flows is p's flows for the planner: nil without a profile, and empty, not
 // nil, for a profile of ranks that sent each other nothing.
-func flows(p *api.TrafficProfile) []place.Flow {
+func flows(p *job.TrafficProfile) []place.Flow {
 	if p == nil {
 		return nil
 	}

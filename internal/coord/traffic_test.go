@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 func TestTrafficProfile(t *testing.T) {
@@ -16,7 +17,7 @@ func TestTrafficProfile(t *testing.T) {
 	p := profile(reports, func(rank int) float64 { return 100 })
 	// 0↔1: 1000/10 + 2000/20 = 200 B/s, 1 + 1 = 2 msgs/s; 0↔2: 50/10 = 5 B/s. A
 	// rank's traffic to itself is not a flow.
-	want := []api.Flow{{From: 0, To: 1, Bytes: 200, Messages: 2}, {From: 0, To: 2, Bytes: 5, Messages: 0.5}}
+	want := []job.Flow{{From: 0, To: 1, Bytes: 200, Messages: 2}, {From: 0, To: 2, Bytes: 5, Messages: 0.5}}
 	if len(p.Flows) != len(want) {
 		t.Fatalf("flows %+v, want %+v", p.Flows, want)
 	}
@@ -36,8 +37,8 @@ func TestTrafficProfile(t *testing.T) {
 		old, next float64
 		want      bool
 	}{{200, 210, false}, {200, 300, true}, {200, 100, true}, {0, 0, false}, {0, 1, true}} {
-		o := &api.TrafficProfile{Flows: []api.Flow{{Bytes: tt.old}}}
-		n := &api.TrafficProfile{Flows: []api.Flow{{Bytes: tt.next}}}
+		o := &job.TrafficProfile{Flows: []job.Flow{{Bytes: tt.old}}}
+		n := &job.TrafficProfile{Flows: []job.Flow{{Bytes: tt.next}}}
 		if got := changed(o, n); got != tt.want {
 			t.Errorf("changed(%g → %g) = %v, want %v", tt.old, tt.next, got, tt.want)
 		}

@@ -18,6 +18,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -207,8 +208,8 @@ func watchedBackend(t *testing.T, f *fakeCluster, placement place.Placement, nod
 		Nodes:   f.nodes(nodes...),
 		Peer:    func(n api.Node) Peer { return fakeClusterNode{f: f, name: n.Name} },
 	})
-	rj := newJob(Config{RunRoot: t.TempDir()}, Spec{ID: "j", NRanks: len(placement)}, Output{})
-	b := newClusterBackend(s, &clusterJob{info: api.Job{ID: "j"}}, rj, NewEpochBook(len(placement), 2))
+	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: len(placement)}, Output{})
+	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, NewEpochBook(len(placement), 2))
 	b.nodes = map[string]api.Node{}
 	for _, n := range nodes {
 		b.nodes[n] = api.Node{Name: n, API: n, State: "alive"}
@@ -541,9 +542,9 @@ func TestWatchAsksRank0ForFirstProgress(t *testing.T) {
 func TestRefusedWhileLeaving(t *testing.T) {
 	f := newFakeCluster()
 	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
-	var events []Event
+	var events []job.Event
 	var failed []string
-	b.j.out.Events = func(e Event) { events = append(events, e) }
+	b.j.out.Events = func(e job.Event) { events = append(events, e) }
 	b.j.cfg.NodeLost = func(n string) { failed = append(failed, n) }
 	b.noAnswer("b", time.Now(), refused("b"))
 	loss := b.checkRefused([]api.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive", Leaving: true}})
@@ -552,8 +553,8 @@ func TestRefusedWhileLeaving(t *testing.T) {
 	}
 	b.j.announceLoss(loss)
 	b.j.announceLoss(loss) // once only
-	if len(events) != 1 || events[0].Kind != EventNodes || events[0].Message != "node b left before its ranks could be moved" {
-		t.Errorf("events %+v, want one %s event saying b left before its ranks could be moved", events, EventNodes)
+	if len(events) != 1 || events[0].Type != job.EventNodes || events[0].Message != "node b left before its ranks could be moved" {
+		t.Errorf("events %+v, want one %s event saying b left before its ranks could be moved", events, job.EventNodes)
 	}
 	if len(failed) != 0 {
 		t.Errorf("the failure record counted %v", failed)
@@ -566,8 +567,8 @@ func TestRefusedWhileLeaving(t *testing.T) {
 		t.Fatalf("loss %+v, want b lost", loss)
 	}
 	b.j.announceLoss(loss)
-	if len(events) != 1 || events[0].Kind != EventNodeLost || !slices.Equal(failed, []string{"b"}) {
-		t.Errorf("events %+v, failures %v: want one %s event and b counted", events, failed, EventNodeLost)
+	if len(events) != 1 || events[0].Type != job.EventNodeLost || !slices.Equal(failed, []string{"b"}) {
+		t.Errorf("events %+v, failures %v: want one %s event and b counted", events, failed, job.EventNodeLost)
 	}
 }
 
@@ -577,8 +578,8 @@ func TestRefusedWhileLeaving(t *testing.T) {
 func TestManifestOfATakeOver(t *testing.T) {
 	f := newFakeCluster()
 	b := watchedBackend(t, f, place.Placement{"a"}, "a")
-	var events []Event
-	b.j.out.Events = func(e Event) { events = append(events, e) }
+	var events []job.Event
+	b.j.out.Events = func(e job.Event) { events = append(events, e) }
 	b.book.Index(map[string][]api.ShardInfo{"a": {{Epoch: 3, Rank: 0, NRanks: 1, CreatedNs: 42, Checksum: 7}}}, b.placement)
 	if got := b.book.MarkComplete(1); !slices.Equal(got, []uint64{3}) {
 		t.Fatalf("complete epochs %v, want [3]", got)

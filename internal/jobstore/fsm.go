@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"shoal/internal/job"
 	"sort"
 	"sync"
 
 	"github.com/hashicorp/raft"
-
-	"shoal/internal/api"
 )
 
 // Bounds on what the store keeps of one job. Rank output beyond MaxOutputLines
@@ -43,9 +42,9 @@ type Command struct {
 	ID string `json:"id"`
 	// Job is the submitted job (OpSubmit) or the job's new info (OpUpdate; nil
 	// leaves it unchanged).
-	Job *api.Job `json:"job,omitempty"`
+	Job *job.Job `json:"job,omitempty"`
 	// Events are appended to the job's events; the store numbers them.
-	Events []api.JobEvent `json:"events,omitempty"`
+	Events []job.Event `json:"events,omitempty"`
 	// Book, when not empty, replaces the job's epoch book (opaque to the store:
 	// the coordinator's record of which epochs are complete and where their
 	// shards are).
@@ -54,8 +53,8 @@ type Command struct {
 
 // Record is everything the cluster knows of one job.
 type Record struct {
-	Job     api.Job         `json:"job"`
-	Events  []api.JobEvent  `json:"events"`
+	Job     job.Job         `json:"job"`
+	Events  []job.Event     `json:"events"`
 	NextSeq uint64          `json:"next_seq"`
 	Dropped uint64          `json:"dropped,omitempty"` // output lines dropped for MaxOutputLines
 	Book    json.RawMessage `json:"book,omitempty"`
@@ -63,7 +62,7 @@ type Record struct {
 }
 
 // IsOutput reports whether an event type carries a line of rank output.
-func IsOutput(typ string) bool { return typ == "output" || typ == "output-err" }
+func IsOutput(typ string) bool { return typ == job.EventOutput || typ == job.EventOutputErr }
 
 // fsm is the replicated state: the cluster's jobs. Apply, Snapshot and Restore
 // are called by raft from one goroutine; readers take mu.
@@ -141,7 +140,7 @@ func (f *fsm) apply(c Command) error {
 }
 
 // append numbers events and adds them, dropping the oldest beyond the bounds.
-func (r *Record) append(events []api.JobEvent) {
+func (r *Record) append(events []job.Event) {
 	if len(events) == 0 {
 		return
 	}
@@ -181,9 +180,9 @@ func (r *Record) append(events []api.JobEvent) {
 }
 
 // since returns the events numbered from on (the events are in Seq order).
-func (r *Record) since(from uint64) []api.JobEvent {
+func (r *Record) since(from uint64) []job.Event {
 	i := sort.Search(len(r.Events), func(i int) bool { return r.Events[i].Seq >= from })
-	return append([]api.JobEvent(nil), r.Events[i:]...)
+	return append([]job.Event(nil), r.Events[i:]...)
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"shoal/internal/job"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"shoal/internal/api"
 )
 
 func applyCmd(t *testing.T, f *fsm, c Command) error {
@@ -29,17 +28,17 @@ func applyCmd(t *testing.T, f *fsm, c Command) error {
 
 func TestFSMSubmitUpdate(t *testing.T) {
 	f := newFSM()
-	job := api.Job{ID: "heat-1", State: api.JobPending, Submitted: time.Unix(5, 0)}
-	if err := applyCmd(t, f, Command{Op: OpSubmit, ID: job.ID, Job: &job, Events: []api.JobEvent{{Type: "state", Message: "pending"}}}); err != nil {
+	id := job.Job{ID: "heat-1", State: job.Pending, Submitted: time.Unix(5, 0)}
+	if err := applyCmd(t, f, Command{Op: OpSubmit, ID: id.ID, Job: &id, Events: []job.Event{{Type: "state", Message: "pending"}}}); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	if err := applyCmd(t, f, Command{Op: OpSubmit, ID: job.ID, Job: &job}); !errors.Is(err, ErrExists) {
+	if err := applyCmd(t, f, Command{Op: OpSubmit, ID: id.ID, Job: &id}); !errors.Is(err, ErrExists) {
 		t.Errorf("second submit: got %v, want ErrExists", err)
 	}
-	running := job
-	running.State = api.JobRunning
-	if err := applyCmd(t, f, Command{Op: OpUpdate, ID: job.ID, Job: &running, Book: json.RawMessage(`{"complete":[3]}`),
-		Events: []api.JobEvent{{Type: "output", Message: "[0] hi"}, {Type: "launch", Message: "launching"}}}); err != nil {
+	running := id
+	running.State = job.Running
+	if err := applyCmd(t, f, Command{Op: OpUpdate, ID: id.ID, Job: &running, Book: json.RawMessage(`{"complete":[3]}`),
+		Events: []job.Event{{Type: "output", Message: "[0] hi"}, {Type: "launch", Message: "launching"}}}); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	if err := applyCmd(t, f, Command{Op: OpUpdate, ID: "nope"}); !errors.Is(err, ErrNotFound) {
@@ -48,15 +47,15 @@ func TestFSMSubmitUpdate(t *testing.T) {
 	if err := applyCmd(t, f, Command{Op: "frobnicate"}); !errors.Is(err, ErrBadCommand) {
 		t.Errorf("unknown op: got %v, want ErrBadCommand", err)
 	}
-	r := f.jobs[job.ID]
-	if r.Job.State != api.JobRunning || string(r.Book) != `{"complete":[3]}` {
+	r := f.jobs[id.ID]
+	if r.Job.State != job.Running || string(r.Book) != `{"complete":[3]}` {
 		t.Errorf("record = %+v, want running with the book", r.Job)
 	}
 	var seqs []uint64
 	for _, e := range r.Events {
 		seqs = append(seqs, e.Seq)
-		if e.Job != job.ID {
-			t.Errorf("event %d names job %q, want %q", e.Seq, e.Job, job.ID)
+		if e.Job != id.ID {
+			t.Errorf("event %d names job %q, want %q", e.Seq, e.Job, id.ID)
 		}
 	}
 	if len(seqs) != 3 || seqs[0] != 1 || seqs[2] != 3 {
@@ -71,17 +70,17 @@ func TestFSMSubmitUpdate(t *testing.T) {
 // kept; a long line is cut; numbering goes on.
 func TestFSMBounds(t *testing.T) {
 	f := newFSM()
-	job := api.Job{ID: "j"}
-	applyCmd(t, f, Command{Op: OpSubmit, ID: "j", Job: &job, Events: []api.JobEvent{{Type: "state", Message: "first"}}})
+	id := job.Job{ID: "j"}
+	applyCmd(t, f, Command{Op: OpSubmit, ID: "j", Job: &id, Events: []job.Event{{Type: "state", Message: "first"}}})
 	total := MaxOutputLines + MaxOutputLines/5
 	for i := 0; i < total; i += 1000 {
-		var evs []api.JobEvent
+		var evs []job.Event
 		for k := 0; k < 1000; k++ {
-			evs = append(evs, api.JobEvent{Type: "output", Message: "line"})
+			evs = append(evs, job.Event{Type: "output", Message: "line"})
 		}
 		applyCmd(t, f, Command{Op: OpUpdate, ID: "j", Events: evs})
 	}
-	applyCmd(t, f, Command{Op: OpUpdate, ID: "j", Events: []api.JobEvent{{Type: "output-err", Message: strings.Repeat("x", 2*MaxLineBytes)}}})
+	applyCmd(t, f, Command{Op: OpUpdate, ID: "j", Events: []job.Event{{Type: "output-err", Message: strings.Repeat("x", 2*MaxLineBytes)}}})
 	r := f.jobs["j"]
 	if r.outputs > MaxOutputLines+MaxOutputLines/10 || r.outputs < MaxOutputLines {
 		t.Errorf("kept %d output lines, want about %d", r.outputs, MaxOutputLines)
@@ -100,9 +99,9 @@ func TestFSMBounds(t *testing.T) {
 
 func TestFSMSnapshotRestore(t *testing.T) {
 	f := newFSM()
-	job := api.Job{ID: "j", State: api.JobRunning}
-	applyCmd(t, f, Command{Op: OpSubmit, ID: "j", Job: &job, Book: json.RawMessage(`{"x":1}`),
-		Events: []api.JobEvent{{Type: "output", Message: "[0] a"}, {Type: "state"}}})
+	id := job.Job{ID: "j", State: job.Running}
+	applyCmd(t, f, Command{Op: OpSubmit, ID: "j", Job: &id, Book: json.RawMessage(`{"x":1}`),
+		Events: []job.Event{{Type: "output", Message: "[0] a"}, {Type: "state"}}})
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +113,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := g.jobs["j"]
-	if r == nil || r.Job.State != api.JobRunning || r.NextSeq != 3 || r.outputs != 1 || string(r.Book) != `{"x":1}` {
+	if r == nil || r.Job.State != job.Running || r.NextSeq != 3 || r.outputs != 1 || string(r.Book) != `{"x":1}` {
 		t.Errorf("restored %+v, want the job with 2 events, 1 output, its book", r)
 	}
 	if err := g.Restore(io.NopCloser(strings.NewReader("{"))); err == nil {
@@ -132,24 +131,24 @@ func (s *sink) Close() error  { return nil }
 // refuses a job that runs or does not exist.
 func TestFSMReplace(t *testing.T) {
 	f := newFSM()
-	job := api.Job{ID: "farm-1", State: api.JobRunning}
-	if err := applyCmd(t, f, Command{Op: OpReplace, ID: job.ID, Job: &job}); !errors.Is(err, ErrNotFound) {
+	id := job.Job{ID: "farm-1", State: job.Running}
+	if err := applyCmd(t, f, Command{Op: OpReplace, ID: id.ID, Job: &id}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("replace of an unknown job: got %v, want ErrNotFound", err)
 	}
-	applyCmd(t, f, Command{Op: OpSubmit, ID: job.ID, Job: &job, Events: []api.JobEvent{{Type: "state"}, {Type: "state"}}})
-	if err := applyCmd(t, f, Command{Op: OpReplace, ID: job.ID, Job: &job}); !errors.Is(err, ErrExists) {
+	applyCmd(t, f, Command{Op: OpSubmit, ID: id.ID, Job: &id, Events: []job.Event{{Type: "state"}, {Type: "state"}}})
+	if err := applyCmd(t, f, Command{Op: OpReplace, ID: id.ID, Job: &id}); !errors.Is(err, ErrExists) {
 		t.Errorf("replace of a running job: got %v, want ErrExists", err)
 	}
-	ended := job
-	ended.State, ended.Ended = api.JobFailed, time.Unix(9, 0)
-	applyCmd(t, f, Command{Op: OpUpdate, ID: job.ID, Job: &ended})
-	again := api.Job{ID: job.ID, State: api.JobPending}
-	if err := applyCmd(t, f, Command{Op: OpReplace, ID: job.ID, Job: &again, Book: json.RawMessage(`{"done":[]}`),
-		Events: []api.JobEvent{{Type: "state", Message: "submitted again"}}}); err != nil {
+	ended := id
+	ended.State, ended.Ended = job.Failed, time.Unix(9, 0)
+	applyCmd(t, f, Command{Op: OpUpdate, ID: id.ID, Job: &ended})
+	again := job.Job{ID: id.ID, State: job.Pending}
+	if err := applyCmd(t, f, Command{Op: OpReplace, ID: id.ID, Job: &again, Book: json.RawMessage(`{"done":[]}`),
+		Events: []job.Event{{Type: "state", Message: "submitted again"}}}); err != nil {
 		t.Fatalf("replace of an ended job: %v", err)
 	}
-	r := f.jobs[job.ID]
-	if r.Job.State != api.JobPending || !r.Job.Ended.IsZero() || string(r.Book) != `{"done":[]}` {
+	r := f.jobs[id.ID]
+	if r.Job.State != job.Pending || !r.Job.Ended.IsZero() || string(r.Book) != `{"done":[]}` {
 		t.Errorf("record after replace = %+v, book %s; want pending, not ended, the new book", r.Job, r.Book)
 	}
 	if len(r.Events) != 1 || r.Events[0].Seq != 1 || r.Events[0].Message != "submitted again" {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"shoal/internal/job"
 	"sort"
 	"strings"
 	"sync"
@@ -21,8 +22,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-
-	"shoal/internal/api"
 )
 
 // Errors of the store. Callers test them with errors.Is.
@@ -306,20 +305,20 @@ func (s *Store) wrap(err error) error {
 }
 
 // Submit adds a job with its first events. Only the leader can.
-func (s *Store) Submit(job api.Job, events []api.JobEvent) error {
+func (s *Store) Submit(job job.Job, events []job.Event) error {
 	return s.apply(Command{Op: OpSubmit, ID: job.ID, Job: &job, Events: events})
 }
 
 // Update replaces job id's info (job nil: unchanged), appends events and
 // replaces its epoch book (book empty: unchanged). Only the leader can.
-func (s *Store) Update(id string, job *api.Job, events []api.JobEvent, book json.RawMessage) error {
+func (s *Store) Update(id string, job *job.Job, events []job.Event, book json.RawMessage) error {
 	return s.apply(Command{Op: OpUpdate, ID: id, Job: job, Events: events, Book: book})
 }
 
 // Replace starts an ended job again under its id, with a fresh record holding
 // job, events and book. Only the leader can; a job that has not ended is
 // refused with ErrExists.
-func (s *Store) Replace(job api.Job, events []api.JobEvent, book json.RawMessage) error {
+func (s *Store) Replace(job job.Job, events []job.Event, book json.RawMessage) error {
 	return s.apply(Command{Op: OpReplace, ID: job.ID, Job: &job, Events: events, Book: book})
 }
 
@@ -327,20 +326,20 @@ func (s *Store) Replace(job api.Job, events []api.JobEvent, book json.RawMessage
 func (s *Store) Remove(id string) error { return s.apply(Command{Op: OpRemove, ID: id}) }
 
 // Job returns a job's info and epoch book as this replica holds them.
-func (s *Store) Job(id string) (api.Job, json.RawMessage, error) {
+func (s *Store) Job(id string) (job.Job, json.RawMessage, error) {
 	s.fsm.mu.RLock()
 	defer s.fsm.mu.RUnlock()
 	r, ok := s.fsm.jobs[id]
 	if !ok {
-		return api.Job{}, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return job.Job{}, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	return r.Job, r.Book, nil
 }
 
 // Jobs returns every job this replica holds, oldest first.
-func (s *Store) Jobs() []api.Job {
+func (s *Store) Jobs() []job.Job {
 	s.fsm.mu.RLock()
-	out := make([]api.Job, 0, len(s.fsm.jobs))
+	out := make([]job.Job, 0, len(s.fsm.jobs))
 	for _, r := range s.fsm.jobs {
 		out = append(out, r.Job)
 	}
@@ -357,7 +356,7 @@ func (s *Store) Jobs() []api.Job {
 // Events returns job id's events numbered from on, whether the job has ended,
 // how many of its output lines were dropped for the bound, and a channel closed
 // at the next change of the store.
-func (s *Store) Events(id string, from uint64) (events []api.JobEvent, ended bool, dropped uint64, changed <-chan struct{}, err error) {
+func (s *Store) Events(id string, from uint64) (events []job.Event, ended bool, dropped uint64, changed <-chan struct{}, err error) {
 	s.fsm.mu.RLock()
 	defer s.fsm.mu.RUnlock()
 	r, ok := s.fsm.jobs[id]

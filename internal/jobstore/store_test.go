@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/pki"
 )
 
@@ -73,11 +73,11 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 
 func TestStoreReplicatesAndFailsOver(t *testing.T) {
 	stores := cluster(t, 3)
-	job := api.Job{ID: "heat-1", State: api.JobRunning}
-	if err := stores[1].Submit(job, nil); !errors.Is(err, ErrNotLeader) {
+	id := job.Job{ID: "heat-1", State: job.Running}
+	if err := stores[1].Submit(id, nil); !errors.Is(err, ErrNotLeader) {
 		t.Errorf("submit on a follower: got %v, want ErrNotLeader", err)
 	}
-	if err := stores[0].Submit(job, []api.JobEvent{{Type: "output", Message: "[0] a"}}); err != nil {
+	if err := stores[0].Submit(id, []job.Event{{Type: "output", Message: "[0] a"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range stores[1:] {
@@ -88,7 +88,7 @@ func TestStoreReplicatesAndFailsOver(t *testing.T) {
 	}
 	// Events waits are woken by the next entry.
 	_, _, _, changed, _ := stores[2].Events("heat-1", 2)
-	stores[0].Update("heat-1", nil, []api.JobEvent{{Type: "output", Message: "[0] b"}}, nil)
+	stores[0].Update("heat-1", nil, []job.Event{{Type: "output", Message: "[0] b"}}, nil)
 	select {
 	case <-changed:
 	case <-time.After(5 * time.Second):
@@ -113,7 +113,7 @@ func TestStoreReplicatesAndFailsOver(t *testing.T) {
 	if err != nil || len(evs) != 2 || evs[1].Message != "[0] b" {
 		t.Errorf("new leader's events = %v, %v; want both lines", evs, err)
 	}
-	if err := leader.Update("heat-1", nil, []api.JobEvent{{Type: "state", Message: "coordinator n1 lost"}}, nil); err != nil {
+	if err := leader.Update("heat-1", nil, []job.Event{{Type: "state", Message: "coordinator n1 lost"}}, nil); err != nil {
 		t.Errorf("update on the new leader: %v", err)
 	}
 }
@@ -137,7 +137,7 @@ func TestStoreOverTLS(t *testing.T) {
 		ms = append(ms, Member{Name: s.cfg.Node, Raft: s.Addr(), Alive: true, Since: time.Unix(int64(i), 0)})
 	}
 	stores[0].Reconcile(ms)
-	if err := stores[0].Submit(api.Job{ID: "heat-1", State: api.JobRunning}, nil); err != nil {
+	if err := stores[0].Submit(job.Job{ID: "heat-1", State: job.Running}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range stores[1:] {
@@ -161,8 +161,8 @@ func TestStoreReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "leader", s.IsLeader)
-	s.Submit(api.Job{ID: "a"}, nil)
-	s.Update("a", &api.Job{ID: "a", State: api.JobRunning}, nil, nil)
+	s.Submit(job.Job{ID: "a"}, nil)
+	s.Update("a", &job.Job{ID: "a", State: job.Running}, nil, nil)
 	s.Close()
 	s, err = Open(Config{Node: "n1", Dir: dir, Bind: "127.0.0.1:0", Bootstrap: true})
 	if err != nil {
@@ -171,8 +171,8 @@ func TestStoreReopen(t *testing.T) {
 	defer s.Close()
 	waitFor(t, "leader again", s.IsLeader)
 	s.Barrier(5 * time.Second)
-	if job, _, err := s.Job("a"); err != nil || job.State != api.JobRunning {
-		t.Errorf("after reopening: %+v, %v; want job a running", job, err)
+	if got, _, err := s.Job("a"); err != nil || got.State != job.Running {
+		t.Errorf("after reopening: %+v, %v; want job a running", got, err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 // proc is one launched command: a shell in its own process group.
@@ -363,7 +364,7 @@ func (p *pipes) closeAll() {
 // HOME, USER and LOGNAME from the node's user database (HOME "/" when it has
 // none for the uid), so that MPI and the program find the user's files, not
 // the agent's.
-func UserEnv(owner *api.Owner) []string {
+func UserEnv(owner *job.Owner) []string {
 	home, name := "/", owner.Name
 	if u, err := user.LookupId(strconv.Itoa(owner.UID)); err == nil {
 		home, name = u.HomeDir, u.Username
@@ -376,6 +377,6 @@ func UserEnv(owner *api.Owner) []string {
 
 // Credential is what a process runs as to run as owner: its uid and gid, and no
 // supplementary groups (none of the agent's).
-func Credential(owner *api.Owner) *syscall.Credential {
+func Credential(owner *job.Owner) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(owner.UID), Gid: uint32(owner.GID), Groups: []uint32{}}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/userdir"
 )
 
@@ -123,7 +124,7 @@ type grantEntry struct {
 	ranks       int // of the job's ranks, how many run on this node
 	granted     time.Time
 	expires     time.Time
-	owner       *api.Owner // the user its daemons run as; nil: the agent's
+	owner       *job.Owner // the user its daemons run as; nil: the agent's
 }
 
 var _ api.GrantService = (*Service)(nil)
@@ -183,8 +184,8 @@ func New(cfg Config) (*Service, error) {
 // start, not how long they run: what runs is ended by [Service.Revoke], by
 // losing its connection, or by [Service.RevokeCoordinator] when the
 // coordinator's node is gone.
-func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration, owner *api.Owner) (api.Grant, error) {
-	req := api.GrantRequest{Job: job, Coordinator: coordinator, Ranks: ranks, TTL: api.Duration(ttl), Owner: owner}
+func (s *Service) Grant(id, coordinator string, ranks int, ttl time.Duration, owner *job.Owner) (api.Grant, error) {
+	req := api.GrantRequest{Job: id, Coordinator: coordinator, Ranks: ranks, TTL: job.Duration(ttl), Owner: owner}
 	if err := req.Validate(); err != nil {
 		return api.Grant{}, err
 	}
@@ -192,15 +193,15 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration, o
 		return api.Grant{}, fmt.Errorf("%w: ttl %v: want more than 0 and at most %v", api.ErrBadRequest, ttl, s.cfg.MaxTTL)
 	}
 	if s.cfg.JobRanks != nil {
-		if n, ok := s.cfg.JobRanks(job); ok && ranks > n {
-			return api.Grant{}, fmt.Errorf("%w: ranks %d: job %s has %d", api.ErrBadRequest, ranks, job, n)
+		if n, ok := s.cfg.JobRanks(id); ok && ranks > n {
+			return api.Grant{}, fmt.Errorf("%w: ranks %d: job %s has %d", api.ErrBadRequest, ranks, id, n)
 		}
 	}
 	if s.cfg.IsMember != nil && !s.cfg.IsMember(coordinator) {
 		return api.Grant{}, fmt.Errorf("%w: coordinator %q is not a live member of the cluster as node %s sees it", api.ErrBadRequest, coordinator, s.cfg.Node)
 	}
-	if err := s.ownDirs(job, owner); err != nil {
-		return api.Grant{}, fmt.Errorf("%w: node %s: directories of job %s for %s: %v", api.ErrInternal, s.cfg.Node, job, owner, err)
+	if err := s.ownDirs(id, owner); err != nil {
+		return api.Grant{}, fmt.Errorf("%w: node %s: directories of job %s for %s: %v", api.ErrInternal, s.cfg.Node, id, owner, err)
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -214,14 +215,14 @@ func (s *Service) Grant(job, coordinator string, ranks int, ttl time.Duration, o
 		}
 	}
 	g := grantEntry{coordinator: coordinator, ranks: ranks, granted: now, expires: now.Add(ttl), owner: owner}
-	s.grants[job] = g
+	s.grants[id] = g
 	s.mu.Unlock()
-	s.log.Info("launch grant", "job", job, "coordinator", coordinator, "ranks", ranks, "ttl", ttl, "owner", owner.String())
+	s.log.Info("launch grant", "job", id, "coordinator", coordinator, "ranks", ranks, "ttl", ttl, "owner", owner.String())
 	if s.cfg.OnGrant != nil {
-		s.cfg.OnGrant(job)
+		s.cfg.OnGrant(id)
 	}
 	s.ranksChanged()
-	return api.Grant{Job: job, Coordinator: coordinator, Ranks: ranks, Expires: g.expires}, nil
+	return api.Grant{Job: id, Coordinator: coordinator, Ranks: ranks, Expires: g.expires}, nil
 }
 
 // Ranks returns how many ranks of running jobs this node hosts: the sum of the
@@ -255,29 +256,29 @@ func (s *Service) ranksChanged() {
 // launch still registered, or one whose clean-up gave up, may have left
 // something. Coordinators revoke every node of a run before each launch, so
 // this keeps a launch's cost per node to a round trip.
-func (s *Service) Revoke(job string) (api.Revoked, error) {
-	if !api.ValidJobID(job) {
-		return api.Revoked{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
+func (s *Service) Revoke(jobID string) (api.Revoked, error) {
+	if !job.ValidID(jobID) {
+		return api.Revoked{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, jobID)
 	}
 	s.mu.Lock()
-	_, had := s.grants[job]
-	delete(s.grants, job)
-	procs := s.procsLocked(func(p *proc) bool { return p.job == job })
-	scan := len(procs) > 0 || s.stray[job]
-	delete(s.stray, job)
+	_, had := s.grants[jobID]
+	delete(s.grants, jobID)
+	procs := s.procsLocked(func(p *proc) bool { return p.job == jobID })
+	scan := len(procs) > 0 || s.stray[jobID]
+	delete(s.stray, jobID)
 	s.mu.Unlock()
 	if had {
 		s.ranksChanged()
 	}
-	if scan && !s.kill(procs, s.owner+"/"+job+"/") {
+	if scan && !s.kill(procs, s.owner+"/"+jobID+"/") {
 		s.mu.Lock()
-		s.stray[job] = true
+		s.stray[jobID] = true
 		s.mu.Unlock()
 	}
 	if len(procs) > 0 {
-		s.log.Info("launch grant revoked: killed its commands", "job", job, "commands", len(procs))
+		s.log.Info("launch grant revoked: killed its commands", "job", jobID, "commands", len(procs))
 	}
-	return api.Revoked{Job: job, Killed: len(procs)}, nil
+	return api.Revoked{Job: jobID, Killed: len(procs)}, nil
 }
 
 // Coordinated returns the jobs coordinator holds grants of on this node, each
@@ -516,7 +517,7 @@ func (s *Service) Coordinators() []string {
 // directories. The owner may have changed anything in the directory since an
 // earlier run: nothing in it is followed ([userdir.Tree.Give]), and a directory
 // that belongs to another user is refused.
-func (s *Service) ownDirs(job string, owner *api.Owner) error {
+func (s *Service) ownDirs(job string, owner *job.Owner) error {
 	if owner == nil {
 		return nil
 	}

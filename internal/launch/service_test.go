@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/pki"
 	"shoal/test/poll"
 	"shoal/test/watch"
@@ -148,7 +149,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 		t.Errorf("launch with an expired grant: got %v, want ErrNotFound", err)
 	}
 	// A revoked one neither.
-	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j2", Coordinator: "n0", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j2", Coordinator: "n0", Ranks: 1, TTL: job.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Revoke(ctx, "j2"); err != nil {
@@ -162,7 +163,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 func TestLaunchRefusesNonDaemon(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: job.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, argv := range [][]string{
@@ -245,7 +246,7 @@ func TestLaunchChecksDaemonByPath(t *testing.T) {
 func TestGrantValidation(t *testing.T) {
 	_, c := testService(t)
 	ctx := context.Background()
-	g, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: api.Duration(0)})
+	g, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: job.Duration(0)})
 	if err != nil || g.Job != "j1" || g.Coordinator != "n0" || time.Until(g.Expires) < 9*time.Minute {
 		t.Errorf("grant with the default TTL = %+v, %v; want j1 from n0 expiring in 10m", g, err)
 	}
@@ -259,7 +260,7 @@ func TestGrantValidation(t *testing.T) {
 		{"j1", "n0", -time.Second, "ttl"},
 		{"j1", "n0", 25 * time.Hour, "ttl"},
 	} {
-		if _, err := c.Grant(ctx, api.GrantRequest{Job: tt.job, Coordinator: tt.coord, Ranks: 1, TTL: api.Duration(tt.ttl)}); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := c.Grant(ctx, api.GrantRequest{Job: tt.job, Coordinator: tt.coord, Ranks: 1, TTL: job.Duration(tt.ttl)}); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("grant(%q, %q, %v): got %v, want ErrBadRequest naming %s", tt.job, tt.coord, tt.ttl, err, tt.want)
 		}
 	}
@@ -316,7 +317,7 @@ func TestGrantNamesLiveCoordinator(t *testing.T) {
 func TestLaunchRelaysStdioAndExit(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
-	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: api.Duration(time.Minute)}); err != nil {
+	if _, err := c.Grant(ctx, api.GrantRequest{Job: "j1", Coordinator: "n0", Ranks: 1, TTL: job.Duration(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	script := `echo "out $K"; echo "err $SHOAL_NODE_DATA" >&2; pwd; ` +

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -27,7 +28,7 @@ func TestPick(t *testing.T) {
 }
 
 func link(from, to string, rttMs, mbit float64, estimated bool) api.Link {
-	return api.Link{From: from, To: to, RTT: api.Duration(time.Duration(rttMs * float64(time.Millisecond))), Bandwidth: mbit * 1e6 / 8, Estimated: estimated}
+	return api.Link{From: from, To: to, RTT: job.Duration(time.Duration(rttMs * float64(time.Millisecond))), Bandwidth: mbit * 1e6 / 8, Estimated: estimated}
 }
 
 func TestComplete(t *testing.T) {

@@ -14,11 +14,10 @@ package retention
 import (
 	"errors"
 	"fmt"
+	"shoal/internal/job"
 	"slices"
 	"strings"
 	"time"
-
-	"shoal/internal/api"
 )
 
 // Defaults of [Policy]; docs/retention.md says why.
@@ -75,7 +74,7 @@ func (p Policy) Validate() error {
 // Job is what the job store says of one job.
 type Job struct {
 	ID    string
-	State api.JobState
+	State job.State
 	// Ended is when the job ended; zero while it has not.
 	Ended time.Time
 	// Keep is the job's own JobSpec.Keep: 0 for the policy's grace,
@@ -93,7 +92,7 @@ type Job struct {
 // to be over.
 func (j Job) ended() bool {
 	switch j.State {
-	case api.JobSucceeded, api.JobFailed, api.JobCancelled:
+	case job.Succeeded, job.Failed, job.Cancelled:
 		return !j.Ended.IsZero()
 	}
 	return false
@@ -177,11 +176,11 @@ func (p Plan) Removals() []Item {
 // grace returns how long j's data stays after its end, or forever.
 func (p Policy) grace(j Job) (d time.Duration, forever bool) {
 	switch {
-	case j.Keep == time.Duration(api.KeepForever):
+	case j.Keep == time.Duration(job.KeepForever):
 		return 0, true
 	case j.Keep > 0:
 		return j.Keep, false
-	case j.State == api.JobSucceeded:
+	case j.State == job.Succeeded:
 		return p.Succeeded, false
 	default:
 		return p.Failed, false
@@ -381,7 +380,7 @@ func decideJob(p Policy, now time.Time, id string, j Job, known bool, h Held, dr
 	}
 	reason := fmt.Sprintf("%s %s ago; kept %s after the end", j.State, round(age), round(g))
 	var shards *Item
-	if j.State == api.JobSucceeded && j.Keep == 0 {
+	if j.State == job.Succeeded && j.Keep == 0 {
 		shards = &Item{Remove: true, Reason: "succeeded: nothing restarts from its shards"}
 	}
 	all(false, reason, shards)

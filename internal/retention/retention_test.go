@@ -3,23 +3,22 @@ package retention
 import (
 	"errors"
 	"fmt"
+	"shoal/internal/job"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"shoal/internal/api"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-var allStates = []api.JobState{
-	api.JobPending, api.JobStaging, api.JobRunning, api.JobMoving, api.JobRestarting,
-	api.JobSucceeded, api.JobFailed, api.JobCancelled,
+var allStates = []job.State{
+	job.Pending, job.Staging, job.Running, job.Moving, job.Restarting,
+	job.Succeeded, job.Failed, job.Cancelled,
 }
 
-func terminal(s api.JobState) bool {
-	return s == api.JobSucceeded || s == api.JobFailed || s == api.JobCancelled
+func terminal(s job.State) bool {
+	return s == job.Succeeded || s == job.Failed || s == job.Cancelled
 }
 
 // heldCombos is every combination of what a node may hold of a job: each
@@ -49,7 +48,7 @@ func heldCombos() []Held {
 // restart could use.
 func TestDecideEveryCase(t *testing.T) {
 	p := Policy{Succeeded: time.Hour, Failed: 24 * time.Hour, UnusedFiles: time.Hour}
-	keeps := []time.Duration{0, 2 * time.Hour, time.Duration(api.KeepForever)}
+	keeps := []time.Duration{0, 2 * time.Hour, time.Duration(job.KeepForever)}
 	// Ages relative to the grace: just before it ends, at its end, after.
 	offsets := []time.Duration{-time.Second, 0, time.Second}
 	n := 0
@@ -72,14 +71,14 @@ func TestDecideEveryCase(t *testing.T) {
 	t.Logf("%d cases", n)
 }
 
-func checkCase(t *testing.T, p Policy, state api.JobState, endSet bool, keep, off time.Duration, keepFrom uint64, h Held, known bool) {
+func checkCase(t *testing.T, p Policy, state job.State, endSet bool, keep, off time.Duration, keepFrom uint64, h Held, known bool) {
 	t.Helper()
 	j := Job{ID: "job-1", State: state, Keep: keep, KeepFrom: keepFrom, Files: []string{"f1"}}
 	grace := p.Failed
 	switch {
 	case keep > 0:
 		grace = keep
-	case state == api.JobSucceeded:
+	case state == job.Succeeded:
 		grace = p.Succeeded
 	}
 	now := t0.Add(grace + off)
@@ -125,7 +124,7 @@ func checkCase(t *testing.T, p Policy, state api.JobState, endSet bool, keep, of
 	}
 
 	ended := terminal(state) && endSet
-	forever := keep == time.Duration(api.KeepForever)
+	forever := keep == time.Duration(job.KeepForever)
 	past := off >= 0
 	var wantDirs, wantShards bool // removed
 	switch {
@@ -133,7 +132,7 @@ func checkCase(t *testing.T, p Policy, state api.JobState, endSet bool, keep, of
 	case past:
 		wantDirs, wantShards = true, true
 	default:
-		wantShards = state == api.JobSucceeded && keep == 0
+		wantShards = state == job.Succeeded && keep == 0
 	}
 	if h.JobDir && got[KindJobDir] != wantDirs {
 		t.Errorf("%s: job dir removed %v, want %v", name, got[KindJobDir], wantDirs)
@@ -191,29 +190,29 @@ func TestDecideReasons(t *testing.T) {
 		held Held
 		want []string // "kind remove: reason", in plan order
 	}{
-		{"running", &Job{State: api.JobRunning, KeepFrom: 4},
+		{"running", &Job{State: job.Running, KeepFrom: 4},
 			Held{Shards: true, Epochs: []uint64{2, 4, 5}, JobDir: true},
 			[]string{
 				"shards keep: job is running",
 				"epoch 2 remove: older than epoch 4, the oldest a restart may use",
 				"job-dir keep: job is running",
 			}},
-		{"failed within grace", &Job{State: api.JobFailed, Ended: ended},
+		{"failed within grace", &Job{State: job.Failed, Ended: ended},
 			Held{Shards: true, CoordDir: true},
 			[]string{
 				"shards keep: failed 3h0m0s ago; kept 24h0m0s after the end",
 				"coord-dir keep: failed 3h0m0s ago; kept 24h0m0s after the end",
 			}},
-		{"succeeded past grace", &Job{State: api.JobSucceeded, Ended: ended},
+		{"succeeded past grace", &Job{State: job.Succeeded, Ended: ended},
 			Held{JobDir: true},
 			[]string{"job-dir remove: succeeded 3h0m0s ago; kept 1h0m0s after the end"}},
-		{"succeeded within grace", &Job{State: api.JobSucceeded, Ended: t0.Add(-time.Minute)},
+		{"succeeded within grace", &Job{State: job.Succeeded, Ended: t0.Add(-time.Minute)},
 			Held{Shards: true, JobDir: true},
 			[]string{
 				"shards remove: succeeded: nothing restarts from its shards",
 				"job-dir keep: succeeded 1m0s ago; kept 1h0m0s after the end",
 			}},
-		{"kept for ever", &Job{State: api.JobCancelled, Ended: t0.Add(-1000 * time.Hour), Keep: time.Duration(api.KeepForever)},
+		{"kept for ever", &Job{State: job.Cancelled, Ended: t0.Add(-1000 * time.Hour), Keep: time.Duration(job.KeepForever)},
 			Held{Shards: true},
 			[]string{"shards keep: kept with --keep until `shoal gc --job` removes it"}},
 		{"unknown", nil,
@@ -254,11 +253,11 @@ func TestDecideFiles(t *testing.T) {
 	p := Policy{Succeeded: time.Hour, Failed: 24 * time.Hour, UnusedFiles: 10 * time.Minute}
 	old := t0.Add(-48 * time.Hour)
 	jobs := []Job{
-		{ID: "running", State: api.JobRunning, Files: []string{"a", "shared"}},
-		{ID: "fresh-fail", State: api.JobFailed, Ended: t0.Add(-time.Hour), Files: []string{"b"}},
-		{ID: "old-fail", State: api.JobFailed, Ended: old, Files: []string{"c", "shared"}},
-		{ID: "forever", State: api.JobSucceeded, Ended: old, Keep: time.Duration(api.KeepForever), Files: []string{"d"}},
-		{ID: "old-ok", State: api.JobSucceeded, Ended: old, Files: []string{"e", "young"}},
+		{ID: "running", State: job.Running, Files: []string{"a", "shared"}},
+		{ID: "fresh-fail", State: job.Failed, Ended: t0.Add(-time.Hour), Files: []string{"b"}},
+		{ID: "old-fail", State: job.Failed, Ended: old, Files: []string{"c", "shared"}},
+		{ID: "forever", State: job.Succeeded, Ended: old, Keep: time.Duration(job.KeepForever), Files: []string{"d"}},
+		{ID: "old-ok", State: job.Succeeded, Ended: old, Files: []string{"e", "young"}},
 	}
 	files := []File{{"a", old}, {"b", old}, {"c", old}, {"d", old}, {"e", old}, {"shared", old}, {"stray", old}, {"young", t0.Add(-time.Minute)}}
 	// Node holds directories of some jobs only: files follow jobs, not directories.
@@ -294,8 +293,8 @@ func TestDecideFiles(t *testing.T) {
 func TestDrop(t *testing.T) {
 	p := DefaultPolicy()
 	jobs := []Job{
-		{ID: "done", State: api.JobFailed, Ended: t0.Add(-time.Minute), Keep: time.Duration(api.KeepForever), Files: []string{"x"}},
-		{ID: "other", State: api.JobFailed, Ended: t0.Add(-100 * time.Hour)},
+		{ID: "done", State: job.Failed, Ended: t0.Add(-time.Minute), Keep: time.Duration(job.KeepForever), Files: []string{"x"}},
+		{ID: "other", State: job.Failed, Ended: t0.Add(-100 * time.Hour)},
 	}
 	for _, s := range allStates {
 		for _, endSet := range []bool{false, true} {

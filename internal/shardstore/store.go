@@ -27,6 +27,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/compress"
+	"shoal/internal/job"
 	"shoal/internal/traffic"
 	"shoal/internal/userdir"
 )
@@ -151,9 +152,9 @@ func (s *Store) path(ref api.ShardRef) string {
 	return s.jobDir(ref.Job).ShardPath(ref.Epoch, ref.Rank)
 }
 
-func checkJob(job string) error {
-	if !api.ValidJobID(job) {
-		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, job)
+func checkJob(jobID string) error {
+	if !job.ValidID(jobID) {
+		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, jobID)
 	}
 	return nil
 }
@@ -162,8 +163,8 @@ func checkRef(ref api.ShardRef) error {
 	if err := checkJob(ref.Job); err != nil {
 		return err
 	}
-	if ref.Epoch == 0 || ref.Rank < 0 || ref.Rank >= api.MaxRanks {
-		return fmt.Errorf("%w: shard %s: want epoch ≥ 1 and rank from 0 to %d", api.ErrBadRequest, ref, api.MaxRanks-1)
+	if ref.Epoch == 0 || ref.Rank < 0 || ref.Rank >= job.MaxRanks {
+		return fmt.Errorf("%w: shard %s: want epoch ≥ 1 and rank from 0 to %d", api.ErrBadRequest, ref, job.MaxRanks-1)
 	}
 	return nil
 }
@@ -367,7 +368,7 @@ const smallFile = 1 << 20
 
 // readInterval reads the interval file libshoal's rank 0 keeps in the job's
 // directory; missing or malformed means unknown.
-func (s *Store) readInterval(path string) *api.CheckpointInterval {
+func (s *Store) readInterval(path string) *job.Interval {
 	b, err := s.tree().ReadFile(path, smallFile)
 	if err != nil {
 		return nil
@@ -1151,7 +1152,7 @@ func (s *Store) Jobs() ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if e.IsDir() && api.ValidJobID(e.Name()) {
+		if e.IsDir() && job.ValidID(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}

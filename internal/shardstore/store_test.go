@@ -19,6 +19,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
+	"shoal/internal/job"
 )
 
 // shard returns a valid shard of job at epoch for rank of nranks, with payload
@@ -912,12 +913,12 @@ func TestIndexInterval(t *testing.T) {
 	path := filepath.Join(s.jobDir("heat").Path(), "interval")
 	for _, c := range []struct {
 		line string
-		want *api.CheckpointInterval
+		want *job.Interval
 	}{
-		{"interval 4.5 auto 1 cost 0.0125 mtbf 900\n", &api.CheckpointInterval{Every: api.Duration(4500 * time.Millisecond), Auto: true,
-			Cost: api.Duration(12500 * time.Microsecond), MTBF: api.Duration(15 * time.Minute)}},
-		{"interval 30 auto 0 cost 0 mtbf 0\n", &api.CheckpointInterval{Every: api.Duration(30 * time.Second)}},
-		{"interval 0 auto 0 cost 0 mtbf 0\n", &api.CheckpointInterval{}},
+		{"interval 4.5 auto 1 cost 0.0125 mtbf 900\n", &job.Interval{Every: job.Duration(4500 * time.Millisecond), Auto: true,
+			Cost: job.Duration(12500 * time.Microsecond), MTBF: job.Duration(15 * time.Minute)}},
+		{"interval 30 auto 0 cost 0 mtbf 0\n", &job.Interval{Every: job.Duration(30 * time.Second)}},
+		{"interval 0 auto 0 cost 0 mtbf 0\n", &job.Interval{}},
 		{"interval 4.5 auto 2 cost 0 mtbf 0\n", nil},
 		{"interval -1 auto 0 cost 0 mtbf 0\n", nil},
 		{"interval 4.5 auto 1 cost 0.01\n", nil},

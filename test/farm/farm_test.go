@@ -223,7 +223,7 @@ func TestAnotherUsersFarm(t *testing.T) {
 
 	// B, the same command line: refused, nothing run, nothing read.
 	stdout, stderrB, code := shoalAs(t, b, "n1", "shoal-test-b", lines(4), farm...)
-	if wantErr := "shoal farm: conflict: job id \"owned\" is taken; choose another id\n"; code != 1 || stdout != "" || stderrB != wantErr {
+	if wantErr := "shoal farm: job id \"owned\" is taken; choose another id\n"; code != 1 || stdout != "" || stderrB != wantErr {
 		t.Errorf("B's farm under A's id: exit %d, stdout %q, stderr %q; want 1, nothing and %q", code, stdout, stderrB, wantErr)
 	}
 	// A, another farm under the id: the same words.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
 )
@@ -101,7 +102,7 @@ func TestPlacementAvoidsSlowLink(t *testing.T) {
 	links(t, b)
 	heat := testenv.Built(t, "build/examples/heat")
 	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--", heat, "--size", "200", "--steps", "200")))
-	j := until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
+	j := until(t, b, id, "a placement", func(j job.Job) bool { return len(j.Placement) > 0 })
 	if len(j.Placement["n3"]) != 0 || len(j.Placement["n1"])+len(j.Placement["n2"]) != 4 {
 		t.Errorf("placement %v: want the 4 ranks on n1 and n2", j.Placement)
 	}
@@ -115,7 +116,7 @@ func TestPlacementAvoidsSlowLink(t *testing.T) {
 
 	// --no-replan keeps the blocks, n3 included.
 	id = strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--no-replan", "--", heat, "--size", "200", "--steps", "200")))
-	j = until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
+	j = until(t, b, id, "a placement", func(j job.Job) bool { return len(j.Placement) > 0 })
 	if len(j.Placement["n3"]) == 0 || !j.Spec.NoReplan {
 		t.Errorf("--no-replan: placement %v, spec no_replan %v: want blocks over n1, n2 and n3", j.Placement, j.Spec.NoReplan)
 	}
@@ -127,10 +128,10 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// job reads job id's record through n1.
-func job(t *testing.T, b *testbed.Bed, id string) api.Job {
+// jobRecord reads job id's record through n1.
+func jobRecord(t *testing.T, b *testbed.Bed, id string) job.Job {
 	t.Helper()
-	var j api.Job
+	var j job.Job
 	if err := json.Unmarshal([]byte(shoal(t, b, "jobs", id, "--json")), &j); err != nil {
 		t.Fatal(err)
 	}
@@ -138,11 +139,11 @@ func job(t *testing.T, b *testbed.Bed, id string) api.Job {
 }
 
 // until polls job id until ok says yes, or fails the test after a minute.
-func until(t *testing.T, b *testbed.Bed, id, what string, ok func(api.Job) bool) api.Job {
+func until(t *testing.T, b *testbed.Bed, id, what string, ok func(job.Job) bool) job.Job {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		j := job(t, b, id)
+		j := jobRecord(t, b, id)
 		if ok(j) {
 			return j
 		}
@@ -165,12 +166,12 @@ func TestMoveByTraffic(t *testing.T) {
 	ring := testenv.Built(t, "build/bench/ring")
 	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--", ring,
 		"--kb", "256", "--work", "1", "--shuffle", "3", "--iters", "400")))
-	first := until(t, b, id, "a placement", func(j api.Job) bool { return len(j.Placement) > 0 })
-	j := until(t, b, id, "a profile of the traffic", func(j api.Job) bool { return j.Traffic != nil })
+	first := until(t, b, id, "a placement", func(j job.Job) bool { return len(j.Placement) > 0 })
+	j := until(t, b, id, "a profile of the traffic", func(j job.Job) bool { return j.Traffic != nil })
 	if len(j.Traffic.Flows) != 6 {
 		t.Errorf("traffic flows %+v: want the 6 pairs of the ring", j.Traffic.Flows)
 	}
-	final := until(t, b, id, "a layout by the traffic", func(j api.Job) bool { return j.Plan != nil && j.Plan.Traffic })
+	final := until(t, b, id, "a layout by the traffic", func(j job.Job) bool { return j.Plan != nil && j.Plan.Traffic })
 	onN3 := final.Placement["n3"]
 	talk := false
 	for _, f := range j.Traffic.Flows {
@@ -207,8 +208,8 @@ func TestMoveByTraffic(t *testing.T) {
 	if _, err := b.Kill(ctx, "n2"); err != nil {
 		t.Fatal(err)
 	}
-	after := until(t, b, id, "a relaunch without n2", func(j api.Job) bool {
-		return j.Restarts > final.Restarts && len(j.Placement) > 0 && len(j.Placement["n2"]) == 0 && j.State == api.JobRunning
+	after := until(t, b, id, "a relaunch without n2", func(j job.Job) bool {
+		return j.Restarts > final.Restarts && len(j.Placement) > 0 && len(j.Placement["n2"]) == 0 && j.State == job.Running
 	})
 	if after.Plan == nil || !after.Plan.Traffic {
 		t.Errorf("relaunch placed without the learned traffic: plan %+v", after.Plan)
@@ -227,7 +228,7 @@ func TestSilentJobWeighed(t *testing.T) {
 	ring := testenv.Built(t, "build/bench/ring")
 	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--ckpt-interval", "1s", "--", ring,
 		"--kb", "0", "--work", "10", "--iters", "3000")))
-	j := until(t, b, id, "a profile of the traffic", func(j api.Job) bool { return j.Traffic != nil })
+	j := until(t, b, id, "a profile of the traffic", func(j job.Job) bool { return j.Traffic != nil })
 	if len(j.Traffic.Flows) != 0 {
 		t.Errorf("traffic flows %+v: want none", j.Traffic.Flows)
 	}
@@ -263,7 +264,7 @@ func TestCopiesCompressedOverSlowLink(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--no-replan", "--ckpt-interval", "1s",
 			"--", heat, "--size", "1200", "--steps", "400")))
-		until(t, b, id, "a placement on n3", func(j api.Job) bool { return len(j.Placement["n3"]) > 0 })
+		until(t, b, id, "a placement on n3", func(j job.Job) bool { return len(j.Placement["n3"]) > 0 })
 		shoal(t, b, "wait", id)
 		events := shoal(t, b, "events", id)
 		switch {

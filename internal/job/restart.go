@@ -1,9 +1,7 @@
-package coord
+package job
 
 import (
 	"fmt"
-
-	"shoal/internal/api"
 )
 
 // OutcomeKind is what ended a run of a job, or interrupted the job.
@@ -36,8 +34,8 @@ const (
 	// StartFailed: the run could not be placed, staged or started, or no epoch
 	// to restart from survives. Trying again would fail the same way.
 	StartFailed
-	// Cancelled: the user cancelled the job.
-	Cancelled
+	// UserCancelled: the user cancelled the job.
+	UserCancelled
 	// Resumed: the job begins from an epoch kept outside the cluster (shoal run
 	// --durable), after a run elsewhere ended. Nothing of this job was lost here,
 	// so it does not count against MaxRestarts.
@@ -67,7 +65,7 @@ func (o Outcome) String() string {
 		return fmt.Sprintf("rank %d killed by signal %d", o.Rank, o.Signal)
 	case LauncherFailed:
 		return fmt.Sprintf("mpirun exited with status %d and no rank said why: %s", o.Code, o.Detail)
-	case Cancelled:
+	case UserCancelled:
 		return "cancelled"
 	}
 	return o.Detail
@@ -77,14 +75,14 @@ func (o Outcome) String() string {
 type Decision struct {
 	// State is the job's next state: succeeded, failed or cancelled end it;
 	// restarting and moving relaunch it.
-	State  api.JobState
+	State  State
 	Reason string // one line, for people
 	// Restart is set when the relaunch counts against the job's MaxRestarts.
 	Restart bool
 	// Exhausted is set when the job fails because MaxRestarts ran out (`shoal
 	// run` then exits 3).
 	Exhausted bool
-	// ExitCode is the program's exit code for AppFailed, 130 for Cancelled.
+	// ExitCode is the program's exit code for AppFailed, 130 for UserCancelled.
 	ExitCode int
 }
 
@@ -102,27 +100,66 @@ type RestartPolicy struct {
 func (p RestartPolicy) Decide(o Outcome, used int) Decision {
 	switch o.Kind {
 	case RanksSucceeded:
-		return Decision{State: api.JobSucceeded, Reason: o.String()}
+		return Decision{State: Succeeded, Reason: o.String()}
 	case AppFailed:
-		return Decision{State: api.JobFailed, ExitCode: o.Code,
+		return Decision{State: Failed, ExitCode: o.Code,
 			Reason: o.String() + "; not restarting (the program failed by itself)"}
-	case Cancelled:
-		return Decision{State: api.JobCancelled, Reason: o.String(), ExitCode: 130}
+	case UserCancelled:
+		return Decision{State: Cancelled, Reason: o.String(), ExitCode: 130}
 	case StartFailed:
-		return Decision{State: api.JobFailed, Reason: o.String()}
+		return Decision{State: Failed, Reason: o.String()}
 	case Move:
-		return Decision{State: api.JobMoving, Reason: o.String() + ": checkpointing now, then relaunching"}
+		return Decision{State: Moving, Reason: o.String() + ": checkpointing now, then relaunching"}
 	case LeadMoved:
-		return Decision{State: api.JobRestarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
+		return Decision{State: Restarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
 	case Resumed:
-		return Decision{State: api.JobRestarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
+		return Decision{State: Restarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
 	case RankKilled, NodeLost, LauncherFailed, CoordinatorLost:
 		if used >= p.MaxRestarts {
-			return Decision{State: api.JobFailed, Exhausted: true,
-				Reason: fmt.Sprintf("%s; giving up after %s (--max-restarts)", o, plural(used, "restart"))}
+			return Decision{State: Failed, Exhausted: true,
+				Reason: fmt.Sprintf("%s; giving up after %s (--max-restarts)", o, Plural(used, "restart"))}
 		}
-		return Decision{State: api.JobRestarting, Restart: true,
+		return Decision{State: Restarting, Restart: true,
 			Reason: fmt.Sprintf("%s; restart %d of %d", o, used+1, p.MaxRestarts)}
 	}
-	return Decision{State: api.JobFailed, Reason: fmt.Sprintf("unknown outcome %d: %s", o.Kind, o)}
+	return Decision{State: Failed, Reason: fmt.Sprintf("unknown outcome %d: %s", o.Kind, o)}
+}
+
+// MaxUnlaunched bounds the relaunches in a row that nodes lost while staging
+// may interrupt without counting against MaxRestarts: each excludes the nodes
+// lost, so more than this means nodes that keep coming back and going.
+const MaxUnlaunched = 8
+
+// Restarts is a job's count of restarts under its policy: what follows each
+// outcome of its runs is decided through it, and it counts the restarts the
+// decisions use, so that no caller keeps a count of its own. It is not safe
+// for concurrent use (a job's loop is its one user).
+type Restarts struct {
+	Policy RestartPolicy
+	// Used is the restarts counted against MaxRestarts so far: those of a job
+	// another coordinator ran before, to begin with.
+	Used int
+	// unlaunched counts the relaunches in a row interrupted while staged.
+	unlaunched int
+}
+
+// Decide returns what follows o, and counts a restart when it is one. A loss
+// that interrupted a relaunch before it launched (unlaunched: the second of
+// two nodes lost at once, found while the first loss's relaunch was staged)
+// is the same restart decided again, not one more, up to MaxUnlaunched times
+// in a row.
+func (r *Restarts) Decide(o Outcome, unlaunched bool) Decision {
+	again := unlaunched && r.Used > 0 && r.unlaunched < MaxUnlaunched
+	used := r.Used
+	if again {
+		used--
+		r.unlaunched++
+	} else {
+		r.unlaunched = 0
+	}
+	d := r.Policy.Decide(o, used)
+	if d.Restart && !again {
+		r.Used++
+	}
+	return d
 }

@@ -1,11 +1,9 @@
-package coord
+package job
 
 import (
 	"errors"
 	"testing"
 	"time"
-
-	"shoal/internal/api"
 )
 
 // TestAdmit: a free id makes a new job; an ended farm submitted again by its
@@ -13,28 +11,28 @@ import (
 // every other submission under a held id is refused in the same words,
 // whoever holds the id and whatever its job's state.
 func TestAdmit(t *testing.T) {
-	alice := &api.Owner{UID: 1001, GID: 1001, Name: "alice"}
-	alice2 := &api.Owner{UID: 1001, GID: 100, Name: "alice"} // another primary group: the same user
-	bob := &api.Owner{UID: 1002, GID: 1002, Name: "bob"}
-	farmSpec := func(owner *api.Owner, tasks ...string) api.JobSpec {
-		return api.JobSpec{ID: "x", Argv: []string{"tile", "{}"}, Files: []api.File{{Name: "tile", SHA256: "ab", Size: 3, Mode: 0o755}},
-			Farm: &api.FarmSpec{Tasks: tasks}, Owner: owner}
+	alice := &Owner{UID: 1001, GID: 1001, Name: "alice"}
+	alice2 := &Owner{UID: 1001, GID: 100, Name: "alice"} // another primary group: the same user
+	bob := &Owner{UID: 1002, GID: 1002, Name: "bob"}
+	farmSpec := func(owner *Owner, tasks ...string) Spec {
+		return Spec{ID: "x", Argv: []string{"tile", "{}"}, Files: []File{{Name: "tile", SHA256: "ab", Size: 3, Mode: 0o755}},
+			Farm: &FarmSpec{Tasks: tasks}, Owner: owner}
 	}
-	ended := func(spec api.JobSpec) api.Job {
-		return api.Job{ID: "x", State: api.JobSucceeded, Spec: spec, Ended: time.Unix(1700000000, 0)}
+	ended := func(spec Spec) Job {
+		return Job{ID: "x", State: Succeeded, Spec: spec, Ended: time.Unix(1700000000, 0)}
 	}
-	running := func(spec api.JobSpec) api.Job { return api.Job{ID: "x", State: api.JobRunning, Spec: spec} }
-	mpi := func(owner *api.Owner) api.JobSpec {
-		return api.JobSpec{ID: "x", Ranks: 2, Argv: []string{"heat"}, Owner: owner}
+	running := func(spec Spec) Job { return Job{ID: "x", State: Running, Spec: spec} }
+	mpi := func(owner *Owner) Spec {
+		return Spec{ID: "x", Ranks: 2, Argv: []string{"heat"}, Owner: owner}
 	}
 	tests := []struct {
 		name         string
-		old          api.Job
+		old          Job
 		held, driven bool
-		spec         api.JobSpec
+		spec         Spec
 		again, taken bool
 	}{
-		{"a free id", api.Job{}, false, false, farmSpec(alice, "0"), false, false},
+		{"a free id", Job{}, false, false, farmSpec(alice, "0"), false, false},
 		{"the owner's ended farm again", ended(farmSpec(alice, "0", "1")), true, false, farmSpec(alice, "0", "1"), true, false},
 		{"the owner's, from another group", ended(farmSpec(alice, "0", "1")), true, false, farmSpec(alice2, "0", "1"), true, false},
 		{"root's ended farm again by root", ended(farmSpec(nil, "0")), true, false, farmSpec(nil, "0"), true, false},
@@ -45,12 +43,12 @@ func TestAdmit(t *testing.T) {
 		{"the owner's farm, running", running(farmSpec(alice, "0")), true, true, farmSpec(alice, "0"), false, true},
 		{"another user's farm, running", running(farmSpec(alice, "0")), true, true, farmSpec(bob, "0"), false, true},
 		{"the owner's farm, driven but ended in the store", ended(farmSpec(alice, "0")), true, true, farmSpec(alice, "0"), false, true},
-		{"driven here, not yet in the store", api.Job{}, false, true, farmSpec(alice, "0"), false, true},
+		{"driven here, not yet in the store", Job{}, false, true, farmSpec(alice, "0"), false, true},
 		{"the owner's MPI job", ended(mpi(alice)), true, false, mpi(alice), false, true},
 		{"another user's MPI job", ended(mpi(alice)), true, false, mpi(bob), false, true},
 	}
 	for _, tt := range tests {
-		again, err := admit("x", tt.old, tt.held, tt.driven, tt.spec)
+		again, err := Admit("x", tt.old, tt.held, tt.driven, tt.spec)
 		if again != tt.again || (err != nil) != tt.taken {
 			t.Errorf("%s: admit = %v, %v; want again %v, taken %v", tt.name, again, err, tt.again, tt.taken)
 			continue
@@ -59,8 +57,8 @@ func TestAdmit(t *testing.T) {
 			continue
 		}
 		// The refusal names the id only: not the owner, not the state.
-		if want := `api: conflict: job id "x" is taken; choose another id`; !errors.Is(err, api.ErrConflict) || err.Error() != want {
-			t.Errorf("%s: refused with %q, want %q (409)", tt.name, err, want)
+		if want := `job id "x" is taken; choose another id`; !errors.Is(err, ErrTaken) || err.Error() != want {
+			t.Errorf("%s: refused with %q, want %q (ErrTaken)", tt.name, err, want)
 		}
 	}
 }
@@ -68,10 +66,10 @@ func TestAdmit(t *testing.T) {
 // TestOwnSubmission: a job found under the id a submission was passed on with
 // is taken for that submission only when it is its submitter's.
 func TestOwnSubmission(t *testing.T) {
-	alice := &api.Owner{UID: 1001, GID: 1001}
-	bob := &api.Owner{UID: 1002, GID: 1002}
+	alice := &Owner{UID: 1001, GID: 1001}
+	bob := &Owner{UID: 1002, GID: 1002}
 	for _, tt := range []struct {
-		stored, submitter *api.Owner
+		stored, submitter *Owner
 		want              bool
 	}{
 		{alice, alice, true},
@@ -80,9 +78,9 @@ func TestOwnSubmission(t *testing.T) {
 		{alice, nil, false},
 		{nil, alice, false},
 	} {
-		got := ownSubmission(api.Job{ID: "x", Spec: api.JobSpec{Owner: tt.stored}}, api.JobSpec{ID: "x", Owner: tt.submitter})
+		got := OwnSubmission(Job{ID: "x", Spec: Spec{Owner: tt.stored}}, Spec{ID: "x", Owner: tt.submitter})
 		if got != tt.want {
-			t.Errorf("ownSubmission(stored by %v, submitted by %v) = %v, want %v", tt.stored, tt.submitter, got, tt.want)
+			t.Errorf("OwnSubmission(stored by %v, submitted by %v) = %v, want %v", tt.stored, tt.submitter, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package coord
+package job
 
 import (
 	"fmt"
@@ -47,13 +47,13 @@ func FenceAfter(s, epoch time.Time) time.Duration {
 	return max(Patience(s, epoch, 0)-fenceMargin, 0)
 }
 
-// patienceNote says why a run waits for or gave up on a silent node: "waiting
+// PatienceNote says why a run waits for or gave up on a silent node: "waiting
 // longer would cost more than restarting: 9.2 s of work since epoch 4 and a
 // 1.3 s relaunch".
-func patienceNote(work time.Duration, epoch uint64, relaunch time.Duration) string {
+func PatienceNote(work time.Duration, epoch uint64, relaunch time.Duration) string {
 	since := "since the run began"
 	if epoch > 0 {
 		since = fmt.Sprintf("since epoch %d", epoch)
 	}
-	return fmt.Sprintf("%s of work %s and a %s relaunch", seconds(work), since, seconds(relaunch))
+	return fmt.Sprintf("%s of work %s and a %s relaunch", Seconds(work), since, Seconds(relaunch))
 }

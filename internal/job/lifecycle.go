@@ -1,12 +1,10 @@
-package coord
+package job
 
 import (
 	"errors"
 	"fmt"
 	"sync"
 	"time"
-
-	"shoal/internal/api"
 )
 
 // ErrTransition means a job was asked to change to a state it cannot reach from
@@ -16,7 +14,7 @@ var ErrTransition = errors.New("coord: transition not allowed")
 // TransitionError is a refused transition.
 type TransitionError struct {
 	Job      string
-	From, To api.JobState
+	From, To State
 }
 
 func (e *TransitionError) Error() string {
@@ -38,46 +36,48 @@ func (e *TransitionError) Unwrap() error { return ErrTransition }
 // and hold, then the job is staged again; it is not a restart. Restarting is the
 // recovery from a loss, until the epoch to restart from is chosen. Every state but
 // the terminal ones may end in failed or cancelled.
-var transitions = map[api.JobState][]api.JobState{
-	api.JobPending: {
-		api.JobStaging,
+var transitions = map[State][]State{
+	Pending: {
+		Staging,
+		// A task farm: its nodes are set up as its tasks reach them.
+		Running,
 		// A job resumed by a new coordinator: it restarts from the newest epoch
 		// its predecessor recorded.
-		api.JobRestarting,
-		api.JobFailed, api.JobCancelled,
+		Restarting,
+		Failed, Cancelled,
 	},
-	api.JobStaging: {
-		api.JobRunning,
-		api.JobRestarting, // a node of the run was lost while it was staged
-		api.JobFailed, api.JobCancelled,
+	Staging: {
+		Running,
+		Restarting, // a node of the run was lost while it was staged
+		Failed, Cancelled,
 	},
-	api.JobRunning: {
-		api.JobMoving, api.JobRestarting,
-		api.JobSucceeded, api.JobFailed, api.JobCancelled,
+	Running: {
+		Moving, Restarting,
+		Succeeded, Failed, Cancelled,
 	},
-	api.JobMoving: {
-		api.JobStaging,    // the checkpoint is taken: relaunch from it
-		api.JobRestarting, // a rank or node was lost before it was
-		api.JobSucceeded, api.JobFailed, api.JobCancelled,
+	Moving: {
+		Staging,    // the checkpoint is taken: relaunch from it
+		Restarting, // a rank or node was lost before it was
+		Succeeded, Failed, Cancelled,
 	},
-	api.JobRestarting: {
-		api.JobStaging,
-		api.JobFailed, // no complete epoch survives
-		api.JobCancelled,
+	Restarting: {
+		Staging,
+		Failed, // no complete epoch survives
+		Cancelled,
 	},
-	api.JobSucceeded: nil,
-	api.JobFailed:    nil,
-	api.JobCancelled: nil,
+	Succeeded: nil,
+	Failed:    nil,
+	Cancelled: nil,
 }
 
 // States lists every state a job can be in, in lifecycle order.
-var States = []api.JobState{
-	api.JobPending, api.JobStaging, api.JobRunning, api.JobMoving, api.JobRestarting,
-	api.JobSucceeded, api.JobFailed, api.JobCancelled,
+var States = []State{
+	Pending, Staging, Running, Moving, Restarting,
+	Succeeded, Failed, Cancelled,
 }
 
 // CanTransition reports whether a job in state from may change to state to.
-func CanTransition(from, to api.JobState) bool {
+func CanTransition(from, to State) bool {
 	for _, s := range transitions[from] {
 		if s == to {
 			return true
@@ -87,7 +87,7 @@ func CanTransition(from, to api.JobState) bool {
 }
 
 // Terminal reports whether s ends a job: nothing follows it.
-func Terminal(s api.JobState) bool {
+func Terminal(s State) bool {
 	_, known := transitions[s]
 	return known && len(transitions[s]) == 0
 }
@@ -99,7 +99,7 @@ type Lifecycle struct {
 	emit func(Event) // never nil
 
 	mu    sync.Mutex
-	state api.JobState
+	state State
 }
 
 // NewLifecycle returns the lifecycle of a new job, pending; events receives an
@@ -108,21 +108,21 @@ func NewLifecycle(job string, events func(Event)) *Lifecycle {
 	if events == nil {
 		events = func(Event) {}
 	}
-	return &Lifecycle{job: job, emit: events, state: api.JobPending}
+	return &Lifecycle{job: job, emit: events, state: Pending}
 }
 
 // State returns the job's state now.
-func (l *Lifecycle) State() api.JobState {
+func (l *Lifecycle) State() State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.state
 }
 
 // UpdateState moves the job to state to and sends e, completed, as the event that
-// says so: its State is set to to, its Job and Time filled in, its Kind defaults
+// says so: its State is set to to, its Job and Time filled in, its Type defaults
 // to [EventState] and its Message to the state's name. A transition the lifecycle
 // does not allow changes nothing, sends nothing and returns a [*TransitionError].
-func (l *Lifecycle) UpdateState(to api.JobState, e Event) error {
+func (l *Lifecycle) UpdateState(to State, e Event) error {
 	l.mu.Lock()
 	from := l.state
 	if !CanTransition(from, to) {
@@ -136,8 +136,8 @@ func (l *Lifecycle) UpdateState(to api.JobState, e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	if e.Kind == "" {
-		e.Kind = EventState
+	if e.Type == "" {
+		e.Type = EventState
 	}
 	if e.Message == "" {
 		e.Message = string(to)

@@ -1,56 +1,55 @@
-package coord
+package job
 
 import (
 	"errors"
 	"testing"
-
-	"shoal/internal/api"
 )
 
 // allowed is the lifecycle as the issue describes it, written out pair by pair.
-var allowed = map[[2]api.JobState]bool{
-	{api.JobPending, api.JobStaging}:    true,
-	{api.JobPending, api.JobRestarting}: true, // resumed by a new coordinator
-	{api.JobPending, api.JobFailed}:     true,
-	{api.JobPending, api.JobCancelled}:  true,
+var allowed = map[[2]State]bool{
+	{Pending, Staging}:    true,
+	{Pending, Restarting}: true, // resumed by a new coordinator
+	{Pending, Running}:    true, // a task farm, which sets its nodes up as its tasks reach them
+	{Pending, Failed}:     true,
+	{Pending, Cancelled}:  true,
 
-	{api.JobStaging, api.JobRunning}:    true,
-	{api.JobStaging, api.JobRestarting}: true,
-	{api.JobStaging, api.JobFailed}:     true,
-	{api.JobStaging, api.JobCancelled}:  true,
+	{Staging, Running}:    true,
+	{Staging, Restarting}: true,
+	{Staging, Failed}:     true,
+	{Staging, Cancelled}:  true,
 
-	{api.JobRunning, api.JobMoving}:     true,
-	{api.JobRunning, api.JobRestarting}: true,
-	{api.JobRunning, api.JobSucceeded}:  true,
-	{api.JobRunning, api.JobFailed}:     true,
-	{api.JobRunning, api.JobCancelled}:  true,
+	{Running, Moving}:     true,
+	{Running, Restarting}: true,
+	{Running, Succeeded}:  true,
+	{Running, Failed}:     true,
+	{Running, Cancelled}:  true,
 
-	{api.JobMoving, api.JobStaging}:    true,
-	{api.JobMoving, api.JobRestarting}: true,
-	{api.JobMoving, api.JobSucceeded}:  true,
-	{api.JobMoving, api.JobFailed}:     true,
-	{api.JobMoving, api.JobCancelled}:  true,
+	{Moving, Staging}:    true,
+	{Moving, Restarting}: true,
+	{Moving, Succeeded}:  true,
+	{Moving, Failed}:     true,
+	{Moving, Cancelled}:  true,
 
-	{api.JobRestarting, api.JobStaging}:   true,
-	{api.JobRestarting, api.JobFailed}:    true,
-	{api.JobRestarting, api.JobCancelled}: true,
+	{Restarting, Staging}:   true,
+	{Restarting, Failed}:    true,
+	{Restarting, Cancelled}: true,
 }
 
 // inState returns a lifecycle in state s, reached by allowed transitions, and the
 // events it sends from then on.
-func inState(t *testing.T, s api.JobState) (*Lifecycle, *[]Event) {
+func inState(t *testing.T, s State) (*Lifecycle, *[]Event) {
 	t.Helper()
 	var events []Event
 	l := NewLifecycle("j", func(e Event) { events = append(events, e) })
-	path := map[api.JobState][]api.JobState{
-		api.JobPending:    nil,
-		api.JobStaging:    {api.JobStaging},
-		api.JobRunning:    {api.JobStaging, api.JobRunning},
-		api.JobMoving:     {api.JobStaging, api.JobRunning, api.JobMoving},
-		api.JobRestarting: {api.JobStaging, api.JobRunning, api.JobRestarting},
-		api.JobSucceeded:  {api.JobStaging, api.JobRunning, api.JobSucceeded},
-		api.JobFailed:     {api.JobFailed},
-		api.JobCancelled:  {api.JobCancelled},
+	path := map[State][]State{
+		Pending:    nil,
+		Staging:    {Staging},
+		Running:    {Staging, Running},
+		Moving:     {Staging, Running, Moving},
+		Restarting: {Staging, Running, Restarting},
+		Succeeded:  {Staging, Running, Succeeded},
+		Failed:     {Failed},
+		Cancelled:  {Cancelled},
 	}[s]
 	for _, to := range path {
 		if err := l.UpdateState(to, Event{}); err != nil {
@@ -64,16 +63,16 @@ func inState(t *testing.T, s api.JobState) (*Lifecycle, *[]Event) {
 func TestTransitionsEveryPair(t *testing.T) {
 	for _, from := range States {
 		for _, to := range States {
-			want := allowed[[2]api.JobState{from, to}]
+			want := allowed[[2]State{from, to}]
 			if got := CanTransition(from, to); got != want {
 				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
 			}
 			l, events := inState(t, from)
-			err := l.UpdateState(to, Event{Kind: EventLaunch, Message: "m"})
+			err := l.UpdateState(to, Event{Type: EventLaunch, Message: "m"})
 			switch {
 			case want && err != nil:
 				t.Errorf("%s → %s: %v, want it allowed", from, to, err)
-			case want && (len(*events) != 1 || (*events)[0].State != to || (*events)[0].Kind != EventLaunch || (*events)[0].Message != "m" || (*events)[0].Job != "j"):
+			case want && (len(*events) != 1 || (*events)[0].State != to || (*events)[0].Type != EventLaunch || (*events)[0].Message != "m" || (*events)[0].Job != "j"):
 				t.Errorf("%s → %s: events %+v, want one launch event \"m\" of job j in state %s", from, to, *events, to)
 			case want && l.State() != to:
 				t.Errorf("%s → %s: state %s after it", from, to, l.State())
@@ -88,7 +87,7 @@ func TestTransitionsEveryPair(t *testing.T) {
 
 func TestTerminalStatesAcceptNothing(t *testing.T) {
 	for _, s := range States {
-		want := s == api.JobSucceeded || s == api.JobFailed || s == api.JobCancelled
+		want := s == Succeeded || s == Failed || s == Cancelled
 		if got := Terminal(s); got != want {
 			t.Errorf("Terminal(%s) = %v, want %v", s, got, want)
 		}
@@ -99,10 +98,10 @@ func TestTerminalStatesAcceptNothing(t *testing.T) {
 }
 
 func TestTransitionErrorNamesBothStates(t *testing.T) {
-	l, _ := inState(t, api.JobSucceeded)
-	err := l.UpdateState(api.JobRunning, Event{})
+	l, _ := inState(t, Succeeded)
+	err := l.UpdateState(Running, Event{})
 	var te *TransitionError
-	if !errors.As(err, &te) || te.From != api.JobSucceeded || te.To != api.JobRunning {
+	if !errors.As(err, &te) || te.From != Succeeded || te.To != Running {
 		t.Fatalf("error %#v, want a TransitionError succeeded → running", err)
 	}
 	if got, want := err.Error(), "coord: transition not allowed: job j: succeeded → running"; got != want {
@@ -111,12 +110,12 @@ func TestTransitionErrorNamesBothStates(t *testing.T) {
 }
 
 func TestTransitionEventDefaults(t *testing.T) {
-	l, events := inState(t, api.JobPending)
-	if err := l.UpdateState(api.JobStaging, Event{}); err != nil {
+	l, events := inState(t, Pending)
+	if err := l.UpdateState(Staging, Event{}); err != nil {
 		t.Fatal(err)
 	}
 	e := (*events)[0]
-	if e.Kind != EventState || e.Message != "staging" || e.State != api.JobStaging || e.Time.IsZero() {
+	if e.Type != EventState || e.Message != "staging" || e.State != Staging || e.Time.IsZero() {
 		t.Errorf("event %+v, want a state event \"staging\" with a time", e)
 	}
 }
