@@ -87,10 +87,15 @@ $(TEST_DIR)/test_shard: lib/tests/test_shard.c lib/src/shard.c lib/src/error.c \
 		$(TEST_COMMON) -lxxhash
 
 $(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c lib/src/store.c lib/src/memory.c \
-		lib/src/shard.c lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)
+		lib/src/shard.c lib/src/error.c lib/src/jobdir.c $(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_traffic_file.c lib/src/traffic.c \
-		lib/src/store.c lib/src/memory.c lib/src/shard.c lib/src/error.c $(TEST_COMMON) -lxxhash
+		lib/src/store.c lib/src/memory.c lib/src/shard.c lib/src/error.c lib/src/jobdir.c \
+		$(TEST_COMMON) -lxxhash
+
+$(TEST_DIR)/test_jobdir: lib/tests/test_jobdir.c lib/src/jobdir.c $(TEST_COMMON) $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_jobdir.c lib/src/jobdir.c $(TEST_COMMON)
 
 $(TEST_DIR)/test_interval: lib/tests/test_interval.c lib/src/interval.c lib/src/env.c \
 		lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)
@@ -131,7 +136,7 @@ $(TEST_DIR)/test_cxx: lib/tests/test_cxx.cpp $(LIB_OUTPUTS)
 
 test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_interval $(TEST_DIR)/test_api \
 		$(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx $(TEST_DIR)/test_traffic_file \
-		$(TEST_DIR)/test_traffic
+		$(TEST_DIR)/test_traffic $(TEST_DIR)/test_jobdir
 	BUILD=$(BUILD) MPIRUN=$(MPIRUN) lib/tests/run.sh
 
 # ---- benchmark ----

@@ -156,19 +156,55 @@ void *mem_map_read(int fd, size_t len, int *err);
  * one thread of the process at a time. */
 int mem_guarded(int (*fn)(void *arg), void *arg, const void *p, size_t len, int *result);
 
-/* ---- store.c: paths and crash-safe files under $SHOAL_DIR/$SHOAL_JOB ---- */
+/* ---- jobdir.c: the names of the files in a job's directory, no I/O ---- */
+
+/* The files of $SHOAL_DIR/$SHOAL_JOB that libshoal names (testdata/jobdir/paths.tsv,
+ * docs/shard-format.md); the _TMP kinds, PROBE, REQUEST_TAKEN and TRAFFIC_DIR are
+ * libshoal's own and have no name there. */
+enum jobdir_kind {
+    JOBDIR_EPOCH,         /* eNNNNNNNN, the epoch's directory */
+    JOBDIR_SHARD,         /* eNNNNNNNN/rNNNNNN.shard */
+    JOBDIR_SHARD_TMP,     /* eNNNNNNNN/rNNNNNN.shard.tmp, a shard being written */
+    JOBDIR_SUMS,          /* eNNNNNNNN/rNNNNNN.sums, the shard's block sums */
+    JOBDIR_SUMS_TMP,      /* eNNNNNNNN/rNNNNNN.sums.tmp */
+    JOBDIR_SPARE,         /* rNNNNNN.spare, a pruned shard kept to write the next over */
+    JOBDIR_STAGE,         /* rNNNNNN.stage, the staging buffer's file on a tmpfs */
+    JOBDIR_PROBE,         /* .probe-rNNNNNN.tmp, made and removed to test writing */
+    JOBDIR_MANIFEST,      /* manifest, the complete epochs (rank 0) */
+    JOBDIR_FINISHED,      /* finished, the last epoch of a run that ended (rank 0) */
+    JOBDIR_PROGRESS,      /* progress, shoal_progress's fraction (rank 0) */
+    JOBDIR_INTERVAL,      /* interval, the interval in use (rank 0) */
+    JOBDIR_REQUEST,       /* request-checkpoint, the runner's request (rank 0 reads it) */
+    JOBDIR_REQUEST_TAKEN, /* request-checkpoint.taken.tmp, where rank 0 moves it to read */
+    JOBDIR_TRAFFIC_DIR,   /* traffic */
+    JOBDIR_TRAFFIC,       /* traffic/RANK, the rank's traffic file (docs/traffic.md) */
+    JOBDIR_NKINDS
+};
+
+/* The job directory of job under dir (dir/job). 0 or ENAMETOOLONG. */
+int jobdir_of(char *out, size_t len, const char *dir, const char *job);
+/* The path of the file of kind under jobdir, for epoch and rank where the kind has them
+ * (ignored otherwise). 0 or ENAMETOOLONG. */
+int jobdir_path(char *out, size_t len, const char *jobdir, enum jobdir_kind kind,
+                long long epoch, int rank);
+/* kind's name in testdata/jobdir/paths.tsv, or NULL; and the kind of such a name, or -1. */
+const char *jobdir_kind_name(int kind);
+int jobdir_kind_of(const char *name);
+/* The epoch of an epoch directory's name, or -1 for any other name. */
+long long jobdir_epoch_of(const char *name);
+/* The rank of a shard file's name (rNNNNNN.shard, 6 digits), or -1 for any other. */
+int jobdir_shard_rank_of(const char *name);
+/* 1 for the name of a file being written (*.tmp). */
+int jobdir_is_tmp(const char *name);
+
+/* ---- store.c: crash-safe files under $SHOAL_DIR/$SHOAL_JOB ---- */
 
 int store_mkdirs(const char *path);                  /* mkdir -p; 0 or errno */
 int store_probe_writable(const char *dir, int rank); /* 0 or errno */
-int store_epoch_dir(char *out, size_t len, const char *jobdir, long long epoch);
-int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
-                     int tmp);
 /* Writes path via path.tmp, optional fsync, rename, fsync of the directory. 0 or errno. */
 int store_write_atomic(const char *path, const void *data, size_t len, int durable);
 /* 1 if dir is on a tmpfs, where a mapped file costs what memory does. */
 int store_is_tmpfs(const char *dir);
-/* The rank's stage file: the staging buffer when it lies in a file (rNNNNNN.stage). */
-int store_stage_path(char *out, size_t len, const char *jobdir, int rank);
 /* Maps the rank's stage file, cap bytes long, taking the rank's spare for it when
  * use_spare and there is one, else a stage file a killed run left, else a new one; its
  * descriptor in *fd. With fault_in its pages are made (store_stage_fault_in). NULL if
@@ -198,13 +234,6 @@ int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, cons
  * one, instead of a new file, and calling hooks (may be NULL) as it writes. */
 int store_write_reusing(const char *path, const void *data, size_t len, int durable,
                         const char *reuse, const struct store_hooks *hooks);
-/* The block sums file of rank's shard of epoch (r + 6 digits + .sums; .sums.tmp with
- * tmp), docs/shard-format.md. */
-int store_sums_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
-                    int tmp);
-/* The file a rank's pruned shard is kept in for its next shard to overwrite
- * (r + 6 digits + .spare in the job directory). */
-int store_spare_path(char *out, size_t len, const char *jobdir, int rank);
 int store_fsync_dir(const char *dir);
 /* Epoch directories (e + 8 digits) of jobdir, ascending. 0 or errno (ENOENT: none). */
 int store_list_epochs(const char *jobdir, long long **epochs, int *n);

@@ -1,5 +1,5 @@
 /*
- * manifest.c - $SHOAL_DIR/$SHOAL_JOB/manifest, the complete epochs, one per line:
+ * manifest.c - $SHOAL_DIR/$SHOAL_JOB/manifest (jobdir.c), the complete epochs, one per line:
  *
  *   epoch 3 nranks 4 created_ns 1795427000000000000
  *
@@ -61,7 +61,7 @@ int manifest_read(const char *jobdir, struct manifest_entry **entries, int *n,
     *entries = NULL;
     *n = 0;
     char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/manifest", jobdir) >= (int)sizeof path)
+    if (jobdir_path(path, sizeof path, jobdir, JOBDIR_MANIFEST, 0, 0) != 0)
         return ENAMETOOLONG;
     FILE *f = fopen(path, "r");
     if (f == NULL)
@@ -117,7 +117,7 @@ int manifest_write(const char *jobdir, const struct manifest_entry *entries, int
                    const struct run_binding *bound, const struct store_hooks *hooks)
 {
     char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/manifest", jobdir) >= (int)sizeof path)
+    if (jobdir_path(path, sizeof path, jobdir, JOBDIR_MANIFEST, 0, 0) != 0)
         return ENAMETOOLONG;
     size_t cap = 96 * (size_t)(n > 0 ? n : 1) + 64 + BINDING_SHOWN, used = 0;
     char *text = malloc(cap);
@@ -142,7 +142,7 @@ long long manifest_read_finished(const char *jobdir)
 {
     char path[PATH_MAX], line[64];
     long long epoch = 0;
-    if (snprintf(path, sizeof path, "%s/finished", jobdir) >= (int)sizeof path)
+    if (jobdir_path(path, sizeof path, jobdir, JOBDIR_FINISHED, 0, 0) != 0)
         return 0;
     FILE *f = fopen(path, "r");
     if (f == NULL)
@@ -157,7 +157,7 @@ long long manifest_read_finished(const char *jobdir)
 int manifest_write_finished(const char *jobdir, long long epoch)
 {
     char path[PATH_MAX], line[64];
-    if (snprintf(path, sizeof path, "%s/finished", jobdir) >= (int)sizeof path)
+    if (jobdir_path(path, sizeof path, jobdir, JOBDIR_FINISHED, 0, 0) != 0)
         return ENAMETOOLONG;
     int len = snprintf(line, sizeof line, "epoch %lld\n", epoch);
     return store_write_atomic(path, line, (size_t)len, 1);

@@ -27,7 +27,7 @@ void restart_release(struct shoal_ctx *c)
 static int load_epoch(struct shoal_ctx *c, long long epoch)
 {
     char path[PATH_MAX];
-    if (store_shard_path(path, sizeof path, c->jobdir, epoch, c->rank, 0) != 0)
+    if (jobdir_path(path, sizeof path, c->jobdir, JOBDIR_SHARD, epoch, c->rank) != 0)
         return SHARD_READ_ERROR;
     struct shard_image img;
     struct shard_header h;
@@ -77,7 +77,7 @@ static int load_staged(struct shoal_ctx *c, long long epoch)
     if (verdict == SHARD_OK || verdict == SHARD_NOMEM || c->cfg.stage_wait_s <= 0)
         return verdict;
     char path[PATH_MAX];
-    if (store_shard_path(path, sizeof path, c->jobdir, epoch, c->rank, 0) != 0)
+    if (jobdir_path(path, sizeof path, c->jobdir, JOBDIR_SHARD, epoch, c->rank) != 0)
         return verdict;
     struct stat seen;
     int have_seen = stat(path, &seen) == 0;

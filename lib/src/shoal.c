@@ -42,21 +42,23 @@ static int init_local(struct shoal_ctx *c, char *msg, size_t msglen)
         return SHOAL_ERR_ARG;
     }
     const char *dir = c->cfg.dir;
-    if (snprintf(c->jobdir, sizeof c->jobdir, "%s/%s", dir, c->cfg.job) >=
-            (int)sizeof c->jobdir ||
-        snprintf(c->request_path, sizeof c->request_path, "%s/request-checkpoint", c->jobdir) >=
-            (int)sizeof c->request_path ||
-        snprintf(c->request_taken_path, sizeof c->request_taken_path,
-                 "%s/request-checkpoint.taken.tmp",
-                 c->jobdir) >= (int)sizeof c->request_taken_path ||
-        snprintf(c->progress_path, sizeof c->progress_path, "%s/progress", c->jobdir) >=
-            (int)sizeof c->progress_path ||
-        snprintf(c->interval_path, sizeof c->interval_path, "%s/interval", c->jobdir) >=
-            (int)sizeof c->interval_path) {
+    /* The files rank 0 looks at often: named once. */
+    const struct {
+        char *path;
+        size_t len;
+        enum jobdir_kind kind;
+    } files[] = {{c->request_path, sizeof c->request_path, JOBDIR_REQUEST},
+                 {c->request_taken_path, sizeof c->request_taken_path, JOBDIR_REQUEST_TAKEN},
+                 {c->progress_path, sizeof c->progress_path, JOBDIR_PROGRESS},
+                 {c->interval_path, sizeof c->interval_path, JOBDIR_INTERVAL}};
+    int err = jobdir_of(c->jobdir, sizeof c->jobdir, dir, c->cfg.job);
+    for (size_t i = 0; !err && i < sizeof files / sizeof files[0]; i++)
+        err = jobdir_path(files[i].path, files[i].len, c->jobdir, files[i].kind, 0, 0);
+    if (err) {
         snprintf(msg, msglen, "checkpoint directory %.200s: path too long", dir);
         return SHOAL_ERR_DIR;
     }
-    int err = store_mkdirs(c->jobdir);
+    err = store_mkdirs(c->jobdir);
     if (!err)
         err = store_probe_writable(c->jobdir, c->rank);
     if (err) {
@@ -384,9 +386,10 @@ SHOAL_EXPORT int shoal_finalize(void)
     int errors = writer_stop(&c->writer);
     /* No shard follows to write over a pruned one's pages, or to stage in a file. */
     char spare[PATH_MAX];
-    if (store_spare_path(spare, sizeof spare, c->jobdir, c->rank) == 0)
+    if (jobdir_path(spare, sizeof spare, c->jobdir, JOBDIR_SPARE, 0, c->rank) == 0)
         unlink(spare);
-    if (c->stage_fd >= 0 && store_stage_path(spare, sizeof spare, c->jobdir, c->rank) == 0)
+    if (c->stage_fd >= 0 &&
+        jobdir_path(spare, sizeof spare, c->jobdir, JOBDIR_STAGE, 0, c->rank) == 0)
         unlink(spare);
     int src = write_stats(c);
     int frc = write_finished(c);

@@ -1,6 +1,6 @@
 /*
- * store.c - the job directory: paths, crash-safe writes, listing and pruning of epoch
- * directories, and reading shards back.
+ * store.c - the job directory's files: crash-safe writes, the stage file, listing and
+ * pruning of epoch directories, and reading shards back. Their names are jobdir.c's.
  *
  *   $SHOAL_DIR/$SHOAL_JOB/eNNNNNNNN/rNNNNNN.shard   (docs/shard-format.md)
  */
@@ -47,28 +47,15 @@ int store_probe_writable(const char *dir, int rank)
     /* A real file, not access(2): root passes access() on a read-only file system and
      * on directories without write permission bits. */
     char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/.probe-r%06d.tmp", dir, rank) >= (int)sizeof path)
-        return ENAMETOOLONG;
+    int err = jobdir_path(path, sizeof path, dir, JOBDIR_PROBE, 0, rank);
+    if (err)
+        return err;
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return errno;
     close(fd);
     unlink(path);
     return 0;
-}
-
-int store_epoch_dir(char *out, size_t len, const char *jobdir, long long epoch)
-{
-    int n = snprintf(out, len, "%s/e%08lld", jobdir, epoch);
-    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
-}
-
-int store_shard_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
-                     int tmp)
-{
-    int n =
-        snprintf(out, len, "%s/e%08lld/r%06d.shard%s", jobdir, epoch, rank, tmp ? ".tmp" : "");
-    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
 }
 
 /* fsyncs the directory that holds path. */
@@ -85,29 +72,10 @@ static int fsync_parent(const char *path)
     return store_fsync_dir(slash == dir ? "/" : dir);
 }
 
-int store_sums_path(char *out, size_t len, const char *jobdir, long long epoch, int rank,
-                    int tmp)
-{
-    int n = snprintf(out, len, "%s/e%08lld/r%06d.sums%s", jobdir, epoch, rank, tmp ? ".tmp" : "");
-    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
-}
-
-int store_spare_path(char *out, size_t len, const char *jobdir, int rank)
-{
-    int n = snprintf(out, len, "%s/r%06d.spare", jobdir, rank);
-    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
-}
-
 int store_is_tmpfs(const char *dir)
 {
     struct statfs st;
     return statfs(dir, &st) == 0 && st.f_type == 0x01021994; /* TMPFS_MAGIC */
-}
-
-int store_stage_path(char *out, size_t len, const char *jobdir, int rank)
-{
-    int n = snprintf(out, len, "%s/r%06d.stage", jobdir, rank);
-    return (n < 0 || (size_t)n >= len) ? ENAMETOOLONG : 0;
 }
 
 int store_stage_fault_in(unsigned char *p, size_t cap, int fd)
@@ -122,10 +90,10 @@ unsigned char *store_stage_map(const char *jobdir, int rank, int use_spare, size
                                int fault_in, int *fd)
 {
     char stage[PATH_MAX], spare[PATH_MAX];
-    if (store_stage_path(stage, sizeof stage, jobdir, rank) != 0)
+    if (jobdir_path(stage, sizeof stage, jobdir, JOBDIR_STAGE, 0, rank) != 0)
         return NULL;
     /* A spare's pages, or those of a stage file a killed run left, are in already. */
-    if (use_spare && store_spare_path(spare, sizeof spare, jobdir, rank) == 0)
+    if (use_spare && jobdir_path(spare, sizeof spare, jobdir, JOBDIR_SPARE, 0, rank) == 0)
         (void)rename(spare, stage);
     int f = open(stage, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (f < 0)
@@ -149,7 +117,7 @@ int store_stage_to_shard(const char *jobdir, int rank, int fd, size_t size, cons
                          const struct store_hooks *hooks)
 {
     char stage[PATH_MAX];
-    int err = store_stage_path(stage, sizeof stage, jobdir, rank);
+    int err = jobdir_path(stage, sizeof stage, jobdir, JOBDIR_STAGE, 0, rank);
     if (err)
         return err;
     if (ftruncate(fd, (off_t)size) != 0)
@@ -254,24 +222,6 @@ int store_write_reusing(const char *path, const void *data, size_t len, int dura
     return durable ? fsync_parent(path) : 0;
 }
 
-/* The value of the n decimal digits at s, or -1 if one is not a digit. */
-static long long digits(const char *s, int n)
-{
-    long long v = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
-
-/* Parses "e" + 8 digits; -1 for any other name. */
-static long long epoch_of_name(const char *name)
-{
-    return name[0] == 'e' && strlen(name) == 9 ? digits(name + 1, 8) : -1;
-}
-
 static int cmp_ll(const void *a, const void *b)
 {
     long long x = *(const long long *)a, y = *(const long long *)b;
@@ -289,13 +239,13 @@ int store_list_epochs(const char *jobdir, long long **epochs, int *n)
     int len = 0, cap = 0, err = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        long long e = epoch_of_name(de->d_name);
+        long long e = jobdir_epoch_of(de->d_name);
         if (e < 0)
             continue;
         char path[PATH_MAX];
         struct stat st;
-        if (store_epoch_dir(path, sizeof path, jobdir, e) != 0 || stat(path, &st) != 0 ||
-            !S_ISDIR(st.st_mode))
+        if (jobdir_path(path, sizeof path, jobdir, JOBDIR_EPOCH, e, 0) != 0 ||
+            stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
             continue;
         if (len == cap) {
             cap = cap ? 2 * cap : 16;
@@ -320,20 +270,6 @@ int store_list_epochs(const char *jobdir, long long **epochs, int *n)
     return 0;
 }
 
-static int is_tmp_name(const char *name)
-{
-    size_t len = strlen(name);
-    return len > 4 && strcmp(name + len - 4, ".tmp") == 0;
-}
-
-/* Parses "r" + 6 digits + ".shard"; -1 for any other name. */
-static int rank_of_shard_name(const char *name)
-{
-    if (name[0] != 'r' || strlen(name) != 13 || strcmp(name + 7, ".shard") != 0)
-        return -1;
-    return (int)digits(name + 1, 6);
-}
-
 /* Moves the shard file at path to rank's spare in jobdir, for its next shard to be
  * written over: the pages of a file written over are already the file's, where a new
  * file takes fresh ones from the kernel (and, on a virtual machine whose host takes back
@@ -349,7 +285,7 @@ static void recycle_or_remove(const char *path, const char *jobdir, int rank)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return; /* gone already */
-    int kept = store_spare_path(spare, sizeof spare, jobdir, rank) == 0 &&
+    int kept = jobdir_path(spare, sizeof spare, jobdir, JOBDIR_SPARE, 0, rank) == 0 &&
                flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(path, spare) == 0;
     close(fd);
     if (!kept)
@@ -366,7 +302,7 @@ static void remove_entries(const char *dir, int only_tmp, int remove_dir)
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (only_tmp && !is_tmp_name(de->d_name))
+        if (only_tmp && !jobdir_is_tmp(de->d_name))
             continue;
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) < (int)sizeof path)
@@ -387,7 +323,7 @@ static void remove_leftovers(const char *dir, int rank, int nranks)
         return;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        int r = rank_of_shard_name(de->d_name);
+        int r = jobdir_shard_rank_of(de->d_name);
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
             (r >= 0 && r < nranks && r != rank))
             continue;
@@ -396,6 +332,14 @@ static void remove_leftovers(const char *dir, int rank, int nranks)
             unlink(path);
     }
     closedir(d);
+}
+
+/* Removes the file of kind for epoch and rank in jobdir, if there is one. */
+static void remove_file(const char *jobdir, enum jobdir_kind kind, long long epoch, int rank)
+{
+    char path[PATH_MAX];
+    if (jobdir_path(path, sizeof path, jobdir, kind, epoch, rank) == 0)
+        unlink(path);
 }
 
 void store_prune(const char *jobdir, long long below, int rank, int nranks, int whole,
@@ -407,21 +351,19 @@ void store_prune(const char *jobdir, long long below, int rank, int nranks, int 
         return;
     for (int i = 0; i < n && epochs[i] < below; i++) {
         char dir[PATH_MAX], path[PATH_MAX];
-        if (store_epoch_dir(dir, sizeof dir, jobdir, epochs[i]) != 0)
+        if (jobdir_path(dir, sizeof dir, jobdir, JOBDIR_EPOCH, epochs[i], 0) != 0)
             continue;
         /* Errors are ignored: on a shared directory another rank may have removed its
          * files and the directory already. */
-        if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 0) == 0) {
+        if (jobdir_path(path, sizeof path, jobdir, JOBDIR_SHARD, epochs[i], rank) == 0) {
             if (keep_spare)
                 recycle_or_remove(path, jobdir, rank);
             else
                 unlink(path);
         }
-        if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
-            unlink(path);
-        for (int tmp = 0; tmp <= 1; tmp++)
-            if (store_sums_path(path, sizeof path, jobdir, epochs[i], rank, tmp) == 0)
-                unlink(path);
+        remove_file(jobdir, JOBDIR_SHARD_TMP, epochs[i], rank);
+        remove_file(jobdir, JOBDIR_SUMS, epochs[i], rank);
+        remove_file(jobdir, JOBDIR_SUMS_TMP, epochs[i], rank);
         if (whole)
             remove_leftovers(dir, rank, nranks);
         rmdir(dir);
@@ -437,13 +379,11 @@ void store_remove_stale_tmp(const char *jobdir, long long below, int rank, int a
         for (int i = 0; i < n && epochs[i] < below; i++) {
             char path[PATH_MAX];
             if (all) {
-                if (store_epoch_dir(path, sizeof path, jobdir, epochs[i]) == 0)
+                if (jobdir_path(path, sizeof path, jobdir, JOBDIR_EPOCH, epochs[i], 0) == 0)
                     remove_entries(path, 1, 0);
             } else {
-                if (store_shard_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
-                    unlink(path);
-                if (store_sums_path(path, sizeof path, jobdir, epochs[i], rank, 1) == 0)
-                    unlink(path);
+                remove_file(jobdir, JOBDIR_SHARD_TMP, epochs[i], rank);
+                remove_file(jobdir, JOBDIR_SUMS_TMP, epochs[i], rank);
             }
         }
         free(epochs);

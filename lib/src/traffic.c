@@ -61,9 +61,9 @@ int traffic_write(const char *jobdir, const struct traffic_snapshot *s, char *fa
                   size_t failed_len)
 {
     char dir[PATH_MAX], path[PATH_MAX];
-    if (snprintf(dir, sizeof dir, "%s/traffic", jobdir) >= (int)sizeof dir ||
-        snprintf(path, sizeof path, "%s/%d", dir, s->rank) >= (int)sizeof path) {
-        snprintf(failed_path, failed_len, "%s/traffic", jobdir);
+    if (jobdir_path(dir, sizeof dir, jobdir, JOBDIR_TRAFFIC_DIR, 0, s->rank) != 0 ||
+        jobdir_path(path, sizeof path, jobdir, JOBDIR_TRAFFIC, 0, s->rank) != 0) {
+        (void)jobdir_path(failed_path, failed_len, jobdir, JOBDIR_TRAFFIC_DIR, 0, s->rank);
         return ENAMETOOLONG;
     }
     snprintf(failed_path, failed_len, "%s", dir);

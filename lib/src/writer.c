@@ -87,13 +87,13 @@ static int write_shard_file(const char *jobdir, int rank, int spare, long long e
                             char *failed_path, size_t failed_len)
 {
     char dir[PATH_MAX], path[PATH_MAX], sums[PATH_MAX];
-    int err = store_epoch_dir(dir, sizeof dir, jobdir, epoch);
+    int err = jobdir_path(dir, sizeof dir, jobdir, JOBDIR_EPOCH, epoch, rank);
     if (!err)
-        err = store_shard_path(path, sizeof path, jobdir, epoch, rank, 0);
+        err = jobdir_path(path, sizeof path, jobdir, JOBDIR_SHARD, epoch, rank);
     if (!err)
-        err = store_sums_path(sums, sizeof sums, jobdir, epoch, rank, 0);
+        err = jobdir_path(sums, sizeof sums, jobdir, JOBDIR_SUMS, epoch, rank);
     if (err) {
-        snprintf(failed_path, failed_len, "%s/e%08lld", jobdir, epoch);
+        (void)jobdir_path(failed_path, failed_len, jobdir, JOBDIR_EPOCH, epoch, rank);
         return err;
     }
     snprintf(failed_path, failed_len, "%s", dir);
@@ -126,7 +126,7 @@ static int write_shard_file(const char *jobdir, int rank, int spare, long long e
         err = store_stage_to_shard(jobdir, rank, fd, size, path, &hooks);
     } else {
         char reuse[PATH_MAX];
-        if (!spare || store_spare_path(reuse, sizeof reuse, jobdir, rank) != 0)
+        if (!spare || jobdir_path(reuse, sizeof reuse, jobdir, JOBDIR_SPARE, 0, rank) != 0)
             reuse[0] = 0;
         err = store_write_reusing(path, file, size, 1, reuse[0] ? reuse : NULL, &hooks);
     }

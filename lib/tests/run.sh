@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs libshoal's C tests (make test-c): the shard format and test vectors and the
-# automatic interval and its variables (no MPI), the API on 1 and 2 ranks, a standalone
-# crash-and-resume on 2 ranks, the traffic files (the writer against the test vectors,
-# then a known pattern of sends on 4 ranks), and the library's exported symbols. Each
-# program prints "N passed, M failed"; this script exits non-zero if any of them failed.
+# Runs libshoal's C tests (make test-c): the shard format and test vectors, the names of
+# a job directory's files and the automatic interval and its variables (no MPI), the API
+# on 1 and 2 ranks, a standalone crash-and-resume on 2 ranks, the traffic files (the
+# writer against the test vectors, then a known pattern of sends on 4 ranks), and the
+# library's exported symbols. Each program prints "N passed, M failed"; this script
+# exits non-zero if any of them failed.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -34,6 +35,7 @@ run() {
 
 run "$T/test_shard" testdata/shards
 run "$T/test_traffic_file" testdata/traffic
+run "$T/test_jobdir" testdata/jobdir
 run "$T/test_interval"
 
 # Open MPI leaks by design at MPI_Finalize, so LeakSanitizer is off for MPI programs;
