@@ -1,6 +1,8 @@
 /*
  * agree.c - the snapshot agreement and epoch completion (docs/launcher-protocol.md,
- * "When a checkpoint happens").
+ * "When a checkpoint happens"): the messages in which the ranks decide together. Each
+ * function returns what was decided (checkpoint now, hold after it, the next K, an error
+ * on some rank); shoal.c acts on it.
  *
  * shoal_snapshot is called once per iteration and must cost next to nothing, so the
  * ranks only talk every K calls: one MPI_Allreduce(MPI_MAX) of a few ints carrying
@@ -43,6 +45,18 @@ enum {
 /* A holding rank wakes this often to check SHOAL_HOLD_TIMEOUT. */
 #define HOLD_SLEEP_S 0.05
 
+int agree_error(struct shoal_ctx *c, int code, const char *msg)
+{
+    int in[2] = {code != SHOAL_SUCCESS ? c->rank : c->nranks, code}, out[2];
+    if (MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    if (out[0] == c->nranks)
+        return SHOAL_SUCCESS;
+    if (out[0] == c->rank && msg != NULL && msg[0] != 0)
+        shoal_log("%s", msg);
+    return out[1];
+}
+
 static uint64_t created_ns_of(struct shoal_ctx *c, long long epoch)
 {
     int slot = (int)(epoch % CREATED_RING);
@@ -79,7 +93,8 @@ static void commit(struct shoal_ctx *c, long long min_written, long long failed)
     writer_commit(&c->writer, c->complete, c->ncomplete, prune_below);
 }
 
-int agree_exchange(struct shoal_ctx *c, int checkpoint, int hold, int k, struct exchange *out)
+int agree_exchange(struct shoal_ctx *c, int checkpoint, int hold, int k, int unready,
+                   struct exchange *out)
 {
     long long written, failed;
     int errors;
@@ -96,7 +111,7 @@ int agree_exchange(struct shoal_ctx *c, int checkpoint, int hold, int k, struct 
     /* Every rank says whether its staging buffer is ready, since only rank 0 knows
      * whether a checkpoint is asked for; a program's own checkpoint and the last
      * agreement ask for none here, so they never wait for it. */
-    in[MSG_UNREADY] = !ctx_stage_ready(c);
+    in[MSG_UNREADY] = unready;
     if (MPI_Allreduce(in, res, MSG_LEN, MPI_INT, MPI_MAX, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     out->postponed = res[MSG_CHECKPOINT] && res[MSG_UNREADY];
@@ -229,62 +244,25 @@ int agree_calibrate(struct shoal_ctx *c)
     return SHOAL_SUCCESS;
 }
 
-static int snapshot_agree(struct shoal_ctx *c)
+int agree_snapshot(struct shoal_ctx *c, double now, int unready, struct exchange *out)
 {
-    double t0 = shoal_now();
     int due = 0, hold = 0, k = 0;
     if (c->rank == 0) {
-        if (c->agreements > 0) /* the first call follows the program's setup */
-            ctx_agreement_seen(c, t0, c->k, t0 - c->t_agreed);
-        due = agree_due(c, t0, &hold);
-        k = agree_next_k(c, t0);
+        due = agree_due(c, now, &hold);
+        k = agree_next_k(c, now);
     }
-    struct exchange ex;
-    double ta = shoal_now();
-    int rc = agree_exchange(c, due, hold, k, &ex);
+    double t0 = shoal_now();
+    int rc = agree_exchange(c, due, hold, k, unready, out);
     if (rc != SHOAL_SUCCESS)
         return rc;
     if (c->rank == 0)
-        note_agree_cost(c, shoal_now() - ta);
+        note_agree_cost(c, shoal_now() - t0);
     c->agreements++;
-    c->k = ex.k;
-    c->countdown = ex.k;
+    c->k = out->k;
+    c->countdown = out->k;
     /* A checkpoint put off until every staging buffer is made: at the next agreement,
      * the runner's request (taken from its file now) with it. */
-    if (ex.postponed && c->rank == 0)
+    if (out->postponed && c->rank == 0)
         c->request_postponed = hold ? REQUEST_HOLD : REQUEST_CHECKPOINT;
-    if (ex.checkpoint) {
-        long long epoch = c->next_epoch;
-        rc = ctx_checkpoint_local(c);
-        ctx_submit_staged(c, 0);
-        double t1 = shoal_now();
-        ctx_checkpoint_taken(c, t1 - t0, t1, 1);
-        c->t_checkpoint = t1;
-        if (ex.hold) {
-            agree_hold(c, epoch);
-            /* Nothing was computed while holding: the interval starts again now. */
-            c->t_checkpoint = shoal_now();
-        }
-    }
-    c->t_agreed = shoal_now();
-    if (!ex.checkpoint) {
-        c->agree_sum += c->t_agreed - t0;
-        ctx_stage_refill(c, c->t_agreed);
-    }
-    if (rc != SHOAL_SUCCESS)
-        return rc;
-    return ex.io_error ? SHOAL_ERR_IO : SHOAL_SUCCESS;
-}
-
-SHOAL_EXPORT int shoal_snapshot(void)
-{
-    struct shoal_ctx *c = shoal_g;
-    if (c == NULL)
-        return SHOAL_ERR_STATE;
-    if (c->status == 1 && !c->recovered)
-        return shoal_recover();
-    /* The common case: a counter, no clock, no message. */
-    if (--c->countdown > 0)
-        return SHOAL_SUCCESS;
-    return snapshot_agree(c);
+    return SHOAL_SUCCESS;
 }

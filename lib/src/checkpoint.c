@@ -1,7 +1,7 @@
 /*
  * checkpoint.c - protected regions, the staging buffer, and taking a checkpoint: a
  * memcpy of every region into the staging buffer, which the writer thread (writer.c)
- * then hashes and writes.
+ * then hashes and writes. Local: no MPI; shoal.c decides when (agree.c) and calls these.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,28 +33,8 @@ static uint64_t protected_file_size(struct shoal_ctx *c)
     return shard_file_size((uint64_t)c->nregions, payload);
 }
 
-SHOAL_EXPORT int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype type)
+int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size)
 {
-    struct shoal_ctx *c = shoal_g;
-    if (c == NULL)
-        return SHOAL_ERR_STATE;
-    if (type == MPI_DATATYPE_NULL || (ptr == NULL && count > 0))
-        return SHOAL_ERR_ARG;
-    int size;
-    MPI_Aint lb, extent, true_lb, true_extent;
-    if (MPI_Type_size(type, &size) != MPI_SUCCESS ||
-        MPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
-        MPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
-        return SHOAL_ERR_MPI;
-    /* The region is copied with memcpy: only types without holes fit. */
-    if (size <= 0 || lb != 0 || true_lb != 0 || extent != size || true_extent != size) {
-        shoal_log("shoal_protect(%d): the datatype must be contiguous (size %d, extent %ld)",
-                  id, size, (long)extent);
-        return SHOAL_ERR_ARG;
-    }
-    if (count > SIZE_MAX / (size_t)size)
-        return SHOAL_ERR_ARG;
-
     int at, i = region_index(c, id, &at);
     if (i < 0) {
         if (c->nregions == c->cap_regions) {
@@ -70,22 +50,19 @@ SHOAL_EXPORT int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype typ
         c->nregions++;
         i = at;
     }
-    c->regions[i] = (struct region){id, ptr, count, size};
+    c->regions[i] = (struct region){id, ptr, count, elem_size};
 
     /* Grow the staging buffer now if the writer lets us, so that the next checkpoint
      * only copies, with room to shift the image (stage_shift); otherwise the
      * checkpoint grows it, to the size alone. Failure here is not an error yet. */
     uint64_t need = protected_file_size(c);
     if (need != 0 && need <= SIZE_MAX - STAGE_SLACK)
-        ctx_stage_reserve(c, (size_t)need + STAGE_SLACK, 0);
+        stage_reserve(c, (size_t)need + STAGE_SLACK, 0);
     return SHOAL_SUCCESS;
 }
 
-SHOAL_EXPORT int shoal_unprotect(int id)
+int checkpoint_unprotect(struct shoal_ctx *c, int id)
 {
-    struct shoal_ctx *c = shoal_g;
-    if (c == NULL)
-        return SHOAL_ERR_STATE;
     int at, i = region_index(c, id, &at);
     if (i < 0)
         return SHOAL_ERR_NOTFOUND;
@@ -95,7 +72,7 @@ SHOAL_EXPORT int shoal_unprotect(int id)
     return SHOAL_SUCCESS;
 }
 
-void ctx_stage_free(struct shoal_ctx *c)
+void stage_free(struct shoal_ctx *c)
 {
     if (c->stage_fd >= 0) {
         munmap(c->stage, c->stage_cap);
@@ -115,14 +92,14 @@ static void stage_install(struct shoal_ctx *c, unsigned char *p, size_t cap, int
     c->stage_fd = fd;
 }
 
-void ctx_stage_wait(struct shoal_ctx *c)
+void stage_wait(struct shoal_ctx *c)
 {
     writer_wait_idle(&c->writer);
     struct writer_stage ws;
     writer_take_stage(&c->writer, &ws);
     if (ws.touch_failed) {
         /* Its file had no room: it stays unmapped, and staging goes back to memory. */
-        ctx_stage_free(c);
+        stage_free(c);
         c->stage_in_file = 0;
     }
     if (ws.consumed)
@@ -154,7 +131,7 @@ static int stage_replace(struct shoal_ctx *c, size_t size, int in_writer)
          * makes a new staging buffer from the last shard's size anyway, and pages beyond
          * the shard would be fresh ones at every checkpoint. */
         cap = size;
-        ctx_stage_free(c);
+        stage_free(c);
         int fd;
         unsigned char *p =
             store_stage_map(c->jobdir, c->rank, c->cfg.spare, cap, !in_writer, &fd);
@@ -175,20 +152,20 @@ static int stage_replace(struct shoal_ctx *c, size_t size, int in_writer)
         return SHOAL_ERR_NOMEM;
     if (!in_writer)
         mem_touch(p, cap);
-    ctx_stage_free(c);
+    stage_free(c);
     stage_install(c, p, cap, -1);
     if (in_writer)
         writer_touch(&c->writer, p, cap, -1);
     return SHOAL_SUCCESS;
 }
 
-int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
+int stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
 {
     if (size <= c->stage_cap)
         return SHOAL_SUCCESS;
     /* Not while a restore is pending: a shard read for it is this large and becomes
      * the staging buffer once recovered, and a mapped one leaves the buffer to be
-     * faulted in by the writer after the restore (shoal_recover, ctx_stage_prefault).
+     * faulted in by the writer after the restore (shoal_recover, stage_prefault).
      * Touching a buffer of its size now would add to what a restart faults in before
      * the program can go on. */
     if (!may_wait && c->restart.data != NULL &&
@@ -196,27 +173,27 @@ int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
         return SHOAL_SUCCESS;
     if (!may_wait && writer_is_busy(&c->writer))
         return SHOAL_SUCCESS;
-    ctx_stage_wait(c);
+    stage_wait(c);
     if (size <= c->stage_cap)
         return SHOAL_SUCCESS; /* the writer prepared one */
     return stage_replace(c, size, 0);
 }
 
-int ctx_stage_ready(struct shoal_ctx *c)
+int stage_ready(struct shoal_ctx *c)
 {
     if (!c->stage_in_file)
         return 1;
     if (writer_is_busy(&c->writer))
         return 0;
-    ctx_stage_wait(c); /* idle: only takes the results */
+    stage_wait(c); /* idle: only takes the results */
     return c->stage != NULL || !c->stage_in_file;
 }
 
-void ctx_stage_refill(struct shoal_ctx *c, double now)
+void stage_refill(struct shoal_ctx *c, double now)
 {
     if (!c->stage_in_file || c->staged_epoch != 0 || writer_is_busy(&c->writer))
         return;
-    ctx_stage_wait(c); /* idle: only takes the results (the last shard's buffer is gone) */
+    stage_wait(c); /* idle: only takes the results (the last shard's buffer is gone) */
     if (c->stage != NULL || now - c->t_checkpoint < c->checkpoint_gap / 2)
         return;
     uint64_t need = protected_file_size(c);
@@ -224,7 +201,7 @@ void ctx_stage_refill(struct shoal_ctx *c, double now)
         (void)stage_replace(c, (size_t)need + STAGE_SLACK, 1);
 }
 
-void ctx_stage_prefault(struct shoal_ctx *c)
+void stage_prefault(struct shoal_ctx *c)
 {
     uint64_t need = protected_file_size(c);
     if (need == 0 || need > SIZE_MAX - STAGE_SLACK)
@@ -264,22 +241,22 @@ static size_t stage_shift(const struct shoal_ctx *c, size_t size)
     return size <= c->stage_cap && shift <= c->stage_cap - size ? shift : 0;
 }
 
-int ctx_checkpoint_local(struct shoal_ctx *c)
+int checkpoint_copy(struct shoal_ctx *c)
 {
     /* Every rank numbers the epoch the same way, even when its own copy fails. */
     long long epoch = c->next_epoch++;
     /* An orphan copies nothing: its epoch would be exited from half made. */
     orphan_check(c->rank, epoch);
-    ctx_stage_wait(c);
+    stage_wait(c);
     uint64_t size = protected_file_size(c);
     int rc = SHOAL_SUCCESS;
     if (epoch > SHARD_EPOCH_MAX || size == 0 || size > SIZE_MAX)
         rc = SHOAL_ERR_ARG;
     else
-        rc = ctx_stage_reserve(c, (size_t)size, 1);
+        rc = stage_reserve(c, (size_t)size, 1);
     if (rc != SHOAL_SUCCESS) {
         shoal_log("rank %d: checkpoint of epoch %lld failed: %s", c->rank, epoch,
-                  shoal_strerror(rc));
+                  error_text(rc));
         writer_record_failure(&c->writer, epoch);
         return rc;
     }
@@ -323,7 +300,7 @@ int ctx_checkpoint_local(struct shoal_ctx *c)
     return SHOAL_SUCCESS;
 }
 
-void ctx_submit_staged(struct shoal_ctx *c, int prepare_next)
+void checkpoint_submit(struct shoal_ctx *c, int prepare_next)
 {
     if (c->staged_epoch == 0)
         return;
@@ -333,35 +310,25 @@ void ctx_submit_staged(struct shoal_ctx *c, int prepare_next)
     c->staged_epoch = 0;
 }
 
-SHOAL_EXPORT int shoal_checkpoint(void)
+void stage_after_restore(struct shoal_ctx *c)
 {
-    struct shoal_ctx *c = shoal_g;
-    if (c == NULL)
-        return SHOAL_ERR_STATE;
-    double t0 = shoal_now();
-    /* This checkpoint answers a pending request of the runner too; a `hold` is agreed
-     * in the message below. */
-    int request = c->rank == 0 ? agree_take_request(c) : REQUEST_NONE;
-    long long epoch = c->next_epoch;
-    int rc = ctx_checkpoint_local(c);
-    /* Completes the previous epoch, which every rank finished writing before copying
-     * this one, and reports write errors on every rank alike. Done before the writer
-     * starts: on a rank bound to one core, the writer thread would compete with this
-     * allreduce for that core. */
-    struct exchange ex = {0, 0, 0, 0, 0};
-    int mrc = agree_exchange(c, 0, request == REQUEST_HOLD, 0, &ex);
-    ctx_submit_staged(c, 1);
-    double t1 = shoal_now();
-    /* No agreements follow a program's own checkpoints to measure a slowdown by. */
-    ctx_checkpoint_taken(c, t1 - t0, t1, 0);
-    c->t_checkpoint = t1;
-    if (mrc == SHOAL_SUCCESS && ex.hold) {
-        agree_hold(c, epoch);
-        c->t_checkpoint = shoal_now();
+    if (c->restart.mapped) {
+        /* The image was the file's own pages: the staging buffer is yet to be faulted
+         * in, which the writer does while the program goes on (stage_prefault). */
+        shard_image_free(&c->restart);
+        stage_prefault(c);
+        return;
     }
-    if (rc != SHOAL_SUCCESS)
-        return rc;
-    if (mrc != SHOAL_SUCCESS)
-        return mrc;
-    return ex.io_error ? SHOAL_ERR_IO : SHOAL_SUCCESS;
+    /* The image read into a buffer is already faulted in: reuse it as the staging
+     * buffer when it is the larger one, instead of freeing one buffer and faulting in
+     * another (the staging buffer was not grown for it: stage_reserve). */
+    if (c->restart.size + STAGE_SLACK > c->stage_cap && !writer_is_busy(&c->writer)) {
+        stage_wait(c); /* idle: only takes what it did */
+        stage_free(c);
+        c->stage = c->restart.data;
+        c->stage_cap = c->restart.size + STAGE_SLACK;
+        c->restart = (struct shard_image){NULL, 0, 0};
+    } else {
+        shard_image_free(&c->restart);
+    }
 }

@@ -1,5 +1,5 @@
 /*
- * error.c - error messages, version, logging and clocks.
+ * error.c - error messages, logging and clocks.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-SHOAL_EXPORT const char *shoal_strerror(int code)
+const char *error_text(int code)
 {
     switch (code) {
 #define SHOAL_XX_CASE(name, value, msg)                                                        \
@@ -18,11 +18,6 @@ SHOAL_EXPORT const char *shoal_strerror(int code)
 #undef SHOAL_XX_CASE
     }
     return "unknown error";
-}
-
-SHOAL_EXPORT int shoal_version_number(void)
-{
-    return SHOAL_VERSION_NUMBER;
 }
 
 void shoal_log(const char *fmt, ...)

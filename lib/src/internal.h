@@ -125,6 +125,8 @@ uint64_t shard_get_u64(const unsigned char *p);
 
 /* ---- error.c ---- */
 
+/* The message of a SHOAL_* code (shoal_strerror's). */
+const char *error_text(int code);
 /* One line on stderr, prefixed "shoal: ". */
 void shoal_log(const char *fmt, ...)
 #if defined(__GNUC__)
@@ -491,7 +493,7 @@ void writer_poll(struct writer *w, long long *written, long long *failed, int *n
 void writer_commit(struct writer *w, const struct manifest_entry *m, int n,
                    long long prune_below);
 
-/* ---- the library's state (shoal.c) ---- */
+/* ---- the library's state: one context, made by shoal_init (shoal.c) ---- */
 
 struct region {
     int id;
@@ -591,30 +593,37 @@ struct shoal_ctx {
     int interval_failed;     /* writing `interval` failed (reported once) */
 };
 
-extern struct shoal_ctx *shoal_g;
+/* The modules over the context, under shoal.c: it holds the public functions and calls
+ * these, which never call back up into it; each returns what it found or what the ranks
+ * decided, and shoal.c acts on it. The modules declared earlier in this file (writer,
+ * store, manifest, jobdir, ...) lie below these and know nothing of the context. */
 
-/* restart.c */
-int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n);
-/* Rank 0, standalone: 1 (and one line saying why) when the manifest's epochs were
- * written by another program or other arguments than this run's, else 0. */
-int restart_other_run(struct shoal_ctx *c, const struct run_binding *bound,
-                      const struct manifest_entry *m, int n, long long finished_epoch);
-void restart_release(struct shoal_ctx *c);
+/* ---- agree.c: the ranks' agreements (MPI) ---- */
 
-/* agree.c */
+/* The first failing rank's code, the same on every rank; that rank prints msg.
+ * Collective. */
+int agree_error(struct shoal_ctx *c, int code, const char *msg);
+/* What the ranks decided in one agreement. */
 struct exchange {
-    int checkpoint;
-    int postponed; /* rank 0 asked for one, a staging buffer was not ready */
-    int k;
-    int io_error;
-    int hold;
+    int checkpoint; /* checkpoint now */
+    int postponed;  /* rank 0 asked for one, a staging buffer was not ready */
+    int k;          /* calls until the next agreement */
+    int io_error;   /* some rank failed to write since the last agreement */
+    int hold;       /* after this checkpoint, hold until killed (agree_hold) */
 };
 /* What rank 0 found in request-checkpoint. */
 enum { REQUEST_NONE, REQUEST_CHECKPOINT, REQUEST_HOLD };
 /* Rank 0: consumes the runner's request, if there is one. */
 int agree_take_request(struct shoal_ctx *c);
-/* checkpoint and hold are rank 0's decision (the other ranks pass 0). */
-int agree_exchange(struct shoal_ctx *c, int checkpoint, int hold, int k, struct exchange *out);
+/* Collective: checkpoint and hold are rank 0's proposal (the other ranks pass 0);
+ * unready: this rank's staging buffer is not ready (stage_ready). Also completes the
+ * epochs every rank has written (the manifest and pruning, queued on the writer). */
+int agree_exchange(struct shoal_ctx *c, int checkpoint, int hold, int k, int unready,
+                   struct exchange *out);
+/* Collective, at shoal_snapshot's agreement at now: rank 0 proposes a checkpoint when one
+ * is due (the interval, the runner's request, one put off) and the next K; out is the
+ * decision. Also follows the agreement's cost and sets the next countdown. */
+int agree_snapshot(struct shoal_ctx *c, double now, int unready, struct exchange *out);
 /* After a checkpoint agreed with hold: waits for this rank's shard to be written, then
  * sleeps without MPI until the launcher kills the process, or SHOAL_HOLD_TIMEOUT. */
 void agree_hold(struct shoal_ctx *c, long long epoch);
@@ -623,40 +632,53 @@ int agree_calibrate(struct shoal_ctx *c);
 /* Adds e as the newest complete epoch, keeping the two newest. */
 void agree_note_complete(struct shoal_ctx *c, const struct manifest_entry *e);
 
-/* checkpoint.c */
+/* ---- checkpoint.c: protected regions and the staging buffer (local, no MPI) ---- */
+
+/* Registers count elements of elem_size bytes at ptr as region id (the arguments
+ * checked by shoal_protect). */
+int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size);
+int checkpoint_unprotect(struct shoal_ctx *c, int id); /* SHOAL_ERR_NOTFOUND */
 /* Copies the protected regions into the staging buffer as the next epoch's shard;
- * ctx_submit_staged then hands it to the writer. Local: no MPI. */
-int ctx_checkpoint_local(struct shoal_ctx *c);
+ * checkpoint_submit then hands it to the writer. */
+int checkpoint_copy(struct shoal_ctx *c);
 /* prepare_next: with the staging buffer in a file, the writer prepares the next one
  * right after (a program's own checkpoints: the next may come at once). */
-void ctx_submit_staged(struct shoal_ctx *c, int prepare_next);
-int ctx_stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
+void checkpoint_submit(struct shoal_ctx *c, int prepare_next);
+int stage_reserve(struct shoal_ctx *c, size_t size, int may_wait);
 /* After a restore from a mapped image: a staging buffer for the protected regions,
  * which the writer faults in while the program goes on. Nothing when the buffer is
  * large enough, holds a staged image, or the writer is busy (the next checkpoint grows
  * it then). */
-void ctx_stage_prefault(struct shoal_ctx *c);
+void stage_prefault(struct shoal_ctx *c);
+/* After a restore: the restart image becomes the staging buffer when it was read into
+ * one larger than it, else it is released (stage_prefault for a mapped one). */
+void stage_after_restore(struct shoal_ctx *c);
 /* 1 unless the staging buffer is a file still being made (or not yet begun). */
-int ctx_stage_ready(struct shoal_ctx *c);
+int stage_ready(struct shoal_ctx *c);
 /* Waits for the writer, then takes back what it did with the staging buffers. */
-void ctx_stage_wait(struct shoal_ctx *c);
+void stage_wait(struct shoal_ctx *c);
 /* Releases the staging buffer, its stage file left in place (the writer is idle). */
-void ctx_stage_free(struct shoal_ctx *c);
+void stage_free(struct shoal_ctx *c);
 /* Between checkpoints, with the staging buffer in a file: a buffer the last checkpoint
  * took is replaced (faulted in by the writer) once half the time between the last two
  * checkpoints has passed since the last, so a run that ends before its next checkpoint
  * never allocates one. now: shoal_now(). */
-void ctx_stage_refill(struct shoal_ctx *c, double now);
+void stage_refill(struct shoal_ctx *c, double now);
 
-/* shoal.c */
-/* The first failing rank's code, the same on every rank; it prints msg. Collective. */
-int ctx_agree_error(MPI_Comm comm, int rank, int nranks, int code, const char *msg);
-/* Local: after a checkpoint that blocked the caller blocked_s seconds, until now. Rank 0 also
- * follows the cost and, with the automatic interval, the interval it implies: at once
- * when the program checkpoints by itself (measure 0), else by the run's slowdown
- * once the checkpoint's settling window closes (ctx_agreement_seen). */
-void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int measure);
-/* Rank 0, at an agreement: k calls took took_s since the previous one. */
-void ctx_agreement_seen(struct shoal_ctx *c, double now, int k, double took_s);
+/* ---- restart.c: the checkpoint to restart from ---- */
+
+/* Collective: rank 0 reads the manifest and the finished mark (the other ranks may be
+ * on nodes without them) and shares them, the entries in *m (caller frees). */
+int restart_read_manifest(struct shoal_ctx *c, struct manifest_entry **m, int *n);
+/* Collective: chooses the epoch to restart from (SHOAL_RESTART_EPOCH, else the newest
+ * of m every rank can verify) and keeps this rank's verified shard; none: a fresh start. */
+int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n);
+/* Local: checks every protected region against the restart shard, then copies them all
+ * out of it, or none: so a failed recover changes nothing, unless the shard's file is
+ * cut short under a mapped image mid-copy. On failure, the message in msg. */
+int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen);
+/* Region id in the restart shard, or NULL. */
+const struct stored_region *restart_stored(const struct shoal_ctx *c, int id);
+void restart_release(struct shoal_ctx *c);
 
 #endif /* SHOAL_INTERNAL_H */

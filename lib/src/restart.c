@@ -6,7 +6,12 @@
  * verifies its own shard and one collective tells whether every rank could. A corrupt
  * or missing shard means the next older epoch, never silently wrong data, and nothing
  * is deleted because a verification failed.
+ *
+ * shoal.c calls these at shoal_init (restart_read_manifest, restart_find) and for
+ * shoal_recover (restart_recover_local), and hands the restart image over to the
+ * staging buffer itself (checkpoint.c).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +140,10 @@ static int restart_from_env(struct shoal_ctx *c)
     return SHOAL_SUCCESS;
 }
 
-int restart_other_run(struct shoal_ctx *c, const struct run_binding *bound,
-                      const struct manifest_entry *m, int n, long long finished_epoch)
+/* Rank 0, standalone: 1 (and one line saying why) when the manifest's epochs were
+ * written by another program or other arguments than this run's, else 0. */
+static int other_run(struct shoal_ctx *c, const struct run_binding *bound,
+                     const struct manifest_entry *m, int n, long long finished_epoch)
 {
     const struct run_binding *now = &c->binding;
     if (c->cfg.restart_epoch >= 0 || bound->program == 0 || now->program == 0)
@@ -156,6 +163,46 @@ int restart_other_run(struct shoal_ctx *c, const struct run_binding *bound,
         shoal_log("checkpoint in %s was written by other arguments (%s); starting afresh",
                   c->jobdir, bound->shown[0] ? bound->shown : "none");
     return 1;
+}
+
+int restart_read_manifest(struct shoal_ctx *c, struct manifest_entry **m, int *n)
+{
+    char msg[512] = "";
+    int rc = SHOAL_SUCCESS;
+    *m = NULL;
+    *n = 0;
+    long long shared[3] = {0, 0, 0}; /* entries, finished epoch, other run */
+    if (c->rank == 0) {
+        struct run_binding bound;
+        int err = manifest_read(c->jobdir, m, n, &bound);
+        shared[0] = *n;
+        shared[1] = manifest_read_finished(c->jobdir);
+        shared[2] = other_run(c, &bound, *m, *n, shared[1]);
+        if (err) {
+            char text[128];
+            snprintf(msg, sizeof msg, "reading %.300s/manifest failed: %s", c->jobdir,
+                     shoal_errno_text(err, text, sizeof text));
+            rc = err == ENOMEM ? SHOAL_ERR_NOMEM : SHOAL_ERR_IO;
+        }
+    }
+    rc = agree_error(c, rc, msg);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (MPI_Bcast(shared, 3, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    *n = (int)shared[0];
+    c->finished_epoch = shared[1];
+    c->other_run = (int)shared[2];
+    if (*n == 0)
+        return SHOAL_SUCCESS;
+    if (c->rank != 0)
+        *m = malloc(sizeof **m * (size_t)*n);
+    rc = agree_error(c, *m == NULL ? SHOAL_ERR_NOMEM : SHOAL_SUCCESS, "out of memory");
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (MPI_Bcast(*m, 3 * *n, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    return SHOAL_SUCCESS;
 }
 
 /* Index of the newest entry before `before` that this run may restart from (its rank
@@ -210,7 +257,7 @@ int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n)
     return SHOAL_SUCCESS;
 }
 
-static const struct stored_region *find_stored(struct shoal_ctx *c, int id)
+const struct stored_region *restart_stored(const struct shoal_ctx *c, int id)
 {
     for (int i = 0; i < c->nstored; i++)
         if (c->stored[i].id == id)
@@ -225,7 +272,7 @@ static int restore_regions(void *arg)
     struct shoal_ctx *c = arg;
     for (int i = 0; i < c->nregions; i++) {
         const struct region *r = &c->regions[i];
-        const struct stored_region *s = find_stored(c, r->id);
+        const struct stored_region *s = restart_stored(c, r->id);
         size_t bytes = r->count * (size_t)r->elem_size;
         if (bytes > 0) {
             mem_prefault(r->ptr, bytes);
@@ -235,9 +282,7 @@ static int restore_regions(void *arg)
     return SHOAL_SUCCESS;
 }
 
-/* Checks every region before copying any, so a failed recover changes
- * nothing, unless the shard's file is cut short under a mapped image mid-copy. */
-static int recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
+int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
 {
     if (c->status != 1) {
         snprintf(msg, msglen, "shoal_recover: no checkpoint to recover from");
@@ -254,7 +299,7 @@ static int recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
     }
     for (int i = 0; i < c->nregions; i++) {
         const struct region *r = &c->regions[i];
-        const struct stored_region *s = find_stored(c, r->id);
+        const struct stored_region *s = restart_stored(c, r->id);
         if (s == NULL) {
             snprintf(msg, msglen, "rank %d: region %d is not in the checkpoint of epoch %lld",
                      c->rank, r->id, c->restart_epoch);
@@ -277,58 +322,5 @@ static int recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
                  c->rank, c->restart_epoch);
         return SHOAL_ERR_IO;
     }
-    return SHOAL_SUCCESS;
-}
-
-SHOAL_EXPORT int shoal_recover(void)
-{
-    struct shoal_ctx *c = shoal_g;
-    if (c == NULL)
-        return SHOAL_ERR_STATE;
-    char msg[512] = "";
-    int rc = recover_local(c, msg, sizeof msg);
-    int agreed = ctx_agree_error(c->comm, c->rank, c->nranks, rc, msg);
-    if (rc != SHOAL_SUCCESS)
-        return rc;
-    if (agreed != SHOAL_SUCCESS)
-        return agreed;
-    c->recovered = 1;
-    if (c->restart.mapped) {
-        /* The image was the file's own pages: the staging buffer is yet to be faulted
-         * in, which the writer does while the program goes on (ctx_stage_prefault). */
-        shard_image_free(&c->restart);
-        ctx_stage_prefault(c);
-        return SHOAL_SUCCESS;
-    }
-    /* The image read into a buffer is already faulted in: reuse it as the staging
-     * buffer when it is the larger one, instead of freeing one buffer and faulting in
-     * another (the staging buffer was not grown for it: ctx_stage_reserve). */
-    if (c->restart.size + STAGE_SLACK > c->stage_cap && !writer_is_busy(&c->writer)) {
-        ctx_stage_wait(c); /* idle: only takes what it did */
-        ctx_stage_free(c);
-        c->stage = c->restart.data;
-        c->stage_cap = c->restart.size + STAGE_SLACK;
-        c->restart = (struct shard_image){NULL, 0, 0};
-    } else {
-        shard_image_free(&c->restart);
-    }
-    return SHOAL_SUCCESS;
-}
-
-SHOAL_EXPORT int shoal_stored_count(int id, size_t *count)
-{
-    struct shoal_ctx *c = shoal_g;
-    if (c == NULL)
-        return SHOAL_ERR_STATE;
-    if (count == NULL)
-        return SHOAL_ERR_ARG;
-    if (c->status != 1)
-        return SHOAL_ERR_NOCKPT;
-    const struct stored_region *s = find_stored(c, id);
-    if (s == NULL)
-        return SHOAL_ERR_NOTFOUND;
-    if (s->count > SIZE_MAX)
-        return SHOAL_ERR_SIZE;
-    *count = (size_t)s->count;
     return SHOAL_SUCCESS;
 }

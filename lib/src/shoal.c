@@ -1,10 +1,15 @@
 /*
- * shoal.c - the library's lifetime (init, finalize), status, progress, the interval in
- * use and statistics. See shoal.h for the contract and docs/libshoal.md for the
- * behaviour; protected regions and checkpoints are in checkpoint.c.
+ * shoal.c - the public API: every function of shoal.h is here, and nowhere else. Each
+ * one checks its arguments and the library's state, asks the modules below what to do
+ * (agree.c: checkpoint now, hold after it; restart.c: which epoch to restart from, and
+ * whether it can be recovered) and does it with them (checkpoint.c, writer.c, store.c).
+ * None of those calls back up into this file. Also here: the library's lifetime, the
+ * cost of checkpoints and the interval it implies, progress and statistics. See shoal.h
+ * for the contract and docs/libshoal.md for the behaviour.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,23 +17,11 @@
 
 #include "internal.h"
 
-struct shoal_ctx *shoal_g;
-
 /* One context per process: static storage, so that shoal_init cannot fail to allocate
- * it on one rank only and leave the others waiting in a collective. */
+ * it on one rank only and leave the others waiting in a collective. active is NULL
+ * outside shoal_init ... shoal_finalize. */
 static struct shoal_ctx the_ctx;
-
-int ctx_agree_error(MPI_Comm comm, int rank, int nranks, int code, const char *msg)
-{
-    int in[2] = {code != SHOAL_SUCCESS ? rank : nranks, code}, out[2];
-    if (MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS)
-        return SHOAL_ERR_MPI;
-    if (out[0] == nranks)
-        return SHOAL_SUCCESS;
-    if (out[0] == rank && msg != NULL && msg[0] != 0)
-        shoal_log("%s", msg);
-    return out[1];
-}
+static struct shoal_ctx *active;
 
 /* Everything shoal_init does before talking to the other ranks. */
 static int init_local(struct shoal_ctx *c, char *msg, size_t msglen)
@@ -67,49 +60,6 @@ static int init_local(struct shoal_ctx *c, char *msg, size_t msglen)
                  c->jobdir, shoal_errno_text(err, text, sizeof text));
         return SHOAL_ERR_DIR;
     }
-    return SHOAL_SUCCESS;
-}
-
-/* Rank 0 reads the manifest and the finished mark (the others may be on nodes without
- * them) and shares them. */
-static int share_manifest(struct shoal_ctx *c, struct manifest_entry **m, int *n)
-{
-    char msg[512] = "";
-    int rc = SHOAL_SUCCESS;
-    *m = NULL;
-    *n = 0;
-    long long shared[3] = {0, 0, 0}; /* entries, finished epoch, other run */
-    if (c->rank == 0) {
-        struct run_binding bound;
-        int err = manifest_read(c->jobdir, m, n, &bound);
-        shared[0] = *n;
-        shared[1] = manifest_read_finished(c->jobdir);
-        shared[2] = restart_other_run(c, &bound, *m, *n, shared[1]);
-        if (err) {
-            char text[128];
-            snprintf(msg, sizeof msg, "reading %.300s/manifest failed: %s", c->jobdir,
-                     shoal_errno_text(err, text, sizeof text));
-            rc = err == ENOMEM ? SHOAL_ERR_NOMEM : SHOAL_ERR_IO;
-        }
-    }
-    rc = ctx_agree_error(c->comm, c->rank, c->nranks, rc, msg);
-    if (rc != SHOAL_SUCCESS)
-        return rc;
-    if (MPI_Bcast(shared, 3, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
-        return SHOAL_ERR_MPI;
-    *n = (int)shared[0];
-    c->finished_epoch = shared[1];
-    c->other_run = (int)shared[2];
-    if (*n == 0)
-        return SHOAL_SUCCESS;
-    if (c->rank != 0)
-        *m = malloc(sizeof **m * (size_t)*n);
-    rc = ctx_agree_error(c->comm, c->rank, c->nranks,
-                         *m == NULL ? SHOAL_ERR_NOMEM : SHOAL_SUCCESS, "out of memory");
-    if (rc != SHOAL_SUCCESS)
-        return rc;
-    if (MPI_Bcast(*m, 3 * *n, MPI_LONG_LONG, 0, c->comm) != MPI_SUCCESS)
-        return SHOAL_ERR_MPI;
     return SHOAL_SUCCESS;
 }
 
@@ -177,7 +127,11 @@ static void cost_measured(struct shoal_ctx *c, double cost_s)
     }
 }
 
-void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int measure)
+/* Local: after a checkpoint that blocked the caller blocked_s seconds, until now. Rank 0
+ * also follows the cost and, with the automatic interval, the interval it implies: at
+ * once when the program checkpoints by itself (measure 0), else by the run's slowdown
+ * once the checkpoint's settling window closes (agreement_seen). */
+static void checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int measure)
 {
     c->checkpoint_gap = now - c->t_checkpoint; /* the caller sets t_checkpoint next */
     c->block_sum += blocked_s;
@@ -195,7 +149,8 @@ void ctx_checkpoint_taken(struct shoal_ctx *c, double blocked_s, double now, int
         cost_measured(c, open);
 }
 
-void ctx_agreement_seen(struct shoal_ctx *c, double now, int k, double took_s)
+/* Rank 0, at an agreement: k calls took took_s since the previous one. */
+static void agreement_seen(struct shoal_ctx *c, double now, int k, double took_s)
 {
     double cost = slowdown_agreement(&c->slow, now, k, took_s);
     if (cost >= 0)
@@ -205,12 +160,12 @@ void ctx_agreement_seen(struct shoal_ctx *c, double now, int k, double took_s)
 static void ctx_release(struct shoal_ctx *c)
 {
     if (c->writer.running)
-        ctx_stage_wait(c);
+        stage_wait(c);
     writer_stop(&c->writer);
     traffic_stop(&c->traffic);
     restart_release(c);
     free(c->regions);
-    ctx_stage_free(c);
+    stage_free(c);
     MPI_Comm_free(&c->comm);
     memset(c, 0, sizeof *c);
 }
@@ -220,7 +175,7 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    if (!initialized || finalized || shoal_g != NULL)
+    if (!initialized || finalized || active != NULL)
         return SHOAL_ERR_STATE;
     if (comm == MPI_COMM_NULL)
         return SHOAL_ERR_ARG;
@@ -243,9 +198,9 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     struct manifest_entry *m = NULL;
     int n = 0;
     int rc = init_local(c, msg, sizeof msg);
-    rc = ctx_agree_error(c->comm, c->rank, c->nranks, rc, msg);
+    rc = agree_error(c, rc, msg);
     if (rc == SHOAL_SUCCESS)
-        rc = share_manifest(c, &m, &n);
+        rc = restart_read_manifest(c, &m, &n);
     if (rc == SHOAL_SUCCESS)
         rc = restart_find(c, m, n);
     if (rc == SHOAL_SUCCESS)
@@ -277,14 +232,166 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     c->stage_in_file = !c->cfg.keep_epochs && store_is_tmpfs(c->jobdir);
     if (c->rank == 0)
         write_interval(c);
-    shoal_g = c;
+    active = c;
     return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype type)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (type == MPI_DATATYPE_NULL || (ptr == NULL && count > 0))
+        return SHOAL_ERR_ARG;
+    int size;
+    MPI_Aint lb, extent, true_lb, true_extent;
+    if (MPI_Type_size(type, &size) != MPI_SUCCESS ||
+        MPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+        MPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
+        return SHOAL_ERR_MPI;
+    /* The region is copied with memcpy: only types without holes fit. */
+    if (size <= 0 || lb != 0 || true_lb != 0 || extent != size || true_extent != size) {
+        shoal_log("shoal_protect(%d): the datatype must be contiguous (size %d, extent %ld)",
+                  id, size, (long)extent);
+        return SHOAL_ERR_ARG;
+    }
+    if (count > SIZE_MAX / (size_t)size)
+        return SHOAL_ERR_ARG;
+    return checkpoint_protect(c, id, ptr, count, size);
+}
+
+SHOAL_EXPORT int shoal_unprotect(int id)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    return checkpoint_unprotect(c, id);
 }
 
 SHOAL_EXPORT int shoal_status(void)
 {
-    struct shoal_ctx *c = shoal_g;
+    struct shoal_ctx *c = active;
     return c == NULL ? SHOAL_ERR_STATE : c->status;
+}
+
+/* shoal_recover, also run by the first shoal_snapshot after a restart. */
+static int recover(struct shoal_ctx *c)
+{
+    char msg[512] = "";
+    int rc = restart_recover_local(c, msg, sizeof msg);
+    int agreed = agree_error(c, rc, msg);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (agreed != SHOAL_SUCCESS)
+        return agreed;
+    c->recovered = 1;
+    stage_after_restore(c);
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_recover(void)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    return recover(c);
+}
+
+SHOAL_EXPORT int shoal_stored_count(int id, size_t *count)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (count == NULL)
+        return SHOAL_ERR_ARG;
+    if (c->status != 1)
+        return SHOAL_ERR_NOCKPT;
+    const struct stored_region *s = restart_stored(c, id);
+    if (s == NULL)
+        return SHOAL_ERR_NOTFOUND;
+    if (s->count > SIZE_MAX)
+        return SHOAL_ERR_SIZE;
+    *count = (size_t)s->count;
+    return SHOAL_SUCCESS;
+}
+
+/* Every K calls of shoal_snapshot: the ranks agree whether to checkpoint, and do. */
+static int snapshot_agree(struct shoal_ctx *c)
+{
+    double t0 = shoal_now();
+    if (c->rank == 0 && c->agreements > 0) /* the first call follows the program's setup */
+        agreement_seen(c, t0, c->k, t0 - c->t_agreed);
+    struct exchange ex;
+    int rc = agree_snapshot(c, t0, !stage_ready(c), &ex);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (ex.checkpoint) {
+        long long epoch = c->next_epoch;
+        rc = checkpoint_copy(c);
+        checkpoint_submit(c, 0);
+        double t1 = shoal_now();
+        checkpoint_taken(c, t1 - t0, t1, 1);
+        c->t_checkpoint = t1;
+        if (ex.hold) {
+            agree_hold(c, epoch);
+            /* Nothing was computed while holding: the interval starts again now. */
+            c->t_checkpoint = shoal_now();
+        }
+    }
+    c->t_agreed = shoal_now();
+    if (!ex.checkpoint) {
+        c->agree_sum += c->t_agreed - t0;
+        stage_refill(c, c->t_agreed);
+    }
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    return ex.io_error ? SHOAL_ERR_IO : SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_snapshot(void)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (c->status == 1 && !c->recovered)
+        return recover(c);
+    /* The common case: a counter, no clock, no message. */
+    if (--c->countdown > 0)
+        return SHOAL_SUCCESS;
+    return snapshot_agree(c);
+}
+
+SHOAL_EXPORT int shoal_checkpoint(void)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    double t0 = shoal_now();
+    /* This checkpoint answers a pending request of the runner too; a `hold` is agreed
+     * in the message below. */
+    int request = c->rank == 0 ? agree_take_request(c) : REQUEST_NONE;
+    long long epoch = c->next_epoch;
+    int rc = checkpoint_copy(c);
+    /* Completes the previous epoch, which every rank finished writing before copying
+     * this one, and reports write errors on every rank alike. Done before the writer
+     * starts: on a rank bound to one core, the writer thread would compete with this
+     * allreduce for that core. */
+    struct exchange ex = {0, 0, 0, 0, 0};
+    int mrc = agree_exchange(c, 0, request == REQUEST_HOLD, 0, !stage_ready(c), &ex);
+    checkpoint_submit(c, 1);
+    double t1 = shoal_now();
+    /* No agreements follow a program's own checkpoints to measure a slowdown by. */
+    checkpoint_taken(c, t1 - t0, t1, 0);
+    c->t_checkpoint = t1;
+    if (mrc == SHOAL_SUCCESS && ex.hold) {
+        agree_hold(c, epoch);
+        c->t_checkpoint = shoal_now();
+    }
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    if (mrc != SHOAL_SUCCESS)
+        return mrc;
+    return ex.io_error ? SHOAL_ERR_IO : SHOAL_SUCCESS;
 }
 
 static int write_progress(struct shoal_ctx *c)
@@ -305,7 +412,7 @@ static int write_progress(struct shoal_ctx *c)
 
 SHOAL_EXPORT int shoal_progress(double fraction)
 {
-    struct shoal_ctx *c = shoal_g;
+    struct shoal_ctx *c = active;
     if (c == NULL)
         return SHOAL_ERR_STATE;
     if (!(fraction >= 0 && fraction <= 1)) /* also rejects NaN */
@@ -375,13 +482,13 @@ static int write_finished(struct shoal_ctx *c)
 
 SHOAL_EXPORT int shoal_finalize(void)
 {
-    struct shoal_ctx *c = shoal_g;
+    struct shoal_ctx *c = active;
     if (c == NULL)
         return SHOAL_ERR_STATE;
     /* Wait for the last shard, then one last agreement completes its epoch. */
-    ctx_stage_wait(c);
+    stage_wait(c);
     struct exchange ex = {0, 0, 0, 0, 0};
-    int rc = agree_exchange(c, 0, 0, 0, &ex);
+    int rc = agree_exchange(c, 0, 0, 0, !stage_ready(c), &ex);
     /* Runs the manifest update and pruning just queued. */
     int errors = writer_stop(&c->writer);
     /* No shard follows to write over a pruned one's pages, or to stage in a file. */
@@ -394,7 +501,7 @@ SHOAL_EXPORT int shoal_finalize(void)
     int src = write_stats(c);
     int frc = write_finished(c);
     int prc = (c->rank == 0 && c->progress_dirty) ? write_progress(c) : SHOAL_SUCCESS;
-    shoal_g = NULL;
+    active = NULL;
     ctx_release(c);
     if (rc != SHOAL_SUCCESS)
         return rc;
@@ -403,4 +510,14 @@ SHOAL_EXPORT int shoal_finalize(void)
     if (src != SHOAL_SUCCESS)
         return src;
     return prc != SHOAL_SUCCESS ? prc : frc;
+}
+
+SHOAL_EXPORT const char *shoal_strerror(int code)
+{
+    return error_text(code);
+}
+
+SHOAL_EXPORT int shoal_version_number(void)
+{
+    return SHOAL_VERSION_NUMBER;
 }

@@ -2,8 +2,9 @@
 # Runs libshoal's C tests (make test-c): the shard format and test vectors, the names of
 # a job directory's files and the automatic interval and its variables (no MPI), the API
 # on 1 and 2 ranks, a standalone crash-and-resume on 2 ranks, the traffic files (the
-# writer against the test vectors, then a known pattern of sends on 4 ranks), and the
-# library's exported symbols. Each program prints "N passed, M failed"; this script
+# writer against the test vectors, then a known pattern of sends on 4 ranks), the
+# library's exported symbols and its layers (the public functions all in shoal.c, no
+# circle of calls between its files). Each prints "N passed, M failed"; this script
 # exits non-zero if any of them failed.
 set -u
 cd "$(dirname "$0")/../.."
@@ -93,21 +94,47 @@ exe=$(realpath "$T/test_cxx")
 run -C "$scratch" env SHOAL_CKPT_INTERVAL=0 "${MPIRUN[@]}" -n 1 "$exe"
 rm -rf "$scratch"
 
+# same NAME WANT GOT: one check that GOT is WANT, printing both if not.
+same() {
+	if [ "$2" = "$3" ]; then
+		echo "1 passed, 0 failed"
+		return
+	fi
+	echo "want:" $2
+	echo "got: " $3
+	echo "0 passed, 1 failed: $1"
+	failures=$((failures + 1))
+}
+
 # shoal.h's functions, and the MPI calls the traffic counting intercepts.
 echo "== exported symbols of $BUILD/lib/libshoal.so"
+api=$(grep -o 'SHOAL_EXPORT [^(]*(' lib/include/shoal.h | grep -o 'shoal_[a-z_]*' | sort)
 want=$({
-	grep -o 'SHOAL_EXPORT [^(]*(' lib/include/shoal.h | grep -o 'shoal_[a-z_]*'
+	echo "$api"
 	grep -o '^SHOAL_EXPORT int MPI_[A-Za-z_]*(' lib/src/pmpi.c | grep -o 'MPI_[A-Za-z_]*'
 } | sort)
 got=$(nm -D --defined-only "$BUILD/lib/libshoal.so" | awk '$2 == "T" { print $3 }' | sort)
-if [ "$want" = "$got" ]; then
-	echo "1 passed, 0 failed"
-else
-	echo "want:" $want
-	echo "got: " $got
-	echo "0 passed, 1 failed"
-	failures=$((failures + 1))
-fi
+same "exported symbols" "$want" "$got"
+
+# The layers (docs/libshoal.md, "Inside the library"), read from the objects: what each
+# defines (nm: T, D, B, R) and what it uses of the others' (U). shoal.c defines the
+# public functions and nothing another file could use, and no file uses, directly or
+# through others, a file that uses it.
+obj=$BUILD/lib/obj
+echo "== the public functions are shoal.c's, and all it defines"
+got=$(nm --defined-only "$obj/shoal.o" | awk '$2 ~ /^[TDBR]$/ { print $3 }' | sort)
+same "shoal.o's symbols" "$api" "$got"
+
+echo "== the calls between lib/src files form no circle"
+edges=$(for o in "$obj"/*.o; do
+	nm "$o" | awk -v file="$(basename "$o" .o).c" \
+		'NF == 3 && $2 ~ /^[TDBR]$/ { print "def", $3, file } $1 == "U" { print "use", $2, file }'
+done | awk '$1 == "def" { def[$2] = $3; next } { use[NR] = $2; user[NR] = $3 }
+	END { for (i in use) if ((use[i] in def) && def[use[i]] != user[i]) print user[i], def[use[i]] }' |
+	sort -u)
+loop=$(tsort <<<"$edges" 2>&1 >/dev/null)
+[ -n "$edges" ] || loop="no uses between the objects of $obj"
+same "a circle of calls (tsort names the files in it)" "" "$loop"
 
 if [ "$failures" -ne 0 ]; then
 	echo "test-c: $failures test program(s) failed"
