@@ -21,7 +21,10 @@ SHOAL_VERSION := $(shell sed -n 's/^\#define SHOAL_VERSION_\(MAJOR\|MINOR\|PATCH
 	lib/include/shoal.h | paste -sd. -)
 
 LIB_SRCS := $(wildcard lib/src/*.c)
-LIB_HDRS := lib/include/shoal.h lib/src/internal.h
+# pmpi_wrappers.inc, the MPI calls pmpi.c defines, is written from lib/src/pmpi.list by
+# lib/src/pmpi_generate.py and committed, as lib/fortran/shoal.f90 is: building needs no
+# Python, and make test-c checks that the file is current.
+LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/pmpi_wrappers.inc
 LIB_OBJS := $(patsubst lib/src/%.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include

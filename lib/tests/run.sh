@@ -4,8 +4,8 @@
 # on 1 and 2 ranks, a standalone crash-and-resume on 2 ranks, the traffic files (the
 # writer against the test vectors, then a known pattern of sends on 4 ranks), the
 # library's exported symbols and its layers (the public functions all in shoal.c, no
-# circle of calls between its files). Each prints "N passed, M failed"; this script
-# exits non-zero if any of them failed.
+# circle of calls between its files), and that the generated MPI wrappers are current.
+# Each prints "N passed, M failed"; this script exits non-zero if any of them failed.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -111,7 +111,7 @@ echo "== exported symbols of $BUILD/lib/libshoal.so"
 api=$(grep -o 'SHOAL_EXPORT [^(]*(' lib/include/shoal.h | grep -o 'shoal_[a-z_]*' | sort)
 want=$({
 	echo "$api"
-	grep -o '^SHOAL_EXPORT int MPI_[A-Za-z_]*(' lib/src/pmpi.c | grep -o 'MPI_[A-Za-z_]*'
+	grep -o '^MPI_[A-Za-z_]*' lib/src/pmpi.list
 } | sort)
 got=$(nm -D --defined-only "$BUILD/lib/libshoal.so" | awk '$2 == "T" { print $3 }' | sort)
 same "exported symbols" "$want" "$got"
@@ -135,6 +135,14 @@ done | awk '$1 == "def" { def[$2] = $3; next } { use[NR] = $2; user[NR] = $3 }
 loop=$(tsort <<<"$edges" 2>&1 >/dev/null)
 [ -n "$edges" ] || loop="no uses between the objects of $obj"
 same "a circle of calls (tsort names the files in it)" "" "$loop"
+
+echo "== lib/src/pmpi_wrappers.inc is what lib/src/pmpi_generate.py writes"
+if lib/src/pmpi_generate.py | diff -u lib/src/pmpi_wrappers.inc -; then
+	echo "1 passed, 0 failed"
+else
+	echo "0 passed, 1 failed: run lib/src/pmpi_generate.py > lib/src/pmpi_wrappers.inc"
+	failures=$((failures + 1))
+fi
 
 if [ "$failures" -ne 0 ]; then
 	echo "test-c: $failures test program(s) failed"
