@@ -12,7 +12,9 @@
 # the best of R repeats (default 3; other work on the machine only ever slows a run down).
 # The checkpoint columns come from the line libshoal appends to $SHOAL_STATS at
 # shoal_finalize: checkpoints taken, bytes per rank per checkpoint, and the mean time a
-# checkpoint blocked the ranks. Target: with / without <= 1.03.
+# checkpoint blocked the ranks. Target: with / without <= 1.03. The last line is
+# RESULT cg_ratio=R cg_pairs=P … for each kernel: best against best, and the median of
+# the pairs' ratios.
 #
 # Each repeat is also a pair (with Shoal first in odd repeats, plain first in even ones),
 # and the row gives the median of the pairs' ratios with their lowest and highest: a
@@ -43,6 +45,7 @@
 # shared machine are noisy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 
 BUILD=${BUILD:-build}
 class=W ranks=4 interval=10 repeat=3
@@ -69,8 +72,7 @@ for k in "${kernels[@]}"; do
     done
 done
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+bench_tmpdir work
 
 # The plain runs get the flags `shoal run` gives mpirun: when ranks outnumber cores,
 # oversubscribe, bind to nothing and yield when idle; otherwise mpirun's defaults (a rank
@@ -121,7 +123,7 @@ cores=$(( ranks < $(nproc) ? ranks : $(nproc) ))
 printf '%-6s %10s %12s %7s %20s %12s %15s %18s %15s %15s\n' kernel "with (s)" "without (s)" ratio \
     "pairs: median (range)" \
     checkpoints "MiB/ckpt/rank" "blocking mean (s)" "writer CPU (s)" "by accounting"
-status=0 over=() over_pairs=()
+status=0 over=() over_pairs=() result=()
 for k in "${kernels[@]}"; do
     with="" without="" stats_best="" pairs=()
     for ((r = 1; r <= repeat; r++)) do
@@ -146,9 +148,8 @@ for k in "${kernels[@]}"; do
         pairs+=("$(awk -v a="$t" -v b="$u" 'BEGIN { printf "%.3f", a / b }')")
     done
     # The pairs' ratios: their median, and the lowest and highest (the machine's spread).
-    read -r pmed plo phi < <(printf '%s\n' "${pairs[@]}" | sort -n |
-        awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-                                  printf "%.3f %s %s\n", m, v[1], v[NR] }')
+    pmed=$(printf %.3f "$(printf '%s\n' "${pairs[@]}" | median)")
+    read -r plo phi < <(printf '%s\n' "${pairs[@]}" | spread)
     ckpts=n/a mib=n/a block=n/a wcpu=n/a acct=n/a
     if [ -s "$stats_best" ]; then
         ckpts=$(stat_field "$stats_best" checkpoints)
@@ -166,6 +167,7 @@ for k in "${kernels[@]}"; do
     printf '%-6s %10.3f %12.3f %7s %20s %12s %15s %18s %15s %15s\n' "$k" "$with" "$without" "$ratio" \
         "$pmed ($plo-$phi)" "$ckpts" \
         "$mib" "$block" "$wcpu" "$acct"
+    result+=("${k}_ratio=$ratio" "${k}_pairs=$pmed")
 done
 if [ ${#over[@]} -gt 0 ] || [ ${#over_pairs[@]} -gt 0 ]; then
     echo "above the target ratio of 1.03: best against best: ${over[*]:-none};" \
@@ -173,4 +175,5 @@ if [ ${#over[@]} -gt 0 ] || [ ${#over_pairs[@]} -gt 0 ]; then
 else
     echo "every ratio within the target of 1.03"
 fi
+if [ ${#result[@]} -gt 0 ]; then bench_result "${result[@]}"; fi
 exit $status

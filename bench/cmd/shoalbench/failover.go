@@ -448,6 +448,15 @@ func secs(v float64) string {
 	return fmt.Sprintf("%.2f s", v)
 }
 
+// resultSecs is v for a RESULT line: seconds to the hundredth, "nan" when
+// not measured.
+func resultSecs(v float64) string {
+	if math.IsNaN(v) {
+		return "nan"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
 // median of the values that are not NaN, and how many there were.
 func median(vs []float64) (float64, int) {
 	var ok []float64
@@ -568,6 +577,8 @@ func failoverReport(w *os.File, cfg failoverConfig, n int, samples []sample) int
 		}
 	}
 	fmt.Fprintf(w, "load average at the end: %s\n", loadavg())
+	fmt.Fprintf(w, "RESULT coordinator_total_s=%s other_total_s=%s election_extra_s=%s\n",
+		resultSecs(co.meds["total"]), resultSecs(base.meds["total"]), resultSecs(co.meds["total"]-base.meds["total"]))
 	if failed > 0 {
 		return 1
 	}

@@ -82,7 +82,7 @@ func trafficMain(args []string) int {
 			vsCopy = fmt.Sprintf("%.2f", per[r.redundancy]/c)
 		}
 		fmt.Printf("%-14s %10.1f %7d %14.1f %9.2f %8s\n", r.redundancy, float64(r.bytes)/1e6, r.epochs, per[r.redundancy]/1e6, per[r.redundancy]/state, vsCopy)
-		result = append(result, fmt.Sprintf("%s=%.2f", strings.ReplaceAll(r.redundancy, ":", "_"), per[r.redundancy]/state))
+		result = append(result, fmt.Sprintf("state_moved_per_epoch_%s=%.2f", strings.ReplaceAll(r.redundancy, ":", "_"), per[r.redundancy]/state))
 	}
 	// Shards cross compressed when it pays (copies, and the shards a parity
 	// node reads); parity rows cross raw. With the copies' ratio, the model.
@@ -101,7 +101,7 @@ func trafficMain(args []string) int {
 				q.redundancy, ratio+float64(m-1)/float64(k), ratio, m-1, k, m, ratio, float64(m)*ratio)
 		}
 	}
-	fmt.Printf("\nRESULT state_moved_per_epoch %s\n", strings.Join(result, " "))
+	fmt.Printf("\nRESULT %s\n", strings.Join(result, " "))
 	return 0
 }
 

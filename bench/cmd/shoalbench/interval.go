@@ -64,7 +64,7 @@ func intervalMain(args []string) int {
 	for _, s := range strings.Split(*mtbfs, ",") {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			fmt.Fprintf(os.Stderr, "faultbench interval: --mtbf %q: want positive durations\n", s)
+			fmt.Fprintf(os.Stderr, "interval: --mtbf %q: want positive durations\n", s)
 			return 2
 		}
 		cfg.mtbfs = append(cfg.mtbfs, d)
@@ -72,7 +72,7 @@ func intervalMain(args []string) int {
 	cfg.policies = strings.Split(*policies, ",")
 	var err error
 	if cfg.root, cfg.shoal, err = built(); err != nil {
-		fmt.Fprintf(os.Stderr, "faultbench interval: %v\n", err)
+		fmt.Fprintf(os.Stderr, "interval: %v\n", err)
 		return 1
 	}
 	ctx, stop := interruptible()
@@ -85,7 +85,7 @@ func intervalMain(args []string) int {
 	for _, m := range cfg.mtbfs {
 		c, err := up(ctx, cfg.instance, cfg.hosts, cfg.cores, cfg.shoal)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "faultbench interval: %v\n", err)
+			fmt.Fprintf(os.Stderr, "interval: %v\n", err)
 			down(cfg.instance)
 			return 1
 		}
@@ -104,7 +104,7 @@ func intervalMain(args []string) int {
 		for rep := 0; rep < cfg.reps; rep++ {
 			r := intervalOnce(ctx, cfg, c, "0", nil)
 			if r.err != "" {
-				fmt.Fprintf(os.Stderr, "faultbench interval: the run without faults: %s\n", r.err)
+				fmt.Fprintf(os.Stderr, "interval: the run without faults: %s\n", r.err)
 				down(cfg.instance)
 				return 1
 			}
@@ -119,7 +119,7 @@ func intervalMain(args []string) int {
 		}
 		bases[m], _ = median(walls)
 		if err := down(cfg.instance); err != nil {
-			fmt.Fprintf(os.Stderr, "faultbench interval: testbed down: %v\n", err)
+			fmt.Fprintf(os.Stderr, "interval: testbed down: %v\n", err)
 		}
 	}
 	return reportIntervals(runs, bases, cfg.policies)

@@ -227,6 +227,8 @@ func chaosReport(out io.Writer, w *world, r *jobRunner, decl []declaration, elap
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
 	fmt.Fprintf(out, "agents' logs kept in %s; load average at the end: %s\n", w.cfg.keep, loadavg())
+	fmt.Fprintf(out, "RESULT faults=%d jobs=%d verified=%d failed=%d wrong=%d hung=%d false_declarations=%d epochs_lost=%d seed=%d\n",
+		total, len(jobs), verified, failed, wrong, hung, len(falses), lost, w.cfg.seed)
 	if wrong > 0 || hung > 0 {
 		return 1
 	}

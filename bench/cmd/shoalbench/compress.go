@@ -1,4 +1,6 @@
-// Command compressbench measures, for each shard file it is given, what the
+package main
+
+// shoalbench compress measures, for each shard file it is given, what the
 // agents' compression of shard transfers does on this machine (bench/compress
 // runs it): the ratio and the one-core throughputs the sending agent measures
 // on a shard's sample (shardstore.ReadSample, shardstore.Measure), and for
@@ -15,8 +17,7 @@
 // same either way, are not in it. "unthrottled" predicts with the loopback's
 // bandwidth as the raw transfer measured it.
 //
-//	compressbench [-links 20,100,1000,0] NAME=FILE...
-package main
+//	shoalbench compress [-links 20,100,1000,0] NAME=FILE...
 
 import (
 	"bytes"
@@ -40,10 +41,8 @@ import (
 	"shoal/internal/shardstore"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
-
-func run(args []string) int {
-	fs := flag.NewFlagSet("compressbench", flag.ContinueOnError)
+func compressMain(args []string) int {
+	fs := flag.NewFlagSet("compress", flag.ContinueOnError)
 	linksFlag := fs.String("links", "20,100,1000,0", "link rates in Mbit/s; 0 is loopback unthrottled")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -52,30 +51,30 @@ func run(args []string) int {
 	for _, v := range strings.Split(*linksFlag, ",") {
 		m, err := strconv.ParseFloat(v, 64)
 		if err != nil || m < 0 {
-			fmt.Fprintf(os.Stderr, "compressbench: -links %q: want Mbit/s ≥ 0, comma-separated\n", *linksFlag)
+			fmt.Fprintf(os.Stderr, "compress: -links %q: want Mbit/s ≥ 0, comma-separated\n", *linksFlag)
 			return 2
 		}
 		mbits = append(mbits, m)
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: compressbench [-links 20,100,1000,0] NAME=FILE...")
+		fmt.Fprintln(os.Stderr, "usage: shoalbench compress [-links 20,100,1000,0] NAME=FILE...")
 		return 2
 	}
 	var result []string
 	for _, arg := range fs.Args() {
 		name, path, ok := strings.Cut(arg, "=")
 		if !ok {
-			fmt.Fprintf(os.Stderr, "compressbench: %q: want NAME=FILE\n", arg)
+			fmt.Fprintf(os.Stderr, "compress: %q: want NAME=FILE\n", arg)
 			return 2
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "compressbench:", err)
+			fmt.Fprintln(os.Stderr, "compress:", err)
 			return 1
 		}
 		ratio, err := bench(name, b, mbits)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "compressbench: %s: %v\n", name, err)
+			fmt.Fprintf(os.Stderr, "compress: %s: %v\n", name, err)
 			return 1
 		}
 		result = append(result, fmt.Sprintf("%s_ratio=%.4f", name, ratio))

@@ -1,12 +1,15 @@
-// Command tlscostbench measures the CPU time of moving bytes over one TCP
+package main
+
+// shoalbench tlscost measures the CPU time of moving bytes over one TCP
 // connection between two hosts: plain, and over TLS 1.3 as the agents speak it
 // (crypto/tls, the cluster's certificates) with the sender's writes as they
 // come or gathered under TLS into larger socket writes. bench/tls-cost runs a
 // receiver on one testbed host and the sender on another.
 //
-//	tlscostbench -listen ADDR -secret FILE          receive, forever
-//	tlscostbench -send ADDR -secret FILE -mb N      send each way once, print
-package main
+//	shoalbench tlscost -listen ADDR -secret FILE          receive, forever
+//	shoalbench tlscost -send ADDR -secret FILE -mb N      send each way once, print
+//	                                                      a line per way: name, sender
+//	                                                      and receiver CPU-s, key
 
 import (
 	"bufio"
@@ -26,7 +29,9 @@ import (
 // A way of sending: TLS or not, the size of each write of the sender, and
 // how much is gathered under TLS before a socket write (0: none).
 type way struct {
-	Name   string
+	Name string
+	// Key names the way in the bench's RESULT line.
+	Key    string `json:"-"`
 	TLS    bool
 	Write  int
 	Gather int
@@ -37,11 +42,11 @@ type way struct {
 }
 
 var ways = []way{
-	{Name: "tcp, 1 MiB writes", Write: 1 << 20},
-	{Name: "tls, 4 KiB writes", TLS: true, Write: 4 << 10},
-	{Name: "tls, 1 MiB writes", TLS: true, Write: 1 << 20},
-	{Name: "tls, 1 MiB writes gathered into 256 KiB", TLS: true, Write: 1 << 20, Gather: 256 << 10},
-	{Name: "tls, gathered, read 256 KiB at a time", TLS: true, Write: 1 << 20, Gather: 256 << 10, ReadGather: 256 << 10},
+	{Name: "tcp, 1 MiB writes", Key: "tcp", Write: 1 << 20},
+	{Name: "tls, 4 KiB writes", Key: "tls_4k", TLS: true, Write: 4 << 10},
+	{Name: "tls, 1 MiB writes", Key: "tls_1m", TLS: true, Write: 1 << 20},
+	{Name: "tls, 1 MiB writes gathered into 256 KiB", Key: "tls_gathered", TLS: true, Write: 1 << 20, Gather: 256 << 10},
+	{Name: "tls, gathered, read 256 KiB at a time", Key: "tls_gathered_read", TLS: true, Write: 1 << 20, Gather: 256 << 10, ReadGather: 256 << 10},
 }
 
 // cpu is this process's CPU time so far, in seconds.
@@ -51,43 +56,48 @@ func cpu() float64 {
 	return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e9
 }
 
-func main() {
-	listen := flag.String("listen", "", "receive on this address")
-	send := flag.String("send", "", "send to the receiver at this address")
-	secretFile := flag.String("secret", "", "the cluster secret's file")
-	mb := flag.Int("mb", 256, "MB sent each way")
-	flag.Parse()
+func tlsCostMain(args []string) int {
+	fs := flag.NewFlagSet("tlscost", flag.ContinueOnError)
+	listen := fs.String("listen", "", "receive on this address")
+	send := fs.String("send", "", "send to the receiver at this address")
+	secretFile := fs.String("secret", "", "the cluster secret's file")
+	mb := fs.Int("mb", 256, "MB sent each way")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
 	secret, err := agent.ReadSecret(*secretFile)
 	if err != nil {
-		fail(err)
+		return tlsCostFail(err)
 	}
 	switch {
 	case *listen != "":
 		id, err := pki.NewIdentity(secret, "receiver", net.ParseIP("127.0.0.1"))
 		if err != nil {
-			fail(err)
+			return tlsCostFail(err)
 		}
-		fail(receive(*listen, id.ServerConfig()))
+		return tlsCostFail(receive(*listen, id.ServerConfig()))
 	case *send != "":
 		id, err := pki.ClientIdentity(secret, "sender")
 		if err != nil {
-			fail(err)
+			return tlsCostFail(err)
 		}
 		for _, w := range ways {
 			s, r, err := sendOnce(*send, id.ClientConfig(), w, int64(*mb)<<20)
 			if err != nil {
-				fail(err)
+				return tlsCostFail(err)
 			}
-			fmt.Printf("%s\t%.3f\t%.3f\n", w.Name, s, r)
+			fmt.Printf("%s\t%.3f\t%.3f\t%s\n", w.Name, s, r, w.Key)
 		}
-	default:
-		fail(fmt.Errorf("want -listen or -send"))
+		return 0
 	}
+	fmt.Fprintln(os.Stderr, "tlscost: want -listen or -send")
+	return 2
 }
 
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "tlscostbench:", err)
-	os.Exit(1)
+// tlsCostFail prints err and returns the exit code of a failure.
+func tlsCostFail(err error) int {
+	fmt.Fprintln(os.Stderr, "tlscost:", err)
+	return 1
 }
 
 // receive answers each connection: 512 bytes of JSON naming the way and the
