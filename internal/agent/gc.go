@@ -15,7 +15,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
-	"shoal/internal/coord"
+	"shoal/internal/epochs"
 	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/membership"
@@ -346,7 +346,7 @@ func (c *collector) jobs(node retention.Node) []retention.Job {
 		}
 		if h, ok := node.Jobs[j.ID]; ok && len(h.Epochs) > 0 {
 			if _, raw, err := c.a.store.Job(j.ID); err == nil && len(raw) > 0 {
-				var book coord.EpochBook
+				var book epochs.Book
 				if err := json.Unmarshal(raw, &book); err == nil {
 					rj.KeepFrom = book.KeepFrom()
 				} else {

@@ -14,7 +14,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
-	"shoal/internal/coord"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/retention"
 	"shoal/test/poll"
@@ -105,8 +105,8 @@ func TestAgentCollects(t *testing.T) {
 	if err := store.Submit(job.Job{ID: "kept", State: job.Cancelled, Ended: ended, Spec: job.Spec{Keep: job.KeepForever}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	book := coord.NewEpochBook(1, 1)
-	book.Epochs = map[uint64]*coord.EpochEntry{2: {Complete: true}, 4: {Complete: true}}
+	book := epochs.NewBook(1, 1)
+	book.Epochs = map[uint64]*epochs.Entry{2: {Complete: true}, 4: {Complete: true}}
 	raw, _ := json.Marshal(book)
 	if err := store.Update("running", nil, nil, raw); err != nil {
 		t.Fatal(err)

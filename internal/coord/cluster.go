@@ -12,6 +12,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/mtbf"
 	"shoal/internal/place"
@@ -20,7 +21,7 @@ import (
 // clusterBackend runs a job over the cluster's nodes. Each rank writes its shards to
 // its own node; the backend has every shard copied to as many nodes as the job's
 // redundancy asks, counts an epoch complete when every rank's shard is that durable
-// (its [EpochBook] decides), and after a node is lost relaunches from the newest
+// (its [epochs.Book] decides), and after a node is lost relaunches from the newest
 // complete epoch whose shards all survive, on the nodes that remain.
 type clusterBackend struct {
 	s  *Service
@@ -47,10 +48,10 @@ type clusterBackend struct {
 	// mu guards the fields below up to run, and the measures of progress and
 	// costs further down: the copies under way and the watch share them.
 	mu       sync.Mutex
-	book     EpochBook
-	inflight map[shardCopy]bool   // replications under way
-	encoding map[parityCopy]bool  // parity rows being computed
-	wire     map[uint64]wireBytes // by epoch not yet complete: what its copies moved
+	book     epochs.Book
+	inflight map[epochs.ShardCopy]bool  // replications under way
+	encoding map[epochs.ParityCopy]bool // parity rows being computed
+	wire     map[uint64]wireBytes       // by epoch not yet complete: what its copies moved
 	contacts map[string]contact
 	excluded map[string]bool // nodes that stopped answering; not placed on
 	// indexes are the latest shard indexes of the nodes, by node, as the watch
@@ -58,14 +59,14 @@ type clusterBackend struct {
 	// and poll has yet to account for it.
 	indexes map[string]api.ShardIndex
 	changed bool
-	made    madeLedger    // copies and rows made that the indexes may not show yet
+	made    epochs.Ledger // copies and rows made that the indexes may not show yet
 	run     *runWatch     // the watch of the current run, while there is one
 	news    chan struct{} // tells the job's loop that changed was set (see watch)
 
 	// onBook, when set, receives a copy of the book whenever its complete epochs
 	// change (one became complete, older ones were pruned), from the job's
 	// goroutine, so the job's state store can keep it.
-	onBook    func(EpochBook)
+	onBook    func(epochs.Book)
 	reconfigs chan reconfig // asked for by the service
 	pending   *reconfig     // a planned reconfiguration waiting for its checkpoint (job goroutine only)
 	// doubted is when membership first said a node of the run was not alive,
@@ -97,18 +98,18 @@ type clusterBackend struct {
 // newClusterBackend returns the backend of job rj, which s coordinates as cj. book
 // is where its epochs are recorded from: empty for a new job; for a job a new
 // coordinator resumes, the book its predecessor kept. The backend keeps a copy.
-func newClusterBackend(s *Service, cj *clusterJob, rj *jobRun, book EpochBook) *clusterBackend {
+func newClusterBackend(s *Service, cj *clusterJob, rj *jobRun, book epochs.Book) *clusterBackend {
 	b := &clusterBackend{
 		s: s, cj: cj, j: rj, book: book.Clone(),
-		inflight: map[shardCopy]bool{}, encoding: map[parityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
-		indexes: map[string]api.ShardIndex{}, made: newMadeLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
+		inflight: map[epochs.ShardCopy]bool{}, encoding: map[epochs.ParityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
+		indexes: map[string]api.ShardIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		waiting:   map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}
 
 	if f := s.cfg.OnBook; f != nil {
 		id := rj.spec.ID
-		b.onBook = func(book EpochBook) { f(id, book) }
+		b.onBook = func(book epochs.Book) { f(id, book) }
 	}
 	return b
 }

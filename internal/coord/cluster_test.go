@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -106,7 +107,7 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer {
 		return fetchPeer{node: n.Name, asked: asked, release: release}
 	}}}
-	book := NewEpochBook(1, 2)
+	book := epochs.NewBook(1, 2)
 	book.AddCopy(1, 0, "a")
 	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 1}, Output{}), book)
 	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
@@ -146,7 +147,7 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 	}
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}}
 	for round := 0; round < 20; round++ {
-		b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 3}, Output{}), NewEpochBook(3, 2))
+		b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 3}, Output{}), epochs.NewBook(3, 2))
 		b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 		b.placement = place.Placement{"a", "b", "c"}
 		b.epochBase(0)
@@ -195,14 +196,14 @@ func (p bookPeer) RemoveShardsBefore(ctx context.Context, job string, epoch uint
 // complete epochs, with a copy, and of nothing else.
 func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 	removed := make(chan uint64, 10)
-	var books []EpochBook
+	var books []epochs.Book
 	s := NewService(ServiceConfig{
 		DataDir: t.TempDir(),
 		Peer:    func(n api.Node) Peer { return bookPeer{removed: removed} },
-		OnBook:  func(job string, b EpochBook) { books = append(books, b) },
+		OnBook:  func(job string, b epochs.Book) { books = append(books, b) },
 	})
 	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: 1}, Output{})
-	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, NewEpochBook(1, 1))
+	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, epochs.NewBook(1, 1))
 	b.nodes = map[string]api.Node{"a": {Name: "a"}}
 	b.placement = place.Placement{"a"}
 	b.epochBase(0)
@@ -247,10 +248,40 @@ func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 	}
 }
 
+// fiveNodeBook is the book of a job of 5 ranks, one on each of n1..n5, kept as
+// two copies, each rank's second copy on the next node: epochs 3 and 4 complete.
+func fiveNodeBook() epochs.Book {
+	writers := []string{"n1", "n2", "n3", "n4", "n5"}
+	b := epochs.NewBook(5, 2)
+	b.StartRun(0)
+	idx := map[string][]api.ShardInfo{}
+	for _, e := range []uint64{3, 4} {
+		for r, n := range writers {
+			idx[n] = append(idx[n], si(e, r, sum(e, r)))
+		}
+	}
+	b.Index(idx, writers)
+	for _, e := range []uint64{3, 4} {
+		for r := range writers {
+			b.AddCopy(e, r, writers[(r+1)%len(writers)])
+		}
+	}
+	b.MarkComplete(5)
+	return b
+}
+
+// si is the index entry of rank's shard of epoch with checksum sum.
+func si(epoch uint64, rank int, sum uint64) api.ShardInfo {
+	return api.ShardInfo{Epoch: epoch, Rank: rank, Checksum: sum, CreatedNs: epoch * 1000}
+}
+
+// sum is the checksum the writer of rank's shard of epoch reports in these tests.
+func sum(epoch uint64, rank int) uint64 { return epoch*100 + uint64(rank) }
+
 // TestChooseFromASeededBook: a coordinator resuming a job chooses from the book it
 // was given, after asking every live node what it holds.
 func TestChooseFromASeededBook(t *testing.T) {
-	seed := book4() // epochs 3 and 4 complete over n1..n5
+	seed := fiveNodeBook() // epochs 3 and 4 complete over n1..n5
 	tests := []struct {
 		name  string
 		alive []string
@@ -308,7 +339,7 @@ func (holdPeer) RequestHold(ctx context.Context, job string) error { return nil 
 // asks for its checkpoint is not the held one; the relaunch waits for the next.
 func TestMoveWaitsForTheHeldEpoch(t *testing.T) {
 	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}}
-	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), NewEpochBook(2, 1))
+	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), epochs.NewBook(2, 1))
 	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
 	b.placement = place.Placement{"a", "b"}
 	b.epochBase(0)

@@ -5,7 +5,7 @@
 // The decisions are pure and tested on plain data, in the packages of what they
 // decide about: a job's state changes only through its [job.Lifecycle]; what
 // follows each outcome of a run is the [job.RestartPolicy]'s; which epochs are
-// complete and which to restart from is the [EpochBook]'s. The runner and the
+// complete and which to restart from is the [epochs.Book]'s. The runner and the
 // backends do the I/O around them.
 package coord
 

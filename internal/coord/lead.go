@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -139,9 +140,9 @@ func (s *Service) stepDown() {
 // complete epoch of its book.
 func (s *Service) resume(info job.Job) {
 	_, stored, _ := s.cfg.Store.Job(info.ID)
-	var book *EpochBook
+	var book *epochs.Book
 	if len(stored) > 0 {
-		book = new(EpochBook)
+		book = new(epochs.Book)
 		if err := json.Unmarshal(stored, book); err != nil {
 			book = nil // the job restarts from what the nodes hold, or afresh
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 )
 
@@ -113,7 +114,7 @@ func TestPrepareFencesInParallel(t *testing.T) {
 	spec := job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
 	cj := &clusterJob{info: job.Job{ID: "j", Spec: spec}}
 	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}}, Output{})
-	b := newClusterBackend(s, cj, rj, NewEpochBook(6, 2))
+	b := newClusterBackend(s, cj, rj, epochs.NewBook(6, 2))
 	b.nodes = map[string]api.Node{"a": nodes[0], "b": nodes[1], "c": nodes[2]} // the last run's
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func TestFirstRunFencesNothing(t *testing.T) {
 	spec := job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
 	cj := &clusterJob{info: job.Job{ID: "j", Spec: spec}}
 	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}}, Output{})
-	b := newClusterBackend(s, cj, rj, NewEpochBook(4, 2))
+	b := newClusterBackend(s, cj, rj, epochs.NewBook(4, 2))
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestFirstRunFencesNothing(t *testing.T) {
 	log.calls = nil
 	rj = newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}}, Output{})
 	rj.resume = &Resume{Why: "coordinator lost"}
-	b = newClusterBackend(s, cj, rj, NewEpochBook(4, 2))
+	b = newClusterBackend(s, cj, rj, epochs.NewBook(4, 2))
 	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/engine"
+	"shoal/internal/epochs"
 	"shoal/internal/farm"
 	"shoal/internal/files"
 	"shoal/internal/job"
@@ -91,7 +92,7 @@ type ServiceConfig struct {
 	// complete epochs change (one became complete, older ones were pruned), so
 	// that a coordinator taking the job over can start from it (see [Resume]).
 	// Never called concurrently for one job; it should return quickly.
-	OnBook func(job string, book EpochBook)
+	OnBook func(job string, book epochs.Book)
 	// Failures, when set, returns the cluster's record of node failures, from
 	// which a job with an automatic checkpoint interval learns its mean time
 	// between failures at each launch; unset, the record is empty (the prior).
@@ -196,7 +197,7 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 	if err != nil {
 		return job.Job{}, err
 	}
-	var book *EpochBook
+	var book *epochs.Book
 	var resume *Resume
 	if spec.ResumeEpoch > 0 {
 		// Checked before the job is recorded: a job that cannot resume is refused,
@@ -230,7 +231,7 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 // resumeDurable builds the book of a job that begins from an epoch kept outside
 // the cluster (spec.ResumeEpoch), from the shards the live nodes hold, which its
 // submitter put there.
-func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*EpochBook, *Resume, error) {
+func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book, *Resume, error) {
 	spec := info.Spec
 	nodes, err := s.cfg.Nodes(ctx)
 	if err != nil {
@@ -267,7 +268,7 @@ func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*EpochBook, 
 }
 
 // newBook is the empty epoch book of a job of spec.
-func newBook(spec job.Spec) EpochBook {
+func newBook(spec job.Spec) epochs.Book {
 	red := spec.Redundancy
 	if red == 0 {
 		red = 2
@@ -275,9 +276,9 @@ func newBook(spec job.Spec) EpochBook {
 	if p := spec.Parity; p != nil {
 		red = p.M + 1
 	}
-	book := NewEpochBook(spec.Ranks, red)
+	book := epochs.NewBook(spec.Ranks, red)
 	if p := spec.Parity; p != nil {
-		book.Parity = &ParitySpec{K: p.K, M: p.M}
+		book.Parity = &epochs.ParitySpec{K: p.K, M: p.M}
 	}
 	return book
 }
@@ -298,7 +299,7 @@ func againLedger(book json.RawMessage) json.RawMessage {
 }
 
 // start drives a job on this node, the leader; see run for book and resume.
-func (s *Service) start(info job.Job, book *EpochBook, resume *Resume) {
+func (s *Service) start(info job.Job, book *epochs.Book, resume *Resume) {
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	j := &clusterJob{s: s, info: info, cancel: cancel, finished: make(chan struct{})}
 	s.mu.Lock()
@@ -336,7 +337,7 @@ func NewJobID(program string) string {
 // book is the job's epoch book (nil: a new job's, empty); resume, when set, makes
 // the job begin by relaunching from the book's newest surviving epoch, as a new
 // coordinator does with a job whose coordinator was lost.
-func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resume *Resume) {
+func (s *Service) run(ctx context.Context, j *clusterJob, book *epochs.Book, resume *Resume) {
 	info := j.snapshot()
 	if info.Spec.Farm != nil {
 		s.runFarm(ctx, j)
@@ -376,7 +377,7 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *EpochBook, resum
 	}
 	if cb.onBook == nil && s.cfg.Store != nil {
 		// The store keeps the book, so that the next leader resumes from it.
-		cb.onBook = func(book EpochBook) {
+		cb.onBook = func(book epochs.Book) {
 			if b, err := json.Marshal(book); err == nil {
 				j.writeBook(b)
 			}

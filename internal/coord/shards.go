@@ -8,6 +8,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 )
 
@@ -41,7 +42,7 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 			}
 			b.mu.Lock()
 			b.indexes[name] = idx
-			b.made.indexTaken(name)
+			b.made.IndexTaken(name)
 			b.mu.Unlock()
 			mu.Lock()
 			indexes[name] = idx
@@ -87,26 +88,26 @@ func (b *clusterBackend) reportInterval() {
 }
 
 // replicate starts the copies that bring every shard to the copies wanted (see
-// [EpochBook.Replicas]). Copies run in the background: the ranks never wait for
+// [epochs.Book.Replicas]). Copies run in the background: the ranks never wait for
 // them. A copy under way counts: a large shard takes longer than a poll to copy,
 // and each poll would otherwise start one more.
 func (b *clusterBackend) replicate(ctx context.Context) {
 	id := b.cj.snapshot().ID
 	b.mu.Lock()
 	copies := b.book.Replicas(names(b.nodes), func(epoch uint64, rank int, node string) bool {
-		return b.inflight[shardCopy{epoch, rank, node}]
+		return b.inflight[epochs.ShardCopy{Epoch: epoch, Rank: rank, Node: node}]
 	})
 	for _, c := range copies {
-		b.inflight[shardCopy{c.Epoch, c.Rank, c.To}] = true
+		b.inflight[epochs.ShardCopy{Epoch: c.Epoch, Rank: c.Rank, Node: c.To}] = true
 	}
 	run := names(b.nodes)
 	b.book.PlanGroups(run, b.placement)
 	encodes := b.book.Encodes(run, func(epoch uint64, group, row int) bool {
-		return b.encoding[parityCopy{epoch, group, row}]
+		return b.encoding[epochs.ParityCopy{Epoch: epoch, Group: group, Row: row}]
 	})
 	for _, e := range encodes {
-		for _, row := range e.rows() {
-			b.encoding[parityCopy{e.Epoch, e.Group, row.Row}] = true
+		for _, row := range e.Rows() {
+			b.encoding[epochs.ParityCopy{Epoch: e.Epoch, Group: e.Group, Row: row.Row}] = true
 		}
 	}
 	b.mu.Unlock()
@@ -114,13 +115,13 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 		go b.encode(ctx, id, e)
 	}
 	for _, c := range copies {
-		go func(c Replica, to Peer, from string) {
+		go func(c epochs.Replica, to Peer, from string) {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
 			b.mu.Lock()
 			if err == nil {
-				b.copyMade(shardCopy{c.Epoch, c.Rank, c.To})
+				b.copyMade(epochs.ShardCopy{Epoch: c.Epoch, Rank: c.Rank, Node: c.To})
 				if f.Copied {
 					w := b.wire[c.Epoch]
 					sent := f.Shard.Size
@@ -131,7 +132,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 					b.wire[c.Epoch] = w
 				}
 			}
-			delete(b.inflight, shardCopy{c.Epoch, c.Rank, c.To})
+			delete(b.inflight, epochs.ShardCopy{Epoch: c.Epoch, Rank: c.Rank, Node: c.To})
 			b.mu.Unlock()
 			b.copyEnded(err)
 		}(c, b.peer(c.To), b.nodes[c.From].API)
@@ -142,7 +143,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 // e.Epoch and push the rows of e.Push to their nodes, and records each row
 // once it is stored. A row whose push failed is asked for again at a later
 // poll.
-func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
+func (b *clusterBackend) encode(ctx context.Context, job string, e epochs.Encode) {
 	req := api.EncodeRequest{Group: e.Group, Row: e.Row, M: e.M, Data: b.apiMembers(e.Members)}
 	for _, p := range e.Push {
 		req.Push = append(req.Push, api.ParityPush{Row: p.Row, To: b.nodes[p.To].API})
@@ -152,7 +153,7 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 	cancel()
 	b.mu.Lock()
 	if err == nil {
-		b.rowMade(rowCopy{parityCopy{e.Epoch, e.Group, e.Row}, e.To})
+		b.rowMade(epochs.RowCopy{ParityCopy: epochs.ParityCopy{Epoch: e.Epoch, Group: e.Group, Row: e.Row}, Node: e.To})
 		for i, p := range e.Push {
 			switch {
 			case i >= len(res.Pushed) || res.Pushed[i].Row != p.Row:
@@ -160,28 +161,28 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e Encode) {
 			case res.Pushed[i].Error != "":
 				err = fmt.Errorf("parity row %d pushed to %s: %s", p.Row, p.To, res.Pushed[i].Error)
 			default:
-				b.rowMade(rowCopy{parityCopy{e.Epoch, e.Group, p.Row}, p.To})
+				b.rowMade(epochs.RowCopy{ParityCopy: epochs.ParityCopy{Epoch: e.Epoch, Group: e.Group, Row: p.Row}, Node: p.To})
 			}
 		}
 	}
-	for _, row := range e.rows() {
-		delete(b.encoding, parityCopy{e.Epoch, e.Group, row.Row})
+	for _, row := range e.Rows() {
+		delete(b.encoding, epochs.ParityCopy{Epoch: e.Epoch, Group: e.Group, Row: row.Row})
 	}
 	b.mu.Unlock()
 	b.copyEnded(err)
 }
 
 // copyMade records in the book a copy made, and keeps it there until its
-// holder's index settles it (see madeLedger). The caller holds mu.
-func (b *clusterBackend) copyMade(c shardCopy) {
-	b.book.AddCopy(c.epoch, c.rank, c.node)
-	b.made.shard(c)
+// holder's index settles it (see epochs.Ledger). The caller holds mu.
+func (b *clusterBackend) copyMade(c epochs.ShardCopy) {
+	b.book.AddCopy(c.Epoch, c.Rank, c.Node)
+	b.made.Copy(c)
 }
 
 // rowMade is copyMade for a parity row.
-func (b *clusterBackend) rowMade(c rowCopy) {
-	b.book.AddRow(c.epoch, c.group, c.row, c.node)
-	b.made.row(c)
+func (b *clusterBackend) rowMade(c epochs.RowCopy) {
+	b.book.AddRow(c.Epoch, c.Group, c.Row, c.Node)
+	b.made.Row(c)
 }
 
 // copyEnded wakes the job's loop once a copy or a parity row is done: at once
@@ -198,7 +199,7 @@ func (b *clusterBackend) copyEnded(err error) {
 
 // apiMembers names the holders of a group's shards by their API addresses;
 // a member whose holder is not a node of the run has none.
-func (b *clusterBackend) apiMembers(ms []GroupMember) []api.Member {
+func (b *clusterBackend) apiMembers(ms []epochs.GroupMember) []api.Member {
 	out := make([]api.Member, len(ms))
 	for i, m := range ms {
 		out[i] = api.Member{Rank: m.Rank, Bytes: m.Bytes, Sum: m.Sum}
@@ -207,12 +208,6 @@ func (b *clusterBackend) apiMembers(ms []GroupMember) []api.Member {
 		}
 	}
 	return out
-}
-
-// parityCopy is parity row row of group group of epoch, being computed.
-type parityCopy struct {
-	epoch      uint64
-	group, row int
 }
 
 // wireBytes is what the copies of an epoch's shards moved: their size, the
@@ -237,13 +232,6 @@ func (b *clusterBackend) copiesNote(epoch uint64) string {
 	return note
 }
 
-// shardCopy is a copy of rank's shard of epoch on node.
-type shardCopy struct {
-	epoch uint64
-	rank  int
-	node  string
-}
-
 // markComplete records the epochs whose every rank has enough copies, and removes
 // shards older than the complete epochs a restart may use from every node. When the
 // complete epochs change, the manifest is rewritten and onBook told.
@@ -252,7 +240,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	want := b.book.Want(len(b.nodes))
 	fresh := b.book.MarkComplete(len(b.nodes))
 	how := fmt.Sprintf("%d copies each", want)
-	if b.book.parityOn(len(b.nodes)) {
+	if b.book.ParityOn(len(b.nodes)) {
 		p := b.book.Parity
 		how = fmt.Sprintf("one copy each, rs:%d+%d parity", p.K, p.M)
 	}
@@ -264,7 +252,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	if c := b.book.CreatedNs(fresh[len(fresh)-1]); c != 0 {
 		b.ckptCost = max(time.Since(time.Unix(0, int64(c))), 0)
 	}
-	var book EpochBook
+	var book epochs.Book
 	if b.onBook != nil {
 		book = b.book.Clone()
 	}

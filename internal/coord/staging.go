@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 )
 
@@ -132,13 +133,13 @@ func (b *clusterBackend) lostWhileStaged(down []string) *nodeLoss {
 
 // stageShards makes the copies and rebuilds that bring the ranks' shards of
 // epoch to their nodes, in parallel, and says how that went.
-func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint64, fetches []Replica, rebuilds []Rebuild) stagedShards {
+func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint64, fetches []epochs.Replica, rebuilds []epochs.Rebuild) stagedShards {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(fetches)+len(rebuilds))
 	var down downNodes
 	for _, f := range fetches {
 		wg.Add(1)
-		go func(f Replica, to Peer, from string) {
+		go func(f epochs.Replica, to Peer, from string) {
 			defer wg.Done()
 			ref := api.ShardRef{Job: id, Epoch: f.Epoch, Rank: f.Rank}
 			if _, err := to.Fetch(ctx, ref, from); err != nil {
@@ -154,7 +155,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 	}
 	for _, rb := range rebuilds {
 		wg.Add(1)
-		go func(rb Rebuild, to Peer) {
+		go func(rb epochs.Rebuild, to Peer) {
 			defer wg.Done()
 			ref := api.ShardRef{Job: id, Epoch: rb.Epoch, Rank: rb.Rank}
 			req := api.RebuildRequest{Group: rb.Group, M: rb.M, Data: b.apiMembers(rb.Members)}
@@ -210,20 +211,20 @@ func (b *clusterBackend) shardsStaged() *nodeLoss {
 // believed to hold the shard fetches it all the same when another node has it:
 // its copy may have been damaged since, and a node holding a good copy answers
 // at once without copying.
-func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]Replica, []Rebuild, error) {
+func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]epochs.Replica, []epochs.Rebuild, error) {
 	if epoch == 0 {
 		return nil, nil, nil
 	}
 	run := names(b.nodes)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []Replica
-	var rebuilds []Rebuild
+	var out []epochs.Replica
+	var rebuilds []epochs.Rebuild
 	for name, ranks := range byNode {
 		for _, r := range ranks {
 			from, have := b.book.Source(epoch, r, name, run)
 			if from != "" {
-				out = append(out, Replica{Epoch: epoch, Rank: r, From: from, To: name})
+				out = append(out, epochs.Replica{Epoch: epoch, Rank: r, From: from, To: name})
 				continue
 			}
 			if have {

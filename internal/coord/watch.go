@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/epochs"
 )
 
 // How the backend follows the shard indexes of a run's nodes (see watch).
@@ -166,7 +167,7 @@ func (b *clusterBackend) watchNode(ctx context.Context, job, node string, p Peer
 		if idx.Tag != known || known == "" {
 			b.mu.Lock()
 			b.indexes[node] = idx
-			b.made.indexTaken(node)
+			b.made.IndexTaken(node)
 			b.mu.Unlock()
 			b.tell()
 		}
@@ -221,16 +222,16 @@ func (b *clusterBackend) indexCached() {
 // copies and rows made since that they do not show yet. The caller holds mu.
 func (b *clusterBackend) indexBook(indexes map[string]api.ShardIndex) {
 	shards := make(map[string][]api.ShardInfo, len(indexes))
-	rows := make(map[string][]parityRow, len(indexes))
+	rows := make(map[string][]epochs.ParityRow, len(indexes))
 	for name, idx := range indexes {
 		shards[name] = idx.Shards
-		var held []parityRow
+		var held []epochs.ParityRow
 		for _, p := range idx.Parity {
-			held = append(held, parityRow{Epoch: p.Epoch, Group: p.Group, Row: p.Row, Ranks: p.Ranks, Sums: p.Sums})
+			held = append(held, epochs.ParityRow{Epoch: p.Epoch, Group: p.Group, Row: p.Row, Ranks: p.Ranks, Sums: p.Sums})
 		}
 		rows[name] = held
 	}
 	b.book.Index(shards, b.placement)
 	b.book.IndexParity(rows)
-	b.made.apply(&b.book)
+	b.made.Apply(&b.book)
 }

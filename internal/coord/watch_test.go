@@ -18,6 +18,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -209,7 +210,7 @@ func watchedBackend(t *testing.T, f *fakeCluster, placement place.Placement, nod
 		Peer:    func(n api.Node) Peer { return fakeClusterNode{f: f, name: n.Name} },
 	})
 	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: len(placement)}, Output{})
-	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, NewEpochBook(len(placement), 2))
+	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, epochs.NewBook(len(placement), 2))
 	b.nodes = map[string]api.Node{}
 	for _, n := range nodes {
 		b.nodes[n] = api.Node{Name: n, API: n, State: "alive"}

@@ -81,7 +81,7 @@ type Job struct {
 	// api.KeepForever to keep its data until removed by hand.
 	Keep time.Duration
 	// KeepFrom is the oldest epoch a restart of the job may still use
-	// (coord.EpochBook.KeepFrom); every older epoch is garbage. 0: none known.
+	// (epochs.Book.KeepFrom); every older epoch is garbage. 0: none known.
 	KeepFrom uint64
 	// Files are the content hashes of the job's staged files.
 	Files []string

@@ -1,4 +1,4 @@
-package coord
+package epochs
 
 import (
 	"encoding/json"
@@ -22,8 +22,8 @@ func sum(epoch uint64, rank int) uint64 { return epoch*100 + uint64(rank) }
 
 // written returns a book of nranks ranks at redundancy whose run (placed as
 // writers) has written epochs, each rank's shard on its own node only.
-func written(nranks, redundancy int, writers []string, epochs ...uint64) EpochBook {
-	b := NewEpochBook(nranks, redundancy)
+func written(nranks, redundancy int, writers []string, epochs ...uint64) Book {
+	b := NewBook(nranks, redundancy)
 	b.StartRun(0)
 	idx := map[string][]api.ShardInfo{}
 	for _, e := range epochs {
@@ -91,7 +91,7 @@ func TestEpochBookWant(t *testing.T) {
 		{1, 3, 1}, {2, 3, 2}, {3, 3, 3}, {3, 2, 2}, {2, 1, 1}, {2, 0, 1}, {0, 3, 1},
 	}
 	for _, tt := range tests {
-		b := NewEpochBook(1, tt.redundancy)
+		b := NewBook(1, tt.redundancy)
 		if got := b.Want(tt.nodes); got != tt.want {
 			t.Errorf("Want(redundancy %d, %d nodes) = %d, want %d", tt.redundancy, tt.nodes, got, tt.want)
 		}
@@ -103,7 +103,7 @@ func TestEpochBookWant(t *testing.T) {
 // reused numbers is not counted, but its numbers are seen.
 func TestEpochBookCountsOnlyTheWritersShards(t *testing.T) {
 	writers := []string{"a", "b"}
-	b := NewEpochBook(2, 2)
+	b := NewBook(2, 2)
 	b.Highest = 4
 	b.StartRun(0) // 5
 	steps := []struct {
@@ -180,7 +180,7 @@ func TestEpochBookIndexReplacesTheNode(t *testing.T) {
 
 // book4 is a job of 5 ranks over n1..n5, redundancy 2, with epochs 3 and 4
 // complete: rank r written on n(r+1) and copied to the next node (rank 4 to n1).
-func book4() EpochBook {
+func book4() Book {
 	writers := []string{"n1", "n2", "n3", "n4", "n5"}
 	b := written(5, 2, writers, 3, 4)
 	next := map[string]string{"n1": "n2", "n2": "n3", "n3": "n4", "n4": "n5", "n5": "n1"}
@@ -196,7 +196,7 @@ func book4() EpochBook {
 func TestEpochBookChoose(t *testing.T) {
 	tests := []struct {
 		name    string
-		setup   func(*EpochBook)
+		setup   func(*Book)
 		live    []string
 		want    uint64
 		skipped []uint64
@@ -206,7 +206,7 @@ func TestEpochBookChoose(t *testing.T) {
 		{"one node dead: every shard has a second copy", nil, []string{"n1", "n2", "n4", "n5"}, 4, nil, ""},
 		{"two neighbours dead: rank 2's copies were on both", nil, []string{"n1", "n2", "n5"}, 0, []uint64{4, 3},
 			"epoch 4 lost: shards of rank 2 were only on n3, n4"},
-		{"epoch 4 lost, epoch 3 copied elsewhere: fall back", func(b *EpochBook) { b.AddCopy(3, 2, "n1") }, []string{"n1", "n2", "n5"}, 3, []uint64{4}, ""},
+		{"epoch 4 lost, epoch 3 copied elsewhere: fall back", func(b *Book) { b.AddCopy(3, 2, "n1") }, []string{"n1", "n2", "n5"}, 3, []uint64{4}, ""},
 		{"two nodes apart dead", nil, []string{"n1", "n3", "n5"}, 4, nil, ""},
 		{"three dead: ranks 2 and 3 gone, rank 4 has a copy on n1", nil, []string{"n1", "n2"}, 0, []uint64{4, 3},
 			"epoch 4 lost: shards of ranks 2, 3 were only on n3, n4, n5"},
@@ -229,8 +229,8 @@ func TestEpochBookChoose(t *testing.T) {
 		switch {
 		case tt.err == "" && err != nil:
 			t.Errorf("%s: error %v", tt.name, err)
-		case tt.err != "" && (err == nil || !errors.Is(err, ErrEpochLost)):
-			t.Errorf("%s: error %v, want ErrEpochLost", tt.name, err)
+		case tt.err != "" && (err == nil || !errors.Is(err, ErrLost)):
+			t.Errorf("%s: error %v, want ErrLost", tt.name, err)
 		case tt.err != "" && err.Error() != tt.err:
 			t.Errorf("%s: error %q, want %q", tt.name, err, tt.err)
 		}
@@ -251,12 +251,12 @@ func TestEpochBookPassedOverMessage(t *testing.T) {
 
 func TestEpochBookLostMessage(t *testing.T) {
 	tests := []struct {
-		err  LostEpochError
+		err  LostError
 		want string
 	}{
-		{LostEpochError{Epoch: 4, Ranks: []int{3, 4}, Nodes: []string{"n3", "n4"}}, "epoch 4 lost: shards of ranks 3, 4 were only on n3, n4"},
-		{LostEpochError{Epoch: 7, Ranks: []int{0}, Nodes: []string{"n2"}}, "epoch 7 lost: shards of rank 0 were only on n2"},
-		{LostEpochError{Epoch: 2, Ranks: []int{1, 5}}, "epoch 2 lost: shards of ranks 1, 5 are on no node"},
+		{LostError{Epoch: 4, Ranks: []int{3, 4}, Nodes: []string{"n3", "n4"}}, "epoch 4 lost: shards of ranks 3, 4 were only on n3, n4"},
+		{LostError{Epoch: 7, Ranks: []int{0}, Nodes: []string{"n2"}}, "epoch 7 lost: shards of rank 0 were only on n2"},
+		{LostError{Epoch: 2, Ranks: []int{1, 5}}, "epoch 2 lost: shards of ranks 1, 5 are on no node"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -397,37 +397,37 @@ func TestEpochBookReplicas(t *testing.T) {
 	none := func(uint64, int, string) bool { return false }
 	tests := []struct {
 		name  string
-		book  func() EpochBook
+		book  func() Book
 		nodes []string
 		busy  func(uint64, int, string) bool
 		want  []Replica
 	}{
-		{"each shard to the next node by name", func() EpochBook { return written(3, 2, []string{"a", "b", "c"}, 1) },
+		{"each shard to the next node by name", func() Book { return written(3, 2, []string{"a", "b", "c"}, 1) },
 			[]string{"c", "a", "b"}, none,
 			[]Replica{{1, 0, "a", "b"}, {1, 1, "b", "c"}, {1, 2, "c", "a"}}},
-		{"a copy under way counts", func() EpochBook { return written(3, 2, []string{"a", "b", "c"}, 1) },
+		{"a copy under way counts", func() Book { return written(3, 2, []string{"a", "b", "c"}, 1) },
 			[]string{"a", "b", "c"}, func(e uint64, r int, n string) bool { return r == 0 && n == "b" },
 			[]Replica{{1, 1, "b", "c"}, {1, 2, "c", "a"}}},
-		{"the next node busy: the one after", func() EpochBook { return written(1, 3, []string{"a"}, 1) },
+		{"the next node busy: the one after", func() Book { return written(1, 3, []string{"a"}, 1) },
 			[]string{"a", "b", "c"}, func(e uint64, r int, n string) bool { return n == "b" },
 			[]Replica{{1, 0, "a", "c"}}},
-		{"four nodes: an even epoch's copies to the next node", func() EpochBook { return written(4, 2, []string{"a", "b", "c", "d"}, 2) },
+		{"four nodes: an even epoch's copies to the next node", func() Book { return written(4, 2, []string{"a", "b", "c", "d"}, 2) },
 			[]string{"a", "b", "c", "d"}, none,
 			[]Replica{{2, 0, "a", "b"}, {2, 1, "b", "c"}, {2, 2, "c", "d"}, {2, 3, "d", "a"}}},
-		{"four nodes: an odd epoch's two on", func() EpochBook { return written(4, 2, []string{"a", "b", "c", "d"}, 1) },
+		{"four nodes: an odd epoch's two on", func() Book { return written(4, 2, []string{"a", "b", "c", "d"}, 1) },
 			[]string{"a", "b", "c", "d"}, none,
 			[]Replica{{1, 0, "a", "c"}, {1, 1, "b", "d"}, {1, 2, "c", "a"}, {1, 3, "d", "b"}}},
-		{"copy:3 on four nodes: one on, whatever the epoch", func() EpochBook { return written(1, 3, []string{"a"}, 1) },
+		{"copy:3 on four nodes: one on, whatever the epoch", func() Book { return written(1, 3, []string{"a"}, 1) },
 			[]string{"a", "b", "c", "d"}, none, []Replica{{1, 0, "a", "b"}}},
-		{"one node: nothing to copy", func() EpochBook { return written(2, 2, []string{"a", "a"}, 1) },
+		{"one node: nothing to copy", func() Book { return written(2, 2, []string{"a", "a"}, 1) },
 			[]string{"a"}, none, nil},
-		{"complete epochs and those two behind are left alone", func() EpochBook {
+		{"complete epochs and those two behind are left alone", func() Book {
 			b := written(1, 2, []string{"a"}, 1, 2, 3, 4)
 			b.AddCopy(4, 0, "b")
 			b.MarkComplete(2)
 			return b
 		}, []string{"a", "b"}, none, []Replica{{2, 0, "a", "b"}, {3, 0, "a", "b"}}},
-		{"a holder outside the run is no source", func() EpochBook {
+		{"a holder outside the run is no source", func() Book {
 			b := written(1, 2, []string{"x"}, 1)
 			return b
 		}, []string{"a", "b"}, none, nil},
@@ -460,7 +460,7 @@ func TestEpochBookTwoLostAtOnce(t *testing.T) {
 			for j := i + 1; j < n; j++ {
 				live := slices.Concat(nodes[:i], nodes[i+1:j], nodes[j+1:])
 				epoch, _, err := b.Choose(live)
-				var lost *LostEpochError
+				var lost *LostError
 				switch {
 				case n >= 4 && err != nil:
 					t.Errorf("%d nodes, %s and %s lost: %v", n, nodes[i], nodes[j], err)
@@ -476,7 +476,7 @@ func TestEpochBookTwoLostAtOnce(t *testing.T) {
 
 // copyAll makes the copies b.Replicas asks for, of the epochs which, until it
 // asks for none.
-func copyAll(b *EpochBook, nodes []string, which func(epoch uint64) bool) {
+func copyAll(b *Book, nodes []string, which func(epoch uint64) bool) {
 	none := func(uint64, int, string) bool { return false }
 	for {
 		n := 0
@@ -543,10 +543,10 @@ func TestEpochBookKeepsBothKindsWhileAnEpochLags(t *testing.T) {
 		}
 	}
 
-	b := NewEpochBook(1, 3)
+	b := NewBook(1, 3)
 	b.StartRun(0)
 	for _, e := range []uint64{1, 2, 4} {
-		b.Epochs[e] = &EpochEntry{Complete: true}
+		b.Epochs[e] = &Entry{Complete: true}
 	}
 	if keep, pruned := b.Prune(); !pruned || keep != 2 {
 		t.Errorf("three copies, epochs 1, 2 and 4 complete: pruned %v from %d, want from 2", pruned, keep)
@@ -567,7 +567,7 @@ func TestEpochBookCloneAndJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back EpochBook
+	var back Book
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestEpochBookCloneAndJSON(t *testing.T) {
 	if got, _, _ := back.Choose([]string{"n1", "n2", "n3", "n4"}); got != 4 {
 		t.Errorf("a book read back chooses %d, want 4", got)
 	}
-	var empty EpochBook
+	var empty Book
 	empty.NRanks = 1
 	empty.AddCopy(1, 0, "a") // a zero book is usable
 	if got := empty.Holders(1, 0); !slices.Equal(got, []string{"a"}) {
@@ -590,7 +590,7 @@ func TestEpochBookCloneAndJSON(t *testing.T) {
 // must not then remove epoch 4, which the new run's ranks restore.
 func TestEpochBookRelaunchForgetsLaterEpochs(t *testing.T) {
 	writers := []string{"a", "b"}
-	b := NewEpochBook(2, 1)
+	b := NewBook(2, 1)
 	b.StartRun(0)
 	for e := uint64(1); e <= 6; e++ {
 		b.Index(map[string][]api.ShardInfo{"a": {si(e, 0, e)}, "b": {si(e, 1, 10+e)}}, writers)
@@ -629,7 +629,7 @@ func TestEpochBookResume(t *testing.T) {
 		i.NRanks = 2
 		return i
 	}
-	b := NewEpochBook(2, 2)
+	b := NewBook(2, 2)
 	err := b.Resume(7, map[string][]api.ShardInfo{
 		"n1": {with(7, 0, 70), with(7, 1, 71)},
 		"n2": {with(7, 1, 71), with(3, 0, 30)},
@@ -658,7 +658,7 @@ func TestEpochBookResume(t *testing.T) {
 		"copies that differ": {"n1": {with(7, 0, 70), with(7, 1, 71)}, "n2": {with(7, 1, 99)}},
 		"nothing":            {},
 	} {
-		b := NewEpochBook(2, 2)
+		b := NewBook(2, 2)
 		if err := b.Resume(7, idx); err == nil {
 			t.Errorf("%s: Resume succeeded", name)
 		}

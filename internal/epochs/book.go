@@ -1,4 +1,11 @@
-package coord
+// Package epochs keeps what a job's coordinator knows of the job's checkpoint
+// epochs ([Book]): which node holds which shard and parity row, which checksum
+// each rank's own node wrote, which epochs are complete (every shard durable
+// with the job's redundancy), which to restart from, what to copy or encode
+// next, what to prune, and the copies made that the nodes' indexes may not
+// show yet ([Ledger]). It is pure: the coordinator feeds it the nodes' indexes
+// and acts on its answers.
+package epochs
 
 import (
 	"errors"
@@ -12,24 +19,24 @@ import (
 	"shoal/internal/ckpt"
 )
 
-// ErrEpochLost means a job had complete epochs but none survives: for each, some
-// rank's shard was only on nodes that are gone. [*LostEpochError] says which.
-var ErrEpochLost = errors.New("coord: epoch lost")
+// ErrLost means a job had complete epochs but none survives: for each, some
+// rank's shard was only on nodes that are gone. [*LostError] says which.
+var ErrLost = errors.New("epochs: epoch lost")
 
-// LostEpochError names the newest complete epoch of a job that is lost, the ranks
+// LostError names the newest complete epoch of a job that is lost, the ranks
 // whose shards are gone, and the nodes that held them.
-type LostEpochError struct {
+type LostError struct {
 	Epoch uint64
 	Ranks []int    // the ranks with no copy on a live node, ascending
 	Nodes []string // the nodes that held those ranks' copies, by name
 }
 
-func (e *LostEpochError) Error() string {
+func (e *LostError) Error() string {
 	return fmt.Sprintf("epoch %d lost: %s", e.Epoch, e.detail())
 }
 
 // detail says which ranks' shards are gone and where they were.
-func (e *LostEpochError) detail() string {
+func (e *LostError) detail() string {
 	ranks := make([]string, len(e.Ranks))
 	for i, r := range e.Ranks {
 		ranks[i] = strconv.Itoa(r)
@@ -44,9 +51,9 @@ func (e *LostEpochError) detail() string {
 	return fmt.Sprintf("shards of %s %s were only on %s", noun, strings.Join(ranks, ", "), strings.Join(e.Nodes, ", "))
 }
 
-func (e *LostEpochError) Unwrap() error { return ErrEpochLost }
+func (e *LostError) Unwrap() error { return ErrLost }
 
-// EpochBook is what a job's coordinator knows of the job's checkpoint epochs:
+// Book is what a job's coordinator knows of the job's checkpoint epochs:
 // which nodes hold a verified copy of each rank's shard, which epochs are complete
 // (every rank's shard durable with the job's redundancy), and which to restart
 // from when nodes are lost. It is plain data, decides without I/O or a clock, and
@@ -57,16 +64,16 @@ func (e *LostEpochError) Unwrap() error { return ErrEpochLost }
 // rank's own node wrote in the run that took the epoch: a node that was cut off
 // and comes back may hold shards its fenced ranks wrote under numbers a later run
 // has reused, and those must never be counted.
-type EpochBook struct {
+type Book struct {
 	NRanks int `json:"nranks"`
 	// Redundancy is how many verified copies, on as many nodes, make a shard
-	// durable; a run on fewer nodes wants one copy per node (see [EpochBook.Want]).
+	// durable; a run on fewer nodes wants one copy per node (see [Book.Want]).
 	Redundancy int `json:"redundancy"`
 	// Parity, when set, protects the shards with Reed–Solomon parity rather
-	// than copies (paritybook.go); Redundancy is then M+1, the copies a run
+	// than copies (parity.go); Redundancy is then M+1, the copies a run
 	// on too few nodes for parity keeps instead.
-	Parity *ParitySpec            `json:"parity,omitempty"`
-	Epochs map[uint64]*EpochEntry `json:"epochs"`
+	Parity *ParitySpec       `json:"parity,omitempty"`
+	Epochs map[uint64]*Entry `json:"epochs"`
 	// Highest is the highest epoch number any node was seen holding: a new run
 	// writes above it, so no number is ever reused.
 	Highest uint64 `json:"highest"`
@@ -78,8 +85,8 @@ type EpochBook struct {
 	Floor uint64 `json:"floor,omitempty"`
 }
 
-// EpochEntry is what the book knows of one epoch.
-type EpochEntry struct {
+// Entry is what the book knows of one epoch.
+type Entry struct {
 	CreatedNs uint64 `json:"created_ns,omitempty"` // when the checkpoint was taken
 	Complete  bool   `json:"complete,omitempty"`
 	// Shards is by rank, NRanks long.
@@ -107,16 +114,16 @@ type Replica struct {
 	From, To string
 }
 
-// NewEpochBook returns the empty book of a job of nranks ranks whose shards are
+// NewBook returns the empty book of a job of nranks ranks whose shards are
 // kept with redundancy copies.
-func NewEpochBook(nranks, redundancy int) EpochBook {
-	return EpochBook{NRanks: nranks, Redundancy: redundancy, Epochs: map[uint64]*EpochEntry{}}
+func NewBook(nranks, redundancy int) Book {
+	return Book{NRanks: nranks, Redundancy: redundancy, Epochs: map[uint64]*Entry{}}
 }
 
 // Clone returns a deep copy of b.
-func (b *EpochBook) Clone() EpochBook {
+func (b *Book) Clone() Book {
 	c := *b
-	c.Epochs = make(map[uint64]*EpochEntry, len(b.Epochs))
+	c.Epochs = make(map[uint64]*Entry, len(b.Epochs))
 	for e, ent := range b.Epochs {
 		ce := *ent
 		ce.Shards = make([]ShardEntry, len(ent.Shards))
@@ -131,20 +138,20 @@ func (b *EpochBook) Clone() EpochBook {
 }
 
 // entry returns epoch's entry, created if missing.
-func (b *EpochBook) entry(epoch uint64) *EpochEntry {
+func (b *Book) entry(epoch uint64) *Entry {
 	if b.Epochs == nil {
-		b.Epochs = map[uint64]*EpochEntry{}
+		b.Epochs = map[uint64]*Entry{}
 	}
 	e := b.Epochs[epoch]
 	if e == nil {
-		e = &EpochEntry{Shards: make([]ShardEntry, b.NRanks)}
+		e = &Entry{Shards: make([]ShardEntry, b.NRanks)}
 		b.Epochs[epoch] = e
 	}
 	return e
 }
 
 // shard returns rank's shard of epoch, or nil when the book has none.
-func (b *EpochBook) shard(epoch uint64, rank int) *ShardEntry {
+func (b *Book) shard(epoch uint64, rank int) *ShardEntry {
 	e := b.Epochs[epoch]
 	if e == nil || rank < 0 || rank >= len(e.Shards) {
 		return nil
@@ -159,7 +166,7 @@ func (b *EpochBook) shard(epoch uint64, rank int) *ShardEntry {
 // or removed, is no longer counted), and its copies that match count. The
 // writers' reports are taken first, so a copy reported in the same round as its
 // original counts at once, whatever order the answers came in.
-func (b *EpochBook) Index(indexes map[string][]api.ShardInfo, writers []string) {
+func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 	for node, shards := range indexes {
 		for _, s := range shards {
 			b.Highest = max(b.Highest, s.Epoch)
@@ -195,7 +202,7 @@ func (b *EpochBook) Index(indexes map[string][]api.ShardInfo, writers []string) 
 
 // AddCopy records that node now holds a verified copy of rank's shard of epoch,
 // made from one the book counts.
-func (b *EpochBook) AddCopy(epoch uint64, rank int, node string) {
+func (b *Book) AddCopy(epoch uint64, rank int, node string) {
 	b.Highest = max(b.Highest, epoch)
 	if rank < 0 || rank >= b.NRanks {
 		return
@@ -207,8 +214,8 @@ func (b *EpochBook) AddCopy(epoch uint64, rank int, node string) {
 // Want is how many copies make a shard durable in a run on nodes nodes: the
 // redundancy, or one on every node when there are fewer, and at least one;
 // one when parity protects the run's epochs.
-func (b *EpochBook) Want(nodes int) int {
-	if b.parityOn(nodes) {
+func (b *Book) Want(nodes int) int {
+	if b.ParityOn(nodes) {
 		return 1
 	}
 	return max(min(b.Redundancy, nodes), 1)
@@ -217,14 +224,14 @@ func (b *EpochBook) Want(nodes int) int {
 // MarkComplete records as complete the epochs whose every rank's shard has the
 // copies a run on nodes nodes wants (with parity: one copy, and every row of
 // every group held), and returns them, oldest first.
-func (b *EpochBook) MarkComplete(nodes int) []uint64 {
+func (b *Book) MarkComplete(nodes int) []uint64 {
 	want := b.Want(nodes)
 	var fresh []uint64
 	for epoch, e := range b.Epochs {
 		if e.Complete || len(e.Shards) < b.NRanks {
 			continue
 		}
-		if b.parityOn(nodes) {
+		if b.ParityOn(nodes) {
 			if e.paritySafe() {
 				e.Complete = true
 				fresh = append(fresh, epoch)
@@ -245,7 +252,7 @@ func (b *EpochBook) MarkComplete(nodes int) []uint64 {
 }
 
 // Complete returns the complete epochs, oldest first.
-func (b *EpochBook) Complete() []uint64 {
+func (b *Book) Complete() []uint64 {
 	var out []uint64
 	for epoch, e := range b.Epochs {
 		if e.Complete {
@@ -257,7 +264,7 @@ func (b *EpochBook) Complete() []uint64 {
 }
 
 // Newest returns the newest complete epoch, 0 when there is none.
-func (b *EpochBook) Newest() uint64 {
+func (b *Book) Newest() uint64 {
 	c := b.Complete()
 	if len(c) == 0 {
 		return 0
@@ -266,7 +273,7 @@ func (b *EpochBook) Newest() uint64 {
 }
 
 // CreatedNs returns when epoch's checkpoint was taken, 0 when unknown.
-func (b *EpochBook) CreatedNs(epoch uint64) uint64 {
+func (b *Book) CreatedNs(epoch uint64) uint64 {
 	if e := b.Epochs[epoch]; e != nil {
 		return e.CreatedNs
 	}
@@ -274,7 +281,7 @@ func (b *EpochBook) CreatedNs(epoch uint64) uint64 {
 }
 
 // Holders returns the nodes holding a counted copy of rank's shard of epoch, by name.
-func (b *EpochBook) Holders(epoch uint64, rank int) []string {
+func (b *Book) Holders(epoch uint64, rank int) []string {
 	if sh := b.shard(epoch, rank); sh != nil {
 		return slices.Clone(sh.Holders)
 	}
@@ -282,9 +289,9 @@ func (b *EpochBook) Holders(epoch uint64, rank int) []string {
 }
 
 // Prune forgets every epoch older than the oldest one kept (see
-// [EpochBook.KeepFrom]), once a complete epoch is older than that. It returns
+// [Book.KeepFrom]), once a complete epoch is older than that. It returns
 // the oldest epoch kept; the caller removes the older shards from the nodes.
-func (b *EpochBook) Prune() (keep uint64, pruned bool) {
+func (b *Book) Prune() (keep uint64, pruned bool) {
 	c := b.Complete()
 	keep, ok := b.kept(c)
 	if !ok || keep <= c[0] {
@@ -300,7 +307,7 @@ func (b *EpochBook) Prune() (keep uint64, pruned bool) {
 }
 
 // KeepFrom is the oldest epoch a restart of the job may still use: the older
-// of its two newest complete epochs (those [EpochBook.Prune] keeps), or Floor
+// of its two newest complete epochs (those [Book.Prune] keeps), or Floor
 // when that is newer. Where copies alternate between two partners (see stride)
 // and the two newest complete epochs are both odd or both even, because an
 // epoch completed before the one below it, the newest complete epoch of the
@@ -308,7 +315,7 @@ func (b *EpochBook) Prune() (keep uint64, pruned bool) {
 // one kind have their copies on the same partners, and two nodes lost at once
 // could take both. Every older epoch is garbage on every node, also on nodes
 // no longer in the job, which the agent's retention removes. 0: none is.
-func (b *EpochBook) KeepFrom() uint64 {
+func (b *Book) KeepFrom() uint64 {
 	keep := b.Floor
 	if k, ok := b.kept(b.Complete()); ok {
 		keep = max(keep, k)
@@ -318,7 +325,7 @@ func (b *EpochBook) KeepFrom() uint64 {
 
 // kept returns the oldest of the complete epochs c (oldest first) that a
 // restart may use (see KeepFrom); false when c has fewer than two.
-func (b *EpochBook) kept(c []uint64) (uint64, bool) {
+func (b *Book) kept(c []uint64) (uint64, bool) {
 	if len(c) < 2 {
 		return 0, false
 	}
@@ -338,7 +345,7 @@ func (b *EpochBook) kept(c []uint64) (uint64, bool) {
 // restart and the new run's are forgotten: the stopped run's later epochs, which
 // the new run does not continue from, must not be counted complete, nor copied,
 // nor let pruning remove the epoch the new run restores.
-func (b *EpochBook) StartRun(restart uint64) uint64 {
+func (b *Book) StartRun(restart uint64) uint64 {
 	b.RunBase = b.Highest + 1
 	for epoch := range b.Epochs {
 		if epoch > restart && epoch < b.RunBase {
@@ -352,18 +359,18 @@ func (b *EpochBook) StartRun(restart uint64) uint64 {
 // rank's shard has a copy on one of the live nodes, or can be rebuilt from its
 // parity group's pieces on them. It names the newer complete
 // epochs passed over and why. With no complete epoch it returns [ckpt.ErrNoEpoch]
-// (a fresh start); when none survives, a [*LostEpochError] for the newest.
-func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
+// (a fresh start); when none survives, a [*LostError] for the newest.
+func (b *Book) Choose(live []string) (uint64, []ckpt.Skipped, error) {
 	alive := map[string]bool{}
 	for _, n := range live {
 		alive[n] = true
 	}
 	complete := b.Complete()
 	var skipped []ckpt.Skipped
-	var lost *LostEpochError
+	var lost *LostError
 	for i := len(complete) - 1; i >= 0; i-- {
 		epoch := complete[i]
-		gone := &LostEpochError{Epoch: epoch}
+		gone := &LostError{Epoch: epoch}
 		var nodes []string
 		for r, sh := range b.Epochs[epoch].Shards {
 			if !slices.ContainsFunc(sh.Holders, func(n string) bool { return alive[n] }) {
@@ -394,7 +401,7 @@ func (b *EpochBook) Choose(live []string) (uint64, []ckpt.Skipped, error) {
 // Source returns a node of nodes, other than to, from which to copy rank's shard
 // of epoch to node to (the first by name; "" when none), and whether to holds a
 // copy already.
-func (b *EpochBook) Source(epoch uint64, rank int, to string, nodes []string) (from string, have bool) {
+func (b *Book) Source(epoch uint64, rank int, to string, nodes []string) (from string, have bool) {
 	holders := b.Holders(epoch, rank)
 	have = slices.Contains(holders, to)
 	for _, h := range holders {
@@ -413,7 +420,7 @@ func (b *EpochBook) Source(epoch uint64, rank int, to string, nodes []string) (f
 // busy says whether a copy to a node is under way; those count as copies.
 // Epochs more than two behind the highest seen are left alone: newer ones will
 // complete first.
-func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, node string) bool) []Replica {
+func (b *Book) Replicas(nodes []string, busy func(epoch uint64, rank int, node string) bool) []Replica {
 	names := slices.Clone(nodes)
 	sort.Strings(names)
 	want := b.Want(len(names))
@@ -464,12 +471,12 @@ func (b *EpochBook) Replicas(nodes []string, busy func(epoch uint64, rank int, n
 // nodes lost at once take both copies of one of an epoch's shards only when one
 // is the other's stride places on, and on four nodes or more no two nodes are
 // both one and two places apart, either way round: of the complete epochs a
-// job keeps, which include an odd and an even one (see [EpochBook.KeepFrom]),
+// job keeps, which include an odd and an even one (see [Book.KeepFrom]),
 // one is whole, and the job goes back an interval or two instead of losing its
 // state. With one stride for all, two neighbours take both epochs of the first
 // one's ranks. On three nodes, two lost leave one, which holds a whole epoch
 // neither way.
-func (b *EpochBook) stride(epoch uint64, nodes int) int {
+func (b *Book) stride(epoch uint64, nodes int) int {
 	if b.alternates() && nodes >= 4 && epoch%2 == 1 {
 		return 2
 	}
@@ -479,7 +486,7 @@ func (b *EpochBook) stride(epoch uint64, nodes int) int {
 // alternates reports whether the copies of odd and even epochs go to
 // different partners (on four nodes or more: see stride), which what a job
 // keeps follows (see kept).
-func (b *EpochBook) alternates() bool { return b.Redundancy == 2 }
+func (b *Book) alternates() bool { return b.Redundancy == 2 }
 
 // addName adds name to the sorted list names, once.
 func addName(names []string, name string) []string {
@@ -496,7 +503,7 @@ func addName(names []string, name string) []string {
 // Each rank's shard must be held by at least one node, every copy alike; the
 // copies count as they are, however many. It fails, naming the first rank
 // missing, when the nodes do not hold the whole epoch.
-func (b *EpochBook) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
+func (b *Book) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
 	e := b.entry(epoch)
 	for node, shards := range indexes {
 		for _, s := range shards {

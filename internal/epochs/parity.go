@@ -1,4 +1,4 @@
-package coord
+package epochs
 
 import (
 	"slices"
@@ -50,8 +50,8 @@ type RowTarget struct {
 	To  string
 }
 
-// rows returns every row e computes: its own, then those it pushes.
-func (e Encode) rows() []RowTarget {
+// Rows returns every row e computes: its own, then those it pushes.
+func (e Encode) Rows() []RowTarget {
 	return append([]RowTarget{{Row: e.Row, To: e.To}}, e.Push...)
 }
 
@@ -82,9 +82,9 @@ type Rebuild struct {
 	Rows    []RowHolder   // the rows with a live holder
 }
 
-// parityOn reports whether a run on nodes nodes protects its epochs with
+// ParityOn reports whether a run on nodes nodes protects its epochs with
 // parity: the job asks for it and the rows can be placed apart from the data.
-func (b *EpochBook) parityOn(nodes int) bool {
+func (b *Book) ParityOn(nodes int) bool {
 	return b.Parity != nil && nodes > b.Parity.M
 }
 
@@ -92,8 +92,8 @@ func (b *EpochBook) parityOn(nodes int) bool {
 // planned over the run's nodes from where its ranks write (writers): the same
 // groups for every epoch of a run. It does nothing for a job without parity,
 // or a run on too few nodes.
-func (b *EpochBook) PlanGroups(nodes, writers []string) {
-	if !b.parityOn(len(nodes)) {
+func (b *Book) PlanGroups(nodes, writers []string) {
+	if !b.ParityOn(len(nodes)) {
 		return
 	}
 	var groups []erasure.Group
@@ -118,7 +118,7 @@ func (b *EpochBook) PlanGroups(nodes, writers []string) {
 // as Index takes their shards: each node's list replaces what the book knew
 // of it, and a row counts when it was computed from the very shards the book
 // counts (same ranks, same checksums).
-func (b *EpochBook) IndexParity(indexes map[string][]parityRow) {
+func (b *Book) IndexParity(indexes map[string][]ParityRow) {
 	for _, e := range b.Epochs {
 		for g := range e.Groups {
 			for r := range e.Groups[g].Holders {
@@ -139,8 +139,8 @@ func (b *EpochBook) IndexParity(indexes map[string][]parityRow) {
 	}
 }
 
-// parityRow is what a node's index says of one parity row it holds.
-type parityRow struct {
+// ParityRow is what a node's index says of one parity row it holds.
+type ParityRow struct {
 	Epoch      uint64
 	Group, Row int
 	Ranks      []int
@@ -149,7 +149,7 @@ type parityRow struct {
 
 // rowMatches reports whether p is a row of a group the book planned, computed
 // from the shards the book counts.
-func (b *EpochBook) rowMatches(p parityRow) bool {
+func (b *Book) rowMatches(p ParityRow) bool {
 	e := b.Epochs[p.Epoch]
 	if e == nil || p.Group < 0 || p.Group >= len(e.Groups) {
 		return false
@@ -167,7 +167,7 @@ func (b *EpochBook) rowMatches(p parityRow) bool {
 }
 
 // AddRow records that node now holds a verified row computed for the book.
-func (b *EpochBook) AddRow(epoch uint64, group, row int, node string) {
+func (b *Book) AddRow(epoch uint64, group, row int, node string) {
 	if h := b.rowHolders(epoch, group, row); h != nil {
 		*h = addName(*h, node)
 	}
@@ -175,14 +175,14 @@ func (b *EpochBook) AddRow(epoch uint64, group, row int, node string) {
 
 // rowHeld reports whether the book counts parity row row of group group of
 // epoch on node.
-func (b *EpochBook) rowHeld(epoch uint64, group, row int, node string) bool {
+func (b *Book) rowHeld(epoch uint64, group, row int, node string) bool {
 	h := b.rowHolders(epoch, group, row)
 	return h != nil && slices.Contains(*h, node)
 }
 
 // rowHolders returns the holders of parity row row of group group of epoch,
 // nil when the book planned no such row.
-func (b *EpochBook) rowHolders(epoch uint64, group, row int) *[]string {
+func (b *Book) rowHolders(epoch uint64, group, row int) *[]string {
 	e := b.Epochs[epoch]
 	if e == nil || group < 0 || group >= len(e.Groups) || row < 0 || row >= len(e.Groups[group].Holders) {
 		return nil
@@ -192,7 +192,7 @@ func (b *EpochBook) rowHolders(epoch uint64, group, row int) *[]string {
 
 // paritySafe reports whether every rank of e has a copy and every row of
 // every group is held: the epoch survives any M nodes lost.
-func (e *EpochEntry) paritySafe() bool {
+func (e *Entry) paritySafe() bool {
 	if e.Groups == nil {
 		return false
 	}
@@ -219,7 +219,7 @@ func (e *EpochEntry) paritySafe() bool {
 // the network once, not once per row. busy says whether a row is being
 // computed already. Epochs more than two behind the highest seen are left
 // alone, as Replicas leaves them.
-func (b *EpochBook) Encodes(nodes []string, busy func(epoch uint64, group, row int) bool) []Encode {
+func (b *Book) Encodes(nodes []string, busy func(epoch uint64, group, row int) bool) []Encode {
 	var epochs []uint64
 	for epoch, e := range b.Epochs {
 		if !e.Complete && e.Groups != nil && epoch+2 >= b.Highest {
@@ -255,7 +255,7 @@ func (b *EpochBook) Encodes(nodes []string, busy func(epoch uint64, group, row i
 
 // members returns group g of epoch entry e as members, each with its first
 // holder among live ("" for none); false when a rank's shard is not written.
-func (b *EpochBook) members(e *EpochEntry, g GroupEntry, live []string) ([]GroupMember, bool) {
+func (b *Book) members(e *Entry, g GroupEntry, live []string) ([]GroupMember, bool) {
 	out := make([]GroupMember, len(g.Ranks))
 	for i, r := range g.Ranks {
 		sh := e.Shards[r]
@@ -275,7 +275,7 @@ func (b *EpochBook) members(e *EpochEntry, g GroupEntry, live []string) ([]Group
 
 // RebuildFor returns how to rebuild rank's shard of epoch on node to from its
 // parity group's pieces on the live nodes, and whether that can be done.
-func (b *EpochBook) RebuildFor(epoch uint64, rank int, to string, live []string) (Rebuild, bool) {
+func (b *Book) RebuildFor(epoch uint64, rank int, to string, live []string) (Rebuild, bool) {
 	e := b.Epochs[epoch]
 	if e == nil || b.Parity == nil {
 		return Rebuild{}, false

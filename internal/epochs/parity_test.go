@@ -1,4 +1,4 @@
-package coord
+package epochs
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 // paritied returns a book of a job with rs:k+m whose run, its ranks written
 // by writers (rank → node) on nodes, has written epoch 1 and planned its
 // groups.
-func paritied(t *testing.T, k, m int, writers, nodes []string) EpochBook {
+func paritied(t *testing.T, k, m int, writers, nodes []string) Book {
 	t.Helper()
 	b := written(len(writers), m+1, writers, 1)
 	b.Parity = &ParitySpec{K: k, M: m}
@@ -23,10 +23,10 @@ func paritied(t *testing.T, k, m int, writers, nodes []string) EpochBook {
 }
 
 // encodeAll records every row Encodes asks for as computed, and returns them.
-func encodeAll(b *EpochBook, nodes []string) []Encode {
+func encodeAll(b *Book, nodes []string) []Encode {
 	encodes := b.Encodes(nodes, func(uint64, int, int) bool { return false })
 	for _, e := range encodes {
-		for _, r := range e.rows() {
+		for _, r := range e.Rows() {
 			b.AddRow(e.Epoch, e.Group, r.Row, r.To)
 		}
 	}
@@ -63,7 +63,7 @@ func TestParityCompletesOnceEveryRowIsHeld(t *testing.T) {
 				t.Errorf("row %d of group %d on %s: member %+v", e.Row, e.Group, e.To, mb)
 			}
 		}
-		for _, r := range e.rows() {
+		for _, r := range e.Rows() {
 			if r.To != g.Nodes[r.Row] || e.M != 2 {
 				t.Errorf("row %d of group %d goes to %s (m %d), planned %s", r.Row, e.Group, r.To, e.M, g.Nodes[r.Row])
 			}
@@ -127,7 +127,7 @@ func TestParitySurvivesAnyMLost(t *testing.T) {
 				}
 			case len(gone) == 3 && err != nil:
 				lostSome = true
-				var lost *LostEpochError
+				var lost *LostError
 				if !errors.As(err, &lost) || lost.Epoch != 1 || len(lost.Ranks) == 0 {
 					t.Errorf("%v lost: error %v, want the epoch lost with its ranks", gone, err)
 				}
@@ -174,7 +174,7 @@ func TestParityRowsCountOnlyForTheCountedShards(t *testing.T) {
 	}
 	stale := slices.Clone(sums)
 	stale[0]++ // a row computed from another run's shard under the same number
-	b.IndexParity(map[string][]parityRow{
+	b.IndexParity(map[string][]ParityRow{
 		g.Nodes[0]: {{Epoch: 1, Group: 0, Row: 0, Ranks: g.Ranks, Sums: stale}},
 		g.Nodes[1]: {{Epoch: 1, Group: 0, Row: 1, Ranks: g.Ranks, Sums: sums}},
 	})
@@ -183,7 +183,7 @@ func TestParityRowsCountOnlyForTheCountedShards(t *testing.T) {
 	}
 	// The node answers again without the row (found corrupt since): it no
 	// longer counts.
-	b.IndexParity(map[string][]parityRow{g.Nodes[1]: nil})
+	b.IndexParity(map[string][]ParityRow{g.Nodes[1]: nil})
 	if h := b.Epochs[1].Groups[0].Holders[1]; len(h) != 0 {
 		t.Errorf("row 1 still held by %v after its node listed none", h)
 	}
@@ -214,7 +214,7 @@ func TestParityBookRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back EpochBook
+	var back Book
 	if err := json.Unmarshal(raw, &back); err != nil {
 		t.Fatal(err)
 	}
