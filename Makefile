@@ -142,7 +142,7 @@ chaos: build
 # of its time minimizing, which the exec count does not show.
 FUZZTIME ?= 30s
 FUZZ_CC ?= clang
-GO_FUZZ := internal/ckpt:FuzzParse internal/ckpt:FuzzParseSealed internal/api:FuzzDecodeRequest \
+GO_FUZZ := internal/shard:FuzzParse internal/shard:FuzzParseSealed internal/api:FuzzDecodeRequest \
 	internal/launch:FuzzDaemonArgv internal/launch:FuzzReadFrame
 
 fuzz: fuzz-go fuzz-c

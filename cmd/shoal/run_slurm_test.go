@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/durable"
+	"shoal/internal/shard"
 )
 
 // Inside a Slurm allocation with no agent, shoal run starts agents that stop when it
@@ -31,7 +31,7 @@ func TestRunInAllocationRefusesForeignDurable(t *testing.T) {
 	dir := t.TempDir()
 	other := durable.Identity{Program: "heat", Args: []string{"--steps", "3000"}, Ranks: 1}
 	shard := func(int) (io.ReadCloser, error) {
-		b, err := ckpt.Encode(ckpt.Header{Job: "heat-1", Epoch: 3, NRanks: 1}, []ckpt.Region{{ID: 1, ElemSize: 1, Count: 4, Data: []byte("heat")}})
+		b, err := shard.Encode(shard.Header{Job: "heat-1", Epoch: 3, NRanks: 1}, []shard.Region{{ID: 1, ElemSize: 1, Count: 4, Data: []byte("heat")}})
 		return io.NopCloser(bytes.NewReader(b)), err
 	}
 	if err := durable.Save(dir, durable.Manifest{Identity: other, Job: "heat-1", SlurmJob: "6", Epoch: 3}, shard); err != nil {

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/epochs"
 	"shoal/internal/files"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 	"shoal/internal/membership"
 	"shoal/internal/retention"
 	"shoal/internal/userdir"
@@ -275,7 +275,7 @@ func (c *collector) scan() (retention.Node, error) {
 		return node, fmt.Errorf("list %s: %w", c.a.shards.Dir, err)
 	}
 	for _, id := range ckptJobs {
-		jd := ckpt.JobDir{Root: c.a.shards.Dir, Job: id}
+		jd := jobdir.Dir{Root: c.a.shards.Dir, Job: id}
 		epochs, err := jd.Epochs()
 		if err != nil {
 			return node, fmt.Errorf("list the epochs of job %s: %w", id, err)
@@ -363,11 +363,11 @@ func (c *collector) jobs(node retention.Node) []retention.Job {
 func (c *collector) path(it retention.Item) string {
 	switch it.Kind {
 	case retention.KindShards:
-		return ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.Path()
+		return jobdir.Dir{Root: c.a.shards.Dir, Job: it.Job}.Path()
 	case retention.KindEpoch:
-		return ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.EpochPath(it.Epoch)
+		return jobdir.Dir{Root: c.a.shards.Dir, Job: it.Job}.EpochPath(it.Epoch)
 	case retention.KindSpares:
-		return filepath.Join(ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.Path(), "r*.spare")
+		return filepath.Join(jobdir.Dir{Root: c.a.shards.Dir, Job: it.Job}.Path(), "r*.spare")
 	case retention.KindJobDir:
 		return filepath.Join(c.a.cfg.DataDir, JobsDir, it.Job)
 	case retention.KindCoordDir:
@@ -425,7 +425,7 @@ func (c *collector) usage(it retention.Item) int64 {
 		n, _ := c.tree(it).Usage(c.path(it))
 		return n
 	}
-	spares, _ := ckpt.JobDir{Root: c.a.shards.Dir, Job: it.Job}.Spares()
+	spares, _ := jobdir.Dir{Root: c.a.shards.Dir, Job: it.Job}.Spares()
 	var n int64
 	for _, path := range spares {
 		if fi, err := c.tree(it).Lstat(path); err == nil && fi.Mode().IsRegular() {

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 	"shoal/internal/retention"
 	"shoal/test/poll"
 )
@@ -69,7 +69,7 @@ func TestAgentCollects(t *testing.T) {
 	// with epochs 1, 2 and 4 (2 and 4 complete), and of a standalone run.
 	// A job kept with --keep that ended, and the running job, hold a spare.
 	spareOf := func(n *Agent, job string) string {
-		return ckpt.JobDir{Root: filepath.Join(n.DataDir(), CkptDir), Job: job}.SparePath(0)
+		return jobdir.Dir{Root: filepath.Join(n.DataDir(), CkptDir), Job: job}.SparePath(0)
 	}
 	for _, n := range []*Agent{a, b} {
 		mkJobData(t, n, "failed", []uint64{3}, JobsDir, CoordDir)

@@ -14,23 +14,24 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 	"shoal/internal/pki"
+	"shoal/internal/shard"
 )
 
 // testShard returns a valid shard of job at epoch for rank of nranks.
 func testShard(t *testing.T, job string, epoch uint64, rank, nranks, size int) []byte {
 	t.Helper()
 	data := bytes.Repeat([]byte{byte(rank + 1), byte(epoch)}, size/2)
-	return encodeShard(t, ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 42}, data)
+	return encodeShard(t, shard.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 42}, data)
 }
 
 // encodeShard returns the shard with header h and one region holding data.
-func encodeShard(t *testing.T, h ckpt.Header, data []byte) []byte {
+func encodeShard(t *testing.T, h shard.Header, data []byte) []byte {
 	t.Helper()
-	b, err := ckpt.Encode(h, []ckpt.Region{{ID: 1, ElemSize: 1, Count: uint64(len(data)), Data: data}})
+	b, err := shard.Encode(h, []shard.Region{{ID: 1, ElemSize: 1, Count: uint64(len(data)), Data: data}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func encodeShard(t *testing.T, h ckpt.Header, data []byte) []byte {
 // writeRankShard writes a shard into a's checkpoint store as a rank there would.
 func writeRankShard(t *testing.T, a *Agent, ref api.ShardRef, b []byte) string {
 	t.Helper()
-	path := ckpt.JobDir{Root: filepath.Join(a.DataDir(), CkptDir), Job: ref.Job}.ShardPath(ref.Epoch, ref.Rank)
+	path := jobdir.Dir{Root: filepath.Join(a.DataDir(), CkptDir), Job: ref.Job}.ShardPath(ref.Epoch, ref.Rank)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestShardIndexLongPoll(t *testing.T) {
 		want   int // shards listed after the change
 	}{
 		{"a rank writes on a", ca, func() { // as libshoal does: a temporary file renamed
-			path := ckpt.JobDir{Root: filepath.Join(a.DataDir(), CkptDir), Job: "heat"}.ShardPath(3, 0)
+			path := jobdir.Dir{Root: filepath.Join(a.DataDir(), CkptDir), Job: "heat"}.ShardPath(3, 0)
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path+".tmp", testShard(t, "heat", 3, 0, 2, 1000), 0o644)
 			os.Rename(path+".tmp", path)
@@ -276,6 +277,10 @@ func TestShardIndexLongPoll(t *testing.T) {
 func TestShardCopiedAsChanges(t *testing.T) {
 	agents := startCluster(t, 2)
 	a, b := agents[0], agents[1]
+	// Raw copies until the test says the link is slow: the links the agents
+	// measure on a loaded machine may be slow enough for b to ask for its
+	// copies compressed, which their sizes on the wire would not show.
+	b.Shards().LinkRate = nil
 	ctx := context.Background()
 	cb := api.NewClient(b.LocalAPIAddr(), b.Secret())
 	state := make([]byte, 10*api.ShardBlockSize+1234)
@@ -285,7 +290,7 @@ func TestShardCopiedAsChanges(t *testing.T) {
 	fetch := func(epoch uint64) (api.Fetched, []byte) {
 		t.Helper()
 		ref := api.ShardRef{Job: "heat", Epoch: epoch, Rank: 0}
-		want := encodeShard(t, ckpt.Header{Job: "heat", Epoch: epoch, Rank: 0, NRanks: 1, CreatedNs: epoch}, state)
+		want := encodeShard(t, shard.Header{Job: "heat", Epoch: epoch, Rank: 0, NRanks: 1, CreatedNs: epoch}, state)
 		writeRankShard(t, a, ref, want)
 		f, err := cb.FetchShard(ctx, ref, a.APIAddr())
 		if err != nil || !f.Copied || f.Shard.Size != int64(len(want)) {
@@ -318,7 +323,7 @@ func TestShardCopiedAsChanges(t *testing.T) {
 	// size and time kept, so the store's verification still stands): the
 	// block copied from it into epoch 3 fails its sum, and b copies epoch 3
 	// whole.
-	path := ckpt.JobDir{Root: filepath.Join(b.DataDir(), CkptDir), Job: "heat"}.ShardPath(2, 0)
+	path := jobdir.Dir{Root: filepath.Join(b.DataDir(), CkptDir), Job: "heat"}.ShardPath(2, 0)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/mtbf"
 	"shoal/internal/place"
+	"shoal/internal/shard"
 )
 
 // clusterBackend runs a job over the cluster's nodes. Each rank writes its shards to
@@ -437,7 +437,7 @@ func (b *clusterBackend) quiet() bool {
 // choose picks the newest complete epoch whose every rank's shard survives on a node
 // the job may still use. With no complete epoch the job starts afresh; when none
 // survives, it cannot go on (a [*LostEpochError]).
-func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error) {
+func (b *clusterBackend) choose(ctx context.Context) (uint64, shard.Header, []epochs.Skipped, error) {
 	if b.nodes == nil {
 		// A resumed job: its runs were another coordinator's. Every live node is
 		// asked what it holds, and fenced before the relaunch (prepare).
@@ -455,12 +455,12 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckp
 	defer b.mu.Unlock()
 	epoch, skipped, err := b.book.Choose(names(live))
 	switch {
-	case errors.Is(err, ckpt.ErrNoEpoch):
-		return 0, ckpt.Header{}, skipped, nil
+	case errors.Is(err, epochs.ErrNoEpoch):
+		return 0, shard.Header{}, skipped, nil
 	case err != nil:
-		return 0, ckpt.Header{}, skipped, err
+		return 0, shard.Header{}, skipped, err
 	}
-	return epoch, ckpt.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.Ranks), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
+	return epoch, shard.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.Ranks), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
 }
 
 func (b *clusterBackend) epochBase(restart uint64) uint64 {

@@ -8,20 +8,21 @@ import (
 	"path/filepath"
 	"time"
 
-	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 	"shoal/internal/mtbf"
+	"shoal/internal/shard"
 )
 
 // localBackend runs every rank of a job on this node; shards stay in this node's
 // store.
 type localBackend struct {
 	j        *jobRun
-	dir      ckpt.JobDir
-	complete map[uint64]ckpt.Header // verified complete epochs
-	bad      map[uint64]bool        // epochs whose shards failed verification
+	dir      jobdir.Dir
+	complete map[uint64]shard.Header // verified complete epochs
+	bad      map[uint64]bool         // epochs whose shards failed verification
 	// mtbfRecord says what the run's SHOAL_MTBF rests on (auto interval).
 	mtbfRecord string
 	// intervalAt is the modification time of the interval file last read.
@@ -65,7 +66,7 @@ func (b *localBackend) poll(ctx context.Context) *nodeLoss {
 // readInterval reports the interval rank 0 chose when its file changed since
 // the last poll: a stat a poll, a read after a checkpoint's cost is measured.
 func (b *localBackend) readInterval() {
-	path := filepath.Join(b.dir.Path(), "interval")
+	path := filepath.Join(b.dir.Path(), jobdir.Interval)
 	fi, err := b.dir.Tree().Lstat(path)
 	if err != nil || fi.ModTime().Equal(b.intervalAt) {
 		return
@@ -75,7 +76,7 @@ func (b *localBackend) readInterval() {
 		return
 	}
 	b.intervalAt = fi.ModTime()
-	if iv := api.ParseIntervalFile(data); iv != nil {
+	if iv := jobdir.ParseInterval(data); iv != nil {
 		iv.Record = b.mtbfRecord
 		b.j.reportInterval(iv)
 	}
@@ -131,7 +132,7 @@ func (b *localBackend) scanEpochs() {
 // choose picks the newest complete epoch whose every shard verifies now, and removes
 // incomplete epoch directories a killed run left behind. With none, the job starts
 // from the beginning, loudly (the skipped epochs are reported).
-func (b *localBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error) {
+func (b *localBackend) choose(ctx context.Context) (uint64, shard.Header, []epochs.Skipped, error) {
 	present, _ := b.dir.Epochs()
 	var candidates []uint64
 	for _, e := range present {
@@ -141,14 +142,14 @@ func (b *localBackend) choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.
 			b.dir.RemoveEpoch(e)
 		}
 	}
-	var h ckpt.Header
-	epoch, skipped, err := ckpt.Choose(candidates, func(e uint64) error {
+	var h shard.Header
+	epoch, skipped, err := epochs.Choose(candidates, func(e uint64) error {
 		var err error
 		h, err = b.dir.VerifyEpoch(e, b.j.spec.Ranks)
 		return err
 	})
-	if errors.Is(err, ckpt.ErrNoEpoch) {
-		return 0, ckpt.Header{}, skipped, nil
+	if errors.Is(err, epochs.ErrNoEpoch) {
+		return 0, shard.Header{}, skipped, nil
 	}
 	return epoch, h, skipped, nil
 }

@@ -21,10 +21,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"shoal/internal/ckpt"
 	"shoal/internal/engine"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 	"shoal/internal/mtbf"
+	"shoal/internal/shard"
 	"shoal/internal/userdir"
 )
 
@@ -97,10 +99,10 @@ func Run(ctx context.Context, cfg Config, spec job.Spec, out Output) Result {
 	if spec.ID == "" || spec.Farm != nil {
 		return j.fail(fmt.Sprintf("job %q: a run on this node needs the job's id, and an MPI program", spec.ID))
 	}
-	lb := &localBackend{j: j, dir: ckpt.JobDir{Root: cfg.CkptRoot, Job: spec.ID},
-		complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
+	lb := &localBackend{j: j, dir: jobdir.Dir{Root: cfg.CkptRoot, Job: spec.ID},
+		complete: map[uint64]shard.Header{}, bad: map[uint64]bool{}}
 	j.be = lb
-	j.progressFile = filepath.Join(lb.dir.Path(), "progress")
+	j.progressFile = filepath.Join(lb.dir.Path(), jobdir.Progress)
 	for _, d := range []string{lb.dir.Path(), j.runDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return j.fail(fmt.Sprintf("create job directory: %v", err))
@@ -157,7 +159,7 @@ type backend interface {
 	// choose picks the epoch to restart from and names the epochs passed over.
 	// Epoch 0 is a fresh start. An error means no epoch survives and the job
 	// cannot go on (an [ErrEpochLost]).
-	choose(ctx context.Context) (uint64, ckpt.Header, []ckpt.Skipped, error)
+	choose(ctx context.Context) (uint64, shard.Header, []epochs.Skipped, error)
 	// epochBase is the lowest epoch number a new run from restart (0: fresh) may
 	// write.
 	epochBase(restart uint64) uint64

@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 	"shoal/internal/mtbf"
+	"shoal/internal/shard"
 )
 
 // fakeMpirun writes a launcher that, on its n-th start, does runs[n]:
@@ -247,8 +248,8 @@ func TestLoopResume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			j, ev := localJob(t, fakeMpirun(t, tt.runs...), tt.max)
 			j.resume = &Resume{Restarts: tt.used, Why: tt.why, LeadMoved: tt.why == moved, Durable: tt.why == durable}
-			j.be = &localBackend{j: j, dir: ckpt.JobDir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
-				complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
+			j.be = &localBackend{j: j, dir: jobdir.Dir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
+				complete: map[uint64]shard.Header{}, bad: map[uint64]bool{}}
 			if err := os.MkdirAll(j.runDir, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -424,8 +425,8 @@ func TestLossWhileStaged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, ev := localJob(t, fakeMpirun(t, tt.runs...), 1)
-			lb := &localBackend{j: j, dir: ckpt.JobDir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
-				complete: map[uint64]ckpt.Header{}, bad: map[uint64]bool{}}
+			lb := &localBackend{j: j, dir: jobdir.Dir{Root: j.cfg.CkptRoot, Job: j.spec.ID},
+				complete: map[uint64]shard.Header{}, bad: map[uint64]bool{}}
 			j.be = &stagingLosses{localBackend: lb, lostOn: tt.lostOn}
 			for _, d := range []string{lb.dir.Path(), j.runDir} {
 				if err := os.MkdirAll(d, 0o755); err != nil {

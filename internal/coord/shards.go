@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 )
 
 // refresh asks every node of the run at once which verified shards it holds, and
@@ -287,12 +287,12 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 // coordinator's manifest, DATA/coord/JOB/manifest, in the format of shard-format.md.
 func (b *clusterBackend) writeManifest() {
 	b.mu.Lock()
-	var entries []ckpt.ManifestEntry
+	var entries []jobdir.ManifestEntry
 	for _, e := range b.book.Complete() {
-		entries = append(entries, ckpt.ManifestEntry{Epoch: e, NRanks: b.j.spec.Ranks, CreatedNs: b.book.CreatedNs(e)})
+		entries = append(entries, jobdir.ManifestEntry{Epoch: e, NRanks: b.j.spec.Ranks, CreatedNs: b.book.CreatedNs(e)})
 	}
 	b.mu.Unlock()
-	dir := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}
+	dir := jobdir.Dir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}
 	// A coordinator that has just taken the job over has not run it yet: the
 	// directory may not be there.
 	err := runDir(dir.Root, dir.Job)

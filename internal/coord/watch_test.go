@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
 	"shoal/internal/place"
 )
 
@@ -586,7 +586,7 @@ func TestManifestOfATakeOver(t *testing.T) {
 		t.Fatalf("complete epochs %v, want [3]", got)
 	}
 	b.writeManifest()
-	got, err := ckpt.JobDir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}.ReadManifest()
+	got, err := jobdir.Dir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}.ReadManifest()
 	if err != nil || len(got) != 1 || got[0].Epoch != 3 {
 		t.Errorf("manifest %v (%v), want epoch 3; events %+v", got, err, events)
 	}

@@ -9,18 +9,18 @@ import (
 	"os"
 	"path/filepath"
 
-	"shoal/internal/ckpt"
 	"shoal/internal/dirsync"
+	"shoal/internal/shard"
 )
 
 // Save writes epoch m.Epoch of the job m describes into dir as its one complete
-// epoch, the shards read from shard(rank), and removes every other epoch dir holds.
+// epoch, the shards read from open(rank), and removes every other epoch dir holds.
 // m's Identity, Job, Epoch and SlurmJob are the caller's; Save fills in the shards'
 // sizes and checksums, and CreatedNs from rank 0's shard. Each shard is written into
 // the epoch's temporary directory and verified as it was written: one that fails (or
 // the wrong job's, epoch or rank) fails the save, and dir keeps what it had. Save is
 // not safe for concurrent use on one dir.
-func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) error {
+func Save(dir string, m Manifest, open func(rank int) (io.ReadCloser, error)) error {
 	m.Format = Format
 	m.Shards = make([]ShardEntry, m.Ranks)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -40,7 +40,7 @@ func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) e
 		return err
 	}
 	for r := range m.Ranks {
-		h, created, err := saveShard(filepath.Join(tmp, shardName(r)), shard, r, m)
+		h, created, err := saveShard(filepath.Join(tmp, shardName(r)), open, r, m)
 		if err != nil {
 			return fail(fmt.Errorf("epoch %d rank %d: %w", m.Epoch, r, err))
 		}
@@ -86,8 +86,8 @@ func Save(dir string, m Manifest, shard func(rank int) (io.ReadCloser, error)) e
 // shard of m's job, epoch and rank. It returns when the checkpoint was taken. The shard
 // passes through a buffer of 1 MiB at most, however large it is (a rank's shard may be
 // gigabytes): shoal run saves every rank's.
-func saveShard(path string, shard func(rank int) (io.ReadCloser, error), rank int, m Manifest) (ShardEntry, uint64, error) {
-	rc, err := shard(rank)
+func saveShard(path string, open func(rank int) (io.ReadCloser, error), rank int, m Manifest) (ShardEntry, uint64, error) {
+	rc, err := open(rank)
 	if err != nil {
 		return ShardEntry{}, 0, err
 	}
@@ -107,7 +107,7 @@ func saveShard(path string, shard func(rank int) (io.ReadCloser, error), rank in
 	if err != nil {
 		return ShardEntry{}, 0, err
 	}
-	h, sum, size, err := verifyFile(path, ckpt.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
+	h, sum, size, err := verifyFile(path, shard.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
 	if err != nil {
 		return ShardEntry{}, 0, err
 	}
@@ -120,17 +120,17 @@ const copyBuf = 1 << 20
 // verifyFile verifies the shard in path as [ckpt.Verify] does, reading it in pieces,
 // and checks that it is want's job, epoch and rank. It returns the shard's header,
 // checksum and size.
-func verifyFile(path string, want ckpt.Header) (ckpt.Header, uint64, int64, error) {
+func verifyFile(path string, want shard.Header) (shard.Header, uint64, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return ckpt.Header{}, 0, 0, err
+		return shard.Header{}, 0, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return ckpt.Header{}, 0, 0, err
+		return shard.Header{}, 0, 0, err
 	}
-	h, sum, err := ckpt.Verify(f, st.Size())
+	h, sum, err := shard.Verify(f, st.Size())
 	if err == nil {
 		err = h.Check(want)
 	}
@@ -214,7 +214,7 @@ func ShardPath(dir string, m Manifest, rank int) string {
 // it in pieces: an [ErrCorrupt] when it fails.
 func verifyShard(dir string, m Manifest, rank int) error {
 	path := ShardPath(dir, m, rank)
-	_, sum, size, err := verifyFile(path, ckpt.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
+	_, sum, size, err := verifyFile(path, shard.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
 	if err == nil && (sum != m.Shards[rank].Checksum || size != m.Shards[rank].Size) {
 		err = fmt.Errorf("checksum %#016x and size %d, manifest says %#016x and %d", sum, size, m.Shards[rank].Checksum, m.Shards[rank].Size)
 	}

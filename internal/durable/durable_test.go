@@ -6,11 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"shoal/internal/shard"
 	"slices"
 	"strings"
 	"testing"
-
-	"shoal/internal/ckpt"
 )
 
 var heat = Identity{Program: "heat", Args: []string{"--steps", "3000"}, Ranks: 3}
@@ -19,8 +18,8 @@ var heat = Identity{Program: "heat", Args: []string{"--steps", "3000"}, Ranks: 3
 func shards(t *testing.T, job string, epoch uint64, id Identity) func(int) (io.ReadCloser, error) {
 	t.Helper()
 	return func(r int) (io.ReadCloser, error) {
-		b, err := ckpt.Encode(ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(r), NRanks: uint32(id.Ranks), CreatedNs: 1000 + epoch},
-			[]ckpt.Region{{ID: 1, ElemSize: 8, Count: 2, Data: bytes.Repeat([]byte{byte(r), byte(epoch)}, 8)}})
+		b, err := shard.Encode(shard.Header{Job: job, Epoch: epoch, Rank: uint32(r), NRanks: uint32(id.Ranks), CreatedNs: 1000 + epoch},
+			[]shard.Region{{ID: 1, ElemSize: 8, Count: 2, Data: bytes.Repeat([]byte{byte(r), byte(epoch)}, 8)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,8 +52,8 @@ func TestSaveLargeShard(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	b, err := ckpt.Encode(ckpt.Header{Job: "heat-2", Epoch: 1, Rank: 0, NRanks: 1, CreatedNs: 42},
-		[]ckpt.Region{{ID: 1, ElemSize: 8, Count: uint64(len(data) / 8), Data: data}})
+	b, err := shard.Encode(shard.Header{Job: "heat-2", Epoch: 1, Rank: 0, NRanks: 1, CreatedNs: 42},
+		[]shard.Region{{ID: 1, ElemSize: 8, Count: uint64(len(data) / 8), Data: data}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +65,7 @@ func TestSaveLargeShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Shards[0].Size != int64(len(b)) || m.Shards[0].Checksum != ckpt.Checksum(b[:len(b)-ckpt.TrailerSize]) || m.CreatedNs != 42 {
+	if m.Shards[0].Size != int64(len(b)) || m.Shards[0].Checksum != shard.Checksum(b[:len(b)-shard.TrailerSize]) || m.CreatedNs != 42 {
 		t.Errorf("manifest %+v: want size %d, CreatedNs 42 and the shard's checksum", m, len(b))
 	}
 	got, err := os.ReadFile(ShardPath(dir, m, 0))

@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 )
 
 // ErrLost means a job had complete epochs but none survives: for each, some
@@ -360,13 +359,13 @@ func (b *Book) StartRun(restart uint64) uint64 {
 // parity group's pieces on them. It names the newer complete
 // epochs passed over and why. With no complete epoch it returns [ckpt.ErrNoEpoch]
 // (a fresh start); when none survives, a [*LostError] for the newest.
-func (b *Book) Choose(live []string) (uint64, []ckpt.Skipped, error) {
+func (b *Book) Choose(live []string) (uint64, []Skipped, error) {
 	alive := map[string]bool{}
 	for _, n := range live {
 		alive[n] = true
 	}
 	complete := b.Complete()
-	var skipped []ckpt.Skipped
+	var skipped []Skipped
 	var lost *LostError
 	for i := len(complete) - 1; i >= 0; i-- {
 		epoch := complete[i]
@@ -390,10 +389,10 @@ func (b *Book) Choose(live []string) (uint64, []ckpt.Skipped, error) {
 		if lost == nil {
 			lost = gone
 		}
-		skipped = append(skipped, ckpt.Skipped{Epoch: epoch, Err: errors.New(gone.detail())})
+		skipped = append(skipped, Skipped{Epoch: epoch, Err: errors.New(gone.detail())})
 	}
 	if lost == nil {
-		return 0, nil, ckpt.ErrNoEpoch
+		return 0, nil, ErrNoEpoch
 	}
 	return 0, skipped, lost
 }

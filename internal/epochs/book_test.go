@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 )
 
 // si is the index entry of rank's shard of epoch with checksum sum.
@@ -285,7 +284,7 @@ func TestEpochBookIssueMessage(t *testing.T) {
 func TestEpochBookNoCompleteEpoch(t *testing.T) {
 	b := written(2, 2, []string{"a", "b"}, 1) // written, never copied
 	epoch, skipped, err := b.Choose([]string{"a", "b"})
-	if epoch != 0 || len(skipped) != 0 || !errors.Is(err, ckpt.ErrNoEpoch) {
+	if epoch != 0 || len(skipped) != 0 || !errors.Is(err, ErrNoEpoch) {
 		t.Errorf("Choose = %d, %v, %v; want 0 and ckpt.ErrNoEpoch (a fresh start)", epoch, skipped, err)
 	}
 }

@@ -21,13 +21,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"shoal/internal/shard"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
-
-	"shoal/internal/ckpt"
 )
 
 // Format constants from docs/shard-format.md.
@@ -39,7 +38,7 @@ const (
 	trailerSize = 8
 	maxPieces   = 256 // k + m: the code works over GF(2^8)
 	// minShard is the length of the smallest valid shard file.
-	minShard = ckpt.HeaderSize + ckpt.TrailerSize
+	minShard = shard.HeaderSize + shard.TrailerSize
 )
 
 // Failures of a parity file or of the pieces handed to [Encode] and [Rebuild]. Callers
@@ -103,9 +102,9 @@ func (h Header) Validate() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadHeader}, args...)...)
 	}
 	switch {
-	case len(h.Job) == 0 || len(h.Job) > ckpt.MaxJobLen || !utf8.ValidString(h.Job) ||
+	case len(h.Job) == 0 || len(h.Job) > shard.MaxJobLen || !utf8.ValidString(h.Job) ||
 		strings.IndexByte(h.Job, 0) >= 0:
-		return bad("Job %q: must be 1 to %d bytes of UTF-8 without NUL", h.Job, ckpt.MaxJobLen)
+		return bad("Job %q: must be 1 to %d bytes of UTF-8 without NUL", h.Job, shard.MaxJobLen)
 	case h.Epoch == 0:
 		return bad("Epoch 0: must be at least 1")
 	case h.Group < 0 || h.Group > math.MaxUint32:

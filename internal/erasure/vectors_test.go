@@ -12,12 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"shoal/internal/shard"
 	"strconv"
 	"testing"
 
 	"github.com/zeebo/xxh3"
-
-	"shoal/internal/ckpt"
 )
 
 var rewrite = flag.Bool("rewrite", false, "regenerate testdata/ from the vector definition")
@@ -185,7 +184,7 @@ func writeVectors(t *testing.T) {
 		}
 		return b
 	}
-	shards := [][]ckpt.Region{
+	shards := [][]shard.Region{
 		{{ID: 0, ElemSize: 8, Count: 4, Data: f64(1, 2, 3, -4)}},
 		{{ID: 0, ElemSize: 8, Count: 4, Data: f64(0.5, 0.25, 0.125, 8)},
 			{ID: 7, ElemSize: 4, Count: 3, Data: []byte{42, 0, 0, 0, 255, 255, 255, 255, 0, 0, 0, 128}}},
@@ -193,7 +192,7 @@ func writeVectors(t *testing.T) {
 	v := vectorGroup{Job: "vec", Epoch: 3, Group: 0, K: len(shards), M: 2}
 	var data [][]byte
 	for rank, regions := range shards {
-		b, err := ckpt.Encode(ckpt.Header{Job: v.Job, Epoch: v.Epoch, Rank: uint32(rank), NRanks: uint32(len(shards)),
+		b, err := shard.Encode(shard.Header{Job: v.Job, Epoch: v.Epoch, Rank: uint32(rank), NRanks: uint32(len(shards)),
 			CreatedNs: 1795427000000000000}, regions)
 		if err != nil {
 			t.Fatal(err)
@@ -269,7 +268,7 @@ func TestVectors(t *testing.T) {
 	var data [][]byte
 	for _, mb := range v.Members {
 		b := readVector(t, mb.File)
-		s, err := ckpt.Parse(b)
+		s, err := shard.Parse(b)
 		if err != nil || int(s.Rank) != mb.Rank || int64(len(b)) != mb.Bytes || fmt.Sprintf("%#016x", s.Checksum) != mb.Sum {
 			t.Fatalf("%s: not the valid shard vectors.json describes (%v)", mb.File, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestValidateRefusesControlBytes: a NUL or another control character in a
@@ -61,6 +62,31 @@ func TestValidateRefusesControlBytes(t *testing.T) {
 			t.Errorf("%s: %v, want accepted", tt.name, err)
 		case tt.want != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: got %v, want ErrInvalid containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// A job asks for an automatic interval or a fixed one, not both.
+func TestValidateCheckpointAuto(t *testing.T) {
+	base := Spec{Ranks: 2, Argv: []string{"/bin/true"}}
+	for _, c := range []struct {
+		auto           bool
+		interval, mtbf time.Duration
+		want           string
+	}{
+		{true, 0, 0, ""},
+		{false, 30 * time.Second, 0, ""},
+		{false, 0, 0, ""},
+		{true, 0, time.Minute, ""},
+		{true, 30 * time.Second, 0, "checkpoint_auto with checkpoint_interval 30s: want one of them"},
+		{true, 0, -time.Minute, "mtbf -1m0s: want > 0"},
+		{false, 30 * time.Second, time.Minute, "mtbf 1m0s without checkpoint_auto"},
+	} {
+		s := base
+		s.CheckpointAuto, s.CheckpointInterval, s.MTBF = c.auto, Duration(c.interval), Duration(c.mtbf)
+		err := s.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("auto %v, interval %v, mtbf %v: %v, want %q", c.auto, c.interval, c.mtbf, err, c.want)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
+	"shoal/internal/shard"
 )
 
 // A copy of a shard whose receiver holds the rank's shard of an earlier epoch
@@ -282,7 +282,7 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 		return api.ShardInfo{}, err
 	}
 	n := blockCount(size)
-	if size < ckpt.HeaderSize+ckpt.TrailerSize || n > api.MaxChangesBlocks {
+	if size < shard.HeaderSize+shard.TrailerSize || n > api.MaxChangesBlocks {
 		return api.ShardInfo{}, fmt.Errorf("%s: a shard of %d bytes cannot be sent as changes", what, size)
 	}
 	head, err := readChangesHead(body, n)
@@ -316,14 +316,14 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 					return 0, &readFailure{fmt.Errorf("%s: ends in block %d: %w", what, i, err)}
 				}
 				if xxh3.Hash(b) != want[i] {
-					return 0, &verifyFailure{fmt.Errorf("%s: block %d differs from its sum: %w", what, i, ckpt.ErrChecksum)}
+					return 0, &verifyFailure{fmt.Errorf("%s: block %d differs from its sum: %w", what, i, shard.ErrChecksum)}
 				}
 			case fromBase:
 				if _, err := base.ReadAt(b, off); err != nil {
 					return 0, fmt.Errorf("%s: reading block %d of the earlier shard: %w", what, i, err)
 				}
 				if xxh3.Hash(b) != want[i] {
-					return 0, &verifyFailure{fmt.Errorf("%s: block %d of the earlier shard differs from its sum: %w", what, i, ckpt.ErrChecksum)}
+					return 0, &verifyFailure{fmt.Errorf("%s: block %d of the earlier shard differs from its sum: %w", what, i, shard.ErrChecksum)}
 				}
 			}
 			if _, err := f.WriteAt(b, off); err != nil {
@@ -346,7 +346,7 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 			return entry{}, err
 		}
 		h, sum, err := readHeadAndSum(f, size)
-		if err != nil && ckpt.ShortName(err) != "" {
+		if err != nil && shard.ShortName(err) != "" {
 			return s.record(ref, path, fi, h, 0, nil, &verifyFailure{err})
 		}
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
+	"shoal/internal/shard"
 )
 
 // TestBlockSums: the sums are each block's XXH3-64, the last block's however
@@ -142,8 +142,8 @@ func TestFetchChanges(t *testing.T) {
 	ctx := context.Background()
 	put := func(epoch uint64) (api.Fetched, []byte) {
 		t.Helper()
-		b, err := ckpt.Encode(ckpt.Header{Job: "heat", Epoch: epoch, NRanks: 1, CreatedNs: epoch},
-			[]ckpt.Region{{ElemSize: 1, Count: uint64(len(state)), Data: state}})
+		b, err := shard.Encode(shard.Header{Job: "heat", Epoch: epoch, NRanks: 1, CreatedNs: epoch},
+			[]shard.Region{{ElemSize: 1, Count: uint64(len(state)), Data: state}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,13 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/erasure"
+	"shoal/internal/jobdir"
 	"shoal/internal/userdir"
 )
 
@@ -33,28 +32,8 @@ type PieceSource interface {
 	PutParity(ctx context.Context, ref api.ParityRef, r io.ReadSeeker) (api.ParityInfo, error)
 }
 
-func parityName(group, row int) string { return fmt.Sprintf("p%06d-%03d.parity", group, row) }
-
-// parseParityName returns the group and row a final parity file name names.
-func parseParityName(name string) (group, row int, ok bool) {
-	base, found := strings.CutSuffix(name, ".parity")
-	if !found || len(base) < len("p000000-000") || base[0] != 'p' {
-		return 0, 0, false
-	}
-	g, r, found := strings.Cut(base[1:], "-")
-	if !found {
-		return 0, 0, false
-	}
-	group, gerr := strconv.Atoi(g)
-	row, rerr := strconv.Atoi(r)
-	if gerr != nil || rerr != nil || group < 0 || row < 0 || parityName(group, row) != name {
-		return 0, 0, false
-	}
-	return group, row, true
-}
-
 func (s *Store) parityPath(ref api.ParityRef) string {
-	return filepath.Join(s.jobDir(ref.Job).EpochPath(ref.Epoch), parityName(ref.Group, ref.Row))
+	return s.jobDir(ref.Job).ParityPath(ref.Epoch, ref.Group, ref.Row)
 }
 
 // verifyParity verifies the open parity file f, whose path names ref, through
@@ -105,7 +84,7 @@ func trailingSum(f *os.File, size int64) (uint64, error) {
 // verification (nil) is left out of the index (the coordinator counts only
 // listed rows, and computes a missing one again).
 func (s *Store) indexParity(dir *userdir.Dir, job string, epoch uint64, name, path string) (*api.ParityInfo, bool) {
-	group, row, ok := parseParityName(name)
+	group, row, ok := jobdir.ParseParityName(name)
 	if !ok {
 		return nil, false
 	}
@@ -312,7 +291,7 @@ func (s *Store) pushFiles(ref api.ParityRef, n int) ([]*os.File, error) {
 	}
 	var fs []*os.File
 	for range n {
-		f, err := s.tree().CreateTemp(filepath.Dir(s.parityPath(ref)), parityName(ref.Group, ref.Row)+".push-*.tmp")
+		f, err := s.tree().CreateTemp(filepath.Dir(s.parityPath(ref)), jobdir.ParityName(ref.Group, ref.Row)+".push-*.tmp")
 		if err != nil {
 			return fs, err
 		}

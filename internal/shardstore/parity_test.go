@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"shoal/internal/api"
+	"shoal/internal/jobdir"
 )
 
 // storeSource serves another node's store as a PieceSource, as its agent's
@@ -57,7 +58,7 @@ func newParitySetup(t *testing.T) *paritySetup {
 		p.stores[fmt.Sprintf("n%d:7947", i)] = New(t.TempDir())
 	}
 	for r, size := range []int{3000, 5000, 2<<20 + 17} { // the last spans chunks
-		b := shard(t, "heat", 1, r, 3, size)
+		b := makeShard(t, "heat", 1, r, 3, size)
 		node := fmt.Sprintf("n%d:7947", r+1)
 		place(t, p.stores[node], ref(1, r), b)
 		p.shards = append(p.shards, b)
@@ -125,7 +126,7 @@ func TestParityPushedRow(t *testing.T) {
 	names, _ := os.ReadDir(dir)
 	var left []string
 	for _, n := range names {
-		if strings.HasPrefix(n.Name(), "p") && n.Name() != parityName(0, 0) {
+		if strings.HasPrefix(n.Name(), "p") && n.Name() != jobdir.ParityName(0, 0) {
 			left = append(left, n.Name())
 		}
 	}
@@ -151,7 +152,7 @@ func TestParityPushedRow(t *testing.T) {
 func TestParityPutRejectsAnotherRow(t *testing.T) {
 	p := newParitySetup(t)
 	p.encode(t, "n4:7947", 0)
-	b, err := os.ReadFile(filepath.Join(p.stores["n4:7947"].jobDir("heat").EpochPath(1), parityName(0, 0)))
+	b, err := os.ReadFile(filepath.Join(p.stores["n4:7947"].jobDir("heat").EpochPath(1), jobdir.ParityName(0, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestParityEncodeIndexRebuild(t *testing.T) {
 func TestParityCorruptRowDetected(t *testing.T) {
 	p := newParitySetup(t)
 	p.encode(t, "n4:7947", 0)
-	path := filepath.Join(p.stores["n4:7947"].jobDir("heat").EpochPath(1), parityName(0, 0))
+	path := filepath.Join(p.stores["n4:7947"].jobDir("heat").EpochPath(1), jobdir.ParityName(0, 0))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -259,13 +260,13 @@ func TestParityEncodeRefusesAStaleShard(t *testing.T) {
 
 func TestParseParityName(t *testing.T) {
 	for name, want := range map[string][2]int{"p000000-000.parity": {0, 0}, "p000012-001.parity": {12, 1}, "p1234567-255.parity": {1234567, 255}} {
-		g, r, ok := parseParityName(name)
+		g, r, ok := jobdir.ParseParityName(name)
 		if !ok || g != want[0] || r != want[1] {
 			t.Errorf("%s: %d %d %v", name, g, r, ok)
 		}
 	}
 	for _, name := range []string{"p0-0.parity", "p000000-000.parity.ab12.tmp", "r000000.shard", "p-00001-000.parity", "p000000_000.parity"} {
-		if _, _, ok := parseParityName(name); ok {
+		if _, _, ok := jobdir.ParseParityName(name); ok {
 			t.Errorf("%s parsed as a parity file", name)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
+	"shoal/internal/shard"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -112,8 +112,8 @@ func randomShard(t *testing.T, r api.ShardRef, payload int) []byte {
 	t.Helper()
 	data := make([]byte, payload)
 	rand.Read(data)
-	b, err := ckpt.Encode(ckpt.Header{Job: r.Job, Epoch: r.Epoch, Rank: uint32(r.Rank), NRanks: 4, CreatedNs: 1},
-		[]ckpt.Region{{ID: 0, ElemSize: 1, Count: uint64(payload), Data: data}})
+	b, err := shard.Encode(shard.Header{Job: r.Job, Epoch: r.Epoch, Rank: uint32(r.Rank), NRanks: 4, CreatedNs: 1},
+		[]shard.Region{{ID: 0, ElemSize: 1, Count: uint64(payload), Data: data}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func randomShard(t *testing.T, r api.ShardRef, payload int) []byte {
 func TestFetchCompressed(t *testing.T) {
 	ctx := context.Background()
 	sd := newSender(t)
-	smooth := shard(t, "heat", 2, 0, 4, 3<<20) // a repeating pattern: compresses well
+	smooth := makeShard(t, "heat", 2, 0, 4, 3<<20) // a repeating pattern: compresses well
 	noise := randomShard(t, ref(2, 1), 1<<20)
 	place(t, sd.src, ref(2, 0), smooth)
 	place(t, sd.src, ref(2, 1), noise)
@@ -170,7 +170,7 @@ func TestFetchCompressed(t *testing.T) {
 // failed transfer (502), and nothing is stored.
 func TestFetchCompressedDamaged(t *testing.T) {
 	sd := newSender(t)
-	place(t, sd.src, ref(3, 0), shard(t, "heat", 3, 0, 4, 2<<20))
+	place(t, sd.src, ref(3, 0), makeShard(t, "heat", 3, 0, 4, 2<<20))
 	sd.mu.Lock()
 	sd.damage = true
 	sd.mu.Unlock()
@@ -194,7 +194,7 @@ func TestFetchCompressedDamaged(t *testing.T) {
 // TestFetchLinkRatePlainSource: a source that cannot be told the link is
 // asked as before.
 func TestFetchLinkRatePlainSource(t *testing.T) {
-	good := shard(t, "heat", 4, 1, 2, 1<<20)
+	good := makeShard(t, "heat", 4, 1, 2, 1<<20)
 	src := &fakeSource{shards: map[api.ShardRef][]byte{ref(4, 1): good}}
 	s := New(t.TempDir())
 	asked := 0
@@ -213,7 +213,7 @@ func TestFetchLinkRatePlainSource(t *testing.T) {
 func TestOpenToSendSamples(t *testing.T) {
 	s := New(t.TempDir())
 	r := ref(5, 0)
-	path := place(t, s, r, shard(t, "heat", 5, 0, 1, 1<<20))
+	path := place(t, s, r, makeShard(t, "heat", 5, 0, 1, 1<<20))
 	open := func(link float64) bool {
 		t.Helper()
 		f, _, compress, err := s.OpenToSend(r, link)
@@ -264,7 +264,7 @@ func TestOpenToSendTakesEarlierSample(t *testing.T) {
 		f.Close()
 		return compress
 	}
-	place(t, s, ref(1, 0), shard(t, "heat", 1, 0, 2, 1<<20))
+	place(t, s, ref(1, 0), makeShard(t, "heat", 1, 0, 2, 1<<20))
 	if !open(ref(1, 0)) {
 		t.Fatalf("a compressible shard over 1 MB/s: raw, want compressed")
 	}

@@ -25,16 +25,13 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/compress"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
+	"shoal/internal/shard"
 	"shoal/internal/traffic"
 	"shoal/internal/userdir"
 )
-
-// RequestFile is the file in a job's directory that asks its rank 0 for a
-// checkpoint (docs/launcher-protocol.md).
-const RequestFile = "request-checkpoint"
 
 // Store is the checkpoint store rooted at Dir (an agent's <data>/ckpt). The zero
 // value with Dir set is ready; a Store must not be copied after first use. Its
@@ -142,7 +139,7 @@ type pathLock struct {
 	n  int
 }
 
-func (s *Store) jobDir(job string) ckpt.JobDir { return ckpt.JobDir{Root: s.Dir, Job: job} }
+func (s *Store) jobDir(job string) jobdir.Dir { return jobdir.Dir{Root: s.Dir, Job: job} }
 
 // tree is the store's directory, through which every file of a job is reached:
 // a user's job's directory is theirs to change, and no link in it is followed.
@@ -238,18 +235,18 @@ func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, er
 
 // record remembers, and returns, the outcome of verifying the version fi of
 // the shard file at path, which names ref: verifyFile's results.
-func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h ckpt.Header, sum uint64, blocks []uint64, err error) (entry, error) {
+func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h shard.Header, sum uint64, blocks []uint64, err error) (entry, error) {
 	e := entry{key: keyOf(fi)}
 	var vf *verifyFailure
 	switch {
 	case errors.As(err, &vf):
-		e.err = &ckpt.ShardError{Path: path, Err: vf.err}
+		e.err = &shard.Error{Path: path, Err: vf.err}
 	case err != nil:
 		return entry{}, err
 	default:
-		want := ckpt.Header{Job: ref.Job, Epoch: ref.Epoch, Rank: uint32(ref.Rank), NRanks: h.NRanks}
+		want := shard.Header{Job: ref.Job, Epoch: ref.Epoch, Rank: uint32(ref.Rank), NRanks: h.NRanks}
 		if err := h.Check(want); err != nil {
-			e.err = &ckpt.ShardError{Path: path, Err: err}
+			e.err = &shard.Error{Path: path, Err: err}
 		} else {
 			e.info = api.ShardInfo{Epoch: h.Epoch, Rank: int(h.Rank), NRanks: int(h.NRanks),
 				Size: fi.Size(), CreatedNs: h.CreatedNs, Checksum: sum}
@@ -276,9 +273,9 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 		return idx, err
 	}
 	s.prune(job, seen, began)
-	idx.Progress = s.readProgress(filepath.Join(jd.Path(), "progress"))
-	idx.Traffic = s.readTraffic(filepath.Join(jd.Path(), "traffic"))
-	idx.Interval = s.readInterval(filepath.Join(jd.Path(), "interval"))
+	idx.Progress = s.readProgress(filepath.Join(jd.Path(), jobdir.Progress))
+	idx.Traffic = s.readTraffic(filepath.Join(jd.Path(), jobdir.Traffic))
+	idx.Interval = s.readInterval(filepath.Join(jd.Path(), jobdir.Interval))
 	idx.Tag = idx.ComputeTag()
 	return idx, nil
 }
@@ -300,8 +297,8 @@ func (s *Store) indexEpochs(idx *api.ShardIndex, seen map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	for _, epoch := range ckpt.EpochsIn(ents) {
-		edir, err := jdir.Sub(ckpt.EpochName(epoch))
+	for _, epoch := range jobdir.EpochsIn(ents) {
+		edir, err := jdir.Sub(jobdir.EpochName(epoch))
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, userdir.ErrSymlink) {
 			continue // removed meanwhile, or not an epoch the store made or a rank wrote
 		}
@@ -340,7 +337,7 @@ func (s *Store) indexEpoch(idx *api.ShardIndex, seen map[string]bool, edir *user
 			}
 			continue
 		}
-		rank, ok := ckpt.ParseShardName(de.Name())
+		rank, ok := jobdir.ParseShardName(de.Name())
 		if !ok {
 			continue
 		}
@@ -354,7 +351,7 @@ func (s *Store) indexEpoch(idx *api.ShardIndex, seen map[string]bool, edir *user
 		case err != nil:
 			idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: "unreadable", Detail: err.Error()})
 		case e.err != nil:
-			idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: ckpt.ShortName(e.err), Detail: e.err.Error()})
+			idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: shard.ShortName(e.err), Detail: e.err.Error()})
 		default:
 			idx.Shards = append(idx.Shards, e.info)
 		}
@@ -373,7 +370,7 @@ func (s *Store) readInterval(path string) *job.Interval {
 	if err != nil {
 		return nil
 	}
-	return api.ParseIntervalFile(b)
+	return jobdir.ParseInterval(b)
 }
 
 // readTraffic reads the traffic files libshoal's ranks keep in dir
@@ -450,7 +447,7 @@ func (s *Store) WaitIndex(ctx context.Context, job, known string) (api.ShardInde
 		case !fp.settled || !slices.Equal(next.epochs, fp.epochs) || !slices.Equal(next.dirs, fp.dirs):
 			idx, err = s.Index(job)
 		case next.progress != fp.progress:
-			idx.Progress = s.readProgress(filepath.Join(s.jobDir(job).Path(), "progress"))
+			idx.Progress = s.readProgress(filepath.Join(s.jobDir(job).Path(), jobdir.Progress))
 			idx.Tag = idx.ComputeTag()
 		}
 		fp = next
@@ -495,15 +492,15 @@ func (s *Store) fingerprint(job string) (fingerprint, error) {
 	if err != nil {
 		return fingerprint{}, err
 	}
-	epochs := ckpt.EpochsIn(ents)
+	epochs := jobdir.EpochsIn(ents)
 	fp := fingerprint{epochs: epochs, dirs: make([]fileKey, len(epochs)), settled: true}
 	for i, e := range epochs {
-		if fi, err := jdir.Lstat(ckpt.EpochName(e)); err == nil {
+		if fi, err := jdir.Lstat(jobdir.EpochName(e)); err == nil {
 			fp.dirs[i] = keyOf(fi)
 			fp.settled = fp.settled && now.Sub(fi.ModTime()) >= settleTime
 		}
 	}
-	if fi, err := jdir.Lstat("progress"); err == nil {
+	if fi, err := jdir.Lstat(jobdir.Progress); err == nil {
 		fp.progress = keyOf(fi)
 	}
 	return fp, nil
@@ -542,7 +539,7 @@ func (s *Store) verifyIn(dir *userdir.Dir, ref api.ShardRef, name, path string) 
 	if e, ok := s.cached(ref.Job, path, keyOf(fi)); ok {
 		return e, nil
 	}
-	f, _, err := ckpt.OpenShard(s.tree(), path)
+	f, _, err := jobdir.OpenShard(s.tree(), path)
 	if err != nil {
 		return entry{}, err
 	}
@@ -594,7 +591,7 @@ func (s *Store) open(ref api.ShardRef) (*os.File, entry, error) {
 		return nil, entry{}, err
 	}
 	path := s.path(ref)
-	f, _, err := ckpt.OpenShard(s.tree(), path)
+	f, _, err := jobdir.OpenShard(s.tree(), path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, entry{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
 	}
@@ -652,7 +649,7 @@ func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, e
 	}
 	// The shard is verified as it is written, from the bytes in memory, rather
 	// than read back from the file afterwards.
-	v := ckpt.NewVerifier(size)
+	v := shard.NewVerifier(size)
 	blocks := newBlockSums()
 	// A connection's reader hands over one TLS record, 16 KiB, at a time:
 	// the buffer is filled before each write, 64 times fewer of them.
@@ -1123,7 +1120,7 @@ func (s *Store) WithdrawRequest(job string) error {
 	if err := checkJob(job); err != nil {
 		return err
 	}
-	err := s.tree().Remove(filepath.Join(s.jobDir(job).Path(), RequestFile))
+	err := s.tree().Remove(filepath.Join(s.jobDir(job).Path(), jobdir.Request))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -1138,7 +1135,7 @@ func (s *Store) request(job, content string) error {
 		return err
 	}
 	// Written whole and renamed: rank 0 must never read half a request.
-	return s.tree().WriteFile(filepath.Join(s.jobDir(job).Path(), RequestFile), []byte(content), 0o644)
+	return s.tree().WriteFile(filepath.Join(s.jobDir(job).Path(), jobdir.Request), []byte(content), 0o644)
 }
 
 // Jobs lists the jobs that have a directory in the store, sorted.

@@ -18,20 +18,21 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
 	"shoal/internal/job"
+	"shoal/internal/jobdir"
+	"shoal/internal/shard"
 )
 
-// shard returns a valid shard of job at epoch for rank of nranks, with payload
+// makeShard returns a valid shard of job at epoch for rank of nranks, with payload
 // bytes derived from its identity (so shards of different ranks differ).
-func shard(t *testing.T, job string, epoch uint64, rank, nranks, payload int) []byte {
+func makeShard(t *testing.T, job string, epoch uint64, rank, nranks, payload int) []byte {
 	t.Helper()
 	data := make([]byte, payload)
 	for i := range data {
 		data[i] = byte(i*7 + rank*13 + int(epoch))
 	}
-	b, err := ckpt.Encode(ckpt.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 1000 * epoch},
-		[]ckpt.Region{{ID: 0, ElemSize: 1, Count: uint64(payload), Data: data}})
+	b, err := shard.Encode(shard.Header{Job: job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks), CreatedNs: 1000 * epoch},
+		[]shard.Region{{ID: 0, ElemSize: 1, Count: uint64(payload), Data: data}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +66,17 @@ func TestIndex(t *testing.T) {
 	s := New(t.TempDir())
 	good := map[api.ShardRef][]byte{}
 	for _, r := range []api.ShardRef{ref(3, 0), ref(3, 1), ref(4, 0)} {
-		good[r] = shard(t, "heat", r.Epoch, r.Rank, 2, 100+r.Rank)
+		good[r] = makeShard(t, "heat", r.Epoch, r.Rank, 2, 100+r.Rank)
 		place(t, s, r, good[r])
 	}
-	place(t, s, ref(4, 1), flip(shard(t, "heat", 4, 1, 2, 100), 150)) // damaged payload
-	place(t, s, ref(4, 2), shard(t, "heat", 4, 1, 3, 100))            // rank 1's shard under rank 2's name
-	place(t, s, ref(5, 0), shard(t, "heat", 5, 0, 2, 100)[:90])       // truncated
-	place(t, s, ref(5, 1), shard(t, "other", 5, 1, 2, 100))           // another job's shard
+	place(t, s, ref(4, 1), flip(makeShard(t, "heat", 4, 1, 2, 100), 150)) // damaged payload
+	place(t, s, ref(4, 2), makeShard(t, "heat", 4, 1, 3, 100))            // rank 1's shard under rank 2's name
+	place(t, s, ref(5, 0), makeShard(t, "heat", 5, 0, 2, 100)[:90])       // truncated
+	place(t, s, ref(5, 1), makeShard(t, "other", 5, 1, 2, 100))           // another job's shard
 	// Not shards: being written, odd names, stray files and directories.
 	dir := s.jobDir("heat").EpochPath(5)
 	for _, name := range []string{"r000003.shard.tmp", "r000004.shard.1a2b.tmp", "r3.shard", "r0000005.shard", "rabcdef.shard", "notes"} {
-		os.WriteFile(filepath.Join(dir, name), shard(t, "heat", 5, 3, 8, 10), 0o644)
+		os.WriteFile(filepath.Join(dir, name), makeShard(t, "heat", 5, 3, 8, 10), 0o644)
 	}
 	os.Mkdir(filepath.Join(s.jobDir("heat").Path(), "e1"), 0o755)
 	os.WriteFile(filepath.Join(s.jobDir("heat").Path(), "manifest"), []byte("epoch 3 nranks 2 created_ns 3000\n"), 0o644)
@@ -126,7 +127,7 @@ func TestIndex(t *testing.T) {
 }
 
 func ckptChecksum(b []byte) uint64 {
-	s, err := ckpt.Parse(b)
+	s, err := shard.Parse(b)
 	if err != nil {
 		panic(err)
 	}
@@ -138,7 +139,7 @@ func ckptChecksum(b []byte) uint64 {
 // noticed, a change of mtime or a replaced file is.
 func TestIndexCaches(t *testing.T) {
 	s := New(t.TempDir())
-	b := shard(t, "heat", 1, 0, 1, 1000)
+	b := makeShard(t, "heat", 1, 0, 1, 1000)
 	path := place(t, s, ref(1, 0), b)
 	if idx, _ := s.Index("heat"); len(idx.Shards) != 1 {
 		t.Fatalf("index %+v, want one good shard", idx)
@@ -183,9 +184,9 @@ func writeSums(t *testing.T, path string, b []byte) {
 	}
 	sums := newBlockSums()
 	sums.Write(b)
-	out := ckpt.Sums{BlockSize: BlockSize, ShardSize: fi.Size(), Checksum: binary.LittleEndian.Uint64(b[len(b)-ckpt.TrailerSize:]),
+	out := shard.Sums{BlockSize: BlockSize, ShardSize: fi.Size(), Checksum: binary.LittleEndian.Uint64(b[len(b)-shard.TrailerSize:]),
 		Ino: fi.Sys().(*syscall.Stat_t).Ino, MtimeNs: fi.ModTime().UnixNano(), Blocks: sums.Sums()}
-	if err := os.WriteFile(ckpt.SumsPath(path), out.Encode(), 0o644); err != nil {
+	if err := os.WriteFile(jobdir.SumsPath(path), out.Encode(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -197,7 +198,7 @@ func writeSums(t *testing.T, path string, b []byte) {
 // verified whole.
 func TestIndexTakesWritersSums(t *testing.T) {
 	s := New(t.TempDir())
-	b := shard(t, "heat", 1, 0, 1, 3*BlockSize+100)
+	b := makeShard(t, "heat", 1, 0, 1, 3*BlockSize+100)
 	damaged := flip(b, 2*BlockSize+7)
 	path := place(t, s, ref(1, 0), damaged)
 	writeSums(t, path, damaged)
@@ -222,27 +223,27 @@ func TestIndexTakesWritersSums(t *testing.T) {
 	}
 
 	// Sums files that do not describe the shard, beside good and damaged shards.
-	for name, mangle := range map[string]func(ckpt.Sums) ckpt.Sums{
-		"another inode":    func(x ckpt.Sums) ckpt.Sums { x.Ino++; return x },
-		"another mtime":    func(x ckpt.Sums) ckpt.Sums { x.MtimeNs--; return x },
-		"another checksum": func(x ckpt.Sums) ckpt.Sums { x.Checksum++; return x },
-		"another size":     func(x ckpt.Sums) ckpt.Sums { x.ShardSize--; return x },
-		"another block":    func(x ckpt.Sums) ckpt.Sums { x.BlockSize /= 2; x.Blocks = append(x.Blocks, x.Blocks...); return x },
+	for name, mangle := range map[string]func(shard.Sums) shard.Sums{
+		"another inode":    func(x shard.Sums) shard.Sums { x.Ino++; return x },
+		"another mtime":    func(x shard.Sums) shard.Sums { x.MtimeNs--; return x },
+		"another checksum": func(x shard.Sums) shard.Sums { x.Checksum++; return x },
+		"another size":     func(x shard.Sums) shard.Sums { x.ShardSize--; return x },
+		"another block":    func(x shard.Sums) shard.Sums { x.BlockSize /= 2; x.Blocks = append(x.Blocks, x.Blocks...); return x },
 	} {
 		for _, damage := range []bool{false, true} {
 			s := New(t.TempDir())
-			path := place(t, s, ref(2, 0), shard(t, "heat", 2, 0, 1, 3*BlockSize+100))
+			path := place(t, s, ref(2, 0), makeShard(t, "heat", 2, 0, 1, 3*BlockSize+100))
 			good, _ := os.ReadFile(path)
 			if damage {
 				os.WriteFile(path, flip(good, 2*BlockSize+7), 0o644)
 			}
 			writeSums(t, path, good)
-			sf, _ := os.ReadFile(ckpt.SumsPath(path))
-			parsed, err := ckpt.ParseSums(sf)
+			sf, _ := os.ReadFile(jobdir.SumsPath(path))
+			parsed, err := shard.ParseSums(sf)
 			if err != nil {
 				t.Fatal(err)
 			}
-			os.WriteFile(ckpt.SumsPath(path), mangle(parsed).Encode(), 0o644)
+			os.WriteFile(jobdir.SumsPath(path), mangle(parsed).Encode(), 0o644)
 			idx, _ := s.Index("heat")
 			if listed := len(idx.Shards) == 1; listed == damage {
 				t.Errorf("%s, damaged %v: index %+v, want the shard verified whole", name, damage, idx)
@@ -256,8 +257,8 @@ func TestIndexTakesWritersSums(t *testing.T) {
 // copy's entry would have the next scan hash the whole file again.
 func TestIndexKeepsCopyStoredDuringScan(t *testing.T) {
 	s := New(t.TempDir())
-	old := place(t, s, ref(1, 0), shard(t, "heat", 1, 0, 2, 1000))
-	gone := place(t, s, ref(1, 1), shard(t, "heat", 1, 1, 2, 1000))
+	old := place(t, s, ref(1, 0), makeShard(t, "heat", 1, 0, 2, 1000))
+	gone := place(t, s, ref(1, 1), makeShard(t, "heat", 1, 1, 2, 1000))
 	if idx, _ := s.Index("heat"); len(idx.Shards) != 2 {
 		t.Fatalf("index %+v, want two good shards", idx)
 	}
@@ -266,7 +267,7 @@ func TestIndexKeepsCopyStoredDuringScan(t *testing.T) {
 	// directories (epoch 1 holds only rank 0 now), and meanwhile a copy of
 	// epoch 2 is stored; then it prunes.
 	began := s.scanBegins()
-	b := shard(t, "heat", 2, 0, 2, 1000)
+	b := makeShard(t, "heat", 2, 0, 2, 1000)
 	if _, err := s.Put(ref(2, 0), bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestIndexKeepsCopyStoredDuringScan(t *testing.T) {
 
 func TestOpen(t *testing.T) {
 	s := New(t.TempDir())
-	b := shard(t, "heat", 2, 1, 2, 200<<10) // mapped for verification
+	b := makeShard(t, "heat", 2, 1, 2, 200<<10) // mapped for verification
 	place(t, s, ref(2, 1), b)
 	f, info, err := s.Open(ref(2, 1))
 	if err != nil {
@@ -309,9 +310,9 @@ func TestOpen(t *testing.T) {
 	if _, _, err := s.Open(ref(2, 0)); !errors.Is(err, api.ErrNotFound) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Open of a missing shard: %v, want ErrNotFound", err)
 	}
-	place(t, s, ref(2, 0), flip(shard(t, "heat", 2, 0, 2, 200<<10), 100<<10))
+	place(t, s, ref(2, 0), flip(makeShard(t, "heat", 2, 0, 2, 200<<10), 100<<10))
 	_, _, err = s.Open(ref(2, 0))
-	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, ckpt.ErrChecksum) || !strings.Contains(err.Error(), "heat/2/0") {
+	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, shard.ErrChecksum) || !strings.Contains(err.Error(), "heat/2/0") {
 		t.Errorf("Open of a corrupt shard: %v, want ErrCorrupt and ckpt.ErrChecksum naming heat/2/0", err)
 	}
 	if _, _, err := s.Open(api.ShardRef{Job: "heat", Epoch: 0, Rank: 0}); !errors.Is(err, api.ErrBadRequest) {
@@ -333,7 +334,7 @@ func tmpFiles(t *testing.T, dir string) []string {
 
 func TestPut(t *testing.T) {
 	s := New(filepath.Join(t.TempDir(), "ckpt")) // created on first Put
-	b := shard(t, "heat", 7, 3, 4, 300<<10)
+	b := makeShard(t, "heat", 7, 3, 4, 300<<10)
 	info, err := s.Put(ref(7, 3), bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
@@ -358,14 +359,14 @@ func TestPut(t *testing.T) {
 		body []byte
 		want error
 	}{
-		{"flipped bit", flip(b, 1000), ckpt.ErrChecksum},
-		{"truncated", b[:len(b)-1], ckpt.ErrChecksum},
-		{"short", b[:20], ckpt.ErrTruncated},
-		{"empty", nil, ckpt.ErrTruncated},
-		{"other rank", shard(t, "heat", 7, 2, 4, 10), ckpt.ErrWrongShard},
-		{"other epoch", shard(t, "heat", 6, 3, 4, 10), ckpt.ErrWrongShard},
-		{"other job", shard(t, "cold", 7, 3, 4, 10), ckpt.ErrWrongShard},
-		{"not a shard", []byte(strings.Repeat("hello ", 100)), ckpt.ErrBadMagic},
+		{"flipped bit", flip(b, 1000), shard.ErrChecksum},
+		{"truncated", b[:len(b)-1], shard.ErrChecksum},
+		{"short", b[:20], shard.ErrTruncated},
+		{"empty", nil, shard.ErrTruncated},
+		{"other rank", makeShard(t, "heat", 7, 2, 4, 10), shard.ErrWrongShard},
+		{"other epoch", makeShard(t, "heat", 6, 3, 4, 10), shard.ErrWrongShard},
+		{"other job", makeShard(t, "cold", 7, 3, 4, 10), shard.ErrWrongShard},
+		{"not a shard", []byte(strings.Repeat("hello ", 100)), shard.ErrBadMagic},
 	}
 	for _, tt := range tests {
 		_, err := s.Put(ref(7, 3), bytes.NewReader(tt.body), int64(len(tt.body)))
@@ -378,7 +379,7 @@ func TestPut(t *testing.T) {
 	}
 	// A whole shard that is not the size declared for it is refused too.
 	for _, size := range []int64{int64(len(b)) - 1, int64(len(b)) + 1} {
-		if _, err := s.Put(ref(7, 3), bytes.NewReader(b), size); !errors.Is(err, api.ErrBadRequest) || !errors.Is(err, ckpt.ErrTruncated) {
+		if _, err := s.Put(ref(7, 3), bytes.NewReader(b), size); !errors.Is(err, api.ErrBadRequest) || !errors.Is(err, shard.ErrTruncated) {
 			t.Errorf("Put of %d bytes declared as %d: %v, want ErrBadRequest and ErrTruncated", len(b), size, err)
 		}
 	}
@@ -400,8 +401,8 @@ func TestPut(t *testing.T) {
 		t.Errorf("index after the uploads: %+v", idx)
 	}
 	// A good upload replaces a corrupt copy.
-	place(t, s, ref(9, 0), flip(shard(t, "heat", 9, 0, 1, 10), 140))
-	if _, err := s.Put(ref(9, 0), bytes.NewReader(shard(t, "heat", 9, 0, 1, 10)), -1); err != nil {
+	place(t, s, ref(9, 0), flip(makeShard(t, "heat", 9, 0, 1, 10), 140))
+	if _, err := s.Put(ref(9, 0), bytes.NewReader(makeShard(t, "heat", 9, 0, 1, 10)), -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Stat(ref(9, 0)); err != nil {
@@ -417,7 +418,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // with -race).
 func TestConcurrent(t *testing.T) {
 	s := New(t.TempDir())
-	b := shard(t, "heat", 1, 0, 1, 100<<10)
+	b := makeShard(t, "heat", 1, 0, 1, 100<<10)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(3)
@@ -488,8 +489,8 @@ func (f *fakeSource) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadClo
 func TestFetch(t *testing.T) {
 	ctx := context.Background()
 	s := New(t.TempDir())
-	good := shard(t, "heat", 4, 1, 2, 100<<10)
-	src := &fakeSource{shards: map[api.ShardRef][]byte{ref(4, 1): good, ref(4, 0): flip(shard(t, "heat", 4, 0, 2, 10), 130)}}
+	good := makeShard(t, "heat", 4, 1, 2, 100<<10)
+	src := &fakeSource{shards: map[api.ShardRef][]byte{ref(4, 1): good, ref(4, 0): flip(makeShard(t, "heat", 4, 0, 2, 10), 130)}}
 	f, err := s.Fetch(ctx, ref(4, 1), src)
 	if err != nil || !f.Copied || f.Shard.Checksum != ckptChecksum(good) {
 		t.Fatalf("Fetch = %+v, %v", f, err)
@@ -501,7 +502,7 @@ func TestFetch(t *testing.T) {
 	}
 	// The source has it, but the bytes that arrive are bad.
 	_, err = s.Fetch(ctx, ref(4, 0), src)
-	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, ckpt.ErrChecksum) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
+	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, shard.ErrChecksum) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
 		t.Errorf("Fetch of bad bytes: %v, want ErrCorrupt, ErrChecksum, naming the source", err)
 	}
 	// The source does not have it.
@@ -526,7 +527,7 @@ func TestFetch(t *testing.T) {
 	}
 	// The transfer breaks.
 	src.err, src.cut = nil, 1000
-	src.shards[ref(5, 0)] = shard(t, "heat", 5, 0, 1, 10<<10)
+	src.shards[ref(5, 0)] = makeShard(t, "heat", 5, 0, 1, 10<<10)
 	if _, err = s.Fetch(ctx, ref(5, 0), src); !errors.Is(err, api.ErrBadGateway) {
 		t.Errorf("Fetch with a broken transfer: %v, want ErrBadGateway", err)
 	}
@@ -557,9 +558,9 @@ func TestFetch(t *testing.T) {
 func TestRemove(t *testing.T) {
 	s := New(t.TempDir())
 	for e := uint64(1); e <= 5; e++ {
-		place(t, s, ref(e, 0), shard(t, "heat", e, 0, 1, 10))
+		place(t, s, ref(e, 0), makeShard(t, "heat", e, 0, 1, 10))
 	}
-	place(t, s, api.ShardRef{Job: "cold", Epoch: 1}, shard(t, "cold", 1, 0, 1, 10))
+	place(t, s, api.ShardRef{Job: "cold", Epoch: 1}, makeShard(t, "cold", 1, 0, 1, 10))
 	s.Index("heat")
 	removed, err := s.RemoveBefore("heat", 4)
 	if err != nil || !reflect.DeepEqual(removed, []uint64{1, 2, 3}) {
@@ -583,7 +584,7 @@ func TestRemove(t *testing.T) {
 	if _, err := s.RemoveBefore("../x", 3); !errors.Is(err, api.ErrBadRequest) {
 		t.Errorf("RemoveBefore of a bad job id: %v, want ErrBadRequest", err)
 	}
-	place(t, s, ref(6, 0), shard(t, "heat", 6, 0, 1, 10))
+	place(t, s, ref(6, 0), makeShard(t, "heat", 6, 0, 1, 10))
 	s.Index("heat")
 	if err := s.RemoveEpoch("heat", 5); err != nil {
 		t.Fatalf("RemoveEpoch(5): %v", err)
@@ -617,8 +618,8 @@ func TestRemove(t *testing.T) {
 // writes over and cuts to size; a shard a reader holds open is not taken.
 func TestPutWritesOverSpare(t *testing.T) {
 	s := New(t.TempDir())
-	place(t, s, ref(1, 0), shard(t, "heat", 1, 0, 1, 40000))
-	place(t, s, ref(2, 0), shard(t, "heat", 2, 0, 1, 40000))
+	place(t, s, ref(1, 0), makeShard(t, "heat", 1, 0, 1, 40000))
+	place(t, s, ref(2, 0), makeShard(t, "heat", 2, 0, 1, 40000))
 	first, err := os.Stat(s.path(ref(1, 0)))
 	if err != nil {
 		t.Fatal(err)
@@ -633,7 +634,7 @@ func TestPutWritesOverSpare(t *testing.T) {
 	if idx, err := s.Index("heat"); err != nil || len(idx.Shards) != 1 || idx.Shards[0].Epoch != 2 {
 		t.Errorf("Index beside a spare = %+v, %v; want epoch 2 alone", idx, err)
 	}
-	b := shard(t, "heat", 3, 0, 1, 1000) // shorter than the file it is written over
+	b := makeShard(t, "heat", 3, 0, 1, 1000) // shorter than the file it is written over
 	if _, err := s.Put(ref(3, 0), bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
 	}
@@ -659,11 +660,11 @@ func TestPutWritesOverSpare(t *testing.T) {
 		t.Errorf("a held shard became the spare: %v", err)
 	}
 	got, err := io.ReadAll(held)
-	if want := shard(t, "heat", 2, 0, 1, 40000); err != nil || !bytes.Equal(got, want) {
+	if want := makeShard(t, "heat", 2, 0, 1, 40000); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("the held shard reads %d bytes (%v) after RemoveBefore, want epoch 2's %d", len(got), err, len(want))
 	}
 	// With no spare, a new file.
-	if _, err := s.Put(ref(4, 0), bytes.NewReader(shard(t, "heat", 4, 0, 1, 1000)), -1); err != nil {
+	if _, err := s.Put(ref(4, 0), bytes.NewReader(makeShard(t, "heat", 4, 0, 1, 1000)), -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Open(ref(4, 0)); err != nil {
@@ -684,8 +685,8 @@ func TestPutWritesOverSpare(t *testing.T) {
 	}
 	// NoSpares: retired shards are removed.
 	s.NoSpares = true
-	place(t, s, ref(5, 0), shard(t, "heat", 5, 0, 1, 100))
-	place(t, s, ref(6, 0), shard(t, "heat", 6, 0, 1, 100))
+	place(t, s, ref(5, 0), makeShard(t, "heat", 5, 0, 1, 100))
+	place(t, s, ref(6, 0), makeShard(t, "heat", 6, 0, 1, 100))
 	if removed, err := s.RemoveBefore("heat", 6); err != nil || !reflect.DeepEqual(removed, []uint64{5}) {
 		t.Fatalf("RemoveBefore(6) = %v, %v", removed, err)
 	}
@@ -701,7 +702,7 @@ func TestRequestCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(s.Dir, "heat", RequestFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(s.Dir, "heat", jobdir.Request)); err != nil {
 		t.Error(err)
 	}
 	if err := s.RequestCheckpoint(".."); !errors.Is(err, api.ErrBadRequest) {
@@ -712,7 +713,7 @@ func TestRequestCheckpoint(t *testing.T) {
 			t.Errorf("WithdrawRequest #%d: %v", i+1, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(s.Dir, "heat", RequestFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(s.Dir, "heat", jobdir.Request)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("request after WithdrawRequest: %v, want it gone", err)
 	}
 }
@@ -721,7 +722,7 @@ func TestRequestCheckpoint(t *testing.T) {
 // (truncated), not a failure to read it.
 func TestFileShrinks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r000000.shard")
-	b := shard(t, "heat", 1, 0, 1, 4<<20)
+	b := makeShard(t, "heat", 1, 0, 1, 4<<20)
 	os.WriteFile(path, b, 0o644)
 	f, err := os.Open(path)
 	if err != nil {
@@ -733,7 +734,7 @@ func TestFileShrinks(t *testing.T) {
 	}
 	_, _, _, err = verifyFile(f, int64(len(b)))
 	var vf *verifyFailure
-	if !errors.As(err, &vf) || !errors.Is(err, ckpt.ErrTruncated) {
+	if !errors.As(err, &vf) || !errors.Is(err, shard.ErrTruncated) {
 		t.Errorf("verifyFile of a shrunk file: %v, want a verifyFailure of ckpt.ErrTruncated", err)
 	}
 }
@@ -753,7 +754,7 @@ func TestWaitIndex(t *testing.T) {
 			os.Rename(tmp, filepath.Join(jobDir, "progress"))
 		}
 	}
-	good := shard(t, "heat", 3, 0, 2, 100)
+	good := makeShard(t, "heat", 3, 0, 2, 100)
 	tests := []struct {
 		name   string
 		change func()
@@ -779,10 +780,10 @@ func TestWaitIndex(t *testing.T) {
 			os.Rename(s.path(ref(3, 0))+".5e6f.tmp", s.path(ref(3, 0)))
 		}, true},
 		{"an epoch removed", func() { s.RemoveBefore("heat", 4) }, true},
-		{"an epoch written", func() { place(t, s, ref(5, 0), shard(t, "heat", 5, 0, 2, 100)) }, true},
+		{"an epoch written", func() { place(t, s, ref(5, 0), makeShard(t, "heat", 5, 0, 2, 100)) }, true},
 		// Shards are renamed into place: a file changed in place leaves its
 		// directory as it was, and shows at the next call (below).
-		{"a shard damaged in place", func() { place(t, s, ref(5, 0), flip(shard(t, "heat", 5, 0, 2, 100), 150)) }, false},
+		{"a shard damaged in place", func() { place(t, s, ref(5, 0), flip(makeShard(t, "heat", 5, 0, 2, 100), 150)) }, false},
 	}
 	// Directories modified long ago: what shows a change is its modification
 	// time changing, not the fingerprint being too young to trust.
@@ -830,7 +831,7 @@ func TestWaitIndex(t *testing.T) {
 // second is not trusted to show a later change in that second.
 func TestFingerprintSettles(t *testing.T) {
 	s := New(t.TempDir())
-	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 1, 100))
+	place(t, s, ref(3, 0), makeShard(t, "heat", 3, 0, 1, 100))
 	if fp, err := s.fingerprint("heat"); err != nil || fp.settled || len(fp.epochs) != 1 {
 		t.Errorf("fingerprint after a write = %+v, %v; want epoch 3, not settled", fp, err)
 	}
@@ -852,7 +853,7 @@ func BenchmarkRescan(b *testing.B) {
 	t := &testing.T{}
 	for e := uint64(1); e <= 3; e++ {
 		for r := 0; r < 4; r++ {
-			place(t, s, ref(e, r), shard(t, "heat", e, r, 4, 1<<20))
+			place(t, s, ref(e, r), makeShard(t, "heat", e, r, 4, 1<<20))
 		}
 	}
 	os.WriteFile(filepath.Join(s.jobDir("heat").Path(), "progress"), []byte("0.5\n"), 0o644)
@@ -879,7 +880,7 @@ func BenchmarkRescan(b *testing.B) {
 // that does not parse and a temporary one are left out.
 func TestIndexTraffic(t *testing.T) {
 	s := New(t.TempDir())
-	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 2, 100))
+	place(t, s, ref(3, 0), makeShard(t, "heat", 3, 0, 2, 100))
 	dir := filepath.Join(s.jobDir("heat").Path(), "traffic")
 	os.MkdirAll(dir, 0o755)
 	for name, content := range map[string]string{
@@ -909,7 +910,7 @@ func TestIndexTraffic(t *testing.T) {
 // a malformed file is unknown, not an error.
 func TestIndexInterval(t *testing.T) {
 	s := New(t.TempDir())
-	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 2, 100))
+	place(t, s, ref(3, 0), makeShard(t, "heat", 3, 0, 2, 100))
 	path := filepath.Join(s.jobDir("heat").Path(), "interval")
 	for _, c := range []struct {
 		line string
@@ -948,7 +949,7 @@ func TestRemoveBeforeDropsSparesOfRanksGone(t *testing.T) {
 	s := New(t.TempDir())
 	for e := uint64(1); e <= 2; e++ {
 		for rank := 0; rank < 2; rank++ {
-			place(t, s, ref(e, rank), shard(t, "heat", e, rank, 2, 4000))
+			place(t, s, ref(e, rank), makeShard(t, "heat", e, rank, 2, 4000))
 		}
 	}
 	jd := s.jobDir("heat")
@@ -959,7 +960,7 @@ func TestRemoveBeforeDropsSparesOfRanksGone(t *testing.T) {
 		t.Fatalf("spares after epoch 1 retired: %v, %v; want ranks 0 and 1", spares, err)
 	}
 	// Rank 1 moved away: epoch 3 has only rank 0's shard here.
-	place(t, s, ref(3, 0), shard(t, "heat", 3, 0, 2, 4000))
+	place(t, s, ref(3, 0), makeShard(t, "heat", 3, 0, 2, 4000))
 	if _, err := s.RemoveBefore("heat", 3); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"shoal/internal/jobdir"
 	"syscall"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestUsersLinksNotFollowed(t *testing.T) {
 		}
 	}
 	put := func(epoch uint64) error {
-		b := shard(t, "heat", epoch, 0, 1, 5000)
+		b := makeShard(t, "heat", epoch, 0, 1, 5000)
 		_, err := s.Put(ref(epoch, 0), bytes.NewReader(b), int64(len(b)))
 		return err
 	}
@@ -106,12 +107,12 @@ func TestUsersLinksNotFollowed(t *testing.T) {
 
 	// The checkpoint request, a link: replaced, not written through; taken
 	// back, the link goes, not its target.
-	link(victim, filepath.Join(jd.Path(), RequestFile))
+	link(victim, filepath.Join(jd.Path(), jobdir.Request))
 	if err := s.RequestHold("heat"); err != nil {
 		t.Errorf("RequestHold over a link: %v", err)
 	}
 	untouched("RequestHold")
-	link(victim, filepath.Join(jd.Path(), RequestFile))
+	link(victim, filepath.Join(jd.Path(), jobdir.Request))
 	if err := s.WithdrawRequest("heat"); err != nil {
 		t.Errorf("WithdrawRequest of a link: %v", err)
 	}

@@ -8,7 +8,8 @@ import (
 	"syscall"
 
 	"shoal/internal/api"
-	"shoal/internal/ckpt"
+	"shoal/internal/jobdir"
+	"shoal/internal/shard"
 	"shoal/internal/userdir"
 )
 
@@ -21,14 +22,14 @@ import (
 // ranks' state either way, but the pages of a mapping fault in from disk where
 // the Go runtime cannot stop the goroutine, and a garbage collection waiting
 // for it stops the whole agent (ckpt.Verify).
-func verifyFile(f *os.File, size int64) (ckpt.Header, uint64, []uint64, error) {
+func verifyFile(f *os.File, size int64) (shard.Header, uint64, []uint64, error) {
 	blocks := newBlockSums()
-	h, sum, err := ckpt.Verify(io.TeeReader(io.NewSectionReader(f, 0, size), blocks), size)
+	h, sum, err := shard.Verify(io.TeeReader(io.NewSectionReader(f, 0, size), blocks), size)
 	if err != nil {
-		if ckpt.ShortName(err) != "" {
-			return ckpt.Header{}, 0, nil, &verifyFailure{err}
+		if shard.ShortName(err) != "" {
+			return shard.Header{}, 0, nil, &verifyFailure{err}
 		}
-		return ckpt.Header{}, 0, nil, err
+		return shard.Header{}, 0, nil, err
 	}
 	return h, sum, blocks.Sums(), nil
 }
@@ -44,24 +45,24 @@ func verifyFile(f *os.File, size int64) (ckpt.Header, uint64, []uint64, error) {
 // each block checked against these sums by its receiver (patch), a whole copy and
 // a restart verify the whole; a shard changed in place after its writer took the
 // sums has another version, which is verified whole here.
-func writersSums(t userdir.Tree, path string, f *os.File, fi os.FileInfo) (h ckpt.Header, sum uint64, blocks []uint64, ok bool) {
+func writersSums(t userdir.Tree, path string, f *os.File, fi os.FileInfo) (h shard.Header, sum uint64, blocks []uint64, ok bool) {
 	st, isUnix := fi.Sys().(*syscall.Stat_t)
 	size := fi.Size()
 	if !isUnix || size > api.MaxChangesBlocks*BlockSize {
-		return ckpt.Header{}, 0, nil, false
+		return shard.Header{}, 0, nil, false
 	}
-	b, err := readSmall(t, ckpt.SumsPath(path), ckpt.SumsFileSize(size, BlockSize))
+	b, err := readSmall(t, jobdir.SumsPath(path), shard.SumsFileSize(size, BlockSize))
 	if err != nil {
-		return ckpt.Header{}, 0, nil, false
+		return shard.Header{}, 0, nil, false
 	}
-	sums, err := ckpt.ParseSums(b)
+	sums, err := shard.ParseSums(b)
 	if err != nil || sums.BlockSize != BlockSize || sums.ShardSize != size ||
 		sums.Ino != st.Ino || sums.MtimeNs != fi.ModTime().UnixNano() {
-		return ckpt.Header{}, 0, nil, false
+		return shard.Header{}, 0, nil, false
 	}
 	h, sum, err = readHeadAndSum(f, size)
 	if err != nil || sum != sums.Checksum {
-		return ckpt.Header{}, 0, nil, false
+		return shard.Header{}, 0, nil, false
 	}
 	return h, sum, sums.Blocks, true
 }
@@ -69,14 +70,14 @@ func writersSums(t userdir.Tree, path string, f *os.File, fi os.FileInfo) (h ckp
 // readHeadAndSum reads the header (ckpt.ReadHeader: its checks and the region
 // table's) and the trailing checksum of the shard file f of size bytes, without
 // the rest of it. A header that fails its checks wraps a ckpt sentinel.
-func readHeadAndSum(f *os.File, size int64) (ckpt.Header, uint64, error) {
-	h, err := ckpt.ReadHeader(io.NewSectionReader(f, 0, size), size)
+func readHeadAndSum(f *os.File, size int64) (shard.Header, uint64, error) {
+	h, err := shard.ReadHeader(io.NewSectionReader(f, 0, size), size)
 	if err != nil {
 		return h, 0, err
 	}
-	var tail [ckpt.TrailerSize]byte
-	if _, err := f.ReadAt(tail[:], size-ckpt.TrailerSize); err != nil {
-		return ckpt.Header{}, 0, err
+	var tail [shard.TrailerSize]byte
+	if _, err := f.ReadAt(tail[:], size-shard.TrailerSize); err != nil {
+		return shard.Header{}, 0, err
 	}
 	return h, binary.LittleEndian.Uint64(tail[:]), nil
 }

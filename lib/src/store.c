@@ -276,7 +276,7 @@ int store_list_epochs(const char *jobdir, long long **epochs, int *n)
  * the memory its guest frees, from the host), which took the writer twice as long
  * (bench/writer-cost). Only when no reader has the file open under a shared lock (a
  * reader locks it, then checks that the path still names what it opened:
- * store_load_shard, ckpt.OpenShard);
+ * store_load_shard, jobdir.OpenShard);
  * otherwise, or when the file cannot be moved, it is removed. An earlier spare is
  * replaced. */
 static void recycle_or_remove(const char *path, const char *jobdir, int rank)
@@ -452,7 +452,7 @@ int store_load_shard(const char *path, struct shard_image *img, struct shard_hea
     }
     /* Locked shared while the file or its mapping is held (a mapping keeps the lock
      * past the close): a shard is moved aside to be written over only by whoever locks
-     * it exclusively (recycle_or_remove here, the agent's ckpt.JobDir.RetireEpoch). One
+     * it exclusively (recycle_or_remove here, the agent's jobdir.Dir.RetireEpoch). One
      * moved between the open and the lock is not this path's file any more: missing. */
     struct stat now;
     int locked;

@@ -917,7 +917,7 @@ static int sums_describe(const char *path)
 }
 
 /* A rank's pruned shard is kept as its spare and written over by its next shard, which
- * ends at its own size; a shard a reader holds (locked, as ckpt.JobDir reads) is removed
+ * ends at its own size; a shard a reader holds (locked, as jobdir.Dir reads) is removed
  * instead and stays whole for the reader; no spare is left after shoal_finalize. */
 static void test_recycling(void)
 {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/ckpt"
+	"shoal/internal/jobdir"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
 )
@@ -106,7 +106,7 @@ func checkManifest(t *testing.T, b *testbed.Bed, id, out string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := ckpt.JobDir{Root: filepath.Join(h.DataDir, "coord"), Job: id}.ReadManifest()
+	entries, err := jobdir.Dir{Root: filepath.Join(h.DataDir, "coord"), Job: id}.ReadManifest()
 	if err != nil || len(entries) == 0 || len(entries) > 3 {
 		t.Fatalf("manifest of the coordinator %s: %v %v, want the 1 to 3 complete epochs a restart may use", coordinator, entries, err)
 	}

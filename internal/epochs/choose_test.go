@@ -1,4 +1,4 @@
-package ckpt
+package epochs
 
 import (
 	"errors"

@@ -1,6 +1,7 @@
-package ckpt
+package epochs
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -33,3 +34,6 @@ func Choose(complete []uint64, verify func(epoch uint64) error) (uint64, []Skipp
 	}
 	return 0, skipped, ErrNoEpoch
 }
+
+// ErrNoEpoch means no complete epoch is usable: the job starts from the beginning.
+var ErrNoEpoch = errors.New("epochs: no usable complete epoch")

@@ -1,4 +1,4 @@
-package ckpt
+package shard
 
 import (
 	"math/rand/v2"

@@ -1,9 +1,8 @@
-package ckpt
+package shard
 
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
 )
 
 // A block sums file (rNNNNNN.sums beside rNNNNNN.shard, docs/shard-format.md) holds
@@ -32,9 +31,6 @@ type Sums struct {
 	// the last block possibly shorter.
 	Blocks []uint64
 }
-
-// SumsPath is the block sums file of the shard file at shardPath.
-func SumsPath(shardPath string) string { return strings.TrimSuffix(shardPath, ".shard") + ".sums" }
 
 // SumsFileSize is the length of the block sums file of a shard of size bytes in
 // blocks of blockSize.

@@ -1,4 +1,4 @@
-package ckpt
+package shard
 
 import (
 	"encoding/binary"
@@ -28,9 +28,6 @@ func TestSumsRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, s) {
 		t.Fatalf("parsed %+v, want %+v", got, s)
-	}
-	if p := SumsPath("/d/e00000003/r000001.shard"); p != "/d/e00000003/r000001.sums" {
-		t.Fatalf("SumsPath = %s", p)
 	}
 }
 

@@ -1,18 +1,19 @@
-package ckpt
+package jobdir
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"shoal/internal/shard"
 	"syscall"
 	"testing"
 	"time"
 )
 
-func writeShard(t *testing.T, d JobDir, h Header) {
+func writeShard(t *testing.T, d Dir, h shard.Header) {
 	t.Helper()
-	b, err := Encode(h, []Region{{ID: 1, ElemSize: 8, Count: 2, Data: make([]byte, 16)}})
+	b, err := shard.Encode(h, []shard.Region{{ID: 1, ElemSize: 8, Count: 2, Data: make([]byte, 16)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,10 +26,10 @@ func writeShard(t *testing.T, d JobDir, h Header) {
 }
 
 func TestJobDirVerify(t *testing.T) {
-	d := JobDir{Root: t.TempDir(), Job: "heat"}
+	d := Dir{Root: t.TempDir(), Job: "heat"}
 	for _, e := range []uint64{2, 3} {
 		for r := uint32(0); r < 2; r++ {
-			writeShard(t, d, Header{Job: "heat", Epoch: e, Rank: r, NRanks: 2, CreatedNs: 7})
+			writeShard(t, d, shard.Header{Job: "heat", Epoch: e, Rank: r, NRanks: 2, CreatedNs: 7})
 		}
 	}
 	os.MkdirAll(filepath.Join(d.Path(), "e0000000x"), 0o755) // not an epoch
@@ -44,45 +45,45 @@ func TestJobDirVerify(t *testing.T) {
 		t.Errorf("VerifyEpoch(3) = %+v, %v", h, err)
 	}
 	// A shard of another job, another rank, or the wrong rank count is refused.
-	writeShard(t, d, Header{Job: "other", Epoch: 2, Rank: 0, NRanks: 2})
-	if _, err := d.VerifyEpoch(2, 2); !errors.Is(err, ErrWrongShard) {
-		t.Errorf("shard of another job: err %v, want ErrWrongShard", err)
+	writeShard(t, d, shard.Header{Job: "other", Epoch: 2, Rank: 0, NRanks: 2})
+	if _, err := d.VerifyEpoch(2, 2); !errors.Is(err, shard.ErrWrongShard) {
+		t.Errorf("shard of another job: err %v, want shard.ErrWrongShard", err)
 	}
 	os.Rename(d.ShardPath(3, 0), d.ShardPath(3, 1))
-	if _, err := d.VerifyShard(3, 1, 2); !errors.Is(err, ErrWrongShard) {
-		t.Errorf("shard of another rank: err %v, want ErrWrongShard", err)
+	if _, err := d.VerifyShard(3, 1, 2); !errors.Is(err, shard.ErrWrongShard) {
+		t.Errorf("shard of another rank: err %v, want shard.ErrWrongShard", err)
 	}
 	if _, err := d.VerifyShard(3, 0, 2); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing shard: err %v, want not-exist", err)
 	}
 	// A flipped byte is a checksum mismatch and names the file.
-	writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: 0, NRanks: 2})
+	writeShard(t, d, shard.Header{Job: "heat", Epoch: 3, Rank: 0, NRanks: 2})
 	b, _ := os.ReadFile(d.ShardPath(3, 0))
 	b[140] ^= 1
 	os.WriteFile(d.ShardPath(3, 0), b, 0o644)
 	_, err = d.VerifyShard(3, 0, 2)
-	var se *ShardError
-	if !errors.Is(err, ErrChecksum) || !errors.As(err, &se) || se.Path != d.ShardPath(3, 0) {
-		t.Errorf("corrupt shard: err %v, want ErrChecksum naming the path", err)
+	var se *shard.Error
+	if !errors.Is(err, shard.ErrChecksum) || !errors.As(err, &se) || se.Path != d.ShardPath(3, 0) {
+		t.Errorf("corrupt shard: err %v, want shard.ErrChecksum naming the path", err)
 	}
 	// CheckShard reads the header only: the flipped payload byte passes, a shard cut
 	// short, another rank's, or a missing one do not.
-	writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: 1, NRanks: 2, CreatedNs: 9})
+	writeShard(t, d, shard.Header{Job: "heat", Epoch: 3, Rank: 1, NRanks: 2, CreatedNs: 9})
 	b[140] ^= 1
 	b[len(b)-9] ^= 1 // the payload's last byte
 	os.WriteFile(d.ShardPath(3, 0), b, 0o644)
-	if _, err := d.VerifyShard(3, 0, 2); !errors.Is(err, ErrChecksum) {
-		t.Errorf("payload byte flipped: VerifyShard err %v, want ErrChecksum", err)
+	if _, err := d.VerifyShard(3, 0, 2); !errors.Is(err, shard.ErrChecksum) {
+		t.Errorf("payload byte flipped: VerifyShard err %v, want shard.ErrChecksum", err)
 	}
 	if h, err := d.CheckEpoch(3, 2); err != nil || h.Rank != 0 {
 		t.Errorf("CheckEpoch(3) with a flipped payload byte = %+v, %v; want rank 0's header", h, err)
 	}
 	os.WriteFile(d.ShardPath(3, 0), b[:len(b)-3], 0o644)
-	if _, err := d.CheckShard(3, 0, 2); !errors.Is(err, ErrBadHeader) || !errors.As(err, &se) {
-		t.Errorf("shard cut short: err %v, want ErrBadHeader naming the path", err)
+	if _, err := d.CheckShard(3, 0, 2); !errors.Is(err, shard.ErrBadHeader) || !errors.As(err, &se) {
+		t.Errorf("shard cut short: err %v, want shard.ErrBadHeader naming the path", err)
 	}
-	if _, err := d.CheckShard(3, 1, 3); !errors.Is(err, ErrWrongShard) {
-		t.Errorf("shard of another rank count: err %v, want ErrWrongShard", err)
+	if _, err := d.CheckShard(3, 1, 3); !errors.Is(err, shard.ErrWrongShard) {
+		t.Errorf("shard of another rank count: err %v, want shard.ErrWrongShard", err)
 	}
 	os.Remove(d.ShardPath(3, 0))
 	if _, err := d.CheckEpoch(3, 2); !errors.Is(err, os.ErrNotExist) {
@@ -91,7 +92,7 @@ func TestJobDirVerify(t *testing.T) {
 }
 
 func TestReadManifest(t *testing.T) {
-	d := JobDir{Root: t.TempDir(), Job: "j"}
+	d := Dir{Root: t.TempDir(), Job: "j"}
 	if m, err := d.ReadManifest(); err != nil || m != nil {
 		t.Fatalf("missing manifest: %v, %v; want empty", m, err)
 	}
@@ -112,8 +113,8 @@ func TestReadManifest(t *testing.T) {
 // shard to write the next one over) is reported missing, not read as the file the
 // path named when it was opened.
 func TestCheckShardWaitsForTheLockAndSeesAMove(t *testing.T) {
-	d := JobDir{Root: t.TempDir(), Job: "heat"}
-	writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: 0, NRanks: 1})
+	d := Dir{Root: t.TempDir(), Job: "heat"}
+	writeShard(t, d, shard.Header{Job: "heat", Epoch: 3, Rank: 0, NRanks: 1})
 	path := d.ShardPath(3, 0)
 	f, err := os.Open(path)
 	if err != nil {
@@ -160,9 +161,9 @@ func TestParseShardName(t *testing.T) {
 // already, is not to keep one, or a reader holds the shard, which stays whole for
 // that reader.
 func TestRetireEpochKeepsSpares(t *testing.T) {
-	d := JobDir{Root: t.TempDir(), Job: "heat"}
+	d := Dir{Root: t.TempDir(), Job: "heat"}
 	for r := uint32(0); r < 4; r++ {
-		writeShard(t, d, Header{Job: "heat", Epoch: 3, Rank: r, NRanks: 4})
+		writeShard(t, d, shard.Header{Job: "heat", Epoch: 3, Rank: r, NRanks: 4})
 	}
 	first, err := os.Stat(d.ShardPath(3, 0))
 	if err != nil {
@@ -195,11 +196,11 @@ func TestRetireEpochKeepsSpares(t *testing.T) {
 		t.Errorf("rank 3, not to keep one, has a spare: %v", err)
 	}
 	st, _ := held.Stat()
-	if h, _, err := Verify(held, st.Size()); err != nil || h.Rank != 2 || h.Epoch != 3 {
+	if h, _, err := shard.Verify(held, st.Size()); err != nil || h.Rank != 2 || h.Epoch != 3 {
 		t.Errorf("the held shard after RetireEpoch: %+v, %v", h, err)
 	}
 	// RemoveEpoch, which frees the space, keeps nothing.
-	writeShard(t, d, Header{Job: "heat", Epoch: 4, Rank: 2, NRanks: 3})
+	writeShard(t, d, shard.Header{Job: "heat", Epoch: 4, Rank: 2, NRanks: 3})
 	if err := d.RemoveEpoch(4); err != nil {
 		t.Fatal(err)
 	}
@@ -212,12 +213,12 @@ func TestRetireEpochKeepsSpares(t *testing.T) {
 // RemoveSpares keeps those it is told to; ShardRanks names the ranks with a
 // shard in the epochs given.
 func TestSpares(t *testing.T) {
-	d := JobDir{Root: t.TempDir(), Job: "heat"}
+	d := Dir{Root: t.TempDir(), Job: "heat"}
 	if spares, err := d.Spares(); err != nil || len(spares) != 0 {
 		t.Fatalf("Spares of a job with no directory: %v, %v", spares, err)
 	}
-	writeShard(t, d, Header{Job: "heat", Epoch: 5, Rank: 1, NRanks: 8})
-	writeShard(t, d, Header{Job: "heat", Epoch: 6, Rank: 7, NRanks: 8})
+	writeShard(t, d, shard.Header{Job: "heat", Epoch: 5, Rank: 1, NRanks: 8})
+	writeShard(t, d, shard.Header{Job: "heat", Epoch: 6, Rank: 7, NRanks: 8})
 	for _, name := range []string{"r000001.spare", "r000004.spare", "r000007.spare", "r00002.spare", "notes.spare", "r000009.spare.tmp"} {
 		if err := os.WriteFile(filepath.Join(d.Path(), name), nil, 0o644); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package ckpt
+package jobdir
 
 import (
 	"bufio"
@@ -13,30 +13,28 @@ import (
 	"strings"
 	"syscall"
 
+	"shoal/internal/shard"
 	"shoal/internal/userdir"
 )
 
-// ErrNoEpoch means no complete epoch is usable: the job starts from the beginning.
-var ErrNoEpoch = errors.New("ckpt: no usable complete epoch")
-
-// JobDir is the directory of one job's shards on one node: root/job, laid out as in
+// Dir is the directory of one job's shards on one node: root/job, laid out as in
 // docs/shard-format.md. Its methods are safe for concurrent use by readers; writers
 // are libshoal's ranks. The directory may belong to the job's owner, who can change
 // anything in it: its methods resolve every path below Root without following a
 // symbolic link ([userdir.Tree]), and Root must be the agent's own.
-type JobDir struct {
+type Dir struct {
 	Root string
 	Job  string
 }
 
 // Tree is the tree of Root, through which every file of the job is reached.
-func (d JobDir) Tree() userdir.Tree { return userdir.Tree{Base: d.Root} }
+func (d Dir) Tree() userdir.Tree { return userdir.Tree{Base: d.Root} }
 
 // Path returns the directory of the job.
-func (d JobDir) Path() string { return filepath.Join(d.Root, d.Job) }
+func (d Dir) Path() string { return filepath.Join(d.Root, d.Job) }
 
 // EpochPath returns the directory of one epoch.
-func (d JobDir) EpochPath(epoch uint64) string {
+func (d Dir) EpochPath(epoch uint64) string {
 	return filepath.Join(d.Path(), EpochName(epoch))
 }
 
@@ -44,14 +42,14 @@ func (d JobDir) EpochPath(epoch uint64) string {
 func EpochName(epoch uint64) string { return fmt.Sprintf("e%08d", epoch) }
 
 // ShardPath returns the file of one shard.
-func (d JobDir) ShardPath(epoch uint64, rank int) string {
+func (d Dir) ShardPath(epoch uint64, rank int) string {
 	return filepath.Join(d.EpochPath(epoch), fmt.Sprintf("r%06d.shard", rank))
 }
 
 // SparePath returns the file a retired shard of rank is kept in (RetireEpoch), for
 // the next shard of rank stored on this node to be written over: libshoal's writer
 // and the agent's shard store both take it when they write one.
-func (d JobDir) SparePath(rank int) string {
+func (d Dir) SparePath(rank int) string {
 	return filepath.Join(d.Path(), fmt.Sprintf("r%06d.spare", rank))
 }
 
@@ -72,7 +70,7 @@ func parseRankName(name, suffix string) (int, bool) {
 }
 
 // Epochs lists the epoch directories present, oldest first, complete or not.
-func (d JobDir) Epochs() ([]uint64, error) {
+func (d Dir) Epochs() ([]uint64, error) {
 	ents, err := d.Tree().ReadDir(d.Path())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -102,7 +100,7 @@ func EpochsIn(ents []fs.DirEntry) []uint64 {
 
 // ShardCount returns how many ranks' shards of epoch are present under their final
 // names (written completely, not yet verified).
-func (d JobDir) ShardCount(epoch uint64) int {
+func (d Dir) ShardCount(epoch uint64) int {
 	ents, err := d.Tree().ReadDir(d.EpochPath(epoch))
 	if err != nil {
 		return 0
@@ -117,59 +115,59 @@ func (d JobDir) ShardCount(epoch uint64) int {
 }
 
 // VerifyShard reads and fully verifies the shard of rank at epoch, including that it
-// is the shard asked for. It reads the file a piece at a time ([Verify]).
-func (d JobDir) VerifyShard(epoch uint64, rank, nranks int) (Header, error) {
-	return d.readShard(epoch, rank, nranks, func(r io.Reader, size int64) (Header, error) {
-		h, _, err := Verify(r, size)
+// is the shard asked for. It reads the file a piece at a time ([shard.Verify]).
+func (d Dir) VerifyShard(epoch uint64, rank, nranks int) (shard.Header, error) {
+	return d.readShard(epoch, rank, nranks, func(r io.Reader, size int64) (shard.Header, error) {
+		h, _, err := shard.Verify(r, size)
 		return h, err
 	})
 }
 
 // CheckShard reads the header of the shard of rank at epoch and checks that it is
-// the shard asked for, whole as its header describes it ([ReadHeader]); its
-// checksum is left for [JobDir.VerifyShard].
-func (d JobDir) CheckShard(epoch uint64, rank, nranks int) (Header, error) {
-	return d.readShard(epoch, rank, nranks, ReadHeader)
+// the shard asked for, whole as its header describes it ([shard.ReadHeader]); its
+// checksum is left for [Dir.VerifyShard].
+func (d Dir) CheckShard(epoch uint64, rank, nranks int) (shard.Header, error) {
+	return d.readShard(epoch, rank, nranks, shard.ReadHeader)
 }
 
-func (d JobDir) readShard(epoch uint64, rank, nranks int, read func(io.Reader, int64) (Header, error)) (Header, error) {
+func (d Dir) readShard(epoch uint64, rank, nranks int, read func(io.Reader, int64) (shard.Header, error)) (shard.Header, error) {
 	path := d.ShardPath(epoch, rank)
 	f, st, err := OpenShard(d.Tree(), path)
 	if err != nil {
-		return Header{}, err
+		return shard.Header{}, err
 	}
 	defer f.Close()
 	h, err := read(f, st.Size())
 	if err != nil {
-		if ShortName(err) == "" {
-			return Header{}, err // a failure to read, not a bad shard
+		if shard.ShortName(err) == "" {
+			return shard.Header{}, err // a failure to read, not a bad shard
 		}
-		return Header{}, &ShardError{Path: path, Err: err}
+		return shard.Header{}, &shard.Error{Path: path, Err: err}
 	}
-	want := Header{Job: d.Job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks)}
+	want := shard.Header{Job: d.Job, Epoch: epoch, Rank: uint32(rank), NRanks: uint32(nranks)}
 	if err := h.Check(want); err != nil {
-		return Header{}, &ShardError{Path: path, Err: err}
+		return shard.Header{}, &shard.Error{Path: path, Err: err}
 	}
 	return h, nil
 }
 
 // VerifyEpoch verifies every rank's shard of epoch and returns rank 0's header.
-func (d JobDir) VerifyEpoch(epoch uint64, nranks int) (Header, error) {
+func (d Dir) VerifyEpoch(epoch uint64, nranks int) (shard.Header, error) {
 	return d.eachShard(epoch, nranks, d.VerifyShard)
 }
 
-// CheckEpoch checks every rank's shard of epoch as [JobDir.CheckShard] does and
+// CheckEpoch checks every rank's shard of epoch as [Dir.CheckShard] does and
 // returns rank 0's header.
-func (d JobDir) CheckEpoch(epoch uint64, nranks int) (Header, error) {
+func (d Dir) CheckEpoch(epoch uint64, nranks int) (shard.Header, error) {
 	return d.eachShard(epoch, nranks, d.CheckShard)
 }
 
-func (d JobDir) eachShard(epoch uint64, nranks int, read func(epoch uint64, rank, nranks int) (Header, error)) (Header, error) {
-	var h0 Header
+func (d Dir) eachShard(epoch uint64, nranks int, read func(epoch uint64, rank, nranks int) (shard.Header, error)) (shard.Header, error) {
+	var h0 shard.Header
 	for r := 0; r < nranks; r++ {
 		h, err := read(epoch, r, nranks)
 		if err != nil {
-			return Header{}, fmt.Errorf("rank %d: %w", r, err)
+			return shard.Header{}, fmt.Errorf("rank %d: %w", r, err)
 		}
 		if r == 0 {
 			h0 = h
@@ -179,7 +177,7 @@ func (d JobDir) eachShard(epoch uint64, nranks int, read func(epoch uint64, rank
 }
 
 // RemoveEpoch deletes one epoch directory.
-func (d JobDir) RemoveEpoch(epoch uint64) error { return d.Tree().RemoveAll(d.EpochPath(epoch)) }
+func (d Dir) RemoveEpoch(epoch uint64) error { return d.Tree().RemoveAll(d.EpochPath(epoch)) }
 
 // RetireEpoch deletes one epoch directory that newer epochs have replaced, keeping
 // each shard of a rank in keep as the rank's spare (SparePath) where the rank has
@@ -189,7 +187,7 @@ func (d JobDir) RemoveEpoch(epoch uint64) error { return d.Tree().RemoveAll(d.Ep
 // the copy). A shard a reader holds (OpenShard) is removed instead, and stays
 // whole for the reader. A spare costs a shard's worth of storage between
 // checkpoints.
-func (d JobDir) RetireEpoch(epoch uint64, keep func(rank int) bool) error {
+func (d Dir) RetireEpoch(epoch uint64, keep func(rank int) bool) error {
 	dir := d.EpochPath(epoch)
 	ents, _ := d.Tree().ReadDir(dir)
 	for _, e := range ents {
@@ -201,7 +199,7 @@ func (d JobDir) RetireEpoch(epoch uint64, keep func(rank int) bool) error {
 }
 
 // ShardRanks returns the ranks with a shard (rNNNNNN.shard) in any of epochs.
-func (d JobDir) ShardRanks(epochs []uint64) map[int]bool {
+func (d Dir) ShardRanks(epochs []uint64) map[int]bool {
 	ranks := map[int]bool{}
 	for _, e := range epochs {
 		ents, _ := d.Tree().ReadDir(d.EpochPath(e))
@@ -215,7 +213,7 @@ func (d JobDir) ShardRanks(epochs []uint64) map[int]bool {
 }
 
 // Spares returns the job's spares (RetireEpoch) by rank.
-func (d JobDir) Spares() (map[int]string, error) {
+func (d Dir) Spares() (map[int]string, error) {
 	ents, err := d.Tree().ReadDir(d.Path())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -234,7 +232,7 @@ func (d JobDir) Spares() (map[int]string, error) {
 
 // RemoveSpares deletes the job's spares but those of the ranks in keep (nil:
 // all of them), and returns the spares kept, by rank.
-func (d JobDir) RemoveSpares(keep func(rank int) bool) (map[int]string, error) {
+func (d Dir) RemoveSpares(keep func(rank int) bool) (map[int]string, error) {
 	spares, err := d.Spares()
 	if err != nil {
 		return nil, err
@@ -268,15 +266,6 @@ func keepAsSpare(t userdir.Tree, path, spare string) {
 	}
 }
 
-// ShardError says which shard failed verification; it unwraps to the sentinel.
-type ShardError struct {
-	Path string
-	Err  error
-}
-
-func (e *ShardError) Error() string { return e.Path + ": " + e.Err.Error() }
-func (e *ShardError) Unwrap() error { return e.Err }
-
 // ManifestEntry is one complete epoch as recorded in a manifest line.
 type ManifestEntry struct {
 	Epoch     uint64
@@ -286,19 +275,19 @@ type ManifestEntry struct {
 
 // WriteManifest replaces the job's manifest with entries (oldest first), through a
 // temporary file and a rename, so a reader sees the old list or the new one.
-func (d JobDir) WriteManifest(entries []ManifestEntry) error {
+func (d Dir) WriteManifest(entries []ManifestEntry) error {
 	var b strings.Builder
 	for _, e := range entries {
 		fmt.Fprintf(&b, "epoch %d nranks %d created_ns %d\n", e.Epoch, e.NRanks, e.CreatedNs)
 	}
-	return d.Tree().WriteFile(filepath.Join(d.Path(), "manifest"), []byte(b.String()), 0o644)
+	return d.Tree().WriteFile(filepath.Join(d.Path(), Manifest), []byte(b.String()), 0o644)
 }
 
 // ReadManifest returns the complete epochs recorded in the job's manifest, in file
 // order (oldest first). A missing manifest is an empty one; a malformed line is an
 // error naming the line; the run line of a standalone manifest is skipped.
-func (d JobDir) ReadManifest() ([]ManifestEntry, error) {
-	f, err := d.Tree().Open(filepath.Join(d.Path(), "manifest"))
+func (d Dir) ReadManifest() ([]ManifestEntry, error) {
+	f, err := d.Tree().Open(filepath.Join(d.Path(), Manifest))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -346,3 +335,6 @@ func OpenShard(t userdir.Tree, path string) (*os.File, os.FileInfo, error) {
 	}
 	return f, st, nil
 }
+
+// SumsPath is the block sums file of the shard file at shardPath.
+func SumsPath(shardPath string) string { return strings.TrimSuffix(shardPath, ".shard") + ".sums" }

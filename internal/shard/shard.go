@@ -1,7 +1,7 @@
 // Package ckpt reads, verifies and stores checkpoint shards and decides which epoch a
 // job restarts from. The shard format is specified in docs/shard-format.md; libshoal
 // writes shards, this package verifies every shard the agent handles.
-package ckpt
+package shard
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
@@ -27,15 +28,15 @@ const (
 )
 
 // Verification failures, in the order docs/shard-format.md checks them. Callers match
-// them with errors.Is; a *ShardError adds which shard and why.
+// them with errors.Is; a *Error adds which shard and why.
 var (
-	ErrTruncated   = errors.New("ckpt: truncated")
-	ErrBadMagic    = errors.New("ckpt: bad magic")
-	ErrVersion     = errors.New("ckpt: unsupported version")
-	ErrChecksum    = errors.New("ckpt: checksum mismatch")
-	ErrBadHeader   = errors.New("ckpt: bad header")
-	ErrRegionTable = errors.New("ckpt: bad region table")
-	ErrWrongShard  = errors.New("ckpt: wrong shard")
+	ErrTruncated   = errors.New("shard: truncated")
+	ErrBadMagic    = errors.New("shard: bad magic")
+	ErrVersion     = errors.New("shard: unsupported version")
+	ErrChecksum    = errors.New("shard: checksum mismatch")
+	ErrBadHeader   = errors.New("shard: bad header")
+	ErrRegionTable = errors.New("shard: bad region table")
+	ErrWrongShard  = errors.New("shard: wrong shard")
 )
 
 // ShortName is the name docs/shard-format.md and the test vectors use for a
@@ -44,7 +45,7 @@ func ShortName(err error) string {
 	for _, e := range []error{ErrTruncated, ErrBadMagic, ErrVersion, ErrChecksum,
 		ErrBadHeader, ErrRegionTable, ErrWrongShard} {
 		if errors.Is(err, e) {
-			return e.Error()[len("ckpt: "):]
+			return strings.TrimPrefix(e.Error(), "shard: ")
 		}
 	}
 	return ""
@@ -439,3 +440,13 @@ func productIs(elemSize uint32, count, n uint64) bool {
 	hi, lo := bits.Mul64(uint64(elemSize), count)
 	return hi == 0 && lo == n
 }
+
+// Error says which shard file failed verification; it unwraps to the sentinel.
+type Error struct {
+	Path string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Path + ": " + e.Err.Error() }
+
+func (e *Error) Unwrap() error { return e.Err }
