@@ -16,9 +16,23 @@ type Spec struct {
 	Owner *Owner `json:"owner,omitempty"`
 	// ID names the job; empty: the coordinator names it after the program with a
 	// random suffix ("heat-3f9a2c"). 1 to 63 bytes of [A-Za-z0-9._-].
-	ID    string   `json:"id,omitempty"`
-	Ranks int      `json:"ranks"`
-	Argv  []string `json:"argv"` // program (a staged file's name or an absolute path) and arguments
+	ID string `json:"id,omitempty"`
+	// Ranks is the job's rank count; for an elastic job (MinRanks or
+	// MaxRanks set), the count of its first launch, or 0 for the
+	// coordinator's choice (one rank per core).
+	Ranks int `json:"ranks"`
+	// MinRanks and MaxRanks make the job elastic: at every reconfiguration
+	// (a node lost or leaving, a node joining, a rebalance) the coordinator
+	// chooses its rank count within them, and the ranks restore from a
+	// checkpoint of another count (libshoal's distributed regions,
+	// docs/libshoal.md). 0: no bound on that side but the job's limits.
+	MinRanks int `json:"min_ranks,omitempty"`
+	MaxRanks int `json:"max_ranks,omitempty"`
+	// RankMultiple and RanksPow2 constrain an elastic job's count: a
+	// multiple of RankMultiple (0 or 1: any), a power of two.
+	RankMultiple int      `json:"rank_multiple,omitempty"`
+	RanksPow2    bool     `json:"ranks_pow2,omitzero"`
+	Argv         []string `json:"argv"` // program (a staged file's name or an absolute path) and arguments
 	// Files are staged to every node the job uses before launch: the program
 	// and the inputs given with --file. Each must already be stored on the
 	// submitting node (PUT /v1/files/{sha256}).

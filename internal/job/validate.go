@@ -142,6 +142,10 @@ func (s Spec) Validate() error {
 		if f.Dispatch != "" && f.Dispatch != "cyclic" && f.Dispatch != "block" {
 			bad("farm.dispatch %q: want cyclic, block or nothing (the least loaded node)", f.Dispatch)
 		}
+	} else if s.Elastic() {
+		if why := s.rangeProblem(); why != "" {
+			bad("%s", why)
+		}
 	} else if s.Ranks < 1 || s.Ranks > MaxRanks {
 		bad("ranks %d: want 1 to %d", s.Ranks, MaxRanks)
 	}
