@@ -64,6 +64,9 @@ func (e *LostError) Unwrap() error { return ErrLost }
 // and comes back may hold shards its fenced ranks wrote under numbers a later run
 // has reused, and those must never be counted.
 type Book struct {
+	// NRanks is the rank count of the current run, and of the epochs it
+	// writes. An elastic job's runs differ in count (see [Book.Resize]):
+	// each epoch keeps its own, the length of its Shards.
 	NRanks int `json:"nranks"`
 	// Redundancy is how many verified copies, on as many nodes, make a shard
 	// durable; a run on fewer nodes wants one copy per node (see [Book.Want]).
@@ -88,8 +91,14 @@ type Book struct {
 type Entry struct {
 	CreatedNs uint64 `json:"created_ns,omitempty"` // when the checkpoint was taken
 	Complete  bool   `json:"complete,omitempty"`
-	// Shards is by rank, NRanks long.
+	// Shards is by rank, as long as the rank count of the run that wrote
+	// the epoch.
 	Shards []ShardEntry `json:"shards"`
+	// PerRank is set when a shard of the epoch holds a plain per-rank
+	// region (libshoal's shoal_protect): the epoch restores on its own rank
+	// count only. Without, every region is distributed or replicated and a
+	// run of any count restores from it.
+	PerRank bool `json:"per_rank,omitempty"`
 	// Groups are the epoch's parity groups (a job with parity, once planned).
 	Groups []GroupEntry `json:"groups,omitempty"`
 }
@@ -172,8 +181,10 @@ func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 			if s.Epoch < b.RunBase || s.Epoch < b.Floor || s.Rank < 0 || s.Rank >= b.NRanks || s.Rank >= len(writers) || writers[s.Rank] != node {
 				continue
 			}
-			if sh := &b.entry(s.Epoch).Shards[s.Rank]; !sh.Written {
+			e := b.entry(s.Epoch)
+			if sh := &e.Shards[s.Rank]; !sh.Written {
 				sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
+				e.PerRank = e.PerRank || s.PerRank
 			}
 		}
 	}
@@ -203,11 +214,9 @@ func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 // made from one the book counts.
 func (b *Book) AddCopy(epoch uint64, rank int, node string) {
 	b.Highest = max(b.Highest, epoch)
-	if rank < 0 || rank >= b.NRanks {
-		return
+	if e := b.entry(epoch); rank >= 0 && rank < len(e.Shards) {
+		e.Shards[rank].Holders = addName(e.Shards[rank].Holders, node)
 	}
-	sh := &b.entry(epoch).Shards[rank]
-	sh.Holders = addName(sh.Holders, node)
 }
 
 // Want is how many copies make a shard durable in a run on nodes nodes: the
@@ -227,7 +236,7 @@ func (b *Book) MarkComplete(nodes int) []uint64 {
 	want := b.Want(nodes)
 	var fresh []uint64
 	for epoch, e := range b.Epochs {
-		if e.Complete || len(e.Shards) < b.NRanks {
+		if e.Complete || len(e.Shards) == 0 {
 			continue
 		}
 		if b.ParityOn(nodes) {
@@ -238,7 +247,7 @@ func (b *Book) MarkComplete(nodes int) []uint64 {
 			continue
 		}
 		ok := true
-		for r := 0; r < b.NRanks && ok; r++ {
+		for r := 0; r < len(e.Shards) && ok; r++ {
 			ok = len(e.Shards[r].Holders) >= want
 		}
 		if ok {
@@ -499,15 +508,34 @@ func addName(names []string, name string) []string {
 // Resume records in b, an empty book, epoch as complete from the shards the nodes
 // hold by their indexes: a job that begins from an epoch kept outside the cluster
 // (api.JobSpec.ResumeEpoch), whose shards the submitter put into the nodes' stores.
-// Each rank's shard must be held by at least one node, every copy alike; the
-// copies count as they are, however many. It fails, naming the first rank
-// missing, when the nodes do not hold the whole epoch.
+// The epoch's rank count is its shards' (they must agree); each rank's shard must
+// be held by at least one node, every copy alike; the copies count as they are,
+// however many. It fails, naming the first rank missing, when the nodes do not
+// hold the whole epoch. Whether the job may run on the epoch's count is the
+// caller's to check ([Book.Ranks]).
 func (b *Book) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
-	e := b.entry(epoch)
+	nranks := 0
 	for node, shards := range indexes {
 		for _, s := range shards {
 			b.Highest = max(b.Highest, s.Epoch)
-			if s.Epoch != epoch || s.Rank < 0 || s.Rank >= b.NRanks || s.NRanks != b.NRanks {
+			if s.Epoch != epoch {
+				continue
+			}
+			if nranks == 0 {
+				nranks = s.NRanks
+			}
+			if s.NRanks != nranks {
+				return fmt.Errorf("epoch %d: node %s holds shards of %d ranks and of %d", epoch, node, nranks, s.NRanks)
+			}
+		}
+	}
+	if nranks < 1 {
+		return fmt.Errorf("epoch %d: no node holds a shard of it", epoch)
+	}
+	e := &Entry{Shards: make([]ShardEntry, nranks)}
+	for node, shards := range indexes {
+		for _, s := range shards {
+			if s.Epoch != epoch || s.Rank < 0 || s.Rank >= nranks {
 				continue
 			}
 			sh := &e.Shards[s.Rank]
@@ -517,14 +545,39 @@ func (b *Book) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
 			sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
 			sh.Holders = addName(sh.Holders, node)
 			e.CreatedNs = max(e.CreatedNs, s.CreatedNs)
+			e.PerRank = e.PerRank || s.PerRank
 		}
 	}
 	for r, sh := range e.Shards {
 		if len(sh.Holders) == 0 {
-			delete(b.Epochs, epoch)
 			return fmt.Errorf("epoch %d: no node holds rank %d's shard", epoch, r)
 		}
 	}
 	e.Complete = true
+	if b.Epochs == nil {
+		b.Epochs = map[uint64]*Entry{}
+	}
+	b.Epochs[epoch] = e
 	return nil
 }
+
+// Ranks is the rank count of the run that wrote epoch, 0 when the book has
+// no such epoch.
+func (b *Book) Ranks(epoch uint64) int {
+	if e := b.Epochs[epoch]; e != nil {
+		return len(e.Shards)
+	}
+	return 0
+}
+
+// Restores reports whether a run of nranks ranks may restore from epoch: it
+// was written by as many, or every region of its shards is distributed or
+// replicated (not [Entry.PerRank]). Epoch 0, a fresh start, suits any count.
+func (b *Book) Restores(epoch uint64, nranks int) bool {
+	e := b.Epochs[epoch]
+	return epoch == 0 || e != nil && (len(e.Shards) == nranks || !e.PerRank)
+}
+
+// Resize makes nranks the count of the runs from now on, and of the epochs
+// they write; the book's epochs keep their own.
+func (b *Book) Resize(nranks int) { b.NRanks = nranks }

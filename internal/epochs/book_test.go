@@ -656,6 +656,7 @@ func TestEpochBookResume(t *testing.T) {
 		"a rank missing":     {"n1": {with(7, 0, 70)}, "n2": {with(6, 1, 61)}},
 		"copies that differ": {"n1": {with(7, 0, 70), with(7, 1, 71)}, "n2": {with(7, 1, 99)}},
 		"nothing":            {},
+		"counts that differ": {"n1": {with(7, 0, 70), with(7, 1, 71)}, "n2": {{Epoch: 7, Rank: 2, NRanks: 3, Checksum: 72}}},
 	} {
 		b := NewBook(2, 2)
 		if err := b.Resume(7, idx); err == nil {
@@ -664,5 +665,61 @@ func TestEpochBookResume(t *testing.T) {
 		if got := b.Complete(); len(got) != 0 {
 			t.Errorf("%s: complete = %v, want none", name, got)
 		}
+	}
+}
+
+// An elastic job's runs differ in rank count: each epoch keeps the count of
+// the run that wrote it, completes by its own shards, and restores a run of
+// another count only when no shard of it holds a plain per-rank region.
+func TestEpochBookResized(t *testing.T) {
+	b := NewBook(4, 1)
+	b.StartRun(0)
+	four := []string{"a", "a", "b", "c"}
+	var idx = map[string][]api.ShardInfo{}
+	for r, n := range four {
+		idx[n] = append(idx[n], si(1, r, sum(1, r)))
+	}
+	b.Index(idx, four)
+	if got := b.MarkComplete(3); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("complete at 4 ranks = %v, want [1]", got)
+	}
+
+	b.Resize(2)
+	if got := b.StartRun(1); got != 2 {
+		t.Fatalf("the resized run's first epoch = %d, want 2", got)
+	}
+	two := []string{"a", "b"}
+	perRank := si(2, 1, sum(2, 1))
+	perRank.PerRank = true
+	b.Index(map[string][]api.ShardInfo{"a": {si(2, 0, sum(2, 0))}, "b": {perRank, si(2, 3, 99)}}, two)
+	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{2}) {
+		t.Fatalf("complete at 2 ranks = %v, want [2]", got)
+	}
+	for _, c := range []struct {
+		epoch      uint64
+		nranks     int
+		wantRanks  int
+		wantRestor bool
+	}{
+		{1, 4, 4, true},
+		{1, 2, 4, true}, // every region distributed: any count
+		{2, 2, 2, true},
+		{2, 3, 2, false}, // rank 1 holds a per-rank region
+		{0, 5, 0, true},  // a fresh start
+		{9, 2, 0, false}, // no such epoch
+	} {
+		if got := b.Ranks(c.epoch); got != c.wantRanks {
+			t.Errorf("Ranks(%d) = %d, want %d", c.epoch, got, c.wantRanks)
+		}
+		if got := b.Restores(c.epoch, c.nranks); got != c.wantRestor {
+			t.Errorf("Restores(%d, %d) = %v, want %v", c.epoch, c.nranks, got, c.wantRestor)
+		}
+	}
+	if e, _, err := b.Choose([]string{"a", "b"}); e != 2 || err != nil {
+		t.Errorf("Choose = %d, %v; want 2", e, err)
+	}
+	// Epoch 1's 4 shards, epoch 2's 2: a node lost takes only its own.
+	if e, _, err := b.Choose([]string{"a", "c"}); e != 0 || err == nil {
+		t.Errorf("Choose without b = %d, %v; want a lost epoch", e, err)
 	}
 }
