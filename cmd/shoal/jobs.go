@@ -137,7 +137,7 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 			nodes = append(nodes, fmt.Sprintf("%s:%d", n, len(ranks)))
 		}
 		sort.Strings(nodes)
-		ranks, where := strconv.Itoa(j.Spec.Ranks), strings.Join(nodes, " ")
+		ranks, where := rankCount(j), strings.Join(nodes, " ")
 		if f := j.Spec.Farm; f != nil {
 			ranks, where = "-", fmt.Sprintf("farm: %d tasks", len(f.Tasks))
 			if p := j.Farm; p != nil {
@@ -292,7 +292,18 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, 
 		json.NewEncoder(stdout).Encode(j)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "job %s: %s, %d ranks\n", j.ID, j.State, j.Spec.Ranks)
+	n := j.Ranks
+	if n == 0 {
+		n = j.Spec.Ranks
+	}
+	switch {
+	case !j.Spec.Elastic():
+		fmt.Fprintf(stdout, "job %s: %s, %d ranks\n", j.ID, j.State, n)
+	case n == 0:
+		fmt.Fprintf(stdout, "job %s: %s, elastic: %s\n", j.ID, j.State, j.Spec.RangeString())
+	default:
+		fmt.Fprintf(stdout, "job %s: %s, %d ranks (elastic: %s)\n", j.ID, j.State, n, j.Spec.RangeString())
+	}
 	switch {
 	case j.Interval != nil:
 		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(*j.Interval))
@@ -382,4 +393,21 @@ func showTraffic(j job.Job, stdout io.Writer) {
 		fmt.Fprintf(tw, "%d-%d\t%s\t%.1f\n", f.From, f.To, byteSize(int64(f.Bytes))+"/s", f.Messages)
 	}
 	tw.Flush()
+}
+
+// rankCount is a job's rank count for people: its current run's, an elastic
+// job's with its range ("4 of 2-16"), "-" for an elastic job not yet launched.
+func rankCount(j job.Job) string {
+	n := j.Ranks
+	if n == 0 {
+		n = j.Spec.Ranks
+	}
+	if !j.Spec.Elastic() {
+		return strconv.Itoa(n)
+	}
+	lo, hi := j.Spec.Range()
+	if n == 0 {
+		return fmt.Sprintf("%d-%d", lo, hi)
+	}
+	return fmt.Sprintf("%d of %d-%d", n, lo, hi)
 }

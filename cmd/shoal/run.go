@@ -29,6 +29,7 @@ func init() {
 }
 
 const runUsage = `Usage: shoal run -n N [flags] [--] PROGRAM [ARGS]
+       shoal run [-n N] --min-ranks A --max-ranks B [flags] [--] PROGRAM [ARGS]
 
 Runs PROGRAM as an MPI job of N ranks through Open MPI's mpirun (or MPICH's
 mpiexec, --engine mpich). The program checkpoints through libshoal; when a rank
@@ -47,6 +48,15 @@ this machine; an agent that refuses the job (a wrong secret) is an error, not a
 reason to run it here instead.
 
 Rank output is prefixed "[rank] "; shoal's own lines start "shoal: ".
+
+With --min-ranks or --max-ranks the job is elastic: its rank count follows the
+nodes. At its first launch (unless -n gives one), after a node is lost or
+leaves, and when nodes join (--auto-rebalance, 1 by default for an elastic
+job), the count within the range that is predicted fastest is chosen: one rank
+per core where nothing is known of the job yet. The ranks restore from a
+checkpoint of the old count; the program protects its state as distributed or
+replicated regions for that (docs/libshoal.md), and one that protects a plain
+per-rank region fails at its first checkpoint saying which.
 
 With --detach, shoal run submits the job to the agent and returns at once; the
 last line it prints on stdout is the job's id alone:
@@ -68,19 +78,23 @@ allows); 130 interrupted (the job is cancelled). With
 `
 
 type runFlags struct {
-	nranks       int
-	ckptInterval intervalFlag
-	mtbf         time.Duration
-	maxRestarts  int
-	jobID        string
-	quiet        bool
-	local        bool
-	detach       bool
-	files        multiFlag
-	env          multiFlag
-	relocation   string
-	layout       string
-	noReplan     bool
+	nranks int
+	// minRanks, maxRanks, rankMultiple and ranksPow2 make the job elastic
+	// (job.Spec.Elastic).
+	minRanks, maxRanks, rankMultiple int
+	ranksPow2                        bool
+	ckptInterval                     intervalFlag
+	mtbf                             time.Duration
+	maxRestarts                      int
+	jobID                            string
+	quiet                            bool
+	local                            bool
+	detach                           bool
+	files                            multiFlag
+	env                              multiFlag
+	relocation                       string
+	layout                           string
+	noReplan                         bool
 	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
 	maxOversubscribe float64
 	// ranksPerNode bounds the ranks of any one node (0: no bound).
@@ -108,6 +122,7 @@ type runFlags struct {
 func (f runFlags) jobSpec(argv []string, files []job.File) job.Spec {
 	spec := job.Spec{
 		ID: f.jobID, Ranks: f.nranks, Argv: argv, Files: files,
+		MinRanks: f.minRanks, MaxRanks: f.maxRanks, RankMultiple: f.rankMultiple, RanksPow2: f.ranksPow2,
 		CheckpointInterval: job.Duration(f.ckptInterval.d), CheckpointAuto: f.ckptInterval.auto, MTBF: job.Duration(f.mtbf), MaxRestarts: f.maxRestarts,
 		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
 		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
@@ -218,7 +233,11 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.IntVar(&f.nranks, "n", 0, "number of ranks (required, 1 to 65536)")
+	fs.IntVar(&f.nranks, "n", 0, "number of ranks (1 to 65536; required unless the job is elastic, where it is the first launch's count, default one per core)")
+	fs.IntVar(&f.minRanks, "min-ranks", 0, "make the job elastic: at least `A` ranks at every launch (see above)")
+	fs.IntVar(&f.maxRanks, "max-ranks", 0, "make the job elastic: at most `B` ranks at every launch (default 65536 when --min-ranks is given)")
+	fs.IntVar(&f.rankMultiple, "rank-multiple", 0, "an elastic job's count is a multiple of `K` (a program that needs an even count: 2)")
+	fs.BoolVar(&f.ranksPow2, "ranks-pow2", false, "an elastic job's count is a power of two")
 	f.ckptInterval = intervalFlag{auto: true}
 	fs.Var(&f.ckptInterval, "ckpt-interval", "time between checkpoints: auto (chosen from what a checkpoint costs and how often the cluster loses nodes, Young/Daly's optimum between 1 s and 10 min), or a duration (30s; 0 turns interval checkpoints off)")
 	fs.DurationVar(&f.mtbf, "mtbf", 0, "how often each node fails, for --ckpt-interval auto: one node's mean time between failures (`DURATION`; default: learned from the cluster's record of nodes lost, starting from one a node-hour)")
@@ -255,9 +274,18 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		return f, nil, exitUsage
 	}
 	rest := fs.Args()
+	elastic := job.Spec{Ranks: f.nranks, MinRanks: f.minRanks, MaxRanks: f.maxRanks, RankMultiple: f.rankMultiple, RanksPow2: f.ranksPow2}
+	explicit := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
 	switch {
-	case f.nranks < 1:
-		fmt.Fprintf(stderr, "shoal run: -n %d: need at least 1 rank\n", f.nranks)
+	case !elastic.Elastic() && (f.rankMultiple != 0 || f.ranksPow2):
+		fmt.Fprintln(stderr, "shoal run: --rank-multiple and --ranks-pow2 constrain an elastic job's count: give --min-ranks or --max-ranks too")
+		return f, nil, exitUsage
+	case elastic.Elastic() && elastic.RangeProblem() != "":
+		fmt.Fprintf(stderr, "shoal run: %s\n", elastic.RangeProblem())
+		return f, nil, exitUsage
+	case !elastic.Elastic() && f.nranks < 1:
+		fmt.Fprintf(stderr, "shoal run: -n %d: need at least 1 rank (or --min-ranks/--max-ranks for an elastic job)\n", f.nranks)
 		return f, nil, exitUsage
 	case f.nranks > job.MaxRanks:
 		fmt.Fprintf(stderr, "shoal run: -n %d: at most %d ranks (docs/api.md says why)\n", f.nranks, job.MaxRanks)
@@ -307,6 +335,9 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case len(rest) == 0:
 		fmt.Fprintln(stderr, "shoal run: no program given (see 'shoal run --help')")
 		return f, nil, exitUsage
+	}
+	if elastic.Elastic() && !explicit["auto-rebalance"] {
+		f.autoRebalance = 1 // an elastic job grows onto nodes that join when that pays
 	}
 	if f.user != "" {
 		owner, err := jobOwner(f.user)
@@ -448,8 +479,8 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		if uses, known := usesLibshoal(program); known && !uses {
 			where = noCheckpointsNote(program)
 		}
-		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s on this node; %s\n",
-			id, f.nranks, filepath.Base(program), where)
+		fmt.Fprintf(stdout, "shoal: job %s: %s of %s on this node; %s\n",
+			id, f.ranksWords(), filepath.Base(program), where)
 	}
 	res := coord.Run(ctx, cfg, spec, out)
 	switch res.State {
@@ -474,7 +505,7 @@ func clusterFlags(f runFlags) []string {
 		name string
 		set  bool
 	}{
-		{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0},
+		{"--detach", f.detach}, {"--wait-for-nodes", f.waitForNodes > 0}, {"--auto-rebalance", f.autoRebalance > 0 && !f.spec().Elastic()},
 		{"--user", f.user != ""},
 		{"--durable", f.durable != ""},
 		{"--redundancy", f.redundancy.copies > 1 || f.redundancy.parity != nil},
@@ -535,4 +566,22 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// spec is the rank count and range of the flags, as a spec.
+func (f runFlags) spec() job.Spec {
+	return job.Spec{Ranks: f.nranks, MinRanks: f.minRanks, MaxRanks: f.maxRanks, RankMultiple: f.rankMultiple, RanksPow2: f.ranksPow2}
+}
+
+// ranksWords says the job's count for its first line: "4 ranks", or an
+// elastic job's "2 to 16 ranks, a multiple of 2 (4 at first)".
+func (f runFlags) ranksWords() string {
+	s := f.spec()
+	if !s.Elastic() {
+		return job.Plural(f.nranks, "rank")
+	}
+	if f.nranks > 0 {
+		return fmt.Sprintf("%s (%d at first)", s.RangeString(), f.nranks)
+	}
+	return s.RangeString()
 }

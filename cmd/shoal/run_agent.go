@@ -214,7 +214,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		if staged != "" && staged != program {
 			what += " " + filepath.Base(staged) // python heat.py
 		}
-		fmt.Fprintf(stdout, "shoal: job %s: %d ranks of %s, coordinated by %s\n", job.ID, f.nranks, what, job.Coordinator)
+		fmt.Fprintf(stdout, "shoal: job %s: %s of %s, coordinated by %s\n", job.ID, f.ranksWords(), what, job.Coordinator)
 		if uses, known := usesLibshoal(program); known && !uses {
 			fmt.Fprintf(stdout, "shoal: %s\n", noCheckpointsNote(program))
 		}

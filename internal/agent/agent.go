@@ -428,7 +428,8 @@ func (a *Agent) Name() string { return a.cfg.Name }
 
 // isLiveMember reports whether the node of that name is in the cluster, alive or
 // suspected (not yet declared dead), as this node sees it.
-// jobRanks is the rank count of job in this node's replica of the job store.
+// jobRanks is the most ranks a run of job may have, by this node's replica
+// of the job store: its count, or an elastic job's upper bound.
 func (a *Agent) jobRanks(job string) (int, bool) {
 	if a.store == nil {
 		return 0, false
@@ -440,7 +441,7 @@ func (a *Agent) jobRanks(job string) (int, bool) {
 	if f := info.Spec.Farm; f != nil {
 		return len(f.Tasks), true // a farm runs at most a task per core at once
 	}
-	return info.Spec.Ranks, true
+	return info.Spec.MostRanks(), true
 }
 
 func (a *Agent) isLiveMember(name string) bool {

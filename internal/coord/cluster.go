@@ -32,10 +32,9 @@ type clusterBackend struct {
 	// goroutines it waits for.
 	placement place.Placement
 	nodes     map[string]api.Node // the nodes of the current run, as placed
-	// lastPlan is the planner's account of the newest placement; traffic is
-	// the job's measured traffic per iteration (nil: unknown).
+	// lastPlan is the planner's account of the newest placement. The job's
+	// measured traffic is its record's (see trafficAt).
 	lastPlan *job.Plan
-	traffic  []place.Flow
 	// trafficGen counts the changes of traffic; replanWeighed is the count
 	// autoReplan last weighed. launchEpoch is the newest complete epoch when
 	// the current run was launched: a traffic report of an epoch no newer is an
@@ -160,23 +159,36 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 	return out, nil
 }
 
-func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
+func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine.Launch, []string, string, error) {
 	info := b.cj.snapshot()
+	restartEpoch, env := req.epoch, req.env
 	without := ""
 	if b.pending != nil {
 		without = b.pending.without
 	}
-	live, p, err := b.placeRanks(ctx, info.Spec, without)
+	live, p, why, err := b.placeRanks(ctx, info.Spec, without, restartEpoch)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
 	candidates := placeNodes(live)
-	if info.Spec.Relocation == "block" && b.placement != nil {
+	if info.Spec.Relocation == "block" && len(b.placement) == len(p) {
 		if bp, err := place.Block(b.placement, candidates); err == nil {
 			p = bp
 		}
 	}
-	moves := describeMoves(b.placement, p, live)
+	from, to := b.j.ranks, len(p)
+	b.mu.Lock()
+	b.book.Resize(to)
+	written := b.book.Ranks(restartEpoch)
+	b.mu.Unlock()
+	moves := ""
+	if from == to {
+		moves = describeMoves(b.placement, p, live)
+	} else if from > 0 {
+		e := resized(req.cause, from, to, restartEpoch, why)
+		b.j.event(e.Type, e)
+		b.trafficOn = nil // what the ranks reported was of the old count
+	}
 	if rc := b.pending; rc != nil {
 		b.mu.Lock()
 		if rc.without != "" {
@@ -211,7 +223,7 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	b.cj.placement = p
 	b.cj.mu.Unlock()
 	plan := b.lastPlan
-	b.cj.update(func(a *job.Job) { a.Placement, a.Plan = byNode, plan })
+	b.cj.update(func(a *job.Job) { a.Placement, a.Plan, a.Ranks = byNode, plan, to })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a
@@ -230,9 +242,13 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 		}
 	}
 	fence.Wait()
-	staging, err := b.stage(ctx, info, byNode, restartEpoch)
+	staging, err := b.stage(ctx, info, byNode, restartEpoch, written != to)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
+	}
+	if restartEpoch > 0 && written != to {
+		// libshoal hands each new rank its part of what the old ranks saved.
+		env = append(env, fmt.Sprintf("SHOAL_RESTART_NRANKS=%d", written))
 	}
 	if len(staging) > 0 {
 		// Those ranks wait for their shards: a shard that cannot be staged
@@ -261,6 +277,9 @@ func (b *clusterBackend) prepare(ctx context.Context, restartEpoch uint64, env [
 	where := fmt.Sprintf("on %d nodes (%s)", len(used), p)
 	if moves != "" {
 		where = fmt.Sprintf("on %s (%s)", strings.Join(used, ", "), moves)
+	}
+	if from == 0 && why != "" {
+		where = fmt.Sprintf("(%s) %s", why, where)
 	}
 	return l, launcherEnv, where, nil
 }
@@ -460,7 +479,7 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, shard.Header, []ep
 	case err != nil:
 		return 0, shard.Header{}, skipped, err
 	}
-	return epoch, shard.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.j.spec.Ranks), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
+	return epoch, shard.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.book.Ranks(epoch)), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
 }
 
 func (b *clusterBackend) epochBase(restart uint64) uint64 {

@@ -328,7 +328,11 @@ func (b *clusterBackend) seedRun(byNode map[string][]int, avoid []string, lost s
 	}
 	b.mu.Unlock()
 	b.recordAvoid()
-	p := make(place.Placement, b.j.spec.Ranks)
+	n := 0
+	for _, ranks := range byNode {
+		n += len(ranks)
+	}
+	p := make(place.Placement, n) // an elastic job's last count, not its spec's
 	for name, ranks := range byNode {
 		for _, r := range ranks {
 			if r < 0 || r >= len(p) {

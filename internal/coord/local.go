@@ -13,6 +13,7 @@ import (
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
 	"shoal/internal/mtbf"
+	"shoal/internal/place"
 	"shoal/internal/shard"
 )
 
@@ -31,8 +32,25 @@ type localBackend struct {
 
 var _ backend = (*localBackend)(nil)
 
-func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
+func (b *localBackend) prepare(ctx context.Context, req launchRequest) (engine.Launch, []string, string, error) {
 	j := b.j
+	env := req.env
+	nranks, where := j.ranks, "on 1 node"
+	if nranks == 0 {
+		nranks = j.spec.Ranks
+	}
+	if nranks == 0 {
+		// An elastic job left its count to the coordinator: one rank per
+		// core of this node, as the job allows; the node stays the same, so
+		// the count does too.
+		lo, hi := j.spec.Range()
+		sized, err := place.Size(place.Input{Nodes: []place.Node{{Name: "this node", Cores: j.cfg.Cores}}},
+			place.Sizing{Lo: lo, Hi: hi, Allows: j.spec.Allows})
+		if err != nil {
+			return engine.Launch{}, nil, "", err
+		}
+		nranks, where = sized.Ranks, fmt.Sprintf("(%s) on 1 node", sized.Why)
+	}
 	if j.spec.CheckpointAuto {
 		node, why := nodeMTBF(j.spec, mtbf.Estimate{}) // one machine keeps no record: the prior
 		if j.spec.MTBF == 0 {
@@ -42,14 +60,14 @@ func (b *localBackend) prepare(ctx context.Context, restartEpoch uint64, env []s
 		b.mtbfRecord = why
 	}
 	l := engine.Launch{
-		NRanks: j.spec.Ranks, Program: j.spec.Argv[0], Args: j.spec.Argv[1:], Dir: j.cfg.Workdir,
+		NRanks: nranks, Program: j.spec.Argv[0], Args: j.spec.Argv[1:], Dir: j.cfg.Workdir,
 		Wrapper:       append(rankWrapper(j.cfg.ShoalBin), "--"),
-		Oversubscribe: j.spec.Ranks > j.cfg.Cores,
+		Oversubscribe: nranks > j.cfg.Cores,
 		Env: append(append(env, envList(j.spec.Env)...),
 			"SHOAL_DIR="+j.cfg.CkptRoot,
-			engine.EnvRanksDir+"="+ranksDir),
+			engine.EnvRanksDir+"="+req.ranksDir),
 	}
-	return l, nil, "on 1 node", nil
+	return l, nil, where, nil
 }
 
 // watch has nothing to follow: poll reads this node's store on every tick.
@@ -110,7 +128,7 @@ func (b *localBackend) scanEpochs() {
 	if err != nil {
 		return
 	}
-	n := b.j.spec.Ranks
+	n := b.j.ranks
 	for _, e := range present {
 		if _, ok := b.complete[e]; ok || b.bad[e] || b.dir.ShardCount(e) < n {
 			continue
@@ -145,7 +163,7 @@ func (b *localBackend) choose(ctx context.Context) (uint64, shard.Header, []epoc
 	var h shard.Header
 	epoch, skipped, err := epochs.Choose(candidates, func(e uint64) error {
 		var err error
-		h, err = b.dir.VerifyEpoch(e, b.j.spec.Ranks)
+		h, err = b.dir.VerifyEpoch(e, b.j.ranks)
 		return err
 	})
 	if errors.Is(err, epochs.ErrNoEpoch) {

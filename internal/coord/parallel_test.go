@@ -119,7 +119,7 @@ func TestPrepareFencesInParallel(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
+	if _, _, _, err := b.prepare(context.Background(), launchRequest{ranksDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	lastRevoke, firstOther := -1, len(log.calls)
@@ -163,7 +163,7 @@ func TestFirstRunFencesNothing(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
+	if _, _, _, err := b.prepare(context.Background(), launchRequest{ranksDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range log.calls {
@@ -181,7 +181,7 @@ func TestFirstRunFencesNothing(t *testing.T) {
 	rj = newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}}, Output{})
 	rj.resume = &Resume{Why: "coordinator lost"}
 	b = newClusterBackend(s, cj, rj, epochs.NewBook(4, 2))
-	if _, _, _, err := b.prepare(context.Background(), 0, nil, t.TempDir()); err != nil {
+	if _, _, _, err := b.prepare(context.Background(), launchRequest{ranksDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"revoked a", "revoked b"} {

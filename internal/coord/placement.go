@@ -11,7 +11,6 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/job"
-	"shoal/internal/links"
 	"shoal/internal/place"
 )
 
@@ -25,11 +24,12 @@ func placeNodes(nodes map[string]api.Node) []place.Node {
 }
 
 // placeRanks places the job's ranks over the live nodes (but without), within the
-// job's oversubscription limit. When they do not fit, it waits up to the job's
-// WaitForNodes for nodes to join and then fails; a job that does not wait and has
-// run before is relaunched on the survivors, oversubscribed, since running slower
-// beats not running.
-func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string) (map[string]api.Node, place.Placement, error) {
+// job's oversubscription limit: an elastic job's as many as count chooses over
+// them, restoring from epoch, with why it chose that many. When they do not
+// fit, it waits up to the job's WaitForNodes for nodes to join and then fails; a
+// job that does not wait and has run before is relaunched on the survivors,
+// oversubscribed, since running slower beats not running.
+func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string, epoch uint64) (map[string]api.Node, place.Placement, string, error) {
 	wait := time.Duration(spec.WaitForNodes)
 	deadline := time.Now().Add(wait)
 	opts := placeOptions(spec)
@@ -38,18 +38,20 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 	for {
 		live, err := b.liveNodes(ctx, without)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		if b.pending != nil && b.pending.sameNodes {
 			live = b.ofRun(live)
 		}
+		var why string
+		spec.Ranks, why = b.count(ctx, live, spec, epoch)
 		p, plan, _, err := b.plan(ctx, live, spec, opts)
 		if err == nil {
 			b.lastPlan = plan
 			if announced {
 				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(live))})
 			}
-			return live, p, nil
+			return live, p, why, nil
 		}
 		if wait == 0 && ranBefore && len(live) > 0 {
 			p, plan, _, err := b.plan(ctx, live, spec, place.Options{MaxOversubscribe: float64(spec.Ranks)})
@@ -57,15 +59,15 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 				b.lastPlan = plan
 				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
 					spec.Ranks, totalCores(live), nodeList(live))})
-				return live, p, nil
+				return live, p, why, nil
 			}
 		}
 		short := tooFew(spec, live)
 		if wait == 0 {
-			return nil, nil, fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
+			return nil, nil, "", fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
 		}
 		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("%s, and no node joined within --wait-for-nodes %s", short, wait)
+			return nil, nil, "", fmt.Errorf("%s, and no node joined within --wait-for-nodes %s", short, wait)
 		}
 		if !announced {
 			announced = true
@@ -73,7 +75,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, "", ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -139,22 +141,12 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	}
 	opts.MaxOversubscribe = bound
 	// A profile with no flows is a measurement too: the ranks sent nothing.
-	in := place.Input{Nodes: nodes, Ranks: spec.Ranks, Options: opts, Traffic: b.traffic, Measured: b.traffic != nil}
+	in := b.learnedInput(ctx, live, spec)
+	in.Ranks, in.Options = spec.Ranks, opts
 	if b.cj != nil {
-		if t := b.cj.snapshot().Traffic; t != nil && t.Work > 0 {
-			in.Work = t.Work
-		}
+		in.Traffic, in.Work, in.Measured = b.trafficAt(spec.Ranks)
 	}
-	info := &job.Plan{Traffic: in.Measured}
-	if b.s != nil && b.s.cfg.Links != nil {
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		measured, err := b.s.cfg.Links(lctx)
-		cancel()
-		if err == nil && len(measured) > 0 {
-			in.Links = links.ForPlanner(measured)
-			info.Links = true
-		}
-	}
+	info := &job.Plan{Traffic: in.Measured, Links: in.Links != nil}
 	chosen, err := place.Choose(in)
 	if err != nil {
 		return blocks, nil, in, nil // the blocks stand; the planner's refusal is no reason to stop
@@ -303,7 +295,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	spec := b.cj.snapshot().Spec
 	// b.traffic is nil until measured; empty, the ranks were measured sending
 	// nothing, which is weighed as any profile (a silent job may gain by spreading).
-	if spec.NoReplan || spec.Layout != "" || b.pending != nil || b.traffic == nil || b.trafficGen == b.replanWeighed {
+	if spec.NoReplan || spec.Layout != "" || b.pending != nil || b.trafficGen == 0 || b.trafficGen == b.replanWeighed {
 		return
 	}
 	rem, ok := b.remaining()
@@ -315,6 +307,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	spec.Ranks = len(b.placement) // a move by the traffic keeps the count
 	next, info, in, err := b.plan(ctx, b.ofRun(live), spec, placeOptions(spec))
 	if err != nil || info == nil {
 		return

@@ -47,19 +47,37 @@ func (b *clusterBackend) remaining() (time.Duration, bool) {
 }
 
 // weigh estimates what relaunching over the live nodes would gain against what it
-// costs. ok is false when the job has not reported enough progress to tell.
-func (b *clusterBackend) weigh(live map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
+// costs: an elastic job's on the count it would run there. ok is false when the
+// job has not reported enough progress to tell.
+func (b *clusterBackend) weigh(ctx context.Context, live map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
 	spec := b.cj.snapshot().Spec
+	if spec.Elastic() {
+		b.mu.Lock()
+		newest := b.book.Newest()
+		b.mu.Unlock()
+		spec.Ranks, _ = b.count(ctx, live, spec, newest)
+	} else {
+		spec.Ranks = len(b.placement)
+	}
 	next, err := place.Spread(placeNodes(live), spec.Ranks, placeOptions(spec))
 	if err != nil {
 		return e, nil, false
 	}
 	rem, ok := b.remaining()
-	cur, nxt := place.Rate(b.placement, placeNodes(b.nodes)), place.Rate(next, placeNodes(live))
+	cur, nxt := throughput(b.placement, b.nodes), throughput(next, live)
 	b.mu.Lock()
 	cost := b.ckptCost + b.restartCost
 	b.mu.Unlock()
 	return place.Weigh(rem, cost, cur, nxt), next, ok
+}
+
+// layoutWords names a layout the job may move to, with its count when that
+// differs from the current run's: "n1:0-1 n2:2-3", "7 ranks, n1:0-1 n2:2-3 n3:4-6".
+func (b *clusterBackend) layoutWords(next place.Placement) string {
+	if len(next) != len(b.placement) {
+		return fmt.Sprintf("%d ranks, %s", len(next), next)
+	}
+	return next.String()
 }
 
 func describeEstimate(e place.Estimate) string {
@@ -90,12 +108,12 @@ func (b *clusterBackend) autoRebalance(ctx context.Context) {
 	if len(joined) == 0 || key == b.autoWeighed {
 		return
 	}
-	e, next, ok := b.weigh(live)
+	e, next, ok := b.weigh(ctx, live)
 	if !ok {
 		return // too little progress seen yet: weigh again at the next poll
 	}
 	b.autoWeighed = key
-	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), next, describeEstimate(e))
+	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), b.layoutWords(next), describeEstimate(e))
 	if !e.Worth(ratio) {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("%s; not worth it (--auto-rebalance %g)", what, ratio)})
 		return
@@ -115,14 +133,14 @@ func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
 	if err != nil {
 		return ""
 	}
-	e, next, ok := b.weigh(live)
+	e, next, ok := b.weigh(ctx, live)
 	switch {
 	case next == nil:
 		return ""
-	case place.Rate(next, placeNodes(live)) <= place.Rate(b.placement, placeNodes(b.nodes)):
+	case throughput(next, live) <= throughput(b.placement, b.nodes):
 		return fmt.Sprintf("the live nodes would not run it faster (now %s, would be %s); --force relaunches anyway", b.placement, next)
 	case ok && !e.Worth(1):
-		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", next, describeEstimate(e))
+		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", b.layoutWords(next), describeEstimate(e))
 	}
 	return ""
 }

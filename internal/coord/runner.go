@@ -79,6 +79,9 @@ type jobRun struct {
 	be       backend
 	lc       *job.Lifecycle
 	restarts job.Restarts
+	// ranks is the rank count of the current run (the launch prepare
+	// readied): the spec's, or an elastic job's latest; 0 before the first.
+	ranks    int
 	resume   *Resume // set: the loop begins by relaunching a job another coordinator ran
 	runDir   string
 	progress int // last progress decile reported
@@ -141,10 +144,11 @@ func (j *jobRun) fail(reason string) Result {
 // backend is what differs between a job on this node alone and a job spread over
 // a cluster. Its methods are called from the job's goroutine only.
 type backend interface {
-	// prepare readies one launch from restartEpoch (0: fresh): placement, staging.
-	// It returns the launch, extra environment of the launcher process, and the
-	// layout in words ("on 3 nodes (n1:0-1 n2:2-3)").
-	prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error)
+	// prepare readies one launch: placement, for an elastic job its rank
+	// count, staging. It returns the launch (NRanks is the run's count),
+	// extra environment of the launcher process, and the layout in words
+	// ("on 3 nodes (n1:0-1 n2:2-3)").
+	prepare(ctx context.Context, req launchRequest) (engine.Launch, []string, string, error)
 	// watch starts following the run prepare readied, once its launcher runs:
 	// news (nil for none) receives when poll has something to do before its
 	// next tick. stop ends the following when the run ends, and returns once
@@ -163,6 +167,16 @@ type backend interface {
 	// epochBase is the lowest epoch number a new run from restart (0: fresh) may
 	// write.
 	epochBase(restart uint64) uint64
+}
+
+// launchRequest is what a run is prepared from.
+type launchRequest struct {
+	epoch    uint64   // the epoch to restart from; 0: fresh
+	env      []string // the ranks' environment the runner sets
+	ranksDir string   // where the local ranks write their states
+	// cause says what ended the last run, for the line that announces a
+	// resize ("node n3 lost (no answer for 80 ms)"); "" for the first.
+	cause string
 }
 
 // nodeLoss says which nodes of a run are gone and why.
@@ -216,10 +230,12 @@ type ending struct {
 }
 
 // relaunch is where the next launch starts: from epoch (0: fresh) and, after a
-// loss or a move, with the restart line note gives once the layout is known.
+// loss or a move, with the restart line note gives once the count and layout
+// are known; cause is what ended the last run.
 type relaunch struct {
 	epoch uint64
-	note  func(layout string) string
+	note  func(ranks int, layout string) string
+	cause string
 }
 
 // loop runs the job until it ends: it launches, weighs how each run ended with the
@@ -275,7 +291,7 @@ func (j *jobRun) loop(ctx context.Context) Result {
 		if epoch > 0 {
 			since = time.Unix(0, int64(h.CreatedNs))
 		}
-		next = relaunch{epoch: epoch, note: restartNote(end, epoch, j.spec.Ranks, max(end.at.Sub(since), 0))}
+		next = relaunch{epoch: epoch, note: restartNote(end, epoch, max(end.at.Sub(since), 0)), cause: end.Outcome.String()}
 	}
 }
 
@@ -293,9 +309,9 @@ func (j *jobRun) transitionEvent(o job.Outcome, d job.Decision, restarts int, st
 }
 
 // restartNote returns the restart line of a relaunch from epoch after end, once the
-// layout is known.
-func restartNote(end ending, epoch uint64, nranks int, lost time.Duration) func(layout string) string {
-	return func(layout string) string {
+// count and layout are known.
+func restartNote(end ending, epoch uint64, lost time.Duration) func(nranks int, layout string) string {
+	return func(nranks int, layout string) string {
 		from := fmt.Sprintf("from epoch %d", epoch)
 		if epoch == 0 {
 			from = "from the beginning: no complete checkpoint"
@@ -315,7 +331,7 @@ func restartNote(end ending, epoch uint64, nranks int, lost time.Duration) func(
 // run launches the job once, from next, and says how the run ended.
 func (j *jobRun) run(ctx context.Context, next relaunch) ending {
 	runStart := time.Now()
-	code, states, loss, launcherTail, err := j.launch(ctx, next.epoch, next.note)
+	code, states, loss, launcherTail, err := j.launch(ctx, next)
 	switch {
 	case ctx.Err() != nil:
 		return ending{Outcome: job.Outcome{Kind: job.UserCancelled}}
@@ -332,7 +348,7 @@ func (j *jobRun) run(ctx context.Context, next relaunch) ending {
 		j.announceLoss(loss)
 		return ending{Outcome: job.Outcome{Kind: job.NodeLost, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true, unlaunched: loss.staging}
 	}
-	o := engine.Classify(states, j.spec.Ranks, code)
+	o := engine.Classify(states, j.ranks, code)
 	switch o.Kind {
 	case engine.Succeeded:
 		return ending{Outcome: job.Outcome{Kind: job.RanksSucceeded}}
@@ -366,9 +382,10 @@ func (j *jobRun) announceLoss(loss *nodeLoss) {
 	}
 }
 
-// launch runs the job once, from restartEpoch (0: fresh), and returns mpirun's exit
-// status, the ranks' states and the launcher's last lines.
-func (j *jobRun) launch(ctx context.Context, restartEpoch uint64, restartNote func(string) string) (int, []engine.RankState, *nodeLoss, string, error) {
+// launch runs the job once, from next, and returns mpirun's exit status, the
+// ranks' states and the launcher's last lines.
+func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankState, *nodeLoss, string, error) {
+	restartEpoch, restartNote := next.epoch, next.note
 	fail := func(err error) (int, []engine.RankState, *nodeLoss, string, error) { return 0, nil, nil, "", err }
 	ranksDir := filepath.Join(j.runDir, "ranks")
 	run := userdir.Tree{Base: j.cfg.RunRoot}
@@ -394,15 +411,23 @@ func (j *jobRun) launch(ctx context.Context, restartEpoch uint64, restartNote fu
 	if stats := os.Getenv("SHOAL_STATS"); stats != "" {
 		env = append(env, "SHOAL_STATS="+stats)
 	}
+	if j.spec.Elastic() {
+		// libshoal refuses a region it could not hand to a run of another
+		// count, at the first shoal_protect, rather than at a resize.
+		env = append(env, "SHOAL_ELASTIC=1")
+	}
 	j.setState(job.Staging, job.Event{})
-	l, launcherEnv, where, err := j.be.prepare(ctx, restartEpoch, env, ranksDir)
+	l, launcherEnv, where, err := j.be.prepare(ctx, launchRequest{epoch: restartEpoch, env: env, ranksDir: ranksDir, cause: next.cause})
+	if err == nil {
+		j.ranks = l.NRanks
+	}
 	var le *lossError
 	if errors.As(err, &le) {
 		le.loss.staging = true
 		if restartNote != nil {
 			// The restart being staged is said, though it never launched: the
 			// next says why.
-			j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote("on the nodes left")})
+			j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(j.ranks, "on the nodes left")})
 		}
 		return 0, nil, le.loss, "", nil
 	}
@@ -410,7 +435,7 @@ func (j *jobRun) launch(ctx context.Context, restartEpoch uint64, restartNote fu
 		return fail(err)
 	}
 	if restartNote != nil {
-		j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(where)})
+		j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(j.ranks, where)})
 	}
 	cmd := j.cfg.launcher().Command(l)
 	cmd.Env = append(os.Environ(), launcherEnv...)
@@ -433,7 +458,7 @@ func (j *jobRun) launch(ctx context.Context, restartEpoch uint64, restartNote fu
 	if restartEpoch > 0 {
 		where += fmt.Sprintf(", from epoch %d", restartEpoch)
 	}
-	j.setState(job.Running, job.Event{Type: job.EventLaunch, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.spec.Ranks, where)})
+	j.setState(job.Running, job.Event{Type: job.EventLaunch, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.ranks, where)})
 
 	// Pdeathsig follows the thread that started the child: keep that thread until the
 	// launcher has been waited for.

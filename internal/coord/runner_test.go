@@ -387,12 +387,12 @@ type stagingLosses struct {
 	lostOn map[int]bool
 }
 
-func (b *stagingLosses) prepare(ctx context.Context, restartEpoch uint64, env []string, ranksDir string) (engine.Launch, []string, string, error) {
+func (b *stagingLosses) prepare(ctx context.Context, req launchRequest) (engine.Launch, []string, string, error) {
 	b.calls++
 	if b.lostOn[b.calls] {
 		return engine.Launch{}, nil, "", &lossError{&nodeLoss{nodes: []string{"n5"}, reason: "its agent did not answer while the run was staged", at: time.Now()}}
 	}
-	return b.localBackend.prepare(ctx, restartEpoch, env, ranksDir)
+	return b.localBackend.prepare(ctx, req)
 }
 
 // A node lost while a relaunch is staged (the second of two lost at once)

@@ -263,6 +263,10 @@ func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book
 	if err := book.Resume(spec.ResumeEpoch, indexes); err != nil {
 		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: %v", spec.ResumeEpoch, spec.ResumeFrom, err)
 	}
+	if n := book.Ranks(spec.ResumeEpoch); !spec.Elastic() && n != spec.Ranks {
+		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: it was written by %d ranks and the job runs %d (an elastic job, --min-ranks/--max-ranks, resumes on another count)",
+			spec.ResumeEpoch, spec.ResumeFrom, n, spec.Ranks)
+	}
 	why := fmt.Sprintf("resuming from epoch %d kept in %s", spec.ResumeEpoch, spec.ResumeFrom)
 	return &book, &Resume{Durable: true, Why: why}, nil
 }
@@ -366,7 +370,9 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *epochs.Book, res
 	j.backend = newClusterBackend(s, j, rj, *book)
 	cb := j.backend
 	j.mu.Unlock()
-	cb.traffic = flows(info.Traffic) // a profile learned before: place with it from the start
+	if info.Ranks > 0 {
+		rj.ranks = info.Ranks // the count of the run another coordinator ran
+	}
 	if resume != nil {
 		cb.seedRun(info.Placement, info.Avoid, resume.Lost)
 		cb.fenceAll(ctx)

@@ -257,8 +257,9 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		book = b.book.Clone()
 	}
 	notes := make([]string, len(fresh))
+	shards := make([]int, len(fresh))
 	for i, e := range fresh {
-		notes[i] = b.copiesNote(e)
+		notes[i], shards[i] = b.copiesNote(e), b.book.Ranks(e)
 	}
 	for e := range b.wire {
 		if e < fresh[0] {
@@ -266,10 +267,9 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		}
 	}
 	b.mu.Unlock()
-	n := b.j.spec.Ranks
 	for i, e := range fresh {
 		b.cj.update(func(a *job.Job) { a.Epoch = max(a.Epoch, e) })
-		b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, n, how, notes[i])})
+		b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, shards[i], how, notes[i])})
 	}
 	b.writeManifest()
 	if b.onBook != nil {
@@ -289,7 +289,7 @@ func (b *clusterBackend) writeManifest() {
 	b.mu.Lock()
 	var entries []jobdir.ManifestEntry
 	for _, e := range b.book.Complete() {
-		entries = append(entries, jobdir.ManifestEntry{Epoch: e, NRanks: b.j.spec.Ranks, CreatedNs: b.book.CreatedNs(e)})
+		entries = append(entries, jobdir.ManifestEntry{Epoch: e, NRanks: b.book.Ranks(e), CreatedNs: b.book.CreatedNs(e)})
 	}
 	b.mu.Unlock()
 	dir := jobdir.Dir{Root: b.j.cfg.RunRoot, Job: b.j.spec.ID}

@@ -22,8 +22,21 @@ import (
 // in the background, while the job launches: the ranks wait for their shards
 // (SHOAL_STAGE_WAIT), and poll ends the run if one cannot be staged. It reports
 // the ranks whose shards are being staged, ascending.
-func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[string][]int, epoch uint64) ([]int, error) {
-	fetches, rebuilds, err := b.shardSources(byNode, epoch)
+//
+// A restart on another count than epoch's (resize) has each of the epoch's
+// shards brought to a node of the run (resizeSources) before the launch: the
+// ranks that read them are theirs to agree on, and none waits for its own.
+func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[string][]int, epoch uint64, resize bool) ([]int, error) {
+	sources := b.shardSources
+	if resize {
+		sources = func(byNode map[string][]int, epoch uint64) ([]epochs.Replica, []epochs.Rebuild, error) {
+			if epoch == 0 {
+				return nil, nil, nil
+			}
+			return b.resizeSources(byNode, epoch, names(b.nodes))
+		}
+	}
+	fetches, rebuilds, err := sources(byNode, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +73,19 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 	if len(fetches)+len(rebuilds) == 0 {
 		return nil, nil
 	}
+	if resize {
+		b.mu.Lock()
+		written := b.book.Ranks(epoch)
+		b.mu.Unlock()
+		s := b.stageShards(ctx, info.ID, epoch, fetches, rebuilds)
+		if loss := b.lostWhileStaged(s.down); loss != nil {
+			return nil, &lossError{loss}
+		}
+		if s.err == nil {
+			b.j.event(job.EventStage, job.Event{Message: describeResizeStaging(epoch, written, len(rebuilds), s)})
+		}
+		return nil, s.err
+	}
 	var ranks []int
 	for _, f := range fetches {
 		ranks = append(ranks, f.Rank)
@@ -77,11 +103,14 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 	return slices.Compact(ranks), nil
 }
 
-// stagedShards is how the background staging of a run's shards ended: the
-// nodes that did not answer, and the first failure.
+// stagedShards is how the staging of a run's shards ended: the nodes that
+// did not answer, the first failure, and the shards copied (not found in
+// place) with the bytes that crossed the network for them.
 type stagedShards struct {
-	down []string
-	err  error
+	down   []string
+	err    error
+	copied []epochs.Replica
+	wire   int64
 }
 
 // downNodes collects the nodes that did not answer a call; safe for
@@ -137,12 +166,15 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 	var wg sync.WaitGroup
 	errs := make(chan error, len(fetches)+len(rebuilds))
 	var down downNodes
+	var mu sync.Mutex
+	var out stagedShards
 	for _, f := range fetches {
 		wg.Add(1)
 		go func(f epochs.Replica, to Peer, from string) {
 			defer wg.Done()
 			ref := api.ShardRef{Job: id, Epoch: f.Epoch, Rank: f.Rank}
-			if _, err := to.Fetch(ctx, ref, from); err != nil {
+			got, err := to.Fetch(ctx, ref, from)
+			if err != nil {
 				down.note(err, f.To)
 				if errors.Is(err, api.ErrBadGateway) {
 					down.note(api.ErrUnreachable, f.From) // the holder did not answer the copy
@@ -151,6 +183,12 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 				return
 			}
 			b.addCopy(f.Epoch, f.Rank, f.To)
+			if got.Copied {
+				mu.Lock()
+				out.copied = append(out.copied, f)
+				out.wire += got.Wire
+				mu.Unlock()
+			}
 		}(f, b.peer(f.To), b.nodes[f.From].API)
 	}
 	for _, rb := range rebuilds {
@@ -172,7 +210,8 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 	}
 	wg.Wait()
 	close(errs)
-	out := stagedShards{down: down.list(), err: <-errs}
+	out.down, out.err = down.list(), <-errs
+	sort.Slice(out.copied, func(i, j int) bool { return out.copied[i].Rank < out.copied[j].Rank })
 	if out.err == nil && len(rebuilds) > 0 {
 		ranks := make([]string, len(rebuilds))
 		for i, rb := range rebuilds {
@@ -253,3 +292,24 @@ func (b *clusterBackend) addCopy(epoch uint64, rank int, node string) {
 type lossError struct{ loss *nodeLoss }
 
 func (e *lossError) Error() string { return e.loss.String() }
+
+// describeResizeStaging says what was brought where for a restart on another
+// count than epoch's nranks, rebuilt of them from parity: "epoch 5's 7 shards are on the resized run's
+// nodes: 2 copied there (rank 4 → n1, rank 5 → n2; 25.2 MB), 5 in place".
+func describeResizeStaging(epoch uint64, nranks, rebuilt int, s stagedShards) string {
+	moved := make([]string, len(s.copied))
+	for i, f := range s.copied {
+		moved[i] = fmt.Sprintf("rank %d → %s", f.Rank, f.To)
+	}
+	msg := fmt.Sprintf("epoch %d's %d shards are on the resized run's nodes", epoch, nranks)
+	if len(moved) > 0 {
+		msg += fmt.Sprintf(": %d copied there (%s; %.1f MB)", len(moved), strings.Join(moved, ", "), float64(s.wire)/1e6)
+	}
+	if rebuilt > 0 {
+		msg += fmt.Sprintf(", %d rebuilt from parity", rebuilt)
+	}
+	if in := nranks - len(moved) - rebuilt; in > 0 {
+		msg += fmt.Sprintf(", %d in place", in)
+	}
+	return msg
+}

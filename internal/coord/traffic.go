@@ -45,10 +45,10 @@ func (b *clusterBackend) learnTraffic() {
 		speed[n.Name] = place.RankRate(n, counts[n.Name])
 	}
 	prof := profile(reports, func(rank int) float64 { return speed[b.placement[rank]] })
+	prof.Ranks = len(b.placement)
 	if !changed(b.cj.snapshot().Traffic, prof) {
 		return
 	}
-	b.traffic = flows(prof)
 	b.trafficOn = slices.Clone(b.placement)
 	b.trafficGen++
 	b.cj.update(func(a *job.Job) { a.Traffic = prof })
@@ -98,10 +98,11 @@ func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *job
 	return p
 }
 
-// changed reports whether next differs enough from old to replace it.
+// changed reports whether next differs enough from old to replace it: it is
+// the first, of another rank count, or its total differs by trafficChange.
 func changed(old, next *job.TrafficProfile) bool {
-	if old == nil {
-		return true
+	if old == nil || old.Ranks != next.Ranks && old.Ranks > 0 {
+		return true // the first, or the first of a new count
 	}
 	total := func(p *job.TrafficProfile) float64 {
 		t := 0.0

@@ -23,6 +23,13 @@ func (s Spec) Range() (lo, hi int) {
 	return lo, hi
 }
 
+// MostRanks is the most ranks a run of the job may have: its count, or an
+// elastic job's upper bound.
+func (s Spec) MostRanks() int {
+	_, hi := s.Range()
+	return hi
+}
+
 // Allows reports whether the job may run on n ranks: within its range, a
 // multiple of RankMultiple, a power of two when RanksPow2.
 func (s Spec) Allows(n int) bool {
@@ -38,8 +45,8 @@ func (s Spec) Allows(n int) bool {
 	return true
 }
 
-// rangeProblem says what is wrong with an elastic job's range, or "".
-func (s Spec) rangeProblem() string {
+// RangeProblem says what is wrong with an elastic job's range, or "".
+func (s Spec) RangeProblem() string {
 	lo, hi := s.Range()
 	switch {
 	case s.MinRanks < 0 || s.MaxRanks < 0 || s.MinRanks > MaxRanks || s.MaxRanks > MaxRanks:

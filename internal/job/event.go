@@ -59,6 +59,7 @@ const (
 	EventNodes      = "nodes"          // too few nodes: waiting for joins, or oversubscribing
 	EventRebalance  = "rebalance"      // a rebalance weighed and not done
 	EventInterval   = "interval"       // libshoal chose a new checkpoint interval (auto)
+	EventResize     = "resize"         // an elastic job's rank count changes: [Resize] as Data
 	EventDone       = "finished"       // the run loop's last word (local runs)
 	EventEnd        = "done"           // the job's end in its record: [Done] as Data
 	EventInternal   = "internal-error" // a bug in the coordinator, reported rather than fatal
@@ -73,3 +74,13 @@ const (
 	EventFarmProgress = "farm-progress" // done / total, rate, time left, tasks per node
 	EventNodeJoined   = "node-joined"   // a node began taking the farm's tasks
 )
+
+// Resize is the Data of a "resize" event: an elastic job's next run has To
+// ranks where its last had From, restoring from Epoch (0: from the
+// beginning), for Why ("one per core on n1, n2").
+type Resize struct {
+	From  int    `json:"from"`
+	To    int    `json:"to"`
+	Epoch uint64 `json:"epoch,omitempty"`
+	Why   string `json:"why"`
+}

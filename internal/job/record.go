@@ -46,11 +46,15 @@ type Job struct {
 	Submitted   time.Time        `json:"submitted"`
 	Ended       time.Time        `json:"ended,omitzero"`
 	Placement   map[string][]int `json:"placement,omitempty"` // node → ranks
-	Epoch       uint64           `json:"epoch,omitempty"`     // newest complete checkpoint epoch
-	Restarts    int              `json:"restarts"`
-	ExitCode    *int             `json:"exit_code,omitempty"`
-	Reason      string           `json:"reason,omitempty"` // one line, why it failed or restarted
-	Progress    float64          `json:"progress,omitempty"`
+	// Ranks is the rank count of the current run: the spec's, or for an
+	// elastic job the count the coordinator chose last; 0 before the first
+	// launch.
+	Ranks    int     `json:"ranks,omitempty"`
+	Epoch    uint64  `json:"epoch,omitempty"` // newest complete checkpoint epoch
+	Restarts int     `json:"restarts"`
+	ExitCode *int    `json:"exit_code,omitempty"`
+	Reason   string  `json:"reason,omitempty"` // one line, why it failed or restarted
+	Progress float64 `json:"progress,omitempty"`
 	// Exhausted is set on a failed job whose ranks kept dying until
 	// MaxRestarts ran out (`shoal run` exits 3), as opposed to one that
 	// failed by itself or could not run.
@@ -79,6 +83,9 @@ type TrafficProfile struct {
 	// Flows are the pairs of ranks that exchange data, both directions added
 	// (From < To), most bytes first; at most [MaxFlows].
 	Flows []Flow `json:"flows"`
+	// Ranks is the rank count of the run the profile was learned from (0,
+	// a profile recorded before counts changed: the job's count).
+	Ranks int `json:"ranks,omitempty"`
 	// Work is one rank's compute per second, in loops of a node's measured
 	// speed: the time outside MPI calls times the speed of its node.
 	Work float64 `json:"work"`

@@ -143,7 +143,7 @@ func (s Spec) Validate() error {
 			bad("farm.dispatch %q: want cyclic, block or nothing (the least loaded node)", f.Dispatch)
 		}
 	} else if s.Elastic() {
-		if why := s.rangeProblem(); why != "" {
+		if why := s.RangeProblem(); why != "" {
 			bad("%s", why)
 		}
 	} else if s.Ranks < 1 || s.Ranks > MaxRanks {

@@ -1,0 +1,192 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/epochs"
+	"shoal/internal/job"
+	"shoal/internal/links"
+	"shoal/internal/place"
+)
+
+// An elastic job (job.Spec.Elastic) has its rank count chosen at every
+// launch: the first, and each relaunch after a node is lost or leaves, a
+// rebalance onto nodes that joined, a move by the job's traffic. The count is
+// place.Size's over the nodes the job is placed on, with what was learned of
+// the job at its last count; a relaunch on another count restores the ranks
+// from an epoch of the old count, whose shards libshoal redistributes
+// (SHOAL_RESTART_NRANKS, docs/libshoal.md), once each of them is on a node of
+// the new run (resizeSources).
+
+// count is the rank count of the job's next run over live, from epoch (0: a
+// fresh start), and why in words ("" for a job whose count is fixed): the
+// spec's for a fixed job, and for an elastic job's first launch when it asked
+// for one; else the count place.Size predicts fastest, unless epoch holds
+// per-rank regions, which restore on its own count only.
+func (b *clusterBackend) count(ctx context.Context, live map[string]api.Node, spec job.Spec, epoch uint64) (int, string) {
+	if !spec.Elastic() {
+		return spec.Ranks, ""
+	}
+	if b.j.ranks == 0 && spec.Ranks > 0 {
+		return spec.Ranks, "" // the first launch, at the count asked
+	}
+	b.mu.Lock()
+	restores := func(n int) bool { return b.book.Restores(epoch, n) }
+	own := b.book.Ranks(epoch)
+	b.mu.Unlock()
+	lo, hi := spec.Range()
+	in := b.learned(b.learnedInput(ctx, live, spec))
+	sized, err := place.Size(in, place.Sizing{Lo: lo, Hi: hi, Allows: spec.Allows})
+	switch {
+	case err != nil:
+		return max(b.j.ranks, lo), "" // the spec was validated: no count is allowed is not expected
+	case epoch > 0 && !restores(sized.Ranks):
+		return own, fmt.Sprintf("epoch %d holds per-rank regions, which restore on its own count", epoch)
+	}
+	return sized.Ranks, sized.Why
+}
+
+// learnedInput is what the planner is given over live for the job: its
+// nodes, options and the links as measured (when they are).
+func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]api.Node, spec job.Spec) place.Input {
+	in := place.Input{Nodes: placeNodes(live), Options: placeOptions(spec)}
+	if b.s != nil && b.s.cfg.Links != nil {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		measured, err := b.s.cfg.Links(lctx)
+		cancel()
+		if err == nil && len(measured) > 0 {
+			in.Links = links.ForPlanner(measured)
+		}
+	}
+	return in
+}
+
+// learned fills in with what the job's record holds of its work and traffic,
+// and the count it was learned at (in.Ranks; 0: nothing learned).
+func (b *clusterBackend) learned(in place.Input) place.Input {
+	prof := b.cj.snapshot().Traffic
+	if prof == nil {
+		return in
+	}
+	in.Ranks = profileRanks(prof, b.j.ranks)
+	in.Work, in.Traffic, in.Measured = prof.Work, flows(prof), true
+	return in
+}
+
+// profileRanks is the count prof was learned at: its own, or for a profile
+// recorded without one, the job's current count.
+func profileRanks(prof *job.TrafficProfile, current int) int {
+	if prof.Ranks > 0 {
+		return prof.Ranks
+	}
+	return current
+}
+
+// trafficAt is the job's learned traffic made one of ranks ranks (rescaled
+// from the count it was learned at: place.RescaleTraffic), its work per rank
+// likewise, and whether it was measured at all.
+func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float64, measured bool) {
+	prof := b.cj.snapshot().Traffic
+	if prof == nil || ranks < 1 {
+		return nil, 0, false
+	}
+	at := profileRanks(prof, ranks)
+	fs := flows(prof)
+	if at != ranks {
+		var err error
+		if fs, err = place.RescaleTraffic(fs, at, ranks); err != nil {
+			return nil, 0, false
+		}
+	}
+	return fs, prof.Work * float64(at) / float64(ranks), true
+}
+
+// throughput is how fast a job placed as p runs when its work divides evenly
+// among its ranks: its ranks times the rate of the slowest ([place.Rate]). Of
+// two layouts of one count it orders as their rates; of two counts, it weighs
+// that each of more ranks has less to do.
+func throughput(p place.Placement, nodes map[string]api.Node) float64 {
+	return float64(len(p)) * place.Rate(p, placeNodes(nodes))
+}
+
+// resized says a change of the job's count, for its line and event: "node n3
+// lost (no answer for 80 ms): shrinking from 7 to 4 ranks (one per core on
+// n1, n2), from epoch 5".
+func resized(cause string, from, to int, epoch uint64, why string) job.Event {
+	verb := "growing"
+	if to < from {
+		verb = "shrinking"
+	}
+	msg := fmt.Sprintf("%s from %d to %d ranks", verb, from, to)
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	if cause != "" {
+		msg = cause + ": " + msg
+	}
+	if epoch > 0 {
+		msg += fmt.Sprintf(", from epoch %d", epoch)
+	} else {
+		msg += ", from the beginning: no complete checkpoint"
+	}
+	return job.NewEvent(job.EventResize, msg, job.Resize{From: from, To: to, Epoch: epoch, Why: why})
+}
+
+// resizeSources returns the copies and rebuilds that put every shard of
+// epoch, written by its own count of ranks, on a node of the new run that
+// runs ranks (byNode): libshoal's ranks read the old shards their nodes hold
+// and send each new rank its part. A shard stays where a node of the run
+// holds it: on the node of the new rank whose part starts where the old
+// rank's does, if that one holds it, else on the first holder by name; a
+// shard no node of the run holds is copied there from a live holder, or
+// rebuilt from its parity group. As for a restart on the same count, a
+// holder is asked to fetch the shard all the same when another holds it: its
+// copy may have been damaged since, and a good copy answers at once.
+func (b *clusterBackend) resizeSources(byNode map[string][]int, epoch uint64, live []string) ([]epochs.Replica, []epochs.Rebuild, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.book.Ranks(epoch)
+	m := 0
+	for _, ranks := range byNode {
+		m += len(ranks)
+	}
+	nodeOf := make([]string, m)
+	for name, ranks := range byNode {
+		for _, r := range ranks {
+			nodeOf[r] = name
+		}
+	}
+	var out []epochs.Replica
+	var rebuilds []epochs.Rebuild
+	for r := range old {
+		to := nodeOf[r*m/old]
+		holders := b.book.Holders(epoch, r)
+		if !slices.Contains(holders, to) {
+			for _, h := range holders {
+				if len(byNode[h]) > 0 {
+					to = h
+					break
+				}
+			}
+		}
+		from, have := b.book.Source(epoch, r, to, live)
+		switch {
+		case from != "":
+			out = append(out, epochs.Replica{Epoch: epoch, Rank: r, From: from, To: to})
+		case have:
+		default:
+			rb, ok := b.book.RebuildFor(epoch, r, to, live)
+			if !ok {
+				return nil, nil, fmt.Errorf("no live node holds rank %d's shard of epoch %d, nor enough of its parity group to rebuild it", r, epoch)
+			}
+			rebuilds = append(rebuilds, rb)
+		}
+	}
+	sort.Slice(rebuilds, func(i, j int) bool { return rebuilds[i].Rank < rebuilds[j].Rank })
+	return out, rebuilds, nil
+}

@@ -1,0 +1,132 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"shoal/internal/api"
+	"shoal/internal/epochs"
+	"shoal/internal/job"
+	"shoal/internal/place"
+)
+
+// The count of each launch: a fixed job's is its spec's; an elastic job's
+// first is the one it asked for, and after that the one place.Size predicts
+// fastest over the live nodes, unless the epoch to restore holds per-rank
+// regions.
+func TestCount(t *testing.T) {
+	live := map[string]api.Node{"n1": {Name: "n1", Cores: 2}, "n2": {Name: "n2", Cores: 2}}
+	elastic := job.Spec{ID: "j", Ranks: 7, MinRanks: 2, MaxRanks: 16}
+	perRankBook := fiveNodeBook()
+	perRankBook.Epochs[4].PerRank = true
+	tests := []struct {
+		name    string
+		spec    job.Spec
+		current int // the last run's count; 0: the first launch
+		book    epochs.Book
+		epoch   uint64
+		want    int
+		why     string
+	}{
+		{"a fixed job", job.Spec{ID: "j", Ranks: 7}, 7, fiveNodeBook(), 4, 7, ""},
+		{"an elastic job's first launch at its -n", elastic, 0, epochs.NewBook(0, 2), 0, 7, ""},
+		{"an elastic job's first launch, one per core", job.Spec{ID: "j", MinRanks: 1}, 0, epochs.NewBook(0, 2), 0, 4, "one per core on n1, n2"},
+		{"a node lost", elastic, 7, fiveNodeBook(), 4, 4, "one per core on n1, n2"},
+		{"a multiple of 3", job.Spec{ID: "j", MinRanks: 2, MaxRanks: 16, RankMultiple: 3}, 7, fiveNodeBook(), 4, 3, "3 of the 4 cores of n1, n2: the most the job allows there"},
+		{"an epoch of per-rank regions", elastic, 5, perRankBook, 4, 5, "epoch 4 holds per-rank regions, which restore on its own count"},
+	}
+	for _, tt := range tests {
+		rj := newJob(Config{}, tt.spec, Output{})
+		rj.ranks = tt.current
+		b := newClusterBackend(NewService(ServiceConfig{}), &clusterJob{info: job.Job{ID: "j", Spec: tt.spec}}, rj, tt.book)
+		n, why := b.count(context.Background(), live, tt.spec, tt.epoch)
+		if n != tt.want || why != tt.why {
+			t.Errorf("%s: count = %d, %q; want %d, %q", tt.name, n, why, tt.want, tt.why)
+		}
+	}
+}
+
+func TestResizedLine(t *testing.T) {
+	tests := []struct {
+		cause    string
+		from, to int
+		epoch    uint64
+		why      string
+		want     string
+	}{
+		{"node n3 lost (no answer for 80 ms)", 7, 4, 5, "one per core on n1, n2",
+			"node n3 lost (no answer for 80 ms): shrinking from 7 to 4 ranks (one per core on n1, n2), from epoch 5"},
+		{"rebalancing onto n3", 4, 7, 9, "one per core on n1, n2, n3",
+			"rebalancing onto n3: growing from 4 to 7 ranks (one per core on n1, n2, n3), from epoch 9"},
+		{"", 4, 2, 0, "", "shrinking from 4 to 2 ranks, from the beginning: no complete checkpoint"},
+	}
+	for _, tt := range tests {
+		e := resized(tt.cause, tt.from, tt.to, tt.epoch, tt.why)
+		if e.Type != job.EventResize || e.Message != tt.want {
+			t.Errorf("resized: %s %q\nwant %s %q", e.Type, e.Message, job.EventResize, tt.want)
+		}
+		var data job.Resize
+		if err := json.Unmarshal(e.Data, &data); err != nil || data != (job.Resize{From: tt.from, To: tt.to, Epoch: tt.epoch, Why: tt.why}) {
+			t.Errorf("resized data: %s (%v)", e.Data, err)
+		}
+	}
+}
+
+// A job that lost its 3-core node runs faster as 4 ranks on the 4 cores left
+// than as 7 ranks on them, and rebalancing weighs that.
+func TestThroughput(t *testing.T) {
+	nodes := map[string]api.Node{"a": {Name: "a", Cores: 2}, "b": {Name: "b", Cores: 2}}
+	seven := place.Placement{"a", "a", "a", "a", "b", "b", "b"}
+	four := place.Placement{"a", "a", "b", "b"}
+	if got, want := throughput(seven, nodes), 3.5; got != want {
+		t.Errorf("7 ranks on 4 cores: %g, want %g", got, want)
+	}
+	if got, want := throughput(four, nodes), 4.0; got != want {
+		t.Errorf("4 ranks on 4 cores: %g, want %g", got, want)
+	}
+}
+
+// Each shard of the epoch of the old count ends on a node of the resized
+// run: where one holds it already, else copied from a live holder to the
+// node of the new rank whose part starts where the old rank's does.
+func TestResizeSources(t *testing.T) {
+	// Epoch 4 of 5 ranks: rank r on n(r+1) and n(r+2), going round.
+	rj := newJob(Config{}, job.Spec{ID: "j", MinRanks: 1}, Output{})
+	b := newClusterBackend(NewService(ServiceConfig{}), &clusterJob{info: job.Job{ID: "j"}}, rj, fiveNodeBook())
+	byNode := map[string][]int{"n1": {0, 1}, "n2": {2, 3}}
+	got, rebuilds, err := b.resizeSources(byNode, 4, []string{"n1", "n2", "n3", "n4"})
+	if err != nil || len(rebuilds) != 0 {
+		t.Fatalf("resizeSources: %v, rebuilds %v", err, rebuilds)
+	}
+	slices.SortFunc(got, func(x, y epochs.Replica) int { return x.Rank - y.Rank })
+	want := []epochs.Replica{
+		{Epoch: 4, Rank: 0, From: "n2", To: "n1"}, // n1 holds it: checked against n2's
+		{Epoch: 4, Rank: 1, From: "n3", To: "n2"}, // n2 holds it
+		{Epoch: 4, Rank: 2, From: "n3", To: "n1"}, // new rank 1's node gets it
+		{Epoch: 4, Rank: 3, From: "n4", To: "n2"},
+		// rank 4: n1 holds it, and no other live node does: nothing to do
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("resizeSources:\n got %v\nwant %v", got, want)
+	}
+	_, _, err = b.resizeSources(byNode, 4, []string{"n1", "n2"})
+	if err == nil || !strings.Contains(err.Error(), "rank 2's shard of epoch 4") {
+		t.Errorf("with n3, n4, n5 gone: err %v, want rank 2's shard lost", err)
+	}
+}
+
+// A profile of another count replaces the one recorded, however alike.
+func TestTrafficOfAnotherCount(t *testing.T) {
+	old := &job.TrafficProfile{Ranks: 7, Flows: []job.Flow{{From: 0, To: 1, Bytes: 100}}}
+	same := &job.TrafficProfile{Ranks: 7, Flows: []job.Flow{{From: 0, To: 1, Bytes: 110}}}
+	resized := &job.TrafficProfile{Ranks: 4, Flows: []job.Flow{{From: 0, To: 1, Bytes: 100}}}
+	if changed(old, same) {
+		t.Error("a profile 10 % off replaced the one recorded")
+	}
+	if !changed(old, resized) {
+		t.Error("a profile of 4 ranks did not replace one of 7")
+	}
+}
