@@ -59,5 +59,5 @@ func rootNote(job job.Job, agent *job.Owner) string {
 	if job.Spec.Owner != nil || agent == nil || agent.UID != 0 {
 		return ""
 	}
-	return fmt.Sprintf("shoal: job %s runs as root on every node (the agents' user): its program may do anything there; shoal run --user NAME runs a job as NAME", job.ID)
+	return fmt.Sprintf("shoal: warning: job %s runs as root on every node (the agents' user): its program may do anything there; shoal run --user NAME runs a job as NAME", job.ID)
 }

@@ -51,7 +51,7 @@ func TestRootNote(t *testing.T) {
 	}
 	for _, tt := range tests {
 		note := rootNote(job.Job{ID: "heat-1", Spec: job.Spec{Owner: tt.owner}}, tt.agent)
-		const want = "shoal: job heat-1 runs as root on every node (the agents' user): its program may do anything there; shoal run --user NAME runs a job as NAME"
+		const want = "shoal: warning: job heat-1 runs as root on every node (the agents' user): its program may do anything there; shoal run --user NAME runs a job as NAME"
 		if tt.warns && note != want || !tt.warns && note != "" {
 			t.Errorf("%s: rootNote = %q, want warning %v", tt.name, note, tt.warns)
 		}
