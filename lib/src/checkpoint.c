@@ -265,6 +265,7 @@ int checkpoint_copy(struct shoal_ctx *c)
      * re-protected as soon as this returns, and the table is a few bytes. */
     struct shard_header h;
     memset(&h, 0, sizeof h);
+    h.version = SHARD_VERSION;
     h.epoch = (uint64_t)epoch;
     h.rank = (uint32_t)c->rank;
     h.nranks = (uint32_t)c->nranks;
@@ -279,7 +280,7 @@ int checkpoint_copy(struct shoal_ctx *c)
     for (int i = 0; i < c->nregions; i++) {
         const struct region *r = &c->regions[i];
         struct shard_entry e = {r->id, (uint32_t)r->elem_size, r->count,
-                                (uint64_t)r->count * (uint64_t)r->elem_size};
+                                (uint64_t)r->count * (uint64_t)r->elem_size, REGION_PLAIN, 0, 0};
         shard_put_entry(image, (uint32_t)i, &e);
         if (e.bytes > 0)
             memcpy(image + off, r->ptr, (size_t)e.bytes);

@@ -18,10 +18,11 @@
 #define PATH_MAX 4096
 #endif
 
-/* ---- shard.c: the on-disk shard format v1 (docs/shard-format.md), no I/O ---- */
+/* ---- shard.c: the on-disk shard format v2, and v1 read (docs/shard-format.md), no I/O ---- */
 
 #define SHARD_MAGIC         "SHOALSHD"
-#define SHARD_VERSION       1
+#define SHARD_VERSION       2 /* the version written */
+#define SHARD_VERSION_MIN   1 /* the oldest read: its regions are all plain, of bytes */
 #define SHARD_HEADER_SIZE   128
 #define SHARD_ENTRY_SIZE    32
 /* room kept beyond a shard image in the staging buffer to shift it within a page
@@ -34,6 +35,30 @@
 /* Paths hold the epoch in 8 digits and the rank in 6. */
 #define SHARD_EPOCH_MAX 99999999LL
 #define SHARD_RANK_MAX  999999
+/* The descriptors of distributed regions (version 2). */
+#define SHARD_MAX_DIMS           32
+#define SHARD_BLOCK_DESC_SIZE    16
+#define SHARD_SUBARRAY_DESC_SIZE(ndims) (8 + 24 * (uint64_t)(ndims))
+
+/* What a region is, as its table entry says (docs/shard-format.md, "Region kinds"). */
+enum region_kind {
+    REGION_PLAIN = 0,      /* one rank's own memory: restored onto the same rank only */
+    REGION_BLOCK = 1,      /* count elements at offset of a 1-D array of global */
+    REGION_SUBARRAY = 2,   /* an N-d box of a global array, MPI_Type_create_subarray's */
+    REGION_REPLICATED = 3, /* the same bytes on every rank */
+    REGION_NKINDS
+};
+enum { LAYOUT_ORDER_C = 0, LAYOUT_ORDER_FORTRAN = 1 };
+
+/* Where a region sits in the global array: its kind, its datatype's code
+ * (layout_datatype_code) and, for distributed kinds, its descriptor. */
+struct region_layout {
+    uint16_t kind;
+    uint16_t dtype;
+    uint64_t global, offset; /* REGION_BLOCK, in elements */
+    uint32_t ndims, order;   /* REGION_SUBARRAY: the box starts[d] + [0, subsizes[d]) */
+    uint64_t sizes[SHARD_MAX_DIMS], subsizes[SHARD_MAX_DIMS], starts[SHARD_MAX_DIMS];
+};
 
 /* What a reader concludes about a shard. The names of the format's checks are the
  * ones of docs/shard-format.md ("checksum mismatch"...), shared with the Go and Python
@@ -54,10 +79,12 @@ enum shard_verdict {
 };
 
 struct shard_header {
+    uint32_t version; /* written as given: SHARD_VERSION, or 1 */
     uint64_t epoch;
     uint32_t rank;
     uint32_t nranks;
     uint32_t nregions;
+    uint64_t desc_bytes; /* the descriptor area after the table (0 in version 1) */
     uint64_t payload_bytes;
     char job[SHARD_JOB_FIELD];
     uint64_t created_ns;
@@ -68,14 +95,31 @@ struct shard_entry {
     uint32_t elem_size;
     uint64_t count;
     uint64_t bytes;
+    uint16_t kind;       /* enum region_kind; 0 in version 1 */
+    uint16_t dtype;      /* the datatype's code; 0 (bytes) in version 1 */
+    uint32_t desc_bytes; /* its descriptor's size in the descriptor area */
 };
 
 const char *shard_verdict_name(int verdict);
 int shard_verdict_code(int verdict);
-/* Total file size for a table of nregions and payload_bytes of data; 0 on overflow. */
+/* Total file size for a table of nregions and payload_bytes of data, without
+ * descriptors (shard_image_size with none); 0 on overflow. */
 uint64_t shard_file_size(uint64_t nregions, uint64_t payload_bytes);
+/* Total file size with desc_bytes of descriptors; 0 on overflow. */
+uint64_t shard_image_size(uint64_t nregions, uint64_t desc_bytes, uint64_t payload_bytes);
+/* Where the descriptor area and the payload of a shard of h start. */
+uint64_t shard_desc_offset(const struct shard_header *h);
+uint64_t shard_payload_offset(const struct shard_header *h);
 void shard_put_header(unsigned char *file, const struct shard_header *h);
 void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_entry *e);
+/* The descriptor of a layout: its size (0 for plain and replicated regions), and its
+ * bytes written at p. */
+uint32_t shard_desc_size(const struct region_layout *l);
+void shard_put_desc(unsigned char *p, const struct region_layout *l);
+/* Reads the len-byte descriptor at p of a region of kind, dtype and count into l, and
+ * checks it against them (docs/shard-format.md, "bad region table"): 0, or -1. */
+int shard_get_desc(const unsigned char *p, uint64_t len, uint16_t kind, uint16_t dtype,
+                   uint64_t count, struct region_layout *l);
 /* Writes the trailing checksum of a file of size bytes whose other bytes are final. */
 void shard_seal(unsigned char *file, size_t size);
 /* shard_seal a piece at a time, as the file is written out: the pieces fed must cover
@@ -117,8 +161,13 @@ void shard_put_sums(unsigned char *out, const unsigned char *file, size_t size, 
                     const uint64_t *sums, const struct shard_sums_key *key);
 /* Runs every check of the format, in the documented order; fills h when SHARD_OK. */
 int shard_verify(const unsigned char *file, size_t size, struct shard_header *h);
-/* Entry index of a verified shard. */
+/* Entry index of a verified shard (or of its first shard_payload_offset bytes). */
 void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_entry *e);
+/* The layout of entry index of a verified shard of h (its descriptor read). */
+void shard_get_layout(const unsigned char *file, const struct shard_header *h, uint32_t index,
+                      struct region_layout *l);
+/* The header of a verified shard's first SHARD_HEADER_SIZE bytes. */
+void shard_get_header(const unsigned char *file, struct shard_header *h);
 int shard_check_identity(const struct shard_header *h, const char *job, uint64_t epoch,
                          uint32_t rank, uint32_t nranks);
 uint64_t shard_get_u64(const unsigned char *p);
