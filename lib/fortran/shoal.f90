@@ -32,6 +32,7 @@ module shoal
     integer, parameter, public :: SHOAL_ERR_VERSION = -10
     integer, parameter, public :: SHOAL_ERR_DIR = -11
     integer, parameter, public :: SHOAL_ERR_NOTFOUND = -12
+    integer, parameter, public :: SHOAL_ERR_PERRANK = -13
 
     public :: shoal_init, shoal_protect, shoal_unprotect, shoal_status, shoal_recover, &
         shoal_stored_count, shoal_snapshot, shoal_checkpoint, shoal_progress, &

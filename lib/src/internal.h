@@ -313,6 +313,20 @@ struct shard_image {
  * (MADV_POPULATE_READ); an access to them can still raise SIGBUS if the file is cut
  * short later, so copies out of it go through mem_guarded. */
 int store_load_shard(const char *path, struct shard_image *img, struct shard_header *h);
+/* Which file a path named: it is the same file, unchanged, while all four agree. */
+struct store_file_id {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns;
+};
+/* store_load_shard, also saying which file it read (id may be NULL). */
+int store_load_shard_id(const char *path, struct shard_image *img, struct shard_header *h,
+                        struct store_file_id *id);
+/* Opens the shard at path for reading, locked shared as store_load_shard locks it, if it
+ * is still the file want names: its descriptor, or -1 with errno (ESTALE: another file
+ * or a changed one). */
+int store_open_shard(const char *path, const struct store_file_id *want);
+/* Reads len bytes at off of fd: 0, or errno (EIO: the file ends before). */
+int store_pread(int fd, void *buf, size_t len, uint64_t off);
 void shard_image_free(struct shard_image *img);
 
 /* ---- manifest.c: the list of complete epochs ---- */
@@ -370,6 +384,9 @@ struct shoal_config {
     int keep_epochs;         /* 1: never remove epochs (the runner removes them) */
     int spare;               /* 1: a pruned shard is kept for the next to write over */
     int traffic;             /* 0: no traffic counting (SHOAL_TRAFFIC=0) */
+    int restart_nranks;      /* ranks that wrote restart_epoch; 0: not set (this run's) */
+    int elastic;             /* 1: the rank count may change (SHOAL_ELASTIC=1) */
+    uint64_t restore_chunk;  /* bytes a rank moves per round of a restore on another count */
 };
 
 /* Fills c; on error returns SHOAL_ERR_ARG and a one-line message in msg. */
@@ -549,6 +566,7 @@ struct region {
     void *ptr;
     size_t count;
     int elem_size;
+    struct region_layout layout; /* its kind, datatype and place in the global array */
 };
 
 struct stored_region {
@@ -556,9 +574,12 @@ struct stored_region {
     uint32_t elem_size;
     uint64_t count;
     uint64_t offset; /* of its bytes in the shard file */
+    struct region_layout layout;
 };
 
 #define CREATED_RING 64
+
+struct resize;
 
 struct shoal_ctx {
     MPI_Comm comm;
@@ -571,7 +592,7 @@ struct shoal_ctx {
     char request_taken_path[PATH_MAX]; /* where rank 0 moves a request to read it */
     char progress_path[PATH_MAX];
 
-    /* restart: status 1 when restart_epoch > 0 */
+    /* restart: status SHOAL_RESTARTED or SHOAL_RESIZED when restart_epoch > 0 */
     int status;
     int recovered;
     long long restart_epoch;
@@ -580,6 +601,9 @@ struct shoal_ctx {
                                     other arguments (standalone) */
     struct run_binding binding;  /* this run's (rank 0) */
     struct shard_image restart; /* the verified shard, until recovered */
+    struct store_file_id restart_id; /* its file */
+    int old_nranks;              /* the rank count that wrote the restart epoch */
+    struct resize *resize;       /* the old shards' tables (resize.c), or NULL */
     struct stored_region *stored;
     int nstored;
 
@@ -624,6 +648,10 @@ struct shoal_ctx {
     double agree_sum; /* seconds in agreements that took no checkpoint */
 
     /* statistics */
+    double restore_s;              /* the last restore's time */
+    uint64_t restore_needed_bytes; /* bytes of the regions restored from other ranks' shards */
+    uint64_t restore_local_bytes;  /* of them, read from this rank's own directory */
+    uint64_t restore_recv_bytes;   /* of them, received from other ranks */
     long long checkpoints;
     double block_sum;
     double block_max;
@@ -683,9 +711,10 @@ void agree_note_complete(struct shoal_ctx *c, const struct manifest_entry *e);
 
 /* ---- checkpoint.c: protected regions and the staging buffer (local, no MPI) ---- */
 
-/* Registers count elements of elem_size bytes at ptr as region id (the arguments
- * checked by shoal_protect). */
-int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size);
+/* Registers count elements of elem_size bytes at ptr as region id, laid out as layout
+ * says (the arguments checked by shoal_protect and its kin). */
+int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size,
+                       const struct region_layout *layout);
 int checkpoint_unprotect(struct shoal_ctx *c, int id); /* SHOAL_ERR_NOTFOUND */
 /* Copies the protected regions into the staging buffer as the next epoch's shard;
  * checkpoint_submit then hands it to the writer. */
@@ -729,5 +758,9 @@ int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen);
 /* Region id in the restart shard, or NULL. */
 const struct stored_region *restart_stored(const struct shoal_ctx *c, int id);
 void restart_release(struct shoal_ctx *c);
+
+/* The modules of a restart on another number of ranks: layout.c, transfer.c, resize.c,
+ * pieces.c. */
+#include "resize.h"
 
 #endif /* SHOAL_INTERNAL_H */

@@ -25,10 +25,10 @@ from ._api import (Scalar, checkpoint, finalize, init, library_path, progress, p
                    protect_scalar, recover, region_id, snapshot, status, stored_count,
                    strerror, unprotect, version_number)
 from ._errors import (ERR_ARG, ERR_CORRUPT, ERR_DIR, ERR_IO, ERR_MISMATCH, ERR_MPI,
-                      ERR_NOCKPT, ERR_NOMEM, ERR_NOTFOUND, ERR_SIZE, ERR_STATE, ERR_VERSION,
-                      SUCCESS, CheckpointIOError, CorruptShard, DirectoryError,
-                      InvalidArgument, MPIError, NoCheckpoint, OutOfMemory, RegionNotFound,
-                      ShardMismatch, ShoalError, SizeMismatch, StateError,
+                      ERR_NOCKPT, ERR_NOMEM, ERR_NOTFOUND, ERR_PERRANK, ERR_SIZE, ERR_STATE,
+                      ERR_VERSION, SUCCESS, CheckpointIOError, CorruptShard, DirectoryError,
+                      InvalidArgument, MPIError, NoCheckpoint, OutOfMemory, PerRankRegion,
+                      RegionNotFound, ShardMismatch, ShoalError, SizeMismatch, StateError,
                       UnsupportedVersion)
 from .shard import Region, Shard, ShardError, read_shard, read_shard_file
 
@@ -38,8 +38,9 @@ __all__ = [
     "region_id", "library_path", "Scalar",
     "ShoalError", "InvalidArgument", "StateError", "OutOfMemory", "CheckpointIOError",
     "MPIError", "CorruptShard", "NoCheckpoint", "ShardMismatch", "SizeMismatch",
-    "UnsupportedVersion", "DirectoryError", "RegionNotFound",
+    "UnsupportedVersion", "DirectoryError", "RegionNotFound", "PerRankRegion",
     "SUCCESS", "ERR_ARG", "ERR_STATE", "ERR_NOMEM", "ERR_IO", "ERR_MPI", "ERR_CORRUPT",
     "ERR_NOCKPT", "ERR_MISMATCH", "ERR_SIZE", "ERR_VERSION", "ERR_DIR", "ERR_NOTFOUND",
+    "ERR_PERRANK",
     "Region", "Shard", "ShardError", "read_shard", "read_shard_file",
 ]
