@@ -15,19 +15,24 @@
  * --pace US makes every step last at least US microseconds (see pace.h), so that a demo
  * or a test sees the run last long enough to interrupt it on any machine.
  *
- * --table MB gives each rank a table of MB megabytes that the run reads and never changes,
- * as a solver's mesh or coefficients: protected with the grid, so it is in every
- * checkpoint, and put back by a restart rather than computed again. At the end each rank
- * checks it and rank 0 prints `table: MB MB per rank intact`, or names the ranks whose
- * table differs and heat exits 1.
+ * --table MB gives the job a table of MB megabytes per rank of its first run that the run
+ * reads and never changes, as a solver's mesh or coefficients: one global array, split in
+ * blocks over the ranks, protected with the grid, so it is in every checkpoint, and put
+ * back by a restart rather than computed again; a restart on another number of ranks
+ * gives each rank its block of the same global table (its size from
+ * shoal_stored_count). At the end each rank checks its block and rank 0 prints `table: MB
+ * MB per rank intact`, or names the ranks whose block differs and heat exits 1.
  *
- * Shoal: the step counter and the grid are protected, and shoal_snapshot is called at the
- * start of every step, when no message is in flight. After a restart that first call puts
- * back both, and the loop goes on from the saved step.
+ * Shoal: the step counter is protected as replicated (the same on every rank) and the
+ * grid's interior rows as this rank's block of the global grid, and shoal_snapshot is
+ * called at the start of every step, when no message is in flight. After a restart that
+ * first call puts back both, and the loop goes on from the saved step: on any number of
+ * ranks, each rank's rows taken from the old ranks that held them.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,10 +97,11 @@ static block make_block(int n, int rank, int nranks)
     return b;
 }
 
-/* Entry i of rank's table (--table). */
-static double table_entry(size_t i, int rank)
+/* Entry g of the global table (--table) of per entries per rank of the first run: what
+ * entry g % per of its rank g / per held. */
+static double table_entry(size_t g, size_t per)
 {
-    return (double)(i % 4099) * 0.25 + rank;
+    return (double)((g % per) % 4099) * 0.25 + (double)(g / per);
 }
 
 static double edge_temperature(int global_row, int global_col, int n)
@@ -216,7 +222,7 @@ int main(int argc, char **argv)
         return 2;
     }
     shoal_or_die(shoal_init(MPI_COMM_WORLD), "shoal_init");
-    int restarted = shoal_status() == 1;
+    int restarted = shoal_status() != SHOAL_FRESH;
 
     block b = make_block(opt.size, rank, nranks);
     size_t cells = (size_t)(b.rows + 2) * (b.n + 2);
@@ -225,33 +231,48 @@ int main(int argc, char **argv)
         fprintf(stderr, "heat: out of memory for a %d x %d grid\n", opt.size, opt.size);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    /* On a restart the first shoal_snapshot puts the interior rows back. */
     if (!restarted)
-        init_grid(&b, grid); /* on a restart the first shoal_snapshot puts all of it back */
+        init_grid(&b, grid);
+    else
+        init_frame(&b, grid);
     init_frame(&b, next);
     if (rank == 0)
         printf("heat: %d x %d points, %d steps, %d ranks\n", opt.size, opt.size, opt.steps,
                nranks);
 
-    /* Not filled on a restart: only the checkpoint can put it back. */
-    size_t entries = (size_t)opt.table * (1 << 20) / sizeof(double);
+    /* This rank's block of the global table. Not filled on a restart: only the
+     * checkpoint can put it back. */
+    size_t per = (size_t)opt.table * (1 << 20) / sizeof(double), global = per * (size_t)nranks;
+    if (restarted && per > 0)
+        shoal_or_die(shoal_stored_count(ID_TABLE, &global), "shoal_stored_count");
+    size_t entries = per > 0 ? global / nranks + ((size_t)rank < global % nranks) : 0;
+    size_t first = per > 0 ? rank * (global / nranks) +
+                                 ((size_t)rank < global % nranks ? (size_t)rank : global % nranks)
+                           : 0;
     double *table = calloc(entries > 0 ? entries : 1, sizeof(double));
     if (table == NULL) {
         fprintf(stderr, "heat: out of memory for a table of %d MB\n", opt.table);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     for (size_t i = 0; !restarted && i < entries; i++)
-        table[i] = table_entry(i, rank);
-    if (entries > 0)
-        shoal_or_die(shoal_protect(ID_TABLE, table, entries, MPI_DOUBLE), "shoal_protect");
+        table[i] = table_entry(first + i, per);
+    if (per > 0)
+        shoal_or_die(shoal_protect_block(ID_TABLE, table, entries, MPI_DOUBLE, global, first),
+                     "shoal_protect_block");
 
     int step = 0;
-    shoal_or_die(shoal_protect(ID_STEP, &step, 1, MPI_INT), "shoal_protect");
+    shoal_or_die(shoal_protect_replicated(ID_STEP, &step, 1, MPI_INT), "shoal_protect_replicated");
     double start = MPI_Wtime();
     int report_every = opt.steps >= 10 ? opt.steps / 10 : 1;
     for (; step < opt.steps; step++) {
         double step_start = MPI_Wtime();
-        /* The buffers swap roles every step: point the grid region at the current one. */
-        shoal_or_die(shoal_protect(ID_GRID, grid, cells, MPI_DOUBLE), "shoal_protect");
+        /* The buffers swap roles every step: point the grid region at the current one,
+         * its interior rows, global rows first .. first + rows - 1 of the plate's n. */
+        shoal_or_die(shoal_protect_block(ID_GRID, grid + (b.n + 2), (size_t)b.rows * (b.n + 2),
+                                         MPI_DOUBLE, (uint64_t)b.n * (b.n + 2),
+                                         (uint64_t)(b.first - 1) * (b.n + 2)),
+                     "shoal_protect_block");
         shoal_or_die(shoal_snapshot(), "shoal_snapshot");
         if (restarted && rank == 0)
             printf("heat: resumed at step %d\n", step);
@@ -273,7 +294,7 @@ int main(int argc, char **argv)
     double sum = checksum(&b, grid, rank, nranks);
     int intact = 1;
     for (size_t i = 0; i < entries && intact; i++)
-        intact = table[i] == table_entry(i, rank);
+        intact = table[i] == table_entry(first + i, per);
     int *all_intact = rank == 0 ? malloc(sizeof(int) * nranks) : NULL;
     MPI_Gather(&intact, 1, MPI_INT, all_intact, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int damaged = 0;

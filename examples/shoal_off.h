@@ -16,14 +16,33 @@
 #include <shoal.h>
 #else
 #include <stddef.h>
+#include <stdint.h>
 
 #define SHOAL_SUCCESS 0
+#define SHOAL_FRESH   0
 
 static inline int shoal_init(MPI_Comm comm)
 {
     return (void)comm, SHOAL_SUCCESS;
 }
 static inline int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype type)
+{
+    return (void)id, (void)ptr, (void)count, (void)type, SHOAL_SUCCESS;
+}
+static inline int shoal_protect_block(int id, void *ptr, size_t count, MPI_Datatype type,
+                                      uint64_t global, uint64_t offset)
+{
+    return (void)id, (void)ptr, (void)count, (void)type, (void)global, (void)offset,
+           SHOAL_SUCCESS;
+}
+static inline int shoal_protect_subarray(int id, void *ptr, int ndims, const int sizes[],
+                                         const int subsizes[], const int starts[], int order,
+                                         MPI_Datatype type)
+{
+    return (void)id, (void)ptr, (void)ndims, (void)sizes, (void)subsizes, (void)starts,
+           (void)order, (void)type, SHOAL_SUCCESS;
+}
+static inline int shoal_protect_replicated(int id, void *ptr, size_t count, MPI_Datatype type)
 {
     return (void)id, (void)ptr, (void)count, (void)type, SHOAL_SUCCESS;
 }
@@ -42,6 +61,10 @@ static inline int shoal_recover(void)
 static inline int shoal_stored_count(int id, size_t *count)
 {
     return (void)id, (void)count, SHOAL_SUCCESS;
+}
+static inline int shoal_restart_nranks(int *nranks)
+{
+    return (void)nranks, SHOAL_SUCCESS;
 }
 static inline int shoal_snapshot(void)
 {

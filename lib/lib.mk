@@ -8,6 +8,7 @@
 #   make snapshot-cost $(BUILD)/bench/snapshot-cost-prog (run it with bench/snapshot-cost)
 #   make traffic-cost  $(BUILD)/bench/traffic-cost-prog (run it with bench/traffic-cost)
 #   make writer-cost   $(BUILD)/bench/writer-cost-prog (run it with bench/writer-cost)
+#   make resize-cost   $(BUILD)/bench/resize-cost-prog (run it with bench/resize-cost)
 #
 # Needs Open MPI's mpicc.openmpi (or MPICC) and libxxhash-dev.
 
@@ -24,13 +25,13 @@ LIB_SRCS := $(wildcard lib/src/*.c)
 # pmpi_wrappers.inc, the MPI calls pmpi.c defines, is written from lib/src/pmpi.list by
 # lib/src/pmpi_generate.py and committed, as lib/fortran/shoal.f90 is: building needs no
 # Python, and make test-c checks that the file is current.
-LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/pmpi_wrappers.inc
+LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/resize.h lib/src/pmpi_wrappers.inc
 LIB_OBJS := $(patsubst lib/src/%.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include
 LIB_LDLIBS := -lxxhash -pthread -ldl -lm
 
-.PHONY: lib test-c ckpt-cost snapshot-cost traffic-cost writer-cost
+.PHONY: lib test-c ckpt-cost snapshot-cost traffic-cost writer-cost resize-cost
 
 LIB_OUTPUTS := $(BUILD)/lib/libshoal.so $(BUILD)/lib/libshoal.a $(BUILD)/include/shoal.h \
 	$(BUILD)/lib/pkgconfig/shoal.pc
@@ -112,6 +113,18 @@ $(TEST_DIR)/test_api: lib/tests/test_api.c lib/tests/test_corrupt.c lib/tests/te
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_api.c lib/tests/test_corrupt.c \
 		lib/tests/testutil.c $(LIB_SRCS) $(TEST_COMMON) -lxxhash -lm
 
+$(TEST_DIR)/test_resize: lib/tests/test_resize.c lib/tests/testutil.c lib/tests/testutil.h \
+		$(LIB_SRCS) $(TEST_COMMON) $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_resize.c lib/tests/testutil.c $(LIB_SRCS) \
+		$(TEST_COMMON) -lxxhash -lm
+
+$(TEST_DIR)/test_layout: lib/tests/test_layout.c lib/src/layout.c lib/src/shard.c \
+		$(TEST_COMMON) $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_layout.c lib/src/layout.c lib/src/shard.c \
+		$(TEST_COMMON) -lxxhash
+
 $(TEST_DIR)/test_resume: lib/tests/test_resume.c lib/tests/check.c lib/tests/check.h \
 		$(LIB_OUTPUTS)
 	@mkdir -p $(@D)
@@ -138,8 +151,8 @@ $(TEST_DIR)/test_cxx: lib/tests/test_cxx.cpp $(LIB_OUTPUTS)
 		-L$(BUILD)/lib -lshoal -Wl,-rpath,$(abspath $(BUILD))/lib
 
 test-c: lib $(TEST_DIR)/test_shard $(TEST_DIR)/test_interval $(TEST_DIR)/test_api \
-		$(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx $(TEST_DIR)/test_traffic_file \
-		$(TEST_DIR)/test_traffic $(TEST_DIR)/test_jobdir
+		$(TEST_DIR)/test_resize $(TEST_DIR)/test_layout $(TEST_DIR)/test_resume $(TEST_DIR)/test_cxx $(TEST_DIR)/test_traffic_file \
+		$(TEST_DIR)/test_traffic $(TEST_DIR)/test_jobdir $(BUILD)/examples/heat
 	BUILD=$(BUILD) MPIRUN=$(MPIRUN) lib/tests/run.sh
 
 # ---- benchmark ----
@@ -148,6 +161,7 @@ ckpt-cost: $(BUILD)/bench/ckpt-cost-prog
 snapshot-cost: $(BUILD)/bench/snapshot-cost-prog
 traffic-cost: $(BUILD)/bench/traffic-cost-prog
 writer-cost: $(BUILD)/bench/writer-cost-prog
+resize-cost: $(BUILD)/bench/resize-cost-prog
 
 $(BUILD)/bench/%-prog: bench/%-prog.c bench/stats.h $(LIB_OUTPUTS)
 	@mkdir -p $(@D)

@@ -7,14 +7,16 @@
 ! `checksum:` line for the same size and steps. The grid is stored as g(column, row), which
 ! lays it out in memory as the C program's rows, so its shards hold the same bytes too.
 !
-! Shoal: the step counter and the grid are protected (both declared target, so that the
-! library may keep their addresses), and shoal_snapshot is called at the start of every
-! step. The loop is a do while on the protected counter: a counted do loop fixes its trip
-! count when it starts, and restoring its variable would not resume it.
+! Shoal: the step counter is protected as replicated (the same on every rank) and the
+! grid's interior rows as this rank's block of the global grid (both declared target, so
+! that the library may keep their addresses), and shoal_snapshot is called at the start
+! of every step, so that a checkpoint restores onto any number of ranks. The loop is a do
+! while on the protected counter: a counted do loop fixes its trip count when it starts,
+! and restoring its variable would not resume it.
 program heat
     use mpi
     use shoal
-    use, intrinsic :: iso_c_binding, only: c_int, c_double
+    use, intrinsic :: iso_c_binding, only: c_int, c_double, c_int64_t
     use, intrinsic :: iso_fortran_env, only: error_unit
     implicit none
 
@@ -46,7 +48,7 @@ program heat
         stop 2
     end if
     call shoal_init(MPI_COMM_WORLD)
-    restarted = shoal_status() == 1
+    restarted = shoal_status() /= SHOAL_FRESH
 
     call make_block(size_n, rank, nranks, first, rows)
     up = merge(rank - 1, MPI_PROC_NULL, rank > 0)
@@ -59,14 +61,16 @@ program heat
         size_n, size_n, steps, nranks
 
     step = 0
-    call shoal_protect(ID_STEP, step)
+    call shoal_protect_replicated(ID_STEP, step)
     start = MPI_Wtime()
     report_every = 1
     if (steps >= 10) report_every = steps / 10
     do while (step < steps)
         step_start = MPI_Wtime()
-        ! The buffers swap roles every step: point the grid region at the current one.
-        call shoal_protect(ID_GRID, grid)
+        ! The buffers swap roles every step: point the grid region at the current one, its
+        ! interior rows, global rows first .. first + rows - 1 of the plate's size_n.
+        call shoal_protect_block(ID_GRID, grid(:, 1:rows), int(size_n, c_int64_t) * w, &
+            int(first - 1, c_int64_t) * w)
         call shoal_snapshot()
         if (restarted .and. rank == 0) write (*, '("heat: resumed at step ", i0)') step
         restarted = .false.

@@ -9,10 +9,11 @@ make build sets up:
 
     bin/shoal run -n 4 -- build/venv/bin/python examples/python/heat.py --size 800
 
-Shoal: the step counter and the grid are protected (region ids 1 and 2, as in the C
-program, so the shards are alike), and shoal.snapshot() is called at the start of every
-step. After a restart that first call restores both in place, and the loop goes on from
-the saved step.
+Shoal: the step counter is protected as replicated and the grid's interior rows as this
+rank's block of the global grid (region ids 1 and 2, as in the C program, so the shards
+are alike), and shoal.snapshot() is called at the start of every step. After a restart,
+on any number of ranks, that first call restores both in place, and the loop goes on
+from the saved step.
 """
 
 import argparse
@@ -70,7 +71,7 @@ def main(argv):
             sys.stderr.write("heat.py: --size must be at least the number of ranks\n")
         return 2
     shoal.init(comm)
-    restarted = shoal.status() == 1
+    restarted = shoal.status() != shoal.FRESH
 
     n = opt.size
     first, rows = make_block(n, rank, nranks)
@@ -80,13 +81,14 @@ def main(argv):
     if rank == 0:
         say(f"heat: {n} x {n} points, {opt.steps} steps, {nranks} ranks")
 
-    step = shoal.protect_scalar(ID_STEP, 0, dtype=np.int32)
+    step = shoal.protect_scalar(ID_STEP, 0, dtype=np.int32, replicated=True)
     start = MPI.Wtime()
     report_every = opt.steps // 10 if opt.steps >= 10 else 1
     while step.value < opt.steps:
         step_start = MPI.Wtime()
-        # The buffers swap roles every step: point the grid region at the current one.
-        shoal.protect(ID_GRID, grid)
+        # The buffers swap roles every step: point the grid region at the current one, its
+        # interior rows, global rows first .. first + rows - 1 of the plate's n.
+        shoal.protect_block(ID_GRID, grid[1:rows + 1], n * (n + 2), (first - 1) * (n + 2))
         shoal.snapshot()
         if restarted and rank == 0:
             say(f"heat: resumed at step {step.value}")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 	// b copies rank 0 from a: verified, durable, identical.
 	ref0 := api.ShardRef{Job: "heat", Epoch: 3, Rank: 0}
 	f, err := cb.FetchShard(ctx, ref0, a.APIAddr())
-	if err != nil || !f.Copied || f.Shard != idx.Shards[0] {
+	if err != nil || !f.Copied || !reflect.DeepEqual(f.Shard, idx.Shards[0]) {
 		t.Fatalf("FetchShard to b = %+v, %v; want a copy described as %+v", f, err, idx.Shards[0])
 	}
 	rc, size, err := cb.GetShard(ctx, ref0)
@@ -124,7 +125,7 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 	if err := cb.PutShard(ctx, ref0, bytes.NewReader(bad)); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "wrong shard") && !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("PUT of a bad shard: %v, want ErrBadRequest naming the check", err)
 	}
-	if info, err := b.Shards().Stat(ref0); err != nil || info != idx.Shards[0] {
+	if info, err := b.Shards().Stat(ref0); err != nil || !reflect.DeepEqual(info, idx.Shards[0]) {
 		t.Errorf("b's copy after a bad upload: %+v, %v", info, err)
 	}
 

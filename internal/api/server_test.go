@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -565,7 +566,7 @@ func TestShardRoutes(t *testing.T) {
 
 	idx, err := c.Shards(ctx, "j1")
 	want := ShardInfo{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}
-	if err != nil || idx.Job != "j1" || len(idx.Shards) != 1 || idx.Shards[0] != want || idx.Bad == nil {
+	if err != nil || idx.Job != "j1" || len(idx.Shards) != 1 || !reflect.DeepEqual(idx.Shards[0], want) || idx.Bad == nil {
 		t.Errorf("Shards = %+v, %v", idx, err)
 	}
 	ref := ShardRef{Job: "j1", Epoch: 4, Rank: 2}

@@ -182,9 +182,10 @@ type ShardInfo struct {
 	Size      int64  `json:"size"`       // bytes
 	CreatedNs uint64 `json:"created_ns"` // when the checkpoint was taken, ns since the Unix epoch
 	Checksum  uint64 `json:"checksum"`   // the shard's XXH3-64 (its last 8 bytes): equal copies have equal checksums
-	// PerRank is set when the shard holds a plain per-rank region: its epoch
-	// restores on its own rank count only (docs/shard-format.md).
-	PerRank bool `json:"per_rank,omitempty"`
+	// PerRank lists the ids of the shard's per-rank (plain) regions, which a restart
+	// on another number of ranks cannot restore: an epoch whose shards have none can
+	// be restored onto any count (docs/shard-format.md, "Region kinds").
+	PerRank []int32 `json:"per_rank,omitempty"`
 }
 
 // Ref returns the reference of the shard of job described by i.

@@ -184,7 +184,7 @@ func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 			e := b.entry(s.Epoch)
 			if sh := &e.Shards[s.Rank]; !sh.Written {
 				sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
-				e.PerRank = e.PerRank || s.PerRank
+				e.PerRank = e.PerRank || len(s.PerRank) > 0
 			}
 		}
 	}
@@ -545,7 +545,7 @@ func (b *Book) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
 			sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
 			sh.Holders = addName(sh.Holders, node)
 			e.CreatedNs = max(e.CreatedNs, s.CreatedNs)
-			e.PerRank = e.PerRank || s.PerRank
+			e.PerRank = e.PerRank || len(s.PerRank) > 0
 		}
 	}
 	for r, sh := range e.Shards {

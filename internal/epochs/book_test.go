@@ -690,7 +690,7 @@ func TestEpochBookResized(t *testing.T) {
 	}
 	two := []string{"a", "b"}
 	perRank := si(2, 1, sum(2, 1))
-	perRank.PerRank = true
+	perRank.PerRank = []int32{3}
 	b.Index(map[string][]api.ShardInfo{"a": {si(2, 0, sum(2, 0))}, "b": {perRank, si(2, 3, 99)}}, two)
 	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{2}) {
 		t.Fatalf("complete at 2 ranks = %v, want [2]", got)

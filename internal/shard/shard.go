@@ -1,6 +1,6 @@
-// Package ckpt reads, verifies and stores checkpoint shards and decides which epoch a
-// job restarts from. The shard format is specified in docs/shard-format.md; libshoal
-// writes shards, this package verifies every shard the agent handles.
+// Package shard reads, verifies and encodes checkpoint shards. The shard format is
+// specified in docs/shard-format.md; libshoal writes shards (version 2), this package
+// verifies every shard the agent handles, of version 1 or 2.
 package shard
 
 import (
@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"strings"
 	"unicode/utf8"
@@ -18,14 +19,69 @@ import (
 
 // Format constants from docs/shard-format.md.
 const (
-	Magic       = "SHOALSHD"
-	Version     = 1
+	Magic = "SHOALSHD"
+	// Version is the version libshoal writes; MinVersion the oldest a reader takes
+	// (version 1: every region plain, of bytes, without descriptors).
+	Version     = 2
+	MinVersion  = 1
 	HeaderSize  = 128
 	RegionSize  = 32
 	TrailerSize = 8
 	// MaxJobLen is the longest job id a shard can carry (64-byte field, NUL-terminated).
 	MaxJobLen = 63
+	// MaxDims is the most dimensions a subarray region has.
+	MaxDims = 32
+	// BlockDescSize is the size of a block region's descriptor.
+	BlockDescSize = 16
 )
+
+// Kind says how a region lies across the ranks (docs/shard-format.md, "Region kinds").
+type Kind uint16
+
+const (
+	// KindPlain is one rank's own memory: it can be restored onto that rank only.
+	KindPlain Kind = 0
+	// KindBlock is Count elements at Block.Offset of a 1-D array of Block.Global.
+	KindBlock Kind = 1
+	// KindSubarray is a box of an N-d array, as MPI_Type_create_subarray describes it.
+	KindSubarray Kind = 2
+	// KindReplicated is the same bytes on every rank.
+	KindReplicated Kind = 3
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindPlain:
+		return "plain"
+	case KindBlock:
+		return "block"
+	case KindSubarray:
+		return "subarray"
+	case KindReplicated:
+		return "replicated"
+	}
+	return fmt.Sprintf("kind(%d)", uint16(k))
+}
+
+// Order is a subarray's element order in memory.
+type Order uint32
+
+const (
+	OrderC       Order = 0 // the last dimension varies fastest (MPI_ORDER_C)
+	OrderFortran Order = 1 // the first dimension varies fastest (MPI_ORDER_FORTRAN)
+)
+
+// Block places a KindBlock region in its global array, in elements.
+type Block struct {
+	Global, Offset uint64
+}
+
+// Subarray places a KindSubarray region: the box Starts[d] + [0, Subsizes[d]) of an
+// array of Sizes, all of len 1 to MaxDims.
+type Subarray struct {
+	Order                   Order
+	Sizes, Subsizes, Starts []uint64
+}
 
 // Verification failures, in the order docs/shard-format.md checks them. Callers match
 // them with errors.Is; a *Error adds which shard and why.
@@ -56,16 +112,68 @@ type Region struct {
 	ID       int32
 	ElemSize uint32
 	Count    uint64
-	Data     []byte // ElemSize × Count bytes; aliases the shard buffer when parsed
+	Kind     Kind
+	// Datatype is the code of the region's MPI basic datatype (docs/shard-format.md,
+	// "Datatype codes"); 0 is bytes: a derived or unknown type, and every region of
+	// a version 1 shard.
+	Datatype uint16
+	Block    Block    // KindBlock only
+	Subarray Subarray // KindSubarray only
+	Data     []byte   // ElemSize × Count bytes; aliases the shard buffer when parsed
 }
 
-// Header is the identity of a shard.
+// Header is the identity of a shard, its version, and the id and kind of each of
+// its regions ([Header.Regions]).
 type Header struct {
 	Job       string
 	Epoch     uint64
 	Rank      uint32
 	NRanks    uint32
 	CreatedNs uint64
+	// Version is the format's version: 1 or 2. [Encode] takes 0 for the oldest
+	// version that holds the regions.
+	Version uint32
+	// regions packs each region's id and kind, 6 bytes each, so that a Header stays
+	// a comparable value that callers copy and compare.
+	regions string
+}
+
+// RegionKind is the id and kind of one region of a shard.
+type RegionKind struct {
+	ID   int32
+	Kind Kind
+}
+
+// Regions lists the id and kind of each region, in table order.
+func (h Header) Regions() []RegionKind {
+	out := make([]RegionKind, 0, len(h.regions)/6)
+	for i := 0; i+6 <= len(h.regions); i += 6 {
+		b := []byte(h.regions[i : i+6])
+		out = append(out, RegionKind{ID: int32(binary.LittleEndian.Uint32(b)), Kind: Kind(binary.LittleEndian.Uint16(b[4:]))})
+	}
+	return out
+}
+
+// PerRank lists the ids of the shard's plain (per-rank) regions: those a restart on
+// another number of ranks cannot restore. An epoch whose shards have none can be
+// restored onto any count.
+func (h Header) PerRank() []int32 {
+	var ids []int32
+	for _, r := range h.Regions() {
+		if r.Kind == KindPlain {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+func packRegions(regions []Region) string {
+	b := make([]byte, 0, 6*len(regions))
+	for _, r := range regions {
+		b = binary.LittleEndian.AppendUint32(b, uint32(r.ID))
+		b = binary.LittleEndian.AppendUint16(b, uint16(r.Kind))
+	}
+	return string(b)
 }
 
 // Shard is a verified, parsed shard.
@@ -184,8 +292,8 @@ func (v *Verifier) body(b []byte) {
 		if len(v.head) == HeaderSize && v.headWant == HeaderSize && checkVersion(v.head) == nil {
 			// A table larger than a known size holds is not kept: parseLayout
 			// refuses its count from the header alone.
-			table := int64(binary.LittleEndian.Uint32(v.head[32:])) * RegionSize
-			if v.size < 0 || table <= v.size-HeaderSize-TrailerSize {
+			table, ok := tableSize(v.head)
+			if ok && (v.size < 0 || table <= uint64(v.size-HeaderSize-TrailerSize)) && table <= maxHeld {
 				v.headWant += int(table)
 			}
 		}
@@ -249,12 +357,12 @@ func readHead(r io.Reader, size int64) ([]byte, error) {
 	if err := checkVersion(head); err != nil {
 		return nil, err
 	}
-	// The region table joins the header in memory. A count too large for the
-	// size is parseLayout's to refuse, once the checksum is known: until then
-	// those bytes are hashed like the payload.
+	// The region table and the descriptors join the header in memory. A count too
+	// large for the size is parseLayout's to refuse, once the checksum is known:
+	// until then those bytes are hashed like the payload.
 	body := uint64(size) - TrailerSize
-	table := uint64(binary.LittleEndian.Uint32(head[32:])) * RegionSize
-	if table > body-HeaderSize {
+	table, ok := tableSize(head)
+	if !ok || table > body-HeaderSize {
 		table = 0
 	}
 	head = append(head, make([]byte, table)...)
@@ -262,6 +370,24 @@ func readHead(r io.Reader, size int64) ([]byte, error) {
 		return nil, err
 	}
 	return head, nil
+}
+
+// maxHeld bounds what a Verifier of a shard of unknown size holds of a table: a
+// corrupt header cannot have it hold more.
+const maxHeld = 1 << 30
+
+// tableSize is the size of the region table and the descriptor area that follow the
+// header b (its version checked); ok is false when it overflows.
+func tableSize(b []byte) (uint64, bool) {
+	table := uint64(binary.LittleEndian.Uint32(b[32:])) * RegionSize
+	desc := binary.LittleEndian.Uint64(b[120:])
+	if binary.LittleEndian.Uint32(b[8:]) == 1 {
+		desc = 0 // reserved in version 1: parseLayout refuses it unless 0
+	}
+	if desc > math.MaxUint64-table {
+		return 0, false
+	}
+	return table + desc, true
 }
 
 // readFull fills b from r, a shard of size bytes; an early end is [ErrTruncated].
@@ -282,7 +408,7 @@ func checkVersion(b []byte) error {
 	if string(b[:8]) != Magic {
 		return ErrBadMagic
 	}
-	if v, hs := le.Uint32(b[8:]), le.Uint32(b[12:]); v != Version || hs != HeaderSize {
+	if v, hs := le.Uint32(b[8:]), le.Uint32(b[12:]); v < MinVersion || v > Version || hs != HeaderSize {
 		return fmt.Errorf("%w: version %d, header size %d", ErrVersion, v, hs)
 	}
 	return nil
@@ -292,19 +418,22 @@ func checksumError(want, got uint64) error {
 	return fmt.Errorf("%w: stored %#016x, computed %#016x", ErrChecksum, want, got)
 }
 
-// parseLayout checks the header and the region table of a shard of size bytes
-// whose checksum is verified, and returns it. b holds the header and, if the
-// size leaves room for it, the whole region table. With the whole
-// shard in data, the regions alias it; with data nil, they carry no Data.
+// parseLayout checks the header, the region table and the descriptors of a shard
+// of size bytes whose checksum is verified, and returns it. b holds the header and,
+// if the size leaves room for them, the whole region table and descriptor area.
+// With the whole shard in data, the regions alias it; with data nil, they carry no
+// Data.
 func parseLayout(b []byte, size uint64, data []byte, checksum uint64) (*Shard, error) {
 	le := binary.LittleEndian
 	s := &Shard{Checksum: checksum}
+	s.Version = le.Uint32(b[8:])
 	s.Epoch = le.Uint64(b[16:])
 	s.Rank = le.Uint32(b[24:])
 	s.NRanks = le.Uint32(b[28:])
 	nregions := uint64(le.Uint32(b[32:]))
 	payload := le.Uint64(b[40:])
 	s.CreatedNs = le.Uint64(b[112:])
+	desc := le.Uint64(b[120:])
 	job := b[48:112]
 	end := bytes.IndexByte(job, 0)
 	switch {
@@ -318,44 +447,150 @@ func parseLayout(b []byte, size uint64, data []byte, checksum uint64) (*Shard, e
 		return nil, fmt.Errorf("%w: job id %q is not UTF-8", ErrBadHeader, job[:end])
 	case bytes.IndexFunc(job[end:], func(r rune) bool { return r != 0 }) >= 0:
 		return nil, fmt.Errorf("%w: job id padding holds bytes other than NUL", ErrBadHeader)
-	case le.Uint32(b[36:]) != 0 || le.Uint64(b[120:]) != 0:
+	case le.Uint32(b[36:]) != 0 || (s.Version == 1 && desc != 0):
 		return nil, fmt.Errorf("%w: reserved field not zero", ErrBadHeader)
 	}
 	s.Job = string(job[:end])
-	// Compare sizes without overflow: both terms are bounded by size first.
+	// Compare sizes without overflow: each term is bounded by what is left first.
 	rest := size - HeaderSize - TrailerSize
-	if nregions > rest/RegionSize || payload != rest-nregions*RegionSize {
-		return nil, fmt.Errorf("%w: %d regions and %d payload bytes do not fit a %d-byte file",
-			ErrBadHeader, nregions, payload, size)
+	if nregions > rest/RegionSize || desc > rest-nregions*RegionSize || payload != rest-nregions*RegionSize-desc {
+		return nil, fmt.Errorf("%w: %d regions, %d descriptor bytes and %d payload bytes do not fit a %d-byte file",
+			ErrBadHeader, nregions, desc, payload, size)
 	}
-	off := uint64(HeaderSize + nregions*RegionSize)
-	var sum uint64
+	if uint64(len(b)) < HeaderSize+nregions*RegionSize+desc {
+		// Only a Verifier of a size not known in advance, whose header claims more
+		// of a table than it holds (maxHeld), gets here.
+		return nil, fmt.Errorf("%w: a region table and descriptors of %d bytes", ErrBadHeader, nregions*RegionSize+desc)
+	}
+	descs := b[HeaderSize+nregions*RegionSize : HeaderSize+nregions*RegionSize+desc]
+	off := uint64(HeaderSize + nregions*RegionSize + desc)
+	var sum, used uint64
 	for i := uint64(0); i < nregions; i++ {
 		e := b[HeaderSize+i*RegionSize:]
 		r := Region{ID: int32(le.Uint32(e)), ElemSize: le.Uint32(e[4:]), Count: le.Uint64(e[8:])}
 		n := le.Uint64(e[16:])
+		r.Kind, r.Datatype = Kind(le.Uint16(e[24:])), le.Uint16(e[26:])
+		dlen := uint64(le.Uint32(e[28:]))
 		switch {
 		case r.ElemSize == 0:
 			return nil, fmt.Errorf("%w: region %d has element size 0", ErrRegionTable, r.ID)
 		case !productIs(r.ElemSize, r.Count, n):
 			return nil, fmt.Errorf("%w: region %d: %d bytes is not %d × %d", ErrRegionTable, r.ID, n, r.ElemSize, r.Count)
-		case le.Uint64(e[24:]) != 0:
+		case s.Version == 1 && le.Uint64(e[24:]) != 0:
 			return nil, fmt.Errorf("%w: region %d: reserved field not zero", ErrRegionTable, r.ID)
 		case i > 0 && r.ID <= s.Regions[i-1].ID:
 			return nil, fmt.Errorf("%w: region ids not strictly increasing at %d", ErrRegionTable, r.ID)
 		case n > payload-sum:
 			return nil, fmt.Errorf("%w: regions exceed the %d payload bytes", ErrRegionTable, payload)
+		case dlen > desc-used:
+			return nil, fmt.Errorf("%w: region %d: its descriptor runs past the %d bytes of descriptors", ErrRegionTable, r.ID, desc)
+		}
+		if err := r.parseDesc(descs[used : used+dlen]); err != nil {
+			return nil, fmt.Errorf("%w: region %d: %v", ErrRegionTable, r.ID, err)
 		}
 		if data != nil {
 			r.Data = data[off+sum : off+sum+n]
 		}
 		sum += n
+		used += dlen
 		s.Regions = append(s.Regions, r)
 	}
 	if sum != payload {
 		return nil, fmt.Errorf("%w: regions add up to %d bytes, header says %d", ErrRegionTable, sum, payload)
 	}
+	if used != desc {
+		return nil, fmt.Errorf("%w: descriptors add up to %d bytes, header says %d", ErrRegionTable, used, desc)
+	}
+	s.regions = packRegions(s.Regions)
 	return s, nil
+}
+
+// parseDesc reads the region's descriptor d and checks it against its kind and
+// count (docs/shard-format.md, "bad region table").
+func (r *Region) parseDesc(d []byte) error {
+	le := binary.LittleEndian
+	switch r.Kind {
+	case KindPlain, KindReplicated:
+		if len(d) != 0 {
+			return fmt.Errorf("a %s region with a descriptor of %d bytes", r.Kind, len(d))
+		}
+	case KindBlock:
+		if len(d) != BlockDescSize {
+			return fmt.Errorf("a block descriptor of %d bytes", len(d))
+		}
+		r.Block = Block{Global: le.Uint64(d), Offset: le.Uint64(d[8:])}
+		if r.Block.Offset > r.Block.Global || r.Count > r.Block.Global-r.Block.Offset {
+			return fmt.Errorf("elements %d + %d beyond the %d of its array", r.Block.Offset, r.Count, r.Block.Global)
+		}
+	case KindSubarray:
+		if len(d) < 8 {
+			return fmt.Errorf("a subarray descriptor of %d bytes", len(d))
+		}
+		ndims, order := le.Uint32(d), Order(le.Uint32(d[4:]))
+		if ndims < 1 || ndims > MaxDims || uint64(len(d)) != subarrayDescSize(int(ndims)) {
+			return fmt.Errorf("a subarray of %d dimensions in a descriptor of %d bytes", ndims, len(d))
+		}
+		if order != OrderC && order != OrderFortran {
+			return fmt.Errorf("subarray order %d", order)
+		}
+		sa := Subarray{Order: order, Sizes: make([]uint64, ndims), Subsizes: make([]uint64, ndims), Starts: make([]uint64, ndims)}
+		for k := range ndims {
+			sa.Sizes[k] = le.Uint64(d[8+8*k:])
+			sa.Subsizes[k] = le.Uint64(d[8+8*(ndims+k):])
+			sa.Starts[k] = le.Uint64(d[8+8*(2*ndims+k):])
+		}
+		if err := sa.check(r.Count); err != nil {
+			return err
+		}
+		r.Subarray = sa
+	default:
+		return fmt.Errorf("unknown kind %d", uint16(r.Kind))
+	}
+	return nil
+}
+
+func subarrayDescSize(ndims int) uint64 { return 8 + 24*uint64(ndims) }
+
+// check says whether sa is a box of its array that holds count elements.
+func (sa Subarray) check(count uint64) error {
+	n := len(sa.Sizes)
+	if n < 1 || n > MaxDims || len(sa.Subsizes) != n || len(sa.Starts) != n {
+		return fmt.Errorf("a subarray of %d, %d and %d dimensions", n, len(sa.Subsizes), len(sa.Starts))
+	}
+	global, local := uint64(1), uint64(1)
+	for k := range n {
+		size, sub, start := sa.Sizes[k], sa.Subsizes[k], sa.Starts[k]
+		if size == 0 || start > size || sub > size-start {
+			return fmt.Errorf("dimension %d: %d + %d beyond its size %d", k, start, sub, size)
+		}
+		var hi uint64
+		if hi, global = bits.Mul64(global, size); hi != 0 {
+			return fmt.Errorf("an array of more than 2^64 elements")
+		}
+		local *= sub // at most global
+	}
+	if local != count {
+		return fmt.Errorf("a box of %d elements, count %d", local, count)
+	}
+	return nil
+}
+
+func (r Region) descBytes() []byte {
+	le := binary.LittleEndian
+	switch r.Kind {
+	case KindBlock:
+		return le.AppendUint64(le.AppendUint64(nil, r.Block.Global), r.Block.Offset)
+	case KindSubarray:
+		sa := r.Subarray
+		b := le.AppendUint32(le.AppendUint32(nil, uint32(len(sa.Sizes))), uint32(sa.Order))
+		for _, list := range [][]uint64{sa.Sizes, sa.Subsizes, sa.Starts} {
+			for _, v := range list {
+				b = le.AppendUint64(b, v)
+			}
+		}
+		return b
+	}
+	return nil
 }
 
 // Check verifies that s is the shard the caller expected.
@@ -368,13 +603,27 @@ func (h Header) Check(want Header) error {
 }
 
 // Encode returns the shard bytes for h and regions, which must be sorted by ID with
-// unique IDs. libshoal is the production writer; Encode serves tools and tests.
+// unique IDs, each with a descriptor that fits its kind and count. h.Version 0 writes
+// the oldest version that holds the regions: 1 when they are all plain, of bytes.
+// libshoal is the production writer; Encode serves tools and tests.
 func Encode(h Header, regions []Region) ([]byte, error) {
 	if len(h.Job) == 0 || len(h.Job) > MaxJobLen {
 		return nil, fmt.Errorf("%w: job id %q must be 1 to %d bytes", ErrBadHeader, h.Job, MaxJobLen)
 	}
+	version := h.Version
+	if version == 0 {
+		version = 1
+		for _, r := range regions {
+			if r.Kind != KindPlain || r.Datatype != 0 {
+				version = 2
+			}
+		}
+	}
+	if version < MinVersion || version > Version {
+		return nil, fmt.Errorf("%w: version %d", ErrVersion, version)
+	}
 	le := binary.LittleEndian
-	var payload uint64
+	var payload, desc uint64
 	for i, r := range regions {
 		if i > 0 && r.ID <= regions[i-1].ID {
 			return nil, fmt.Errorf("%w: region ids not strictly increasing at %d", ErrRegionTable, r.ID)
@@ -382,12 +631,20 @@ func Encode(h Header, regions []Region) ([]byte, error) {
 		if r.ElemSize == 0 || uint64(len(r.Data)) != uint64(r.ElemSize)*r.Count {
 			return nil, fmt.Errorf("%w: region %d: %d bytes is not %d × %d", ErrRegionTable, r.ID, len(r.Data), r.ElemSize, r.Count)
 		}
+		if version == 1 && (r.Kind != KindPlain || r.Datatype != 0) {
+			return nil, fmt.Errorf("%w: region %d: version 1 holds plain regions of bytes only", ErrRegionTable, r.ID)
+		}
+		check := r
+		if err := check.parseDesc(r.descBytes()); err != nil {
+			return nil, fmt.Errorf("%w: region %d: %v", ErrRegionTable, r.ID, err)
+		}
 		payload += uint64(len(r.Data))
+		desc += uint64(len(r.descBytes()))
 	}
-	size := HeaderSize + RegionSize*len(regions) + int(payload) + TrailerSize
+	size := HeaderSize + RegionSize*len(regions) + int(desc) + int(payload) + TrailerSize
 	b := make([]byte, HeaderSize, size)
 	copy(b, Magic)
-	le.PutUint32(b[8:], Version)
+	le.PutUint32(b[8:], version)
 	le.PutUint32(b[12:], HeaderSize)
 	le.PutUint64(b[16:], h.Epoch)
 	le.PutUint32(b[24:], h.Rank)
@@ -396,13 +653,20 @@ func Encode(h Header, regions []Region) ([]byte, error) {
 	le.PutUint64(b[40:], payload)
 	copy(b[48:112], h.Job)
 	le.PutUint64(b[112:], h.CreatedNs)
+	le.PutUint64(b[120:], desc)
 	for _, r := range regions {
 		var e [RegionSize]byte
 		le.PutUint32(e[0:], uint32(r.ID))
 		le.PutUint32(e[4:], r.ElemSize)
 		le.PutUint64(e[8:], r.Count)
 		le.PutUint64(e[16:], uint64(len(r.Data)))
+		le.PutUint16(e[24:], uint16(r.Kind))
+		le.PutUint16(e[26:], r.Datatype)
+		le.PutUint32(e[28:], uint32(len(r.descBytes())))
 		b = append(b, e[:]...)
+	}
+	for _, r := range regions {
+		b = append(b, r.descBytes()...)
 	}
 	for _, r := range regions {
 		b = append(b, r.Data...)

@@ -226,7 +226,7 @@ func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h shard.He
 			e.err = &shard.Error{Path: path, Err: err}
 		} else {
 			e.info = api.ShardInfo{Epoch: h.Epoch, Rank: int(h.Rank), NRanks: int(h.NRanks),
-				Size: fi.Size(), CreatedNs: h.CreatedNs, Checksum: sum}
+				Size: fi.Size(), CreatedNs: h.CreatedNs, Checksum: sum, PerRank: h.PerRank()}
 			e.blocks = blocks
 		}
 	}

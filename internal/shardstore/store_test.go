@@ -94,8 +94,8 @@ func TestIndex(t *testing.T) {
 			continue
 		}
 		want := api.ShardInfo{Epoch: r.Epoch, Rank: r.Rank, NRanks: 2, Size: int64(len(b)), CreatedNs: 1000 * r.Epoch,
-			Checksum: ckptChecksum(b)}
-		if si != want {
+			Checksum: ckptChecksum(b), PerRank: []int32{0}}
+		if !reflect.DeepEqual(si, want) {
 			t.Errorf("shard %s: %+v, want %+v", r, si, want)
 		}
 		gotGood = append(gotGood, r.String())
@@ -247,6 +247,49 @@ func TestIndexTakesWritersSums(t *testing.T) {
 			idx, _ := s.Index("heat")
 			if listed := len(idx.Shards) == 1; listed == damage {
 				t.Errorf("%s, damaged %v: index %+v, want the shard verified whole", name, damage, idx)
+			}
+		}
+	}
+}
+
+// The index says which regions of a shard are per-rank, whether the shard was
+// verified whole or taken from its writer's sums (which reads its table alone):
+// an epoch whose shards list none can be restored on another number of ranks.
+func TestIndexPerRank(t *testing.T) {
+	data := make([]byte, 16)
+	tests := []struct {
+		name    string
+		regions []shard.Region
+		want    []int32
+	}{
+		{"version 1, all plain", []shard.Region{{ID: 1, ElemSize: 4, Count: 1, Data: data[:4]}, {ID: 2, ElemSize: 8, Count: 1, Data: data[:8]}}, []int32{1, 2}},
+		{"distributed and replicated", []shard.Region{
+			{ID: 1, ElemSize: 4, Count: 1, Kind: shard.KindReplicated, Datatype: 7, Data: data[:4]},
+			{ID: 2, ElemSize: 8, Count: 2, Kind: shard.KindBlock, Datatype: 14, Block: shard.Block{Global: 8, Offset: 2}, Data: data},
+		}, nil},
+		{"one plain among them", []shard.Region{
+			{ID: -4, ElemSize: 1, Count: 3, Kind: shard.KindPlain, Datatype: 4, Data: data[:3]},
+			{ID: 2, ElemSize: 8, Count: 2, Kind: shard.KindSubarray, Datatype: 14,
+				Subarray: shard.Subarray{Order: shard.OrderC, Sizes: []uint64{4, 4}, Subsizes: []uint64{1, 2}, Starts: []uint64{3, 0}}, Data: data},
+		}, []int32{-4}},
+	}
+	for _, tt := range tests {
+		for _, sums := range []bool{false, true} {
+			s := New(t.TempDir())
+			b, err := shard.Encode(shard.Header{Job: "heat", Epoch: 1, NRanks: 1, CreatedNs: 1}, tt.regions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := place(t, s, ref(1, 0), b)
+			if sums {
+				writeSums(t, path, b)
+			}
+			idx, err := s.Index("heat")
+			if err != nil || len(idx.Shards) != 1 {
+				t.Fatalf("%s: index %+v, %v", tt.name, idx, err)
+			}
+			if got := idx.Shards[0].PerRank; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("%s (sums file %v): PerRank = %v, want %v", tt.name, sums, got, tt.want)
 			}
 		}
 	}

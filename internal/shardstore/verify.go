@@ -67,9 +67,10 @@ func writersSums(t userdir.Tree, path string, f *os.File, fi os.FileInfo) (h sha
 	return h, sum, sums.Blocks, true
 }
 
-// readHeadAndSum reads the header (ckpt.ReadHeader: its checks and the region
-// table's) and the trailing checksum of the shard file f of size bytes, without
-// the rest of it. A header that fails its checks wraps a ckpt sentinel.
+// readHeadAndSum reads the header (shard.ReadHeader: its checks, and the region
+// table's and descriptors', which give the regions' kinds) and the trailing checksum
+// of the shard file f of size bytes, without the rest of it. A header that fails its
+// checks wraps a shard sentinel.
 func readHeadAndSum(f *os.File, size int64) (shard.Header, uint64, error) {
 	h, err := shard.ReadHeader(io.NewSectionReader(f, 0, size), size)
 	if err != nil {

@@ -72,5 +72,5 @@ $(BUILD)/lib/tests/test_fortran: lib/tests/test_fortran.f90 $(FORTRAN_OUTPUTS)
 	$(MPIFC) $(FFLAGS) -Wall -I$(BUILD)/include -o $@ $< \
 		-L$(BUILD)/lib -lshoalf -lshoal -Wl,-rpath,$(abspath $(BUILD))/lib
 
-test-fortran: $(BUILD)/lib/tests/test_fortran
+test-fortran: $(BUILD)/lib/tests/test_fortran $(BUILD)/examples/fortran/heat
 	BUILD=$(BUILD) MPIRUN=$(MPIRUN) lib/fortran/test.sh

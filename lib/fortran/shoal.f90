@@ -32,10 +32,16 @@ module shoal
     integer, parameter, public :: SHOAL_ERR_VERSION = -10
     integer, parameter, public :: SHOAL_ERR_DIR = -11
     integer, parameter, public :: SHOAL_ERR_NOTFOUND = -12
+    integer, parameter, public :: SHOAL_ERR_PERRANK = -13
+    integer, parameter, public :: SHOAL_FRESH = 0
+    integer, parameter, public :: SHOAL_RESTARTED = 1
+    integer, parameter, public :: SHOAL_RESIZED = 2
 
-    public :: shoal_init, shoal_protect, shoal_unprotect, shoal_status, shoal_recover, &
-        shoal_stored_count, shoal_snapshot, shoal_checkpoint, shoal_progress, &
-        shoal_finalize, shoal_strerror, shoal_version_number
+    public :: shoal_init, shoal_protect, shoal_protect_block, shoal_protect_subarray, &
+        shoal_protect_replicated, shoal_unprotect, shoal_status, shoal_recover, &
+        shoal_stored_count, shoal_restart_nranks, shoal_old_bytes, shoal_read_old, &
+        shoal_snapshot, shoal_checkpoint, shoal_progress, shoal_finalize, shoal_strerror, &
+        shoal_version_number
 
     interface shoal_init
         module procedure shoal_init_integer
@@ -56,18 +62,116 @@ module shoal
             shoal_protect_l_2, shoal_protect_l_3
     end interface shoal_protect
 
+    interface shoal_protect_block
+        module procedure shoal_protect_block_r4_1, shoal_protect_block_r4_2, &
+            shoal_protect_block_r4_3
+        module procedure shoal_protect_block_r8_1, shoal_protect_block_r8_2, &
+            shoal_protect_block_r8_3
+        module procedure shoal_protect_block_i4_1, shoal_protect_block_i4_2, &
+            shoal_protect_block_i4_3
+        module procedure shoal_protect_block_i8_1, shoal_protect_block_i8_2, &
+            shoal_protect_block_i8_3
+        module procedure shoal_protect_block_c8_1, shoal_protect_block_c8_2, &
+            shoal_protect_block_c8_3
+        module procedure shoal_protect_block_l_1, shoal_protect_block_l_2, &
+            shoal_protect_block_l_3
+    end interface shoal_protect_block
+
+    interface shoal_protect_subarray
+        module procedure shoal_protect_subarray_r4_1, shoal_protect_subarray_r4_2, &
+            shoal_protect_subarray_r4_3
+        module procedure shoal_protect_subarray_r8_1, shoal_protect_subarray_r8_2, &
+            shoal_protect_subarray_r8_3
+        module procedure shoal_protect_subarray_i4_1, shoal_protect_subarray_i4_2, &
+            shoal_protect_subarray_i4_3
+        module procedure shoal_protect_subarray_i8_1, shoal_protect_subarray_i8_2, &
+            shoal_protect_subarray_i8_3
+        module procedure shoal_protect_subarray_c8_1, shoal_protect_subarray_c8_2, &
+            shoal_protect_subarray_c8_3
+        module procedure shoal_protect_subarray_l_1, shoal_protect_subarray_l_2, &
+            shoal_protect_subarray_l_3
+    end interface shoal_protect_subarray
+
+    interface shoal_protect_replicated
+        module procedure shoal_protect_replicated_r4_0, shoal_protect_replicated_r4_1, &
+            shoal_protect_replicated_r4_2, shoal_protect_replicated_r4_3
+        module procedure shoal_protect_replicated_r8_0, shoal_protect_replicated_r8_1, &
+            shoal_protect_replicated_r8_2, shoal_protect_replicated_r8_3
+        module procedure shoal_protect_replicated_i4_0, shoal_protect_replicated_i4_1, &
+            shoal_protect_replicated_i4_2, shoal_protect_replicated_i4_3
+        module procedure shoal_protect_replicated_i8_0, shoal_protect_replicated_i8_1, &
+            shoal_protect_replicated_i8_2, shoal_protect_replicated_i8_3
+        module procedure shoal_protect_replicated_c8_0, shoal_protect_replicated_c8_1, &
+            shoal_protect_replicated_c8_2, shoal_protect_replicated_c8_3
+        module procedure shoal_protect_replicated_l_0, shoal_protect_replicated_l_1, &
+            shoal_protect_replicated_l_2, shoal_protect_replicated_l_3
+    end interface shoal_protect_replicated
+
+    interface shoal_read_old
+        module procedure shoal_read_old_r4_0, shoal_read_old_r4_1, &
+            shoal_read_old_r4_2, shoal_read_old_r4_3
+        module procedure shoal_read_old_r8_0, shoal_read_old_r8_1, &
+            shoal_read_old_r8_2, shoal_read_old_r8_3
+        module procedure shoal_read_old_i4_0, shoal_read_old_i4_1, &
+            shoal_read_old_i4_2, shoal_read_old_i4_3
+        module procedure shoal_read_old_i8_0, shoal_read_old_i8_1, &
+            shoal_read_old_i8_2, shoal_read_old_i8_3
+        module procedure shoal_read_old_c8_0, shoal_read_old_c8_1, &
+            shoal_read_old_c8_2, shoal_read_old_c8_3
+        module procedure shoal_read_old_l_0, shoal_read_old_l_1, &
+            shoal_read_old_l_2, shoal_read_old_l_3
+    end interface shoal_read_old
+
     interface
         integer(c_int) function c_init(comm) bind(c, name="shoal_f_init")
             import :: c_int
             integer(c_int), value :: comm
         end function c_init
-        integer(c_int) function c_protect(id, ptr, count, elem_size) &
+        integer(c_int) function c_protect(id, ptr, count, elem_size, ftype) &
                 bind(c, name="shoal_f_protect")
             import :: c_int, c_ptr, c_size_t
-            integer(c_int), value :: id, elem_size
+            integer(c_int), value :: id, elem_size, ftype
             type(c_ptr), value :: ptr
             integer(c_size_t), value :: count
         end function c_protect
+        integer(c_int) function c_protect_block(id, ptr, count, elem_size, ftype, global, &
+                offset) bind(c, name="shoal_f_protect_block")
+            import :: c_int, c_ptr, c_size_t, c_int64_t
+            integer(c_int), value :: id, elem_size, ftype
+            type(c_ptr), value :: ptr
+            integer(c_size_t), value :: count
+            integer(c_int64_t), value :: global, offset
+        end function c_protect_block
+        integer(c_int) function c_protect_subarray(id, ptr, ndims, sizes, subsizes, starts, &
+                elem_size, ftype) bind(c, name="shoal_f_protect_subarray")
+            import :: c_int, c_ptr
+            integer(c_int), value :: id, ndims, elem_size, ftype
+            type(c_ptr), value :: ptr
+            integer(c_int), intent(in) :: sizes(*), subsizes(*), starts(*)
+        end function c_protect_subarray
+        integer(c_int) function c_protect_replicated(id, ptr, count, elem_size, ftype) &
+                bind(c, name="shoal_f_protect_replicated")
+            import :: c_int, c_ptr, c_size_t
+            integer(c_int), value :: id, elem_size, ftype
+            type(c_ptr), value :: ptr
+            integer(c_size_t), value :: count
+        end function c_protect_replicated
+        integer(c_int) function c_restart_nranks(nranks) bind(c, name="shoal_restart_nranks")
+            import :: c_int
+            integer(c_int), intent(out) :: nranks
+        end function c_restart_nranks
+        integer(c_int) function c_old_bytes(old_rank, id, bytes) bind(c, name="shoal_old_bytes")
+            import :: c_int, c_size_t
+            integer(c_int), value :: old_rank, id
+            integer(c_size_t), intent(out) :: bytes
+        end function c_old_bytes
+        integer(c_int) function c_read_old(old_rank, id, offset, buf, len) &
+                bind(c, name="shoal_read_old")
+            import :: c_int, c_size_t, c_ptr
+            integer(c_int), value :: old_rank, id
+            integer(c_size_t), value :: offset, len
+            type(c_ptr), value :: buf
+        end function c_read_old
         integer(c_int) function c_unprotect(id) bind(c, name="shoal_unprotect")
             import :: c_int
             integer(c_int), value :: id
@@ -132,27 +236,87 @@ contains
         call finish(c_init(int(comm, c_int)), ierr, "shoal_init")
     end subroutine shoal_init_integer
 
-    subroutine protect(id, ptr, count, bits, contiguous, ierr)
-        integer, intent(in) :: id, bits
+    ! The library copies the bytes at one address: an array section with strides has
+    ! none that covers it. Such a section gives SHOAL_ERR_ARG, as call says.
+    logical function refused(contiguous, ierr, call)
+        logical, intent(in) :: contiguous
+        integer, intent(out), optional :: ierr
+        character(len=*), intent(in) :: call
+        refused = .not. contiguous
+        if (refused) call finish(int(SHOAL_ERR_ARG, c_int), ierr, call // " (array not contiguous)")
+    end function refused
+
+    subroutine protect(id, ptr, count, bits, ftype, contiguous, ierr)
+        integer, intent(in) :: id, bits, ftype
         type(c_ptr), intent(in) :: ptr
         integer(c_size_t), intent(in) :: count
         logical, intent(in) :: contiguous
         integer, intent(out), optional :: ierr
-        if (.not. contiguous) then
-            ! The library copies the bytes at one address: an array section with strides
-            ! has none that covers it.
-            call finish(int(SHOAL_ERR_ARG, c_int), ierr, "shoal_protect (array not contiguous)")
+        if (refused(contiguous, ierr, "shoal_protect")) return
+        call finish(c_protect(int(id, c_int), ptr, count, int(bits / 8, c_int), &
+            int(ftype, c_int)), ierr, "shoal_protect")
+    end subroutine protect
+
+    subroutine protect_block(id, ptr, count, bits, ftype, contiguous, global, offset, ierr)
+        integer, intent(in) :: id, bits, ftype
+        type(c_ptr), intent(in) :: ptr
+        integer(c_size_t), intent(in) :: count
+        logical, intent(in) :: contiguous
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        if (refused(contiguous, ierr, "shoal_protect_block")) return
+        call finish(c_protect_block(int(id, c_int), ptr, count, int(bits / 8, c_int), &
+            int(ftype, c_int), global, offset), ierr, "shoal_protect_block")
+    end subroutine protect_block
+
+    ! x's shape is the box (its subsizes), in Fortran order; starts are 0-based, as
+    ! MPI_Type_create_subarray's are in Fortran too.
+    subroutine protect_subarray(id, ptr, box, bits, ftype, contiguous, sizes, starts, ierr)
+        integer, intent(in) :: id, box(:), bits, ftype, sizes(:), starts(:)
+        type(c_ptr), intent(in) :: ptr
+        logical, intent(in) :: contiguous
+        integer, intent(out), optional :: ierr
+        if (refused(contiguous, ierr, "shoal_protect_subarray")) return
+        if (size(sizes) /= size(box) .or. size(starts) /= size(box)) then
+            call finish(int(SHOAL_ERR_ARG, c_int), ierr, &
+                "shoal_protect_subarray (sizes and starts need one value per dimension of x)")
             return
         end if
-        call finish(c_protect(int(id, c_int), ptr, count, int(bits / 8, c_int)), ierr, &
-            "shoal_protect")
-    end subroutine protect
+        call finish(c_protect_subarray(int(id, c_int), ptr, int(size(box), c_int), &
+            int(sizes, c_int), int(box, c_int), int(starts, c_int), int(bits / 8, c_int), &
+            int(ftype, c_int)), ierr, "shoal_protect_subarray")
+    end subroutine protect_subarray
+
+    subroutine protect_replicated(id, ptr, count, bits, ftype, contiguous, ierr)
+        integer, intent(in) :: id, bits, ftype
+        type(c_ptr), intent(in) :: ptr
+        integer(c_size_t), intent(in) :: count
+        logical, intent(in) :: contiguous
+        integer, intent(out), optional :: ierr
+        if (refused(contiguous, ierr, "shoal_protect_replicated")) return
+        call finish(c_protect_replicated(int(id, c_int), ptr, count, int(bits / 8, c_int), &
+            int(ftype, c_int)), ierr, "shoal_protect_replicated")
+    end subroutine protect_replicated
+
+    subroutine read_old(old_rank, id, offset, ptr, count, bits, contiguous, ierr)
+        integer, intent(in) :: old_rank, id, bits
+        integer(c_int64_t), intent(in) :: offset
+        type(c_ptr), intent(in) :: ptr
+        integer(c_size_t), intent(in) :: count
+        logical, intent(in) :: contiguous
+        integer, intent(out), optional :: ierr
+        if (refused(contiguous, ierr, "shoal_read_old")) return
+        call finish(c_read_old(int(old_rank, c_int), int(id, c_int), int(offset, c_size_t), &
+            ptr, count * int(bits / 8, c_size_t)), ierr, "shoal_read_old")
+    end subroutine read_old
 
     subroutine shoal_protect_r4_0(id, x, ierr)
         integer, intent(in) :: id
         real(c_float), intent(inout), target :: x
         integer, intent(out), optional :: ierr
-        call protect(id, c_loc(x), 1_c_size_t, storage_size(x), .true., ierr)
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect(id, p, 1_c_size_t, storage_size(x), 1, .true., ierr)
     end subroutine shoal_protect_r4_0
 
     subroutine shoal_protect_r4_1(id, x, ierr)
@@ -162,7 +326,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), ierr)
     end subroutine shoal_protect_r4_1
 
     subroutine shoal_protect_r4_2(id, x, ierr)
@@ -172,7 +336,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), ierr)
     end subroutine shoal_protect_r4_2
 
     subroutine shoal_protect_r4_3(id, x, ierr)
@@ -182,14 +346,175 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), ierr)
     end subroutine shoal_protect_r4_3
+
+    subroutine shoal_protect_block_r4_1(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        real(c_float), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_r4_1
+
+    subroutine shoal_protect_subarray_r4_1(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        real(c_float), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 1, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_r4_1
+
+    subroutine shoal_protect_block_r4_2(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        real(c_float), intent(inout), target :: x(:, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_r4_2
+
+    subroutine shoal_protect_subarray_r4_2(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        real(c_float), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 1, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_r4_2
+
+    subroutine shoal_protect_block_r4_3(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        real(c_float), intent(inout), target :: x(:, :, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_r4_3
+
+    subroutine shoal_protect_subarray_r4_3(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        real(c_float), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 1, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_r4_3
+
+    subroutine shoal_protect_replicated_r4_0(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_float), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 1, &
+            .true., ierr)
+    end subroutine shoal_protect_replicated_r4_0
+
+    subroutine shoal_read_old_r4_0(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_float), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
+            .true., ierr)
+    end subroutine shoal_read_old_r4_0
+
+    subroutine shoal_protect_replicated_r4_1(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_float), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 1, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_r4_1
+
+    subroutine shoal_read_old_r4_1(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_float), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_r4_1
+
+    subroutine shoal_protect_replicated_r4_2(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_float), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 1, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_r4_2
+
+    subroutine shoal_read_old_r4_2(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_float), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_r4_2
+
+    subroutine shoal_protect_replicated_r4_3(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_float), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 1, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_r4_3
+
+    subroutine shoal_read_old_r4_3(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_float), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_r4_3
 
     subroutine shoal_protect_r8_0(id, x, ierr)
         integer, intent(in) :: id
         real(c_double), intent(inout), target :: x
         integer, intent(out), optional :: ierr
-        call protect(id, c_loc(x), 1_c_size_t, storage_size(x), .true., ierr)
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect(id, p, 1_c_size_t, storage_size(x), 2, .true., ierr)
     end subroutine shoal_protect_r8_0
 
     subroutine shoal_protect_r8_1(id, x, ierr)
@@ -199,7 +524,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), ierr)
     end subroutine shoal_protect_r8_1
 
     subroutine shoal_protect_r8_2(id, x, ierr)
@@ -209,7 +534,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), ierr)
     end subroutine shoal_protect_r8_2
 
     subroutine shoal_protect_r8_3(id, x, ierr)
@@ -219,14 +544,175 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), ierr)
     end subroutine shoal_protect_r8_3
+
+    subroutine shoal_protect_block_r8_1(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        real(c_double), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_r8_1
+
+    subroutine shoal_protect_subarray_r8_1(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        real(c_double), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 2, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_r8_1
+
+    subroutine shoal_protect_block_r8_2(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        real(c_double), intent(inout), target :: x(:, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_r8_2
+
+    subroutine shoal_protect_subarray_r8_2(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        real(c_double), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 2, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_r8_2
+
+    subroutine shoal_protect_block_r8_3(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        real(c_double), intent(inout), target :: x(:, :, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_r8_3
+
+    subroutine shoal_protect_subarray_r8_3(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        real(c_double), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 2, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_r8_3
+
+    subroutine shoal_protect_replicated_r8_0(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_double), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 2, &
+            .true., ierr)
+    end subroutine shoal_protect_replicated_r8_0
+
+    subroutine shoal_read_old_r8_0(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_double), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
+            .true., ierr)
+    end subroutine shoal_read_old_r8_0
+
+    subroutine shoal_protect_replicated_r8_1(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_double), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 2, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_r8_1
+
+    subroutine shoal_read_old_r8_1(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_double), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_r8_1
+
+    subroutine shoal_protect_replicated_r8_2(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_double), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 2, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_r8_2
+
+    subroutine shoal_read_old_r8_2(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_double), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_r8_2
+
+    subroutine shoal_protect_replicated_r8_3(id, x, ierr)
+        integer, intent(in) :: id
+        real(c_double), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 2, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_r8_3
+
+    subroutine shoal_read_old_r8_3(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        real(c_double), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_r8_3
 
     subroutine shoal_protect_i4_0(id, x, ierr)
         integer, intent(in) :: id
         integer(c_int32_t), intent(inout), target :: x
         integer, intent(out), optional :: ierr
-        call protect(id, c_loc(x), 1_c_size_t, storage_size(x), .true., ierr)
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect(id, p, 1_c_size_t, storage_size(x), 3, .true., ierr)
     end subroutine shoal_protect_i4_0
 
     subroutine shoal_protect_i4_1(id, x, ierr)
@@ -236,7 +722,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), ierr)
     end subroutine shoal_protect_i4_1
 
     subroutine shoal_protect_i4_2(id, x, ierr)
@@ -246,7 +732,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), ierr)
     end subroutine shoal_protect_i4_2
 
     subroutine shoal_protect_i4_3(id, x, ierr)
@@ -256,14 +742,175 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), ierr)
     end subroutine shoal_protect_i4_3
+
+    subroutine shoal_protect_block_i4_1(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        integer(c_int32_t), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_i4_1
+
+    subroutine shoal_protect_subarray_i4_1(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        integer(c_int32_t), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 3, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_i4_1
+
+    subroutine shoal_protect_block_i4_2(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        integer(c_int32_t), intent(inout), target :: x(:, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_i4_2
+
+    subroutine shoal_protect_subarray_i4_2(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        integer(c_int32_t), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 3, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_i4_2
+
+    subroutine shoal_protect_block_i4_3(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        integer(c_int32_t), intent(inout), target :: x(:, :, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_i4_3
+
+    subroutine shoal_protect_subarray_i4_3(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        integer(c_int32_t), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 3, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_i4_3
+
+    subroutine shoal_protect_replicated_i4_0(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int32_t), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 3, &
+            .true., ierr)
+    end subroutine shoal_protect_replicated_i4_0
+
+    subroutine shoal_read_old_i4_0(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int32_t), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
+            .true., ierr)
+    end subroutine shoal_read_old_i4_0
+
+    subroutine shoal_protect_replicated_i4_1(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int32_t), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 3, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_i4_1
+
+    subroutine shoal_read_old_i4_1(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int32_t), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_i4_1
+
+    subroutine shoal_protect_replicated_i4_2(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int32_t), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 3, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_i4_2
+
+    subroutine shoal_read_old_i4_2(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int32_t), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_i4_2
+
+    subroutine shoal_protect_replicated_i4_3(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int32_t), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 3, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_i4_3
+
+    subroutine shoal_read_old_i4_3(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int32_t), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_i4_3
 
     subroutine shoal_protect_i8_0(id, x, ierr)
         integer, intent(in) :: id
         integer(c_int64_t), intent(inout), target :: x
         integer, intent(out), optional :: ierr
-        call protect(id, c_loc(x), 1_c_size_t, storage_size(x), .true., ierr)
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect(id, p, 1_c_size_t, storage_size(x), 4, .true., ierr)
     end subroutine shoal_protect_i8_0
 
     subroutine shoal_protect_i8_1(id, x, ierr)
@@ -273,7 +920,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), ierr)
     end subroutine shoal_protect_i8_1
 
     subroutine shoal_protect_i8_2(id, x, ierr)
@@ -283,7 +930,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), ierr)
     end subroutine shoal_protect_i8_2
 
     subroutine shoal_protect_i8_3(id, x, ierr)
@@ -293,14 +940,175 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), ierr)
     end subroutine shoal_protect_i8_3
+
+    subroutine shoal_protect_block_i8_1(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        integer(c_int64_t), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_i8_1
+
+    subroutine shoal_protect_subarray_i8_1(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        integer(c_int64_t), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 4, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_i8_1
+
+    subroutine shoal_protect_block_i8_2(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        integer(c_int64_t), intent(inout), target :: x(:, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_i8_2
+
+    subroutine shoal_protect_subarray_i8_2(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        integer(c_int64_t), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 4, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_i8_2
+
+    subroutine shoal_protect_block_i8_3(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        integer(c_int64_t), intent(inout), target :: x(:, :, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_i8_3
+
+    subroutine shoal_protect_subarray_i8_3(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        integer(c_int64_t), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 4, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_i8_3
+
+    subroutine shoal_protect_replicated_i8_0(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int64_t), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 4, &
+            .true., ierr)
+    end subroutine shoal_protect_replicated_i8_0
+
+    subroutine shoal_read_old_i8_0(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int64_t), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
+            .true., ierr)
+    end subroutine shoal_read_old_i8_0
+
+    subroutine shoal_protect_replicated_i8_1(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int64_t), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 4, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_i8_1
+
+    subroutine shoal_read_old_i8_1(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int64_t), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_i8_1
+
+    subroutine shoal_protect_replicated_i8_2(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int64_t), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 4, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_i8_2
+
+    subroutine shoal_read_old_i8_2(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int64_t), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_i8_2
+
+    subroutine shoal_protect_replicated_i8_3(id, x, ierr)
+        integer, intent(in) :: id
+        integer(c_int64_t), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 4, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_i8_3
+
+    subroutine shoal_read_old_i8_3(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        integer(c_int64_t), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_i8_3
 
     subroutine shoal_protect_c8_0(id, x, ierr)
         integer, intent(in) :: id
         complex(c_double_complex), intent(inout), target :: x
         integer, intent(out), optional :: ierr
-        call protect(id, c_loc(x), 1_c_size_t, storage_size(x), .true., ierr)
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect(id, p, 1_c_size_t, storage_size(x), 5, .true., ierr)
     end subroutine shoal_protect_c8_0
 
     subroutine shoal_protect_c8_1(id, x, ierr)
@@ -310,7 +1118,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), ierr)
     end subroutine shoal_protect_c8_1
 
     subroutine shoal_protect_c8_2(id, x, ierr)
@@ -320,7 +1128,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), ierr)
     end subroutine shoal_protect_c8_2
 
     subroutine shoal_protect_c8_3(id, x, ierr)
@@ -330,14 +1138,175 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), ierr)
     end subroutine shoal_protect_c8_3
+
+    subroutine shoal_protect_block_c8_1(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        complex(c_double_complex), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_c8_1
+
+    subroutine shoal_protect_subarray_c8_1(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        complex(c_double_complex), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 5, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_c8_1
+
+    subroutine shoal_protect_block_c8_2(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        complex(c_double_complex), intent(inout), target :: x(:, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_c8_2
+
+    subroutine shoal_protect_subarray_c8_2(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        complex(c_double_complex), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 5, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_c8_2
+
+    subroutine shoal_protect_block_c8_3(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        complex(c_double_complex), intent(inout), target :: x(:, :, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_c8_3
+
+    subroutine shoal_protect_subarray_c8_3(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        complex(c_double_complex), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 5, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_c8_3
+
+    subroutine shoal_protect_replicated_c8_0(id, x, ierr)
+        integer, intent(in) :: id
+        complex(c_double_complex), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 5, &
+            .true., ierr)
+    end subroutine shoal_protect_replicated_c8_0
+
+    subroutine shoal_read_old_c8_0(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        complex(c_double_complex), intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
+            .true., ierr)
+    end subroutine shoal_read_old_c8_0
+
+    subroutine shoal_protect_replicated_c8_1(id, x, ierr)
+        integer, intent(in) :: id
+        complex(c_double_complex), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 5, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_c8_1
+
+    subroutine shoal_read_old_c8_1(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        complex(c_double_complex), intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_c8_1
+
+    subroutine shoal_protect_replicated_c8_2(id, x, ierr)
+        integer, intent(in) :: id
+        complex(c_double_complex), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 5, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_c8_2
+
+    subroutine shoal_read_old_c8_2(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        complex(c_double_complex), intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_c8_2
+
+    subroutine shoal_protect_replicated_c8_3(id, x, ierr)
+        integer, intent(in) :: id
+        complex(c_double_complex), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 5, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_c8_3
+
+    subroutine shoal_read_old_c8_3(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        complex(c_double_complex), intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_c8_3
 
     subroutine shoal_protect_l_0(id, x, ierr)
         integer, intent(in) :: id
         logical, intent(inout), target :: x
         integer, intent(out), optional :: ierr
-        call protect(id, c_loc(x), 1_c_size_t, storage_size(x), .true., ierr)
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect(id, p, 1_c_size_t, storage_size(x), 6, .true., ierr)
     end subroutine shoal_protect_l_0
 
     subroutine shoal_protect_l_1(id, x, ierr)
@@ -347,7 +1316,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), ierr)
     end subroutine shoal_protect_l_1
 
     subroutine shoal_protect_l_2(id, x, ierr)
@@ -357,7 +1326,7 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), ierr)
     end subroutine shoal_protect_l_2
 
     subroutine shoal_protect_l_3(id, x, ierr)
@@ -367,8 +1336,167 @@ contains
         type(c_ptr) :: p
         p = c_null_ptr
         if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), is_contiguous(x), ierr)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), ierr)
     end subroutine shoal_protect_l_3
+
+    subroutine shoal_protect_block_l_1(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        logical, intent(inout), target :: x(:)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_l_1
+
+    subroutine shoal_protect_subarray_l_1(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        logical, intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 6, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_l_1
+
+    subroutine shoal_protect_block_l_2(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        logical, intent(inout), target :: x(:, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_l_2
+
+    subroutine shoal_protect_subarray_l_2(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        logical, intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 6, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_l_2
+
+    subroutine shoal_protect_block_l_3(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+        logical, intent(inout), target :: x(:, :, :)
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), &
+            global, offset, ierr)
+    end subroutine shoal_protect_block_l_3
+
+    subroutine shoal_protect_subarray_l_3(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+        logical, intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_subarray(id, p, shape(x), storage_size(x), 6, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_l_3
+
+    subroutine shoal_protect_replicated_l_0(id, x, ierr)
+        integer, intent(in) :: id
+        logical, intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 6, &
+            .true., ierr)
+    end subroutine shoal_protect_replicated_l_0
+
+    subroutine shoal_read_old_l_0(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        logical, intent(inout), target :: x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_loc(x)
+        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
+            .true., ierr)
+    end subroutine shoal_read_old_l_0
+
+    subroutine shoal_protect_replicated_l_1(id, x, ierr)
+        integer, intent(in) :: id
+        logical, intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 6, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_l_1
+
+    subroutine shoal_read_old_l_1(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        logical, intent(inout), target :: x(:)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_l_1
+
+    subroutine shoal_protect_replicated_l_2(id, x, ierr)
+        integer, intent(in) :: id
+        logical, intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 6, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_l_2
+
+    subroutine shoal_read_old_l_2(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        logical, intent(inout), target :: x(:, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_l_2
+
+    subroutine shoal_protect_replicated_l_3(id, x, ierr)
+        integer, intent(in) :: id
+        logical, intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 6, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_l_3
+
+    subroutine shoal_read_old_l_3(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+        logical, intent(inout), target :: x(:, :, :)
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+        p = c_null_ptr
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_l_3
 
     ! Local. Forgets region id.
     subroutine shoal_unprotect(id, ierr)
@@ -377,10 +1505,34 @@ contains
         call finish(c_unprotect(int(id, c_int)), ierr, "shoal_unprotect")
     end subroutine shoal_unprotect
 
-    ! 0: fresh start; 1: restarted from a checkpoint.
+    ! SHOAL_FRESH, SHOAL_RESTARTED, or SHOAL_RESIZED (restarted from a checkpoint of
+    ! another number of ranks).
     integer function shoal_status()
         shoal_status = int(c_status())
     end function shoal_status
+
+    ! Local. The number of ranks that wrote the restart checkpoint.
+    subroutine shoal_restart_nranks(nranks, ierr)
+        integer, intent(out) :: nranks
+        integer, intent(out), optional :: ierr
+        integer(c_int) :: n
+        n = 0
+        call finish(c_restart_nranks(n), ierr, "shoal_restart_nranks")
+        nranks = int(n)
+    end subroutine shoal_restart_nranks
+
+    ! Local. The bytes of region id in the restart checkpoint's shard of old rank
+    ! old_rank (ranks from 0, as MPI's).
+    subroutine shoal_old_bytes(old_rank, id, bytes, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(out) :: bytes
+        integer, intent(out), optional :: ierr
+        integer(c_size_t) :: n
+        n = 0
+        call finish(c_old_bytes(int(old_rank, c_int), int(id, c_int), n), ierr, &
+            "shoal_old_bytes")
+        bytes = int(n, c_int64_t)
+    end subroutine shoal_old_bytes
 
     ! Collective. Restores every protected region from the restart checkpoint.
     subroutine shoal_recover(ierr)

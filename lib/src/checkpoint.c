@@ -25,15 +25,24 @@ static int region_index(struct shoal_ctx *c, int id, int *insert_at)
     return (lo < c->nregions && c->regions[lo].id == id) ? lo : -1;
 }
 
+static uint64_t protected_desc_bytes(const struct shoal_ctx *c)
+{
+    uint64_t desc = 0;
+    for (int i = 0; i < c->nregions; i++)
+        desc += shard_desc_size(&c->regions[i].layout);
+    return desc;
+}
+
 static uint64_t protected_file_size(struct shoal_ctx *c)
 {
     uint64_t payload = 0;
     for (int i = 0; i < c->nregions; i++)
         payload += (uint64_t)c->regions[i].count * (uint64_t)c->regions[i].elem_size;
-    return shard_file_size((uint64_t)c->nregions, payload);
+    return shard_image_size((uint64_t)c->nregions, protected_desc_bytes(c), payload);
 }
 
-int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size)
+int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size,
+                       const struct region_layout *layout)
 {
     int at, i = region_index(c, id, &at);
     if (i < 0) {
@@ -50,7 +59,11 @@ int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int
         c->nregions++;
         i = at;
     }
-    c->regions[i] = (struct region){id, ptr, count, elem_size};
+    c->regions[i].id = id;
+    c->regions[i].ptr = ptr;
+    c->regions[i].count = count;
+    c->regions[i].elem_size = elem_size;
+    c->regions[i].layout = *layout;
 
     /* Grow the staging buffer now if the writer lets us, so that the next checkpoint
      * only copies, with room to shift the image (stage_shift); otherwise the
@@ -171,6 +184,9 @@ int stage_reserve(struct shoal_ctx *c, size_t size, int may_wait)
     if (!may_wait && c->restart.data != NULL &&
         (c->restart.mapped || size <= c->restart.size + STAGE_SLACK))
         return SHOAL_SUCCESS;
+    /* Nor before a restore from other ranks' shards: the writer faults it in after. */
+    if (!may_wait && c->status == SHOAL_RESIZED && !c->recovered)
+        return SHOAL_SUCCESS;
     if (!may_wait && writer_is_busy(&c->writer))
         return SHOAL_SUCCESS;
     stage_wait(c);
@@ -221,7 +237,8 @@ void stage_prefault(struct shoal_ctx *c)
  * 0 when the buffer has no room to shift. */
 static size_t stage_shift(const struct shoal_ctx *c, size_t size)
 {
-    size_t off = SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * (size_t)c->nregions;
+    size_t off = SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * (size_t)c->nregions +
+                 (size_t)protected_desc_bytes(c);
     size_t best = 0, at = 0;
     const void *src = NULL;
     for (int i = 0; i < c->nregions; i++) {
@@ -265,22 +282,31 @@ int checkpoint_copy(struct shoal_ctx *c)
      * re-protected as soon as this returns, and the table is a few bytes. */
     struct shard_header h;
     memset(&h, 0, sizeof h);
+    h.version = SHARD_VERSION;
     h.epoch = (uint64_t)epoch;
     h.rank = (uint32_t)c->rank;
     h.nranks = (uint32_t)c->nranks;
     h.nregions = (uint32_t)c->nregions;
-    h.payload_bytes = size - shard_file_size((uint64_t)c->nregions, 0);
+    h.desc_bytes = protected_desc_bytes(c);
+    h.payload_bytes = size - shard_image_size((uint64_t)c->nregions, h.desc_bytes, 0);
     h.created_ns = shoal_wall_ns();
     memcpy(h.job, c->cfg.job, sizeof c->cfg.job);
     size_t shift = stage_shift(c, (size_t)size);
     unsigned char *image = c->stage + shift;
     shard_put_header(image, &h);
-    size_t off = SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * (size_t)c->nregions;
+    size_t desc = (size_t)shard_desc_offset(&h), off = (size_t)shard_payload_offset(&h);
     for (int i = 0; i < c->nregions; i++) {
         const struct region *r = &c->regions[i];
-        struct shard_entry e = {r->id, (uint32_t)r->elem_size, r->count,
-                                (uint64_t)r->count * (uint64_t)r->elem_size};
+        struct shard_entry e = {r->id,
+                                (uint32_t)r->elem_size,
+                                r->count,
+                                (uint64_t)r->count * (uint64_t)r->elem_size,
+                                r->layout.kind,
+                                r->layout.dtype,
+                                shard_desc_size(&r->layout)};
         shard_put_entry(image, (uint32_t)i, &e);
+        shard_put_desc(image + desc, &r->layout);
+        desc += e.desc_bytes;
         if (e.bytes > 0)
             memcpy(image + off, r->ptr, (size_t)e.bytes);
         off += (size_t)e.bytes;

@@ -14,6 +14,9 @@
 #define DEFAULT_DIR        "./shoal-ckpt"
 #define DEFAULT_INTERVAL_S 30.0
 #define DEFAULT_HOLD_S     120.0
+/* Bytes a rank sends, and receives, per round of a restore on another rank count: the
+ * memory such a restore takes beyond the state (twice this). */
+#define DEFAULT_RESTORE_CHUNK ((uint64_t)32 << 20)
 /* A job nothing is known about fails once an hour: erring short costs checkpoints,
  * which are cheap, erring long costs lost work. */
 #define DEFAULT_MTBF_S 3600.0
@@ -22,7 +25,7 @@ const char *const config_env_vars[] = {
     "SHOAL_DIR",        "SHOAL_JOB",          "SHOAL_CKPT_INTERVAL", "SHOAL_MTBF",
     "SHOAL_EPOCH_BASE", "SHOAL_HOLD_TIMEOUT", "SHOAL_KEEP_EPOCHS",   "SHOAL_RESTART_EPOCH",
     "SHOAL_SPARE",      "SHOAL_STAGE_WAIT",   "SHOAL_STATS",         "SHOAL_TRAFFIC",
-    NULL};
+    "SHOAL_RESTART_NRANKS", "SHOAL_ELASTIC",  "SHOAL_RESTORE_CHUNK", NULL};
 
 static const char *env(const char *name)
 {
@@ -160,6 +163,30 @@ static int parse_int(const char *s, long long min, long long max, long long *out
     return 0;
 }
 
+/* "65536", "512K", "64M", "1G" (powers of 1024) within [4 KiB, 1 GiB]: 0 or -1. */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || s[0] == '-')
+        return -1;
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30, end++;
+    if (*end != 0 || v > (1ULL << 30) >> shift)
+        return -1;
+    v <<= shift;
+    if (v < 4096)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
 {
     const char *v;
@@ -259,6 +286,37 @@ int config_from_env(struct shoal_config *c, char *msg, size_t msglen)
         snprintf(msg, msglen,
                  "invalid SHOAL_STAGE_WAIT \"%.80s\": want seconds (600, 0.5) or a duration "
                  "(500ms, 30s, 10m)",
+                 v);
+        return SHOAL_ERR_ARG;
+    }
+
+    v = env("SHOAL_RESTART_NRANKS");
+    if (v != NULL) {
+        long long n;
+        if (parse_int(v, 1, SHARD_RANK_MAX + 1, &n) != 0) {
+            snprintf(msg, msglen, "invalid SHOAL_RESTART_NRANKS \"%.80s\": want 1 to %d", v,
+                     SHARD_RANK_MAX + 1);
+            return SHOAL_ERR_ARG;
+        }
+        if (c->restart_epoch < 0) {
+            snprintf(msg, msglen,
+                     "SHOAL_RESTART_NRANKS=%lld without SHOAL_RESTART_EPOCH: it says how many "
+                     "ranks wrote that epoch",
+                     n);
+            return SHOAL_ERR_ARG;
+        }
+        c->restart_nranks = (int)n;
+    }
+
+    if (env_flag("SHOAL_ELASTIC", 0, &c->elastic, msg, msglen) != 0)
+        return SHOAL_ERR_ARG;
+
+    c->restore_chunk = DEFAULT_RESTORE_CHUNK;
+    v = env("SHOAL_RESTORE_CHUNK");
+    if (v != NULL && parse_bytes(v, &c->restore_chunk) != 0) {
+        snprintf(msg, msglen,
+                 "invalid SHOAL_RESTORE_CHUNK \"%.80s\": want bytes from 4096 to 1G (65536, "
+                 "512K, 64M)",
                  v);
         return SHOAL_ERR_ARG;
     }

@@ -18,10 +18,11 @@
 #define PATH_MAX 4096
 #endif
 
-/* ---- shard.c: the on-disk shard format v1 (docs/shard-format.md), no I/O ---- */
+/* ---- shard.c: the on-disk shard format v2, and v1 read (docs/shard-format.md), no I/O ---- */
 
 #define SHARD_MAGIC         "SHOALSHD"
-#define SHARD_VERSION       1
+#define SHARD_VERSION       2 /* the version written */
+#define SHARD_VERSION_MIN   1 /* the oldest read: its regions are all plain, of bytes */
 #define SHARD_HEADER_SIZE   128
 #define SHARD_ENTRY_SIZE    32
 /* room kept beyond a shard image in the staging buffer to shift it within a page
@@ -34,6 +35,30 @@
 /* Paths hold the epoch in 8 digits and the rank in 6. */
 #define SHARD_EPOCH_MAX 99999999LL
 #define SHARD_RANK_MAX  999999
+/* The descriptors of distributed regions (version 2). */
+#define SHARD_MAX_DIMS           32
+#define SHARD_BLOCK_DESC_SIZE    16
+#define SHARD_SUBARRAY_DESC_SIZE(ndims) (8 + 24 * (uint64_t)(ndims))
+
+/* What a region is, as its table entry says (docs/shard-format.md, "Region kinds"). */
+enum region_kind {
+    REGION_PLAIN = 0,      /* one rank's own memory: restored onto the same rank only */
+    REGION_BLOCK = 1,      /* count elements at offset of a 1-D array of global */
+    REGION_SUBARRAY = 2,   /* an N-d box of a global array, MPI_Type_create_subarray's */
+    REGION_REPLICATED = 3, /* the same bytes on every rank */
+    REGION_NKINDS
+};
+enum { LAYOUT_ORDER_C = 0, LAYOUT_ORDER_FORTRAN = 1 };
+
+/* Where a region sits in the global array: its kind, its datatype's code
+ * (layout_datatype_code) and, for distributed kinds, its descriptor. */
+struct region_layout {
+    uint16_t kind;
+    uint16_t dtype;
+    uint64_t global, offset; /* REGION_BLOCK, in elements */
+    uint32_t ndims, order;   /* REGION_SUBARRAY: the box starts[d] + [0, subsizes[d]) */
+    uint64_t sizes[SHARD_MAX_DIMS], subsizes[SHARD_MAX_DIMS], starts[SHARD_MAX_DIMS];
+};
 
 /* What a reader concludes about a shard. The names of the format's checks are the
  * ones of docs/shard-format.md ("checksum mismatch"...), shared with the Go and Python
@@ -54,10 +79,12 @@ enum shard_verdict {
 };
 
 struct shard_header {
+    uint32_t version; /* written as given: SHARD_VERSION, or 1 */
     uint64_t epoch;
     uint32_t rank;
     uint32_t nranks;
     uint32_t nregions;
+    uint64_t desc_bytes; /* the descriptor area after the table (0 in version 1) */
     uint64_t payload_bytes;
     char job[SHARD_JOB_FIELD];
     uint64_t created_ns;
@@ -68,14 +95,31 @@ struct shard_entry {
     uint32_t elem_size;
     uint64_t count;
     uint64_t bytes;
+    uint16_t kind;       /* enum region_kind; 0 in version 1 */
+    uint16_t dtype;      /* the datatype's code; 0 (bytes) in version 1 */
+    uint32_t desc_bytes; /* its descriptor's size in the descriptor area */
 };
 
 const char *shard_verdict_name(int verdict);
 int shard_verdict_code(int verdict);
-/* Total file size for a table of nregions and payload_bytes of data; 0 on overflow. */
+/* Total file size for a table of nregions and payload_bytes of data, without
+ * descriptors (shard_image_size with none); 0 on overflow. */
 uint64_t shard_file_size(uint64_t nregions, uint64_t payload_bytes);
+/* Total file size with desc_bytes of descriptors; 0 on overflow. */
+uint64_t shard_image_size(uint64_t nregions, uint64_t desc_bytes, uint64_t payload_bytes);
+/* Where the descriptor area and the payload of a shard of h start. */
+uint64_t shard_desc_offset(const struct shard_header *h);
+uint64_t shard_payload_offset(const struct shard_header *h);
 void shard_put_header(unsigned char *file, const struct shard_header *h);
 void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_entry *e);
+/* The descriptor of a layout: its size (0 for plain and replicated regions), and its
+ * bytes written at p. */
+uint32_t shard_desc_size(const struct region_layout *l);
+void shard_put_desc(unsigned char *p, const struct region_layout *l);
+/* Reads the len-byte descriptor at p of a region of kind, dtype and count into l, and
+ * checks it against them (docs/shard-format.md, "bad region table"): 0, or -1. */
+int shard_get_desc(const unsigned char *p, uint64_t len, uint16_t kind, uint16_t dtype,
+                   uint64_t count, struct region_layout *l);
 /* Writes the trailing checksum of a file of size bytes whose other bytes are final. */
 void shard_seal(unsigned char *file, size_t size);
 /* shard_seal a piece at a time, as the file is written out: the pieces fed must cover
@@ -117,8 +161,13 @@ void shard_put_sums(unsigned char *out, const unsigned char *file, size_t size, 
                     const uint64_t *sums, const struct shard_sums_key *key);
 /* Runs every check of the format, in the documented order; fills h when SHARD_OK. */
 int shard_verify(const unsigned char *file, size_t size, struct shard_header *h);
-/* Entry index of a verified shard. */
+/* Entry index of a verified shard (or of its first shard_payload_offset bytes). */
 void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_entry *e);
+/* The layout of entry index of a verified shard of h (its descriptor read). */
+void shard_get_layout(const unsigned char *file, const struct shard_header *h, uint32_t index,
+                      struct region_layout *l);
+/* The header of a verified shard's first SHARD_HEADER_SIZE bytes. */
+void shard_get_header(const unsigned char *file, struct shard_header *h);
 int shard_check_identity(const struct shard_header *h, const char *job, uint64_t epoch,
                          uint32_t rank, uint32_t nranks);
 uint64_t shard_get_u64(const unsigned char *p);
@@ -264,6 +313,20 @@ struct shard_image {
  * (MADV_POPULATE_READ); an access to them can still raise SIGBUS if the file is cut
  * short later, so copies out of it go through mem_guarded. */
 int store_load_shard(const char *path, struct shard_image *img, struct shard_header *h);
+/* Which file a path named: it is the same file, unchanged, while all four agree. */
+struct store_file_id {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns;
+};
+/* store_load_shard, also saying which file it read (id may be NULL). */
+int store_load_shard_id(const char *path, struct shard_image *img, struct shard_header *h,
+                        struct store_file_id *id);
+/* Opens the shard at path for reading, locked shared as store_load_shard locks it, if it
+ * is still the file want names: its descriptor, or -1 with errno (ESTALE: another file
+ * or a changed one). */
+int store_open_shard(const char *path, const struct store_file_id *want);
+/* Reads len bytes at off of fd: 0, or errno (EIO: the file ends before). */
+int store_pread(int fd, void *buf, size_t len, uint64_t off);
 void shard_image_free(struct shard_image *img);
 
 /* ---- manifest.c: the list of complete epochs ---- */
@@ -321,6 +384,9 @@ struct shoal_config {
     int keep_epochs;         /* 1: never remove epochs (the runner removes them) */
     int spare;               /* 1: a pruned shard is kept for the next to write over */
     int traffic;             /* 0: no traffic counting (SHOAL_TRAFFIC=0) */
+    int restart_nranks;      /* ranks that wrote restart_epoch; 0: not set (this run's) */
+    int elastic;             /* 1: the rank count may change (SHOAL_ELASTIC=1) */
+    uint64_t restore_chunk;  /* bytes a rank moves per round of a restore on another count */
 };
 
 /* Fills c; on error returns SHOAL_ERR_ARG and a one-line message in msg. */
@@ -500,6 +566,7 @@ struct region {
     void *ptr;
     size_t count;
     int elem_size;
+    struct region_layout layout; /* its kind, datatype and place in the global array */
 };
 
 struct stored_region {
@@ -507,9 +574,12 @@ struct stored_region {
     uint32_t elem_size;
     uint64_t count;
     uint64_t offset; /* of its bytes in the shard file */
+    struct region_layout layout;
 };
 
 #define CREATED_RING 64
+
+struct resize;
 
 struct shoal_ctx {
     MPI_Comm comm;
@@ -522,7 +592,7 @@ struct shoal_ctx {
     char request_taken_path[PATH_MAX]; /* where rank 0 moves a request to read it */
     char progress_path[PATH_MAX];
 
-    /* restart: status 1 when restart_epoch > 0 */
+    /* restart: status SHOAL_RESTARTED or SHOAL_RESIZED when restart_epoch > 0 */
     int status;
     int recovered;
     long long restart_epoch;
@@ -531,6 +601,9 @@ struct shoal_ctx {
                                     other arguments (standalone) */
     struct run_binding binding;  /* this run's (rank 0) */
     struct shard_image restart; /* the verified shard, until recovered */
+    struct store_file_id restart_id; /* its file */
+    int old_nranks;              /* the rank count that wrote the restart epoch */
+    struct resize *resize;       /* the old shards' tables (resize.c), or NULL */
     struct stored_region *stored;
     int nstored;
 
@@ -575,6 +648,10 @@ struct shoal_ctx {
     double agree_sum; /* seconds in agreements that took no checkpoint */
 
     /* statistics */
+    double restore_s;              /* the last restore's time */
+    uint64_t restore_needed_bytes; /* bytes of the regions restored from other ranks' shards */
+    uint64_t restore_local_bytes;  /* of them, read from this rank's own directory */
+    uint64_t restore_recv_bytes;   /* of them, received from other ranks */
     long long checkpoints;
     double block_sum;
     double block_max;
@@ -634,9 +711,10 @@ void agree_note_complete(struct shoal_ctx *c, const struct manifest_entry *e);
 
 /* ---- checkpoint.c: protected regions and the staging buffer (local, no MPI) ---- */
 
-/* Registers count elements of elem_size bytes at ptr as region id (the arguments
- * checked by shoal_protect). */
-int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size);
+/* Registers count elements of elem_size bytes at ptr as region id, laid out as layout
+ * says (the arguments checked by shoal_protect and its kin). */
+int checkpoint_protect(struct shoal_ctx *c, int id, void *ptr, size_t count, int elem_size,
+                       const struct region_layout *layout);
 int checkpoint_unprotect(struct shoal_ctx *c, int id); /* SHOAL_ERR_NOTFOUND */
 /* Copies the protected regions into the staging buffer as the next epoch's shard;
  * checkpoint_submit then hands it to the writer. */
@@ -680,5 +758,9 @@ int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen);
 /* Region id in the restart shard, or NULL. */
 const struct stored_region *restart_stored(const struct shoal_ctx *c, int id);
 void restart_release(struct shoal_ctx *c);
+
+/* The modules of a restart on another number of ranks: layout.c, transfer.c, resize.c,
+ * pieces.c. */
+#include "resize.h"
 
 #endif /* SHOAL_INTERNAL_H */

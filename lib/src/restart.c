@@ -7,9 +7,13 @@
  * or missing shard means the next older epoch, never silently wrong data, and nothing
  * is deleted because a verification failed.
  *
+ * An epoch written by another number of ranks (SHOAL_RESTART_NRANKS, or the manifest's
+ * count) is opened by resize.c instead: every rank's own shard is not there to verify,
+ * the old shards are, and one per-rank region in them makes the epoch unusable.
+ *
  * shoal.c calls these at shoal_init (restart_read_manifest, restart_find) and for
- * shoal_recover (restart_recover_local), and hands the restart image over to the
- * staging buffer itself (checkpoint.c).
+ * shoal_recover (restart_recover_local, or resize_recover after a change of count), and
+ * hands the restart image over to the staging buffer itself (checkpoint.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,7 +40,8 @@ static int load_epoch(struct shoal_ctx *c, long long epoch)
         return SHARD_READ_ERROR;
     struct shard_image img;
     struct shard_header h;
-    int verdict = store_load_shard(path, &img, &h);
+    struct store_file_id id;
+    int verdict = store_load_shard_id(path, &img, &h, &id);
     if (verdict != SHARD_OK)
         return verdict;
     verdict = shard_check_identity(&h, c->cfg.job, (uint64_t)epoch, (uint32_t)c->rank,
@@ -51,15 +56,20 @@ static int load_epoch(struct shoal_ctx *c, long long epoch)
         shard_image_free(&img);
         return verdict;
     }
-    uint64_t offset = SHARD_HEADER_SIZE + (uint64_t)SHARD_ENTRY_SIZE * h.nregions;
+    uint64_t offset = shard_payload_offset(&h);
     for (uint32_t i = 0; i < h.nregions; i++) {
         struct shard_entry e;
         shard_get_entry(img.data, i, &e);
-        stored[i] = (struct stored_region){e.id, e.elem_size, e.count, offset};
+        stored[i].id = e.id;
+        stored[i].elem_size = e.elem_size;
+        stored[i].count = e.count;
+        stored[i].offset = offset;
+        shard_get_layout(img.data, &h, i, &stored[i].layout);
         offset += e.bytes;
     }
     restart_release(c);
     c->restart = img;
+    c->restart_id = id;
     c->stored = stored;
     c->nstored = (int)h.nregions;
     return SHARD_OK;
@@ -121,11 +131,51 @@ static int try_epoch(struct shoal_ctx *c, long long epoch, int *bad_rank)
     return verdict;
 }
 
+/* Why an epoch another rank count wrote cannot be restored, for messages. */
+static void resize_reason(char *out, size_t len, const struct shoal_ctx *c, long long epoch,
+                          int nold, const struct resize_verdict *v)
+{
+    (void)epoch;
+    if (v->verdict == RESIZE_PER_RANK)
+        snprintf(out, len, "checkpoint written by %d ranks; this run has %d; region %d is per-rank",
+                 nold, c->nranks, v->region);
+    else
+        snprintf(out, len, "old shard e%08lld/r%06d.shard of %d ranks: %s", epoch, v->old_rank,
+                 nold, shard_verdict_name(v->verdict));
+}
+
+/* Rank 0 says where the run restarts from when its rank count changed. */
+static void say_resized(const struct shoal_ctx *c, long long epoch, int nold)
+{
+    if (c->rank == 0)
+        shoal_log("restarting from epoch %lld, written by %d ranks, on %d ranks", epoch, nold,
+                  c->nranks);
+}
+
 static int restart_from_env(struct shoal_ctx *c)
 {
     long long epoch = c->cfg.restart_epoch;
     if (epoch == 0)
         return SHOAL_SUCCESS;
+    int nold = c->cfg.restart_nranks > 0 ? c->cfg.restart_nranks : c->nranks;
+    if (nold != c->nranks) {
+        struct resize_verdict v;
+        int rc = resize_open(c, epoch, nold, &v);
+        if (rc != SHOAL_SUCCESS)
+            return rc;
+        if (v.verdict != SHARD_OK) {
+            char reason[256];
+            resize_reason(reason, sizeof reason, c, epoch, nold, &v);
+            if (c->rank == 0)
+                shoal_log("epoch %lld from SHOAL_RESTART_EPOCH unusable (%s)", epoch, reason);
+            return v.verdict == RESIZE_PER_RANK ? SHOAL_ERR_PERRANK : shard_verdict_code(v.verdict);
+        }
+        say_resized(c, epoch, nold);
+        c->status = SHOAL_RESIZED;
+        c->restart_epoch = epoch;
+        c->old_nranks = nold;
+        return SHOAL_SUCCESS;
+    }
     int bad_rank, verdict = try_epoch(c, epoch, &bad_rank);
     if (verdict < 0)
         return SHOAL_ERR_MPI;
@@ -135,8 +185,9 @@ static int restart_from_env(struct shoal_ctx *c)
                       bad_rank, shard_verdict_name(verdict));
         return shard_verdict_code(verdict);
     }
-    c->status = 1;
+    c->status = SHOAL_RESTARTED;
     c->restart_epoch = epoch;
+    c->old_nranks = c->nranks;
     return SHOAL_SUCCESS;
 }
 
@@ -205,47 +256,86 @@ int restart_read_manifest(struct shoal_ctx *c, struct manifest_entry **m, int *n
     return SHOAL_SUCCESS;
 }
 
-/* Index of the newest entry before `before` that this run may restart from (its rank
- * count, newer than a finished run, its program and arguments), or -1. */
+/* Index of the newest entry before `before` that this run may restart from (newer than
+ * a finished run, its program and arguments; written by any number of ranks), or -1. */
 static int older_candidate(struct shoal_ctx *c, const struct manifest_entry *m, int before)
 {
     if (c->other_run)
         return -1;
     for (int i = before - 1; i >= 0; i--)
-        if (m[i].nranks == c->nranks && m[i].epoch > c->finished_epoch)
+        if (m[i].epoch > c->finished_epoch && m[i].nranks >= 1 &&
+            m[i].nranks <= SHARD_RANK_MAX + 1)
             return i;
     return -1;
+}
+
+/* Collective, standalone: tries entry e; SHARD_OK and the status set, or why not in
+ * reason (the same on every rank), *per_rank set when a per-rank region is why; -1 on
+ * an MPI error. */
+static int try_entry(struct shoal_ctx *c, const struct manifest_entry *e, char *reason,
+                     size_t len, int *per_rank)
+{
+    *per_rank = 0;
+    int nold = (int)e->nranks;
+    if (nold == c->nranks) {
+        int bad_rank, verdict = try_epoch(c, e->epoch, &bad_rank);
+        if (verdict == SHARD_OK) {
+            c->status = SHOAL_RESTARTED;
+            c->old_nranks = nold;
+        } else if (verdict > 0) {
+            snprintf(reason, len, "rank %d: %s", bad_rank, shard_verdict_name(verdict));
+        }
+        return verdict;
+    }
+    struct resize_verdict v;
+    int rc = resize_open(c, e->epoch, nold, &v);
+    if (rc == SHOAL_ERR_MPI)
+        return -1;
+    if (rc != SHOAL_SUCCESS)
+        v = (struct resize_verdict){SHARD_NOMEM, 0, 0};
+    if (v.verdict == SHARD_OK) {
+        say_resized(c, e->epoch, nold);
+        c->status = SHOAL_RESIZED;
+        c->old_nranks = nold;
+        return SHARD_OK;
+    }
+    resize_reason(reason, len, c, e->epoch, nold, &v);
+    *per_rank = v.verdict == RESIZE_PER_RANK;
+    return v.verdict == RESIZE_PER_RANK ? SHARD_BAD_REGION_TABLE : v.verdict;
 }
 
 int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n)
 {
     if (c->cfg.restart_epoch >= 0)
         return restart_from_env(c);
+    int refused = 0; /* the last epoch tried has a per-rank region, and another count */
     for (int i = older_candidate(c, m, n); i >= 0;) {
-        int bad_rank, verdict = try_epoch(c, m[i].epoch, &bad_rank);
+        char reason[256] = "";
+        int per_rank, verdict = try_entry(c, &m[i], reason, sizeof reason, &per_rank);
         if (verdict < 0)
             return SHOAL_ERR_MPI;
         if (verdict == SHARD_OK) {
-            c->status = 1;
             c->restart_epoch = m[i].epoch;
             return SHOAL_SUCCESS;
         }
         int next = older_candidate(c, m, i);
-        if (c->rank == 0) {
+        refused = per_rank && next < 0;
+        if (c->rank == 0 && refused)
+            shoal_log("%s; starting afresh", reason);
+        else if (c->rank == 0) {
             char fallback[64] = "no older complete epoch";
             if (next >= 0)
                 snprintf(fallback, sizeof fallback, "falling back to epoch %lld",
                          m[next].epoch);
-            shoal_log("epoch %lld unusable (rank %d: %s); %s", m[i].epoch, bad_rank,
-                      shard_verdict_name(verdict), fallback);
+            shoal_log("epoch %lld unusable (%s); %s", m[i].epoch, reason, fallback);
         }
         i = next;
     }
     int unfinished = 0;
     for (int i = 0; i < n; i++)
         unfinished += m[i].epoch > c->finished_epoch;
-    if (c->other_run)
-        return SHOAL_SUCCESS; /* rank 0 said why when it read the manifest */
+    if (c->other_run || refused)
+        return SHOAL_SUCCESS; /* rank 0 said why */
     if (c->rank == 0 && unfinished > 0)
         shoal_log("WARNING: no usable checkpoint for %d ranks among the %d complete epochs "
                   "of %s/manifest: STARTING FROM SCRATCH",
@@ -284,7 +374,7 @@ static int restore_regions(void *arg)
 
 int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
 {
-    if (c->status != 1) {
+    if (c->status != SHOAL_RESTARTED) {
         snprintf(msg, msglen, "shoal_recover: no checkpoint to recover from");
         return SHOAL_ERR_NOCKPT;
     }
@@ -304,6 +394,21 @@ int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
             snprintf(msg, msglen, "rank %d: region %d is not in the checkpoint of epoch %lld",
                      c->rank, r->id, c->restart_epoch);
             return SHOAL_ERR_NOTFOUND;
+        }
+        /* A distributed region restored from this rank's own shard must be the same part
+         * of the same array (a region of another kind, a version 1 shard's plain one
+         * among them, takes its bytes as they are). */
+        char want[160], got[160];
+        if ((r->layout.kind == REGION_BLOCK || r->layout.kind == REGION_SUBARRAY) &&
+            s->layout.kind == r->layout.kind && s->count == r->count &&
+            s->elem_size == (uint32_t)r->elem_size && !layout_same_place(&s->layout, &r->layout)) {
+            layout_describe(want, sizeof want, &r->layout, r->count);
+            layout_describe(got, sizeof got, &s->layout, s->count);
+            snprintf(msg, msglen,
+                     "rank %d: region %d is protected as %s; the checkpoint of epoch %lld holds "
+                     "%s",
+                     c->rank, r->id, want, c->restart_epoch, got);
+            return SHOAL_ERR_SIZE;
         }
         if (s->count != r->count || s->elem_size != (uint32_t)r->elem_size) {
             snprintf(msg, msglen,

@@ -1,8 +1,12 @@
 /*
- * shard.c - encoding and verification of shard format v1 (docs/shard-format.md).
- * Pure functions over memory: the file I/O lives in store.c and writer.c.
+ * shard.c - encoding and verification of shard format v2, and verification of v1
+ * (docs/shard-format.md). Version 1 is version 2 with every region plain, of bytes,
+ * and no descriptors: its reserved fields are where version 2 keeps those, so one
+ * reader serves both. Pure functions over memory: the file I/O lives in store.c and
+ * writer.c.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -22,11 +26,30 @@ enum {
     OFF_PAYLOAD = 40,
     OFF_JOB = 48,
     OFF_CREATED = 112,
-    OFF_RESERVED2 = 120
+    OFF_DESC = 120 /* version 2: desc_bytes; version 1: reserved */
 };
 
-/* Region table entry field offsets. */
-enum { ENT_ID = 0, ENT_ELEM = 4, ENT_COUNT = 8, ENT_BYTES = 16, ENT_RESERVED = 24 };
+/* Region table entry field offsets (version 1: 24 to 31 are reserved). */
+enum {
+    ENT_ID = 0,
+    ENT_ELEM = 4,
+    ENT_COUNT = 8,
+    ENT_BYTES = 16,
+    ENT_KIND = 24,
+    ENT_DTYPE = 26,
+    ENT_DESC = 28
+};
+
+static void put_u16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+static uint16_t get_u16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
 
 static void put_u32(unsigned char *p, uint32_t v)
 {
@@ -97,22 +120,40 @@ int shard_verdict_code(int verdict)
     }
 }
 
-uint64_t shard_file_size(uint64_t nregions, uint64_t payload_bytes)
+uint64_t shard_image_size(uint64_t nregions, uint64_t desc_bytes, uint64_t payload_bytes)
 {
     const uint64_t fixed = SHARD_HEADER_SIZE + SHARD_CHECKSUM_SIZE;
     if (nregions > (UINT64_MAX - fixed) / SHARD_ENTRY_SIZE)
         return 0;
     uint64_t without_payload = fixed + SHARD_ENTRY_SIZE * nregions;
+    if (desc_bytes > UINT64_MAX - without_payload)
+        return 0;
+    without_payload += desc_bytes;
     if (payload_bytes > UINT64_MAX - without_payload)
         return 0;
     return without_payload + payload_bytes;
+}
+
+uint64_t shard_file_size(uint64_t nregions, uint64_t payload_bytes)
+{
+    return shard_image_size(nregions, 0, payload_bytes);
+}
+
+uint64_t shard_desc_offset(const struct shard_header *h)
+{
+    return SHARD_HEADER_SIZE + (uint64_t)SHARD_ENTRY_SIZE * h->nregions;
+}
+
+uint64_t shard_payload_offset(const struct shard_header *h)
+{
+    return shard_desc_offset(h) + h->desc_bytes;
 }
 
 void shard_put_header(unsigned char *file, const struct shard_header *h)
 {
     memset(file, 0, SHARD_HEADER_SIZE);
     memcpy(file + OFF_MAGIC, SHARD_MAGIC, 8);
-    put_u32(file + OFF_VERSION, SHARD_VERSION);
+    put_u32(file + OFF_VERSION, h->version);
     put_u32(file + OFF_HEADER_SIZE, SHARD_HEADER_SIZE);
     put_u64(file + OFF_EPOCH, h->epoch);
     put_u32(file + OFF_RANK, h->rank);
@@ -123,6 +164,7 @@ void shard_put_header(unsigned char *file, const struct shard_header *h)
     size_t len = strnlen(h->job, SHARD_JOB_MAX);
     memcpy(file + OFF_JOB, h->job, len);
     put_u64(file + OFF_CREATED, h->created_ns);
+    put_u64(file + OFF_DESC, h->desc_bytes);
 }
 
 void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_entry *e)
@@ -132,7 +174,86 @@ void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_ent
     put_u32(p + ENT_ELEM, e->elem_size);
     put_u64(p + ENT_COUNT, e->count);
     put_u64(p + ENT_BYTES, e->bytes);
-    put_u64(p + ENT_RESERVED, 0);
+    put_u16(p + ENT_KIND, e->kind);
+    put_u16(p + ENT_DTYPE, e->dtype);
+    put_u32(p + ENT_DESC, e->desc_bytes);
+}
+
+uint32_t shard_desc_size(const struct region_layout *l)
+{
+    switch (l->kind) {
+    case REGION_BLOCK:
+        return SHARD_BLOCK_DESC_SIZE;
+    case REGION_SUBARRAY:
+        return (uint32_t)SHARD_SUBARRAY_DESC_SIZE(l->ndims);
+    default:
+        return 0;
+    }
+}
+
+void shard_put_desc(unsigned char *p, const struct region_layout *l)
+{
+    if (l->kind == REGION_BLOCK) {
+        put_u64(p, l->global);
+        put_u64(p + 8, l->offset);
+    } else if (l->kind == REGION_SUBARRAY) {
+        put_u32(p, l->ndims);
+        put_u32(p + 4, l->order);
+        for (uint32_t d = 0; d < l->ndims; d++) {
+            put_u64(p + 8 + 8 * d, l->sizes[d]);
+            put_u64(p + 8 + 8 * (l->ndims + d), l->subsizes[d]);
+            put_u64(p + 8 + 8 * (2 * l->ndims + d), l->starts[d]);
+        }
+    }
+}
+
+/* a * b into *out, 0 if it overflows. */
+static int mul_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+
+int shard_get_desc(const unsigned char *p, uint64_t len, uint16_t kind, uint16_t dtype,
+                   uint64_t count, struct region_layout *l)
+{
+    memset(l, 0, offsetof(struct region_layout, sizes));
+    l->kind = kind;
+    l->dtype = dtype;
+    switch (kind) {
+    case REGION_PLAIN:
+    case REGION_REPLICATED:
+        return len == 0 ? 0 : -1;
+    case REGION_BLOCK:
+        if (len != SHARD_BLOCK_DESC_SIZE)
+            return -1;
+        l->global = shard_get_u64(p);
+        l->offset = shard_get_u64(p + 8);
+        return l->offset <= l->global && count <= l->global - l->offset ? 0 : -1;
+    case REGION_SUBARRAY:
+        if (len < 8)
+            return -1;
+        l->ndims = get_u32(p);
+        l->order = get_u32(p + 4);
+        if (l->ndims < 1 || l->ndims > SHARD_MAX_DIMS || len != SHARD_SUBARRAY_DESC_SIZE(l->ndims) ||
+            (l->order != LAYOUT_ORDER_C && l->order != LAYOUT_ORDER_FORTRAN))
+            return -1;
+        uint64_t global = 1, local = 1;
+        for (uint32_t d = 0; d < l->ndims; d++) {
+            l->sizes[d] = shard_get_u64(p + 8 + 8 * d);
+            l->subsizes[d] = shard_get_u64(p + 8 + 8 * (l->ndims + d));
+            l->starts[d] = shard_get_u64(p + 8 + 8 * (2 * l->ndims + d));
+            if (l->sizes[d] == 0 || l->starts[d] > l->sizes[d] ||
+                l->subsizes[d] > l->sizes[d] - l->starts[d] ||
+                !mul_ok(global, l->sizes[d], &global) || !mul_ok(local, l->subsizes[d], &local))
+                return -1;
+        }
+        return local == count ? 0 : -1;
+    default:
+        return -1;
+    }
 }
 
 void shard_seal(unsigned char *file, size_t size)
@@ -223,6 +344,22 @@ void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_ent
     e->elem_size = get_u32(p + ENT_ELEM);
     e->count = shard_get_u64(p + ENT_COUNT);
     e->bytes = shard_get_u64(p + ENT_BYTES);
+    e->kind = get_u16(p + ENT_KIND);
+    e->dtype = get_u16(p + ENT_DTYPE);
+    e->desc_bytes = get_u32(p + ENT_DESC);
+}
+
+void shard_get_layout(const unsigned char *file, const struct shard_header *h, uint32_t index,
+                      struct region_layout *l)
+{
+    uint64_t off = shard_desc_offset(h);
+    struct shard_entry e;
+    for (uint32_t i = 0; i < index; i++) {
+        shard_get_entry(file, i, &e);
+        off += e.desc_bytes;
+    }
+    shard_get_entry(file, index, &e);
+    (void)shard_get_desc(file + off, e.desc_bytes, e.kind, e.dtype, e.count, l);
 }
 
 /* Whether the n bytes at s are well-formed UTF-8 (RFC 3629: no overlong forms, no
@@ -273,8 +410,9 @@ static int job_ok(const unsigned char *field)
     return 1;
 }
 
-static int header_ok(const unsigned char *file, size_t size, struct shard_header *h)
+void shard_get_header(const unsigned char *file, struct shard_header *h)
 {
+    h->version = get_u32(file + OFF_VERSION);
     h->epoch = shard_get_u64(file + OFF_EPOCH);
     h->rank = get_u32(file + OFF_RANK);
     h->nranks = get_u32(file + OFF_NRANKS);
@@ -282,26 +420,40 @@ static int header_ok(const unsigned char *file, size_t size, struct shard_header
     h->payload_bytes = shard_get_u64(file + OFF_PAYLOAD);
     h->created_ns = shard_get_u64(file + OFF_CREATED);
     memcpy(h->job, file + OFF_JOB, SHARD_JOB_FIELD);
+    h->desc_bytes = shard_get_u64(file + OFF_DESC);
+}
 
+static int header_ok(const unsigned char *file, size_t size, struct shard_header *h)
+{
+    shard_get_header(file, h);
     if (h->nranks == 0 || h->rank >= h->nranks || h->epoch == 0)
         return 0;
     if (!job_ok(file + OFF_JOB))
         return 0;
-    if (get_u32(file + OFF_RESERVED1) != 0 || shard_get_u64(file + OFF_RESERVED2) != 0)
+    if (get_u32(file + OFF_RESERVED1) != 0 || (h->version == 1 && h->desc_bytes != 0))
         return 0;
-    uint64_t want = shard_file_size(h->nregions, h->payload_bytes);
+    uint64_t want = shard_image_size(h->nregions, h->desc_bytes, h->payload_bytes);
     return want != 0 && want == (uint64_t)size;
 }
 
+/* The table's checks; the file holds the header, the table and the descriptor area
+ * (the header's checks passed). */
 static int table_ok(const unsigned char *file, const struct shard_header *h)
 {
-    uint64_t total = 0;
+    uint64_t total = 0, desc = 0;
     for (uint32_t i = 0; i < h->nregions; i++) {
         struct shard_entry e;
         shard_get_entry(file, i, &e);
         const unsigned char *p = file + SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * i;
-        if (e.elem_size == 0 || shard_get_u64(p + ENT_RESERVED) != 0)
+        if (e.elem_size == 0 || (h->version == 1 && shard_get_u64(p + ENT_KIND) != 0))
             return 0;
+        /* The descriptor lies within the area, and says what the count says. */
+        struct region_layout l;
+        if (e.desc_bytes > h->desc_bytes - desc ||
+            shard_get_desc(file + shard_desc_offset(h) + desc, e.desc_bytes, e.kind, e.dtype,
+                           e.count, &l) != 0)
+            return 0;
+        desc += e.desc_bytes;
         if (e.count > UINT64_MAX / e.elem_size || e.count * e.elem_size != e.bytes)
             return 0;
         if (i > 0) {
@@ -314,7 +466,7 @@ static int table_ok(const unsigned char *file, const struct shard_header *h)
             return 0;
         total += e.bytes;
     }
-    return total == h->payload_bytes;
+    return total == h->payload_bytes && desc == h->desc_bytes;
 }
 
 int shard_verify(const unsigned char *file, size_t size, struct shard_header *h)
@@ -323,7 +475,8 @@ int shard_verify(const unsigned char *file, size_t size, struct shard_header *h)
         return SHARD_TRUNCATED;
     if (memcmp(file + OFF_MAGIC, SHARD_MAGIC, 8) != 0)
         return SHARD_BAD_MAGIC;
-    if (get_u32(file + OFF_VERSION) != SHARD_VERSION ||
+    uint32_t version = get_u32(file + OFF_VERSION);
+    if (version < SHARD_VERSION_MIN || version > SHARD_VERSION ||
         get_u32(file + OFF_HEADER_SIZE) != SHARD_HEADER_SIZE)
         return SHARD_UNSUPPORTED_VERSION;
     size_t body = size - SHARD_CHECKSUM_SIZE;

@@ -164,6 +164,7 @@ static void ctx_release(struct shoal_ctx *c)
     writer_stop(&c->writer);
     traffic_stop(&c->traffic);
     restart_release(c);
+    resize_release(c);
     free(c->regions);
     stage_free(c);
     MPI_Comm_free(&c->comm);
@@ -203,6 +204,10 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
         rc = restart_read_manifest(c, &m, &n);
     if (rc == SHOAL_SUCCESS)
         rc = restart_find(c, m, n);
+    /* On the same count too, every rank learns the old shards' tables, for
+     * shoal_read_old and shoal_old_bytes; without them those calls fail, not the run. */
+    if (rc == SHOAL_SUCCESS && c->status == SHOAL_RESTARTED)
+        (void)resize_adopt(c);
     if (rc == SHOAL_SUCCESS)
         rc = choose_epoch_base(c, m, n);
     if (rc == SHOAL_SUCCESS)
@@ -236,28 +241,112 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     return SHOAL_SUCCESS;
 }
 
-SHOAL_EXPORT int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype type)
+/* The checks every protect call makes of its datatype: its size in *size and its code
+ * in l->dtype, or SHOAL_ERR_ARG for a type with holes. */
+static int check_type(int id, MPI_Datatype type, int *size, struct region_layout *l)
 {
-    struct shoal_ctx *c = active;
-    if (c == NULL)
-        return SHOAL_ERR_STATE;
-    if (type == MPI_DATATYPE_NULL || (ptr == NULL && count > 0))
+    if (type == MPI_DATATYPE_NULL)
         return SHOAL_ERR_ARG;
-    int size;
     MPI_Aint lb, extent, true_lb, true_extent;
-    if (MPI_Type_size(type, &size) != MPI_SUCCESS ||
+    if (MPI_Type_size(type, size) != MPI_SUCCESS ||
         MPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
         MPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     /* The region is copied with memcpy: only types without holes fit. */
-    if (size <= 0 || lb != 0 || true_lb != 0 || extent != size || true_extent != size) {
+    if (*size <= 0 || lb != 0 || true_lb != 0 || extent != *size || true_extent != *size) {
         shoal_log("shoal_protect(%d): the datatype must be contiguous (size %d, extent %ld)",
-                  id, size, (long)extent);
+                  id, *size, (long)extent);
         return SHOAL_ERR_ARG;
     }
+    l->dtype = layout_datatype_code(type);
+    return SHOAL_SUCCESS;
+}
+
+/* The checks and the registration every protect call shares. */
+static int protect(int id, void *ptr, size_t count, MPI_Datatype type, struct region_layout *l)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (ptr == NULL && count > 0)
+        return SHOAL_ERR_ARG;
+    int size;
+    int rc = check_type(id, type, &size, l);
+    if (rc != SHOAL_SUCCESS)
+        return rc;
     if (count > SIZE_MAX / (size_t)size)
         return SHOAL_ERR_ARG;
-    return checkpoint_protect(c, id, ptr, count, size);
+    return checkpoint_protect(c, id, ptr, count, size, l);
+}
+
+SHOAL_EXPORT int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype type)
+{
+    struct shoal_ctx *c = active;
+    if (c != NULL && c->cfg.elastic) {
+        /* Refused at once, not at the first change of the count, which it would fail. */
+        shoal_log("shoal_protect(%d): the job is elastic (SHOAL_ELASTIC=1) and a per-rank "
+                  "region cannot follow a change of its rank count; protect it with "
+                  "shoal_protect_block, shoal_protect_subarray or shoal_protect_replicated",
+                  id);
+        return SHOAL_ERR_PERRANK;
+    }
+    struct region_layout l;
+    memset(&l, 0, sizeof l);
+    l.kind = REGION_PLAIN;
+    return protect(id, ptr, count, type, &l);
+}
+
+SHOAL_EXPORT int shoal_protect_block(int id, void *ptr, size_t count, MPI_Datatype type,
+                                     uint64_t global, uint64_t offset)
+{
+    if (offset > global || count > global - offset) {
+        if (active != NULL)
+            shoal_log("shoal_protect_block(%d): elements %llu to %llu are not within the %llu "
+                      "of the array",
+                      id, (unsigned long long)offset, (unsigned long long)(offset + count),
+                      (unsigned long long)global);
+        return active == NULL ? SHOAL_ERR_STATE : SHOAL_ERR_ARG;
+    }
+    struct region_layout l;
+    memset(&l, 0, sizeof l);
+    l.kind = REGION_BLOCK;
+    l.global = global;
+    l.offset = offset;
+    return protect(id, ptr, count, type, &l);
+}
+
+SHOAL_EXPORT int shoal_protect_subarray(int id, void *ptr, int ndims, const int sizes[],
+                                        const int subsizes[], const int starts[], int order,
+                                        MPI_Datatype type)
+{
+    if (active == NULL)
+        return SHOAL_ERR_STATE;
+    struct region_layout l;
+    memset(&l, 0, sizeof l);
+    char msg[200];
+    uint64_t count;
+    int code = order == MPI_ORDER_C ? LAYOUT_ORDER_C
+               : order == MPI_ORDER_FORTRAN ? LAYOUT_ORDER_FORTRAN : -1;
+    if (code < 0) {
+        shoal_log("shoal_protect_subarray(%d): order %d is neither MPI_ORDER_C nor "
+                  "MPI_ORDER_FORTRAN",
+                  id, order);
+        return SHOAL_ERR_ARG;
+    }
+    if (layout_subarray(&l, ndims, sizes, subsizes, starts, code, &count, msg, sizeof msg) != 0 ||
+        count > SIZE_MAX) {
+        shoal_log("shoal_protect_subarray(%d): %s", id, msg);
+        return SHOAL_ERR_ARG;
+    }
+    return protect(id, ptr, (size_t)count, type, &l);
+}
+
+SHOAL_EXPORT int shoal_protect_replicated(int id, void *ptr, size_t count, MPI_Datatype type)
+{
+    struct region_layout l;
+    memset(&l, 0, sizeof l);
+    l.kind = REGION_REPLICATED;
+    return protect(id, ptr, count, type, &l);
 }
 
 SHOAL_EXPORT int shoal_unprotect(int id)
@@ -277,6 +366,16 @@ SHOAL_EXPORT int shoal_status(void)
 /* shoal_recover, also run by the first shoal_snapshot after a restart. */
 static int recover(struct shoal_ctx *c)
 {
+    double t0 = shoal_now();
+    if (c->status == SHOAL_RESIZED) {
+        int rc = resize_recover(c);
+        if (rc != SHOAL_SUCCESS)
+            return rc;
+        c->recovered = 1;
+        c->restore_s = shoal_now() - t0;
+        stage_prefault(c); /* no image to take over: the writer faults in a new buffer */
+        return SHOAL_SUCCESS;
+    }
     char msg[512] = "";
     int rc = restart_recover_local(c, msg, sizeof msg);
     int agreed = agree_error(c, rc, msg);
@@ -285,6 +384,7 @@ static int recover(struct shoal_ctx *c)
     if (agreed != SHOAL_SUCCESS)
         return agreed;
     c->recovered = 1;
+    c->restore_s = shoal_now() - t0;
     stage_after_restore(c);
     return SHOAL_SUCCESS;
 }
@@ -304,15 +404,67 @@ SHOAL_EXPORT int shoal_stored_count(int id, size_t *count)
         return SHOAL_ERR_STATE;
     if (count == NULL)
         return SHOAL_ERR_ARG;
-    if (c->status != 1)
+    if (c->status == SHOAL_FRESH)
         return SHOAL_ERR_NOCKPT;
-    const struct stored_region *s = restart_stored(c, id);
-    if (s == NULL)
-        return SHOAL_ERR_NOTFOUND;
-    if (s->count > SIZE_MAX)
+    uint64_t n;
+    if (c->status == SHOAL_RESIZED) {
+        int rc = resize_stored_count(c, id, &n);
+        if (rc != SHOAL_SUCCESS)
+            return rc;
+    } else {
+        const struct stored_region *s = restart_stored(c, id);
+        if (s == NULL)
+            return SHOAL_ERR_NOTFOUND;
+        n = s->count;
+        if (s->layout.kind == REGION_BLOCK)
+            n = s->layout.global;
+        else if (s->layout.kind == REGION_SUBARRAY)
+            n = layout_volume(s->layout.ndims, (uint64_t[SHARD_MAX_DIMS]){0}, s->layout.sizes);
+    }
+    if (n > SIZE_MAX)
         return SHOAL_ERR_SIZE;
-    *count = (size_t)s->count;
+    *count = (size_t)n;
     return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_restart_nranks(int *nranks)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (nranks == NULL)
+        return SHOAL_ERR_ARG;
+    if (c->status == SHOAL_FRESH)
+        return SHOAL_ERR_NOCKPT;
+    *nranks = c->old_nranks;
+    return SHOAL_SUCCESS;
+}
+
+SHOAL_EXPORT int shoal_old_bytes(int old_rank, int id, size_t *bytes)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    if (bytes == NULL)
+        return SHOAL_ERR_ARG;
+    if (c->status == SHOAL_FRESH || c->resize == NULL)
+        return SHOAL_ERR_NOCKPT;
+    return resize_old_bytes(c, old_rank, id, bytes);
+}
+
+SHOAL_EXPORT int shoal_read_old(int old_rank, int id, size_t offset, void *buf, size_t len)
+{
+    struct shoal_ctx *c = active;
+    if (c == NULL)
+        return SHOAL_ERR_STATE;
+    /* Every rank agrees before any moves a byte: a rank's bad arguments fail them all. */
+    int rc = buf == NULL && len > 0 ? SHOAL_ERR_ARG : SHOAL_SUCCESS;
+    if (rc == SHOAL_SUCCESS && (c->status == SHOAL_FRESH || c->resize == NULL))
+        rc = SHOAL_ERR_NOCKPT;
+    rc = agree_error(c, rc, "shoal_read_old: no restart checkpoint's shards to read, or no buffer");
+    if (rc != SHOAL_SUCCESS)
+        return rc;
+    return resize_read_old(c, old_rank, id, offset, buf, len);
 }
 
 /* Every K calls of shoal_snapshot: the ranks agree whether to checkpoint, and do. */
@@ -353,7 +505,7 @@ SHOAL_EXPORT int shoal_snapshot(void)
     struct shoal_ctx *c = active;
     if (c == NULL)
         return SHOAL_ERR_STATE;
-    if (c->status == 1 && !c->recovered)
+    if (c->status != SHOAL_FRESH && !c->recovered)
         return recover(c);
     /* The common case: a counter, no clock, no message. */
     if (--c->countdown > 0)
@@ -432,10 +584,16 @@ SHOAL_EXPORT int shoal_progress(double fraction)
 static int write_stats(struct shoal_ctx *c)
 {
     double mean = c->checkpoints > 0 ? c->block_sum / (double)c->checkpoints : 0;
-    double in[5] = {mean, c->block_max, (double)c->bytes_max, c->agree_sum, c->agree_cost};
-    double out[5], writer_cpu = 0;
-    if (MPI_Allreduce(in, out, 5, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(&c->writer.cpu_s, &writer_cpu, 1, MPI_DOUBLE, MPI_SUM, c->comm) != MPI_SUCCESS)
+    double in[6] = {mean, c->block_max, (double)c->bytes_max, c->agree_sum, c->agree_cost,
+                    c->restore_s};
+    double out[6], writer_cpu = 0;
+    /* The restore's bytes summed over the ranks (exact as integers). */
+    unsigned long long bytes[3] = {c->restore_needed_bytes, c->restore_local_bytes,
+                                   c->restore_recv_bytes},
+                       sum[3];
+    if (MPI_Allreduce(in, out, 6, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(&c->writer.cpu_s, &writer_cpu, 1, MPI_DOUBLE, MPI_SUM, c->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(bytes, sum, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     if (c->rank != 0 || c->cfg.stats[0] == 0)
         return SHOAL_SUCCESS;
@@ -445,8 +603,11 @@ static int write_stats(struct shoal_ctx *c)
         fprintf(f,
                 "{\"checkpoints\":%lld,\"bytes_per_rank\":%.0f,\"blocking_mean_s\":%.9f,"
                 "\"blocking_max_s\":%.9f,\"agreements\":%lld,\"agreeing_s\":%.9f,"
-                "\"agreement_cost_s\":%.9f,\"writer_cpu_s\":%.6f}\n",
-                c->checkpoints, out[2], out[0], out[1], c->agreements, out[3], out[4], writer_cpu);
+                "\"agreement_cost_s\":%.9f,\"writer_cpu_s\":%.6f,\"restored_from_nranks\":%d,"
+                "\"restore_s\":%.6f,\"restore_needed_bytes\":%llu,\"restore_local_bytes\":%llu,"
+                "\"restore_received_bytes\":%llu}\n",
+                c->checkpoints, out[2], out[0], out[1], c->agreements, out[3], out[4], writer_cpu,
+                c->status == SHOAL_FRESH ? 0 : c->old_nranks, out[5], sum[0], sum[1], sum[2]);
         ok = fclose(f) == 0;
     }
     if (!ok) {

@@ -441,6 +441,61 @@ static int map_shard(int fd, size_t len, struct shard_image *img, struct shard_h
 
 int store_load_shard(const char *path, struct shard_image *img, struct shard_header *h)
 {
+    return store_load_shard_id(path, img, h, NULL);
+}
+
+static void file_id_of(const struct stat *st, struct store_file_id *id)
+{
+    id->dev = (uint64_t)st->st_dev;
+    id->ino = (uint64_t)st->st_ino;
+    id->size = (uint64_t)st->st_size;
+    id->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+int store_open_shard(const char *path, const struct store_file_id *want)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    struct store_file_id id;
+    int locked;
+    while ((locked = flock(fd, LOCK_SH)) != 0 && errno == EINTR)
+        ;
+    if (locked != 0 || fstat(fd, &st) != 0) {
+        close(fd);
+        return -1;
+    }
+    file_id_of(&st, &id);
+    if (id.dev != want->dev || id.ino != want->ino || id.size != want->size ||
+        id.mtime_ns != want->mtime_ns) {
+        close(fd);
+        errno = ESTALE;
+        return -1;
+    }
+    return fd;
+}
+
+int store_pread(int fd, void *buf, size_t len, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        size_t chunk = len > (1u << 30) ? (1u << 30) : len;
+        ssize_t n = pread(fd, p, chunk, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n == 0 ? EIO : errno;
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int store_load_shard_id(const char *path, struct shard_image *img, struct shard_header *h,
+                        struct store_file_id *id)
+{
     *img = (struct shard_image){NULL, 0, 0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -463,6 +518,8 @@ int store_load_shard(const char *path, struct shard_image *img, struct shard_hea
         close(fd);
         return SHARD_MISSING;
     }
+    if (id != NULL)
+        file_id_of(&st, id);
     if ((uint64_t)st.st_size < SHARD_MIN_SIZE) {
         close(fd);
         return SHARD_TRUNCATED;

@@ -19,17 +19,32 @@ static void check_accepted(const unsigned char *file, size_t size)
     if (shard_verify(file, size, &h) != SHARD_OK)
         return;
     if (memchr(h.job, 0, sizeof h.job) == NULL || h.job[0] == 0 || h.rank >= h.nranks ||
-        h.epoch == 0 || shard_file_size(h.nregions, h.payload_bytes) != size)
+        h.epoch == 0 || shard_image_size(h.nregions, h.desc_bytes, h.payload_bytes) != size)
         abort();
-    uint64_t total = 0;
+    uint64_t total = 0, desc = 0;
     for (uint32_t i = 0; i < h.nregions; i++) {
         struct shard_entry e;
+        struct region_layout l;
         shard_get_entry(file, i, &e);
-        if (e.elem_size == 0 || e.bytes != (uint64_t)e.elem_size * e.count)
+        if (e.elem_size == 0 || e.bytes != (uint64_t)e.elem_size * e.count ||
+            e.kind >= REGION_NKINDS || (h.version == 1 && (e.kind != 0 || e.desc_bytes != 0)))
+            abort();
+        /* A distributed region's descriptor holds its count. */
+        shard_get_layout(file, &h, i, &l);
+        if (e.kind == REGION_BLOCK && (l.offset > l.global || e.count > l.global - l.offset))
+            abort();
+        uint64_t volume = 1;
+        for (uint32_t d = 0; e.kind == REGION_SUBARRAY && d < l.ndims; d++) {
+            if (l.starts[d] + l.subsizes[d] > l.sizes[d])
+                abort();
+            volume *= l.subsizes[d];
+        }
+        if (e.kind == REGION_SUBARRAY && volume != e.count)
             abort();
         total += e.bytes;
+        desc += e.desc_bytes;
     }
-    if (total != h.payload_bytes)
+    if (total != h.payload_bytes || desc != h.desc_bytes)
         abort();
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs libshoal's C tests (make test-c): the shard format and test vectors, the names of
-# a job directory's files and the automatic interval and its variables (no MPI), the API
-# on 1 and 2 ranks, a standalone crash-and-resume on 2 ranks, the traffic files (the
+# a job directory's files, the automatic interval and its variables, and the layouts of
+# distributed regions (no MPI), the API on 1 and 2 ranks, checkpoints of N ranks
+# restored onto M (4 ranks), a standalone crash-and-resume on 2 ranks, the traffic files (the
 # writer against the test vectors, then a known pattern of sends on 4 ranks), the
 # library's exported symbols and its layers (the public functions all in shoal.c, no
 # circle of calls between its files), and that the generated MPI wrappers are current.
@@ -38,6 +39,7 @@ run "$T/test_shard" testdata/shards
 run "$T/test_traffic_file" testdata/traffic
 run "$T/test_jobdir" testdata/jobdir
 run "$T/test_interval"
+run "$T/test_layout"
 
 # Open MPI leaks by design at MPI_Finalize, so LeakSanitizer is off for MPI programs;
 # AddressSanitizer and UBSan stay on.
@@ -64,6 +66,40 @@ for parent in "${parents[@]}"; do
 	run -C "$scratch" env RESUME_EXPECT=fresh "${MPIRUN[@]}" -n 2 "$exe" 200
 	rm -rf "$scratch"
 done
+
+# Checkpoints of N ranks restored onto M, for every N and M up to 4, from one directory
+# and from two (as two nodes: half the pieces through MPI, in rounds of 4 KiB); then
+# the refusals, whose lines must name what failed.
+for split in 0 1; do
+	scratch=$(mktemp -d)
+	run env RESIZE_SPLIT=$split "${MPIRUN[@]}" -n 4 "$T/test_resize" 2>"$scratch/err"
+	grep -v '^shoal: restarting from epoch 1, written by [1-4] ranks, on [1-4] ranks$' "$scratch/err"
+	echo "== test_resize (split $split): each refusal in one line naming what failed"
+	missing=0
+	for want in \
+		"shoal: epoch 1 from SHOAL_RESTART_EPOCH unusable (old shard e00000001/r000001.shard of 4 ranks: checksum mismatch)" \
+		"shoal: epoch 1 from SHOAL_RESTART_EPOCH unusable (old shard e00000001/r000003.shard of 4 ranks: missing)" \
+		"shoal: epoch 1 from SHOAL_RESTART_EPOCH unusable (checkpoint written by 4 ranks; this run has 3; region 9 is per-rank)" \
+		"shoal: region 9 is per-rank (shoal_protect): it cannot be restored on 3 ranks from a checkpoint of 4; protect it with shoal_protect_block, shoal_protect_subarray or shoal_protect_replicated" \
+		"shoal: region 4 is replicated, but old ranks 0 and 3 saved different values of it" \
+		"shoal: shoal_protect(1): the job is elastic (SHOAL_ELASTIC=1) and a per-rank region cannot follow a change of its rank count; protect it with shoal_protect_block, shoal_protect_subarray or shoal_protect_replicated" \
+		"shoal: checkpoint written by 4 ranks; this run has 3; region 9 is per-rank; starting afresh" \
+		"shoal: SHOAL_RESTART_NRANKS=3 without SHOAL_RESTART_EPOCH: it says how many ranks wrote that epoch"; do
+		grep -qxF "$want" "$scratch/err" || { echo "missing: $want"; missing=$((missing + 1)); }
+	done
+	if [ "$missing" -eq 0 ]; then
+		echo "1 passed, 0 failed"
+	else
+		echo "0 passed, 1 failed"
+		failures=$((failures + 1))
+	fi
+	rm -rf "$scratch"
+done
+
+# heat stopped after a checkpoint and resumed with mpirun on another number of ranks (N/2,
+# N-1, N+1, 2N) prints the uninterrupted checksum, its table intact.
+run env HEAT_ARGS="--table 1" MPIRUN="${MPIRUN[0]}" lib/tests/resize_heat.sh 4:2 4:3 3:4 2:4 -- \
+	"$(realpath "$BUILD/examples/heat")"
 
 # A killed run, then the program with other arguments: it starts afresh and says why,
 # instead of resuming the other run's state (an iteration count of 200 in a run of 150).

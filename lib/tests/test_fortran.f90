@@ -10,6 +10,13 @@
 !                          every value restored in place by shoal_snapshot
 !   test_fortran init CODE shoal_init must return CODE (a test vector put in place by the
 !                          caller, who names the code the C library must give for it)
+!   test_fortran elastic-write   protects a block of real(8), a 2-d subarray of
+!                          integer(4) (a block of columns per rank) and replicated values,
+!                          checkpoints and leaves without shoal_finalize
+!   test_fortran elastic-read    the next run, on another number of ranks: restarted on
+!                          another count, each rank's new part of every array restored,
+!                          an old rank's bytes read with shoal_read_old
+!   test_fortran elastic-refuse  with SHOAL_ELASTIC=1: shoal_protect refused
 !
 ! Prints "N passed, M failed" and exits 1 when a check failed.
 program test_fortran
@@ -27,12 +34,20 @@ program test_fortran
     logical, target :: l_0, l_1(3), l_2(2, 3), l_3(2, 2, 2)
     real(c_double), allocatable, target :: grown(:)
     real(c_double), target :: strided(10)
-    integer :: passed = 0, failed = 0, ierr, rank, code
+    integer :: passed = 0, failed = 0, ierr, rank, nranks, code
+    real(c_double), allocatable, target :: blk(:)
+    integer(c_int32_t), allocatable, target :: box(:, :)
+    real(c_double), target :: params(3), old(2)
+    integer(c_int32_t), target :: step
+    integer :: first, cols, col0, nold, k
+    integer(c_int64_t) :: bytes
+    integer, parameter :: GLOBAL = 1003, ROWS = 4, COLS_ALL = 9
     integer(c_int64_t) :: count
     character(len=16) :: mode, arg
 
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+    call MPI_Comm_size(MPI_COMM_WORLD, nranks, ierr)
     ! The mode may come from the environment: a standalone checkpoint belongs to the
     ! program's arguments, so write and read must run with the same ones.
     call get_environment_variable("TEST_FORTRAN_MODE", mode)
@@ -99,8 +114,63 @@ program test_fortran
             call check(ierr == SHOAL_SUCCESS, "recovering nothing from it")
             call shoal_finalize()
         end if
+    case ("elastic-write", "elastic-read")
+        call shoal_init(MPI_COMM_WORLD, ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_init")
+        call split(GLOBAL, nranks, rank, first, k)
+        allocate (blk(k))
+        call split(COLS_ALL, nranks, rank, col0, cols)
+        allocate (box(ROWS, cols))
+        blk = -1
+        box = -1
+        params = 0
+        step = 0
+        if (mode == "elastic-write") then
+            call check(shoal_status() == SHOAL_FRESH, "fresh start: SHOAL_FRESH")
+            call fill_elastic()
+        else
+            call check(shoal_status() == SHOAL_RESIZED, "restarted on another count: SHOAL_RESIZED")
+            call shoal_restart_nranks(nold, ierr)
+            call check(ierr == SHOAL_SUCCESS .and. nold == 2, "shoal_restart_nranks: 2")
+            call shoal_stored_count(41, count, ierr)
+            call check(ierr == SHOAL_SUCCESS .and. count == GLOBAL, "stored count of a block: its global count")
+        end if
+        call shoal_protect_block(41, blk, int(GLOBAL, c_int64_t), int(first, c_int64_t), ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_protect_block")
+        call shoal_protect_subarray(42, box, [ROWS, COLS_ALL], [0, col0], ierr)
+        call check(ierr == SHOAL_SUCCESS, "shoal_protect_subarray")
+        call shoal_protect_replicated(43, step, ierr)
+        call shoal_protect_replicated(44, params, k)
+        call check(ierr == SHOAL_SUCCESS .and. k == SHOAL_SUCCESS, "shoal_protect_replicated")
+        call shoal_protect_subarray(45, box, [ROWS], [0], ierr)
+        call check(ierr == SHOAL_ERR_ARG, "a subarray's sizes need a value per dimension")
+        if (mode == "elastic-write") then
+            call shoal_checkpoint(ierr)
+            call check(ierr == SHOAL_SUCCESS, "shoal_checkpoint")
+            call shoal_checkpoint(ierr)
+            call check(ierr == SHOAL_SUCCESS, "a second shoal_checkpoint completes the first")
+        else
+            call shoal_snapshot(ierr)
+            call check(ierr == SHOAL_SUCCESS, "shoal_snapshot recovers from 2 ranks")
+            call check(elastic_same(), "every rank's new part restored")
+            call shoal_old_bytes(1, 41, bytes, ierr)
+            call split(GLOBAL, 2, 1, first, k)
+            call check(ierr == SHOAL_SUCCESS .and. bytes == 8 * k, "shoal_old_bytes of old rank 1")
+            call shoal_read_old(1, 41, 8_c_int64_t, old, ierr)
+            call check(ierr == SHOAL_SUCCESS .and. old(1) == first + 1.5d0 .and. &
+                old(2) == first + 2.5d0, "shoal_read_old of old rank 1's block")
+            call shoal_finalize(ierr)
+            call check(ierr == SHOAL_SUCCESS, "shoal_finalize")
+        end if
+    case ("elastic-refuse")
+        call shoal_init(MPI_COMM_WORLD, ierr)
+        call shoal_protect(1, r8_1, ierr)
+        call check(ierr == SHOAL_ERR_PERRANK, "SHOAL_ELASTIC=1: shoal_protect refused")
+        call shoal_protect_replicated(1, r8_1, ierr)
+        call check(ierr == SHOAL_SUCCESS, "SHOAL_ELASTIC=1: shoal_protect_replicated taken")
+        call shoal_finalize()
     case default
-        write (*, '(a)') "usage: test_fortran write|read|init CODE"
+        write (*, '(a)') "usage: test_fortran write|read|init CODE|elastic-write|elastic-read|elastic-refuse"
         call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
     end select
 
@@ -149,6 +219,41 @@ contains
         l_2 = reshape([(mod(seed + k, 3) == 0, k = 1, 6)], [2, 3])
         l_3 = reshape([(mod(seed + k, 2) == 0, k = 1, 8)], [2, 2, 2])
     end subroutine fill
+
+    ! The even split of n items over parts: part p's first (from 0) and count.
+    subroutine split(n, parts, p, start, cnt)
+        integer, intent(in) :: n, parts, p
+        integer, intent(out) :: start, cnt
+        cnt = n / parts
+        if (p < mod(n, parts)) cnt = cnt + 1
+        start = p * (n / parts) + min(p, mod(n, parts))
+    end subroutine split
+
+    ! Element values by global index: the block's from its index, the box's from its
+    ! row and column.
+    subroutine fill_elastic()
+        integer :: i, j
+        do i = 1, size(blk)
+            blk(i) = first + i - 1 + 0.5d0
+        end do
+        do j = 1, cols
+            do i = 1, ROWS
+                box(i, j) = 1000 * i + col0 + j - 1
+            end do
+        end do
+        step = 42
+        params = [0.25d0, -3d0, 7d0]
+    end subroutine fill_elastic
+
+    logical function elastic_same()
+        real(c_double), allocatable :: b(:)
+        integer(c_int32_t), allocatable :: x(:, :)
+        allocate (b, source=blk)
+        allocate (x, source=box)
+        elastic_same = step == 42 .and. all(params == [0.25d0, -3d0, 7d0])
+        call fill_elastic()
+        elastic_same = elastic_same .and. all(b == blk) .and. all(x == box)
+    end function elastic_same
 
     logical function same(seed)
         integer, intent(in) :: seed

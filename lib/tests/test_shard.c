@@ -1,5 +1,5 @@
 /*
- * test_shard.c - shard format v1 without MPI: encoding, every verification failure in
+ * test_shard.c - shard format v2 (and v1) without MPI: encoding, every verification failure in
  * the documented order, and the shared test vectors (testdata/shards/vectors.json).
  *
  * Usage: test_shard [testdata/shards]
@@ -41,6 +41,7 @@ static unsigned char *build(const struct spec *regions, int n, size_t *size)
     unsigned char *file = calloc(1, *size);
     struct shard_header h;
     memset(&h, 0, sizeof h);
+    h.version = 1; /* these shards have only plain regions of bytes: version 1's */
     h.epoch = 7;
     h.rank = 1;
     h.nranks = 3;
@@ -52,7 +53,7 @@ static unsigned char *build(const struct spec *regions, int n, size_t *size)
     size_t off = SHARD_HEADER_SIZE + SHARD_ENTRY_SIZE * (size_t)n;
     for (int i = 0; i < n; i++) {
         struct shard_entry e = {regions[i].id, regions[i].elem_size, regions[i].count,
-                                regions[i].elem_size * regions[i].count};
+                                regions[i].elem_size * regions[i].count, REGION_PLAIN, 0, 0};
         shard_put_entry(file, (uint32_t)i, &e);
         for (uint64_t b = 0; b < e.bytes; b++)
             file[off++] = (unsigned char)(regions[i].id + (int)b);
@@ -104,6 +105,64 @@ static void test_round_trip(void)
     free(file);
 }
 
+/* A version 2 shard written with shard_put_desc reads back with its layouts, and the
+ * descriptor checks catch a box that does not hold its count. */
+static void test_round_trip_v2(void)
+{
+    struct region_layout block = {REGION_BLOCK, 14, 100, 40, 0, 0, {0}, {0}, {0}};
+    struct region_layout box = {REGION_SUBARRAY, 7, 0, 0, 2, LAYOUT_ORDER_FORTRAN,
+                                {4, 6}, {2, 3}, {1, 2}};
+    struct region_layout rep = {REGION_REPLICATED, 7, 0, 0, 0, 0, {0}, {0}, {0}};
+    const struct region_layout *layouts[] = {&block, &box, &rep};
+    const uint64_t counts[] = {5, 6, 1};
+    const uint32_t elem[] = {8, 4, 4};
+    struct shard_header h;
+    memset(&h, 0, sizeof h);
+    h.version = SHARD_VERSION;
+    h.epoch = 2;
+    h.nranks = 1;
+    h.nregions = 3;
+    strcpy(h.job, "v2");
+    for (int i = 0; i < 3; i++) {
+        h.desc_bytes += shard_desc_size(layouts[i]);
+        h.payload_bytes += counts[i] * elem[i];
+    }
+    CHECK_EQ(h.desc_bytes, 16 + 8 + 24 * 2);
+    size_t size = (size_t)shard_image_size(3, h.desc_bytes, h.payload_bytes);
+    unsigned char *file = calloc(1, size);
+    shard_put_header(file, &h);
+    size_t desc = (size_t)shard_desc_offset(&h);
+    for (int i = 0; i < 3; i++) {
+        struct shard_entry e = {i + 1, elem[i], counts[i], counts[i] * elem[i],
+                                layouts[i]->kind, layouts[i]->dtype, shard_desc_size(layouts[i])};
+        shard_put_entry(file, (uint32_t)i, &e);
+        shard_put_desc(file + desc, layouts[i]);
+        desc += e.desc_bytes;
+    }
+    CHECK_EQ(desc, shard_payload_offset(&h));
+    shard_seal(file, size);
+    struct shard_header got;
+    CHECK_EQ(shard_verify(file, size, &got), SHARD_OK);
+    CHECK_EQ(got.version, 2);
+    CHECK_EQ(got.desc_bytes, h.desc_bytes);
+    struct region_layout l;
+    shard_get_layout(file, &got, 0, &l);
+    CHECK(l.kind == REGION_BLOCK && l.dtype == 14 && l.global == 100 && l.offset == 40);
+    shard_get_layout(file, &got, 1, &l);
+    CHECK(l.kind == REGION_SUBARRAY && l.ndims == 2 && l.order == LAYOUT_ORDER_FORTRAN &&
+          l.sizes[1] == 6 && l.subsizes[0] == 2 && l.starts[1] == 2);
+    shard_get_layout(file, &got, 2, &l);
+    CHECK(l.kind == REGION_REPLICATED && l.dtype == 7);
+    /* The box's count is 6: 5 is a bad region table. */
+    struct region_layout bad;
+    unsigned char d[64];
+    shard_put_desc(d, &box);
+    CHECK_EQ(shard_get_desc(d, shard_desc_size(&box), REGION_SUBARRAY, 7, 5, &bad), -1);
+    CHECK_EQ(shard_get_desc(d, shard_desc_size(&box), REGION_SUBARRAY, 7, 6, &bad), 0);
+    CHECK_EQ(shard_get_desc(d, 16, REGION_REPLICATED, 7, 1, &bad), -1);
+    free(file);
+}
+
 /* One write into a shard at off (from the end if negative): width bytes (4 or 8) of
  * value, little-endian; width 1 sets one byte, 64 sets 64 bytes to value, 0 flips a
  * bit. */
@@ -128,8 +187,9 @@ static const struct verify_case {
     {"cut below 136 bytes", -(long)(128 + 96 + 35 + 8 - 135), 0, {{0}}, SHARD_TRUNCATED},
     {"cut by one byte: the checksum sees it", -1, 0, {{0}}, SHARD_CHECKSUM_MISMATCH},
     {"magic", 0, 1, {{0, 1, 'X'}}, SHARD_BAD_MAGIC},
-    {"version 2", 0, 1, {{8, 4, 2}}, SHARD_UNSUPPORTED_VERSION},
-    {"version 2, checked before the checksum", 0, 0, {{8, 4, 2}}, SHARD_UNSUPPORTED_VERSION},
+    {"version 3", 0, 1, {{8, 4, 3}}, SHARD_UNSUPPORTED_VERSION},
+    {"version 3, checked before the checksum", 0, 0, {{8, 4, 3}}, SHARD_UNSUPPORTED_VERSION},
+    {"version 0", 0, 1, {{8, 4, 0}}, SHARD_UNSUPPORTED_VERSION},
     {"header_size 64", 0, 1, {{12, 4, 64}}, SHARD_UNSUPPORTED_VERSION},
     {"payload bit", 0, 0, {{-9, 0, 0}}, SHARD_CHECKSUM_MISMATCH},
     {"checksum bit", 0, 0, {{-1, 0, 0}}, SHARD_CHECKSUM_MISMATCH},
@@ -236,6 +296,49 @@ static int payload_equals(const unsigned char *bytes, uint64_t len, const char *
     return 1;
 }
 
+/* The u64 array member key of a vector region equals n values. */
+static int u64s_equal(const struct json *r, const char *key, const uint64_t *values, uint32_t n)
+{
+    const struct json *a = json_get(r, key);
+    if (a == NULL || a->type != JSON_ARRAY || a->n != (int)n)
+        return 0;
+    for (uint32_t d = 0; d < n; d++)
+        if (a->items[d]->type != JSON_NUMBER || strtoull(a->items[d]->text, NULL, 10) != values[d])
+            return 0;
+    return 1;
+}
+
+/* A region's kind, datatype and descriptor against its vector. */
+static void check_vector_layout(const struct json *r, const unsigned char *file,
+                                const struct shard_header *h, uint32_t i, const char *name)
+{
+    static const char *const kinds[REGION_NKINDS] = {"plain", "block", "subarray", "replicated"};
+    struct region_layout l;
+    int64_t dtype;
+    shard_get_layout(file, h, i, &l);
+    const char *kind = json_get_str(r, "kind");
+    if (!CHECK(kind != NULL && l.kind < REGION_NKINDS && strcmp(kinds[l.kind], kind) == 0) ||
+        !CHECK(json_get_i64(r, "datatype", &dtype) == 0 && dtype == l.dtype)) {
+        fprintf(stderr, "  vector %s: region %u is %s of datatype %u\n", name, i,
+                l.kind < REGION_NKINDS ? kinds[l.kind] : "?", l.dtype);
+        return;
+    }
+    uint64_t global, offset;
+    if (l.kind == REGION_BLOCK && !CHECK(json_get_u64(r, "global", &global) == 0 &&
+                                         json_get_u64(r, "offset", &offset) == 0 &&
+                                         global == l.global && offset == l.offset))
+        fprintf(stderr, "  vector %s: region %u is elements %llu+ of %llu\n", name, i,
+                (unsigned long long)l.offset, (unsigned long long)l.global);
+    if (l.kind == REGION_SUBARRAY) {
+        const char *order = json_get_str(r, "order");
+        if (!CHECK(order != NULL && strcmp(order, l.order ? "Fortran" : "C") == 0 &&
+                   u64s_equal(r, "sizes", l.sizes, l.ndims) &&
+                   u64s_equal(r, "subsizes", l.subsizes, l.ndims) &&
+                   u64s_equal(r, "starts", l.starts, l.ndims)))
+            fprintf(stderr, "  vector %s: region %u's subarray differs\n", name, i);
+    }
+}
+
 static void check_valid_vector(const struct json *v, const unsigned char *file, size_t size,
                                const struct shard_header *h, const char *name)
 {
@@ -247,6 +350,9 @@ static void check_valid_vector(const struct json *v, const unsigned char *file, 
         fprintf(stderr, "  vector %s lacks epoch, rank, nranks or created_ns\n", name);
         return;
     }
+    int64_t version;
+    if (CHECK(json_get_i64(v, "version", &version) == 0))
+        CHECK_EQ(h->version, version);
     CHECK_STR(h->job, json_get_str(v, "job"));
     CHECK_EQ(h->epoch, epoch);
     CHECK_EQ(h->rank, rank);
@@ -260,7 +366,7 @@ static void check_valid_vector(const struct json *v, const unsigned char *file, 
         return;
     if (!CHECK_EQ(h->nregions, regions->n))
         return;
-    uint64_t off = SHARD_HEADER_SIZE + (uint64_t)SHARD_ENTRY_SIZE * h->nregions;
+    uint64_t off = shard_payload_offset(h);
     for (int i = 0; i < regions->n; i++) {
         const struct json *r = regions->items[i];
         struct shard_entry e;
@@ -273,6 +379,7 @@ static void check_valid_vector(const struct json *v, const unsigned char *file, 
         CHECK_EQ(e.id, id);
         CHECK_EQ(e.elem_size, elem);
         CHECK_EQ(e.count, count);
+        check_vector_layout(r, file, h, (uint32_t)i, name);
         if (!CHECK(payload_equals(file + off, e.bytes, json_get_str(r, "payload_hex"))))
             fprintf(stderr, "  vector %s: payload of region %lld differs\n", name,
                     (long long)id);
@@ -471,6 +578,7 @@ int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "testdata/shards";
     test_round_trip();
+    test_round_trip_v2();
     test_sealer();
     test_verify_failures();
     test_vectors(dir);

@@ -13,6 +13,25 @@ VECTORS = os.path.join(HERE, "..", "..", "testdata", "shards")
 from shoal.shard import ShardError, read_shard, read_shard_file  # noqa: E402
 
 
+def layout(r):
+    """A parsed region's kind, datatype and place in its array."""
+    out = [r.kind, r.datatype]
+    if r.kind == "block":
+        out += [r.global_count, r.offset]
+    if r.kind == "subarray":
+        out += [r.order, list(r.sizes), list(r.subsizes), list(r.starts)]
+    return out
+
+
+def layout_of_vector(r):
+    out = [r["kind"], r["datatype"]]
+    if r["kind"] == "block":
+        out += [r["global"], r["offset"]]
+    if r["kind"] == "subarray":
+        out += [r["order"], r["sizes"], r["subsizes"], r["starts"]]
+    return out
+
+
 def load_vectors():
     with open(os.path.join(VECTORS, "vectors.json")) as f:
         return json.load(f)
@@ -32,12 +51,14 @@ class VectorTest(unittest.TestCase):
                     self.assertEqual(cm.exception.kind, v["error"])
                     continue
                 s = read_shard_file(path)
-                self.assertEqual((s.job, s.epoch, s.rank, s.nranks, s.created_ns),
-                                 (v["job"], v["epoch"], v["rank"], v["nranks"], v["created_ns"]))
+                self.assertEqual((s.version, s.job, s.epoch, s.rank, s.nranks, s.created_ns),
+                                 (v["version"], v["job"], v["epoch"], v["rank"], v["nranks"], v["created_ns"]))
                 self.assertEqual(s.checksum, int(v["checksum"], 16))
                 got = [(r.id, r.elem_size, r.count, r.data.hex()) for r in s.regions]
                 want = [(r["id"], r["elem_size"], r["count"], r["payload_hex"]) for r in v["regions"]]
                 self.assertEqual(got, want)
+                self.assertEqual([layout(r) for r in s.regions], [layout_of_vector(r) for r in v["regions"]])
+                self.assertEqual(s.per_rank(), [r["id"] for r in v["regions"] if r["kind"] == "plain"])
 
     def test_wrong_shard(self):
         v = next(v for v in load_vectors() if v["ok"])

@@ -211,8 +211,9 @@ func TestShardsAlikeAndReadByPython(t *testing.T) {
 		}
 		tables[prog.name] = tables[prog.name][len(tables[prog.name])-2:] // the newest epoch
 	}
-	// 60 rows over 2 ranks: 30 each plus 2 ghost rows, 62 points wide.
-	want := []string{"rank 0: 1:1x4, 2:1984x8", "rank 1: 1:1x4, 2:1984x8"}
+	// 60 rows over 2 ranks: each protects its 30 interior rows (its block of the global
+	// grid, without the ghost rows), 62 points wide.
+	want := []string{"rank 0: 1:1x4, 2:1860x8", "rank 1: 1:1x4, 2:1860x8"}
 	for name, got := range tables {
 		if strings.Join(got, "; ") != strings.Join(want, "; ") {
 			t.Errorf("%s heat's newest shards hold %q, want %q", name, got, want)

@@ -81,16 +81,23 @@ class RegionNotFound(ShoalError, KeyError):
         return str(self.args[0])
 
 
+class PerRankRegion(ShoalError):
+    """A per-rank region (shoal.protect) where the rank count changes or may change:
+    protect it with protect_block, protect_subarray or protect_replicated."""
+
+    code = -13
+
+
 _BY_CODE: Dict[int, Type[ShoalError]] = {
     c.code: c
     for c in (InvalidArgument, StateError, OutOfMemory, CheckpointIOError, MPIError,
               CorruptShard, NoCheckpoint, ShardMismatch, SizeMismatch, UnsupportedVersion,
-              DirectoryError, RegionNotFound)
+              DirectoryError, RegionNotFound, PerRankRegion)
 }
 
 # The C names, for code that compares codes: shoal.ERR_NOTFOUND == -12.
 ERR_ARG, ERR_STATE, ERR_NOMEM, ERR_IO, ERR_MPI, ERR_CORRUPT, ERR_NOCKPT = range(-1, -8, -1)
-ERR_MISMATCH, ERR_SIZE, ERR_VERSION, ERR_DIR, ERR_NOTFOUND = range(-8, -13, -1)
+ERR_MISMATCH, ERR_SIZE, ERR_VERSION, ERR_DIR, ERR_NOTFOUND, ERR_PERRANK = range(-8, -14, -1)
 
 
 def check(code: int, context: str) -> None:
