@@ -66,7 +66,7 @@ func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]a
 	env = append(env, "SHOAL_KEEP_EPOCHS=1")
 	rsh := rshAgent(s.cfg.ShoalBin)
 	l := engine.Launch{
-		NRanks: info.Spec.Ranks, Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
+		NRanks: len(p), Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
 		RshAgent: strings.Join(rsh, " "), Oversubscribe: over, Env: env,
 	}
