@@ -46,6 +46,12 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "-n", "2", "no-such-program-anywhere"}, exitUsage, `program "no-such-program-anywhere" not found`},
 		{[]string{"run", "-n", "2", notExec}, exitUsage, "is not executable"},
 		{[]string{"run", "-n", "2", "--job-id", "bad/id", "/bin/true"}, exitUsage, `job id "bad/id"`},
+		{[]string{"run", "/bin/true"}, exitUsage, "(or --min-ranks/--max-ranks for an elastic job)"},
+		{[]string{"run", "--min-ranks", "8", "--max-ranks", "4", "/bin/true"}, exitUsage, "min_ranks 8 above max_ranks 4"},
+		{[]string{"run", "--min-ranks", "-1", "/bin/true"}, exitUsage, "min_ranks -1, max_ranks 0: want 1 to 65536"},
+		{[]string{"run", "-n", "3", "--min-ranks", "2", "--rank-multiple", "2", "/bin/true"}, exitUsage, "ranks 3: not a count the job allows (2 to 65536 ranks, a multiple of 2)"},
+		{[]string{"run", "--min-ranks", "5", "--max-ranks", "7", "--ranks-pow2", "/bin/true"}, exitUsage, "no rank count satisfies 5 to 7 ranks, a power of two"},
+		{[]string{"run", "-n", "2", "--rank-multiple", "2", "/bin/true"}, exitUsage, "--rank-multiple and --ranks-pow2 constrain an elastic job's count: give --min-ranks or --max-ranks too"},
 		{[]string{"wait"}, exitUsage, "shoal wait: want JOB, the id of a job (see 'shoal wait --help')"},
 		{[]string{"wait", "a", "b"}, exitUsage, "shoal wait: want one JOB, got 2 arguments"},
 		{[]string{"wait", "--follow", "a"}, exitUsage, "shoal wait: flag provided but not defined: -follow"},
@@ -65,6 +71,26 @@ func TestRunArgumentErrors(t *testing.T) {
 		}
 		if tt.want != "" && strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
 			t.Errorf("shoal %q: error is not one line: %q", tt.args, stderr.String())
+		}
+	}
+}
+
+// An elastic job grows onto joining nodes unless --auto-rebalance says
+// otherwise; a fixed one does not.
+func TestElasticAutoRebalance(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want float64
+	}{
+		{[]string{"-n", "2"}, 0},
+		{[]string{"--max-ranks", "8"}, 1},
+		{[]string{"--max-ranks", "8", "--auto-rebalance", "0"}, 0},
+		{[]string{"--min-ranks", "2", "--auto-rebalance", "3"}, 3},
+	} {
+		var stdout, stderr bytes.Buffer
+		f, _, code := parseRunFlags(append(c.args, "/bin/true"), &stdout, &stderr)
+		if code != -1 || f.autoRebalance != c.want {
+			t.Errorf("%q: exit %d, --auto-rebalance %g, want %g (%s)", c.args, code, f.autoRebalance, c.want, stderr.String())
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 // Elastic reports whether the job lets the coordinator choose its rank count
 // (MinRanks or MaxRanks set).
-func (s Spec) Elastic() bool { return s.MinRanks > 0 || s.MaxRanks > 0 }
+func (s Spec) Elastic() bool { return s.MinRanks != 0 || s.MaxRanks != 0 }
 
 // Range is the rank counts an elastic job allows, its bounds filled in: from
 // MinRanks (1 when unset) to MaxRanks (MaxRanks when unset). A fixed job's
