@@ -35,7 +35,9 @@ The coordinator of a job sets this up; people do not run it by hand.
 WORDS are joined with spaces into one command line, as ssh does. NODE's
 agent runs it only if it is exactly one MPI daemon of the node's own MPI
 installation (orted, prted, hydra_pmi_proxy: the file, not just the name)
-with literal arguments, and executes the daemon itself, without a shell, for
+with literal arguments (in Open MPI's subshell that sources ./.profile for a
+user whose login shell is sh, dash or ksh: the daemon alone is run, and no
+.profile), and executes the daemon itself, without a shell, for
 a job its coordinator has granted on NODE (POST /v1/grants). shoal rsh relays its own stdin, stdout and stderr, forwards
 SIGINT, SIGTERM and SIGHUP, and exits with the daemon's exit code (128 + N
 when signal N ended it). If shoal rsh dies, the agent kills the daemon and

@@ -33,7 +33,16 @@ var (
 // glob, ~ or # at the start of a word) or a leading VAR=value — is refused,
 // since executed without a shell it would not do what the line says. So `orted ;
 // id > file` is refused, and what runs is always the daemon itself.
+//
+// One wrapper is recognised and removed first: the subshell Open MPI (and
+// PRRTE) put around the daemon when the launching user's login shell is sh-like
+// (sh, dash, ksh; see [profileWrapper]). Only the exact wrapper counts, with its
+// inside then held to the rule above; the .profile it would source is not read
+// by anyone, since the agent runs no shell.
 func DaemonArgv(line string) ([]string, error) {
+	if inner, ok := cutProfileWrapper(line); ok {
+		line = inner
+	}
 	words, err := literalWords(line)
 	if err != nil {
 		return nil, err
@@ -45,6 +54,32 @@ func DaemonArgv(line string) ([]string, error) {
 		return nil, fmt.Errorf("%w: %q sets a variable; the command must start with the daemon", ErrNotSimple, words[0])
 	}
 	return words, nil
+}
+
+// profileWrapper is what Open MPI's rsh launcher (plm_rsh, and PRRTE's plm_ssh
+// after it) puts around the daemon's command when the login shell of the user
+// running mpirun, as getpwuid gives it (or $SHELL when that is unknown), is one
+// whose name contains "sh" but not bash, zsh or csh: /bin/sh, dash, ksh, mksh.
+// Its words reach `shoal rsh` as separate arguments, so joined with spaces the
+// line is profileWrapper.open, a blank, the command (which Open MPI starts with
+// a blank of its own) and profileWrapper.close. Under ssh the remote login shell
+// would source ./.profile first; the agent runs no shell and sources nothing.
+var profileWrapper = struct{ open, close string }{
+	open:  "( test ! -r ./.profile || . ./.profile; ",
+	close: " )",
+}
+
+// cutProfileWrapper returns what line holds inside [profileWrapper], and
+// whether line is exactly that wrapper around something. The inside is not
+// checked here: [DaemonArgv] reads it as it reads any line, and a quote or
+// escape that would reach into the closing parenthesis leaves it unterminated,
+// so refused.
+func cutProfileWrapper(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, profileWrapper.open)
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, profileWrapper.close)
 }
 
 // QuoteWord quotes a word of a command line that [DaemonArgv] is to read, so

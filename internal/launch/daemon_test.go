@@ -186,3 +186,87 @@ func TestRootOnly(t *testing.T) {
 		}
 	}
 }
+
+// The words Open MPI 4.1.4's mpirun and MPICH 4.0.2's mpiexec hand their rsh
+// agent after the host name, captured with a stand-in agent that logged its
+// arguments (users made with each login shell, mpirun run as them). Open MPI
+// wraps the daemon in a subshell that sources ./.profile when the launching
+// user's login shell is sh-like; Hydra sends the same words for every shell.
+var (
+	ompiOrted = []string{` orted`, `-mca`, `ess`, `"env"`, `-mca`, `ess_base_jobid`, `"938213376"`, `-mca`, `ess_base_vpid`, `1`,
+		`-mca`, `ess_base_num_procs`, `"2"`, `-mca`, `orte_node_regex`, `"vm,fakehost@0(2)"`,
+		`-mca`, `orte_hnp_uri`, `"938213376.0;tcp://192.0.2.2,10.77.237.1:57149;tcp6://[fd00::2]:46845"`,
+		`--mca`, `plm_rsh_agent`, `"/opt/shoal/bin/shoal rsh"`, `-mca`, `plm`, `"rsh"`, `--tree-spawn`, `-mca`, `routed`, `"radix"`,
+		`-mca`, `orte_parent_uri`, `"938213376.0;tcp://192.0.2.2,10.77.237.1:57149;tcp6://[fd00::2]:46845"`, `-mca`, `pmix`, `"^s1,s2,cray,isolated"`}
+	ompiProfile = []string{`(`, `test`, `!`, `-r`, `./.profile`, `||`, `.`, `./.profile;`}
+	hydraProxy  = []string{`"/usr/bin/hydra_pmi_proxy"`, `--control-port`, `localhost:34167`, `--rmk`, `user`, `--launcher`, `ssh`,
+		`--launcher-exec`, `/tmp/shoal-launcher`, `--demux`, `poll`, `--pgid`, `0`, `--retries`, `10`, `--usize`, `-2`,
+		`--pmi-port`, `0`, `--gpus-per-proc`, `-2`, `--proxy-id`, `1`}
+)
+
+func wrapped(words []string) []string {
+	return append(append(slices.Clone(ompiProfile), words...), ")")
+}
+
+// TestDaemonArgvLoginShells: what each launcher sends for a user of each login
+// shell is read as the daemon's own words, the wrapper dropped; a line that is
+// anything but that exact wrapper around literal words is refused.
+func TestDaemonArgvLoginShells(t *testing.T) {
+	orted := []string{"orted", "-mca", "ess", "env", "-mca", "ess_base_jobid", "938213376", "-mca", "ess_base_vpid", "1",
+		"-mca", "ess_base_num_procs", "2", "-mca", "orte_node_regex", "vm,fakehost@0(2)",
+		"-mca", "orte_hnp_uri", "938213376.0;tcp://192.0.2.2,10.77.237.1:57149;tcp6://[fd00::2]:46845",
+		"--mca", "plm_rsh_agent", "/opt/shoal/bin/shoal rsh", "-mca", "plm", "rsh", "--tree-spawn", "-mca", "routed", "radix",
+		"-mca", "orte_parent_uri", "938213376.0;tcp://192.0.2.2,10.77.237.1:57149;tcp6://[fd00::2]:46845", "-mca", "pmix", "^s1,s2,cray,isolated"}
+	proxy := []string{"/usr/bin/hydra_pmi_proxy", "--control-port", "localhost:34167", "--rmk", "user", "--launcher", "ssh",
+		"--launcher-exec", "/tmp/shoal-launcher", "--demux", "poll", "--pgid", "0", "--retries", "10", "--usize", "-2",
+		"--pmi-port", "0", "--gpus-per-proc", "-2", "--proxy-id", "1"}
+	for _, tt := range []struct {
+		name string
+		sent []string // the words after the host name
+		want []string
+	}{
+		{"openmpi /bin/sh", wrapped(ompiOrted), orted},
+		{"openmpi /bin/dash", wrapped(ompiOrted), orted},
+		{"openmpi /bin/ksh", wrapped(ompiOrted), orted},
+		{"openmpi /bin/bash", ompiOrted, orted},
+		{"openmpi /usr/bin/zsh", ompiOrted, orted},
+		{"mpich any shell", hydraProxy, proxy},
+	} {
+		got, err := DaemonArgv(strings.Join(tt.sent, " "))
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: DaemonArgv = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+
+	open, inside := strings.Join(ompiProfile, " "), strings.TrimSpace(strings.Join(ompiOrted, " "))
+	for _, line := range []string{
+		// More than the daemon inside the exact wrapper.
+		open + " orted ; id > /tmp/x )",
+		open + " orted ) ; id ; ( true )",
+		open + " orted $(id) )",
+		open + " PATH=/tmp orted )",
+		open + " PATH=/opt/ompi/bin:$PATH ; export PATH ; /opt/ompi/bin/orted -mca ess env )",
+		open + " ( test ! -r ./.profile || . ./.profile; orted ) )", // wrapped twice
+		// A quote or escape reaching into the closing parenthesis.
+		open + " orted ' )",
+		open + ` orted \ )`,
+		open + ` orted " )`,
+		// Near misses of the wrapper itself.
+		"( test ! -r ./.evil || . ./.evil; " + inside + " )",
+		"( test ! -r ./.profile && . ./.profile; " + inside + " )",
+		"( . ./.profile; " + inside + " )",
+		"(test ! -r ./.profile || . ./.profile; " + inside + " )",
+		"( test ! -r ./.profile || . ./.profile;" + inside + " )", // Open MPI always leaves a blank
+		"( test ! -r ./.profile || . ./.profile; " + inside + ")",
+		"( test ! -r ./.profile || . ./.profile; " + inside + " ) ; id",
+		"( test ! -r ./.profile || . ./.profile; " + inside + " ) )",
+		" ( test ! -r ./.profile || . ./.profile; " + inside + " )",
+		"( " + inside + " )",
+		"{ test ! -r ./.profile || . ./.profile; " + inside + " ; }",
+		open + " )", // nothing inside
+	} {
+		if got, err := DaemonArgv(line); err == nil || !errors.Is(err, ErrNotSimple) && !errors.Is(err, ErrNotDaemon) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("DaemonArgv(%q) = %q, %v; want a one-line refusal", line, got, err)
+		}
+	}
+}

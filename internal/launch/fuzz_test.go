@@ -11,7 +11,8 @@ import (
 // FuzzDaemonArgv checks the launch request's command line decoder: it never
 // panics, refuses with one of its two errors, and what it accepts are words
 // that, quoted again for sh and joined, decode to the same words: a shell would
-// have run exactly what the agent executes.
+// have run exactly what the agent executes (after sourcing ./.profile, for a
+// line in Open MPI's sh wrapper, which the agent does not).
 func FuzzDaemonArgv(f *testing.F) {
 	for _, line := range []string{
 		` orted -mca ess "env" -mca orte_hnp_uri "431685632.0;tcp://192.0.2.2:58335" --mca plm_rsh_agent "/opt/shoal rsh"`,
@@ -19,6 +20,7 @@ func FuzzDaemonArgv(f *testing.F) {
 		`orted ; id > file`,
 		`PATH=/opt/ompi/bin:$PATH ; export PATH ; /opt/ompi/bin/orted`,
 		`prted 'a b' c\ d "e\"f"`,
+		`( test ! -r ./.profile || . ./.profile;  orted -mca ess "env" --tree-spawn )`,
 	} {
 		f.Add(line)
 	}
