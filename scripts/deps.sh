@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
-# Open MPI, MPICH, gfortran, xxHash, CMake and Slurm (for the testbed's Slurm cluster, test/slurm)
-# from Debian's packages; Go and the Go modules from the module proxy.
+# Open MPI, MPICH, gfortran, xxHash, CMake, Slurm (for the testbed's Slurm cluster, test/slurm),
+# zsh and ksh (login shells test/jobs runs jobs under) from Debian's packages; Go and the Go
+# modules from the module proxy.
 set -euo pipefail
 
 need=()
@@ -23,6 +24,10 @@ command -v slurmctld >/dev/null || need+=(slurmctld)
 command -v slurmd >/dev/null || need+=(slurmd)
 command -v sbatch >/dev/null || need+=(slurm-client)
 command -v munged >/dev/null || need+=(munge)
+# test/jobs runs jobs as users whose login shell is each of these (Open MPI words its
+# remote command by the launching user's shell).
+command -v zsh >/dev/null || need+=(zsh)
+command -v ksh >/dev/null || need+=(ksh)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
