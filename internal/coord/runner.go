@@ -695,9 +695,21 @@ func (t *tailBuffer) String() string {
 	return string(t.buf)
 }
 
-// lastLine returns the last non-empty line of s that is not a box rule.
+// rshPrefix begins every line the rsh hooks (`shoal rsh`, shoal-rsh) write
+// when they fail themselves.
+const rshPrefix = "shoal rsh: "
+
+// lastLine returns the line of the launcher's output s that says best why it
+// failed: the last line of an rsh hook's own failure (a node refusing or not
+// answering a launch), which Open MPI follows with a help box of generic
+// causes; else the last non-empty line that is not a box rule.
 func lastLine(s string) string {
 	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, rshPrefix) {
+			return l
+		}
+	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
 		if l != "" && !bytes.ContainsAny([]byte{l[0]}, "-*") {
