@@ -8,6 +8,10 @@
  * each point becomes the mean of its four neighbours. Each rank owns a block of rows plus a
  * ghost row above and below, which its neighbours refill every step (the halo exchange).
  *
+ * Rank 0 reports every tenth of the run: `step K of S (T s)`, T the seconds since this run
+ * of the program started its loop (after a restart, since the restart: the first report's
+ * interval holds the restore).
+ *
  * The last line is `checksum: <value>`, the sum of all temperatures. The values of the grid do
  * not depend on how the rows are split, and the sum is taken row by row in global order on
  * rank 0, so any number of ranks prints the same digits.
@@ -286,7 +290,7 @@ int main(int argc, char **argv)
 
         shoal_progress((double)(step + 1) / opt.steps);
         if (rank == 0 && (step + 1) % report_every == 0)
-            printf("step %d of %d\n", step + 1, opt.steps);
+            printf("step %d of %d (%.3f s)\n", step + 1, opt.steps, MPI_Wtime() - start);
         pace_wait(step_start, opt.pace);
     }
     double seconds = MPI_Wtime() - start;
