@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 )
 
 // Exit codes of the shoal command. A job's own exit code passes through unchanged
@@ -38,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case args[0] == "--version":
 		return versionCmd(args[1:], stdout, stderr)
-	case args[0] == "help" && len(args) == 2:
+	case args[0] == "help" && len(args) == 2 && !strings.HasPrefix(args[1], "-"):
 		// shoal help CMD is shoal CMD --help.
 		args = []string{args[1], "--help"}
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":

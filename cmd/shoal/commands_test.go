@@ -16,6 +16,9 @@ func TestHelpCommand(t *testing.T) {
 			t.Errorf("shoal help %s: exit %d, stdout %.60q…, stderr %q; want %d and shoal %s --help's %.60q…", name, code, stdout, stderr, wantCode, name, want)
 		}
 	}
+	if code, stdout, _ := runOut("help", "--help"); code != exitOK || !strings.HasPrefix(stdout, "Usage: shoal COMMAND") {
+		t.Errorf("shoal help --help: exit %d, stdout %.40q…; want 0 and the top-level help", code, stdout)
+	}
 	code, _, stderr := runOut("help", "rnu")
 	if want := "shoal: unknown command \"rnu\"; did you mean \"run\"? (see 'shoal --help')\n"; code != exitUsage || stderr != want {
 		t.Errorf("shoal help rnu: exit %d, stderr %q; want %d, %q", code, stderr, exitUsage, want)
