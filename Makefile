@@ -21,8 +21,9 @@ deps:
 
 build: deps go-build lib fortran python examples fortran-examples kernels test-programs mpich
 
+# shoal --version prints the release (shoal.h's) and the commit built.
 go-build: bin/shoal-rank bin/shoal-rsh
-	$(GO) build -o bin/shoal ./cmd/shoal
+	$(GO) build -ldflags "-X main.version=$(SHOAL_VERSION) -X main.commit=$$(git describe --always --dirty 2>/dev/null)" -o bin/shoal ./cmd/shoal
 
 # The rank wrapper and the launcher hook without Go's start-up (cmd/shoal-rank,
 # cmd/shoal-rsh): the coordinator starts ranks and daemons through them when they are

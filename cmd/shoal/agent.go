@@ -22,9 +22,6 @@ import (
 	"shoal/internal/retention"
 )
 
-// version is reported by GET /v1/health.
-var version = "0.1.0-dev"
-
 func init() {
 	register("agent", command{summary: "run this node's agent: membership, API, jobs", run: agentCmd})
 }

@@ -87,6 +87,13 @@ func TestDetachWaitLogs(t *testing.T) {
 			strings.Join(sortedLines(stderr), ",") != "[0] err 0,[1] err 1" {
 			t.Errorf("shoal logs: exit %d\nstdout %q\nstderr %q\nwant 0, each rank's out and late lines on stdout, err on stderr", code, stdout, stderr)
 		}
+		// A second cancel, or a rebalance, of the ended job says it has ended.
+		for _, cmd := range []string{"cancel", "rebalance"} {
+			want := "shoal " + cmd + ": job talk-ok has already ended: succeeded\n"
+			if code, _, stderr := runOut(cmd, "talk-ok"); code != exitEnded || stderr != want {
+				t.Errorf("shoal %s of an ended job: exit %d, stderr %q; want %d, %q", cmd, code, stderr, exitEnded, want)
+			}
+		}
 		// The same lines as shoal run --quiet prints.
 		_, runStdout, runStderr := runOut("run", "--quiet", "-n", "2", "--", prog)
 		if strings.Join(sortedLines(runStdout), ",") != strings.Join(sortedLines(stdout), ",") ||
@@ -133,7 +140,7 @@ func TestDetachWaitLogs(t *testing.T) {
 	})
 
 	t.Run("unknown job", func(t *testing.T) {
-		for _, cmd := range []string{"wait", "logs"} {
+		for _, cmd := range []string{"wait", "logs", "rebalance", "cancel"} {
 			code, _, stderr := runOut(cmd, "nosuch")
 			if code != exitNoJob || !strings.HasPrefix(stderr, `shoal `+cmd+`: no job "nosuch" known to the agent at `) || strings.Count(stderr, "\n") != 1 {
 				t.Errorf("shoal %s nosuch: exit %d, stderr %q; want %d and one line naming the job", cmd, code, stderr, exitNoJob)

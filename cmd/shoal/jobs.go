@@ -224,6 +224,10 @@ would save over the rest of the run (estimated from the job's progress reports) 
 less than a checkpoint plus a restart cost, as measured on this job. --force skips
 that. To have joins used without asking, see 'shoal run --auto-rebalance'.
 
+Exit codes: 0 the job runs on the new layout; 1 it does not (refused, saying
+why, or the agent did not answer); 2 usage error; 4 the agent knows no job JOB;
+5 JOB has ended already.
+
 Flags:
 `
 
@@ -241,8 +245,7 @@ func rebalanceCmd(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	j, err := c.Rebalance(ctx, rest[0], req)
 	if err != nil {
-		fmt.Fprintf(stderr, "shoal rebalance: %s\n", errorLine(err))
-		return exitFailure
+		return jobRefused(ctx, c, "rebalance", rest[0], err, stderr)
 	}
 	var nodes []string
 	for n, ranks := range j.Placement {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/membership"
 )
 
 func init() {
@@ -30,10 +31,13 @@ agent start, relative to the fastest node listed; ARCH; STATE: alive, suspect
 with "leaving" while a node is about to leave; SINCE, how long it has been in
 that state; RANKS, ranks of running jobs on the node, whichever node
 coordinates them (each node announces its own count; a change reaches the
-others within about a second); ROLE, the node's part in the job store: leader
-(coordinates every job), voter, follower (keeps a copy of the jobs without
-voting), or - (none). When no node leads, a line after the table says why:
-how many voting nodes answer and how many a quorum needs.
+others within about a second), - for a dead or left node, which runs none;
+ROLE, the node's part in the job store: leader (coordinates every job), voter,
+follower (keeps a copy of the jobs without voting), or - (none). A dead or
+left node keeps its role until the leader takes it out of the job store,
+within seconds, and has none (-) from then on; a voter taken out is replaced
+by a live node. When no node leads, a line after the table says why: how many
+voting nodes answer and how many a quorum needs.
 
 With --links, lists instead the links between the live nodes as they measure
 them (a small request's round trip, and the bandwidth of a transfer; every
@@ -123,8 +127,12 @@ func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
 		if n.CPUs > 0 && n.CPUs < float64(n.Cores) {
 			cores += "/" + strconv.FormatFloat(n.CPUs, 'f', -1, 64)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-			n.Name, n.Addr, cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), n.Ranks, role)
+		ranks := strconv.Itoa(n.Ranks)
+		if st, ok := membership.ParseState(n.State); ok && !st.Member() {
+			ranks = "-" // the count it announced last, before it went
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			n.Name, n.Addr, cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), ranks, role)
 	}
 	tw.Flush()
 }

@@ -202,8 +202,8 @@ func (f *redundancyFlag) Set(v string) error {
 	return nil
 }
 
-// intervalFlag is --ckpt-interval: auto, or a duration (0: no interval
-// checkpoints).
+// intervalFlag is --ckpt-interval: auto, or seconds or a duration as
+// SHOAL_CKPT_INTERVAL takes them (0: no interval checkpoints).
 type intervalFlag struct {
 	d    time.Duration
 	auto bool
@@ -221,9 +221,9 @@ func (f *intervalFlag) Set(v string) error {
 		*f = intervalFlag{auto: true}
 		return nil
 	}
-	d, err := time.ParseDuration(v)
+	d, err := parseSeconds(v)
 	if err != nil {
-		return errors.New("want auto or a duration (500ms, 30s, 2m; 0 turns interval checkpoints off)")
+		return errors.New("want auto, seconds (30, 0.5) or a duration (500ms, 30s, 2m; 0 turns interval checkpoints off)")
 	}
 	*f = intervalFlag{d: d}
 	return nil
@@ -239,8 +239,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.IntVar(&f.rankMultiple, "rank-multiple", 0, "an elastic job's count is a multiple of `K` (a program that needs an even count: 2)")
 	fs.BoolVar(&f.ranksPow2, "ranks-pow2", false, "an elastic job's count is a power of two")
 	f.ckptInterval = intervalFlag{auto: true}
-	fs.Var(&f.ckptInterval, "ckpt-interval", "time between checkpoints: auto (chosen from what a checkpoint costs and how often the cluster loses nodes, Young/Daly's optimum between 1 s and 10 min), or a duration (30s; 0 turns interval checkpoints off)")
-	fs.DurationVar(&f.mtbf, "mtbf", 0, "how often each node fails, for --ckpt-interval auto: one node's mean time between failures (`DURATION`; default: learned from the cluster's record of nodes lost, starting from one a node-hour)")
+	fs.Var(&f.ckptInterval, "ckpt-interval", "time between checkpoints: auto (chosen from what a checkpoint costs and how often the cluster loses nodes, Young/Daly's optimum between 1 s and 10 min), or seconds (30, 0.5) or a duration (500ms, 2m) as SHOAL_CKPT_INTERVAL takes them; 0 turns interval checkpoints off")
+	fs.Var((*secondsValue)(&f.mtbf), "mtbf", "how often each node fails, for --ckpt-interval auto: one node's mean time between failures, above 0, in seconds or a duration (`DURATION`: 3600, 90m; default: learned from the cluster's record of nodes lost, starting from one a node-hour)")
 	fs.IntVar(&f.maxRestarts, "max-restarts", 3, "how often the job may be relaunched after losing ranks")
 	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix)")
 	fs.BoolVar(&f.local, "local", false, "run on this machine only, even when an agent is running")
@@ -284,6 +284,9 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case elastic.Elastic() && elastic.RangeProblem() != "":
 		fmt.Fprintf(stderr, "shoal run: %s\n", elastic.RangeProblem())
 		return f, nil, exitUsage
+	case !elastic.Elastic() && !explicit["n"]:
+		fmt.Fprintln(stderr, "shoal run: -n N is required: the job's number of ranks (or --min-ranks/--max-ranks for an elastic job)")
+		return f, nil, exitUsage
 	case !elastic.Elastic() && f.nranks < 1:
 		fmt.Fprintf(stderr, "shoal run: -n %d: need at least 1 rank (or --min-ranks/--max-ranks for an elastic job)\n", f.nranks)
 		return f, nil, exitUsage
@@ -293,7 +296,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.ckptInterval.d < 0:
 		fmt.Fprintf(stderr, "shoal run: --ckpt-interval %v: must not be negative\n", f.ckptInterval.d)
 		return f, nil, exitUsage
-	case f.mtbf < 0:
+	case f.mtbf < 0 || (explicit["mtbf"] && f.mtbf == 0):
 		fmt.Fprintf(stderr, "shoal run: --mtbf %v: must be positive\n", f.mtbf)
 		return f, nil, exitUsage
 	case f.mtbf > 0 && !f.ckptInterval.auto:

@@ -23,7 +23,7 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{}, exitUsage, ""},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"run", "-n", "0", "/bin/true"}, exitUsage, "-n 0: need at least 1 rank"},
-		{[]string{"run", "/bin/true"}, exitUsage, "-n 0: need at least 1 rank"},
+		{[]string{"run", "/bin/true"}, exitUsage, "shoal run: -n N is required: the job's number of ranks (or --min-ranks/--max-ranks for an elastic job)"},
 		{[]string{"run", "-n", "65537", "/bin/true"}, exitUsage, "-n 65537: at most 65536 ranks"},
 		{[]string{"run", "-n", "1048576", "/bin/true"}, exitUsage, "-n 1048576: at most 65536 ranks"},
 		{[]string{"run", "-n", "2", "--max-oversubscribe", "65", "/bin/true"}, exitUsage, "--max-oversubscribe 65: want more than 0 and at most 64 ranks per core"},
@@ -37,16 +37,20 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "-n", "2", "--user", "no-such-user-anywhere", "/bin/true"}, exitUsage, "--user no-such-user-anywhere: no such user on this node"},
 		{[]string{"run", "-n", "2"}, exitUsage, "no program given"},
 		{[]string{"run", "--bogus", "-n", "2", "/bin/true"}, exitUsage, "flag provided but not defined: -bogus"},
-		{[]string{"run", "-n", "2", "--ckpt-interval", "soon", "/bin/true"}, exitUsage, `invalid value "soon" for flag -ckpt-interval: want auto or a duration`},
+		{[]string{"run", "-n", "2", "--ckpt-interval", "soon", "/bin/true"}, exitUsage, `invalid value "soon" for flag -ckpt-interval: want auto, seconds (30, 0.5) or a duration`},
+		{[]string{"run", "-n", "2", "--ckpt-interval", "-5", "/bin/true"}, exitUsage, "--ckpt-interval -5s: must not be negative"},
 		{[]string{"run", "-n", "2", "--ckpt-interval", "-1s", "/bin/true"}, exitUsage, "--ckpt-interval -1s: must not be negative"},
 		{[]string{"run", "-n", "2", "--mtbf", "-1m", "/bin/true"}, exitUsage, "--mtbf -1m0s: must be positive"},
+		{[]string{"run", "-n", "2", "--mtbf", "0", "/bin/true"}, exitUsage, "--mtbf 0s: must be positive"},
+		{[]string{"run", "-n", "2", "--mtbf", "0s", "/bin/true"}, exitUsage, "--mtbf 0s: must be positive"},
+		{[]string{"run", "-n", "2", "--mtbf", "often", "/bin/true"}, exitUsage, `invalid value "often" for flag -mtbf: want seconds (3600, 0.5) or a duration`},
 		{[]string{"run", "-n", "2", "--mtbf", "10m", "--ckpt-interval", "30s", "/bin/true"}, exitUsage, "--mtbf 10m0s: only sets --ckpt-interval auto, not 30s"},
 		{[]string{"run", "-n", "2", "--max-restarts", "-1", "/bin/true"}, exitUsage, "--max-restarts -1"},
 		{[]string{"run", "-n", "2", filepath.Join(dir, "missing")}, exitUsage, "does not exist"},
 		{[]string{"run", "-n", "2", "no-such-program-anywhere"}, exitUsage, `program "no-such-program-anywhere" not found`},
 		{[]string{"run", "-n", "2", notExec}, exitUsage, "is not executable"},
 		{[]string{"run", "-n", "2", "--job-id", "bad/id", "/bin/true"}, exitUsage, `job id "bad/id"`},
-		{[]string{"run", "/bin/true"}, exitUsage, "(or --min-ranks/--max-ranks for an elastic job)"},
+		{[]string{"run", "-n", "0", "/bin/true"}, exitUsage, "(or --min-ranks/--max-ranks for an elastic job)"},
 		{[]string{"run", "--min-ranks", "8", "--max-ranks", "4", "/bin/true"}, exitUsage, "min_ranks 8 above max_ranks 4"},
 		{[]string{"run", "--min-ranks", "-1", "/bin/true"}, exitUsage, "min_ranks -1, max_ranks 0: want 1 to 65536"},
 		{[]string{"run", "-n", "3", "--min-ranks", "2", "--rank-multiple", "2", "/bin/true"}, exitUsage, "ranks 3: not a count the job allows (2 to 65536 ranks, a multiple of 2)"},
@@ -95,8 +99,8 @@ func TestElasticAutoRebalance(t *testing.T) {
 	}
 }
 
-// --ckpt-interval is automatic unless a duration is given; 0 turns interval
-// checkpoints off.
+// --ckpt-interval is automatic unless seconds or a duration are given, as
+// SHOAL_CKPT_INTERVAL takes them; 0 turns interval checkpoints off.
 func TestIntervalFlag(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -106,6 +110,8 @@ func TestIntervalFlag(t *testing.T) {
 		{[]string{"--ckpt-interval", "auto"}, intervalFlag{auto: true}},
 		{[]string{"--ckpt-interval", "30s"}, intervalFlag{d: 30 * time.Second}},
 		{[]string{"--ckpt-interval", "0"}, intervalFlag{}},
+		{[]string{"--ckpt-interval", "0.5"}, intervalFlag{d: 500 * time.Millisecond}},
+		{[]string{"--ckpt-interval", "30"}, intervalFlag{d: 30 * time.Second}},
 		{[]string{"--ckpt-interval", "2s", "--ckpt-interval", "auto"}, intervalFlag{auto: true}},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -158,7 +164,7 @@ func TestHelpIsTrue(t *testing.T) {
 	}
 	stdout.Reset()
 	run([]string{"--help"}, &stdout, &stderr)
-	for _, w := range []string{"3 restarts exhausted", "4 no such job (wait, logs, events)", "130 cancelled", "2 usage error"} {
+	for _, w := range []string{"3 restarts exhausted", "4 no such job (jobs, wait, logs, events, cancel, rebalance)", "5 the job has\nended already (cancel, rebalance)", "130 cancelled", "2 usage error"} {
 		if !strings.Contains(stdout.String(), w) {
 			t.Errorf("shoal --help does not mention exit code %q", w)
 		}

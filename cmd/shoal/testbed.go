@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +23,7 @@ func init() {
 	register("testbed", command{summary: "real hosts on this machine for tests and demos (root)", run: testbedCmd})
 }
 
-const testbedUsage = `Usage: shoal testbed SUBCOMMAND [flags] [ARGS]
+const testbedUsage = `Usage: shoal testbed [flags] SUBCOMMAND [flags] [ARGS]
 
 Builds hosts n1, n2, … out of network namespaces on a bridge (shoalbr0,
 10.77.0.0/24; host nK is 10.77.0.(10+K)), each with its own hostname, temp dir,
@@ -57,7 +58,9 @@ Subcommands:
 
 Every subcommand takes --instance I (default $SHOAL_TESTBED_INSTANCE, else 0) to
 work on another testbed: bridge shoalbr<I>, subnet 10.77.<I>.0/24,
-/tmp/shoal-testbed-<I>.
+/tmp/shoal-testbed-<I>. Flags may come before the subcommand or after it
+(shoal testbed --instance 7 status); the commands the testbed suggests carry
+--instance I for any instance but 0.
 `
 
 func testbedCmd(args []string, stdout, stderr io.Writer) int {
@@ -68,18 +71,60 @@ func testbedCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	sub, rest := args[0], args[1:]
 	subs := map[string]func(*tbCtx, []string) int{
 		"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
 		"heal": tbHeal, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
 	}
+	sub, rest := subcommandFirst(args)
+	if sub == "" {
+		fmt.Fprintf(stderr, "shoal testbed: no subcommand after the flags %q (see 'shoal testbed --help')\n", args)
+		return exitUsage
+	}
 	f, ok := subs[sub]
 	if !ok {
-		fmt.Fprintf(stderr, "shoal testbed: unknown subcommand %q (see 'shoal testbed --help')\n", sub)
+		names := make([]string, 0, len(subs))
+		for n := range subs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(stderr, "shoal testbed: unknown subcommand %q%s (see 'shoal testbed --help')\n", sub, didYouMean(sub, names))
 		return exitUsage
 	}
 	c := &tbCtx{sub: sub, stdout: stdout, stderr: stderr}
 	return f(c, rest)
+}
+
+// tbBoolFlags are the testbed flags that take no value.
+var tbBoolFlags = map[string]bool{"json": true, "no-agent": true, "slurm": true}
+
+// subcommandFirst finds the subcommand in args, which may follow flags
+// (shoal testbed --instance 7 status), and returns it with the flags before it
+// moved after it, where the subcommand parses them; "" if there is none.
+func subcommandFirst(args []string) (string, []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return "", nil
+		}
+		if !strings.HasPrefix(a, "-") {
+			return a, append(append([]string{}, args[:i]...), args[i+1:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if !strings.Contains(name, "=") && !tbBoolFlags[name] {
+			i++ // its value
+		}
+	}
+	return "", nil
+}
+
+// tbHint is a testbed command line to paste: shoal testbed SUB ARGS, with
+// --instance when the testbed is not instance 0, so that it acts on this one.
+func tbHint(instance int, sub string, args ...string) string {
+	words := []string{"shoal", "testbed", sub}
+	if instance != 0 {
+		words = append(words, "--instance", strconv.Itoa(instance))
+	}
+	return strings.Join(append(words, args...), " ")
 }
 
 // tbCtx is what every testbed subcommand shares: its flag set with --instance, output,
@@ -138,7 +183,7 @@ func (c *tbCtx) fail(err error) int {
 func (c *tbCtx) open() (*testbed.Bed, int) {
 	b, err := testbed.Open(c.instance, c.logf)
 	if errors.Is(err, testbed.ErrNotUp) {
-		fmt.Fprintf(c.stderr, "shoal testbed %s: no testbed is up (instance %d; run 'shoal testbed up')\n", c.sub, c.instance)
+		fmt.Fprintf(c.stderr, "shoal testbed %s: no testbed is up (instance %d; run '%s')\n", c.sub, c.instance, tbHint(c.instance, "up"))
 		return nil, exitFailure
 	}
 	if err != nil {
@@ -215,9 +260,10 @@ func tbUp(c *tbCtx, args []string) int {
 	}
 	printStatus(c, b, false)
 	if *slurm {
-		fmt.Fprintf(c.stdout, "\nSubmit jobs from a host: 'shoal testbed exec n1 -- sbatch -N 4 job.sh' (docs/slurm.md).")
+		fmt.Fprintf(c.stdout, "\nSubmit jobs from a host: '%s' (docs/slurm.md).", tbHint(c.instance, "exec", "n1", "--", "sbatch", "-N", "4", "job.sh"))
 	}
-	fmt.Fprintf(c.stdout, "\nRun commands in a host with 'shoal testbed exec n1 -- COMMAND'; remove it all with 'shoal testbed down'.\n")
+	fmt.Fprintf(c.stdout, "\nRun commands in a host with '%s'; remove it all with '%s'.\n",
+		tbHint(c.instance, "exec", "n1", "--", "COMMAND"), tbHint(c.instance, "down"))
 	return exitOK
 }
 

@@ -36,6 +36,10 @@ func TestTestbedUsage(t *testing.T) {
 		{[]string{"frobnicate"}, exitUsage, `unknown subcommand "frobnicate"`},
 		{[]string{"up", "--nodes"}, exitUsage, "flag needs an argument"},
 		{[]string{"up", "--instance", "300"}, exitUsage, "--instance 300"},
+		{[]string{"--instance", "300", "up"}, exitUsage, "shoal testbed up: --instance 300: want 0 to 255"},
+		{[]string{"--instance=300", "status"}, exitUsage, "shoal testbed status: --instance 300"},
+		{[]string{"--instance", "7"}, exitUsage, `no subcommand after the flags ["--instance" "7"]`},
+		{[]string{"stauts"}, exitUsage, `unknown subcommand "stauts"; did you mean "status"?`},
 	}
 	for _, tt := range tests {
 		_, stderr, code := runTestbed(tt.args...)
@@ -120,6 +124,11 @@ func TestTestbedCommands(t *testing.T) {
 		if _, stderr, code := runTestbed("down", inst); code != exitOK {
 			t.Errorf("down: code %d: %s", code, stderr)
 		}
+		// Flags before the subcommand; the hint names the instance.
+		_, stderr, code := runTestbed(inst, "status")
+		if want := "shoal testbed status: no testbed is up (instance 202; run 'shoal testbed up --instance 202')\n"; code != exitFailure || stderr != want {
+			t.Errorf("status after down: code %d, stderr %q; want %d, %q", code, stderr, exitFailure, want)
+		}
 		out, _ := exec.Command("ip", "-o", "link", "show").Output()
 		if strings.Contains(string(out), "shoalbr202") || strings.Contains(string(out), "shoal202-") {
 			t.Errorf("links left after down:\n%s", out)
@@ -129,7 +138,8 @@ func TestTestbedCommands(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("up: code %d: %s", code, stderr)
 	}
-	for _, want := range []string{"n1", "10.77.202.11", "n2", "10.77.202.12", "50mbit", "hosts run no agent"} {
+	for _, want := range []string{"n1", "10.77.202.11", "n2", "10.77.202.12", "50mbit", "hosts run no agent",
+		"'shoal testbed exec --instance 202 n1 -- COMMAND'", "'shoal testbed down --instance 202'"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("up printed no %q:\n%s", want, stdout)
 		}
@@ -168,7 +178,7 @@ func TestTestbedCommands(t *testing.T) {
 		t.Errorf("process in n1 after kill n1: got %v, want killed", err)
 	}
 
-	stdout, stderr, code = runTestbed("status", inst, "--json")
+	stdout, stderr, code = runTestbed(inst, "status", "--json")
 	if code != exitOK {
 		t.Fatalf("status --json: code %d: %s", code, stderr)
 	}
@@ -183,5 +193,47 @@ func TestTestbedCommands(t *testing.T) {
 	want := []string{"n1 10.77.202.11 up 2", "n2 10.77.202.12 up 3", "n3 10.77.202.13 up 1"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("status: got %q, want %q", got, want)
+	}
+}
+
+// Testbed flags may come before the subcommand: they are moved after it.
+func TestSubcommandFirst(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		sub  string
+		rest []string
+	}{
+		{[]string{"status"}, "status", []string{}},
+		{[]string{"status", "--json"}, "status", []string{"--json"}},
+		{[]string{"--instance", "7", "status"}, "status", []string{"--instance", "7"}},
+		{[]string{"--instance=7", "down"}, "down", []string{"--instance=7"}},
+		{[]string{"--json", "--instance", "7", "status"}, "status", []string{"--json", "--instance", "7"}},
+		{[]string{"-instance", "7", "exec", "n1", "--", "ls", "-l"}, "exec", []string{"-instance", "7", "n1", "--", "ls", "-l"}},
+		{[]string{"--nodes", "3", "--no-agent", "up", "--cores", "2"}, "up", []string{"--nodes", "3", "--no-agent", "--cores", "2"}},
+		{[]string{"--instance", "7"}, "", nil},
+		{[]string{"--", "status"}, "", nil},
+	} {
+		sub, rest := subcommandFirst(c.args)
+		if sub != c.sub || strings.Join(rest, " ") != strings.Join(c.rest, " ") || (c.rest == nil) != (rest == nil) {
+			t.Errorf("subcommandFirst(%q) = %q, %q; want %q, %q", c.args, sub, rest, c.sub, c.rest)
+		}
+	}
+}
+
+// The commands the testbed suggests act on the testbed that suggests them.
+func TestTestbedHint(t *testing.T) {
+	for _, c := range []struct {
+		instance int
+		sub      string
+		args     []string
+		want     string
+	}{
+		{0, "down", nil, "shoal testbed down"},
+		{7, "down", nil, "shoal testbed down --instance 7"},
+		{202, "exec", []string{"n1", "--", "COMMAND"}, "shoal testbed exec --instance 202 n1 -- COMMAND"},
+	} {
+		if got := tbHint(c.instance, c.sub, c.args...); got != c.want {
+			t.Errorf("tbHint(%d, %s, %q) = %q, want %q", c.instance, c.sub, c.args, got, c.want)
+		}
 	}
 }
