@@ -877,6 +877,10 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 	roles := (*Agent)(n).roles()
 	var out []api.Node
 	for _, m := range n.members.Nodes() {
+		ranks := m.Meta.Ranks // what a node that is gone announced last runs nowhere now
+		if !m.State.Member() {
+			ranks = 0
+		}
 		out = append(out, api.Node{
 			Name:    m.Name,
 			Addr:    m.Addr,
@@ -892,7 +896,7 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 			RTT:     job.Duration(m.RTT),
 			Leaving: m.Meta.Leaving,
 			Local:   m.Local,
-			Ranks:   m.Meta.Ranks,
+			Ranks:   ranks,
 			Role:    roles[m.Name],
 		})
 	}

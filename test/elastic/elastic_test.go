@@ -85,19 +85,38 @@ func finishes(t *testing.T, p *watch.Proc) string {
 // nodes is what host n1 says of the nodes: name → state.
 func nodes(t *testing.T, b *testbed.Bed) map[string]string {
 	t.Helper()
+	states := map[string]string{}
+	for name, n := range nodeViews(t, b) {
+		states[name] = n.State
+	}
+	return states
+}
+
+// nodeView is what `shoal nodes --json` says of one node.
+type nodeView struct {
+	State string
+	Ranks int
+}
+
+// nodeViews is what host n1 says of the nodes, by name (none when it cannot say).
+func nodeViews(t *testing.T, b *testbed.Bed) map[string]nodeView {
+	t.Helper()
 	out, err := b.Exec(context.Background(), "n1", testenv.Built(t, "bin/shoal"), "nodes", "--json")
 	if err != nil {
 		return nil
 	}
 	var list struct {
-		Nodes []struct{ Name, State string }
+		Nodes []struct {
+			Name string
+			nodeView
+		}
 	}
 	json.Unmarshal(out, &list)
-	states := map[string]string{}
+	views := map[string]nodeView{}
 	for _, n := range list.Nodes {
-		states[n.Name] = n.State
+		views[n.Name] = n.nodeView
 	}
-	return states
+	return views
 }
 
 // alive waits until n1 sees exactly the hosts named alive.
@@ -148,6 +167,13 @@ func TestShrinkOnHostLoss(t *testing.T) {
 	}
 	m := p.WaitLine(`node n3 lost \([^)]*\): shrinking from 7 to 4 ranks \(one per core on n1, n2\), from epoch (\d+)`, time.Minute)
 	p.WaitLine(`restarting 4 ranks from epoch `+m[1]+` on 2 nodes`, time.Minute)
+	// The lost host runs nothing now, whatever it announced last.
+	poll.Until(t, 10*time.Second, func() string {
+		if n3 := nodeViews(t, b)["n3"]; n3.State != "dead" || n3.Ranks != 0 {
+			return fmt.Sprintf("n1 shows n3 %s with %d ranks, want dead with 0", n3.State, n3.Ranks)
+		}
+		return ""
+	})
 	out := finishes(t, p)
 	if !regexp.MustCompile(`epoch \d+'s 7 shards are on the resized run's nodes`).MatchString(out) {
 		t.Errorf("no line says the 7 old shards were brought to the new run's nodes:\n%s", out)
