@@ -2,7 +2,7 @@
 # Writes lib/fortran/shoal.f90, the Fortran module over libshoal, on stdout:
 #   lib/fortran/generate.sh > lib/fortran/shoal.f90
 # shoal_protect, shoal_protect_block, shoal_protect_subarray, shoal_protect_replicated and
-# shoal_read_old have one specific procedure per type and array rank, and the error
+# shoal_read_old have one specific procedure per type (of any rank), and the error
 # constants come from the X-macro list in lib/include/shoal.h, so both are written out
 # here rather than by hand. make test-fortran checks that the committed file is current.
 set -euo pipefail
@@ -18,41 +18,22 @@ types=(
 	"c8:complex(c_double_complex)"
 	"l:logical"
 )
-shapes=("" "(:)" "(:, :)" "(:, :, :)")
-first=("x" "x(1)" "x(1, 1)" "x(1, 1, 1)")
-
-# generic NAME FIRST_RANK: the interface block of generic NAME, a procedure per type and
-# rank from FIRST_RANK to 3.
+# generic NAME: the interface block of generic NAME, a procedure per type. Each takes x
+# as an assumed-rank array (dimension(..)): a scalar or an array of any rank Fortran
+# allows (15), so NAS's rank-4 and rank-5 state needs nothing of its own.
 generic() {
 	echo
 	echo "    interface $1"
 	for t in "${types[@]}"; do
-		n=${t%%:*}
-		procs=()
-		for r in $(seq "$2" 3); do procs+=("$1_${n}_$r"); done
-		echo "        module procedure $(IFS=,; echo "${procs[*]}" | sed 's/,/, /g')"
-	done | sed 's/\(module procedure [^,]*, [^,]*\), /\1, \&\n            /'
+		echo "        module procedure $1_${t%%:*}"
+	done
 	echo "    end interface $1"
 }
 
-# pointer R: the lines that set p to the address of x, an array of rank R (0: a scalar).
+# pointer: the lines that set p to the address of x when x is contiguous and not empty.
 pointer() {
-	if [ "$1" -eq 0 ]; then
-		echo "        p = c_loc(x)"
-	else
-		echo "        p = c_null_ptr"
-		echo "        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(${first[$1]})"
-	fi
-}
-
-# count R: the element count of x of rank R, as integer(c_size_t).
-count() {
-	if [ "$1" -eq 0 ]; then echo "1_c_size_t"; else echo "size(x, kind=c_size_t)"; fi
-}
-
-# contiguous R: whether x of rank R is contiguous.
-contiguous() {
-	if [ "$1" -eq 0 ]; then echo ".true."; else echo "is_contiguous(x)"; fi
+	echo "        p = c_null_ptr"
+	echo "        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)"
 }
 
 cat <<'EOF'
@@ -65,7 +46,7 @@ cat <<'EOF'
 ! a program that cannot checkpoint or restore its state must not go on.
 !
 ! shoal_protect(id, x) registers a variable or a contiguous array of real(4), real(8),
-! integer(4), integer(8), complex(8) or logical, of rank 0 to 3. The library keeps its
+! integer(4), integer(8), complex(8) or logical, of any rank (0 to 15). The library keeps its
 ! address: declare x with the target attribute (or allocatable, target) so that it stays
 ! where it is and the compiler keeps it in memory across shoal_snapshot, and protect it
 ! again after reallocating it. A loop that a restart resumes must not be a counted do
@@ -93,11 +74,11 @@ cat <<'EOF'
         module procedure shoal_init_integer
     end interface shoal_init
 EOF
-generic shoal_protect 0
-generic shoal_protect_block 1
-generic shoal_protect_subarray 1
-generic shoal_protect_replicated 0
-generic shoal_read_old 0
+generic shoal_protect
+generic shoal_protect_block
+generic shoal_protect_subarray
+generic shoal_protect_replicated
+generic shoal_read_old
 cat <<'EOF'
 
     interface
@@ -294,68 +275,60 @@ for t in "${types[@]}"; do
 	n=${t%%:*}
 	ft=${t#*:}
 	code=$((code + 1))
-	for r in 0 1 2 3; do
-		name=shoal_protect_${n}_$r
-		echo "    subroutine $name(id, x, ierr)"
-		echo "        integer, intent(in) :: id"
-		echo "        $ft, intent(inout), target :: x${shapes[$r]}"
-		echo "        integer, intent(out), optional :: ierr"
-		echo "        type(c_ptr) :: p"
-		pointer "$r"
-		echo "        call protect(id, p, $(count "$r"), storage_size(x), $code, $(contiguous "$r"), ierr)"
-		echo "    end subroutine $name"
-		echo
-	done
-	for r in 1 2 3; do
-		name=shoal_protect_block_${n}_$r
-		echo "    subroutine $name(id, x, global, offset, ierr)"
-		echo "        integer, intent(in) :: id"
-		echo "        $ft, intent(inout), target :: x${shapes[$r]}"
-		echo "        integer(c_int64_t), intent(in) :: global, offset"
-		echo "        integer, intent(out), optional :: ierr"
-		echo "        type(c_ptr) :: p"
-		pointer "$r"
-		echo "        call protect_block(id, p, $(count "$r"), storage_size(x), $code, $(contiguous "$r"), &"
-		echo "            global, offset, ierr)"
-		echo "    end subroutine $name"
-		echo
-		name=shoal_protect_subarray_${n}_$r
-		echo "    subroutine $name(id, x, sizes, starts, ierr)"
-		echo "        integer, intent(in) :: id, sizes(:), starts(:)"
-		echo "        $ft, intent(inout), target :: x${shapes[$r]}"
-		echo "        integer, intent(out), optional :: ierr"
-		echo "        type(c_ptr) :: p"
-		pointer "$r"
-		echo "        call protect_subarray(id, p, shape(x), storage_size(x), $code, $(contiguous "$r"), &"
-		echo "            sizes, starts, ierr)"
-		echo "    end subroutine $name"
-		echo
-	done
-	for r in 0 1 2 3; do
-		name=shoal_protect_replicated_${n}_$r
-		echo "    subroutine $name(id, x, ierr)"
-		echo "        integer, intent(in) :: id"
-		echo "        $ft, intent(inout), target :: x${shapes[$r]}"
-		echo "        integer, intent(out), optional :: ierr"
-		echo "        type(c_ptr) :: p"
-		pointer "$r"
-		echo "        call protect_replicated(id, p, $(count "$r"), storage_size(x), $code, &"
-		echo "            $(contiguous "$r"), ierr)"
-		echo "    end subroutine $name"
-		echo
-		name=shoal_read_old_${n}_$r
-		echo "    subroutine $name(old_rank, id, offset, x, ierr)"
-		echo "        integer, intent(in) :: old_rank, id"
-		echo "        integer(c_int64_t), intent(in) :: offset"
-		echo "        $ft, intent(inout), target :: x${shapes[$r]}"
-		echo "        integer, intent(out), optional :: ierr"
-		echo "        type(c_ptr) :: p"
-		pointer "$r"
-		echo "        call read_old(old_rank, id, offset, p, $(count "$r"), storage_size(x), &"
-		echo "            $(contiguous "$r"), ierr)"
-		echo "    end subroutine $name"
-		echo
-	done
+	x="        $ft, intent(inout), target :: x(..)"
+	cat <<EOF
+    subroutine shoal_protect_$n(id, x, ierr)
+        integer, intent(in) :: id
+$x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+$(pointer)
+        call protect(id, p, size(x, kind=c_size_t), storage_size(x), $code, is_contiguous(x), ierr)
+    end subroutine shoal_protect_$n
+
+    subroutine shoal_protect_block_$n(id, x, global, offset, ierr)
+        integer, intent(in) :: id
+$x
+        integer(c_int64_t), intent(in) :: global, offset
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+$(pointer)
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), $code, &
+            is_contiguous(x), global, offset, ierr)
+    end subroutine shoal_protect_block_$n
+
+    subroutine shoal_protect_subarray_$n(id, x, sizes, starts, ierr)
+        integer, intent(in) :: id, sizes(:), starts(:)
+$x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+$(pointer)
+        call protect_subarray(id, p, shape(x), storage_size(x), $code, is_contiguous(x), &
+            sizes, starts, ierr)
+    end subroutine shoal_protect_subarray_$n
+
+    subroutine shoal_protect_replicated_$n(id, x, ierr)
+        integer, intent(in) :: id
+$x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+$(pointer)
+        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), $code, &
+            is_contiguous(x), ierr)
+    end subroutine shoal_protect_replicated_$n
+
+    subroutine shoal_read_old_$n(old_rank, id, offset, x, ierr)
+        integer, intent(in) :: old_rank, id
+        integer(c_int64_t), intent(in) :: offset
+$x
+        integer, intent(out), optional :: ierr
+        type(c_ptr) :: p
+$(pointer)
+        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
+            is_contiguous(x), ierr)
+    end subroutine shoal_read_old_$n
+
+EOF
 done
 cat <<'EOF'
     ! Local. Forgets region id.

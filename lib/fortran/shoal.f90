@@ -7,7 +7,7 @@
 ! a program that cannot checkpoint or restore its state must not go on.
 !
 ! shoal_protect(id, x) registers a variable or a contiguous array of real(4), real(8),
-! integer(4), integer(8), complex(8) or logical, of rank 0 to 3. The library keeps its
+! integer(4), integer(8), complex(8) or logical, of any rank (0 to 15). The library keeps its
 ! address: declare x with the target attribute (or allocatable, target) so that it stays
 ! where it is and the compiler keeps it in memory across shoal_snapshot, and protect it
 ! again after reallocating it. A loop that a restart resumes must not be a counted do
@@ -48,78 +48,48 @@ module shoal
     end interface shoal_init
 
     interface shoal_protect
-        module procedure shoal_protect_r4_0, shoal_protect_r4_1, &
-            shoal_protect_r4_2, shoal_protect_r4_3
-        module procedure shoal_protect_r8_0, shoal_protect_r8_1, &
-            shoal_protect_r8_2, shoal_protect_r8_3
-        module procedure shoal_protect_i4_0, shoal_protect_i4_1, &
-            shoal_protect_i4_2, shoal_protect_i4_3
-        module procedure shoal_protect_i8_0, shoal_protect_i8_1, &
-            shoal_protect_i8_2, shoal_protect_i8_3
-        module procedure shoal_protect_c8_0, shoal_protect_c8_1, &
-            shoal_protect_c8_2, shoal_protect_c8_3
-        module procedure shoal_protect_l_0, shoal_protect_l_1, &
-            shoal_protect_l_2, shoal_protect_l_3
+        module procedure shoal_protect_r4
+        module procedure shoal_protect_r8
+        module procedure shoal_protect_i4
+        module procedure shoal_protect_i8
+        module procedure shoal_protect_c8
+        module procedure shoal_protect_l
     end interface shoal_protect
 
     interface shoal_protect_block
-        module procedure shoal_protect_block_r4_1, shoal_protect_block_r4_2, &
-            shoal_protect_block_r4_3
-        module procedure shoal_protect_block_r8_1, shoal_protect_block_r8_2, &
-            shoal_protect_block_r8_3
-        module procedure shoal_protect_block_i4_1, shoal_protect_block_i4_2, &
-            shoal_protect_block_i4_3
-        module procedure shoal_protect_block_i8_1, shoal_protect_block_i8_2, &
-            shoal_protect_block_i8_3
-        module procedure shoal_protect_block_c8_1, shoal_protect_block_c8_2, &
-            shoal_protect_block_c8_3
-        module procedure shoal_protect_block_l_1, shoal_protect_block_l_2, &
-            shoal_protect_block_l_3
+        module procedure shoal_protect_block_r4
+        module procedure shoal_protect_block_r8
+        module procedure shoal_protect_block_i4
+        module procedure shoal_protect_block_i8
+        module procedure shoal_protect_block_c8
+        module procedure shoal_protect_block_l
     end interface shoal_protect_block
 
     interface shoal_protect_subarray
-        module procedure shoal_protect_subarray_r4_1, shoal_protect_subarray_r4_2, &
-            shoal_protect_subarray_r4_3
-        module procedure shoal_protect_subarray_r8_1, shoal_protect_subarray_r8_2, &
-            shoal_protect_subarray_r8_3
-        module procedure shoal_protect_subarray_i4_1, shoal_protect_subarray_i4_2, &
-            shoal_protect_subarray_i4_3
-        module procedure shoal_protect_subarray_i8_1, shoal_protect_subarray_i8_2, &
-            shoal_protect_subarray_i8_3
-        module procedure shoal_protect_subarray_c8_1, shoal_protect_subarray_c8_2, &
-            shoal_protect_subarray_c8_3
-        module procedure shoal_protect_subarray_l_1, shoal_protect_subarray_l_2, &
-            shoal_protect_subarray_l_3
+        module procedure shoal_protect_subarray_r4
+        module procedure shoal_protect_subarray_r8
+        module procedure shoal_protect_subarray_i4
+        module procedure shoal_protect_subarray_i8
+        module procedure shoal_protect_subarray_c8
+        module procedure shoal_protect_subarray_l
     end interface shoal_protect_subarray
 
     interface shoal_protect_replicated
-        module procedure shoal_protect_replicated_r4_0, shoal_protect_replicated_r4_1, &
-            shoal_protect_replicated_r4_2, shoal_protect_replicated_r4_3
-        module procedure shoal_protect_replicated_r8_0, shoal_protect_replicated_r8_1, &
-            shoal_protect_replicated_r8_2, shoal_protect_replicated_r8_3
-        module procedure shoal_protect_replicated_i4_0, shoal_protect_replicated_i4_1, &
-            shoal_protect_replicated_i4_2, shoal_protect_replicated_i4_3
-        module procedure shoal_protect_replicated_i8_0, shoal_protect_replicated_i8_1, &
-            shoal_protect_replicated_i8_2, shoal_protect_replicated_i8_3
-        module procedure shoal_protect_replicated_c8_0, shoal_protect_replicated_c8_1, &
-            shoal_protect_replicated_c8_2, shoal_protect_replicated_c8_3
-        module procedure shoal_protect_replicated_l_0, shoal_protect_replicated_l_1, &
-            shoal_protect_replicated_l_2, shoal_protect_replicated_l_3
+        module procedure shoal_protect_replicated_r4
+        module procedure shoal_protect_replicated_r8
+        module procedure shoal_protect_replicated_i4
+        module procedure shoal_protect_replicated_i8
+        module procedure shoal_protect_replicated_c8
+        module procedure shoal_protect_replicated_l
     end interface shoal_protect_replicated
 
     interface shoal_read_old
-        module procedure shoal_read_old_r4_0, shoal_read_old_r4_1, &
-            shoal_read_old_r4_2, shoal_read_old_r4_3
-        module procedure shoal_read_old_r8_0, shoal_read_old_r8_1, &
-            shoal_read_old_r8_2, shoal_read_old_r8_3
-        module procedure shoal_read_old_i4_0, shoal_read_old_i4_1, &
-            shoal_read_old_i4_2, shoal_read_old_i4_3
-        module procedure shoal_read_old_i8_0, shoal_read_old_i8_1, &
-            shoal_read_old_i8_2, shoal_read_old_i8_3
-        module procedure shoal_read_old_c8_0, shoal_read_old_c8_1, &
-            shoal_read_old_c8_2, shoal_read_old_c8_3
-        module procedure shoal_read_old_l_0, shoal_read_old_l_1, &
-            shoal_read_old_l_2, shoal_read_old_l_3
+        module procedure shoal_read_old_r4
+        module procedure shoal_read_old_r8
+        module procedure shoal_read_old_i4
+        module procedure shoal_read_old_i8
+        module procedure shoal_read_old_c8
+        module procedure shoal_read_old_l
     end interface shoal_read_old
 
     interface
@@ -310,1193 +280,341 @@ contains
             ptr, count * int(bits / 8, c_size_t)), ierr, "shoal_read_old")
     end subroutine read_old
 
-    subroutine shoal_protect_r4_0(id, x, ierr)
+    subroutine shoal_protect_r4(id, x, ierr)
         integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect(id, p, 1_c_size_t, storage_size(x), 1, .true., ierr)
-    end subroutine shoal_protect_r4_0
-
-    subroutine shoal_protect_r4_1(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:)
+        real(c_float), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), ierr)
-    end subroutine shoal_protect_r4_1
+    end subroutine shoal_protect_r4
 
-    subroutine shoal_protect_r4_2(id, x, ierr)
+    subroutine shoal_protect_block_r4(id, x, global, offset, ierr)
         integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), ierr)
-    end subroutine shoal_protect_r4_2
-
-    subroutine shoal_protect_r4_3(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), ierr)
-    end subroutine shoal_protect_r4_3
-
-    subroutine shoal_protect_block_r4_1(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:)
+        real(c_float), intent(inout), target :: x(..)
         integer(c_int64_t), intent(in) :: global, offset
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_r4_1
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 1, &
+            is_contiguous(x), global, offset, ierr)
+    end subroutine shoal_protect_block_r4
 
-    subroutine shoal_protect_subarray_r4_1(id, x, sizes, starts, ierr)
+    subroutine shoal_protect_subarray_r4(id, x, sizes, starts, ierr)
         integer, intent(in) :: id, sizes(:), starts(:)
-        real(c_float), intent(inout), target :: x(:)
+        real(c_float), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_subarray(id, p, shape(x), storage_size(x), 1, is_contiguous(x), &
             sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_r4_1
+    end subroutine shoal_protect_subarray_r4
 
-    subroutine shoal_protect_block_r4_2(id, x, global, offset, ierr)
+    subroutine shoal_protect_replicated_r4(id, x, ierr)
         integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:, :)
-        integer(c_int64_t), intent(in) :: global, offset
+        real(c_float), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_r4_2
-
-    subroutine shoal_protect_subarray_r4_2(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        real(c_float), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 1, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_r4_2
-
-    subroutine shoal_protect_block_r4_3(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:, :, :)
-        integer(c_int64_t), intent(in) :: global, offset
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 1, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_r4_3
-
-    subroutine shoal_protect_subarray_r4_3(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        real(c_float), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 1, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_r4_3
-
-    subroutine shoal_protect_replicated_r4_0(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 1, &
-            .true., ierr)
-    end subroutine shoal_protect_replicated_r4_0
-
-    subroutine shoal_read_old_r4_0(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        real(c_float), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
-            .true., ierr)
-    end subroutine shoal_read_old_r4_0
-
-    subroutine shoal_protect_replicated_r4_1(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 1, &
             is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_r4_1
+    end subroutine shoal_protect_replicated_r4
 
-    subroutine shoal_read_old_r4_1(old_rank, id, offset, x, ierr)
+    subroutine shoal_read_old_r4(old_rank, id, offset, x, ierr)
         integer, intent(in) :: old_rank, id
         integer(c_int64_t), intent(in) :: offset
-        real(c_float), intent(inout), target :: x(:)
+        real(c_float), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
             is_contiguous(x), ierr)
-    end subroutine shoal_read_old_r4_1
+    end subroutine shoal_read_old_r4
 
-    subroutine shoal_protect_replicated_r4_2(id, x, ierr)
+    subroutine shoal_protect_r8(id, x, ierr)
         integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:, :)
+        real(c_double), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 1, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_r4_2
-
-    subroutine shoal_read_old_r4_2(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        real(c_float), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_r4_2
-
-    subroutine shoal_protect_replicated_r4_3(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_float), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 1, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_r4_3
-
-    subroutine shoal_read_old_r4_3(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        real(c_float), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_r4_3
-
-    subroutine shoal_protect_r8_0(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect(id, p, 1_c_size_t, storage_size(x), 2, .true., ierr)
-    end subroutine shoal_protect_r8_0
-
-    subroutine shoal_protect_r8_1(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), ierr)
-    end subroutine shoal_protect_r8_1
+    end subroutine shoal_protect_r8
 
-    subroutine shoal_protect_r8_2(id, x, ierr)
+    subroutine shoal_protect_block_r8(id, x, global, offset, ierr)
         integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), ierr)
-    end subroutine shoal_protect_r8_2
-
-    subroutine shoal_protect_r8_3(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), ierr)
-    end subroutine shoal_protect_r8_3
-
-    subroutine shoal_protect_block_r8_1(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:)
+        real(c_double), intent(inout), target :: x(..)
         integer(c_int64_t), intent(in) :: global, offset
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_r8_1
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 2, &
+            is_contiguous(x), global, offset, ierr)
+    end subroutine shoal_protect_block_r8
 
-    subroutine shoal_protect_subarray_r8_1(id, x, sizes, starts, ierr)
+    subroutine shoal_protect_subarray_r8(id, x, sizes, starts, ierr)
         integer, intent(in) :: id, sizes(:), starts(:)
-        real(c_double), intent(inout), target :: x(:)
+        real(c_double), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_subarray(id, p, shape(x), storage_size(x), 2, is_contiguous(x), &
             sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_r8_1
+    end subroutine shoal_protect_subarray_r8
 
-    subroutine shoal_protect_block_r8_2(id, x, global, offset, ierr)
+    subroutine shoal_protect_replicated_r8(id, x, ierr)
         integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:, :)
-        integer(c_int64_t), intent(in) :: global, offset
+        real(c_double), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_r8_2
-
-    subroutine shoal_protect_subarray_r8_2(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        real(c_double), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 2, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_r8_2
-
-    subroutine shoal_protect_block_r8_3(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:, :, :)
-        integer(c_int64_t), intent(in) :: global, offset
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 2, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_r8_3
-
-    subroutine shoal_protect_subarray_r8_3(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        real(c_double), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 2, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_r8_3
-
-    subroutine shoal_protect_replicated_r8_0(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 2, &
-            .true., ierr)
-    end subroutine shoal_protect_replicated_r8_0
-
-    subroutine shoal_read_old_r8_0(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        real(c_double), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
-            .true., ierr)
-    end subroutine shoal_read_old_r8_0
-
-    subroutine shoal_protect_replicated_r8_1(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 2, &
             is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_r8_1
+    end subroutine shoal_protect_replicated_r8
 
-    subroutine shoal_read_old_r8_1(old_rank, id, offset, x, ierr)
+    subroutine shoal_read_old_r8(old_rank, id, offset, x, ierr)
         integer, intent(in) :: old_rank, id
         integer(c_int64_t), intent(in) :: offset
-        real(c_double), intent(inout), target :: x(:)
+        real(c_double), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
             is_contiguous(x), ierr)
-    end subroutine shoal_read_old_r8_1
+    end subroutine shoal_read_old_r8
 
-    subroutine shoal_protect_replicated_r8_2(id, x, ierr)
+    subroutine shoal_protect_i4(id, x, ierr)
         integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:, :)
+        integer(c_int32_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 2, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_r8_2
-
-    subroutine shoal_read_old_r8_2(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        real(c_double), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_r8_2
-
-    subroutine shoal_protect_replicated_r8_3(id, x, ierr)
-        integer, intent(in) :: id
-        real(c_double), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 2, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_r8_3
-
-    subroutine shoal_read_old_r8_3(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        real(c_double), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_r8_3
-
-    subroutine shoal_protect_i4_0(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect(id, p, 1_c_size_t, storage_size(x), 3, .true., ierr)
-    end subroutine shoal_protect_i4_0
-
-    subroutine shoal_protect_i4_1(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), ierr)
-    end subroutine shoal_protect_i4_1
+    end subroutine shoal_protect_i4
 
-    subroutine shoal_protect_i4_2(id, x, ierr)
+    subroutine shoal_protect_block_i4(id, x, global, offset, ierr)
         integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), ierr)
-    end subroutine shoal_protect_i4_2
-
-    subroutine shoal_protect_i4_3(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), ierr)
-    end subroutine shoal_protect_i4_3
-
-    subroutine shoal_protect_block_i4_1(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:)
+        integer(c_int32_t), intent(inout), target :: x(..)
         integer(c_int64_t), intent(in) :: global, offset
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_i4_1
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 3, &
+            is_contiguous(x), global, offset, ierr)
+    end subroutine shoal_protect_block_i4
 
-    subroutine shoal_protect_subarray_i4_1(id, x, sizes, starts, ierr)
+    subroutine shoal_protect_subarray_i4(id, x, sizes, starts, ierr)
         integer, intent(in) :: id, sizes(:), starts(:)
-        integer(c_int32_t), intent(inout), target :: x(:)
+        integer(c_int32_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_subarray(id, p, shape(x), storage_size(x), 3, is_contiguous(x), &
             sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_i4_1
+    end subroutine shoal_protect_subarray_i4
 
-    subroutine shoal_protect_block_i4_2(id, x, global, offset, ierr)
+    subroutine shoal_protect_replicated_i4(id, x, ierr)
         integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:, :)
-        integer(c_int64_t), intent(in) :: global, offset
+        integer(c_int32_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_i4_2
-
-    subroutine shoal_protect_subarray_i4_2(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        integer(c_int32_t), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 3, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_i4_2
-
-    subroutine shoal_protect_block_i4_3(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:, :, :)
-        integer(c_int64_t), intent(in) :: global, offset
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 3, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_i4_3
-
-    subroutine shoal_protect_subarray_i4_3(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        integer(c_int32_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 3, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_i4_3
-
-    subroutine shoal_protect_replicated_i4_0(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 3, &
-            .true., ierr)
-    end subroutine shoal_protect_replicated_i4_0
-
-    subroutine shoal_read_old_i4_0(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        integer(c_int32_t), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
-            .true., ierr)
-    end subroutine shoal_read_old_i4_0
-
-    subroutine shoal_protect_replicated_i4_1(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 3, &
             is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_i4_1
+    end subroutine shoal_protect_replicated_i4
 
-    subroutine shoal_read_old_i4_1(old_rank, id, offset, x, ierr)
+    subroutine shoal_read_old_i4(old_rank, id, offset, x, ierr)
         integer, intent(in) :: old_rank, id
         integer(c_int64_t), intent(in) :: offset
-        integer(c_int32_t), intent(inout), target :: x(:)
+        integer(c_int32_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
             is_contiguous(x), ierr)
-    end subroutine shoal_read_old_i4_1
+    end subroutine shoal_read_old_i4
 
-    subroutine shoal_protect_replicated_i4_2(id, x, ierr)
+    subroutine shoal_protect_i8(id, x, ierr)
         integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:, :)
+        integer(c_int64_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 3, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_i4_2
-
-    subroutine shoal_read_old_i4_2(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        integer(c_int32_t), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_i4_2
-
-    subroutine shoal_protect_replicated_i4_3(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int32_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 3, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_i4_3
-
-    subroutine shoal_read_old_i4_3(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        integer(c_int32_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_i4_3
-
-    subroutine shoal_protect_i8_0(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect(id, p, 1_c_size_t, storage_size(x), 4, .true., ierr)
-    end subroutine shoal_protect_i8_0
-
-    subroutine shoal_protect_i8_1(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), ierr)
-    end subroutine shoal_protect_i8_1
+    end subroutine shoal_protect_i8
 
-    subroutine shoal_protect_i8_2(id, x, ierr)
+    subroutine shoal_protect_block_i8(id, x, global, offset, ierr)
         integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), ierr)
-    end subroutine shoal_protect_i8_2
-
-    subroutine shoal_protect_i8_3(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), ierr)
-    end subroutine shoal_protect_i8_3
-
-    subroutine shoal_protect_block_i8_1(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(inout), target :: x(..)
         integer(c_int64_t), intent(in) :: global, offset
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_i8_1
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 4, &
+            is_contiguous(x), global, offset, ierr)
+    end subroutine shoal_protect_block_i8
 
-    subroutine shoal_protect_subarray_i8_1(id, x, sizes, starts, ierr)
+    subroutine shoal_protect_subarray_i8(id, x, sizes, starts, ierr)
         integer, intent(in) :: id, sizes(:), starts(:)
-        integer(c_int64_t), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_subarray(id, p, shape(x), storage_size(x), 4, is_contiguous(x), &
             sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_i8_1
+    end subroutine shoal_protect_subarray_i8
 
-    subroutine shoal_protect_block_i8_2(id, x, global, offset, ierr)
+    subroutine shoal_protect_replicated_i8(id, x, ierr)
         integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:, :)
-        integer(c_int64_t), intent(in) :: global, offset
+        integer(c_int64_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_i8_2
-
-    subroutine shoal_protect_subarray_i8_2(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        integer(c_int64_t), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 4, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_i8_2
-
-    subroutine shoal_protect_block_i8_3(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:, :, :)
-        integer(c_int64_t), intent(in) :: global, offset
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 4, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_i8_3
-
-    subroutine shoal_protect_subarray_i8_3(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        integer(c_int64_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 4, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_i8_3
-
-    subroutine shoal_protect_replicated_i8_0(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 4, &
-            .true., ierr)
-    end subroutine shoal_protect_replicated_i8_0
-
-    subroutine shoal_read_old_i8_0(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        integer(c_int64_t), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
-            .true., ierr)
-    end subroutine shoal_read_old_i8_0
-
-    subroutine shoal_protect_replicated_i8_1(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 4, &
             is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_i8_1
+    end subroutine shoal_protect_replicated_i8
 
-    subroutine shoal_read_old_i8_1(old_rank, id, offset, x, ierr)
+    subroutine shoal_read_old_i8(old_rank, id, offset, x, ierr)
         integer, intent(in) :: old_rank, id
         integer(c_int64_t), intent(in) :: offset
-        integer(c_int64_t), intent(inout), target :: x(:)
+        integer(c_int64_t), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
             is_contiguous(x), ierr)
-    end subroutine shoal_read_old_i8_1
+    end subroutine shoal_read_old_i8
 
-    subroutine shoal_protect_replicated_i8_2(id, x, ierr)
+    subroutine shoal_protect_c8(id, x, ierr)
         integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:, :)
+        complex(c_double_complex), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 4, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_i8_2
-
-    subroutine shoal_read_old_i8_2(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        integer(c_int64_t), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_i8_2
-
-    subroutine shoal_protect_replicated_i8_3(id, x, ierr)
-        integer, intent(in) :: id
-        integer(c_int64_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 4, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_i8_3
-
-    subroutine shoal_read_old_i8_3(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        integer(c_int64_t), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_i8_3
-
-    subroutine shoal_protect_c8_0(id, x, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect(id, p, 1_c_size_t, storage_size(x), 5, .true., ierr)
-    end subroutine shoal_protect_c8_0
-
-    subroutine shoal_protect_c8_1(id, x, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), ierr)
-    end subroutine shoal_protect_c8_1
+    end subroutine shoal_protect_c8
 
-    subroutine shoal_protect_c8_2(id, x, ierr)
+    subroutine shoal_protect_block_c8(id, x, global, offset, ierr)
         integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), ierr)
-    end subroutine shoal_protect_c8_2
-
-    subroutine shoal_protect_c8_3(id, x, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), ierr)
-    end subroutine shoal_protect_c8_3
-
-    subroutine shoal_protect_block_c8_1(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:)
+        complex(c_double_complex), intent(inout), target :: x(..)
         integer(c_int64_t), intent(in) :: global, offset
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_c8_1
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 5, &
+            is_contiguous(x), global, offset, ierr)
+    end subroutine shoal_protect_block_c8
 
-    subroutine shoal_protect_subarray_c8_1(id, x, sizes, starts, ierr)
+    subroutine shoal_protect_subarray_c8(id, x, sizes, starts, ierr)
         integer, intent(in) :: id, sizes(:), starts(:)
-        complex(c_double_complex), intent(inout), target :: x(:)
+        complex(c_double_complex), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_subarray(id, p, shape(x), storage_size(x), 5, is_contiguous(x), &
             sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_c8_1
+    end subroutine shoal_protect_subarray_c8
 
-    subroutine shoal_protect_block_c8_2(id, x, global, offset, ierr)
+    subroutine shoal_protect_replicated_c8(id, x, ierr)
         integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:, :)
-        integer(c_int64_t), intent(in) :: global, offset
+        complex(c_double_complex), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_c8_2
-
-    subroutine shoal_protect_subarray_c8_2(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        complex(c_double_complex), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 5, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_c8_2
-
-    subroutine shoal_protect_block_c8_3(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:, :, :)
-        integer(c_int64_t), intent(in) :: global, offset
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 5, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_c8_3
-
-    subroutine shoal_protect_subarray_c8_3(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        complex(c_double_complex), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 5, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_c8_3
-
-    subroutine shoal_protect_replicated_c8_0(id, x, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 5, &
-            .true., ierr)
-    end subroutine shoal_protect_replicated_c8_0
-
-    subroutine shoal_read_old_c8_0(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        complex(c_double_complex), intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
-            .true., ierr)
-    end subroutine shoal_read_old_c8_0
-
-    subroutine shoal_protect_replicated_c8_1(id, x, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 5, &
             is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_c8_1
+    end subroutine shoal_protect_replicated_c8
 
-    subroutine shoal_read_old_c8_1(old_rank, id, offset, x, ierr)
+    subroutine shoal_read_old_c8(old_rank, id, offset, x, ierr)
         integer, intent(in) :: old_rank, id
         integer(c_int64_t), intent(in) :: offset
-        complex(c_double_complex), intent(inout), target :: x(:)
+        complex(c_double_complex), intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
             is_contiguous(x), ierr)
-    end subroutine shoal_read_old_c8_1
+    end subroutine shoal_read_old_c8
 
-    subroutine shoal_protect_replicated_c8_2(id, x, ierr)
+    subroutine shoal_protect_l(id, x, ierr)
         integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:, :)
+        logical, intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 5, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_c8_2
-
-    subroutine shoal_read_old_c8_2(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        complex(c_double_complex), intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_c8_2
-
-    subroutine shoal_protect_replicated_c8_3(id, x, ierr)
-        integer, intent(in) :: id
-        complex(c_double_complex), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 5, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_c8_3
-
-    subroutine shoal_read_old_c8_3(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        complex(c_double_complex), intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_c8_3
-
-    subroutine shoal_protect_l_0(id, x, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect(id, p, 1_c_size_t, storage_size(x), 6, .true., ierr)
-    end subroutine shoal_protect_l_0
-
-    subroutine shoal_protect_l_1(id, x, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), ierr)
-    end subroutine shoal_protect_l_1
+    end subroutine shoal_protect_l
 
-    subroutine shoal_protect_l_2(id, x, ierr)
+    subroutine shoal_protect_block_l(id, x, global, offset, ierr)
         integer, intent(in) :: id
-        logical, intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), ierr)
-    end subroutine shoal_protect_l_2
-
-    subroutine shoal_protect_l_3(id, x, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), ierr)
-    end subroutine shoal_protect_l_3
-
-    subroutine shoal_protect_block_l_1(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x(:)
+        logical, intent(inout), target :: x(..)
         integer(c_int64_t), intent(in) :: global, offset
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_l_1
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
+        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 6, &
+            is_contiguous(x), global, offset, ierr)
+    end subroutine shoal_protect_block_l
 
-    subroutine shoal_protect_subarray_l_1(id, x, sizes, starts, ierr)
+    subroutine shoal_protect_subarray_l(id, x, sizes, starts, ierr)
         integer, intent(in) :: id, sizes(:), starts(:)
-        logical, intent(inout), target :: x(:)
+        logical, intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_subarray(id, p, shape(x), storage_size(x), 6, is_contiguous(x), &
             sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_l_1
+    end subroutine shoal_protect_subarray_l
 
-    subroutine shoal_protect_block_l_2(id, x, global, offset, ierr)
+    subroutine shoal_protect_replicated_l(id, x, ierr)
         integer, intent(in) :: id
-        logical, intent(inout), target :: x(:, :)
-        integer(c_int64_t), intent(in) :: global, offset
+        logical, intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_l_2
-
-    subroutine shoal_protect_subarray_l_2(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        logical, intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 6, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_l_2
-
-    subroutine shoal_protect_block_l_3(id, x, global, offset, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x(:, :, :)
-        integer(c_int64_t), intent(in) :: global, offset
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_block(id, p, size(x, kind=c_size_t), storage_size(x), 6, is_contiguous(x), &
-            global, offset, ierr)
-    end subroutine shoal_protect_block_l_3
-
-    subroutine shoal_protect_subarray_l_3(id, x, sizes, starts, ierr)
-        integer, intent(in) :: id, sizes(:), starts(:)
-        logical, intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_subarray(id, p, shape(x), storage_size(x), 6, is_contiguous(x), &
-            sizes, starts, ierr)
-    end subroutine shoal_protect_subarray_l_3
-
-    subroutine shoal_protect_replicated_l_0(id, x, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call protect_replicated(id, p, 1_c_size_t, storage_size(x), 6, &
-            .true., ierr)
-    end subroutine shoal_protect_replicated_l_0
-
-    subroutine shoal_read_old_l_0(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        logical, intent(inout), target :: x
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_loc(x)
-        call read_old(old_rank, id, offset, p, 1_c_size_t, storage_size(x), &
-            .true., ierr)
-    end subroutine shoal_read_old_l_0
-
-    subroutine shoal_protect_replicated_l_1(id, x, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x(:)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 6, &
             is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_l_1
+    end subroutine shoal_protect_replicated_l
 
-    subroutine shoal_read_old_l_1(old_rank, id, offset, x, ierr)
+    subroutine shoal_read_old_l(old_rank, id, offset, x, ierr)
         integer, intent(in) :: old_rank, id
         integer(c_int64_t), intent(in) :: offset
-        logical, intent(inout), target :: x(:)
+        logical, intent(inout), target :: x(..)
         integer, intent(out), optional :: ierr
         type(c_ptr) :: p
         p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1))
+        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x)
         call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
             is_contiguous(x), ierr)
-    end subroutine shoal_read_old_l_1
-
-    subroutine shoal_protect_replicated_l_2(id, x, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 6, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_l_2
-
-    subroutine shoal_read_old_l_2(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        logical, intent(inout), target :: x(:, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_l_2
-
-    subroutine shoal_protect_replicated_l_3(id, x, ierr)
-        integer, intent(in) :: id
-        logical, intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call protect_replicated(id, p, size(x, kind=c_size_t), storage_size(x), 6, &
-            is_contiguous(x), ierr)
-    end subroutine shoal_protect_replicated_l_3
-
-    subroutine shoal_read_old_l_3(old_rank, id, offset, x, ierr)
-        integer, intent(in) :: old_rank, id
-        integer(c_int64_t), intent(in) :: offset
-        logical, intent(inout), target :: x(:, :, :)
-        integer, intent(out), optional :: ierr
-        type(c_ptr) :: p
-        p = c_null_ptr
-        if (size(x) > 0 .and. is_contiguous(x)) p = c_loc(x(1, 1, 1))
-        call read_old(old_rank, id, offset, p, size(x, kind=c_size_t), storage_size(x), &
-            is_contiguous(x), ierr)
-    end subroutine shoal_read_old_l_3
+    end subroutine shoal_read_old_l
 
     ! Local. Forgets region id.
     subroutine shoal_unprotect(id, ierr)

@@ -3,7 +3,8 @@
 !
 ! The mode is the first argument or $TEST_FORTRAN_MODE (write and read use the latter).
 !
-!   test_fortran write     protects every supported type and rank (0 to 3) with known
+!   test_fortran write     protects every supported type at ranks 0 to 3, and module
+!                          arrays of rank 5 and 7, with known
 !                          values, checkpoints twice (the second completes the first
 !                          epoch) and leaves without shoal_finalize, like a killed run
 !   test_fortran read      the next run in the same directory: restarted, stored counts,
@@ -19,9 +20,20 @@
 !   test_fortran elastic-refuse  with SHOAL_ELASTIC=1: shoal_protect refused
 !
 ! Prints "N passed, M failed" and exits 1 when a check failed.
+
+! State kept in a module, as NAS LU, BT and SP keep theirs, in arrays of rank 4 and more:
+! the target attribute goes on the module's declaration.
+module solver_state
+    use, intrinsic :: iso_c_binding, only: c_double, c_int32_t
+    implicit none
+    real(c_double), target :: u(2, 3, 2, 2, 2)
+    integer(c_int32_t), target :: flags(1, 2, 1, 2, 1, 2, 2)
+end module solver_state
+
 program test_fortran
     use mpi
     use shoal
+    use solver_state
     use, intrinsic :: iso_c_binding, only: c_float, c_double, c_int32_t, c_int64_t, &
         c_double_complex
     implicit none
@@ -218,6 +230,8 @@ contains
         l_1 = [.true., .false., mod(seed, 2) == 1]
         l_2 = reshape([(mod(seed + k, 3) == 0, k = 1, 6)], [2, 3])
         l_3 = reshape([(mod(seed + k, 2) == 0, k = 1, 8)], [2, 2, 2])
+        u = reshape([(k * 0.125d0 + seed, k = 1, size(u))], shape(u))
+        flags = reshape([(k * seed - 3, k = 1, size(flags))], shape(flags))
     end subroutine fill
 
     ! The even split of n items over parts: part p's first (from 0) and count.
@@ -263,6 +277,10 @@ contains
         integer(c_int64_t) :: i8(18)
         complex(c_double_complex) :: c8(18)
         logical :: l(18)
+        real(c_double) :: u_was(size(u))
+        integer(c_int32_t) :: flags_was(size(flags))
+        u_was = reshape(u, [size(u)])
+        flags_was = reshape(flags, [size(flags)])
         r4 = [r4_0, r4_1, reshape(r4_2, [6]), reshape(r4_3, [8])]
         r8 = [r8_0, r8_1, reshape(r8_2, [6]), reshape(r8_3, [8])]
         i4 = [i4_0, i4_1, reshape(i4_2, [6]), reshape(i4_3, [8])]
@@ -275,14 +293,16 @@ contains
             all(i4 == [i4_0, i4_1, reshape(i4_2, [6]), reshape(i4_3, [8])]) .and. &
             all(i8 == [i8_0, i8_1, reshape(i8_2, [6]), reshape(i8_3, [8])]) .and. &
             all(c8 == [c8_0, c8_1, reshape(c8_2, [6]), reshape(c8_3, [8])]) .and. &
-            all(l .eqv. [l_0, l_1, reshape(l_2, [6]), reshape(l_3, [8])])
+            all(l .eqv. [l_0, l_1, reshape(l_2, [6]), reshape(l_3, [8])]) .and. &
+            all(u_was == reshape(u, [size(u)])) .and. all(flags_was == reshape(flags, [size(flags)]))
     end function same
 
     ! Ids 1-4 real(4) of rank 0-3, 5-8 real(8), 9-12 integer(4), 13-16 integer(8),
-    ! 17-20 complex(8), 21-24 logical.
+    ! 17-20 complex(8), 21-24 logical; 25 the module's real(8) of rank 5, 26 its
+    ! integer(4) of rank 7.
     subroutine protect_all(ierr)
         integer, intent(out) :: ierr
-        integer :: e(24)
+        integer :: e(26)
         call shoal_protect(1, r4_0, e(1))
         call shoal_protect(2, r4_1, e(2))
         call shoal_protect(3, r4_2, e(3))
@@ -307,6 +327,8 @@ contains
         call shoal_protect(22, l_1, e(22))
         call shoal_protect(23, l_2, e(23))
         call shoal_protect(24, l_3, e(24))
+        call shoal_protect(25, u, e(25))
+        call shoal_protect(26, flags, e(26))
         ierr = minval(e)
     end subroutine protect_all
 
