@@ -61,6 +61,8 @@ $(BUILD)/lib/pkgconfig/shoal.pc: lib/lib.mk lib/include/shoal.h
 	  'prefix=$(SHOAL_BUILD_ABS)' \
 	  'includedir=$${prefix}/include' \
 	  'libdir=$${prefix}/lib' \
+	  "mpicc=$$(command -v $(MPICC))" \
+	  "mpifort=$$(command -v $(MPIFC))" \
 	  '' \
 	  'Name: shoal' \
 	  'Description: application-level checkpointing for MPI programs that survive node loss' \

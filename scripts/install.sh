@@ -110,7 +110,7 @@ for f in "${HEADERS[@]}"; do install -m 644 "$BUILD/include/$f" "$d$INCLUDEDIR/$
 # compiler wrappers, the ones to compile with: pkg-config --variable=mpicc shoal.
 under_prefix() { case $1 in "$PREFIX"/*) echo "\${prefix}${1#"$PREFIX"}" ;; *) echo "$1" ;; esac; }
 for f in "${PCS[@]}"; do
-	sed -e "s|^prefix=.*|prefix=$PREFIX|" \
+	sed -e '/^mpicc=/d' -e '/^mpifort=/d' -e "s|^prefix=.*|prefix=$PREFIX|" \
 		-e "s|^includedir=.*|includedir=$(under_prefix "$INCLUDEDIR")|" \
 		-e "s|^libdir=.*|libdir=$(under_prefix "$LIBDIR")\nmpicc=$mpicc\nmpifort=$mpifc|" \
 		"$BUILD/lib/pkgconfig/$f" >"$d$LIBDIR/pkgconfig/$f"

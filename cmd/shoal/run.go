@@ -255,7 +255,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.DurationVar(&f.waitForNodes, "wait-for-nodes", 0, "when the ranks do not fit the live nodes, wait this long for nodes to join, then fail (with an agent; 0: relaunch on the survivors, oversubscribed if need be)")
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
 	fs.Var(&f.redundancy, "redundancy", "how each checkpoint survives lost nodes: copy, the default (each shard on two nodes), copy:N (on N nodes), or rs:K+M (one copy, and Reed–Solomon parity over groups of K shards on M other nodes: any M nodes lost at once lose nothing, for (K+M)/K of the state in storage; with an agent; docs/architecture.md)")
-	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the agent's --engine, else openmpi")
+	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the MPI the program is linked with, else the agent's --engine, else openmpi; a program built with the other MPI, or linked with a libshoal built for the other, is refused")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the agents' retention policy, 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the agents' policy (on this machine alone, like --keep: nothing collects standalone data)")
 	fs.StringVar(&f.durable, "durable", "", "in a Slurm allocation: keep the newest complete checkpoint epoch in `DIR` on the cluster's shared file system, copied in the background; a run with the same DIR, program, arguments and rank count (a requeued job) resumes from it, and SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75; docs/slurm.md)")
@@ -384,6 +384,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	}
 	program, err := resolveProgram(rest[0])
 	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: %v\n", err)
+		return exitUsage
+	}
+	if f.engine, err = chooseEngine(f.engine, program, linkedMPI(program)); err != nil {
 		fmt.Fprintf(stderr, "shoal run: %v\n", err)
 		return exitUsage
 	}

@@ -52,6 +52,8 @@ $(BUILD)/lib/pkgconfig/shoal-fortran.pc: lib/fortran/fortran.mk lib/include/shoa
 	  'prefix=$(SHOAL_BUILD_ABS)' \
 	  'includedir=$${prefix}/include' \
 	  'libdir=$${prefix}/lib' \
+	  "mpicc=$$(command -v $(MPICC))" \
+	  "mpifort=$$(command -v $(MPIFC))" \
 	  '' \
 	  'Name: shoal-fortran' \
 	  'Description: Fortran module (use shoal) over libshoal' \
@@ -69,7 +71,7 @@ $(BUILD)/examples/fortran/heat: examples/fortran/heat.f90 $(FORTRAN_OUTPUTS)
 
 $(BUILD)/lib/tests/test_fortran: lib/tests/test_fortran.f90 $(FORTRAN_OUTPUTS)
 	@mkdir -p $(@D)
-	$(MPIFC) $(FFLAGS) -Wall -I$(BUILD)/include -o $@ $< \
+	$(MPIFC) $(FFLAGS) -Wall -I$(BUILD)/include -J $(@D) -o $@ $< \
 		-L$(BUILD)/lib -lshoalf -lshoal -Wl,-rpath,$(abspath $(BUILD))/lib
 
 test-fortran: $(BUILD)/lib/tests/test_fortran $(BUILD)/examples/fortran/heat

@@ -172,6 +172,20 @@ int shard_check_identity(const struct shard_header *h, const char *job, uint64_t
                          uint32_t rank, uint32_t nranks);
 uint64_t shard_get_u64(const unsigned char *p);
 
+/* ---- mpiname.c: the MPI this library is built for, and the one the program runs ---- */
+
+#define MPINAME_OPENMPI "Open MPI"
+#define MPINAME_MPICH "MPICH"
+
+/* The MPI whose mpi.h this library was compiled with (NULL: neither of the two). */
+const char *mpiname_built(void);
+/* The MPI an MPI_Get_library_version string names (NULL: neither of the two). */
+const char *mpiname_of(const char *library_version);
+/* Whether the MPI the program runs is not the one this library was built for: 1, with
+ * the line that says so in msg; 0 when they are the same or either is unknown. Calls
+ * no MPI function that takes a handle. */
+int mpiname_check(char *msg, size_t len);
+
 /* ---- error.c ---- */
 
 /* The message of a SHOAL_* code (shoal_strerror's). */

@@ -178,6 +178,17 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     MPI_Finalized(&finalized);
     if (!initialized || finalized || active != NULL)
         return SHOAL_ERR_STATE;
+    /* Before comm is used: a handle of the other MPI means nothing to this build. */
+    char mismatch[512];
+    if (mpiname_check(mismatch, sizeof mismatch)) {
+        /* Said once, by the launcher's rank 0 (either MPI's variable), not by each rank. */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        if (r == NULL)
+            r = getenv("PMI_RANK");
+        if (r == NULL || strcmp(r, "0") == 0)
+            shoal_log("%s", mismatch);
+        return SHOAL_ERR_MPI;
+    }
     if (comm == MPI_COMM_NULL)
         return SHOAL_ERR_ARG;
 

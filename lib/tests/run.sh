@@ -5,7 +5,8 @@
 # restored onto M (4 ranks), a standalone crash-and-resume on 2 ranks, the traffic files (the
 # writer against the test vectors, then a known pattern of sends on 4 ranks), the
 # library's exported symbols and its layers (the public functions all in shoal.c, no
-# circle of calls between its files), and that the generated MPI wrappers are current.
+# circle of calls between its files), a program linked with the libshoal of the other MPI
+# refused by shoal_init, and that the generated MPI wrappers are current.
 # Each prints "N passed, M failed"; this script exits non-zero if any of them failed.
 set -u
 cd "$(dirname "$0")/../.."
@@ -152,6 +153,18 @@ want=$({
 got=$(nm -D --defined-only "$BUILD/lib/libshoal.so" | awk '$2 == "T" { print $3 }' | sort)
 same "exported symbols" "$want" "$got"
 
+# docs/libshoal.md compiles with $(pkg-config --variable=mpicc shoal): the build tree's
+# .pc files name the compiler wrappers of the MPI the build is for, the one MPIRUN runs.
+echo "== the build tree's shoal.pc and shoal-fortran.pc name their MPI's compiler wrappers"
+family=$(basename "${MPIRUN[0]}" | sed 's/^[a-z]*\.//')
+for v in "shoal mpicc" "shoal-fortran mpifort" "shoal mpifort"; do
+	set -- $v
+	if [ -e "$BUILD/lib/pkgconfig/$1.pc" ]; then
+		w=$(PKG_CONFIG_PATH=$BUILD/lib/pkgconfig pkg-config --variable="$2" "$1")
+		same "$1.pc's $2, an executable of the $family build" "$2.$family" "$([ -x "$w" ] && basename "$w")"
+	fi
+done
+
 # The layers (docs/libshoal.md, "Inside the library"), read from the objects: what each
 # defines (nm: T, D, B, R) and what it uses of the others' (U). shoal.c defines the
 # public functions and nothing another file could use, and no file uses, directly or
@@ -171,6 +184,8 @@ done | awk '$1 == "def" { def[$2] = $3; next } { use[NR] = $2; user[NR] = $3 }
 loop=$(tsort <<<"$edges" 2>&1 >/dev/null)
 [ -n "$edges" ] || loop="no uses between the objects of $obj"
 same "a circle of calls (tsort names the files in it)" "" "$loop"
+
+run env BUILD="$BUILD" lib/tests/mpi_mismatch.sh
 
 echo "== lib/src/pmpi_wrappers.inc is what lib/src/pmpi_generate.py writes"
 if lib/src/pmpi_generate.py | diff -u lib/src/pmpi_wrappers.inc -; then
