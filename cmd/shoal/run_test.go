@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"shoal/test/testenv"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,18 @@ func TestRunArgumentErrors(t *testing.T) {
 		if tt.want != "" && strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
 			t.Errorf("shoal %q: error is not one line: %q", tt.args, stderr.String())
 		}
+	}
+}
+
+// A program built with MPICH launched by Open MPI would run as single-rank
+// worlds: shoal run refuses it before any launch, naming both.
+func TestRunRefusesTheOtherMPI(t *testing.T) {
+	heat := testenv.Built(t, "build/mpich/examples/heat")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "--local", "-n", "2", "--engine", "openmpi", "--", heat, "--steps", "10"}, &stdout, &stderr)
+	want := "shoal run: MPI mismatch: heat is built with MPICH (libmpich.so.12), and --engine openmpi launches Open MPI, whose ranks would not join its world: run it with --engine mpich\n"
+	if code != exitUsage || stderr.String() != want || stdout.Len() != 0 {
+		t.Errorf("shoal run of MPICH's heat under Open MPI: exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout.String(), stderr.String(), exitUsage, want)
 	}
 }
 
