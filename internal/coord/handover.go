@@ -15,13 +15,16 @@ import (
 // complete epoch, and the work since is lost.
 var ErrNotHeld = errors.New("coord: no checkpoint to hand the job over at")
 
+// errHandedOver ends the runs of a leader that leaves (HandOver), as a lost
+// lead does: the next leader resumes them.
+var errHandedOver = fmt.Errorf("%w: it leaves, and hands its jobs over", errLostLead)
+
 // handOverWait bounds how long a leader that leaves waits for the checkpoints
 // of the jobs it hands over, all taken at once.
 const handOverWait = time.Minute
 
 // handOverStop bounds how long a leader that leaves waits for the launchers of
-// the jobs it handed over to exit once stopped (SIGTERM, then SIGKILL after
-// Config.KillGrace).
+// the jobs it handed over to exit once stopped.
 const handOverStop = 10 * time.Second
 
 // HandOver, on the node that leads the job store when it leaves, stops every
@@ -95,7 +98,7 @@ func (s *Service) HandOver(ctx context.Context) error {
 	s.term++
 	stopped := make([]*clusterJob, 0, len(s.jobs))
 	for _, j := range s.jobs {
-		j.cancel(errLostLead)
+		j.cancel(errHandedOver)
 		stopped = append(stopped, j)
 	}
 	s.mu.Unlock()
