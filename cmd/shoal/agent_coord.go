@@ -73,6 +73,10 @@ func plugCoordinator(a *agent.Agent, engine string) error {
 		NodeLost: a.NodeLost,
 	})
 	a.SetJobService(svc)
+	// Before this node, leading the job store, passes the lead on as it leaves,
+	// the coordinator stops every job at a checkpoint for the next leader, so
+	// that leaving costs no work here either.
+	a.SetBeforeHandOver(svc.HandOver)
 	// Before this node leaves (and after it has passed on the lead of the job
 	// store, if it had it), the coordinator moves every job with ranks here away
 	// from a fresh checkpoint, so the leave costs no work.

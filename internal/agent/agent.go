@@ -148,6 +148,10 @@ type Agent struct {
 	ranksDirty  chan struct{} // the launch grants' ranks changed: announce them
 	quit        chan struct{} // closed when the agent starts stopping
 
+	// beforeHandOver runs on a graceful leave before the lead of the job
+	// store is passed on (see SetBeforeHandOver).
+	beforeHandOver atomic.Pointer[func(context.Context) error]
+
 	leaveOnce sync.Once
 	leaveErr  error
 	leaveDone chan struct{}
@@ -774,8 +778,11 @@ func (a *Agent) SetBeforeLeave(f func(ctx context.Context) error) {
 // Done is closed once the agent has stopped, after a leave or a shutdown.
 func (a *Agent) Done() <-chan struct{} { return a.done }
 
-// Leave leaves the cluster gracefully and then stops the agent: BeforeLeave
-// (the coordinator checkpoints jobs), then the departure is gossiped so that the
+// Leave leaves the cluster gracefully and then stops the agent: on the node
+// that leads the job store, the hook set with [Agent.SetBeforeHandOver] (the
+// coordinator stops its jobs at a checkpoint) and the lead passed on; then
+// BeforeLeave (the coordinator checkpoints jobs with ranks here and moves
+// them), then the departure is gossiped so that the
 // other nodes show this one as left, then everything stops. It returns once the
 // departure is gossiped; [Agent.Done] is closed when the agent has stopped.
 // Later calls wait for the first and return its result. ctx and
@@ -799,7 +806,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 		if err := a.members.AnnounceLeaving(); err != nil {
 			a.log.Warn("leave: the leaving flag not confirmed gossiped", "err", err)
 		}
-		a.handOver()
+		a.handOver(ctx)
 		if f := a.beforeLeave.Load(); f != nil {
 			if err := (*f)(ctx); err != nil {
 				a.log.Error("before leave", "err", err)

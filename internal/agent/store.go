@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"net"
 	"path/filepath"
 	"time"
@@ -97,12 +98,30 @@ func (a *Agent) storeMembers() []jobstore.Member {
 	return out
 }
 
+// SetBeforeHandOver sets the hook run on a graceful leave of the node that leads
+// the job store, before it passes the lead on (nil: none): the coordinator
+// stops its jobs at a checkpoint for the next leader. An error is logged and
+// the leave goes on.
+func (a *Agent) SetBeforeHandOver(f func(ctx context.Context) error) {
+	if f == nil {
+		a.beforeHandOver.Store(nil)
+		return
+	}
+	a.beforeHandOver.Store(&f)
+}
+
 // handOver, on a node about to leave that leads the job store, passes the lead to
 // another node first, so that coordination goes on without waiting for an
-// election; a lone voter first makes a follower a voter.
-func (a *Agent) handOver() {
+// election; a lone voter first makes a follower a voter. The hook set with
+// SetBeforeHandOver runs first.
+func (a *Agent) handOver(ctx context.Context) {
 	if !a.store.IsLeader() {
 		return
+	}
+	if f := a.beforeHandOver.Load(); f != nil {
+		if err := (*f)(ctx); err != nil {
+			a.log.Warn("before passing the job store's lead", "err", err)
+		}
 	}
 	var others []jobstore.Member
 	for _, m := range a.storeMembers() {

@@ -68,6 +68,10 @@ type clusterBackend struct {
 	onBook    func(epochs.Book)
 	reconfigs chan reconfig // asked for by the service
 	pending   *reconfig     // a planned reconfiguration waiting for its checkpoint (job goroutine only)
+	// handed is set once the run is held at a checkpoint for another
+	// coordinator (see reconfig.handOver): it only waits to be stopped (job
+	// goroutine only).
+	handed bool
 	// doubted is when membership first said a node of the run was not alive,
 	// by node, until it is alive again (job goroutine only).
 	doubted map[string]time.Time
@@ -128,6 +132,11 @@ type reconfig struct {
 	// the job's traffic rearranges its ranks; nodes that joined are the
 	// rebalance rule's to weigh (--auto-rebalance).
 	sameNodes bool
+	// handOver, when not nil, makes the reconfiguration a hand-over to the
+	// next coordinator (Service.HandOver): no relaunch here; once the held
+	// checkpoint is complete, where the run stopped is put here before done is
+	// closed, and the run waits, its ranks held, to be stopped.
+	handOver *job.Handover
 }
 
 var _ backend = (*clusterBackend)(nil)
@@ -290,6 +299,9 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 // complete epochs. With no news and no change of the live nodes it does
 // nothing more: a steady run costs no network call.
 func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
+	if b.handed {
+		return nil // the next coordinator relaunches from the held epoch
+	}
 	if loss := b.shardsStaged(); loss != nil {
 		return loss
 	}
@@ -338,12 +350,32 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 			}
 		}
 	}
-	if rc := b.pending; rc != nil {
-		if at, ok := b.held(rc); ok {
-			return &nodeLoss{nodes: []string{rc.without}, reason: rc.reason, at: at, planned: true}
-		}
+	return b.checkHeld()
+}
+
+// checkHeld returns, once the checkpoint the pending reconfiguration asked for
+// is complete, the planned loss that ends the run for its relaunch. A
+// hand-over is not relaunched here: where the run stopped is said (its
+// reconfig's handOver, then done closed), and the run waits, its ranks held,
+// for the service to stop it.
+func (b *clusterBackend) checkHeld() *nodeLoss {
+	rc := b.pending
+	if rc == nil {
+		return nil
 	}
-	return nil
+	at, ok := b.held(rc)
+	switch {
+	case !ok:
+		return nil
+	case rc.handOver != nil:
+		b.mu.Lock()
+		*rc.handOver = job.Handover{Epoch: b.book.Newest(), At: at}
+		b.mu.Unlock()
+		b.handed, b.pending = true, nil
+		close(rc.done)
+		return nil
+	}
+	return &nodeLoss{nodes: []string{rc.without}, reason: rc.reason, at: at, planned: true}
 }
 
 // held reports whether the checkpoint rc asked for is complete, and when it was

@@ -35,9 +35,9 @@ type Resume struct {
 	Why      string // "coordinator n1 lost"
 	// At is when the job was lost, for the work lost since its epoch; zero: now.
 	At time.Time
-	// Lost is the node of the coordinator that was lost ("" when it was this
-	// node): the job is not placed on it until membership declares it gone, since
-	// a node that stopped leading is likely to be gone or cut off.
+	// Lost is the node of the coordinator that was lost or left ("" when it was
+	// this node): the job is not placed on it until membership declares it gone,
+	// since a node that stopped leading is likely to be gone or cut off.
 	Lost string
 	// LeadMoved is set when the previous coordinator is alive and only lost the
 	// lead (perhaps to this node and back): the relaunch does not count against

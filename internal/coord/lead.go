@@ -150,7 +150,15 @@ func (s *Service) resume(info job.Job) {
 	lostAt := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	why, lost, moved := s.whyTakeOver(ctx, info.Coordinator)
+	var why, lost string
+	var moved bool
+	if w, at, ok := handedOver(info, s.cfg.Node); ok {
+		// The node that left is not placed on.
+		why, lost, moved, lostAt = w, info.Coordinator, true, at
+	} else {
+		why, lost, moved = s.whyTakeOver(ctx, info.Coordinator)
+	}
+	info.Handover = nil
 	from := "from the beginning"
 	switch {
 	case info.Spec.Farm != nil:
@@ -402,4 +410,18 @@ func (s *Service) whyTakeOver(ctx context.Context, prev string) (why, lost strin
 		}
 	}
 	return fmt.Sprintf("coordinator %s lost", prev), prev, false
+}
+
+// handedOver says, of a job node self takes over whose coordinator left and
+// handed it over (info.Handover), why it is taken over ("coordinator n1 left,
+// handing the job over at epoch 5") and when it stopped: when that epoch was
+// taken, since its ranks held still after it. ok is false for a job not handed
+// over by its last coordinator, or handed over by self, which did not leave
+// after all.
+func handedOver(info job.Job, self string) (why string, at time.Time, ok bool) {
+	h := info.Handover
+	if h == nil || h.From != info.Coordinator || h.From == self || h.Epoch == 0 {
+		return "", time.Time{}, false
+	}
+	return fmt.Sprintf("coordinator %s left, handing the job over at epoch %d", h.From, h.Epoch), h.At, true
 }

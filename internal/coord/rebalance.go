@@ -126,7 +126,7 @@ func (b *clusterBackend) autoRebalance(ctx context.Context) {
 // nodes would run the job no faster, nor when the gain is estimated below the cost,
 // unless forced. It returns why not, or "".
 func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
-	if rc.without != "" || rc.force {
+	if rc.without != "" || rc.force || rc.handOver != nil {
 		return ""
 	}
 	live, err := b.liveNodes(ctx, "")

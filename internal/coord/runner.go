@@ -507,7 +507,13 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		case <-tick.C:
 			j.scanProgress()
 		case <-ctx.Done():
-			j.stop(cmd, done, j.cfg.KillGrace, stdout, stderr)
+			grace := j.cfg.KillGrace
+			if errors.Is(context.Cause(ctx), errHandedOver) {
+				// As for a planned move: the ranks hold after the epoch the
+				// next coordinator relaunches from; SIGTERM would cost a second.
+				grace = 0
+			}
+			j.stop(cmd, done, grace, stdout, stderr)
 			return fail(ctx.Err())
 		}
 		if loss := j.be.poll(ctx); loss != nil {

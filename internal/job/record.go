@@ -75,6 +75,19 @@ type Job struct {
 	// what each rank sends), kept so that every placement uses it, a new
 	// coordinator's included; nil until every rank has reported.
 	Traffic *TrafficProfile `json:"traffic,omitempty"`
+	// Handover is set while a job waits for its next coordinator after the
+	// last one, leaving, stopped its run at a checkpoint; nil otherwise.
+	Handover *Handover `json:"handover,omitempty"`
+}
+
+// Handover says where a coordinator that left the cluster (shoal leave of the
+// node that leads) stopped a job's run for the next coordinator: after epoch
+// Epoch, taken at At, with the ranks held still since, so that a relaunch from
+// Epoch loses no work.
+type Handover struct {
+	From  string    `json:"from"` // the node that coordinated the job and left
+	Epoch uint64    `json:"epoch"`
+	At    time.Time `json:"at"` // when the epoch was taken (its shards' creation time)
 }
 
 // TrafficProfile is what a job's ranks send each other and compute, per

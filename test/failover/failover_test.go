@@ -1,8 +1,9 @@
 // Package failover takes the node that coordinates a job away while the job runs
-// (its host killed, its link cut, its agent killed) and checks that another node
-// coordinates, that every node answers for the job, and that it finishes with the
-// result of an uninterrupted run. The tests share one testbed of four 2-core hosts
-// (instance 250), repaired between tests.
+// (its host killed, its link cut, its agent killed, or the node leaving with
+// `shoal leave`) and checks that another node coordinates, that every node answers
+// for the job, and that it finishes with the result of an uninterrupted run. The
+// tests share one testbed of four 2-core hosts (instance 250), repaired between
+// tests.
 package failover
 
 import (
@@ -477,4 +478,83 @@ func syscallKill(pid int) error {
 		return err
 	}
 	return p.Kill()
+}
+
+// The node that leads, and so coordinates the job, leaves with `shoal leave`:
+// as for any node that leaves politely, the job goes on from a checkpoint taken
+// for the leave, and no work is lost. The leader hands the job over at that
+// checkpoint before it passes the lead on; the new coordinator relaunches from
+// it. The job is submitted from the leader, which runs ranks of it too (6 ranks
+// on four 2-core hosts): they move off it as for any node that leaves.
+func TestLeaderLeaves(t *testing.T) {
+	b := cluster(t)
+	lead, other := leaderAndOther(t)
+	id := detach(t, lead)
+	waitEpoch(t, other, id)
+	leaveStart := time.Now()
+	if out, err := b.Exec(context.Background(), lead, filepath.Join(testenv.Root, "bin/shoal"), "leave"); err != nil {
+		t.Fatalf("shoal leave on the leader %s: %v\n%s", lead, err, out)
+	}
+	t.Logf("shoal leave on %s took %s", lead, time.Since(leaveStart).Round(100*time.Millisecond))
+	finishes(t, other, id)
+	evs := jsonEvents(t, other, id)
+	// The restart looked at is the first after the new coordinator's event:
+	// the lead that moved, not one a loaded machine caused earlier.
+	took := regexp.MustCompile(`coordinates from epoch (\d+)$`)
+	var coordMsg, restartMsg, from string
+	for _, e := range evs {
+		switch {
+		case e.Type == "coordinator" && strings.Contains(e.Message, lead) && took.MatchString(e.Message) && coordMsg == "":
+			coordMsg, from = e.Message, took.FindStringSubmatch(e.Message)[1]
+		case e.Type == "restart" && coordMsg != "" && restartMsg == "":
+			restartMsg = e.Message
+		case e.Type == "node-lost":
+			t.Errorf("a polite leave of the leader was treated as a loss: %s", e.Message)
+		}
+	}
+	if coordMsg == "" || restartMsg == "" {
+		t.Fatalf("no event of another node coordinating after %s, followed by a restart:\n%s", lead, eventLines(evs))
+	}
+	t.Logf("%s\n%s", coordMsg, restartMsg)
+	if want := fmt.Sprintf("coordinator %s left, handing the job over at epoch %s;", lead, from); !strings.HasPrefix(coordMsg, want) {
+		t.Errorf("the new coordinator says %q, want it to begin %q", coordMsg, want)
+	}
+	if !strings.Contains(restartMsg, " from epoch "+from+" ") || !strings.HasSuffix(restartMsg, "; 0 s of work lost") {
+		t.Errorf("the leader's leave lost work: %q, want a restart from epoch %s with 0 s lost", restartMsg, from)
+	}
+	if regexp.MustCompile(`[ (]` + lead + `:\d`).MatchString(restartMsg) {
+		t.Errorf("the job relaunched on the node that left: %q", restartMsg)
+	}
+}
+
+// event is a line of `shoal events --json`.
+type event struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func jsonEvents(t *testing.T, host, id string) []event {
+	t.Helper()
+	out, code := shoal(t, host, "events", "--json", id)
+	if code != 0 {
+		t.Fatalf("shoal events --json %s in %s exited %d:\n%s", id, host, code, out)
+	}
+	var evs []event
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e event
+		if err := json.Unmarshal([]byte(l), &e); err == nil {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+func eventLines(evs []event) string {
+	var sb strings.Builder
+	for _, e := range evs {
+		if e.Type != "output" && e.Type != "output-err" {
+			fmt.Fprintf(&sb, "%s: %s\n", e.Type, e.Message)
+		}
+	}
+	return sb.String()
 }
