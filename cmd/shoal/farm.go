@@ -68,6 +68,7 @@ type farmFlags struct {
 	prefetch int
 	retries  int
 	jobID    string
+	rerun    bool
 	detach   bool
 	quiet    bool
 	dispatch string
@@ -85,6 +86,7 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.prefetch, "prefetch", 2, fmt.Sprintf("tasks each node holds beyond its cores (0 to %d)", job.MaxPrefetch))
 	fs.IntVar(&f.retries, "retries", 3, fmt.Sprintf("runs again of a task that exits non-zero, before it is given up (0 to %d)", job.MaxRetries))
 	fs.StringVar(&f.jobID, "job-id", "", "the farm's id; the same id again runs only the tasks without a result")
+	fs.BoolVar(&f.rerun, "rerun", false, "with --job-id of an ended farm of yours whose command line or files this one changes (a fixed program): run it again with this one, its tasks that stored a result keeping it, the others run (the tasks must be the same)")
 	fs.BoolVar(&f.detach, "detach", false, "submit the farm, print its id and return (follow it with shoal wait ID)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print no progress lines")
 	fs.StringVar(&f.dispatch, "dispatch", "", "cyclic or block: a static schedule instead of the least loaded node, to compare (bench/farm)")
@@ -114,6 +116,8 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 		return usage("--retries %d: want 0 to %d", f.retries, job.MaxRetries)
 	case f.jobID != "" && !job.ValidID(f.jobID):
 		return usage("--job-id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", f.jobID)
+	case f.rerun && f.jobID == "":
+		return usage("--rerun needs --job-id: the id of the farm to run again")
 	case f.dispatch != "" && f.dispatch != "cyclic" && f.dispatch != "block":
 		return usage("--dispatch %q: want cyclic or block", f.dispatch)
 	case f.detach && f.out != "":
@@ -213,7 +217,7 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 		return exitFailure
 	}
 	spec := job.Spec{ID: f.jobID, Argv: append([]string{name}, args...), Files: []job.File{prog},
-		Farm: &job.FarmSpec{Tasks: tasks, Prefetch: f.prefetch, Retries: f.retries, Dispatch: f.dispatch}}
+		Farm: &job.FarmSpec{Tasks: tasks, Prefetch: f.prefetch, Retries: f.retries, Dispatch: f.dispatch, Rerun: f.rerun}}
 	spec.Env = envMap(f.env)
 	if code := addInputs(ctx, c, &spec, f.files, "farm", stderr); code >= 0 {
 		return code

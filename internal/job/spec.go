@@ -115,6 +115,10 @@ type FarmSpec struct {
 	// nodes up at the start: "cyclic" (task t to node t mod n) or "block"
 	// (contiguous ranges).
 	Dispatch string `json:"dispatch,omitempty"`
+	// Rerun, when the id is the submitter's ended farm, starts it again with
+	// this command line and files though they changed: the tasks it stored a
+	// result for keep it, the others run (the tasks must be the same).
+	Rerun bool `json:"rerun,omitempty"`
 }
 
 // Bounds of a [FarmSpec].

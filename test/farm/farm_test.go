@@ -128,7 +128,7 @@ func flaky(t *testing.T) (prog, dir string) {
 	prog = filepath.Join(dir, "flaky.sh")
 	script := `#!/bin/sh
 f=` + dir + `/count-$1; n=$(cat $f 2>/dev/null || echo 0); n=$((n+1)); echo $n > $f
-if [ "$1" = 2 ]; then echo "task 2 always fails" >&2; exit 3; fi
+if [ "$1" = 2 ] && [ "$2" != fixed ]; then echo "task 2 always fails" >&2; exit 3; fi
 if [ "$1" = 1 ] && [ $n -le 2 ]; then echo "flaky run $n" >&2; exit 1; fi
 echo "result $1"
 `
@@ -191,6 +191,22 @@ func TestRetriesGiveUpAndRestart(t *testing.T) {
 	for task, want := range []int{1, 3, 4, 1, 1} {
 		if got := runs(t, dir, task); got != want {
 			t.Errorf("started again: task %d has run %d times, want %d", task, got, want)
+		}
+	}
+
+	// Fixed (task 2 succeeds given "fixed"), the same id with the new command
+	// line is refused, saying what changed; with --rerun it runs task 2 alone.
+	_, stderr, code = runFarm(t, b, lines(5), "--job-id", "flaky", "--", prog, "{}", "fixed")
+	if want := `shoal farm: job id "flaky" is your ended farm, and this one changes its command line: --rerun runs the tasks it has no result for with this one; or choose another id`; code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("changed, without --rerun: exit %d, stderr %q; want a failure saying %q", code, stderr, want)
+	}
+	stdout, stderr, code = runFarm(t, b, lines(5), "--job-id", "flaky", "--rerun", "--", prog, "{}", "fixed")
+	if want := "result 0\nresult 1\nresult 2\nresult 3\nresult 4\n"; code != 0 || stdout != want {
+		t.Errorf("changed, --rerun: exit %d, stdout %q; want 0 and %q\n%s", code, stdout, want, stderr)
+	}
+	for task, want := range []int{1, 3, 5, 1, 1} {
+		if got := runs(t, dir, task); got != want {
+			t.Errorf("changed, --rerun: task %d has run %d times, want %d", task, got, want)
 		}
 	}
 }
