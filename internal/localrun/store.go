@@ -256,7 +256,7 @@ func (s Store) Collect(p retention.Policy, now time.Time, drop string, dryRun bo
 	for _, it := range plan.Items {
 		r := Removal{Item: it, Path: s.path(it)}
 		if it.Remove || dryRun {
-			r.Bytes, _ = s.tree(it).Usage(r.Path)
+			r.Bytes = s.usage(it)
 		}
 		if it.Remove && !dryRun {
 			if failed[it.Job] && it.Kind == retention.KindJobDir {
@@ -327,6 +327,23 @@ func (s Store) tree(it retention.Item) userdir.Tree {
 		return userdir.Tree{Base: s.RunRoot}
 	}
 	return userdir.Tree{Base: s.CkptRoot}
+}
+
+// usage is the size of an item's files in bytes; what it cannot read counts
+// as nothing.
+func (s Store) usage(it retention.Item) int64 {
+	if it.Kind != retention.KindSpares {
+		n, _ := s.tree(it).Usage(s.path(it))
+		return n
+	}
+	spares, _ := jobdir.Dir{Root: s.CkptRoot, Job: it.Job}.Spares()
+	var n int64
+	for _, path := range spares {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 func (s Store) remove(it retention.Item) error {
