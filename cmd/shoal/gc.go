@@ -7,11 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
+	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/job"
+	"shoal/internal/localrun"
+	"shoal/internal/retention"
 )
 
 func init() {
@@ -38,6 +42,12 @@ With --job ID, removes everything of that job now, whatever its grace period or
 job the job store does not know (a standalone 'shoal run --local' that wrote
 into the agent's data dir).
 
+With no agent running (or with --local), shoal gc applies the same policy, with
+its defaults, to the jobs 'shoal run' ran on this machine alone: their
+checkpoints ($SHOAL_DATA_DIR/ckpt, else /dev/shm/shoal-UID/ckpt) and run
+directories ($SHOAL_DATA_DIR/jobs, else /tmp/shoal-UID/jobs). Each such run
+collects the others' data as it starts, too.
+
 Prints one line per item removed: NODE, JOB, WHAT (shards: the job's checkpoint
 directory; epoch N; spares: its r*.spare files; job-dir: DATA/jobs/JOB;
 coord-dir: DATA/coord/JOB; file: a cached job file), SIZE and why. With --dry-run it removes nothing and lists
@@ -53,8 +63,9 @@ func gcCmd(args []string, stdout, stderr io.Writer) int {
 	var (
 		req    api.GCRequest
 		asJSON bool
+		local  bool
 	)
-	c, _, code := agentCommand("gc", gcUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
+	af, _, code := parseAgentCommand("gc", gcUsage, 0, args, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&req.DryRun, "dry-run", false, "remove nothing: list what would be removed, and what is kept and why")
 		fs.Func("job", "remove everything of this job now, whatever its grace period or --keep (refused while it runs)", func(id string) error {
 			if !job.ValidID(id) {
@@ -65,13 +76,34 @@ func gcCmd(args []string, stdout, stderr io.Writer) int {
 		})
 		fs.StringVar(&req.Node, "node", "", "collect on this node only (default: every live node)")
 		fs.BoolVar(&asJSON, "json", false, `print the agent's answer as JSON: {"nodes": [...]}, fields in docs/api.md`)
+		fs.BoolVar(&local, "local", false, "collect the data of the jobs 'shoal run' ran on this machine alone, even when an agent is running (the default when none is)")
 	})
 	if code >= 0 {
 		return code
 	}
+	var c *api.Client
+	if !local {
+		var err error
+		c, err = af.client()
+		named := af.addr != "" || af.dataDir != "" || os.Getenv("SHOAL_AGENT") != ""
+		if errors.Is(err, agent.ErrNoAgent) && !named {
+			local = true
+		} else if err != nil {
+			fmt.Fprintf(stderr, "shoal gc: %s\n", errorLine(err))
+			return exitFailure
+		}
+	}
+	if local && req.Node != "" {
+		fmt.Fprintln(stderr, "shoal gc: --node: names a node of a cluster; the data of runs on this machine alone is collected here")
+		return exitUsage
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := c.Collect(ctx, req)
+	collect := c.Collect
+	if local {
+		collect = collectLocal
+	}
+	res, err := collect(ctx, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal gc: %s\n", errorLine(err))
 		return exitFailure
@@ -171,4 +203,28 @@ func byteSize(n int64) string {
 		}
 	}
 	return ""
+}
+
+// collectLocal is shoal gc on this machine alone: the retention policy's
+// defaults applied to the jobs shoal run ran here without an agent, reported
+// as an agent reports its node, as node "local".
+func collectLocal(_ context.Context, req api.GCRequest) (api.GCResult, error) {
+	ckptRoot, runRoot, err := localDirs()
+	if err != nil {
+		return api.GCResult{}, err
+	}
+	store := localrun.Store{CkptRoot: ckptRoot, RunRoot: runRoot}
+	removed, err := store.Collect(retention.DefaultPolicy(), time.Now(), req.Job, req.DryRun)
+	if err != nil {
+		return api.GCResult{}, err
+	}
+	rep := api.GCReport{Node: "local", Items: []api.GCItem{}}
+	for _, r := range removed {
+		it := api.GCItem{Job: r.Job, What: string(r.Kind), Epoch: r.Epoch, Path: r.Path, Bytes: r.Bytes, Removed: r.Remove, Reason: r.Reason}
+		if r.Err != nil {
+			it.Error = r.Err.Error()
+		}
+		rep.Items = append(rep.Items, it)
+	}
+	return api.GCResult{Nodes: []api.GCReport{rep}}, nil
 }

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"shoal/internal/job"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"shoal/internal/job"
+	"shoal/internal/localrun"
 )
 
 func TestGCHelpAndUsage(t *testing.T) {
@@ -98,4 +102,51 @@ func TestGCCommand(t *testing.T) {
 		t.Errorf("the standalone job's checkpoint directory is still there: %v", err)
 	}
 	runCLIError(t, "node \"nope\": not a member", "gc", "--data-dir", a.dir, "--node", "nope")
+}
+
+// TestGCLocal runs shoal gc where no agent runs: it applies the retention
+// policy to the jobs shoal run ran on this machine alone. A run cancelled
+// 25 h ago goes, one cancelled an hour ago stays until --job names it.
+func TestGCLocal(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("SHOAL_DATA_DIR", data)
+	t.Setenv("SHOAL_AGENT", "")
+	store := localrun.Store{CkptRoot: filepath.Join(data, "ckpt"), RunRoot: filepath.Join(data, "jobs")}
+	for id, ago := range map[string]time.Duration{"old": 25 * time.Hour, "new": time.Hour} {
+		shard := filepath.Join(store.CkptRoot, id, "e00000001", "r000000.shard")
+		if err := os.MkdirAll(filepath.Dir(shard), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(shard, bytes.Repeat([]byte{1}, 2500), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ended := time.Now().Add(-ago)
+		if err := store.Write(localrun.Record{Job: id, State: job.Cancelled, Started: ended.Add(-time.Minute), Ended: ended}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+		gone []string
+	}{
+		{[]string{"gc", "--dry-run"}, []string{"local  would remove  old  shards  2.5 kB  cancelled 25h0m0s ago; kept 24h0m0s after the end", "local  kept          new  shards  2.5 kB  cancelled 1h0m0s ago"}, nil},
+		{[]string{"gc"}, []string{"local  removed  old  shards", "local  removed  old  job-dir", "removed 2 items"}, []string{"old"}},
+		{[]string{"gc", "--job", "new"}, []string{"local  removed  new  shards  2.5 kB  removed by request"}, []string{"old", "new"}},
+	} {
+		out := runCLI(t, exitOK, c.args...)
+		spaced := regexp.MustCompile(` +`).ReplaceAllString(out, " ") // the table's alignment aside
+		for _, w := range c.want {
+			if !strings.Contains(spaced, regexp.MustCompile(` +`).ReplaceAllString(w, " ")) {
+				t.Errorf("shoal %s:\n%s\nwant it to contain %q", strings.Join(c.args, " "), out, w)
+			}
+		}
+		for _, id := range c.gone {
+			for _, dir := range []string{store.CkptRoot, store.RunRoot} {
+				if _, err := os.Stat(filepath.Join(dir, id)); !os.IsNotExist(err) {
+					t.Errorf("after shoal %s: %s/%s is still there", strings.Join(c.args, " "), dir, id)
+				}
+			}
+		}
+	}
 }

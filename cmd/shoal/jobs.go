@@ -28,6 +28,21 @@ func init() {
 // about jobs, and returns a client of the agent they designate and the
 // positional arguments, or an exit code.
 func agentCommand(name, usage string, nargs int, args []string, stdout, stderr io.Writer, extra func(*flag.FlagSet)) (*api.Client, []string, int) {
+	af, rest, code := parseAgentCommand(name, usage, nargs, args, stdout, stderr, extra)
+	if code >= 0 {
+		return nil, nil, code
+	}
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal %s: %s\n", name, errorLine(err))
+		return nil, nil, exitFailure
+	}
+	return c, rest, -1
+}
+
+// parseAgentCommand is agentCommand's parsing: the agent flags and the
+// arguments, or an exit code.
+func parseAgentCommand(name, usage string, nargs int, args []string, stdout, stderr io.Writer, extra func(*flag.FlagSet)) (localAgentFlags, []string, int) {
 	var af localAgentFlags
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -40,22 +55,17 @@ func agentCommand(name, usage string, nargs int, args []string, stdout, stderr i
 		fmt.Fprint(stdout, usage)
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-		return nil, nil, exitOK
+		return af, nil, exitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal %s: %v (see 'shoal %s --help')\n", name, err, name)
-		return nil, nil, exitUsage
+		return af, nil, exitUsage
 	}
 	if msg := jobArgsWrong(nargs, fs.Args()); msg != "" {
 		fmt.Fprintf(stderr, "shoal %s: %s (see 'shoal %s --help')\n", name, msg, name)
-		return nil, nil, exitUsage
+		return af, nil, exitUsage
 	}
-	c, err := af.client()
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal %s: %s\n", name, errorLine(err))
-		return nil, nil, exitFailure
-	}
-	return c, fs.Args(), -1
+	return af, fs.Args(), -1
 }
 
 // jobArgsWrong says what is wrong with the arguments args of a command whose

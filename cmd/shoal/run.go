@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,16 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"shoal/internal/coord"
 	"shoal/internal/engine"
 	"shoal/internal/job"
 	"shoal/internal/userdir"
@@ -45,7 +41,10 @@ DIR, a run of the same job resumes from it, and SIGTERM (Slurm's warning signal:
 exec shoal run in the batch script) holds the job at a checkpoint kept in DIR
 and requeues it. With no agent elsewhere, shoal run coordinates the job itself on
 this machine; an agent that refuses the job (a wrong secret) is an error, not a
-reason to run it here instead.
+reason to run it here instead. Such a run, cancelled (Ctrl-C) or failed, keeps its
+checkpoints (24h, or as --keep and --keep-for say); the same command with its
+--job-id resumes from them. Another program, arguments or rank count is refused,
+naming what differs; --fresh starts afresh (docs/retention.md).
 
 Rank output is prefixed "[rank] "; shoal's own lines start "shoal: ".
 
@@ -110,6 +109,9 @@ type runFlags struct {
 	// durable is --durable DIR, made absolute: where the newest complete epoch
 	// is kept, in a Slurm allocation (docs/slurm.md).
 	durable string
+	// fresh is --fresh: a run on this machine alone starts from the
+	// beginning, removing what an earlier run of the job id kept.
+	fresh bool
 	// user is --user NAME, and owner the user it names (jobOwner): who the
 	// job's ranks run as, instead of the agents' user.
 	user  string
@@ -242,8 +244,9 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Var(&f.ckptInterval, "ckpt-interval", "time between checkpoints: auto (chosen from what a checkpoint costs and how often the cluster loses nodes, Young/Daly's optimum between 1 s and 10 min), or seconds (30, 0.5) or a duration (500ms, 2m) as SHOAL_CKPT_INTERVAL takes them; 0 turns interval checkpoints off")
 	fs.Var((*secondsValue)(&f.mtbf), "mtbf", "how often each node fails, for --ckpt-interval auto: one node's mean time between failures, above 0, in seconds or a duration (`DURATION`: 3600, 90m; default: learned from the cluster's record of nodes lost, starting from one a node-hour)")
 	fs.IntVar(&f.maxRestarts, "max-restarts", 3, "how often the job may be relaunched after losing ranks")
-	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix)")
+	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix); on this machine alone, the id of a run that kept checkpoints resumes from them")
 	fs.BoolVar(&f.local, "local", false, "run on this machine only, even when an agent is running")
+	fs.BoolVar(&f.fresh, "fresh", false, "on this machine alone: start from the beginning, removing the checkpoints an earlier run of the --job-id kept (without it, a run with the same program and arguments resumes from them, and one with others is refused)")
 	fs.BoolVar(&f.detach, "detach", false, "submit the job to the agent and return; the last line printed is the job id (with an agent; see shoal wait, shoal logs)")
 	fs.Var(&f.env, "env", "`KEY=VALUE` in every rank's environment (repeatable; e.g. OMPI_MCA_btl=self,tcp)")
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
@@ -256,8 +259,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Float64Var(&f.autoRebalance, "auto-rebalance", 0, "when nodes join, relaunch over them if that saves `RATIO` times what a checkpoint and restart cost (with an agent; 0: off, else at least 1)")
 	fs.Var(&f.redundancy, "redundancy", "how each checkpoint survives lost nodes: copy, the default (each shard on two nodes), copy:N (on N nodes), or rs:K+M (one copy, and Reed–Solomon parity over groups of K shards on M other nodes: any M nodes lost at once lose nothing, for (K+M)/K of the state in storage; with an agent; docs/architecture.md)")
 	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the MPI the program is linked with, else the agent's --engine, else openmpi; a program built with the other MPI, or linked with a libshoal built for the other, is refused")
-	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the agents' retention policy, 1h after success and 24h after a failure or cancel; docs/retention.md)")
-	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the agents' policy (on this machine alone, like --keep: nothing collects standalone data)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the retention policy, of the agents or of this machine alone: 1h after success and 24h after a failure or cancel; docs/retention.md)")
+	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the retention policy")
 	fs.StringVar(&f.durable, "durable", "", "in a Slurm allocation: keep the newest complete checkpoint epoch in `DIR` on the cluster's shared file system, copied in the background; a run with the same DIR, program, arguments and rank count (a requeued job) resumes from it, and SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75; docs/slurm.md)")
 	fs.StringVar(&f.user, "user", "", "run the job's ranks as `NAME` (a login name or uid of this node, not root) on every node instead of as the agents' user; for root (or the agents' user) only: any other user's jobs run as that user (with an agent)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
@@ -413,6 +416,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "shoal run: --durable: only in a Slurm allocation where shoal run starts the agents, not with the agent at %s (docs/slurm.md)\n", c.Addr())
 			return exitUsage
 		}
+		if c != nil && f.fresh {
+			fmt.Fprintf(stderr, "shoal run: --fresh: only for a run on this machine alone, not with the agent at %s\n", c.Addr())
+			return exitUsage
+		}
 		if c != nil {
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr, nil)
 		}
@@ -423,6 +430,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			}
 			if f.detach {
 				fmt.Fprintln(stderr, "shoal run: --detach inside a Slurm allocation: the agents shoal run starts there stop when it returns")
+				return exitUsage
+			}
+			if f.fresh {
+				fmt.Fprintln(stderr, "shoal run: --fresh inside a Slurm allocation: only for a run on this machine alone (a run with --durable DIR starts afresh when DIR is removed)")
 				return exitUsage
 			}
 			return runInAllocation(alloc, f, program, rest[1:], stdout, stderr)
@@ -436,73 +447,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal run: %s %s an agent, and none runs on this node (or --local was given)\n", strings.Join(given, " and "), verb)
 		return exitUsage
 	}
-	o, _ := engine.ByName(f.engine)
-	if _, err := o.Version(); err != nil {
-		fmt.Fprintf(stderr, "shoal run: %v\n", err)
-		return exitFailure
-	}
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal run: cannot find the shoal executable: %v\n", err)
-		return exitFailure
-	}
-	id := f.jobID
-	if id == "" {
-		id = coord.NewJobID(program)
-	}
-	f.jobID = id
-	spec := f.jobSpec(append([]string{program}, rest[1:]...), nil)
-	if err := spec.Validate(); err != nil {
-		fmt.Fprintf(stderr, "shoal run: %v\n", err)
-		return exitUsage
-	}
-	ckptRoot, runRoot, err := localDirs()
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal run: %v\n", err)
-		return exitFailure
-	}
-	cfg := coord.DefaultConfig(ckptRoot, runRoot, self)
-	cfg.Engine = o
-	cfg.Workdir, _ = os.Getwd()
-
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	var mu sync.Mutex // rank output and events share stdout
-	level := runVerbosity(f)
-	out := coord.Output{
-		Stdout: &lockedWriter{mu: &mu, w: stdout},
-		Stderr: &lockedWriter{mu: &mu, w: stderr},
-		Events: func(e job.Event) {
-			if !showEvent(e.Type, level) {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(stdout, "shoal: %s\n", e.Message)
-		},
-	}
-	if !f.quiet {
-		where := "checkpoints in " + filepath.Join(ckptRoot, id)
-		if uses, known := usesLibshoal(program); known && !uses {
-			where = noCheckpointsNote(program)
-		}
-		fmt.Fprintf(stdout, "shoal: job %s: %s of %s on this node; %s\n",
-			id, f.ranksWords(), filepath.Base(program), where)
-	}
-	res := coord.Run(ctx, cfg, spec, out)
-	switch res.State {
-	case job.Succeeded:
-		if f.keep || f.keepFor > 0 {
-			// No agent collects standalone data later: it stays until removed by hand.
-			break
-		}
-		os.RemoveAll(filepath.Join(ckptRoot, id))
-		os.RemoveAll(filepath.Join(runRoot, id))
-	case job.Cancelled:
-		fmt.Fprintf(stderr, "shoal run: job %s cancelled; checkpoints kept in %s\n", id, filepath.Join(ckptRoot, id))
-		return jobExit(res.Done())
-	}
-	return reportEnd("run", id, res.Done(), stderr)
+	return runHere(f, program, rest[1:], stdout, stderr)
 }
 
 // clusterFlags names the flags given in f that only an agent can honour.

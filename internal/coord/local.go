@@ -171,3 +171,73 @@ func (b *localBackend) choose(ctx context.Context) (uint64, shard.Header, []epoc
 	}
 	return epoch, h, skipped, nil
 }
+
+// Kept is what an earlier run of a job on this node left for a new run of the
+// same job to resume from: the epochs in its checkpoint directory.
+type Kept struct {
+	// Why names the run that kept them, for the line that announces the
+	// resume: "an earlier run, cancelled 12 s ago".
+	Why string
+}
+
+// RunKept runs spec as [Run] does, but from the newest complete epoch an
+// earlier run of the same job left in cfg.CkptRoot, and says so in one event:
+// "resuming job J from epoch N (kept by WHY)". The epochs found are the job's
+// own from the start: none is announced again as complete. With none that
+// verifies, the job starts from the beginning, and the event says so. Whether
+// the earlier run was the same job (its program and arguments) is the
+// caller's to settle.
+func RunKept(ctx context.Context, cfg Config, spec job.Spec, out Output, kept Kept) Result {
+	return runLocal(ctx, cfg, spec, out, &kept)
+}
+
+// adopt takes the complete epochs an earlier run left as the job's own,
+// silently, and makes the first launch start from the newest that verifies.
+func (b *localBackend) adopt(ctx context.Context, kept Kept) {
+	j := b.j
+	n := j.spec.Ranks
+	if j.spec.Elastic() {
+		// An elastic job's count on this node was chosen by the earlier run:
+		// its shards say which.
+		n = b.keptRanks()
+	}
+	j.ranks = n
+	if present, err := b.dir.Epochs(); err == nil && n > 0 {
+		for _, e := range present {
+			if b.dir.ShardCount(e) < n {
+				continue
+			}
+			if h, err := b.dir.CheckEpoch(e, n); err == nil {
+				b.complete[e] = h
+			}
+		}
+	}
+	epoch, _, skipped, _ := b.choose(ctx)
+	for _, s := range skipped {
+		j.event(job.EventEpochBad, job.Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
+	}
+	j.first = relaunch{epoch: epoch, note: func(int, string) string {
+		if epoch == 0 {
+			return fmt.Sprintf("job %s: %s kept no complete epoch; starting from the beginning", j.spec.ID, kept.Why)
+		}
+		return fmt.Sprintf("resuming job %s from epoch %d (kept by %s)", j.spec.ID, epoch, kept.Why)
+	}}
+}
+
+// keptRanks is the rank count that wrote the newest epoch holding rank 0's
+// shard, from that shard's header; 0 when none can be read.
+func (b *localBackend) keptRanks() int {
+	present, _ := b.dir.Epochs()
+	for i := len(present) - 1; i >= 0; i-- {
+		f, st, err := jobdir.OpenShard(b.dir.Tree(), b.dir.ShardPath(present[i], 0))
+		if err != nil {
+			continue
+		}
+		h, err := shard.ReadHeader(f, st.Size())
+		f.Close()
+		if err == nil && h.NRanks > 0 {
+			return int(h.NRanks)
+		}
+	}
+	return 0
+}

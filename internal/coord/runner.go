@@ -81,8 +81,11 @@ type jobRun struct {
 	restarts job.Restarts
 	// ranks is the rank count of the current run (the launch prepare
 	// readied): the spec's, or an elastic job's latest; 0 before the first.
-	ranks    int
-	resume   *Resume // set: the loop begins by relaunching a job another coordinator ran
+	ranks  int
+	resume *Resume // set: the loop begins by relaunching a job another coordinator ran
+	// first is the first launch's relaunch: zero for a fresh start; a local
+	// resume's (RunKept) starts from the epoch an earlier run kept.
+	first    relaunch
 	runDir   string
 	progress int // last progress decile reported
 	// progressFile is where rank 0 reports progress, when it runs on this node.
@@ -95,6 +98,11 @@ type jobRun struct {
 // from the newest complete epoch when a rank is lost. spec's ID must be set, and its
 // program, Argv[0], be an absolute path; its ranks run in cfg.Workdir.
 func Run(ctx context.Context, cfg Config, spec job.Spec, out Output) Result {
+	return runLocal(ctx, cfg, spec, out, nil)
+}
+
+// runLocal is [Run], and [RunKept] when kept is set.
+func runLocal(ctx context.Context, cfg Config, spec job.Spec, out Output, kept *Kept) Result {
 	j := newJob(cfg, spec, out)
 	if err := spec.Validate(); err != nil {
 		return j.fail(err.Error())
@@ -110,6 +118,9 @@ func Run(ctx context.Context, cfg Config, spec job.Spec, out Output) Result {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return j.fail(fmt.Sprintf("create job directory: %v", err))
 		}
+	}
+	if kept != nil {
+		lb.adopt(ctx, *kept)
 	}
 	return j.loop(ctx)
 }
@@ -241,7 +252,7 @@ type relaunch struct {
 // loop runs the job until it ends: it launches, weighs how each run ended with the
 // restart policy, and relaunches from the epoch the backend chooses.
 func (j *jobRun) loop(ctx context.Context) Result {
-	var next relaunch
+	next := j.first
 	started := time.Now()
 	var resumed *ending
 	if r := j.resume; r != nil {
