@@ -157,6 +157,7 @@ func scriptArg(args []string) int {
 // the job is submitted. ar, for a job over the agents shoal run started in a
 // Slurm allocation, adds --durable and the hold on SIGTERM; nil elsewhere.
 func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer, ar *allocRun) int {
+	rawArgs := args // as given: the script's path, before jobArgv names it by its file name
 	// With --durable in an allocation, SIGTERM is Slurm's warning: the job holds
 	// (ar.hold) rather than being cancelled.
 	interrupts := []os.Signal{os.Interrupt, syscall.SIGTERM}
@@ -176,7 +177,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		if staged != "" {
 			note += "; " + filepath.Base(staged) + " is staged"
 			if f.jobID == "" {
-				f.jobID = coord.NewJobID(strings.TrimSuffix(filepath.Base(staged), ".py"))
+				f.jobID = coord.NewJobID(jobName(program, rawArgs))
 			}
 		}
 		fmt.Fprintln(stderr, note)
@@ -215,8 +216,8 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 			what += " " + filepath.Base(staged) // python heat.py
 		}
 		fmt.Fprintf(stdout, "shoal: job %s: %s of %s, coordinated by %s\n", job.ID, f.ranksWords(), what, job.Coordinator)
-		if uses, known := usesLibshoal(program); known && !uses {
-			fmt.Fprintf(stdout, "shoal: %s\n", noCheckpointsNote(program))
+		if note := checkpointsNote(program, rawArgs); note != "" {
+			fmt.Fprintf(stdout, "shoal: %s\n", note)
 		}
 	}
 	if f.detach {

@@ -37,7 +37,7 @@ func runHere(f runFlags, program string, args []string, stdout, stderr io.Writer
 	}
 	id := f.jobID
 	if id == "" {
-		id = coord.NewJobID(program)
+		id = coord.NewJobID(jobName(program, args))
 	}
 	f.jobID = id
 	spec := f.jobSpec(append([]string{program}, args...), nil)
@@ -88,11 +88,11 @@ func runHere(f runFlags, program string, args []string, stdout, stderr io.Writer
 	}
 	if !f.quiet {
 		where := "checkpoints in " + filepath.Join(ckptRoot, id)
-		if uses, known := usesLibshoal(program); known && !uses {
-			where = noCheckpointsNote(program)
+		if note := checkpointsNote(program, args); note != "" {
+			where = note
 		}
 		fmt.Fprintf(stdout, "shoal: job %s: %s of %s on this node; %s\n",
-			id, f.ranksWords(), filepath.Base(program), where)
+			id, f.ranksWords(), jobWhat(program, args), where)
 	}
 	var res coord.Result
 	if kept != nil {

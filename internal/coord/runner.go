@@ -469,7 +469,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 	if restartEpoch > 0 {
 		where += fmt.Sprintf(", from epoch %d", restartEpoch)
 	}
-	j.setState(job.Running, job.Event{Type: job.EventLaunch, Epoch: restartEpoch, Message: fmt.Sprintf("launching %d ranks %s", j.ranks, where)})
+	j.setState(job.Running, job.Event{Type: job.EventLaunch, Epoch: restartEpoch, Message: fmt.Sprintf("launching %s %s", job.Plural(j.ranks, "rank"), where)})
 
 	// Pdeathsig follows the thread that started the child: keep that thread until the
 	// launcher has been waited for.
