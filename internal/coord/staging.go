@@ -249,7 +249,8 @@ func (b *clusterBackend) shardsStaged() *nodeLoss {
 // node of the run holds to rebuild there from their parity groups. A node
 // believed to hold the shard fetches it all the same when another node has it:
 // its copy may have been damaged since, and a node holding a good copy answers
-// at once without copying.
+// at once without copying. The ranks past the epoch's shards, outside the
+// communicator the program gave libshoal, get none: they never read one.
 func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]epochs.Replica, []epochs.Rebuild, error) {
 	if epoch == 0 {
 		return nil, nil, nil
@@ -257,10 +258,14 @@ func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]
 	run := names(b.nodes)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	shards := b.book.Ranks(epoch)
 	var out []epochs.Replica
 	var rebuilds []epochs.Rebuild
 	for name, ranks := range byNode {
 		for _, r := range ranks {
+			if r >= shards {
+				continue
+			}
 			from, have := b.book.Source(epoch, r, name, run)
 			if from != "" {
 				out = append(out, epochs.Replica{Epoch: epoch, Rank: r, From: from, To: name})

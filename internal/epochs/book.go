@@ -91,9 +91,15 @@ type Book struct {
 type Entry struct {
 	CreatedNs uint64 `json:"created_ns,omitempty"` // when the checkpoint was taken
 	Complete  bool   `json:"complete,omitempty"`
-	// Shards is by rank, as long as the rank count of the run that wrote
-	// the epoch.
+	// Shards is by rank, as long as the communicator libshoal was given in
+	// the run that wrote the epoch: that run's rank count, or fewer when the
+	// program gave libshoal a communicator of its first ranks only (it parks
+	// the others, as NAS MG does), which the shards' headers say.
 	Shards []ShardEntry `json:"shards"`
+	// World is the rank count of the run that wrote the epoch when it is more
+	// than len(Shards); 0 when they are equal. The ranks from len(Shards) on
+	// have no shard, and a restart gives them none.
+	World int `json:"world,omitempty"`
 	// PerRank is set when a shard of the epoch holds a plain per-rank
 	// region (libshoal's shoal_protect): the epoch restores on its own rank
 	// count only. Without, every region is distributed or replicated and a
@@ -158,6 +164,25 @@ func (b *Book) entry(epoch uint64) *Entry {
 	return e
 }
 
+// written returns the entry of an epoch of the current run whose shards say
+// they are of n ranks (at most the run's count), created or reshaped to n
+// while none of its shards is written; nil when its written shards say
+// another count.
+func (b *Book) written(epoch uint64, n int) *Entry {
+	e := b.entry(epoch)
+	if len(e.Shards) == n {
+		return e
+	}
+	if slices.ContainsFunc(e.Shards, func(s ShardEntry) bool { return s.Written }) {
+		return nil
+	}
+	e.Shards, e.World = make([]ShardEntry, n), 0
+	if n < b.NRanks {
+		e.World = b.NRanks
+	}
+	return e
+}
+
 // shard returns rank's shard of epoch, or nil when the book has none.
 func (b *Book) shard(epoch uint64, rank int) *ShardEntry {
 	e := b.Epochs[epoch]
@@ -174,14 +199,28 @@ func (b *Book) shard(epoch uint64, rank int) *ShardEntry {
 // or removed, is no longer counted), and its copies that match count. The
 // writers' reports are taken first, so a copy reported in the same round as its
 // original counts at once, whatever order the answers came in.
+//
+// An epoch has as many shards as its shards' headers say (ShardInfo.NRanks;
+// 0, unknown, is the run's count): a program that gives libshoal a
+// communicator of its first k ranks writes epochs of k shards, complete
+// without the others' (see [Entry.World]). A rank of that communicator is
+// taken to be the run's rank of the same number, as it is when the program
+// splits off its first ranks in order.
 func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 	for node, shards := range indexes {
 		for _, s := range shards {
 			b.Highest = max(b.Highest, s.Epoch)
-			if s.Epoch < b.RunBase || s.Epoch < b.Floor || s.Rank < 0 || s.Rank >= b.NRanks || s.Rank >= len(writers) || writers[s.Rank] != node {
+			n := s.NRanks
+			if n == 0 {
+				n = b.NRanks
+			}
+			if s.Epoch < b.RunBase || s.Epoch < b.Floor || n > b.NRanks || s.Rank < 0 || s.Rank >= n || s.Rank >= len(writers) || writers[s.Rank] != node {
 				continue
 			}
-			e := b.entry(s.Epoch)
+			e := b.written(s.Epoch, n)
+			if e == nil {
+				continue
+			}
 			if sh := &e.Shards[s.Rank]; !sh.Written {
 				sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
 				e.PerRank = e.PerRank || len(s.PerRank) > 0
@@ -561,8 +600,9 @@ func (b *Book) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
 	return nil
 }
 
-// Ranks is the rank count of the run that wrote epoch, 0 when the book has
-// no such epoch.
+// Ranks is the number of epoch's shards, the ranks of the communicator
+// libshoal was given in the run that wrote it; 0 when the book has no such
+// epoch.
 func (b *Book) Ranks(epoch uint64) int {
 	if e := b.Epochs[epoch]; e != nil {
 		return len(e.Shards)
@@ -570,12 +610,25 @@ func (b *Book) Ranks(epoch uint64) int {
 	return 0
 }
 
+// World is the rank count of the run that wrote epoch: [Book.Ranks], or
+// more when libshoal was given a smaller communicator ([Entry.World]); 0 when
+// the book has no such epoch.
+func (b *Book) World(epoch uint64) int {
+	if e := b.Epochs[epoch]; e != nil {
+		return e.world()
+	}
+	return 0
+}
+
+func (e *Entry) world() int { return max(e.World, len(e.Shards)) }
+
 // Restores reports whether a run of nranks ranks may restore from epoch: it
-// was written by as many, or every region of its shards is distributed or
-// replicated (not [Entry.PerRank]). Epoch 0, a fresh start, suits any count.
+// was written by a run of as many, or every region of its shards is
+// distributed or replicated (not [Entry.PerRank]). Epoch 0, a fresh start,
+// suits any count.
 func (b *Book) Restores(epoch uint64, nranks int) bool {
 	e := b.Epochs[epoch]
-	return epoch == 0 || e != nil && (len(e.Shards) == nranks || !e.PerRank)
+	return epoch == 0 || e != nil && (e.world() == nranks || !e.PerRank)
 }
 
 // Resize makes nranks the count of the runs from now on, and of the epochs

@@ -723,3 +723,52 @@ func TestEpochBookResized(t *testing.T) {
 		t.Errorf("Choose without b = %d, %v; want a lost epoch", e, err)
 	}
 }
+
+// A program that gives libshoal a communicator of its first ranks writes
+// epochs of as many shards, each saying so in its header: the epoch is
+// complete with those, and knows the run it came from had more ranks.
+func TestEpochBookSubCommunicator(t *testing.T) {
+	sub := func(epoch uint64, rank, nranks int) api.ShardInfo {
+		s := si(epoch, rank, sum(epoch, rank))
+		s.NRanks = nranks
+		s.PerRank = []int32{1}
+		return s
+	}
+	writers := []string{"a", "a", "b"} // 3 ranks, libshoal given ranks 0 and 1
+	b := NewBook(3, 1)
+	b.StartRun(0)
+	b.Index(map[string][]api.ShardInfo{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(2, 0, 2)}, "b": {sub(2, 1, 2)}}, writers)
+	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("complete = %v, want [1] (epoch 2's rank 1 is not on its writer's node)", got)
+	}
+	for _, c := range []struct {
+		epoch             uint64
+		ranks, world, run int
+		restores          bool
+	}{
+		{1, 2, 3, 3, true}, // the same run again: its ranks 0 and 1 restore
+		{1, 2, 3, 2, false},
+		{2, 2, 3, 3, true},
+		{9, 0, 0, 3, false},
+	} {
+		if got := b.Ranks(c.epoch); got != c.ranks {
+			t.Errorf("Ranks(%d) = %d, want %d", c.epoch, got, c.ranks)
+		}
+		if got := b.World(c.epoch); got != c.world {
+			t.Errorf("World(%d) = %d, want %d", c.epoch, got, c.world)
+		}
+		if got := b.Restores(c.epoch, c.run); got != c.restores {
+			t.Errorf("Restores(%d, %d) = %v, want %v", c.epoch, c.run, got, c.restores)
+		}
+	}
+	if e, _, err := b.Choose([]string{"a"}); e != 1 || err != nil {
+		t.Errorf("Choose(a) = %d, %v; want 1: node a holds both of its shards", e, err)
+	}
+	// Shards of more ranks than the run has, or of another count than the
+	// epoch's written shards, are not the run's.
+	b.Index(map[string][]api.ShardInfo{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(3, 0, 4), sub(3, 1, 2)}}, writers)
+	b.Index(map[string][]api.ShardInfo{"b": {sub(3, 2, 3)}}, writers)
+	if got, holders := b.Ranks(3), b.Holders(3, 2); got != 2 || holders != nil {
+		t.Errorf("Ranks(3) = %d, rank 2's holders %v after shards of 4, 2 and 3 ranks; want 2 (rank 1's count; 4 is more than the run) and none", got, holders)
+	}
+}
