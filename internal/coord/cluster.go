@@ -95,6 +95,9 @@ type clusterBackend struct {
 	// covered is the shard count of the last epoch said to cover fewer ranks
 	// than its run (see coverage; job goroutine only).
 	covered int
+	// corrupt are the copies found corrupt and not yet reported (under mu;
+	// see reportCorrupt).
+	corrupt []epochs.CorruptCopy
 }
 
 // newClusterBackend returns the backend of job rj, which s coordinates as cj. book
@@ -312,6 +315,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 	news := b.takeNews()
 	if news {
 		b.indexCached()
+		b.reportCorrupt()
 		b.replicate(ctx)
 		b.markComplete(ctx)
 		b.reportProgress()
@@ -472,6 +476,7 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, shard.Header, []ep
 		}
 	}
 	b.refresh(ctx)
+	b.reportCorrupt()
 	without := ""
 	if b.pending != nil {
 		without = b.pending.without

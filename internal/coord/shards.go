@@ -118,7 +118,11 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 		go func(c epochs.Replica, to Peer, from string) {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
+			corrupt := b.wasCorrupt(c.Epoch, c.Rank, c.To)
 			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
+			if err == nil && corrupt {
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: c.Epoch, Rank: job.RankOf(c.Rank), Message: repairNote(c.Epoch, c.Rank, c.To, c.From)})
+			}
 			b.mu.Lock()
 			if err == nil {
 				b.copyMade(epochs.ShardCopy{Epoch: c.Epoch, Rank: c.Rank, Node: c.To})

@@ -173,6 +173,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 		go func(f epochs.Replica, to Peer, from string) {
 			defer wg.Done()
 			ref := api.ShardRef{Job: id, Epoch: f.Epoch, Rank: f.Rank}
+			corrupt := b.wasCorrupt(f.Epoch, f.Rank, f.To)
 			got, err := to.Fetch(ctx, ref, from)
 			if err != nil {
 				down.note(err, f.To)
@@ -182,7 +183,14 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 				errs <- fmt.Errorf("stage rank %d's shard of epoch %d from %s to %s: %w", f.Rank, f.Epoch, f.From, f.To, err)
 				return
 			}
-			b.addCopy(f.Epoch, f.Rank, f.To)
+			// Kept until f.To's index shows it: one taken before the copy
+			// still lists a corrupt copy it replaced.
+			b.mu.Lock()
+			b.copyMade(epochs.ShardCopy{Epoch: f.Epoch, Rank: f.Rank, Node: f.To})
+			b.mu.Unlock()
+			if corrupt {
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: f.Epoch, Rank: job.RankOf(f.Rank), Message: repairNote(f.Epoch, f.Rank, f.To, f.From)})
+			}
 			if got.Copied {
 				mu.Lock()
 				out.copied = append(out.copied, f)

@@ -26,8 +26,11 @@ var ErrLost = errors.New("epochs: epoch lost")
 // whose shards are gone, and the nodes that held them.
 type LostError struct {
 	Epoch uint64
-	Ranks []int    // the ranks with no copy on a live node, ascending
+	Ranks []int    // the ranks with no good copy on a live node, ascending
 	Nodes []string // the nodes that held those ranks' copies, by name
+	// Corrupt are the live nodes whose copies of those ranks' shards are
+	// there but failed verification, by name.
+	Corrupt []string
 }
 
 func (e *LostError) Error() string {
@@ -44,10 +47,17 @@ func (e *LostError) detail() string {
 	if len(e.Ranks) == 1 {
 		noun = "rank"
 	}
-	if len(e.Nodes) == 0 {
-		return fmt.Sprintf("shards of %s %s are on no node", noun, strings.Join(ranks, ", "))
+	which := noun + " " + strings.Join(ranks, ", ")
+	corrupt := strings.Join(e.Corrupt, ", ")
+	switch {
+	case len(e.Nodes) == 0 && len(e.Corrupt) == 0:
+		return fmt.Sprintf("shards of %s are on no node", which)
+	case len(e.Nodes) == 0:
+		return fmt.Sprintf("shards of %s are corrupt on %s", which, corrupt)
+	case len(e.Corrupt) == 0:
+		return fmt.Sprintf("shards of %s were only on %s", which, strings.Join(e.Nodes, ", "))
 	}
-	return fmt.Sprintf("shards of %s %s were only on %s", noun, strings.Join(ranks, ", "), strings.Join(e.Nodes, ", "))
+	return fmt.Sprintf("shards of %s were only on %s, and are corrupt on %s", which, strings.Join(e.Nodes, ", "), corrupt)
 }
 
 func (e *LostError) Unwrap() error { return ErrLost }
@@ -118,6 +128,21 @@ type ShardEntry struct {
 	Size    int64  `json:"size,omitempty"` // bytes, once written
 	// Holders are the nodes with a verified copy, by name.
 	Holders []string `json:"holders,omitempty"`
+	// Corrupt are the nodes whose copy failed verification when they last
+	// answered, by name (see [Book.IndexBad]): there, but never counted.
+	Corrupt []string `json:"corrupt,omitempty"`
+}
+
+// CorruptCopy is a copy of a rank's shard of an epoch that a node holds and
+// that failed verification, with what else holds the shard.
+type CorruptCopy struct {
+	Epoch uint64
+	Rank  int
+	Node  string
+	Error string // the failed check (api.BadShard.Error): "checksum mismatch"
+	// Good are the nodes holding a verified copy, by name; none when every
+	// copy the book knows of is gone or corrupt.
+	Good []string
 }
 
 // Replica is a copy of a rank's shard of an epoch to make, from a node that holds
@@ -142,7 +167,7 @@ func (b *Book) Clone() Book {
 		ce := *ent
 		ce.Shards = make([]ShardEntry, len(ent.Shards))
 		for r, s := range ent.Shards {
-			s.Holders = slices.Clone(s.Holders)
+			s.Holders, s.Corrupt = slices.Clone(s.Holders), slices.Clone(s.Corrupt)
 			ce.Shards[r] = s
 		}
 		ce.Groups = cloneGroups(ent.Groups)
@@ -249,12 +274,72 @@ func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 	}
 }
 
+// IndexBad takes the corrupt copies the nodes that answered list in their
+// indexes (api.ShardIndex.Bad), by node, after [Book.Index] took their good
+// ones and the copies made since were added: each list replaces what the book
+// knew of its node's corrupt copies, but for a node the book counts a good
+// copy on (made after the index was taken, over the corrupt one). It returns
+// the copies of the book's epochs found corrupt that were not before, by
+// epoch, rank and node.
+func (b *Book) IndexBad(bad map[string][]api.BadShard) []CorruptCopy {
+	was := map[ShardCopy]bool{}
+	for epoch, e := range b.Epochs {
+		for r := range e.Shards {
+			sh := &e.Shards[r]
+			sh.Corrupt = slices.DeleteFunc(sh.Corrupt, func(n string) bool {
+				_, answered := bad[n]
+				if answered {
+					was[ShardCopy{Epoch: epoch, Rank: r, Node: n}] = true
+				}
+				return answered
+			})
+		}
+	}
+	var fresh []CorruptCopy
+	for node, list := range bad {
+		for _, s := range list {
+			sh := b.shard(s.Epoch, s.Rank)
+			if sh == nil || slices.Contains(sh.Holders, node) {
+				continue
+			}
+			sh.Corrupt = addName(sh.Corrupt, node)
+			if !was[ShardCopy{Epoch: s.Epoch, Rank: s.Rank, Node: node}] {
+				c := CorruptCopy{Epoch: s.Epoch, Rank: s.Rank, Node: node, Error: s.Error}
+				if len(sh.Holders) > 0 {
+					c.Good = slices.Clone(sh.Holders)
+				}
+				fresh = append(fresh, c)
+			}
+		}
+	}
+	sort.Slice(fresh, func(i, j int) bool {
+		a, c := fresh[i], fresh[j]
+		if a.Epoch != c.Epoch {
+			return a.Epoch < c.Epoch
+		}
+		if a.Rank != c.Rank {
+			return a.Rank < c.Rank
+		}
+		return a.Node < c.Node
+	})
+	return fresh
+}
+
+// WasCorrupt reports whether node's copy of rank's shard of epoch failed
+// verification when node last answered.
+func (b *Book) WasCorrupt(epoch uint64, rank int, node string) bool {
+	sh := b.shard(epoch, rank)
+	return sh != nil && slices.Contains(sh.Corrupt, node)
+}
+
 // AddCopy records that node now holds a verified copy of rank's shard of epoch,
 // made from one the book counts.
 func (b *Book) AddCopy(epoch uint64, rank int, node string) {
 	b.Highest = max(b.Highest, epoch)
 	if e := b.entry(epoch); rank >= 0 && rank < len(e.Shards) {
-		e.Shards[rank].Holders = addName(e.Shards[rank].Holders, node)
+		sh := &e.Shards[rank]
+		sh.Holders = addName(sh.Holders, node)
+		sh.Corrupt = slices.DeleteFunc(sh.Corrupt, func(n string) bool { return n == node })
 	}
 }
 
@@ -427,6 +512,11 @@ func (b *Book) Choose(live []string) (uint64, []Skipped, error) {
 				gone.Ranks = append(gone.Ranks, r)
 				for _, n := range sh.Holders {
 					nodes = addName(nodes, n)
+				}
+				for _, n := range sh.Corrupt {
+					if alive[n] {
+						gone.Corrupt = addName(gone.Corrupt, n)
+					}
 				}
 			}
 		}
