@@ -45,11 +45,12 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 	var down downNodes
 	var copiedMu sync.Mutex
 	copied := map[string][]job.File{} // by node
+	var meter stageMeter
 	for name, ranks := range byNode {
 		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
 			defer wg.Done()
-			files, err := b.s.setUp(ctx, peer, name, info, nranks)
+			files, err := b.s.setUp(ctx, peer, name, info, nranks, &meter)
 			if err != nil {
 				down.note(err, name)
 				errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
@@ -60,7 +61,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 			copiedMu.Unlock()
 		}(name, b.peer(name), len(ranks))
 	}
-	wg.Wait()
+	b.waitStaged(&wg, &meter)
 	close(errs)
 	if loss := b.lostWhileStaged(down.list()); loss != nil {
 		return nil, &lossError{loss}
@@ -101,6 +102,28 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 		b.tell()
 	}()
 	return slices.Compact(ranks), nil
+}
+
+// waitStaged waits for the job's files to be staged, saying how far the
+// copies have come when they last (stageNote).
+func (b *clusterBackend) waitStaged(wg *sync.WaitGroup, meter *stageMeter) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	var said time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			if note := stageNote(now.Sub(start), now.Sub(said), !said.IsZero(), meter.snapshot()); note != "" {
+				said = now
+				b.j.event(job.EventStage, job.Event{Message: note})
+			}
+		}
+	}
 }
 
 // stagedShards is how the staging of a run's shards ended: the nodes that
