@@ -96,6 +96,12 @@ type clusterBackend struct {
 	progLast    *api.Progress // and its latest
 	progSeen    time.Time     // when the latest was first seen (this node's clock)
 	autoWeighed string        // the live nodes an automatic rebalance was last weighed for
+	// covered is the shard count of the last epoch said to cover fewer ranks
+	// than its run (see coverage; job goroutine only).
+	covered int
+	// corrupt are the copies found corrupt and not yet reported (under mu;
+	// see reportCorrupt).
+	corrupt []epochs.CorruptCopy
 }
 
 // newClusterBackend returns the backend of job rj, which s coordinates as cj. book
@@ -188,7 +194,10 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	from, to := b.j.ranks, len(p)
 	b.mu.Lock()
 	b.book.Resize(to)
-	written := b.book.Ranks(restartEpoch)
+	// written is the epoch's shards, world the ranks of the run that wrote
+	// them: fewer shards when the program gave libshoal a communicator of
+	// its first ranks only, whose ranks restore on a run of the same count.
+	written, world := b.book.Ranks(restartEpoch), b.book.World(restartEpoch)
 	b.mu.Unlock()
 	moves := ""
 	if from == to {
@@ -251,12 +260,13 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 		}
 	}
 	fence.Wait()
-	staging, err := b.stage(ctx, info, byNode, restartEpoch, written != to)
+	staging, err := b.stage(ctx, info, byNode, restartEpoch, world != to)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
 	if restartEpoch > 0 && written != to {
-		// libshoal hands each new rank its part of what the old ranks saved.
+		// libshoal hands each new rank its part of what the old ranks saved;
+		// on a communicator of as many as wrote the epoch, its own shard.
 		env = append(env, fmt.Sprintf("SHOAL_RESTART_NRANKS=%d", written))
 	}
 	if len(staging) > 0 {
@@ -317,6 +327,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 	news := b.takeNews()
 	if news {
 		b.indexCached()
+		b.reportCorrupt()
 		b.replicate(ctx)
 		b.markComplete(ctx)
 		b.reportProgress()
@@ -497,6 +508,7 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, shard.Header, []ep
 		}
 	}
 	b.refresh(ctx)
+	b.reportCorrupt()
 	without := ""
 	if b.pending != nil {
 		without = b.pending.without

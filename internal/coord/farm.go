@@ -321,7 +321,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 // setUp grants a node the farm and stages the farm's files there.
 func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
-	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, f.info, ranks)
+	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, f.info, ranks, nil)
 	return err
 }
 

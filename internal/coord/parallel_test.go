@@ -206,7 +206,7 @@ func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 	}
 	info := job.Job{ID: "j", Spec: job.Spec{Files: files}}
 	b := nodePeer{node: "b", log: log, missing: []string{files[1].SHA256}}
-	copied, err := s.setUp(context.Background(), b, "b", info, 2)
+	copied, err := s.setUp(context.Background(), b, "b", info, 2, nil)
 	if err != nil || len(copied) != 1 || copied[0].Name != "in1" {
 		t.Fatalf("set up b: copied %v, %v; want in1 alone", copied, err)
 	}
@@ -217,7 +217,7 @@ func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 	}
 	log.calls = nil
 	a := nodePeer{node: "a", log: log, missing: []string{files[0].SHA256}}
-	if copied, err := s.setUp(context.Background(), a, "a", info, 2); err != nil || len(copied) != 0 {
+	if copied, err := s.setUp(context.Background(), a, "a", info, 2, nil); err != nil || len(copied) != 0 {
 		t.Fatalf("set up a: copied %v, %v; want nothing", copied, err)
 	}
 	if !slices.Equal(log.calls, []string{"grant a"}) {

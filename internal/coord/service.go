@@ -442,7 +442,7 @@ drain:
 // those it copied. The grant asks which files the node lacks: a node that
 // has them all (the same content hashes) costs one request. The node this
 // service runs on holds them already (the submitter uploaded them here).
-func (s *Service) setUp(ctx context.Context, peer Peer, node string, info job.Job, ranks int) ([]job.File, error) {
+func (s *Service) setUp(ctx context.Context, peer Peer, node string, info job.Job, ranks int, meter *stageMeter) ([]job.File, error) {
 	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: job.Duration(24 * time.Hour), Owner: info.Spec.Owner}
 	if node != s.cfg.Node {
 		for _, f := range info.Spec.Files {
@@ -455,6 +455,11 @@ func (s *Service) setUp(ctx context.Context, peer Peer, node string, info job.Jo
 	}
 	var copied []job.File
 	for _, f := range info.Spec.Files {
+		if slices.Contains(missing, f.SHA256) {
+			meter.expect(node, f.Size)
+		}
+	}
+	for _, f := range info.Spec.Files {
 		if !slices.Contains(missing, f.SHA256) {
 			continue
 		}
@@ -462,7 +467,7 @@ func (s *Service) setUp(ctx context.Context, peer Peer, node string, info job.Jo
 		if err != nil {
 			return copied, err
 		}
-		err = peer.PutFile(ctx, f.SHA256, r, f.Size)
+		err = peer.PutFile(ctx, f.SHA256, meter.reader(node, r), f.Size)
 		r.Close()
 		if err != nil {
 			return copied, fmt.Errorf("file %s: %w", f.Name, err)

@@ -118,7 +118,11 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 		go func(c epochs.Replica, to Peer, from string) {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
+			corrupt := b.wasCorrupt(c.Epoch, c.Rank, c.To)
 			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
+			if err == nil && corrupt {
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: c.Epoch, Rank: job.RankOf(c.Rank), Message: repairNote(c.Epoch, c.Rank, c.To, c.From)})
+			}
 			b.mu.Lock()
 			if err == nil {
 				b.copyMade(epochs.ShardCopy{Epoch: c.Epoch, Rank: c.Rank, Node: c.To})
@@ -257,9 +261,9 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		book = b.book.Clone()
 	}
 	notes := make([]string, len(fresh))
-	shards := make([]int, len(fresh))
+	shards, world := make([]int, len(fresh)), make([]int, len(fresh))
 	for i, e := range fresh {
-		notes[i], shards[i] = b.copiesNote(e), b.book.Ranks(e)
+		notes[i], shards[i], world[i] = b.copiesNote(e), b.book.Ranks(e), b.book.World(e)
 	}
 	for e := range b.wire {
 		if e < fresh[0] {
@@ -270,6 +274,10 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	for i, e := range fresh {
 		b.cj.update(func(a *job.Job) { a.Epoch = max(a.Epoch, e) })
 		b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, shards[i], how, notes[i])})
+		if shards[i] < world[i] && shards[i] != b.covered {
+			b.covered = shards[i]
+			b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: coverage(shards[i], world[i])})
+		}
 	}
 	b.writeManifest()
 	if b.onBook != nil {
@@ -302,4 +310,12 @@ func (b *clusterBackend) writeManifest() {
 	if err != nil {
 		b.j.event(job.EventEpochBad, job.Event{Message: fmt.Sprintf("warning: recording the complete epochs: %v", err)})
 	}
+}
+
+// coverage says, once, that a job's epochs hold the shards of fewer ranks
+// than it runs: the program gave libshoal a communicator of its first shards
+// ranks, and the others are neither checkpointed nor restored.
+func coverage(shards, world int) string {
+	return fmt.Sprintf("checkpoints cover %d of %d ranks: the program gave libshoal a communicator of its first %d; "+
+		"the others have no checkpoint, and a restart starts them afresh", shards, world, shards)
 }

@@ -45,11 +45,12 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 	var down downNodes
 	var copiedMu sync.Mutex
 	copied := map[string][]job.File{} // by node
+	var meter stageMeter
 	for name, ranks := range byNode {
 		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
 			defer wg.Done()
-			files, err := b.s.setUp(ctx, peer, name, info, nranks)
+			files, err := b.s.setUp(ctx, peer, name, info, nranks, &meter)
 			if err != nil {
 				down.note(err, name)
 				errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
@@ -60,7 +61,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 			copiedMu.Unlock()
 		}(name, b.peer(name), len(ranks))
 	}
-	wg.Wait()
+	b.waitStaged(&wg, &meter)
 	close(errs)
 	if loss := b.lostWhileStaged(down.list()); loss != nil {
 		return nil, &lossError{loss}
@@ -101,6 +102,28 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 		b.tell()
 	}()
 	return slices.Compact(ranks), nil
+}
+
+// waitStaged waits for the job's files to be staged, saying how far the
+// copies have come when they last (stageNote).
+func (b *clusterBackend) waitStaged(wg *sync.WaitGroup, meter *stageMeter) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	var said time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			if note := stageNote(now.Sub(start), now.Sub(said), !said.IsZero(), meter.snapshot()); note != "" {
+				said = now
+				b.j.event(job.EventStage, job.Event{Message: note})
+			}
+		}
+	}
 }
 
 // stagedShards is how the staging of a run's shards ended: the nodes that
@@ -173,6 +196,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 		go func(f epochs.Replica, to Peer, from string) {
 			defer wg.Done()
 			ref := api.ShardRef{Job: id, Epoch: f.Epoch, Rank: f.Rank}
+			corrupt := b.wasCorrupt(f.Epoch, f.Rank, f.To)
 			got, err := to.Fetch(ctx, ref, from)
 			if err != nil {
 				down.note(err, f.To)
@@ -182,7 +206,14 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 				errs <- fmt.Errorf("stage rank %d's shard of epoch %d from %s to %s: %w", f.Rank, f.Epoch, f.From, f.To, err)
 				return
 			}
-			b.addCopy(f.Epoch, f.Rank, f.To)
+			// Kept until f.To's index shows it: one taken before the copy
+			// still lists a corrupt copy it replaced.
+			b.mu.Lock()
+			b.copyMade(epochs.ShardCopy{Epoch: f.Epoch, Rank: f.Rank, Node: f.To})
+			b.mu.Unlock()
+			if corrupt {
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: f.Epoch, Rank: job.RankOf(f.Rank), Message: repairNote(f.Epoch, f.Rank, f.To, f.From)})
+			}
 			if got.Copied {
 				mu.Lock()
 				out.copied = append(out.copied, f)
@@ -249,7 +280,8 @@ func (b *clusterBackend) shardsStaged() *nodeLoss {
 // node of the run holds to rebuild there from their parity groups. A node
 // believed to hold the shard fetches it all the same when another node has it:
 // its copy may have been damaged since, and a node holding a good copy answers
-// at once without copying.
+// at once without copying. The ranks past the epoch's shards, outside the
+// communicator the program gave libshoal, get none: they never read one.
 func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]epochs.Replica, []epochs.Rebuild, error) {
 	if epoch == 0 {
 		return nil, nil, nil
@@ -257,10 +289,14 @@ func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]
 	run := names(b.nodes)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	shards := b.book.Ranks(epoch)
 	var out []epochs.Replica
 	var rebuilds []epochs.Rebuild
 	for name, ranks := range byNode {
 		for _, r := range ranks {
+			if r >= shards {
+				continue
+			}
 			from, have := b.book.Source(epoch, r, name, run)
 			if from != "" {
 				out = append(out, epochs.Replica{Epoch: epoch, Rank: r, From: from, To: name})

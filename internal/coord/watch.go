@@ -219,12 +219,14 @@ func (b *clusterBackend) indexCached() {
 
 // indexBook records in the book the indexes of the nodes that answered: their
 // shards, then their parity rows (which count against the shards), then the
-// copies and rows made since that they do not show yet. The caller holds mu.
+// copies and rows made since that they do not show yet, then their corrupt
+// copies, kept for reportCorrupt. The caller holds mu.
 func (b *clusterBackend) indexBook(indexes map[string]api.ShardIndex) {
 	shards := make(map[string][]api.ShardInfo, len(indexes))
+	bad := make(map[string][]api.BadShard, len(indexes))
 	rows := make(map[string][]epochs.ParityRow, len(indexes))
 	for name, idx := range indexes {
-		shards[name] = idx.Shards
+		shards[name], bad[name] = idx.Shards, idx.Bad
 		var held []epochs.ParityRow
 		for _, p := range idx.Parity {
 			held = append(held, epochs.ParityRow{Epoch: p.Epoch, Group: p.Group, Row: p.Row, Ranks: p.Ranks, Sums: p.Sums})
@@ -234,4 +236,7 @@ func (b *clusterBackend) indexBook(indexes map[string]api.ShardIndex) {
 	b.book.Index(shards, b.placement)
 	b.book.IndexParity(rows)
 	b.made.Apply(&b.book)
+	// After the copies made: a node's index taken before a copy replaced
+	// its corrupt one still lists the corrupt one.
+	b.corrupt = append(b.corrupt, b.book.IndexBad(bad)...)
 }

@@ -26,8 +26,11 @@ var ErrLost = errors.New("epochs: epoch lost")
 // whose shards are gone, and the nodes that held them.
 type LostError struct {
 	Epoch uint64
-	Ranks []int    // the ranks with no copy on a live node, ascending
+	Ranks []int    // the ranks with no good copy on a live node, ascending
 	Nodes []string // the nodes that held those ranks' copies, by name
+	// Corrupt are the live nodes whose copies of those ranks' shards are
+	// there but failed verification, by name.
+	Corrupt []string
 }
 
 func (e *LostError) Error() string {
@@ -44,10 +47,17 @@ func (e *LostError) detail() string {
 	if len(e.Ranks) == 1 {
 		noun = "rank"
 	}
-	if len(e.Nodes) == 0 {
-		return fmt.Sprintf("shards of %s %s are on no node", noun, strings.Join(ranks, ", "))
+	which := noun + " " + strings.Join(ranks, ", ")
+	corrupt := strings.Join(e.Corrupt, ", ")
+	switch {
+	case len(e.Nodes) == 0 && len(e.Corrupt) == 0:
+		return fmt.Sprintf("shards of %s are on no node", which)
+	case len(e.Nodes) == 0:
+		return fmt.Sprintf("shards of %s are corrupt on %s", which, corrupt)
+	case len(e.Corrupt) == 0:
+		return fmt.Sprintf("shards of %s were only on %s", which, strings.Join(e.Nodes, ", "))
 	}
-	return fmt.Sprintf("shards of %s %s were only on %s", noun, strings.Join(ranks, ", "), strings.Join(e.Nodes, ", "))
+	return fmt.Sprintf("shards of %s were only on %s, and are corrupt on %s", which, strings.Join(e.Nodes, ", "), corrupt)
 }
 
 func (e *LostError) Unwrap() error { return ErrLost }
@@ -91,9 +101,15 @@ type Book struct {
 type Entry struct {
 	CreatedNs uint64 `json:"created_ns,omitempty"` // when the checkpoint was taken
 	Complete  bool   `json:"complete,omitempty"`
-	// Shards is by rank, as long as the rank count of the run that wrote
-	// the epoch.
+	// Shards is by rank, as long as the communicator libshoal was given in
+	// the run that wrote the epoch: that run's rank count, or fewer when the
+	// program gave libshoal a communicator of its first ranks only (it parks
+	// the others, as NAS MG does), which the shards' headers say.
 	Shards []ShardEntry `json:"shards"`
+	// World is the rank count of the run that wrote the epoch when it is more
+	// than len(Shards); 0 when they are equal. The ranks from len(Shards) on
+	// have no shard, and a restart gives them none.
+	World int `json:"world,omitempty"`
 	// PerRank is set when a shard of the epoch holds a plain per-rank
 	// region (libshoal's shoal_protect): the epoch restores on its own rank
 	// count only. Without, every region is distributed or replicated and a
@@ -112,6 +128,21 @@ type ShardEntry struct {
 	Size    int64  `json:"size,omitempty"` // bytes, once written
 	// Holders are the nodes with a verified copy, by name.
 	Holders []string `json:"holders,omitempty"`
+	// Corrupt are the nodes whose copy failed verification when they last
+	// answered, by name (see [Book.IndexBad]): there, but never counted.
+	Corrupt []string `json:"corrupt,omitempty"`
+}
+
+// CorruptCopy is a copy of a rank's shard of an epoch that a node holds and
+// that failed verification, with what else holds the shard.
+type CorruptCopy struct {
+	Epoch uint64
+	Rank  int
+	Node  string
+	Error string // the failed check (api.BadShard.Error): "checksum mismatch"
+	// Good are the nodes holding a verified copy, by name; none when every
+	// copy the book knows of is gone or corrupt.
+	Good []string
 }
 
 // Replica is a copy of a rank's shard of an epoch to make, from a node that holds
@@ -136,7 +167,7 @@ func (b *Book) Clone() Book {
 		ce := *ent
 		ce.Shards = make([]ShardEntry, len(ent.Shards))
 		for r, s := range ent.Shards {
-			s.Holders = slices.Clone(s.Holders)
+			s.Holders, s.Corrupt = slices.Clone(s.Holders), slices.Clone(s.Corrupt)
 			ce.Shards[r] = s
 		}
 		ce.Groups = cloneGroups(ent.Groups)
@@ -158,6 +189,25 @@ func (b *Book) entry(epoch uint64) *Entry {
 	return e
 }
 
+// written returns the entry of an epoch of the current run whose shards say
+// they are of n ranks (at most the run's count), created or reshaped to n
+// while none of its shards is written; nil when its written shards say
+// another count.
+func (b *Book) written(epoch uint64, n int) *Entry {
+	e := b.entry(epoch)
+	if len(e.Shards) == n {
+		return e
+	}
+	if slices.ContainsFunc(e.Shards, func(s ShardEntry) bool { return s.Written }) {
+		return nil
+	}
+	e.Shards, e.World = make([]ShardEntry, n), 0
+	if n < b.NRanks {
+		e.World = b.NRanks
+	}
+	return e
+}
+
 // shard returns rank's shard of epoch, or nil when the book has none.
 func (b *Book) shard(epoch uint64, rank int) *ShardEntry {
 	e := b.Epochs[epoch]
@@ -174,14 +224,28 @@ func (b *Book) shard(epoch uint64, rank int) *ShardEntry {
 // or removed, is no longer counted), and its copies that match count. The
 // writers' reports are taken first, so a copy reported in the same round as its
 // original counts at once, whatever order the answers came in.
+//
+// An epoch has as many shards as its shards' headers say (ShardInfo.NRanks;
+// 0, unknown, is the run's count): a program that gives libshoal a
+// communicator of its first k ranks writes epochs of k shards, complete
+// without the others' (see [Entry.World]). A rank of that communicator is
+// taken to be the run's rank of the same number, as it is when the program
+// splits off its first ranks in order.
 func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 	for node, shards := range indexes {
 		for _, s := range shards {
 			b.Highest = max(b.Highest, s.Epoch)
-			if s.Epoch < b.RunBase || s.Epoch < b.Floor || s.Rank < 0 || s.Rank >= b.NRanks || s.Rank >= len(writers) || writers[s.Rank] != node {
+			n := s.NRanks
+			if n == 0 {
+				n = b.NRanks
+			}
+			if s.Epoch < b.RunBase || s.Epoch < b.Floor || n > b.NRanks || s.Rank < 0 || s.Rank >= n || s.Rank >= len(writers) || writers[s.Rank] != node {
 				continue
 			}
-			e := b.entry(s.Epoch)
+			e := b.written(s.Epoch, n)
+			if e == nil {
+				continue
+			}
 			if sh := &e.Shards[s.Rank]; !sh.Written {
 				sh.Written, sh.Sum, sh.Size = true, s.Checksum, s.Size
 				e.PerRank = e.PerRank || len(s.PerRank) > 0
@@ -210,12 +274,72 @@ func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 	}
 }
 
+// IndexBad takes the corrupt copies the nodes that answered list in their
+// indexes (api.ShardIndex.Bad), by node, after [Book.Index] took their good
+// ones and the copies made since were added: each list replaces what the book
+// knew of its node's corrupt copies, but for a node the book counts a good
+// copy on (made after the index was taken, over the corrupt one). It returns
+// the copies of the book's epochs found corrupt that were not before, by
+// epoch, rank and node.
+func (b *Book) IndexBad(bad map[string][]api.BadShard) []CorruptCopy {
+	was := map[ShardCopy]bool{}
+	for epoch, e := range b.Epochs {
+		for r := range e.Shards {
+			sh := &e.Shards[r]
+			sh.Corrupt = slices.DeleteFunc(sh.Corrupt, func(n string) bool {
+				_, answered := bad[n]
+				if answered {
+					was[ShardCopy{Epoch: epoch, Rank: r, Node: n}] = true
+				}
+				return answered
+			})
+		}
+	}
+	var fresh []CorruptCopy
+	for node, list := range bad {
+		for _, s := range list {
+			sh := b.shard(s.Epoch, s.Rank)
+			if sh == nil || slices.Contains(sh.Holders, node) {
+				continue
+			}
+			sh.Corrupt = addName(sh.Corrupt, node)
+			if !was[ShardCopy{Epoch: s.Epoch, Rank: s.Rank, Node: node}] {
+				c := CorruptCopy{Epoch: s.Epoch, Rank: s.Rank, Node: node, Error: s.Error}
+				if len(sh.Holders) > 0 {
+					c.Good = slices.Clone(sh.Holders)
+				}
+				fresh = append(fresh, c)
+			}
+		}
+	}
+	sort.Slice(fresh, func(i, j int) bool {
+		a, c := fresh[i], fresh[j]
+		if a.Epoch != c.Epoch {
+			return a.Epoch < c.Epoch
+		}
+		if a.Rank != c.Rank {
+			return a.Rank < c.Rank
+		}
+		return a.Node < c.Node
+	})
+	return fresh
+}
+
+// WasCorrupt reports whether node's copy of rank's shard of epoch failed
+// verification when node last answered.
+func (b *Book) WasCorrupt(epoch uint64, rank int, node string) bool {
+	sh := b.shard(epoch, rank)
+	return sh != nil && slices.Contains(sh.Corrupt, node)
+}
+
 // AddCopy records that node now holds a verified copy of rank's shard of epoch,
 // made from one the book counts.
 func (b *Book) AddCopy(epoch uint64, rank int, node string) {
 	b.Highest = max(b.Highest, epoch)
 	if e := b.entry(epoch); rank >= 0 && rank < len(e.Shards) {
-		e.Shards[rank].Holders = addName(e.Shards[rank].Holders, node)
+		sh := &e.Shards[rank]
+		sh.Holders = addName(sh.Holders, node)
+		sh.Corrupt = slices.DeleteFunc(sh.Corrupt, func(n string) bool { return n == node })
 	}
 }
 
@@ -389,6 +513,11 @@ func (b *Book) Choose(live []string) (uint64, []Skipped, error) {
 				for _, n := range sh.Holders {
 					nodes = addName(nodes, n)
 				}
+				for _, n := range sh.Corrupt {
+					if alive[n] {
+						gone.Corrupt = addName(gone.Corrupt, n)
+					}
+				}
 			}
 		}
 		if len(gone.Ranks) == 0 {
@@ -561,8 +690,9 @@ func (b *Book) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
 	return nil
 }
 
-// Ranks is the rank count of the run that wrote epoch, 0 when the book has
-// no such epoch.
+// Ranks is the number of epoch's shards, the ranks of the communicator
+// libshoal was given in the run that wrote it; 0 when the book has no such
+// epoch.
 func (b *Book) Ranks(epoch uint64) int {
 	if e := b.Epochs[epoch]; e != nil {
 		return len(e.Shards)
@@ -570,12 +700,25 @@ func (b *Book) Ranks(epoch uint64) int {
 	return 0
 }
 
+// World is the rank count of the run that wrote epoch: [Book.Ranks], or
+// more when libshoal was given a smaller communicator ([Entry.World]); 0 when
+// the book has no such epoch.
+func (b *Book) World(epoch uint64) int {
+	if e := b.Epochs[epoch]; e != nil {
+		return e.world()
+	}
+	return 0
+}
+
+func (e *Entry) world() int { return max(e.World, len(e.Shards)) }
+
 // Restores reports whether a run of nranks ranks may restore from epoch: it
-// was written by as many, or every region of its shards is distributed or
-// replicated (not [Entry.PerRank]). Epoch 0, a fresh start, suits any count.
+// was written by a run of as many, or every region of its shards is
+// distributed or replicated (not [Entry.PerRank]). Epoch 0, a fresh start,
+// suits any count.
 func (b *Book) Restores(epoch uint64, nranks int) bool {
 	e := b.Epochs[epoch]
-	return epoch == 0 || e != nil && (len(e.Shards) == nranks || !e.PerRank)
+	return epoch == 0 || e != nil && (e.world() == nranks || !e.PerRank)
 }
 
 // Resize makes nranks the count of the runs from now on, and of the epochs

@@ -256,6 +256,8 @@ func TestEpochBookLostMessage(t *testing.T) {
 		{LostError{Epoch: 4, Ranks: []int{3, 4}, Nodes: []string{"n3", "n4"}}, "epoch 4 lost: shards of ranks 3, 4 were only on n3, n4"},
 		{LostError{Epoch: 7, Ranks: []int{0}, Nodes: []string{"n2"}}, "epoch 7 lost: shards of rank 0 were only on n2"},
 		{LostError{Epoch: 2, Ranks: []int{1, 5}}, "epoch 2 lost: shards of ranks 1, 5 are on no node"},
+		{LostError{Epoch: 3, Ranks: []int{0}, Corrupt: []string{"n1", "n2"}}, "epoch 3 lost: shards of rank 0 are corrupt on n1, n2"},
+		{LostError{Epoch: 3, Ranks: []int{0}, Nodes: []string{"n3"}, Corrupt: []string{"n1"}}, "epoch 3 lost: shards of rank 0 were only on n3, and are corrupt on n1"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -721,5 +723,112 @@ func TestEpochBookResized(t *testing.T) {
 	// Epoch 1's 4 shards, epoch 2's 2: a node lost takes only its own.
 	if e, _, err := b.Choose([]string{"a", "c"}); e != 0 || err == nil {
 		t.Errorf("Choose without b = %d, %v; want a lost epoch", e, err)
+	}
+}
+
+// A program that gives libshoal a communicator of its first ranks writes
+// epochs of as many shards, each saying so in its header: the epoch is
+// complete with those, and knows the run it came from had more ranks.
+func TestEpochBookSubCommunicator(t *testing.T) {
+	sub := func(epoch uint64, rank, nranks int) api.ShardInfo {
+		s := si(epoch, rank, sum(epoch, rank))
+		s.NRanks = nranks
+		s.PerRank = []int32{1}
+		return s
+	}
+	writers := []string{"a", "a", "b"} // 3 ranks, libshoal given ranks 0 and 1
+	b := NewBook(3, 1)
+	b.StartRun(0)
+	b.Index(map[string][]api.ShardInfo{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(2, 0, 2)}, "b": {sub(2, 1, 2)}}, writers)
+	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("complete = %v, want [1] (epoch 2's rank 1 is not on its writer's node)", got)
+	}
+	for _, c := range []struct {
+		epoch             uint64
+		ranks, world, run int
+		restores          bool
+	}{
+		{1, 2, 3, 3, true}, // the same run again: its ranks 0 and 1 restore
+		{1, 2, 3, 2, false},
+		{2, 2, 3, 3, true},
+		{9, 0, 0, 3, false},
+	} {
+		if got := b.Ranks(c.epoch); got != c.ranks {
+			t.Errorf("Ranks(%d) = %d, want %d", c.epoch, got, c.ranks)
+		}
+		if got := b.World(c.epoch); got != c.world {
+			t.Errorf("World(%d) = %d, want %d", c.epoch, got, c.world)
+		}
+		if got := b.Restores(c.epoch, c.run); got != c.restores {
+			t.Errorf("Restores(%d, %d) = %v, want %v", c.epoch, c.run, got, c.restores)
+		}
+	}
+	if e, _, err := b.Choose([]string{"a"}); e != 1 || err != nil {
+		t.Errorf("Choose(a) = %d, %v; want 1: node a holds both of its shards", e, err)
+	}
+	// Shards of more ranks than the run has, or of another count than the
+	// epoch's written shards, are not the run's.
+	b.Index(map[string][]api.ShardInfo{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(3, 0, 4), sub(3, 1, 2)}}, writers)
+	b.Index(map[string][]api.ShardInfo{"b": {sub(3, 2, 3)}}, writers)
+	if got, holders := b.Ranks(3), b.Holders(3, 2); got != 2 || holders != nil {
+		t.Errorf("Ranks(3) = %d, rank 2's holders %v after shards of 4, 2 and 3 ranks; want 2 (rank 1's count; 4 is more than the run) and none", got, holders)
+	}
+}
+
+// Corrupt copies are reported once, with the good copies left, and a lost
+// epoch says its copies are corrupt rather than on no node.
+func TestEpochBookCorruptCopies(t *testing.T) {
+	writers := []string{"n1", "n2"}
+	b := written(2, 2, writers, 5)
+	b.AddCopy(5, 0, "n2")
+	b.AddCopy(5, 1, "n1")
+	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{5}) {
+		t.Fatalf("complete %v, want [5]", got)
+	}
+	bad := func(e uint64, r int) api.BadShard { return api.BadShard{Epoch: e, Rank: r, Error: "checksum mismatch"} }
+	good := func(ranks ...int) []api.ShardInfo {
+		var out []api.ShardInfo
+		for _, r := range ranks {
+			out = append(out, si(5, r, sum(5, r)))
+		}
+		return out
+	}
+	steps := []struct {
+		name    string
+		shards  map[string][]api.ShardInfo
+		bad     map[string][]api.BadShard
+		want    []CorruptCopy
+		chooses uint64
+		lost    string
+	}{
+		{"rank 0's copy on n1 corrupt", map[string][]api.ShardInfo{"n1": good(1)}, map[string][]api.BadShard{"n1": {bad(5, 0)}},
+			[]CorruptCopy{{Epoch: 5, Rank: 0, Node: "n1", Error: "checksum mismatch", Good: []string{"n2"}}}, 5, ""},
+		{"the same again: not news", map[string][]api.ShardInfo{"n1": good(1)}, map[string][]api.BadShard{"n1": {bad(5, 0)}},
+			nil, 5, ""},
+		{"an unknown epoch's corrupt copy", nil, map[string][]api.BadShard{"n3": {bad(9, 0)}}, nil, 5, ""},
+		{"n2's copy corrupt too", map[string][]api.ShardInfo{"n2": good(1)}, map[string][]api.BadShard{"n2": {bad(5, 0)}},
+			[]CorruptCopy{{Epoch: 5, Rank: 0, Node: "n2", Error: "checksum mismatch"}}, 0, "epoch 5 lost: shards of rank 0 are corrupt on n1, n2"},
+	}
+	for _, st := range steps {
+		b.Index(st.shards, writers)
+		got := b.IndexBad(st.bad)
+		if !reflect.DeepEqual(got, st.want) {
+			t.Errorf("%s: IndexBad = %+v, want %+v", st.name, got, st.want)
+		}
+		e, _, err := b.Choose([]string{"n1", "n2"})
+		if e != st.chooses || (err == nil) != (st.lost == "") || err != nil && err.Error() != st.lost {
+			t.Errorf("%s: Choose = %d, %v; want %d, %q", st.name, e, err, st.chooses, st.lost)
+		}
+	}
+	if !b.WasCorrupt(5, 0, "n1") {
+		t.Error("WasCorrupt(5, 0, n1) = false, want true")
+	}
+	b.AddCopy(5, 0, "n1") // repaired
+	if b.WasCorrupt(5, 0, "n1") {
+		t.Error("WasCorrupt(5, 0, n1) after a good copy was made = true, want false")
+	}
+	// n1's index taken before the repair still lists the corrupt copy.
+	if got := b.IndexBad(map[string][]api.BadShard{"n1": {bad(5, 0)}}); got != nil || b.WasCorrupt(5, 0, "n1") {
+		t.Errorf("an index older than the repair: IndexBad = %+v, WasCorrupt %v; want nothing", got, b.WasCorrupt(5, 0, "n1"))
 	}
 }

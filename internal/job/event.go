@@ -63,6 +63,9 @@ const (
 	EventDone       = "finished"       // the run loop's last word (local runs)
 	EventEnd        = "done"           // the job's end in its record: [Done] as Data
 	EventInternal   = "internal-error" // a bug in the coordinator, reported rather than fatal
+	// EventShardCorrupt names a node's copy of a rank's shard found corrupt,
+	// and what was done: repaired from another copy, or none good is left.
+	EventShardCorrupt = "shard-corrupt"
 	// EventCoordinator says that another node coordinates a job from now on.
 	EventCoordinator = "coordinator"
 	EventOutput      = "output"     // a line a rank wrote on stdout

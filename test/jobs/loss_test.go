@@ -284,30 +284,71 @@ func TestNQueensKillHost(t *testing.T) {
 	}
 }
 
-// TestCorruptShardTakenFromReplica damages one rank's shard on the node that wrote it,
-// then kills another node: the relaunch must stage that rank's shard from its copy on
-// another node, not use the damaged one nor fall back an epoch.
+// TestCorruptShardTakenFromReplica damages shards on the nodes that hold them, then
+// kills another node. Rank 1's shard of the newest complete epoch is damaged on
+// both nodes that hold it: that epoch is passed over, its shards said to be
+// corrupt, not on no node. Rank 0's shard of the epoch before is damaged on the
+// node that wrote it only: the relaunch restarts from that epoch, staging rank
+// 0's shard from its copy on another node over the damaged one, not falling
+// back further. Each corrupt copy is a shard-corrupt event naming the node,
+// epoch and rank, and the repair names the copy it came from.
 func TestCorruptShardTakenFromReplica(t *testing.T) {
 	// Checkpoints every 3 s: no newer epoch can appear between the damage and the kill.
-	var damaged int
-	out := runHeatWithLoss(t, longHeat, nil, 3, 2, 1, "3s", func(b *testbed.Bed, j *job) {
-		damaged = j.epoch
-		// Rank 0 runs on n1 and wrote its shard of the epoch there.
-		shard := filepath.Join(b.Dir(), "n1", "data", "ckpt", j.id, fmt.Sprintf("e%08d", j.epoch), "r000000.shard")
-		data, err := os.ReadFile(shard)
+	var newest, before int
+	var id string
+	bed := up(t, 3)
+	out := runHeatOn(t, bed, longHeat, nil, 2, 1, "3s", func(b *testbed.Bed, j *job) {
+		id = j.id
+		h, err := b.Host("n1")
 		if err != nil {
-			t.Fatalf("rank 0's shard on n1: %v", err)
-		}
-		data[len(data)/2] ^= 0xff
-		if err := os.WriteFile(shard, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		entries, err := jobdir.Dir{Root: filepath.Join(h.DataDir, "coord"), Job: j.id}.ReadManifest()
+		if err != nil || len(entries) < 2 {
+			t.Fatalf("manifest of the coordinator n1: %v %v, want two complete epochs", entries, err)
+		}
+		newest, before = int(entries[len(entries)-1].Epoch), int(entries[len(entries)-2].Epoch)
+		// Ranks 0 and 1 run on n1 and their copies go to n2.
+		damage := func(node string, epoch, rank int) {
+			shard := filepath.Join(b.Dir(), node, "data", "ckpt", j.id, fmt.Sprintf("e%08d", epoch), fmt.Sprintf("r%06d.shard", rank))
+			data, err := os.ReadFile(shard)
+			if err != nil {
+				t.Fatalf("rank %d's shard of epoch %d on %s: %v", rank, epoch, node, err)
+			}
+			data[len(data)/2] ^= 0xff
+			if err := os.WriteFile(shard, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		damage("n1", newest, 1)
+		damage("n2", newest, 1)
+		damage("n1", before, 0)
 		if _, err := b.Kill(context.Background(), "n3"); err != nil {
 			t.Fatal(err)
 		}
 	})
-	if !strings.Contains(out, fmt.Sprintf("restarting 6 ranks from epoch %d ", damaged)) {
-		t.Errorf("the job did not restart from epoch %d with rank 0's shard from its copy", damaged)
+	if !strings.Contains(out, fmt.Sprintf("restarting 6 ranks from epoch %d ", before)) {
+		t.Errorf("the job did not restart from epoch %d with rank 0's shard from its copy:\n%s", before, grepShoal(out))
+	}
+	skipped := fmt.Sprintf("epoch %d unusable (shards of rank 1 are corrupt on n1, n2)", newest)
+	if !strings.Contains(out, skipped) {
+		t.Errorf("no line saying %q:\n%s", skipped, grepShoal(out))
+	}
+	var corrupt []string
+	for _, e := range events(t, bed, "n1", id) {
+		if e.Type == "shard-corrupt" {
+			corrupt = append(corrupt, e.Message)
+		}
+	}
+	for _, want := range []string{
+		fmt.Sprintf("node n1: rank 1's shard of epoch %d is corrupt (checksum mismatch); no good copy", newest),
+		fmt.Sprintf("node n2: rank 1's shard of epoch %d is corrupt (checksum mismatch); no good copy", newest),
+		fmt.Sprintf("node n1: rank 0's shard of epoch %d is corrupt (checksum mismatch); not used: a good copy is on n2", before),
+		fmt.Sprintf("node n1: rank 0's shard of epoch %d, corrupt there, repaired from n2's copy", before),
+	} {
+		if !slices.ContainsFunc(corrupt, func(m string) bool { return strings.HasPrefix(m, want) }) {
+			t.Errorf("no shard-corrupt event %q; they were:\n%s", want, strings.Join(corrupt, "\n"))
+		}
 	}
 }
 
