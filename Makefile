@@ -127,6 +127,17 @@ uninstall:
 demo: build
 	scripts/demo.sh
 
+# The root file system of arm64 hosts for the testbed (docs/testbed.md), not part of
+# build or demo. arm64-root builds a Debian bookworm arm64 root file system with
+# its own Open MPI, MPICH and compilers (mmdebstrap, under qemu-aarch64 through
+# binfmt_misc, which it mounts and registers as needed) into ARM64_ROOT, once: a stamp of
+# its inputs beside it makes the next run a no-op.
+ARM64_ROOT ?= /var/cache/shoal/arm64-root
+
+.PHONY: arm64-root
+arm64-root:
+	ROOT=$(ARM64_ROOT) scripts/arm64-root.sh
+
 # Long jobs under a seeded random schedule of 50 faults on a 5-host testbed (root; about
 # 15 minutes): not part of make test, since its timing depends on the machine's load.
 chaos: build
