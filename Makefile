@@ -127,16 +127,20 @@ uninstall:
 demo: build
 	scripts/demo.sh
 
-# The root file system of arm64 hosts for the testbed (docs/testbed.md), not part of
-# build or demo. arm64-root builds a Debian bookworm arm64 root file system with
+# arm64 hosts in the testbed (shoal testbed up --arch ...,arm64; docs/testbed.md), not
+# part of build or demo. arm64-root builds a Debian bookworm arm64 root file system with
 # its own Open MPI, MPICH and compilers (mmdebstrap, under qemu-aarch64 through
 # binfmt_misc, which it mounts and registers as needed) into ARM64_ROOT, once: a stamp of
-# its inputs beside it makes the next run a no-op.
+# its inputs beside it makes the next run a no-op. arm64-agent builds the static
+# linux/arm64 agent that those hosts run, bin/arm64/shoal.
 ARM64_ROOT ?= /var/cache/shoal/arm64-root
 
-.PHONY: arm64-root
+.PHONY: arm64-root arm64-agent
 arm64-root:
 	ROOT=$(ARM64_ROOT) scripts/arm64-root.sh
+
+arm64-agent:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -o bin/arm64/shoal ./cmd/shoal
 
 # Long jobs under a seeded random schedule of 50 faults on a 5-host testbed (root; about
 # 15 minutes): not part of make test, since its timing depends on the machine's load.
