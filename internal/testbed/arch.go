@@ -95,21 +95,36 @@ func (s *state) agentBinary(h *Host) string {
 
 // arm64Mounts are the machine's directories an arm64 host sees at the same paths inside
 // its root: the kernel's views, devices (with /dev/shm, where Open MPI's shared memory
-// lives), /tmp (the host's temp and data dirs, the secret, the test's files) and the
-// directory of the arm64 agent.
-func arm64Mounts(agentDir string) []string {
+// lives), /tmp (the host's temp and data dirs, the secret, the test's files) and share
+// (see [arm64Share]) unless /tmp holds it.
+func arm64Mounts(share string) []string {
 	m := []string{"/proc", "/sys", "/dev", "/tmp"}
-	if agentDir != "" && !strings.HasPrefix(agentDir+"/", "/tmp/") {
-		m = append(m, agentDir)
+	if share != "" && !strings.HasPrefix(share+"/", "/tmp/") {
+		m = append(m, share)
 	}
 	return m
+}
+
+// arm64Share is the directory of the machine that arm64 hosts see besides the system's,
+// given their agent: the tree it was built in (X for X/bin/arm64/shoal: the repository,
+// with the arm64 builds of libshoal and the examples in X/build/arm64, whose rpath
+// names that path), else the agent's own directory. Never / or /usr, which would hide
+// the root's own.
+func arm64Share(agent string) string {
+	dir := filepath.Dir(agent)
+	if filepath.Base(dir) == ArchArm64 && filepath.Base(filepath.Dir(dir)) == "bin" {
+		if tree := filepath.Dir(filepath.Dir(dir)); tree != "/" && tree != "/usr" {
+			return tree
+		}
+	}
+	return dir
 }
 
 // makeArm64Root gives arm64 host k its own mount namespace, kept alive by a bind mount at
 // DIR/mntns/nK, in which an overlay of the cached root (its changes in DIR/nK/rootfs, so
 // the cache stays as built) is mounted at DIR/nK/root with [arm64Mounts] inside it.
 // The host's processes enter that namespace and chroot into the overlay ([prefix]).
-func makeArm64Root(ctx context.Context, n names, h *Host, root, agentDir string) error {
+func makeArm64Root(ctx context.Context, n names, h *Host, root, share string) error {
 	if err := n.makeMntnsDir(); err != nil {
 		return err
 	}
@@ -124,7 +139,7 @@ func makeArm64Root(ctx context.Context, n names, h *Host, root, agentDir string)
 	}
 	script := "set -e; mount -t overlay overlay -o " +
 		shellQuote("lowerdir="+root+",upperdir="+upper+",workdir="+work) + " " + shellQuote(h.Root)
-	for _, d := range arm64Mounts(agentDir) {
+	for _, d := range arm64Mounts(share) {
 		in := shellQuote(h.Root + d)
 		script += "; mkdir -p " + in + "; mount --rbind " + shellQuote(d) + " " + in
 	}

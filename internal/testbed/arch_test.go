@@ -64,11 +64,25 @@ func TestArm64Agent(t *testing.T) {
 	if got, want := arm64Agent("/work/shoal/bin/shoal"), "/work/shoal/bin/arm64/shoal"; got != want {
 		t.Errorf("arm64Agent: got %s, want %s", got, want)
 	}
-	// /tmp is mounted whole: a directory under it is not mounted again.
-	if got, want := arm64Mounts("/tmp/x/bin/arm64"), []string{"/proc", "/sys", "/dev", "/tmp"}; !slices.Equal(got, want) {
-		t.Errorf("arm64Mounts(/tmp/x/bin/arm64): got %v, want %v", got, want)
+	tests := []struct {
+		agent string
+		share string   // arm64Share
+		extra []string // what arm64Mounts adds to /proc, /sys, /dev, /tmp
+	}{
+		{"/work/shoal/bin/arm64/shoal", "/work/shoal", []string{"/work/shoal"}},
+		{"/tmp/x/bin/arm64/shoal", "/tmp/x", nil}, // /tmp is mounted whole
+		{"/opt/shoal-arm64/shoal", "/opt/shoal-arm64", []string{"/opt/shoal-arm64"}},
+		{"/bin/arm64/shoal", "/bin/arm64", []string{"/bin/arm64"}},
+		{"/usr/bin/arm64/shoal", "/usr/bin/arm64", []string{"/usr/bin/arm64"}},
 	}
-	if got := arm64Mounts("/work/shoal/bin/arm64"); got[len(got)-1] != "/work/shoal/bin/arm64" {
-		t.Errorf("arm64Mounts(/work/shoal/bin/arm64): got %v, want it last", got)
+	for _, tt := range tests {
+		share := arm64Share(tt.agent)
+		if share != tt.share {
+			t.Errorf("arm64Share(%s): got %s, want %s", tt.agent, share, tt.share)
+		}
+		want := append([]string{"/proc", "/sys", "/dev", "/tmp"}, tt.extra...)
+		if got := arm64Mounts(share); !slices.Equal(got, want) {
+			t.Errorf("arm64Mounts(%s): got %v, want %v", share, got, want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -198,11 +197,11 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 			return nil, err
 		}
 		h.Arch, h.MountNS, h.Root = ArchArm64, n.mntnsPath(k), dir+"/root"
-		agentDir := ""
+		share := ""
 		if st.Arm64Agent != "" {
-			agentDir = filepath.Dir(st.Arm64Agent)
+			share = arm64Share(st.Arm64Agent)
 		}
-		if err := makeArm64Root(ctx, n, h, st.Arm64Root, agentDir); err != nil {
+		if err := makeArm64Root(ctx, n, h, st.Arm64Root, share); err != nil {
 			return nil, err
 		}
 	}
