@@ -128,6 +128,27 @@ uninstall:
 demo: build
 	scripts/demo.sh
 
+# arm64 hosts in the testbed (shoal testbed up --arch ...,arm64; docs/testbed.md), not
+# part of build or demo. arm64-root builds a Debian bookworm arm64 root file system with
+# its own Open MPI, MPICH and compilers (mmdebstrap, under qemu-aarch64 through
+# binfmt_misc, which it mounts and registers as needed) into ARM64_ROOT, once: a stamp of
+# its inputs beside it makes the next run a no-op. arm64-agent builds the static
+# linux/arm64 agent that those hosts run, bin/arm64/shoal.
+ARM64_ROOT ?= /var/cache/shoal/arm64-root
+
+.PHONY: arm64-root arm64-agent build-arm64
+arm64-root:
+	ROOT=$(ARM64_ROOT) scripts/arm64-root.sh
+
+arm64-agent:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -o bin/arm64/shoal ./cmd/shoal
+
+# libshoal and the examples built for arm64 natively inside that root, with its Open MPI
+# (scripts/arm64-build.sh): $(BUILD)/arm64 has the layout of $(BUILD), so
+# $(BUILD)/arm64/examples/heat.
+build-arm64: arm64-root
+	ROOT=$(ARM64_ROOT) OUT=$(abspath $(BUILD))/arm64 scripts/arm64-build.sh
+
 # Long jobs under a seeded random schedule of 50 faults on a 5-host testbed (root; about
 # 15 minutes): not part of make test, since its timing depends on the machine's load.
 chaos: build

@@ -33,17 +33,20 @@ rate-limited link between sites. Needs root. See docs/testbed.md.
 
 Subcommands:
   up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
-     [--sites 3,3 --site-rate 20mbit] [--no-agent] [--slurm]
+     [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64] [--no-agent]
+     [--slurm]
                     remove any previous testbed, bring up a new one; --sites
                     gives the hosts of each site in order (3,3: n1-n3 and
                     n4-n6), --site-rate each site's link to the others;
+                    --arch each host's instruction set (arm64: in the root
+                    of make arm64-root, under qemu, with bin/arm64/shoal);
                     --slurm runs Slurm in the hosts instead of agents
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
   kill NODE         SIGKILL every process in NODE (the host stays)
   cut NODE          take NODE's link down (packets vanish, processes live on)
   heal NODE         bring NODE's link up again
-  add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--no-agent]
+  add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--no-agent]
                     add a host n<K+1> (with an agent joining the others), in
                     site S (default: the last) when there are sites
   restart NODE      start NODE's agent again (after kill); with --slurm,
@@ -215,9 +218,10 @@ func tbUp(c *tbCtx, args []string) int {
 	rate := fs.String("rate", "", "bandwidth of each host in tc syntax (15mbit): one value or one per host")
 	sites := fs.String("sites", "", "hosts of each site, in host order (3,3: n1-n3 and n4-n6); they add up to --nodes")
 	siteRate := fs.String("site-rate", "", "bandwidth of each site's link to the other sites, each direction, in tc syntax (20mbit)")
+	arch := fs.String("arch", "", "instruction set of each host, amd64 or arm64: one value for all or one per host (default amd64; arm64 needs make arm64-root and make arm64-agent)")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
 	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--no-agent] [--slurm]")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--no-agent] [--slurm]")
 	if code >= 0 {
 		return code
 	}
@@ -237,6 +241,7 @@ func tbUp(c *tbCtx, args []string) int {
 		return exitUsage
 	}
 	cfg.Rate, _ = parseList(*rate, func(s string) (string, error) { return s, nil })
+	cfg.Arch, _ = parseList(*arch, func(s string) (string, error) { return s, nil })
 	if cfg.Sites, err = parseList(*sites, strconv.Atoi); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: --sites %q: %v\n", *sites, err)
 		return exitUsage
@@ -435,8 +440,9 @@ func tbAdd(c *tbCtx, args []string) int {
 	fs.Float64Var(&hc.CPUQuota, "cpu-quota", 0, "CPU quota of the new host in CPUs (0: none)")
 	fs.StringVar(&hc.Rate, "rate", "", "bandwidth of the new host in tc syntax (15mbit)")
 	fs.IntVar(&hc.Site, "site", 0, "site of the new host, on a testbed with sites (default: the last)")
+	fs.StringVar(&hc.Arch, "arch", "", "instruction set of the new host, amd64 or arm64 (default amd64)")
 	fs.BoolVar(&hc.NoAgent, "no-agent", false, "start no agent in the new host")
-	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--no-agent]")
+	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--no-agent]")
 	if code >= 0 {
 		return code
 	}

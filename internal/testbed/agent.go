@@ -27,7 +27,7 @@ import (
 // of the moment; a host's speed is its CPU share per core instead (equal for all hosts
 // without quotas), in units of testbedSpeed per CPU.
 func agentArgv(st *state, h *Host, join string) []string {
-	argv := []string{st.AgentBinary, "agent",
+	argv := []string{st.agentBinary(h), "agent",
 		"--bind", net.JoinHostPort(h.IP, strconv.Itoa(AgentPort)),
 		"--data-dir", h.DataDir,
 		"--name", h.Name,
@@ -226,7 +226,7 @@ func (b *Bed) waitCluster(ctx context.Context, st *state, focus []string) error 
 func agentView(ctx context.Context, st *state, h *Host) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	argv := append(prefix(st, h), st.AgentBinary, "nodes", "--json")
+	argv := append(prefix(st, h), st.agentBinary(h), "nodes", "--json")
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -98,6 +98,9 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 			st.AgentBinary, st.AgentHelp, st.AgentArgs = cfg.AgentBinary, help, cfg.AgentArgs
 		}
 	}
+	if err := setupArm64(ctx, st, cfg); err != nil {
+		return nil, err
+	}
 	if err := st.save(n); err != nil {
 		return nil, err
 	}
@@ -188,6 +191,19 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 	}
 	if err := makeHostNet(ctx, n, k, br, hc.Rate); err != nil {
 		return nil, err
+	}
+	if hc.Arch == ArchArm64 {
+		if err := CheckArm64(st.Arm64Root); err != nil {
+			return nil, err
+		}
+		h.Arch, h.MountNS, h.Root = ArchArm64, n.mntnsPath(k), dir+"/root"
+		share := ""
+		if st.Arm64Agent != "" {
+			share = arm64Share(st.Arm64Agent)
+		}
+		if err := makeArm64Root(ctx, n, h, st.Arm64Root, share); err != nil {
+			return nil, err
+		}
 	}
 	dirs, applied, err := st.Cgroups.makeHostCgroups(n, h.Name, hc.CPUQuota)
 	h.Cgroups = dirs

@@ -77,6 +77,21 @@ type Config struct {
 	// /tmp/shoal-testbed-<Instance>. 0 ≤ Instance ≤ [MaxInstance]; the CLI uses 0.
 	Instance int
 
+	// Arch is each host's instruction set, [ArchAmd64] or [ArchArm64]: empty (all
+	// amd64), one value for all hosts, or one per host. An arm64 host runs in the root
+	// file system at Arm64Root under qemu-aarch64 ([CheckArm64] says whether it can).
+	Arch []string
+
+	// Arm64Root is the Debian arm64 root file system of arm64 hosts (`make
+	// arm64-root`); "" means [DefaultArm64Root]. Each arm64 host sees it through an
+	// overlay of its own, so what the host writes stays out of it.
+	Arm64Root string
+
+	// Arm64Agent is the shoal executable (built for linux/arm64) whose agent runs in
+	// every arm64 host; "" means arm64/shoal beside AgentBinary (`make arm64-agent`
+	// builds bin/arm64/shoal). Unused without agents or arm64 hosts.
+	Arm64Agent string
+
 	// AgentBinary is the shoal executable whose `agent` subcommand runs in every host.
 	// "" means no agents. If `AgentBinary agent --help` fails, Up warns and continues
 	// without agents.
@@ -103,6 +118,7 @@ type HostConfig struct {
 	Cores    int     // as Config.Cores; 0 means runtime.NumCPU()
 	CPUQuota float64 // as Config.CPUQuota; 0 means no limit
 	Rate     string  // as Config.Rate; "" means no limit
+	Arch     string  // as Config.Arch; "" means amd64
 	// Site is the host's site, 1 to the number of sites; 0 on a testbed without
 	// sites. In [Config] it comes from Config.Sites; for [Bed.Add], 0 means the last
 	// site.
@@ -130,7 +146,7 @@ func (c Config) Validate() error {
 	for _, l := range []struct {
 		name string
 		n    int
-	}{{"Cores", len(c.Cores)}, {"CPUQuota", len(c.CPUQuota)}, {"Rate", len(c.Rate)}} {
+	}{{"Cores", len(c.Cores)}, {"CPUQuota", len(c.CPUQuota)}, {"Rate", len(c.Rate)}, {"Arch", len(c.Arch)}} {
 		if l.n > 1 && l.n != c.Nodes {
 			return fmt.Errorf("%w: %s has %d values for %d nodes: want none, one, or one per node",
 				ErrInvalidConfig, l.name, l.n, c.Nodes)
@@ -199,6 +215,9 @@ func (c Config) Host(i int) HostConfig {
 	if v := pick(c.Rate, i); v != nil {
 		h.Rate = *v
 	}
+	if v := pick(c.Arch, i); v != nil {
+		h.Arch = *v
+	}
 	if c.sites() > 0 {
 		first := 0
 		for s, n := range c.Sites {
@@ -239,6 +258,9 @@ func (h HostConfig) validate(index string) error {
 			return fmt.Errorf("%w: Rate%s = %q: %v", ErrInvalidConfig, index, h.Rate, err)
 		}
 	}
+	if h.Arch != "" && h.Arch != ArchAmd64 && h.Arch != ArchArm64 {
+		return fmt.Errorf("%w: Arch%s = %q: want %s or %s", ErrInvalidConfig, index, h.Arch, ArchAmd64, ArchArm64)
+	}
 	if h.Site < 0 || h.Site > MaxNodes {
 		return fmt.Errorf("%w: Site%s = %d: want 1 to the number of sites (0: none, or the last for Bed.Add)", ErrInvalidConfig, index, h.Site)
 	}
@@ -250,6 +272,9 @@ func (h HostConfig) withDefaults() HostConfig {
 		h.Cores = runtime.NumCPU()
 	}
 	h.Rate = strings.ToLower(h.Rate)
+	if h.Arch == "" {
+		h.Arch = ArchAmd64
+	}
 	return h
 }
 
@@ -342,3 +367,5 @@ func (n names) cgroupGroup() string      { return n.base() }
 func (n names) lockFile() string         { return "/run/lock/" + n.base() + ".lock" }
 func (n names) netnsPath(k int) string   { return "/run/netns/" + n.netns(k) }
 func (n names) utsPath(k int) string     { return n.hostDir(k) + "/uts" }
+func (n names) mntnsDir() string         { return n.dir() + "/mntns" }
+func (n names) mntnsPath(k int) string   { return fmt.Sprintf("%s/n%d", n.mntnsDir(), k) }

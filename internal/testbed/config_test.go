@@ -38,6 +38,10 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Nodes: 6, Sites: []int{3, 3}, SiteRate: "fast"}, `SiteRate = "fast"`},
 		{Config{Nodes: 6, SiteRate: "20mbit"}, `SiteRate = "20mbit" without Sites`},
 		{Config{Nodes: 4, Slurm: true}, ""},
+		{Config{Nodes: 4, Arch: []string{"amd64", "amd64", "arm64", "arm64"}}, ""},
+		{Config{Nodes: 2, Arch: []string{"arm64"}}, ""},
+		{Config{Nodes: 3, Arch: []string{"amd64", "x86", "arm64"}}, `Arch[1] = "x86": want amd64 or arm64`},
+		{Config{Nodes: 3, Arch: []string{"amd64", "arm64"}}, "Arch has 2 values for 3 nodes"},
 		{Config{Nodes: 4, Slurm: true, AgentBinary: "/bin/shoal"}, `AgentBinary = "/bin/shoal" with Slurm`},
 	}
 	for _, tt := range tests {

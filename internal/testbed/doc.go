@@ -18,6 +18,10 @@
 //     to shoalbr<I> by a veth pair (shoal<I>-sSo – shoal<I>-sSi) with a tbf at
 //     [Config].SiteRate on each end, so only traffic between sites is limited, and the
 //     hosts of a site share their site's link;
+//   - with [Config].Arch arm64, a mount namespace of its own (kept at DIR/mntns/nK) in
+//     which an overlay of the cached Debian arm64 root ([DefaultArm64Root]) is mounted at
+//     DIR/nK/root, with /proc, /sys, /dev, /tmp and the arm64 agent's directory inside:
+//     its processes chroot there and run under qemu-aarch64 through binfmt_misc (arch.go);
 //   - unless disabled, a Shoal agent (`shoal agent`), logging to DIR/nK/agent.log;
 //   - with [Config].Slurm, instead of the agent, a slurmd (and in n1 slurmctld) of the
 //     testbed's Slurm cluster, whose munged and slurm.conf are in DIR/slurm (slurm.go).

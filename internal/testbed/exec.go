@@ -10,7 +10,8 @@ import (
 
 // prefix is the argv that runs the argv after it inside host h: a shell that moves itself
 // into the host's cgroups before anything can fork, then nsenter into the host's network
-// and UTS namespaces, then env with [HostEnv].
+// and UTS namespaces (and, for an arm64 host, its mount namespace and root: see
+// [arm64Enter]), then env with [HostEnv].
 func prefix(st *state, h *Host) []string {
 	var argv []string
 	if len(h.Cgroups) > 0 {
@@ -20,7 +21,13 @@ func prefix(st *state, h *Host) []string {
 		}
 		argv = append(argv, "/bin/sh", "-c", script+`exec "$@"`, "shoal-testbed-"+h.Name)
 	}
-	argv = append(argv, "nsenter", "--net="+h.netnsPath(), "--uts="+h.UTS, "--", "env")
+	argv = append(argv, "nsenter", "--net="+h.netnsPath(), "--uts="+h.UTS)
+	if h.Arch == ArchArm64 {
+		argv = append(argv, arm64Enter(h)...)
+	} else {
+		argv = append(argv, "--")
+	}
+	argv = append(argv, "env")
 	argv = append(argv, HostEnv(*h, st.Instance)...)
 	return append(argv, st.Slurm.env()...)
 }

@@ -12,19 +12,24 @@ import (
 
 // Host is one testbed host as recorded in the state file.
 type Host struct {
-	Name     string   `json:"name"`      // n1, n2, …: also its hostname
-	Index    int      `json:"index"`     // K of nK
-	IP       string   `json:"ip"`        // 10.77.I.(10+K), on its eth0
-	Netns    string   `json:"netns"`     // network namespace, /run/netns/<Netns>
-	Link     string   `json:"link"`      // its bridge port in the machine's namespace (same name as Netns)
-	UTS      string   `json:"uts"`       // bind mount keeping its UTS namespace
-	Dir      string   `json:"dir"`       // DIR/nK
-	TmpDir   string   `json:"tmp_dir"`   // TMPDIR of its processes
-	DataDir  string   `json:"data_dir"`  // the agent's --data-dir
-	AgentLog string   `json:"agent_log"` // the agent's stdout and stderr
-	Cores    int      `json:"cores"`
-	CPUQuota float64  `json:"cpu_quota,omitempty"` // CPUs; 0 none (or not applied: see CPUQuotaOff)
-	Rate     string   `json:"rate,omitempty"`
+	Name     string  `json:"name"`      // n1, n2, …: also its hostname
+	Index    int     `json:"index"`     // K of nK
+	IP       string  `json:"ip"`        // 10.77.I.(10+K), on its eth0
+	Netns    string  `json:"netns"`     // network namespace, /run/netns/<Netns>
+	Link     string  `json:"link"`      // its bridge port in the machine's namespace (same name as Netns)
+	UTS      string  `json:"uts"`       // bind mount keeping its UTS namespace
+	Dir      string  `json:"dir"`       // DIR/nK
+	TmpDir   string  `json:"tmp_dir"`   // TMPDIR of its processes
+	DataDir  string  `json:"data_dir"`  // the agent's --data-dir
+	AgentLog string  `json:"agent_log"` // the agent's stdout and stderr
+	Cores    int     `json:"cores"`
+	CPUQuota float64 `json:"cpu_quota,omitempty"` // CPUs; 0 none (or not applied: see CPUQuotaOff)
+	Rate     string  `json:"rate,omitempty"`
+	// Arch is amd64 or arm64. An arm64 host's processes enter the mount namespace kept at
+	// MountNS and chroot into Root, its overlay of the arm64 root file system.
+	Arch     string   `json:"arch,omitempty"`
+	MountNS  string   `json:"mount_ns,omitempty"`
+	Root     string   `json:"root,omitempty"`
 	Site     int      `json:"site,omitempty"`    // 1, 2, …; 0 on a testbed without sites
 	Cgroups  []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
 	Cut      bool     `json:"cut,omitempty"`     // link down
@@ -45,6 +50,8 @@ type state struct {
 	AgentBinary string      `json:"agent_binary,omitempty"` // "" when hosts run no agent
 	AgentHelp   string      `json:"agent_help,omitempty"`   // `agent --help` output, to see which flags it takes
 	AgentArgs   []string    `json:"agent_args,omitempty"`   // Config.AgentArgs
+	Arm64Agent  string      `json:"arm64_agent,omitempty"`  // the agent of arm64 hosts
+	Arm64Root   string      `json:"arm64_root,omitempty"`   // the root file system of arm64 hosts
 	Secret      string      `json:"secret_file"`
 	Cgroups     cgroupSetup `json:"cgroup_setup"`
 	Sites       int         `json:"sites,omitempty"`     // 0: no sites
