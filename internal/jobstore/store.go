@@ -91,8 +91,9 @@ type Config struct {
 	Bootstrap bool
 	// Timing of leader loss detection. Zero: DefaultTiming().
 	Timing Timing
-	// Log receives the Raft library's lines (package liblog maps their levels
-	// and rate-limits repeated warnings). Default: discard.
+	// Log receives the store's lines and the Raft library's (package liblog
+	// maps their levels and rate-limits repeated warnings); the agent's says
+	// part=raft. Default: discard.
 	Log *slog.Logger
 	// ServerTLS and ClientTLS, when set, make the Raft traffic TLS: accepted
 	// connections with ServerTLS, dialled ones with ClientTLS (an agent's are
@@ -154,7 +155,7 @@ func Open(cfg Config) (_ *Store, err error) {
 			s.close()
 		}
 	}()
-	logger := liblog.New(cfg.Log, "raft", liblog.NewLimiter(liblog.DefaultEvery, nil))
+	logger := liblog.New(cfg.Log, "", liblog.NewLimiter(liblog.DefaultEvery, nil))
 	ln, err := net.Listen("tcp", cfg.Bind)
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: listen: %w", err)

@@ -50,7 +50,7 @@ func ParseLine(line, name string) (hclog.Level, string) {
 }
 
 // New returns an hclog.Logger that writes to log, each line with the
-// attribute component=name; an argument named as one of slog's own keys
+// attribute component=name unless name is ""; an argument named as one of slog's own keys
 // (time, level, msg, source) gets a "_" after its name. Warnings and errors go
 // through lim when it is not nil; a line written after others were held back
 // carries suppressed=N, the number held back. What makes two lines the same
@@ -81,7 +81,9 @@ func (l *logger) Log(level hclog.Level, msg string, args ...any) {
 	}
 	all := append(append([]any{}, l.args...), args...)
 	attrs := make([]slog.Attr, 0, len(all)/2+2)
-	attrs = append(attrs, slog.String("component", l.name))
+	if l.name != "" {
+		attrs = append(attrs, slog.String("component", l.name))
+	}
 	key := []string{l.name, sl.String(), msg}
 	for i := 0; i < len(all); i += 2 {
 		if i+1 == len(all) {

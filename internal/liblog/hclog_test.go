@@ -52,6 +52,9 @@ func TestLoggerLines(t *testing.T) {
 			`level=WARN msg=odd component=raft f=3-x h=0xff EXTRA_VALUE_AT_END=dangling`},
 		{"SetLevel filters", slog.LevelDebug,
 			func(l hclog.Logger) { l.SetLevel(hclog.Error); l.Warn("dropped") }, ``},
+		{"no name, no component", slog.LevelInfo,
+			func(l hclog.Logger) { l.ResetNamed("").Warn("plain") },
+			`level=WARN msg=plain`},
 		{"standard logger infers the level", slog.LevelInfo,
 			func(l hclog.Logger) {
 				l.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}).Print("[ERR] raft: pipe broke")
