@@ -246,6 +246,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	sd := takeNotifier()
 	a, err := agent.Start(cfg)
 	if err != nil {
 		if o.logFile != "" {
@@ -253,6 +254,9 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		}
 		fmt.Fprintf(stderr, "shoal agent: %s\n", errorLine(err))
 		return exitFailure
+	}
+	if err := sd.notify("READY=1"); err != nil {
+		log.Warn("cannot tell systemd the agent is ready", "err", err)
 	}
 	leaving := false
 	for {
@@ -270,6 +274,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 			default:
 				log.Info("leaving on signal; send another to stop at once", "signal", sig.String())
 				leaving = true
+				sd.notify("STOPPING=1")
 				go a.Leave(context.Background())
 			}
 		}

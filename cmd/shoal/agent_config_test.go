@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"shoal/internal/api"
 )
@@ -178,5 +180,27 @@ func TestAgentFromConfigFile(t *testing.T) {
 	var rec map[string]any
 	if err != nil || json.Unmarshal([]byte(first), &rec) != nil || rec["msg"] == nil || rec["level"] == nil {
 		t.Errorf("log file %s: %v\n%s\nwant JSON lines", logPath, err, data)
+	}
+}
+
+// Under a Type=notify unit the agent says READY=1 once it is up, and its
+// ranks do not inherit $NOTIFY_SOCKET.
+func TestAgentNotifiesSystemd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	startCLIAgent(t, "notify1", "--init")
+	l.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 256)
+	n, err := l.Read(buf)
+	if got := string(buf[:n]); err != nil || got != "READY=1" {
+		t.Errorf("systemd was told %q, %v; want READY=1", got, err)
+	}
+	if v, ok := os.LookupEnv("NOTIFY_SOCKET"); ok {
+		t.Errorf("NOTIFY_SOCKET=%s left in the agent's environment, for its ranks", v)
 	}
 }
