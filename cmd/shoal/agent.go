@@ -32,6 +32,11 @@ Runs this node's agent in the foreground until the node leaves the cluster:
 'shoal leave', SIGTERM or Ctrl-C make it leave gracefully (a second signal
 stops it at once; a killed agent is declared dead by the others).
 
+As a service, the agent takes its flags from a file (deploy/ has a systemd
+unit and an example):
+    shoal agent --config /etc/shoal/agent.toml
+one TOML key per flag, named as the flag; flags on the command line win.
+
 The first agent of a cluster creates the cluster secret (kept if it exists):
     shoal agent --init
 writes DATA-DIR/secret, mode 0600 (or --secret-file FILE). Every other node
@@ -61,46 +66,110 @@ func agentCmd(args []string, stdout, stderr io.Writer) int {
 	return runAgent(args, nil, stdout, stderr)
 }
 
+// agentOptions are shoal agent's flags, set from the command line and from
+// its --config file.
+type agentOptions struct {
+	init                            bool
+	join, secretFile, bind, apiAddr string
+	dataDir, name, labels, profile  string
+	mpi                             string
+	cores                           int
+	cpus                            float64
+	speed                           uint64
+	verbose                         bool
+	policy                          retention.Policy
+	gcInterval                      time.Duration
+	fileQuota                       string
+	connsPerUser                    int
+	config, logFile, logFormat      string
+}
+
+// agentFlags returns shoal agent's flags, set to their defaults, and what
+// they set.
+func agentFlags() (*flag.FlagSet, *agentOptions) {
+	o := &agentOptions{policy: retention.DefaultPolicy(), fileQuota: "10G", connsPerUser: api.DefaultMaxConnsPerUser}
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.config, "config", "", "read flags from this TOML file, one key per flag named as the flag (init = true, cores = 8, keep-failed = \"72h\"); flags on the command line win")
+	fs.BoolVar(&o.init, "init", false, "start a new cluster: create the secret file if there is none")
+	fs.StringVar(&o.join, "join", "", "join the cluster of these agents: HOST:PORT[,HOST:PORT...] (port default 7946)")
+	fs.StringVar(&o.secretFile, "secret-file", "", "cluster secret file (default: DATA-DIR/secret)")
+	fs.StringVar(&o.bind, "bind", agent.DefaultBind, "gossip address IP:PORT, UDP and TCP")
+	fs.StringVar(&o.apiAddr, "api", "", "API address IP:PORT (default: the --bind IP, port + 1)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data dir (default: $SHOAL_DATA_DIR, else /var/lib/shoal for root, ~/.shoal for others)")
+	fs.StringVar(&o.name, "name", "", "node name, unique in the cluster (default: the host name)")
+	fs.StringVar(&o.labels, "labels", "", "labels announced with the node: KEY=VALUE[,KEY=VALUE...]")
+	fs.StringVar(&o.profile, "profile", "lan", "failure-detector timing: lan, wifi (lossy, slow networks: slower to declare a node dead) or local (agents on one machine, tests)")
+	fs.IntVar(&o.cores, "cores", 0, "cores offered to ranks (default: all of this machine's)")
+	fs.Float64Var(&o.cpus, "cpus", 0, "CPU time the ranks may use together, in cores, when a quota (a container's or cgroup's CPU limit) gives them less than --cores whole cores: the planner then counts that, and a rank alone still at a whole core's speed (default: --cores)")
+	fs.Uint64Var(&o.speed, "speed", 0, "single-core speed to announce instead of measuring it at start, in the measurement's units (0: measure; use it to make equal machines look equal)")
+	fs.DurationVar(&o.policy.Succeeded, "keep-succeeded", o.policy.Succeeded, "how long a succeeded job's job directories and staged files stay on this node after it ended (its checkpoints go at once); a job's own 'shoal run --keep' or --keep-for wins")
+	fs.DurationVar(&o.policy.Failed, "keep-failed", o.policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
+	fs.DurationVar(&o.policy.UnusedFiles, "keep-unused-files", o.policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
+	fs.DurationVar(&o.gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
+	fs.StringVar(&o.fileQuota, "file-quota", o.fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
+	fs.IntVar(&o.connsPerUser, "conns-per-user", o.connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
+	fs.StringVar(&o.mpi, "engine", "openmpi", "the MPI that launches the jobs this node coordinates when a job names none: openmpi or mpich")
+	fs.BoolVar(&o.verbose, "verbose", false, "log debug lines, including memberlist's and raft's")
+	fs.StringVar(&o.logFile, "log-file", "", "append the log to this file (created mode 0600) instead of writing it to stderr")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log lines as text (key=value) or json, one object a line")
+	return fs, o
+}
+
+// check reports what is wrong with the value of the flag called name, in
+// words that follow the flag's name: `"lte": want lan, wifi or local`.
+func (o *agentOptions) check(name string) error {
+	switch name {
+	case "profile":
+		if _, err := membership.Profile(o.profile); err != nil {
+			return fmt.Errorf("%q: want lan, wifi or local", o.profile)
+		}
+	case "labels":
+		if _, err := parseLabels(o.labels); err != nil {
+			return fmt.Errorf("%q: %w", o.labels, err)
+		}
+	case "engine":
+		if !slices.Contains(engine.Names, o.mpi) {
+			return fmt.Errorf("%q: want %s", o.mpi, strings.Join(engine.Names, " or "))
+		}
+	case "cpus":
+		if !(o.cpus >= 0 && o.cpus <= 1<<20) {
+			return fmt.Errorf("%v: want a number of cores ≥ 0 (0: --cores)", o.cpus)
+		}
+	case "cores":
+		if o.cores < 0 {
+			return fmt.Errorf("%d: must not be negative", o.cores)
+		}
+	case "keep-succeeded", "keep-failed", "keep-unused-files":
+		d := map[string]time.Duration{"keep-succeeded": o.policy.Succeeded, "keep-failed": o.policy.Failed, "keep-unused-files": o.policy.UnusedFiles}[name]
+		if d < 0 {
+			return fmt.Errorf("%v: must not be negative", d)
+		}
+	case "gc-interval":
+		if o.gcInterval <= 0 {
+			return fmt.Errorf("%v: must be positive", o.gcInterval)
+		}
+	case "file-quota":
+		if _, err := files.ParseBytes(o.fileQuota); err != nil {
+			return fmt.Errorf("%q: want a size such as 10G or 512M, or 0 for no quota", o.fileQuota)
+		}
+	case "conns-per-user":
+		if o.connsPerUser < 0 {
+			return fmt.Errorf("%d: want 0 (no bound) or more", o.connsPerUser)
+		}
+	case "log-format":
+		if o.logFormat != "text" && o.logFormat != "json" {
+			return fmt.Errorf("%q: want text or json", o.logFormat)
+		}
+	}
+	return nil
+}
+
 // runAgent is shoal agent with args. onTerm, when not nil, is called on each SIGTERM
 // instead of leaving: the agents of a Slurm allocation (slurm-agent) answer Slurm's
 // SIGTERM so; SIGINT still makes the agent leave.
 func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer) int {
-	var (
-		init                            bool
-		join, secretFile, bind, apiAddr string
-		dataDir, name, labels, profile  string
-		mpi                             string
-		cores                           int
-		cpus                            float64
-		speed                           uint64
-		verbose                         bool
-		policy                          = retention.DefaultPolicy()
-		gcInterval                      time.Duration
-		fileQuota                       = "10G"
-		connsPerUser                    = api.DefaultMaxConnsPerUser
-	)
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.BoolVar(&init, "init", false, "start a new cluster: create the secret file if there is none")
-	fs.StringVar(&join, "join", "", "join the cluster of these agents: HOST:PORT[,HOST:PORT...] (port default 7946)")
-	fs.StringVar(&secretFile, "secret-file", "", "cluster secret file (default: DATA-DIR/secret)")
-	fs.StringVar(&bind, "bind", agent.DefaultBind, "gossip address IP:PORT, UDP and TCP")
-	fs.StringVar(&apiAddr, "api", "", "API address IP:PORT (default: the --bind IP, port + 1)")
-	fs.StringVar(&dataDir, "data-dir", "", "data dir (default: $SHOAL_DATA_DIR, else /var/lib/shoal for root, ~/.shoal for others)")
-	fs.StringVar(&name, "name", "", "node name, unique in the cluster (default: the host name)")
-	fs.StringVar(&labels, "labels", "", "labels announced with the node: KEY=VALUE[,KEY=VALUE...]")
-	fs.StringVar(&profile, "profile", "lan", "failure-detector timing: lan, wifi (lossy, slow networks: slower to declare a node dead) or local (agents on one machine, tests)")
-	fs.IntVar(&cores, "cores", 0, "cores offered to ranks (default: all of this machine's)")
-	fs.Float64Var(&cpus, "cpus", 0, "CPU time the ranks may use together, in cores, when a quota (a container's or cgroup's CPU limit) gives them less than --cores whole cores: the planner then counts that, and a rank alone still at a whole core's speed (default: --cores)")
-	fs.Uint64Var(&speed, "speed", 0, "single-core speed to announce instead of measuring it at start, in the measurement's units (0: measure; use it to make equal machines look equal)")
-	fs.DurationVar(&policy.Succeeded, "keep-succeeded", policy.Succeeded, "how long a succeeded job's job directories and staged files stay on this node after it ended (its checkpoints go at once); a job's own 'shoal run --keep' or --keep-for wins")
-	fs.DurationVar(&policy.Failed, "keep-failed", policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
-	fs.DurationVar(&policy.UnusedFiles, "keep-unused-files", policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
-	fs.DurationVar(&gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
-	fs.StringVar(&fileQuota, "file-quota", fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
-	fs.IntVar(&connsPerUser, "conns-per-user", connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
-	fs.StringVar(&mpi, "engine", "openmpi", "the MPI that launches the jobs this node coordinates when a job names none: openmpi or mpich")
-	fs.BoolVar(&verbose, "verbose", false, "log debug lines, including memberlist's")
+	fs, o := agentFlags()
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, agentUsage)
@@ -116,82 +185,60 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "shoal agent: unexpected argument %q (see 'shoal agent --help')\n", fs.Arg(0))
 		return exitUsage
 	}
-	gossip, err := membership.Profile(profile)
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal agent: --profile %q: want lan, wifi or local\n", profile)
-		return exitUsage
-	}
-	lbls, err := parseLabels(labels)
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal agent: --labels: %v\n", err)
-		return exitUsage
-	}
-	if !slices.Contains(engine.Names, mpi) {
-		fmt.Fprintf(stderr, "shoal agent: --engine %q: want %s\n", mpi, strings.Join(engine.Names, " or "))
-		return exitUsage
-	}
-	if !(cpus >= 0 && cpus <= 1<<20) {
-		fmt.Fprintf(stderr, "shoal agent: --cpus %v: want a number of cores ≥ 0 (0: --cores)\n", cpus)
-		return exitUsage
-	}
-	if cores < 0 {
-		fmt.Fprintf(stderr, "shoal agent: --cores %d: must not be negative\n", cores)
-		return exitUsage
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"keep-succeeded", policy.Succeeded}, {"keep-failed", policy.Failed}, {"keep-unused-files", policy.UnusedFiles}} {
-		if d.v < 0 {
-			fmt.Fprintf(stderr, "shoal agent: --%s %v: must not be negative\n", d.name, d.v)
+	if o.config != "" {
+		if err := loadAgentConfig(fs, o, o.config); err != nil {
+			fmt.Fprintf(stderr, "shoal agent: %v\n", err)
 			return exitUsage
 		}
 	}
-	if gcInterval <= 0 {
-		fmt.Fprintf(stderr, "shoal agent: --gc-interval %v: must be positive\n", gcInterval)
+	var bad error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err := o.check(f.Name); err != nil && bad == nil {
+			bad = fmt.Errorf("--%s %w", f.Name, err)
+		}
+	})
+	if bad != nil {
+		fmt.Fprintf(stderr, "shoal agent: %v\n", bad)
 		return exitUsage
 	}
-	quota, err := files.ParseBytes(fileQuota)
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal agent: --file-quota %q: want a size such as 10G or 512M, or 0 for no quota\n", fileQuota)
-		return exitUsage
-	}
-	if connsPerUser < 0 {
-		fmt.Fprintf(stderr, "shoal agent: --conns-per-user %d: want 0 (no bound) or more\n", connsPerUser)
-		return exitUsage
-	}
+	gossip, _ := membership.Profile(o.profile)
+	lbls, _ := parseLabels(o.labels)
+	quota, _ := files.ParseBytes(o.fileQuota)
+	connsPerUser := o.connsPerUser
 	if quota == 0 {
 		quota = -1 // none: the agent's 0 is its default
 	}
 	if connsPerUser == 0 {
 		connsPerUser = -1
 	}
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
+	log, closeLog, err := agentLogger(o.logFile, o.logFormat, o.verbose, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal agent: --log-file: %v\n", err)
+		return exitFailure
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	defer closeLog()
+	mpi := o.mpi
 	cfg := agent.Config{
-		DataDir:    dataDir,
-		Name:       name,
-		Bind:       bind,
-		API:        apiAddr,
-		SecretFile: secretFile,
-		Init:       init,
+		DataDir:    o.dataDir,
+		Name:       o.name,
+		Bind:       o.bind,
+		API:        o.apiAddr,
+		SecretFile: o.secretFile,
+		Init:       o.init,
 		Labels:     lbls,
 		Gossip:     gossip,
-		Cores:      cores,
-		CPUs:       cpus,
-		Speed:      speed,
-		Retention:  &policy,
-		GCInterval: gcInterval,
+		Cores:      o.cores,
+		CPUs:       o.cpus,
+		Speed:      o.speed,
+		Retention:  &o.policy,
+		GCInterval: o.gcInterval,
 		Version:    version,
 		Log:        log,
 		Ready:      func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
 	}
 	cfg.FileQuota, cfg.MaxConnsPerUser = quota, connsPerUser
-	if join != "" {
-		cfg.Join = strings.Split(join, ",")
+	if o.join != "" {
+		cfg.Join = strings.Split(o.join, ",")
 	}
 
 	// Catch signals before starting, so that none is lost in between.
@@ -199,10 +246,17 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	sd := takeNotifier()
 	a, err := agent.Start(cfg)
 	if err != nil {
+		if o.logFile != "" {
+			log.Error("not started", "err", errorLine(err))
+		}
 		fmt.Fprintf(stderr, "shoal agent: %s\n", errorLine(err))
 		return exitFailure
+	}
+	if err := sd.notify("READY=1"); err != nil {
+		log.Warn("cannot tell systemd the agent is ready", "err", err)
 	}
 	leaving := false
 	for {
@@ -220,6 +274,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 			default:
 				log.Info("leaving on signal; send another to stop at once", "signal", sig.String())
 				leaving = true
+				sd.notify("STOPPING=1")
 				go a.Leave(context.Background())
 			}
 		}

@@ -1,7 +1,6 @@
 package jobstore
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -12,16 +11,16 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"shoal/internal/job"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"shoal/internal/job"
+	"shoal/internal/liblog"
 )
 
 // Errors of the store. Callers test them with errors.Is.
@@ -92,7 +91,9 @@ type Config struct {
 	Bootstrap bool
 	// Timing of leader loss detection. Zero: DefaultTiming().
 	Timing Timing
-	// Log receives the Raft library's warnings and errors. Default: discard.
+	// Log receives the store's lines and the Raft library's (package liblog
+	// maps their levels and rate-limits repeated warnings); the agent's says
+	// part=raft. Default: discard.
 	Log *slog.Logger
 	// ServerTLS and ClientTLS, when set, make the Raft traffic TLS: accepted
 	// connections with ServerTLS, dialled ones with ClientTLS (an agent's are
@@ -154,7 +155,7 @@ func Open(cfg Config) (_ *Store, err error) {
 			s.close()
 		}
 	}()
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: logWriter(cfg.Log)})
+	logger := liblog.New(cfg.Log, "", liblog.NewLimiter(liblog.DefaultEvery, nil))
 	ln, err := net.Listen("tcp", cfg.Bind)
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: listen: %w", err)
@@ -364,18 +365,6 @@ func (s *Store) Events(id string, from uint64) (events []job.Event, ended bool, 
 		return nil, false, 0, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	return r.since(from), !r.Job.Ended.IsZero(), r.Dropped, s.fsm.changed, nil
-}
-
-// logWriter turns the Raft library's log lines into slog warnings.
-func logWriter(l *slog.Logger) io.Writer {
-	pr, pw := io.Pipe()
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			l.Warn(strings.TrimSpace(sc.Text()))
-		}
-	}()
-	return pw
 }
 
 // tcpStream is raft's stream layer over TCP, advertising adv: TLS when server

@@ -6,10 +6,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"shoal/internal/liblog"
 )
 
 // logSink receives hashicorp/memberlist's log lines ("[LEVEL] memberlist: message")
-// and passes them on to slog at a matching level.
+// and passes them on to slog at a matching level ([liblog.Level]), its
+// warnings and errors through limit when it is not nil.
 //
 // Two facts that memberlist knows but does not expose through its API are taken
 // from its log text here, and only here: that this node's probes of a node failed
@@ -20,6 +23,7 @@ import (
 type logSink struct {
 	log       *slog.Logger
 	onSuspect func(name string)
+	limit     *liblog.Limiter
 
 	mu       sync.Mutex
 	rejected map[string]time.Time // remote host → last logged, to log one line a minute
@@ -40,15 +44,8 @@ func (s *logSink) Write(p []byte) (int, error) {
 }
 
 func (s *logSink) line(line string) {
-	level, msg := slog.LevelDebug, line
-	if i := strings.Index(line, "] "); strings.HasPrefix(line, "[") && i > 0 {
-		switch line[1:i] {
-		case "WARN", "ERR", "ERROR":
-			level = slog.LevelWarn
-		}
-		msg = line[i+2:]
-	}
-	msg = strings.TrimPrefix(msg, "memberlist: ")
+	hl, msg := liblog.ParseLine(line, "memberlist")
+	level := liblog.Level(hl)
 
 	if strings.HasPrefix(msg, suspectPrefix) && strings.HasSuffix(msg, suspectSuffix) {
 		if s.onSuspect != nil {
@@ -59,7 +56,20 @@ func (s *logSink) line(line string) {
 		s.reject(msg)
 		return
 	}
-	s.log.Log(context.Background(), level, msg, "component", "memberlist")
+	args := []any{"component", "memberlist"}
+	if level >= slog.LevelWarn && s.limit != nil {
+		// The text after the first ": " is an error's, which may change
+		// from one repeat to the next (a local port).
+		key, _, _ := strings.Cut(msg, ": ")
+		ok, n := s.limit.Allow(key)
+		if !ok {
+			return
+		}
+		if n > 0 {
+			args = append(args, "suppressed", n)
+		}
+	}
+	s.log.Log(context.Background(), level, msg, args...)
 }
 
 // reject logs, at most once a minute per remote host, that a peer's gossip could

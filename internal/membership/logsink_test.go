@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/liblog"
 )
 
 // The texts below are memberlist's (state.go probeNode, net.go handleConn and
@@ -41,5 +43,30 @@ func TestLogSink(t *testing.T) {
 	}
 	if !strings.Contains(got, "level=WARN msg=\"Refuting a suspect message") {
 		t.Errorf("WARN line not passed on at warn level:\n%s", got)
+	}
+}
+
+// A memberlist error that repeats (gossip to a node that is gone) is written
+// once, then once a period with the count of lines held back; the error text
+// after the first ": " does not make lines apart.
+func TestLogSinkRateLimits(t *testing.T) {
+	var out bytes.Buffer
+	start := time.Unix(1000, 0)
+	now := start
+	s := &logSink{
+		log:   slog.New(slog.NewTextHandler(&out, nil)),
+		limit: liblog.NewLimiter(30*time.Second, func() time.Time { return now }),
+	}
+	l := log.New(s, "", 0)
+	for i := range 150 { // 200 ms apart, 30 s
+		now = start.Add(time.Duration(i) * 200 * time.Millisecond)
+		l.Printf("[ERR] memberlist: Failed to send gossip to 10.0.0.3:7946: write udp 10.0.0.1:%d->10.0.0.3:7946: refused", 40000+i)
+	}
+	now = start.Add(30 * time.Second)
+	l.Printf("[ERR] memberlist: Failed to send gossip to 10.0.0.3:7946: write udp 10.0.0.1:1->10.0.0.3:7946: refused")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=ERROR") || strings.Contains(lines[0], "suppressed") ||
+		!strings.Contains(lines[1], "suppressed=149") {
+		t.Errorf("got %d lines, want 2: the first at level ERROR, the second with suppressed=149:\n%s", len(lines), &out)
 	}
 }

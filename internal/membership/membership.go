@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"shoal/internal/liblog"
 )
 
 // DefaultPort is the gossip port used when a join address has none.
@@ -79,7 +81,7 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 	if err != nil {
 		return nil, err
 	}
-	sink := &logSink{log: logger, onSuspect: m.suspect}
+	sink := &logSink{log: logger, onSuspect: m.suspect, limit: liblog.NewLimiter(liblog.DefaultEvery, nil)}
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
