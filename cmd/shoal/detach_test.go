@@ -179,6 +179,10 @@ func TestDetachWaitLogs(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("shoal jobs --limit 2, page after page: %v; want %v", got, want)
 		}
+		// The ids the completion scripts offer.
+		if code, out, stderr := runOut("completion", "job-ids"); code != exitOK || out != strings.Join(want, "\n")+"\n" || stderr != "" {
+			t.Errorf("shoal completion job-ids: exit %d, stdout %q, stderr %q; want 0 and the ids, newest first: %v", code, out, stderr, want)
+		}
 		_, out, _ = runOut("jobs", "--json", "--state", "failed", "--since", "1h")
 		var failed api.JobList
 		json.Unmarshal([]byte(out), &failed)
