@@ -139,6 +139,61 @@ func TestDetachWaitLogs(t *testing.T) {
 		}
 	})
 
+	// The jobs above, listed by the agent a page at a time, newest first, with
+	// their times; the filters are the agent's.
+	t.Run("listed", func(t *testing.T) {
+		_, out, _ := runOut("jobs", "--json")
+		var all api.JobList
+		if err := json.Unmarshal([]byte(out), &all); err != nil || len(all.Jobs) < 4 || all.Next != "" {
+			t.Fatalf("shoal jobs --json: %v, %d jobs, next %q; want 4 or more and no next\n%s", err, len(all.Jobs), all.Next, out)
+		}
+		var want []string
+		for i, j := range all.Jobs {
+			want = append(want, j.ID)
+			if i > 0 && j.Submitted.After(all.Jobs[i-1].Submitted) {
+				t.Errorf("job %s submitted after %s, listed before it: want newest first", j.ID, all.Jobs[i-1].ID)
+			}
+			if j.Started.Before(j.Submitted) || j.Ended.Before(j.Started) {
+				t.Errorf("job %s: submitted %v, started %v, ended %v: want them in that order, all set", j.ID, j.Submitted, j.Started, j.Ended)
+			}
+		}
+		var got []string
+		args := []string{"jobs", "--limit", "2"}
+		for page := 0; page < len(want); page++ {
+			code, out, stderr := runOut(args...)
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if code != exitOK || !strings.HasPrefix(lines[0], "ID ") || !strings.Contains(lines[0], " SUBMITTED  DURATION ") {
+				t.Fatalf("shoal %s: exit %d, %s\n%s", strings.Join(args, " "), code, out, stderr)
+			}
+			for _, l := range lines[1:] {
+				if strings.HasPrefix(l, "older jobs: shoal jobs ") {
+					args = strings.Fields(strings.TrimPrefix(l, "older jobs: shoal "))
+					continue
+				}
+				got = append(got, strings.Fields(l)[0])
+			}
+			if !strings.HasPrefix(lines[len(lines)-1], "older jobs: ") {
+				break
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("shoal jobs --limit 2, page after page: %v; want %v", got, want)
+		}
+		// The ids the completion scripts offer.
+		if code, out, stderr := runOut("completion", "job-ids"); code != exitOK || out != strings.Join(want, "\n")+"\n" || stderr != "" {
+			t.Errorf("shoal completion job-ids: exit %d, stdout %q, stderr %q; want 0 and the ids, newest first: %v", code, out, stderr, want)
+		}
+		_, out, _ = runOut("jobs", "--json", "--state", "failed", "--since", "1h")
+		var failed api.JobList
+		json.Unmarshal([]byte(out), &failed)
+		if len(failed.Jobs) != 1 || failed.Jobs[0].State != job.Failed {
+			t.Errorf("shoal jobs --state failed --since 1h: %s; want the one failed job", out)
+		}
+		if code, _, stderr := runOut("jobs", want[0], "--state", "failed"); code != exitUsage || stderr != "shoal jobs: --state, --owner, --since, --limit and --before select jobs to list: not with JOB (see 'shoal jobs --help')\n" {
+			t.Errorf("shoal jobs JOB --state failed: exit %d, stderr %q; want %d and one line", code, stderr, exitUsage)
+		}
+	})
+
 	t.Run("unknown job", func(t *testing.T) {
 		for _, cmd := range []string{"wait", "logs", "rebalance", "cancel"} {
 			code, _, stderr := runOut(cmd, "nosuch")

@@ -85,22 +85,31 @@ func jobArgsWrong(nargs int, args []string) string {
 
 const jobsUsage = `Usage: shoal jobs [flags] [JOB]
 
-Lists the cluster's jobs, as the local agent's copy of the job store holds them
-(every node keeps one): ID, OWNER (the user its ranks run as; root for jobs
-submitted with the cluster secret), STATE (pending, staging, running, moving,
-restarting, succeeded, failed, cancelled), RANKS, the newest complete checkpoint
-EPOCH, RESTARTS, and PLACEMENT (node: ranks; for a task farm, its tasks done out
-of all, and those that failed). A user other than root, who submits through the
-agent's socket, sees only their own jobs.
+Lists the cluster's jobs, newest first, as the local agent's copy of the job
+store holds them (every node keeps one): ID, OWNER (the user its ranks run as;
+root for jobs submitted with the cluster secret), STATE (pending, staging,
+running, moving, restarting, succeeded, failed, cancelled), SUBMITTED (how long
+ago), DURATION (from its first start to its end, or to now while it runs; - when
+it has not started), RANKS, the newest complete checkpoint EPOCH, RESTARTS, and
+PLACEMENT (node: ranks; for a task farm, its tasks done out of all, and those
+that failed). A user other than root, who submits through the agent's socket,
+sees only their own jobs.
 
-shoal jobs JOB prints one job: its state and ranks, the checkpoint interval in
-use and why (with --ckpt-interval auto: the measured checkpoint cost and failure
-rate it was chosen from), and its redundancy. shoal jobs JOB --placement prints
-where each of JOB's ranks runs, the time of one iteration the planner predicted
-for that layout (split into compute and communication, beside that of contiguous
-blocks in proportion to cores × speed), what it knew (the job's measured traffic
-or the assumption that neighbouring ranks talk most; measured links or none),
-and why it chose the layout, in one line. shoal jobs JOB --traffic prints the
+--state, --owner and --since select the jobs listed, and --limit N lists the N
+newest of them, then a line with the command that lists the next N (--before
+CURSOR): the agent selects them, so only the page travels, and a page stays
+right while jobs are submitted. --json prints the agent's answer: the jobs, with
+their submitted, started and ended times, and next, the cursor of the next page.
+
+shoal jobs JOB prints one job: its state and ranks, when it was submitted,
+started and ended, the checkpoint interval in use and why (with --ckpt-interval
+auto: the measured checkpoint cost and failure rate it was chosen from), and its
+redundancy. shoal jobs JOB --placement prints where each of JOB's ranks runs, the
+time of one iteration the planner predicted for that layout (split into compute
+and communication, beside that of contiguous blocks in proportion to cores ×
+speed), what it knew (the job's measured traffic or the assumption that
+neighbouring ranks talk most; measured links or none), and why it chose the
+layout, in one line. shoal jobs JOB --traffic prints the
 traffic the job's ranks reported (libshoal counts what each rank sends): bytes
 and messages per second between pairs of ranks, busiest first, and the share of
 time in MPI calls.
@@ -110,6 +119,7 @@ Flags:
 
 func jobsCmd(args []string, stdout, stderr io.Writer) int {
 	var asJSON, placement, traffic bool
+	var filters jobFilters
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		args = append(append([]string(nil), args[1:]...), args[0]) // JOB before the flags
 	}
@@ -117,12 +127,17 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 		fs.BoolVar(&asJSON, "json", false, "print the agent's answer as JSON")
 		fs.BoolVar(&placement, "placement", false, "with JOB: where its ranks run, and why")
 		fs.BoolVar(&traffic, "traffic", false, "with JOB: the traffic its ranks reported, busiest pairs first")
+		filters.register(fs)
 	})
 	if code >= 0 {
 		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if len(rest) == 1 && filters.given {
+		fmt.Fprintln(stderr, "shoal jobs: --state, --owner, --since, --limit and --before select jobs to list: not with JOB (see 'shoal jobs --help')")
+		return exitUsage
+	}
 	if len(rest) == 1 {
 		return showJob(ctx, c, rest[0], placement, traffic, asJSON, stdout, stderr)
 	}
@@ -130,36 +145,16 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shoal jobs: --placement and --traffic need a JOB (see 'shoal jobs --help')")
 		return exitUsage
 	}
-	jobs, err := c.Jobs(ctx)
+	list, err := c.ListJobs(ctx, filters.q)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
 		return exitFailure
 	}
 	if asJSON {
-		json.NewEncoder(stdout).Encode(map[string]any{"jobs": jobs})
+		json.NewEncoder(stdout).Encode(list)
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tRANKS\tEPOCH\tRESTARTS\tPLACEMENT")
-	for _, j := range jobs {
-		var nodes []string
-		for n, ranks := range j.Placement {
-			nodes = append(nodes, fmt.Sprintf("%s:%d", n, len(ranks)))
-		}
-		sort.Strings(nodes)
-		ranks, where := rankCount(j), strings.Join(nodes, " ")
-		if f := j.Spec.Farm; f != nil {
-			ranks, where = "-", fmt.Sprintf("farm: %d tasks", len(f.Tasks))
-			if p := j.Farm; p != nil {
-				where = fmt.Sprintf("farm: %d/%d tasks done", p.Done, p.Total)
-				if p.Failed > 0 {
-					where += fmt.Sprintf(", %d failed", p.Failed)
-				}
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", j.ID, ownerName(j.Spec.Owner), j.State, ranks, j.Epoch, j.Restarts, where)
-	}
-	tw.Flush()
+	printJobs(stdout, list, args, time.Now())
 	return exitOK
 }
 
@@ -317,6 +312,7 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, 
 	default:
 		fmt.Fprintf(stdout, "job %s: %s, %d ranks (elastic: %s)\n", j.ID, j.State, n, j.Spec.RangeString())
 	}
+	fmt.Fprintln(stdout, jobTimes(j, time.Now()))
 	switch {
 	case j.Interval != nil:
 		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(*j.Interval))

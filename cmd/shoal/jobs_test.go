@@ -1,8 +1,12 @@
 package main
 
 import (
-	"shoal/internal/job"
+	"strings"
 	"testing"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/job"
 )
 
 func TestDescribeRedundancy(t *testing.T) {
@@ -16,6 +20,123 @@ func TestDescribeRedundancy(t *testing.T) {
 	} {
 		if got := describeRedundancy(tt.spec); got != tt.want {
 			t.Errorf("describeRedundancy(%+v) = %q, want %q", tt.spec, got, tt.want)
+		}
+	}
+}
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.Local)
+
+func TestElapsed(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "0s"}, {0, "0s"}, {59*time.Second + 900*time.Millisecond, "59s"}, {time.Minute, "1m00s"},
+		{12*time.Minute + 5*time.Second, "12m05s"}, {3*time.Hour + 5*time.Minute + 59*time.Second, "3h05m"},
+		{52 * time.Hour, "2d04h"},
+	} {
+		if got := elapsed(tt.d); got != tt.want {
+			t.Errorf("elapsed(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2025, 6, 3, 16, 30, 0, 0, time.Local)
+	for _, tt := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2h", now.Add(-2 * time.Hour)},
+		{"90m", now.Add(-90 * time.Minute)},
+		{"3d", time.Date(2025, 5, 31, 16, 30, 0, 0, time.Local)},
+		{"15:04", time.Date(2025, 6, 3, 15, 4, 0, 0, time.Local)},
+		{"2025-06-01", time.Date(2025, 6, 1, 0, 0, 0, 0, time.Local)},
+		{"2025-06-01 09:30", time.Date(2025, 6, 1, 9, 30, 0, 0, time.Local)},
+		{"2025-06-01T09:30:00Z", time.Date(2025, 6, 1, 9, 30, 0, 0, time.UTC)},
+	} {
+		if got, err := parseSince(tt.in, now); err != nil || !got.Equal(tt.want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "yesterday", "-2h", "2025-13-01", "25:00"} {
+		if _, err := parseSince(bad, now); err == nil {
+			t.Errorf("parseSince(%q): no error", bad)
+		}
+	}
+}
+
+// TestPrintJobs: the table says when each job was submitted and how long it
+// ran, and how to list the next page.
+func TestPrintJobs(t *testing.T) {
+	now := t0.Add(3 * time.Hour)
+	l := api.JobList{Jobs: []job.Job{
+		{ID: "waits", State: job.Pending, Submitted: now.Add(-5 * time.Second), Spec: job.Spec{Ranks: 2}},
+		{ID: "runs", State: job.Running, Submitted: t0.Add(time.Hour), Started: t0.Add(time.Hour + 3*time.Second), Spec: job.Spec{Ranks: 4},
+			Placement: map[string][]int{"n1": {0, 1}, "n2": {2, 3}}, Epoch: 12, Restarts: 1},
+		{ID: "done", State: job.Succeeded, Submitted: t0, Started: t0.Add(2 * time.Second), Ended: t0.Add(12*time.Minute + 32*time.Second),
+			Spec: job.Spec{Ranks: 1, Owner: &job.Owner{UID: 1001, Name: "alice"}}},
+	}, Next: "1748772000000000000.done"}
+	var b strings.Builder
+	printJobs(&b, l, []string{"--state", "running,succeeded", "--limit", "3", "--agent", "10.0.0.1:7947"}, now)
+	want := `ID     OWNER  STATE      SUBMITTED  DURATION  RANKS  EPOCH  RESTARTS  PLACEMENT
+waits  root   pending    5s ago     -         2      0      0         
+runs   root   running    2h00m ago  1h59m     4      12     1         n1:2 n2:2
+done   alice  succeeded  3h00m ago  12m30s    1      0      0         
+older jobs: shoal jobs --state running,succeeded --limit 3 --agent 10.0.0.1:7947 --before 1748772000000000000.done
+`
+	if got := b.String(); got != want {
+		t.Errorf("printJobs:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestNextPage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--limit", "2"}, "shoal jobs --limit 2 --before C"},
+		{[]string{"--limit=2", "--before", "X", "--owner", "o'brien"}, `shoal jobs --limit=2 --owner 'o'\''brien' --before C`},
+		{[]string{"-before=X", "--since", "2025-06-01 10:00"}, "shoal jobs --since '2025-06-01 10:00' --before C"},
+	} {
+		if got := nextPage(tt.args, "C"); got != tt.want {
+			t.Errorf("nextPage(%q) = %s, want %s", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestJobTimes(t *testing.T) {
+	now := t0.Add(26 * time.Hour)
+	for _, tt := range []struct {
+		j    job.Job
+		want string
+	}{
+		{job.Job{Submitted: now.Add(-time.Minute)}, "submitted 2025-06-02 13:59:00 (1m00s ago); not started"},
+		{job.Job{Submitted: t0, Ended: t0.Add(4 * time.Second)}, "submitted 2025-06-01 12:00:00 (1d02h ago); ended 12:00:04 without starting"},
+		{job.Job{Submitted: now.Add(-time.Hour), Started: now.Add(-59 * time.Minute)}, "submitted 2025-06-02 13:00:00 (1h00m ago); started 13:01:00, running for 59m00s"},
+		{job.Job{Submitted: t0, Started: t0.Add(time.Second), Ended: t0.Add(13 * time.Hour)}, "submitted 2025-06-01 12:00:00 (1d02h ago); started 12:00:01; ended 2025-06-02 01:00:00, after 12h59m"},
+	} {
+		if got := jobTimes(tt.j, now); got != tt.want {
+			t.Errorf("jobTimes(%v, %v, %v):\n got %s\nwant %s", tt.j.Submitted, tt.j.Started, tt.j.Ended, got, tt.want)
+		}
+	}
+}
+
+// TestJobsFlags: a bad filter is a usage error in one line naming the flag,
+// before any agent is asked.
+func TestJobsFlags(t *testing.T) {
+	t.Setenv("SHOAL_DATA_DIR", t.TempDir())
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--state", "runing"}, `shoal jobs: invalid value "runing" for flag -state: state "runing": want pending, staging, running, moving, restarting, succeeded, failed, cancelled, or several joined by commas (see 'shoal jobs --help')` + "\n"},
+		{[]string{"--limit", "0"}, `shoal jobs: invalid value "0" for flag -limit: want a whole number of jobs, at least 1 (see 'shoal jobs --help')` + "\n"},
+		{[]string{"--since", "soon"}, `shoal jobs: invalid value "soon" for flag -since: want a duration back from now (2h, 90m, 3d) or a time (15:04, 2025-06-01, '2025-06-01 15:04', RFC 3339) (see 'shoal jobs --help')` + "\n"},
+		{[]string{"--before", "x"}, `shoal jobs: invalid value "x" for flag -before: job: bad cursor: "x": want the next of a page (a number, a dot and a job id) (see 'shoal jobs --help')` + "\n"},
+	} {
+		if code, stdout, stderr := runOut(append([]string{"jobs"}, tt.args...)...); code != exitUsage || stdout != "" || stderr != tt.want {
+			t.Errorf("shoal jobs %q: exit %d, stdout %q, stderr\n%s\nwant %d and\n%s", tt.args, code, stdout, stderr, exitUsage, tt.want)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +65,12 @@ work on another testbed: bridge shoalbr<I>, subnet 10.77.<I>.0/24,
 --instance I for any instance but 0.
 `
 
+// testbedSubs are the subcommands of shoal testbed.
+var testbedSubs = map[string]func(*tbCtx, []string) int{
+	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
+	"heal": tbHeal, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+}
+
 func testbedCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, testbedUsage)
@@ -74,23 +79,14 @@ func testbedCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	subs := map[string]func(*tbCtx, []string) int{
-		"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
-		"heal": tbHeal, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
-	}
 	sub, rest := subcommandFirst(args)
 	if sub == "" {
 		fmt.Fprintf(stderr, "shoal testbed: no subcommand after the flags %q (see 'shoal testbed --help')\n", args)
 		return exitUsage
 	}
-	f, ok := subs[sub]
+	f, ok := testbedSubs[sub]
 	if !ok {
-		names := make([]string, 0, len(subs))
-		for n := range subs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		fmt.Fprintf(stderr, "shoal testbed: unknown subcommand %q%s (see 'shoal testbed --help')\n", sub, didYouMean(sub, names))
+		fmt.Fprintf(stderr, "shoal testbed: unknown subcommand %q%s (see 'shoal testbed --help')\n", sub, didYouMean(sub, testbedSubcommands()))
 		return exitUsage
 	}
 	c := &tbCtx{sub: sub, stdout: stdout, stderr: stderr}

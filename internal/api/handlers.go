@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"shoal/internal/job"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,21 +58,6 @@ func (s *Server) leave(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, LeaveResponse{Name: s.cfg.Node.Name(), State: "left"})
-	return nil
-}
-
-func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
-	jobs, err := s.jobService().Jobs(r.Context())
-	if err != nil {
-		return err
-	}
-	if c := CallerOf(r.Context()); c != nil {
-		jobs = slices.DeleteFunc(jobs, func(j job.Job) bool { return !c.Owns(j) })
-	}
-	if jobs == nil {
-		jobs = []job.Job{}
-	}
-	writeJSON(w, http.StatusOK, JobList{Jobs: jobs})
 	return nil
 }
 

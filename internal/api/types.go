@@ -96,6 +96,9 @@ type PeerTraffic struct {
 // JobList is the answer of GET /v1/jobs.
 type JobList struct {
 	Jobs []job.Job `json:"jobs"`
+	// Next is the before= of the next page ([job.Cursor]); "" when this
+	// page holds the last of the jobs asked for.
+	Next string `json:"next,omitempty"`
 }
 
 // LaunchRequest is the body of POST /v1/launch: `shoal rsh NODE CMD...` asking

@@ -78,21 +78,12 @@ func submittedMessage(owner *job.Owner, agentUID int, node string) string {
 	return fmt.Sprintf("submitted; runs as %s on every node; %s coordinates", as, node)
 }
 
-// event records e, an event of the job's run, with what it says of the job: the
-// state a transition moves it to (only its [job.Lifecycle] makes events that
-// carry one, so the lifecycle is the one writer of the job's state), the
-// restarts used, the newest complete epoch. The event is written as it is.
+// event records e, an event of the job's run, with what it says of the job
+// ([job.Job.Apply]: its state, when it first ran, the restarts used, the newest
+// complete epoch). The event is written as it is.
 func (j *clusterJob) event(e job.Event) {
 	j.mu.Lock()
-	if e.State != "" {
-		j.info.State = e.State
-	}
-	if e.State == job.Restarting {
-		j.info.Restarts = e.Restarts
-	}
-	if e.Type == job.EventEpoch {
-		j.info.Epoch = e.Epoch
-	}
+	j.info.Apply(e)
 	j.mu.Unlock()
 	if e.Type == job.EventLaunch {
 		// The store holds a run's placement before its ranks start, so that

@@ -32,10 +32,10 @@ func TestSubmittedMessage(t *testing.T) {
 }
 
 // TestStateWrittenOnlyByLifecycle: the one place in the package that sets a
-// job's state in its record is clusterJob.event, which a job.Lifecycle's
-// events reach (an MPI job's run loop and a farm's each have one): no other
-// code assigns to a State field, so every change of a job's state, MPI job or
-// farm, is a transition of the lifecycle's table.
+// job's state in its record is clusterJob.event, through job.Job.Apply, which
+// a job.Lifecycle's events reach (an MPI job's run loop and a farm's each have
+// one): no other code assigns to a State field, so every change of a job's
+// state, MPI job or farm, is a transition of the lifecycle's table.
 func TestStateWrittenOnlyByLifecycle(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
@@ -57,16 +57,21 @@ func TestStateWrittenOnlyByLifecycle(t *testing.T) {
 					}
 				}
 				ast.Inspect(fd.Body, func(n ast.Node) bool {
+					if call, ok := n.(*ast.CallExpr); ok {
+						if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Apply" && isInfo(sel.X) {
+							if recv == "clusterJob" && fd.Name.Name == "event" {
+								writers++
+							} else {
+								t.Errorf("%s: %s.%s applies an event to a job's record outside clusterJob.event", fset.Position(call.Pos()), recv, fd.Name.Name)
+							}
+						}
+					}
 					as, ok := n.(*ast.AssignStmt)
 					if !ok {
 						return true
 					}
 					for _, lhs := range as.Lhs {
 						if sel, ok := lhs.(*ast.SelectorExpr); ok && sel.Sel.Name == "State" {
-							if recv == "clusterJob" && fd.Name.Name == "event" {
-								writers++
-								continue
-							}
 							t.Errorf("%s: %s.%s sets a State outside clusterJob.event", fset.Position(as.Pos()), recv, fd.Name.Name)
 						}
 					}
@@ -76,6 +81,12 @@ func TestStateWrittenOnlyByLifecycle(t *testing.T) {
 		}
 	}
 	if writers != 1 {
-		t.Errorf("clusterJob.event sets the state %d times, want once: the test no longer finds the one writer", writers)
+		t.Errorf("clusterJob.event applies events to the job's record %d times, want once: the test no longer finds the one writer", writers)
 	}
+}
+
+// isInfo reports whether x is a clusterJob's job record: x.info.
+func isInfo(x ast.Expr) bool {
+	sel, ok := x.(*ast.SelectorExpr)
+	return ok && sel.Sel.Name == "info"
 }

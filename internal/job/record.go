@@ -39,13 +39,16 @@ type TaskFailed struct {
 
 // Job is a job as the coordinator reports it.
 type Job struct {
-	ID          string           `json:"id"`
-	State       State            `json:"state"`
-	Spec        Spec             `json:"spec"`
-	Coordinator string           `json:"coordinator"` // node that runs the job's coordinator
-	Submitted   time.Time        `json:"submitted"`
-	Ended       time.Time        `json:"ended,omitzero"`
-	Placement   map[string][]int `json:"placement,omitempty"` // node → ranks
+	ID          string    `json:"id"`
+	State       State     `json:"state"`
+	Spec        Spec      `json:"spec"`
+	Coordinator string    `json:"coordinator"` // node that runs the job's coordinator
+	Submitted   time.Time `json:"submitted"`
+	// Started is when the job first ran (its state became running); zero
+	// until then. Restarts and moves keep it.
+	Started   time.Time        `json:"started,omitzero"`
+	Ended     time.Time        `json:"ended,omitzero"`
+	Placement map[string][]int `json:"placement,omitempty"` // node → ranks
 	// Ranks is the rank count of the current run: the spec's, or for an
 	// elastic job the count the coordinator chose last; 0 before the first
 	// launch.
@@ -78,6 +81,25 @@ type Job struct {
 	// Handover is set while a job waits for its next coordinator after the
 	// last one, leaving, stopped its run at a checkpoint; nil otherwise.
 	Handover *Handover `json:"handover,omitempty"`
+}
+
+// Apply records in j what event e says of the job: the state a transition
+// moves it to (only a [Lifecycle] makes events that carry one, so the
+// lifecycle is the one writer of the job's state) and when it first ran, the
+// restarts used, the newest complete epoch.
+func (j *Job) Apply(e Event) {
+	if e.State != "" {
+		j.State = e.State
+	}
+	if e.State == Running && j.Started.IsZero() {
+		j.Started = e.Time
+	}
+	if e.State == Restarting {
+		j.Restarts = e.Restarts
+	}
+	if e.Type == EventEpoch {
+		j.Epoch = e.Epoch
+	}
 }
 
 // Handover says where a coordinator that left the cluster (shoal leave of the
