@@ -213,7 +213,8 @@ func TestRetriesGiveUpAndRestart(t *testing.T) {
 
 // Ownership is part of a farm's identity. User A runs a farm with --job-id to
 // its end; user B runs the very same command line and is refused: the id is
-// taken, in the words A gets for a job of theirs under the id. Every way B
+// taken, in the words any held id gets (A, its owner, is told what its other
+// farm changes). Every way B
 // could read, follow or reach the farm, through the CLI or the agent's socket,
 // on every host, answers as for an id no job has. A still owns the farm and
 // reads every result again, its directories on every host are still A's, and
@@ -242,9 +243,11 @@ func TestAnotherUsersFarm(t *testing.T) {
 	if wantErr := "shoal farm: job id \"owned\" is taken; choose another id\n"; code != 1 || stdout != "" || stderrB != wantErr {
 		t.Errorf("B's farm under A's id: exit %d, stdout %q, stderr %q; want 1, nothing and %q", code, stdout, stderrB, wantErr)
 	}
-	// A, another farm under the id: the same words.
-	if _, stderrA, code := shoalAs(t, b, "n1", "shoal-test-a", lines(5), farm...); code != 1 || stderrA != stderrB {
-		t.Errorf("A's other farm under its own id: exit %d, stderr %q; want 1 and B's %q", code, stderrA, stderrB)
+	// A, another farm under the id: refused too, and A, its owner, is told why;
+	// what B is told is the same whoever holds the id.
+	wantA := "shoal farm: job id \"owned\" is your ended farm, and this one changes its tasks: the results it stored are of other tasks; choose another id\n"
+	if _, stderrA, code := shoalAs(t, b, "n1", "shoal-test-a", lines(5), farm...); code != 1 || stderrA != wantA {
+		t.Errorf("A's other farm under its own id: exit %d, stderr %q; want 1 and %q", code, stderrA, wantA)
 	}
 
 	// Everything B may ask of the farm answers as for an id no job has.
