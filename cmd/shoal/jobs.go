@@ -125,6 +125,7 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
 		return exitFailure
 	}
+	warnNoQuorum(ctx, c, stderr)
 	if asJSON {
 		json.NewEncoder(stdout).Encode(map[string]any{"jobs": jobs})
 		return exitOK

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"time"
@@ -135,3 +137,48 @@ func (a *Agent) handOver(ctx context.Context) {
 	}
 	a.log.Info("passed the job store's lead before leaving", "to", a.store.Leader())
 }
+
+// RecoverQuorum makes this node the only voter of the job store, for a cluster
+// that lost a majority of its voters for good (jobstore.Store.Recover says what
+// that costs). It refuses, with api.ErrConflict, while the cluster has a quorum
+// as this node sees it (api.Voters.Lost), so that it cannot be run by mistake on
+// a healthy cluster, and returns once this node leads the new configuration.
+func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) {
+	a.recoverMu.Lock()
+	defer a.recoverMu.Unlock()
+	if a.store == nil {
+		return api.RecoverResponse{}, fmt.Errorf("%w: this agent keeps no job store", api.ErrNotAvailable)
+	}
+	nodes, err := a.Nodes(ctx)
+	if err != nil {
+		return api.RecoverResponse{}, err
+	}
+	v := api.QuorumOf(nodes)
+	switch {
+	case len(v.Nodes) == 0:
+		return api.RecoverResponse{}, fmt.Errorf("%w: node %s knows no voter of the job store: nothing to recover", api.ErrConflict, a.cfg.Name)
+	case !v.Lost():
+		lead := "no leader yet: an election is under way"
+		if v.Leader != "" {
+			lead = v.Leader + " leads"
+		}
+		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum (%s; %s): nothing to recover", api.ErrConflict, v, lead)
+	}
+	a.log.Warn("recovering the job store: this node becomes its only voter", "lost", v.Down())
+	if err := a.store.Recover(); errors.Is(err, jobstore.ErrHasLeader) {
+		return api.RecoverResponse{}, fmt.Errorf("%w: %v", api.ErrConflict, err)
+	} else if err != nil {
+		return api.RecoverResponse{}, fmt.Errorf("%w: %v", api.ErrInternal, err)
+	}
+	if a.store.AwaitLeader(ctx, 30*time.Second) != a.cfg.Name {
+		return api.RecoverResponse{}, fmt.Errorf("%w: the job store was recovered but %s does not lead it yet (see the agent's log)", api.ErrInternal, a.cfg.Name)
+	}
+	a.log.Info("job store recovered: this node leads it alone; live nodes join it as followers", "lost", v.Down())
+	return api.RecoverResponse{Name: a.cfg.Name, Lost: v.Down()}, nil
+}
+
+func (n *localNode) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) {
+	return (*Agent)(n).RecoverQuorum(ctx)
+}
+
+var _ api.QuorumRecoverer = (*localNode)(nil)

@@ -205,13 +205,13 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 	slow := 10 * time.Second
 	for _, s := range stores[1:] {
 		s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
-		if err := s.raft.ReloadConfig(s.timing(slow, slow)); err != nil {
+		if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// As when its process dies: the listener goes, then its connections.
-	stores[0].trans.Close()
-	stores[0].trans.CloseStreams()
+	stores[0].trans.Load().Close()
+	stores[0].trans.Load().CloseStreams()
 	stores[0].Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for !stores[1].IsLeader() && !stores[2].IsLeader() {
@@ -223,7 +223,7 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 	// The timing returns to the configured one.
 	waitFor(t, "timing restored", func() bool {
 		for _, s := range stores[1:] {
-			if s.raft.ReloadableConfig().HeartbeatTimeout != slow {
+			if s.raft().ReloadableConfig().HeartbeatTimeout != slow {
 				return false
 			}
 		}
@@ -240,5 +240,40 @@ func TestRefuses(t *testing.T) {
 	s.Close()
 	if !refuses(addr) {
 		t.Errorf("the closed replica's address %s not taken for a refusing one", addr)
+	}
+}
+
+// A cluster that lost two of its three voters recovers on the survivor: it
+// leads alone, keeps every job, and takes new ones; a node that knows a
+// leader refuses to recover.
+func TestRecover(t *testing.T) {
+	stores := cluster(t, 3)
+	if err := stores[0].Submit(job.Job{ID: "heat-1", State: job.Running}, nil); err != nil {
+		t.Fatal(err)
+	}
+	survivor := stores[2]
+	waitFor(t, "n3 has the job", func() bool { _, _, err := survivor.Job("heat-1"); return err == nil })
+	if err := survivor.Recover(); !errors.Is(err, ErrHasLeader) {
+		t.Errorf("Recover with a leader: got %v, want ErrHasLeader", err)
+	}
+	stores[0].Close()
+	stores[1].Close()
+	waitFor(t, "n3 knows no leader", func() bool { return survivor.Leader() == "" })
+	if err := survivor.Recover(); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	waitFor(t, "n3 leads", survivor.IsLeader)
+	servers, err := survivor.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Server{{Name: "n3", Addr: survivor.Addr(), Voter: true}}; fmt.Sprint(servers) != fmt.Sprint(want) {
+		t.Errorf("servers after Recover = %v, want %v", servers, want)
+	}
+	if _, _, err := survivor.Job("heat-1"); err != nil {
+		t.Errorf("the job before the loss: %v", err)
+	}
+	if err := survivor.Submit(job.Job{ID: "heat-2", State: job.Running}, nil); err != nil {
+		t.Errorf("submit after Recover: %v", err)
 	}
 }
