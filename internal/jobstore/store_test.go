@@ -243,37 +243,53 @@ func TestRefuses(t *testing.T) {
 	}
 }
 
-// A cluster that lost two of its three voters recovers on the survivor: it
-// leads alone, keeps every job, and takes new ones; a node that knows a
-// leader refuses to recover.
+// A cluster that lost a majority of its voters recovers on a survivor, voter
+// or follower: it leads alone, keeps every job, and takes new ones; a node
+// that knows a leader refuses to recover.
 func TestRecover(t *testing.T) {
-	stores := cluster(t, 3)
-	if err := stores[0].Submit(job.Job{ID: "heat-1", State: job.Running}, nil); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name     string
+		nodes    int
+		survivor int // index of the store that survives; the others are lost
+	}{
+		{"one voter of three left", 3, 2},
+		{"the follower of two left", 2, 1},
 	}
-	survivor := stores[2]
-	waitFor(t, "n3 has the job", func() bool { _, _, err := survivor.Job("heat-1"); return err == nil })
-	if err := survivor.Recover(); !errors.Is(err, ErrHasLeader) {
-		t.Errorf("Recover with a leader: got %v, want ErrHasLeader", err)
-	}
-	stores[0].Close()
-	stores[1].Close()
-	waitFor(t, "n3 knows no leader", func() bool { return survivor.Leader() == "" })
-	if err := survivor.Recover(); err != nil {
-		t.Fatalf("Recover: %v", err)
-	}
-	waitFor(t, "n3 leads", survivor.IsLeader)
-	servers, err := survivor.Servers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []Server{{Name: "n3", Addr: survivor.Addr(), Voter: true}}; fmt.Sprint(servers) != fmt.Sprint(want) {
-		t.Errorf("servers after Recover = %v, want %v", servers, want)
-	}
-	if _, _, err := survivor.Job("heat-1"); err != nil {
-		t.Errorf("the job before the loss: %v", err)
-	}
-	if err := survivor.Submit(job.Job{ID: "heat-2", State: job.Running}, nil); err != nil {
-		t.Errorf("submit after Recover: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stores := cluster(t, tt.nodes)
+			if err := stores[0].Submit(job.Job{ID: "heat-1", State: job.Running}, nil); err != nil {
+				t.Fatal(err)
+			}
+			survivor := stores[tt.survivor]
+			name := survivor.cfg.Node
+			waitFor(t, name+" has the job", func() bool { _, _, err := survivor.Job("heat-1"); return err == nil })
+			if err := survivor.Recover(); !errors.Is(err, ErrHasLeader) {
+				t.Errorf("Recover with a leader: got %v, want ErrHasLeader", err)
+			}
+			for i, s := range stores {
+				if i != tt.survivor {
+					s.Close()
+				}
+			}
+			waitFor(t, name+" knows no leader", func() bool { return survivor.Leader() == "" })
+			if err := survivor.Recover(); err != nil {
+				t.Fatalf("Recover: %v", err)
+			}
+			waitFor(t, name+" leads", survivor.IsLeader)
+			servers, err := survivor.Servers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []Server{{Name: name, Addr: survivor.Addr(), Voter: true}}; fmt.Sprint(servers) != fmt.Sprint(want) {
+				t.Errorf("servers after Recover = %v, want %v", servers, want)
+			}
+			if _, _, err := survivor.Job("heat-1"); err != nil {
+				t.Errorf("the job before the loss: %v", err)
+			}
+			if err := survivor.Submit(job.Job{ID: "heat-2", State: job.Running}, nil); err != nil {
+				t.Errorf("submit after Recover: %v", err)
+			}
+		})
 	}
 }
