@@ -120,9 +120,10 @@ What it costs (docs/recovery.md):
   - run on two sides of a partition, it makes two clusters that each run the
     same jobs: run it on one node, and only when the lost voters are gone for
     good, not merely cut off;
-  - a lost voter must not come back with its old copy: remove DATA-DIR/raft on
-    it before its agent starts again (with --join), or it may elect a leader
-    of the old configuration with another one.
+  - a lost voter that comes back still holds the old configuration, in which
+    it could elect a leader with another lost voter: start its agent with
+    --join a live node, and it sets its old copy aside (DATA-DIR/raft.stale-*)
+    and joins as a new node; otherwise remove DATA-DIR/raft on it first.
 
 Exit codes:
   0    this node leads the new configuration
@@ -187,7 +188,7 @@ func recoverQuorumCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal recover-quorum: %s\n", errorLine(err))
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "node %s leads the job store alone; the other live nodes join it. Before %s come back, remove DATA-DIR/raft on each (docs/recovery.md)\n",
+	fmt.Fprintf(stdout, "node %s leads the job store alone; the other live nodes join it. Start %s again only with --join a live node (docs/recovery.md)\n",
 		resp.Name, downNames(resp.Lost))
 	return exitOK
 }
@@ -216,7 +217,8 @@ of the jobs; the other live nodes join it. What it costs:
   - what %s had committed and %s had not received yet is lost;
   - on two sides of a partition it makes two clusters: run it on one node,
     and only if %s are gone for good;
-  - before %s come back, remove DATA-DIR/raft on each.
+  - start %s again only with --join a live node (they then set their old
+    copies aside), or after removing DATA-DIR/raft on each.
 Run it again with --yes to do it.
 `, "the cluster has no quorum: "+v.String(), self, lost, self, lost, lost)
 }

@@ -284,6 +284,11 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if err = a.members.Join(cfg.Join); err != nil {
 		return nil, err
 	}
+	if len(cfg.Join) > 0 {
+		fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		a.forgetStaleStore(fctx)
+		fcancel()
+	}
 	if cfg.Ready != nil {
 		if err = cfg.Ready(a); err != nil {
 			return nil, err

@@ -170,19 +170,9 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, err
 	}
 	s.trans.Store(trans)
-	if s.db, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
-		return nil, fmt.Errorf("jobstore: open log: %w", err)
-	}
-	logs, err := raft.NewLogCache(256, s.db)
-	if err != nil {
+	if err := s.openState(logger); err != nil {
 		return nil, err
 	}
-	s.logs = logs
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
-	if err != nil {
-		return nil, fmt.Errorf("jobstore: snapshots: %w", err)
-	}
-	s.snaps = snaps
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Node)
 	rc.Logger = logger
@@ -194,11 +184,11 @@ func Open(cfg Config) (_ *Store, err error) {
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 2048
 	s.rc = rc
-	has, err := raft.HasExistingState(logs, s.db, snaps)
+	has, err := raft.HasExistingState(s.logs, s.db, s.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, logs, s.db, snaps, trans)
+	r, err := raft.NewRaft(rc, s.fsm, s.logs, s.db, s.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
@@ -213,6 +203,20 @@ func Open(cfg Config) (_ *Store, err error) {
 	}
 	go s.watchLeader()
 	return s, nil
+}
+
+// openState opens the log, the stable store and the snapshots in the Dir.
+func (s *Store) openState(logger hclog.Logger) (err error) {
+	if s.db, err = raftboltdb.NewBoltStore(filepath.Join(s.cfg.Dir, "raft.db")); err != nil {
+		return fmt.Errorf("jobstore: open log: %w", err)
+	}
+	if s.logs, err = raft.NewLogCache(256, s.db); err != nil {
+		return err
+	}
+	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(s.cfg.Dir, 2, logger); err != nil {
+		return fmt.Errorf("jobstore: snapshots: %w", err)
+	}
+	return nil
 }
 
 // listen starts the Raft transport on bind, and notes the address it listens

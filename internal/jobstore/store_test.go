@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -291,5 +293,49 @@ func TestRecover(t *testing.T) {
 				t.Errorf("submit after Recover: %v", err)
 			}
 		})
+	}
+}
+
+// A lost voter that comes back after the recovery, with the copy of the old
+// configuration, forgets it and joins the recovered cluster as a new node:
+// it takes the leader's copy and the leader keeps the lead.
+func TestForgetRejoins(t *testing.T) {
+	stores := cluster(t, 3)
+	survivor, lost := stores[2], stores[0]
+	lostCfg := lost.cfg
+	waitFor(t, "n3 follows", func() bool { return survivor.Leader() != "" })
+	stores[0].Close()
+	stores[1].Close()
+	waitFor(t, "n3 knows no leader", func() bool { return survivor.Leader() == "" })
+	if err := survivor.Recover(); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	waitFor(t, "n3 leads", survivor.IsLeader)
+	if err := survivor.Submit(job.Job{ID: "after", State: job.Running}, nil); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Open(lostCfg)
+	if err != nil {
+		t.Fatalf("reopen n1: %v", err)
+	}
+	t.Cleanup(func() { back.Close() })
+	kept, err := back.Forget()
+	if err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(kept, "raft.db")); err != nil {
+		t.Errorf("the old copy is not kept aside: %v", err)
+	}
+	if servers, _ := back.Servers(); len(servers) != 0 {
+		t.Errorf("servers after Forget = %v, want none", servers)
+	}
+	members := []Member{{Name: "n3", Raft: survivor.Addr(), Alive: true, Since: time.Unix(1, 0)}, {Name: "n1", Raft: back.Addr(), Alive: true, Since: time.Unix(2, 0)}}
+	waitFor(t, "n1 holds the recovered cluster's jobs", func() bool {
+		survivor.Reconcile(members)
+		_, _, err := back.Job("after")
+		return err == nil
+	})
+	if !survivor.IsLeader() {
+		t.Errorf("n3 lost the lead to the node that came back")
 	}
 }
