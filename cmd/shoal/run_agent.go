@@ -208,8 +208,8 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		}
 	}
 	job, err := c.Submit(ctx, spec)
-	if msg := ""; err != nil && errors.Is(err, api.ErrNotAvailable) {
-		if msg = noQuorum(ctx, c); msg != "" {
+	if errors.Is(err, api.ErrNotAvailable) {
+		if msg := noQuorum(ctx, c); msg != "" {
 			err = errors.New(msg) // lost while the submission waited for a leader
 		}
 	}
