@@ -227,9 +227,13 @@ func followFailed(cmd, id string, c *api.Client, err error, stderr io.Writer) in
 }
 
 // awaitJob follows job id to its end through c, printing its events as p says,
-// and returns the exit code `shoal run` gives for how it ended.
+// and returns the exit code `shoal run` gives for how it ended. A line on
+// stderr says when the cluster loses its quorum meanwhile, and when it has one
+// again (watchQuorum).
 func awaitJob(cmd string, c *api.Client, id string, p jobPrinter, stderr io.Writer) int {
+	stop := watchQuorum(c, cmd, id, stderr)
 	d, err := newJobStream(c, id, true, stderr).each(p.print)
+	stop()
 	if err != nil {
 		return followFailed(cmd, id, c, err, stderr)
 	}

@@ -150,6 +150,7 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
 		return exitFailure
 	}
+	warnNoQuorum(ctx, c, stderr)
 	if asJSON {
 		json.NewEncoder(stdout).Encode(list)
 		return exitOK

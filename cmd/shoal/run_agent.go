@@ -170,6 +170,10 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), interrupts...)
 	defer cancel()
+	if msg := noQuorum(ctx, c); msg != "" { // refused at once, before any upload
+		fmt.Fprintf(stderr, "shoal run: %s\n", msg)
+		return exitFailure
+	}
 	argv, staged := jobArgv(program, args)
 	name, args := argv[0], argv[1:]
 	if interpreter(program) {
@@ -205,6 +209,11 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		}
 	}
 	job, err := c.Submit(ctx, spec)
+	if errors.Is(err, api.ErrNotAvailable) {
+		if msg := noQuorum(ctx, c); msg != "" {
+			err = errors.New(msg) // lost while the submission waited for a leader
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal run: %s\n", errorLine(err))
 		return exitFailure

@@ -151,6 +151,7 @@ type Agent struct {
 	// beforeHandOver runs on a graceful leave before the lead of the job
 	// store is passed on (see SetBeforeHandOver).
 	beforeHandOver atomic.Pointer[func(context.Context) error]
+	recoverMu      sync.Mutex // one RecoverQuorum at a time
 
 	leaveOnce sync.Once
 	leaveErr  error
@@ -282,6 +283,11 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	if err = a.members.Join(cfg.Join); err != nil {
 		return nil, err
+	}
+	if len(cfg.Join) > 0 {
+		fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		a.forgetStaleStore(fctx)
+		fcancel()
 	}
 	if cfg.Ready != nil {
 		if err = cfg.Ready(a); err != nil {
@@ -859,7 +865,9 @@ func (a *Agent) stop() {
 			a.launch.Close() // the connections of what it launched are gone
 		}
 		if a.store != nil {
+			a.recoverMu.Lock() // a recovery under way restarts Raft first
 			a.store.Close()
+			a.recoverMu.Unlock()
 		}
 		if a.members != nil {
 			a.members.Shutdown()

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"shoal/internal/api"
@@ -134,4 +137,107 @@ func (a *Agent) handOver(ctx context.Context) {
 		return
 	}
 	a.log.Info("passed the job store's lead before leaving", "to", a.store.Leader())
+}
+
+// RecoverQuorum makes this node the only voter of the job store, for a cluster
+// that lost a majority of its voters for good (jobstore.Store.Recover says what
+// that costs). It refuses, with api.ErrConflict, while the cluster has a quorum
+// as this node sees it (api.Voters.Lost), so that it cannot be run by mistake on
+// a healthy cluster, and returns once this node leads the new configuration.
+func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) {
+	a.recoverMu.Lock()
+	defer a.recoverMu.Unlock()
+	if a.store == nil {
+		return api.RecoverResponse{}, fmt.Errorf("%w: this agent keeps no job store", api.ErrNotAvailable)
+	}
+	nodes, err := a.Nodes(ctx)
+	if err != nil {
+		return api.RecoverResponse{}, err
+	}
+	v := api.QuorumOf(nodes)
+	switch {
+	case len(v.Nodes) == 0:
+		return api.RecoverResponse{}, fmt.Errorf("%w: node %s knows no voter of the job store: nothing to recover", api.ErrConflict, a.cfg.Name)
+	case !v.Lost():
+		lead := "no leader yet: an election is under way"
+		if v.Leader != "" {
+			lead = v.Leader + " leads"
+		}
+		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum (%s; %s): nothing to recover", api.ErrConflict, v, lead)
+	}
+	// This node's copy may be behind: a recovery done elsewhere reaches the
+	// other live nodes only as the new leader adds them.
+	if lead, asked, _ := a.peerLeader(ctx); lead != "" {
+		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum: %s leads, as %s knows (this node's copy of the job store is behind): nothing to recover", api.ErrConflict, lead, asked)
+	}
+	a.log.Warn("recovering the job store: this node becomes its only voter", "lost", v.Down())
+	if err := a.store.Recover(); errors.Is(err, jobstore.ErrHasLeader) {
+		return api.RecoverResponse{}, fmt.Errorf("%w: %v", api.ErrConflict, err)
+	} else if err != nil {
+		return api.RecoverResponse{}, fmt.Errorf("%w: %v", api.ErrInternal, err)
+	}
+	if a.store.AwaitLeader(ctx, 30*time.Second) != a.cfg.Name {
+		return api.RecoverResponse{}, fmt.Errorf("%w: the job store was recovered but %s does not lead it yet (see the agent's log)", api.ErrInternal, a.cfg.Name)
+	}
+	a.log.Info("job store recovered: this node leads it alone; live nodes join it as followers", "lost", v.Down())
+	return api.RecoverResponse{Name: a.cfg.Name, Lost: v.Down()}, nil
+}
+
+func (n *localNode) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) {
+	return (*Agent)(n).RecoverQuorum(ctx)
+}
+
+var _ api.QuorumRecoverer = (*localNode)(nil)
+
+// forgetStaleStore, on a node that joins with a copy of the job store that
+// makes it a voter, asks the live nodes who leads. When one names another
+// node as leader and gives this node no part in its job store, the copy
+// belongs to a configuration the cluster has left: its voters were recovered
+// without this node (RecoverQuorum), or the leader removed it while it was
+// gone. The copy is then set aside (jobstore.Store.Forget) and the node joins
+// as a new one: with another voter that comes back so, it could otherwise
+// make a majority of the old configuration and elect a leader of its own.
+func (a *Agent) forgetStaleStore(ctx context.Context) {
+	servers, err := a.store.Servers()
+	if err != nil || !slices.ContainsFunc(servers, func(s jobstore.Server) bool { return s.Name == a.cfg.Name && s.Voter }) {
+		return
+	}
+	lead, asked, nodes := a.peerLeader(ctx)
+	if lead == "" || slices.ContainsFunc(nodes, func(n api.Node) bool { return n.Name == a.cfg.Name && n.Role != "" }) {
+		return // no leader known, or this node is part of its configuration: the copy is current
+	}
+	a.recoverMu.Lock()
+	kept, err := a.store.Forget()
+	a.recoverMu.Unlock()
+	if err != nil {
+		a.log.Error("setting aside a job store the cluster has left", "err", err)
+		return
+	}
+	a.log.Warn("this node's job store belongs to a configuration the cluster has left (recovered without this node): set aside; joining as a new node", "kept", kept, "leader", lead, "asked", asked)
+}
+
+// peerLeader asks the other live nodes, one after the other, who leads the
+// job store, and returns the first leader named that is another node and
+// alive or suspect in the answering node's list, the node that named it, and
+// that node's list; "" when none names one.
+func (a *Agent) peerLeader(ctx context.Context) (lead, asked string, nodes []api.Node) {
+	for _, m := range a.members.Nodes() {
+		if m.Name == a.cfg.Name || !m.State.Member() || m.Meta.API == "" {
+			continue
+		}
+		nodes, err := a.peers.Get(m.Meta.API).Nodes(ctx)
+		if err != nil {
+			continue
+		}
+		v := api.QuorumOf(nodes)
+		if v.Leader == "" || v.Leader == a.cfg.Name {
+			continue
+		}
+		for _, n := range v.Nodes {
+			if n.Name == v.Leader && (n.State == "alive" || n.State == "suspect") {
+				return v.Leader, m.Name, nodes
+			}
+		}
+	}
+	return "", "", nil
 }

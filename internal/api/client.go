@@ -339,6 +339,14 @@ func (c *Client) Leave(ctx context.Context, timeout time.Duration) (LeaveRespons
 	return out, err
 }
 
+// RecoverQuorum calls POST /v1/recover-quorum: the agent makes its node the
+// only voter of the job store, when the cluster has no quorum.
+func (c *Client) RecoverQuorum(ctx context.Context) (RecoverResponse, error) {
+	var out RecoverResponse
+	err := c.call(ctx, "POST", "/v1/recover-quorum", nil, &out)
+	return out, err
+}
+
 // Submit calls POST /v1/jobs.
 func (c *Client) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 	var j job.Job

@@ -61,6 +61,19 @@ func (s *Server) leave(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) recoverQuorum(w http.ResponseWriter, r *http.Request) error {
+	rq, ok := s.cfg.Node.(QuorumRecoverer)
+	if !ok {
+		return fmt.Errorf("%w: this agent keeps no job store to recover", ErrNotAvailable)
+	}
+	resp, err := rq.RecoverQuorum(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	var spec job.Spec
 	if err := decodeJSON(r, &spec, false); err != nil {

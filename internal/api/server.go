@@ -134,6 +134,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("GET /v1/health", route{public: true, h: s.health})
 	s.handle("GET /v1/nodes", route{user: true, h: s.nodes})
 	s.handle("POST /v1/leave", route{h: s.leave})
+	s.handle("POST /v1/recover-quorum", route{h: s.recoverQuorum})
 	s.handle("GET /v1/jobs", route{user: true, h: s.listJobs})
 	s.handle("POST /v1/jobs", route{user: true, h: s.submitJob})
 	s.handle("GET /v1/jobs/{id}", route{user: true, h: s.getJob})

@@ -22,6 +22,15 @@ type LocalNode interface {
 	Leave(ctx context.Context) error
 }
 
+// QuorumRecoverer is a [LocalNode] that can force a new job store
+// configuration (POST /v1/recover-quorum); a node that is not one answers 503.
+type QuorumRecoverer interface {
+	// RecoverQuorum makes this node the only voter of the job store when the
+	// cluster has no quorum, and returns once it leads; a cluster with a
+	// quorum is refused with [ErrConflict].
+	RecoverQuorum(ctx context.Context) (RecoverResponse, error)
+}
+
 // JobService is the job coordinator as the server sees it. The server calls its
 // methods from one goroutine per request, so implementations must be safe for
 // concurrent use. ctx is the request's context: it is cancelled when the client

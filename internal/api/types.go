@@ -70,6 +70,15 @@ type LeaveResponse struct {
 	State string `json:"state"` // "left"
 }
 
+// RecoverResponse is the answer of POST /v1/recover-quorum, sent once the
+// node leads the job store's new configuration.
+type RecoverResponse struct {
+	Name string `json:"name"` // the node that recovered: the only voter, and the leader
+	// Lost names the voters of the old configuration that were not alive,
+	// with their state: "n1 dead, n3 dead".
+	Lost string `json:"lost"`
+}
+
 // RebalanceRequest is the optional body of POST /v1/jobs/{id}/rebalance.
 type RebalanceRequest struct {
 	// Force relaunches even when the estimate says the rebalance would not pay.

@@ -30,8 +30,50 @@ const electionWait = 8 * time.Second
 // leads reports whether this node leads the job store, and so coordinates jobs;
 // during an election it waits for its outcome.
 func (s *Service) leads(ctx context.Context) bool {
-	return s.cfg.Store.AwaitLeader(ctx, electionWait) == s.cfg.Node && s.cfg.Store.IsLeader()
+	name, _ := s.awaitLeader(ctx)
+	return name == s.cfg.Node && s.cfg.Store.IsLeader()
 }
+
+// awaitLeader returns the leading node's name, waiting up to electionWait for
+// an election to end; "" when none ended. It gives up at once when the cluster
+// has no quorum (api.Voters.Lost), which no wait mends, and says so in noQuorum.
+func (s *Service) awaitLeader(ctx context.Context) (name, noQuorum string) {
+	deadline := time.Now().Add(electionWait)
+	for {
+		if name := s.cfg.Store.Leader(); name != "" {
+			return name, ""
+		}
+		if msg := s.noQuorum(ctx); msg != "" {
+			return "", msg
+		}
+		if name := s.cfg.Store.AwaitLeader(ctx, min(quorumCheck, time.Until(deadline))); name != "" || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return name, ""
+		}
+	}
+}
+
+// quorumCheck is how often a request waiting for a leader looks whether the
+// cluster lost its quorum.
+const quorumCheck = 250 * time.Millisecond
+
+// noQuorum says that the cluster has no quorum (api.Voters.NoQuorum), or "".
+func (s *Service) noQuorum(ctx context.Context) string {
+	if s.cfg.Nodes == nil {
+		return ""
+	}
+	nodes, err := s.cfg.Nodes(ctx)
+	if err != nil {
+		return ""
+	}
+	return api.QuorumOf(nodes).NoQuorum()
+}
+
+// noQuorumError is a request refused because the cluster has no quorum: it
+// is api.ErrNotAvailable to the client, and passing it on again will not help.
+type noQuorumError struct{ msg string }
+
+func (e *noQuorumError) Error() string { return api.ErrNotAvailable.Error() + ": " + e.msg }
+func (e *noQuorumError) Unwrap() error { return api.ErrNotAvailable }
 
 // lead follows this node's leadership of the job store: a new leader takes over
 // every job that has not ended; a node that stops leading stops running them.
@@ -207,7 +249,10 @@ func (s *Service) fetchFiles(ctx context.Context, info job.Job) error {
 
 // leader returns a client of the leading node's agent, or why there is none.
 func (s *Service) leader(ctx context.Context) (*api.Client, error) {
-	name := s.cfg.Store.AwaitLeader(ctx, electionWait)
+	name, noQuorum := s.awaitLeader(ctx)
+	if noQuorum != "" {
+		return nil, &noQuorumError{noQuorum}
+	}
 	if name != "" && name != s.cfg.Node {
 		nodes, err := s.cfg.Nodes(ctx)
 		if err != nil {
@@ -281,8 +326,9 @@ func (s *Service) forwardOnce(ctx context.Context, spec job.Spec, again bool) (_
 	c, err := s.leader(ctx)
 	if err != nil {
 		// An election under way, or a leader this node cannot reach yet: asking
-		// again may find the new one. Without a quorum the last answer says so.
-		return job.Job{}, true, err
+		// again may find the new one. Without a quorum no wait helps.
+		var nq *noQuorumError
+		return job.Job{}, !errors.As(err, &nq), err
 	}
 	for _, f := range spec.Files {
 		if has, err := c.HasFile(ctx, f.SHA256); err != nil || has {

@@ -218,6 +218,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// reset empties the state, for a replica that starts again from nothing.
+func (f *fsm) reset() {
+	f.mu.Lock()
+	f.jobs = map[string]*Record{}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
 // snapshot is the encoded state at one index.
 type snapshot []byte
 

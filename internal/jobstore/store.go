@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
@@ -31,6 +33,9 @@ var (
 	ErrNotFound   = errors.New("jobstore: no such job")
 	ErrBadCommand = errors.New("jobstore: bad command")
 	ErrConfig     = errors.New("jobstore: bad configuration")
+	// ErrHasLeader refuses [Store.Recover] on a node that knows a leader: the
+	// cluster has a quorum, and nothing is to be recovered.
+	ErrHasLeader = errors.New("jobstore: a leader is known: the cluster has a quorum")
 )
 
 // Timing is how fast the store notices a lost leader. raft's own defaults (1 s)
@@ -123,10 +128,16 @@ func (c Config) Validate() error {
 // answered from the local replica on any node; writes go through the leader.
 // Its methods are safe for concurrent use.
 type Store struct {
-	cfg    Config
-	raft   *raft.Raft
+	cfg Config
+	// rp is the running Raft; [Store.Recover] replaces it, so it is read
+	// through [Store.raft].
+	rp     atomic.Pointer[raft.Raft]
 	fsm    *fsm
-	trans  *raft.NetworkTransport
+	trans  atomic.Pointer[raft.NetworkTransport]
+	bound  string // the address the transport listens at
+	rc     *raft.Config
+	logs   raft.LogStore
+	snaps  raft.SnapshotStore
 	db     *raftboltdb.BoltStore
 	notify chan bool
 	hangUp chan struct{} // a connection from another replica ended
@@ -156,28 +167,13 @@ func Open(cfg Config) (_ *Store, err error) {
 		}
 	}()
 	logger := liblog.New(cfg.Log, "", liblog.NewLimiter(liblog.DefaultEvery, nil))
-	ln, err := net.Listen("tcp", cfg.Bind)
-	if err != nil {
-		return nil, fmt.Errorf("jobstore: listen: %w", err)
-	}
-	adv, err := advertise(ln.Addr(), cfg.Advertise)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &tcpStream{ln: ln, adv: adv, server: cfg.ServerTLS, client: cfg.ClientTLS, hungUp: s.hungUp}, MaxPool: 3, Timeout: 5 * time.Second, Logger: logger,
-	})
-	if s.db, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
-		return nil, fmt.Errorf("jobstore: open log: %w", err)
-	}
-	logs, err := raft.NewLogCache(256, s.db)
+	trans, err := s.listen(cfg.Bind, logger)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
-	if err != nil {
-		return nil, fmt.Errorf("jobstore: snapshots: %w", err)
+	s.trans.Store(trans)
+	if err := s.openState(logger); err != nil {
+		return nil, err
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Node)
@@ -189,16 +185,19 @@ func Open(cfg Config) (_ *Store, err error) {
 	rc.NotifyCh = s.notify
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 2048
-	has, err := raft.HasExistingState(logs, s.db, snaps)
+	s.rc = rc
+	has, err := raft.HasExistingState(s.logs, s.db, s.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
-	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.db, snaps, s.trans); err != nil {
+	r, err := raft.NewRaft(rc, s.fsm, s.logs, s.db, s.snaps, trans)
+	if err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
+	s.rp.Store(r)
 	if cfg.Bootstrap && !has {
-		f := s.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
-			{Suffrage: raft.Voter, ID: raft.ServerID(cfg.Node), Address: s.trans.LocalAddr()},
+		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
+			{Suffrage: raft.Voter, ID: raft.ServerID(cfg.Node), Address: trans.LocalAddr()},
 		}})
 		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return nil, fmt.Errorf("jobstore: bootstrap: %w", err)
@@ -207,6 +206,41 @@ func Open(cfg Config) (_ *Store, err error) {
 	go s.watchLeader()
 	return s, nil
 }
+
+// openState opens the log, the stable store and the snapshots in the Dir.
+func (s *Store) openState(logger hclog.Logger) (err error) {
+	if s.db, err = raftboltdb.NewBoltStore(filepath.Join(s.cfg.Dir, "raft.db")); err != nil {
+		return fmt.Errorf("jobstore: open log: %w", err)
+	}
+	if s.logs, err = raft.NewLogCache(256, s.db); err != nil {
+		return err
+	}
+	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(s.cfg.Dir, 2, logger); err != nil {
+		return fmt.Errorf("jobstore: snapshots: %w", err)
+	}
+	return nil
+}
+
+// listen starts the Raft transport on bind, and notes the address it listens
+// at, which a recovery listens at again.
+func (s *Store) listen(bind string, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: listen: %w", err)
+	}
+	s.bound = ln.Addr().String()
+	adv, err := advertise(ln.Addr(), s.cfg.Advertise)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: &tcpStream{ln: ln, adv: adv, server: s.cfg.ServerTLS, client: s.cfg.ClientTLS, hungUp: s.hungUp}, MaxPool: 3, Timeout: 5 * time.Second, Logger: logger,
+	}), nil
+}
+
+// raft is the running Raft.
+func (s *Store) raft() *raft.Raft { return s.rp.Load() }
 
 // advertise is the address to announce for a listener: adv when given, else the
 // listening address, which must then name a reachable IP.
@@ -229,7 +263,7 @@ func advertise(listen net.Addr, adv string) (net.Addr, error) {
 }
 
 // Addr is the address the other nodes reach this node's Raft transport at.
-func (s *Store) Addr() string { return string(s.trans.LocalAddr()) }
+func (s *Store) Addr() string { return string(s.trans.Load().LocalAddr()) }
 
 // Close stops this replica. It does not leave the Raft configuration: the leader
 // removes a node that membership reports gone.
@@ -244,11 +278,11 @@ func (s *Store) close() error {
 		close(s.done)
 	}
 	var err error
-	if s.raft != nil {
-		err = s.raft.Shutdown().Error()
+	if r := s.raft(); r != nil {
+		err = r.Shutdown().Error()
 	}
-	if s.trans != nil {
-		s.trans.Close()
+	if t := s.trans.Load(); t != nil {
+		t.Close()
 	}
 	if s.db != nil {
 		s.db.Close()
@@ -261,29 +295,29 @@ func (s *Store) close() error {
 func (s *Store) Leadership() <-chan bool { return s.notify }
 
 // IsLeader reports whether this node leads now.
-func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+func (s *Store) IsLeader() bool { return s.raft().State() == raft.Leader }
 
 // Leader returns the leading node's name, or "" when there is none known.
 func (s *Store) Leader() string {
-	_, id := s.raft.LeaderWithID()
+	_, id := s.raft().LeaderWithID()
 	return string(id)
 }
 
 // Barrier waits until every entry committed before it is applied here: a new
 // leader calls it before acting on what the store holds.
 func (s *Store) Barrier(timeout time.Duration) error {
-	return s.wrap(s.raft.Barrier(timeout).Error())
+	return s.wrap(s.raft().Barrier(timeout).Error())
 }
 
 // Transfer hands leadership to another voter, for a leader about to leave.
-func (s *Store) Transfer() error { return s.wrap(s.raft.LeadershipTransfer().Error()) }
+func (s *Store) Transfer() error { return s.wrap(s.raft().LeadershipTransfer().Error()) }
 
 func (s *Store) apply(c Command) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	f := s.raft.Apply(b, 10*time.Second)
+	f := s.raft().Apply(b, 10*time.Second)
 	if err := f.Error(); err != nil {
 		return s.wrap(err)
 	}
@@ -452,8 +486,8 @@ func (s *Store) watchLeader() {
 			return
 		case <-s.hangUp:
 		}
-		addr, id := s.raft.LeaderWithID()
-		if s.raft.State() != raft.Follower || addr == "" || !refuses(string(addr)) {
+		addr, id := s.raft().LeaderWithID()
+		if s.raft().State() != raft.Follower || addr == "" || !refuses(string(addr)) {
 			continue
 		}
 		s.hasten(id)
@@ -474,17 +508,17 @@ func refuses(addr string) bool {
 // restores the timing once it is over.
 func (s *Store) hasten(leader raft.ServerID) {
 	fast := s.cfg.Timing.LeaderLeaseTimeout
-	due := time.Until(s.raft.LastContact().Add(fast + 5*time.Millisecond))
+	due := time.Until(s.raft().LastContact().Add(fast + 5*time.Millisecond))
 	select {
 	case <-s.done:
 		return
 	case <-time.After(due):
 	}
-	if _, id := s.raft.LeaderWithID(); id != leader {
+	if _, id := s.raft().LeaderWithID(); id != leader {
 		return // raft found out first
 	}
 	s.cfg.Log.Info("the leader's agent is gone (its host refuses connections): electing another now", "leader", string(leader))
-	if err := s.raft.ReloadConfig(s.timing(fast, fast)); err != nil {
+	if err := s.raft().ReloadConfig(s.timing(fast, fast)); err != nil {
 		s.cfg.Log.Warn("hastening the election", "err", err)
 		return
 	}
@@ -499,18 +533,18 @@ func (s *Store) hasten(leader raft.ServerID) {
 		case <-restore.C:
 			electing = false
 		case <-tick.C:
-			_, id := s.raft.LeaderWithID()
+			_, id := s.raft().LeaderWithID()
 			electing = id == "" || id == leader
 		}
 	}
-	if err := s.raft.ReloadConfig(s.timing(s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout)); err != nil {
+	if err := s.raft().ReloadConfig(s.timing(s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout)); err != nil {
 		s.cfg.Log.Warn("restoring the election timing", "err", err)
 	}
 }
 
 // timing is raft's reloadable configuration as it is, with the given timeouts.
 func (s *Store) timing(heartbeat, election time.Duration) raft.ReloadableConfig {
-	rc := s.raft.ReloadableConfig()
+	rc := s.raft().ReloadableConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout = heartbeat, election
 	return rc
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -205,13 +207,13 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 	slow := 10 * time.Second
 	for _, s := range stores[1:] {
 		s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
-		if err := s.raft.ReloadConfig(s.timing(slow, slow)); err != nil {
+		if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// As when its process dies: the listener goes, then its connections.
-	stores[0].trans.Close()
-	stores[0].trans.CloseStreams()
+	stores[0].trans.Load().Close()
+	stores[0].trans.Load().CloseStreams()
 	stores[0].Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for !stores[1].IsLeader() && !stores[2].IsLeader() {
@@ -223,7 +225,7 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 	// The timing returns to the configured one.
 	waitFor(t, "timing restored", func() bool {
 		for _, s := range stores[1:] {
-			if s.raft.ReloadableConfig().HeartbeatTimeout != slow {
+			if s.raft().ReloadableConfig().HeartbeatTimeout != slow {
 				return false
 			}
 		}
@@ -240,5 +242,100 @@ func TestRefuses(t *testing.T) {
 	s.Close()
 	if !refuses(addr) {
 		t.Errorf("the closed replica's address %s not taken for a refusing one", addr)
+	}
+}
+
+// A cluster that lost a majority of its voters recovers on a survivor, voter
+// or follower: it leads alone, keeps every job, and takes new ones; a node
+// that knows a leader refuses to recover.
+func TestRecover(t *testing.T) {
+	tests := []struct {
+		name     string
+		nodes    int
+		survivor int // index of the store that survives; the others are lost
+	}{
+		{"one voter of three left", 3, 2},
+		{"the follower of two left", 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stores := cluster(t, tt.nodes)
+			if err := stores[0].Submit(job.Job{ID: "heat-1", State: job.Running}, nil); err != nil {
+				t.Fatal(err)
+			}
+			survivor := stores[tt.survivor]
+			name := survivor.cfg.Node
+			waitFor(t, name+" has the job", func() bool { _, _, err := survivor.Job("heat-1"); return err == nil })
+			if err := survivor.Recover(); !errors.Is(err, ErrHasLeader) {
+				t.Errorf("Recover with a leader: got %v, want ErrHasLeader", err)
+			}
+			for i, s := range stores {
+				if i != tt.survivor {
+					s.Close()
+				}
+			}
+			waitFor(t, name+" knows no leader", func() bool { return survivor.Leader() == "" })
+			if err := survivor.Recover(); err != nil {
+				t.Fatalf("Recover: %v", err)
+			}
+			waitFor(t, name+" leads", survivor.IsLeader)
+			servers, err := survivor.Servers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []Server{{Name: name, Addr: survivor.Addr(), Voter: true}}; fmt.Sprint(servers) != fmt.Sprint(want) {
+				t.Errorf("servers after Recover = %v, want %v", servers, want)
+			}
+			if _, _, err := survivor.Job("heat-1"); err != nil {
+				t.Errorf("the job before the loss: %v", err)
+			}
+			if err := survivor.Submit(job.Job{ID: "heat-2", State: job.Running}, nil); err != nil {
+				t.Errorf("submit after Recover: %v", err)
+			}
+		})
+	}
+}
+
+// A lost voter that comes back after the recovery, with the copy of the old
+// configuration, forgets it and joins the recovered cluster as a new node:
+// it takes the leader's copy and the leader keeps the lead.
+func TestForgetRejoins(t *testing.T) {
+	stores := cluster(t, 3)
+	survivor, lost := stores[2], stores[0]
+	lostCfg := lost.cfg
+	waitFor(t, "n3 follows", func() bool { return survivor.Leader() != "" })
+	stores[0].Close()
+	stores[1].Close()
+	waitFor(t, "n3 knows no leader", func() bool { return survivor.Leader() == "" })
+	if err := survivor.Recover(); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	waitFor(t, "n3 leads", survivor.IsLeader)
+	if err := survivor.Submit(job.Job{ID: "after", State: job.Running}, nil); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Open(lostCfg)
+	if err != nil {
+		t.Fatalf("reopen n1: %v", err)
+	}
+	t.Cleanup(func() { back.Close() })
+	kept, err := back.Forget()
+	if err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(kept, "raft.db")); err != nil {
+		t.Errorf("the old copy is not kept aside: %v", err)
+	}
+	if servers, _ := back.Servers(); len(servers) != 0 {
+		t.Errorf("servers after Forget = %v, want none", servers)
+	}
+	members := []Member{{Name: "n3", Raft: survivor.Addr(), Alive: true, Since: time.Unix(1, 0)}, {Name: "n1", Raft: back.Addr(), Alive: true, Since: time.Unix(2, 0)}}
+	waitFor(t, "n1 holds the recovered cluster's jobs", func() bool {
+		survivor.Reconcile(members)
+		_, _, err := back.Job("after")
+		return err == nil
+	})
+	if !survivor.IsLeader() {
+		t.Errorf("n3 lost the lead to the node that came back")
 	}
 }

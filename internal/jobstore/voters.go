@@ -131,7 +131,7 @@ func PlanVoters(servers []Server, members []Member, leader string) []Change {
 
 // Servers returns the Raft configuration as this node knows it.
 func (s *Store) Servers() ([]Server, error) {
-	f := s.raft.GetConfiguration()
+	f := s.raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, s.wrap(err)
 	}
@@ -159,13 +159,13 @@ func (s *Store) Reconcile(members []Member) ([]Change, error) {
 		var f raft.IndexFuture
 		switch c.Kind {
 		case Remove:
-			f = s.raft.RemoveServer(id, 0, 5*time.Second)
+			f = s.raft().RemoveServer(id, 0, 5*time.Second)
 		case AddNonvoter:
-			f = s.raft.AddNonvoter(id, addr, 0, 5*time.Second)
+			f = s.raft().AddNonvoter(id, addr, 0, 5*time.Second)
 		case Promote:
-			f = s.raft.AddVoter(id, addr, 0, 5*time.Second)
+			f = s.raft().AddVoter(id, addr, 0, 5*time.Second)
 		case Demote:
-			f = s.raft.DemoteVoter(id, 0, 5*time.Second)
+			f = s.raft().DemoteVoter(id, 0, 5*time.Second)
 		}
 		if err := f.Error(); err != nil {
 			return done, fmt.Errorf("%s: %w", c, s.wrap(err))
@@ -208,7 +208,7 @@ func (s *Store) HandOver(others []Member) error {
 	if follower == nil {
 		return fmt.Errorf("%w: no other live node follows the job store", ErrNoLeader)
 	}
-	if err := s.raft.AddVoter(raft.ServerID(follower.Name), raft.ServerAddress(follower.Raft), 0, 5*time.Second).Error(); err != nil {
+	if err := s.raft().AddVoter(raft.ServerID(follower.Name), raft.ServerAddress(follower.Raft), 0, 5*time.Second).Error(); err != nil {
 		return s.wrap(err)
 	}
 	return s.Transfer()

@@ -1,9 +1,10 @@
 // Package failover takes the node that coordinates a job away while the job runs
 // (its host killed, its link cut, its agent killed, or the node leaving with
 // `shoal leave`) and checks that another node coordinates, that every node answers
-// for the job, and that it finishes with the result of an uninterrupted run. The
-// tests share one testbed of four 2-core hosts (instance 250), repaired between
-// tests.
+// for the job, and that it finishes with the result of an uninterrupted run; and
+// it takes two of the three voters away at once, for what a cluster without a
+// quorum says and its recovery (quorum_test.go). The tests share one testbed of
+// four 2-core hosts (instance 250), repaired between tests.
 package failover
 
 import (
