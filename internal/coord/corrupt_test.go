@@ -1,8 +1,11 @@
 package coord
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
+	"shoal/internal/api"
 	"shoal/internal/epochs"
 )
 
@@ -23,5 +26,34 @@ func TestCorruptNote(t *testing.T) {
 	}
 	if got, want := repairNote(5, 0, "n1", "n2"), "node n1: rank 0's shard of epoch 5, corrupt there, repaired from n2's copy"; got != want {
 		t.Errorf("repairNote = %q, want %q", got, want)
+	}
+}
+
+// A staging stopped by copies found corrupt as they were read relaunches the
+// run (the book counts them no more); any other error fails it as before.
+func TestCorruptLoss(t *testing.T) {
+	refused := fmt.Errorf("stage rank 1's shard of epoch 2 from n2 to n1: %w: shard: checksum mismatch", api.ErrCorrupt)
+	for _, tt := range []struct {
+		name   string
+		staged stagedShards
+		want   string // the loss's words; "" for none
+	}{
+		{"staged", stagedShards{}, ""},
+		{"a copy refused as corrupt", stagedShards{err: refused, corrupt: []string{"rank 1's shard of epoch 2 on n2"}},
+			"rank 1's shard of epoch 2 on n2 corrupt when staged"},
+		{"two", stagedShards{err: refused, corrupt: []string{"rank 3's shard of epoch 2 on n3", "rank 1's shard of epoch 2 on n2"}},
+			"rank 1's shard of epoch 2 on n2, rank 3's shard of epoch 2 on n3 corrupt when staged"},
+		{"another error first", stagedShards{err: errors.New("stage: no space left on device"), corrupt: []string{"rank 1's shard of epoch 2 on n2"}}, ""},
+	} {
+		loss := tt.staged.corruptLoss()
+		switch {
+		case tt.want == "" && loss != nil:
+			t.Errorf("%s: corruptLoss = %q, want none", tt.name, loss)
+		case tt.want != "" && (loss == nil || !loss.corrupt || loss.String() != tt.want):
+			t.Errorf("%s: corruptLoss = %v, want a relaunch saying %q", tt.name, loss, tt.want)
+		}
+	}
+	if got := corruptCheck(refused); got != "checksum mismatch" {
+		t.Errorf("corruptCheck = %q, want checksum mismatch", got)
 	}
 }

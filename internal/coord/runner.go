@@ -204,6 +204,10 @@ type nodeLoss struct {
 	left bool
 	// announced is set once its event was emitted (announceLoss).
 	announced bool
+	// corrupt is set when copies of shards the run was staged from failed
+	// verification as they were read (stagedShards.corruptLoss): no node was
+	// lost; the run is placed again from the newest epoch still whole.
+	corrupt bool
 	// failed, when set, is why the run could not go on though no node was
 	// lost (a shard that could not be staged): the job fails as a run that
 	// could not start does.
@@ -217,7 +221,7 @@ func (l *nodeLoss) String() string {
 	switch {
 	case l.failed != nil:
 		return l.failed.Error()
-	case l.planned:
+	case l.planned, l.corrupt:
 		return l.reason
 	case l.fault:
 		return fmt.Sprintf("node %s %s", strings.Join(l.nodes, ", "), l.reason)
@@ -350,6 +354,8 @@ func (j *jobRun) run(ctx context.Context, next relaunch) ending {
 		return ending{Outcome: job.Outcome{Kind: job.StartFailed, Detail: err.Error()}}
 	case loss != nil && loss.failed != nil:
 		return ending{Outcome: job.Outcome{Kind: job.StartFailed, Detail: loss.failed.Error()}}
+	case loss != nil && loss.corrupt:
+		return ending{Outcome: job.Outcome{Kind: job.CopyCorrupt, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil && loss.planned:
 		return ending{Outcome: job.Outcome{Kind: job.Move, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil && loss.fault:
@@ -530,7 +536,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		if loss := j.be.poll(ctx); loss != nil {
 			// The loss is known now: it is said before the launcher is
 			// stopped.
-			if !loss.planned && !loss.fault && loss.failed == nil {
+			if !loss.planned && !loss.fault && !loss.corrupt && loss.failed == nil {
 				j.announceLoss(loss)
 			}
 			// Nothing of this run is wanted any more: the relaunch starts from an

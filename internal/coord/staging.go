@@ -82,6 +82,10 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 		if loss := b.lostWhileStaged(s.down); loss != nil {
 			return nil, &lossError{loss}
 		}
+		if loss := s.corruptLoss(); loss != nil {
+			b.reportCorrupt()
+			return nil, &lossError{loss}
+		}
 		if s.err == nil {
 			b.j.event(job.EventStage, job.Event{Message: describeResizeStaging(epoch, written, len(rebuilds), s)})
 		}
@@ -134,6 +138,34 @@ type stagedShards struct {
 	err    error
 	copied []epochs.Replica
 	wire   int64
+	// corrupt are the copies found corrupt as they were read, in words
+	// ("rank 1's shard of epoch 2 on n2"): the book counts them no more.
+	corrupt []string
+}
+
+// corruptLoss is the end of a run whose shards could not all be staged because
+// copies the book counted turned out corrupt when read (s.corrupt): not a
+// failure of the job, since the book no longer counts them, but a relaunch
+// from the newest epoch that is still whole, as a loss relaunches. nil when
+// some other error stopped the staging.
+func (s stagedShards) corruptLoss() *nodeLoss {
+	if s.err == nil || len(s.corrupt) == 0 || !errors.Is(s.err, api.ErrCorrupt) {
+		return nil
+	}
+	slices.Sort(s.corrupt)
+	return &nodeLoss{corrupt: true, at: time.Now(),
+		reason: fmt.Sprintf("%s corrupt when staged", strings.Join(s.corrupt, ", "))}
+}
+
+// corruptCheck is the check a corrupt copy failed, from the error of a copy
+// refused for it: "checksum mismatch", or "verification".
+func corruptCheck(err error) string {
+	for _, c := range []string{"checksum mismatch", "bad magic", "truncated"} {
+		if strings.Contains(err.Error(), c) {
+			return c
+		}
+	}
+	return "verification"
 }
 
 // downNodes collects the nodes that did not answer a call; safe for
@@ -198,6 +230,19 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 			ref := api.ShardRef{Job: id, Epoch: f.Epoch, Rank: f.Rank}
 			corrupt := b.wasCorrupt(f.Epoch, f.Rank, f.To)
 			got, err := to.Fetch(ctx, ref, from)
+			if errors.Is(err, api.ErrCorrupt) {
+				// The holder's copy failed verification as it was read: damaged
+				// since its node's index was taken. Counted no more, the run
+				// restarts from an epoch whose shards are good (shardsStaged).
+				b.mu.Lock()
+				if c, fresh := b.book.FoundCorrupt(f.Epoch, f.Rank, f.From, corruptCheck(err)); fresh {
+					b.corrupt = append(b.corrupt, c)
+				}
+				b.mu.Unlock()
+				mu.Lock()
+				out.corrupt = append(out.corrupt, fmt.Sprintf("rank %d's shard of epoch %d on %s", f.Rank, f.Epoch, f.From))
+				mu.Unlock()
+			}
 			if err != nil {
 				down.note(err, f.To)
 				if errors.Is(err, api.ErrBadGateway) {
@@ -265,6 +310,10 @@ func (b *clusterBackend) shardsStaged() *nodeLoss {
 	case s := <-b.staged:
 		b.staged = nil
 		if loss := b.lostWhileStaged(s.down); loss != nil {
+			return loss
+		}
+		if loss := s.corruptLoss(); loss != nil {
+			b.reportCorrupt()
 			return loss
 		}
 		if s.err != nil {

@@ -325,6 +325,25 @@ func (b *Book) IndexBad(bad map[string][]api.BadShard) []CorruptCopy {
 	return fresh
 }
 
+// FoundCorrupt records that node's copy of rank's shard of epoch, counted so
+// far, failed verification when it was read (a copy from it refused): it is
+// counted no more, and listed corrupt, as [Book.IndexBad] would once node's
+// index says so. It returns the copy, with the good ones left, and whether it
+// was news: false when node held no counted copy.
+func (b *Book) FoundCorrupt(epoch uint64, rank int, node, why string) (CorruptCopy, bool) {
+	sh := b.shard(epoch, rank)
+	if sh == nil || !slices.Contains(sh.Holders, node) {
+		return CorruptCopy{}, false
+	}
+	sh.Holders = slices.DeleteFunc(sh.Holders, func(n string) bool { return n == node })
+	sh.Corrupt = addName(sh.Corrupt, node)
+	c := CorruptCopy{Epoch: epoch, Rank: rank, Node: node, Error: why}
+	if len(sh.Holders) > 0 {
+		c.Good = slices.Clone(sh.Holders)
+	}
+	return c, true
+}
+
 // WasCorrupt reports whether node's copy of rank's shard of epoch failed
 // verification when node last answered.
 func (b *Book) WasCorrupt(epoch uint64, rank int, node string) bool {

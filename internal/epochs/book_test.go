@@ -832,3 +832,38 @@ func TestEpochBookCorruptCopies(t *testing.T) {
 		t.Errorf("an index older than the repair: IndexBad = %+v, WasCorrupt %v; want nothing", got, b.WasCorrupt(5, 0, "n1"))
 	}
 }
+
+// A copy the book counted that fails verification when read (a copy from it
+// refused) is counted no more: the epoch falls back as when an index says so,
+// and a second finding is not news.
+func TestEpochBookFoundCorrupt(t *testing.T) {
+	writers := []string{"n1", "n2"}
+	b := written(2, 2, writers, 4, 5)
+	for _, e := range []uint64{4, 5} {
+		b.AddCopy(e, 0, "n2")
+		b.AddCopy(e, 1, "n1")
+	}
+	b.MarkComplete(2)
+	steps := []struct {
+		node    string
+		want    CorruptCopy
+		fresh   bool
+		chooses uint64
+	}{
+		{"n1", CorruptCopy{Epoch: 5, Rank: 1, Node: "n1", Error: "checksum mismatch", Good: []string{"n2"}}, true, 5},
+		{"n1", CorruptCopy{}, false, 5},
+		{"n2", CorruptCopy{Epoch: 5, Rank: 1, Node: "n2", Error: "checksum mismatch"}, true, 4},
+	}
+	for i, s := range steps {
+		got, fresh := b.FoundCorrupt(5, 1, s.node, "checksum mismatch")
+		if fresh != s.fresh || !reflect.DeepEqual(got, s.want) {
+			t.Errorf("step %d: FoundCorrupt(5, 1, %s) = %+v, %v; want %+v, %v", i, s.node, got, fresh, s.want, s.fresh)
+		}
+		if e, _, err := b.Choose(writers); err != nil || e != s.chooses {
+			t.Errorf("step %d: Choose = %d, %v; want %d", i, e, err, s.chooses)
+		}
+	}
+	if !b.WasCorrupt(5, 1, "n2") {
+		t.Errorf("n2's copy of rank 1's shard of epoch 5 is not listed corrupt")
+	}
+}

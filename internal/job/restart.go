@@ -40,6 +40,11 @@ const (
 	// --durable), after a run elsewhere ended. Nothing of this job was lost here,
 	// so it does not count against MaxRestarts.
 	Resumed
+	// CopyCorrupt: a copy of a shard the relaunch counted on failed verification
+	// as it was staged; counted no more, the job is relaunched from the newest
+	// epoch still whole. Nothing was lost, and every such relaunch counts one
+	// copy fewer, so it does not count against MaxRestarts.
+	CopyCorrupt
 )
 
 // Outcome is what happened to a job's run, as the restart policy weighs it.
@@ -114,6 +119,8 @@ func (p RestartPolicy) Decide(o Outcome, used int) Decision {
 		return Decision{State: Restarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
 	case Resumed:
 		return Decision{State: Restarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
+	case CopyCorrupt:
+		return Decision{State: Restarting, Reason: o.String() + "; relaunching from the newest epoch still whole (not counted against --max-restarts)"}
 	case RankKilled, NodeLost, LauncherFailed, CoordinatorLost:
 		if used >= p.MaxRestarts {
 			return Decision{State: Failed, Exhausted: true,

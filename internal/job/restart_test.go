@@ -46,6 +46,8 @@ func TestRestartPolicy(t *testing.T) {
 			Decision{State: Restarting, Reason: "coordinator n1 lost the lead; relaunching (not counted against --max-restarts)"}},
 		{"the lead moved does not count, even with none left", Outcome{Kind: LeadMoved, Detail: "coordinator n1 lost the lead and won it back"}, 2, 2,
 			Decision{State: Restarting, Reason: "coordinator n1 lost the lead and won it back; relaunching (not counted against --max-restarts)"}},
+		{"a copy corrupt when staged does not count, even with none left", Outcome{Kind: CopyCorrupt, Detail: "rank 1's shard of epoch 2 on n2 corrupt when staged"}, 2, 2,
+			Decision{State: Restarting, Reason: "rank 1's shard of epoch 2 on n2 corrupt when staged; relaunching from the newest epoch still whole (not counted against --max-restarts)"}},
 		{"a node leaving", Outcome{Kind: Move, Detail: "node n3 leaving"}, 0, 3,
 			Decision{State: Moving, Reason: "node n3 leaving: checkpointing now, then relaunching"}},
 		{"a move does not count, even with none left", Outcome{Kind: Move, Detail: "rebalancing onto n4"}, 3, 3,
