@@ -1,0 +1,46 @@
+package agent
+
+import (
+	"context"
+	"shoal/internal/api"
+	"shoal/internal/job"
+)
+
+// localNode is the agent as the API server sees it.
+type localNode Agent
+
+var _ api.LocalNode = (*localNode)(nil)
+
+func (n *localNode) Name() string { return n.cfg.Name }
+
+func (n *localNode) Leave(ctx context.Context) error { return (*Agent)(n).Leave(ctx) }
+
+func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
+	roles := (*Agent)(n).roles()
+	var out []api.Node
+	for _, m := range n.members.Nodes() {
+		ranks := m.Meta.Ranks // what a node that is gone announced last runs nowhere now
+		if !m.State.Member() {
+			ranks = 0
+		}
+		out = append(out, api.Node{
+			Name:    m.Name,
+			Addr:    m.Addr,
+			API:     m.Meta.API,
+			Cores:   m.Meta.Cores,
+			CPUs:    float64(m.Meta.CPUMilli) / 1000,
+			Speed:   m.Meta.Speed,
+			Arch:    m.Meta.Arch,
+			OS:      m.Meta.OS,
+			Labels:  m.Meta.Labels,
+			State:   m.State.String(),
+			Since:   m.Since,
+			RTT:     job.Duration(m.RTT),
+			Leaving: m.Meta.Leaving,
+			Local:   m.Local,
+			Ranks:   ranks,
+			Role:    roles[m.Name],
+		})
+	}
+	return out, nil
+}
