@@ -53,6 +53,7 @@ test: build
 	$(MAKE) test-c
 	$(MAKE) test-fortran
 	$(MAKE) test-python
+	$(MAKE) test-arm64
 	SHOAL_REQUIRE_BUILD=1 $(GO) test $(RACE) ./... -count=1 -p 1 -timeout 40m
 
 # The Python package (python/): the checkpoint API over libshoal and the shard reader,
@@ -128,26 +129,39 @@ uninstall:
 demo: build
 	scripts/demo.sh
 
-# arm64 hosts in the testbed (shoal testbed up --arch ...,arm64; docs/testbed.md), not
-# part of build or demo. arm64-root builds a Debian bookworm arm64 root file system with
-# its own Open MPI, MPICH and compilers (mmdebstrap, under qemu-aarch64 through
-# binfmt_misc, which it mounts and registers as needed) into ARM64_ROOT, once: a stamp of
-# its inputs beside it makes the next run a no-op. arm64-agent builds the static
-# linux/arm64 agent that those hosts run, bin/arm64/shoal.
+# arm64 hosts in the testbed (shoal testbed up --arch ...,arm64; docs/testbed.md).
+# arm64-root builds a Debian bookworm arm64 root file system with its own Open MPI, MPICH
+# and compilers (mmdebstrap, under qemu-aarch64 through binfmt_misc, which it mounts and
+# registers as needed) into ARM64_ROOT, once: a stamp of its inputs beside it makes the
+# next run a no-op. arm64-agent builds the static linux/arm64 agent that those hosts run,
+# bin/arm64/shoal.
 ARM64_ROOT ?= /var/cache/shoal/arm64-root
 
-.PHONY: arm64-root arm64-agent build-arm64
+# The pure packages whose tests also run on arm64 (under qemu-aarch64): the shard format,
+# the job directory's contract and every rule that decides from plain data, so a
+# difference between the instruction sets shows there first.
+ARM64_GO_TESTS := ./internal/shard ./internal/jobdir ./internal/epochs ./internal/job \
+	./internal/erasure ./internal/compress ./internal/traffic ./internal/mtbf \
+	./internal/links ./internal/retention ./internal/farm ./internal/place
+
+.PHONY: arm64-root arm64-agent build-arm64 test-arm64
 arm64-root:
 	ROOT=$(ARM64_ROOT) scripts/arm64-root.sh
 
 arm64-agent:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -o bin/arm64/shoal ./cmd/shoal
 
-# libshoal and the examples built for arm64 natively inside that root, with its Open MPI
-# (scripts/arm64-build.sh): $(BUILD)/arm64 has the layout of $(BUILD), so
+# libshoal and the examples built for arm64 by Debian's cross compiler against that root
+# (its Open MPI, xxHash and C library as the sysroot; scripts/arm64-build.sh,
+# scripts/arm64-mpicc): $(BUILD)/arm64 has the layout of $(BUILD), so
 # $(BUILD)/arm64/examples/heat.
 build-arm64: arm64-root
 	ROOT=$(ARM64_ROOT) OUT=$(abspath $(BUILD))/arm64 scripts/arm64-build.sh
+
+# make test builds all three (test/arch runs on them) and runs the pure packages' tests
+# built for arm64.
+test-arm64: arm64-root arm64-agent build-arm64
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(ARM64_GO_TESTS)
 
 # Long jobs under a seeded random schedule of 50 faults on a 5-host testbed (root; about
 # 15 minutes): not part of make test, since its timing depends on the machine's load.

@@ -47,7 +47,7 @@ $(BUILD)/lib/libshoal.so: $(LIB_OBJS)
 
 $(BUILD)/lib/libshoal.a: $(LIB_OBJS)
 	@rm -f $@
-	ar rcs $@ $(LIB_OBJS)
+	$(AR) rcs $@ $(LIB_OBJS)
 
 $(BUILD)/include/shoal.h: lib/include/shoal.h
 	@mkdir -p $(@D)

@@ -90,10 +90,13 @@ type runFlags struct {
 	local                            bool
 	detach                           bool
 	files                            multiFlag
-	env                              multiFlag
-	relocation                       string
-	layout                           string
-	noReplan                         bool
+	// programFor is --program-for ARCH=PATH: builds of the program for other
+	// instruction sets.
+	programFor programForFlag
+	env        multiFlag
+	relocation string
+	layout     string
+	noReplan   bool
 	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
 	maxOversubscribe float64
 	// ranksPerNode bounds the ranks of any one node (0: no bound).
@@ -252,6 +255,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.StringVar(&f.layout, "layout", "", "where ranks go: the planner's choice (the default), or for comparison blocks (contiguous, in proportion to cores × speed), cyclic (round-robin) or packed (the fewest nodes) (with an agent)")
 	fs.BoolVar(&f.noReplan, "no-replan", false, "keep the ranks in contiguous blocks in proportion to cores × speed: no placing by the measured links and the traffic the ranks report, and no move at a checkpoint for it (with an agent)")
+	fs.Var(&f.programFor, "program-for", "`ARCH=PATH`: a build of the program for another instruction set (arm64, amd64), staged to that set's nodes, so that the job may run there too: one MPI world per instruction set, on the set that fits it best (repeatable; with an agent)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
 	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, up to 64; below 1 spreads them thinner, 0.5 one per two cores (with an agent; this machine alone always allows more)")
 	fs.IntVar(&f.ranksPerNode, "ranks-per-node", 0, "at most `N` ranks on any one node, whatever its cores; 1 spreads them one per node (with an agent; 0: no bound)")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -186,6 +187,21 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		}
 		fmt.Fprintln(stderr, note)
 	}
+	// A program is staged to the nodes of the instruction set it is built for,
+	// and each build --program-for gives to those of its own.
+	arch := ""
+	if staged == program {
+		var err error
+		if arch, err = programArch(program); err != nil && !errors.Is(err, errNotELF) {
+			fmt.Fprintf(stderr, "shoal run: %s: %s\n", program, errorLine(err))
+			return exitUsage
+		}
+	}
+	builds, err := programBuilds(f.programFor, program, arch)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: %s\n", err)
+		return exitUsage
+	}
 	var files []job.File
 	if staged != "" {
 		mode := uint32(0o755)
@@ -197,6 +213,16 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 			fmt.Fprintf(stderr, "shoal run: upload %s to the agent: %s\n", staged, errorLine(err))
 			return exitFailure
 		}
+		file.Arch = arch
+		files = append(files, file)
+	}
+	for _, other := range slices.Sorted(maps.Keys(builds)) {
+		file, err := upload(ctx, c, builds[other], filepath.Base(staged), 0o755)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal run: upload %s to the agent: %s\n", builds[other], errorLine(err))
+			return exitFailure
+		}
+		file.Arch = other
 		files = append(files, file)
 	}
 	spec := f.jobSpec(append([]string{name}, args...), files)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -43,6 +44,10 @@ type clusterBackend struct {
 	launchEpoch               uint64
 	// trafficOn is the placement the ranks ran in when they reported traffic.
 	trafficOn place.Placement
+	// setAside is the live nodes the current run left out for their
+	// instruction set, and leftOutNote what the job was told of it.
+	setAside    map[string]api.Node
+	leftOutNote string
 
 	// mu guards the fields below up to run, and the measures of progress and
 	// costs further down: the copies under way and the watch share them.
@@ -154,6 +159,18 @@ const stageWait = 10 * time.Minute
 
 func (b *clusterBackend) peer(name string) Peer { return b.s.cfg.Peer(b.nodes[name]) }
 
+// sources are the live nodes a restart may take shards from: the current
+// run's, and those it left out for their instruction set, which may hold the
+// copies of a run on theirs.
+func (b *clusterBackend) sources() map[string]api.Node {
+	if len(b.setAside) == 0 {
+		return b.nodes
+	}
+	all := maps.Clone(b.setAside)
+	maps.Copy(all, b.nodes)
+	return all
+}
+
 // liveNodes returns the nodes the job may use now. A node excluded for not answering
 // or for leaving stays excluded until membership declares it dead or left; if it
 // comes back alive after that, it is a node like any other (a join).
@@ -250,13 +267,19 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	// every node. (A job taken over or resumed is fenced as for a relaunch: a node
 	// cut off when the job was taken over may be back with its ranks.)
 	var fence sync.WaitGroup
-	for name := range live {
+	toFence := maps.Clone(live)
+	for name, n := range b.setAside {
+		if _, wasIn := old[name]; wasIn {
+			toFence[name] = n // alive, of another instruction set
+		}
+	}
+	for name, n := range toFence {
 		if _, wasIn := old[name]; wasIn || (!fresh && len(byNode[name]) > 0) {
 			fence.Add(1)
 			go func(p Peer) {
 				defer fence.Done()
 				p.Revoke(ctx, info.ID)
-			}(b.peer(name))
+			}(b.s.cfg.Peer(n))
 		}
 	}
 	fence.Wait()

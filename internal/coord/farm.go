@@ -321,7 +321,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 // setUp grants a node the farm and stages the farm's files there.
 func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
-	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, f.info, ranks, nil)
+	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, n.Arch, f.info, ranks, nil)
 	return err
 }
 
@@ -348,7 +348,7 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
 	// The agent reads the command line as sh would: a file name may need quotes.
 	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
-	for _, a := range stageArgs(spec) {
+	for _, a := range stageArgs(spec, n.Arch) {
 		argv = append(argv, launch.QuoteWord(a))
 	}
 	env := map[string]string{"SHOAL_JOB": f.info.ID}

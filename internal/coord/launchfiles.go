@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"shoal/internal/api"
@@ -53,7 +54,16 @@ func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]a
 			return engine.Launch{}, nil, err
 		}
 	}
-	wrapper := append(rankWrapper(s.cfg.ShoalBin), stageArgs(info.Spec)...)
+	arch := ""
+	for _, n := range live {
+		arch = n.Arch // one world, one instruction set (archSets)
+		break
+	}
+	wrapper := rankWrapper(s.cfg.ShoalBin)
+	if arch != "" && arch != runtime.GOARCH {
+		wrapper = foreignRankWrapper
+	}
+	wrapper = append(wrapper, stageArgs(info.Spec, arch)...)
 	wrapper = append(wrapper, "--")
 	over := false
 	for name, n := range p.Counts() {
@@ -114,6 +124,12 @@ const agentSocket = "agent.sock"
 // every node of the launch.
 func rankWrapper(shoalBin string) []string { return beside(shoalBin, "shoal-rank", "exec-rank") }
 
+// foreignRankWrapper starts ranks on nodes of another instruction set than
+// this one's, whose shoal is another build, wherever it is: `shoal exec-rank`
+// found by the PATH the node's launch service gives its daemons, which begins
+// with the directory of the node's own agent.
+var foreignRankWrapper = []string{"/bin/sh", "-c", `exec shoal exec-rank "$@"`, "shoal"}
+
 // rshAgent is the command mpirun starts each daemon through: shoal-rsh, the
 // launcher hook without Go's start-up (cmd/shoal-rsh), when it is installed
 // next to shoalBin; else `shoal rsh`. It runs on this node only.
@@ -131,10 +147,11 @@ func beside(shoalBin, name, sub string) []string {
 
 // stageArgs are the --stage arguments of `shoal exec-rank` and `shoal
 // exec-task` that place the job's files in a node's job directory: the program
-// executable, the other files readable, unless their mode says otherwise.
-func stageArgs(spec job.Spec) []string {
+// executable, the other files readable, unless their mode says otherwise; those
+// of the node's instruction set, arch.
+func stageArgs(spec job.Spec, arch string) []string {
 	var args []string
-	for _, f := range spec.Files {
+	for _, f := range spec.FilesFor(arch) {
 		mode := os.FileMode(f.Mode)
 		if mode == 0 {
 			mode = 0o644

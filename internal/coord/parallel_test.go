@@ -206,7 +206,7 @@ func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 	}
 	info := job.Job{ID: "j", Spec: job.Spec{Files: files}}
 	b := nodePeer{node: "b", log: log, missing: []string{files[1].SHA256}}
-	copied, err := s.setUp(context.Background(), b, "b", info, 2, nil)
+	copied, err := s.setUp(context.Background(), b, "b", "amd64", info, 2, nil)
 	if err != nil || len(copied) != 1 || copied[0].Name != "in1" {
 		t.Fatalf("set up b: copied %v, %v; want in1 alone", copied, err)
 	}
@@ -217,11 +217,33 @@ func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 	}
 	log.calls = nil
 	a := nodePeer{node: "a", log: log, missing: []string{files[0].SHA256}}
-	if copied, err := s.setUp(context.Background(), a, "a", info, 2, nil); err != nil || len(copied) != 0 {
+	if copied, err := s.setUp(context.Background(), a, "a", "amd64", info, 2, nil); err != nil || len(copied) != 0 {
 		t.Fatalf("set up a: copied %v, %v; want nothing", copied, err)
 	}
 	if !slices.Equal(log.calls, []string{"grant a"}) {
 		t.Errorf("calls to a %q; want its grant alone", log.calls)
+	}
+}
+
+// TestSetUpSendsTheBuildOfTheNodesSet: of a program built for two
+// instruction sets, a node gets the build of its own, and the files of none.
+func TestSetUpSendsTheBuildOfTheNodesSet(t *testing.T) {
+	log := &callLog{}
+	s := NewService(ServiceConfig{Node: "a", DataDir: t.TempDir()})
+	files := []job.File{{Name: "prog", SHA256: sumOf("x86"), Arch: "amd64"}, {Name: "prog", SHA256: sumOf("arm"), Arch: "arm64"}, {Name: "in", SHA256: sumOf("in")}}
+	for _, body := range []string{"x86", "arm", "in"} {
+		if err := s.cache.Put(sumOf(body), strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := job.Job{ID: "j", Spec: job.Spec{Argv: []string{"prog"}, Files: files}}
+	b := nodePeer{node: "b", log: log, missing: []string{files[0].SHA256, files[1].SHA256, files[2].SHA256}}
+	copied, err := s.setUp(context.Background(), b, "b", "arm64", info, 2, nil)
+	if err != nil || !slices.Equal(copied, []job.File{files[1], files[2]}) {
+		t.Fatalf("set up b (arm64): copied %v, %v; want the arm64 build and in", copied, err)
+	}
+	if got, want := stageArgs(info.Spec, "arm64"), []string{"--stage", "prog=" + files[1].SHA256 + ":755", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
+		t.Errorf("stageArgs(arm64) = %q, want %q", got, want)
 	}
 }
 

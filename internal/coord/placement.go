@@ -43,26 +43,44 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 		if b.pending != nil && b.pending.sameNodes {
 			live = b.ofRun(live)
 		}
-		var why string
-		spec.Ranks, why = b.count(ctx, live, spec, epoch)
-		p, plan, _, err := b.plan(ctx, live, spec, opts)
-		if err == nil {
-			b.lastPlan = plan
-			if announced {
-				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(live))})
+		// One world per instruction set: the first set the ranks fit.
+		allowed := spec.ProgramArches()
+		sets, none := archSets(live, allowed)
+		for _, set := range sets {
+			ranks, why := b.count(ctx, set.nodes, spec, epoch)
+			fit := spec
+			fit.Ranks = ranks
+			p, plan, _, err := b.plan(ctx, set.nodes, fit, opts)
+			if err != nil {
+				continue
 			}
-			return live, p, why, nil
+			b.lastPlan = plan
+			b.sayLeftOut(live, set, allowed)
+			if announced {
+				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("the ranks fit now, on %s", nodeList(set.nodes))})
+			}
+			return set.nodes, p, why, nil
 		}
-		if wait == 0 && ranBefore && len(live) > 0 {
-			p, plan, _, err := b.plan(ctx, live, spec, place.Options{MaxOversubscribe: float64(spec.Ranks)})
+		if wait == 0 && ranBefore && len(sets) > 0 {
+			set := sets[0]
+			var why string
+			spec.Ranks, why = b.count(ctx, set.nodes, spec, epoch)
+			p, plan, _, err := b.plan(ctx, set.nodes, spec, place.Options{MaxOversubscribe: float64(spec.Ranks)})
 			if err == nil {
 				b.lastPlan = plan
+				b.sayLeftOut(live, set, allowed)
 				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
-					spec.Ranks, totalCores(live), nodeList(live))})
-				return live, p, why, nil
+					spec.Ranks, totalCores(set.nodes), nodeList(set.nodes))})
+				return set.nodes, p, why, nil
 			}
 		}
+		if len(sets) > 0 {
+			live = sets[0].nodes
+		}
 		short := tooFew(spec, live)
+		if none != "" {
+			short = none
+		}
 		if wait == 0 {
 			return nil, nil, "", fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
 		}
@@ -79,6 +97,23 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// sayLeftOut tells the job which live nodes its run on set leaves out, when
+// that changed since it last said so, and keeps them for the fence (they may
+// hold ranks of an earlier run).
+func (b *clusterBackend) sayLeftOut(live map[string]api.Node, set archSet, allowed []string) {
+	b.setAside = map[string]api.Node{}
+	for name, n := range live {
+		if _, in := set.nodes[name]; !in {
+			b.setAside[name] = n
+		}
+	}
+	note := leftOut(live, set, allowed)
+	if note != b.leftOutNote && note != "" {
+		b.j.event(job.EventNodes, job.Event{Message: note})
+	}
+	b.leftOutNote = note
 }
 
 // planMargin is how much faster than contiguous blocks the planner's layout

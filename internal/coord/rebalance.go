@@ -49,18 +49,27 @@ func (b *clusterBackend) remaining() (time.Duration, bool) {
 // weigh estimates what relaunching over the live nodes would gain against what it
 // costs: an elastic job's on the count it would run there. ok is false when the
 // job has not reported enough progress to tell.
-func (b *clusterBackend) weigh(ctx context.Context, live map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
+func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
 	spec := b.cj.snapshot().Spec
-	if spec.Elastic() {
-		b.mu.Lock()
-		newest := b.book.Newest()
-		b.mu.Unlock()
-		spec.Ranks, _ = b.count(ctx, live, spec, newest)
-	} else {
-		spec.Ranks = len(b.placement)
+	b.mu.Lock()
+	newest := b.book.Newest()
+	b.mu.Unlock()
+	// The nodes of the first instruction set the job fits, as placeRanks takes.
+	sets, _ := archSets(all, spec.ProgramArches())
+	var live map[string]api.Node
+	for _, set := range sets {
+		if spec.Elastic() {
+			spec.Ranks, _ = b.count(ctx, set.nodes, spec, newest)
+		} else {
+			spec.Ranks = len(b.placement)
+		}
+		var err error
+		if next, err = place.Spread(placeNodes(set.nodes), spec.Ranks, placeOptions(spec)); err == nil {
+			live = set.nodes
+			break
+		}
 	}
-	next, err := place.Spread(placeNodes(live), spec.Ranks, placeOptions(spec))
-	if err != nil {
+	if live == nil {
 		return e, nil, false
 	}
 	rem, ok := b.remaining()

@@ -438,14 +438,15 @@ drain:
 }
 
 // setUp grants job info to the node of peer, which runs ranks of its ranks,
-// and copies it the job's files it lacks from this node's cache, returning
-// those it copied. The grant asks which files the node lacks: a node that
+// and copies it the job's files it lacks from this node's cache (those of its
+// instruction set, arch), returning those it copied. The grant asks which files the node lacks: a node that
 // has them all (the same content hashes) costs one request. The node this
 // service runs on holds them already (the submitter uploaded them here).
-func (s *Service) setUp(ctx context.Context, peer Peer, node string, info job.Job, ranks int, meter *stageMeter) ([]job.File, error) {
+func (s *Service) setUp(ctx context.Context, peer Peer, node, arch string, info job.Job, ranks int, meter *stageMeter) ([]job.File, error) {
 	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: job.Duration(24 * time.Hour), Owner: info.Spec.Owner}
+	files := info.Spec.FilesFor(arch)
 	if node != s.cfg.Node {
-		for _, f := range info.Spec.Files {
+		for _, f := range files {
 			req.Files = append(req.Files, f.SHA256)
 		}
 	}
@@ -454,12 +455,12 @@ func (s *Service) setUp(ctx context.Context, peer Peer, node string, info job.Jo
 		return nil, fmt.Errorf("grant: %w", err)
 	}
 	var copied []job.File
-	for _, f := range info.Spec.Files {
+	for _, f := range files {
 		if slices.Contains(missing, f.SHA256) {
 			meter.expect(node, f.Size)
 		}
 	}
-	for _, f := range info.Spec.Files {
+	for _, f := range files {
 		if !slices.Contains(missing, f.SHA256) {
 			continue
 		}

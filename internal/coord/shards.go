@@ -207,7 +207,7 @@ func (b *clusterBackend) apiMembers(ms []epochs.GroupMember) []api.Member {
 	out := make([]api.Member, len(ms))
 	for i, m := range ms {
 		out[i] = api.Member{Rank: m.Rank, Bytes: m.Bytes, Sum: m.Sum}
-		if n, ok := b.nodes[m.Holder]; ok && m.Holder != "" {
+		if n, ok := b.sources()[m.Holder]; ok && m.Holder != "" {
 			out[i].From = n.API
 		}
 	}

@@ -33,7 +33,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 			if epoch == 0 {
 				return nil, nil, nil
 			}
-			return b.resizeSources(byNode, epoch, names(b.nodes))
+			return b.resizeSources(byNode, epoch, names(b.sources()))
 		}
 	}
 	fetches, rebuilds, err := sources(byNode, epoch)
@@ -50,7 +50,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
 			defer wg.Done()
-			files, err := b.s.setUp(ctx, peer, name, info, nranks, &meter)
+			files, err := b.s.setUp(ctx, peer, name, b.nodes[name].Arch, info, nranks, &meter)
 			if err != nil {
 				down.note(err, name)
 				errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
@@ -265,7 +265,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 				out.wire += got.Wire
 				mu.Unlock()
 			}
-		}(f, b.peer(f.To), b.nodes[f.From].API)
+		}(f, b.peer(f.To), b.sources()[f.From].API)
 	}
 	for _, rb := range rebuilds {
 		wg.Add(1)
@@ -274,7 +274,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 			ref := api.ShardRef{Job: id, Epoch: rb.Epoch, Rank: rb.Rank}
 			req := api.RebuildRequest{Group: rb.Group, M: rb.M, Data: b.apiMembers(rb.Members)}
 			for _, r := range rb.Rows {
-				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: b.nodes[r.Holder].API})
+				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: b.sources()[r.Holder].API})
 			}
 			if err := to.Rebuild(ctx, ref, req); err != nil {
 				down.note(err, rb.To)
@@ -335,7 +335,7 @@ func (b *clusterBackend) shardSources(byNode map[string][]int, epoch uint64) ([]
 	if epoch == 0 {
 		return nil, nil, nil
 	}
-	run := names(b.nodes)
+	run := names(b.sources())
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	shards := b.book.Ranks(epoch)

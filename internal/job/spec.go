@@ -139,6 +139,42 @@ type File struct {
 	SHA256 string `json:"sha256"` // hex content hash
 	Size   int64  `json:"size"`
 	Mode   uint32 `json:"mode,omitempty"` // permission bits; 0: 0644 (0755 for the program)
+	// Arch, when set, is the instruction set the file is built for (Go's
+	// GOARCH: amd64, arm64), and only nodes of that set get it: the builds of
+	// one program share its Name, one per set (shoal run --program-for), and
+	// the job runs on the nodes of one of them. "": every node gets it.
+	Arch string `json:"arch,omitempty"`
+}
+
+// ProgramArches are the instruction sets the job's program is built for (the
+// Arch of each staged file of its name), or nil when it runs on any: a script,
+// a program run by its path, a build that names no set.
+func (s Spec) ProgramArches() []string {
+	if len(s.Argv) == 0 {
+		return nil
+	}
+	var arches []string
+	for _, f := range s.Files {
+		if f.Name == s.Argv[0] {
+			if f.Arch == "" {
+				return nil
+			}
+			arches = append(arches, f.Arch)
+		}
+	}
+	return arches
+}
+
+// FilesFor are the files staged to a node of instruction set arch: those of no
+// set and those built for arch.
+func (s Spec) FilesFor(arch string) []File {
+	var out []File
+	for _, f := range s.Files {
+		if f.Arch == "" || f.Arch == arch {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Owner is a local user, by number: user and group ids must mean the same user

@@ -163,17 +163,25 @@ func (s Spec) Validate() error {
 	if why := ArgvProblem(s.Argv); why != "" {
 		bad("%s", why)
 	}
-	seen := map[string]bool{}
+	seen := map[string]bool{}   // name and arch
+	archOf := map[string]bool{} // names given with an arch
 	for i, f := range s.Files {
 		if why := ControlIn(f.Name, false); why != "" {
 			bad("files[%d].name %q: %s", i, f.Name, why)
 		} else if f.Name == "" || path.IsAbs(f.Name) || path.Clean(f.Name) != f.Name || f.Name == ".." || strings.HasPrefix(f.Name, "../") {
 			bad("files[%d].name %q: want a clean relative path inside the job directory", i, f.Name)
 		}
-		if seen[f.Name] {
+		if f.Arch != "" && !validArch(f.Arch) {
+			bad("files[%d].arch %q: want an instruction set as Go names it (amd64, arm64)", i, f.Arch)
+		}
+		key := f.Name + "\x00" + f.Arch
+		if seen[key] || (f.Arch == "" && archOf[f.Name]) || (f.Arch != "" && seen[f.Name+"\x00"]) {
 			bad("files[%d].name %q: given twice", i, f.Name)
 		}
-		seen[f.Name] = true
+		seen[key] = true
+		if f.Arch != "" {
+			archOf[f.Name] = true
+		}
 		if !ValidSHA256(f.SHA256) {
 			bad("files[%d].sha256 %q: want 64 lower-case hex digits", i, f.SHA256)
 		}
@@ -255,3 +263,17 @@ const MaxParity = 256
 // Login names vary (a directory's user@domain): no narrower alphabet is imposed
 // than no control characters.
 const maxUserName = 256
+
+// validArch reports whether a is an instruction set as Go's GOARCH names one:
+// lower-case letters and digits, at most 16.
+func validArch(a string) bool {
+	if len(a) > 16 {
+		return false
+	}
+	for _, c := range a {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,19 @@ func TestValidateRefusesControlBytes(t *testing.T) {
 		{"a newline in a file name", func(s *Spec) { s.Files = []File{{Name: "ok", SHA256: sum}, {Name: "a\nb", SHA256: sum}} }, `files[1].name "a\nb": contains control byte 0x0a (byte 1)`},
 		{"a tab in a file name", func(s *Spec) { s.Files = []File{{Name: "a\tb", SHA256: sum}} }, `files[0].name "a\tb": contains control byte 0x09 (byte 1)`},
 		{"a file name in UTF-8", func(s *Spec) { s.Files = []File{{Name: "données/entrée.txt", SHA256: sum}} }, ""},
+		{"a build per instruction set", func(s *Spec) {
+			s.Files = []File{{Name: "heat", SHA256: sum, Arch: "amd64"}, {Name: "heat", SHA256: sum, Arch: "arm64"}}
+		}, ""},
+		{"two builds for one set", func(s *Spec) {
+			s.Files = []File{{Name: "heat", SHA256: sum, Arch: "arm64"}, {Name: "heat", SHA256: sum, Arch: "arm64"}}
+		}, `files[1].name "heat": given twice`},
+		{"a build for every set and one for a set", func(s *Spec) {
+			s.Files = []File{{Name: "heat", SHA256: sum}, {Name: "heat", SHA256: sum, Arch: "arm64"}}
+		}, `files[1].name "heat": given twice`},
+		{"a build for a set and one for every set", func(s *Spec) {
+			s.Files = []File{{Name: "heat", SHA256: sum, Arch: "arm64"}, {Name: "heat", SHA256: sum}}
+		}, `files[1].name "heat": given twice`},
+		{"an instruction set misspelt", func(s *Spec) { s.Files = []File{{Name: "heat", SHA256: sum, Arch: "ARM64"}} }, `files[0].arch "ARM64": want an instruction set as Go names it (amd64, arm64)`},
 		{"an escape in the owner's name", func(s *Spec) { s.Owner = &Owner{UID: 1001, GID: 1001, Name: "al\x1bice"} }, `owner.name "al\x1bice": contains control byte 0x1b (byte 2)`},
 		{"a carriage return in resume_from", func(s *Spec) {
 			s.ID, s.ResumeEpoch, s.ResumeFrom = "heat", 3, "/keep/heat\rfake line"
@@ -88,5 +102,36 @@ func TestValidateCheckpointAuto(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("auto %v, interval %v, mtbf %v: %v, want %q", c.auto, c.interval, c.mtbf, err, c.want)
 		}
+	}
+}
+
+func TestProgramArchesAndFilesFor(t *testing.T) {
+	amd := File{Name: "heat", SHA256: "a", Arch: "amd64"}
+	arm := File{Name: "heat", SHA256: "b", Arch: "arm64"}
+	in := File{Name: "in.txt", SHA256: "c"}
+	tests := []struct {
+		name    string
+		spec    Spec
+		arches  []string
+		forArm  []File
+		forRisc []File
+	}{
+		{"two builds", Spec{Argv: []string{"heat"}, Files: []File{amd, in, arm}}, []string{"amd64", "arm64"}, []File{in, arm}, []File{in}},
+		{"one build", Spec{Argv: []string{"heat"}, Files: []File{amd, in}}, []string{"amd64"}, []File{in}, []File{in}},
+		{"a build of no set", Spec{Argv: []string{"heat"}, Files: []File{{Name: "heat", SHA256: "d"}}}, nil, []File{{Name: "heat", SHA256: "d"}}, []File{{Name: "heat", SHA256: "d"}}},
+		{"run by its path", Spec{Argv: []string{"/usr/bin/python3", "heat.py"}, Files: []File{{Name: "heat.py", SHA256: "e"}}}, nil, []File{{Name: "heat.py", SHA256: "e"}}, []File{{Name: "heat.py", SHA256: "e"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.spec.ProgramArches(); !slices.Equal(got, tt.arches) {
+				t.Errorf("ProgramArches() = %v, want %v", got, tt.arches)
+			}
+			if got := tt.spec.FilesFor("arm64"); !slices.Equal(got, tt.forArm) {
+				t.Errorf("FilesFor(arm64) = %v, want %v", got, tt.forArm)
+			}
+			if got := tt.spec.FilesFor("riscv64"); !slices.Equal(got, tt.forRisc) {
+				t.Errorf("FilesFor(riscv64) = %v, want %v", got, tt.forRisc)
+			}
+		})
 	}
 }

@@ -44,7 +44,7 @@ $(BUILD)/lib/libshoalf.so: $(FORTRAN_LIB_OBJS) $(BUILD)/lib/libshoal.so
 
 $(BUILD)/lib/libshoalf.a: $(FORTRAN_LIB_OBJS)
 	@rm -f $@
-	ar rcs $@ $(FORTRAN_LIB_OBJS)
+	$(AR) rcs $@ $(FORTRAN_LIB_OBJS)
 
 $(BUILD)/lib/pkgconfig/shoal-fortran.pc: lib/fortran/fortran.mk lib/include/shoal.h
 	@mkdir -p $(@D)
