@@ -45,6 +45,10 @@ Subcommands:
   kill NODE         SIGKILL every process in NODE (the host stays)
   cut NODE          take NODE's link down (packets vanish, processes live on)
   heal NODE         bring NODE's link up again
+  sleep NODE SECONDS
+                    freeze every process of NODE for SECONDS, as a phone
+                    asleep; returns at once, NODE wakes by itself
+  wake NODE         thaw NODE now
   add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--no-agent]
                     add a host n<K+1> (with an agent joining the others), in
                     site S (default: the last) when there are sites
@@ -59,16 +63,16 @@ Subcommands:
                     "shoal testbed rsh" for plain mpirun across hosts
 
 Every subcommand takes --instance I (default $SHOAL_TESTBED_INSTANCE, else 0) to
-work on another testbed: bridge shoalbr<I>, subnet 10.77.<I>.0/24,
-/tmp/shoal-testbed-<I>. Flags may come before the subcommand or after it
-(shoal testbed --instance 7 status); the commands the testbed suggests carry
---instance I for any instance but 0.
+work on another testbed (0 to 511): bridge shoalbr<I>, subnet 10.77.<I>.0/24
+(from 256: 10.78.<I-256>.0/24), /tmp/shoal-testbed-<I>. Flags may come before
+the subcommand or after it (shoal testbed --instance 7 status); the commands
+the testbed suggests carry --instance I for any instance but 0.
 `
 
 // testbedSubs are the subcommands of shoal testbed.
 var testbedSubs = map[string]func(*tbCtx, []string) int{
 	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
-	"heal": tbHeal, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+	"heal": tbHeal, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
 }
 
 func testbedCmd(args []string, stdout, stderr io.Writer) int {
@@ -413,6 +417,48 @@ func tbHeal(c *tbCtx, args []string) int {
 		return code
 	}
 	if err := b.Heal(context.Background(), node); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+// tbSleep returns as soon as the host is frozen, not when it wakes: the caller
+// usually has something to do or watch while it sleeps (as after cut), and a
+// waker of the testbed's own ends the sleep even when this command is gone.
+func tbSleep(c *tbCtx, args []string) int {
+	c.flags()
+	rest, code := c.parse(args, "[--instance I] NODE SECONDS")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) != 2 {
+		fmt.Fprintf(c.stderr, "shoal testbed sleep: want NODE and SECONDS (shoal testbed sleep n2 15), got %d arguments\n", len(rest))
+		return exitUsage
+	}
+	d, err := testbed.ParseSleep(rest[1])
+	if err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed sleep: %v\n", err)
+		return exitUsage
+	}
+	b, code := c.open()
+	if code >= 0 {
+		return code
+	}
+	at, err := b.Sleep(context.Background(), rest[0], d)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.stdout, "%s asleep for %v, until %s; it wakes by itself ('%s' wakes it sooner)\n",
+		rest[0], d, at.Format("15:04:05.000"), tbHint(c.instance, "wake", rest[0]))
+	return exitOK
+}
+
+func tbWake(c *tbCtx, args []string) int {
+	b, node, code := c.oneNode(args)
+	if code >= 0 {
+		return code
+	}
+	if err := b.Wake(context.Background(), node); err != nil {
 		return c.fail(err)
 	}
 	return exitOK

@@ -446,13 +446,17 @@ func (b *Bed) StartAgent(ctx context.Context, node string) error {
 // HostStatus is a host as it is now.
 type HostStatus struct {
 	Host
-	State      string // "up", "cut", or "gone" (its namespace no longer exists)
+	State      string // "up", "cut", "asleep" (frozen: [Bed.Sleep]), or "gone" (its namespace no longer exists)
 	Procs      int    // processes in the host
 	AgentAlive bool
 }
 
-// Status describes every host now, and the cgroup support in one line.
+// Status describes every host now, and the cgroup support in one line. A host asleep
+// past its wake time is woken first (see [Bed.Sleep]).
 func (b *Bed) Status() (hosts []HostStatus, cgroups string, err error) {
+	if err := b.wakeOverdue(); err != nil {
+		return nil, "", err
+	}
 	st, err := loadState(b.n)
 	if err != nil {
 		return nil, "", err
@@ -463,6 +467,10 @@ func (b *Bed) Status() (hosts []HostStatus, cgroups string, err error) {
 		switch {
 		case err != nil || !isNsfs(h.netnsPath()):
 			s.State = "gone"
+		case frozen(h.Cgroups) && h.Cut:
+			s.State = "asleep,cut"
+		case frozen(h.Cgroups):
+			s.State = "asleep"
 		case h.Cut:
 			s.State = "cut"
 		}

@@ -63,6 +63,11 @@ func clean(ctx context.Context, n names) error {
 		}
 	}
 
+	// Wakers first, then thaw: a v1 freezer holds even SIGKILL until thawed.
+	killMarked(fmt.Sprintf("shoal-testbed-%d-n", n.inst))
+	for k := range hosts {
+		setFrozen(cgroups[k], false)
+	}
 	// Processes first: a namespace lives on while a process is in it.
 	for k := range hosts {
 		if _, err := matchFor(n, k, cgroups[k]).kill(ctx); err != nil {

@@ -34,6 +34,10 @@ type Host struct {
 	Cgroups  []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
 	Cut      bool     `json:"cut,omitempty"`     // link down
 	AgentPID int      `json:"agent_pid,omitempty"`
+	// WakeAt is when a host put to sleep ([Bed.Sleep]) wakes, in Unix milliseconds; 0
+	// when awake. WakerPID is the process that wakes it then.
+	WakeAt   int64 `json:"wake_at,omitempty"`
+	WakerPID int   `json:"waker_pid,omitempty"`
 	// SlurmdPID is the host's slurmd, on a testbed with Slurm.
 	SlurmdPID int `json:"slurmd_pid,omitempty"`
 	// CPUQuotaOff says the quota was asked for but no cgroup cpu controller exists.
