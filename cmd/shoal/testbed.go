@@ -32,13 +32,15 @@ rate-limited link between sites. Needs root. See docs/testbed.md.
 
 Subcommands:
   up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
-     [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64] [--no-agent]
-     [--slurm]
+     [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64]
+     [--profile wifi,none,wifi] [--no-agent] [--slurm]
                     remove any previous testbed, bring up a new one; --sites
                     gives the hosts of each site in order (3,3: n1-n3 and
                     n4-n6), --site-rate each site's link to the others;
                     --arch each host's instruction set (arm64: in the root
                     of make arm64-root, under qemu, with bin/arm64/shoal);
+                    --profile each host's device condition (wifi: delay,
+                    jitter, loss and a rate cap on its link);
                     --slurm runs Slurm in the hosts instead of agents
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
@@ -49,11 +51,14 @@ Subcommands:
                     freeze every process of NODE for SECONDS, as a phone
                     asleep; returns at once, NODE wakes by itself
   wake NODE         thaw NODE now
-  add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--no-agent]
+  add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A]
+      [--profile P] [--no-agent]
                     add a host n<K+1> (with an agent joining the others), in
                     site S (default: the last) when there are sites
   restart NODE      start NODE's agent again (after kill); with --slurm,
                     NODE's slurmd (and slurmctld in n1)
+  delay-line        the delay line of a host with a profile (up and add
+                    start it; down stops it)
   exec NODE [--] COMMAND [ARGS]
                     run COMMAND inside NODE with stdio passed through; exits
                     with its exit code
@@ -73,6 +78,7 @@ the testbed suggests carry --instance I for any instance but 0.
 var testbedSubs = map[string]func(*tbCtx, []string) int{
 	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
 	"heal": tbHeal, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+	"delay-line": tbDelayLine,
 }
 
 func testbedCmd(args []string, stdout, stderr io.Writer) int {
@@ -219,9 +225,10 @@ func tbUp(c *tbCtx, args []string) int {
 	sites := fs.String("sites", "", "hosts of each site, in host order (3,3: n1-n3 and n4-n6); they add up to --nodes")
 	siteRate := fs.String("site-rate", "", "bandwidth of each site's link to the other sites, each direction, in tc syntax (20mbit)")
 	arch := fs.String("arch", "", "instruction set of each host, amd64 or arm64: one value for all or one per host (default amd64; arm64 needs make arm64-root and make arm64-agent)")
+	profile := fs.String("profile", "", "device condition of each host, wifi or none: one value for all or one per host (docs/testbed.md, \"Profiles\")")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
 	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--no-agent] [--slurm]")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--no-agent] [--slurm]")
 	if code >= 0 {
 		return code
 	}
@@ -242,6 +249,7 @@ func tbUp(c *tbCtx, args []string) int {
 	}
 	cfg.Rate, _ = parseList(*rate, func(s string) (string, error) { return s, nil })
 	cfg.Arch, _ = parseList(*arch, func(s string) (string, error) { return s, nil })
+	cfg.Profile, _ = parseList(*profile, func(s string) (string, error) { return s, nil })
 	if cfg.Sites, err = parseList(*sites, strconv.Atoi); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: --sites %q: %v\n", *sites, err)
 		return exitUsage
@@ -252,10 +260,11 @@ func tbUp(c *tbCtx, args []string) int {
 		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
 		return exitUsage
 	}
+	if cfg.LinkBinary, err = os.Executable(); err != nil {
+		return c.fail(err)
+	}
 	if !*noAgent && !*slurm {
-		if cfg.AgentBinary, err = os.Executable(); err != nil {
-			return c.fail(err)
-		}
+		cfg.AgentBinary = cfg.LinkBinary
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -372,6 +381,9 @@ func printStatus(c *tbCtx, b *testbed.Bed, asJSON bool) int {
 		if rate == "" {
 			rate = "-"
 		}
+		if h.Profile != "" {
+			rate += " (" + h.Profile + ")"
+		}
 		agent := "-"
 		switch {
 		case agents && h.AgentAlive:
@@ -483,8 +495,9 @@ func tbAdd(c *tbCtx, args []string) int {
 	fs.StringVar(&hc.Rate, "rate", "", "bandwidth of the new host in tc syntax (15mbit)")
 	fs.IntVar(&hc.Site, "site", 0, "site of the new host, on a testbed with sites (default: the last)")
 	fs.StringVar(&hc.Arch, "arch", "", "instruction set of the new host, amd64 or arm64 (default amd64)")
+	fs.StringVar(&hc.Profile, "profile", "", "device condition of the new host, wifi or none (default none)")
 	fs.BoolVar(&hc.NoAgent, "no-agent", false, "start no agent in the new host")
-	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--no-agent]")
+	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--profile P] [--no-agent]")
 	if code >= 0 {
 		return code
 	}

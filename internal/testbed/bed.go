@@ -89,6 +89,10 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		Secret:  n.secretFile(),
 		Cgroups: detectCgroups(n),
 		Sites:   cfg.sites(), SiteRate: strings.ToLower(cfg.SiteRate),
+		LinkBinary: cfg.LinkBinary,
+	}
+	if st.LinkBinary == "" {
+		st.LinkBinary = cfg.AgentBinary
 	}
 	if cfg.AgentBinary != "" {
 		help, err := probeAgent(ctx, cfg.AgentBinary)
@@ -172,7 +176,7 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 		Name: n.hostName(k), Index: k, IP: n.hostIP(k),
 		Netns: n.netns(k), Link: n.netns(k), UTS: n.utsPath(k),
 		Dir: dir, TmpDir: dir + "/tmp", DataDir: dir + "/data", AgentLog: dir + "/agent.log",
-		Cores: hc.Cores, CPUQuota: hc.CPUQuota, Rate: hc.Rate, Site: hc.Site,
+		Cores: hc.Cores, CPUQuota: hc.CPUQuota, Rate: hc.Rate, Site: hc.Site, Profile: hc.Profile,
 	}
 	for _, d := range []string{h.Dir, h.DataDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -189,7 +193,15 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 	if hc.Site > 0 {
 		br = n.siteBridge(hc.Site)
 	}
-	if err := makeHostNet(ctx, n, k, br, hc.Rate); err != nil {
+	tap := false
+	if p, ok, _ := lookupProfile(hc.Profile); ok && p.delays() {
+		pid, err := n.startLink(ctx, st.LinkBinary, k, p)
+		if err != nil {
+			return nil, err
+		}
+		h.LinkPID, tap = pid, true
+	}
+	if err := makeHostNet(ctx, n, k, br, hc.Rate, tap); err != nil {
 		return nil, err
 	}
 	if hc.Arch == ArchArm64 {

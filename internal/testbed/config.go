@@ -62,6 +62,15 @@ type Config struct {
 	// its bridge port). "" means no limit. Empty, one value for all hosts, or one per host.
 	Rate []string
 
+	// Profile is each host's device condition, a name of [Profiles] ("wifi": delay,
+	// jitter, loss and a rate on its link; see [Profile]) or "" / "none": empty, one
+	// value for all hosts, or one per host. A host's own Rate wins over its profile's.
+	Profile []string
+
+	// LinkBinary is the shoal executable whose `testbed delay-line` carries the frames
+	// of hosts with a delaying profile ([RunLink]); "" means AgentBinary.
+	LinkBinary string
+
 	// Sites groups the hosts into sites, by number of hosts in host order: {3, 3} puts
 	// n1–n3 in site 1 and n4–n6 in site 2. Inside a site hosts talk at full speed
 	// (SiteRate does not apply); traffic between sites crosses both sites' links, each
@@ -124,6 +133,7 @@ type HostConfig struct {
 	CPUQuota float64 // as Config.CPUQuota; 0 means no limit
 	Rate     string  // as Config.Rate; "" means no limit
 	Arch     string  // as Config.Arch; "" means amd64
+	Profile  string  // as Config.Profile; "" means none
 	// Site is the host's site, 1 to the number of sites; 0 on a testbed without
 	// sites. In [Config] it comes from Config.Sites; for [Bed.Add], 0 means the last
 	// site.
@@ -151,7 +161,7 @@ func (c Config) Validate() error {
 	for _, l := range []struct {
 		name string
 		n    int
-	}{{"Cores", len(c.Cores)}, {"CPUQuota", len(c.CPUQuota)}, {"Rate", len(c.Rate)}, {"Arch", len(c.Arch)}} {
+	}{{"Cores", len(c.Cores)}, {"CPUQuota", len(c.CPUQuota)}, {"Rate", len(c.Rate)}, {"Arch", len(c.Arch)}, {"Profile", len(c.Profile)}} {
 		if l.n > 1 && l.n != c.Nodes {
 			return fmt.Errorf("%w: %s has %d values for %d nodes: want none, one, or one per node",
 				ErrInvalidConfig, l.name, l.n, c.Nodes)
@@ -223,6 +233,9 @@ func (c Config) Host(i int) HostConfig {
 	if v := pick(c.Arch, i); v != nil {
 		h.Arch = *v
 	}
+	if v := pick(c.Profile, i); v != nil {
+		h.Profile = *v
+	}
 	if c.sites() > 0 {
 		first := 0
 		for s, n := range c.Sites {
@@ -266,6 +279,9 @@ func (h HostConfig) validate(index string) error {
 	if h.Arch != "" && h.Arch != ArchAmd64 && h.Arch != ArchArm64 {
 		return fmt.Errorf("%w: Arch%s = %q: want %s or %s", ErrInvalidConfig, index, h.Arch, ArchAmd64, ArchArm64)
 	}
+	if _, _, err := lookupProfile(h.Profile); err != nil {
+		return fmt.Errorf("%w: Profile%s = %q: %v", ErrInvalidConfig, index, h.Profile, err)
+	}
 	if h.Site < 0 || h.Site > MaxNodes {
 		return fmt.Errorf("%w: Site%s = %d: want 1 to the number of sites (0: none, or the last for Bed.Add)", ErrInvalidConfig, index, h.Site)
 	}
@@ -275,6 +291,12 @@ func (h HostConfig) validate(index string) error {
 func (h HostConfig) withDefaults() HostConfig {
 	if h.Cores == 0 {
 		h.Cores = runtime.NumCPU()
+	}
+	h.Profile = strings.ToLower(h.Profile)
+	if p, ok, _ := lookupProfile(h.Profile); ok && h.Rate == "" {
+		h.Rate = p.Rate
+	} else if !ok {
+		h.Profile = ""
 	}
 	h.Rate = strings.ToLower(h.Rate)
 	if h.Arch == "" {

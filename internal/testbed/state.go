@@ -27,10 +27,14 @@ type Host struct {
 	Rate     string  `json:"rate,omitempty"`
 	// Arch is amd64 or arm64. An arm64 host's processes enter the mount namespace kept at
 	// MountNS and chroot into Root, its overlay of the arm64 root file system.
-	Arch     string   `json:"arch,omitempty"`
-	MountNS  string   `json:"mount_ns,omitempty"`
-	Root     string   `json:"root,omitempty"`
-	Site     int      `json:"site,omitempty"`    // 1, 2, …; 0 on a testbed without sites
+	Arch    string `json:"arch,omitempty"`
+	MountNS string `json:"mount_ns,omitempty"`
+	Root    string `json:"root,omitempty"`
+	Site    int    `json:"site,omitempty"` // 1, 2, …; 0 on a testbed without sites
+	// Profile is the host's [Profile] ("" none); LinkPID its delay line ([RunLink]),
+	// whose TAP devices are its eth0 and its bridge port.
+	Profile  string   `json:"profile,omitempty"`
+	LinkPID  int      `json:"link_pid,omitempty"`
 	Cgroups  []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
 	Cut      bool     `json:"cut,omitempty"`     // link down
 	AgentPID int      `json:"agent_pid,omitempty"`
@@ -56,6 +60,7 @@ type state struct {
 	AgentArgs   []string    `json:"agent_args,omitempty"`   // Config.AgentArgs
 	Arm64Agent  string      `json:"arm64_agent,omitempty"`  // the agent of arm64 hosts
 	Arm64Root   string      `json:"arm64_root,omitempty"`   // the root file system of arm64 hosts
+	LinkBinary  string      `json:"link_binary,omitempty"`  // Config.LinkBinary, or AgentBinary
 	Secret      string      `json:"secret_file"`
 	Cgroups     cgroupSetup `json:"cgroup_setup"`
 	Sites       int         `json:"sites,omitempty"`     // 0: no sites

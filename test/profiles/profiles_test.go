@@ -1,6 +1,7 @@
 // Package profiles checks the device conditions of testbed hosts: a host put to sleep
 // (`shoal testbed sleep`) stops every process and resumes them at its wake time. The
-// tests share one testbed (instance 259) of three hosts of 2 cores.
+// tests share one testbed (instance 259) of three hosts of 2 cores: n1 on the bridge,
+// n2 and n3 on Wi-Fi (`--profile wifi`).
 package profiles
 
 import (
@@ -20,7 +21,10 @@ import (
 
 const instance = 259
 
-var bed = &testenv.Shared{Config: testbed.Config{Nodes: 3, Cores: []int{2}, Instance: instance}}
+var bed = &testenv.Shared{Config: testbed.Config{
+	Nodes: 3, Cores: []int{2}, Instance: instance,
+	Profile: []string{"none", testbed.WiFi.Name, testbed.WiFi.Name},
+}}
 
 func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
