@@ -1,14 +1,17 @@
 // Package profiles checks the device conditions of testbed hosts: a host put to sleep
-// (`shoal testbed sleep`) stops every process and resumes them at its wake time. The
-// tests share one testbed (instance 259) of three hosts of 2 cores: n1 on the bridge,
-// n2 and n3 on Wi-Fi (`--profile wifi`).
+// (`shoal testbed sleep`) stops every process and resumes them at its wake time, and a
+// job whose host sleeps on a Wi-Fi link (`--profile wifi`) ends with the result of an
+// uninterrupted run, having said what it did. The tests share one testbed (instance
+// 259) of three hosts of 2 cores: n1 on the bridge, n2 and n3 on Wi-Fi.
 package profiles
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"shoal/internal/testbed"
 	"shoal/test/poll"
 	"shoal/test/testenv"
+	"shoal/test/watch"
 )
 
 const instance = 259
@@ -143,4 +147,94 @@ func TestSleep(t *testing.T) {
 		return ""
 	})
 	poll.Until(t, 5*time.Second, advances(read))
+}
+
+// heatArgs is a run of about 20 s with one rank on each host, two of them on Wi-Fi.
+var heatArgs = []string{"--size", "200", "--steps", "200"}
+
+// A host on Wi-Fi sleeps 15 s in the middle of a heat job with a rank on every host. The
+// job either waits for it (the ski-rental rule) or gives it up and restarts from its
+// newest epoch; whichever it says it did is what it did, and it ends with the checksum
+// of an uninterrupted run.
+func TestHeatHostSleeps(t *testing.T) {
+	b := bed.Up(t)
+	heat := testenv.Built(t, "build/examples/heat")
+	ref := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, testenv.Built(t, "bin/shoal"),
+		append([]string{"run", "-n", "3", "--ckpt-interval", "0", "--", heat}, heatArgs...)...)
+	if code := ref.Wait(3 * time.Minute); code != 0 {
+		t.Fatalf("the reference run exited %d", code)
+	}
+	want := watch.Field(ref.Output(), "checksum")
+
+	cmd, err := b.Command(context.Background(), "n1", append([]string{testenv.Built(t, "bin/shoal"),
+		"run", "-n", "3", "--ranks-per-node", "1", "--ckpt-interval", "2s", "--", heat}, heatArgs...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := watch.Start(t, cmd)
+	id := j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+	j.WaitLine(`^shoal: epoch 1 complete`, time.Minute)
+	node := "n3"
+	if coordinatorOf(t, b, id) == node {
+		node = "n2"
+	}
+	at, err := b.Sleep(context.Background(), node, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s asleep until %s", node, at.Format("15:04:05.000"))
+	if code := j.Wait(3 * time.Minute); code != 0 {
+		t.Fatalf("shoal run exited %d", code)
+	}
+	out := j.Output()
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("checksum %q, want the uninterrupted run's %q", got, want)
+	}
+	said := regexp.MustCompile(`shoal: node ` + node + ` (is back after [^:]*|lost \(no answer for [^)]*\))`).FindString(out)
+	restarts := regexp.MustCompile(`\((\d+) restarts?\)`).FindStringSubmatch(out)
+	resumed := strings.Count(out, "heat: resumed at step")
+	t.Logf("the job said %q; %v; heat resumed %d times", said, restarts, resumed)
+	switch {
+	case said == "":
+		t.Errorf("no line saying that %s was waited for or lost", node)
+	case strings.Contains(said, "is back after"):
+		if restarts == nil || restarts[1] != "0" || resumed != 0 {
+			t.Errorf("the job said %q but restarted (%v, heat resumed %d times)", said, restarts, resumed)
+		}
+		if time.Now().Before(at) {
+			t.Errorf("the job said %q but ended while %s slept", said, node)
+		}
+	default:
+		if restarts == nil || restarts[1] == "0" || resumed == 0 {
+			t.Errorf("the job said %q but did not restart (%v, heat resumed %d times)", said, restarts, resumed)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
+
+// coordinatorOf names the node that coordinates job id, as n1 sees it.
+func coordinatorOf(t *testing.T, b *testbed.Bed, id string) string {
+	t.Helper()
+	out, err := b.Exec(context.Background(), "n1", testenv.Built(t, "bin/shoal"), "jobs", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Jobs []struct {
+			ID          string `json:"id"`
+			Coordinator string `json:"coordinator"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range list.Jobs {
+		if j.ID == id {
+			return j.Coordinator
+		}
+	}
+	t.Fatalf("n1 lists no job %s:\n%s", id, out)
+	return ""
 }
