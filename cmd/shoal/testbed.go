@@ -40,7 +40,8 @@ Subcommands:
                     --arch each host's instruction set (arm64: in the root
                     of make arm64-root, under qemu, with bin/arm64/shoal);
                     --profile each host's device condition (wifi: delay,
-                    jitter, loss and a rate cap on its link);
+                    jitter, loss and a rate cap on its link; android: no
+                    SysV IPC, processes beyond 32 killed);
                     --slurm runs Slurm in the hosts instead of agents
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
@@ -57,8 +58,9 @@ Subcommands:
                     site S (default: the last) when there are sites
   restart NODE      start NODE's agent again (after kill); with --slurm,
                     NODE's slurmd (and slurmctld in n1)
-  delay-line        the delay line of a host with a profile (up and add
-                    start it; down stops it)
+  delay-line, phantom-killer, no-sysv-ipc
+                    what hosts with a profile run (up and add start them;
+                    down stops them)
   exec NODE [--] COMMAND [ARGS]
                     run COMMAND inside NODE with stdio passed through; exits
                     with its exit code
@@ -78,7 +80,7 @@ the testbed suggests carry --instance I for any instance but 0.
 var testbedSubs = map[string]func(*tbCtx, []string) int{
 	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
 	"heal": tbHeal, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
-	"delay-line": tbDelayLine,
+	"delay-line": tbDelayLine, "no-sysv-ipc": tbNoSysVIPC, "phantom-killer": tbPhantomKiller,
 }
 
 func testbedCmd(args []string, stdout, stderr io.Writer) int {
@@ -225,7 +227,7 @@ func tbUp(c *tbCtx, args []string) int {
 	sites := fs.String("sites", "", "hosts of each site, in host order (3,3: n1-n3 and n4-n6); they add up to --nodes")
 	siteRate := fs.String("site-rate", "", "bandwidth of each site's link to the other sites, each direction, in tc syntax (20mbit)")
 	arch := fs.String("arch", "", "instruction set of each host, amd64 or arm64: one value for all or one per host (default amd64; arm64 needs make arm64-root and make arm64-agent)")
-	profile := fs.String("profile", "", "device condition of each host, wifi or none: one value for all or one per host (docs/testbed.md, \"Profiles\")")
+	profile := fs.String("profile", "", "device condition of each host, wifi, android or none: one value for all or one per host (docs/testbed.md, \"Profiles\")")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
 	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
 	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--no-agent] [--slurm]")
@@ -495,7 +497,7 @@ func tbAdd(c *tbCtx, args []string) int {
 	fs.StringVar(&hc.Rate, "rate", "", "bandwidth of the new host in tc syntax (15mbit)")
 	fs.IntVar(&hc.Site, "site", 0, "site of the new host, on a testbed with sites (default: the last)")
 	fs.StringVar(&hc.Arch, "arch", "", "instruction set of the new host, amd64 or arm64 (default amd64)")
-	fs.StringVar(&hc.Profile, "profile", "", "device condition of the new host, wifi or none (default none)")
+	fs.StringVar(&hc.Profile, "profile", "", "device condition of the new host, wifi, android or none (default none)")
 	fs.BoolVar(&hc.NoAgent, "no-agent", false, "start no agent in the new host")
 	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--profile P] [--no-agent]")
 	if code >= 0 {

@@ -204,6 +204,13 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 	if err := makeHostNet(ctx, n, k, br, hc.Rate, tap); err != nil {
 		return nil, err
 	}
+	if p, ok, _ := lookupProfile(hc.Profile); ok && p.ProcessLimit > 0 {
+		pid, err := n.startKiller(st.LinkBinary, k, p.ProcessLimit)
+		if err != nil {
+			return nil, err
+		}
+		h.KillerPID = pid
+	}
 	if hc.Arch == ArchArm64 {
 		if err := CheckArm64(st.Arm64Root); err != nil {
 			return nil, err

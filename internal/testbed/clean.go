@@ -63,7 +63,8 @@ func clean(ctx context.Context, n names) error {
 		}
 	}
 
-	// Wakers first, then thaw: a v1 freezer holds even SIGKILL until thawed.
+	// The helpers outside the hosts first (wakers, delay lines, process killers: their
+	// argv carries a marker), then thaw: a v1 freezer holds even SIGKILL until thawed.
 	killMarked(fmt.Sprintf("shoal-testbed-%d-n", n.inst))
 	for k := range hosts {
 		setFrozen(cgroups[k], false)

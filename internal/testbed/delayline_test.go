@@ -64,7 +64,8 @@ func TestProfileOfHost(t *testing.T) {
 		{HostConfig{Profile: "wifi"}, "wifi", WiFi.Rate, ""},
 		{HostConfig{Profile: "WiFi"}, "wifi", WiFi.Rate, ""},
 		{HostConfig{Profile: "wifi", Rate: "10mbit"}, "wifi", "10mbit", ""},
-		{HostConfig{Profile: "lte"}, "", "", `Profile = "lte": unknown profile: want none or one of wifi`},
+		{HostConfig{Profile: "lte"}, "", "", `Profile = "lte": unknown profile: want none or one of android, wifi`},
+		{HostConfig{Profile: "android"}, "android", "", ""},
 	}
 	for _, tt := range tests {
 		err := tt.hc.Validate()

@@ -20,6 +20,12 @@ type Profile struct {
 	Loss float64
 	// Rate is the host's bandwidth in tc syntax, unless the host has a Rate of its own.
 	Rate string
+	// NoSysVIPC puts every process of the host under a seccomp filter that kills a
+	// process calling SysV IPC (shmget, semget, msgget, …) with SIGSYS.
+	NoSysVIPC bool
+	// ProcessLimit, when > 0, is how many processes the host keeps: a watchdog kills
+	// the newest beyond it.
+	ProcessLimit int
 	// Source says where the figures come from.
 	Source string
 }
@@ -38,7 +44,7 @@ var WiFi = Profile{
 }
 
 // Profiles are the profiles by name.
-var Profiles = map[string]Profile{WiFi.Name: WiFi}
+var Profiles = map[string]Profile{WiFi.Name: WiFi, Android.Name: Android}
 
 func profileNames() string {
 	var names []string

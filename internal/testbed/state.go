@@ -33,11 +33,13 @@ type Host struct {
 	Site    int    `json:"site,omitempty"` // 1, 2, …; 0 on a testbed without sites
 	// Profile is the host's [Profile] ("" none); LinkPID its delay line ([RunLink]),
 	// whose TAP devices are its eth0 and its bridge port.
-	Profile  string   `json:"profile,omitempty"`
-	LinkPID  int      `json:"link_pid,omitempty"`
-	Cgroups  []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
-	Cut      bool     `json:"cut,omitempty"`     // link down
-	AgentPID int      `json:"agent_pid,omitempty"`
+	Profile string `json:"profile,omitempty"`
+	LinkPID int    `json:"link_pid,omitempty"`
+	// KillerPID is its phantom-process killer, with a profile that limits processes.
+	KillerPID int      `json:"killer_pid,omitempty"`
+	Cgroups   []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
+	Cut       bool     `json:"cut,omitempty"`     // link down
+	AgentPID  int      `json:"agent_pid,omitempty"`
 	// WakeAt is when a host put to sleep ([Bed.Sleep]) wakes, in Unix milliseconds; 0
 	// when awake. WakerPID is the process that wakes it then.
 	WakeAt   int64 `json:"wake_at,omitempty"`

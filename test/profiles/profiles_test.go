@@ -1,15 +1,19 @@
 // Package profiles checks the device conditions of testbed hosts: a host put to sleep
 // (`shoal testbed sleep`) stops every process and resumes them at its wake time, and a
 // job whose host sleeps on a Wi-Fi link (`--profile wifi`) ends with the result of an
-// uninterrupted run, having said what it did. The tests share one testbed (instance
-// 259) of three hosts of 2 cores: n1 on the bridge, n2 and n3 on Wi-Fi.
+// uninterrupted run, having said what it did; an android host (`--profile android`)
+// kills SysV IPC callers and its processes beyond 32. The tests share one testbed
+// (instance 259) of three hosts of 2 cores: n1 on the bridge, n2 and n3 on Wi-Fi
+// (TestAndroid adds n4).
 package profiles
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -237,4 +241,71 @@ func coordinatorOf(t *testing.T, b *testbed.Bed, id string) string {
 	}
 	t.Fatalf("n1 lists no job %s:\n%s", id, out)
 	return ""
+}
+
+// An android host (added without an agent) kills a process that calls SysV IPC with
+// SIGSYS, as Android's seccomp filter does, which stops Open MPI's mpirun unless its
+// shmem framework keeps to mmap; and it kills its newest processes beyond 32, as
+// Android's phantom-process killer does, keeping the oldest.
+func TestAndroid(t *testing.T) {
+	b := bed.Up(t)
+	ctx := context.Background()
+	h, err := b.Add(ctx, testbed.HostConfig{Cores: 2, Profile: testbed.Android.Name, NoAgent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Kill(ctx, h.Name) })
+
+	signalOf := func(err error) syscall.Signal {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return ws.Signal()
+			}
+		}
+		return 0
+	}
+	tests := []struct {
+		argv []string
+		want syscall.Signal // 0: exits 0
+	}{
+		{[]string{"ipcmk", "-M", "4096"}, syscall.SIGSYS},
+		{[]string{"ipcmk", "-S", "1"}, syscall.SIGSYS},
+		{[]string{"ipcmk", "-Q"}, syscall.SIGSYS},
+		{[]string{"mpirun", "-np", "2", "true"}, syscall.SIGSYS},
+		{[]string{"env", "OMPI_MCA_shmem=mmap", "mpirun", "-np", "2", "true"}, 0},
+		{[]string{"true"}, 0},
+	}
+	for _, tt := range tests {
+		_, err := b.Exec(ctx, h.Name, tt.argv...)
+		if got := signalOf(err); got != tt.want || (tt.want == 0 && err != nil) {
+			t.Errorf("%s on %s: %v (signal %d), want signal %d (0: success)", strings.Join(tt.argv, " "), h.Name, err, got, tt.want)
+		}
+	}
+
+	cmd, err := b.Command(ctx, h.Name, "/bin/sh", "-c", `for i in $(seq 40); do sleep 60 & done; wait`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	killerLog := filepath.Join(b.Dir(), h.Name, "killer.log")
+	poll.Until(t, 10*time.Second, func() string {
+		procs, err := b.Procs(h.Name)
+		if err != nil {
+			return err.Error()
+		}
+		log, _ := os.ReadFile(killerLog)
+		kills := strings.Count(string(log), "beyond its limit of 32")
+		if len(procs) != testbed.PhantomLimit || kills < 41-testbed.PhantomLimit {
+			return fmt.Sprintf("%s has %d processes, and %s names %d kills; want %d and at least %d",
+				h.Name, len(procs), killerLog, kills, testbed.PhantomLimit, 41-testbed.PhantomLimit)
+		}
+		return ""
+	})
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		t.Errorf("the oldest process of %s, the shell that started the others, was killed: %v", h.Name, err)
+	}
 }
