@@ -32,24 +32,35 @@ rate-limited link between sites. Needs root. See docs/testbed.md.
 
 Subcommands:
   up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
-     [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64] [--no-agent]
-     [--slurm]
+     [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64]
+     [--profile wifi,none,wifi] [--no-agent] [--slurm]
                     remove any previous testbed, bring up a new one; --sites
                     gives the hosts of each site in order (3,3: n1-n3 and
                     n4-n6), --site-rate each site's link to the others;
                     --arch each host's instruction set (arm64: in the root
                     of make arm64-root, under qemu, with bin/arm64/shoal);
+                    --profile each host's device condition (wifi: delay,
+                    jitter, loss and a rate cap on its link; android: no
+                    SysV IPC, processes beyond 32 killed);
                     --slurm runs Slurm in the hosts instead of agents
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
   kill NODE         SIGKILL every process in NODE (the host stays)
   cut NODE          take NODE's link down (packets vanish, processes live on)
   heal NODE         bring NODE's link up again
-  add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--no-agent]
+  sleep NODE SECONDS
+                    freeze every process of NODE for SECONDS, as a phone
+                    asleep; returns at once, NODE wakes by itself
+  wake NODE         thaw NODE now
+  add [--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A]
+      [--profile P] [--no-agent]
                     add a host n<K+1> (with an agent joining the others), in
                     site S (default: the last) when there are sites
   restart NODE      start NODE's agent again (after kill); with --slurm,
                     NODE's slurmd (and slurmctld in n1)
+  delay-line, phantom-killer, no-sysv-ipc
+                    what hosts with a profile run (up and add start them;
+                    down stops them)
   exec NODE [--] COMMAND [ARGS]
                     run COMMAND inside NODE with stdio passed through; exits
                     with its exit code
@@ -59,16 +70,17 @@ Subcommands:
                     "shoal testbed rsh" for plain mpirun across hosts
 
 Every subcommand takes --instance I (default $SHOAL_TESTBED_INSTANCE, else 0) to
-work on another testbed: bridge shoalbr<I>, subnet 10.77.<I>.0/24,
-/tmp/shoal-testbed-<I>. Flags may come before the subcommand or after it
-(shoal testbed --instance 7 status); the commands the testbed suggests carry
---instance I for any instance but 0.
+work on another testbed (0 to 511): bridge shoalbr<I>, subnet 10.77.<I>.0/24
+(from 256: 10.78.<I-256>.0/24), /tmp/shoal-testbed-<I>. Flags may come before
+the subcommand or after it (shoal testbed --instance 7 status); the commands
+the testbed suggests carry --instance I for any instance but 0.
 `
 
 // testbedSubs are the subcommands of shoal testbed.
 var testbedSubs = map[string]func(*tbCtx, []string) int{
 	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
-	"heal": tbHeal, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+	"heal": tbHeal, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+	"delay-line": tbDelayLine, "no-sysv-ipc": tbNoSysVIPC, "phantom-killer": tbPhantomKiller,
 }
 
 func testbedCmd(args []string, stdout, stderr io.Writer) int {
@@ -215,9 +227,10 @@ func tbUp(c *tbCtx, args []string) int {
 	sites := fs.String("sites", "", "hosts of each site, in host order (3,3: n1-n3 and n4-n6); they add up to --nodes")
 	siteRate := fs.String("site-rate", "", "bandwidth of each site's link to the other sites, each direction, in tc syntax (20mbit)")
 	arch := fs.String("arch", "", "instruction set of each host, amd64 or arm64: one value for all or one per host (default amd64; arm64 needs make arm64-root and make arm64-agent)")
+	profile := fs.String("profile", "", "device condition of each host, wifi, android or none: one value for all or one per host (docs/testbed.md, \"Profiles\")")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
 	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--no-agent] [--slurm]")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--no-agent] [--slurm]")
 	if code >= 0 {
 		return code
 	}
@@ -238,6 +251,7 @@ func tbUp(c *tbCtx, args []string) int {
 	}
 	cfg.Rate, _ = parseList(*rate, func(s string) (string, error) { return s, nil })
 	cfg.Arch, _ = parseList(*arch, func(s string) (string, error) { return s, nil })
+	cfg.Profile, _ = parseList(*profile, func(s string) (string, error) { return s, nil })
 	if cfg.Sites, err = parseList(*sites, strconv.Atoi); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: --sites %q: %v\n", *sites, err)
 		return exitUsage
@@ -248,10 +262,11 @@ func tbUp(c *tbCtx, args []string) int {
 		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
 		return exitUsage
 	}
+	if cfg.LinkBinary, err = os.Executable(); err != nil {
+		return c.fail(err)
+	}
 	if !*noAgent && !*slurm {
-		if cfg.AgentBinary, err = os.Executable(); err != nil {
-			return c.fail(err)
-		}
+		cfg.AgentBinary = cfg.LinkBinary
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -368,6 +383,9 @@ func printStatus(c *tbCtx, b *testbed.Bed, asJSON bool) int {
 		if rate == "" {
 			rate = "-"
 		}
+		if h.Profile != "" {
+			rate += " (" + h.Profile + ")"
+		}
 		agent := "-"
 		switch {
 		case agents && h.AgentAlive:
@@ -418,6 +436,48 @@ func tbHeal(c *tbCtx, args []string) int {
 	return exitOK
 }
 
+// tbSleep returns as soon as the host is frozen, not when it wakes: the caller
+// usually has something to do or watch while it sleeps (as after cut), and a
+// waker of the testbed's own ends the sleep even when this command is gone.
+func tbSleep(c *tbCtx, args []string) int {
+	c.flags()
+	rest, code := c.parse(args, "[--instance I] NODE SECONDS")
+	if code >= 0 {
+		return code
+	}
+	if len(rest) != 2 {
+		fmt.Fprintf(c.stderr, "shoal testbed sleep: want NODE and SECONDS (shoal testbed sleep n2 15), got %d arguments\n", len(rest))
+		return exitUsage
+	}
+	d, err := testbed.ParseSleep(rest[1])
+	if err != nil {
+		fmt.Fprintf(c.stderr, "shoal testbed sleep: %v\n", err)
+		return exitUsage
+	}
+	b, code := c.open()
+	if code >= 0 {
+		return code
+	}
+	at, err := b.Sleep(context.Background(), rest[0], d)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.stdout, "%s asleep for %v, until %s; it wakes by itself ('%s' wakes it sooner)\n",
+		rest[0], d, at.Format("15:04:05.000"), tbHint(c.instance, "wake", rest[0]))
+	return exitOK
+}
+
+func tbWake(c *tbCtx, args []string) int {
+	b, node, code := c.oneNode(args)
+	if code >= 0 {
+		return code
+	}
+	if err := b.Wake(context.Background(), node); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
 func tbRestart(c *tbCtx, args []string) int {
 	b, node, code := c.oneNode(args)
 	if code >= 0 {
@@ -437,8 +497,9 @@ func tbAdd(c *tbCtx, args []string) int {
 	fs.StringVar(&hc.Rate, "rate", "", "bandwidth of the new host in tc syntax (15mbit)")
 	fs.IntVar(&hc.Site, "site", 0, "site of the new host, on a testbed with sites (default: the last)")
 	fs.StringVar(&hc.Arch, "arch", "", "instruction set of the new host, amd64 or arm64 (default amd64)")
+	fs.StringVar(&hc.Profile, "profile", "", "device condition of the new host, wifi, android or none (default none)")
 	fs.BoolVar(&hc.NoAgent, "no-agent", false, "start no agent in the new host")
-	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--no-agent]")
+	rest, code := c.parse(args, "[--cores N] [--cpu-quota Q] [--rate R] [--site S] [--arch A] [--profile P] [--no-agent]")
 	if code >= 0 {
 		return code
 	}

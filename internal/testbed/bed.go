@@ -89,6 +89,10 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		Secret:  n.secretFile(),
 		Cgroups: detectCgroups(n),
 		Sites:   cfg.sites(), SiteRate: strings.ToLower(cfg.SiteRate),
+		LinkBinary: cfg.LinkBinary,
+	}
+	if st.LinkBinary == "" {
+		st.LinkBinary = cfg.AgentBinary
 	}
 	if cfg.AgentBinary != "" {
 		help, err := probeAgent(ctx, cfg.AgentBinary)
@@ -172,7 +176,7 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 		Name: n.hostName(k), Index: k, IP: n.hostIP(k),
 		Netns: n.netns(k), Link: n.netns(k), UTS: n.utsPath(k),
 		Dir: dir, TmpDir: dir + "/tmp", DataDir: dir + "/data", AgentLog: dir + "/agent.log",
-		Cores: hc.Cores, CPUQuota: hc.CPUQuota, Rate: hc.Rate, Site: hc.Site,
+		Cores: hc.Cores, CPUQuota: hc.CPUQuota, Rate: hc.Rate, Site: hc.Site, Profile: hc.Profile,
 	}
 	for _, d := range []string{h.Dir, h.DataDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -189,8 +193,23 @@ func (b *Bed) makeHost(ctx context.Context, st *state, k int, hc HostConfig) (*H
 	if hc.Site > 0 {
 		br = n.siteBridge(hc.Site)
 	}
-	if err := makeHostNet(ctx, n, k, br, hc.Rate); err != nil {
+	tap := false
+	if p, ok, _ := lookupProfile(hc.Profile); ok && p.delays() {
+		pid, err := n.startLink(ctx, st.LinkBinary, k, p)
+		if err != nil {
+			return nil, err
+		}
+		h.LinkPID, tap = pid, true
+	}
+	if err := makeHostNet(ctx, n, k, br, hc.Rate, tap); err != nil {
 		return nil, err
+	}
+	if p, ok, _ := lookupProfile(hc.Profile); ok && p.ProcessLimit > 0 {
+		pid, err := n.startKiller(st.LinkBinary, k, p.ProcessLimit)
+		if err != nil {
+			return nil, err
+		}
+		h.KillerPID = pid
 	}
 	if hc.Arch == ArchArm64 {
 		if err := CheckArm64(st.Arm64Root); err != nil {
@@ -446,13 +465,17 @@ func (b *Bed) StartAgent(ctx context.Context, node string) error {
 // HostStatus is a host as it is now.
 type HostStatus struct {
 	Host
-	State      string // "up", "cut", or "gone" (its namespace no longer exists)
+	State      string // "up", "cut", "asleep" (frozen: [Bed.Sleep]), or "gone" (its namespace no longer exists)
 	Procs      int    // processes in the host
 	AgentAlive bool
 }
 
-// Status describes every host now, and the cgroup support in one line.
+// Status describes every host now, and the cgroup support in one line. A host asleep
+// past its wake time is woken first (see [Bed.Sleep]).
 func (b *Bed) Status() (hosts []HostStatus, cgroups string, err error) {
+	if err := b.wakeOverdue(); err != nil {
+		return nil, "", err
+	}
 	st, err := loadState(b.n)
 	if err != nil {
 		return nil, "", err
@@ -463,6 +486,10 @@ func (b *Bed) Status() (hosts []HostStatus, cgroups string, err error) {
 		switch {
 		case err != nil || !isNsfs(h.netnsPath()):
 			s.State = "gone"
+		case frozen(h.Cgroups) && h.Cut:
+			s.State = "asleep,cut"
+		case frozen(h.Cgroups):
+			s.State = "asleep"
 		case h.Cut:
 			s.State = "cut"
 		}

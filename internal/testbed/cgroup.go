@@ -24,12 +24,22 @@ type cgroupSetup struct {
 	V2    string `json:"v2,omitempty"`     // cgroup2 mount point, "" when none is usable
 	V2CPU bool   `json:"v2_cpu,omitempty"` // the v2 hierarchy has the cpu controller
 	V1CPU string `json:"v1_cpu,omitempty"` // mount point of a v1 hierarchy with cpu, used when !V2CPU
+	// V1Freezer is the mount point of the v1 freezer hierarchy, used when there is no
+	// v2 (whose every group can freeze): what puts a host to sleep.
+	V1Freezer string `json:"v1_freezer,omitempty"`
 }
 
 const cpuPeriodUs = 100000
 
 // describe says in one line what the cgroups give, for status and warnings.
 func (c cgroupSetup) describe() string {
+	if c.V1Freezer != "" {
+		return c.describeQuota() + "; v1 freezer at " + c.V1Freezer + " (sleep)"
+	}
+	return c.describeQuota()
+}
+
+func (c cgroupSetup) describeQuota() string {
 	switch {
 	case c.V2 != "" && c.V2CPU:
 		return "cgroup v2 at " + c.V2 + " (processes and CPU quota)"
@@ -96,9 +106,15 @@ func detectCgroups(n names) cgroupSetup {
 		if !m.v2 && c.V1CPU == "" && hasWord(strings.Join(m.options, " "), "cpu") && canMakeGroup(m.dir, n) {
 			c.V1CPU = m.dir
 		}
+		if !m.v2 && c.V1Freezer == "" && hasWord(strings.Join(m.options, " "), "freezer") && canMakeGroup(m.dir, n) {
+			c.V1Freezer = m.dir
+		}
 	}
 	if c.V2CPU {
 		c.V1CPU = ""
+	}
+	if c.V2 != "" {
+		c.V1Freezer = ""
 	}
 	return c
 }
@@ -162,6 +178,13 @@ func (c cgroupSetup) makeHostCgroups(n names, host string, quota float64) (dirs 
 			}
 			quotaApplied = true
 		}
+	}
+	if c.V1Freezer != "" && c.V1Freezer != c.V1CPU {
+		dir := filepath.Join(c.V1Freezer, n.cgroupGroup(), host)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return dirs, quotaApplied, fmt.Errorf("testbed: make cgroup: %w", err)
+		}
+		dirs = append(dirs, dir)
 	}
 	return dirs, quotaApplied, nil
 }

@@ -63,6 +63,12 @@ func clean(ctx context.Context, n names) error {
 		}
 	}
 
+	// The helpers outside the hosts first (wakers, delay lines, process killers: their
+	// argv carries a marker), then thaw: a v1 freezer holds even SIGKILL until thawed.
+	killMarked(fmt.Sprintf("shoal-testbed-%d-n", n.inst))
+	for k := range hosts {
+		setFrozen(cgroups[k], false)
+	}
 	// Processes first: a namespace lives on while a process is in it.
 	for k := range hosts {
 		if _, err := matchFor(n, k, cgroups[k]).kill(ctx); err != nil {

@@ -22,14 +22,18 @@ var (
 	// ErrAgentNotReady: an agent exited, did not publish its address in time, or the
 	// agents did not all see each other alive in time.
 	ErrAgentNotReady = errors.New("testbed: agent not ready")
+	// ErrNoFreezer: the machine's cgroups cannot freeze a host (no cgroup v2 and no v1
+	// freezer hierarchy), so it cannot sleep.
+	ErrNoFreezer = errors.New("testbed: no cgroup freezer (cgroup v2 or the v1 freezer): hosts cannot sleep")
 )
 
 // Limits of one testbed instance.
 const (
 	// MaxNodes is the largest host index: host nK has address 10.77.I.(10+K).
 	MaxNodes = 244
-	// MaxInstance is the largest instance number: it is the third byte of the subnet.
-	MaxInstance = 255
+	// MaxInstance is the largest instance number: instance I has subnet
+	// 10.(77+I/256).(I%256).0/24, so 10.77.I.0/24 up to 255 and 10.78.(I-256).0/24 beyond.
+	MaxInstance = 511
 	// AgentPort is the port every host's agent binds (gossip and, by the agent's choice,
 	// its API next to it).
 	AgentPort = 7946
@@ -58,6 +62,15 @@ type Config struct {
 	// its bridge port). "" means no limit. Empty, one value for all hosts, or one per host.
 	Rate []string
 
+	// Profile is each host's device condition, a name of [Profiles] ("wifi": delay,
+	// jitter, loss and a rate on its link; see [Profile]) or "" / "none": empty, one
+	// value for all hosts, or one per host. A host's own Rate wins over its profile's.
+	Profile []string
+
+	// LinkBinary is the shoal executable whose `testbed delay-line` carries the frames
+	// of hosts with a delaying profile ([RunLink]); "" means AgentBinary.
+	LinkBinary string
+
 	// Sites groups the hosts into sites, by number of hosts in host order: {3, 3} puts
 	// n1–n3 in site 1 and n4–n6 in site 2. Inside a site hosts talk at full speed
 	// (SiteRate does not apply); traffic between sites crosses both sites' links, each
@@ -72,7 +85,8 @@ type Config struct {
 
 	// Instance selects one of several testbeds that can coexist on the machine (tests
 	// of different packages run at the same time; give each its own). It decides every
-	// name: bridge shoalbr<Instance>, subnet 10.77.<Instance>.0/24, namespaces and links
+	// name: bridge shoalbr<Instance>, subnet 10.77.<Instance>.0/24 (10.78.<Instance-256>.0/24
+	// from 256), namespaces and links
 	// shoal<Instance>-nK, directory /tmp/shoal-testbed (Instance 0) or
 	// /tmp/shoal-testbed-<Instance>. 0 ≤ Instance ≤ [MaxInstance]; the CLI uses 0.
 	Instance int
@@ -119,6 +133,7 @@ type HostConfig struct {
 	CPUQuota float64 // as Config.CPUQuota; 0 means no limit
 	Rate     string  // as Config.Rate; "" means no limit
 	Arch     string  // as Config.Arch; "" means amd64
+	Profile  string  // as Config.Profile; "" means none
 	// Site is the host's site, 1 to the number of sites; 0 on a testbed without
 	// sites. In [Config] it comes from Config.Sites; for [Bed.Add], 0 means the last
 	// site.
@@ -146,7 +161,7 @@ func (c Config) Validate() error {
 	for _, l := range []struct {
 		name string
 		n    int
-	}{{"Cores", len(c.Cores)}, {"CPUQuota", len(c.CPUQuota)}, {"Rate", len(c.Rate)}, {"Arch", len(c.Arch)}} {
+	}{{"Cores", len(c.Cores)}, {"CPUQuota", len(c.CPUQuota)}, {"Rate", len(c.Rate)}, {"Arch", len(c.Arch)}, {"Profile", len(c.Profile)}} {
 		if l.n > 1 && l.n != c.Nodes {
 			return fmt.Errorf("%w: %s has %d values for %d nodes: want none, one, or one per node",
 				ErrInvalidConfig, l.name, l.n, c.Nodes)
@@ -218,6 +233,9 @@ func (c Config) Host(i int) HostConfig {
 	if v := pick(c.Arch, i); v != nil {
 		h.Arch = *v
 	}
+	if v := pick(c.Profile, i); v != nil {
+		h.Profile = *v
+	}
 	if c.sites() > 0 {
 		first := 0
 		for s, n := range c.Sites {
@@ -261,6 +279,9 @@ func (h HostConfig) validate(index string) error {
 	if h.Arch != "" && h.Arch != ArchAmd64 && h.Arch != ArchArm64 {
 		return fmt.Errorf("%w: Arch%s = %q: want %s or %s", ErrInvalidConfig, index, h.Arch, ArchAmd64, ArchArm64)
 	}
+	if _, _, err := lookupProfile(h.Profile); err != nil {
+		return fmt.Errorf("%w: Profile%s = %q: %v", ErrInvalidConfig, index, h.Profile, err)
+	}
 	if h.Site < 0 || h.Site > MaxNodes {
 		return fmt.Errorf("%w: Site%s = %d: want 1 to the number of sites (0: none, or the last for Bed.Add)", ErrInvalidConfig, index, h.Site)
 	}
@@ -270,6 +291,12 @@ func (h HostConfig) validate(index string) error {
 func (h HostConfig) withDefaults() HostConfig {
 	if h.Cores == 0 {
 		h.Cores = runtime.NumCPU()
+	}
+	h.Profile = strings.ToLower(h.Profile)
+	if p, ok, _ := lookupProfile(h.Profile); ok && h.Rate == "" {
+		h.Rate = p.Rate
+	} else if !ok {
+		h.Profile = ""
 	}
 	h.Rate = strings.ToLower(h.Rate)
 	if h.Arch == "" {
@@ -304,10 +331,11 @@ func parseRate(s string) (float64, error) {
 type names struct{ inst int }
 
 func (n names) bridge() string        { return fmt.Sprintf("shoalbr%d", n.inst) }
-func (n names) bridgeIP() string      { return fmt.Sprintf("10.77.%d.1", n.inst) }
-func (n names) subnet() string        { return fmt.Sprintf("10.77.%d.0/24", n.inst) }
+func (n names) net24() string         { return fmt.Sprintf("10.%d.%d", 77+n.inst/256, n.inst%256) }
+func (n names) bridgeIP() string      { return n.net24() + ".1" }
+func (n names) subnet() string        { return n.net24() + ".0/24" }
 func (n names) hostName(k int) string { return fmt.Sprintf("n%d", k) }
-func (n names) hostIP(k int) string   { return fmt.Sprintf("10.77.%d.%d", n.inst, 10+k) }
+func (n names) hostIP(k int) string   { return fmt.Sprintf("%s.%d", n.net24(), 10+k) }
 
 // Site s has its own bridge, and its link to the others is a veth pair between that
 // bridge and the instance's bridge: the end in the site's bridge sends out of the site,

@@ -13,6 +13,12 @@
 //   - a cgroup shoal-testbed[-I]/nK holding every process started in the host, with an
 //     optional CPU quota;
 //   - an optional tc bandwidth limit (tbf, both directions of the host's link);
+//   - with a [Profile] ([Config].Profile): wifi, a delay line in user space on its link
+//     ([RunLink]): delay, jitter and loss each way, its bandwidth limit from the profile;
+//     android, a seccomp filter on its processes that kills SysV IPC callers
+//     ([ExecNoSysVIPC]) and a watchdog that kills its processes beyond 32
+//     ([RunPhantomKiller]);
+//   - when put to sleep ([Bed.Sleep]), its cgroup frozen until its wake time;
 //   - with sites ([Config].Sites), membership of site S: its link is a port of the
 //     site's bridge shoal<I>-sS instead of shoalbr<I>, and the site's bridge is joined
 //     to shoalbr<I> by a veth pair (shoal<I>-sSo – shoal<I>-sSi) with a tbf at

@@ -11,7 +11,8 @@ import (
 // prefix is the argv that runs the argv after it inside host h: a shell that moves itself
 // into the host's cgroups before anything can fork, then nsenter into the host's network
 // and UTS namespaces (and, for an arm64 host, its mount namespace and root: see
-// [arm64Enter]), then env with [HostEnv].
+// [arm64Enter]), then env with [HostEnv]. On a host whose profile denies SysV IPC, a
+// `shoal testbed no-sysv-ipc` step before nsenter installs the filter ([ExecNoSysVIPC]).
 func prefix(st *state, h *Host) []string {
 	var argv []string
 	if len(h.Cgroups) > 0 {
@@ -20,6 +21,9 @@ func prefix(st *state, h *Host) []string {
 			script += "echo $$ > " + shellQuote(d+"/cgroup.procs") + " && "
 		}
 		argv = append(argv, "/bin/sh", "-c", script+`exec "$@"`, "shoal-testbed-"+h.Name)
+	}
+	if p, ok, _ := lookupProfile(h.Profile); ok && p.NoSysVIPC {
+		argv = append(argv, st.LinkBinary, "testbed", "no-sysv-ipc", "--")
 	}
 	argv = append(argv, "nsenter", "--net="+h.netnsPath(), "--uts="+h.UTS)
 	if h.Arch == ArchArm64 {

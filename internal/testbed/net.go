@@ -56,17 +56,25 @@ func makeSite(ctx context.Context, n names, s int, rate string) error {
 
 // makeHostNet creates host k's network namespace, its veth pair (eth0 inside, the bridge
 // port outside, named like the namespace, in bridge br), its address and its rate limit.
-func makeHostNet(ctx context.Context, n names, k int, br, rate string) error {
+// With tap, the two ends are instead the TAP devices of the host's delay line
+// ([RunLink]), which exist already: the host's end moves into the namespace as eth0.
+func makeHostNet(ctx context.Context, n names, k int, br, rate string, tap bool) error {
 	ns, link := n.netns(k), n.netns(k)
-	steps := [][]string{
-		{"ip", "netns", "add", ns},
-		{"ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns},
+	pair := [][]string{{"ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns}}
+	if tap {
+		pair = [][]string{
+			{"ip", "link", "set", n.hostTap(k), "netns", ns},
+			{"ip", "-n", ns, "link", "set", n.hostTap(k), "name", "eth0"},
+		}
+	}
+	steps := append([][]string{{"ip", "netns", "add", ns}}, pair...)
+	steps = append(steps, [][]string{
 		{"ip", "link", "set", link, "master", br},
 		{"ip", "link", "set", link, "up"},
 		{"ip", "-n", ns, "link", "set", "lo", "up"},
 		{"ip", "-n", ns, "addr", "add", n.hostIP(k) + "/24", "dev", "eth0"},
 		{"ip", "-n", ns, "link", "set", "eth0", "up"},
-	}
+	}...)
 	if rate != "" {
 		tbf, err := tbfArgs(rate)
 		if err != nil {

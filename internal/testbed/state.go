@@ -27,13 +27,23 @@ type Host struct {
 	Rate     string  `json:"rate,omitempty"`
 	// Arch is amd64 or arm64. An arm64 host's processes enter the mount namespace kept at
 	// MountNS and chroot into Root, its overlay of the arm64 root file system.
-	Arch     string   `json:"arch,omitempty"`
-	MountNS  string   `json:"mount_ns,omitempty"`
-	Root     string   `json:"root,omitempty"`
-	Site     int      `json:"site,omitempty"`    // 1, 2, …; 0 on a testbed without sites
-	Cgroups  []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
-	Cut      bool     `json:"cut,omitempty"`     // link down
-	AgentPID int      `json:"agent_pid,omitempty"`
+	Arch    string `json:"arch,omitempty"`
+	MountNS string `json:"mount_ns,omitempty"`
+	Root    string `json:"root,omitempty"`
+	Site    int    `json:"site,omitempty"` // 1, 2, …; 0 on a testbed without sites
+	// Profile is the host's [Profile] ("" none); LinkPID its delay line ([RunLink]),
+	// whose TAP devices are its eth0 and its bridge port.
+	Profile string `json:"profile,omitempty"`
+	LinkPID int    `json:"link_pid,omitempty"`
+	// KillerPID is its phantom-process killer, with a profile that limits processes.
+	KillerPID int      `json:"killer_pid,omitempty"`
+	Cgroups   []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
+	Cut       bool     `json:"cut,omitempty"`     // link down
+	AgentPID  int      `json:"agent_pid,omitempty"`
+	// WakeAt is when a host put to sleep ([Bed.Sleep]) wakes, in Unix milliseconds; 0
+	// when awake. WakerPID is the process that wakes it then.
+	WakeAt   int64 `json:"wake_at,omitempty"`
+	WakerPID int   `json:"waker_pid,omitempty"`
 	// SlurmdPID is the host's slurmd, on a testbed with Slurm.
 	SlurmdPID int `json:"slurmd_pid,omitempty"`
 	// CPUQuotaOff says the quota was asked for but no cgroup cpu controller exists.
@@ -52,6 +62,7 @@ type state struct {
 	AgentArgs   []string    `json:"agent_args,omitempty"`   // Config.AgentArgs
 	Arm64Agent  string      `json:"arm64_agent,omitempty"`  // the agent of arm64 hosts
 	Arm64Root   string      `json:"arm64_root,omitempty"`   // the root file system of arm64 hosts
+	LinkBinary  string      `json:"link_binary,omitempty"`  // Config.LinkBinary, or AgentBinary
 	Secret      string      `json:"secret_file"`
 	Cgroups     cgroupSetup `json:"cgroup_setup"`
 	Sites       int         `json:"sites,omitempty"`     // 0: no sites
