@@ -18,9 +18,15 @@ type MemSource struct {
 	Members []api.Node
 	Jobs    []job.Job
 	Evs     []job.Event
+	// LinkReads counts the calls of Links.
+	LinkReads int
 }
 
 var _ Source = (*MemSource)(nil)
+
+func (m *MemSource) Health(context.Context) (api.Health, error) {
+	return api.Health{Name: "shoal", Version: "test", Node: "n1/0123456789abcdef"}, nil
+}
 
 func (m *MemSource) Nodes(context.Context) ([]api.Node, error) {
 	m.mu.Lock()
@@ -29,7 +35,10 @@ func (m *MemSource) Nodes(context.Context) ([]api.Node, error) {
 }
 
 func (m *MemSource) Links(context.Context, bool) (api.LinkList, error) {
-	return api.LinkList{}, nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.LinkReads++
+	return api.LinkList{Links: []api.Link{{From: "n1", To: "n2"}}}, nil
 }
 
 func (m *MemSource) ListJobs(context.Context, job.Query) (api.JobList, error) {

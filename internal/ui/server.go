@@ -26,6 +26,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/job"
@@ -44,6 +46,7 @@ var static embed.FS
 // the dashboard runs as ([api.Client] through the local socket, see
 // [ClientSource]). It must be safe for concurrent use.
 type Source interface {
+	Health(ctx context.Context) (api.Health, error)
 	Nodes(ctx context.Context) ([]api.Node, error)
 	Links(ctx context.Context, all bool) (api.LinkList, error)
 	ListJobs(ctx context.Context, q job.Query) (api.JobList, error)
@@ -103,6 +106,7 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	seen   progressBook
+	links  linkCache
 }
 
 // New returns the dashboard reading src, for a browser that shows token, on
@@ -127,6 +131,7 @@ func New(src Source, token string, port int, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /jobs", index)
 	s.mux.HandleFunc("GET /jobs/{id}", index)
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", files))
+	s.mux.HandleFunc("GET /api/agent", s.agent)
 	s.mux.HandleFunc("GET /api/nodes", s.nodes)
 	s.mux.HandleFunc("GET /api/jobs", s.jobs)
 	s.mux.HandleFunc("GET /api/jobs/{id}", s.job)
@@ -211,12 +216,49 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := NodesView{Nodes: nodes}
-	if l, err := s.src.Links(r.Context(), true); err != nil {
+	if l, err := s.links.get(r.Context(), s.src); err != nil {
 		v.LinksError = err.Error()
 	} else {
 		v.Links = l.Links
 	}
 	writeJSON(w, v)
+}
+
+// agent answers GET /api/agent: the local agent's name and version.
+func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
+	h, err := s.src.Health(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, h)
+}
+
+// linkAge is how long the links read from the agent are shown before they are
+// read again: reading them asks every live node, and the nodes measure their
+// links every few minutes only.
+const linkAge = 10 * time.Second
+
+// linkCache holds the links last read, for linkAge. It is safe for concurrent
+// use.
+type linkCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	list api.LinkList
+}
+
+func (c *linkCache) get(ctx context.Context, src Source) (api.LinkList, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < linkAge {
+		return c.list, nil
+	}
+	l, err := src.Links(ctx, true)
+	if err != nil {
+		return api.LinkList{}, err
+	}
+	c.list, c.at = l, time.Now()
+	return l, nil
 }
 
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {

@@ -122,6 +122,7 @@ func TestPages(t *testing.T) {
 		{"/static/app.js", 200, "function nodesPage"},
 		{"/static/style.css", 200, ".bar"},
 		{"/api/nodes", 200, `"name":"n1"`},
+		{"/api/agent", 200, `"version":"test"`},
 		{"/api/jobs", 200, `"id":"j1"`},
 		{"/api/jobs/j1", 200, `"state":"running"`},
 		{"/api/jobs/nope", 404, `no job`},
@@ -238,5 +239,19 @@ func TestJobsProgress(t *testing.T) {
 	}
 	if m := s.seen.jobs["j1"]; m.next != 7 {
 		t.Errorf("the book read j1 up to seq %d, want 7", m.next-1)
+	}
+}
+
+// TestLinksRead: the nodes page, read every second, asks the agent for the
+// links (which asks every node) once in linkAge.
+func TestLinksRead(t *testing.T) {
+	s, src := testServer()
+	for range 3 {
+		if w := get(s, "/api/nodes", true); !strings.Contains(w.Body.String(), `"to":"n2"`) {
+			t.Fatalf("GET /api/nodes: got %s, want the link n1 to n2", w.Body)
+		}
+	}
+	if src.LinkReads != 1 {
+		t.Errorf("got %d reads of the links for 3 of the page, want 1", src.LinkReads)
 	}
 }

@@ -7,6 +7,7 @@ const $main = document.getElementById("main");
 const $status = document.getElementById("status");
 let timer = null; // the page's refresh
 let source = null; // the job page's event stream
+let agent = ""; // the local agent: "n1 · shoal 1.2.3"
 
 function el(tag, attrs, ...kids) {
   const e = tag.startsWith("svg:")
@@ -119,7 +120,7 @@ function refresh(load) {
   const tick = async () => {
     try {
       await load();
-      status("live · " + new Date().toLocaleTimeString([], { hour12: false }));
+      status((agent ? agent + " · " : "") + "live · " + new Date().toLocaleTimeString([], { hour12: false }));
     } catch (e) {
       status("agent: " + e.message, true);
     }
@@ -307,7 +308,7 @@ function axes(svg, t0, t1, ymax, yfmt) {
 // with each checkpoint, loss, restart and move marked at its time.
 function timeline(j, events, samples) {
   const t0 = new Date(j.submitted).getTime();
-  const t1 = Math.max(j.ended ? new Date(j.ended).getTime() : Date.now(), t0 + 1000);
+  const t1 = j.ended ? Math.max(new Date(j.ended).getTime(), t0 + 1) : Math.max(Date.now(), t0 + 1000);
   const svg = el("svg:svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, id: "timeline-svg" });
   const { x, y } = axes(svg, t0, t1, 1, (v) => Math.round(v * 100) + "%");
   // Progress: the program's reports (events, in steps of 10%); a farm's, what
@@ -406,4 +407,5 @@ function route() {
   }
 }
 
+getJSON("/api/agent").then((h) => { agent = h.node.split("/")[0] + " · " + h.name + " " + h.version; }).catch(() => {});
 route();
