@@ -328,9 +328,11 @@ function timeline(j, events, samples) {
   pts.push([j.ended ? t1 : Math.min(Date.now(), t1), pts[pts.length - 1][1]]);
   const steps = pts.flatMap(([t, p], i) => (i ? [[t, pts[i - 1][1]], [t, p]] : [[t, p]]));
   svg.append(el("svg:polyline", { points: steps.map(([t, p]) => x(t).toFixed(1) + "," + y(p).toFixed(1)).join(" "), fill: "none", stroke: "#1f5fbf", "stroke-width": 2 }));
-  for (const e of events) {
+  // Losses last, over the restart that follows each at the same time.
+  const order = { epoch: 0, move: 1, restart: 2, loss: 3 };
+  const marked = events.filter((e) => markKinds[e.type]).sort((a, b) => order[markKinds[a.type]] - order[markKinds[b.type]]);
+  for (const e of marked) {
     const kind = markKinds[e.type];
-    if (!kind) continue;
     const xt = x(new Date(e.time).getTime());
     const c = markColor[kind];
     const g = el("svg:g", { class: "mark mark-" + kind, "data-type": e.type });
@@ -339,7 +341,7 @@ function timeline(j, events, samples) {
       g.append(el("svg:line", { x1: xt, y1: y(0), x2: xt, y2: y(0) - 10, stroke: c, "stroke-width": 2 }));
     } else {
       g.append(el("svg:line", { x1: xt, y1: PAD.t, x2: xt, y2: y(0), stroke: c, "stroke-width": 1.5, "stroke-dasharray": kind === "move" ? "4 3" : null }));
-      g.append(el("svg:circle", { cx: xt, cy: PAD.t + 4, r: 4, fill: c }));
+      g.append(el("svg:circle", { cx: xt, cy: PAD.t + (kind === "loss" ? 4 : 14), r: 4, fill: c }));
     }
     svg.append(g);
   }
@@ -407,5 +409,5 @@ function route() {
   }
 }
 
-getJSON("/api/agent").then((h) => { agent = h.node.split("/")[0] + " · " + h.name + " " + h.version; }).catch(() => {});
+getJSON("/api/agent").then((h) => { agent = h.name + " · shoal " + h.version; }).catch(() => {});
 route();
