@@ -87,14 +87,10 @@ func uiCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal ui: %v\n", err)
 		return exitFailure
 	}
-	port := l.Addr().(*net.TCPAddr).Port
+	addr := l.Addr().(*net.TCPAddr)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv := &http.Server{Handler: ui.New(ui.ClientSource{Client: c}, token, port, log), ReadHeaderTimeout: 10 * time.Second}
-	host, _, _ := net.SplitHostPort(listen)
-	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
-		host = "[" + host + "]"
-	}
-	fmt.Fprintf(stdout, "shoal ui: reading the agent at %s; open http://%s:%d/?token=%s\n", sock, host, port, token)
+	srv := &http.Server{Handler: ui.New(ui.ClientSource{Client: c}, token, addr, log), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "shoal ui: reading the agent at %s; open http://%s/?token=%s\n", sock, addr, token)
 	sigs, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

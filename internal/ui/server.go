@@ -110,16 +110,18 @@ type Server struct {
 }
 
 // New returns the dashboard reading src, for a browser that shows token, on
-// port (the listener's) of loopback.
-func New(src Source, token string, port int, log *slog.Logger) *Server {
+// addr, the loopback address (host:port) it listens on. The Host of a request
+// must name that port of addr's host, 127.0.0.1, localhost or ::1.
+func New(src Source, token string, addr *net.TCPAddr, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p := strconv.Itoa(port)
+	p := strconv.Itoa(addr.Port)
 	s := &Server{
 		src: src, token: token, log: log, mux: http.NewServeMux(),
 		cookie: "shoal-ui-" + p,
-		hosts:  map[string]bool{"127.0.0.1:" + p: true, "localhost:" + p: true, "[::1]:" + p: true},
+		hosts: map[string]bool{addr.String(): true,
+			"127.0.0.1:" + p: true, "localhost:" + p: true, "[::1]:" + p: true},
 	}
 	page, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(page)

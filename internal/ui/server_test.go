@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -27,7 +28,7 @@ func testServer() (*Server, *MemSource) {
 			{Seq: 2, Job: "j1", Type: job.EventEpoch, Epoch: 1, Time: time.Unix(2, 0)},
 		},
 	}
-	return New(src, testToken, 8080, nil), src
+	return New(src, testToken, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 8080}, nil), src
 }
 
 // TestRefuse: only a GET or HEAD naming the loopback address and port the
@@ -44,6 +45,8 @@ func TestRefuse(t *testing.T) {
 		{"HEAD with cookie", "HEAD", "127.0.0.1:8080", "/jobs", good, 0},
 		{"localhost", "GET", "localhost:8080", "/", good, 0},
 		{"ipv6 loopback", "GET", "[::1]:8080", "/", good, 0},
+		{"the address it listens on", "GET", "127.0.0.2:8080", "/", good, 0},
+		{"another loopback address", "GET", "127.0.0.3:8080", "/", good, http.StatusForbidden},
 		{"token", "GET", "127.0.0.1:8080", "/?token=" + testToken, nil, 0},
 		{"nothing", "GET", "127.0.0.1:8080", "/api/jobs", nil, http.StatusForbidden},
 		{"wrong token", "GET", "127.0.0.1:8080", "/?token=00", nil, http.StatusForbidden},
