@@ -28,6 +28,8 @@ command -v munged >/dev/null || need+=(munge)
 # remote command by the launching user's shell).
 command -v zsh >/dev/null || need+=(zsh)
 command -v ksh >/dev/null || need+=(ksh)
+# test/ui drives the dashboard (shoal ui) in a real browser, headless.
+command -v chromium >/dev/null || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
