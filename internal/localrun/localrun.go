@@ -136,6 +136,10 @@ type Record struct {
 	// Keep is the run's --keep (job.KeepForever) or --keep-for; 0 for the
 	// retention policy's grace.
 	Keep job.Duration `json:"keep,omitempty"`
+	// Farm is the spec of a task farm run here (`shoal farm` without an
+	// agent, internal/localfarm), whose Identity is then empty; nil for a
+	// `shoal run` job.
+	Farm *job.Spec `json:"farm,omitempty"`
 }
 
 // Action is what a new run of a job does with what an earlier run kept.

@@ -107,7 +107,7 @@ func TestLockKeepsRunsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Lock("j", 1)
-	if !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "job j is running on this machine (shoal run, pid 4242)") {
+	if !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "job j is running on this machine (pid 4242)") {
 		t.Errorf("second lock: %v, want ErrRunning naming pid 4242", err)
 	}
 	l.Release()
