@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/membership"
 )
@@ -28,10 +29,13 @@ Columns: NAME; ADDRESS (gossip); CORES, with "/Q" when a quota gives the ranks
 Q CPUs in all (shoal agent --cpus); SPEED, single-core speed measured at
 agent start, relative to the fastest node listed; ARCH; STATE: alive, suspect
 (stopped answering probes), dead (declared failed), left (left on purpose),
-with "leaving" while a node is about to leave; SINCE, how long it has been in
+unreachable (its machine answers but its agent refuses connections, so the
+agent is gone: shown at once, where membership declares it dead seconds
+later), with "leaving" while a node is about to leave; SINCE, how long it has been in
 that state; RANKS, ranks of running jobs on the node, whichever node
 coordinates them (each node announces its own count; a change reaches the
-others within about a second), - for a dead or left node, which runs none;
+others within about a second), - for a dead, left or unreachable node, which
+runs none;
 ROLE, the node's part in the job store: leader (coordinates every job), voter,
 follower (keeps a copy of the jobs without voting), or - (none). A dead or
 left node keeps its role until the leader takes it out of the job store,
@@ -128,7 +132,7 @@ func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
 			cores += "/" + strconv.FormatFloat(n.CPUs, 'f', -1, 64)
 		}
 		ranks := strconv.Itoa(n.Ranks)
-		if st, ok := membership.ParseState(n.State); ok && !st.Member() {
+		if st, ok := membership.ParseState(n.State); (ok && !st.Member()) || n.State == agent.StateUnreachable {
 			ranks = "-" // the count it announced last, before it went
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
