@@ -50,6 +50,7 @@ func TestDecide(t *testing.T) {
 		{"fixed to elastic", ended(job.Cancelled, heat("--steps", "300")), true, false, elastic, Refuse, ErrOtherRun, []string{"4 ranks (now 2 to 8 ranks)"}},
 		{"succeeded and kept", ended(job.Succeeded, heat()), true, false, heat(), Refuse, ErrSucceeded, []string{"succeeded 12 s ago", "--fresh"}},
 		{"unrecorded checkpoints", nil, true, false, heat(), Refuse, ErrUnrecorded, []string{"no run shoal recorded", "--fresh"}},
+		{"a farm's id, --fresh", &Record{Job: "j", State: job.Failed, Farm: &job.Spec{ID: "j"}}, false, true, heat(), Refuse, ErrOtherRun, []string{"job j is a task farm run on this machine (shoal farm)"}},
 	}
 	for _, tt := range tests {
 		d := Decide("j", tt.old, tt.held, tt.fresh, tt.now, t0)
