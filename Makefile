@@ -108,13 +108,17 @@ test-mpich: mpich
 #   lib/pkgconfig/shoal.pc, shoal-fortran.pc (pointing at the prefix; mpicc= names the MPI)
 #   lib/cmake/Shoal/ShoalConfig.cmake, ShoalConfigVersion.cmake (Shoal::shoal, Shoal::shoalf)
 #   lib/python3.X/site-packages/shoal, without its dependencies (PYTHONPATH)
-# BINDIR, LIBDIR and INCLUDEDIR override one directory each. install-mpich installs the MPICH tree the same
+#   lib/systemd/system/shoal-agent.service (deploy/, running the installed shoal)
+#   SYSCONFDIR/shoal/agent.toml.example, and agent.toml unless there is one (SYSCONFDIR:
+#   /etc for the prefixes /usr and /usr/local, else PREFIX/etc; scripts/install-deploy.sh)
+# BINDIR, LIBDIR, INCLUDEDIR, SYSCONFDIR and SYSTEMDUNITDIR override one directory each. install-mpich installs the MPICH tree the same
 # way into another prefix, since one prefix holds one MPI's build, as module systems keep
 # one module per MPI. The work is scripts/install.sh's; the Python package is installed
 # with this tree's venv, whose pip and setuptools need no network.
 PREFIX ?= /usr/local
 INSTALL_ENV = PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' $(if $(BINDIR),BINDIR='$(BINDIR)') \
 	$(if $(LIBDIR),LIBDIR='$(LIBDIR)') $(if $(INCLUDEDIR),INCLUDEDIR='$(INCLUDEDIR)') \
+	$(if $(SYSCONFDIR),SYSCONFDIR='$(SYSCONFDIR)') $(if $(SYSTEMDUNITDIR),SYSTEMDUNITDIR='$(SYSTEMDUNITDIR)') \
 	PIP_PYTHON='$(abspath $(VENV))/bin/python'
 
 install: go-build lib fortran $(VENV)/.build-tools

@@ -9,6 +9,8 @@
 #   MPICC MPIFC the MPI's own compiler wrappers the tree was built with
 #   PIP_PYTHON  a Python with pip and setuptools that installs the Python package
 #               (make's build/venv); empty: no Python package
+#   SYSCONFDIR, SYSTEMDUNITDIR  where the agent's configuration and systemd unit go
+#               (scripts/install-deploy.sh says where by default)
 #
 # One prefix holds the build of one MPI: the Open MPI and MPICH libraries have the same
 # names and are not ABI compatible, so installing one over the other is refused.
@@ -60,6 +62,7 @@ if [ "$mode" = uninstall ]; then
 	fi
 	# Only the directories that hold nothing but Shoal's files; the prefix's own stay.
 	rmdir "$d$LIBDIR/pkgconfig" "$d$LIBDIR/cmake" 2>/dev/null || true
+	PREFIX=$PREFIX BINDIR=$BINDIR DESTDIR=$DESTDIR scripts/install-deploy.sh uninstall
 	echo "uninstall: removed Shoal from $d$PREFIX"
 	exit 0
 fi
@@ -146,6 +149,8 @@ if [ -n "$pysite" ]; then
 	fi
 	printf 'PATH = %s\n' "'$LIBDIR/libshoal.so'" >"$d$pysite/shoal/_libshoal.py"
 fi
+
+PREFIX=$PREFIX BINDIR=$BINDIR DESTDIR=$DESTDIR scripts/install-deploy.sh install
 
 echo "install: Shoal $version ($mpi) in $d$PREFIX"
 if [ -n "$pysite" ]; then

@@ -30,7 +30,8 @@ const agentUsage = `Usage: shoal agent [flags]
 
 Runs this node's agent in the foreground until the node leaves the cluster:
 'shoal leave', SIGTERM or Ctrl-C make it leave gracefully (a second signal
-stops it at once; a killed agent is declared dead by the others).
+stops it at once; a killed agent is declared dead by the others). SIGHUP
+opens --log-file again under its name, for logrotate (deploy/ has an example).
 
 As a service, the agent takes its flags from a file (deploy/ has a systemd
 unit and an example):
@@ -111,7 +112,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.IntVar(&o.connsPerUser, "conns-per-user", o.connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
 	fs.StringVar(&o.mpi, "engine", "openmpi", "the MPI that launches the jobs this node coordinates when a job names none: openmpi or mpich")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug lines, including memberlist's and raft's")
-	fs.StringVar(&o.logFile, "log-file", "", "append the log to this file (created mode 0600) instead of writing it to stderr")
+	fs.StringVar(&o.logFile, "log-file", "", "append the log to this file (created mode 0600) instead of writing it to stderr; SIGHUP opens it again under its name (logrotate)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log lines as text (key=value) or json, one object a line")
 	return fs, o
 }
@@ -211,12 +212,14 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 	if connsPerUser == 0 {
 		connsPerUser = -1
 	}
-	log, closeLog, err := agentLogger(o.logFile, o.logFormat, o.verbose, stderr)
+	log, file, err := agentLogger(o.logFile, o.logFormat, o.verbose, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal agent: --log-file: %v\n", err)
 		return exitFailure
 	}
-	defer closeLog()
+	if file != nil {
+		defer file.Close()
+	}
 	mpi := o.mpi
 	cfg := agent.Config{
 		DataDir:    o.dataDir,
@@ -243,7 +246,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 
 	// Catch signals before starting, so that none is lost in between.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
 	sd := takeNotifier()
@@ -265,6 +268,8 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 			return exitOK
 		case sig := <-sigs:
 			switch {
+			case sig == syscall.SIGHUP:
+				reopenLog(log, file)
 			case sig == syscall.SIGTERM && onTerm != nil:
 				onTerm(log)
 			case leaving:
@@ -279,6 +284,22 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 			}
 		}
 	}
+}
+
+// reopenLog answers SIGHUP: the log file is opened again under its name
+// (logrotate renamed it), the last line to the old file saying so and the
+// first to the new one; without a log file there is nothing to do.
+func reopenLog(log *slog.Logger, file *logFile) {
+	if file == nil {
+		log.Info("SIGHUP: no log file to reopen (the log goes to stderr)")
+		return
+	}
+	log.Info("reopening the log file on SIGHUP", "file", file.path)
+	if err := file.Reopen(); err != nil {
+		log.Error("cannot reopen the log file; writing on to the one open", "file", file.path, "err", err)
+		return
+	}
+	log.Info("log file reopened on SIGHUP", "file", file.path)
 }
 
 // parseLabels parses KEY=VALUE[,KEY=VALUE...].

@@ -178,24 +178,17 @@ func (c *configValue) badType(v any, want string) error {
 }
 
 // agentLogger returns the agent's logger: text or JSON lines, debug ones
-// too when verbose, to stderr or appended to the file logFile.
-func agentLogger(logFile, format string, verbose bool, stderr io.Writer) (*slog.Logger, func(), error) {
-	w, closeLog := stderr, func() {}
-	if logFile != "" {
-		// Not through a symbolic link: one in a directory others may write
-		// would have root append to a file of their choosing.
-		f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, nil, fmt.Errorf("%s: a symbolic link; name the file itself", logFile)
-		}
-		if err != nil {
+// too when verbose, to stderr or appended to the file path, which is then
+// returned too (to reopen it on SIGHUP; nil for stderr).
+func agentLogger(path, format string, verbose bool, stderr io.Writer) (*slog.Logger, *logFile, error) {
+	w := stderr
+	var file *logFile
+	if path != "" {
+		var err error
+		if file, err = openLogFile(path); err != nil {
 			return nil, nil, err
 		}
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			f.Close()
-			return nil, nil, fmt.Errorf("%s: not a regular file", logFile)
-		}
-		w, closeLog = f, func() { f.Close() }
+		w = file
 	}
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	if verbose {
@@ -205,5 +198,5 @@ func agentLogger(logFile, format string, verbose bool, stderr io.Writer) (*slog.
 	if format == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(h), closeLog, nil
+	return slog.New(h), file, nil
 }

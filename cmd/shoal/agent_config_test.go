@@ -118,13 +118,13 @@ func TestAgentLogFile(t *testing.T) {
 	path := filepath.Join(dir, "agent.log")
 	os.WriteFile(path, []byte("before\n"), 0o600)
 	for i, format := range []string{"text", "json"} {
-		log, closeLog, err := agentLogger(path, format, false, nil)
+		log, file, err := agentLogger(path, format, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		log.Info("started", "n", i)
 		log.Debug("hidden")
-		closeLog()
+		file.Close()
 	}
 	data, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
@@ -141,10 +141,10 @@ func TestAgentLogFile(t *testing.T) {
 	}
 
 	fresh := filepath.Join(dir, "fresh.log")
-	if _, closeLog, err := agentLogger(fresh, "text", false, nil); err != nil {
+	if _, file, err := agentLogger(fresh, "text", false, nil); err != nil {
 		t.Fatal(err)
 	} else {
-		closeLog()
+		file.Close()
 	}
 	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("a new log file: %v, %v; want mode 0600", fi.Mode(), err)

@@ -165,14 +165,17 @@ func TestDetachWaitLogs(t *testing.T) {
 			if code != exitOK || !strings.HasPrefix(lines[0], "ID ") || !strings.Contains(lines[0], " SUBMITTED  DURATION ") {
 				t.Fatalf("shoal %s: exit %d, %s\n%s", strings.Join(args, " "), code, out, stderr)
 			}
+			more := false
 			for _, l := range lines[1:] {
-				if strings.HasPrefix(l, "older jobs: shoal jobs ") {
-					args = strings.Fields(strings.TrimPrefix(l, "older jobs: shoal "))
+				if _, next, ok := strings.Cut(l, "; the next "); ok {
+					_, next, _ = strings.Cut(next, ": shoal ")
+					next, _, _ = strings.Cut(next, ";")
+					args, more = strings.Fields(next), true
 					continue
 				}
 				got = append(got, strings.Fields(l)[0])
 			}
-			if !strings.HasPrefix(lines[len(lines)-1], "older jobs: ") {
+			if !more {
 				break
 			}
 		}
@@ -189,7 +192,7 @@ func TestDetachWaitLogs(t *testing.T) {
 		if len(failed.Jobs) != 1 || failed.Jobs[0].State != job.Failed {
 			t.Errorf("shoal jobs --state failed --since 1h: %s; want the one failed job", out)
 		}
-		if code, _, stderr := runOut("jobs", want[0], "--state", "failed"); code != exitUsage || stderr != "shoal jobs: --state, --owner, --since, --limit and --before select jobs to list: not with JOB (see 'shoal jobs --help')\n" {
+		if code, _, stderr := runOut("jobs", want[0], "--state", "failed"); code != exitUsage || stderr != "shoal jobs: --state, --owner, --since, --limit, --all and --before select jobs to list: not with JOB (see 'shoal jobs --help')\n" {
 			t.Errorf("shoal jobs JOB --state failed: exit %d, stderr %q; want %d and one line", code, stderr, exitUsage)
 		}
 	})

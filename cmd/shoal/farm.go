@@ -21,6 +21,7 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/job"
+	"shoal/internal/results"
 )
 
 func init() {
@@ -50,6 +51,10 @@ results already stored are kept. Started again by its owner with the same
 it runs, the same command follows it instead. An id that another user's job
 holds is refused as taken, as is any other job's.
 
+Where no agent runs, or with --local, the farm runs on this machine alone, as
+many tasks at once as it has cores, with the same results, lines and exit
+codes; run again under its --job-id, it runs the tasks without a result.
+
     seq 0 31 | shoal farm --out tiles -- mandelbrot --tile {} --of 32
 
 Flags:
@@ -72,6 +77,7 @@ type farmFlags struct {
 	detach   bool
 	quiet    bool
 	dispatch string
+	local    bool
 	files    multiFlag
 	env      multiFlag
 	agent    localAgentFlags
@@ -90,6 +96,7 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.detach, "detach", false, "submit the farm, print its id and return (follow it with shoal wait ID)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print no progress lines")
 	fs.StringVar(&f.dispatch, "dispatch", "", "cyclic or block: a static schedule instead of the least loaded node, to compare (bench/farm)")
+	fs.BoolVar(&f.local, "local", false, "run on this machine only, even when an agent is running (without one, a farm runs here anyway)")
 	fs.Var(&f.files, "file", "stage this input `FILE` to every node too (repeatable)")
 	fs.Var(&f.env, "env", "set `KEY=VALUE` in every task's environment (repeatable)")
 	f.agent.register(fs)
@@ -145,9 +152,23 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 			return usage("--out %s: %v", f.out, err)
 		}
 	}
+	if f.local {
+		return runFarmHere(f, program, fs.Args()[1:], tasks, stdout, stderr)
+	}
+	if f.agent == (localAgentFlags{}) {
+		c, err := localAgent(stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal farm: %v\n", err)
+			return exitFailure
+		}
+		if c == nil {
+			return runFarmHere(f, program, fs.Args()[1:], tasks, stdout, stderr)
+		}
+		return runFarm(c, f, program, fs.Args()[1:], tasks, stdout, stderr)
+	}
 	c, err := f.agent.client()
 	if errors.Is(err, agent.ErrNoAgent) {
-		fmt.Fprintln(stderr, "shoal farm: no agent runs on this machine: start one (shoal agent --init), or name one with --agent or $SHOAL_AGENT")
+		fmt.Fprintln(stderr, "shoal farm: no agent runs where --data-dir, --agent or --secret-file say")
 		return exitFailure
 	}
 	if err != nil {
@@ -264,6 +285,7 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 // stdout in task order.
 type collector struct {
 	c              *api.Client
+	local          *results.Store // a farm run on this machine alone: its results, read here
 	job            string
 	out            string
 	total          int
@@ -349,7 +371,7 @@ func (col *collector) collectRest() {
 			col.err = col.fetch(t, col.stdout)
 			col.next = t + 1
 		}
-		if errors.Is(col.err, api.ErrNotFound) {
+		if errors.Is(col.err, api.ErrNotFound) || errors.Is(col.err, results.ErrNotFound) {
 			col.err = nil // no result: given up in an earlier run, or never run
 		}
 	}
@@ -387,7 +409,14 @@ func (col *collector) fetch(task int, w io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rc, _, sum, err := col.c.GetResult(ctx, col.job, task)
+	var rc io.ReadCloser
+	var sum string
+	var err error
+	if col.local != nil {
+		rc, _, sum, err = col.local.Open(col.job, task)
+	} else {
+		rc, _, sum, err = col.c.GetResult(ctx, col.job, task)
+	}
 	if err != nil {
 		return fmt.Errorf("result of task %d: %w", task, err)
 	}

@@ -52,7 +52,8 @@ func TestFarmBadInput(t *testing.T) {
 		{[]string{"--job-id", "../x", "true"}, exitUsage, "--job-id"},
 		{[]string{"--env", "NOEQUALS", "true"}, exitUsage, "--env"},
 		{[]string{"--tasks", tasks}, exitUsage, "no program given"},
-		{[]string{"--tasks", tasks, "true"}, exitFailure, "no agent runs on this machine"},
+		{[]string{"--tasks", tasks, "--detach", "true"}, exitUsage, "--detach needs an agent, and none runs on this machine"},
+		{[]string{"--tasks", tasks, "--local", "--dispatch", "cyclic", "true"}, exitUsage, "--dispatch needs an agent"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(append([]string{"farm"}, tt.args...), &stdout, &stderr)

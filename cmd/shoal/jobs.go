@@ -96,10 +96,13 @@ that failed). A user other than root, who submits through the agent's socket,
 sees only their own jobs.
 
 --state, --owner and --since select the jobs listed, and --limit N lists the N
-newest of them, then a line with the command that lists the next N (--before
-CURSOR): the agent selects them, so only the page travels, and a page stays
-right while jobs are submitted. --json prints the agent's answer: the jobs, with
-their submitted, started and ended times, and next, the cursor of the next page.
+newest of them (50 by default), then a line that says how many more there are,
+with the command that lists the next N (--before CURSOR) and the one that lists
+them all (--all, or --limit 0): the agent selects them, so only the page
+travels, and a page stays right while jobs are submitted. --json prints the
+agent's answer, every job unless --limit says otherwise: the jobs, with their
+submitted, started and ended times, next, the cursor of the next page, and
+more, how many jobs follow it.
 
 shoal jobs JOB prints one job: its state and ranks, when it was submitted,
 started and ended, the checkpoint interval in use and why (with --ckpt-interval
@@ -135,7 +138,7 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if len(rest) == 1 && filters.given {
-		fmt.Fprintln(stderr, "shoal jobs: --state, --owner, --since, --limit and --before select jobs to list: not with JOB (see 'shoal jobs --help')")
+		fmt.Fprintln(stderr, "shoal jobs: --state, --owner, --since, --limit, --all and --before select jobs to list: not with JOB (see 'shoal jobs --help')")
 		return exitUsage
 	}
 	if len(rest) == 1 {
@@ -145,7 +148,7 @@ func jobsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shoal jobs: --placement and --traffic need a JOB (see 'shoal jobs --help')")
 		return exitUsage
 	}
-	list, err := c.ListJobs(ctx, filters.q)
+	list, err := c.ListJobs(ctx, filters.query(asJSON))
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal jobs: %s\n", errorLine(err))
 		return exitFailure

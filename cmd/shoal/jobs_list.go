@@ -20,6 +20,22 @@ import (
 type jobFilters struct {
 	q     job.Query
 	given bool // any of the flags was given
+	// limited: --limit was given (0 for all); all: --all.
+	limited, all bool
+}
+
+// DefaultJobsPage is how many jobs `shoal jobs` lists without --limit or
+// --all, the newest: a line after them says how many more there are.
+const DefaultJobsPage = 50
+
+// query is the query of the flags: without --limit or --all, a table lists the
+// newest DefaultJobsPage jobs; JSON, for scripts, lists every one.
+func (f jobFilters) query(asJSON bool) job.Query {
+	q := f.q
+	if !f.limited && !f.all && !asJSON {
+		q.Limit = DefaultJobsPage
+	}
+	return q
 }
 
 func (f *jobFilters) register(fs *flag.FlagSet) {
@@ -41,13 +57,24 @@ func (f *jobFilters) register(fs *flag.FlagSet) {
 		f.given, f.q.Since = true, t
 		return err
 	})
-	fs.Func("limit", "list at most `N` jobs, the newest; the last line then says how to list the next ones (default: all)", func(s string) error {
+	fs.Func("limit", fmt.Sprintf("list at most `N` jobs, the newest; the last line then says how many more there are and how to list the next ones; 0 for all (default: %d in the table, all with --json)", DefaultJobsPage), func(s string) error {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return errors.New("want a whole number of jobs, at least 1")
+		if err != nil || n < 0 {
+			return errors.New("want a whole number of jobs, or 0 for all")
 		}
-		f.given, f.q.Limit = true, n
+		if f.all && n > 0 {
+			return errors.New("--all lists every job: give one of them")
+		}
+		f.given, f.limited, f.q.Limit = true, true, n
 		return nil
+	})
+	fs.BoolFunc("all", "list every job, however many (as --limit 0)", func(s string) error {
+		all, err := strconv.ParseBool(s)
+		if all && f.q.Limit > 0 {
+			return fmt.Errorf("--limit %d lists %d: give one of them", f.q.Limit, f.q.Limit)
+		}
+		f.given, f.all = true, all
+		return err
 	})
 	fs.Func("before", "list the jobs after `CURSOR` in the list, newest first: the cursor the last page printed", func(s string) error {
 		c, err := job.ParseCursor(s)
@@ -115,8 +142,47 @@ func printJobs(w io.Writer, l api.JobList, args []string, now time.Time) {
 	}
 	tw.Flush()
 	if l.Next != "" {
-		fmt.Fprintf(w, "older jobs: %s\n", nextPage(args, l.Next))
+		fmt.Fprintln(w, moreLine(l, args))
 	}
+}
+
+// moreLine says, after a page, how many older jobs there are and how to list
+// them: "70 older jobs; the next 50: shoal jobs --before C; all: shoal jobs
+// --all".
+func moreLine(l api.JobList, args []string) string {
+	older := "older jobs" // an agent that does not count them
+	if l.More > 0 {
+		older = job.Plural(l.More, "older job")
+	}
+	next := nextPage(args, l.Next)
+	var all []string
+	for _, w := range strings.Fields(next) {
+		if w == "--before" {
+			break
+		}
+		all = append(all, w)
+	}
+	n := len(l.Jobs)
+	if l.More > 0 {
+		n = min(n, l.More)
+	}
+	return fmt.Sprintf("%s; the next %d: %s; all: %s --all", older, n, next, strings.Join(withoutLimit(all), " "))
+}
+
+// withoutLimit drops --limit N (or --limit=N) from a command line.
+func withoutLimit(words []string) []string {
+	var out []string
+	for i := 0; i < len(words); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(words[i], "-"), "=")
+		if strings.HasPrefix(words[i], "-") && name == "limit" {
+			if !hasValue {
+				i++
+			}
+			continue
+		}
+		out = append(out, words[i])
+	}
+	return out
 }
 
 // nextPage is the command line that lists the page after the one args

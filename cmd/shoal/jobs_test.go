@@ -76,17 +76,55 @@ func TestPrintJobs(t *testing.T) {
 			Placement: map[string][]int{"n1": {0, 1}, "n2": {2, 3}}, Epoch: 12, Restarts: 1},
 		{ID: "done", State: job.Succeeded, Submitted: t0, Started: t0.Add(2 * time.Second), Ended: t0.Add(12*time.Minute + 32*time.Second),
 			Spec: job.Spec{Ranks: 1, Owner: &job.Owner{UID: 1001, Name: "alice"}}},
-	}, Next: "1748772000000000000.done"}
+	}, Next: "1748772000000000000.done", More: 70}
 	var b strings.Builder
 	printJobs(&b, l, []string{"--state", "running,succeeded", "--limit", "3", "--agent", "10.0.0.1:7947"}, now)
 	want := `ID     OWNER  STATE      SUBMITTED  DURATION  RANKS  EPOCH  RESTARTS  PLACEMENT
 waits  root   pending    5s ago     -         2      0      0         
 runs   root   running    2h00m ago  1h59m     4      12     1         n1:2 n2:2
 done   alice  succeeded  3h00m ago  12m30s    1      0      0         
-older jobs: shoal jobs --state running,succeeded --limit 3 --agent 10.0.0.1:7947 --before 1748772000000000000.done
+70 older jobs; the next 3: shoal jobs --state running,succeeded --limit 3 --agent 10.0.0.1:7947 --before 1748772000000000000.done; all: shoal jobs --state running,succeeded --agent 10.0.0.1:7947 --all
 `
 	if got := b.String(); got != want {
 		t.Errorf("printJobs:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestJobsPage: the table lists the newest 50 jobs unless --limit or --all
+// says otherwise; --json lists every one; the line after a page counts the
+// older jobs, and the next page is no larger than what is left.
+func TestJobsPage(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		f      jobFilters
+		asJSON bool
+		want   int
+	}{
+		{"no flag", jobFilters{}, false, 50},
+		{"--json", jobFilters{}, true, 0},
+		{"--limit 7", jobFilters{limited: true, q: job.Query{Limit: 7}}, false, 7},
+		{"--limit 0", jobFilters{limited: true}, false, 0},
+		{"--all", jobFilters{all: true}, false, 0},
+		{"--json --limit 7", jobFilters{limited: true, q: job.Query{Limit: 7}}, true, 7},
+	} {
+		if got := tt.f.query(tt.asJSON).Limit; got != tt.want {
+			t.Errorf("%s: limit %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	page := make([]job.Job, 50)
+	for _, tt := range []struct {
+		l    api.JobList
+		args []string
+		want string
+	}{
+		{api.JobList{Jobs: page, Next: "C", More: 12}, nil, "12 older jobs; the next 12: shoal jobs --before C; all: shoal jobs --all"},
+		{api.JobList{Jobs: page, Next: "C", More: 1}, []string{"--owner", "bob"}, "1 older job; the next 1: shoal jobs --owner bob --before C; all: shoal jobs --owner bob --all"},
+		{api.JobList{Jobs: page[:2], Next: "C", More: 90}, []string{"--limit=2", "--before", "B"}, "90 older jobs; the next 2: shoal jobs --limit=2 --before C; all: shoal jobs --all"},
+		{api.JobList{Jobs: page[:2], Next: "C"}, []string{"--limit", "2"}, "older jobs; the next 2: shoal jobs --limit 2 --before C; all: shoal jobs --all"},
+	} {
+		if got := moreLine(tt.l, tt.args); got != tt.want {
+			t.Errorf("moreLine(%d jobs, more %d, %q):\n got %s\nwant %s", len(tt.l.Jobs), tt.l.More, tt.args, got, tt.want)
+		}
 	}
 }
 
@@ -131,7 +169,9 @@ func TestJobsFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--state", "runing"}, `shoal jobs: invalid value "runing" for flag -state: state "runing": want pending, staging, running, moving, restarting, succeeded, failed, cancelled, or several joined by commas (see 'shoal jobs --help')` + "\n"},
-		{[]string{"--limit", "0"}, `shoal jobs: invalid value "0" for flag -limit: want a whole number of jobs, at least 1 (see 'shoal jobs --help')` + "\n"},
+		{[]string{"--limit", "-1"}, `shoal jobs: invalid value "-1" for flag -limit: want a whole number of jobs, or 0 for all (see 'shoal jobs --help')` + "\n"},
+		{[]string{"--all", "--limit", "3"}, `shoal jobs: invalid value "3" for flag -limit: --all lists every job: give one of them (see 'shoal jobs --help')` + "\n"},
+		{[]string{"--limit", "3", "--all"}, `shoal jobs: invalid boolean flag all: --limit 3 lists 3: give one of them (see 'shoal jobs --help')` + "\n"},
 		{[]string{"--since", "soon"}, `shoal jobs: invalid value "soon" for flag -since: want a duration back from now (2h, 90m, 3d) or a time (15:04, 2025-06-01, '2025-06-01 15:04', RFC 3339) (see 'shoal jobs --help')` + "\n"},
 		{[]string{"--before", "x"}, `shoal jobs: invalid value "x" for flag -before: job: bad cursor: "x": want the next of a page (a number, a dot and a job id) (see 'shoal jobs --help')` + "\n"},
 	} {

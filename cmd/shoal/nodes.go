@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/membership"
 )
@@ -28,15 +30,19 @@ Columns: NAME; ADDRESS (gossip); CORES, with "/Q" when a quota gives the ranks
 Q CPUs in all (shoal agent --cpus); SPEED, single-core speed measured at
 agent start, relative to the fastest node listed; ARCH; STATE: alive, suspect
 (stopped answering probes), dead (declared failed), left (left on purpose),
-with "leaving" while a node is about to leave; SINCE, how long it has been in
+unreachable (its machine answers but its agent refuses connections, so the
+agent is gone: shown at once, where membership declares it dead seconds
+later), with "leaving" while a node is about to leave; SINCE, how long it has been in
 that state; RANKS, ranks of running jobs on the node, whichever node
 coordinates them (each node announces its own count; a change reaches the
-others within about a second), - for a dead or left node, which runs none;
+others within about a second), - for a dead, left or unreachable node, which
+runs none;
 ROLE, the node's part in the job store: leader (coordinates every job), voter,
-follower (keeps a copy of the jobs without voting), or - (none). A dead or
-left node keeps its role until the leader takes it out of the job store,
-within seconds, and has none (-) from then on; a voter taken out is replaced
-by a live node. When no node leads, a line after the table says why: how many
+follower (keeps a copy of the jobs without voting), or - (none). A dead,
+left or unreachable node keeps its place in the job store until the leader
+takes it out, within seconds: its role is shown marked "(gone)" meanwhile (it
+counts in the quorum's size and casts no vote), and "-" from then on; a voter
+taken out is replaced by a live node. When no node leads, a line after the table says why: how many
 voting nodes answer and how many a quorum needs.
 
 With --links, lists instead the links between the live nodes as they measure
@@ -110,6 +116,7 @@ func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tADDRESS\tCORES\tSPEED\tARCH\tSTATE\tSINCE\tRANKS\tROLE")
+	gone := false
 	for _, n := range nodes {
 		speed := "-"
 		if n.Speed > 0 && fastest > 0 {
@@ -119,22 +126,42 @@ func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
 		if n.Leaving && state == "alive" {
 			state = "leaving"
 		}
-		role := n.Role
-		if role == "" {
-			role = "-"
-		}
+		role := roleWords(n)
+		gone = gone || strings.HasSuffix(role, goneMark)
 		cores := strconv.Itoa(n.Cores)
 		if n.CPUs > 0 && n.CPUs < float64(n.Cores) {
 			cores += "/" + strconv.FormatFloat(n.CPUs, 'f', -1, 64)
 		}
 		ranks := strconv.Itoa(n.Ranks)
-		if st, ok := membership.ParseState(n.State); ok && !st.Member() {
+		if st, ok := membership.ParseState(n.State); (ok && !st.Member()) || n.State == agent.StateUnreachable {
 			ranks = "-" // the count it announced last, before it went
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			n.Name, n.Addr, cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), ranks, role)
 	}
 	tw.Flush()
+	if gone {
+		fmt.Fprintln(w, "\n(gone): the node keeps its place in the job store until the leader takes it out, within seconds; until then it counts in the quorum's size and casts no vote")
+	}
+}
+
+// goneMark follows the role of a node that is gone but still in the job
+// store's configuration.
+const goneMark = " (gone)"
+
+// roleWords is a node's ROLE: its part in the job store, "-" for none, marked
+// gone when the node is dead, left or unreachable and still in the store's
+// configuration: it counts in the quorum's size, and no longer votes or keeps
+// a copy.
+func roleWords(n api.Node) string {
+	if n.Role == "" {
+		return "-"
+	}
+	st, ok := membership.ParseState(n.State)
+	if (ok && !st.Member()) || n.State == agent.StateUnreachable {
+		return n.Role + goneMark
+	}
+	return n.Role
 }
 
 // shortDuration prints d as 45s, 12m or 3h.

@@ -10,7 +10,8 @@ import (
 )
 
 // A node that is gone runs no ranks, whatever count it announced last; a
-// suspect one may still.
+// suspect one may still. A gone node still in the job store's configuration
+// shows its role marked gone, and a line after the table says what that means.
 func TestPrintNodesGone(t *testing.T) {
 	now := time.Now()
 	nodes := []api.Node{
@@ -18,16 +19,29 @@ func TestPrintNodesGone(t *testing.T) {
 		{Name: "n2", State: "suspect", Ranks: 2, Role: api.RoleVoter, Since: now},
 		{Name: "n3", State: "dead", Ranks: 3, Role: api.RoleVoter, Since: now},
 		{Name: "n4", State: "left", Ranks: 1, Since: now},
+		{Name: "n5", State: "unreachable", Role: api.RoleFollower, Since: now},
+		{Name: "n6", State: "left", Role: api.RoleLeader, Since: now},
 	}
 	var out bytes.Buffer
 	printNodes(&out, nodes, now)
+	table, note, _ := strings.Cut(strings.TrimSpace(out.String()), "\n\n")
 	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+	for _, l := range strings.Split(table, "\n")[1:] {
 		f := strings.Fields(l)
-		got = append(got, strings.Join([]string{f[0], f[len(f)-4], f[len(f)-2], f[len(f)-1]}, " "))
+		// NAME CORES SPEED STATE SINCE RANKS ROLE: no address or arch here.
+		got = append(got, strings.Join(append([]string{f[0], f[3], f[5]}, f[6:]...), " "))
 	}
-	want := []string{"n1 alive 2 leader", "n2 suspect 2 voter", "n3 dead - voter", "n4 left - -"}
+	want := []string{"n1 alive 2 leader", "n2 suspect 2 voter", "n3 dead - voter (gone)", "n4 left - -",
+		"n5 unreachable - follower (gone)", "n6 left - leader (gone)"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("shoal nodes: NAME STATE RANKS ROLE\ngot  %q\nwant %q\n%s", got, want, &out)
+	}
+	if !strings.HasPrefix(note, "(gone): the node keeps its place in the job store until the leader takes it out") {
+		t.Errorf("shoal nodes: after the table %q, want the line saying what (gone) means", note)
+	}
+	out.Reset()
+	printNodes(&out, nodes[:2], now)
+	if strings.Contains(out.String(), "(gone)") {
+		t.Errorf("shoal nodes with no node gone: %q, want no (gone) line", &out)
 	}
 }

@@ -152,6 +152,7 @@ type Agent struct {
 	// store is passed on (see SetBeforeHandOver).
 	beforeHandOver atomic.Pointer[func(context.Context) error]
 	recoverMu      sync.Mutex // one RecoverQuorum at a time
+	reach          reachCheck // nodes whose agent refuses connections (GET /v1/nodes)
 
 	leaveOnce sync.Once
 	leaveErr  error

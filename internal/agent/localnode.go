@@ -15,10 +15,20 @@ func (n *localNode) Name() string { return n.cfg.Name }
 
 func (n *localNode) Leave(ctx context.Context) error { return (*Agent)(n).Leave(ctx) }
 
+// Nodes is membership's view of the nodes, with a node whose agent refuses
+// connections marked unreachable at once (reachCheck): what GET /v1/nodes
+// answers.
 func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
-	roles := (*Agent)(n).roles()
+	out := (*Agent)(n).memberNodes()
+	n.reach.mark(ctx, out, dialTCP)
+	return out, nil
+}
+
+// memberNodes is every node membership knows of, in its state.
+func (a *Agent) memberNodes() []api.Node {
+	roles := a.roles()
 	var out []api.Node
-	for _, m := range n.members.Nodes() {
+	for _, m := range a.members.Nodes() {
 		ranks := m.Meta.Ranks // what a node that is gone announced last runs nowhere now
 		if !m.State.Member() {
 			ranks = 0
@@ -42,5 +52,5 @@ func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
 			Role:    roles[m.Name],
 		})
 	}
-	return out, nil
+	return out
 }

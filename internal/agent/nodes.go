@@ -6,8 +6,9 @@ import (
 	"shoal/internal/api"
 )
 
-// Nodes returns every node this agent knows of, as GET /v1/nodes reports them.
-// Safe for concurrent use.
+// Nodes returns every node this agent knows of, in membership's state (GET
+// /v1/nodes also marks those whose agent refuses connections). Safe for
+// concurrent use.
 func (a *Agent) Nodes(ctx context.Context) ([]api.Node, error) {
-	return (*localNode)(a).Nodes(ctx)
+	return a.memberNodes(), nil
 }

@@ -39,7 +39,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if page == nil {
 		page = []job.Job{}
 	}
-	writeJSON(w, http.StatusOK, JobList{Jobs: page, Next: next.String()})
+	l := JobList{Jobs: page, Next: next.String()}
+	if !next.IsZero() {
+		l.More = q.Count(jobs) - len(page)
+	}
+	writeJSON(w, http.StatusOK, l)
 	return nil
 }
 

@@ -86,6 +86,14 @@ func TestListJobsQuery(t *testing.T) {
 			t.Errorf("%s: GET /v1/jobs?%s: got %v, next %q; want %v, next %q", tt.name, tt.query, got, l.Next, tt.want, tt.next)
 		}
 	}
+	// more counts the jobs the query matches after the page.
+	for query, want := range map[string]int{"limit=1": 3, "limit=1&state=running,failed": 2, "limit=2&before=" + next: 0, "": 0} {
+		_, body := asCaller(t, s, root, "GET", "/v1/jobs?"+query, "")
+		var l JobList
+		if err := json.Unmarshal([]byte(body), &l); err != nil || l.More != want {
+			t.Errorf("GET /v1/jobs?%s: more %d, %v; want %d", query, l.More, err, want)
+		}
+	}
 }
 
 // TestJobQueryValues: what ListJobs sends is what the agent reads.

@@ -108,6 +108,9 @@ type JobList struct {
 	// Next is the before= of the next page ([job.Cursor]); "" when this
 	// page holds the last of the jobs asked for.
 	Next string `json:"next,omitempty"`
+	// More is how many jobs the query matches after this page; 0 when
+	// Next is "".
+	More int `json:"more,omitempty"`
 }
 
 // LaunchRequest is the body of POST /v1/launch: `shoal rsh NODE CMD...` asking

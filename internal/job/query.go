@@ -117,6 +117,18 @@ func (q Query) Select(jobs []Job) (page []Job, next Cursor) {
 	return page, next
 }
 
+// Count returns how many of jobs the query matches from its cursor on, all
+// its pages together.
+func (q Query) Count(jobs []Job) int {
+	n := 0
+	for _, j := range jobs {
+		if q.Match(j) && (q.Before.IsZero() || newer(q.Before, CursorOf(j))) {
+			n++
+		}
+	}
+	return n
+}
+
 // ParseStates reads a comma-separated list of job states ("running,failed").
 func ParseStates(s string) ([]State, error) {
 	var out []State

@@ -136,6 +136,10 @@ type Record struct {
 	// Keep is the run's --keep (job.KeepForever) or --keep-for; 0 for the
 	// retention policy's grace.
 	Keep job.Duration `json:"keep,omitempty"`
+	// Farm is the spec of a task farm run here (`shoal farm` without an
+	// agent, internal/localfarm), whose Identity is then empty; nil for a
+	// `shoal run` job.
+	Farm *job.Spec `json:"farm,omitempty"`
 }
 
 // Action is what a new run of a job does with what an earlier run kept.
@@ -161,6 +165,7 @@ type Decision struct {
 // record of the earlier run (nil: none), whether checkpoints of the job are
 // kept (held), and --fresh. It is a pure function of its arguments; the lock
 // that keeps two runs of one job apart is taken before ([Store.Lock]).
+//   - the id of a task farm run here (shoal farm): refused, --fresh too;
 //   - --fresh: start afresh, whatever is kept;
 //   - no record and nothing kept: a first run;
 //   - checkpoints without a record: refused (nothing says whose they are);
@@ -170,6 +175,8 @@ type Decision struct {
 func Decide(id string, old *Record, held, fresh bool, now Identity, at time.Time) Decision {
 	again := "give --fresh to remove them and start from the beginning, or choose another --job-id"
 	switch {
+	case old != nil && old.Farm != nil:
+		return Decision{Action: Refuse, Err: &Error{ErrOtherRun, fmt.Sprintf("job %s is a task farm run on this machine (shoal farm), not a job of shoal run; choose another --job-id", id)}}
 	case fresh:
 		return Decision{Action: Fresh}
 	case old == nil && !held:

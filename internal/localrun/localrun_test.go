@@ -50,6 +50,7 @@ func TestDecide(t *testing.T) {
 		{"fixed to elastic", ended(job.Cancelled, heat("--steps", "300")), true, false, elastic, Refuse, ErrOtherRun, []string{"4 ranks (now 2 to 8 ranks)"}},
 		{"succeeded and kept", ended(job.Succeeded, heat()), true, false, heat(), Refuse, ErrSucceeded, []string{"succeeded 12 s ago", "--fresh"}},
 		{"unrecorded checkpoints", nil, true, false, heat(), Refuse, ErrUnrecorded, []string{"no run shoal recorded", "--fresh"}},
+		{"a farm's id, --fresh", &Record{Job: "j", State: job.Failed, Farm: &job.Spec{ID: "j"}}, false, true, heat(), Refuse, ErrOtherRun, []string{"job j is a task farm run on this machine (shoal farm)"}},
 	}
 	for _, tt := range tests {
 		d := Decide("j", tt.old, tt.held, tt.fresh, tt.now, t0)
@@ -107,7 +108,7 @@ func TestLockKeepsRunsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Lock("j", 1)
-	if !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "job j is running on this machine (shoal run, pid 4242)") {
+	if !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "job j is running on this machine (pid 4242)") {
 		t.Errorf("second lock: %v, want ErrRunning naming pid 4242", err)
 	}
 	l.Release()

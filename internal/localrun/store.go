@@ -144,7 +144,7 @@ func (s Store) Lock(id string, pid int) (*Lock, error) {
 				return nil, err
 			}
 			if holder, _ := strconv.Atoi(strings.TrimSpace(string(b[:n]))); holder > 0 {
-				return nil, &Error{ErrRunning, fmt.Sprintf("job %s is running on this machine (shoal run, pid %d)", id, holder)}
+				return nil, &Error{ErrRunning, fmt.Sprintf("job %s is running on this machine (pid %d)", id, holder)}
 			}
 			return nil, &Error{ErrRunning, fmt.Sprintf("job %s is in use on this machine (its data is being collected)", id)}
 		}

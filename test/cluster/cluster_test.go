@@ -302,8 +302,12 @@ func TestKill(t *testing.T) {
 	if _, err := b.Kill(context.Background(), "n2"); err != nil {
 		t.Fatal(err)
 	}
+	// n2's machine answers and nothing listens on its API address: the others
+	// show it unreachable at once, before membership's verdict.
+	took := waitViews(t, b, time.Second, others("n2"), states("n1", "alive", "n2", "unreachable", "n3", "alive"))
+	t.Logf("n1 and n3 show the killed n2 unreachable after %v", took.Round(time.Millisecond))
 	// LAN failure detector: suspect after about 1–2 s, dead 3 to 12 s later.
-	took := waitViews(t, b, 30*time.Second, others("n2"), states("n1", "alive", "n2", "dead", "n3", "alive"))
+	took = waitViews(t, b, 30*time.Second, others("n2"), states("n1", "alive", "n2", "dead", "n3", "alive"))
 	t.Logf("n1 and n3 show the killed n2 dead after %v", took.Round(time.Millisecond))
 }
 

@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/internal/api"
+)
+
+// StateUnreachable is the state GET /v1/nodes gives a node that membership
+// still holds alive or suspect but whose agent refuses connections: its
+// machine answers and nothing listens on its API address, so its agent is gone
+// (killed, crashed, stopped), seconds before membership's failure detector
+// declares it dead.
+const StateUnreachable = "unreachable"
+
+// reachTimeout bounds the check of one node's API address. A node that does
+// not answer within it is left to membership: a lost or slow network is not a
+// refusal.
+const reachTimeout = 250 * time.Millisecond
+
+// Refused reports whether err, of a connection to a node's API address, says
+// that nothing listens there: refused, or reset as it was made.
+func Refused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// reachMemo is how long the check of a node's API address stands: GET
+// /v1/nodes asked many times a second (a dashboard, scripts, every local
+// user) dials each node at most once in it.
+const reachMemo = time.Second
+
+// reachCheck remembers since when each node has refused connections, so that
+// SINCE counts from the first refusal seen, and each node's last check. Safe
+// for concurrent use.
+type reachCheck struct {
+	mu      sync.Mutex
+	since   map[string]time.Time
+	checked map[string]reachResult
+}
+
+// reachResult is the check of one node's API address.
+type reachResult struct {
+	api     string
+	at      time.Time
+	refused bool
+}
+
+// mark dials, in parallel, the API address of every node of nodes that
+// membership holds alive or suspect (this one aside) and marks those that
+// refuse [StateUnreachable], with no ranks (its agent and the ranks it ran
+// are gone).
+func (c *reachCheck) mark(ctx context.Context, nodes []api.Node, dial func(ctx context.Context, addr string) error) {
+	refused := make([]bool, len(nodes))
+	start := time.Now()
+	c.mu.Lock()
+	if c.checked == nil {
+		c.checked = map[string]reachResult{}
+	}
+	memo := make([]bool, len(nodes))
+	for i, n := range nodes {
+		if r, ok := c.checked[n.Name]; ok && r.api == n.API && start.Sub(r.at) < reachMemo {
+			memo[i], refused[i] = true, r.refused
+		}
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		if memo[i] || n.Local || n.API == "" || (n.State != "alive" && n.State != "suspect") {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, reachTimeout)
+			defer cancel()
+			refused[i] = Refused(dial(dctx, n.API))
+		}()
+	}
+	wg.Wait()
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since == nil {
+		c.since = map[string]time.Time{}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if !memo[i] && !n.Local && n.API != "" && (n.State == "alive" || n.State == "suspect") {
+			c.checked[n.Name] = reachResult{api: n.API, at: start, refused: refused[i]}
+		}
+		if n.State != "alive" && n.State != "suspect" {
+			refused[i] = false // membership knows it gone already
+		}
+		if !refused[i] {
+			delete(c.since, n.Name)
+			continue
+		}
+		since, ok := c.since[n.Name]
+		if !ok || since.Before(n.Since) {
+			since = now
+			c.since[n.Name] = since
+		}
+		n.State, n.Since, n.Ranks = StateUnreachable, since, 0
+	}
+}
+
+// dialTCP opens and closes a TCP connection to addr.
+func dialTCP(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}

@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"shoal/internal/api"
+)
+
+func TestReachCheck(t *testing.T) {
+	was := time.Now().Add(-time.Hour)
+	errs := map[string]error{
+		"a:1": syscall.ECONNREFUSED,
+		"b:1": fmt.Errorf("dial tcp b:1: %w", syscall.ECONNRESET),
+		"c:1": context.DeadlineExceeded, // no answer: membership's to judge
+		"d:1": nil,
+	}
+	dial := func(ctx context.Context, addr string) error { return errs[addr] }
+	nodes := []api.Node{
+		{Name: "refuses", API: "a:1", State: "alive", Since: was, Ranks: 3},
+		{Name: "resets", API: "b:1", State: "suspect", Since: was},
+		{Name: "silent", API: "c:1", State: "alive", Since: was},
+		{Name: "answers", API: "d:1", State: "alive", Since: was, Ranks: 2},
+		{Name: "dead", API: "a:1", State: "dead", Since: was},
+		{Name: "self", API: "a:1", State: "alive", Since: was, Local: true},
+	}
+	var c reachCheck
+	c.mark(context.Background(), nodes, dial)
+	for _, tt := range []struct {
+		name, state string
+		ranks       int
+	}{
+		{"refuses", StateUnreachable, 0}, {"resets", StateUnreachable, 0}, {"silent", "alive", 0},
+		{"answers", "alive", 2}, {"dead", "dead", 0}, {"self", "alive", 0},
+	} {
+		for _, n := range nodes {
+			if n.Name == tt.name && (n.State != tt.state || n.Ranks != tt.ranks) {
+				t.Errorf("%s: got state %s, %d ranks; want %s, %d", n.Name, n.State, n.Ranks, tt.state, tt.ranks)
+			}
+		}
+	}
+	// Within reachMemo the nodes are not dialled again.
+	dials := 0
+	counting := func(ctx context.Context, addr string) error { dials++; return dial(ctx, addr) }
+	c.mark(context.Background(), []api.Node{{Name: "answers", API: "d:1", State: "alive"}, {Name: "new", API: "d:1", State: "alive"}}, counting)
+	if dials != 1 {
+		t.Errorf("a check within %s of the last dialled %d nodes, want 1 (the node not checked yet)", reachMemo, dials)
+	}
+	// SINCE counts from the first refusal seen, not from the last check.
+	first := nodes[0].Since
+	again := []api.Node{{Name: "refuses", API: "a:1", State: "alive", Since: was}}
+	c.mark(context.Background(), again, dial)
+	if got := again[0].Since; !got.Equal(first) {
+		t.Errorf("second check: since %v, want the first refusal's %v", got, first)
+	}
+}
