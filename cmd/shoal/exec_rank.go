@@ -37,7 +37,7 @@ func execRank(args []string, stdout, stderr io.Writer) int {
 	var stages []files.Stage
 	for len(args) > 0 && args[0] != "--" {
 		if args[0] != "--stage" || len(args) < 2 {
-			fmt.Fprintln(stderr, "usage: shoal exec-rank [--stage NAME=SHA256:MODE]... -- PROGRAM [ARGS]")
+			fmt.Fprintln(stderr, "usage: shoal exec-rank [--stage NAME=SHA256:MODE[:ARCH]]... -- PROGRAM [ARGS]")
 			return exitUsage
 		}
 		s, err := files.ParseStage(args[1])
@@ -45,14 +45,16 @@ func execRank(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "shoal exec-rank: %v\n", err)
 			return exitUsage
 		}
-		stages = append(stages, s)
+		if s.For(runtime.GOARCH) { // a build for another instruction set is another rank's
+			stages = append(stages, s)
+		}
 		args = args[2:]
 	}
 	if len(args) > 0 {
 		args = args[1:]
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: shoal exec-rank [--stage NAME=SHA256:MODE]... -- PROGRAM [ARGS]")
+		fmt.Fprintln(stderr, "usage: shoal exec-rank [--stage NAME=SHA256:MODE[:ARCH]]... -- PROGRAM [ARGS]")
 		return exitUsage
 	}
 	if node := os.Getenv("SHOAL_NODE_DATA"); node != "" {

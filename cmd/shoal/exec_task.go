@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 
 	"shoal/internal/files"
@@ -53,7 +54,9 @@ func execTask(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "shoal exec-task: %v\n", err)
 				return exitUsage
 			}
-			stages = append(stages, s)
+			if s.For(runtime.GOARCH) {
+				stages = append(stages, s)
+			}
 		default:
 			fmt.Fprintln(stderr, execTaskUsage)
 			return exitUsage

@@ -93,6 +93,7 @@ type runFlags struct {
 	// programFor is --program-for ARCH=PATH: builds of the program for other
 	// instruction sets.
 	programFor programForFlag
+	mixArch    bool
 	env        multiFlag
 	relocation string
 	layout     string
@@ -127,7 +128,7 @@ type runFlags struct {
 func (f runFlags) jobSpec(argv []string, files []job.File) job.Spec {
 	spec := job.Spec{
 		ID: f.jobID, Ranks: f.nranks, Argv: argv, Files: files,
-		MinRanks: f.minRanks, MaxRanks: f.maxRanks, RankMultiple: f.rankMultiple, RanksPow2: f.ranksPow2,
+		MinRanks: f.minRanks, MaxRanks: f.maxRanks, RankMultiple: f.rankMultiple, RanksPow2: f.ranksPow2, MixArch: f.mixArch,
 		CheckpointInterval: job.Duration(f.ckptInterval.d), CheckpointAuto: f.ckptInterval.auto, MTBF: job.Duration(f.mtbf), MaxRestarts: f.maxRestarts,
 		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
 		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
@@ -256,6 +257,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.layout, "layout", "", "where ranks go: the planner's choice (the default), or for comparison blocks (contiguous, in proportion to cores × speed), cyclic (round-robin) or packed (the fewest nodes) (with an agent)")
 	fs.BoolVar(&f.noReplan, "no-replan", false, "keep the ranks in contiguous blocks in proportion to cores × speed: no placing by the measured links and the traffic the ranks report, and no move at a checkpoint for it (with an agent)")
 	fs.Var(&f.programFor, "program-for", "`ARCH=PATH`: a build of the program for another instruction set (arm64, amd64), staged to that set's nodes, so that the job may run there too: one MPI world per instruction set, on the set that fits it best (repeatable; with an agent)")
+	fs.BoolVar(&f.mixArch, "mix-arch", false, "let one MPI world span the nodes of every instruction set the program is built for (--program-for), each running its own build; Open MPI 4.1 and MPICH 4.0 run such a world between x86-64 and arm64 for every MPI basic type but long double (with an agent)")
 	fs.Var(&f.files, "file", "input `FILE` to stage into every node's job directory (repeatable; with an agent)")
 	fs.Float64Var(&f.maxOversubscribe, "max-oversubscribe", 1, "ranks per core a node may run, up to 64; below 1 spreads them thinner, 0.5 one per two cores (with an agent; this machine alone always allows more)")
 	fs.IntVar(&f.ranksPerNode, "ranks-per-node", 0, "at most `N` ranks on any one node, whatever its cores; 1 spreads them one per node (with an agent; 0: no bound)")

@@ -202,6 +202,10 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		fmt.Fprintf(stderr, "shoal run: %s\n", err)
 		return exitUsage
 	}
+	if f.mixArch && arch != "" && len(builds) == 0 {
+		fmt.Fprintf(stderr, "shoal run: --mix-arch: %s is built for %s only: give a build for each other instruction set with --program-for ARCH=PATH\n", program, arch)
+		return exitUsage
+	}
 	var files []job.File
 	if staged != "" {
 		mode := uint32(0o755)

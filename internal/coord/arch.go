@@ -2,6 +2,7 @@ package coord
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -9,7 +10,11 @@ import (
 	"shoal/internal/api"
 )
 
-// archSet is the live nodes of one instruction set.
+// mixedArch names the set of a world over several instruction sets
+// (job.Spec.MixArch).
+const mixedArch = "mixed"
+
+// archSet is the live nodes of one instruction set, or of several (mixedArch).
 type archSet struct {
 	arch  string
 	nodes map[string]api.Node
@@ -21,7 +26,7 @@ type archSet struct {
 // most CPU time first (CPUs, else cores, times speed), then those of more
 // nodes, then by name. The job runs on the first set its ranks fit. none says
 // why no set is given though nodes are live.
-func archSets(live map[string]api.Node, allowed []string) (sets []archSet, none string) {
+func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []archSet, none string) {
 	bySet := map[string][]api.Node{}
 	for _, n := range live {
 		bySet[n.Arch] = append(bySet[n.Arch], n)
@@ -39,6 +44,13 @@ func archSets(live map[string]api.Node, allowed []string) (sets []archSet, none 
 	if len(sets) == 0 && len(live) > 0 {
 		return nil, fmt.Sprintf("no node of an instruction set the program is built for (%s): %s",
 			strings.Join(allowed, ", "), describeSets(bySet, ""))
+	}
+	if mix && len(sets) > 1 {
+		all := archSet{arch: mixedArch, nodes: map[string]api.Node{}}
+		for _, s := range sets {
+			maps.Copy(all.nodes, s.nodes)
+		}
+		return []archSet{all}, ""
 	}
 	sort.Slice(sets, func(i, j int) bool {
 		ci, cj := capacity(sets[i].nodes), capacity(sets[j].nodes)
@@ -68,11 +80,15 @@ func leftOut(live map[string]api.Node, chosen archSet, allowed []string) string 
 			built = built || allowed == nil || slices.Contains(allowed, n.Arch)
 		}
 	}
-	why := "one MPI world per instruction set"
+	why := "one MPI world per instruction set (--mix-arch allows one over several)"
 	if !built {
 		why = fmt.Sprintf("the program is built for %s only (shoal run --program-for ARCH=PATH adds a build)", strings.Join(allowed, ", "))
 	}
-	return fmt.Sprintf("running on the %s nodes; %s left out: %s", chosen.arch, describeSets(bySet, chosen.arch), why)
+	on := "the " + chosen.arch + " nodes"
+	if chosen.arch == mixedArch {
+		on = "the nodes of every instruction set it is built for"
+	}
+	return fmt.Sprintf("running on %s; %s left out: %s", on, describeSets(bySet, chosen.arch), why)
 }
 
 // capacity is the CPU time nodes offer together, in single-core iterations per

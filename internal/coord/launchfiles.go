@@ -56,8 +56,11 @@ func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]a
 	}
 	arch := ""
 	for _, n := range live {
-		arch = n.Arch // one world, one instruction set (archSets)
-		break
+		if arch != "" && n.Arch != arch {
+			arch = mixedArch // a world of several sets (--mix-arch)
+			break
+		}
+		arch = n.Arch
 	}
 	wrapper := rankWrapper(s.cfg.ShoalBin)
 	if arch != "" && arch != runtime.GOARCH {
@@ -103,6 +106,7 @@ func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]a
 		"SHOAL_JOB=" + info.ID,
 		"SHOAL_RSH_NODES=" + nodesFile,
 		"SHOAL_AGENT_SOCKET=" + filepath.Join(s.cfg.DataDir, agentSocket),
+		launch.EnvAgentBin + "=" + s.cfg.ShoalBin,
 	}
 	if o := info.Spec.Owner; o != nil {
 		// The launcher, and the ranks it starts on this node, run as the job's
@@ -125,10 +129,10 @@ const agentSocket = "agent.sock"
 func rankWrapper(shoalBin string) []string { return beside(shoalBin, "shoal-rank", "exec-rank") }
 
 // foreignRankWrapper starts ranks on nodes of another instruction set than
-// this one's, whose shoal is another build, wherever it is: `shoal exec-rank`
-// found by the PATH the node's launch service gives its daemons, which begins
-// with the directory of the node's own agent.
-var foreignRankWrapper = []string{"/bin/sh", "-c", `exec shoal exec-rank "$@"`, "shoal"}
+// this one's, whose shoal is another build, wherever it is: the node's own
+// agent's, which its launch service names to the daemons it starts (and this
+// node's to the ranks the launcher starts here), launch.EnvAgentBin.
+var foreignRankWrapper = []string{"/bin/sh", "-c", `exec "$` + launch.EnvAgentBin + `" exec-rank "$@"`, "shoal"}
 
 // rshAgent is the command mpirun starts each daemon through: shoal-rsh, the
 // launcher hook without Go's start-up (cmd/shoal-rsh), when it is installed
@@ -148,10 +152,15 @@ func beside(shoalBin, name, sub string) []string {
 // stageArgs are the --stage arguments of `shoal exec-rank` and `shoal
 // exec-task` that place the job's files in a node's job directory: the program
 // executable, the other files readable, unless their mode says otherwise; those
-// of the node's instruction set, arch.
+// of the node's instruction set, arch, or for a world of several (mixedArch)
+// every build, each named with its set for the ranks to choose theirs.
 func stageArgs(spec job.Spec, arch string) []string {
 	var args []string
-	for _, f := range spec.FilesFor(arch) {
+	staged, tagged := spec.FilesFor(arch), false
+	if arch == mixedArch {
+		staged, tagged = spec.Files, true
+	}
+	for _, f := range staged {
 		mode := os.FileMode(f.Mode)
 		if mode == 0 {
 			mode = 0o644
@@ -159,7 +168,11 @@ func stageArgs(spec job.Spec, arch string) []string {
 				mode = 0o755
 			}
 		}
-		args = append(args, "--stage", files.Stage{Name: f.Name, Sum: f.SHA256, Mode: mode}.String())
+		stage := files.Stage{Name: f.Name, Sum: f.SHA256, Mode: mode}
+		if tagged {
+			stage.Arch = f.Arch
+		}
+		args = append(args, "--stage", stage.String())
 	}
 	return args
 }

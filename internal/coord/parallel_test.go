@@ -245,6 +245,10 @@ func TestSetUpSendsTheBuildOfTheNodesSet(t *testing.T) {
 	if got, want := stageArgs(info.Spec, "arm64"), []string{"--stage", "prog=" + files[1].SHA256 + ":755", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
 		t.Errorf("stageArgs(arm64) = %q, want %q", got, want)
 	}
+	// A world of both sets names every build with its set; each rank places its own.
+	if got, want := stageArgs(info.Spec, mixedArch), []string{"--stage", "prog=" + files[0].SHA256 + ":755:amd64", "--stage", "prog=" + files[1].SHA256 + ":755:arm64", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
+		t.Errorf("stageArgs(mixed) = %q, want %q", got, want)
+	}
 }
 
 func sumOf(s string) string {

@@ -45,7 +45,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 		}
 		// One world per instruction set: the first set the ranks fit.
 		allowed := spec.ProgramArches()
-		sets, none := archSets(live, allowed)
+		sets, none := archSets(live, allowed, spec.MixArch)
 		for _, set := range sets {
 			ranks, why := b.count(ctx, set.nodes, spec, epoch)
 			fit := spec

@@ -55,7 +55,7 @@ func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e 
 	newest := b.book.Newest()
 	b.mu.Unlock()
 	// The nodes of the first instruction set the job fits, as placeRanks takes.
-	sets, _ := archSets(all, spec.ProgramArches())
+	sets, _ := archSets(all, spec.ProgramArches(), spec.MixArch)
 	var live map[string]api.Node
 	for _, set := range sets {
 		if spec.Elastic() {

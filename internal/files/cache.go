@@ -155,19 +155,34 @@ type Stage struct {
 	Name string
 	Sum  string
 	Mode os.FileMode
+	// Arch, when set, is the instruction set the file is built for: a rank
+	// of another set leaves it out (a world of several sets names each
+	// set's build of the program).
+	Arch string
 }
 
-func (s Stage) String() string { return fmt.Sprintf("%s=%s:%o", s.Name, s.Sum, s.Mode) }
+// String is NAME=SHA256:MODE, and :ARCH after it when Arch is set.
+func (s Stage) String() string {
+	if s.Arch != "" {
+		return fmt.Sprintf("%s=%s:%o:%s", s.Name, s.Sum, s.Mode, s.Arch)
+	}
+	return fmt.Sprintf("%s=%s:%o", s.Name, s.Sum, s.Mode)
+}
+
+// For reports whether a node of instruction set arch places the file.
+func (s Stage) For(arch string) bool { return s.Arch == "" || s.Arch == arch }
 
 // ParseStage parses the form Stage.String writes.
 func ParseStage(v string) (Stage, error) {
 	name, rest, ok := strings.Cut(v, "=")
 	sum, mode, ok2 := strings.Cut(rest, ":")
+	mode, arch, _ := strings.Cut(mode, ":")
 	m, err := strconv.ParseUint(mode, 8, 32)
-	if !ok || !ok2 || err != nil || name == "" || filepath.IsAbs(name) || filepath.Clean(name) != name || strings.HasPrefix(name, "..") || len(sum) != 64 {
-		return Stage{}, fmt.Errorf("%w: %q: want NAME=SHA256:MODE", ErrBadStage, v)
+	if !ok || !ok2 || err != nil || name == "" || filepath.IsAbs(name) || filepath.Clean(name) != name || strings.HasPrefix(name, "..") || len(sum) != 64 ||
+		strings.Trim(arch, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return Stage{}, fmt.Errorf("%w: %q: want NAME=SHA256:MODE[:ARCH]", ErrBadStage, v)
 	}
-	return Stage{Name: name, Sum: sum, Mode: os.FileMode(m)}, nil
+	return Stage{Name: name, Sum: sum, Mode: os.FileMode(m), Arch: arch}, nil
 }
 
 // Place copies the cached file into dir under s.Name unless an identical one is there.

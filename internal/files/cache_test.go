@@ -44,12 +44,16 @@ func TestCachePutAndPlace(t *testing.T) {
 }
 
 func TestParseStage(t *testing.T) {
-	good := Stage{Name: "heat", Sum: sum("x"), Mode: 0o755}
-	got, err := ParseStage(good.String())
-	if err != nil || got != good {
-		t.Fatalf("ParseStage(%q) = %+v, %v", good.String(), got, err)
+	for _, good := range []Stage{{Name: "heat", Sum: sum("x"), Mode: 0o755}, {Name: "heat", Sum: sum("x"), Mode: 0o755, Arch: "arm64"}} {
+		got, err := ParseStage(good.String())
+		if err != nil || got != good {
+			t.Fatalf("ParseStage(%q) = %+v, %v", good.String(), got, err)
+		}
 	}
-	for _, bad := range []string{"", "heat", "heat=abc:755", "/abs=" + sum("x") + ":644", "../up=" + sum("x") + ":644", "a=" + sum("x") + ":9z"} {
+	if got := (Stage{Name: "heat", Sum: sum("x"), Mode: 0o755, Arch: "arm64"}).String(); got != "heat="+sum("x")+":755:arm64" {
+		t.Errorf("String() = %q", got)
+	}
+	for _, bad := range []string{"", "heat", "heat=abc:755", "/abs=" + sum("x") + ":644", "../up=" + sum("x") + ":644", "a=" + sum("x") + ":9z", "a=" + sum("x") + ":755:ARM", "a=" + sum("x") + ":755:arm 64"} {
 		if _, err := ParseStage(bad); !errors.Is(err, ErrBadStage) {
 			t.Errorf("ParseStage(%q) = %v, want ErrBadStage", bad, err)
 		}

@@ -30,9 +30,14 @@ type Spec struct {
 	MaxRanks int `json:"max_ranks,omitempty"`
 	// RankMultiple and RanksPow2 constrain an elastic job's count: a
 	// multiple of RankMultiple (0 or 1: any), a power of two.
-	RankMultiple int      `json:"rank_multiple,omitempty"`
-	RanksPow2    bool     `json:"ranks_pow2,omitzero"`
-	Argv         []string `json:"argv"` // program (a staged file's name or an absolute path) and arguments
+	RankMultiple int  `json:"rank_multiple,omitempty"`
+	RanksPow2    bool `json:"ranks_pow2,omitzero"`
+	// MixArch lets one world span nodes of several instruction sets, each
+	// running the build of its own (Files of one name, one per set); without
+	// it a job runs on the nodes of one set. Open MPI 4.1 and MPICH 4.0 run
+	// such a world between x86-64 and arm64 (docs/testbed.md).
+	MixArch bool     `json:"mix_arch,omitzero"`
+	Argv    []string `json:"argv"` // program (a staged file's name or an absolute path) and arguments
 	// Files are staged to every node the job uses before launch: the program
 	// and the inputs given with --file. Each must already be stored on the
 	// submitting node (PUT /v1/files/{sha256}).

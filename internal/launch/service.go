@@ -107,6 +107,7 @@ type Service struct {
 	log     *slog.Logger
 	daemons []Daemon // what a launch may start
 	root    bool     // the agent runs as root: daemons must be root's alone
+	self    string   // the agent's executable ([EnvAgentBin])
 
 	mu     sync.Mutex
 	grants map[string]grantEntry // by job
@@ -165,6 +166,7 @@ func New(cfg Config) (*Service, error) {
 		stray:  map[string]bool{},
 	}
 	self, _ := os.Executable()
+	s.self = self
 	s.daemons = FindDaemons(s.launchPath(nil), self)
 	for _, p := range cfg.ExtraDaemons {
 		real, err := filepath.EvalSymlinks(p)
@@ -478,10 +480,16 @@ func (s *Service) launchPath(extra map[string]string) string {
 	return path
 }
 
+// EnvAgentBin names, in a launched daemon's environment and so its ranks', the
+// executable of the node's own agent: a coordinator of another instruction set
+// starts ranks through it (`$SHOAL_AGENT_BIN exec-rank`), its own build being
+// of no use there.
+const EnvAgentBin = "SHOAL_AGENT_BIN"
+
 // env is the environment of a launched command; later entries win.
 func (s *Service) env(extra map[string]string, marker string) []string {
 	env := os.Environ()
-	env = append(env, "SHOAL_NODE_DATA="+s.cfg.DataDir, "PATH="+s.launchPath(nil))
+	env = append(env, "SHOAL_NODE_DATA="+s.cfg.DataDir, "PATH="+s.launchPath(nil), EnvAgentBin+"="+s.self)
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
 		keys = append(keys, k)

@@ -12,12 +12,14 @@ package arch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,4 +233,64 @@ func TestHeatMovesToArm64(t *testing.T) {
 		t.Errorf("checksum %q, want %q (uninterrupted run)\n%s", got, want, out)
 	}
 	t.Logf("checksum %s after the move to arm64, as uninterrupted", want)
+}
+
+// With --mix-arch and a build for each set, one world spans amd64 and arm64 hosts (Open
+// MPI 4.1 runs it over TCP: docs/testbed.md), each host running its own build; a rank on
+// an arm64 host is killed after epoch 2 and the world restarts from an epoch whose shards
+// both sets wrote, ending with the checksum of an uninterrupted run. It runs on the hosts
+// left alive (n2 was killed above, or is alive when this test runs alone).
+func TestMixedWorld(t *testing.T) {
+	b := up(t)
+	heat := filepath.Join(testenv.Root, "build/examples/heat")
+	heatArm := filepath.Join(testenv.Root, "build/arm64/examples/heat")
+	if _, err := os.Stat(heatArm); err != nil {
+		missing(t, "build/arm64/examples/heat not built (make build-arm64)")
+	}
+	ref, err := b.Exec(context.Background(), "n1", append([]string{"mpirun.openmpi", "--allow-run-as-root", "-n", "1", heat + "-plain"}, heatArgs[:4]...)...)
+	if err != nil {
+		t.Fatalf("reference run in n1: %v\n%s", err, ref)
+	}
+	want := watch.Field(string(ref), "checksum")
+	argv := append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "-n", "3", "--ranks-per-node", "1", "--ckpt-interval", "500ms",
+		"--mix-arch", "--program-for", "arm64=" + heatArm, "--", heat}, heatArgs...)
+	cmd, err := b.Command(context.Background(), "n1", argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := watch.Start(t, cmd)
+	job := p.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+	placed := p.WaitLine(`launching 3 ranks on 3 nodes \(([^)]*)\)`, time.Minute)[1]
+	if !regexp.MustCompile(`n[12]:`).MatchString(placed) || !regexp.MustCompile(`n[34]:`).MatchString(placed) {
+		t.Fatalf("ranks placed %s, want hosts of both sets", placed)
+	}
+	for {
+		if n, _ := strconv.Atoi(p.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1]); n >= 2 {
+			break
+		}
+	}
+	armRank := -1
+	for _, part := range strings.Fields(placed) {
+		node, ranks, _ := strings.Cut(part, ":")
+		if node == "n3" || node == "n4" {
+			armRank, _ = strconv.Atoi(strings.SplitN(ranks, "-", 2)[0])
+			h, err := b.Host(node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Kill(testenv.RankPID(t, h.DataDir, job, armRank), syscall.SIGKILL)
+			break
+		}
+	}
+	if code := p.Wait(4 * time.Minute); code != 0 {
+		t.Fatalf("heat exited %d after the kill", code)
+	}
+	out := p.Output()
+	if !strings.Contains(out, fmt.Sprintf("shoal: rank %d killed by signal 9; restarting from epoch", armRank)) {
+		t.Errorf("no restart line naming rank %d and signal 9:\n%s", armRank, out)
+	}
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("checksum %q, want %q (uninterrupted run)\n%s", got, want, out)
+	}
+	t.Logf("ranks on %s, rank %d killed on arm64; checksum %s, as uninterrupted", placed, armRank, want)
 }
