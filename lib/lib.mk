@@ -99,9 +99,11 @@ $(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c l
 		lib/src/store.c lib/src/memory.c lib/src/shard.c lib/src/error.c lib/src/jobdir.c \
 		$(TEST_COMMON) -lxxhash
 
-$(TEST_DIR)/test_jobdir: lib/tests/test_jobdir.c lib/src/jobdir.c $(TEST_COMMON) $(TEST_HDRS)
+$(TEST_DIR)/test_jobdir: lib/tests/test_jobdir.c lib/src/jobdir.c lib/src/alive.c lib/src/error.c \
+		$(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
-	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_jobdir.c lib/src/jobdir.c $(TEST_COMMON)
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_jobdir.c lib/src/jobdir.c lib/src/alive.c \
+		lib/src/error.c $(TEST_COMMON)
 
 $(TEST_DIR)/test_interval: lib/tests/test_interval.c lib/src/interval.c lib/src/env.c \
 		lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)
