@@ -13,7 +13,7 @@ import (
 )
 
 // writeAlive writes rank's alive file of job heat in s as libshoal does, its
-// last record silent ago.
+// last record, and the file's modification, silent ago.
 func writeAlive(t *testing.T, s *Store, name, state string, silent, gap time.Duration, pid int) {
 	t.Helper()
 	dir := s.jobDir("heat").Path()
@@ -25,7 +25,12 @@ func writeAlive(t *testing.T, s *Store, name, state string, silent, gap time.Dur
 	line := fmt.Sprintf("alive %s calls 40 at %d gap %d every %d pid %d cpu %d", state,
 		int64(monotonicNow()-silent), int64(gap), int64(gap/10), pid, cpu.Nano())
 	line = fmt.Sprintf("%-159s\n", line)
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(line), 0o644); err != nil {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-silent)
+	if err := os.Chtimes(path, at, at); err != nil {
 		t.Fatal(err)
 	}
 }
