@@ -41,3 +41,16 @@ func TestHangAfterFlag(t *testing.T) {
 		}
 	}
 }
+
+// shoal run --help says what --hang-after takes and its default rule.
+func TestHangAfterHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("shoal run --help: exit %d", code)
+	}
+	for _, w := range []string{"-hang-after DURATION", "auto: ten times a rank's usual time between calls, at least 10 s", "off: never"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("shoal run --help does not say %q", w)
+		}
+	}
+}
