@@ -25,7 +25,8 @@ LIB_SRCS := $(wildcard lib/src/*.c)
 # pmpi_wrappers.inc, the MPI calls pmpi.c defines, is written from lib/src/pmpi.list by
 # lib/src/pmpi_generate.py and committed, as lib/fortran/shoal.f90 is: building needs no
 # Python, and make test-c checks that the file is current.
-LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/resize.h lib/src/pmpi_wrappers.inc
+LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/resize.h lib/src/alive.h \
+	lib/src/pmpi_wrappers.inc
 LIB_OBJS := $(patsubst lib/src/%.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include

@@ -28,9 +28,9 @@ int alive_line(char *out, size_t len, const struct alive_record *r)
 {
     if (len < ALIVE_LINE + 1)
         return -1;
-    int n = snprintf(out, len, "alive %s calls %lld at %lld gap %lld every %lld pid %lld cpu %lld",
-                     state_names[r->state], r->calls, r->at_ns, r->gap_ns, r->every_ns, r->pid,
-                     r->cpu_ns);
+    int n = snprintf(
+        out, len, "alive %s calls %lld at %lld gap %lld every %lld pid %lld cpu %lld",
+        state_names[r->state], r->calls, r->at_ns, r->gap_ns, r->every_ns, r->pid, r->cpu_ns);
     if (n < 0 || n > ALIVE_LINE - 1)
         return -1;
     memset(out + n, ' ', (size_t)(ALIVE_LINE - 1 - n));

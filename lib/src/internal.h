@@ -678,12 +678,12 @@ struct shoal_ctx {
     int progress_dirty;
 
     /* the rank's alive file (alive.c): its last snapshot call, for the agent */
-    int alive_fd;             /* -1: none (not writable: the agent sees no calls) */
-    long long calls;          /* shoal_snapshot calls up to the last agreement */
-    long long alive_calls;    /* calls at the record written last */
-    double alive_at;          /* shoal_now() of that record; 0: none yet */
-    double alive_gap;         /* seconds between the last two records; 0: one so far */
-    double alive_every;       /* seconds per call between them */
+    int alive_fd;          /* -1: none (not writable: the agent sees no calls) */
+    long long calls;       /* shoal_snapshot calls up to the last agreement */
+    long long alive_calls; /* calls at the record written last */
+    double alive_at;       /* shoal_now() of that record; 0: none yet */
+    double alive_gap;      /* seconds between the last two records; 0: one so far */
+    double alive_every;    /* seconds per call between them */
 
     /* the interval in use (rank 0) */
     char interval_path[PATH_MAX];
@@ -782,34 +782,11 @@ int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen);
 const struct stored_region *restart_stored(const struct shoal_ctx *c, int id);
 void restart_release(struct shoal_ctx *c);
 
-/* ---- alive.c: the rank's alive file, its last snapshot call for the agent ---- */
-
-/* What a rank is doing, as its alive file says (docs/shard-format.md, "Files on
- * disk"): running and calling shoal_snapshot, holding after a checkpoint on purpose,
- * or done (shoal_finalize). */
-enum alive_state { ALIVE_RUN, ALIVE_HOLD, ALIVE_DONE };
-struct alive_record {
-    enum alive_state state;
-    long long calls;    /* shoal_snapshot calls so far */
-    long long at_ns;    /* CLOCK_MONOTONIC of the record: the rank was in libshoal */
-    long long gap_ns;   /* since the record before; 0: the first */
-    long long every_ns; /* per call over that gap; 0: the first */
-    long long pid;
-    long long cpu_ns;   /* the process's CPU time (CLOCK_PROCESS_CPUTIME_ID) at at_ns */
-};
-/* The file's one line, padded to ALIVE_LINE bytes with its newline, so that a pwrite
- * at offset 0 always replaces the whole of the last one. Its length, or -1. */
-#define ALIVE_LINE 160
-int alive_line(char *out, size_t len, const struct alive_record *r);
-/* Opens the rank's alive file afresh (a killed run's record is removed). */
-void alive_open(struct shoal_ctx *c);
-/* Records a snapshot call at now (shoal_now()); at most every ALIVE_EVERY_S unless
- * force or the state changes. */
-void alive_note(struct shoal_ctx *c, double now, enum alive_state state, int force);
-void alive_close(struct shoal_ctx *c);
-
 /* The modules of a restart on another number of ranks: layout.c, transfer.c, resize.c,
  * pieces.c. */
 #include "resize.h"
+
+/* The rank's alive file: alive.c. */
+#include "alive.h"
 
 #endif /* SHOAL_INTERNAL_H */
