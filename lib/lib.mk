@@ -25,7 +25,8 @@ LIB_SRCS := $(wildcard lib/src/*.c)
 # pmpi_wrappers.inc, the MPI calls pmpi.c defines, is written from lib/src/pmpi.list by
 # lib/src/pmpi_generate.py and committed, as lib/fortran/shoal.f90 is: building needs no
 # Python, and make test-c checks that the file is current.
-LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/resize.h lib/src/pmpi_wrappers.inc
+LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/resize.h lib/src/alive.h \
+	lib/src/pmpi_wrappers.inc
 LIB_OBJS := $(patsubst lib/src/%.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
 	-D_POSIX_C_SOURCE=200809L -Ilib/include
@@ -99,9 +100,11 @@ $(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c l
 		lib/src/store.c lib/src/memory.c lib/src/shard.c lib/src/error.c lib/src/jobdir.c \
 		$(TEST_COMMON) -lxxhash
 
-$(TEST_DIR)/test_jobdir: lib/tests/test_jobdir.c lib/src/jobdir.c $(TEST_COMMON) $(TEST_HDRS)
+$(TEST_DIR)/test_jobdir: lib/tests/test_jobdir.c lib/src/jobdir.c lib/src/alive.c lib/src/error.c \
+		$(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
-	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_jobdir.c lib/src/jobdir.c $(TEST_COMMON)
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_jobdir.c lib/src/jobdir.c lib/src/alive.c \
+		lib/src/error.c $(TEST_COMMON)
 
 $(TEST_DIR)/test_interval: lib/tests/test_interval.c lib/src/interval.c lib/src/env.c \
 		lib/src/error.c $(TEST_COMMON) $(TEST_HDRS)

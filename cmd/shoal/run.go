@@ -85,6 +85,7 @@ type runFlags struct {
 	ckptInterval                     intervalFlag
 	mtbf                             time.Duration
 	maxRestarts                      int
+	hangAfter                        hangFlag
 	jobID                            string
 	quiet                            bool
 	local                            bool
@@ -130,6 +131,7 @@ func (f runFlags) jobSpec(argv []string, files []job.File) job.Spec {
 		ID: f.jobID, Ranks: f.nranks, Argv: argv, Files: files,
 		MinRanks: f.minRanks, MaxRanks: f.maxRanks, RankMultiple: f.rankMultiple, RanksPow2: f.ranksPow2, MixArch: f.mixArch,
 		CheckpointInterval: job.Duration(f.ckptInterval.d), CheckpointAuto: f.ckptInterval.auto, MTBF: job.Duration(f.mtbf), MaxRestarts: f.maxRestarts,
+		HangAfter:        job.Duration(f.hangAfter),
 		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
 		Layout: f.layout, NoReplan: f.noReplan, Engine: f.engine,
 		WaitForNodes: job.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
@@ -248,6 +250,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.Var(&f.ckptInterval, "ckpt-interval", "time between checkpoints: auto (chosen from what a checkpoint costs and how often the cluster loses nodes, Young/Daly's optimum between 1 s and 10 min), or seconds (30, 0.5) or a duration (500ms, 2m) as SHOAL_CKPT_INTERVAL takes them; 0 turns interval checkpoints off")
 	fs.Var((*secondsValue)(&f.mtbf), "mtbf", "how often each node fails, for --ckpt-interval auto: one node's mean time between failures, above 0, in seconds or a duration (`DURATION`: 3600, 90m; default: learned from the cluster's record of nodes lost, starting from one a node-hour)")
 	fs.IntVar(&f.maxRestarts, "max-restarts", 3, "how often the job may be relaunched after losing ranks")
+	fs.Var(&f.hangAfter, "hang-after", hangUsage)
 	fs.StringVar(&f.jobID, "job-id", "", "job id (default: the program's name and a random suffix); on this machine alone, the id of a run that kept checkpoints resumes from them")
 	fs.BoolVar(&f.local, "local", false, "run on this machine only, even when an agent is running")
 	fs.BoolVar(&f.fresh, "fresh", false, "on this machine alone: start from the beginning, removing the checkpoints an earlier run of the --job-id kept (without it, a run with the same program and arguments resumes from them, and one with others is refused)")

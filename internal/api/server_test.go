@@ -710,6 +710,7 @@ func TestShardIndexTag(t *testing.T) {
 		Shards:   []ShardInfo{{Epoch: 3, Rank: 0, Size: 10, Checksum: 1}, {Epoch: 3, Rank: 1, Size: 10, Checksum: 2}},
 		Bad:      []BadShard{{Epoch: 3, Rank: 2, Error: "truncated", Detail: "/a/r000002.shard: truncated"}},
 		Progress: &Progress{Fraction: 0.421, At: time.Unix(100, 0)},
+		Silent:   []job.Silent{{Rank: 1, Calls: 40, For: job.Duration(2 * time.Second), Busy: 0.5}},
 	}
 	tests := []struct {
 		name   string
@@ -719,6 +720,10 @@ func TestShardIndexTag(t *testing.T) {
 		{"progress within the percent", func(i *ShardIndex) { i.Progress = &Progress{Fraction: 0.4299, At: time.Unix(200, 0)} }, true},
 		{"bad shard detail", func(i *ShardIndex) { i.Bad[0].Detail = "other words" }, true},
 		{"job name", func(i *ShardIndex) { i.Job = "j2" }, true},
+		{"a silence grown longer", func(i *ShardIndex) { i.Silent[0].For, i.Silent[0].Busy = job.Duration(3*time.Second), 0.4 }, true},
+		{"a rank silent since a later call", func(i *ShardIndex) { i.Silent[0].Calls = 60 }, false},
+		{"another rank silent", func(i *ShardIndex) { i.Silent = append(i.Silent, job.Silent{Rank: 2, Calls: 40}) }, false},
+		{"no rank silent", func(i *ShardIndex) { i.Silent = nil }, false},
 		{"progress to the next percent", func(i *ShardIndex) { i.Progress = &Progress{Fraction: 0.43} }, false},
 		{"progress gone", func(i *ShardIndex) { i.Progress = nil }, false},
 		{"a shard more", func(i *ShardIndex) { i.Shards = append(i.Shards, ShardInfo{Epoch: 4, Checksum: 3}) }, false},
@@ -734,6 +739,7 @@ func TestShardIndexTag(t *testing.T) {
 		idx := base
 		idx.Shards = slices.Clone(base.Shards)
 		idx.Bad = slices.Clone(base.Bad)
+		idx.Silent = slices.Clone(base.Silent)
 		tt.change(&idx)
 		if got := idx.ComputeTag(); (got == want) != tt.same {
 			t.Errorf("%s: tag %s, before %s: same = %v, want %v", tt.name, got, want, got == want, tt.same)

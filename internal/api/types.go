@@ -236,14 +236,19 @@ type ShardIndex struct {
 	// Interval is the checkpoint interval the job's rank 0 on this node uses,
 	// as it last reported it (not part of the tag: it changes at checkpoints).
 	Interval *job.Interval `json:"interval,omitempty"`
+	// Silent lists the job's ranks on this node that run and made no snapshot
+	// call for longer than [job.SilentAfter] their usual time between calls,
+	// by rank; empty while every rank calls (docs/api.md).
+	Silent []job.Silent `json:"silent,omitempty"`
 	// Tag names what the index says, as [ShardIndex.ComputeTag] digests it: a
 	// client passes it back as ?known= to wait for the next change.
 	Tag string `json:"tag"`
 }
 
 // ComputeTag returns the tag of idx: a digest of its shards (epoch, rank,
-// size, checksum), its bad shards (epoch, rank, failed check) and its progress
-// in whole percents. Progress is rounded so that a rank 0 reporting every
+// size, checksum), its bad shards (epoch, rank, failed check), its silent
+// ranks (rank, calls: a silence, not its length) and its progress in whole
+// percents. Progress is rounded so that a rank 0 reporting every
 // second changes the tag at most once per percent: a client waiting for news
 // of the shards wakes up no more often than that.
 func (idx ShardIndex) ComputeTag() string {
@@ -273,6 +278,11 @@ func (idx ShardIndex) ComputeTag() string {
 		put(uint64(s.Rank))
 		h.Write([]byte(s.Error))
 		h.Write([]byte{0})
+	}
+	put(uint64(len(idx.Silent)))
+	for _, s := range idx.Silent {
+		put(uint64(s.Rank))
+		put(uint64(s.Calls))
 	}
 	if p := idx.Progress; p != nil {
 		put(1 + uint64(math.Floor(p.Fraction*100)))

@@ -107,6 +107,9 @@ type clusterBackend struct {
 	// corrupt are the copies found corrupt and not yet reported (under mu;
 	// see reportCorrupt).
 	corrupt []epochs.CorruptCopy
+	// received are the indexes the watch received, with when (under mu): the
+	// silences of ranks they report are as of then (checkHung).
+	received map[string]nodeIndex
 }
 
 // newClusterBackend returns the backend of job rj, which s coordinates as cj. book
@@ -116,7 +119,7 @@ func newClusterBackend(s *Service, cj *clusterJob, rj *jobRun, book epochs.Book)
 	b := &clusterBackend{
 		s: s, cj: cj, j: rj, book: book.Clone(),
 		inflight: map[epochs.ShardCopy]bool{}, encoding: map[epochs.ParityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
-		indexes: map[string]api.ShardIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
+		indexes: map[string]api.ShardIndex{}, received: map[string]nodeIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		waiting:   map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}
@@ -383,6 +386,9 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 				b.autoReplan(ctx)
 			}
 		}
+	}
+	if loss := b.checkHung(time.Now()); loss != nil {
+		return loss
 	}
 	return b.checkHeld()
 }

@@ -15,6 +15,7 @@ import (
 	"shoal/internal/mtbf"
 	"shoal/internal/place"
 	"shoal/internal/shard"
+	"shoal/internal/shardstore"
 )
 
 // localBackend runs every rank of a job on this node; shards stay in this node's
@@ -28,12 +29,16 @@ type localBackend struct {
 	mtbfRecord string
 	// intervalAt is the modification time of the interval file last read.
 	intervalAt time.Time
+	// launchAt is when the current run was prepared: a rank silent since
+	// before is an earlier run's (checkHung).
+	launchAt time.Time
 }
 
 var _ backend = (*localBackend)(nil)
 
 func (b *localBackend) prepare(ctx context.Context, req launchRequest) (engine.Launch, []string, string, error) {
 	j := b.j
+	b.launchAt = time.Now()
 	env := req.env
 	nranks, where := j.ranks, "on 1 node"
 	if nranks == 0 {
@@ -78,7 +83,29 @@ func (b *localBackend) poll(ctx context.Context) *nodeLoss {
 	if b.j.spec.CheckpointAuto {
 		b.readInterval()
 	}
-	return nil
+	return b.checkHung()
+}
+
+// checkHung returns the loss that ends the run when its ranks stopped making
+// snapshot calls (job.Hung), or nil: on one machine as on a cluster, from
+// the ranks' alive files, read here at every poll.
+func (b *localBackend) checkHung() *nodeLoss {
+	if b.j.spec.HangAfter == job.HangOff {
+		return nil
+	}
+	now := time.Now()
+	var silent []job.Silent
+	for _, s := range shardstore.SilentIn(b.dir) {
+		if !now.Add(-time.Duration(s.For)).Before(b.launchAt) {
+			s.Node = "this node"
+			silent = append(silent, s)
+		}
+	}
+	h, ok := job.Hung(silent, b.j.spec.HangAfter)
+	if !ok {
+		return nil
+	}
+	return &nodeLoss{hung: &h, reason: h.String(), at: now.Add(-time.Duration(h.For))}
 }
 
 // readInterval reports the interval rank 0 chose when its file changed since

@@ -215,13 +215,16 @@ type nodeLoss struct {
 	// staging is set when the nodes were lost while the run was staged,
 	// before it launched.
 	staging bool
+	// hung, when set, ends a run whose ranks stopped making snapshot calls
+	// (checkHung): no node was lost; nodes names the one of the rank blamed.
+	hung *job.Hang
 }
 
 func (l *nodeLoss) String() string {
 	switch {
 	case l.failed != nil:
 		return l.failed.Error()
-	case l.planned, l.corrupt:
+	case l.planned, l.corrupt, l.hung != nil:
 		return l.reason
 	case l.fault:
 		return fmt.Sprintf("node %s %s", strings.Join(l.nodes, ", "), l.reason)
@@ -356,6 +359,10 @@ func (j *jobRun) run(ctx context.Context, next relaunch) ending {
 		return ending{Outcome: job.Outcome{Kind: job.StartFailed, Detail: loss.failed.Error()}}
 	case loss != nil && loss.corrupt:
 		return ending{Outcome: job.Outcome{Kind: job.CopyCorrupt, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
+	case loss != nil && loss.hung != nil:
+		h := loss.hung
+		j.event(job.EventHung, job.Event{Rank: job.RankOf(h.Rank), Message: h.String()})
+		return ending{Outcome: job.Outcome{Kind: job.RanksHung, Rank: h.Rank, Detail: h.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil && loss.planned:
 		return ending{Outcome: job.Outcome{Kind: job.Move, Detail: loss.String()}, at: loss.at, runStart: runStart, wholeJob: true}
 	case loss != nil && loss.fault:
@@ -536,7 +543,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		if loss := j.be.poll(ctx); loss != nil {
 			// The loss is known now: it is said before the launcher is
 			// stopped.
-			if !loss.planned && !loss.fault && !loss.corrupt && loss.failed == nil {
+			if !loss.planned && !loss.fault && !loss.corrupt && loss.failed == nil && loss.hung == nil {
 				j.announceLoss(loss)
 			}
 			// Nothing of this run is wanted any more: the relaunch starts from an

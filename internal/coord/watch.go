@@ -167,6 +167,7 @@ func (b *clusterBackend) watchNode(ctx context.Context, job, node string, p Peer
 		if idx.Tag != known || known == "" {
 			b.mu.Lock()
 			b.indexes[node] = idx
+			b.received[node] = nodeIndex{idx: idx, at: now}
 			b.made.IndexTaken(node)
 			b.mu.Unlock()
 			b.tell()

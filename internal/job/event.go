@@ -50,6 +50,7 @@ const (
 	EventEpoch      = "epoch"          // an epoch became complete
 	EventEpochBad   = "epoch-bad"      // an epoch's shards failed verification
 	EventRankLost   = "rank-lost"      // a rank died of a signal
+	EventHung       = "hung"           // the run's ranks stopped making calls: [Hang]'s line
 	EventNodeLost   = "node-lost"      // a node of the run is gone
 	EventNodeFault  = "node-fault"     // a node of the run is up but cannot store checkpoints
 	EventReconfig   = "reconfigure"    // a planned relaunch begins: a node leaving, a rebalance

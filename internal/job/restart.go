@@ -45,17 +45,22 @@ const (
 	// epoch still whole. Nothing was lost, and every such relaunch counts one
 	// copy fewer, so it does not count against MaxRestarts.
 	CopyCorrupt
+	// RanksHung: the run's ranks made no snapshot call for longer than the job's
+	// hang bound, a rank of them idle ([Hung]); the run is stopped and
+	// relaunched from its newest complete epoch, as after a lost rank.
+	RanksHung
 )
 
 // Outcome is what happened to a job's run, as the restart policy weighs it.
 type Outcome struct {
 	Kind   OutcomeKind
-	Rank   int // AppFailed, RankKilled: the rank that ended the run
+	Rank   int // AppFailed, RankKilled, RanksHung: the rank that ended the run
 	Code   int // AppFailed: the rank's exit code; LauncherFailed: the launcher's status
 	Signal int // RankKilled
 	// Detail says the rest in words: NodeLost "node n3 lost (no answer for 4.4 s)";
 	// Move "node n3 leaving"; LauncherFailed the launcher's last line;
-	// CoordinatorLost "coordinator n1 lost"; StartFailed the error.
+	// CoordinatorLost "coordinator n1 lost"; StartFailed the error; RanksHung
+	// [Hang.String].
 	Detail string
 }
 
@@ -121,7 +126,7 @@ func (p RestartPolicy) Decide(o Outcome, used int) Decision {
 		return Decision{State: Restarting, Reason: o.String() + "; relaunching (not counted against --max-restarts)"}
 	case CopyCorrupt:
 		return Decision{State: Restarting, Reason: o.String() + "; relaunching from the newest epoch still whole (not counted against --max-restarts)"}
-	case RankKilled, NodeLost, LauncherFailed, CoordinatorLost:
+	case RankKilled, NodeLost, LauncherFailed, CoordinatorLost, RanksHung:
 		if used >= p.MaxRestarts {
 			return Decision{State: Failed, Exhausted: true,
 				Reason: fmt.Sprintf("%s; giving up after %s (--max-restarts)", o, Plural(used, "restart"))}

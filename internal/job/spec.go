@@ -88,6 +88,13 @@ type Spec struct {
 	// the profile, and when it shows a layout faster by more than a move
 	// costs, the job moves there at a checkpoint.
 	NoReplan bool `json:"no_replan,omitzero"`
+	// HangAfter is how long the job's ranks may make no snapshot call, a rank
+	// of them idle, before the run is declared hung and relaunched from its
+	// newest complete epoch ([Hung]): 0 (the default) for the automatic rule,
+	// ten times a rank's usual time between calls and at least 10 s
+	// ([HangBound]); [HangOff] never. A program without libshoal makes no
+	// calls and is never hung.
+	HangAfter Duration `json:"hang_after,omitzero"`
 	// Keep is how long every node keeps the job's data (shards, job and
 	// coordinator directories, cached files) after the job ends: 0 means the
 	// agents' retention policy for how it ended (docs/retention.md);

@@ -234,6 +234,9 @@ func (s Spec) Validate() error {
 	if s.AutoRebalance != 0 && !(s.AutoRebalance >= 1) {
 		bad("auto_rebalance %g: want 0 (off) or at least 1", s.AutoRebalance)
 	}
+	if s.HangAfter != HangOff && s.HangAfter != 0 && s.HangAfter < Duration(MinHangAfter) {
+		bad("hang_after %v: want at least %v, or %v for never", s.HangAfter, MinHangAfter, HangOff)
+	}
 	if s.Keep < 0 && s.Keep != KeepForever {
 		bad("keep %v: want ≥ 0, or %v to keep the job's data until it is removed by hand", s.Keep, KeepForever)
 	}

@@ -135,3 +135,24 @@ func TestProgramArchesAndFilesFor(t *testing.T) {
 		})
 	}
 }
+
+// A hang bound is automatic (0), off, or at least MinHangAfter.
+func TestValidateHangAfter(t *testing.T) {
+	for _, c := range []struct {
+		after Duration
+		want  string
+	}{
+		{0, ""},
+		{HangOff, ""},
+		{Duration(time.Second), ""},
+		{Duration(time.Hour), ""},
+		{Duration(500 * time.Millisecond), "hang_after 500ms: want at least 1s, or -1ns for never"},
+		{Duration(-2 * time.Second), "hang_after -2s: want at least 1s"},
+	} {
+		s := Spec{Ranks: 2, Argv: []string{"/bin/true"}, HangAfter: c.after}
+		err := s.Validate()
+		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("hang_after %v: got %v, want %q", c.after, err, c.want)
+		}
+	}
+}

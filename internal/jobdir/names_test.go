@@ -76,6 +76,11 @@ func TestNamesAsTheVectors(t *testing.T) {
 			got = d.StagePath(rank)
 		case "traffic":
 			got = d.TrafficPath(rank)
+		case "alive":
+			got = d.AlivePath(rank)
+			if r, ok := ParseAliveName(filepath.Base(got)); !ok || r != rank {
+				t.Errorf("ParseAliveName(%s) = %d, %v; want %d", filepath.Base(got), r, ok, rank)
+			}
 		case "manifest", "finished", "progress", "interval", "request":
 			got = filepath.Join(d.Path(), map[string]string{"manifest": Manifest, "finished": Finished,
 				"progress": Progress, "interval": Interval, "request": Request}[kind])
@@ -88,8 +93,8 @@ func TestNamesAsTheVectors(t *testing.T) {
 			t.Errorf("%s (epoch %s, rank %s): %s, want %s", kind, f[1], f[2], got, want)
 		}
 	}
-	if len(kinds) < 12 {
-		t.Errorf("paths.tsv names %d kinds, want every kind of file (12)", len(kinds))
+	if len(kinds) < 13 {
+		t.Errorf("paths.tsv names %d kinds, want every kind of file (13)", len(kinds))
 	}
 }
 

@@ -49,6 +49,7 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 	idx.Progress = s.readProgress(filepath.Join(jd.Path(), jobdir.Progress))
 	idx.Traffic = s.readTraffic(filepath.Join(jd.Path(), jobdir.Traffic))
 	idx.Interval = s.readInterval(filepath.Join(jd.Path(), jobdir.Interval))
+	idx.Silent = s.silent(job)
 	idx.Tag = idx.ComputeTag()
 	return idx, nil
 }
@@ -187,7 +188,9 @@ func (s *Store) readTraffic(dir string) []api.RankTraffic {
 // Looking again costs a few system calls while nothing changes: the job
 // directory is read and its epoch directories and progress file are stat'ed
 // (a [fingerprint]); shards are listed again only when an epoch directory
-// changed, and the progress file is read again only when it was replaced.
+// changed, and the progress file is read again only when it was replaced. The
+// ranks' alive files are read every time: a rank falls silent with no file
+// changing.
 // Ranks and Put write a shard as a temporary file renamed into place, which
 // changes its directory; a shard file changed in place is noticed only at the
 // next change of its directory or the next call.
@@ -219,8 +222,11 @@ func (s *Store) WaitIndex(ctx context.Context, job, known string) (api.ShardInde
 		switch {
 		case !fp.settled || !slices.Equal(next.epochs, fp.epochs) || !slices.Equal(next.dirs, fp.dirs):
 			idx, err = s.Index(job)
-		case next.progress != fp.progress:
-			idx.Progress = s.readProgress(filepath.Join(s.jobDir(job).Path(), jobdir.Progress))
+		default:
+			if next.progress != fp.progress {
+				idx.Progress = s.readProgress(filepath.Join(s.jobDir(job).Path(), jobdir.Progress))
+			}
+			idx.Silent = s.silent(job)
 			idx.Tag = idx.ComputeTag()
 		}
 		fp = next

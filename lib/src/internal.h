@@ -243,6 +243,7 @@ enum jobdir_kind {
     JOBDIR_REQUEST_TAKEN, /* request-checkpoint.taken.tmp, where rank 0 moves it to read */
     JOBDIR_TRAFFIC_DIR,   /* traffic */
     JOBDIR_TRAFFIC,       /* traffic/RANK, the rank's traffic file (docs/traffic.md) */
+    JOBDIR_ALIVE,         /* rNNNNNN.alive, the rank's last snapshot call (alive.c) */
     JOBDIR_NKINDS
 };
 
@@ -676,6 +677,14 @@ struct shoal_ctx {
     double progress_pending;
     int progress_dirty;
 
+    /* the rank's alive file (alive.c): its last snapshot call, for the agent */
+    int alive_fd;          /* -1: none (not writable: the agent sees no calls) */
+    long long calls;       /* shoal_snapshot calls up to the last agreement */
+    long long alive_calls; /* calls at the record written last */
+    double alive_at;       /* shoal_now() of that record; 0: none yet */
+    double alive_gap;      /* seconds between the last two records; 0: one so far */
+    double alive_every;    /* seconds per call between them */
+
     /* the interval in use (rank 0) */
     char interval_path[PATH_MAX];
     double ckpt_cost;        /* mean seconds a checkpoint costs the run; 0: none measured */
@@ -776,5 +785,8 @@ void restart_release(struct shoal_ctx *c);
 /* The modules of a restart on another number of ranks: layout.c, transfer.c, resize.c,
  * pieces.c. */
 #include "resize.h"
+
+/* The rank's alive file: alive.c. */
+#include "alive.h"
 
 #endif /* SHOAL_INTERNAL_H */

@@ -18,7 +18,7 @@ static const char *const kind_names[JOBDIR_NKINDS] = {
     [JOBDIR_STAGE] = "stage",       [JOBDIR_MANIFEST] = "manifest",
     [JOBDIR_FINISHED] = "finished", [JOBDIR_PROGRESS] = "progress",
     [JOBDIR_INTERVAL] = "interval", [JOBDIR_REQUEST] = "request",
-    [JOBDIR_TRAFFIC] = "traffic",
+    [JOBDIR_TRAFFIC] = "traffic",   [JOBDIR_ALIVE] = "alive",
 };
 
 const char *jobdir_kind_name(int kind)
@@ -92,6 +92,9 @@ int jobdir_path(char *out, size_t len, const char *jobdir, enum jobdir_kind kind
         break;
     case JOBDIR_TRAFFIC:
         n = snprintf(out, len, "%s/traffic/%d", jobdir, rank);
+        break;
+    case JOBDIR_ALIVE:
+        n = snprintf(out, len, "%s/r%06d.alive", jobdir, rank);
         break;
     case JOBDIR_NKINDS:
         break;

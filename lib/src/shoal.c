@@ -60,6 +60,7 @@ static int init_local(struct shoal_ctx *c, char *msg, size_t msglen)
                  c->jobdir, shoal_errno_text(err, text, sizeof text));
         return SHOAL_ERR_DIR;
     }
+    alive_open(c);
     return SHOAL_SUCCESS;
 }
 
@@ -165,6 +166,7 @@ static void ctx_release(struct shoal_ctx *c)
     traffic_stop(&c->traffic);
     restart_release(c);
     resize_release(c);
+    alive_close(c);
     free(c->regions);
     stage_free(c);
     MPI_Comm_free(&c->comm);
@@ -195,6 +197,7 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     struct shoal_ctx *c = &the_ctx;
     memset(c, 0, sizeof *c);
     c->stage_fd = -1;
+    c->alive_fd = -1;
     if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
     /* Errors on the library's own communicator come back as codes, not aborts. */
@@ -482,6 +485,8 @@ SHOAL_EXPORT int shoal_read_old(int old_rank, int id, size_t offset, void *buf, 
 static int snapshot_agree(struct shoal_ctx *c)
 {
     double t0 = shoal_now();
+    c->calls += c->k;
+    alive_note(c, t0, ALIVE_RUN, 0);
     if (c->rank == 0 && c->agreements > 0) /* the first call follows the program's setup */
         agreement_seen(c, t0, c->k, t0 - c->t_agreed);
     struct exchange ex;
@@ -495,10 +500,14 @@ static int snapshot_agree(struct shoal_ctx *c)
         double t1 = shoal_now();
         checkpoint_taken(c, t1 - t0, t1, 1);
         c->t_checkpoint = t1;
+        /* A long copy is not a pause of the rank's calls. */
+        alive_note(c, t1, ALIVE_RUN, 1);
         if (ex.hold) {
+            alive_note(c, shoal_now(), ALIVE_HOLD, 1);
             agree_hold(c, epoch);
             /* Nothing was computed while holding: the interval starts again now. */
             c->t_checkpoint = shoal_now();
+            alive_note(c, c->t_checkpoint, ALIVE_RUN, 1);
         }
     }
     c->t_agreed = shoal_now();
@@ -530,6 +539,7 @@ SHOAL_EXPORT int shoal_checkpoint(void)
     if (c == NULL)
         return SHOAL_ERR_STATE;
     double t0 = shoal_now();
+    alive_note(c, t0, ALIVE_RUN, 0);
     /* This checkpoint answers a pending request of the runner too; a `hold` is agreed
      * in the message below. */
     int request = c->rank == 0 ? agree_take_request(c) : REQUEST_NONE;
@@ -546,9 +556,12 @@ SHOAL_EXPORT int shoal_checkpoint(void)
     /* No agreements follow a program's own checkpoints to measure a slowdown by. */
     checkpoint_taken(c, t1 - t0, t1, 0);
     c->t_checkpoint = t1;
+    alive_note(c, t1, ALIVE_RUN, 1);
     if (mrc == SHOAL_SUCCESS && ex.hold) {
+        alive_note(c, shoal_now(), ALIVE_HOLD, 1);
         agree_hold(c, epoch);
         c->t_checkpoint = shoal_now();
+        alive_note(c, c->t_checkpoint, ALIVE_RUN, 1);
     }
     if (rc != SHOAL_SUCCESS)
         return rc;
@@ -657,6 +670,9 @@ SHOAL_EXPORT int shoal_finalize(void)
     struct shoal_ctx *c = active;
     if (c == NULL)
         return SHOAL_ERR_STATE;
+    /* No calls follow, on purpose: the rank is not to be judged hung while it waits
+     * for the others here and in MPI_Finalize. */
+    alive_note(c, shoal_now(), ALIVE_DONE, 1);
     /* Wait for the last shard, then one last agreement completes its epoch. */
     stage_wait(c);
     struct exchange ex = {0, 0, 0, 0, 0};

@@ -138,9 +138,63 @@ static void test_own_names(void)
     CHECK_EQ(jobdir_kind_of("shard.tmp"), -1);
 }
 
+/* alive.c writes each record of alive.tsv as its line, padded to ALIVE_LINE bytes. */
+static void test_alive(const char *dir)
+{
+    char file[512];
+    snprintf(file, sizeof file, "%s/alive.tsv", dir);
+    FILE *f = fopen(file, "r");
+    if (!CHECK(f != NULL)) {
+        fprintf(stderr, "cannot open %s\n", file);
+        return;
+    }
+    static const char *const states[] = {"run", "hold", "done"};
+    char line[1024];
+    int lineno = 0, records = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0] == '#' || line[0] == 0)
+            continue;
+        char *fields[8], *save = NULL;
+        int n = 0;
+        for (char *p = strtok_r(line, "\t", &save); p != NULL && n < 8;
+             p = strtok_r(NULL, "\t", &save))
+            fields[n++] = p;
+        if (!CHECK_EQ(n, 8)) {
+            fprintf(stderr, "%s:%d: want 8 fields separated by tabs\n", file, lineno);
+            continue;
+        }
+        struct alive_record r = {.state = ALIVE_RUN};
+        int known = 0;
+        for (int s = 0; s < 3; s++)
+            if (strcmp(fields[0], states[s]) == 0) {
+                r.state = (enum alive_state)s;
+                known = 1;
+            }
+        CHECK(known);
+        long long *v[] = {&r.calls, &r.at_ns, &r.gap_ns, &r.every_ns, &r.pid, &r.cpu_ns};
+        for (int i = 0; i < 6; i++)
+            *v[i] = strtoll(fields[1 + i], NULL, 10);
+        char got[ALIVE_LINE + 1], want[ALIVE_LINE + 1];
+        CHECK_EQ(alive_line(got, sizeof got, &r), ALIVE_LINE);
+        snprintf(want, sizeof want, "%-*s\n", ALIVE_LINE - 1, fields[7]);
+        if (!CHECK_STR(got, want))
+            fprintf(stderr, "%s:%d\n", file, lineno);
+        records++;
+    }
+    fclose(f);
+    CHECK(records > 0);
+    /* A buffer too small for the padded line is refused, never cut. */
+    char small[ALIVE_LINE];
+    struct alive_record r = {.state = ALIVE_RUN};
+    CHECK_EQ(alive_line(small, sizeof small, &r), -1);
+}
+
 int main(int argc, char **argv)
 {
     test_paths(argc > 1 ? argv[1] : "testdata/jobdir");
     test_own_names();
+    test_alive(argc > 1 ? argv[1] : "testdata/jobdir");
     return check_summary(check_passed, check_failed);
 }
