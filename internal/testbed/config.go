@@ -28,8 +28,9 @@ var (
 const (
 	// MaxNodes is the largest host index: host nK has address 10.77.I.(10+K).
 	MaxNodes = 244
-	// MaxInstance is the largest instance number: it is the third byte of the subnet.
-	MaxInstance = 255
+	// MaxInstance is the largest instance number: instance I has subnet
+	// 10.(77+I/256).(I%256).0/24, so 10.77.I.0/24 up to 255 and 10.78.(I-256).0/24 beyond.
+	MaxInstance = 511
 	// AgentPort is the port every host's agent binds (gossip and, by the agent's choice,
 	// its API next to it).
 	AgentPort = 7946
@@ -72,7 +73,8 @@ type Config struct {
 
 	// Instance selects one of several testbeds that can coexist on the machine (tests
 	// of different packages run at the same time; give each its own). It decides every
-	// name: bridge shoalbr<Instance>, subnet 10.77.<Instance>.0/24, namespaces and links
+	// name: bridge shoalbr<Instance>, subnet 10.77.<Instance>.0/24 (10.78.<Instance-256>.0/24
+	// from 256), namespaces and links
 	// shoal<Instance>-nK, directory /tmp/shoal-testbed (Instance 0) or
 	// /tmp/shoal-testbed-<Instance>. 0 ≤ Instance ≤ [MaxInstance]; the CLI uses 0.
 	Instance int
@@ -304,10 +306,11 @@ func parseRate(s string) (float64, error) {
 type names struct{ inst int }
 
 func (n names) bridge() string        { return fmt.Sprintf("shoalbr%d", n.inst) }
-func (n names) bridgeIP() string      { return fmt.Sprintf("10.77.%d.1", n.inst) }
-func (n names) subnet() string        { return fmt.Sprintf("10.77.%d.0/24", n.inst) }
+func (n names) net24() string         { return fmt.Sprintf("10.%d.%d", 77+n.inst/256, n.inst%256) }
+func (n names) bridgeIP() string      { return n.net24() + ".1" }
+func (n names) subnet() string        { return n.net24() + ".0/24" }
 func (n names) hostName(k int) string { return fmt.Sprintf("n%d", k) }
-func (n names) hostIP(k int) string   { return fmt.Sprintf("10.77.%d.%d", n.inst, 10+k) }
+func (n names) hostIP(k int) string   { return fmt.Sprintf("%s.%d", n.net24(), 10+k) }
 
 // Site s has its own bridge, and its link to the others is a veth pair between that
 // bridge and the instance's bridge: the end in the site's bridge sends out of the site,

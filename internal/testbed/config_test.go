@@ -21,7 +21,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Nodes: 1, Instance: 255, Rate: []string{"1.5Gbit"}}, ""},
 		{Config{Nodes: 0}, "Nodes = 0"},
 		{Config{Nodes: 245}, "Nodes = 245"},
-		{Config{Nodes: 2, Instance: 256}, "Instance = 256"},
+		{Config{Nodes: 2, Instance: 512}, "Instance = 512"},
 		{Config{Nodes: 3, Cores: []int{2, 2}}, "Cores has 2 values for 3 nodes"},
 		{Config{Nodes: 2, Cores: []int{2, -1}}, "Cores[1] = -1"},
 		{Config{Nodes: 2, CPUQuota: []float64{0.001}}, "CPUQuota[0] = 0.001"},
@@ -105,6 +105,9 @@ func TestNames(t *testing.T) {
 	}
 	if got, want := n.hostIP(MaxNodes), "10.77.255.254"; got != want {
 		t.Errorf("last host address: got %q, want %q", got, want)
+	}
+	if got, want := (names{259}).hostIP(1), "10.78.3.11"; got != want {
+		t.Errorf("address of n1 of instance 259: got %q, want %q", got, want)
 	}
 	if got := []string{n.siteBridge(MaxNodes), n.siteOut(MaxNodes), n.siteIn(MaxNodes)}; len(got[1]) > 15 || len(got[2]) > 15 {
 		t.Errorf("longest site link names: %q: want at most 15 bytes", got)
