@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
 # Open MPI, MPICH, gfortran, xxHash, CMake, Slurm (for the testbed's Slurm cluster, test/slurm),
-# zsh and ksh (login shells test/jobs runs jobs under) from Debian's packages; Go and the Go
-# modules from the module proxy.
+# zsh and ksh (login shells test/jobs runs jobs under), prometheus (promtool, test/metrics)
+# from Debian's packages; Go and the Go modules from the module proxy.
 set -euo pipefail
 
 need=()
@@ -28,6 +28,9 @@ command -v munged >/dev/null || need+=(munge)
 # remote command by the launching user's shell).
 command -v zsh >/dev/null || need+=(zsh)
 command -v ksh >/dev/null || need+=(ksh)
+# test/metrics checks an agent's /metrics with promtool, and docs/metrics.md's scrape
+# config was run with Debian's prometheus.
+command -v promtool >/dev/null || need+=(prometheus)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then

@@ -31,7 +31,7 @@ var (
 		"1 for each job, labelled with its state (cluster-wide)."}
 	famJobProgress = Family{"shoal_job_progress_ratio", prometheus.GaugeValue, []string{"job_id"},
 		"How far each job is, 0 to 1, as its program last reported (cluster-wide)."}
-	famJobRanks = Family{"shoal_job_rank_count", prometheus.GaugeValue, []string{"job_id"},
+	famJobRanks = Family{"shoal_job_ranks", prometheus.GaugeValue, []string{"job_id"},
 		"Ranks of each job's current run; 0 before its first launch (cluster-wide)."}
 	famJobEpoch = Family{"shoal_job_epoch", prometheus.GaugeValue, []string{"job_id"},
 		"Each job's newest complete checkpoint epoch; 0 for none (cluster-wide)."}

@@ -160,7 +160,7 @@ func TestScrape(t *testing.T) {
 		`shoal_jobs{state="failed"} 0`,
 		`shoal_job_state{job_id="heat",state="running"} 1`,
 		`shoal_job_progress_ratio{job_id="heat"} 0.25`,
-		`shoal_job_rank_count{job_id="heat"} 4`,
+		`shoal_job_ranks{job_id="heat"} 4`,
 		`shoal_job_epoch{job_id="heat"} 7`,
 		`shoal_job_restarts_total{job_id="heat",reason="rank_killed"} 1`,
 		`shoal_job_checkpoint_interval_seconds{job_id="heat"} 2`,
