@@ -44,7 +44,7 @@ var (
 	famJobMTBF = Family{"shoal_job_mtbf_seconds", prometheus.GaugeValue, []string{"job_id"},
 		"The mean time between failures an automatic interval was chosen for (cluster-wide)."}
 	famRecovery = Family{"shoal_job_recovery_seconds", prometheus.UntypedValue, nil,
-		"Time from a job's run being given up (restarting) to the job running again, over every job in the store (cluster-wide)."}
+		"Time from a job's transition into restarting to the first sign of its relaunched ranks (an output line, a progress report or an epoch), over every job in the store (cluster-wide)."}
 	famNodes = Family{"shoal_nodes", prometheus.GaugeValue, []string{"state", "role"},
 		"Nodes by membership state and part in the job store (cluster-wide, as this node sees them)."}
 

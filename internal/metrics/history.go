@@ -19,11 +19,17 @@ const causeUnknown = "unknown"
 type jobHistory struct {
 	next     uint64            // the first event not read yet
 	restarts map[string]uint64 // relaunches by cause
-	down     time.Time         // when the job entered restarting; zero while it is not
-	recovery bucketCounts
+	// down is when the job entered restarting; zero when it is not
+	// recovering. relaunched is set once the relaunch launched: the first
+	// sign of its ranks ends the recovery.
+	down       time.Time
+	relaunched bool
+	recovery   bucketCounts
 }
 
-// add reads events, in order.
+// add reads events, in order. A recovery lasts from the job's transition into
+// restarting (the loss decided) to the first sign of the relaunched ranks: an
+// output line, a progress report or a complete epoch.
 func (h *jobHistory) add(events []job.Event) {
 	for _, e := range events {
 		if e.Seq >= h.next {
@@ -38,13 +44,26 @@ func (h *jobHistory) add(events []job.Event) {
 			if h.down.IsZero() { // a relaunch interrupted while staged recovers from the first loss
 				h.down = e.Time
 			}
-		case e.State == job.Running && !h.down.IsZero():
-			h.recovery.observe(e.Time.Sub(h.down).Seconds())
-			h.down = time.Time{}
+			h.relaunched = false
+		case h.down.IsZero():
+		case e.State == job.Running:
+			h.relaunched = true
 		case job.Terminal(e.State):
-			h.down = time.Time{}
+			h.down, h.relaunched = time.Time{}, false
+		case h.relaunched && ranksSay(e.Type):
+			h.recovery.observe(e.Time.Sub(h.down).Seconds())
+			h.down, h.relaunched = time.Time{}, false
 		}
 	}
+}
+
+// ranksSay reports whether an event of type typ comes from a run's ranks.
+func ranksSay(typ string) bool {
+	switch typ {
+	case job.EventOutput, job.EventOutputErr, job.EventProgress, job.EventEpoch:
+		return true
+	}
+	return false
 }
 
 // causeOf returns the cause the event of a transition into restarting names.

@@ -60,6 +60,11 @@ func ev(seq uint64, sec float64, state job.State, cause string) job.Event {
 	return e
 }
 
+// typed is an event of type typ, numbered seq, at t0+sec.
+func typed(seq uint64, sec float64, typ string) job.Event {
+	return job.Event{Seq: seq, Time: t0.Add(time.Duration(sec * float64(time.Second))), Type: typ}
+}
+
 func TestJobHistory(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -68,16 +73,25 @@ func TestJobHistory(t *testing.T) {
 		wantN        uint64
 		wantSum      float64
 	}{
-		{"no restart", []job.Event{ev(1, 0, job.Staging, ""), ev(2, 1, job.Running, ""), ev(3, 9, job.Succeeded, "")}, nil, 0, 0},
-		{"a rank killed", []job.Event{ev(1, 0, job.Running, ""), ev(2, 5, job.Restarting, "rank_killed"),
-			ev(3, 5.5, job.Staging, ""), ev(4, 7, job.Running, "")}, map[string]uint64{"rank_killed": 1}, 1, 2},
+		{"no restart", []job.Event{ev(1, 0, job.Staging, ""), ev(2, 1, job.Running, ""), typed(3, 2, job.EventOutput),
+			ev(4, 9, job.Succeeded, "")}, nil, 0, 0},
+		{"a rank killed: recovered at the first output of the relaunch", []job.Event{ev(1, 0, job.Running, ""),
+			ev(2, 5, job.Restarting, "rank_killed"), ev(3, 5.5, job.Staging, ""), typed(4, 5.6, job.EventStage),
+			ev(5, 6, job.Running, ""), typed(6, 7, job.EventOutput)}, map[string]uint64{"rank_killed": 1}, 1, 2},
+		{"an epoch says so too", []job.Event{ev(1, 5, job.Restarting, "node_lost"), ev(2, 6, job.Staging, ""),
+			ev(3, 6, job.Running, ""), typed(4, 9, job.EventEpoch), typed(5, 10, job.EventOutput)},
+			map[string]uint64{"node_lost": 1}, 1, 4},
 		{"lost again while staged: one recovery from the first loss", []job.Event{ev(1, 0, job.Running, ""),
 			ev(2, 10, job.Restarting, "node_lost"), ev(3, 11, job.Staging, ""), ev(4, 12, job.Restarting, "node_lost"),
-			ev(5, 13, job.Staging, ""), ev(6, 20, job.Running, "")}, map[string]uint64{"node_lost": 2}, 1, 10},
+			ev(5, 13, job.Staging, ""), ev(6, 20, job.Running, ""), typed(7, 21, job.EventProgress)},
+			map[string]uint64{"node_lost": 2}, 1, 11},
+		{"output of the lost run before the relaunch is no recovery", []job.Event{ev(1, 0, job.Running, ""),
+			ev(2, 1, job.Restarting, "rank_killed"), typed(3, 1.1, job.EventOutput), ev(4, 2, job.Staging, ""),
+			ev(5, 3, job.Running, ""), typed(6, 4, job.EventOutput)}, map[string]uint64{"rank_killed": 1}, 1, 3},
 		{"an event of old without a cause", []job.Event{ev(1, 0, job.Running, ""), ev(2, 1, job.Restarting, ""),
 			ev(3, 2, job.Failed, "")}, map[string]uint64{causeUnknown: 1}, 0, 0},
 		{"a move is no recovery", []job.Event{ev(1, 0, job.Running, ""), ev(2, 1, job.Moving, ""),
-			ev(3, 2, job.Staging, ""), ev(4, 3, job.Running, "")}, nil, 0, 0},
+			ev(3, 2, job.Staging, ""), ev(4, 3, job.Running, ""), typed(5, 4, job.EventOutput)}, nil, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,7 +155,7 @@ func TestScrape(t *testing.T) {
 			{ID: "old", State: job.Succeeded, Ranks: 2},
 		},
 		events: map[string][]job.Event{"heat": {ev(1, 0, job.Running, ""), ev(2, 5, job.Restarting, "rank_killed"),
-			ev(3, 6, job.Staging, ""), ev(4, 8, job.Running, "")}},
+			ev(3, 6, job.Staging, ""), ev(4, 7, job.Running, ""), typed(5, 8, job.EventProgress)}},
 		nodes: []Node{{"alive", "leader"}, {"alive", "voter"}, {"dead", "voter"}},
 		raft:  jobstore.Stats{Leader: true, Term: 3, CommitIndex: 40, AppliedIndex: 38},
 		bytes: 12345,
@@ -194,8 +208,8 @@ func TestScrape(t *testing.T) {
 	// A second scrape reads only the events since the first.
 	src.froms = nil
 	scrape(t, m)
-	if got := src.froms; len(got) != 2 || got[0] != 5 {
-		t.Errorf("second scrape asked for events from %v, want heat's from 5", got)
+	if got := src.froms; len(got) != 2 || got[0] != 6 {
+		t.Errorf("second scrape asked for events from %v, want heat's from 6", got)
 	}
 	if text2 := scrape(t, m); !strings.Contains(text2, `shoal_job_restarts_total{job_id="heat",reason="rank_killed"} 1`+"\n") {
 		t.Errorf("restarts changed on a scrape with no new events:\n%s", text2)
