@@ -8,10 +8,14 @@ import (
 // check a dashboard's expressions against them.
 type Family struct {
 	Name   string
-	Type   prometheus.ValueType // GaugeValue or CounterValue; UntypedValue for a histogram
+	Type   prometheus.ValueType // GaugeValue or CounterValue; histogramType for a histogram
 	Labels []string
 	Help   string
 }
+
+// histogramType marks a histogram's [Family]: client_golang has no value
+// type for one.
+const histogramType = prometheus.UntypedValue
 
 // Histogram buckets, in seconds.
 var (
@@ -26,9 +30,11 @@ var (
 // The families, in the order docs/metrics.md lists them.
 var (
 	famJobs = Family{"shoal_jobs", prometheus.GaugeValue, []string{"state"},
-		"Jobs in the job store by state (cluster-wide: every agent reports the same from its replica)."}
+		"Jobs in the job store by state: every state, 0 included (cluster-wide)."}
+	famRestarts = Family{"shoal_restarts_total", prometheus.CounterValue, []string{"reason"},
+		"Relaunches of jobs after their runs were interrupted, by what interrupted them, over every job in the store (cluster-wide)."}
 	famJobState = Family{"shoal_job_state", prometheus.GaugeValue, []string{"job_id", "state"},
-		"1 for each job, labelled with its state (cluster-wide)."}
+		"1 for each job running, or ended less than an hour ago, labelled with its state (cluster-wide)."}
 	famJobProgress = Family{"shoal_job_progress_ratio", prometheus.GaugeValue, []string{"job_id"},
 		"How far each job is, 0 to 1, as its program last reported (cluster-wide)."}
 	famJobRanks = Family{"shoal_job_ranks", prometheus.GaugeValue, []string{"job_id"},
@@ -42,8 +48,8 @@ var (
 	famJobBlocking = Family{"shoal_job_checkpoint_blocking_seconds", prometheus.GaugeValue, []string{"job_id"},
 		"What a checkpoint blocks each job's rank 0, a weighted mean of its run's checkpoints (cluster-wide)."}
 	famJobMTBF = Family{"shoal_job_mtbf_seconds", prometheus.GaugeValue, []string{"job_id"},
-		"The mean time between failures an automatic interval was chosen for (cluster-wide)."}
-	famRecovery = Family{"shoal_job_recovery_seconds", prometheus.UntypedValue, nil,
+		"The job's mean time between failures its automatic interval was chosen for (cluster-wide)."}
+	famRecovery = Family{"shoal_job_recovery_seconds", histogramType, nil,
 		"Time from a job's transition into restarting to the first sign of its relaunched ranks (an output line, a progress report or an epoch), over every job in the store (cluster-wide)."}
 	famNodes = Family{"shoal_nodes", prometheus.GaugeValue, []string{"state", "role"},
 		"Nodes by membership state and part in the job store (cluster-wide, as this node sees them)."}
@@ -61,21 +67,32 @@ var (
 	famShardBytes = Family{"shoal_shard_store_bytes", prometheus.GaugeValue, nil,
 		"Bytes of the files in this node's checkpoint store (shards, parity rows, spares)."}
 	famFailures = Family{"shoal_node_failures_total", prometheus.CounterValue, nil,
-		"Node failures this node's membership declared since the agent started (each node once per 10 s)."}
+		"Node failures in this node's record since the agent started: membership's declarations and the losses of nodes its jobs' runs found, each node once per 10 s."}
 	famNodeMTBF = Family{"shoal_node_mtbf_seconds", prometheus.GaugeValue, nil,
 		"One node's mean time between failures estimated from this node's record; the automatic checkpoint interval rests on it."}
 	famSuspicions = Family{"shoal_membership_suspicions_total", prometheus.CounterValue, nil,
 		"Times a node stopped answering this node's probes and became suspect."}
-	famDetection = Family{"shoal_failure_detection_seconds", prometheus.UntypedValue, nil,
+	famDetection = Family{"shoal_failure_detection_seconds", histogramType, nil,
 		"Time from a node's first suspicion to membership declaring it dead, as this node saw it."}
 )
 
 // Families lists every metric of Shoal's own.
 func Families() []Family {
-	return []Family{famJobs, famJobState, famJobProgress, famJobRanks, famJobEpoch, famJobRestarts,
+	return []Family{famJobs, famRestarts, famJobState, famJobProgress, famJobRanks, famJobEpoch, famJobRestarts,
 		famJobInterval, famJobBlocking, famJobMTBF, famRecovery, famNodes,
 		famRaftLeader, famRaftTerm, famRaftCommit, famRaftApplied, famRaftLag, famShardBytes,
 		famFailures, famNodeMTBF, famSuspicions, famDetection}
+}
+
+// Kind is the family's Prometheus type: gauge, counter or histogram.
+func (f Family) Kind() string {
+	switch f.Type {
+	case histogramType:
+		return "histogram"
+	case prometheus.CounterValue:
+		return "counter"
+	}
+	return "gauge"
 }
 
 func (f Family) desc() *prometheus.Desc {

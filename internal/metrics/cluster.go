@@ -18,7 +18,7 @@ type clusterCollector struct {
 	descs map[string]*prometheus.Desc
 }
 
-var clusterFamilies = []Family{famJobs, famJobState, famJobProgress, famJobRanks, famJobEpoch,
+var clusterFamilies = []Family{famJobs, famRestarts, famJobState, famJobProgress, famJobRanks, famJobEpoch,
 	famJobRestarts, famJobInterval, famJobBlocking, famJobMTBF, famRecovery, famNodes}
 
 func newClusterCollector(src Source, now func() time.Time) *clusterCollector {
@@ -38,7 +38,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	jobs := c.src.Jobs()
 	restarts, recovery := c.hist.update(c.src, jobs)
-	for _, s := range jobSamples(jobs, restarts) {
+	for _, s := range jobSamples(jobs, restarts, c.now()) {
 		ch <- prometheus.MustNewConstMetric(c.descs[s.family.Name], s.family.Type, s.value, s.labels...)
 	}
 	ch <- prometheus.MustNewConstHistogram(c.descs[famRecovery.Name], recovery.n, recovery.sum, recovery.cumulative(recoveryBuckets))
@@ -54,14 +54,28 @@ type sample struct {
 	value  float64
 }
 
-// jobSamples returns the series of jobs: a count per state (every state, 0
-// included, so that a state's line does not vanish when its last job leaves
-// it) and each job's own, with its relaunches by cause from restarts.
-func jobSamples(jobs []job.Job, restarts map[string]map[string]uint64) []sample {
+// EndedShown is how long after its end a job keeps its own series: the job
+// store keeps every job's record, and a series per job ever run would grow
+// without bound.
+const EndedShown = time.Hour
+
+// jobSamples returns the series of jobs at now: a count per state and
+// relaunches by cause over every job in the store (every state, 0 included,
+// so that a line does not vanish when its last job leaves it), and the
+// series of each job running or ended less than [EndedShown] ago, with its
+// relaunches by cause from restarts.
+func jobSamples(jobs []job.Job, restarts map[string]map[string]uint64, now time.Time) []sample {
 	byState := map[job.State]int{}
+	byCause := map[string]uint64{}
 	var out []sample
 	for _, j := range jobs {
 		byState[j.State]++
+		for cause, n := range restarts[j.ID] {
+			byCause[cause] += n
+		}
+		if !j.Ended.IsZero() && now.Sub(j.Ended) >= EndedShown {
+			continue
+		}
 		out = append(out,
 			sample{famJobState, []string{j.ID, string(j.State)}, 1},
 			sample{famJobProgress, []string{j.ID}, j.Progress},
@@ -84,6 +98,9 @@ func jobSamples(jobs []job.Job, restarts map[string]map[string]uint64) []sample 
 	head := make([]sample, 0, len(job.States))
 	for _, s := range job.States {
 		head = append(head, sample{famJobs, []string{string(s)}, float64(byState[s])})
+	}
+	for _, cause := range append(job.Causes(), causeUnknown) {
+		head = append(head, sample{famRestarts, []string{cause}, float64(byCause[cause])})
 	}
 	return append(head, out...)
 }

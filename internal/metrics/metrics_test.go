@@ -152,9 +152,10 @@ func TestScrape(t *testing.T) {
 		jobs: []job.Job{
 			{ID: "heat", State: job.Running, Ranks: 4, Epoch: 7, Progress: 0.25,
 				Interval: &job.Interval{Every: job.Duration(2 * time.Second), Auto: true, Cost: job.Duration(50 * time.Millisecond), MTBF: job.Duration(time.Hour)}},
-			{ID: "old", State: job.Succeeded, Ranks: 2},
+			{ID: "ended", State: job.Succeeded, Ranks: 2, Ended: time.Now().Add(-time.Minute)},
+			{ID: "old", State: job.Failed, Ranks: 2, Ended: time.Now().Add(-EndedShown - time.Minute)},
 		},
-		events: map[string][]job.Event{"heat": {ev(1, 0, job.Running, ""), ev(2, 5, job.Restarting, "rank_killed"),
+		events: map[string][]job.Event{"old": {ev(1, 0, job.Restarting, "node_lost"), ev(2, 1, job.Failed, "")}, "heat": {ev(1, 0, job.Running, ""), ev(2, 5, job.Restarting, "rank_killed"),
 			ev(3, 6, job.Staging, ""), ev(4, 7, job.Running, ""), typed(5, 8, job.EventProgress)}},
 		nodes: []Node{{"alive", "leader"}, {"alive", "voter"}, {"dead", "voter"}},
 		raft:  jobstore.Stats{Leader: true, Term: 3, CommitIndex: 40, AppliedIndex: 38},
@@ -171,7 +172,12 @@ func TestScrape(t *testing.T) {
 	for _, want := range []string{
 		`shoal_jobs{state="running"} 1`,
 		`shoal_jobs{state="succeeded"} 1`,
-		`shoal_jobs{state="failed"} 0`,
+		`shoal_jobs{state="failed"} 1`,
+		`shoal_jobs{state="cancelled"} 0`,
+		`shoal_restarts_total{reason="rank_killed"} 1`,
+		`shoal_restarts_total{reason="node_lost"} 1`,
+		`shoal_restarts_total{reason="launcher_failed"} 0`,
+		`shoal_job_state{job_id="ended",state="succeeded"} 1`,
 		`shoal_job_state{job_id="heat",state="running"} 1`,
 		`shoal_job_progress_ratio{job_id="heat"} 0.25`,
 		`shoal_job_ranks{job_id="heat"} 4`,
@@ -202,13 +208,13 @@ func TestScrape(t *testing.T) {
 			t.Errorf("scrape lacks %q", want)
 		}
 	}
-	if strings.Contains(text, `reason="rank_killed"} 2`) {
-		t.Errorf("a second scrape counted again")
+	if strings.Contains(text, `job_id="old"`) {
+		t.Errorf("a job ended more than %v ago has series of its own", EndedShown)
 	}
 	// A second scrape reads only the events since the first.
 	src.froms = nil
 	scrape(t, m)
-	if got := src.froms; len(got) != 2 || got[0] != 6 {
+	if got := src.froms; len(got) != 3 || got[0] != 6 {
 		t.Errorf("second scrape asked for events from %v, want heat's from 6", got)
 	}
 	if text2 := scrape(t, m); !strings.Contains(text2, `shoal_job_restarts_total{job_id="heat",reason="rank_killed"} 1`+"\n") {
