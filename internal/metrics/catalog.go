@@ -25,6 +25,9 @@ var (
 	// detectionBuckets: membership declares a silent node dead 4 to 6 s after
 	// its first doubt on a LAN preset, up to tens of seconds on a WAN one.
 	detectionBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 60}
+	// completionBuckets: an epoch of a few MB a rank completes in tenths of
+	// a second on a LAN, one of GBs over a slow link in minutes.
+	completionBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 )
 
 // The families, in the order docs/metrics.md lists them.
@@ -51,6 +54,16 @@ var (
 		"The job's mean time between failures its automatic interval was chosen for (cluster-wide)."}
 	famRecovery = Family{"shoal_job_recovery_seconds", histogramType, nil,
 		"Time from a job's transition into restarting to the first sign of its relaunched ranks (an output line, a progress report or an epoch), over every job in the store (cluster-wide)."}
+	famCompletion = Family{"shoal_epoch_completion_seconds", histogramType, nil,
+		"Time from a checkpoint being taken (its newest shard written) to its epoch complete, every shard copied and verified as the job's redundancy asks, over every job in the store (cluster-wide)."}
+	famWritten = Family{"shoal_checkpoint_written_bytes_total", prometheus.CounterValue, nil,
+		"Bytes of the shards of the epochs complete, one copy each: what the ranks wrote, over every job in the store (cluster-wide)."}
+	famCopied = Family{"shoal_checkpoint_copied_bytes_total", prometheus.CounterValue, nil,
+		"Bytes of the copies of shards made between nodes for the epochs complete, over every job in the store (cluster-wide)."}
+	famCopySent = Family{"shoal_checkpoint_copy_sent_bytes_total", prometheus.CounterValue, nil,
+		"What the senders of those copies sent: less than copied when some went as their changes since an earlier epoch (cluster-wide)."}
+	famCopyWire = Family{"shoal_checkpoint_copy_network_bytes_total", prometheus.CounterValue, nil,
+		"What crossed the network for those copies: less than sent when compressed (cluster-wide)."}
 	famNodes = Family{"shoal_nodes", prometheus.GaugeValue, []string{"state", "role"},
 		"Nodes by membership state and part in the job store (cluster-wide, as this node sees them)."}
 
@@ -79,7 +92,8 @@ var (
 // Families lists every metric of Shoal's own.
 func Families() []Family {
 	return []Family{famJobs, famRestarts, famJobState, famJobProgress, famJobRanks, famJobEpoch, famJobRestarts,
-		famJobInterval, famJobBlocking, famJobMTBF, famRecovery, famNodes,
+		famJobInterval, famJobBlocking, famJobMTBF, famRecovery,
+		famCompletion, famWritten, famCopied, famCopySent, famCopyWire, famNodes,
 		famRaftLeader, famRaftTerm, famRaftCommit, famRaftApplied, famRaftLag, famShardBytes,
 		famFailures, famNodeMTBF, famSuspicions, famDetection}
 }

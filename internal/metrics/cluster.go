@@ -19,7 +19,8 @@ type clusterCollector struct {
 }
 
 var clusterFamilies = []Family{famJobs, famRestarts, famJobState, famJobProgress, famJobRanks, famJobEpoch,
-	famJobRestarts, famJobInterval, famJobBlocking, famJobMTBF, famRecovery, famNodes}
+	famJobRestarts, famJobInterval, famJobBlocking, famJobMTBF, famRecovery,
+	famCompletion, famWritten, famCopied, famCopySent, famCopyWire, famNodes}
 
 func newClusterCollector(src Source, now func() time.Time) *clusterCollector {
 	c := &clusterCollector{src: src, now: now, descs: map[string]*prometheus.Desc{}}
@@ -37,11 +38,16 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	jobs := c.src.Jobs()
-	restarts, recovery := c.hist.update(c.src, jobs)
-	for _, s := range jobSamples(jobs, restarts, c.now()) {
+	t := c.hist.update(c.src, jobs)
+	for _, s := range jobSamples(jobs, t.restarts, c.now()) {
 		ch <- prometheus.MustNewConstMetric(c.descs[s.family.Name], s.family.Type, s.value, s.labels...)
 	}
-	ch <- prometheus.MustNewConstHistogram(c.descs[famRecovery.Name], recovery.n, recovery.sum, recovery.cumulative(recoveryBuckets))
+	ch <- prometheus.MustNewConstHistogram(c.descs[famRecovery.Name], t.recovery.n, t.recovery.sum, t.recovery.cumulative(recoveryBuckets))
+	ch <- prometheus.MustNewConstHistogram(c.descs[famCompletion.Name], t.completion.n, t.completion.sum, t.completion.cumulative(completionBuckets))
+	for _, s := range []sample{{famWritten, nil, float64(t.ckpt.Bytes)}, {famCopied, nil, float64(t.ckpt.Copied)},
+		{famCopySent, nil, float64(t.ckpt.Sent)}, {famCopyWire, nil, float64(t.ckpt.Wire)}} {
+		ch <- prometheus.MustNewConstMetric(c.descs[s.family.Name], s.family.Type, s.value)
+	}
 	for _, s := range nodeSamples(c.src.Nodes()) {
 		ch <- prometheus.MustNewConstMetric(c.descs[s.family.Name], s.family.Type, s.value, s.labels...)
 	}

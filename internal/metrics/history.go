@@ -25,6 +25,10 @@ type jobHistory struct {
 	down       time.Time
 	relaunched bool
 	recovery   bucketCounts
+	// Of the epochs complete: the time each took, and what their
+	// checkpoints wrote and copied (job.EpochStats).
+	completion bucketCounts
+	ckpt       job.EpochStats
 }
 
 // add reads events, in order. A recovery lasts from the job's transition into
@@ -34,6 +38,9 @@ func (h *jobHistory) add(events []job.Event) {
 	for _, e := range events {
 		if e.Seq >= h.next {
 			h.next = e.Seq + 1
+		}
+		if e.Type == job.EventEpoch {
+			h.addEpoch(e)
 		}
 		switch {
 		case e.State == job.Restarting:
@@ -55,6 +62,22 @@ func (h *jobHistory) add(events []job.Event) {
 			h.down, h.relaunched = time.Time{}, false
 		}
 	}
+}
+
+// addEpoch counts what the event of an epoch complete says it cost; the
+// event that says a checkpoint covers fewer ranks carries nothing.
+func (h *jobHistory) addEpoch(e job.Event) {
+	var s job.EpochStats
+	if len(e.Data) == 0 || json.Unmarshal(e.Data, &s) != nil {
+		return
+	}
+	if !s.Taken.IsZero() {
+		h.completion.observeIn(completionBuckets, max(e.Time.Sub(s.Taken), 0).Seconds())
+	}
+	h.ckpt.Bytes += s.Bytes
+	h.ckpt.Copied += s.Copied
+	h.ckpt.Sent += s.Sent
+	h.ckpt.Wire += s.Wire
 }
 
 // ranksSay reports whether an event of type typ comes from a run's ranks.
@@ -137,18 +160,24 @@ type histories struct {
 	jobs map[string]*jobHistory
 }
 
+// totals is what the events of every job in the store add up to.
+type totals struct {
+	restarts   map[string]map[string]uint64 // job → cause → relaunches
+	recovery   bucketCounts
+	completion bucketCounts
+	ckpt       job.EpochStats
+}
+
 // update reads each job's new events from src and forgets the jobs no
-// longer in jobs. It returns each job's relaunches by cause and the
-// recoveries of them all.
-func (hs *histories) update(src Source, jobs []job.Job) (map[string]map[string]uint64, bucketCounts) {
+// longer in jobs. It returns what the events of them all add up to.
+func (hs *histories) update(src Source, jobs []job.Job) totals {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if hs.jobs == nil {
 		hs.jobs = map[string]*jobHistory{}
 	}
 	seen := make(map[string]bool, len(jobs))
-	restarts := map[string]map[string]uint64{}
-	var recovery bucketCounts
+	t := totals{restarts: map[string]map[string]uint64{}}
 	for _, j := range jobs {
 		seen[j.ID] = true
 		h := hs.jobs[j.ID]
@@ -160,14 +189,19 @@ func (hs *histories) update(src Source, jobs []job.Job) (map[string]map[string]u
 			h.add(events)
 		}
 		if len(h.restarts) > 0 {
-			restarts[j.ID] = maps.Clone(h.restarts)
+			t.restarts[j.ID] = maps.Clone(h.restarts)
 		}
-		recovery.add(h.recovery)
+		t.recovery.add(h.recovery)
+		t.completion.add(h.completion)
+		t.ckpt.Bytes += h.ckpt.Bytes
+		t.ckpt.Copied += h.ckpt.Copied
+		t.ckpt.Sent += h.ckpt.Sent
+		t.ckpt.Wire += h.ckpt.Wire
 	}
 	for id := range hs.jobs {
 		if !seen[id] {
 			delete(hs.jobs, id)
 		}
 	}
-	return restarts, recovery
+	return t
 }

@@ -60,6 +60,14 @@ func ev(seq uint64, sec float64, state job.State, cause string) job.Event {
 	return e
 }
 
+// epochEvent is the event of an epoch complete, numbered seq, at t0+sec,
+// saying s.
+func epochEvent(seq uint64, sec float64, s job.EpochStats) job.Event {
+	e := typed(seq, sec, job.EventEpoch)
+	e.Data, _ = json.Marshal(s)
+	return e
+}
+
 // typed is an event of type typ, numbered seq, at t0+sec.
 func typed(seq uint64, sec float64, typ string) job.Event {
 	return job.Event{Seq: seq, Time: t0.Add(time.Duration(sec * float64(time.Second))), Type: typ}
@@ -156,7 +164,8 @@ func TestScrape(t *testing.T) {
 			{ID: "old", State: job.Failed, Ranks: 2, Ended: time.Now().Add(-EndedShown - time.Minute)},
 		},
 		events: map[string][]job.Event{"old": {ev(1, 0, job.Restarting, "node_lost"), ev(2, 1, job.Failed, "")}, "heat": {ev(1, 0, job.Running, ""), ev(2, 5, job.Restarting, "rank_killed"),
-			ev(3, 6, job.Staging, ""), ev(4, 7, job.Running, ""), typed(5, 8, job.EventProgress)}},
+			ev(3, 6, job.Staging, ""), ev(4, 7, job.Running, ""), typed(5, 8, job.EventProgress),
+			epochEvent(6, 9, job.EpochStats{Taken: t0.Add(8700 * time.Millisecond), Bytes: 4000, Copied: 4000, Sent: 1500, Wire: 1000})}},
 		nodes: []Node{{"alive", "leader"}, {"alive", "voter"}, {"dead", "voter"}},
 		raft:  jobstore.Stats{Leader: true, Term: 3, CommitIndex: 40, AppliedIndex: 38},
 		bytes: 12345,
@@ -190,6 +199,13 @@ func TestScrape(t *testing.T) {
 		`shoal_job_recovery_seconds_bucket{le="5"} 1`,
 		`shoal_job_recovery_seconds_sum 3`,
 		`shoal_job_recovery_seconds_count 1`,
+		`shoal_epoch_completion_seconds_bucket{le="0.25"} 0`,
+		`shoal_epoch_completion_seconds_bucket{le="0.5"} 1`,
+		`shoal_epoch_completion_seconds_count 1`,
+		`shoal_checkpoint_written_bytes_total 4000`,
+		`shoal_checkpoint_copied_bytes_total 4000`,
+		`shoal_checkpoint_copy_sent_bytes_total 1500`,
+		`shoal_checkpoint_copy_network_bytes_total 1000`,
 		`shoal_nodes{role="leader",state="alive"} 1`,
 		`shoal_nodes{role="voter",state="dead"} 1`,
 		`shoal_raft_leader 1`,
@@ -214,8 +230,8 @@ func TestScrape(t *testing.T) {
 	// A second scrape reads only the events since the first.
 	src.froms = nil
 	scrape(t, m)
-	if got := src.froms; len(got) != 3 || got[0] != 6 {
-		t.Errorf("second scrape asked for events from %v, want heat's from 6", got)
+	if got := src.froms; len(got) != 3 || got[0] != 7 {
+		t.Errorf("second scrape asked for events from %v, want heat's from 7", got)
 	}
 	if text2 := scrape(t, m); !strings.Contains(text2, `shoal_job_restarts_total{job_id="heat",reason="rank_killed"} 1`+"\n") {
 		t.Errorf("restarts changed on a scrape with no new events:\n%s", text2)

@@ -103,6 +103,15 @@ func TestMetrics(t *testing.T) {
 	if got := sum(t, text, `shoal_nodes{role="leader",state="alive"}`); got != 1 {
 		t.Errorf("leaders: got %v, want 1", got)
 	}
+	// Each epoch's 4 shards are copied once (copy:2 on 2 hosts), but for a
+	// copy a node already held.
+	written, copied := sum(t, text, `shoal_checkpoint_written_bytes_total`), sum(t, text, `shoal_checkpoint_copied_bytes_total`)
+	if written <= 0 || copied <= 0 || copied > written {
+		t.Errorf("checkpoint bytes: %v written, %v copied; want some of each, and no more copied than written", written, copied)
+	}
+	if n := sum(t, text, `shoal_epoch_completion_seconds_count`); n < 1 {
+		t.Errorf("epochs completed: %v, want at least 1", n)
+	}
 
 	t.Run("refused without a certificate of the cluster", func(t *testing.T) {
 		other, err := pki.NewCA([]byte("a secret of another cluster, 32 bytes long"))
