@@ -88,6 +88,12 @@ type Resize struct {
 	Why   string `json:"why"`
 }
 
+// Staged is the Data of the "stage" event that says which job files were
+// copied to the nodes of a launch: their bytes, summed over the nodes.
+type Staged struct {
+	Bytes int64 `json:"bytes"`
+}
+
 // EpochStats is the Data of an "epoch" event that says an epoch complete:
 // what its checkpoint cost the cluster. Copies count those the coordinator
 // made of the epoch's shards (not the parity rows).

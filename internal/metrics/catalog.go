@@ -64,6 +64,8 @@ var (
 		"What the senders of those copies sent: less than copied when some went as their changes since an earlier epoch (cluster-wide)."}
 	famCopyWire = Family{"shoal_checkpoint_copy_network_bytes_total", prometheus.CounterValue, nil,
 		"What crossed the network for those copies: less than sent when compressed (cluster-wide)."}
+	famStaged = Family{"shoal_staged_file_bytes_total", prometheus.CounterValue, nil,
+		"Bytes of job files (the program, --file inputs) copied to the nodes of launches that lacked them, over every job in the store (cluster-wide)."}
 	famNodes = Family{"shoal_nodes", prometheus.GaugeValue, []string{"state", "role"},
 		"Nodes by membership state and part in the job store (cluster-wide, as this node sees them)."}
 
@@ -93,7 +95,7 @@ var (
 func Families() []Family {
 	return []Family{famJobs, famRestarts, famJobState, famJobProgress, famJobRanks, famJobEpoch, famJobRestarts,
 		famJobInterval, famJobBlocking, famJobMTBF, famRecovery,
-		famCompletion, famWritten, famCopied, famCopySent, famCopyWire, famNodes,
+		famCompletion, famWritten, famCopied, famCopySent, famCopyWire, famStaged, famNodes,
 		famRaftLeader, famRaftTerm, famRaftCommit, famRaftApplied, famRaftLag, famShardBytes,
 		famFailures, famNodeMTBF, famSuspicions, famDetection}
 }

@@ -20,7 +20,7 @@ type clusterCollector struct {
 
 var clusterFamilies = []Family{famJobs, famRestarts, famJobState, famJobProgress, famJobRanks, famJobEpoch,
 	famJobRestarts, famJobInterval, famJobBlocking, famJobMTBF, famRecovery,
-	famCompletion, famWritten, famCopied, famCopySent, famCopyWire, famNodes}
+	famCompletion, famWritten, famCopied, famCopySent, famCopyWire, famStaged, famNodes}
 
 func newClusterCollector(src Source, now func() time.Time) *clusterCollector {
 	c := &clusterCollector{src: src, now: now, descs: map[string]*prometheus.Desc{}}
@@ -45,7 +45,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(c.descs[famRecovery.Name], t.recovery.n, t.recovery.sum, t.recovery.cumulative(recoveryBuckets))
 	ch <- prometheus.MustNewConstHistogram(c.descs[famCompletion.Name], t.completion.n, t.completion.sum, t.completion.cumulative(completionBuckets))
 	for _, s := range []sample{{famWritten, nil, float64(t.ckpt.Bytes)}, {famCopied, nil, float64(t.ckpt.Copied)},
-		{famCopySent, nil, float64(t.ckpt.Sent)}, {famCopyWire, nil, float64(t.ckpt.Wire)}} {
+		{famCopySent, nil, float64(t.ckpt.Sent)}, {famCopyWire, nil, float64(t.ckpt.Wire)}, {famStaged, nil, float64(t.staged)}} {
 		ch <- prometheus.MustNewConstMetric(c.descs[s.family.Name], s.family.Type, s.value)
 	}
 	for _, s := range nodeSamples(c.src.Nodes()) {

@@ -29,6 +29,7 @@ type jobHistory struct {
 	// checkpoints wrote and copied (job.EpochStats).
 	completion bucketCounts
 	ckpt       job.EpochStats
+	staged     int64 // bytes of job files staged to the nodes of its launches
 }
 
 // add reads events, in order. A recovery lasts from the job's transition into
@@ -39,8 +40,14 @@ func (h *jobHistory) add(events []job.Event) {
 		if e.Seq >= h.next {
 			h.next = e.Seq + 1
 		}
-		if e.Type == job.EventEpoch {
+		switch e.Type {
+		case job.EventEpoch:
 			h.addEpoch(e)
+		case job.EventStage:
+			var s job.Staged
+			if len(e.Data) > 0 && json.Unmarshal(e.Data, &s) == nil {
+				h.staged += s.Bytes
+			}
 		}
 		switch {
 		case e.State == job.Restarting:
@@ -166,6 +173,7 @@ type totals struct {
 	recovery   bucketCounts
 	completion bucketCounts
 	ckpt       job.EpochStats
+	staged     int64
 }
 
 // update reads each job's new events from src and forgets the jobs no
@@ -197,6 +205,7 @@ func (hs *histories) update(src Source, jobs []job.Job) totals {
 		t.ckpt.Copied += h.ckpt.Copied
 		t.ckpt.Sent += h.ckpt.Sent
 		t.ckpt.Wire += h.ckpt.Wire
+		t.staged += h.staged
 	}
 	for id := range hs.jobs {
 		if !seen[id] {

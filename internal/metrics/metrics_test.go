@@ -68,6 +68,13 @@ func epochEvent(seq uint64, sec float64, s job.EpochStats) job.Event {
 	return e
 }
 
+// stageEvent is a stage event numbered seq, at t0+sec, of bytes staged.
+func stageEvent(seq uint64, sec float64, bytes int64) job.Event {
+	e := typed(seq, sec, job.EventStage)
+	e.Data, _ = json.Marshal(job.Staged{Bytes: bytes})
+	return e
+}
+
 // typed is an event of type typ, numbered seq, at t0+sec.
 func typed(seq uint64, sec float64, typ string) job.Event {
 	return job.Event{Seq: seq, Time: t0.Add(time.Duration(sec * float64(time.Second))), Type: typ}
@@ -165,7 +172,8 @@ func TestScrape(t *testing.T) {
 		},
 		events: map[string][]job.Event{"old": {ev(1, 0, job.Restarting, "node_lost"), ev(2, 1, job.Failed, "")}, "heat": {ev(1, 0, job.Running, ""), ev(2, 5, job.Restarting, "rank_killed"),
 			ev(3, 6, job.Staging, ""), ev(4, 7, job.Running, ""), typed(5, 8, job.EventProgress),
-			epochEvent(6, 9, job.EpochStats{Taken: t0.Add(8700 * time.Millisecond), Bytes: 4000, Copied: 4000, Sent: 1500, Wire: 1000})}},
+			stageEvent(6, 8.5, 42000),
+			epochEvent(7, 9, job.EpochStats{Taken: t0.Add(8700 * time.Millisecond), Bytes: 4000, Copied: 4000, Sent: 1500, Wire: 1000})}},
 		nodes: []Node{{"alive", "leader"}, {"alive", "voter"}, {"dead", "voter"}},
 		raft:  jobstore.Stats{Leader: true, Term: 3, CommitIndex: 40, AppliedIndex: 38},
 		bytes: 12345,
@@ -206,6 +214,7 @@ func TestScrape(t *testing.T) {
 		`shoal_checkpoint_copied_bytes_total 4000`,
 		`shoal_checkpoint_copy_sent_bytes_total 1500`,
 		`shoal_checkpoint_copy_network_bytes_total 1000`,
+		`shoal_staged_file_bytes_total 42000`,
 		`shoal_nodes{role="leader",state="alive"} 1`,
 		`shoal_nodes{role="voter",state="dead"} 1`,
 		`shoal_raft_leader 1`,
@@ -230,8 +239,8 @@ func TestScrape(t *testing.T) {
 	// A second scrape reads only the events since the first.
 	src.froms = nil
 	scrape(t, m)
-	if got := src.froms; len(got) != 3 || got[0] != 7 {
-		t.Errorf("second scrape asked for events from %v, want heat's from 7", got)
+	if got := src.froms; len(got) != 3 || got[0] != 8 {
+		t.Errorf("second scrape asked for events from %v, want heat's from 8", got)
 	}
 	if text2 := scrape(t, m); !strings.Contains(text2, `shoal_job_restarts_total{job_id="heat",reason="rank_killed"} 1`+"\n") {
 		t.Errorf("restarts changed on a scrape with no new events:\n%s", text2)

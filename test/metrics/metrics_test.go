@@ -109,6 +109,9 @@ func TestMetrics(t *testing.T) {
 	if written <= 0 || copied <= 0 || copied > written {
 		t.Errorf("checkpoint bytes: %v written, %v copied; want some of each, and no more copied than written", written, copied)
 	}
+	if staged := sum(t, text, `shoal_staged_file_bytes_total`); staged <= 0 {
+		t.Errorf("job files staged: %v bytes, want heat's to n2", staged)
+	}
 	if n := sum(t, text, `shoal_epoch_completion_seconds_count`); n < 1 {
 		t.Errorf("epochs completed: %v, want at least 1", n)
 	}
