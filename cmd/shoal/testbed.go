@@ -142,7 +142,7 @@ func (c *tbCtx) flags() *flag.FlagSet {
 	if err != nil {
 		def = 0
 	}
-	c.fs.IntVar(&c.instance, "instance", def, "testbed instance (0 to 255)")
+	c.fs.IntVar(&c.instance, "instance", def, fmt.Sprintf("testbed instance (0 to %d)", testbed.MaxInstance))
 	return c.fs
 }
 

@@ -35,9 +35,9 @@ func TestTestbedUsage(t *testing.T) {
 		{[]string{"--help"}, exitOK, ""},
 		{[]string{"frobnicate"}, exitUsage, `unknown subcommand "frobnicate"`},
 		{[]string{"up", "--nodes"}, exitUsage, "flag needs an argument"},
-		{[]string{"up", "--instance", "300"}, exitUsage, "--instance 300"},
-		{[]string{"--instance", "300", "up"}, exitUsage, "shoal testbed up: --instance 300: want 0 to 255"},
-		{[]string{"--instance=300", "status"}, exitUsage, "shoal testbed status: --instance 300"},
+		{[]string{"up", "--instance", "600"}, exitUsage, "--instance 600"},
+		{[]string{"--instance", "600", "up"}, exitUsage, "shoal testbed up: --instance 600: want 0 to 511"},
+		{[]string{"--instance=600", "status"}, exitUsage, "shoal testbed status: --instance 600"},
 		{[]string{"--instance", "7"}, exitUsage, `no subcommand after the flags ["--instance" "7"]`},
 		{[]string{"stauts"}, exitUsage, `unknown subcommand "stauts"; did you mean "status"?`},
 	}
