@@ -17,6 +17,9 @@ command -v tc >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v ping >/dev/null || need+=(iputils-ping)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3 python3-venv)
+# test/metrics checks an agent's /metrics with promtool, and docs/metrics.md's scrape
+# config was run with Debian's prometheus.
+command -v promtool >/dev/null || need+=(prometheus)
 # shoal testbed up --slurm: Debian's Slurm 22.05 and munge. The testbed runs daemons of
 # its own, with its own key and configuration; on a machine with systemd the packages
 # also enable their services, which the testbed neither needs nor touches.
@@ -28,9 +31,6 @@ command -v munged >/dev/null || need+=(munge)
 # remote command by the launching user's shell).
 command -v zsh >/dev/null || need+=(zsh)
 command -v ksh >/dev/null || need+=(ksh)
-# test/metrics checks an agent's /metrics with promtool, and docs/metrics.md's scrape
-# config was run with Debian's prometheus.
-command -v promtool >/dev/null || need+=(prometheus)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
