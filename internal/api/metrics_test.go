@@ -97,3 +97,23 @@ func TestClusterCertificate(t *testing.T) {
 		t.Errorf("plain request: got %v, want %v", err, ErrUnauthorized)
 	}
 }
+
+// TestMetricsOnTheSocket: on the local socket the metrics are root's, as
+// every route not open to users.
+func TestMetricsOnTheSocket(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "shoal_up 1\n") })
+	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret, Metrics: metrics})
+	tests := []struct {
+		caller *Caller
+		want   int
+	}{
+		{&Caller{UID: 0, GID: 0, Name: "root"}, 200},
+		{&Caller{UID: 1001, GID: 1001, Name: "alice"}, 403},
+		{&Caller{UID: -1, GID: -1}, 403},
+	}
+	for _, tt := range tests {
+		if got, body := asCaller(t, s, tt.caller, "GET", "/metrics", ""); got != tt.want {
+			t.Errorf("%s: got %d (%s), want %d", tt.caller, got, body, tt.want)
+		}
+	}
+}
