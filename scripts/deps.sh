@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Shoal needs, only when it is missing:
 # Open MPI, MPICH, gfortran, xxHash, CMake, Slurm (for the testbed's Slurm cluster, test/slurm),
-# zsh and ksh (login shells test/jobs runs jobs under) from Debian's packages; Go and the Go
-# modules from the module proxy.
+# zsh and ksh (login shells test/jobs runs jobs under), prometheus (promtool, test/metrics)
+# from Debian's packages; Go and the Go modules from the module proxy.
 set -euo pipefail
 
 need=()
@@ -17,6 +17,9 @@ command -v tc >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v ping >/dev/null || need+=(iputils-ping)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3 python3-venv)
+# test/metrics checks an agent's /metrics with promtool, and docs/metrics.md's scrape
+# config was run with Debian's prometheus.
+command -v promtool >/dev/null || need+=(prometheus)
 # shoal testbed up --slurm: Debian's Slurm 22.05 and munge. The testbed runs daemons of
 # its own, with its own key and configuration; on a machine with systemd the packages
 # also enable their services, which the testbed neither needs nor touches.

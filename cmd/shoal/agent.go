@@ -82,6 +82,8 @@ type agentOptions struct {
 	gcInterval                      time.Duration
 	fileQuota                       string
 	connsPerUser                    int
+	metricsListen                   string
+	metricsPublic                   bool
 	config, logFile, logFormat      string
 }
 
@@ -110,6 +112,8 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.DurationVar(&o.gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
 	fs.StringVar(&o.fileQuota, "file-quota", o.fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
 	fs.IntVar(&o.connsPerUser, "conns-per-user", o.connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve GET /metrics in plain HTTP, without a certificate, on this IP:PORT, for a scraper on this machine: a loopback address such as 127.0.0.1:9108 (docs/metrics.md)")
+	fs.BoolVar(&o.metricsPublic, "metrics-listen-public", false, "allow --metrics-listen an address other machines reach: they read the metrics without a certificate (docs/security.md)")
 	fs.StringVar(&o.mpi, "engine", "openmpi", "the MPI that launches the jobs this node coordinates when a job names none: openmpi or mpich")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug lines, including memberlist's and raft's")
 	fs.StringVar(&o.logFile, "log-file", "", "append the log to this file (created mode 0600) instead of writing it to stderr; SIGHUP opens it again under its name (logrotate)")
@@ -157,6 +161,10 @@ func (o *agentOptions) check(name string) error {
 	case "conns-per-user":
 		if o.connsPerUser < 0 {
 			return fmt.Errorf("%d: want 0 (no bound) or more", o.connsPerUser)
+		}
+	case "metrics-listen":
+		if err := agent.CheckMetricsListen(o.metricsListen, o.metricsPublic); err != nil {
+			return fmt.Errorf("%q: %w", o.metricsListen, err)
 		}
 	case "log-format":
 		if o.logFormat != "text" && o.logFormat != "json" {
@@ -240,6 +248,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		Ready:      func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
 	}
 	cfg.FileQuota, cfg.MaxConnsPerUser = quota, connsPerUser
+	cfg.MetricsListen, cfg.MetricsPublic = o.metricsListen, o.metricsPublic
 	if o.join != "" {
 		cfg.Join = strings.Split(o.join, ",")
 	}

@@ -26,6 +26,7 @@ func TestAgentConfig(t *testing.T) {
 			file: "init = true\njoin = \"a:7946,b:7946\"\ncores = 8\ncpus = 3.5\nspeed = 900\nkeep-failed = \"72h\"\nfile-quota = \"0\"\n",
 			want: map[string]string{"init": "true", "join": "a:7946,b:7946", "cores": "8", "cpus": "3.5", "speed": "900", "keep-failed": "72h0m0s", "file-quota": "0"}},
 		{name: "a whole number for a float", file: "cpus = 2\n", want: map[string]string{"cpus": "2"}},
+		{name: "metrics on a local port", file: "metrics-listen = \"127.0.0.1:9108\"\n", want: map[string]string{"metrics-listen": "127.0.0.1:9108"}},
 		{name: "the command line wins",
 			file: "cores = 8\nprofile = \"wifi\"\n", args: []string{"--cores", "4"},
 			want: map[string]string{"cores": "4", "profile": "wifi"}},
@@ -96,6 +97,8 @@ func TestAgentConfigRefusals(t *testing.T) {
 		{[]string{"agent", "--config", bad}, "shoal agent: " + bad + ":2: bogus: not a key of shoal agent's config"},
 		{[]string{"agent", "--config", filepath.Join(dir, "none.toml")}, "shoal agent: --config " + filepath.Join(dir, "none.toml") + ": no such file or directory"},
 		{[]string{"agent", "--log-format", "xml"}, `shoal agent: --log-format "xml": want text or json`},
+		{[]string{"agent", "--metrics-listen", "0.0.0.0:9108"}, `shoal agent: --metrics-listen "0.0.0.0:9108": agent: metrics listen address refused: not a loopback address`},
+		{[]string{"agent", "--metrics-listen", "localhost"}, `shoal agent: --metrics-listen "localhost": agent: metrics listen address refused: want IP:PORT`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)

@@ -29,7 +29,8 @@ Writes into DIR, from the cluster secret:
 so that other tools can call an agent's API, which is TLS 1.3 with client
 certificates of the cluster only; for example
   curl --cacert DIR/ca.pem --cert DIR/cert.pem --key DIR/key.pem https://ADDR/v1/health
-Requests other than GET /v1/health must also be signed (docs/api.md). Anyone
+GET /metrics needs nothing more, so Prometheus can scrape with these files
+(docs/metrics.md); other requests must also be signed (docs/api.md). Anyone
 with these files can talk to the cluster's agents: keep them as the secret.
 
 Flags:

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,6 +25,7 @@ import (
 	"shoal/internal/jobstore"
 	"shoal/internal/launch"
 	"shoal/internal/membership"
+	"shoal/internal/metrics"
 	"shoal/internal/mtbf"
 	"shoal/internal/pki"
 	"shoal/internal/results"
@@ -106,6 +108,12 @@ type Config struct {
 	// LinkInterval is how often the node measures its links to the others
 	// again (besides soon after a node joins); 0 means DefaultLinkInterval.
 	LinkInterval time.Duration
+	// MetricsListen, when set, is an IP:PORT on which the agent also serves
+	// GET /metrics in plain HTTP, without a certificate, for a scraper on the
+	// node itself: a loopback address unless MetricsPublic.
+	MetricsListen string
+	// MetricsPublic allows MetricsListen a non-loopback address.
+	MetricsPublic bool
 	// Version is reported by GET /v1/health.
 	Version string
 	// ExtraDaemons are the paths of programs a launch may start besides the
@@ -160,6 +168,10 @@ type Agent struct {
 	stopOnce  sync.Once
 	serving   sync.WaitGroup // the API's two servers; stop waits for them, so nothing logs after it
 	done      chan struct{}
+
+	metrics     *metrics.Metrics // GET /metrics, on the API and on MetricsListen
+	metricsLn   net.Listener     // MetricsListen's
+	metricsHTTP *http.Server
 }
 
 // Start starts an agent: it locks the data directory, loads or creates the
@@ -251,8 +263,12 @@ func Start(cfg Config) (_ *Agent, err error) {
 			return nil, err
 		}
 	}
+	if err = a.startMetrics(); err != nil {
+		return nil, err
+	}
 	a.server = api.NewServer(api.ServerConfig{
 		Node: (*localNode)(a), Secret: a.secret, Version: cfg.Version, Log: a.log, TLS: a.tls.ServerConfig(),
+		Metrics:         a.metrics.Handler(),
 		MaxConnsPerUser: cfg.MaxConnsPerUser,
 		Relay: func(ctx context.Context, to string, req api.LaunchRequest) (io.ReadWriteCloser, error) {
 			return a.peers.Get(to).Launch(ctx, req)
@@ -272,6 +288,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	go a.fence(a.members.Subscribe())
 	go a.recordFailures(a.members.Subscribe())
+	go a.countDetections(a.members.Subscribe())
 	a.links = a.startLinks(cfg.LinkInterval)
 	a.server.SetLinkService(a.links)
 	// Before the API serves: nothing fetches a shard until then.
@@ -280,6 +297,9 @@ func Start(cfg Config) (_ *Agent, err error) {
 	go a.reconcileVoters(a.members.Subscribe())
 	a.serve("API server", func() error { return a.server.Serve(a.apiLn) })
 	if err = a.listenLocal(); err != nil {
+		return nil, err
+	}
+	if err = a.listenMetrics(); err != nil {
 		return nil, err
 	}
 	if err = a.members.Join(cfg.Join); err != nil {
@@ -370,6 +390,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.FileQuota == 0 {
 		c.FileQuota = DefaultFileQuota
+	}
+	if err := CheckMetricsListen(c.MetricsListen, c.MetricsPublic); err != nil {
+		return fmt.Errorf("metrics listen address %q: %w", c.MetricsListen, err)
 	}
 	return nil
 }
@@ -856,6 +879,9 @@ func (a *Agent) stop() {
 			cancel()
 		} else if a.apiLn != nil {
 			a.apiLn.Close()
+		}
+		if a.metricsHTTP != nil {
+			a.metricsHTTP.Close()
 		}
 		if a.sockLn != nil {
 			a.sockLn.Close()

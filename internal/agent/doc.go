@@ -32,4 +32,7 @@ var (
 	ErrNoAgent = errors.New("agent: no local agent")
 	// ErrConfig: a Config field has an unusable value.
 	ErrConfig = errors.New("agent: invalid config")
+	// ErrMetricsListen: a --metrics-listen address is not IP:PORT, or not a
+	// loopback address and not allowed to be ([CheckMetricsListen]).
+	ErrMetricsListen = errors.New("agent: metrics listen address refused")
 )

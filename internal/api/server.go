@@ -51,6 +51,10 @@ type ServerConfig struct {
 	// (pki.Identity.ServerConfig), so plain HTTP gets no API answer. Nil serves
 	// plain HTTP (tests of the handlers).
 	TLS *tls.Config
+	// Metrics, when set, answers GET /metrics (internal/metrics): to a
+	// connection showing a certificate of the cluster, without the request
+	// signature a Prometheus server cannot make ([Server.ServeHTTP]).
+	Metrics http.Handler
 }
 
 // Server serves the agent API. Create it with [NewServer]; it is an
@@ -91,7 +95,10 @@ func authenticated(r *http.Request) bool {
 // route is one API route: its handler and how its request is authenticated.
 type route struct {
 	public bool // no authentication needed (GET /v1/health only); see [authenticated]
-	stream bool // body streamed to the service and verified as it is read
+	// certOnly: the connection's certificate of the cluster is enough, no
+	// signature (GET /metrics); see [clusterCertificate].
+	certOnly bool
+	stream   bool // body streamed to the service and verified as it is read
 	// user: a local user other than root may call it on the socket, for their
 	// own jobs (see [Server.ServeLocal]).
 	user bool
@@ -167,6 +174,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("GET /v1/results/{job}", route{h: s.listResults})
 	s.handle("GET /v1/links", route{user: true, h: s.getLinks})
 	s.handle("GET /v1/probe", route{h: s.linkProbe})
+	s.handle("GET /metrics", route{certOnly: true, h: s.metrics})
 	return s
 }
 
@@ -237,6 +245,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if sum, err := s.verify.Verify(r, true); err == nil && s.bufferBody(r, sum) == nil {
 				r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
 			}
+		}
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if known && rt.certOnly {
+		if err := clusterCertificate(r); err != nil {
+			s.log.Warn("rejected request", "from", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", err)
+			s.fail(w, r, err)
+			return
 		}
 		s.mux.ServeHTTP(w, r)
 		return

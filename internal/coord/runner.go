@@ -3,6 +3,7 @@ package coord
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -323,7 +324,11 @@ func (j *jobRun) transitionEvent(o job.Outcome, d job.Decision, restarts int, st
 	case d.State == job.Moving:
 		return job.Event{Type: job.EventReconfig, Message: d.Reason}
 	}
-	return job.Event{Message: d.Reason, Restarts: restarts}
+	e := job.Event{Message: d.Reason, Restarts: restarts}
+	if d.State == job.Restarting {
+		e.Data, _ = json.Marshal(job.RestartCause{Cause: o.Kind.Cause(), Counted: d.Restart})
+	}
+	return e
 }
 
 // restartNote returns the restart line of a relaunch from epoch after end, once the

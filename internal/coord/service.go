@@ -482,6 +482,18 @@ func (s *Service) setUp(ctx context.Context, peer Peer, node, arch string, info 
 // all: "staged heat, in.txt (1.2 MB) to n2, n3; n1 had them", or "job files
 // already on every node (n1, n2, n3): nothing staged". copied is by node, for
 // every node of the launch.
+// stagedData is the data of the stage event of copied: the bytes staged.
+func stagedData(copied map[string][]job.File) json.RawMessage {
+	var s job.Staged
+	for _, files := range copied {
+		for _, f := range files {
+			s.Bytes += f.Size
+		}
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
 func describeStaging(copied map[string][]job.File) string {
 	groups := map[string][]string{} // "names (size)" → nodes
 	var had []string

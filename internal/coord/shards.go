@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -236,6 +237,26 @@ func (b *clusterBackend) copiesNote(epoch uint64) string {
 	return note
 }
 
+// epochStats is what epoch's checkpoint cost, for its epoch event. The
+// caller holds mu, before copiesNote drops the epoch's count.
+func (b *clusterBackend) epochStats(epoch uint64) job.EpochStats {
+	var s job.EpochStats
+	if c := b.book.CreatedNs(epoch); c != 0 {
+		s.Taken = time.Unix(0, int64(c))
+	}
+	if e := b.book.Epochs[epoch]; e != nil {
+		for _, sh := range e.Shards {
+			s.Bytes += sh.Size
+		}
+	}
+	w := b.wire[epoch]
+	s.Copied, s.Sent, s.Wire = w.raw, w.sent, w.wire
+	if s.Wire == 0 {
+		s.Wire = s.Sent // a sender that does not say sent it as it was
+	}
+	return s
+}
+
 // markComplete records the epochs whose every rank has enough copies, and removes
 // shards older than the complete epochs a restart may use from every node. When the
 // complete epochs change, the manifest is rewritten and onBook told.
@@ -260,9 +281,10 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	if b.onBook != nil {
 		book = b.book.Clone()
 	}
-	notes := make([]string, len(fresh))
+	notes, stats := make([]string, len(fresh)), make([]job.EpochStats, len(fresh))
 	shards, world := make([]int, len(fresh)), make([]int, len(fresh))
 	for i, e := range fresh {
+		stats[i] = b.epochStats(e)
 		notes[i], shards[i], world[i] = b.copiesNote(e), b.book.Ranks(e), b.book.World(e)
 	}
 	for e := range b.wire {
@@ -273,7 +295,8 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	b.mu.Unlock()
 	for i, e := range fresh {
 		b.cj.update(func(a *job.Job) { a.Epoch = max(a.Epoch, e) })
-		b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, shards[i], how, notes[i])})
+		data, _ := json.Marshal(stats[i])
+		b.j.event(job.EventEpoch, job.Event{Epoch: e, Data: data, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, shards[i], how, notes[i])})
 		if shards[i] < world[i] && shards[i] != b.covered {
 			b.covered = shards[i]
 			b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: coverage(shards[i], world[i])})

@@ -69,7 +69,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 	if err := <-errs; err != nil {
 		return nil, err
 	}
-	b.j.event(job.EventStage, job.Event{Message: describeStaging(copied)})
+	b.j.event(job.EventStage, job.Event{Message: describeStaging(copied), Data: stagedData(copied)})
 	b.staged = nil
 	if len(fetches)+len(rebuilds) == 0 {
 		return nil, nil

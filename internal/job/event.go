@@ -88,3 +88,26 @@ type Resize struct {
 	Epoch uint64 `json:"epoch,omitempty"`
 	Why   string `json:"why"`
 }
+
+// Staged is the Data of the "stage" event that says which job files were
+// copied to the nodes of a launch: their bytes, summed over the nodes.
+type Staged struct {
+	Bytes int64 `json:"bytes"`
+}
+
+// EpochStats is the Data of an "epoch" event that says an epoch complete:
+// what its checkpoint cost the cluster. Copies count those the coordinator
+// made of the epoch's shards (not the parity rows).
+type EpochStats struct {
+	// Taken is when the checkpoint was taken (its newest shard's creation).
+	Taken time.Time `json:"taken,omitzero"`
+	// Bytes is the size of the epoch's shards, one copy each: what the
+	// ranks wrote.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Copied is the size of the copies made; Sent what their senders sent
+	// (less when some went as their changes since an earlier epoch); Wire
+	// what crossed the network (less again when compressed).
+	Copied int64 `json:"copied,omitempty"`
+	Sent   int64 `json:"sent,omitempty"`
+	Wire   int64 `json:"wire,omitempty"`
+}

@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"sort"
 )
 
 // OutcomeKind is what ended a run of a job, or interrupted the job.
@@ -174,4 +175,39 @@ func (r *Restarts) Decide(o Outcome, unlaunched bool) Decision {
 		r.Used++
 	}
 	return d
+}
+
+// causes names each outcome that relaunches a job, for the data of the event
+// of its transition into restarting ([RestartCause]) and the reason label of
+// the restart metrics.
+var causes = map[OutcomeKind]string{
+	RankKilled:      "rank_killed",
+	NodeLost:        "node_lost",
+	LauncherFailed:  "launcher_failed",
+	CoordinatorLost: "coordinator_lost",
+	LeadMoved:       "lead_moved",
+	Resumed:         "resumed",
+	CopyCorrupt:     "copy_corrupt",
+}
+
+// Cause names k in a word ("rank_killed"), "" for an outcome that never
+// relaunches a job.
+func (k OutcomeKind) Cause() string { return causes[k] }
+
+// Causes lists every [OutcomeKind.Cause], sorted.
+func Causes() []string {
+	out := make([]string, 0, len(causes))
+	for _, c := range causes {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RestartCause is the Data of the event of a job's transition into
+// restarting: what ended the run, and whether the relaunch counts against
+// MaxRestarts.
+type RestartCause struct {
+	Cause   string `json:"cause"` // an [OutcomeKind.Cause]
+	Counted bool   `json:"counted,omitzero"`
 }

@@ -10,6 +10,7 @@
 //	shoalbench traffic [flags]    what each --redundancy moves between hosts per epoch (bench/parity-traffic)
 //	shoalbench compress [flags]   compressing shards between agents, raw against zstd (bench/compress)
 //	shoalbench tlscost [flags]    the CPU time of moving bytes over TCP and TLS (bench/tls-cost)
+//	shoalbench scrape [flags]     GET /metrics of an agent against GET /v1/nodes (bench/metrics-scrape)
 //
 // The fault subcommands need root (the testbed), Open MPI and `make build`.
 // Each subcommand that measures ends its report with one `RESULT key=value …`
@@ -39,6 +40,7 @@ var subcommands = []struct {
 	{"traffic", trafficMain},
 	{"compress", compressMain},
 	{"tlscost", tlsCostMain},
+	{"scrape", scrapeMain},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stderr)) }

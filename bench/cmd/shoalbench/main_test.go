@@ -13,7 +13,7 @@ func TestRun(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"no subcommand", nil, 2, "usage: shoalbench failover|chaos|interval|twoloss|traffic|compress|tlscost [flags]"},
+		{"no subcommand", nil, 2, "usage: shoalbench failover|chaos|interval|twoloss|traffic|compress|tlscost|scrape [flags]"},
 		{"unknown subcommand", []string{"faultbench"}, 2, `shoalbench: unknown subcommand "faultbench": want one of failover, chaos`},
 		// The subcommands below fail on their arguments before they touch a
 		// testbed or a file: that they fail so shows run reached them.
