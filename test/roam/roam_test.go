@@ -12,12 +12,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"shoal/internal/testbed"
 	"shoal/test/poll"
 	"shoal/test/testenv"
+	"shoal/test/watch"
 )
 
 const instance = 261
@@ -131,4 +134,88 @@ func TestVoterMoves(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a job submitted on %s after it moved: %v\n%s", moved, err, out)
 	}
+}
+
+// heatArgs is the job; heatPace makes it last about 20 s (the pace changes no result,
+// so the reference run goes without it).
+var (
+	heatArgs = []string{"--size", "200", "--steps", "400"}
+	heatPace = []string{"--pace", "50000"}
+)
+
+// A host with a rank of a heat job moves mid-run. The ranks' connections to its old
+// address cannot be kept, so the job restarts from an epoch (on the other two hosts:
+// the node is lost about 4 s after the move and back about 11 s after it); once the
+// node is back at its new address the job weighs a relaunch onto it (--auto-rebalance;
+// paced heat gains nothing from it, so it stays). The job ends with the checksum of an
+// uninterrupted run, and the cluster lists the node alive at its new address.
+func TestHeatNodeMoves(t *testing.T) {
+	b := bed.Up(t)
+	heat := testenv.Built(t, "build/examples/heat")
+	ref := watch.Spawn(t, []string{"SHOAL_DATA_DIR=" + t.TempDir()}, testenv.Built(t, "bin/shoal"),
+		append([]string{"run", "-n", "3", "--ckpt-interval", "0", "--", heat}, heatArgs...)...)
+	if code := ref.Wait(3 * time.Minute); code != 0 {
+		t.Fatalf("the reference run exited %d", code)
+	}
+	want := watch.Field(ref.Output(), "checksum")
+
+	cmd, err := b.Command(context.Background(), "n1", append([]string{testenv.Built(t, "bin/shoal"),
+		"run", "-n", "3", "--ranks-per-node", "1", "--ckpt-interval", "2s", "--auto-rebalance", "1", "--", heat}, append(heatArgs, heatPace...)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := watch.Start(t, cmd)
+	id := j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
+	j.WaitLine(`^shoal: epoch 1 complete`, time.Minute)
+	moved := "n3"
+	if coordinatorOf(t, b, id) == moved {
+		moved = "n2"
+	}
+	h, err := b.Readdress(context.Background(), moved, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s moved to %s", moved, h.IP)
+	if code := j.Wait(3 * time.Minute); code != 0 {
+		t.Fatalf("shoal run exited %d\n%s", code, j.Output())
+	}
+	out := j.Output()
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("checksum %q, want the uninterrupted run's %q", got, want)
+	}
+	poll.Until(t, rejoinWithin, seenAt(t, b, moved, h.IP, false))
+	if !strings.Contains(out, "shoal: node "+moved+" available: ") {
+		t.Errorf("the job did not weigh %s once it was back at its new address (no \"node %s available\" line)", moved, moved)
+	}
+	said := regexp.MustCompile(`shoal: node `+moved+` [^\n]*`).FindAllString(out, -1)
+	restarts := regexp.MustCompile(`\((\d+) restarts?\)`).FindStringSubmatch(out)
+	t.Logf("the job said %q; %v; heat resumed %d times", said, restarts, strings.Count(out, "heat: resumed at step"))
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
+
+// coordinatorOf names the node that coordinates job id, as n1 sees it.
+func coordinatorOf(t *testing.T, b *testbed.Bed, id string) string {
+	t.Helper()
+	out, err := b.Exec(context.Background(), "n1", testenv.Built(t, "bin/shoal"), "jobs", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Jobs []struct {
+			ID          string `json:"id"`
+			Coordinator string `json:"coordinator"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range list.Jobs {
+		if j.ID == id {
+			return j.Coordinator
+		}
+	}
+	t.Fatalf("n1 lists no job %s:\n%s", id, out)
+	return ""
 }
