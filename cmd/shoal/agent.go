@@ -266,8 +266,8 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		select {
 		case <-a.Done(): // left, through the API or on a signal
 			return exitOK
-		case ip := <-a.Moved():
-			err := restartMoved(a, ip, log)
+		case bind := <-a.Moved():
+			err := restartMoved(a, bind, log)
 			log.Error("cannot start again at the host's new address", "err", err)
 			fmt.Fprintf(stderr, "shoal agent: %v\n", err)
 			return exitFailure

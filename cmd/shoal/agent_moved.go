@@ -12,19 +12,19 @@ import (
 )
 
 // restartMoved answers [agent.Agent.Moved]: the agent's sockets are bound to an address
-// its host no longer has, so it stops without leaving and executes itself again, same
-// pid, name and data dir, bound to ip and joining the nodes it knew alive (the new
-// agent rejoins under the node's name: see agent.MovedFile). It returns only if the
-// execution failed.
-func restartMoved(a *agent.Agent, ip string, log *slog.Logger) error {
-	old, port, _ := net.SplitHostPort(a.GossipAddr())
+// its host no longer has (or announce one), so it stops without leaving and executes
+// itself again, same pid, name and data dir, bound to bind and joining the nodes it
+// knew alive (the new agent rejoins under the node's name: see agent.MovedFile). It
+// returns only if the execution failed.
+func restartMoved(a *agent.Agent, bind string, log *slog.Logger) error {
+	old, _, _ := net.SplitHostPort(a.GossipAddr())
 	peers := a.LivePeers()
 	a.Shutdown()
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	argv := movedArgs(os.Args, old, net.JoinHostPort(ip, port), peers)
+	argv := movedArgs(os.Args, old, bind, peers)
 	log.Info("starting again at the host's new address", "argv", strings.Join(argv, " "))
 	return fmt.Errorf("execute %s again: %w", exe, syscall.Exec(exe, argv, os.Environ()))
 }

@@ -58,11 +58,14 @@ func Rejoined(node, addr string, views [][]api.Node) bool {
 	return true
 }
 
-// Moved yields the host's new address once the agent has noticed that its bind address is gone and another took its place on the same
-// interface. The agent then leaves the old address in [MovedFile] and does nothing more
-// about it: its sockets are bound to an address its host no longer has, so whoever
-// runs it stops it (without leaving) and starts it again bound to the new one, with
-// the same name and data dir (the shoal agent command executes itself again).
+// Moved yields the bind address (IP:PORT) the agent is to take once it has noticed that
+// the host's address is gone and another took its place: on the same interface when
+// the agent is bound to one address, on any when it is bound to every interface (then
+// the bind address stays; the address it announces is the one that moved). The agent
+// then leaves its old gossip address in [MovedFile] and does nothing more about it: its
+// sockets are bound to an address the host no longer has, or announce one, so whoever
+// runs it stops it (without leaving) and starts it again at the bind address yielded,
+// with the same name and data dir (the shoal agent command executes itself again).
 func (a *Agent) Moved() <-chan string { return a.moved }
 
 // LivePeers returns the gossip addresses of the other nodes alive or suspect now.
@@ -76,18 +79,46 @@ func (a *Agent) LivePeers() []string {
 	return out
 }
 
-// watchAddress follows the interface that holds the agent's bind address, when it is
-// bound to one address: see [Agent.Moved].
+// watched is what an agent bound to bind (IP:PORT) and announcing gossip address
+// advertised watches: the address whose loss is a move (its bind IP, or the announced
+// one when bound to every interface), whether it may move to another interface (only
+// when bound to every interface: a specific bind names an address of one interface),
+// and the bind address the agent takes after a move to ip. ok is false when there is
+// nothing to follow (loopback).
+func watched(bind, advertised string) (addr net.IP, anyIface bool, rebind func(ip net.IP) string, ok bool) {
+	host, port, _ := net.SplitHostPort(bind)
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return nil, false, nil, false
+	}
+	if ip.IsUnspecified() {
+		ah, _, _ := net.SplitHostPort(advertised)
+		a := net.ParseIP(ah)
+		if a == nil || a.IsLoopback() || a.IsUnspecified() {
+			return nil, false, nil, false
+		}
+		return a, true, func(net.IP) string { return bind }, true
+	}
+	if ip.IsLoopback() {
+		return nil, false, nil, false
+	}
+	return ip, false, func(n net.IP) string { return net.JoinHostPort(n.String(), port) }, true
+}
+
+// watchAddress follows the address the agent is reached at: see [Agent.Moved].
 func (a *Agent) watchAddress(every time.Duration) {
-	host, _, _ := net.SplitHostPort(a.cfg.Bind)
-	bound := net.ParseIP(host)
-	if bound == nil || bound.IsUnspecified() || bound.IsLoopback() {
+	addr, anyIface, rebind, ok := watched(a.cfg.Bind, a.members.Addr())
+	if !ok {
 		return
 	}
-	iface := interfaceOf(bound)
+	iface := interfaceOf(addr)
 	if iface == "" {
-		a.log.Warn("no interface holds the bind address: a move to another address goes unnoticed", "bind", host)
+		a.log.Warn("no interface holds the node's address: a move to another address goes unnoticed", "address", addr.String())
 		return
+	}
+	ips := func() []net.IP { return interfaceIPs(iface) }
+	if anyIface {
+		ips = allIPs
 	}
 	go func() {
 		t := time.NewTicker(every)
@@ -98,18 +129,30 @@ func (a *Agent) watchAddress(every time.Duration) {
 				return
 			case <-t.C:
 			}
-			ip, ok := Moved(bound, interfaceIPs(iface))
+			ip, ok := Moved(addr, ips())
 			if !ok {
 				continue
 			}
-			a.log.Warn("this host's address is gone: the agent starts again at its new one, under its name", "interface", iface, "old", host, "new", ip.String())
+			a.log.Warn("this host's address is gone: the agent starts again at its new one, under its name", "interface", iface, "old", addr.String(), "new", ip.String())
 			if err := writeFileAtomic(filepath.Join(a.cfg.DataDir, MovedFile), []byte(a.members.Addr()+"\n"), 0o600); err != nil {
 				a.log.Error("cannot record the move", "err", err)
 			}
-			a.moved <- ip.String()
+			a.moved <- rebind(ip)
 			return
 		}
 	}()
+}
+
+// allIPs lists the addresses of the interfaces that are up, loopback aside.
+func allIPs() []net.IP {
+	ifs, _ := net.Interfaces()
+	var out []net.IP
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp != 0 && i.Flags&net.FlagLoopback == 0 {
+			out = append(out, interfaceIPs(i.Name)...)
+		}
+	}
+	return out
 }
 
 // interfaceOf is the name of the interface that holds ip, "" if none does.

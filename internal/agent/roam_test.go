@@ -96,3 +96,35 @@ func TestTakeMoved(t *testing.T) {
 		t.Fatalf("takeMoved a second time = %q, %v; want \"\", nil (the file is taken)", got, err)
 	}
 }
+
+func TestWatched(t *testing.T) {
+	tests := []struct {
+		bind, advertised string
+		wantAddr         string // "": nothing to follow
+		wantAny          bool
+		wantRebind       string // after a move to 10.77.0.103
+	}{
+		{bind: "10.77.0.13:7946", advertised: "10.77.0.13:7946", wantAddr: "10.77.0.13", wantRebind: "10.77.0.103:7946"},
+		{bind: "0.0.0.0:7946", advertised: "192.168.1.20:7946", wantAddr: "192.168.1.20", wantAny: true, wantRebind: "0.0.0.0:7946"},
+		{bind: "0.0.0.0:7946", advertised: "127.0.0.1:7946"},
+		{bind: "127.0.0.1:0", advertised: "127.0.0.1:41234"},
+		{bind: "not-an-ip:7946", advertised: "10.77.0.13:7946"},
+	}
+	for _, tt := range tests {
+		addr, anyIface, rebind, ok := watched(tt.bind, tt.advertised)
+		if !ok {
+			if tt.wantAddr != "" {
+				t.Errorf("watched(%s, %s): nothing to follow, want %s", tt.bind, tt.advertised, tt.wantAddr)
+			}
+			continue
+		}
+		if tt.wantAddr == "" {
+			t.Errorf("watched(%s, %s) = %s, want nothing to follow", tt.bind, tt.advertised, addr)
+			continue
+		}
+		if got := rebind(net.ParseIP("10.77.0.103")); addr.String() != tt.wantAddr || anyIface != tt.wantAny || got != tt.wantRebind {
+			t.Errorf("watched(%s, %s) = %s, any interface %v, rebind %s; want %s, %v, %s",
+				tt.bind, tt.advertised, addr, anyIface, got, tt.wantAddr, tt.wantAny, tt.wantRebind)
+		}
+	}
+}
