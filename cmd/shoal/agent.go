@@ -275,6 +275,11 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		select {
 		case <-a.Done(): // left, through the API or on a signal
 			return exitOK
+		case bind := <-a.Moved():
+			err := restartMoved(a, bind, log)
+			log.Error("cannot start again at the host's new address", "err", err)
+			fmt.Fprintf(stderr, "shoal agent: %v\n", err)
+			return exitFailure
 		case sig := <-sigs:
 			switch {
 			case sig == syscall.SIGHUP:

@@ -48,6 +48,9 @@ Subcommands:
   kill NODE         SIGKILL every process in NODE (the host stays)
   cut NODE          take NODE's link down (packets vanish, processes live on)
   heal NODE         bring NODE's link up again
+  readdress NODE [--to ADDR]
+                    give NODE a new address on its link, the old one removed,
+                    as a phone changing networks (default 10.77.I.(100+K))
   sleep NODE SECONDS
                     freeze every process of NODE for SECONDS, as a phone
                     asleep; returns at once, NODE wakes by itself
@@ -79,7 +82,7 @@ the testbed suggests carry --instance I for any instance but 0.
 // testbedSubs are the subcommands of shoal testbed.
 var testbedSubs = map[string]func(*tbCtx, []string) int{
 	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
-	"heal": tbHeal, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+	"heal": tbHeal, "readdress": tbReaddress, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
 	"delay-line": tbDelayLine, "no-sysv-ipc": tbNoSysVIPC, "phantom-killer": tbPhantomKiller,
 }
 

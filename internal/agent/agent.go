@@ -155,6 +155,7 @@ type Agent struct {
 	beforeLeave atomic.Pointer[func(context.Context) error]
 	ranksDirty  chan struct{} // the launch grants' ranks changed: announce them
 	quit        chan struct{} // closed when the agent starts stopping
+	moved       chan string   // the host's new address: see Moved
 
 	// beforeHandOver runs on a graceful leave before the lead of the job
 	// store is passed on (see SetBeforeHandOver).
@@ -182,7 +183,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log, leaveDone: make(chan struct{}), done: make(chan struct{}),
-		ranksDirty: make(chan struct{}, 1), quit: make(chan struct{})}
+		ranksDirty: make(chan struct{}, 1), quit: make(chan struct{}), moved: make(chan string, 1)}
 	if cfg.BeforeLeave != nil {
 		a.beforeLeave.Store(&cfg.BeforeLeave)
 	}
@@ -302,7 +303,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if err = a.listenMetrics(); err != nil {
 		return nil, err
 	}
-	if err = a.members.Join(cfg.Join); err != nil {
+	if err = a.join(cfg.Join); err != nil {
 		return nil, err
 	}
 	if len(cfg.Join) > 0 {
@@ -319,6 +320,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if err = writeFileAtomic(filepath.Join(cfg.DataDir, AddrFile), []byte(a.local+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("publish API address: %w", err)
 	}
+	a.watchAddress(RoamInterval)
 	a.log.Info("agent started", "node", gossip.Name, "gossip", a.members.Addr(), "api", a.apiAddr,
 		"cores", meta.Cores, "speed", meta.Speed, "data_dir", cfg.DataDir)
 	return a, nil

@@ -139,7 +139,7 @@ func DefaultLANConfig() Config {
 		PushPullInterval:        30 * time.Second,
 		TCPTimeout:              10 * time.Second,
 		AwarenessMaxMultiplier:  8,
-		DeadNodeReclaimTime:     30 * time.Second,
+		DeadNodeReclaimTime:     5 * time.Second,
 		ReconnectInterval:       2 * time.Second,
 		ReconnectTimeout:        time.Hour,
 		ForgetAfter:             time.Hour,

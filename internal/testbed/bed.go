@@ -368,6 +368,11 @@ func (b *Bed) Add(ctx context.Context, hc HostConfig) (Host, error) {
 	if k > MaxNodes {
 		return Host{}, fmt.Errorf("%w: n%d: at most %d hosts", ErrInvalidConfig, k, MaxNodes)
 	}
+	for _, o := range st.Hosts {
+		if o.IP == b.n.hostIP(k) {
+			return Host{}, fmt.Errorf("%w: n%d: its address %s is %s's since readdress", ErrInvalidConfig, k, o.IP, o.Name)
+		}
+	}
 	switch {
 	case st.Sites == 0 && hc.Site != 0:
 		return Host{}, fmt.Errorf("%w: Site = %d: the testbed has no sites", ErrInvalidConfig, hc.Site)
