@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,12 +125,19 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// A state reads back as written, but a rank said to run whose wrapper's process
+// is gone reads as vanished.
 func TestRankStateRoundTrip(t *testing.T) {
 	dir := t.TempDir()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
 	in := []RankState{
 		{Rank: 0, PID: 10, State: StateExited, Code: 0, TimeNs: 5},
 		{Rank: 2, PID: 12, State: StateSignaled, Signal: 9, TimeNs: 6},
-		{Rank: 11, PID: 13, State: StateRunning},
+		{Rank: 11, PID: os.Getpid(), State: StateRunning},
+		{Rank: 12, PID: gone.Process.Pid, State: StateRunning},
 	}
 	for _, s := range in {
 		if err := WriteRankState(dir, s); err != nil {
@@ -139,13 +148,10 @@ func TestRankStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(in) {
-		t.Fatalf("read %d states, want %d", len(got), len(in))
-	}
-	for i := range in {
-		if got[i] != in[i] {
-			t.Errorf("state %d = %+v, want %+v", i, got[i], in[i])
-		}
+	want := slices.Clone(in)
+	want[3].State = StateVanished
+	if !slices.Equal(got, want) {
+		t.Errorf("read\n%+v\nwant\n%+v", got, want)
 	}
 }
 
