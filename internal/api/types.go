@@ -409,7 +409,7 @@ type ShardsRemoved struct {
 type RankState struct {
 	Rank   int    `json:"rank"`
 	PID    int    `json:"pid"`
-	State  string `json:"state"`            // running, exited, signaled (a loss), stopped (torn down by the launcher)
+	State  string `json:"state"`            // running, exited, signaled (a loss), stopped (torn down by the launcher), vanished (its wrapper killed by SIGKILL)
 	Code   int    `json:"code,omitempty"`   // exit code, for exited
 	Signal int    `json:"signal,omitempty"` // for signaled and stopped
 	TimeNs int64  `json:"time_ns"`          // when the wrapper saw it end (Unix ns); 0 while running

@@ -205,7 +205,7 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
-	candidates := placeNodes(live)
+	candidates := b.placeNodes(live)
 	if info.Spec.Relocation == "block" && len(b.placement) == len(p) {
 		if bp, err := place.Block(b.placement, candidates); err == nil {
 			p = bp
@@ -488,6 +488,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 		if fault := b.storeFaults(ctx); fault != nil {
 			return states, fault
 		}
+		b.learnLimits(states)
 		return states, nil
 	}
 	sort.Strings(silent)

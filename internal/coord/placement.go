@@ -144,7 +144,7 @@ const (
 // Input is what the planner was given (zero when the layout was not its to
 // choose), so that a caller predicting other layouts sees the same links.
 func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spec job.Spec, opts place.Options) (place.Placement, *job.Plan, place.Input, error) {
-	nodes := placeNodes(live)
+	nodes := b.placeNodes(live)
 	blocks, err := place.Spread(nodes, spec.Ranks, opts)
 	if err != nil {
 		return nil, nil, place.Input{}, err

@@ -64,7 +64,7 @@ func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e 
 			spec.Ranks = len(b.placement)
 		}
 		var err error
-		if next, err = place.Spread(placeNodes(set.nodes), spec.Ranks, placeOptions(spec)); err == nil {
+		if next, err = place.Spread(b.placeNodes(set.nodes), spec.Ranks, placeOptions(spec)); err == nil {
 			live = set.nodes
 			break
 		}

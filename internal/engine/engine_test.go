@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,12 +125,19 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// A state reads back as written, but a rank said to run whose wrapper's process
+// is gone reads as vanished.
 func TestRankStateRoundTrip(t *testing.T) {
 	dir := t.TempDir()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
 	in := []RankState{
 		{Rank: 0, PID: 10, State: StateExited, Code: 0, TimeNs: 5},
 		{Rank: 2, PID: 12, State: StateSignaled, Signal: 9, TimeNs: 6},
-		{Rank: 11, PID: 13, State: StateRunning},
+		{Rank: 11, PID: os.Getpid(), State: StateRunning},
+		{Rank: 12, PID: gone.Process.Pid, State: StateRunning},
 	}
 	for _, s := range in {
 		if err := WriteRankState(dir, s); err != nil {
@@ -139,13 +148,10 @@ func TestRankStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(in) {
-		t.Fatalf("read %d states, want %d", len(got), len(in))
-	}
-	for i := range in {
-		if got[i] != in[i] {
-			t.Errorf("state %d = %+v, want %+v", i, got[i], in[i])
-		}
+	want := slices.Clone(in)
+	want[3].State = StateVanished
+	if !slices.Equal(got, want) {
+		t.Errorf("read\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -154,13 +160,37 @@ func TestRankStateRoundTrip(t *testing.T) {
 func TestMPICHCommandAcrossHosts(t *testing.T) {
 	l := Launch{NRanks: 4, Program: "/p", Args: []string{"-x"}, Hostfile: "/h", RshAgent: "/s rsh", LocalAddr: "10.0.0.1", Env: []string{"A=1"}}
 	got := strings.Join(MPICH{}.Command(l).Args, " ")
-	want := "mpiexec.mpich -n 4 -prepend-pattern [1,%r]<stdout>: -f /h -launcher ssh -launcher-exec /s rsh -genvnone -localhost 10.0.0.1 -genv A 1 /p -x"
+	want := "mpiexec.mpich -n 4 -prepend-pattern [1,%r]<stdout>: -f /h -launcher ssh -launcher-exec /s rsh -genvnone -localhost 10.0.0.1 -genv A 1 -genv UCX_MEM_EVENTS no -genv UCX_TLS ^sysv /p -x"
 	if got != want {
 		t.Errorf("MPICH command\n got %s\nwant %s", got, want)
 	}
 	local := strings.Join(MPICH{}.Command(Launch{NRanks: 2, Program: "/p"}).Args, " ")
 	if strings.Contains(local, "-genvnone") || strings.Contains(local, "-localhost") {
 		t.Errorf("on one host the ranks inherit the launcher's environment: %s", local)
+	}
+}
+
+// No launch asks for SysV IPC, which an Android host answers with SIGSYS, unless the
+// job's environment chooses otherwise.
+func TestNoSysVIPC(t *testing.T) {
+	tests := []struct {
+		eng  Engine
+		l    Launch
+		want string
+	}{
+		{OpenMPI{}, Launch{NRanks: 2, Program: "/p"}, "--mca shmem mmap"},
+		{OpenMPI{}, Launch{NRanks: 2, Program: "/p", Env: []string{"OMPI_MCA_shmem=posix"}}, "-x OMPI_MCA_shmem=posix"},
+		{MPICH{}, Launch{NRanks: 2, Program: "/p"}, "-genv UCX_MEM_EVENTS no -genv UCX_TLS ^sysv"},
+		{MPICH{}, Launch{NRanks: 2, Program: "/p", Env: []string{"UCX_TLS=tcp"}}, "-genv UCX_TLS tcp -genv UCX_MEM_EVENTS no /p"},
+	}
+	for _, tt := range tests {
+		got := strings.Join(tt.eng.Command(tt.l).Args, " ")
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("%s command for env %v\n got %s\nwant it to contain %s", tt.eng.Name(), tt.l.Env, got, tt.want)
+		}
+		if n := strings.Count(got, "shmem") + strings.Count(got, "UCX_TLS"); n > 1 {
+			t.Errorf("%s command for env %v sets shmem or UCX_TLS %d times: %s", tt.eng.Name(), tt.l.Env, n, got)
+		}
 	}
 }
 

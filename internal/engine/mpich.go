@@ -35,7 +35,9 @@ func (m MPICH) path() string {
 // runs it as ssh would be run: AGENT HOST COMMAND...), and then the ranks keep the
 // environment their host's daemon was started with (-genvnone: Hydra would otherwise
 // give every rank this process's, whose data directory is this host's) plus Env;
-// LocalAddr becomes -localhost, the address Hydra's daemons call back.
+// LocalAddr becomes -localhost, the address Hydra's daemons call back. Every rank
+// also gets the settings that keep UCX from SysV IPC (see [ucxNoSysVIPC]) that Env
+// does not set.
 func (m MPICH) Command(l Launch) *exec.Cmd {
 	args := []string{"-n", strconv.Itoa(l.NRanks), "-prepend-pattern", "[1,%r]<stdout>:"}
 	if l.Hostfile != "" {
@@ -50,7 +52,7 @@ func (m MPICH) Command(l Launch) *exec.Cmd {
 	if l.Dir != "" {
 		args = append(args, "-wdir", l.Dir)
 	}
-	for _, kv := range l.Env {
+	for _, kv := range append(append([]string(nil), l.Env...), noSysVIPC(l.Env)...) {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "-genv", k, v)
 	}
@@ -86,4 +88,36 @@ func (m MPICH) Version() (string, error) {
 		}
 	}
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]), nil
+}
+
+// ucxNoSysVIPC keeps the ranks of Debian's MPICH 4.0, whose ch4 device runs over
+// UCX, from calling SysV IPC, which Android's seccomp filter answers with SIGSYS:
+// UCX's memory hooks test themselves with shmget and shmat as the library loads
+// (UCX_MEM_EVENTS=no), and its sysv transport allocates with shmget (UCX_TLS=^sysv;
+// its posix transport shares memory the same way through /dev/shm). Unlike Open
+// MPI's, this is not what UCX does by itself: without memory events UCX keeps no
+// cache of registered memory, which RDMA networks (InfiniBand, RoCE) use for large
+// messages; shared memory and TCP do not.
+var ucxNoSysVIPC = []string{"UCX_MEM_EVENTS=no", "UCX_TLS=^sysv"}
+
+// noSysVIPC is what of ucxNoSysVIPC env does not set itself.
+func noSysVIPC(env []string) []string {
+	var out []string
+	for _, kv := range ucxNoSysVIPC {
+		k, _, _ := strings.Cut(kv, "=")
+		if !hasEnv(env, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// hasEnv reports whether env (KEY=VALUE) sets key.
+func hasEnv(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return true
+		}
+	}
+	return false
 }

@@ -84,6 +84,15 @@ func (o OpenMPI) Command(l Launch) *exec.Cmd {
 	if l.RshAgent != "" {
 		args = append(args, "--mca", "plm_rsh_agent", l.RshAgent)
 	}
+	if _, set := l.MCA["shmem"]; !set && !hasEnv(l.Env, "OMPI_MCA_shmem") {
+		// mmap is the component Open MPI chooses wherever SysV works (priority 50
+		// against posix's 40 and sysv's 30); naming it keeps sysv from being
+		// queried at all, and its query calls shmget, which Android's seccomp
+		// filter answers with SIGSYS: mpirun would die before any rank started.
+		// Given here, it reaches mpirun, its daemons and the ranks. A job's own
+		// OMPI_MCA_shmem wins.
+		args = append(args, "--mca", "shmem", "mmap")
+	}
 	for _, k := range sortedKeys(l.MCA) {
 		args = append(args, "--mca", k, l.MCA[k])
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"shoal/internal/api"
 	"shoal/internal/userdir"
@@ -23,6 +24,10 @@ const (
 	StateExited   = "exited"
 	StateSignaled = "signaled" // died of a signal nobody in the launcher sent: a loss
 	StateStopped  = "stopped"  // the launcher tore it down after another rank failed
+	// StateVanished is what a reader makes of a rank whose wrapper is gone while
+	// its state says running: the wrapper was killed by SIGKILL, the one signal
+	// that leaves it no word (see job.RankLimits).
+	StateVanished = "vanished"
 )
 
 // RankFile is the state file of rank in dir.
@@ -48,7 +53,8 @@ func WriteRankState(dir string, s RankState) error {
 }
 
 // ReadRankStates returns the states of every rank that wrote one in dir, by
-// rank. The ranks run as the job's owner, whose directory dir is: it is read
+// rank; a rank that says it runs while its wrapper's process is gone is
+// [StateVanished]. The ranks run as the job's owner, whose directory dir is: it is read
 // through t, one of its parents, without following a link.
 func ReadRankStates(t userdir.Tree, dir string) ([]RankState, error) {
 	ents, err := t.ReadDir(dir)
@@ -60,33 +66,52 @@ func ReadRankStates(t userdir.Tree, dir string) ([]RankState, error) {
 	}
 	var out []RankState
 	for _, e := range ents {
-		var s RankState
-		if _, err := fmt.Sscanf(e.Name(), "r%06d", &s.Rank); err != nil || strings.HasSuffix(e.Name(), ".tmp") {
+		var rank int
+		if _, err := fmt.Sscanf(e.Name(), "r%06d", &rank); err != nil || strings.HasSuffix(e.Name(), ".tmp") {
 			continue
 		}
-		b, err := t.ReadFile(filepath.Join(dir, e.Name()), 4096)
-		if err != nil {
+		s, ok := readRankState(t, filepath.Join(dir, e.Name()), rank)
+		if !ok {
 			continue // removed between listing and reading
 		}
-		for _, kv := range strings.Fields(string(b)) {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "pid":
-				fmt.Sscan(v, &s.PID)
-			case "state":
-				s.State = v
-			case "code":
-				fmt.Sscan(v, &s.Code)
-			case "signal":
-				fmt.Sscan(v, &s.Signal)
-			case "time":
-				fmt.Sscan(v, &s.TimeNs)
+		if s.State == StateRunning && s.PID > 0 && syscall.Kill(s.PID, 0) == syscall.ESRCH {
+			// Gone: read again, as it may have written its end and exited
+			// between the two looks.
+			if again, ok := readRankState(t, filepath.Join(dir, e.Name()), s.Rank); ok && again.State == StateRunning {
+				s.State = StateVanished
+			} else if ok {
+				s = again
 			}
 		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
 	return out, nil
+}
+
+// readRankState reads the state file path of rank.
+func readRankState(t userdir.Tree, path string, rank int) (RankState, bool) {
+	s := RankState{Rank: rank}
+	b, err := t.ReadFile(path, 4096)
+	if err != nil {
+		return s, false
+	}
+	for _, kv := range strings.Fields(string(b)) {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "pid":
+			fmt.Sscan(v, &s.PID)
+		case "state":
+			s.State = v
+		case "code":
+			fmt.Sscan(v, &s.Code)
+		case "signal":
+			fmt.Sscan(v, &s.Signal)
+		case "time":
+			fmt.Sscan(v, &s.TimeNs)
+		}
+	}
+	return s, true
 }
 
 // Outcome classifies how a run of a job ended, from its ranks' states.

@@ -66,6 +66,10 @@ type Job struct {
 	// or were leaving) that membership has yet to declare gone: the job is not
 	// placed on them, by this coordinator or the next one.
 	Avoid []string `json:"avoid,omitempty"`
+	// RankLimits are the most ranks of the job each node may run, learned from
+	// nodes that killed some of its ranks while they stayed up ([RankLimits]);
+	// every placement keeps to them, a new coordinator's included.
+	RankLimits RankLimits `json:"rank_limits,omitempty"`
 	// Farm is a task farm's progress; nil for an MPI job.
 	Farm *FarmProgress `json:"farm,omitempty"`
 	// Plan says why the ranks are where they are, and what the planner

@@ -86,6 +86,9 @@ type Node struct {
 	// Speed is a relative compute speed of one whole core (any unit, the same for
 	// all nodes); 0 means unknown and counts as 1.
 	Speed float64
+	// MaxRanks bounds the job's ranks on the node whatever the options: the most
+	// it ran before it killed the others (job.RankLimits). 0 means no bound.
+	MaxRanks int
 }
 
 // cpus is how many whole cores' worth of CPU n's ranks get together.
@@ -129,6 +132,9 @@ func (o Options) slots(n Node) int {
 	s := int(math.Floor(float64(n.Cores)*f + 1e-9))
 	if o.MaxPerNode > 0 {
 		s = min(s, o.MaxPerNode)
+	}
+	if n.MaxRanks > 0 {
+		s = min(s, n.MaxRanks)
 	}
 	return s
 }

@@ -40,6 +40,8 @@ func TestSpread(t *testing.T) {
 		{"one rank per node, too few nodes", nodes("a", 4, "b", 4), 3, Options{MaxPerNode: 1}, "", ErrTooFewSlots},
 		{"per-node bound below the cores", nodes("a", 8, "b", 2), 6, Options{MaxPerNode: 4}, "a:0-3 b:4-5", nil},
 		{"one rank per two cores", nodes("a", 4, "b", 2, "c", 1), 3, Options{MaxOversubscribe: 0.5}, "a:0-1 b:2", nil},
+		{"a node's own bound", []Node{{Name: "a", Cores: 2}, {Name: "b", Cores: 24, MaxRanks: 15}}, 20, Options{MaxOversubscribe: 4}, "a:0-4 b:5-19", nil},
+		{"a node's own bound, too few slots", []Node{{Name: "a", Cores: 2}, {Name: "b", Cores: 24, MaxRanks: 15}}, 18, Options{}, "", ErrTooFewSlots},
 		{"no nodes", nil, 1, Options{}, "", ErrNoNodes},
 		{"no ranks", nodes("a", 1), 0, Options{}, "", ErrBadRankCount},
 	}
