@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds libshoal and the examples for arm64 with Debian's cross compilers
-# (gcc-aarch64-linux-gnu) against the arm64 root file system of make arm64-root, whose
-# headers and libraries (its own Open MPI, xxHash, C library) are the sysroot: make lib
-# examples with BUILD=OUT, so OUT has the layout of build/ (OUT/lib/libshoal.so,
-# OUT/examples/heat, …). The programs' rpath is OUT/lib, the same path on the machine and
+# Builds libshoal (C and Fortran) and the examples for arm64 with Debian's cross
+# compilers (gcc-aarch64-linux-gnu, gfortran-aarch64-linux-gnu) against the arm64 root file
+# system of make arm64-root, whose headers, modules and libraries (its own Open MPI,
+# xxHash, C library) are the sysroot: make lib examples fortran with BUILD=OUT, so OUT has
+# the layout of build/ (OUT/lib/libshoal.so, OUT/lib/libshoalf.so, OUT/examples/heat, …). The programs' rpath is OUT/lib, the same path on the machine and
 # in the testbed's arm64 hosts, which see the repository at its own path. A cross
 # compiler takes seconds where the root's own compiler under qemu took about 14 minutes.
 set -euo pipefail
@@ -20,20 +20,23 @@ if [ ! -e "$ROOT.stamp" ]; then
 	echo "build-arm64: no arm64 root at $ROOT (make arm64-root builds it)" >&2
 	exit 1
 fi
-if ! command -v aarch64-linux-gnu-gcc >/dev/null; then
+need=()
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+command -v aarch64-linux-gnu-gfortran >/dev/null || need+=(gfortran-aarch64-linux-gnu)
+if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
-		echo "build-arm64: no aarch64-linux-gnu-gcc: install it as root (apt-get install gcc-aarch64-linux-gnu)" >&2
+		echo "build-arm64: no cross compiler: install it as root (apt-get install ${need[*]})" >&2
 		exit 1
 	fi
-	echo "build-arm64: installing gcc-aarch64-linux-gnu"
+	echo "build-arm64: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu >/dev/null
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 mkdir -p "$OUT"
 export SHOAL_ARM64_ROOT=$ROOT
 mpicc="$repo/scripts/arm64-mpicc"
 make -C "$repo" -j"$(nproc)" --no-print-directory BUILD="$OUT" \
-	MPICC="$mpicc" CC="aarch64-linux-gnu-gcc --sysroot=$ROOT" AR=aarch64-linux-gnu-ar \
-	lib examples
+	MPICC="$mpicc" MPIFC="$repo/scripts/arm64-mpifort" CC="aarch64-linux-gnu-gcc --sysroot=$ROOT" \
+	AR=aarch64-linux-gnu-ar lib examples fortran

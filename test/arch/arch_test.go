@@ -239,7 +239,8 @@ func TestHeatMovesToArm64(t *testing.T) {
 // MPI 4.1 runs it over TCP: docs/testbed.md), each host running its own build; a rank on
 // an arm64 host is killed after epoch 2 and the world restarts from an epoch whose shards
 // both sets wrote, ending with the checksum of an uninterrupted run. It runs on the hosts
-// left alive (n2 was killed above, or is alive when this test runs alone).
+// left alive (n2 was killed above, or is alive when this test runs alone), where it was
+// placed (--no-replan: the rank to kill is found by that placement).
 func TestMixedWorld(t *testing.T) {
 	b := up(t)
 	heat := filepath.Join(testenv.Root, "build/examples/heat")
@@ -253,7 +254,7 @@ func TestMixedWorld(t *testing.T) {
 	}
 	want := watch.Field(string(ref), "checksum")
 	argv := append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "-n", "3", "--ranks-per-node", "1", "--ckpt-interval", "500ms",
-		"--mix-arch", "--program-for", "arm64=" + heatArm, "--", heat}, heatArgs...)
+		"--mix-arch", "--no-replan", "--program-for", "arm64=" + heatArm, "--", heat}, heatArgs...)
 	cmd, err := b.Command(context.Background(), "n1", argv...)
 	if err != nil {
 		t.Fatal(err)
