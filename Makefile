@@ -167,6 +167,13 @@ build-arm64: arm64-root
 test-arm64: arm64-root arm64-agent build-arm64
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(ARM64_GO_TESTS)
 
+# Tarballs for machines without build tools (scripts/dist.sh says what each holds): the
+# static agent for linux/amd64, linux/arm64 and android/arm64, libshoal per MPI, and the
+# source, with their SHA-256 sums, in dist/.
+.PHONY: dist
+dist: go-build lib fortran mpich
+	SHOAL_VERSION=$(SHOAL_VERSION) OUT=dist scripts/dist.sh
+
 # Long jobs under a seeded random schedule of 50 faults on a 5-host testbed (root; about
 # 15 minutes): not part of make test, since its timing depends on the machine's load.
 chaos: build
