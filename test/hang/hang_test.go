@@ -118,8 +118,10 @@ func TestStoppedRankIsHung(t *testing.T) {
 	line := j.WaitLine(`^shoal: rank 1 on n2 made no snapshot call for ([\d.]+) s \(usually every [^)]+\), idle: hung$`, job.HangFloor+slack+40*time.Second)
 	took := time.Since(stopped)
 	silence, _ := strconv.ParseFloat(line[1], 64)
-	if took < job.HangFloor || silence < job.HangFloor.Seconds() {
-		t.Errorf("declared hung %v after the stop, after %.1f s of silence; want no sooner than %v", took.Round(100*time.Millisecond), silence, job.HangFloor)
+	// The silence counts from the rank's last record, just before the stop, so
+	// the line may come a little less than the bound after the stop itself.
+	if silence < job.HangFloor.Seconds() {
+		t.Errorf("declared hung %v after the stop, after %.1f s of silence; want at least %v of silence", took.Round(100*time.Millisecond), silence, job.HangFloor)
 	}
 	j.WaitLine(`: hung; restarting 4 ranks from epoch \d+ on 2 nodes`, 30*time.Second)
 	if code := j.Wait(2 * time.Minute); code != 0 {
