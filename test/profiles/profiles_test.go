@@ -9,7 +9,6 @@ package profiles
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -179,7 +178,7 @@ func TestHeatHostSleeps(t *testing.T) {
 	id := j.WaitLine(`^shoal: job ([^:]+):`, time.Minute)[1]
 	j.WaitLine(`^shoal: epoch 1 complete`, time.Minute)
 	node := "n3"
-	if coordinatorOf(t, b, id) == node {
+	if testenv.CoordinatorOf(t, b, id) == node {
 		node = "n2"
 	}
 	at, err := b.Sleep(context.Background(), node, 15*time.Second)
@@ -216,31 +215,6 @@ func TestHeatHostSleeps(t *testing.T) {
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
 	}
-}
-
-// coordinatorOf names the node that coordinates job id, as n1 sees it.
-func coordinatorOf(t *testing.T, b *testbed.Bed, id string) string {
-	t.Helper()
-	out, err := b.Exec(context.Background(), "n1", testenv.Built(t, "bin/shoal"), "jobs", "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list struct {
-		Jobs []struct {
-			ID          string `json:"id"`
-			Coordinator string `json:"coordinator"`
-		} `json:"jobs"`
-	}
-	if err := json.Unmarshal(out, &list); err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range list.Jobs {
-		if j.ID == id {
-			return j.Coordinator
-		}
-	}
-	t.Fatalf("n1 lists no job %s:\n%s", id, out)
-	return ""
 }
 
 // An android host (added without an agent) kills a process that calls SysV IPC with

@@ -4,6 +4,8 @@
 package testenv
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -78,4 +80,30 @@ func RankPID(t *testing.T, dataDir, job string, rank int) int {
 		return fmt.Sprintf("rank %d of job %s reports no running pid in %s", rank, job, path)
 	})
 	return pid
+}
+
+// CoordinatorOf names the node that coordinates job id, as n1's agent lists it
+// (shoal jobs --json there); it fails the test when n1 lists no such job.
+func CoordinatorOf(t *testing.T, b *testbed.Bed, id string) string {
+	t.Helper()
+	out, err := b.Exec(context.Background(), "n1", Built(t, "bin/shoal"), "jobs", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Jobs []struct {
+			ID          string `json:"id"`
+			Coordinator string `json:"coordinator"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range list.Jobs {
+		if j.ID == id {
+			return j.Coordinator
+		}
+	}
+	t.Fatalf("n1 lists no job %s:\n%s", id, out)
+	return ""
 }
