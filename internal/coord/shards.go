@@ -206,9 +206,10 @@ func (b *clusterBackend) copyEnded(err error) {
 // a member whose holder is not a node of the run has none.
 func (b *clusterBackend) apiMembers(ms []epochs.GroupMember) []api.Member {
 	out := make([]api.Member, len(ms))
+	sources := b.sources()
 	for i, m := range ms {
 		out[i] = api.Member{Rank: m.Rank, Bytes: m.Bytes, Sum: m.Sum}
-		if n, ok := b.sources()[m.Holder]; ok && m.Holder != "" {
+		if n, ok := sources[m.Holder]; ok && m.Holder != "" {
 			out[i].From = n.API
 		}
 	}

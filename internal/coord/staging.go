@@ -223,6 +223,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 	var down downNodes
 	var mu sync.Mutex
 	var out stagedShards
+	sources := b.sources()
 	for _, f := range fetches {
 		wg.Add(1)
 		go func(f epochs.Replica, to Peer, from string) {
@@ -265,7 +266,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 				out.wire += got.Wire
 				mu.Unlock()
 			}
-		}(f, b.peer(f.To), b.sources()[f.From].API)
+		}(f, b.peer(f.To), sources[f.From].API)
 	}
 	for _, rb := range rebuilds {
 		wg.Add(1)
@@ -274,7 +275,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 			ref := api.ShardRef{Job: id, Epoch: rb.Epoch, Rank: rb.Rank}
 			req := api.RebuildRequest{Group: rb.Group, M: rb.M, Data: b.apiMembers(rb.Members)}
 			for _, r := range rb.Rows {
-				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: b.sources()[r.Holder].API})
+				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: sources[r.Holder].API})
 			}
 			if err := to.Rebuild(ctx, ref, req); err != nil {
 				down.note(err, rb.To)
