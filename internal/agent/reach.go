@@ -91,7 +91,15 @@ func (c *reachCheck) mark(ctx context.Context, nodes []api.Node, dial func(ctx c
 	for i := range nodes {
 		n := &nodes[i]
 		if !memo[i] && !n.Local && n.API != "" && (n.State == "alive" || n.State == "suspect") {
-			c.checked[n.Name] = reachResult{api: n.API, at: start, refused: refused[i]}
+			// A check that began earlier and ended later (one of its dials
+			// waited out reachTimeout) does not overwrite a newer one's
+			// result: an answer from before a kill would hide the refusal
+			// seen after it for a whole reachMemo.
+			if r, ok := c.checked[n.Name]; ok && r.api == n.API && r.at.After(start) {
+				refused[i] = r.refused
+			} else {
+				c.checked[n.Name] = reachResult{api: n.API, at: start, refused: refused[i]}
+			}
 		}
 		if n.State != "alive" && n.State != "suspect" {
 			refused[i] = false // membership knows it gone already

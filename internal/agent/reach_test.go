@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,5 +56,45 @@ func TestReachCheck(t *testing.T) {
 	c.mark(context.Background(), again, dial)
 	if got := again[0].Since; !got.Equal(first) {
 		t.Errorf("second check: since %v, want the first refusal's %v", got, first)
+	}
+}
+
+// A check that began before a node's agent was killed and ends after a newer
+// check saw the refusal leaves the newer result standing, for itself and for
+// the checks that follow within reachMemo.
+func TestReachCheckOlderCheckEndsLast(t *testing.T) {
+	var c reachCheck
+	dialled := make(chan struct{})
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	older := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.mark(context.Background(), older, func(ctx context.Context, addr string) error {
+			close(dialled)
+			<-release // the agent answered, then was killed while this check waited
+			return nil
+		})
+	}()
+	<-dialled
+	time.Sleep(time.Millisecond) // the newer check begins strictly later
+	newer := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+	c.mark(context.Background(), newer, func(ctx context.Context, addr string) error { return syscall.ECONNREFUSED })
+	close(release)
+	wg.Wait()
+	if newer[0].State != StateUnreachable {
+		t.Fatalf("newer check: state %s, want %s", newer[0].State, StateUnreachable)
+	}
+	if older[0].State != StateUnreachable {
+		t.Errorf("older check ending after the newer one: state %s, want the newer result %s", older[0].State, StateUnreachable)
+	}
+	later := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+	c.mark(context.Background(), later, func(ctx context.Context, addr string) error {
+		t.Error("a check within reachMemo dialled again")
+		return nil
+	})
+	if later[0].State != StateUnreachable {
+		t.Errorf("a check within reachMemo after both: state %s, want %s", later[0].State, StateUnreachable)
 	}
 }
