@@ -54,6 +54,9 @@ func identity(spec job.Spec) durable.Identity {
 	if args == nil {
 		args = []string{}
 	}
+	if spec.Elastic() {
+		return durable.Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Elastic: true}
+	}
 	return durable.Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Ranks: spec.Ranks}
 }
 
@@ -223,8 +226,12 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 	if err != nil {
 		return err
 	}
+	if len(holders) == 0 {
+		return fmt.Errorf("no agent holds a shard of epoch %d", epoch)
+	}
 	m := s.m
-	m.Epoch = epoch
+	// The epoch's own count: an elastic job's changes from run to run.
+	m.Epoch, m.Ranks = epoch, len(holders)
 	err = durable.Save(s.r.durable, m, func(rank int) (io.ReadCloser, error) {
 		var last error = fmt.Errorf("no agent holds rank %d's shard", rank)
 		for _, addr := range holders[rank] {
@@ -248,13 +255,14 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 }
 
 // index asks every live agent which shards of the job it holds: by rank, the
-// agents holding epoch's, and the highest epoch any holds.
+// agents holding epoch's (as many ranks as wrote it), and the highest epoch any
+// holds.
 func (s *durableSaver) index(ctx context.Context, epoch uint64) ([][]string, uint64, error) {
 	nodes, err := s.c.Nodes(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([][]string, s.m.Ranks)
+	var out [][]string
 	var highest uint64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -275,9 +283,13 @@ func (s *durableSaver) index(ctx context.Context, epoch uint64) ([][]string, uin
 			defer mu.Unlock()
 			for _, sh := range idx.Shards {
 				highest = max(highest, sh.Epoch)
-				if sh.Epoch == epoch && sh.Rank >= 0 && sh.Rank < len(out) {
-					out[sh.Rank] = append(out[sh.Rank], addr)
+				if sh.Epoch != epoch || sh.Rank < 0 || sh.Rank >= sh.NRanks {
+					continue
 				}
+				if len(out) < sh.NRanks {
+					out = append(out, make([][]string, sh.NRanks-len(out))...)
+				}
+				out[sh.Rank] = append(out[sh.Rank], addr)
 			}
 		}(n.API)
 	}

@@ -16,7 +16,6 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/durable"
-	"shoal/internal/job"
 	"shoal/internal/jobstore"
 	"shoal/internal/slurm"
 )
@@ -49,8 +48,9 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 		}
 		// An epoch of another job is found now, not once the agents are up. Its
 		// shards are read and verified when the job resumes (allocRun.resume).
-		argv, _ := jobArgv(program, args)
-		if _, err := durable.Peek(f.durable, identity(job.Spec{Argv: argv, Ranks: f.nranks})); err != nil && !errors.Is(err, durable.ErrNoEpoch) {
+		spec := f.spec()
+		spec.Argv, _ = jobArgv(program, args)
+		if _, err := durable.Peek(f.durable, identity(spec)); err != nil && !errors.Is(err, durable.ErrNoEpoch) {
 			fmt.Fprintln(stderr, durableRefusal(err))
 			return exitFailure
 		}

@@ -37,14 +37,22 @@ func TestRunInAllocationRefusesForeignDurable(t *testing.T) {
 	if err := durable.Save(dir, durable.Manifest{Identity: other, Job: "heat-1", SlurmJob: "6", Epoch: 3}, shard); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", "-n", "2", "--durable", dir, "/bin/true"}, &stdout, &stderr)
-	msg := strings.TrimSuffix(stderr.String(), "\n")
-	if code != exitFailure || strings.Contains(msg, "\n") || !strings.Contains(msg, "not of true on 2 ranks") || !strings.Contains(msg, "give another DIR") {
-		t.Errorf("exit %d, stderr %q; want %d and one line refusing heat's epoch", code, stderr.String(), exitFailure)
-	}
-	if strings.Contains(stdout.String(), "starting an agent") {
-		t.Errorf("agents were started: %q", stdout.String())
+	for _, tt := range []struct {
+		args []string
+		not  string
+	}{
+		{[]string{"-n", "2"}, "not of true on 2 ranks"},
+		{[]string{"--min-ranks", "1", "--max-ranks", "4"}, "not of true on any number of ranks"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append(append([]string{"run"}, tt.args...), "--durable", dir, "/bin/true"), &stdout, &stderr)
+		msg := strings.TrimSuffix(stderr.String(), "\n")
+		if code != exitFailure || strings.Contains(msg, "\n") || !strings.Contains(msg, tt.not) || !strings.Contains(msg, "give another DIR") {
+			t.Errorf("run %v: exit %d, stderr %q; want %d and one line refusing heat's epoch", tt.args, code, stderr.String(), exitFailure)
+		}
+		if strings.Contains(stdout.String(), "starting an agent") {
+			t.Errorf("run %v: agents were started: %q", tt.args, stdout.String())
+		}
 	}
 	if _, err := durable.Peek(dir, other); err != nil {
 		t.Errorf("DIR lost heat's epoch: %v", err)

@@ -31,7 +31,8 @@ var (
 	// verification.
 	ErrCorrupt = errors.New("durable: corrupt epoch")
 	// ErrForeign: the newest complete epoch belongs to another job (another
-	// program, other arguments or another rank count).
+	// program, other arguments, or another rank count for a job that is not
+	// elastic).
 	ErrForeign = errors.New("durable: epoch of another job")
 )
 
@@ -44,22 +45,35 @@ const ManifestName = "manifest.json"
 // Identity is what makes a durable epoch the same job's: the program's file name,
 // its arguments and the number of ranks. A run with the same identity resumes from
 // the epoch whoever wrote it (a requeued Slurm job, a new batch job, a user by hand);
-// a run with another is refused rather than fed another program's state.
+// a run with another is refused rather than fed another program's state. An elastic
+// run (--min-ranks/--max-ranks) resumes an epoch of its program and arguments written
+// by any number of ranks: libshoal restores its distributed regions onto the new
+// count, and refuses, naming the region, a per-rank one it cannot.
 type Identity struct {
 	Program string   `json:"program"` // the program's file name, without its directory
 	Args    []string `json:"args"`
-	Ranks   int      `json:"ranks"`
+	// Ranks is, in a manifest, the number of ranks that wrote the epoch; in the
+	// identity a run asks for, its fixed count (unused when Elastic).
+	Ranks int `json:"ranks"`
+	// Elastic: the job names a range of rank counts rather than one.
+	Elastic bool `json:"elastic,omitempty"`
 }
 
-// String is the identity as a user would type it: "heat --steps 3000 on 6 ranks".
+// String is the identity as a user would type it: "heat --steps 3000 on 6 ranks",
+// or a run's elastic "heat --steps 3000 on any number of ranks".
 func (id Identity) String() string {
 	cmd := strings.Join(append([]string{id.Program}, id.Args...), " ")
+	if id.Elastic && id.Ranks == 0 {
+		return cmd + " on any number of ranks"
+	}
 	return fmt.Sprintf("%s on %d ranks", cmd, id.Ranks)
 }
 
-// Equal reports whether id and o are the same job's.
-func (id Identity) Equal(o Identity) bool {
-	return id.Program == o.Program && id.Ranks == o.Ranks && slices.Equal(id.Args, o.Args)
+// ResumedBy reports whether a run asking for identity want may resume the epoch
+// whose identity is id: the same program and arguments, and the same number of
+// ranks unless want is elastic.
+func (id Identity) ResumedBy(want Identity) bool {
+	return id.Program == want.Program && slices.Equal(id.Args, want.Args) && (want.Elastic || id.Ranks == want.Ranks)
 }
 
 // Manifest describes one durable epoch. Job is the Shoal job id the shards carry in

@@ -171,6 +171,7 @@ func TestNewestRefuses(t *testing.T) {
 		{"another program", func(string) {}, Identity{Program: "mandelbrot", Args: heat.Args, Ranks: 3}, ErrForeign},
 		{"other arguments", func(string) {}, Identity{Program: "heat", Ranks: 3}, ErrForeign},
 		{"another rank count", func(string) {}, Identity{Program: "heat", Args: heat.Args, Ranks: 4}, ErrForeign},
+		{"an elastic run of another program", func(string) {}, Identity{Program: "mandelbrot", Args: heat.Args, Elastic: true}, ErrForeign},
 		{"a flipped byte", func(dir string) {
 			p := filepath.Join(dir, "epoch-4", "rank-1.shard")
 			b, _ := os.ReadFile(p)
@@ -236,5 +237,47 @@ func TestClear(t *testing.T) {
 	}
 	if err := Clear(filepath.Join(dir, "missing")); err != nil {
 		t.Errorf("Clear of a missing dir: %v", err)
+	}
+}
+
+// An elastic run resumes an epoch of its program and arguments written by any
+// number of ranks, whether the writer was elastic or not; a run of a fixed count
+// resumes only an epoch of that count, whoever wrote it.
+func TestResumedBy(t *testing.T) {
+	fixed3 := heat
+	elastic3 := Identity{Program: "heat", Args: heat.Args, Ranks: 3, Elastic: true}
+	for _, tt := range []struct {
+		name      string
+		epoch     Identity
+		run       Identity
+		resumable bool
+	}{
+		{"the same fixed count", fixed3, Identity{Program: "heat", Args: heat.Args, Ranks: 3}, true},
+		{"another fixed count", fixed3, Identity{Program: "heat", Args: heat.Args, Ranks: 4}, false},
+		{"an elastic run, a fixed epoch", fixed3, Identity{Program: "heat", Args: heat.Args, Elastic: true}, true},
+		{"an elastic run, an elastic epoch", elastic3, Identity{Program: "heat", Args: heat.Args, Elastic: true}, true},
+		{"a fixed run of the elastic epoch's count", elastic3, Identity{Program: "heat", Args: heat.Args, Ranks: 3}, true},
+		{"a fixed run of another count", elastic3, Identity{Program: "heat", Args: heat.Args, Ranks: 2}, false},
+		{"an elastic run, other arguments", elastic3, Identity{Program: "heat", Elastic: true}, false},
+	} {
+		if got := tt.epoch.ResumedBy(tt.run); got != tt.resumable {
+			t.Errorf("%s: epoch of %s resumed by %s: %v, want %v", tt.name, tt.epoch, tt.run, got, tt.resumable)
+		}
+	}
+	if got, want := (Identity{Program: "heat", Args: []string{"--steps", "3000"}, Elastic: true}).String(), "heat --steps 3000 on any number of ranks"; got != want {
+		t.Errorf("String of an elastic run = %q, want %q", got, want)
+	}
+}
+
+// An elastic run resumes from a directory whose epoch another count wrote.
+func TestNewestElastic(t *testing.T) {
+	dir := t.TempDir()
+	m := Manifest{Identity: Identity{Program: "heat", Args: heat.Args, Ranks: 3, Elastic: true}, Job: "heat-1", Epoch: 2}
+	if err := Save(dir, m, shards(t, "heat-1", 2, heat)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Newest(dir, Identity{Program: "heat", Args: heat.Args, Elastic: true})
+	if err != nil || got.Epoch != 2 || got.Ranks != 3 {
+		t.Fatalf("Newest for an elastic run = epoch %d of %d ranks, %v; want epoch 2 of 3", got.Epoch, got.Ranks, err)
 	}
 }

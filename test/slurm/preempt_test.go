@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,19 +50,24 @@ func batchJobPreempted(t *testing.T, b *testbed.Bed) {
 	j.finished(t, b, want)
 }
 
-// batchHostLost: the batch host of a running job is killed, and shoal run with it.
-// Slurm ends the job (NODE_FAIL) once the host has been silent for SlurmdTimeout and
-// requeues it by itself (--requeue); its next run, on the hosts left, resumes from
-// the newest epoch DIR keeps. At the end the host's slurmd is started again, and
-// Slurm counts the host again.
+// batchHostLost: the batch host of a running elastic job (--min-ranks 2 --max-ranks
+// 8, on two or three hosts: sbatch -N 2-3) is killed, and shoal run with it. Slurm
+// ends the job (NODE_FAIL) once the host has been silent for SlurmdTimeout and
+// requeues it by itself (--requeue); its next run, on the two hosts left, resumes
+// from the newest epoch DIR keeps on another number of ranks, chosen for those
+// hosts, and ends with the uninterrupted checksum. At the end the host's slurmd is
+// started again, and Slurm counts the host again.
 func batchHostLost(t *testing.T, b *testbed.Bed) {
 	heatArgs := []string{"--size", "1000", "--steps", "1500"}
 	want := reference(t, 4, heatArgs...)
 	dir := filepath.Join(t.TempDir(), "durable")
 	kept := regexp.QuoteMeta(dir)
-	// Not n1, whose loss would take slurmctld too; 2 of the 3 others, so that the
-	// requeued job finds 2 hosts when one is down.
-	j := sbatch(t, b, heatScript(dir, 4, heatArgs), "-N", "2", "--exclude", "n1", "--no-kill", "--requeue", "--open-mode=append")
+	script := fmt.Sprintf("#!/bin/bash\nexec %s run --min-ranks 2 --max-ranks 8 --ckpt-interval 2s --durable %s -- %s %s --pace 6000\n",
+		filepath.Join(testenv.Root, "bin/shoal"), dir,
+		filepath.Join(testenv.Root, "build/examples/heat"), strings.Join(heatArgs, " "))
+	// Not n1, whose loss would take slurmctld too; the 3 others at first, so that
+	// the requeued job finds 2 hosts when one is down.
+	j := sbatch(t, b, script, "-N", "2-3", "--exclude", "n1", "--no-kill", "--requeue", "--open-mode=append")
 
 	j.waitOutput(t, `^shoal: epoch \d+ kept in `+kept, time.Minute)
 	host := batchHost(t, b, j.id)
@@ -87,7 +93,27 @@ func batchHostLost(t *testing.T, b *testbed.Bed) {
 	if again := batchHost(t, b, j.id); again == host {
 		t.Errorf("the requeued run's batch host is %s, the lost one", host)
 	}
-	j.finished(t, b, want)
+	out := j.finished(t, b, want)
+	// The count follows the hosts: the epoch written on three hosts resumes on two
+	// with fewer ranks.
+	m := regexp.MustCompile(`restarting from epoch ` + resumed + `, written by (\d+) ranks, on (\d+) ranks`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no line of libshoal restoring epoch %s onto another count:\n%s", resumed, out)
+	}
+	before, after := atoi(t, m[1]), atoi(t, m[2])
+	if after >= before {
+		t.Errorf("epoch %s written by %d ranks on three hosts resumed on %d on two; want fewer", resumed, before, after)
+	}
+	t.Logf("epoch %s written by %d ranks on three hosts, resumed on %d on the two left", resumed, before, after)
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // batchHost is the host that runs job id's batch script (BatchHost of scontrol show
