@@ -14,7 +14,8 @@
  * in rounds as small as SHOAL_RESTORE_CHUNK (run.sh sets 4096). Then the errors: a
  * corrupt or missing old shard, a per-rank region (in the checkpoint, or protected in
  * the new run), replicated values that differ, another array's size, SHOAL_ELASTIC,
- * and SHOAL_RESTART_NRANKS without an epoch. run.sh checks the lines they print.
+ * SHOAL_RESTART_NRANKS without an epoch, and a checkpoint written on the other instruction
+ * set (its long double region). run.sh checks the lines they print.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -478,6 +479,76 @@ static void test_refusals(void)
     t_barrier();
 }
 
+/* A checkpoint written, as its header says, on the other instruction set: its long double
+ * block is refused after a change of the rank count and on the same count, in one line
+ * naming the region and both machines (run.sh), and its doubles restore once the long
+ * double region is unprotected. */
+static void test_other_machine(void)
+{
+    const char *job = "resize-abi";
+    int n = t_nranks, m = t_nranks > 1 ? t_nranks - 1 : 1;
+    enum { LD = 11, D = 12, PER = 4 };
+    struct shard_abi here = portable_this_abi();
+    struct shard_abi other = here.isa == SHARD_ISA_ARM64
+                                 ? (struct shard_abi){SHARD_ISA_AMD64, SHARD_LD_X87}
+                                 : (struct shard_abi){SHARD_ISA_ARM64, SHARD_LD_BINARY128};
+    MPI_Comm comm = first(n);
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "0", 1);
+    setenv("SHOAL_EPOCH_BASE", "1", 1);
+    long double ld[PER];
+    double d[PER];
+    for (int i = 0; i < PER; i++) {
+        ld[i] = t_rank * PER + i;
+        d[i] = t_rank * PER + i + 0.5;
+    }
+    CHECK_EQ(shoal_init(comm), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect_block(LD, ld, PER, MPI_LONG_DOUBLE, (uint64_t)PER * n,
+                                 (uint64_t)PER * t_rank),
+             SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect_block(D, d, PER, MPI_DOUBLE, (uint64_t)PER * n, (uint64_t)PER * t_rank),
+             SHOAL_SUCCESS);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    MPI_Comm_free(&comm);
+    char path[600];
+    t_shard_path(path, sizeof path, job, 1, t_rank);
+    CHECK_EQ(t_patch_u32_resealed(path, 36, other.isa | (uint32_t)other.long_double << 8), 0);
+    t_barrier();
+    split_shards(job, n);
+
+    for (int count = m; count <= n; count += n - m > 0 ? n - m : 1) {
+        comm = first(count);
+        if (comm != MPI_COMM_NULL) {
+            int rank;
+            MPI_Comm_rank(comm, &rank);
+            read_env(job, n, 1, rank);
+            int start, part;
+            split(PER * n, count, rank, &start, &part);
+            long double *ld2 = calloc((size_t)part + 1, sizeof *ld2);
+            double *d2 = calloc((size_t)part + 1, sizeof *d2);
+            if (CHECK_EQ(shoal_init(comm), SHOAL_SUCCESS)) {
+                shoal_protect_block(LD, ld2, (size_t)part, MPI_LONG_DOUBLE, (uint64_t)PER * n,
+                                    (uint64_t)start);
+                shoal_protect_block(D, d2, (size_t)part, MPI_DOUBLE, (uint64_t)PER * n,
+                                    (uint64_t)start);
+                CHECK_EQ(shoal_recover(), SHOAL_ERR_PORTABLE);
+                CHECK_EQ(shoal_unprotect(LD), SHOAL_SUCCESS);
+                CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+                for (int i = 0; i < part; i++)
+                    CHECK(d2[i] == start + i + 0.5);
+                CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+            }
+            free(ld2);
+            free(d2);
+            MPI_Comm_free(&comm);
+        }
+        t_barrier();
+        if (n == m)
+            break;
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_setup(&argc, &argv);
@@ -487,5 +558,6 @@ int main(int argc, char **argv)
         test_counts(0);
     test_errors();
     test_refusals();
+    test_other_machine();
     return t_finish();
 }
