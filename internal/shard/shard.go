@@ -1,6 +1,6 @@
 // Package shard reads, verifies and encodes checkpoint shards. The shard format is
-// specified in docs/shard-format.md; libshoal writes shards (version 2), this package
-// verifies every shard the agent handles, of version 1 or 2.
+// specified in docs/shard-format.md; libshoal writes shards (version 3), this package
+// verifies every shard the agent handles, of version 1, 2 or 3.
 package shard
 
 import (

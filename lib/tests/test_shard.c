@@ -105,8 +105,8 @@ static void test_round_trip(void)
     free(file);
 }
 
-/* A version 2 shard written with shard_put_desc reads back with its layouts, and the
- * descriptor checks catch a box that does not hold its count. */
+/* A shard of the version written (3), made with shard_put_desc, reads back with its
+ * layouts, and the descriptor checks catch a box that does not hold its count. */
 static void test_round_trip_v2(void)
 {
     struct region_layout block = {REGION_BLOCK, 14, 100, 40, 0, 0, {0}, {0}, {0}, 0};
