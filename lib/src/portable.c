@@ -10,6 +10,7 @@
  */
 #include <float.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -96,14 +97,17 @@ static uint8_t walk(MPI_Datatype t, int depth)
         return SHARD_FLAG_LONG_DOUBLE;
     if (combiner == MPI_COMBINER_NAMED)
         return named_long_double(t) ? SHARD_FLAG_LONG_DOUBLE : 0;
-    if (depth > 16 || ni > 1 << 20 || na > 1 << 20 || nd > 1 << 20)
+    if (depth > 16 || ni < 0 || na < 0 || nd < 0)
         return SHARD_FLAG_LONG_DOUBLE;
-    int ints[ni > 0 ? ni : 1];
-    MPI_Aint addrs[na > 0 ? na : 1];
-    MPI_Datatype types[nd > 0 ? nd : 1];
-    if (MPI_Type_get_contents(t, ni, na, nd, ints, addrs, types) != MPI_SUCCESS)
-        return SHARD_FLAG_LONG_DOUBLE;
+    int *ints = malloc(sizeof *ints * (size_t)(ni + 1));
+    MPI_Aint *addrs = malloc(sizeof *addrs * (size_t)(na + 1));
+    MPI_Datatype *types = malloc(sizeof *types * (size_t)(nd + 1));
     uint8_t flags = 0;
+    if (ints == NULL || addrs == NULL || types == NULL ||
+        MPI_Type_get_contents(t, ni, na, nd, ints, addrs, types) != MPI_SUCCESS) {
+        flags = SHARD_FLAG_LONG_DOUBLE;
+        nd = 0;
+    }
     for (int i = 0; i < nd; i++) {
         flags |= walk(types[i], depth + 1);
         int n, a, d, comb;
@@ -111,6 +115,9 @@ static uint8_t walk(MPI_Datatype t, int depth)
             comb != MPI_COMBINER_NAMED)
             MPI_Type_free(&types[i]);
     }
+    free(ints);
+    free(addrs);
+    free(types);
     return flags;
 }
 

@@ -73,8 +73,8 @@ done
 # the refusals, whose lines must name what failed. The checkpoint whose header says it
 # was written on the other instruction set has its long double region refused.
 case $(uname -m) in
-aarch64) other_machine="region 11 holds MPI_LONG_DOUBLE written on amd64 (x87 80-bit); this arm64 machine's long double is IEEE binary128: not portable" ;;
-*) other_machine="region 11 holds MPI_LONG_DOUBLE written on arm64 (IEEE binary128); this amd64 machine's long double is x87 80-bit: not portable" ;;
+aarch64) other_machine="region 11 holds MPI_LONG_DOUBLE written on amd64 (x87 80-bit); this arm64 machine's long double is IEEE binary128: not portable; so are regions 13, 14" ;;
+*) other_machine="region 11 holds MPI_LONG_DOUBLE written on arm64 (IEEE binary128); this amd64 machine's long double is x87 80-bit: not portable; so are regions 13, 14" ;;
 esac
 for split in 0 1; do
 	scratch=$(mktemp -d)
