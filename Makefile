@@ -148,7 +148,7 @@ ARM64_GO_TESTS := ./internal/shard ./internal/jobdir ./internal/epochs ./interna
 	./internal/erasure ./internal/compress ./internal/traffic ./internal/mtbf \
 	./internal/links ./internal/retention ./internal/farm ./internal/place
 
-.PHONY: arm64-root arm64-agent build-arm64 test-arm64
+.PHONY: arm64-root arm64-agent build-arm64 test-arm64 abi-vectors
 arm64-root:
 	ROOT=$(ARM64_ROOT) scripts/arm64-root.sh
 
@@ -163,9 +163,16 @@ build-arm64: arm64-root
 	ROOT=$(ARM64_ROOT) OUT=$(abspath $(BUILD))/arm64 scripts/arm64-build.sh
 
 # make test builds all three (test/arch runs on them) and runs the pure packages' tests
-# built for arm64.
-test-arm64: arm64-root arm64-agent build-arm64
+# built for arm64, and restores the shard vectors written on each instruction set on the
+# other (scripts/abi-shards.sh).
+test-arm64: arm64-root arm64-agent build-arm64 $(BUILD)/lib/tests/abi_shard
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(ARM64_GO_TESTS)
+	ROOT=$(ARM64_ROOT) BUILD=$(BUILD) scripts/abi-shards.sh check
+
+# testdata/shards/abi-amd64.shard and abi-arm64.shard, written by libshoal on each
+# instruction set (lib/tests/abi_shard.c); committed as written.
+abi-vectors: arm64-root build-arm64 $(BUILD)/lib/tests/abi_shard
+	ROOT=$(ARM64_ROOT) BUILD=$(BUILD) scripts/abi-shards.sh write
 
 # Tarballs for machines without build tools (scripts/dist.sh says what each holds): the
 # static agent for linux/amd64, linux/arm64 and android/arm64, libshoal per MPI, and the

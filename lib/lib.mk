@@ -87,11 +87,11 @@ TEST_CFLAGS := -std=c99 -Wall -Wextra -g -O1 -pthread -D_POSIX_C_SOURCE=200809L 
 TEST_COMMON := lib/tests/json.c lib/tests/check.c
 TEST_HDRS := lib/tests/json.h lib/tests/check.h $(LIB_HDRS)
 
-$(TEST_DIR)/test_shard: lib/tests/test_shard.c lib/src/shard.c lib/src/error.c \
+$(TEST_DIR)/test_shard: lib/tests/test_shard.c lib/src/shard.c lib/src/portable.c lib/src/error.c \
 		$(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
-	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_shard.c lib/src/shard.c lib/src/error.c \
-		$(TEST_COMMON) -lxxhash
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_shard.c lib/src/shard.c lib/src/portable.c \
+		lib/src/error.c $(TEST_COMMON) -lxxhash
 
 $(TEST_DIR)/test_traffic_file: lib/tests/test_traffic_file.c lib/src/traffic.c lib/src/store.c lib/src/memory.c \
 		lib/src/shard.c lib/src/error.c lib/src/jobdir.c $(TEST_COMMON) $(TEST_HDRS)
@@ -136,6 +136,13 @@ $(TEST_DIR)/test_resume: lib/tests/test_resume.c lib/tests/check.c lib/tests/che
 	$(MPICC) -std=c99 -Wall -Wextra $(CFLAGS) -Ilib/tests -o $@ lib/tests/test_resume.c \
 		lib/tests/check.c $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig \
 		pkg-config --cflags --libs shoal)
+
+# The machine-written shard vectors and their restore on the other instruction set
+# (scripts/abi-shards.sh: make abi-vectors writes them, make test-arm64 checks them).
+$(TEST_DIR)/abi_shard: lib/tests/abi_shard.c $(LIB_OUTPUTS)
+	@mkdir -p $(@D)
+	$(MPICC) -std=c99 -Wall -Wextra -O1 -g -D_POSIX_C_SOURCE=200809L -o $@ lib/tests/abi_shard.c \
+		$$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig pkg-config --cflags --libs shoal)
 
 # Like test_resume, a program built the way users build theirs: it must see its sends
 # counted through libshoal.so with nothing but -lshoal (pmpi.c).

@@ -1,6 +1,6 @@
 // Package shard reads, verifies and encodes checkpoint shards. The shard format is
-// specified in docs/shard-format.md; libshoal writes shards (version 2), this package
-// verifies every shard the agent handles, of version 1 or 2.
+// specified in docs/shard-format.md; libshoal writes shards (version 3), this package
+// verifies every shard the agent handles, of version 1, 2 or 3.
 package shard
 
 import (
@@ -22,7 +22,7 @@ const (
 	Magic = "SHOALSHD"
 	// Version is the version libshoal writes; MinVersion the oldest a reader takes
 	// (version 1: every region plain, of bytes, without descriptors).
-	Version     = 2
+	Version     = 3
 	MinVersion  = 1
 	HeaderSize  = 128
 	RegionSize  = 32
@@ -117,6 +117,9 @@ type Region struct {
 	// "Datatype codes"); 0 is bytes: a derived or unknown type, and every region of
 	// a version 1 shard.
 	Datatype uint16
+	// Flags (version 3) say what of a derived datatype's region only the writer's
+	// kind of machine can read: [FlagLongDouble], [FlagABIBound].
+	Flags    uint8
 	Block    Block    // KindBlock only
 	Subarray Subarray // KindSubarray only
 	Data     []byte   // ElemSize × Count bytes; aliases the shard buffer when parsed
@@ -130,13 +133,46 @@ type Header struct {
 	Rank      uint32
 	NRanks    uint32
 	CreatedNs uint64
-	// Version is the format's version: 1 or 2. [Encode] takes 0 for the oldest
-	// version that holds the regions.
+	// Version is the format's version: 1, 2 or 3. [Encode] takes 0 for the oldest
+	// version that holds the regions and the ABI.
 	Version uint32
+	// ABI is the machine that wrote the shard (version 3; zero before: not recorded).
+	ABI ABI
 	// regions packs each region's id and kind, 6 bytes each, so that a Header stays
 	// a comparable value that callers copy and compare.
 	regions string
 }
+
+// ABI is what a version 3 shard records of the machine that wrote it: what a reader
+// needs to decide whether a region's bytes mean the same on its own machine
+// (docs/shard-format.md, "Portability").
+type ABI struct {
+	ISA        uint8 // ISAAMD64, ISAARM64; 0: unknown
+	LongDouble uint8 // LongDoubleX87, LongDoubleBinary128...; 0: unknown
+}
+
+// The instruction sets and long double formats of [ABI].
+const (
+	ISAUnknown = 0
+	ISAAMD64   = 1
+	ISAARM64   = 2
+
+	LongDoubleUnknown      = 0
+	LongDoubleX87          = 1 // x87 80-bit extended, in 16 bytes
+	LongDoubleBinary128    = 2 // IEEE 754 binary128
+	LongDoubleBinary64     = 3 // the same as double
+	LongDoubleDoubleDouble = 4
+)
+
+// A version 3 region's flags.
+const (
+	// FlagLongDouble marks a derived datatype that holds long double.
+	FlagLongDouble uint8 = 1
+	// FlagABIBound marks a derived datatype with holes (a struct's padding), saved as
+	// laid out by the writer's compiler.
+	FlagABIBound uint8 = 2
+	flagsKnown         = FlagLongDouble | FlagABIBound
+)
 
 // RegionKind is the id and kind of one region of a shard.
 type RegionKind struct {
@@ -447,8 +483,11 @@ func parseLayout(b []byte, size uint64, data []byte, checksum uint64) (*Shard, e
 		return nil, fmt.Errorf("%w: job id %q is not UTF-8", ErrBadHeader, job[:end])
 	case bytes.IndexFunc(job[end:], func(r rune) bool { return r != 0 }) >= 0:
 		return nil, fmt.Errorf("%w: job id padding holds bytes other than NUL", ErrBadHeader)
-	case le.Uint32(b[36:]) != 0 || (s.Version == 1 && desc != 0):
+	case s.Version < 3 && le.Uint32(b[36:]) != 0, s.Version >= 3 && le.Uint16(b[38:]) != 0, s.Version == 1 && desc != 0:
 		return nil, fmt.Errorf("%w: reserved field not zero", ErrBadHeader)
+	}
+	if s.Version >= 3 {
+		s.ABI = ABI{ISA: b[36], LongDouble: b[37]}
 	}
 	s.Job = string(job[:end])
 	// Compare sizes without overflow: each term is bounded by what is left first.
@@ -470,6 +509,9 @@ func parseLayout(b []byte, size uint64, data []byte, checksum uint64) (*Shard, e
 		r := Region{ID: int32(le.Uint32(e)), ElemSize: le.Uint32(e[4:]), Count: le.Uint64(e[8:])}
 		n := le.Uint64(e[16:])
 		r.Kind, r.Datatype = Kind(le.Uint16(e[24:])), le.Uint16(e[26:])
+		if s.Version >= 3 {
+			r.Kind, r.Flags = Kind(e[24]), e[25]
+		}
 		dlen := uint64(le.Uint32(e[28:]))
 		switch {
 		case r.ElemSize == 0:
@@ -478,6 +520,8 @@ func parseLayout(b []byte, size uint64, data []byte, checksum uint64) (*Shard, e
 			return nil, fmt.Errorf("%w: region %d: %d bytes is not %d × %d", ErrRegionTable, r.ID, n, r.ElemSize, r.Count)
 		case s.Version == 1 && le.Uint64(e[24:]) != 0:
 			return nil, fmt.Errorf("%w: region %d: reserved field not zero", ErrRegionTable, r.ID)
+		case r.Flags&^flagsKnown != 0:
+			return nil, fmt.Errorf("%w: region %d: unknown flags %#x", ErrRegionTable, r.ID, r.Flags)
 		case i > 0 && r.ID <= s.Regions[i-1].ID:
 			return nil, fmt.Errorf("%w: region ids not strictly increasing at %d", ErrRegionTable, r.ID)
 		case n > payload-sum:
@@ -604,7 +648,8 @@ func (h Header) Check(want Header) error {
 
 // Encode returns the shard bytes for h and regions, which must be sorted by ID with
 // unique IDs, each with a descriptor that fits its kind and count. h.Version 0 writes
-// the oldest version that holds the regions: 1 when they are all plain, of bytes.
+// the oldest version that holds the regions and h.ABI: 1 when they are all plain, of
+// bytes, 3 when the ABI or a region's flags are set.
 // libshoal is the production writer; Encode serves tools and tests.
 func Encode(h Header, regions []Region) ([]byte, error) {
 	if len(h.Job) == 0 || len(h.Job) > MaxJobLen {
@@ -613,11 +658,19 @@ func Encode(h Header, regions []Region) ([]byte, error) {
 	version := h.Version
 	if version == 0 {
 		version = 1
+		if h.ABI != (ABI{}) {
+			version = 3
+		}
 		for _, r := range regions {
-			if r.Kind != KindPlain || r.Datatype != 0 {
+			if r.Flags != 0 {
+				version = 3
+			} else if (r.Kind != KindPlain || r.Datatype != 0) && version < 2 {
 				version = 2
 			}
 		}
+	}
+	if version < 3 && h.ABI != (ABI{}) {
+		return nil, fmt.Errorf("%w: version %d records no ABI", ErrBadHeader, version)
 	}
 	if version < MinVersion || version > Version {
 		return nil, fmt.Errorf("%w: version %d", ErrVersion, version)
@@ -633,6 +686,9 @@ func Encode(h Header, regions []Region) ([]byte, error) {
 		}
 		if version == 1 && (r.Kind != KindPlain || r.Datatype != 0) {
 			return nil, fmt.Errorf("%w: region %d: version 1 holds plain regions of bytes only", ErrRegionTable, r.ID)
+		}
+		if r.Flags&^flagsKnown != 0 || (version < 3 && r.Flags != 0) {
+			return nil, fmt.Errorf("%w: region %d: flags %#x in version %d", ErrRegionTable, r.ID, r.Flags, version)
 		}
 		check := r
 		if err := check.parseDesc(r.descBytes()); err != nil {
@@ -650,6 +706,7 @@ func Encode(h Header, regions []Region) ([]byte, error) {
 	le.PutUint32(b[24:], h.Rank)
 	le.PutUint32(b[28:], h.NRanks)
 	le.PutUint32(b[32:], uint32(len(regions)))
+	b[36], b[37] = h.ABI.ISA, h.ABI.LongDouble
 	le.PutUint64(b[40:], payload)
 	copy(b[48:112], h.Job)
 	le.PutUint64(b[112:], h.CreatedNs)
@@ -661,6 +718,7 @@ func Encode(h Header, regions []Region) ([]byte, error) {
 		le.PutUint64(e[8:], r.Count)
 		le.PutUint64(e[16:], uint64(len(r.Data)))
 		le.PutUint16(e[24:], uint16(r.Kind))
+		e[25] = r.Flags // 0 before version 3
 		le.PutUint16(e[26:], r.Datatype)
 		le.PutUint32(e[28:], uint32(len(r.descBytes())))
 		b = append(b, e[:]...)

@@ -22,17 +22,20 @@ const vectorDir = "../../testdata/shards"
 // vector is one line of testdata/shards/vectors.json. Valid shards list every field;
 // invalid ones only file, ok and error (see badVector).
 type vector struct {
-	File      string         `json:"file"`
-	OK        bool           `json:"ok"`
-	Error     string         `json:"error,omitempty"`
-	Version   uint32         `json:"version"`
-	Job       string         `json:"job"`
-	Epoch     uint64         `json:"epoch"`
-	Rank      uint32         `json:"rank"`
-	NRanks    uint32         `json:"nranks"`
-	CreatedNs uint64         `json:"created_ns"`
-	Regions   []vectorRegion `json:"regions"`
-	Checksum  string         `json:"checksum"`
+	File    string `json:"file"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
+	Version uint32 `json:"version"`
+	// ISA and LongDouble are the writer's ABI codes (version 3).
+	ISA        uint8          `json:"isa,omitempty"`
+	LongDouble uint8          `json:"long_double,omitempty"`
+	Job        string         `json:"job"`
+	Epoch      uint64         `json:"epoch"`
+	Rank       uint32         `json:"rank"`
+	NRanks     uint32         `json:"nranks"`
+	CreatedNs  uint64         `json:"created_ns"`
+	Regions    []vectorRegion `json:"regions"`
+	Checksum   string         `json:"checksum"`
 }
 
 type badVector struct {
@@ -50,6 +53,7 @@ type vectorRegion struct {
 	Count      uint64   `json:"count"`
 	Kind       string   `json:"kind"`
 	Datatype   uint16   `json:"datatype"`
+	Flags      uint8    `json:"flags,omitempty"`
 	Global     *uint64  `json:"global,omitempty"`
 	Offset     *uint64  `json:"offset,omitempty"`
 	Order      string   `json:"order,omitempty"`
@@ -100,8 +104,9 @@ type rawShard struct {
 	version, hdrSize  uint32
 	epoch             uint64
 	rank, nranks      uint32
-	nregions          int // -1: len(regions)
-	reserved1         uint32
+	nregions          int    // -1: len(regions)
+	reserved1         uint32 // version 3: its upper 2 bytes, after isa and longDouble
+	isa, longDouble   uint8  // version 3
 	payloadAdjust     int64
 	job               string
 	created           uint64
@@ -127,7 +132,13 @@ func (r rawShard) bytes() []byte {
 		n = len(r.regions)
 	}
 	put(uint32(n))
-	put(r.reserved1)
+	if r.version >= 3 {
+		put(r.isa)
+		put(r.longDouble)
+		put(uint16(r.reserved1))
+	} else {
+		put(r.reserved1)
+	}
 	var payload []byte
 	for _, g := range r.regions {
 		p, _ := hex.DecodeString(g.PayloadHex)
@@ -143,7 +154,7 @@ func (r rawShard) bytes() []byte {
 		desc = append(desc, g.desc()...)
 	}
 	desc = append(desc, r.descPad...)
-	if r.version == 2 {
+	if r.version >= 2 {
 		put(uint64(int64(len(desc)) + r.descAdjust))
 	} else {
 		put(r.reserved2)
@@ -157,7 +168,12 @@ func (r rawShard) bytes() []byte {
 			nb += r.regionBytesAdjust
 		}
 		put(uint64(nb))
-		if r.version == 2 {
+		if r.version >= 3 {
+			put(uint8(g.kindCode()))
+			put(g.Flags)
+			put(g.Datatype)
+			put(uint32(len(g.desc())))
+		} else if r.version == 2 {
 			put(g.kindCode())
 			put(g.Datatype)
 			put(uint32(len(g.desc())))
@@ -165,7 +181,7 @@ func (r rawShard) bytes() []byte {
 			put(r.regionReserved)
 		}
 	}
-	if r.version == 2 {
+	if r.version >= 2 {
 		b.Write(desc)
 	}
 	b.Write(payload)
@@ -207,9 +223,13 @@ func kinds() rawShard {
 
 type vectorCase struct {
 	file string
-	raw  rawShard
-	edit func([]byte) []byte // applied after the checksum
-	err  string              // "" for a valid shard
+	// written names the instruction set whose libshoal wrote the file
+	// (scripts/abi-shards.sh): the file is committed as written, and raw says what
+	// it must hold but its created_ns, which the writer's clock gave.
+	written string
+	raw     rawShard
+	edit    func([]byte) []byte // applied after the checksum
+	err     string              // "" for a valid shard
 }
 
 func vectorCases() []vectorCase {
@@ -230,7 +250,7 @@ func vectorCases() []vectorCase {
 		{file: "job-no-nul.shard", raw: with(func(r *rawShard) { r.job = strings.Repeat("j", 64) }), err: "bad header"},
 		{file: "truncated.shard", raw: base(), edit: func(b []byte) []byte { return b[:100] }, err: "truncated"},
 		{file: "bad-magic.shard", raw: with(func(r *rawShard) { r.magic = "SHOALSHX" }), err: "bad magic"},
-		{file: "bad-version.shard", raw: with(func(r *rawShard) { r.version = 3 }), err: "unsupported version"},
+		{file: "bad-version.shard", raw: with(func(r *rawShard) { r.version = 4 }), err: "unsupported version"},
 		{file: "flipped-payload.shard", raw: base(), edit: func(b []byte) []byte { b[HeaderSize+2*RegionSize+3] ^= 0x10; return b }, err: "checksum mismatch"},
 		{file: "cut-tail.shard", raw: base(), edit: func(b []byte) []byte { return b[:len(b)-1] }, err: "checksum mismatch"},
 		{file: "rank-out-of-range.shard", raw: with(func(r *rawShard) { r.rank = 4 }), err: "bad header"},
@@ -272,13 +292,42 @@ func vectorCases() []vectorCase {
 		{file: "v2-desc-bytes-unused.shard", raw: v2(func(r *rawShard) { r.descPad = make([]byte, 8) }), err: "bad region table"},
 		{file: "v2-desc-size-wrong.shard", raw: v2(func(r *rawShard) { r.descAdjust = 8 }), err: "bad header"},
 		{file: "v2-reserved-set.shard", raw: v2(func(r *rawShard) { r.reserved1 = 1 }), err: "bad header"},
+		{file: "valid-v3-abi.shard", raw: v3()},
+		{file: "v3-reserved-set.shard", raw: v3With(func(r *rawShard) { r.reserved1 = 1 }), err: "bad header"},
+		{file: "v3-unknown-flag.shard", raw: v3With(func(r *rawShard) { r.regions[0].Flags = 4 }), err: "bad region table"},
+		{file: "v3-unknown-kind.shard", raw: v3With(func(r *rawShard) { r.regions[3].rawKind = u16(4) }), err: "bad region table"},
+		{file: "abi-amd64.shard", written: "amd64", raw: abiShard("amd64")},
+		{file: "abi-arm64.shard", written: "arm64", raw: abiShard("arm64")},
 	}
 }
+
+// v3 is the kinds() shard in version 3, written on arm64, with two regions of derived
+// datatypes: one holding long double, one with holes.
+func v3() rawShard {
+	r := kinds()
+	r.version, r.isa, r.longDouble = 3, 2, 2
+	r.regions = append(r.regions,
+		vectorRegion{ID: 5, ElemSize: 32, Count: 1, Kind: "plain", Flags: FlagLongDouble,
+			PayloadHex: "0000000000000000000000000000ff3f" + "00000000000000000000000000000040"},
+		vectorRegion{ID: 6, ElemSize: 16, Count: 1, Kind: "replicated", Flags: FlagABIBound,
+			PayloadHex: "01000000000000000000000000000000"})
+	return r
+}
+
+// v3With is the v3() shard, changed by f.
+func v3With(f func(*rawShard)) rawShard { r := v3(); f(&r); return r }
 
 // v2 is the kinds() shard, changed by f.
 func v2(f func(*rawShard)) rawShard { r := kinds(); f(&r); return r }
 
 func (c vectorCase) shard() []byte {
+	if c.written != "" {
+		b, err := os.ReadFile(filepath.Join(vectorDir, c.file))
+		if err != nil {
+			panic(fmt.Sprintf("%s, written on %s by scripts/abi-shards.sh: %v", c.file, c.written, err))
+		}
+		return b
+	}
 	b := c.raw.bytes()
 	if c.edit != nil {
 		b = c.edit(b)
@@ -290,10 +339,13 @@ func (c vectorCase) vector() any {
 	if c.err != "" {
 		return badVector{File: c.file, Error: c.err}
 	}
-	v := vector{File: c.file, OK: true, Version: c.raw.version}
+	v := vector{File: c.file, OK: true, Version: c.raw.version, ISA: c.raw.isa, LongDouble: c.raw.longDouble}
 	{
 		b := c.shard()
 		v.Job, v.Epoch, v.Rank, v.NRanks, v.CreatedNs = c.raw.job, c.raw.epoch, c.raw.rank, c.raw.nranks, c.raw.created
+		if c.written != "" {
+			v.CreatedNs = binary.LittleEndian.Uint64(b[112:])
+		}
 		v.Regions = c.raw.regions
 		if v.Regions == nil {
 			v.Regions = []vectorRegion{}
@@ -307,7 +359,9 @@ func writeVectors(t *testing.T) {
 	var index bytes.Buffer
 	index.WriteString("[\n")
 	for i, c := range vectorCases() {
-		if err := os.WriteFile(filepath.Join(vectorDir, c.file), c.shard(), 0o644); err != nil {
+		if c.written != "" {
+			// Committed as written; raw states what it must hold.
+		} else if err := os.WriteFile(filepath.Join(vectorDir, c.file), c.shard(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		line, err := json.Marshal(c.vector())
@@ -349,7 +403,11 @@ func TestVectors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(b, c.shard()) {
+		if c.written != "" {
+			if got := c.raw.bytes(); !writtenAsDefined(b, got) {
+				t.Errorf("%s: the shard written on %s differs from its definition beyond created_ns and the checksum", v.File, c.written)
+			}
+		} else if !bytes.Equal(b, c.shard()) {
 			t.Errorf("%s: committed file differs from its definition (regenerate with -rewrite)", v.File)
 		}
 		s, err := Parse(b)
@@ -360,6 +418,9 @@ func TestVectors(t *testing.T) {
 		checkVerifyAgrees(t, v.File, b, s, err)
 		if !v.OK {
 			continue
+		}
+		if s.ABI != (ABI{ISA: v.ISA, LongDouble: v.LongDouble}) {
+			t.Errorf("%s: ABI = %+v, want isa %d long double %d", v.File, s.ABI, v.ISA, v.LongDouble)
 		}
 		if s.Job != v.Job || s.Epoch != v.Epoch || s.Rank != v.Rank || s.NRanks != v.NRanks || s.CreatedNs != v.CreatedNs || s.Version != v.Version {
 			t.Errorf("%s: header = %+v, want version %d job %q epoch %d rank %d/%d created %d", v.File, s.Header, v.Version, v.Job, v.Epoch, v.Rank, v.NRanks, v.CreatedNs)
@@ -401,7 +462,7 @@ func TestVectors(t *testing.T) {
 // describe and describeVector put a parsed region's layout and a vector's in words,
 // to compare them.
 func describe(r Region) string {
-	s := fmt.Sprintf("%s datatype %d", r.Kind, r.Datatype)
+	s := fmt.Sprintf("%s datatype %d flags %d", r.Kind, r.Datatype, r.Flags)
 	switch r.Kind {
 	case KindBlock:
 		s += fmt.Sprintf(" global %d offset %d", r.Block.Global, r.Block.Offset)
@@ -413,7 +474,7 @@ func describe(r Region) string {
 }
 
 func describeVector(g vectorRegion) string {
-	s := fmt.Sprintf("%s datatype %d", g.Kind, g.Datatype)
+	s := fmt.Sprintf("%s datatype %d flags %d", g.Kind, g.Datatype, g.Flags)
 	switch g.Kind {
 	case "block":
 		s += fmt.Sprintf(" global %d offset %d", *g.Global, *g.Offset)

@@ -33,6 +33,7 @@ module shoal
     integer, parameter, public :: SHOAL_ERR_DIR = -11
     integer, parameter, public :: SHOAL_ERR_NOTFOUND = -12
     integer, parameter, public :: SHOAL_ERR_PERRANK = -13
+    integer, parameter, public :: SHOAL_ERR_PORTABLE = -14
     integer, parameter, public :: SHOAL_FRESH = 0
     integer, parameter, public :: SHOAL_RESTARTED = 1
     integer, parameter, public :: SHOAL_RESIZED = 2

@@ -80,7 +80,8 @@ extern "C" {
     XX(ERR_VERSION, -10, "unsupported shard version")                              \
     XX(ERR_DIR, -11, "checkpoint directory is not writable")                       \
     XX(ERR_NOTFOUND, -12, "no protected region with that id")                      \
-    XX(ERR_PERRANK, -13, "a per-rank region cannot follow a change of the rank count")
+    XX(ERR_PERRANK, -13, "a per-rank region cannot follow a change of the rank count")   \
+    XX(ERR_PORTABLE, -14, "a region is not portable from the machine that wrote it")
 
 enum shoal_errno {
 #define SHOAL_XX_ENUM(name, value, msg) SHOAL_##name = (value),
@@ -101,8 +102,9 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm);
 
 /* Registers (or re-registers, e.g. after an array grew) count elements of type at ptr
  * under id. Local; the pointer must stay valid until unprotected or re-protected.
- * type must have no holes (predefined types, MPI_Type_contiguous of them): SHOAL_ERR_ARG
- * otherwise. */
+ * type must lie within [0, extent) (its lower bound 0): SHOAL_ERR_ARG otherwise. A type
+ * with holes (a struct's padding) is saved whole, extent bytes an element, and restores
+ * only on a machine of the same ABI. */
 SHOAL_EXPORT int shoal_protect(int id, void *ptr, size_t count, MPI_Datatype type);
 
 /* Local. This rank's part of a 1-D array of global elements of type, distributed in
@@ -134,7 +136,10 @@ SHOAL_EXPORT int shoal_status(void);
 /* Collective. Restores every protected region from the restart checkpoint, or none:
  * SHOAL_ERR_NOTFOUND if a region is not in it, SHOAL_ERR_SIZE if its count differs.
  * After a change of the rank count each rank's distributed parts come from the old
- * shards that hold them; a per-rank region is SHOAL_ERR_PERRANK. */
+ * shards that hold them; a per-rank region is SHOAL_ERR_PERRANK. A region that does not
+ * mean the same on this machine as on the one that wrote it (long double between amd64
+ * and arm64, a type with holes: docs/libshoal.md, "Moving between machines") is
+ * SHOAL_ERR_PORTABLE. */
 SHOAL_EXPORT int shoal_recover(void);
 
 /* Element count of region id in the restart checkpoint, so that a program can size an

@@ -283,6 +283,7 @@ int checkpoint_copy(struct shoal_ctx *c)
     struct shard_header h;
     memset(&h, 0, sizeof h);
     h.version = SHARD_VERSION;
+    h.abi = portable_this_abi();
     h.epoch = (uint64_t)epoch;
     h.rank = (uint32_t)c->rank;
     h.nranks = (uint32_t)c->nranks;
@@ -303,6 +304,7 @@ int checkpoint_copy(struct shoal_ctx *c)
                                 (uint64_t)r->count * (uint64_t)r->elem_size,
                                 r->layout.kind,
                                 r->layout.dtype,
+                                r->layout.flags,
                                 shard_desc_size(&r->layout)};
         shard_put_entry(image, (uint32_t)i, &e);
         shard_put_desc(image + desc, &r->layout);

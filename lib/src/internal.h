@@ -18,10 +18,10 @@
 #define PATH_MAX 4096
 #endif
 
-/* ---- shard.c: the on-disk shard format v2, and v1 read (docs/shard-format.md), no I/O ---- */
+/* ---- shard.c: the on-disk shard format v3, and v1 and v2 read (docs/shard-format.md), no I/O ---- */
 
 #define SHARD_MAGIC         "SHOALSHD"
-#define SHARD_VERSION       2 /* the version written */
+#define SHARD_VERSION       3 /* the version written: version 2 with the writer's ABI */
 #define SHARD_VERSION_MIN   1 /* the oldest read: its regions are all plain, of bytes */
 #define SHARD_HEADER_SIZE   128
 #define SHARD_ENTRY_SIZE    32
@@ -58,6 +58,7 @@ struct region_layout {
     uint64_t global, offset; /* REGION_BLOCK, in elements */
     uint32_t ndims, order;   /* REGION_SUBARRAY: the box starts[d] + [0, subsizes[d]) */
     uint64_t sizes[SHARD_MAX_DIMS], subsizes[SHARD_MAX_DIMS], starts[SHARD_MAX_DIMS];
+    uint8_t flags; /* SHARD_FLAG_*: the region's (version 3) */
 };
 
 /* What a reader concludes about a shard. The names of the format's checks are the
@@ -78,8 +79,30 @@ enum shard_verdict {
     SHARD_NVERDICTS
 };
 
+/* The machine a shard was written on (version 3; docs/shard-format.md, "Portability"):
+ * what a reader needs to decide whether a region's bytes mean the same on its own. */
+enum shard_isa { SHARD_ISA_UNKNOWN = 0, SHARD_ISA_AMD64 = 1, SHARD_ISA_ARM64 = 2 };
+enum shard_long_double {
+    SHARD_LD_UNKNOWN = 0,
+    SHARD_LD_X87 = 1,       /* x87 80-bit extended, in 16 bytes */
+    SHARD_LD_BINARY128 = 2, /* IEEE 754 binary128 */
+    SHARD_LD_BINARY64 = 3,  /* the same as double */
+    SHARD_LD_DOUBLE_DOUBLE = 4
+};
+struct shard_abi {
+    uint8_t isa;         /* enum shard_isa */
+    uint8_t long_double; /* enum shard_long_double */
+};
+/* A version 3 region's flags (the high byte of version 2's kind field). */
+enum {
+    SHARD_FLAG_LONG_DOUBLE = 1, /* a derived datatype holding long double */
+    SHARD_FLAG_ABI_BOUND = 2,   /* a derived datatype with holes (a struct's padding) */
+    SHARD_FLAGS_KNOWN = 3
+};
+
 struct shard_header {
     uint32_t version; /* written as given: SHARD_VERSION, or 1 */
+    struct shard_abi abi; /* version 3; {0, 0} (unknown) before */
     uint64_t epoch;
     uint32_t rank;
     uint32_t nranks;
@@ -97,6 +120,7 @@ struct shard_entry {
     uint64_t bytes;
     uint16_t kind;       /* enum region_kind; 0 in version 1 */
     uint16_t dtype;      /* the datatype's code; 0 (bytes) in version 1 */
+    uint8_t flags;       /* SHARD_FLAG_*; 0 before version 3 */
     uint32_t desc_bytes; /* its descriptor's size in the descriptor area */
 };
 
@@ -171,6 +195,35 @@ void shard_get_header(const unsigned char *file, struct shard_header *h);
 int shard_check_identity(const struct shard_header *h, const char *job, uint64_t epoch,
                          uint32_t rank, uint32_t nranks);
 uint64_t shard_get_u64(const unsigned char *p);
+
+/* ---- portable.c: whether a region written on one machine restores on this one ---- */
+
+/* This machine's ABI, as a version 3 shard records it. */
+struct shard_abi portable_this_abi(void);
+/* The region flags (SHARD_FLAG_*) of a datatype: for a derived one whether it holds long
+ * double (its type map walked through MPI_Type_get_contents); 0 for a basic one. */
+uint8_t portable_type_flags(MPI_Datatype type);
+/* Whether region id (datatype code dtype, flags) of a shard written on a machine of ABI
+ * writer restores bit for bit on one of ABI reader: 1, or 0 with the line that says why
+ * in msg. A shard of version 1 or 2 (version < 3) recorded no ABI: its regions restore
+ * as they are. */
+int portable_region(uint32_t version, struct shard_abi writer, struct shard_abi reader,
+                    int32_t id, uint16_t dtype, uint8_t flags, char *msg, size_t len);
+/* The regions of a restore that are not portable, gathered into one line: the first
+ * one's reason, then the others' ids. */
+struct portable_refusals {
+    int n;
+    char first[256];
+    char others[192];
+};
+void portable_note(struct portable_refusals *r, int32_t id, const char *why);
+/* SHOAL_SUCCESS when none was noted, else SHOAL_ERR_PORTABLE and the line in msg. */
+int portable_verdict(const struct portable_refusals *r, char *msg, size_t len);
+/* The name of a datatype code ("MPI_LONG_DOUBLE"; "bytes" for 0). */
+const char *portable_datatype_name(uint16_t dtype);
+/* The names of an instruction set ("amd64") and of a long double format ("x87 80-bit"). */
+const char *portable_isa_name(uint8_t isa);
+const char *portable_long_double_name(uint8_t ld);
 
 /* ---- mpiname.c: the MPI this library is built for, and the one the program runs ---- */
 
@@ -621,6 +674,8 @@ struct shoal_ctx {
     struct resize *resize;       /* the old shards' tables (resize.c), or NULL */
     struct stored_region *stored;
     int nstored;
+    uint32_t restart_version;     /* the restart shard's format version */
+    struct shard_abi restart_abi; /* and the ABI of the machine that wrote it */
 
     /* epochs */
     long long next_epoch;
@@ -780,6 +835,10 @@ int restart_find(struct shoal_ctx *c, const struct manifest_entry *m, int n);
 int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen);
 /* Region id in the restart shard, or NULL. */
 const struct stored_region *restart_stored(const struct shoal_ctx *c, int id);
+/* Whether every protected region restores bit for bit from the restart shard, written
+ * on another machine perhaps (portable.c): 1, or 0 with one line naming the regions
+ * that do not in msg. */
+int restart_portable(const struct shoal_ctx *c, char *msg, size_t msglen);
 void restart_release(struct shoal_ctx *c);
 
 /* The modules of a restart on another number of ranks: layout.c, transfer.c, resize.c,

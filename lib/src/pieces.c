@@ -262,12 +262,37 @@ static int run_plan(struct shoal_ctx *c, struct plan *pl)
     return rc;
 }
 
+/* Whether every protected region restores bit for bit from the old shards, written on
+ * another machine perhaps (portable.c): SHOAL_SUCCESS, or SHOAL_ERR_PORTABLE with one line
+ * naming the regions that do not in msg. Each region is judged by the first old shard
+ * that holds it: an epoch's shards come from one program on one kind of machine. */
+static int old_portable(const struct shoal_ctx *c, char *msg, size_t len)
+{
+    const struct resize *z = c->resize;
+    struct shard_abi here = portable_this_abi();
+    struct portable_refusals refused = {0};
+    for (int i = 0; i < c->nregions; i++) {
+        for (int o = 0; o < z->nold; o++) {
+            struct shard_entry e;
+            uint64_t off;
+            char why[256];
+            if (old_entry(z, o, c->regions[i].id, &e, &off, NULL) < 0)
+                continue;
+            if (!portable_region(z->old[o].h.version, z->old[o].h.abi, here, e.id, e.dtype,
+                                 e.flags, why, sizeof why))
+                portable_note(&refused, e.id, why);
+            break;
+        }
+    }
+    return portable_verdict(&refused, msg, len);
+}
+
 int resize_recover(struct shoal_ctx *c)
 {
     char msg[512] = "";
     struct plan pl = {NULL, 0, 0};
-    int rc = SHOAL_SUCCESS;
     uint64_t needed = 0;
+    int rc = old_portable(c, msg, sizeof msg);
     for (int i = 0; i < c->nregions && rc == SHOAL_SUCCESS; i++) {
         const struct region *r = &c->regions[i];
         needed += (uint64_t)r->count * (uint64_t)r->elem_size;

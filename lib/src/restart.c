@@ -72,6 +72,8 @@ static int load_epoch(struct shoal_ctx *c, long long epoch)
     c->restart_id = id;
     c->stored = stored;
     c->nstored = (int)h.nregions;
+    c->restart_version = h.version;
+    c->restart_abi = h.abi;
     return SHARD_OK;
 }
 
@@ -355,6 +357,20 @@ const struct stored_region *restart_stored(const struct shoal_ctx *c, int id)
     return NULL;
 }
 
+int restart_portable(const struct shoal_ctx *c, char *msg, size_t msglen)
+{
+    struct shard_abi here = portable_this_abi();
+    struct portable_refusals refused = {0};
+    for (int i = 0; i < c->nregions; i++) {
+        const struct stored_region *s = restart_stored(c, c->regions[i].id);
+        char why[256];
+        if (s != NULL && !portable_region(c->restart_version, c->restart_abi, here, s->id,
+                                          s->layout.dtype, s->layout.flags, why, sizeof why))
+            portable_note(&refused, s->id, why);
+    }
+    return portable_verdict(&refused, msg, msglen) == SHOAL_SUCCESS;
+}
+
 /* Copies each protected region out of the shard image, faulting the region in first
  * in one go (memory.c: most of a large restore is first-touch faults). */
 static int restore_regions(void *arg)
@@ -419,6 +435,8 @@ int restart_recover_local(struct shoal_ctx *c, char *msg, size_t msglen)
             return SHOAL_ERR_SIZE;
         }
     }
+    if (!restart_portable(c, msg, msglen))
+        return SHOAL_ERR_PORTABLE;
     int rc;
     if (mem_guarded(restore_regions, c, c->restart.data, c->restart.size, &rc) != 0) {
         snprintf(msg, msglen,

@@ -1,8 +1,8 @@
 /*
- * shard.c - encoding and verification of shard format v2, and verification of v1
- * (docs/shard-format.md). Version 1 is version 2 with every region plain, of bytes,
- * and no descriptors: its reserved fields are where version 2 keeps those, so one
- * reader serves both. Pure functions over memory: the file I/O lives in store.c and
+ * shard.c - encoding and verification of shard format v3, and verification of v1 and
+ * v2 (docs/shard-format.md). Version 1 is version 2 with every region plain, of bytes,
+ * and no descriptors, and version 2 is version 3 without the writer's ABI and region
+ * flags: each keeps reserved (0) what the next one uses, so one reader serves all three. Pure functions over memory: the file I/O lives in store.c and
  * writer.c.
  */
 #include <errno.h>
@@ -22,7 +22,10 @@ enum {
     OFF_RANK = 24,
     OFF_NRANKS = 28,
     OFF_NREGIONS = 32,
-    OFF_RESERVED1 = 36,
+    OFF_RESERVED1 = 36, /* version 3: the writer's ABI, bytes 36 and 37; 38 to 39 reserved */
+    OFF_ISA = 36,
+    OFF_LONG_DOUBLE = 37,
+    OFF_RESERVED3 = 38,
     OFF_PAYLOAD = 40,
     OFF_JOB = 48,
     OFF_CREATED = 112,
@@ -35,7 +38,8 @@ enum {
     ENT_ELEM = 4,
     ENT_COUNT = 8,
     ENT_BYTES = 16,
-    ENT_KIND = 24,
+    ENT_KIND = 24,  /* versions 1 and 2: 2 bytes; version 3: 1 byte, then the flags */
+    ENT_FLAGS = 25, /* version 3 */
     ENT_DTYPE = 26,
     ENT_DESC = 28
 };
@@ -159,6 +163,10 @@ void shard_put_header(unsigned char *file, const struct shard_header *h)
     put_u32(file + OFF_RANK, h->rank);
     put_u32(file + OFF_NRANKS, h->nranks);
     put_u32(file + OFF_NREGIONS, h->nregions);
+    if (h->version >= 3) {
+        file[OFF_ISA] = h->abi.isa;
+        file[OFF_LONG_DOUBLE] = h->abi.long_double;
+    }
     put_u64(file + OFF_PAYLOAD, h->payload_bytes);
     /* The job field keeps at least one NUL: the format needs it to find the end. */
     size_t len = strnlen(h->job, SHARD_JOB_MAX);
@@ -174,7 +182,8 @@ void shard_put_entry(unsigned char *file, uint32_t index, const struct shard_ent
     put_u32(p + ENT_ELEM, e->elem_size);
     put_u64(p + ENT_COUNT, e->count);
     put_u64(p + ENT_BYTES, e->bytes);
-    put_u16(p + ENT_KIND, e->kind);
+    put_u16(p + ENT_KIND, e->kind); /* below 256: the flags' byte is 0 */
+    p[ENT_FLAGS] = e->flags;
     put_u16(p + ENT_DTYPE, e->dtype);
     put_u32(p + ENT_DESC, e->desc_bytes);
 }
@@ -220,6 +229,7 @@ int shard_get_desc(const unsigned char *p, uint64_t len, uint16_t kind, uint16_t
                    uint64_t count, struct region_layout *l)
 {
     memset(l, 0, offsetof(struct region_layout, sizes));
+    l->flags = 0;
     l->kind = kind;
     l->dtype = dtype;
     switch (kind) {
@@ -345,6 +355,11 @@ void shard_get_entry(const unsigned char *file, uint32_t index, struct shard_ent
     e->count = shard_get_u64(p + ENT_COUNT);
     e->bytes = shard_get_u64(p + ENT_BYTES);
     e->kind = get_u16(p + ENT_KIND);
+    e->flags = 0;
+    if (get_u32(file + OFF_VERSION) >= 3) {
+        e->kind = p[ENT_KIND];
+        e->flags = p[ENT_FLAGS];
+    }
     e->dtype = get_u16(p + ENT_DTYPE);
     e->desc_bytes = get_u32(p + ENT_DESC);
 }
@@ -360,6 +375,7 @@ void shard_get_layout(const unsigned char *file, const struct shard_header *h, u
     }
     shard_get_entry(file, index, &e);
     (void)shard_get_desc(file + off, e.desc_bytes, e.kind, e.dtype, e.count, l);
+    l->flags = e.flags;
 }
 
 /* Whether the n bytes at s are well-formed UTF-8 (RFC 3629: no overlong forms, no
@@ -421,6 +437,9 @@ void shard_get_header(const unsigned char *file, struct shard_header *h)
     h->created_ns = shard_get_u64(file + OFF_CREATED);
     memcpy(h->job, file + OFF_JOB, SHARD_JOB_FIELD);
     h->desc_bytes = shard_get_u64(file + OFF_DESC);
+    h->abi = (struct shard_abi){0, 0};
+    if (h->version >= 3)
+        h->abi = (struct shard_abi){file[OFF_ISA], file[OFF_LONG_DOUBLE]};
 }
 
 static int header_ok(const unsigned char *file, size_t size, struct shard_header *h)
@@ -430,7 +449,10 @@ static int header_ok(const unsigned char *file, size_t size, struct shard_header
         return 0;
     if (!job_ok(file + OFF_JOB))
         return 0;
-    if (get_u32(file + OFF_RESERVED1) != 0 || (h->version == 1 && h->desc_bytes != 0))
+    /* Any ABI codes are well-formed: what a reader makes of them is portable.c's. */
+    if (h->version >= 3 ? get_u16(file + OFF_RESERVED3) != 0 : get_u32(file + OFF_RESERVED1) != 0)
+        return 0;
+    if (h->version == 1 && h->desc_bytes != 0)
         return 0;
     uint64_t want = shard_image_size(h->nregions, h->desc_bytes, h->payload_bytes);
     return want != 0 && want == (uint64_t)size;
@@ -445,7 +467,8 @@ static int table_ok(const unsigned char *file, const struct shard_header *h)
         struct shard_entry e;
         shard_get_entry(file, i, &e);
         const unsigned char *p = file + SHARD_HEADER_SIZE + (size_t)SHARD_ENTRY_SIZE * i;
-        if (e.elem_size == 0 || (h->version == 1 && shard_get_u64(p + ENT_KIND) != 0))
+        if (e.elem_size == 0 || (h->version == 1 && shard_get_u64(p + ENT_KIND) != 0) ||
+            (e.flags & ~SHARD_FLAGS_KNOWN) != 0)
             return 0;
         /* The descriptor lies within the area, and says what the count says. */
         struct region_layout l;

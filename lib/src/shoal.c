@@ -8,6 +8,7 @@
  * for the contract and docs/libshoal.md for the behaviour.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -255,8 +256,10 @@ SHOAL_EXPORT int shoal_init(MPI_Comm comm)
     return SHOAL_SUCCESS;
 }
 
-/* The checks every protect call makes of its datatype: its size in *size and its code
- * in l->dtype, or SHOAL_ERR_ARG for a type with holes. */
+/* The checks every protect call makes of its datatype: the bytes of one element in
+ * *size, its code in l->dtype and its flags in l->flags, or SHOAL_ERR_ARG for a type
+ * that does not start at its lower bound 0. A type with holes (a struct's padding, a
+ * stride) is copied whole, extent bytes an element, and bound to this machine's ABI. */
 static int check_type(int id, MPI_Datatype type, int *size, struct region_layout *l)
 {
     if (type == MPI_DATATYPE_NULL)
@@ -266,13 +269,19 @@ static int check_type(int id, MPI_Datatype type, int *size, struct region_layout
         MPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
         MPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
         return SHOAL_ERR_MPI;
-    /* The region is copied with memcpy: only types without holes fit. */
-    if (*size <= 0 || lb != 0 || true_lb != 0 || extent != *size || true_extent != *size) {
-        shoal_log("shoal_protect(%d): the datatype must be contiguous (size %d, extent %ld)",
-                  id, *size, (long)extent);
+    /* The region is copied with memcpy: its elements must lie in [0, extent) each. */
+    if (*size <= 0 || lb != 0 || true_lb < 0 || extent > INT_MAX || true_extent > extent - true_lb) {
+        shoal_log("shoal_protect(%d): the datatype must lie within [0, extent) (size %d, lower "
+                  "bound %ld, extent %ld)",
+                  id, *size, (long)lb, (long)extent);
         return SHOAL_ERR_ARG;
     }
     l->dtype = layout_datatype_code(type);
+    l->flags = l->dtype == 0 ? portable_type_flags(type) : 0;
+    if (extent != *size) {
+        l->flags |= SHARD_FLAG_ABI_BOUND;
+        *size = (int)extent;
+    }
     return SHOAL_SUCCESS;
 }
 

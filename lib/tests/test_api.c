@@ -1395,11 +1395,18 @@ static void test_call_order(void)
     CHECK_EQ(shoal_init(MPI_COMM_WORLD), SHOAL_ERR_STATE);
     CHECK_EQ(shoal_protect(0, NULL, 3, MPI_INT), SHOAL_ERR_ARG);
     CHECK_EQ(shoal_protect(0, &x, 1, MPI_DATATYPE_NULL), SHOAL_ERR_ARG);
-    MPI_Datatype strided;
+    /* A type with holes is saved whole, its extent an element; one that starts below 0
+     * is refused. */
+    MPI_Datatype strided, shifted;
+    int three[3] = {1, 2, 3};
     MPI_Type_vector(2, 1, 2, MPI_INT, &strided);
     MPI_Type_commit(&strided);
-    CHECK_EQ(shoal_protect(0, &x, 1, strided), SHOAL_ERR_ARG); /* has holes */
+    CHECK_EQ(shoal_protect(0, three, 1, strided), SHOAL_SUCCESS);
+    MPI_Type_create_resized(MPI_INT, -4, 8, &shifted);
+    MPI_Type_commit(&shifted);
+    CHECK_EQ(shoal_protect(0, &x, 1, shifted), SHOAL_ERR_ARG);
     MPI_Type_free(&strided);
+    MPI_Type_free(&shifted);
     CHECK_EQ(shoal_unprotect(3), SHOAL_ERR_NOTFOUND);
     /* Re-protecting an id replaces it; snapshot with nothing due is cheap and fine. */
     CHECK_EQ(shoal_protect(0, &x, 1, MPI_INT), SHOAL_SUCCESS);

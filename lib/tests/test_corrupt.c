@@ -76,10 +76,10 @@ static int flipped_header(const char *job, const char *p)
     (void)job;
     return t_flip_byte(p, 28);
 }
-static int version3(const char *job, const char *p)
+static int version4(const char *job, const char *p)
 {
     (void)job;
-    return t_patch_u32_resealed(p, 8, 3); /* versions 1 and 2 are read */
+    return t_patch_u32_resealed(p, 8, 4); /* versions 1 to 3 are read */
 }
 static int bad_header(const char *job, const char *p)
 {
@@ -129,7 +129,7 @@ static const struct {
     {"cut-tail", cut_tail, SHOAL_ERR_CORRUPT},
     {"checksum", flipped, SHOAL_ERR_CORRUPT},
     {"flipped-header", flipped_header, SHOAL_ERR_CORRUPT},
-    {"version", version3, SHOAL_ERR_VERSION},
+    {"version", version4, SHOAL_ERR_VERSION},
     {"bad-header", bad_header, SHOAL_ERR_CORRUPT},
     {"missing", missing, SHOAL_ERR_NOCKPT},
     {"unreadable", unreadable, SHOAL_ERR_IO},

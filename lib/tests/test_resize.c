@@ -14,8 +14,10 @@
  * in rounds as small as SHOAL_RESTORE_CHUNK (run.sh sets 4096). Then the errors: a
  * corrupt or missing old shard, a per-rank region (in the checkpoint, or protected in
  * the new run), replicated values that differ, another array's size, SHOAL_ELASTIC,
- * and SHOAL_RESTART_NRANKS without an epoch. run.sh checks the lines they print.
+ * SHOAL_RESTART_NRANKS without an epoch, and a checkpoint written on the other instruction
+ * set (its long double region). run.sh checks the lines they print.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,6 +480,108 @@ static void test_refusals(void)
     t_barrier();
 }
 
+/* A checkpoint written, as its header says, on the other instruction set: its long double
+ * block, a derived type holding long double and a struct with padding are refused after a
+ * change of the rank count and on the same count, in one line naming the first region and
+ * both machines, then the others (run.sh), and its doubles and a derived type of doubles
+ * restore once those are unprotected. */
+static void test_other_machine(void)
+{
+    const char *job = "resize-abi";
+    int n = t_nranks, m = t_nranks > 1 ? t_nranks - 1 : 1;
+    enum { LD = 11, D = 12, LD2 = 13, PADDED = 14, D2 = 15, PER = 4 };
+    struct padded {
+        double x;
+        char c;
+    };
+    MPI_Datatype ld_pair, d_pair, padded_type, members;
+    MPI_Type_contiguous(2, MPI_LONG_DOUBLE, &ld_pair);
+    MPI_Type_contiguous(2, MPI_DOUBLE, &d_pair);
+    MPI_Type_create_struct(2, (int[]){1, 1},
+                           (MPI_Aint[]){offsetof(struct padded, x), offsetof(struct padded, c)},
+                           (MPI_Datatype[]){MPI_DOUBLE, MPI_CHAR}, &members);
+    MPI_Type_create_resized(members, 0, sizeof(struct padded), &padded_type);
+    MPI_Type_commit(&ld_pair);
+    MPI_Type_commit(&d_pair);
+    MPI_Type_commit(&padded_type);
+    long double ld_two[2] = {1.5L, 2.5L};
+    double d_two[2] = {3.5, 4.5}, d_back[2] = {0, 0};
+    struct padded pad = {5.5, 'p'}, pad_back;
+    struct shard_abi here = portable_this_abi();
+    struct shard_abi other = here.isa == SHARD_ISA_ARM64
+                                 ? (struct shard_abi){SHARD_ISA_AMD64, SHARD_LD_X87}
+                                 : (struct shard_abi){SHARD_ISA_ARM64, SHARD_LD_BINARY128};
+    MPI_Comm comm = first(n);
+    t_env(job);
+    setenv("SHOAL_CKPT_INTERVAL", "0", 1);
+    setenv("SHOAL_EPOCH_BASE", "1", 1);
+    long double ld[PER];
+    double d[PER];
+    for (int i = 0; i < PER; i++) {
+        ld[i] = t_rank * PER + i;
+        d[i] = t_rank * PER + i + 0.5;
+    }
+    CHECK_EQ(shoal_init(comm), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect_block(LD, ld, PER, MPI_LONG_DOUBLE, (uint64_t)PER * n,
+                                 (uint64_t)PER * t_rank),
+             SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect_block(D, d, PER, MPI_DOUBLE, (uint64_t)PER * n, (uint64_t)PER * t_rank),
+             SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect_replicated(LD2, ld_two, 1, ld_pair), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect_replicated(PADDED, &pad, 1, padded_type), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_protect_replicated(D2, d_two, 1, d_pair), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_checkpoint(), SHOAL_SUCCESS);
+    CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+    MPI_Comm_free(&comm);
+    char path[600];
+    t_shard_path(path, sizeof path, job, 1, t_rank);
+    CHECK_EQ(t_patch_u32_resealed(path, 36, other.isa | (uint32_t)other.long_double << 8), 0);
+    t_barrier();
+    split_shards(job, n);
+
+    for (int count = m; count <= n; count += n - m > 0 ? n - m : 1) {
+        comm = first(count);
+        if (comm != MPI_COMM_NULL) {
+            int rank;
+            MPI_Comm_rank(comm, &rank);
+            read_env(job, n, 1, rank);
+            int start, part;
+            split(PER * n, count, rank, &start, &part);
+            long double *ld2 = calloc((size_t)part + 1, sizeof *ld2);
+            double *d2 = calloc((size_t)part + 1, sizeof *d2);
+            if (CHECK_EQ(shoal_init(comm), SHOAL_SUCCESS)) {
+                shoal_protect_block(LD, ld2, (size_t)part, MPI_LONG_DOUBLE, (uint64_t)PER * n,
+                                    (uint64_t)start);
+                shoal_protect_block(D, d2, (size_t)part, MPI_DOUBLE, (uint64_t)PER * n,
+                                    (uint64_t)start);
+                shoal_protect_replicated(LD2, ld_two, 1, ld_pair);
+                shoal_protect_replicated(PADDED, &pad_back, 1, padded_type);
+                shoal_protect_replicated(D2, d_back, 1, d_pair);
+                CHECK_EQ(shoal_recover(), SHOAL_ERR_PORTABLE);
+                CHECK_EQ(shoal_unprotect(LD), SHOAL_SUCCESS);
+                CHECK_EQ(shoal_unprotect(LD2), SHOAL_SUCCESS);
+                CHECK_EQ(shoal_recover(), SHOAL_ERR_PORTABLE); /* the padded struct */
+                CHECK_EQ(shoal_unprotect(PADDED), SHOAL_SUCCESS);
+                CHECK_EQ(shoal_recover(), SHOAL_SUCCESS);
+                for (int i = 0; i < part; i++)
+                    CHECK(d2[i] == start + i + 0.5);
+                CHECK(d_back[0] == 3.5 && d_back[1] == 4.5);
+                CHECK_EQ(shoal_finalize(), SHOAL_SUCCESS);
+            }
+            free(ld2);
+            free(d2);
+            MPI_Comm_free(&comm);
+        }
+        t_barrier();
+        if (n == m)
+            break;
+    }
+    MPI_Type_free(&ld_pair);
+    MPI_Type_free(&d_pair);
+    MPI_Type_free(&members);
+    MPI_Type_free(&padded_type);
+}
+
 int main(int argc, char **argv)
 {
     t_setup(&argc, &argv);
@@ -487,5 +591,6 @@ int main(int argc, char **argv)
         test_counts(0);
     test_errors();
     test_refusals();
+    test_other_machine();
     return t_finish();
 }

@@ -53,7 +53,7 @@ static unsigned char *build(const struct spec *regions, int n, size_t *size)
     size_t off = SHARD_HEADER_SIZE + SHARD_ENTRY_SIZE * (size_t)n;
     for (int i = 0; i < n; i++) {
         struct shard_entry e = {regions[i].id, regions[i].elem_size, regions[i].count,
-                                regions[i].elem_size * regions[i].count, REGION_PLAIN, 0, 0};
+                                regions[i].elem_size * regions[i].count, REGION_PLAIN, 0, 0, 0};
         shard_put_entry(file, (uint32_t)i, &e);
         for (uint64_t b = 0; b < e.bytes; b++)
             file[off++] = (unsigned char)(regions[i].id + (int)b);
@@ -105,14 +105,14 @@ static void test_round_trip(void)
     free(file);
 }
 
-/* A version 2 shard written with shard_put_desc reads back with its layouts, and the
- * descriptor checks catch a box that does not hold its count. */
+/* A shard of the version written (3), made with shard_put_desc, reads back with its
+ * layouts, and the descriptor checks catch a box that does not hold its count. */
 static void test_round_trip_v2(void)
 {
-    struct region_layout block = {REGION_BLOCK, 14, 100, 40, 0, 0, {0}, {0}, {0}};
+    struct region_layout block = {REGION_BLOCK, 14, 100, 40, 0, 0, {0}, {0}, {0}, 0};
     struct region_layout box = {REGION_SUBARRAY, 7, 0, 0, 2, LAYOUT_ORDER_FORTRAN,
-                                {4, 6}, {2, 3}, {1, 2}};
-    struct region_layout rep = {REGION_REPLICATED, 7, 0, 0, 0, 0, {0}, {0}, {0}};
+                                {4, 6}, {2, 3}, {1, 2}, 0};
+    struct region_layout rep = {REGION_REPLICATED, 7, 0, 0, 0, 0, {0}, {0}, {0}, 0};
     const struct region_layout *layouts[] = {&block, &box, &rep};
     const uint64_t counts[] = {5, 6, 1};
     const uint32_t elem[] = {8, 4, 4};
@@ -134,7 +134,7 @@ static void test_round_trip_v2(void)
     size_t desc = (size_t)shard_desc_offset(&h);
     for (int i = 0; i < 3; i++) {
         struct shard_entry e = {i + 1, elem[i], counts[i], counts[i] * elem[i],
-                                layouts[i]->kind, layouts[i]->dtype, shard_desc_size(layouts[i])};
+                                layouts[i]->kind, layouts[i]->dtype, 0, shard_desc_size(layouts[i])};
         shard_put_entry(file, (uint32_t)i, &e);
         shard_put_desc(file + desc, layouts[i]);
         desc += e.desc_bytes;
@@ -143,7 +143,7 @@ static void test_round_trip_v2(void)
     shard_seal(file, size);
     struct shard_header got;
     CHECK_EQ(shard_verify(file, size, &got), SHARD_OK);
-    CHECK_EQ(got.version, 2);
+    CHECK_EQ(got.version, SHARD_VERSION);
     CHECK_EQ(got.desc_bytes, h.desc_bytes);
     struct region_layout l;
     shard_get_layout(file, &got, 0, &l);
@@ -187,8 +187,8 @@ static const struct verify_case {
     {"cut below 136 bytes", -(long)(128 + 96 + 35 + 8 - 135), 0, {{0}}, SHARD_TRUNCATED},
     {"cut by one byte: the checksum sees it", -1, 0, {{0}}, SHARD_CHECKSUM_MISMATCH},
     {"magic", 0, 1, {{0, 1, 'X'}}, SHARD_BAD_MAGIC},
-    {"version 3", 0, 1, {{8, 4, 3}}, SHARD_UNSUPPORTED_VERSION},
-    {"version 3, checked before the checksum", 0, 0, {{8, 4, 3}}, SHARD_UNSUPPORTED_VERSION},
+    {"version 4", 0, 1, {{8, 4, 4}}, SHARD_UNSUPPORTED_VERSION},
+    {"version 4, checked before the checksum", 0, 0, {{8, 4, 4}}, SHARD_UNSUPPORTED_VERSION},
     {"version 0", 0, 1, {{8, 4, 0}}, SHARD_UNSUPPORTED_VERSION},
     {"header_size 64", 0, 1, {{12, 4, 64}}, SHARD_UNSUPPORTED_VERSION},
     {"payload bit", 0, 0, {{-9, 0, 0}}, SHARD_CHECKSUM_MISMATCH},
@@ -314,13 +314,15 @@ static void check_vector_layout(const struct json *r, const unsigned char *file,
 {
     static const char *const kinds[REGION_NKINDS] = {"plain", "block", "subarray", "replicated"};
     struct region_layout l;
-    int64_t dtype;
+    int64_t dtype, flags = 0;
     shard_get_layout(file, h, i, &l);
     const char *kind = json_get_str(r, "kind");
+    (void)json_get_i64(r, "flags", &flags); /* absent: 0 */
     if (!CHECK(kind != NULL && l.kind < REGION_NKINDS && strcmp(kinds[l.kind], kind) == 0) ||
-        !CHECK(json_get_i64(r, "datatype", &dtype) == 0 && dtype == l.dtype)) {
-        fprintf(stderr, "  vector %s: region %u is %s of datatype %u\n", name, i,
-                l.kind < REGION_NKINDS ? kinds[l.kind] : "?", l.dtype);
+        !CHECK(json_get_i64(r, "datatype", &dtype) == 0 && dtype == l.dtype) ||
+        !CHECK(flags == l.flags)) {
+        fprintf(stderr, "  vector %s: region %u is %s of datatype %u, flags %u\n", name, i,
+                l.kind < REGION_NKINDS ? kinds[l.kind] : "?", l.dtype, l.flags);
         return;
     }
     uint64_t global, offset;
@@ -353,6 +355,11 @@ static void check_valid_vector(const struct json *v, const unsigned char *file, 
     int64_t version;
     if (CHECK(json_get_i64(v, "version", &version) == 0))
         CHECK_EQ(h->version, version);
+    int64_t isa = 0, ld = 0; /* absent: 0, not recorded */
+    (void)json_get_i64(v, "isa", &isa);
+    (void)json_get_i64(v, "long_double", &ld);
+    CHECK_EQ(h->abi.isa, isa);
+    CHECK_EQ(h->abi.long_double, ld);
     CHECK_STR(h->job, json_get_str(v, "job"));
     CHECK_EQ(h->epoch, epoch);
     CHECK_EQ(h->rank, rank);
@@ -574,11 +581,68 @@ static void test_sums_vectors(const char *dir)
     free(text);
 }
 
+/* Which regions restore on another machine (portable.c), and the line that says why not. */
+static void test_portable(void)
+{
+    const struct shard_abi amd64 = {SHARD_ISA_AMD64, SHARD_LD_X87};
+    const struct shard_abi arm64 = {SHARD_ISA_ARM64, SHARD_LD_BINARY128};
+    const struct shard_abi unknown = {SHARD_ISA_UNKNOWN, SHARD_LD_UNKNOWN};
+    const struct {
+        uint32_t version;
+        struct shard_abi writer, reader;
+        uint16_t dtype;
+        uint8_t flags;
+        int want;
+        const char *line;
+    } cases[] = {
+        {3, amd64, amd64, 15, 0, 1, ""},
+        {3, amd64, amd64, 0, SHARD_FLAG_ABI_BOUND, 1, ""},
+        {3, amd64, arm64, 14, 0, 1, ""},
+        {3, amd64, arm64, 1, 0, 1, ""},
+        {3, arm64, amd64, 0, 0, 1, ""},
+        {2, unknown, arm64, 15, 0, 1, ""}, /* no ABI recorded: as before */
+        {3, amd64, arm64, 15, 0, 0,
+         "region 4 holds MPI_LONG_DOUBLE written on amd64 (x87 80-bit); this arm64 machine's "
+         "long double is IEEE binary128: not portable"},
+        {3, arm64, amd64, 28, 0, 0,
+         "region 4 holds MPI_C_LONG_DOUBLE_COMPLEX written on arm64 (IEEE binary128); this "
+         "amd64 machine's long double is x87 80-bit: not portable"},
+        {3, amd64, arm64, 0, SHARD_FLAG_LONG_DOUBLE, 0,
+         "region 4 holds long double in a derived datatype written on amd64 (x87 80-bit); this "
+         "arm64 machine's long double is IEEE binary128: not portable"},
+        {3, arm64, amd64, 0, SHARD_FLAG_ABI_BOUND, 0,
+         "region 4 holds a derived datatype with holes (a struct's padding) laid out on arm64; "
+         "this machine is amd64: not portable"},
+        {3, unknown, amd64, 14, 0, 0,
+         "region 4 (MPI_DOUBLE) was written on an unknown machine; this machine is amd64: not "
+         "portable"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char line[256] = "";
+        int got = portable_region(cases[i].version, cases[i].writer, cases[i].reader, 4,
+                                  cases[i].dtype, cases[i].flags, line, sizeof line);
+        if (!CHECK_EQ(got, cases[i].want))
+            fprintf(stderr, "  case %zu\n", i);
+        CHECK_STR(line, cases[i].line);
+    }
+    struct portable_refusals r = {0};
+    char msg[512];
+    CHECK_EQ(portable_verdict(&r, msg, sizeof msg), SHOAL_SUCCESS);
+    portable_note(&r, 15, "region 15 holds MPI_LONG_DOUBLE");
+    portable_note(&r, 28, "region 28 holds MPI_C_LONG_DOUBLE_COMPLEX");
+    CHECK_EQ(portable_verdict(&r, msg, sizeof msg), SHOAL_ERR_PORTABLE);
+    CHECK_STR(msg, "region 15 holds MPI_LONG_DOUBLE; so is region 28");
+    portable_note(&r, 30, "region 30");
+    portable_verdict(&r, msg, sizeof msg);
+    CHECK_STR(msg, "region 15 holds MPI_LONG_DOUBLE; so are regions 28, 30");
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "testdata/shards";
     test_round_trip();
     test_round_trip_v2();
+    test_portable();
     test_sealer();
     test_verify_failures();
     test_vectors(dir);

@@ -14,8 +14,8 @@ from shoal.shard import ShardError, read_shard, read_shard_file  # noqa: E402
 
 
 def layout(r):
-    """A parsed region's kind, datatype and place in its array."""
-    out = [r.kind, r.datatype]
+    """A parsed region's kind, datatype, flags and place in its array."""
+    out = [r.kind, r.datatype, r.flags]
     if r.kind == "block":
         out += [r.global_count, r.offset]
     if r.kind == "subarray":
@@ -24,7 +24,7 @@ def layout(r):
 
 
 def layout_of_vector(r):
-    out = [r["kind"], r["datatype"]]
+    out = [r["kind"], r["datatype"], r.get("flags", 0)]
     if r["kind"] == "block":
         out += [r["global"], r["offset"]]
     if r["kind"] == "subarray":
@@ -53,6 +53,7 @@ class VectorTest(unittest.TestCase):
                 s = read_shard_file(path)
                 self.assertEqual((s.version, s.job, s.epoch, s.rank, s.nranks, s.created_ns),
                                  (v["version"], v["job"], v["epoch"], v["rank"], v["nranks"], v["created_ns"]))
+                self.assertEqual((s.isa, s.long_double), (v.get("isa", 0), v.get("long_double", 0)))
                 self.assertEqual(s.checksum, int(v["checksum"], 16))
                 got = [(r.id, r.elem_size, r.count, r.data.hex()) for r in s.regions]
                 want = [(r["id"], r["elem_size"], r["count"], r["payload_hex"]) for r in v["regions"]]

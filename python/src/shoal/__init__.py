@@ -29,10 +29,11 @@ from ._api import (FRESH, RESIZED, RESTARTED, Scalar, checkpoint, finalize, init
                    region_id, restart_nranks, snapshot, status, stored_count, strerror,
                    unprotect, version_number)
 from ._errors import (ERR_ARG, ERR_CORRUPT, ERR_DIR, ERR_IO, ERR_MISMATCH, ERR_MPI,
-                      ERR_NOCKPT, ERR_NOMEM, ERR_NOTFOUND, ERR_PERRANK, ERR_SIZE, ERR_STATE,
+                      ERR_NOCKPT, ERR_NOMEM, ERR_NOTFOUND, ERR_PERRANK, ERR_PORTABLE, ERR_SIZE,
+                      ERR_STATE,
                       ERR_VERSION, SUCCESS, CheckpointIOError, CorruptShard, DirectoryError,
-                      InvalidArgument, MPIError, NoCheckpoint, OutOfMemory, PerRankRegion,
-                      RegionNotFound, ShardMismatch, ShoalError, SizeMismatch, StateError,
+                      InvalidArgument, MPIError, NoCheckpoint, NotPortable, OutOfMemory,
+                      PerRankRegion, RegionNotFound, ShardMismatch, ShoalError, SizeMismatch, StateError,
                       UnsupportedVersion)
 from .shard import Region, Shard, ShardError, read_shard, read_shard_file
 
@@ -43,9 +44,9 @@ __all__ = [
     "version_number", "region_id", "library_path", "Scalar", "FRESH", "RESTARTED", "RESIZED",
     "ShoalError", "InvalidArgument", "StateError", "OutOfMemory", "CheckpointIOError",
     "MPIError", "CorruptShard", "NoCheckpoint", "ShardMismatch", "SizeMismatch",
-    "UnsupportedVersion", "DirectoryError", "RegionNotFound", "PerRankRegion",
+    "UnsupportedVersion", "DirectoryError", "RegionNotFound", "PerRankRegion", "NotPortable",
     "SUCCESS", "ERR_ARG", "ERR_STATE", "ERR_NOMEM", "ERR_IO", "ERR_MPI", "ERR_CORRUPT",
     "ERR_NOCKPT", "ERR_MISMATCH", "ERR_SIZE", "ERR_VERSION", "ERR_DIR", "ERR_NOTFOUND",
-    "ERR_PERRANK",
+    "ERR_PERRANK", "ERR_PORTABLE",
     "Region", "Shard", "ShardError", "read_shard", "read_shard_file",
 ]

@@ -88,16 +88,24 @@ class PerRankRegion(ShoalError):
     code = -13
 
 
+class NotPortable(ShoalError):
+    """A region whose bytes do not mean the same on this machine as on the one that
+    wrote the checkpoint (long double between amd64 and arm64, a type with holes)."""
+
+    code = -14
+
+
 _BY_CODE: Dict[int, Type[ShoalError]] = {
     c.code: c
     for c in (InvalidArgument, StateError, OutOfMemory, CheckpointIOError, MPIError,
               CorruptShard, NoCheckpoint, ShardMismatch, SizeMismatch, UnsupportedVersion,
-              DirectoryError, RegionNotFound, PerRankRegion)
+              DirectoryError, RegionNotFound, PerRankRegion, NotPortable)
 }
 
 # The C names, for code that compares codes: shoal.ERR_NOTFOUND == -12.
 ERR_ARG, ERR_STATE, ERR_NOMEM, ERR_IO, ERR_MPI, ERR_CORRUPT, ERR_NOCKPT = range(-1, -8, -1)
 ERR_MISMATCH, ERR_SIZE, ERR_VERSION, ERR_DIR, ERR_NOTFOUND, ERR_PERRANK = range(-8, -14, -1)
+ERR_PORTABLE = -14
 
 
 def check(code: int, context: str) -> None:

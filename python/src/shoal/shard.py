@@ -1,10 +1,11 @@
-"""Reader of Shoal checkpoint shards, format versions 1 and 2 (docs/shard-format.md).
+"""Reader of Shoal checkpoint shards, format versions 1, 2 and 3 (docs/shard-format.md).
 
     >>> shard = read_shard_file("shoal-ckpt/heat/e00000003/r000002.shard")
     >>> shard.job, shard.epoch, shard.rank, [r.id for r in shard.regions]
 
 Each region has its kind ("plain", "block", "subarray", "replicated"), its datatype
-code and, for a distributed region, where it lies in its global array. A shard that
+code and flags and, for a distributed region, where it lies in its global array; a
+version 3 shard says which machine wrote it (``isa``, ``long_double``). A shard that
 fails verification raises ShardError, whose ``kind`` is the short name the spec gives
 the first failed check ("truncated", "bad magic", ...).
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 import xxhash
 
 MAGIC = b"SHOALSHD"
-VERSION = 2  # the version libshoal writes
+VERSION = 3  # the version libshoal writes
 MIN_VERSION = 1  # the oldest read: every region plain, of bytes
 HEADER_SIZE = 128
 ENTRY_SIZE = 32
@@ -25,9 +26,16 @@ MAX_DIMS = 32
 KINDS = ("plain", "block", "subarray", "replicated")
 ORDERS = ("C", "Fortran")
 
-# magic, version, header_size, epoch, rank, nranks, nregions, reserved, payload_bytes,
-# job, created_ns, desc_bytes (version 1: reserved)
+# magic, version, header_size, epoch, rank, nranks, nregions, reserved (version 3: isa,
+# long_double, 2 reserved bytes), payload_bytes, job, created_ns, desc_bytes (version 1:
+# reserved)
 _HEADER = struct.Struct("<8sIIQIIIIQ64sQQ")
+# The writer's instruction set and long double format (version 3), by code.
+ISAS = {0: "unknown", 1: "amd64", 2: "arm64"}
+LONG_DOUBLES = {0: "unknown", 1: "x87 80-bit", 2: "IEEE binary128", 3: "IEEE binary64", 4: "double-double"}
+FLAG_LONG_DOUBLE = 1  # a derived datatype holding long double
+FLAG_ABI_BOUND = 2  # a derived datatype with holes (a struct's padding)
+_FLAGS_KNOWN = FLAG_LONG_DOUBLE | FLAG_ABI_BOUND
 # id, elem_size, count, bytes, kind, datatype, desc_bytes (version 1: 8 reserved bytes)
 _ENTRY = struct.Struct("<iIQQHHI")
 
@@ -48,6 +56,7 @@ class Region:
     data: bytes
     kind: str = "plain"
     datatype: int = 0  # the MPI basic datatype's code; 0: bytes
+    flags: int = 0  # FLAG_LONG_DOUBLE, FLAG_ABI_BOUND (version 3)
     global_count: int = 0  # a block's
     offset: int = 0  # a block's first element
     order: str = ""  # a subarray's, "C" or "Fortran"
@@ -66,6 +75,8 @@ class Shard:
     checksum: int
     regions: list = field(default_factory=list)
     version: int = VERSION
+    isa: int = 0  # the writer's instruction set (ISAS), version 3; 0: not recorded
+    long_double: int = 0  # and its long double format (LONG_DOUBLES)
 
     def per_rank(self):
         """The ids of the plain regions: those a restart on another count cannot restore."""
@@ -141,6 +152,9 @@ def read_shard(data, job=None, epoch=None, rank=None, nranks=None):
         s_job = job_field[:nul].decode("utf-8")
     except UnicodeDecodeError:
         raise ShardError("bad header", f"job id {job_field[:nul]!r} is not UTF-8") from None
+    isa = long_double = 0
+    if version >= 3:
+        isa, long_double, reserved1 = reserved1 & 0xFF, reserved1 >> 8 & 0xFF, reserved1 >> 16
     if reserved1 or (version == 1 and desc_bytes):
         raise ShardError("bad header", "reserved header field not 0")
     want = HEADER_SIZE + ENTRY_SIZE * nregions + desc_bytes + payload_bytes + CHECKSUM_SIZE
@@ -157,6 +171,11 @@ def read_shard(data, job=None, epoch=None, rank=None, nranks=None):
             raise ShardError("bad region table", f"entry {i}: elem_size {elem_size}, count {count}, bytes {nbytes}")
         if version == 1 and (kind or datatype or dlen):
             raise ShardError("bad region table", f"entry {i}: reserved field not 0")
+        flags = 0
+        if version >= 3:
+            kind, flags = kind & 0xFF, kind >> 8
+        if flags & ~_FLAGS_KNOWN:
+            raise ShardError("bad region table", f"entry {i}: unknown flags {flags:#x}")
         if regions and rid <= regions[-1].id:
             raise ShardError("bad region table", f"entry {i}: id {rid} after {regions[-1].id}")
         total += nbytes
@@ -164,7 +183,7 @@ def read_shard(data, job=None, epoch=None, rank=None, nranks=None):
             raise ShardError("bad region table", f"regions hold more than payload_bytes {payload_bytes}")
         if dlen > desc_bytes - used:
             raise ShardError("bad region table", f"entry {i}: its descriptor runs past the {desc_bytes} bytes of descriptors")
-        region = Region(rid, elem_size, count, data[offset:offset + nbytes], datatype=datatype)
+        region = Region(rid, elem_size, count, data[offset:offset + nbytes], datatype=datatype, flags=flags)
         why = _descriptor(region, kind, data[desc_at + used:desc_at + used + dlen])
         if why:
             raise ShardError("bad region table", f"entry {i} (region {rid}): {why}")
@@ -180,7 +199,7 @@ def read_shard(data, job=None, epoch=None, rank=None, nranks=None):
                               ("rank", rank, s_rank), ("nranks", nranks, s_nranks)):
         if want_v is not None and want_v != got:
             raise ShardError("wrong shard", f"{name} {got!r}, expected {want_v!r}")
-    return Shard(s_job, s_epoch, s_rank, s_nranks, created_ns, stored, regions, version)
+    return Shard(s_job, s_epoch, s_rank, s_nranks, created_ns, stored, regions, version, isa, long_double)
 
 
 def read_shard_file(path, **expect):
