@@ -55,9 +55,9 @@ func (b *clusterBackend) count(ctx context.Context, live map[string]api.Node, sp
 // nodes, options and the links as measured (when they are).
 func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]api.Node, spec job.Spec) place.Input {
 	in := place.Input{Nodes: b.placeNodes(live), Options: placeOptions(spec)}
-	if b.s != nil && b.s.cfg.Links != nil {
+	if b.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		measured, err := b.s.cfg.Links(lctx)
+		measured, err := b.cfg.Links(lctx)
 		cancel()
 		if err == nil && len(measured) > 0 {
 			in.Links = links.ForPlanner(measured)
@@ -69,7 +69,7 @@ func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]api.N
 // learned fills in with what the job's record holds of its work and traffic,
 // and the count it was learned at (in.Ranks; 0: nothing learned).
 func (b *clusterBackend) learned(in place.Input) place.Input {
-	prof := b.cj.snapshot().Traffic
+	prof := b.rec.Job().Traffic
 	if prof == nil {
 		return in
 	}
@@ -91,7 +91,7 @@ func profileRanks(prof *job.TrafficProfile, current int) int {
 // from the count it was learned at: place.RescaleTraffic), its work per rank
 // likewise, and whether it was measured at all.
 func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float64, measured bool) {
-	prof := b.cj.snapshot().Traffic
+	prof := b.rec.Job().Traffic
 	if prof == nil || ranks < 1 {
 		return nil, 0, false
 	}

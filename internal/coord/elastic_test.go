@@ -41,7 +41,7 @@ func TestCount(t *testing.T) {
 	for _, tt := range tests {
 		rj := newJob(Config{}, tt.spec, Output{})
 		rj.ranks = tt.current
-		b := newClusterBackend(NewService(ServiceConfig{}), &clusterJob{info: job.Job{ID: "j", Spec: tt.spec}}, rj, tt.book)
+		b := newClusterBackend(ClusterConfig{}, &memRecord{info: job.Job{ID: "j", Spec: tt.spec}}, rj, tt.book)
 		n, why := b.count(context.Background(), live, tt.spec, tt.epoch)
 		if n != tt.want || why != tt.why {
 			t.Errorf("%s: count = %d, %q; want %d, %q", tt.name, n, why, tt.want, tt.why)
@@ -95,7 +95,7 @@ func TestThroughput(t *testing.T) {
 func TestResizeSources(t *testing.T) {
 	// Epoch 4 of 5 ranks: rank r on n(r+1) and n(r+2), going round.
 	rj := newJob(Config{}, job.Spec{ID: "j", MinRanks: 1}, Output{})
-	b := newClusterBackend(NewService(ServiceConfig{}), &clusterJob{info: job.Job{ID: "j"}}, rj, fiveNodeBook())
+	b := newClusterBackend(ClusterConfig{}, &memRecord{info: job.Job{ID: "j"}}, rj, fiveNodeBook())
 	byNode := map[string][]int{"n1": {0, 1}, "n2": {2, 3}}
 	got, rebuilds, err := b.resizeSources(byNode, 4, []string{"n1", "n2", "n3", "n4"})
 	if err != nil || len(rebuilds) != 0 {

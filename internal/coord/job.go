@@ -11,8 +11,9 @@ package coord
 
 import (
 	"io"
-	"shoal/internal/job"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // Result is how a job ended.
@@ -54,4 +55,14 @@ type Output struct {
 	Stdout io.Writer // ranks' stdout, each line prefixed "[rank] "
 	Stderr io.Writer // ranks' stderr, likewise
 	Events func(job.Event)
+}
+
+// Done is how r ended, as the job's done event carries it: a job that did not
+// succeed and has no exit code of its own gets 1.
+func (r Result) Done() job.Done {
+	code := r.ExitCode
+	if r.State != job.Succeeded && code == 0 {
+		code = 1
+	}
+	return job.Done{State: job.State(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
 }

@@ -178,7 +178,7 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	// A profile with no flows is a measurement too: the ranks sent nothing.
 	in := b.learnedInput(ctx, live, spec)
 	in.Ranks, in.Options = spec.Ranks, opts
-	if b.cj != nil {
+	if b.rec != nil {
 		in.Traffic, in.Work, in.Measured = b.trafficAt(spec.Ranks)
 	}
 	info := &job.Plan{Traffic: in.Measured, Links: in.Links != nil}
@@ -327,7 +327,7 @@ func sortedMoves(m map[string]int) []string {
 // measured (the rule of rebalancing), unless the job asked not to
 // (--no-replan, or a forced --layout).
 func (b *clusterBackend) autoReplan(ctx context.Context) {
-	spec := b.cj.snapshot().Spec
+	spec := b.rec.Job().Spec
 	// b.traffic is nil until measured; empty, the ranks were measured sending
 	// nothing, which is weighed as any profile (a silent job may gain by spreading).
 	if spec.NoReplan || spec.Layout != "" || b.pending != nil || b.trafficGen == 0 || b.trafficGen == b.replanWeighed {
@@ -349,7 +349,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	}
 	if slices.Equal(next, b.placement) {
 		b.lastPlan = info
-		b.cj.update(func(a *job.Job) { a.Plan = info })
+		b.rec.Update(func(a *job.Job) { a.Plan = info })
 		b.j.event(job.EventRebalance, job.Event{Message: "the traffic learned so far keeps the ranks where they are: " + info.Reason})
 		return
 	}

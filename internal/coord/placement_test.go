@@ -2,7 +2,6 @@ package coord
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,25 +38,6 @@ func TestPerIteration(t *testing.T) {
 	} {
 		if got := perIteration(c.secs); got != c.want {
 			t.Errorf("perIteration(%g) = %q, want %q", c.secs, got, c.want)
-		}
-	}
-}
-
-// A job whose MPI the coordinating node lacks is refused at submission, naming the
-// launcher and its packages; a task farm needs none.
-func TestLaunchable(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	for _, c := range []struct {
-		spec job.Spec
-		want string
-	}{
-		{job.Spec{}, "mpirun.openmpi not found (install Open MPI"},
-		{job.Spec{Engine: "mpich"}, "mpiexec.mpich not found (install MPICH"},
-		{job.Spec{Farm: &job.FarmSpec{}}, ""},
-	} {
-		err := launchable(c.spec)
-		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("launchable(engine %q, farm %v) = %v, want %q", c.spec.Engine, c.spec.Farm != nil, err, c.want)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (b *clusterBackend) remaining() (time.Duration, bool) {
 // costs: an elastic job's on the count it would run there. ok is false when the
 // job has not reported enough progress to tell.
 func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
-	spec := b.cj.snapshot().Spec
+	spec := b.rec.Job().Spec
 	b.mu.Lock()
 	newest := b.book.Newest()
 	b.mu.Unlock()
@@ -98,7 +98,7 @@ func describeEstimate(e place.Estimate) string {
 // does not use, relaunching over them, and starts that when it pays the job's
 // AutoRebalance times over.
 func (b *clusterBackend) autoRebalance(ctx context.Context) {
-	ratio := b.cj.snapshot().Spec.AutoRebalance
+	ratio := b.rec.Job().Spec.AutoRebalance
 	if ratio <= 0 || b.pending != nil {
 		return
 	}
@@ -167,7 +167,7 @@ func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
 	b.pending = &rc
 	d := b.j.restarts.Policy.Decide(job.Outcome{Kind: job.Move, Detail: rc.reason}, 0)
 	b.j.setState(d.State, job.Event{Type: job.EventReconfig, Message: d.Reason})
-	id := b.cj.snapshot().ID
+	id := b.rec.Job().ID
 	if err := b.peer(b.placement[0]).RequestHold(ctx, id); err != nil {
 		b.j.event(job.EventEpochBad, job.Event{Message: fmt.Sprintf("warning: checkpoint request to %s failed: %v", b.placement[0], err)})
 	}

@@ -52,7 +52,7 @@ type Config struct {
 	// KillGrace is how long a launcher gets after SIGTERM before SIGKILL.
 	KillGrace time.Duration
 	// NodeLost, when set, hears of each node a run lost without being told
-	// (see [ServiceConfig.NodeLost]).
+	// (see [ClusterConfig.NodeLost]).
 	NodeLost func(name string)
 }
 
@@ -537,7 +537,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 			j.scanProgress()
 		case <-ctx.Done():
 			grace := j.cfg.KillGrace
-			if errors.Is(context.Cause(ctx), errHandedOver) {
+			if errors.Is(context.Cause(ctx), ErrHandedOver) {
 				// As for a planned move: the ranks hold after the epoch the
 				// next coordinator relaunches from; SIGTERM would cost a second.
 				grace = 0

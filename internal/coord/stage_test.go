@@ -1,8 +1,9 @@
 package coord
 
 import (
-	"shoal/internal/job"
 	"testing"
+
+	"shoal/internal/job"
 )
 
 func TestDescribeStaging(t *testing.T) {

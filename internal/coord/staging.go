@@ -2,8 +2,10 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -50,7 +52,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
 			defer wg.Done()
-			files, err := b.s.setUp(ctx, peer, name, b.nodes[name].Arch, info, nranks, &meter)
+			files, err := b.cfg.setUp(ctx, peer, name, b.nodes[name].Arch, info, nranks, &meter)
 			if err != nil {
 				down.note(err, name)
 				errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
@@ -398,4 +400,109 @@ func describeResizeStaging(epoch uint64, nranks, rebuilt int, s stagedShards) st
 		msg += fmt.Sprintf(", %d in place", in)
 	}
 	return msg
+}
+
+// setUp grants job info to the node of peer, which runs ranks of its ranks,
+// and copies it the job's files it lacks from this node's cache (those of its
+// instruction set, arch), returning those it copied. The grant asks which files the node lacks: a node that
+// has them all (the same content hashes) costs one request. The node this
+// service runs on holds them already (the submitter uploaded them here).
+func (c ClusterConfig) setUp(ctx context.Context, peer Peer, node, arch string, info job.Job, ranks int, meter *stageMeter) ([]job.File, error) {
+	req := api.GrantRequest{Job: info.ID, Coordinator: c.Node, Ranks: ranks, TTL: job.Duration(24 * time.Hour), Owner: info.Spec.Owner}
+	files := info.Spec.FilesFor(arch)
+	if node != c.Node {
+		for _, f := range files {
+			req.Files = append(req.Files, f.SHA256)
+		}
+	}
+	missing, err := peer.Grant(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("grant: %w", err)
+	}
+	var copied []job.File
+	for _, f := range files {
+		if slices.Contains(missing, f.SHA256) {
+			meter.expect(node, f.Size)
+		}
+	}
+	for _, f := range files {
+		if !slices.Contains(missing, f.SHA256) {
+			continue
+		}
+		r, err := os.Open(c.cache().Path(f.SHA256))
+		if err != nil {
+			return copied, err
+		}
+		err = peer.PutFile(ctx, f.SHA256, meter.reader(node, r), f.Size)
+		r.Close()
+		if err != nil {
+			return copied, fmt.Errorf("file %s: %w", f.Name, err)
+		}
+		copied = append(copied, f)
+	}
+	return copied, nil
+}
+
+// describeStaging says which files went to which nodes, and which nodes had them
+// all: "staged heat, in.txt (1.2 MB) to n2, n3; n1 had them", or "job files
+// already on every node (n1, n2, n3): nothing staged". copied is by node, for
+// every node of the launch.
+// stagedData is the data of the stage event of copied: the bytes staged.
+func stagedData(copied map[string][]job.File) json.RawMessage {
+	var s job.Staged
+	for _, files := range copied {
+		for _, f := range files {
+			s.Bytes += f.Size
+		}
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func describeStaging(copied map[string][]job.File) string {
+	groups := map[string][]string{} // "names (size)" → nodes
+	var had []string
+	for node, files := range copied {
+		if len(files) == 0 {
+			had = append(had, node)
+			continue
+		}
+		names := make([]string, len(files))
+		var size int64
+		for i, f := range files {
+			names[i], size = f.Name, size+f.Size
+		}
+		key := fmt.Sprintf("%s (%s)", strings.Join(names, ", "), byteSize(size))
+		groups[key] = append(groups[key], node)
+	}
+	sort.Strings(had)
+	if len(groups) == 0 {
+		return fmt.Sprintf("job files already on every node (%s): nothing staged", strings.Join(had, ", "))
+	}
+	var parts []string
+	for key, nodes := range groups {
+		sort.Strings(nodes)
+		parts = append(parts, key+" to "+strings.Join(nodes, ", "))
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		return parts[i][strings.LastIndex(parts[i], " to "):] < parts[j][strings.LastIndex(parts[j], " to "):]
+	})
+	msg := "staged " + strings.Join(parts, "; ")
+	if len(had) > 0 {
+		msg += "; " + strings.Join(had, ", ") + " had them"
+	}
+	return msg
+}
+
+// byteSize writes n bytes for people: "512 B", "17.3 kB", "1.2 MB".
+func byteSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	case n < 1000*1000*1000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }

@@ -46,12 +46,12 @@ func (b *clusterBackend) learnTraffic() {
 	}
 	prof := profile(reports, func(rank int) float64 { return speed[b.placement[rank]] })
 	prof.Ranks = len(b.placement)
-	if !changed(b.cj.snapshot().Traffic, prof) {
+	if !changed(b.rec.Job().Traffic, prof) {
 		return
 	}
 	b.trafficOn = slices.Clone(b.placement)
 	b.trafficGen++
-	b.cj.update(func(a *job.Job) { a.Traffic = prof })
+	b.rec.Update(func(a *job.Job) { a.Traffic = prof })
 }
 
 // profile turns the ranks' reports into traffic per second between pairs of

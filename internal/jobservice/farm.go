@@ -1,4 +1,4 @@
-package coord
+package jobservice
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/coord"
 	"shoal/internal/farm"
 	"shoal/internal/job"
 	"shoal/internal/launch"
@@ -139,7 +140,7 @@ func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	for _, r := range f.runners {
 		r.cancel()
 	}
-	if errors.Is(context.Cause(ctx), errLostLead) {
+	if errors.Is(context.Cause(ctx), coord.ErrLostLead) {
 		return // the new leader takes the farm over from the ledger
 	}
 	f.revokeAll()
@@ -270,7 +271,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 			why := "is gone"
 			for _, n := range nodes {
 				if n.Name == name {
-					why = goneWord(n.State)
+					why = api.GoneWord(n.State)
 					if n.Leaving {
 						why = "is leaving"
 					}
@@ -297,7 +298,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 	}
 	// Results whose every holder is gone are lost: their tasks run again. The
 	// ledger is looked through only when the live nodes changed.
-	key := liveKey(nodes)
+	key := api.LiveKey(nodes)
 	if key == f.liveKey {
 		return
 	}
@@ -321,7 +322,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 // setUp grants a node the farm and stages the farm's files there.
 func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
-	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, n.Arch, f.info, ranks, nil)
+	_, err := f.s.cfg.cluster().SetUp(ctx, n, f.info, ranks)
 	return err
 }
 
@@ -348,7 +349,7 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
 	// The agent reads the command line as sh would: a file name may need quotes.
 	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
-	for _, a := range stageArgs(spec, n.Arch) {
+	for _, a := range coord.StageArgs(spec, n.Arch) {
 		argv = append(argv, launch.QuoteWord(a))
 	}
 	env := map[string]string{"SHOAL_JOB": f.info.ID}
@@ -665,10 +666,10 @@ func (f *farmRun) finish(ctx context.Context) {
 	f.flush()
 	total := len(f.info.Spec.Farm.Tasks)
 	gave := f.ledger.GivenUp()
-	res := Result{State: job.Succeeded}
+	res := coord.Result{State: job.Succeeded}
 	switch {
 	case context.Cause(ctx) != nil && f.sched.Left() > 0:
-		res = Result{State: job.Cancelled, ExitCode: 130,
+		res = coord.Result{State: job.Cancelled, ExitCode: 130,
 			Reason: fmt.Sprintf("cancelled with %d of %d tasks done", f.ledger.Len(), total)}
 	case len(gave) > 0:
 		var list []string
@@ -679,7 +680,7 @@ func (f *farmRun) finish(ctx context.Context) {
 			}
 			list = append(list, fmt.Sprintf("%d (exit %d)", g.Task, g.ExitCode))
 		}
-		res = Result{State: job.Failed, ExitCode: 1,
+		res = coord.Result{State: job.Failed, ExitCode: 1,
 			Reason: fmt.Sprintf("%d of %d tasks failed: %s", len(gave), total, strings.Join(list, ", "))}
 	default:
 		res.Reason = fmt.Sprintf("%d tasks done", total)

@@ -1,4 +1,4 @@
-package coord
+package jobservice
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/coord"
+	"shoal/internal/epochs"
 	"shoal/internal/job"
-	"shoal/internal/place"
 )
 
 // writeDelay is how long a change that decides nothing (rank output, an
@@ -30,11 +31,10 @@ type clusterJob struct {
 	info      job.Job
 	cancel    context.CancelCauseFunc
 	done      bool
-	placement place.Placement
-	backend   *clusterBackend
-	out       []job.Event // events not yet written (rank output, posted events)
-	infoDirty bool        // info has changes not yet written
-	flushing  bool        // a write of what waits is scheduled
+	backend   *coord.ClusterRun // an MPI job's run, once it has one
+	out       []job.Event       // events not yet written (rank output, posted events)
+	infoDirty bool              // info has changes not yet written
+	flushing  bool              // a write of what waits is scheduled
 	// writeMu keeps the store's entries in the order they were made.
 	writeMu sync.Mutex
 	// term is the Service's leadership term the job is driven in; finished is
@@ -56,6 +56,36 @@ func (j *clusterJob) current() bool {
 	j.s.mu.Lock()
 	defer j.s.mu.Unlock()
 	return j.term == j.s.term
+}
+
+var _ coord.Record = (*clusterJob)(nil)
+
+// Job returns a copy of the job's record.
+func (j *clusterJob) Job() job.Job { return j.snapshot() }
+
+// Update changes the job's info and writes it within writeDelay.
+func (j *clusterJob) Update(f func(*job.Job)) { j.update(f) }
+
+// Decide changes the job's info with f and, when f reports a change, writes it
+// at once.
+func (j *clusterJob) Decide(f func(*job.Job) bool) {
+	j.mu.Lock()
+	changed := f(&j.info)
+	j.mu.Unlock()
+	if changed {
+		j.write(true)
+	}
+}
+
+// KeepBook records the job's epoch book in the store, with what waits, so
+// that the next leader resumes from it.
+func (j *clusterJob) KeepBook(book epochs.Book) {
+	if j.s == nil || j.s.cfg.Store == nil {
+		return
+	}
+	if b, err := json.Marshal(book); err == nil {
+		j.writeBook(b)
+	}
 }
 
 func (j *clusterJob) snapshot() job.Job {
