@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
 
 	"shoal/internal/coord"
 	"shoal/internal/epochs"
+	"shoal/internal/farmrun"
 	"shoal/internal/job"
 )
 
@@ -41,9 +43,6 @@ type clusterJob struct {
 	// closed once its run has stopped.
 	term     uint64
 	finished chan struct{}
-	// farmNodes are the API addresses of the nodes a task farm uses, by name,
-	// for the goroutines that store its results.
-	farmNodes map[string]string
 }
 
 // current reports whether this node still drives the job in the term it started
@@ -87,6 +86,30 @@ func (j *clusterJob) KeepBook(book epochs.Book) {
 		j.writeBook(b)
 	}
 }
+
+// farmRecord is a task farm's record as its runtime keeps it.
+type farmRecord struct{ *clusterJob }
+
+var _ farmrun.Record = farmRecord{}
+
+// Event records an event of the farm's lifecycle.
+func (r farmRecord) Event(e job.Event) { r.event(e) }
+
+// Change changes the farm's info; it is written with the next Write.
+func (r farmRecord) Change(f func(*job.Job)) {
+	r.mu.Lock()
+	f(&r.info)
+	r.mu.Unlock()
+}
+
+// Write writes what waits, events, the info and the farm's ledger in one entry.
+func (r farmRecord) Write(events []job.Event, ledger json.RawMessage) { r.writeWith(events, ledger) }
+
+// End writes the farm's final info and its last event in one entry.
+func (r farmRecord) End(f func(*job.Job), last job.Event) { r.end(f, last) }
+
+// Lines returns a writer of one output event of type typ per line.
+func (r farmRecord) Lines(typ string) io.Writer { return &lineEvents{job: r.clusterJob, typ: typ} }
 
 func (j *clusterJob) snapshot() job.Job {
 	j.mu.Lock()

@@ -34,7 +34,7 @@ func TestSubmittedMessage(t *testing.T) {
 }
 
 // TestStateWrittenOnlyByLifecycle: the one place in the package, and in the
-// run loop that keeps a job's record up to date (internal/coord), that sets a
+// runtimes that keep a job's record up to date (internal/coord, internal/farmrun), that sets a
 // job's state in its record is clusterJob.event, through job.Job.Apply, which
 // a job.Lifecycle's events reach (an MPI job's run loop and a farm's each have
 // one): no other code assigns to a State field, so every change of a job's
@@ -42,7 +42,7 @@ func TestSubmittedMessage(t *testing.T) {
 func TestStateWrittenOnlyByLifecycle(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs := map[string]*ast.Package{}
-	for _, dir := range []string{".", "../coord"} {
+	for _, dir := range []string{".", "../coord", "../farmrun"} {
 		found, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 		if err != nil {
 			t.Fatal(err)

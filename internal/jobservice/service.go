@@ -23,6 +23,7 @@ import (
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/farm"
+	"shoal/internal/farmrun"
 	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/jobstore"
@@ -267,7 +268,13 @@ func (s *Service) start(info job.Job, book *epochs.Book, resume *coord.Resume) {
 func (s *Service) run(ctx context.Context, j *clusterJob, book *epochs.Book, resume *coord.Resume) {
 	info := j.snapshot()
 	if info.Spec.Farm != nil {
-		s.runFarm(ctx, j)
+		var ledger json.RawMessage
+		if s.cfg.Store != nil {
+			if _, stored, err := s.cfg.Store.Job(info.ID); err == nil {
+				ledger = stored
+			}
+		}
+		farmrun.Run(ctx, farmrun.Config{ClusterConfig: s.cfg.cluster(), Agent: s.cfg.Agent}, farmRecord{j}, ledger)
 		return
 	}
 	out := coord.Output{

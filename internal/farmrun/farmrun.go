@@ -1,4 +1,9 @@
-package jobservice
+// Package farmrun is a task farm's runtime on the node that coordinates it: a
+// task runner per node (internal/taskrun, started through the node's agent),
+// tasks handed out by [farm.Scheduler], each result stored on two nodes, and
+// the ledger of stored results written with the farm's events into its record.
+// The farm's rules are internal/farm's; this package does the I/O around them.
+package farmrun
 
 import (
 	"bufio"
@@ -37,12 +42,41 @@ const (
 	farmResultsDir = "results"
 )
 
+// Config is what a farm's run needs of the node that coordinates it: the
+// cluster backend's view of the node (its name, data dir, the live nodes, their
+// agents as peers, the setting up of a node), and a client of a node's agent,
+// which starts the node's task runner and stores results.
+type Config struct {
+	coord.ClusterConfig
+	Agent func(n api.Node) *api.Client
+}
+
+// Record is a farm's record as its run keeps it: the job service writes it
+// through to the job store. Its methods must be safe for concurrent use.
+type Record interface {
+	// Job returns a copy of the record.
+	Job() job.Job
+	// Event records an event of the farm's lifecycle, with what it says of
+	// the job (its state).
+	Event(e job.Event)
+	// Change changes the record; the change is written with the next Write.
+	Change(f func(*job.Job))
+	// Write writes events, the record and ledger (the farm's, encoded) in one
+	// entry.
+	Write(events []job.Event, ledger json.RawMessage)
+	// End writes the record, changed by f, and its last event in one entry.
+	End(f func(*job.Job), last job.Event)
+	// Lines returns a writer that records each line written to it as an
+	// output event of type typ (a task runner's stderr).
+	Lines(typ string) io.Writer
+}
+
 // farmRun is one run of a task farm by this node's coordinator. Its fields
-// are the main loop's (runFarm), except where said.
+// are the main loop's (Run), except where said.
 type farmRun struct {
-	s      *Service
-	j      *clusterJob
-	lc     *job.Lifecycle // the farm's state, written into its record (j.event)
+	cfg    Config
+	j      Record
+	lc     *job.Lifecycle // the farm's state, written into its record (j.Event)
 	info   job.Job
 	ledger farm.Ledger
 	sched  *farm.Scheduler
@@ -66,6 +100,10 @@ type farmRun struct {
 	// nodes set up at the start.
 	staticSet bool
 	liveKey   string // the live nodes the ledger's holders were last checked against
+	// apis are the API addresses of the nodes in use, by name, for the
+	// goroutines that store results (under mu).
+	mu   sync.Mutex
+	apis map[string]string
 }
 
 type nodeReady struct {
@@ -101,24 +139,25 @@ type taskEnd struct {
 	seconds float64
 }
 
-// runFarm drives a task farm until every task is done or given up, or until
-// the farm is cancelled or this node stops leading.
-func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
+// Run drives the task farm rec holds until every task is done or given up,
+// or until ctx ends: the farm is cancelled, or with [coord.ErrLostLead] as
+// its cause, this node stops leading (the farm's end is not written then: the
+// new leader goes on from the ledger). ledger is the farm's ledger of stored
+// results as the job store holds it (empty: none yet).
+func Run(ctx context.Context, cfg Config, rec Record, ledger json.RawMessage) {
 	// The farm's own context: its end stops every goroutine it started, a
 	// reply of a runner dropped meanwhile included.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	info := j.snapshot()
-	f := &farmRun{s: s, j: j, lc: job.NewLifecycle(info.ID, j.event), info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
+	info := rec.Job()
+	f := &farmRun{cfg: cfg, j: rec, lc: job.NewLifecycle(info.ID, rec.Event), info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
 		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady), gone: make(chan runnerEnd),
 		runners: map[string]*runner{}, inFlight: map[string]map[int]bool{}, started: time.Now(), perNode: map[string]int{},
-		results: results.Store{Dir: filepath.Join(s.cfg.DataDir, farmResultsDir)}}
-	if s.cfg.Store != nil {
-		if _, book, err := s.cfg.Store.Job(info.ID); err == nil && len(book) > 0 {
-			if err := json.Unmarshal(book, &f.ledger); err != nil {
-				f.note(job.EventInternal, fmt.Sprintf("the farm's ledger does not decode (%v); running every task", err), nil)
-				f.ledger = farm.Ledger{}
-			}
+		results: results.Store{Dir: filepath.Join(cfg.DataDir, farmResultsDir)}}
+	if len(ledger) > 0 {
+		if err := json.Unmarshal(ledger, &f.ledger); err != nil {
+			f.note(job.EventInternal, fmt.Sprintf("the farm's ledger does not decode (%v); running every task", err), nil)
+			f.ledger = farm.Ledger{}
 		}
 	}
 	spec := info.Spec.Farm
@@ -202,7 +241,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 	if f.ledger.Len() == 0 {
 		return
 	}
-	nodes, err := f.s.cfg.Nodes(ctx)
+	nodes, err := f.cfg.Nodes(ctx)
 	if err != nil {
 		return
 	}
@@ -218,7 +257,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			tasks, err := f.s.cfg.Agent(n).Results(cctx, f.info.ID)
+			tasks, err := f.cfg.Agent(n).Results(cctx, f.info.ID)
 			if err != nil {
 				return
 			}
@@ -256,7 +295,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 // refreshNodes starts using the live nodes the farm does not use yet, and stops
 // using the nodes that are gone or leaving: their tasks go back to the queue.
 func (f *farmRun) refreshNodes(ctx context.Context) {
-	nodes, err := f.s.cfg.Nodes(ctx)
+	nodes, err := f.cfg.Nodes(ctx)
 	if err != nil {
 		return
 	}
@@ -322,7 +361,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 // setUp grants a node the farm and stages the farm's files there.
 func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
-	_, err := f.s.cfg.cluster().SetUp(ctx, n, f.info, ranks)
+	_, err := f.cfg.SetUp(ctx, n, f.info, ranks)
 	return err
 }
 
@@ -390,9 +429,9 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 	go func() { // the connection
 		var end runnerEnd
 		end.r = r
-		conn, err := f.s.cfg.Agent(n).Launch(rctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
+		conn, err := f.cfg.Agent(n).Launch(rctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
 		if err == nil {
-			relay := launch.Relay{Stdin: inR, Stdout: outW, Stderr: &lineEvents{job: f.j, typ: job.EventOutputErr}}
+			relay := launch.Relay{Stdin: inR, Stdout: outW, Stderr: f.j.Lines(job.EventOutputErr)}
 			end.exit, err = relay.Run(conn)
 		}
 		end.err = err
@@ -467,7 +506,7 @@ func (f *farmRun) dropNode(name, why string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		f.s.cfg.Peer(n).Revoke(ctx, f.info.ID)
+		f.cfg.Peer(n).Revoke(ctx, f.info.ID)
 	}()
 }
 
@@ -542,13 +581,13 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name, Holders: held}
 	apis := f.nodesSnapshot()
 	apis[ran.Name] = ran.API
-	candidates := []string{f.s.cfg.Node}
-	if ran.Name != f.s.cfg.Node {
+	candidates := []string{f.cfg.Node}
+	if ran.Name != f.cfg.Node {
 		candidates = append(candidates, ran.Name)
 	}
 	var others []string
 	for name := range apis {
-		if name != f.s.cfg.Node && name != ran.Name {
+		if name != f.cfg.Node && name != ran.Name {
 			others = append(others, name)
 		}
 	}
@@ -564,11 +603,11 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 			continue
 		}
 		var err error
-		if name == f.s.cfg.Node {
+		if name == f.cfg.Node {
 			err = f.results.Put(f.info.ID, task, r.SHA256, bytes.NewReader(b))
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err = f.s.cfg.Agent(api.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
+			err = f.cfg.Agent(api.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
 			cancel()
 		}
 		if err != nil {
@@ -586,10 +625,10 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 // nodesSnapshot returns a copy of the API addresses of the nodes in use, for
 // a task's goroutine.
 func (f *farmRun) nodesSnapshot() map[string]string {
-	f.j.mu.Lock()
-	defer f.j.mu.Unlock()
-	out := make(map[string]string, len(f.j.farmNodes))
-	for k, v := range f.j.farmNodes {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]string, len(f.apis))
+	for k, v := range f.apis {
 		out[k] = v
 	}
 	return out
@@ -601,9 +640,9 @@ func (f *farmRun) publishNodes() {
 	for name, n := range f.nodes {
 		names[name] = n.API
 	}
-	f.j.mu.Lock()
-	f.j.farmNodes = names
-	f.j.mu.Unlock()
+	f.mu.Lock()
+	f.apis = names
+	f.mu.Unlock()
 }
 
 // progress writes a progress line every farmProgressEvery, or now when final.
@@ -640,11 +679,12 @@ func (f *farmRun) progress(final bool) {
 	for k, v := range f.perNode {
 		perNode[k] = v
 	}
-	f.j.mu.Lock()
-	f.j.info.Farm = &job.FarmProgress{Total: total, Done: done, Failed: failed, Running: f.running(), PerNode: perNode, Rate: rate}
-	f.j.info.Progress = float64(done+failed) / float64(max(total, 1))
-	f.j.mu.Unlock()
-	f.note(job.EventFarmProgress, line, f.j.snapshot().Farm)
+	fp := &job.FarmProgress{Total: total, Done: done, Failed: failed, Running: f.running(), PerNode: perNode, Rate: rate}
+	f.j.Change(func(a *job.Job) {
+		a.Farm = fp
+		a.Progress = float64(done+failed) / float64(max(total, 1))
+	})
+	f.note(job.EventFarmProgress, line, f.j.Job().Farm)
 }
 
 // flush writes the queued events, the job's info and the ledger in one entry.
@@ -656,7 +696,7 @@ func (f *farmRun) flush() {
 	if err != nil {
 		return
 	}
-	f.j.writeWith(f.events, book)
+	f.j.Write(f.events, book)
 	f.events, f.dirty = nil, false
 }
 
@@ -687,7 +727,7 @@ func (f *farmRun) finish(ctx context.Context) {
 	}
 	f.transition(res.State, job.Event{Message: res.Reason})
 	done := res.Done()
-	f.j.end(func(a *job.Job) {
+	f.j.End(func(a *job.Job) {
 		a.Ended, a.Reason, a.ExitCode = time.Now(), done.Reason, &done.ExitCode
 	}, job.NewEvent(job.EventEnd, res.Reason, done))
 }
@@ -709,7 +749,7 @@ func (f *farmRun) revokeAll() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			f.s.cfg.Peer(n).Revoke(ctx, f.info.ID)
+			f.cfg.Peer(n).Revoke(ctx, f.info.ID)
 		}(n)
 	}
 	wg.Wait()
