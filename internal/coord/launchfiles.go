@@ -57,7 +57,7 @@ func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[str
 	arch := ""
 	for _, n := range live {
 		if arch != "" && n.Arch != arch {
-			arch = mixedArch // a world of several sets (--mix-arch)
+			arch = place.Mixed // a world of several sets (--mix-arch)
 			break
 		}
 		arch = n.Arch
@@ -152,12 +152,12 @@ func beside(shoalBin, name, sub string) []string {
 // StageArgs are the --stage arguments of `shoal exec-rank` and `shoal
 // exec-task` that place the job's files in a node's job directory: the program
 // executable, the other files readable, unless their mode says otherwise; those
-// of the node's instruction set, arch, or for a world of several (mixedArch)
+// of the node's instruction set, arch, or for a world of several (place.Mixed)
 // every build, each named with its set for the ranks to choose theirs.
 func StageArgs(spec job.Spec, arch string) []string {
 	var args []string
 	staged, tagged := spec.FilesFor(arch), false
-	if arch == mixedArch {
+	if arch == place.Mixed {
 		staged, tagged = spec.Files, true
 	}
 	for _, f := range staged {

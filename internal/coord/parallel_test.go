@@ -17,6 +17,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/place"
 )
 
 // barrier lets n callers through together; a caller that waits longer than a
@@ -246,7 +247,7 @@ func TestSetUpSendsTheBuildOfTheNodesSet(t *testing.T) {
 		t.Errorf("stageArgs(arm64) = %q, want %q", got, want)
 	}
 	// A world of both sets names every build with its set; each rank places its own.
-	if got, want := StageArgs(info.Spec, mixedArch), []string{"--stage", "prog=" + files[0].SHA256 + ":755:amd64", "--stage", "prog=" + files[1].SHA256 + ":755:arm64", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
+	if got, want := StageArgs(info.Spec, place.Mixed), []string{"--stage", "prog=" + files[0].SHA256 + ":755:amd64", "--stage", "prog=" + files[1].SHA256 + ":755:arm64", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
 		t.Errorf("stageArgs(mixed) = %q, want %q", got, want)
 	}
 }

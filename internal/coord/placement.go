@@ -18,7 +18,38 @@ import (
 func placeNodes(nodes map[string]api.Node) []place.Node {
 	out := make([]place.Node, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, place.Node{Name: n.Name, Cores: n.Cores, CPUs: n.CPUs, Speed: float64(n.Speed)})
+		out = append(out, place.Node{Name: n.Name, Arch: n.Arch, Cores: n.Cores, CPUs: n.CPUs, Speed: float64(n.Speed)})
+	}
+	return out
+}
+
+// archSet is the live nodes of one instruction set, or of several
+// (place.Mixed).
+type archSet struct {
+	arch  string
+	nodes map[string]api.Node
+}
+
+// archSets groups live by instruction set (place.ArchSets): the sets the
+// job's program is built for (allowed; nil: any), in the order to try them.
+// none says why no set is given though nodes are live.
+func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []archSet, none string) {
+	bySet, none := place.ArchSets(placeNodeMap(live), allowed, mix)
+	for _, s := range bySet {
+		set := archSet{arch: s.Arch, nodes: map[string]api.Node{}}
+		for name := range s.Nodes {
+			set.nodes[name] = live[name]
+		}
+		sets = append(sets, set)
+	}
+	return sets, none
+}
+
+// placeNodeMap is placeNodes by name.
+func placeNodeMap(nodes map[string]api.Node) map[string]place.Node {
+	out := make(map[string]place.Node, len(nodes))
+	for _, n := range placeNodes(nodes) {
+		out[n.Name] = n
 	}
 	return out
 }
@@ -109,7 +140,7 @@ func (b *clusterBackend) sayLeftOut(live map[string]api.Node, set archSet, allow
 			b.setAside[name] = n
 		}
 	}
-	note := leftOut(live, set, allowed)
+	note := place.LeftOut(placeNodeMap(live), place.ArchSet{Arch: set.arch, Nodes: placeNodeMap(set.nodes)}, allowed)
 	if note != b.leftOutNote && note != "" {
 		b.j.event(job.EventNodes, job.Event{Message: note})
 	}
