@@ -224,7 +224,7 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	b.mu.Unlock()
 	moves := ""
 	if from == to {
-		moves = describeMoves(b.placement, p, live)
+		moves = place.DescribeMoves(b.placement, p, live)
 	} else if from > 0 {
 		e := resized(req.cause, from, to, restartEpoch, why)
 		b.j.event(e.Type, e)

@@ -14,26 +14,6 @@ import (
 	"shoal/internal/place"
 )
 
-func TestDescribeMoves(t *testing.T) {
-	live := map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
-	cases := []struct {
-		prev, next place.Placement
-		want       string
-	}{
-		{nil, place.Placement{"a", "b"}, ""},
-		{place.Placement{"a", "b", "c", "c", "c"}, place.Placement{"a", "a", "a", "a", "b"}, "2 of c's ranks → a, 1 → b; 1 other rank moved"},
-		{place.Placement{"a", "c", "d"}, place.Placement{"a", "b", "b"}, "1 of c's ranks → b; 1 of d's ranks → b"},
-		{place.Placement{"a", "b", "c"}, place.Placement{"a", "a", "b"}, "1 of c's ranks → b; 1 other rank moved"},
-		{place.Placement{"a", "b", "c", "c"}, place.Placement{"b", "a", "a", "b"}, "1 of c's ranks → a, 1 → b; 2 other ranks moved"},
-		{place.Placement{"a", "b"}, place.Placement{"b", "a"}, ""}, // nothing lost: nothing said
-	}
-	for _, c := range cases {
-		if got := describeMoves(c.prev, c.next, live); got != c.want {
-			t.Errorf("describeMoves(%v, %v) = %q, want %q", c.prev, c.next, got, c.want)
-		}
-	}
-}
-
 func TestRemainingFromProgress(t *testing.T) {
 	now := time.Now()
 	// Rank 0's node is an hour behind this one: only differences of its times count.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -201,7 +200,7 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	// learns is the share of time outside MPI calls, and ranks that wait for a
 	// core spend that inside them, so it would take oversubscribed ranks for
 	// communicating ones and pack them tighter still.
-	bound := max(1, tightest(blocks, nodes))
+	bound := max(1, place.Tightest(blocks, nodes))
 	if opts.MaxOversubscribe > 0 {
 		bound = min(bound, opts.MaxOversubscribe)
 	}
@@ -230,21 +229,6 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 		info.Reason = "contiguous blocks in proportion to cores × speed: no other layout is predicted faster"
 	}
 	return blocks, info, in, nil
-}
-
-// tightest is the most ranks per core p puts on any node.
-func tightest(p place.Placement, nodes []place.Node) float64 {
-	cores := map[string]int{}
-	for _, n := range nodes {
-		cores[n.Name] = n.Cores
-	}
-	most := 0.0
-	for name, k := range p.Counts() {
-		if c := cores[name]; c > 0 {
-			most = max(most, float64(k)/float64(c))
-		}
-	}
-	return most
 }
 
 // perIteration writes a predicted time per iteration to 3 figures below 10 s
@@ -303,55 +287,6 @@ func nodeList(nodes map[string]api.Node) string {
 	return strings.Join(names(nodes), ", ")
 }
 
-// describeMoves says where a lost node's ranks went, and how many ranks of the
-// surviving nodes moved too (placing every rank anew may move some to balance the
-// load): "2 of c's ranks → a, 1 → b; 1 other rank moved". Nothing when no node was lost.
-func describeMoves(prev, next place.Placement, live map[string]api.Node) string {
-	if prev == nil {
-		return ""
-	}
-	var parts []string
-	lost := map[string]map[string]int{}
-	var order []string
-	others := 0
-	for r, from := range prev {
-		if r >= len(next) {
-			continue
-		}
-		if _, ok := live[from]; ok {
-			if next[r] != from {
-				others++
-			}
-			continue
-		}
-		if lost[from] == nil {
-			lost[from] = map[string]int{}
-			order = append(order, from)
-		}
-		lost[from][next[r]]++
-	}
-	for _, from := range order {
-		moves := sortedMoves(lost[from])
-		first := strings.Replace(moves[0], " → ", " of "+from+"'s ranks → ", 1)
-		parts = append(parts, strings.Join(append([]string{first}, moves[1:]...), ", "))
-	}
-	if len(parts) > 0 && others > 0 {
-		parts = append(parts, job.Plural(others, "other rank")+" moved")
-	}
-	return strings.Join(parts, "; ")
-}
-
-func sortedMoves(m map[string]int) []string {
-	var out []string
-	for dst, n := range m {
-		out = append(out, fmt.Sprintf("%d → %s", n, dst))
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return strings.SplitN(out[i], " → ", 2)[1] < strings.SplitN(out[j], " → ", 2)[1]
-	})
-	return out
-}
-
 // autoReplan weighs, each time the job's traffic profile changes, moving the
 // job to the layout the planner predicts from it: it moves when the time saved
 // over the rest of the run exceeds what a checkpoint and a restart cost, as
@@ -388,7 +323,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		return // not the planner's layout
 	}
 	in.Options = placeOptions(spec)
-	cur, doubted, err := linksDoubted(in, b.placement, b.trafficOn)
+	cur, doubted, err := place.LinksDoubted(in, b.placement, b.trafficOn)
 	nextCost := info.Compute + info.Comm
 	if err != nil || nextCost <= 0 {
 		return
@@ -415,28 +350,6 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	}
 	b.j.event(job.EventRebalance, job.Event{Message: what + "; moving"})
 	b.startReconfig(ctx, reconfig{reason: "placing by the job's traffic", sameNodes: true, done: make(chan struct{})})
-}
-
-// modelDoubt bounds the seconds of communication the model may predict of an
-// iteration (one second of the job's traffic, as its ranks reported it) on the
-// layout the ranks reported it from: they carried it within a second, and the
-// model, which adds up a node's bytes both ways and its messages as if none
-// overlapped, may count up to about twice that, some more for latency. A
-// prediction beyond says the links are measured slower than the job finds
-// them (a probe taken while the machine was too busy to answer it), and the
-// gain it predicts of a move is not believed.
-const modelDoubt = 3.0
-
-// linksDoubted predicts an iteration of in's traffic with the ranks placed as
-// p, and says whether the links that prediction rests on are too far off what
-// the job found to move it by: p is the layout the traffic was reported from
-// (reportedOn) and its communication is predicted beyond modelDoubt seconds.
-func linksDoubted(in place.Input, p, reportedOn place.Placement) (place.Cost, bool, error) {
-	cur, err := place.Predict(in, p)
-	if err != nil {
-		return cur, false, err
-	}
-	return cur, slices.Equal(p, reportedOn) && cur.Comm > modelDoubt, nil
 }
 
 // ofRun keeps of live the nodes of the current run.

@@ -681,30 +681,8 @@ func (j *jobRun) reportInterval(iv *job.Interval) bool {
 		return false
 	}
 	j.interval = iv
-	j.event(job.EventInterval, job.Event{Message: "checkpoints " + DescribeInterval(*iv)})
+	j.event(job.EventInterval, job.Event{Message: "checkpoints " + iv.Describe()})
 	return true
-}
-
-// DescribeInterval says a checkpoint interval, and why when libshoal chose it:
-// "every 4.5 s (auto: a checkpoint costs the run 12 ms; their nodes lose one
-// every 15m0s: no node failed in 2h0m0s of node time)", the last part its
-// Record, when set.
-func DescribeInterval(iv job.Interval) string {
-	switch {
-	case !iv.Auto && iv.Every == 0:
-		return "none at an interval (the program may still call shoal_checkpoint)"
-	case !iv.Auto:
-		return "every " + job.Seconds(time.Duration(iv.Every)) + ", as asked"
-	case iv.Cost == 0:
-		return fmt.Sprintf("every %s (auto: until the first checkpoint's cost is known; their nodes lose one every %s)",
-			job.Seconds(time.Duration(iv.Every)), time.Duration(iv.MTBF).Round(time.Second))
-	}
-	s := fmt.Sprintf("every %s (auto: a checkpoint costs the run %s; their nodes lose one every %s",
-		job.Seconds(time.Duration(iv.Every)), job.Millis(time.Duration(iv.Cost)), time.Duration(iv.MTBF).Round(time.Second))
-	if iv.Record != "" {
-		s += ": " + iv.Record
-	}
-	return s + ")"
 }
 
 // tailBuffer keeps the last max bytes written to it.

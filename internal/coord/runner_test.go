@@ -337,21 +337,6 @@ func TestReportInterval(t *testing.T) {
 	if len(got) != 3 || got[0] != want {
 		t.Errorf("events %q, want 3, the first %q", got, want)
 	}
-	for _, c := range []struct {
-		iv   job.Interval
-		want string
-	}{
-		{job.Interval{}, "none at an interval (the program may still call shoal_checkpoint)"},
-		{job.Interval{Every: job.Duration(30 * time.Second)}, "every 30 s, as asked"},
-		{*iv(8*time.Second, 0), "every 8 s (auto: until the first checkpoint's cost is known; their nodes lose one every 15m0s)"},
-		{*iv(2*time.Minute, 1500*time.Millisecond), "every 2m0s (auto: a checkpoint costs the run 1.5 s; their nodes lose one every 15m0s)"},
-		{*iv(time.Second, 400*time.Microsecond), "every 1 s (auto: a checkpoint costs the run 0.4 ms; their nodes lose one every 15m0s)"},
-	} {
-		c.iv.Record = ""
-		if s := DescribeInterval(c.iv); s != c.want {
-			t.Errorf("DescribeInterval(%+v) = %q, want %q", c.iv, s, c.want)
-		}
-	}
 }
 
 func TestMTBFEnv(t *testing.T) {

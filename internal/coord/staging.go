@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -71,7 +70,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 	if err := <-errs; err != nil {
 		return nil, err
 	}
-	b.j.event(job.EventStage, job.Event{Message: describeStaging(copied), Data: stagedData(copied)})
+	b.j.event(job.EventStage, job.Event{Message: job.DescribeStaging(copied), Data: job.StagedData(copied)})
 	b.staged = nil
 	if len(fetches)+len(rebuilds) == 0 {
 		return nil, nil
@@ -441,68 +440,4 @@ func (c ClusterConfig) setUp(ctx context.Context, peer Peer, node, arch string, 
 		copied = append(copied, f)
 	}
 	return copied, nil
-}
-
-// describeStaging says which files went to which nodes, and which nodes had them
-// all: "staged heat, in.txt (1.2 MB) to n2, n3; n1 had them", or "job files
-// already on every node (n1, n2, n3): nothing staged". copied is by node, for
-// every node of the launch.
-// stagedData is the data of the stage event of copied: the bytes staged.
-func stagedData(copied map[string][]job.File) json.RawMessage {
-	var s job.Staged
-	for _, files := range copied {
-		for _, f := range files {
-			s.Bytes += f.Size
-		}
-	}
-	b, _ := json.Marshal(s)
-	return b
-}
-
-func describeStaging(copied map[string][]job.File) string {
-	groups := map[string][]string{} // "names (size)" → nodes
-	var had []string
-	for node, files := range copied {
-		if len(files) == 0 {
-			had = append(had, node)
-			continue
-		}
-		names := make([]string, len(files))
-		var size int64
-		for i, f := range files {
-			names[i], size = f.Name, size+f.Size
-		}
-		key := fmt.Sprintf("%s (%s)", strings.Join(names, ", "), byteSize(size))
-		groups[key] = append(groups[key], node)
-	}
-	sort.Strings(had)
-	if len(groups) == 0 {
-		return fmt.Sprintf("job files already on every node (%s): nothing staged", strings.Join(had, ", "))
-	}
-	var parts []string
-	for key, nodes := range groups {
-		sort.Strings(nodes)
-		parts = append(parts, key+" to "+strings.Join(nodes, ", "))
-	}
-	sort.Slice(parts, func(i, j int) bool {
-		return parts[i][strings.LastIndex(parts[i], " to "):] < parts[j][strings.LastIndex(parts[j], " to "):]
-	})
-	msg := "staged " + strings.Join(parts, "; ")
-	if len(had) > 0 {
-		msg += "; " + strings.Join(had, ", ") + " had them"
-	}
-	return msg
-}
-
-// byteSize writes n bytes for people: "512 B", "17.3 kB", "1.2 MB".
-func byteSize(n int64) string {
-	switch {
-	case n < 1000:
-		return fmt.Sprintf("%d B", n)
-	case n < 1000*1000:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	case n < 1000*1000*1000:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
