@@ -226,7 +226,7 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	if from == to {
 		moves = place.DescribeMoves(b.placement, p, live)
 	} else if from > 0 {
-		e := resized(req.cause, from, to, restartEpoch, why)
+		e := job.Resized(req.cause, from, to, restartEpoch, why)
 		b.j.event(e.Type, e)
 		b.trafficOn = nil // what the ranks reported was of the old count
 	}

@@ -73,18 +73,9 @@ func (b *clusterBackend) learned(in place.Input) place.Input {
 	if prof == nil {
 		return in
 	}
-	in.Ranks = profileRanks(prof, b.j.ranks)
-	in.Work, in.Traffic, in.Measured = prof.Work, flows(prof), true
+	in.Ranks = prof.RanksOr(b.j.ranks)
+	in.Work, in.Traffic, in.Measured = prof.Work, place.FlowsOf(prof), true
 	return in
-}
-
-// profileRanks is the count prof was learned at: its own, or for a profile
-// recorded without one, the job's current count.
-func profileRanks(prof *job.TrafficProfile, current int) int {
-	if prof.Ranks > 0 {
-		return prof.Ranks
-	}
-	return current
 }
 
 // trafficAt is the job's learned traffic made one of ranks ranks (rescaled
@@ -95,8 +86,8 @@ func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float6
 	if prof == nil || ranks < 1 {
 		return nil, 0, false
 	}
-	at := profileRanks(prof, ranks)
-	fs := flows(prof)
+	at := prof.RanksOr(ranks)
+	fs := place.FlowsOf(prof)
 	if at != ranks {
 		var err error
 		if fs, err = place.RescaleTraffic(fs, at, ranks); err != nil {
@@ -112,29 +103,6 @@ func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float6
 // that each of more ranks has less to do.
 func throughput(p place.Placement, nodes map[string]api.Node) float64 {
 	return float64(len(p)) * place.Rate(p, placeNodes(nodes))
-}
-
-// resized says a change of the job's count, for its line and event: "node n3
-// lost (no answer for 80 ms): shrinking from 7 to 4 ranks (one per core on
-// n1, n2), from epoch 5".
-func resized(cause string, from, to int, epoch uint64, why string) job.Event {
-	verb := "growing"
-	if to < from {
-		verb = "shrinking"
-	}
-	msg := fmt.Sprintf("%s from %d to %d ranks", verb, from, to)
-	if why != "" {
-		msg += " (" + why + ")"
-	}
-	if cause != "" {
-		msg = cause + ": " + msg
-	}
-	if epoch > 0 {
-		msg += fmt.Sprintf(", from epoch %d", epoch)
-	} else {
-		msg += ", from the beginning: no complete checkpoint"
-	}
-	return job.NewEvent(job.EventResize, msg, job.Resize{From: from, To: to, Epoch: epoch, Why: why})
 }
 
 // resizeSources returns the copies and rebuilds that put every shard of
