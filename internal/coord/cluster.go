@@ -308,8 +308,8 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 		if b.cfg.Failures != nil {
 			rec = b.cfg.Failures()
 		}
-		node, why := nodeMTBF(b.j.spec, rec)
-		env = append(env, mtbfEnv(node, len(byNode)))
+		node, why := mtbf.NodeMTBF(time.Duration(b.j.spec.MTBF), rec)
+		env = append(env, mtbf.Env(node, len(byNode)))
 		b.mtbfRecord = why
 	}
 	l, launcherEnv, err := b.cfg.launchFiles(info, p, live, env)

@@ -53,19 +53,6 @@ func TestPlural(t *testing.T) {
 	}
 }
 
-func TestCoresNeeded(t *testing.T) {
-	cases := []struct {
-		ranks int
-		over  float64
-		want  int
-	}{{6, 0, 6}, {6, 1, 6}, {6, 2, 3}, {7, 2, 4}, {6, 3, 2}, {1, 1.5, 1}}
-	for _, c := range cases {
-		if got := coresNeeded(job.Spec{Ranks: c.ranks, MaxOversubscribe: c.over}); got != c.want {
-			t.Errorf("coresNeeded(%d ranks, %g) = %d, want %d", c.ranks, c.over, got, c.want)
-		}
-	}
-}
-
 // fetchPeer is a Peer whose Fetch blocks until released; it records the copies asked.
 type fetchPeer struct {
 	Peer

@@ -54,7 +54,7 @@ func (b *clusterBackend) count(ctx context.Context, live map[string]api.Node, sp
 // learnedInput is what the planner is given over live for the job: its
 // nodes, options and the links as measured (when they are).
 func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]api.Node, spec job.Spec) place.Input {
-	in := place.Input{Nodes: b.placeNodes(live), Options: placeOptions(spec)}
+	in := place.Input{Nodes: b.placeNodes(live), Options: place.OptionsOf(spec)}
 	if b.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		measured, err := b.cfg.Links(lctx)

@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -62,7 +61,7 @@ func placeNodeMap(nodes map[string]api.Node) map[string]place.Node {
 func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string, epoch uint64) (map[string]api.Node, place.Placement, string, error) {
 	wait := time.Duration(spec.WaitForNodes)
 	deadline := time.Now().Add(wait)
-	opts := placeOptions(spec)
+	opts := place.OptionsOf(spec)
 	announced := false
 	ranBefore := b.placement != nil || b.j.resume != nil // a resumed job ran under another coordinator
 	for {
@@ -224,46 +223,17 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	cost, _ := place.Predict(in, blocks)
 	info.Compute, info.Comm = cost.Compute, cost.Comm
 	info.Reason = fmt.Sprintf("contiguous blocks in proportion to cores × speed: the best other layout is predicted %s per iteration against %s",
-		perIteration(chosen.Cost.Total()), perIteration(cost.Total()))
+		place.PerIteration(chosen.Cost.Total()), place.PerIteration(cost.Total()))
 	if chosen.Cost.Total() >= cost.Total() {
 		info.Reason = "contiguous blocks in proportion to cores × speed: no other layout is predicted faster"
 	}
 	return blocks, info, in, nil
 }
 
-// perIteration writes a predicted time per iteration to 3 figures below 10 s
-// ("651 ms", "1.49 s"), so that two times the 5 % rule tells apart read apart.
-func perIteration(secs float64) string {
-	switch {
-	case secs < 1:
-		return fmt.Sprintf("%.0f ms", secs*1000)
-	case secs < 10:
-		return fmt.Sprintf("%.2f s", secs)
-	}
-	return job.Seconds(time.Duration(secs * float64(time.Second)))
-}
-
-// placeOptions are the bounds a job's spec sets on its placements.
-func placeOptions(spec job.Spec) place.Options {
-	return place.Options{MaxOversubscribe: spec.MaxOversubscribe, MaxPerNode: spec.RanksPerNode}
-}
-
-// oversubscribe is the job's ranks per core.
-func oversubscribe(spec job.Spec) float64 {
-	if spec.MaxOversubscribe <= 0 {
-		return 1
-	}
-	return spec.MaxOversubscribe
-}
-
-func coresNeeded(spec job.Spec) int {
-	return int(math.Ceil(float64(spec.Ranks)/oversubscribe(spec) - 1e-9))
-}
-
 // tooFew says why the job's ranks do not fit the live nodes: "too few nodes: 6
 // ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4".
 func tooFew(spec job.Spec, live map[string]api.Node) string {
-	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(coresNeeded(spec), "core"), oversubscribe(spec))
+	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(spec.CoresNeeded(), "core"), spec.Oversubscription())
 	if spec.RanksPerNode > 0 {
 		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
 		msg += fmt.Sprintf(" and %s at --ranks-per-node %d", job.Plural(need, "node"), spec.RanksPerNode)
@@ -309,7 +279,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		return
 	}
 	spec.Ranks = len(b.placement) // a move by the traffic keeps the count
-	next, info, in, err := b.plan(ctx, b.ofRun(live), spec, placeOptions(spec))
+	next, info, in, err := b.plan(ctx, b.ofRun(live), spec, place.OptionsOf(spec))
 	if err != nil || info == nil {
 		return
 	}
@@ -322,7 +292,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	if in.Ranks == 0 {
 		return // not the planner's layout
 	}
-	in.Options = placeOptions(spec)
+	in.Options = place.OptionsOf(spec)
 	cur, doubted, err := place.LinksDoubted(in, b.placement, b.trafficOn)
 	nextCost := info.Compute + info.Comm
 	if err != nil || nextCost <= 0 {
@@ -330,12 +300,12 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	}
 	if doubted {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("the links as measured predict %s of communication per iteration for the ranks where they are, which ran it all in 1 s: measures that far off (probes taken under load) move no rank; staying",
-			perIteration(cur.Comm))})
+			place.PerIteration(cur.Comm))})
 		return
 	}
 	if !(nextCost < cur.Total()*(1-planMargin)) {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: not %.0f %% faster; staying",
-			perIteration(nextCost), next, perIteration(cur.Total()), 100*planMargin)})
+			place.PerIteration(nextCost), next, place.PerIteration(cur.Total()), 100*planMargin)})
 		return
 	}
 	b.mu.Lock()
@@ -343,7 +313,7 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	b.mu.Unlock()
 	e := place.Weigh(rem, cost, 1/cur.Total(), 1/nextCost)
 	what := fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: %s",
-		perIteration(nextCost), next, perIteration(cur.Total()), describeEstimate(e))
+		place.PerIteration(nextCost), next, place.PerIteration(cur.Total()), e.Describe())
 	if !e.Worth(trafficMoveWorth) {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("%s; not worth a move (it must save %d times its cost)", what, trafficMoveWorth)})
 		return

@@ -64,7 +64,7 @@ func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e 
 			spec.Ranks = len(b.placement)
 		}
 		var err error
-		if next, err = place.Spread(b.placeNodes(set.nodes), spec.Ranks, placeOptions(spec)); err == nil {
+		if next, err = place.Spread(b.placeNodes(set.nodes), spec.Ranks, place.OptionsOf(spec)); err == nil {
 			live = set.nodes
 			break
 		}
@@ -87,11 +87,6 @@ func (b *clusterBackend) layoutWords(next place.Placement) string {
 		return fmt.Sprintf("%d ranks, %s", len(next), next)
 	}
 	return next.String()
-}
-
-func describeEstimate(e place.Estimate) string {
-	return fmt.Sprintf("estimated to save %s of the remaining %s, at a cost of %s (a checkpoint and a restart, as measured)",
-		job.Seconds(e.Gain), job.Seconds(e.Remaining), job.Seconds(e.Cost))
 }
 
 // autoRebalance weighs, once for every new set of live nodes with a node the job
@@ -122,7 +117,7 @@ func (b *clusterBackend) autoRebalance(ctx context.Context) {
 		return // too little progress seen yet: weigh again at the next poll
 	}
 	b.autoWeighed = key
-	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), b.layoutWords(next), describeEstimate(e))
+	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), b.layoutWords(next), e.Describe())
 	if !e.Worth(ratio) {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("%s; not worth it (--auto-rebalance %g)", what, ratio)})
 		return
@@ -149,7 +144,7 @@ func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
 	case throughput(next, live) <= throughput(b.placement, b.nodes):
 		return fmt.Sprintf("the live nodes would not run it faster (now %s, would be %s); --force relaunches anyway", b.placement, next)
 	case ok && !e.Worth(1):
-		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", b.layoutWords(next), describeEstimate(e))
+		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", b.layoutWords(next), e.Describe())
 	}
 	return ""
 }

@@ -26,7 +26,6 @@ import (
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
-	"shoal/internal/mtbf"
 	"shoal/internal/shard"
 	"shoal/internal/userdir"
 )
@@ -732,16 +731,6 @@ func lastLine(s string) string {
 	return "(no output)"
 }
 
-// nodeMTBF is one node's mean time between failures for a run of s's
-// SHOAL_MTBF, and what it rests on: the user's --mtbf when given, else the
-// failure record rec.
-func nodeMTBF(s job.Spec, rec mtbf.Estimate) (time.Duration, string) {
-	if s.MTBF > 0 {
-		return time.Duration(s.MTBF), "as given with --mtbf"
-	}
-	return rec.NodeMTBF(), rec.String()
-}
-
 // envList is env as KEY=VALUE words, sorted by key: what a rank's environment
 // gets of the job's --env.
 func envList(env map[string]string) []string {
@@ -750,12 +739,4 @@ func envList(env map[string]string) []string {
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-// mtbfEnv is the SHOAL_MTBF of a run over nodes nodes whose each fails every
-// node: the job's mean time between failures, in whole seconds, at least 1
-// (libshoal refuses 0).
-func mtbfEnv(node time.Duration, nodes int) string {
-	job := node / time.Duration(max(nodes, 1))
-	return "SHOAL_MTBF=" + strconv.FormatInt(max(int64(job.Seconds()), 1), 10)
 }

@@ -122,7 +122,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			corrupt := b.wasCorrupt(c.Epoch, c.Rank, c.To)
 			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
 			if err == nil && corrupt {
-				b.j.event(job.EventShardCorrupt, job.Event{Epoch: c.Epoch, Rank: job.RankOf(c.Rank), Message: repairNote(c.Epoch, c.Rank, c.To, c.From)})
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: c.Epoch, Rank: job.RankOf(c.Rank), Message: epochs.RepairNote(c.Epoch, c.Rank, c.To, c.From)})
 			}
 			b.mu.Lock()
 			if err == nil {

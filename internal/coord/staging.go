@@ -259,7 +259,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 			b.copyMade(epochs.ShardCopy{Epoch: f.Epoch, Rank: f.Rank, Node: f.To})
 			b.mu.Unlock()
 			if corrupt {
-				b.j.event(job.EventShardCorrupt, job.Event{Epoch: f.Epoch, Rank: job.RankOf(f.Rank), Message: repairNote(f.Epoch, f.Rank, f.To, f.From)})
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: f.Epoch, Rank: job.RankOf(f.Rank), Message: epochs.RepairNote(f.Epoch, f.Rank, f.To, f.From)})
 			}
 			if got.Copied {
 				mu.Lock()
