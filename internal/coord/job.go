@@ -7,6 +7,10 @@
 // follows each outcome of a run is the [job.RestartPolicy]'s; which epochs are
 // complete and which to restart from is the [epochs.Book]'s. The runner and the
 // backends do the I/O around them.
+//
+// A job runs on one machine ([Run]) or over the cluster's nodes
+// ([ClusterRun]); the job service of the node that leads the cluster
+// (internal/jobservice) drives the latter, and keeps the job's [Record].
 package coord
 
 import (
