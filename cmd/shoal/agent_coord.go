@@ -9,6 +9,7 @@ import (
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/coord"
+	"shoal/internal/jobservice"
 )
 
 // peer adapts an API client of another agent to what the coordinator needs.
@@ -56,7 +57,7 @@ func plugCoordinator(a *agent.Agent, engine string) error {
 	if err != nil {
 		return err
 	}
-	svc := coord.NewService(coord.ServiceConfig{
+	svc := jobservice.New(jobservice.Config{
 		Node:     a.Name(),
 		DataDir:  a.DataDir(),
 		ShoalBin: self,

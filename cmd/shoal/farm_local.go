@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/coord"
 	"shoal/internal/job"
 	"shoal/internal/localfarm"
 	"shoal/internal/localrun"
@@ -39,7 +38,7 @@ func runFarmHere(f farmFlags, program string, args, tasks []string, stdout, stde
 	name := filepath.Base(program)
 	id := f.jobID
 	if id == "" {
-		id = coord.NewJobID(name)
+		id = job.NewID(name)
 	}
 	ckptRoot, runRoot, err := localDirs()
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"shoal/internal/api"
-	"shoal/internal/coord"
 	"shoal/internal/job"
 )
 
@@ -319,11 +318,11 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, 
 	fmt.Fprintln(stdout, jobTimes(j, time.Now()))
 	switch {
 	case j.Interval != nil:
-		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(*j.Interval))
+		fmt.Fprintf(stdout, "checkpoints: %s\n", j.Interval.Describe())
 	case j.Spec.CheckpointAuto:
 		fmt.Fprintln(stdout, "checkpoints: auto, none reported yet")
 	case j.Spec.Farm == nil:
-		fmt.Fprintf(stdout, "checkpoints: %s\n", coord.DescribeInterval(job.Interval{Every: j.Spec.CheckpointInterval}))
+		fmt.Fprintf(stdout, "checkpoints: %s\n", job.Interval{Every: j.Spec.CheckpointInterval}.Describe())
 	}
 	if j.Spec.Farm == nil {
 		fmt.Fprintf(stdout, "redundancy: %s\n", describeRedundancy(j.Spec))

@@ -18,7 +18,6 @@ import (
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
-	"shoal/internal/coord"
 	"shoal/internal/job"
 )
 
@@ -182,7 +181,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		if staged != "" {
 			note += "; " + filepath.Base(staged) + " is staged"
 			if f.jobID == "" {
-				f.jobID = coord.NewJobID(jobName(program, rawArgs))
+				f.jobID = job.NewID(jobName(program, rawArgs))
 			}
 		}
 		fmt.Fprintln(stderr, note)

@@ -37,7 +37,7 @@ func runHere(f runFlags, program string, args []string, stdout, stderr io.Writer
 	}
 	id := f.jobID
 	if id == "" {
-		id = coord.NewJobID(jobName(program, args))
+		id = job.NewID(jobName(program, args))
 	}
 	f.jobID = id
 	spec := f.jobSpec(append([]string{program}, args...), nil)

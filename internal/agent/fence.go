@@ -17,8 +17,8 @@ import (
 //
 // A coordinator declared dead may only be out of reach for a while (this node's
 // link or its own is down), and its run waits for a silent node as long as
-// giving up would cost (coord.Patience). So does this node: a job's ranks here
-// are stopped coord.FenceAfter the first doubt of the coordinator, which is
+// giving up would cost (job.Patience). So does this node: a job's ranks here
+// are stopped job.FenceAfter the first doubt of the coordinator, which is
 // never later than the coordinator gives up on this node, unless the
 // coordinator is back by then.
 func (a *Agent) fence(sub *membership.Subscription) {

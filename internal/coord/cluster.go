@@ -25,9 +25,9 @@ import (
 // (its [epochs.Book] decides), and after a node is lost relaunches from the newest
 // complete epoch whose shards all survive, on the nodes that remain.
 type clusterBackend struct {
-	s  *Service
-	cj *clusterJob
-	j  *jobRun
+	cfg ClusterConfig
+	rec Record // the job's record
+	j   *jobRun
 
 	// The current run, changed only by prepare; read by the job's goroutine and by
 	// goroutines it waits for.
@@ -71,8 +71,11 @@ type clusterBackend struct {
 	// change (one became complete, older ones were pruned), from the job's
 	// goroutine, so the job's state store can keep it.
 	onBook    func(epochs.Book)
-	reconfigs chan reconfig // asked for by the service
-	pending   *reconfig     // a planned reconfiguration waiting for its checkpoint (job goroutine only)
+	reconfigs chan reconfig // asked for by the job service (ClusterRun.Reconfigure)
+	// placed is the current run's placement for other goroutines (ClusterRun.Uses).
+	placedMu sync.Mutex
+	placed   place.Placement
+	pending  *reconfig // a planned reconfiguration waiting for its checkpoint (job goroutine only)
 	// handed is set once the run is held at a checkpoint for another
 	// coordinator (see reconfig.handOver): it only waits to be stopped (job
 	// goroutine only).
@@ -112,19 +115,19 @@ type clusterBackend struct {
 	received map[string]nodeIndex
 }
 
-// newClusterBackend returns the backend of job rj, which s coordinates as cj. book
+// newClusterBackend returns the backend of job rj, whose record is rec. book
 // is where its epochs are recorded from: empty for a new job; for a job a new
 // coordinator resumes, the book its predecessor kept. The backend keeps a copy.
-func newClusterBackend(s *Service, cj *clusterJob, rj *jobRun, book epochs.Book) *clusterBackend {
+func newClusterBackend(cfg ClusterConfig, rec Record, rj *jobRun, book epochs.Book) *clusterBackend {
 	b := &clusterBackend{
-		s: s, cj: cj, j: rj, book: book.Clone(),
+		cfg: cfg, rec: rec, j: rj, book: book.Clone(),
 		inflight: map[epochs.ShardCopy]bool{}, encoding: map[epochs.ParityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
 		indexes: map[string]api.ShardIndex{}, received: map[string]nodeIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		waiting:   map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}
 
-	if f := s.cfg.OnBook; f != nil {
+	if f := cfg.OnBook; f != nil {
 		id := rj.spec.ID
 		b.onBook = func(book epochs.Book) { f(id, book) }
 	}
@@ -147,7 +150,7 @@ type reconfig struct {
 	// rebalance rule's to weigh (--auto-rebalance).
 	sameNodes bool
 	// handOver, when not nil, makes the reconfiguration a hand-over to the
-	// next coordinator (Service.HandOver): no relaunch here; once the held
+	// next coordinator (the job service's HandOver): no relaunch here; once the held
 	// checkpoint is complete, where the run stopped is put here before done is
 	// closed, and the run waits, its ranks held, to be stopped.
 	handOver *job.Handover
@@ -160,7 +163,7 @@ var _ backend = (*clusterBackend)(nil)
 // matters when the coordinator itself is gone.
 const stageWait = 10 * time.Minute
 
-func (b *clusterBackend) peer(name string) Peer { return b.s.cfg.Peer(b.nodes[name]) }
+func (b *clusterBackend) peer(name string) Peer { return b.cfg.Peer(b.nodes[name]) }
 
 // sources are the live nodes a restart may take shards from: the current
 // run's, and those it left out for their instruction set, which may hold the
@@ -178,7 +181,7 @@ func (b *clusterBackend) sources() map[string]api.Node {
 // or for leaving stays excluded until membership declares it dead or left; if it
 // comes back alive after that, it is a node like any other (a join).
 func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[string]api.Node, error) {
-	nodes, err := b.s.cfg.Nodes(ctx)
+	nodes, err := b.cfg.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +198,7 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 }
 
 func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine.Launch, []string, string, error) {
-	info := b.cj.snapshot()
+	info := b.rec.Job()
 	restartEpoch, env := req.epoch, req.env
 	without := ""
 	if b.pending != nil {
@@ -221,9 +224,9 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	b.mu.Unlock()
 	moves := ""
 	if from == to {
-		moves = describeMoves(b.placement, p, live)
+		moves = place.DescribeMoves(b.placement, p, live)
 	} else if from > 0 {
-		e := resized(req.cause, from, to, restartEpoch, why)
+		e := job.Resized(req.cause, from, to, restartEpoch, why)
 		b.j.event(e.Type, e)
 		b.trafficOn = nil // what the ranks reported was of the old count
 	}
@@ -257,11 +260,11 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	for r, n := range p {
 		byNode[n] = append(byNode[n], r)
 	}
-	b.cj.mu.Lock()
-	b.cj.placement = p
-	b.cj.mu.Unlock()
+	b.placedMu.Lock()
+	b.placed = p
+	b.placedMu.Unlock()
 	plan := b.lastPlan
-	b.cj.update(func(a *job.Job) { a.Placement, a.Plan, a.Ranks = byNode, plan, to })
+	b.rec.Update(func(a *job.Job) { a.Placement, a.Plan, a.Ranks = byNode, plan, to })
 
 	// Fence every earlier run wherever it may still have processes: the nodes of the
 	// last run, and any node of this one, which may be back from being cut off with a
@@ -282,7 +285,7 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 			go func(p Peer) {
 				defer fence.Done()
 				p.Revoke(ctx, info.ID)
-			}(b.s.cfg.Peer(n))
+			}(b.cfg.Peer(n))
 		}
 	}
 	fence.Wait()
@@ -302,14 +305,14 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 	}
 	if b.j.spec.CheckpointAuto {
 		var rec mtbf.Estimate
-		if b.s.cfg.Failures != nil {
-			rec = b.s.cfg.Failures()
+		if b.cfg.Failures != nil {
+			rec = b.cfg.Failures()
 		}
-		node, why := nodeMTBF(b.j.spec, rec)
-		env = append(env, mtbfEnv(node, len(byNode)))
+		node, why := mtbf.NodeMTBF(time.Duration(b.j.spec.MTBF), rec)
+		env = append(env, mtbf.Env(node, len(byNode)))
 		b.mtbfRecord = why
 	}
-	l, launcherEnv, err := b.s.launchFiles(info, p, live, env)
+	l, launcherEnv, err := b.cfg.launchFiles(info, p, live, env)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
@@ -341,7 +344,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 	if loss := b.shardsStaged(); loss != nil {
 		return loss
 	}
-	nodes, err := b.s.cfg.Nodes(ctx)
+	nodes, err := b.cfg.Nodes(ctx)
 	if loss := b.checkRefused(nodes); loss != nil {
 		return loss
 	}
@@ -360,7 +363,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 		b.reportInterval()
 	}
 	joined := false
-	if key := liveKey(nodes); err == nil && key != b.liveKey {
+	if key := api.LiveKey(nodes); err == nil && key != b.liveKey {
 		b.liveKey, joined = key, true
 	}
 	if b.pending == nil { // one move at a time: the next waits for this one's relaunch
@@ -427,18 +430,6 @@ func (b *clusterBackend) held(rc *reconfig) (time.Time, bool) {
 	return time.Unix(0, int64(b.book.CreatedNs(taken))), taken > rc.after
 }
 
-// liveKey names the nodes that are alive and not leaving, in name order.
-func liveKey(nodes []api.Node) string {
-	var live []string
-	for _, n := range nodes {
-		if n.State == "alive" && !n.Leaving {
-			live = append(live, n.Name)
-		}
-	}
-	sort.Strings(live)
-	return strings.Join(live, " ")
-}
-
 // finish collects the rank states of every node after the launcher exited, and tells
 // a lost node (its agent does not answer, or membership says so) from a rank failure.
 func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
@@ -449,7 +440,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	if !failed {
 		return local, nil
 	}
-	id := b.cj.snapshot().ID
+	id := b.rec.Job().ID
 	var states []engine.RankState
 	var silent []string
 	var mu sync.Mutex
@@ -480,7 +471,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	}
 	wg.Wait()
 	if len(silent) == 0 {
-		if nodes, err := b.s.cfg.Nodes(ctx); err == nil {
+		if nodes, err := b.cfg.Nodes(ctx); err == nil {
 			if loss := b.checkMembers(ctx, nodes); loss != nil {
 				return states, loss
 			}

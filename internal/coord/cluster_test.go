@@ -14,26 +14,6 @@ import (
 	"shoal/internal/place"
 )
 
-func TestDescribeMoves(t *testing.T) {
-	live := map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
-	cases := []struct {
-		prev, next place.Placement
-		want       string
-	}{
-		{nil, place.Placement{"a", "b"}, ""},
-		{place.Placement{"a", "b", "c", "c", "c"}, place.Placement{"a", "a", "a", "a", "b"}, "2 of c's ranks → a, 1 → b; 1 other rank moved"},
-		{place.Placement{"a", "c", "d"}, place.Placement{"a", "b", "b"}, "1 of c's ranks → b; 1 of d's ranks → b"},
-		{place.Placement{"a", "b", "c"}, place.Placement{"a", "a", "b"}, "1 of c's ranks → b; 1 other rank moved"},
-		{place.Placement{"a", "b", "c", "c"}, place.Placement{"b", "a", "a", "b"}, "1 of c's ranks → a, 1 → b; 2 other ranks moved"},
-		{place.Placement{"a", "b"}, place.Placement{"b", "a"}, ""}, // nothing lost: nothing said
-	}
-	for _, c := range cases {
-		if got := describeMoves(c.prev, c.next, live); got != c.want {
-			t.Errorf("describeMoves(%v, %v) = %q, want %q", c.prev, c.next, got, c.want)
-		}
-	}
-}
-
 func TestRemainingFromProgress(t *testing.T) {
 	now := time.Now()
 	// Rank 0's node is an hour behind this one: only differences of its times count.
@@ -73,19 +53,6 @@ func TestPlural(t *testing.T) {
 	}
 }
 
-func TestCoresNeeded(t *testing.T) {
-	cases := []struct {
-		ranks int
-		over  float64
-		want  int
-	}{{6, 0, 6}, {6, 1, 6}, {6, 2, 3}, {7, 2, 4}, {6, 3, 2}, {1, 1.5, 1}}
-	for _, c := range cases {
-		if got := coresNeeded(job.Spec{Ranks: c.ranks, MaxOversubscribe: c.over}); got != c.want {
-			t.Errorf("coresNeeded(%d ranks, %g) = %d, want %d", c.ranks, c.over, got, c.want)
-		}
-	}
-}
-
 // fetchPeer is a Peer whose Fetch blocks until released; it records the copies asked.
 type fetchPeer struct {
 	Peer
@@ -104,12 +71,12 @@ func (p fetchPeer) Fetch(ctx context.Context, ref api.ShardRef, from string) (ap
 // polls must not start more copies of it (each poll used to add one more node).
 func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 	asked, release := make(chan string, 10), make(chan struct{})
-	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer {
+	s := ClusterConfig{Peer: func(n api.Node) Peer {
 		return fetchPeer{node: n.Name, asked: asked, release: release}
-	}}}
+	}}
 	book := epochs.NewBook(1, 2)
 	book.AddCopy(1, 0, "a")
-	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 1}, Output{}), book)
+	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 1}, Output{}), book)
 	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 	for poll := 0; poll < 3; poll++ {
 		b.replicate(context.Background())
@@ -145,9 +112,9 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 		"b": {{Epoch: 1, Rank: 1, Checksum: 11}, {Epoch: 1, Rank: 2, Checksum: 12}},
 		"c": {{Epoch: 1, Rank: 2, Checksum: 12}, {Epoch: 1, Rank: 0, Checksum: 10}},
 	}
-	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}}
+	s := ClusterConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}
 	for round := 0; round < 20; round++ {
-		b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 3}, Output{}), epochs.NewBook(3, 2))
+		b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 3}, Output{}), epochs.NewBook(3, 2))
 		b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 		b.placement = place.Placement{"a", "b", "c"}
 		b.epochBase(0)
@@ -197,13 +164,13 @@ func (p bookPeer) RemoveShardsBefore(ctx context.Context, job string, epoch uint
 func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 	removed := make(chan uint64, 10)
 	var books []epochs.Book
-	s := NewService(ServiceConfig{
+	s := (ClusterConfig{
 		DataDir: t.TempDir(),
 		Peer:    func(n api.Node) Peer { return bookPeer{removed: removed} },
 		OnBook:  func(job string, b epochs.Book) { books = append(books, b) },
 	})
 	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: 1}, Output{})
-	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, epochs.NewBook(1, 1))
+	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, rj, epochs.NewBook(1, 1))
 	b.nodes = map[string]api.Node{"a": {Name: "a"}}
 	b.placement = place.Placement{"a"}
 	b.epochBase(0)
@@ -306,7 +273,7 @@ func TestChooseFromASeededBook(t *testing.T) {
 		}
 		asked := map[string]bool{}
 		var mu sync.Mutex
-		s := NewService(ServiceConfig{
+		s := (ClusterConfig{
 			Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
 			Peer: func(n api.Node) Peer {
 				mu.Lock()
@@ -317,7 +284,7 @@ func TestChooseFromASeededBook(t *testing.T) {
 		})
 		rj := newJob(Config{}, job.Spec{ID: "j", Ranks: 5}, Output{})
 		rj.resume = &Resume{Why: "coordinator n1 lost"}
-		b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, seed)
+		b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, rj, seed)
 		epoch, _, _, err := b.choose(context.Background())
 		if epoch != tt.want || (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) {
 			t.Errorf("%s: choose = %d, %v; want %d, %q", tt.name, epoch, err, tt.want, tt.err)
@@ -338,8 +305,8 @@ func (holdPeer) RequestHold(ctx context.Context, job string) error { return nil 
 // TestMoveWaitsForTheHeldEpoch: an epoch written but not yet complete when a move
 // asks for its checkpoint is not the held one; the relaunch waits for the next.
 func TestMoveWaitsForTheHeldEpoch(t *testing.T) {
-	s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}}
-	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), epochs.NewBook(2, 1))
+	s := ClusterConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}
+	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), epochs.NewBook(2, 1))
 	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
 	b.placement = place.Placement{"a", "b"}
 	b.epochBase(0)

@@ -6,28 +6,7 @@ import (
 	"testing"
 
 	"shoal/internal/api"
-	"shoal/internal/epochs"
 )
-
-func TestCorruptNote(t *testing.T) {
-	tests := []struct {
-		c    epochs.CorruptCopy
-		want string
-	}{
-		{epochs.CorruptCopy{Epoch: 5, Rank: 0, Node: "n1", Error: "checksum mismatch", Good: []string{"n2"}},
-			"node n1: rank 0's shard of epoch 5 is corrupt (checksum mismatch); not used: a good copy is on n2"},
-		{epochs.CorruptCopy{Epoch: 7, Rank: 3, Node: "n2", Error: "truncated"},
-			"node n2: rank 3's shard of epoch 7 is corrupt (truncated); no good copy of it is left: a restart cannot use epoch 7"},
-	}
-	for _, tt := range tests {
-		if got := corruptNote(tt.c); got != tt.want {
-			t.Errorf("corruptNote(%+v) = %q, want %q", tt.c, got, tt.want)
-		}
-	}
-	if got, want := repairNote(5, 0, "n1", "n2"), "node n1: rank 0's shard of epoch 5, corrupt there, repaired from n2's copy"; got != want {
-		t.Errorf("repairNote = %q, want %q", got, want)
-	}
-}
 
 // A staging stopped by copies found corrupt as they were read relaunches the
 // run (the book counts them no more); any other error fails it as before.

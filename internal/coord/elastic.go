@@ -54,10 +54,10 @@ func (b *clusterBackend) count(ctx context.Context, live map[string]api.Node, sp
 // learnedInput is what the planner is given over live for the job: its
 // nodes, options and the links as measured (when they are).
 func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]api.Node, spec job.Spec) place.Input {
-	in := place.Input{Nodes: b.placeNodes(live), Options: placeOptions(spec)}
-	if b.s != nil && b.s.cfg.Links != nil {
+	in := place.Input{Nodes: b.placeNodes(live), Options: place.OptionsOf(spec)}
+	if b.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		measured, err := b.s.cfg.Links(lctx)
+		measured, err := b.cfg.Links(lctx)
 		cancel()
 		if err == nil && len(measured) > 0 {
 			in.Links = links.ForPlanner(measured)
@@ -69,34 +69,25 @@ func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]api.N
 // learned fills in with what the job's record holds of its work and traffic,
 // and the count it was learned at (in.Ranks; 0: nothing learned).
 func (b *clusterBackend) learned(in place.Input) place.Input {
-	prof := b.cj.snapshot().Traffic
+	prof := b.rec.Job().Traffic
 	if prof == nil {
 		return in
 	}
-	in.Ranks = profileRanks(prof, b.j.ranks)
-	in.Work, in.Traffic, in.Measured = prof.Work, flows(prof), true
+	in.Ranks = prof.RanksOr(b.j.ranks)
+	in.Work, in.Traffic, in.Measured = prof.Work, place.FlowsOf(prof), true
 	return in
-}
-
-// profileRanks is the count prof was learned at: its own, or for a profile
-// recorded without one, the job's current count.
-func profileRanks(prof *job.TrafficProfile, current int) int {
-	if prof.Ranks > 0 {
-		return prof.Ranks
-	}
-	return current
 }
 
 // trafficAt is the job's learned traffic made one of ranks ranks (rescaled
 // from the count it was learned at: place.RescaleTraffic), its work per rank
 // likewise, and whether it was measured at all.
 func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float64, measured bool) {
-	prof := b.cj.snapshot().Traffic
+	prof := b.rec.Job().Traffic
 	if prof == nil || ranks < 1 {
 		return nil, 0, false
 	}
-	at := profileRanks(prof, ranks)
-	fs := flows(prof)
+	at := prof.RanksOr(ranks)
+	fs := place.FlowsOf(prof)
 	if at != ranks {
 		var err error
 		if fs, err = place.RescaleTraffic(fs, at, ranks); err != nil {
@@ -112,29 +103,6 @@ func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float6
 // that each of more ranks has less to do.
 func throughput(p place.Placement, nodes map[string]api.Node) float64 {
 	return float64(len(p)) * place.Rate(p, placeNodes(nodes))
-}
-
-// resized says a change of the job's count, for its line and event: "node n3
-// lost (no answer for 80 ms): shrinking from 7 to 4 ranks (one per core on
-// n1, n2), from epoch 5".
-func resized(cause string, from, to int, epoch uint64, why string) job.Event {
-	verb := "growing"
-	if to < from {
-		verb = "shrinking"
-	}
-	msg := fmt.Sprintf("%s from %d to %d ranks", verb, from, to)
-	if why != "" {
-		msg += " (" + why + ")"
-	}
-	if cause != "" {
-		msg = cause + ": " + msg
-	}
-	if epoch > 0 {
-		msg += fmt.Sprintf(", from epoch %d", epoch)
-	} else {
-		msg += ", from the beginning: no complete checkpoint"
-	}
-	return job.NewEvent(job.EventResize, msg, job.Resize{From: from, To: to, Epoch: epoch, Why: why})
 }
 
 // resizeSources returns the copies and rebuilds that put every shard of

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -41,36 +40,10 @@ func TestCount(t *testing.T) {
 	for _, tt := range tests {
 		rj := newJob(Config{}, tt.spec, Output{})
 		rj.ranks = tt.current
-		b := newClusterBackend(NewService(ServiceConfig{}), &clusterJob{info: job.Job{ID: "j", Spec: tt.spec}}, rj, tt.book)
+		b := newClusterBackend(ClusterConfig{}, &memRecord{info: job.Job{ID: "j", Spec: tt.spec}}, rj, tt.book)
 		n, why := b.count(context.Background(), live, tt.spec, tt.epoch)
 		if n != tt.want || why != tt.why {
 			t.Errorf("%s: count = %d, %q; want %d, %q", tt.name, n, why, tt.want, tt.why)
-		}
-	}
-}
-
-func TestResizedLine(t *testing.T) {
-	tests := []struct {
-		cause    string
-		from, to int
-		epoch    uint64
-		why      string
-		want     string
-	}{
-		{"node n3 lost (no answer for 80 ms)", 7, 4, 5, "one per core on n1, n2",
-			"node n3 lost (no answer for 80 ms): shrinking from 7 to 4 ranks (one per core on n1, n2), from epoch 5"},
-		{"rebalancing onto n3", 4, 7, 9, "one per core on n1, n2, n3",
-			"rebalancing onto n3: growing from 4 to 7 ranks (one per core on n1, n2, n3), from epoch 9"},
-		{"", 4, 2, 0, "", "shrinking from 4 to 2 ranks, from the beginning: no complete checkpoint"},
-	}
-	for _, tt := range tests {
-		e := resized(tt.cause, tt.from, tt.to, tt.epoch, tt.why)
-		if e.Type != job.EventResize || e.Message != tt.want {
-			t.Errorf("resized: %s %q\nwant %s %q", e.Type, e.Message, job.EventResize, tt.want)
-		}
-		var data job.Resize
-		if err := json.Unmarshal(e.Data, &data); err != nil || data != (job.Resize{From: tt.from, To: tt.to, Epoch: tt.epoch, Why: tt.why}) {
-			t.Errorf("resized data: %s (%v)", e.Data, err)
 		}
 	}
 }
@@ -95,7 +68,7 @@ func TestThroughput(t *testing.T) {
 func TestResizeSources(t *testing.T) {
 	// Epoch 4 of 5 ranks: rank r on n(r+1) and n(r+2), going round.
 	rj := newJob(Config{}, job.Spec{ID: "j", MinRanks: 1}, Output{})
-	b := newClusterBackend(NewService(ServiceConfig{}), &clusterJob{info: job.Job{ID: "j"}}, rj, fiveNodeBook())
+	b := newClusterBackend(ClusterConfig{}, &memRecord{info: job.Job{ID: "j"}}, rj, fiveNodeBook())
 	byNode := map[string][]int{"n1": {0, 1}, "n2": {2, 3}}
 	got, rebuilds, err := b.resizeSources(byNode, 4, []string{"n1", "n2", "n3", "n4"})
 	if err != nil || len(rebuilds) != 0 {
@@ -115,18 +88,5 @@ func TestResizeSources(t *testing.T) {
 	_, _, err = b.resizeSources(byNode, 4, []string{"n1", "n2"})
 	if err == nil || !strings.Contains(err.Error(), "rank 2's shard of epoch 4") {
 		t.Errorf("with n3, n4, n5 gone: err %v, want rank 2's shard lost", err)
-	}
-}
-
-// A profile of another count replaces the one recorded, however alike.
-func TestTrafficOfAnotherCount(t *testing.T) {
-	old := &job.TrafficProfile{Ranks: 7, Flows: []job.Flow{{From: 0, To: 1, Bytes: 100}}}
-	same := &job.TrafficProfile{Ranks: 7, Flows: []job.Flow{{From: 0, To: 1, Bytes: 110}}}
-	resized := &job.TrafficProfile{Ranks: 4, Flows: []job.Flow{{From: 0, To: 1, Bytes: 100}}}
-	if changed(old, same) {
-		t.Error("a profile 10 % off replaced the one recorded")
-	}
-	if !changed(old, resized) {
-		t.Error("a profile of 4 ranks did not replace one of 7")
 	}
 }

@@ -26,8 +26,8 @@ func TestHeldCheckpointEndsTheRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Service{cfg: ServiceConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}}
-			b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), epochs.NewBook(2, 1))
+			s := ClusterConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}
+			b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), epochs.NewBook(2, 1))
 			b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
 			b.placement = place.Placement{"a", "b"}
 			b.epochBase(0)
@@ -67,39 +67,5 @@ func TestHeldCheckpointEndsTheRun(t *testing.T) {
 				t.Errorf("handed %v, pending %v: want the run held with no move pending", b.handed, b.pending)
 			}
 		})
-	}
-}
-
-// TestHandedOver: a new coordinator resumes a job from its hand-over only when
-// the job's last coordinator made it and is another node.
-func TestHandedOver(t *testing.T) {
-	at := time.Unix(1700000000, 0)
-	h := &job.Handover{From: "n1", Epoch: 5, At: at}
-	tests := []struct {
-		name   string
-		info   job.Job
-		self   string
-		wantOK bool
-	}{
-		{"handed over by its coordinator", job.Job{Coordinator: "n1", Handover: h}, "n2", true},
-		{"not handed over", job.Job{Coordinator: "n1"}, "n2", false},
-		{"handed over by an earlier coordinator", job.Job{Coordinator: "n3", Handover: h}, "n2", false},
-		{"handed over by this node, which leads again", job.Job{Coordinator: "n1", Handover: h}, "n1", false},
-	}
-	for _, tt := range tests {
-		why, gotAt, ok := handedOver(tt.info, tt.self)
-		if ok != tt.wantOK {
-			t.Errorf("%s: got ok %v, want %v", tt.name, ok, tt.wantOK)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if want := "coordinator n1 left, handing the job over at epoch 5"; why != want {
-			t.Errorf("%s: got why %q, want %q", tt.name, why, want)
-		}
-		if !gotAt.Equal(at) {
-			t.Errorf("%s: got at %v, want %v", tt.name, gotAt, at)
-		}
 	}
 }

@@ -7,12 +7,17 @@
 // follows each outcome of a run is the [job.RestartPolicy]'s; which epochs are
 // complete and which to restart from is the [epochs.Book]'s. The runner and the
 // backends do the I/O around them.
+//
+// A job runs on one machine ([Run]) or over the cluster's nodes
+// ([ClusterRun]); the job service of the node that leads the cluster
+// (internal/jobservice) drives the latter, and keeps the job's [Record].
 package coord
 
 import (
 	"io"
-	"shoal/internal/job"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // Result is how a job ended.
@@ -54,4 +59,14 @@ type Output struct {
 	Stdout io.Writer // ranks' stdout, each line prefixed "[rank] "
 	Stderr io.Writer // ranks' stderr, likewise
 	Events func(job.Event)
+}
+
+// Done is how r ended, as the job's done event carries it: a job that did not
+// succeed and has no exit code of its own gets 1.
+func (r Result) Done() job.Done {
+	code := r.ExitCode
+	if r.State != job.Succeeded && code == 0 {
+		code = 1
+	}
+	return job.Done{State: job.State(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
 }

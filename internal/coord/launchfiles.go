@@ -21,14 +21,14 @@ import (
 // describes it. They are written into the job's run directory, which is the
 // agent's (runDir), as files of the job's owner, whose launcher reads them:
 // each one new, renamed over the last launch's, never written through.
-func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
-	runDir := filepath.Join(s.runRoot(), info.ID)
+func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
+	runDir := filepath.Join(c.runRoot(), info.ID)
 	uid, gid := -1, -1
 	if o := info.Spec.Owner; o != nil {
 		uid, gid = o.UID, o.GID
 	}
 	write := func(path string, content []byte, perm os.FileMode) error {
-		return userdir.Tree{Base: s.runRoot()}.WriteFileFor(path, content, perm, uid, gid)
+		return userdir.Tree{Base: c.runRoot()}.WriteFileFor(path, content, perm, uid, gid)
 	}
 	cores := map[string]int{}
 	rshNodes := map[string]string{}
@@ -57,16 +57,16 @@ func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]a
 	arch := ""
 	for _, n := range live {
 		if arch != "" && n.Arch != arch {
-			arch = mixedArch // a world of several sets (--mix-arch)
+			arch = place.Mixed // a world of several sets (--mix-arch)
 			break
 		}
 		arch = n.Arch
 	}
-	wrapper := rankWrapper(s.cfg.ShoalBin)
+	wrapper := rankWrapper(c.ShoalBin)
 	if arch != "" && arch != runtime.GOARCH {
 		wrapper = foreignRankWrapper
 	}
-	wrapper = append(wrapper, stageArgs(info.Spec, arch)...)
+	wrapper = append(wrapper, StageArgs(info.Spec, arch)...)
 	wrapper = append(wrapper, "--")
 	over := false
 	for name, n := range p.Counts() {
@@ -77,13 +77,13 @@ func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]a
 	// rank must not remove one that is complete among the ranks but not yet copied,
 	// nor the other ranks' copies its node holds.
 	env = append(env, "SHOAL_KEEP_EPOCHS=1")
-	rsh := rshAgent(s.cfg.ShoalBin)
+	rsh := rshAgent(c.ShoalBin)
 	l := engine.Launch{
 		NRanks: len(p), Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
 		RshAgent: strings.Join(rsh, " "), Oversubscribe: over, Env: env,
 	}
-	if self, ok := live[s.cfg.Node]; ok {
+	if self, ok := live[c.Node]; ok {
 		l.LocalAddr, _, _ = net.SplitHostPort(self.Addr)
 	}
 	if info.Spec.Engine == "mpich" {
@@ -102,11 +102,11 @@ func (s *Service) launchFiles(info job.Job, p place.Placement, live map[string]a
 	// shoal rsh starts the daemons through this node's agent socket, as the
 	// launcher's user: neither it nor any rank is given the cluster secret.
 	launcherEnv := []string{
-		"SHOAL_NODE_DATA=" + s.cfg.DataDir,
+		"SHOAL_NODE_DATA=" + c.DataDir,
 		"SHOAL_JOB=" + info.ID,
 		"SHOAL_RSH_NODES=" + nodesFile,
-		"SHOAL_AGENT_SOCKET=" + filepath.Join(s.cfg.DataDir, agentSocket),
-		launch.EnvAgentBin + "=" + s.cfg.ShoalBin,
+		"SHOAL_AGENT_SOCKET=" + filepath.Join(c.DataDir, agentSocket),
+		launch.EnvAgentBin + "=" + c.ShoalBin,
 	}
 	if o := info.Spec.Owner; o != nil {
 		// The launcher, and the ranks it starts on this node, run as the job's
@@ -149,15 +149,15 @@ func beside(shoalBin, name, sub string) []string {
 	return []string{shoalBin, sub}
 }
 
-// stageArgs are the --stage arguments of `shoal exec-rank` and `shoal
+// StageArgs are the --stage arguments of `shoal exec-rank` and `shoal
 // exec-task` that place the job's files in a node's job directory: the program
 // executable, the other files readable, unless their mode says otherwise; those
-// of the node's instruction set, arch, or for a world of several (mixedArch)
+// of the node's instruction set, arch, or for a world of several (place.Mixed)
 // every build, each named with its set for the ranks to choose theirs.
-func stageArgs(spec job.Spec, arch string) []string {
+func StageArgs(spec job.Spec, arch string) []string {
 	var args []string
 	staged, tagged := spec.FilesFor(arch), false
-	if arch == mixedArch {
+	if arch == place.Mixed {
 		staged, tagged = spec.Files, true
 	}
 	for _, f := range staged {

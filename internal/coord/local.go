@@ -57,11 +57,11 @@ func (b *localBackend) prepare(ctx context.Context, req launchRequest) (engine.L
 		nranks, where = sized.Ranks, fmt.Sprintf("(%s) on 1 node", sized.Why)
 	}
 	if j.spec.CheckpointAuto {
-		node, why := nodeMTBF(j.spec, mtbf.Estimate{}) // one machine keeps no record: the prior
+		node, why := mtbf.NodeMTBF(time.Duration(j.spec.MTBF), mtbf.Estimate{}) // one machine keeps no record: the prior
 		if j.spec.MTBF == 0 {
 			why = "the prior, as one machine keeps no failure record"
 		}
-		env = append(env, mtbfEnv(node, 1))
+		env = append(env, mtbf.Env(node, 1))
 		b.mtbfRecord = why
 	}
 	l := engine.Launch{

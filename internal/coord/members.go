@@ -50,7 +50,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 			delete(b.nodes, n.Name)
 			b.mu.Unlock()
 			delete(b.doubted, n.Name)
-			b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, goneWord(n.State))})
+			b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, api.GoneWord(n.State))})
 			continue
 		}
 		if n.State == "dead" && b.mayAnswer(n.Name) && b.answers(ctx, n.Name) {
@@ -216,7 +216,7 @@ func (b *clusterBackend) silentSince(node string) time.Time {
 // probe asks node's agent, in the background, whether it answers, at most
 // every probeEvery and once at a time, while the run is watched.
 func (b *clusterBackend) probe(node string) {
-	p, id := b.peer(node), b.cj.snapshot().ID
+	p, id := b.peer(node), b.rec.Job().ID
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c, w := b.contacts[node], b.run
@@ -280,33 +280,23 @@ func (b *clusterBackend) recordAvoid() {
 	}
 	b.mu.Unlock()
 	sort.Strings(avoid)
-	b.cj.mu.Lock()
-	same := slices.Equal(avoid, b.cj.info.Avoid)
-	if !same {
-		b.cj.info.Avoid = avoid
-	}
-	b.cj.mu.Unlock()
-	if !same {
-		b.cj.write(true)
-	}
+	b.rec.Decide(func(a *job.Job) bool {
+		if slices.Equal(avoid, a.Avoid) {
+			return false
+		}
+		a.Avoid = avoid
+		return true
+	})
 }
 
 // answers says whether node's agent answers now (within a second).
 func (b *clusterBackend) answers(ctx context.Context, node string) bool {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := b.peer(node).Shards(cctx, b.cj.snapshot().ID, "", 0); err != nil {
+	if _, err := b.peer(node).Shards(cctx, b.rec.Job().ID, "", 0); err != nil {
 		b.noAnswer(node, time.Now(), err)
 		return false
 	}
 	b.answered(node, time.Now())
 	return true
-}
-
-// goneWord says how membership saw a node go: "left", or "lost" for dead.
-func goneWord(state string) string {
-	if state == "left" {
-		return "left"
-	}
-	return "lost"
 }

@@ -17,6 +17,7 @@ import (
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/place"
 )
 
 // barrier lets n callers through together; a caller that waits longer than a
@@ -106,13 +107,13 @@ func TestPrepareFencesInParallel(t *testing.T) {
 	log := &callLog{}
 	revokes := newBarrier(len(nodes))
 	data := t.TempDir()
-	s := NewService(ServiceConfig{
+	s := (ClusterConfig{
 		Node: "a", DataDir: data,
 		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
 		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: revokes} },
 	})
 	spec := job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
-	cj := &clusterJob{info: job.Job{ID: "j", Spec: spec}}
+	cj := &memRecord{info: job.Job{ID: "j", Spec: spec}}
 	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}}, Output{})
 	b := newClusterBackend(s, cj, rj, epochs.NewBook(6, 2))
 	b.nodes = map[string]api.Node{"a": nodes[0], "b": nodes[1], "c": nodes[2]} // the last run's
@@ -151,13 +152,13 @@ func TestFirstRunFencesNothing(t *testing.T) {
 	}
 	log := &callLog{}
 	data := t.TempDir()
-	s := NewService(ServiceConfig{
+	s := (ClusterConfig{
 		Node: "a", DataDir: data,
 		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
 		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: newBarrier(1)} },
 	})
 	spec := job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
-	cj := &clusterJob{info: job.Job{ID: "j", Spec: spec}}
+	cj := &memRecord{info: job.Job{ID: "j", Spec: spec}}
 	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}}, Output{})
 	b := newClusterBackend(s, cj, rj, epochs.NewBook(4, 2))
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
@@ -197,10 +198,10 @@ func TestFirstRunFencesNothing(t *testing.T) {
 func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 	log := &callLog{}
 	data := t.TempDir()
-	s := NewService(ServiceConfig{Node: "a", DataDir: data})
+	s := (ClusterConfig{Node: "a", DataDir: data})
 	files := []job.File{{Name: "prog", SHA256: sumOf("prog body")}, {Name: "in1", SHA256: sumOf("in1 body")}, {Name: "in2", SHA256: sumOf("in2 body")}}
 	for _, body := range []string{"prog body", "in1 body", "in2 body"} {
-		if err := s.cache.Put(sumOf(body), strings.NewReader(body)); err != nil {
+		if err := s.cache().Put(sumOf(body), strings.NewReader(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -229,10 +230,10 @@ func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
 // instruction sets, a node gets the build of its own, and the files of none.
 func TestSetUpSendsTheBuildOfTheNodesSet(t *testing.T) {
 	log := &callLog{}
-	s := NewService(ServiceConfig{Node: "a", DataDir: t.TempDir()})
+	s := (ClusterConfig{Node: "a", DataDir: t.TempDir()})
 	files := []job.File{{Name: "prog", SHA256: sumOf("x86"), Arch: "amd64"}, {Name: "prog", SHA256: sumOf("arm"), Arch: "arm64"}, {Name: "in", SHA256: sumOf("in")}}
 	for _, body := range []string{"x86", "arm", "in"} {
-		if err := s.cache.Put(sumOf(body), strings.NewReader(body)); err != nil {
+		if err := s.cache().Put(sumOf(body), strings.NewReader(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -242,11 +243,11 @@ func TestSetUpSendsTheBuildOfTheNodesSet(t *testing.T) {
 	if err != nil || !slices.Equal(copied, []job.File{files[1], files[2]}) {
 		t.Fatalf("set up b (arm64): copied %v, %v; want the arm64 build and in", copied, err)
 	}
-	if got, want := stageArgs(info.Spec, "arm64"), []string{"--stage", "prog=" + files[1].SHA256 + ":755", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
+	if got, want := StageArgs(info.Spec, "arm64"), []string{"--stage", "prog=" + files[1].SHA256 + ":755", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
 		t.Errorf("stageArgs(arm64) = %q, want %q", got, want)
 	}
 	// A world of both sets names every build with its set; each rank places its own.
-	if got, want := stageArgs(info.Spec, mixedArch), []string{"--stage", "prog=" + files[0].SHA256 + ":755:amd64", "--stage", "prog=" + files[1].SHA256 + ":755:arm64", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
+	if got, want := StageArgs(info.Spec, place.Mixed), []string{"--stage", "prog=" + files[0].SHA256 + ":755:amd64", "--stage", "prog=" + files[1].SHA256 + ":755:arm64", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
 		t.Errorf("stageArgs(mixed) = %q, want %q", got, want)
 	}
 }

@@ -3,9 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -18,7 +16,38 @@ import (
 func placeNodes(nodes map[string]api.Node) []place.Node {
 	out := make([]place.Node, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, place.Node{Name: n.Name, Cores: n.Cores, CPUs: n.CPUs, Speed: float64(n.Speed)})
+		out = append(out, place.Node{Name: n.Name, Arch: n.Arch, Cores: n.Cores, CPUs: n.CPUs, Speed: float64(n.Speed)})
+	}
+	return out
+}
+
+// archSet is the live nodes of one instruction set, or of several
+// (place.Mixed).
+type archSet struct {
+	arch  string
+	nodes map[string]api.Node
+}
+
+// archSets groups live by instruction set (place.ArchSets): the sets the
+// job's program is built for (allowed; nil: any), in the order to try them.
+// none says why no set is given though nodes are live.
+func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []archSet, none string) {
+	bySet, none := place.ArchSets(placeNodeMap(live), allowed, mix)
+	for _, s := range bySet {
+		set := archSet{arch: s.Arch, nodes: map[string]api.Node{}}
+		for name := range s.Nodes {
+			set.nodes[name] = live[name]
+		}
+		sets = append(sets, set)
+	}
+	return sets, none
+}
+
+// placeNodeMap is placeNodes by name.
+func placeNodeMap(nodes map[string]api.Node) map[string]place.Node {
+	out := make(map[string]place.Node, len(nodes))
+	for _, n := range placeNodes(nodes) {
+		out[n.Name] = n
 	}
 	return out
 }
@@ -32,7 +61,7 @@ func placeNodes(nodes map[string]api.Node) []place.Node {
 func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string, epoch uint64) (map[string]api.Node, place.Placement, string, error) {
 	wait := time.Duration(spec.WaitForNodes)
 	deadline := time.Now().Add(wait)
-	opts := placeOptions(spec)
+	opts := place.OptionsOf(spec)
 	announced := false
 	ranBefore := b.placement != nil || b.j.resume != nil // a resumed job ran under another coordinator
 	for {
@@ -109,7 +138,7 @@ func (b *clusterBackend) sayLeftOut(live map[string]api.Node, set archSet, allow
 			b.setAside[name] = n
 		}
 	}
-	note := leftOut(live, set, allowed)
+	note := place.LeftOut(placeNodeMap(live), place.ArchSet{Arch: set.arch, Nodes: placeNodeMap(set.nodes)}, allowed)
 	if note != b.leftOutNote && note != "" {
 		b.j.event(job.EventNodes, job.Event{Message: note})
 	}
@@ -170,7 +199,7 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	// learns is the share of time outside MPI calls, and ranks that wait for a
 	// core spend that inside them, so it would take oversubscribed ranks for
 	// communicating ones and pack them tighter still.
-	bound := max(1, tightest(blocks, nodes))
+	bound := max(1, place.Tightest(blocks, nodes))
 	if opts.MaxOversubscribe > 0 {
 		bound = min(bound, opts.MaxOversubscribe)
 	}
@@ -178,7 +207,7 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	// A profile with no flows is a measurement too: the ranks sent nothing.
 	in := b.learnedInput(ctx, live, spec)
 	in.Ranks, in.Options = spec.Ranks, opts
-	if b.cj != nil {
+	if b.rec != nil {
 		in.Traffic, in.Work, in.Measured = b.trafficAt(spec.Ranks)
 	}
 	info := &job.Plan{Traffic: in.Measured, Links: in.Links != nil}
@@ -194,61 +223,17 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 	cost, _ := place.Predict(in, blocks)
 	info.Compute, info.Comm = cost.Compute, cost.Comm
 	info.Reason = fmt.Sprintf("contiguous blocks in proportion to cores × speed: the best other layout is predicted %s per iteration against %s",
-		perIteration(chosen.Cost.Total()), perIteration(cost.Total()))
+		place.PerIteration(chosen.Cost.Total()), place.PerIteration(cost.Total()))
 	if chosen.Cost.Total() >= cost.Total() {
 		info.Reason = "contiguous blocks in proportion to cores × speed: no other layout is predicted faster"
 	}
 	return blocks, info, in, nil
 }
 
-// tightest is the most ranks per core p puts on any node.
-func tightest(p place.Placement, nodes []place.Node) float64 {
-	cores := map[string]int{}
-	for _, n := range nodes {
-		cores[n.Name] = n.Cores
-	}
-	most := 0.0
-	for name, k := range p.Counts() {
-		if c := cores[name]; c > 0 {
-			most = max(most, float64(k)/float64(c))
-		}
-	}
-	return most
-}
-
-// perIteration writes a predicted time per iteration to 3 figures below 10 s
-// ("651 ms", "1.49 s"), so that two times the 5 % rule tells apart read apart.
-func perIteration(secs float64) string {
-	switch {
-	case secs < 1:
-		return fmt.Sprintf("%.0f ms", secs*1000)
-	case secs < 10:
-		return fmt.Sprintf("%.2f s", secs)
-	}
-	return job.Seconds(time.Duration(secs * float64(time.Second)))
-}
-
-// placeOptions are the bounds a job's spec sets on its placements.
-func placeOptions(spec job.Spec) place.Options {
-	return place.Options{MaxOversubscribe: spec.MaxOversubscribe, MaxPerNode: spec.RanksPerNode}
-}
-
-// oversubscribe is the job's ranks per core.
-func oversubscribe(spec job.Spec) float64 {
-	if spec.MaxOversubscribe <= 0 {
-		return 1
-	}
-	return spec.MaxOversubscribe
-}
-
-func coresNeeded(spec job.Spec) int {
-	return int(math.Ceil(float64(spec.Ranks)/oversubscribe(spec) - 1e-9))
-}
-
 // tooFew says why the job's ranks do not fit the live nodes: "too few nodes: 6
 // ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4".
 func tooFew(spec job.Spec, live map[string]api.Node) string {
-	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(coresNeeded(spec), "core"), oversubscribe(spec))
+	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(spec.CoresNeeded(), "core"), spec.Oversubscription())
 	if spec.RanksPerNode > 0 {
 		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
 		msg += fmt.Sprintf(" and %s at --ranks-per-node %d", job.Plural(need, "node"), spec.RanksPerNode)
@@ -272,62 +257,13 @@ func nodeList(nodes map[string]api.Node) string {
 	return strings.Join(names(nodes), ", ")
 }
 
-// describeMoves says where a lost node's ranks went, and how many ranks of the
-// surviving nodes moved too (placing every rank anew may move some to balance the
-// load): "2 of c's ranks → a, 1 → b; 1 other rank moved". Nothing when no node was lost.
-func describeMoves(prev, next place.Placement, live map[string]api.Node) string {
-	if prev == nil {
-		return ""
-	}
-	var parts []string
-	lost := map[string]map[string]int{}
-	var order []string
-	others := 0
-	for r, from := range prev {
-		if r >= len(next) {
-			continue
-		}
-		if _, ok := live[from]; ok {
-			if next[r] != from {
-				others++
-			}
-			continue
-		}
-		if lost[from] == nil {
-			lost[from] = map[string]int{}
-			order = append(order, from)
-		}
-		lost[from][next[r]]++
-	}
-	for _, from := range order {
-		moves := sortedMoves(lost[from])
-		first := strings.Replace(moves[0], " → ", " of "+from+"'s ranks → ", 1)
-		parts = append(parts, strings.Join(append([]string{first}, moves[1:]...), ", "))
-	}
-	if len(parts) > 0 && others > 0 {
-		parts = append(parts, job.Plural(others, "other rank")+" moved")
-	}
-	return strings.Join(parts, "; ")
-}
-
-func sortedMoves(m map[string]int) []string {
-	var out []string
-	for dst, n := range m {
-		out = append(out, fmt.Sprintf("%d → %s", n, dst))
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return strings.SplitN(out[i], " → ", 2)[1] < strings.SplitN(out[j], " → ", 2)[1]
-	})
-	return out
-}
-
 // autoReplan weighs, each time the job's traffic profile changes, moving the
 // job to the layout the planner predicts from it: it moves when the time saved
 // over the rest of the run exceeds what a checkpoint and a restart cost, as
 // measured (the rule of rebalancing), unless the job asked not to
 // (--no-replan, or a forced --layout).
 func (b *clusterBackend) autoReplan(ctx context.Context) {
-	spec := b.cj.snapshot().Spec
+	spec := b.rec.Job().Spec
 	// b.traffic is nil until measured; empty, the ranks were measured sending
 	// nothing, which is weighed as any profile (a silent job may gain by spreading).
 	if spec.NoReplan || spec.Layout != "" || b.pending != nil || b.trafficGen == 0 || b.trafficGen == b.replanWeighed {
@@ -343,33 +279,33 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 		return
 	}
 	spec.Ranks = len(b.placement) // a move by the traffic keeps the count
-	next, info, in, err := b.plan(ctx, b.ofRun(live), spec, placeOptions(spec))
+	next, info, in, err := b.plan(ctx, b.ofRun(live), spec, place.OptionsOf(spec))
 	if err != nil || info == nil {
 		return
 	}
 	if slices.Equal(next, b.placement) {
 		b.lastPlan = info
-		b.cj.update(func(a *job.Job) { a.Plan = info })
+		b.rec.Update(func(a *job.Job) { a.Plan = info })
 		b.j.event(job.EventRebalance, job.Event{Message: "the traffic learned so far keeps the ranks where they are: " + info.Reason})
 		return
 	}
 	if in.Ranks == 0 {
 		return // not the planner's layout
 	}
-	in.Options = placeOptions(spec)
-	cur, doubted, err := linksDoubted(in, b.placement, b.trafficOn)
+	in.Options = place.OptionsOf(spec)
+	cur, doubted, err := place.LinksDoubted(in, b.placement, b.trafficOn)
 	nextCost := info.Compute + info.Comm
 	if err != nil || nextCost <= 0 {
 		return
 	}
 	if doubted {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("the links as measured predict %s of communication per iteration for the ranks where they are, which ran it all in 1 s: measures that far off (probes taken under load) move no rank; staying",
-			perIteration(cur.Comm))})
+			place.PerIteration(cur.Comm))})
 		return
 	}
 	if !(nextCost < cur.Total()*(1-planMargin)) {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: not %.0f %% faster; staying",
-			perIteration(nextCost), next, perIteration(cur.Total()), 100*planMargin)})
+			place.PerIteration(nextCost), next, place.PerIteration(cur.Total()), 100*planMargin)})
 		return
 	}
 	b.mu.Lock()
@@ -377,35 +313,13 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 	b.mu.Unlock()
 	e := place.Weigh(rem, cost, 1/cur.Total(), 1/nextCost)
 	what := fmt.Sprintf("the traffic learned so far predicts %s per iteration as %s against %s now: %s",
-		perIteration(nextCost), next, perIteration(cur.Total()), describeEstimate(e))
+		place.PerIteration(nextCost), next, place.PerIteration(cur.Total()), e.Describe())
 	if !e.Worth(trafficMoveWorth) {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("%s; not worth a move (it must save %d times its cost)", what, trafficMoveWorth)})
 		return
 	}
 	b.j.event(job.EventRebalance, job.Event{Message: what + "; moving"})
 	b.startReconfig(ctx, reconfig{reason: "placing by the job's traffic", sameNodes: true, done: make(chan struct{})})
-}
-
-// modelDoubt bounds the seconds of communication the model may predict of an
-// iteration (one second of the job's traffic, as its ranks reported it) on the
-// layout the ranks reported it from: they carried it within a second, and the
-// model, which adds up a node's bytes both ways and its messages as if none
-// overlapped, may count up to about twice that, some more for latency. A
-// prediction beyond says the links are measured slower than the job finds
-// them (a probe taken while the machine was too busy to answer it), and the
-// gain it predicts of a move is not believed.
-const modelDoubt = 3.0
-
-// linksDoubted predicts an iteration of in's traffic with the ranks placed as
-// p, and says whether the links that prediction rests on are too far off what
-// the job found to move it by: p is the layout the traffic was reported from
-// (reportedOn) and its communication is predicted beyond modelDoubt seconds.
-func linksDoubted(in place.Input, p, reportedOn place.Placement) (place.Cost, bool, error) {
-	cur, err := place.Predict(in, p)
-	if err != nil {
-		return cur, false, err
-	}
-	return cur, slices.Equal(p, reportedOn) && cur.Comm > modelDoubt, nil
 }
 
 // ofRun keeps of live the nodes of the current run.

@@ -50,7 +50,7 @@ func (b *clusterBackend) remaining() (time.Duration, bool) {
 // costs: an elastic job's on the count it would run there. ok is false when the
 // job has not reported enough progress to tell.
 func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
-	spec := b.cj.snapshot().Spec
+	spec := b.rec.Job().Spec
 	b.mu.Lock()
 	newest := b.book.Newest()
 	b.mu.Unlock()
@@ -64,7 +64,7 @@ func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e 
 			spec.Ranks = len(b.placement)
 		}
 		var err error
-		if next, err = place.Spread(b.placeNodes(set.nodes), spec.Ranks, placeOptions(spec)); err == nil {
+		if next, err = place.Spread(b.placeNodes(set.nodes), spec.Ranks, place.OptionsOf(spec)); err == nil {
 			live = set.nodes
 			break
 		}
@@ -89,16 +89,11 @@ func (b *clusterBackend) layoutWords(next place.Placement) string {
 	return next.String()
 }
 
-func describeEstimate(e place.Estimate) string {
-	return fmt.Sprintf("estimated to save %s of the remaining %s, at a cost of %s (a checkpoint and a restart, as measured)",
-		job.Seconds(e.Gain), job.Seconds(e.Remaining), job.Seconds(e.Cost))
-}
-
 // autoRebalance weighs, once for every new set of live nodes with a node the job
 // does not use, relaunching over them, and starts that when it pays the job's
 // AutoRebalance times over.
 func (b *clusterBackend) autoRebalance(ctx context.Context) {
-	ratio := b.cj.snapshot().Spec.AutoRebalance
+	ratio := b.rec.Job().Spec.AutoRebalance
 	if ratio <= 0 || b.pending != nil {
 		return
 	}
@@ -122,7 +117,7 @@ func (b *clusterBackend) autoRebalance(ctx context.Context) {
 		return // too little progress seen yet: weigh again at the next poll
 	}
 	b.autoWeighed = key
-	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), b.layoutWords(next), describeEstimate(e))
+	what := fmt.Sprintf("node %s available: a relaunch as %s is %s", strings.Join(joined, ", "), b.layoutWords(next), e.Describe())
 	if !e.Worth(ratio) {
 		b.j.event(job.EventRebalance, job.Event{Message: fmt.Sprintf("%s; not worth it (--auto-rebalance %g)", what, ratio)})
 		return
@@ -149,7 +144,7 @@ func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
 	case throughput(next, live) <= throughput(b.placement, b.nodes):
 		return fmt.Sprintf("the live nodes would not run it faster (now %s, would be %s); --force relaunches anyway", b.placement, next)
 	case ok && !e.Worth(1):
-		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", b.layoutWords(next), describeEstimate(e))
+		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", b.layoutWords(next), e.Describe())
 	}
 	return ""
 }
@@ -167,7 +162,7 @@ func (b *clusterBackend) startReconfig(ctx context.Context, rc reconfig) {
 	b.pending = &rc
 	d := b.j.restarts.Policy.Decide(job.Outcome{Kind: job.Move, Detail: rc.reason}, 0)
 	b.j.setState(d.State, job.Event{Type: job.EventReconfig, Message: d.Reason})
-	id := b.cj.snapshot().ID
+	id := b.rec.Job().ID
 	if err := b.peer(b.placement[0]).RequestHold(ctx, id); err != nil {
 		b.j.event(job.EventEpochBad, job.Event{Message: fmt.Sprintf("warning: checkpoint request to %s failed: %v", b.placement[0], err)})
 	}

@@ -65,14 +65,3 @@ func TestEpochStats(t *testing.T) {
 		}
 	}
 }
-
-func TestStagedData(t *testing.T) {
-	copied := map[string][]job.File{"n2": {{Name: "heat", Size: 1000}, {Name: "in.txt", Size: 24}}, "n3": {{Name: "heat", Size: 1000}}, "n1": nil}
-	var got job.Staged
-	if err := json.Unmarshal(stagedData(copied), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Bytes != 2024 {
-		t.Errorf("staged: got %d bytes, want 2024", got.Bytes)
-	}
-}

@@ -26,7 +26,6 @@ import (
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
-	"shoal/internal/mtbf"
 	"shoal/internal/shard"
 	"shoal/internal/userdir"
 )
@@ -52,7 +51,7 @@ type Config struct {
 	// KillGrace is how long a launcher gets after SIGTERM before SIGKILL.
 	KillGrace time.Duration
 	// NodeLost, when set, hears of each node a run lost without being told
-	// (see [ServiceConfig.NodeLost]).
+	// (see [ClusterConfig.NodeLost]).
 	NodeLost func(name string)
 }
 
@@ -537,7 +536,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 			j.scanProgress()
 		case <-ctx.Done():
 			grace := j.cfg.KillGrace
-			if errors.Is(context.Cause(ctx), errHandedOver) {
+			if errors.Is(context.Cause(ctx), ErrHandedOver) {
 				// As for a planned move: the ranks hold after the epoch the
 				// next coordinator relaunches from; SIGTERM would cost a second.
 				grace = 0
@@ -681,30 +680,8 @@ func (j *jobRun) reportInterval(iv *job.Interval) bool {
 		return false
 	}
 	j.interval = iv
-	j.event(job.EventInterval, job.Event{Message: "checkpoints " + DescribeInterval(*iv)})
+	j.event(job.EventInterval, job.Event{Message: "checkpoints " + iv.Describe()})
 	return true
-}
-
-// DescribeInterval says a checkpoint interval, and why when libshoal chose it:
-// "every 4.5 s (auto: a checkpoint costs the run 12 ms; their nodes lose one
-// every 15m0s: no node failed in 2h0m0s of node time)", the last part its
-// Record, when set.
-func DescribeInterval(iv job.Interval) string {
-	switch {
-	case !iv.Auto && iv.Every == 0:
-		return "none at an interval (the program may still call shoal_checkpoint)"
-	case !iv.Auto:
-		return "every " + job.Seconds(time.Duration(iv.Every)) + ", as asked"
-	case iv.Cost == 0:
-		return fmt.Sprintf("every %s (auto: until the first checkpoint's cost is known; their nodes lose one every %s)",
-			job.Seconds(time.Duration(iv.Every)), time.Duration(iv.MTBF).Round(time.Second))
-	}
-	s := fmt.Sprintf("every %s (auto: a checkpoint costs the run %s; their nodes lose one every %s",
-		job.Seconds(time.Duration(iv.Every)), job.Millis(time.Duration(iv.Cost)), time.Duration(iv.MTBF).Round(time.Second))
-	if iv.Record != "" {
-		s += ": " + iv.Record
-	}
-	return s + ")"
 }
 
 // tailBuffer keeps the last max bytes written to it.
@@ -754,16 +731,6 @@ func lastLine(s string) string {
 	return "(no output)"
 }
 
-// nodeMTBF is one node's mean time between failures for a run of s's
-// SHOAL_MTBF, and what it rests on: the user's --mtbf when given, else the
-// failure record rec.
-func nodeMTBF(s job.Spec, rec mtbf.Estimate) (time.Duration, string) {
-	if s.MTBF > 0 {
-		return time.Duration(s.MTBF), "as given with --mtbf"
-	}
-	return rec.NodeMTBF(), rec.String()
-}
-
 // envList is env as KEY=VALUE words, sorted by key: what a rank's environment
 // gets of the job's --env.
 func envList(env map[string]string) []string {
@@ -772,12 +739,4 @@ func envList(env map[string]string) []string {
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-// mtbfEnv is the SHOAL_MTBF of a run over nodes nodes whose each fails every
-// node: the job's mean time between failures, in whole seconds, at least 1
-// (libshoal refuses 0).
-func mtbfEnv(node time.Duration, nodes int) string {
-	job := node / time.Duration(max(nodes, 1))
-	return "SHOAL_MTBF=" + strconv.FormatInt(max(int64(job.Seconds()), 1), 10)
 }

@@ -16,7 +16,6 @@ import (
 	"shoal/internal/engine"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
-	"shoal/internal/mtbf"
 	"shoal/internal/shard"
 )
 
@@ -336,46 +335,6 @@ func TestReportInterval(t *testing.T) {
 	want := "checkpoints every 4.5 s (auto: a checkpoint costs the run 12 ms; their nodes lose one every 15m0s: no node failed in 2h0m0s of node time)"
 	if len(got) != 3 || got[0] != want {
 		t.Errorf("events %q, want 3, the first %q", got, want)
-	}
-	for _, c := range []struct {
-		iv   job.Interval
-		want string
-	}{
-		{job.Interval{}, "none at an interval (the program may still call shoal_checkpoint)"},
-		{job.Interval{Every: job.Duration(30 * time.Second)}, "every 30 s, as asked"},
-		{*iv(8*time.Second, 0), "every 8 s (auto: until the first checkpoint's cost is known; their nodes lose one every 15m0s)"},
-		{*iv(2*time.Minute, 1500*time.Millisecond), "every 2m0s (auto: a checkpoint costs the run 1.5 s; their nodes lose one every 15m0s)"},
-		{*iv(time.Second, 400*time.Microsecond), "every 1 s (auto: a checkpoint costs the run 0.4 ms; their nodes lose one every 15m0s)"},
-	} {
-		c.iv.Record = ""
-		if s := DescribeInterval(c.iv); s != c.want {
-			t.Errorf("DescribeInterval(%+v) = %q, want %q", c.iv, s, c.want)
-		}
-	}
-}
-
-func TestMTBFEnv(t *testing.T) {
-	for _, c := range []struct {
-		rec   mtbf.Estimate
-		nodes int
-		want  string
-	}{
-		{mtbf.Estimate{}, 1, "SHOAL_MTBF=3600"},
-		{mtbf.Estimate{}, 4, "SHOAL_MTBF=900"},
-		{mtbf.Estimate{Failures: 1 << 30}, 4, "SHOAL_MTBF=1"}, // never 0, which libshoal refuses
-	} {
-		node, why := nodeMTBF(job.Spec{CheckpointAuto: true}, c.rec)
-		if got := mtbfEnv(node, c.nodes); got != c.want {
-			t.Errorf("mtbfEnv(%v, %d) by %+v = %q, want %q", node, c.nodes, c.rec, got, c.want)
-		}
-		if why != c.rec.String() {
-			t.Errorf("the record %+v is said as %q, want %q", c.rec, why, c.rec.String())
-		}
-	}
-	// The user's --mtbf outweighs the record.
-	node, why := nodeMTBF(job.Spec{CheckpointAuto: true, MTBF: job.Duration(2 * time.Minute)}, mtbf.Estimate{Failures: 3})
-	if got := mtbfEnv(node, 4); got != "SHOAL_MTBF=30" || why != "as given with --mtbf" {
-		t.Errorf("--mtbf 2m over 4 nodes: %q (%s), want SHOAL_MTBF=30 as given with --mtbf", got, why)
 	}
 }
 

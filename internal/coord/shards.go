@@ -18,7 +18,7 @@ import (
 // left as they were). choose and finish use it; during a run, the watch keeps
 // the indexes up to date instead (see watch).
 func (b *clusterBackend) refresh(ctx context.Context) {
-	id := b.cj.snapshot().ID
+	id := b.rec.Job().ID
 	rank0 := ""
 	if len(b.placement) > 0 {
 		rank0 = b.placement[0]
@@ -83,8 +83,8 @@ func (b *clusterBackend) reportInterval() {
 	if iv.Auto {
 		iv.Record = b.mtbfRecord
 	}
-	if b.j.reportInterval(&iv) || b.cj.snapshot().Interval == nil {
-		b.cj.update(func(a *job.Job) { a.Interval = &iv })
+	if b.j.reportInterval(&iv) || b.rec.Job().Interval == nil {
+		b.rec.Update(func(a *job.Job) { a.Interval = &iv })
 	}
 }
 
@@ -93,7 +93,7 @@ func (b *clusterBackend) reportInterval() {
 // them. A copy under way counts: a large shard takes longer than a poll to copy,
 // and each poll would otherwise start one more.
 func (b *clusterBackend) replicate(ctx context.Context) {
-	id := b.cj.snapshot().ID
+	id := b.rec.Job().ID
 	b.mu.Lock()
 	copies := b.book.Replicas(names(b.nodes), func(epoch uint64, rank int, node string) bool {
 		return b.inflight[epochs.ShardCopy{Epoch: epoch, Rank: rank, Node: node}]
@@ -122,7 +122,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			corrupt := b.wasCorrupt(c.Epoch, c.Rank, c.To)
 			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
 			if err == nil && corrupt {
-				b.j.event(job.EventShardCorrupt, job.Event{Epoch: c.Epoch, Rank: job.RankOf(c.Rank), Message: repairNote(c.Epoch, c.Rank, c.To, c.From)})
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: c.Epoch, Rank: job.RankOf(c.Rank), Message: epochs.RepairNote(c.Epoch, c.Rank, c.To, c.From)})
 			}
 			b.mu.Lock()
 			if err == nil {
@@ -295,7 +295,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	}
 	b.mu.Unlock()
 	for i, e := range fresh {
-		b.cj.update(func(a *job.Job) { a.Epoch = max(a.Epoch, e) })
+		b.rec.Update(func(a *job.Job) { a.Epoch = max(a.Epoch, e) })
 		data, _ := json.Marshal(stats[i])
 		b.j.event(job.EventEpoch, job.Event{Epoch: e, Data: data, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, shards[i], how, notes[i])})
 		if shards[i] < world[i] && shards[i] != b.covered {
@@ -308,7 +308,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		b.onBook(book)
 	}
 	if pruned {
-		id := b.cj.snapshot().ID
+		id := b.rec.Job().ID
 		for name := range b.nodes {
 			go b.peer(name).RemoveShardsBefore(context.Background(), id, keep)
 		}

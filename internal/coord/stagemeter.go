@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // A staging of job files that lasts says how far it has come: first once it
@@ -97,7 +99,7 @@ func stageNote(elapsed, sinceSaid time.Duration, said bool, nodes []nodeBytes) s
 			continue
 		}
 		left = left || nb.Sent < nb.Total
-		parts = append(parts, fmt.Sprintf("%s of %s to %s", byteSize(nb.Sent), byteSize(nb.Total), nb.Node))
+		parts = append(parts, fmt.Sprintf("%s of %s to %s", job.Bytes(nb.Sent), job.Bytes(nb.Total), nb.Node))
 	}
 	if !left {
 		return ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -50,7 +51,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 		wg.Add(1)
 		go func(name string, peer Peer, nranks int) {
 			defer wg.Done()
-			files, err := b.s.setUp(ctx, peer, name, b.nodes[name].Arch, info, nranks, &meter)
+			files, err := b.cfg.setUp(ctx, peer, name, b.nodes[name].Arch, info, nranks, &meter)
 			if err != nil {
 				down.note(err, name)
 				errs <- fmt.Errorf("stage job %s on %s: %w", info.ID, name, err)
@@ -69,7 +70,7 @@ func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[str
 	if err := <-errs; err != nil {
 		return nil, err
 	}
-	b.j.event(job.EventStage, job.Event{Message: describeStaging(copied), Data: stagedData(copied)})
+	b.j.event(job.EventStage, job.Event{Message: job.DescribeStaging(copied), Data: job.StagedData(copied)})
 	b.staged = nil
 	if len(fetches)+len(rebuilds) == 0 {
 		return nil, nil
@@ -258,7 +259,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 			b.copyMade(epochs.ShardCopy{Epoch: f.Epoch, Rank: f.Rank, Node: f.To})
 			b.mu.Unlock()
 			if corrupt {
-				b.j.event(job.EventShardCorrupt, job.Event{Epoch: f.Epoch, Rank: job.RankOf(f.Rank), Message: repairNote(f.Epoch, f.Rank, f.To, f.From)})
+				b.j.event(job.EventShardCorrupt, job.Event{Epoch: f.Epoch, Rank: job.RankOf(f.Rank), Message: epochs.RepairNote(f.Epoch, f.Rank, f.To, f.From)})
 			}
 			if got.Copied {
 				mu.Lock()
@@ -398,4 +399,45 @@ func describeResizeStaging(epoch uint64, nranks, rebuilt int, s stagedShards) st
 		msg += fmt.Sprintf(", %d in place", in)
 	}
 	return msg
+}
+
+// setUp grants job info to the node of peer, which runs ranks of its ranks,
+// and copies it the job's files it lacks from this node's cache (those of its
+// instruction set, arch), returning those it copied. The grant asks which files the node lacks: a node that
+// has them all (the same content hashes) costs one request. The node this
+// service runs on holds them already (the submitter uploaded them here).
+func (c ClusterConfig) setUp(ctx context.Context, peer Peer, node, arch string, info job.Job, ranks int, meter *stageMeter) ([]job.File, error) {
+	req := api.GrantRequest{Job: info.ID, Coordinator: c.Node, Ranks: ranks, TTL: job.Duration(24 * time.Hour), Owner: info.Spec.Owner}
+	files := info.Spec.FilesFor(arch)
+	if node != c.Node {
+		for _, f := range files {
+			req.Files = append(req.Files, f.SHA256)
+		}
+	}
+	missing, err := peer.Grant(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("grant: %w", err)
+	}
+	var copied []job.File
+	for _, f := range files {
+		if slices.Contains(missing, f.SHA256) {
+			meter.expect(node, f.Size)
+		}
+	}
+	for _, f := range files {
+		if !slices.Contains(missing, f.SHA256) {
+			continue
+		}
+		r, err := os.Open(c.cache().Path(f.SHA256))
+		if err != nil {
+			return copied, err
+		}
+		err = peer.PutFile(ctx, f.SHA256, meter.reader(node, r), f.Size)
+		r.Close()
+		if err != nil {
+			return copied, fmt.Errorf("file %s: %w", f.Name, err)
+		}
+		copied = append(copied, f)
+	}
+	return copied, nil
 }

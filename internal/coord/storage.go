@@ -20,7 +20,7 @@ const defaultProbe = 1 << 20
 // only this tells the two apart. It returns the nodes whose store failed as a
 // loss, and excludes them from the job's placements.
 func (b *clusterBackend) storeFaults(ctx context.Context) *nodeLoss {
-	id := b.cj.snapshot().ID
+	id := b.rec.Job().ID
 	largest := int64(0)
 	b.mu.Lock()
 	for _, idx := range b.indexes {

@@ -1,19 +1,13 @@
 package coord
 
 import (
-	"math"
 	"slices"
-	"sort"
-	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/place"
+	"shoal/internal/traffic"
 )
-
-// trafficChange is how much the job's total traffic must change for a new
-// profile to replace the one the job has (and to be weighed for a move).
-const trafficChange = 0.25
 
 // learnTraffic derives the job's traffic per second from what the current
 // run's ranks reported (in their nodes' indexes), once every rank has; it
@@ -44,89 +38,12 @@ func (b *clusterBackend) learnTraffic() {
 	for _, n := range placeNodes(b.nodes) {
 		speed[n.Name] = place.RankRate(n, counts[n.Name])
 	}
-	prof := profile(reports, func(rank int) float64 { return speed[b.placement[rank]] })
+	prof := traffic.Profile(reports, func(rank int) float64 { return speed[b.placement[rank]] })
 	prof.Ranks = len(b.placement)
-	if !changed(b.cj.snapshot().Traffic, prof) {
+	if !traffic.Changed(b.rec.Job().Traffic, prof) {
 		return
 	}
 	b.trafficOn = slices.Clone(b.placement)
 	b.trafficGen++
-	b.cj.update(func(a *job.Job) { a.Traffic = prof })
-}
-
-// profile turns the ranks' reports into traffic per second between pairs of
-// ranks, both directions added; speed gives the speed of a rank's node.
-func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *job.TrafficProfile {
-	type pair struct{ a, b int }
-	sums := map[pair]*job.Flow{}
-	work, mpi := 0.0, 0.0
-	for rank, rt := range reports {
-		for _, s := range rt.Sent {
-			if s.Peer == rank || s.Peer < 0 {
-				continue
-			}
-			k := pair{min(rank, s.Peer), max(rank, s.Peer)}
-			f := sums[k]
-			if f == nil {
-				f = &job.Flow{From: k.a, To: k.b}
-				sums[k] = f
-			}
-			f.Bytes += float64(s.Bytes) / rt.SecondsTotal
-			f.Messages += float64(s.Messages) / rt.SecondsTotal
-		}
-		frac := math.Min(math.Max(rt.SecondsMPI/rt.SecondsTotal, 0), 1)
-		mpi += frac
-		work += (1 - frac) * speed(rank)
-	}
-	p := &job.TrafficProfile{Work: work / float64(len(reports)), MPIFraction: mpi / float64(len(reports)), Measured: time.Now()}
-	for _, f := range sums {
-		p.Flows = append(p.Flows, *f)
-	}
-	sort.Slice(p.Flows, func(i, j int) bool {
-		a, c := p.Flows[i], p.Flows[j]
-		if a.Bytes != c.Bytes {
-			return a.Bytes > c.Bytes
-		}
-		if a.From != c.From {
-			return a.From < c.From
-		}
-		return a.To < c.To
-	})
-	if len(p.Flows) > job.MaxFlows {
-		p.Flows = p.Flows[:job.MaxFlows]
-	}
-	return p
-}
-
-// changed reports whether next differs enough from old to replace it: it is
-// the first, of another rank count, or its total differs by trafficChange.
-func changed(old, next *job.TrafficProfile) bool {
-	if old == nil || old.Ranks != next.Ranks && old.Ranks > 0 {
-		return true // the first, or the first of a new count
-	}
-	total := func(p *job.TrafficProfile) float64 {
-		t := 0.0
-		for _, f := range p.Flows {
-			t += f.Bytes
-		}
-		return t
-	}
-	o, n := total(old), total(next)
-	if o == 0 {
-		return n > 0
-	}
-	return math.Abs(n-o)/o > trafficChange
-}
-
-// flows is p's flows for the planner: nil without a profile, and empty, not
-// nil, for a profile of ranks that sent each other nothing.
-func flows(p *job.TrafficProfile) []place.Flow {
-	if p == nil {
-		return nil
-	}
-	out := make([]place.Flow, 0, len(p.Flows))
-	for _, f := range p.Flows {
-		out = append(out, place.Flow{From: f.From, To: f.To, Bytes: f.Bytes, Messages: f.Messages})
-	}
-	return out
+	b.rec.Update(func(a *job.Job) { a.Traffic = prof })
 }

@@ -95,7 +95,7 @@ type runWatch struct {
 func (b *clusterBackend) watch(ctx context.Context) (news <-chan struct{}, stop func()) {
 	w := &runWatch{}
 	w.ctx, w.cancel = context.WithCancel(ctx)
-	id := b.cj.snapshot().ID
+	id := b.rec.Job().ID
 	rank0 := ""
 	if len(b.placement) > 0 {
 		rank0 = b.placement[0]

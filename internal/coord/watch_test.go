@@ -204,13 +204,13 @@ func (p fakeClusterNode) RemoveShardsBefore(ctx context.Context, job string, epo
 // placement over nodes of f.
 func watchedBackend(t *testing.T, f *fakeCluster, placement place.Placement, nodes ...string) *clusterBackend {
 	t.Helper()
-	s := NewService(ServiceConfig{
+	s := (ClusterConfig{
 		DataDir: t.TempDir(),
 		Nodes:   f.nodes(nodes...),
 		Peer:    func(n api.Node) Peer { return fakeClusterNode{f: f, name: n.Name} },
 	})
 	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: len(placement)}, Output{})
-	b := newClusterBackend(s, &clusterJob{info: job.Job{ID: "j"}}, rj, epochs.NewBook(len(placement), 2))
+	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, rj, epochs.NewBook(len(placement), 2))
 	b.nodes = map[string]api.Node{}
 	for _, n := range nodes {
 		b.nodes[n] = api.Node{Name: n, API: n, State: "alive"}
@@ -450,7 +450,7 @@ func TestWatchKilledAgent(t *testing.T) {
 	if !slices.Equal(loss.nodes, []string{"c"}) || loss.reason != agentGone || loss.planned || loss.fault {
 		t.Errorf("loss %+v, want c lost: %s", loss, agentGone)
 	}
-	if got := b.cj.snapshot().Avoid; !slices.Equal(got, []string{"c"}) {
+	if got := b.rec.Job().Avoid; !slices.Equal(got, []string{"c"}) {
 		t.Errorf("the job avoids %v, want [c]", got)
 	}
 
@@ -475,7 +475,7 @@ func TestAvoidOutlivesTheCoordinator(t *testing.T) {
 	if _, loss := old.finish(context.Background(), nil, true); loss == nil || !slices.Equal(loss.nodes, []string{"c"}) {
 		t.Fatalf("finish with c cut: loss %v, want c", loss)
 	}
-	stored := old.cj.snapshot()
+	stored := old.rec.Job()
 	if !slices.Equal(stored.Avoid, []string{"c"}) {
 		t.Fatalf("stored avoid %v after c was found lost, want [c]", stored.Avoid)
 	}
@@ -495,7 +495,7 @@ func TestAvoidOutlivesTheCoordinator(t *testing.T) {
 	}
 	f.setState("c", "dead")
 	next.liveNodes(context.Background(), "")
-	if a := next.cj.snapshot().Avoid; len(a) != 0 {
+	if a := next.rec.Job().Avoid; len(a) != 0 {
 		t.Errorf("c declared dead: stored avoid %v, want none", a)
 	}
 	f.setState("c", "alive") // back: a join

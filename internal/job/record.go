@@ -189,3 +189,12 @@ type Done struct {
 	// exits 3 then, on a cluster as on one machine.
 	Exhausted bool `json:"exhausted,omitzero"`
 }
+
+// RanksOr is the count p was learned at: its own, or for a profile recorded
+// without one, the job's current count.
+func (p *TrafficProfile) RanksOr(current int) int {
+	if p.Ranks > 0 {
+		return p.Ranks
+	}
+	return current
+}

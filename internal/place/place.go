@@ -78,6 +78,7 @@ import (
 // Node is what the planner knows of one node.
 type Node struct {
 	Name  string
+	Arch  string // its instruction set, as Go names it ("amd64"); see ArchSets
 	Cores int
 	// CPUs is the CPU time the node's ranks get together, in cores, when a quota
 	// gives them less than Cores whole cores (a container's, a cgroup's); 0 means

@@ -1,4 +1,9 @@
-package coord
+// Package farmrun is a task farm's runtime on the node that coordinates it: a
+// task runner per node (internal/taskrun, started through the node's agent),
+// tasks handed out by [farm.Scheduler], each result stored on two nodes, and
+// the ledger of stored results written with the farm's events into its record.
+// The farm's rules are internal/farm's; this package does the I/O around them.
+package farmrun
 
 import (
 	"bufio"
@@ -19,6 +24,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/coord"
 	"shoal/internal/farm"
 	"shoal/internal/job"
 	"shoal/internal/launch"
@@ -36,12 +42,41 @@ const (
 	farmResultsDir = "results"
 )
 
+// Config is what a farm's run needs of the node that coordinates it: the
+// cluster backend's view of the node (its name, data dir, the live nodes, their
+// agents as peers, the setting up of a node), and a client of a node's agent,
+// which starts the node's task runner and stores results.
+type Config struct {
+	coord.ClusterConfig
+	Agent func(n api.Node) *api.Client
+}
+
+// Record is a farm's record as its run keeps it: the job service writes it
+// through to the job store. Its methods must be safe for concurrent use.
+type Record interface {
+	// Job returns a copy of the record.
+	Job() job.Job
+	// Event records an event of the farm's lifecycle, with what it says of
+	// the job (its state).
+	Event(e job.Event)
+	// Change changes the record; the change is written with the next Write.
+	Change(f func(*job.Job))
+	// Write writes events, the record and ledger (the farm's, encoded) in one
+	// entry.
+	Write(events []job.Event, ledger json.RawMessage)
+	// End writes the record, changed by f, and its last event in one entry.
+	End(f func(*job.Job), last job.Event)
+	// Lines returns a writer that records each line written to it as an
+	// output event of type typ (a task runner's stderr).
+	Lines(typ string) io.Writer
+}
+
 // farmRun is one run of a task farm by this node's coordinator. Its fields
-// are the main loop's (runFarm), except where said.
+// are the main loop's (Run), except where said.
 type farmRun struct {
-	s      *Service
-	j      *clusterJob
-	lc     *job.Lifecycle // the farm's state, written into its record (j.event)
+	cfg    Config
+	j      Record
+	lc     *job.Lifecycle // the farm's state, written into its record (j.Event)
 	info   job.Job
 	ledger farm.Ledger
 	sched  *farm.Scheduler
@@ -65,6 +100,10 @@ type farmRun struct {
 	// nodes set up at the start.
 	staticSet bool
 	liveKey   string // the live nodes the ledger's holders were last checked against
+	// apis are the API addresses of the nodes in use, by name, for the
+	// goroutines that store results (under mu).
+	mu   sync.Mutex
+	apis map[string]string
 }
 
 type nodeReady struct {
@@ -100,24 +139,25 @@ type taskEnd struct {
 	seconds float64
 }
 
-// runFarm drives a task farm until every task is done or given up, or until
-// the farm is cancelled or this node stops leading.
-func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
+// Run drives the task farm rec holds until every task is done or given up,
+// or until ctx ends: the farm is cancelled, or with [coord.ErrLostLead] as
+// its cause, this node stops leading (the farm's end is not written then: the
+// new leader goes on from the ledger). ledger is the farm's ledger of stored
+// results as the job store holds it (empty: none yet).
+func Run(ctx context.Context, cfg Config, rec Record, ledger json.RawMessage) {
 	// The farm's own context: its end stops every goroutine it started, a
 	// reply of a runner dropped meanwhile included.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	info := j.snapshot()
-	f := &farmRun{s: s, j: j, lc: job.NewLifecycle(info.ID, j.event), info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
+	info := rec.Job()
+	f := &farmRun{cfg: cfg, j: rec, lc: job.NewLifecycle(info.ID, rec.Event), info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
 		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady), gone: make(chan runnerEnd),
 		runners: map[string]*runner{}, inFlight: map[string]map[int]bool{}, started: time.Now(), perNode: map[string]int{},
-		results: results.Store{Dir: filepath.Join(s.cfg.DataDir, farmResultsDir)}}
-	if s.cfg.Store != nil {
-		if _, book, err := s.cfg.Store.Job(info.ID); err == nil && len(book) > 0 {
-			if err := json.Unmarshal(book, &f.ledger); err != nil {
-				f.note(job.EventInternal, fmt.Sprintf("the farm's ledger does not decode (%v); running every task", err), nil)
-				f.ledger = farm.Ledger{}
-			}
+		results: results.Store{Dir: filepath.Join(cfg.DataDir, farmResultsDir)}}
+	if len(ledger) > 0 {
+		if err := json.Unmarshal(ledger, &f.ledger); err != nil {
+			f.note(job.EventInternal, fmt.Sprintf("the farm's ledger does not decode (%v); running every task", err), nil)
+			f.ledger = farm.Ledger{}
 		}
 	}
 	spec := info.Spec.Farm
@@ -139,7 +179,7 @@ func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	for _, r := range f.runners {
 		r.cancel()
 	}
-	if errors.Is(context.Cause(ctx), errLostLead) {
+	if errors.Is(context.Cause(ctx), coord.ErrLostLead) {
 		return // the new leader takes the farm over from the ledger
 	}
 	f.revokeAll()
@@ -201,7 +241,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 	if f.ledger.Len() == 0 {
 		return
 	}
-	nodes, err := f.s.cfg.Nodes(ctx)
+	nodes, err := f.cfg.Nodes(ctx)
 	if err != nil {
 		return
 	}
@@ -217,7 +257,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			tasks, err := f.s.cfg.Agent(n).Results(cctx, f.info.ID)
+			tasks, err := f.cfg.Agent(n).Results(cctx, f.info.ID)
 			if err != nil {
 				return
 			}
@@ -255,7 +295,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 // refreshNodes starts using the live nodes the farm does not use yet, and stops
 // using the nodes that are gone or leaving: their tasks go back to the queue.
 func (f *farmRun) refreshNodes(ctx context.Context) {
-	nodes, err := f.s.cfg.Nodes(ctx)
+	nodes, err := f.cfg.Nodes(ctx)
 	if err != nil {
 		return
 	}
@@ -270,7 +310,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 			why := "is gone"
 			for _, n := range nodes {
 				if n.Name == name {
-					why = goneWord(n.State)
+					why = api.GoneWord(n.State)
 					if n.Leaving {
 						why = "is leaving"
 					}
@@ -297,7 +337,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 	}
 	// Results whose every holder is gone are lost: their tasks run again. The
 	// ledger is looked through only when the live nodes changed.
-	key := liveKey(nodes)
+	key := api.LiveKey(nodes)
 	if key == f.liveKey {
 		return
 	}
@@ -321,7 +361,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 // setUp grants a node the farm and stages the farm's files there.
 func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
-	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, n.Arch, f.info, ranks, nil)
+	_, err := f.cfg.SetUp(ctx, n, f.info, ranks)
 	return err
 }
 
@@ -348,7 +388,7 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
 	// The agent reads the command line as sh would: a file name may need quotes.
 	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
-	for _, a := range stageArgs(spec, n.Arch) {
+	for _, a := range coord.StageArgs(spec, n.Arch) {
 		argv = append(argv, launch.QuoteWord(a))
 	}
 	env := map[string]string{"SHOAL_JOB": f.info.ID}
@@ -389,9 +429,9 @@ func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
 	go func() { // the connection
 		var end runnerEnd
 		end.r = r
-		conn, err := f.s.cfg.Agent(n).Launch(rctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
+		conn, err := f.cfg.Agent(n).Launch(rctx, api.LaunchRequest{Job: f.info.ID, Argv: argv, Env: env})
 		if err == nil {
-			relay := launch.Relay{Stdin: inR, Stdout: outW, Stderr: &lineEvents{job: f.j, typ: job.EventOutputErr}}
+			relay := launch.Relay{Stdin: inR, Stdout: outW, Stderr: f.j.Lines(job.EventOutputErr)}
 			end.exit, err = relay.Run(conn)
 		}
 		end.err = err
@@ -466,7 +506,7 @@ func (f *farmRun) dropNode(name, why string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		f.s.cfg.Peer(n).Revoke(ctx, f.info.ID)
+		f.cfg.Peer(n).Revoke(ctx, f.info.ID)
 	}()
 }
 
@@ -541,13 +581,13 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name, Holders: held}
 	apis := f.nodesSnapshot()
 	apis[ran.Name] = ran.API
-	candidates := []string{f.s.cfg.Node}
-	if ran.Name != f.s.cfg.Node {
+	candidates := []string{f.cfg.Node}
+	if ran.Name != f.cfg.Node {
 		candidates = append(candidates, ran.Name)
 	}
 	var others []string
 	for name := range apis {
-		if name != f.s.cfg.Node && name != ran.Name {
+		if name != f.cfg.Node && name != ran.Name {
 			others = append(others, name)
 		}
 	}
@@ -563,11 +603,11 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 			continue
 		}
 		var err error
-		if name == f.s.cfg.Node {
+		if name == f.cfg.Node {
 			err = f.results.Put(f.info.ID, task, r.SHA256, bytes.NewReader(b))
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err = f.s.cfg.Agent(api.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
+			err = f.cfg.Agent(api.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
 			cancel()
 		}
 		if err != nil {
@@ -585,10 +625,10 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 // nodesSnapshot returns a copy of the API addresses of the nodes in use, for
 // a task's goroutine.
 func (f *farmRun) nodesSnapshot() map[string]string {
-	f.j.mu.Lock()
-	defer f.j.mu.Unlock()
-	out := make(map[string]string, len(f.j.farmNodes))
-	for k, v := range f.j.farmNodes {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]string, len(f.apis))
+	for k, v := range f.apis {
 		out[k] = v
 	}
 	return out
@@ -600,9 +640,9 @@ func (f *farmRun) publishNodes() {
 	for name, n := range f.nodes {
 		names[name] = n.API
 	}
-	f.j.mu.Lock()
-	f.j.farmNodes = names
-	f.j.mu.Unlock()
+	f.mu.Lock()
+	f.apis = names
+	f.mu.Unlock()
 }
 
 // progress writes a progress line every farmProgressEvery, or now when final.
@@ -639,11 +679,12 @@ func (f *farmRun) progress(final bool) {
 	for k, v := range f.perNode {
 		perNode[k] = v
 	}
-	f.j.mu.Lock()
-	f.j.info.Farm = &job.FarmProgress{Total: total, Done: done, Failed: failed, Running: f.running(), PerNode: perNode, Rate: rate}
-	f.j.info.Progress = float64(done+failed) / float64(max(total, 1))
-	f.j.mu.Unlock()
-	f.note(job.EventFarmProgress, line, f.j.snapshot().Farm)
+	fp := &job.FarmProgress{Total: total, Done: done, Failed: failed, Running: f.running(), PerNode: perNode, Rate: rate}
+	f.j.Change(func(a *job.Job) {
+		a.Farm = fp
+		a.Progress = float64(done+failed) / float64(max(total, 1))
+	})
+	f.note(job.EventFarmProgress, line, f.j.Job().Farm)
 }
 
 // flush writes the queued events, the job's info and the ledger in one entry.
@@ -655,7 +696,7 @@ func (f *farmRun) flush() {
 	if err != nil {
 		return
 	}
-	f.j.writeWith(f.events, book)
+	f.j.Write(f.events, book)
 	f.events, f.dirty = nil, false
 }
 
@@ -665,10 +706,10 @@ func (f *farmRun) finish(ctx context.Context) {
 	f.flush()
 	total := len(f.info.Spec.Farm.Tasks)
 	gave := f.ledger.GivenUp()
-	res := Result{State: job.Succeeded}
+	res := coord.Result{State: job.Succeeded}
 	switch {
 	case context.Cause(ctx) != nil && f.sched.Left() > 0:
-		res = Result{State: job.Cancelled, ExitCode: 130,
+		res = coord.Result{State: job.Cancelled, ExitCode: 130,
 			Reason: fmt.Sprintf("cancelled with %d of %d tasks done", f.ledger.Len(), total)}
 	case len(gave) > 0:
 		var list []string
@@ -679,14 +720,14 @@ func (f *farmRun) finish(ctx context.Context) {
 			}
 			list = append(list, fmt.Sprintf("%d (exit %d)", g.Task, g.ExitCode))
 		}
-		res = Result{State: job.Failed, ExitCode: 1,
+		res = coord.Result{State: job.Failed, ExitCode: 1,
 			Reason: fmt.Sprintf("%d of %d tasks failed: %s", len(gave), total, strings.Join(list, ", "))}
 	default:
 		res.Reason = fmt.Sprintf("%d tasks done", total)
 	}
 	f.transition(res.State, job.Event{Message: res.Reason})
 	done := res.Done()
-	f.j.end(func(a *job.Job) {
+	f.j.End(func(a *job.Job) {
 		a.Ended, a.Reason, a.ExitCode = time.Now(), done.Reason, &done.ExitCode
 	}, job.NewEvent(job.EventEnd, res.Reason, done))
 }
@@ -708,7 +749,7 @@ func (f *farmRun) revokeAll() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			f.s.cfg.Peer(n).Revoke(ctx, f.info.ID)
+			f.cfg.Peer(n).Revoke(ctx, f.info.ID)
 		}(n)
 	}
 	wg.Wait()

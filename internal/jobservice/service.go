@@ -1,71 +1,37 @@
-package coord
+// Package jobservice is the job and data service of one node, behind the API
+// ([api.JobService], [api.DataService]). While the node leads the job store it
+// drives every job (an MPI job through [coord.ClusterRun], a task farm through
+// its own runtime) and writes each job's record through to the store; otherwise
+// it answers from its replica and passes requests on to the leader. A node that
+// becomes the leader takes the jobs over; one that leaves hands them over at a
+// checkpoint.
+package jobservice
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/coord"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/farm"
+	"shoal/internal/farmrun"
 	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/jobstore"
 	"shoal/internal/mtbf"
-	"shoal/internal/userdir"
 )
 
-// Peer is what the coordinator needs of a node's agent (its own included). Methods
-// must be safe for concurrent use.
-type Peer interface {
-	PutFile(ctx context.Context, sum string, r io.Reader, size int64) error
-	// Grant allows the node to start MPI daemons for a job (req.Job), which
-	// runs req.Ranks of its ranks there (the node announces them), and
-	// returns those of req.Files the node lacks; Revoke kills what it started
-	// for the job (fencing an old run) and withdraws the ranks.
-	Grant(ctx context.Context, req api.GrantRequest) (missing []string, err error)
-	Revoke(ctx context.Context, job string) error
-	// Shards returns the node's index of the job: the shards it holds and has
-	// verified, the job's progress as a rank 0 on the node last reported it, and
-	// the index's tag. With known not empty and wait > 0 it is a long poll: the
-	// node answers once its index is not the one tagged known, or as it is
-	// after wait; ctx must allow for the wait.
-	Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error)
-	// Fetch makes the node copy a shard from the agent at API address from.
-	Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error)
-	// Encode makes the node compute and store a parity row of a group of the
-	// job's shards of epoch, from the shards on the nodes the request names,
-	// and push the rows the request lists to their nodes.
-	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.EncodeResult, error)
-	// Rebuild makes the node rebuild a shard from its parity group's pieces.
-	Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error
-	// RankStates reads how the job's ranks on the node ended.
-	RankStates(ctx context.Context, job string) ([]engine.RankState, error)
-	// Probe asks whether the node's checkpoint store takes bytes now.
-	Probe(ctx context.Context, job string, bytes int64) (api.Probe, error)
-	// RemoveShardsBefore deletes the job's epochs older than epoch on the node.
-	RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error
-	// RequestCheckpoint asks the job's rank 0 on the node for a checkpoint now.
-	RequestCheckpoint(ctx context.Context, job string) error
-	// RequestHold asks for a checkpoint after which the ranks wait to be stopped.
-	RequestHold(ctx context.Context, job string) error
-}
-
-// ServiceConfig wires a coordinator into its node.
-type ServiceConfig struct {
+// Config wires a coordinator into its node.
+type Config struct {
 	Node     string // this node's name
 	DataDir  string // this agent's data dir: files/, jobs/, ckpt/
 	ShoalBin string // the shoal executable (rank wrapper and rsh agent)
@@ -75,7 +41,7 @@ type ServiceConfig struct {
 	// Nodes returns the cluster's nodes as membership sees them now.
 	Nodes func(ctx context.Context) ([]api.Node, error)
 	// Peer returns a client of another node's agent.
-	Peer func(n api.Node) Peer
+	Peer func(n api.Node) coord.Peer
 	// Launch serves launch requests for this node (see internal/launch); nil
 	// refuses them.
 	Launch func(ctx context.Context, req api.LaunchRequest) (func(conn io.ReadWriteCloser), error)
@@ -102,13 +68,13 @@ type ServiceConfig struct {
 	NodeLost func(name string)
 }
 
-// Service is the job coordinator of one agent: it implements [api.JobService] and
+// Service is the job service of one agent: it implements [api.JobService] and
 // [api.DataService]. While its node leads the job store it drives every job;
 // otherwise it answers from the store and passes requests on to the leader. It is
 // safe for concurrent use.
 type Service struct {
-	cfg   ServiceConfig
-	cache files.Cache
+	cfg   Config
+	cache files.Cache // the job files of this node (the same as its cluster runs use)
 	mu    sync.Mutex
 	jobs  map[string]*clusterJob // the jobs this node drives
 	// term counts this node's terms as leader: a job driven in an earlier term
@@ -125,9 +91,9 @@ var (
 	_ api.DataService = (*Service)(nil)
 )
 
-// NewService returns a coordinator for the node described by cfg.
+// New returns the job service for the node described by cfg.
 // It follows the node's leadership of the store from then on.
-func NewService(cfg ServiceConfig) *Service {
+func New(cfg Config) *Service {
 	s := &Service{cfg: cfg, cache: files.Cache{Dir: filepath.Join(cfg.DataDir, "files")}, jobs: map[string]*clusterJob{},
 		taken: make(chan struct{})}
 	if cfg.Store != nil {
@@ -136,16 +102,6 @@ func NewService(cfg ServiceConfig) *Service {
 		s.markTaken()
 	}
 	return s
-}
-
-// Done is how r ended, as the job's done event carries it: a job that did not
-// succeed and has no exit code of its own gets 1.
-func (r Result) Done() job.Done {
-	code := r.ExitCode
-	if r.State != job.Succeeded && code == 0 {
-		code = 1
-	}
-	return job.Done{State: job.State(r.State), ExitCode: code, Reason: r.Reason, Exhausted: r.Exhausted}
 }
 
 // launchable says why this node cannot launch the MPI job spec, if it cannot.
@@ -183,7 +139,7 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 	}
 	id := spec.ID
 	if id == "" {
-		id = NewJobID(spec.Argv[0])
+		id = job.NewID(spec.Argv[0])
 		spec.ID = id
 	}
 	info := job.Job{ID: id, State: job.Pending, Spec: spec, Coordinator: s.cfg.Node, Submitted: time.Now()}
@@ -198,7 +154,7 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 		return job.Job{}, err
 	}
 	var book *epochs.Book
-	var resume *Resume
+	var resume *coord.Resume
 	if spec.ResumeEpoch > 0 {
 		// Checked before the job is recorded: a job that cannot resume is refused,
 		// not started from the beginning.
@@ -231,7 +187,7 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 // resumeDurable builds the book of a job that begins from an epoch kept outside
 // the cluster (spec.ResumeEpoch), from the shards the live nodes hold, which its
 // submitter put there.
-func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book, *Resume, error) {
+func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book, *coord.Resume, error) {
 	spec := info.Spec
 	nodes, err := s.cfg.Nodes(ctx)
 	if err != nil {
@@ -259,7 +215,7 @@ func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book
 		}(n)
 	}
 	wg.Wait()
-	book := newBook(spec)
+	book := coord.NewBook(spec)
 	if err := book.Resume(spec.ResumeEpoch, indexes); err != nil {
 		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: %v", spec.ResumeEpoch, spec.ResumeFrom, err)
 	}
@@ -268,23 +224,7 @@ func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book
 			spec.ResumeEpoch, spec.ResumeFrom, n, spec.Ranks)
 	}
 	why := fmt.Sprintf("resuming from epoch %d kept in %s", spec.ResumeEpoch, spec.ResumeFrom)
-	return &book, &Resume{Durable: true, Why: why}, nil
-}
-
-// newBook is the empty epoch book of a job of spec.
-func newBook(spec job.Spec) epochs.Book {
-	red := spec.Redundancy
-	if red == 0 {
-		red = 2
-	}
-	if p := spec.Parity; p != nil {
-		red = p.M + 1
-	}
-	book := epochs.NewBook(spec.Ranks, red)
-	if p := spec.Parity; p != nil {
-		book.Parity = &epochs.ParitySpec{K: p.K, M: p.M}
-	}
-	return book
+	return &book, &coord.Resume{Durable: true, Why: why}, nil
 }
 
 // againLedger is the ledger of a farm run again: its stored results, and no
@@ -303,7 +243,7 @@ func againLedger(book json.RawMessage) json.RawMessage {
 }
 
 // start drives a job on this node, the leader; see run for book and resume.
-func (s *Service) start(info job.Job, book *epochs.Book, resume *Resume) {
+func (s *Service) start(info job.Job, book *epochs.Book, resume *coord.Resume) {
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	j := &clusterJob{s: s, info: info, cancel: cancel, finished: make(chan struct{})}
 	s.mu.Lock()
@@ -321,225 +261,53 @@ func (s *Service) start(info job.Job, book *epochs.Book, resume *Resume) {
 	}()
 }
 
-// NewJobID names a new job after its program, with a random suffix: "heat-3f9a2c".
-func NewJobID(program string) string {
-	var b [3]byte
-	rand.Read(b[:])
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
-			return r
-		}
-		return '_'
-	}, filepath.Base(program))
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	return name + "-" + hex.EncodeToString(b[:])
-}
-
 // run drives one job from placement to its end, or until this node stops leading.
 // book is the job's epoch book (nil: a new job's, empty); resume, when set, makes
 // the job begin by relaunching from the book's newest surviving epoch, as a new
 // coordinator does with a job whose coordinator was lost.
-func (s *Service) run(ctx context.Context, j *clusterJob, book *epochs.Book, resume *Resume) {
+func (s *Service) run(ctx context.Context, j *clusterJob, book *epochs.Book, resume *coord.Resume) {
 	info := j.snapshot()
 	if info.Spec.Farm != nil {
-		s.runFarm(ctx, j)
+		var ledger json.RawMessage
+		if s.cfg.Store != nil {
+			if _, stored, err := s.cfg.Store.Job(info.ID); err == nil {
+				ledger = stored
+			}
+		}
+		farmrun.Run(ctx, farmrun.Config{ClusterConfig: s.cfg.cluster(), Agent: s.cfg.Agent}, farmRecord{j}, ledger)
 		return
 	}
-	spec := info.Spec
-	spec.ID = info.ID                              // a job stored before the spec carried its id
-	launcher, _ := engine.ByName(info.Spec.Engine) // the spec was validated
-	cfg := Config{
-		CkptRoot: filepath.Join(s.cfg.DataDir, "ckpt"), RunRoot: s.runRoot(),
-		ShoalBin: s.cfg.ShoalBin, Engine: launcher, PollInterval: 200 * time.Millisecond, KillGrace: 3 * time.Second,
-		NodeLost: s.cfg.NodeLost,
-	}
-	out := Output{
+	out := coord.Output{
 		Stdout: &lineEvents{job: j, typ: job.EventOutput},
 		Stderr: &lineEvents{job: j, typ: job.EventOutputErr},
 		Events: j.event,
 	}
-	if book == nil {
-		fresh := newBook(info.Spec)
-		book = &fresh
-	}
-	rj := newJob(cfg, spec, out)
-	rj.resume = resume
+	cr := coord.NewClusterRun(s.cfg.cluster(), j, out, book, resume)
 	j.mu.Lock()
-	j.backend = newClusterBackend(s, j, rj, *book)
-	cb := j.backend
+	j.backend = cr
 	j.mu.Unlock()
-	if info.Ranks > 0 {
-		rj.ranks = info.Ranks // the count of the run another coordinator ran
-	}
-	if resume != nil {
-		cb.seedRun(info.Placement, info.Avoid, resume.Lost)
-		cb.fenceAll(ctx)
-		// This node's record of the complete epochs starts from the book it took
-		// over, not from the first epoch completed under it: a job that ends
-		// before one does still leaves it.
-		cb.writeManifest()
-	}
-	if cb.onBook == nil && s.cfg.Store != nil {
-		// The store keeps the book, so that the next leader resumes from it.
-		cb.onBook = func(book epochs.Book) {
-			if b, err := json.Marshal(book); err == nil {
-				j.writeBook(b)
-			}
-		}
-	}
-	var res Result
-	if err := spec.Validate(); err != nil {
-		res = rj.fail(err.Error())
-	} else if err := runDir(cfg.RunRoot, spec.ID); err != nil {
-		res = rj.fail(err.Error())
-	} else {
-		rj.be = cb
-		res = rj.loop(ctx)
-	}
-	if errors.Is(context.Cause(ctx), errLostLead) {
+	res := cr.Run(ctx)
+	if errors.Is(context.Cause(ctx), coord.ErrLostLead) {
 		// The new leader takes the job over from what the store holds; this node
-		// must only make sure its run is gone (loop has stopped the launcher).
+		// must only make sure its run is gone (the run has stopped the launcher).
 		return
 	}
-	// Nobody waits in vain for a relaunch of a job that has ended.
-	if cb.pending != nil {
-		close(cb.pending.done)
-	}
-drain:
-	for {
-		select {
-		case rc := <-cb.reconfigs:
-			close(rc.done)
-		default:
-			break drain
-		}
-	}
+	cr.Ended()
 	done := res.Done()
 	j.end(func(a *job.Job) {
 		a.Ended, a.Restarts, a.Reason = time.Now(), res.Restarts, done.Reason
 		a.ExitCode, a.Exhausted = &done.ExitCode, done.Exhausted
 	}, job.NewEvent(job.EventEnd, res.Reason, done))
 	// The nodes are cleared after the end is written: whoever waits for the
-	// job learns of it without waiting for them.
-	for name := range cb.nodes {
-		go func(p Peer) {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p.Revoke(cctx, info.ID)
-			// A job kept with --keep keeps its shards too; the agents'
-			// retention removes them when its time is up.
-			if res.State == job.Succeeded && info.Spec.Keep == 0 {
-				p.RemoveShardsBefore(cctx, info.ID, ^uint64(0))
-			}
-		}(cb.peer(name))
-	}
+	// job learns of it without waiting for them. A job kept with --keep keeps
+	// its shards too; the agents' retention removes them when its time is up.
+	cr.Clear(res.State == job.Succeeded && info.Spec.Keep == 0)
 }
 
-// setUp grants job info to the node of peer, which runs ranks of its ranks,
-// and copies it the job's files it lacks from this node's cache (those of its
-// instruction set, arch), returning those it copied. The grant asks which files the node lacks: a node that
-// has them all (the same content hashes) costs one request. The node this
-// service runs on holds them already (the submitter uploaded them here).
-func (s *Service) setUp(ctx context.Context, peer Peer, node, arch string, info job.Job, ranks int, meter *stageMeter) ([]job.File, error) {
-	req := api.GrantRequest{Job: info.ID, Coordinator: s.cfg.Node, Ranks: ranks, TTL: job.Duration(24 * time.Hour), Owner: info.Spec.Owner}
-	files := info.Spec.FilesFor(arch)
-	if node != s.cfg.Node {
-		for _, f := range files {
-			req.Files = append(req.Files, f.SHA256)
-		}
-	}
-	missing, err := peer.Grant(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("grant: %w", err)
-	}
-	var copied []job.File
-	for _, f := range files {
-		if slices.Contains(missing, f.SHA256) {
-			meter.expect(node, f.Size)
-		}
-	}
-	for _, f := range files {
-		if !slices.Contains(missing, f.SHA256) {
-			continue
-		}
-		r, err := os.Open(s.cache.Path(f.SHA256))
-		if err != nil {
-			return copied, err
-		}
-		err = peer.PutFile(ctx, f.SHA256, meter.reader(node, r), f.Size)
-		r.Close()
-		if err != nil {
-			return copied, fmt.Errorf("file %s: %w", f.Name, err)
-		}
-		copied = append(copied, f)
-	}
-	return copied, nil
-}
-
-// describeStaging says which files went to which nodes, and which nodes had them
-// all: "staged heat, in.txt (1.2 MB) to n2, n3; n1 had them", or "job files
-// already on every node (n1, n2, n3): nothing staged". copied is by node, for
-// every node of the launch.
-// stagedData is the data of the stage event of copied: the bytes staged.
-func stagedData(copied map[string][]job.File) json.RawMessage {
-	var s job.Staged
-	for _, files := range copied {
-		for _, f := range files {
-			s.Bytes += f.Size
-		}
-	}
-	b, _ := json.Marshal(s)
-	return b
-}
-
-func describeStaging(copied map[string][]job.File) string {
-	groups := map[string][]string{} // "names (size)" → nodes
-	var had []string
-	for node, files := range copied {
-		if len(files) == 0 {
-			had = append(had, node)
-			continue
-		}
-		names := make([]string, len(files))
-		var size int64
-		for i, f := range files {
-			names[i], size = f.Name, size+f.Size
-		}
-		key := fmt.Sprintf("%s (%s)", strings.Join(names, ", "), byteSize(size))
-		groups[key] = append(groups[key], node)
-	}
-	sort.Strings(had)
-	if len(groups) == 0 {
-		return fmt.Sprintf("job files already on every node (%s): nothing staged", strings.Join(had, ", "))
-	}
-	var parts []string
-	for key, nodes := range groups {
-		sort.Strings(nodes)
-		parts = append(parts, key+" to "+strings.Join(nodes, ", "))
-	}
-	sort.Slice(parts, func(i, j int) bool {
-		return parts[i][strings.LastIndex(parts[i], " to "):] < parts[j][strings.LastIndex(parts[j], " to "):]
-	})
-	msg := "staged " + strings.Join(parts, "; ")
-	if len(had) > 0 {
-		msg += "; " + strings.Join(had, ", ") + " had them"
-	}
-	return msg
-}
-
-// byteSize writes n bytes for people: "512 B", "17.3 kB", "1.2 MB".
-func byteSize(n int64) string {
-	switch {
-	case n < 1000:
-		return fmt.Sprintf("%d B", n)
-	case n < 1000*1000:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	case n < 1000*1000*1000:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+// cluster is what the cluster runs of the jobs this node drives need of it.
+func (c Config) cluster() coord.ClusterConfig {
+	return coord.ClusterConfig{Node: c.Node, DataDir: c.DataDir, ShoalBin: c.ShoalBin, Nodes: c.Nodes, Peer: c.Peer,
+		Links: c.Links, OnBook: c.OnBook, Failures: c.Failures, NodeLost: c.NodeLost}
 }
 
 // driver returns the job this node drives, or nil.
@@ -693,14 +461,12 @@ func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceReq
 		return j.snapshot(), fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
 	}
 	var refused string
-	rc := reconfig{reason: "rebalancing over the live nodes", force: req.Force, refused: &refused, done: make(chan struct{})}
-	select {
-	case b.reconfigs <- rc:
-	default:
+	rc := coord.Reconfig{Reason: "rebalancing over the live nodes", Force: req.Force, Refused: &refused, Done: make(chan struct{})}
+	if !b.Reconfigure(rc) {
 		return j.snapshot(), fmt.Errorf("%w: job %s is already being reconfigured", api.ErrConflict, id)
 	}
 	select {
-	case <-rc.done:
+	case <-rc.Done:
 	case <-ctx.Done():
 		return job.Job{}, ctx.Err()
 	}
@@ -715,18 +481,15 @@ func (s *Service) reconfigure(ctx context.Context, only, without, reason string)
 	var waits []chan struct{}
 	for id, j := range s.jobs {
 		j.mu.Lock()
-		running := !j.done && j.backend != nil && j.backend.j != nil
-		onNode := without == "" || j.placement.Counts()[without] > 0
+		running := !j.done && j.backend != nil
 		b := j.backend
 		j.mu.Unlock()
-		if !running || !onNode || (only != "" && id != only) {
+		if !running || (without != "" && !b.Uses(without)) || (only != "" && id != only) {
 			continue
 		}
-		rc := reconfig{without: without, reason: reason, done: make(chan struct{})}
-		select {
-		case b.reconfigs <- rc:
-			waits = append(waits, rc.done)
-		default:
+		rc := coord.Reconfig{Without: without, Reason: reason, Done: make(chan struct{})}
+		if b.Reconfigure(rc) {
+			waits = append(waits, rc.Done)
 		}
 	}
 	s.mu.Unlock()
@@ -738,35 +501,4 @@ func (s *Service) reconfigure(ctx context.Context, only, without, reason string)
 		}
 	}
 	return nil
-}
-
-// runRoot holds the directories of the runs of the jobs this node coordinates
-// (DATA/coord).
-func (s *Service) runRoot() string { return filepath.Join(s.cfg.DataDir, "coord") }
-
-// runDir makes the directory of job's runs in root, both the agent's, which no
-// user can write: a coordinator running as root writes its launch files there,
-// and must not be led by a user's link. Both are passable by all but listed by
-// none (the launcher of a user's job runs as that user and reads the files
-// launchFiles gives it); the files that hold the job's output or describe its
-// launch belong to the job's owner, mode 0600. A directory of the job that is
-// not the agent's (a user's, as runs before this rule left it) is removed
-// first.
-func runDir(root, job string) error {
-	if err := os.MkdirAll(root, 0o711); err != nil {
-		return err
-	}
-	t, dir := userdir.Tree{Base: root}, filepath.Join(root, job)
-	if fi, err := t.Lstat(dir); err == nil {
-		if st := fi.Sys().(*syscall.Stat_t); fi.IsDir() && int(st.Uid) == os.Geteuid() {
-			return t.Chmod(dir, 0o711)
-		}
-		if err := t.RemoveAll(dir); err != nil {
-			return err
-		}
-	}
-	if err := t.Mkdir(dir, 0o711); err != nil {
-		return err
-	}
-	return t.Chmod(dir, 0o711) // past the umask
 }

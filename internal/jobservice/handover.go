@@ -1,4 +1,4 @@
-package coord
+package jobservice
 
 import (
 	"context"
@@ -7,17 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"shoal/internal/coord"
 	"shoal/internal/job"
 )
 
 // ErrNotHeld says that a job a leaving leader handed over had no checkpoint
 // taken for it in time: its next coordinator restarts it from its newest
 // complete epoch, and the work since is lost.
-var ErrNotHeld = errors.New("coord: no checkpoint to hand the job over at")
-
-// errHandedOver ends the runs of a leader that leaves (HandOver), as a lost
-// lead does: the next leader resumes them.
-var errHandedOver = fmt.Errorf("%w: it leaves, and hands its jobs over", errLostLead)
+var ErrNotHeld = errors.New("jobservice: no checkpoint to hand the job over at")
 
 // handOverWait bounds how long a leader that leaves waits for the checkpoints
 // of the jobs it hands over, all taken at once.
@@ -46,7 +43,7 @@ func (s *Service) HandOver(ctx context.Context) error {
 	defer cancel()
 	type asked struct {
 		j  *clusterJob
-		rc reconfig
+		rc coord.Reconfig
 	}
 	var jobs []asked
 	reason := fmt.Sprintf("node %s leaving, and it coordinates the job", s.cfg.Node)
@@ -58,12 +55,10 @@ func (s *Service) HandOver(ctx context.Context) error {
 		if !running {
 			continue
 		}
-		rc := reconfig{reason: reason, handOver: &job.Handover{}, done: make(chan struct{})}
-		select {
-		case b.reconfigs <- rc:
+		rc := coord.Reconfig{Reason: reason, HandOver: &job.Handover{}, Done: make(chan struct{})}
+		if b.Reconfigure(rc) {
 			jobs = append(jobs, asked{j, rc})
-		default: // full of moves asked for: none is held
-		}
+		} // else full of moves asked for: none is held
 	}
 	s.mu.Unlock()
 	var notHeld []string
@@ -72,8 +67,8 @@ func (s *Service) HandOver(ctx context.Context) error {
 		// relaunched it before its checkpoint was complete.
 		held := false
 		select {
-		case <-a.rc.done:
-			held = a.rc.handOver.Epoch > 0
+		case <-a.rc.Done:
+			held = a.rc.HandOver.Epoch > 0
 		case <-hctx.Done():
 		}
 		if !held {
@@ -85,12 +80,12 @@ func (s *Service) HandOver(ctx context.Context) error {
 			}
 			continue
 		}
-		h := a.rc.handOver
+		h := a.rc.HandOver
 		h.From = s.cfg.Node
 		a.j.mu.Lock()
 		a.j.info.Handover = h
 		a.j.mu.Unlock()
-		a.j.write(true, job.NewEvent(EventCoordinator, fmt.Sprintf("epoch %d taken and the ranks held; %s hands the job over to the next coordinator", h.Epoch, s.cfg.Node), nil))
+		a.j.write(true, job.NewEvent(job.EventCoordinator, fmt.Sprintf("epoch %d taken and the ranks held; %s hands the job over to the next coordinator", h.Epoch, s.cfg.Node), nil))
 	}
 	// As when the lead is lost, but while this node still leads: nothing the
 	// stopped runs do from now on is written (clusterJob.current).
@@ -98,7 +93,7 @@ func (s *Service) HandOver(ctx context.Context) error {
 	s.term++
 	stopped := make([]*clusterJob, 0, len(s.jobs))
 	for _, j := range s.jobs {
-		j.cancel(errHandedOver)
+		j.cancel(coord.ErrHandedOver)
 		stopped = append(stopped, j)
 	}
 	s.mu.Unlock()

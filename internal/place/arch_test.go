@@ -1,21 +1,19 @@
-package coord
+package place
 
 import (
 	"slices"
 	"sort"
 	"testing"
-
-	"shoal/internal/api"
 )
 
 func TestArchSets(t *testing.T) {
-	node := func(name, arch string, cores int, speed uint64) api.Node {
-		return api.Node{Name: name, Arch: arch, Cores: cores, Speed: speed}
+	node := func(name, arch string, cores int, speed float64) Node {
+		return Node{Name: name, Arch: arch, Cores: cores, Speed: speed}
 	}
-	mixed := []api.Node{node("n1", "amd64", 2, 100), node("n2", "amd64", 2, 100), node("n3", "arm64", 4, 30), node("n4", "arm64", 4, 30)}
+	mixed := []Node{node("n1", "amd64", 2, 100), node("n2", "amd64", 2, 100), node("n3", "arm64", 4, 30), node("n4", "arm64", 4, 30)}
 	tests := []struct {
 		name    string
-		live    []api.Node
+		live    []Node
 		allowed []string
 		mix     bool
 		want    [][]string // each set's nodes, in the order tried
@@ -25,12 +23,12 @@ func TestArchSets(t *testing.T) {
 		{"one set: all of them", mixed[:2], nil, false, [][]string{{"n1", "n2"}}, "", ""},
 		{"the set of the most CPU time first", mixed, nil, false, [][]string{{"n1", "n2"}, {"n3", "n4"}}, "",
 			"running on the amd64 nodes; n3, n4 (arm64) left out: one MPI world per instruction set (--mix-arch allows one over several)"},
-		{"the most CPU time, by quota", []api.Node{{Name: "n1", Arch: "amd64", Cores: 8, CPUs: 1, Speed: 100}, node("n3", "arm64", 4, 30)}, nil, false,
+		{"the most CPU time, by quota", []Node{{Name: "n1", Arch: "amd64", Cores: 8, CPUs: 1, Speed: 100}, node("n3", "arm64", 4, 30)}, nil, false,
 			[][]string{{"n3"}, {"n1"}}, "", "running on the arm64 nodes; n1 (amd64) left out: one MPI world per instruction set (--mix-arch allows one over several)"},
 		{"only the sets built for", mixed, []string{"arm64"}, false, [][]string{{"n3", "n4"}}, "",
 			"running on the arm64 nodes; n1, n2 (amd64) left out: the program is built for arm64 only (shoal run --program-for ARCH=PATH adds a build)"},
 		{"the set left when the other is lost", mixed[2:], []string{"amd64", "arm64"}, false, [][]string{{"n3", "n4"}}, "", ""},
-		{"equal CPU time: the most nodes", []api.Node{node("n1", "arm64", 4, 50), node("n2", "amd64", 2, 50), node("n3", "amd64", 2, 50)}, nil, false,
+		{"equal CPU time: the most nodes", []Node{node("n1", "arm64", 4, 50), node("n2", "amd64", 2, 50), node("n3", "amd64", 2, 50)}, nil, false,
 			[][]string{{"n2", "n3"}, {"n1"}}, "", "running on the amd64 nodes; n1 (arm64) left out: one MPI world per instruction set (--mix-arch allows one over several)"},
 		{"none built for", mixed[2:], []string{"amd64"}, false, nil, "no node of an instruction set the program is built for (amd64): n3, n4 (arm64)", ""},
 		{"no nodes", nil, []string{"amd64"}, false, nil, "", ""},
@@ -42,17 +40,17 @@ func TestArchSets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			live := map[string]api.Node{}
+			live := map[string]Node{}
 			for _, n := range tt.live {
 				live[n.Name] = n
 			}
-			sets, none := archSets(live, tt.allowed, tt.mix)
+			sets, none := ArchSets(live, tt.allowed, tt.mix)
 			var got [][]string
 			for _, s := range sets {
 				var names []string
-				for name, n := range s.nodes {
-					if n.Arch != s.arch && s.arch != mixedArch {
-						t.Errorf("%s (%s) in the set of %s", name, n.Arch, s.arch)
+				for name, n := range s.Nodes {
+					if n.Arch != s.Arch && s.Arch != Mixed {
+						t.Errorf("%s (%s) in the set of %s", name, n.Arch, s.Arch)
 					}
 					names = append(names, name)
 				}
@@ -60,11 +58,11 @@ func TestArchSets(t *testing.T) {
 				got = append(got, names)
 			}
 			if !slices.EqualFunc(got, tt.want, slices.Equal) || none != tt.none {
-				t.Errorf("archSets = %v, %q\nwant %v, %q", got, none, tt.want, tt.none)
+				t.Errorf("ArchSets = %v, %q\nwant %v, %q", got, none, tt.want, tt.none)
 			}
 			if len(sets) > 0 {
-				if note := leftOut(live, sets[0], tt.allowed); note != tt.leftOut {
-					t.Errorf("leftOut = %q\nwant %q", note, tt.leftOut)
+				if note := LeftOut(live, sets[0], tt.allowed); note != tt.leftOut {
+					t.Errorf("LeftOut = %q\nwant %q", note, tt.leftOut)
 				}
 			}
 		})

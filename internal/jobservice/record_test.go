@@ -1,4 +1,4 @@
-package coord
+package jobservice
 
 import (
 	"fmt"
@@ -6,9 +6,11 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"shoal/internal/job"
+	"maps"
 	"strings"
 	"testing"
+
+	"shoal/internal/job"
 )
 
 // A job's first event says who its ranks run as: a job that names no owner runs
@@ -31,16 +33,21 @@ func TestSubmittedMessage(t *testing.T) {
 	}
 }
 
-// TestStateWrittenOnlyByLifecycle: the one place in the package that sets a
+// TestStateWrittenOnlyByLifecycle: the one place in the package, and in the
+// runtimes that keep a job's record up to date (internal/coord, internal/farmrun), that sets a
 // job's state in its record is clusterJob.event, through job.Job.Apply, which
 // a job.Lifecycle's events reach (an MPI job's run loop and a farm's each have
 // one): no other code assigns to a State field, so every change of a job's
 // state, MPI job or farm, is a transition of the lifecycle's table.
 func TestStateWrittenOnlyByLifecycle(t *testing.T) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
-	if err != nil {
-		t.Fatal(err)
+	pkgs := map[string]*ast.Package{}
+	for _, dir := range []string{".", "../coord", "../farmrun"} {
+		found, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(pkgs, found)
 	}
 	writers := 0
 	for _, p := range pkgs {

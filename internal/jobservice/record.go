@@ -1,15 +1,18 @@
-package coord
+package jobservice
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
 
+	"shoal/internal/coord"
+	"shoal/internal/epochs"
+	"shoal/internal/farmrun"
 	"shoal/internal/job"
-	"shoal/internal/place"
 )
 
 // writeDelay is how long a change that decides nothing (rank output, an
@@ -30,20 +33,16 @@ type clusterJob struct {
 	info      job.Job
 	cancel    context.CancelCauseFunc
 	done      bool
-	placement place.Placement
-	backend   *clusterBackend
-	out       []job.Event // events not yet written (rank output, posted events)
-	infoDirty bool        // info has changes not yet written
-	flushing  bool        // a write of what waits is scheduled
+	backend   *coord.ClusterRun // an MPI job's run, once it has one
+	out       []job.Event       // events not yet written (rank output, posted events)
+	infoDirty bool              // info has changes not yet written
+	flushing  bool              // a write of what waits is scheduled
 	// writeMu keeps the store's entries in the order they were made.
 	writeMu sync.Mutex
 	// term is the Service's leadership term the job is driven in; finished is
 	// closed once its run has stopped.
 	term     uint64
 	finished chan struct{}
-	// farmNodes are the API addresses of the nodes a task farm uses, by name,
-	// for the goroutines that store its results.
-	farmNodes map[string]string
 }
 
 // current reports whether this node still drives the job in the term it started
@@ -57,6 +56,60 @@ func (j *clusterJob) current() bool {
 	defer j.s.mu.Unlock()
 	return j.term == j.s.term
 }
+
+var _ coord.Record = (*clusterJob)(nil)
+
+// Job returns a copy of the job's record.
+func (j *clusterJob) Job() job.Job { return j.snapshot() }
+
+// Update changes the job's info and writes it within writeDelay.
+func (j *clusterJob) Update(f func(*job.Job)) { j.update(f) }
+
+// Decide changes the job's info with f and, when f reports a change, writes it
+// at once.
+func (j *clusterJob) Decide(f func(*job.Job) bool) {
+	j.mu.Lock()
+	changed := f(&j.info)
+	j.mu.Unlock()
+	if changed {
+		j.write(true)
+	}
+}
+
+// KeepBook records the job's epoch book in the store, with what waits, so
+// that the next leader resumes from it.
+func (j *clusterJob) KeepBook(book epochs.Book) {
+	if j.s == nil || j.s.cfg.Store == nil {
+		return
+	}
+	if b, err := json.Marshal(book); err == nil {
+		j.writeBook(b)
+	}
+}
+
+// farmRecord is a task farm's record as its runtime keeps it.
+type farmRecord struct{ *clusterJob }
+
+var _ farmrun.Record = farmRecord{}
+
+// Event records an event of the farm's lifecycle.
+func (r farmRecord) Event(e job.Event) { r.event(e) }
+
+// Change changes the farm's info; it is written with the next Write.
+func (r farmRecord) Change(f func(*job.Job)) {
+	r.mu.Lock()
+	f(&r.info)
+	r.mu.Unlock()
+}
+
+// Write writes what waits, events, the info and the farm's ledger in one entry.
+func (r farmRecord) Write(events []job.Event, ledger json.RawMessage) { r.writeWith(events, ledger) }
+
+// End writes the farm's final info and its last event in one entry.
+func (r farmRecord) End(f func(*job.Job), last job.Event) { r.end(f, last) }
+
+// Lines returns a writer of one output event of type typ per line.
+func (r farmRecord) Lines(typ string) io.Writer { return &lineEvents{job: r.clusterJob, typ: typ} }
 
 func (j *clusterJob) snapshot() job.Job {
 	j.mu.Lock()

@@ -1,4 +1,4 @@
-package coord
+package jobservice
 
 import (
 	"context"
@@ -6,21 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/coord"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
-	"shoal/internal/place"
 )
-
-// EventCoordinator says that another node coordinates a job from now on.
-const EventCoordinator = "coordinator"
-
-// errLostLead ends a job's run on a node that stopped leading the job store: the
-// new leader takes the job over.
-var errLostLead = errors.New("coord: this node no longer leads the cluster")
 
 // electionWait bounds how long a request waits for an election under way to end:
 // a split vote costs a round of 2 to 4 s (jobstore.DefaultTiming's election
@@ -105,7 +97,7 @@ func (s *Service) takeOver() {
 		return // not leading after all: a false follows
 	}
 	for _, j := range old {
-		j.cancel(errLostLead)
+		j.cancel(coord.ErrLostLead)
 		select {
 		case <-j.finished:
 		case <-time.After(30 * time.Second):
@@ -173,7 +165,7 @@ func (s *Service) stepDown() {
 	s.term++
 	s.notTaken()
 	for _, j := range s.jobs {
-		j.cancel(errLostLead)
+		j.cancel(coord.ErrLostLead)
 	}
 }
 
@@ -213,8 +205,8 @@ func (s *Service) resume(info job.Job) {
 		why += fmt.Sprintf("; warning: %v", err)
 	}
 	info.Coordinator = s.cfg.Node
-	s.cfg.Store.Update(info.ID, &info, []job.Event{job.NewEvent(EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil)}, nil)
-	s.start(info, book, &Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost, LeadMoved: moved})
+	s.cfg.Store.Update(info.ID, &info, []job.Event{job.NewEvent(job.EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil)}, nil)
+	s.start(info, book, &coord.Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost, LeadMoved: moved})
 }
 
 // fetchFiles copies into this node's cache every file of the job it lacks, from
@@ -287,7 +279,7 @@ func (s *Service) quorum(ctx context.Context) string {
 // was lost is found, not made twice.
 func (s *Service) forwardSubmit(ctx context.Context, spec job.Spec) (job.Job, error) {
 	if spec.ID == "" {
-		spec.ID = NewJobID(spec.Argv[0])
+		spec.ID = job.NewID(spec.Argv[0])
 	}
 	deadline := time.Now().Add(forwardWait)
 	for again := false; ; again = true {
@@ -364,65 +356,6 @@ func (s *Service) forwardOnce(ctx context.Context, spec job.Spec, again bool) (_
 	defer cancel()
 	s.cfg.Store.WaitSubmitted(wctx, info.ID, info.Submitted)
 	return info, false, nil
-}
-
-// seedRun gives a backend taking a job over the previous coordinator's run: its
-// placement (node → ranks), so that the shards that run wrote are counted and the
-// restart line says where its ranks went, and the nodes not to place on until
-// membership declares them gone: those the previous run found lost (avoid) and
-// the lost coordinator's. Which nodes to ask and to fence, the backend finds from
-// the live nodes (choose).
-func (b *clusterBackend) seedRun(byNode map[string][]int, avoid []string, lost string) {
-	b.mu.Lock()
-	for _, n := range avoid {
-		b.excluded[n] = true
-	}
-	if lost != "" {
-		b.excluded[lost] = true
-	}
-	b.mu.Unlock()
-	b.recordAvoid()
-	n := 0
-	for _, ranks := range byNode {
-		n += len(ranks)
-	}
-	p := make(place.Placement, n) // an elastic job's last count, not its spec's
-	for name, ranks := range byNode {
-		for _, r := range ranks {
-			if r < 0 || r >= len(p) {
-				return // not this job's placement: start without one
-			}
-			p[r] = name
-		}
-	}
-	for _, n := range p {
-		if n == "" {
-			return
-		}
-	}
-	b.placement = p
-}
-
-// fenceAll revokes the job on every live node, in parallel: a new coordinator
-// stops the old run's ranks before it reads what the nodes hold, so that no
-// rank of the old run writes on while the epoch to restart from is chosen.
-func (b *clusterBackend) fenceAll(ctx context.Context) {
-	live, err := b.liveNodes(ctx, "")
-	if err != nil {
-		return
-	}
-	id := b.cj.snapshot().ID
-	var wg sync.WaitGroup
-	for _, n := range live {
-		wg.Add(1)
-		go func(p Peer) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			p.Revoke(cctx, id)
-		}(b.s.cfg.Peer(n))
-	}
-	wg.Wait()
 }
 
 // whyTakeOver says why this node takes over a job prev coordinated, which node

@@ -1,4 +1,4 @@
-package coord
+package place
 
 import (
 	"fmt"
@@ -6,28 +6,27 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"shoal/internal/api"
 )
 
-// mixedArch names the set of a world over several instruction sets
+// Mixed names the set of a world over several instruction sets
 // (job.Spec.MixArch).
-const mixedArch = "mixed"
+const Mixed = "mixed"
 
-// archSet is the live nodes of one instruction set, or of several (mixedArch).
-type archSet struct {
-	arch  string
-	nodes map[string]api.Node
+// ArchSet is the live nodes of one instruction set, or of several (Mixed), by
+// name.
+type ArchSet struct {
+	Arch  string
+	Nodes map[string]Node
 }
 
-// archSets groups live by instruction set, since neither Open MPI nor MPICH
+// ArchSets groups live by instruction set, since neither Open MPI nor MPICH
 // runs one world across two (docs/testbed.md, "arm64 hosts"): the sets the
 // job's program is built for (allowed; nil: any), those whose nodes offer the
 // most CPU time first (CPUs, else cores, times speed), then those of more
 // nodes, then by name. The job runs on the first set its ranks fit. none says
 // why no set is given though nodes are live.
-func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []archSet, none string) {
-	bySet := map[string][]api.Node{}
+func ArchSets(live map[string]Node, allowed []string, mix bool) (sets []ArchSet, none string) {
+	bySet := map[string][]Node{}
 	for _, n := range live {
 		bySet[n.Arch] = append(bySet[n.Arch], n)
 	}
@@ -35,9 +34,9 @@ func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []arch
 		if allowed != nil && !slices.Contains(allowed, set) {
 			continue
 		}
-		s := archSet{arch: set, nodes: map[string]api.Node{}}
+		s := ArchSet{Arch: set, Nodes: map[string]Node{}}
 		for _, n := range nodes {
-			s.nodes[n.Name] = n
+			s.Nodes[n.Name] = n
 		}
 		sets = append(sets, s)
 	}
@@ -46,36 +45,36 @@ func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []arch
 			strings.Join(allowed, ", "), describeSets(bySet, ""))
 	}
 	if mix && len(sets) > 1 {
-		all := archSet{arch: mixedArch, nodes: map[string]api.Node{}}
+		all := ArchSet{Arch: Mixed, Nodes: map[string]Node{}}
 		for _, s := range sets {
-			maps.Copy(all.nodes, s.nodes)
+			maps.Copy(all.Nodes, s.Nodes)
 		}
-		return []archSet{all}, ""
+		return []ArchSet{all}, ""
 	}
 	sort.Slice(sets, func(i, j int) bool {
-		ci, cj := capacity(sets[i].nodes), capacity(sets[j].nodes)
+		ci, cj := setCapacity(sets[i].Nodes), setCapacity(sets[j].Nodes)
 		if ci != cj {
 			return ci > cj
 		}
-		if len(sets[i].nodes) != len(sets[j].nodes) {
-			return len(sets[i].nodes) > len(sets[j].nodes)
+		if len(sets[i].Nodes) != len(sets[j].Nodes) {
+			return len(sets[i].Nodes) > len(sets[j].Nodes)
 		}
-		return sets[i].arch < sets[j].arch
+		return sets[i].Arch < sets[j].Arch
 	})
 	return sets, ""
 }
 
-// leftOut says which of live a run on chosen leaves out and why, "" when it
+// LeftOut says which of live a run on chosen leaves out and why, "" when it
 // leaves out none: "running on the arm64 nodes; n1, n2 (amd64) left out: one
 // MPI world per instruction set".
-func leftOut(live map[string]api.Node, chosen archSet, allowed []string) string {
-	if len(chosen.nodes) == len(live) {
+func LeftOut(live map[string]Node, chosen ArchSet, allowed []string) string {
+	if len(chosen.Nodes) == len(live) {
 		return ""
 	}
-	bySet := map[string][]api.Node{}
+	bySet := map[string][]Node{}
 	built := false
 	for _, n := range live {
-		if _, in := chosen.nodes[n.Name]; !in {
+		if _, in := chosen.Nodes[n.Name]; !in {
 			bySet[n.Arch] = append(bySet[n.Arch], n)
 			built = built || allowed == nil || slices.Contains(allowed, n.Arch)
 		}
@@ -84,29 +83,29 @@ func leftOut(live map[string]api.Node, chosen archSet, allowed []string) string 
 	if !built {
 		why = fmt.Sprintf("the program is built for %s only (shoal run --program-for ARCH=PATH adds a build)", strings.Join(allowed, ", "))
 	}
-	on := "the " + chosen.arch + " nodes"
-	if chosen.arch == mixedArch {
+	on := "the " + chosen.Arch + " nodes"
+	if chosen.Arch == Mixed {
 		on = "the nodes of every instruction set it is built for"
 	}
-	return fmt.Sprintf("running on %s; %s left out: %s", on, describeSets(bySet, chosen.arch), why)
+	return fmt.Sprintf("running on %s; %s left out: %s", on, describeSets(bySet, chosen.Arch), why)
 }
 
-// capacity is the CPU time nodes offer together, in single-core iterations per
+// setCapacity is the CPU time nodes offer together, in single-core iterations per
 // second.
-func capacity(nodes map[string]api.Node) float64 {
+func setCapacity(nodes map[string]Node) float64 {
 	var c float64
 	for _, n := range nodes {
 		cpus := n.CPUs
 		if cpus == 0 {
 			cpus = float64(n.Cores)
 		}
-		c += cpus * float64(n.Speed)
+		c += cpus * n.Speed
 	}
 	return c
 }
 
 // describeSets names the nodes of every set but skip: "n3, n4 (arm64)".
-func describeSets(bySet map[string][]api.Node, skip string) string {
+func describeSets(bySet map[string][]Node, skip string) string {
 	var sets []string
 	for set := range bySet {
 		if set != skip {

@@ -1,0 +1,304 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"shoal/internal/api"
+	"shoal/internal/engine"
+	"shoal/internal/epochs"
+	"shoal/internal/files"
+	"shoal/internal/job"
+	"shoal/internal/mtbf"
+	"shoal/internal/userdir"
+)
+
+// Peer is what the coordinator needs of a node's agent (its own included). Methods
+// must be safe for concurrent use.
+type Peer interface {
+	PutFile(ctx context.Context, sum string, r io.Reader, size int64) error
+	// Grant allows the node to start MPI daemons for a job (req.Job), which
+	// runs req.Ranks of its ranks there (the node announces them), and
+	// returns those of req.Files the node lacks; Revoke kills what it started
+	// for the job (fencing an old run) and withdraws the ranks.
+	Grant(ctx context.Context, req api.GrantRequest) (missing []string, err error)
+	Revoke(ctx context.Context, job string) error
+	// Shards returns the node's index of the job: the shards it holds and has
+	// verified, the job's progress as a rank 0 on the node last reported it, and
+	// the index's tag. With known not empty and wait > 0 it is a long poll: the
+	// node answers once its index is not the one tagged known, or as it is
+	// after wait; ctx must allow for the wait.
+	Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error)
+	// Fetch makes the node copy a shard from the agent at API address from.
+	Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error)
+	// Encode makes the node compute and store a parity row of a group of the
+	// job's shards of epoch, from the shards on the nodes the request names,
+	// and push the rows the request lists to their nodes.
+	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.EncodeResult, error)
+	// Rebuild makes the node rebuild a shard from its parity group's pieces.
+	Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error
+	// RankStates reads how the job's ranks on the node ended.
+	RankStates(ctx context.Context, job string) ([]engine.RankState, error)
+	// Probe asks whether the node's checkpoint store takes bytes now.
+	Probe(ctx context.Context, job string, bytes int64) (api.Probe, error)
+	// RemoveShardsBefore deletes the job's epochs older than epoch on the node.
+	RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error
+	// RequestCheckpoint asks the job's rank 0 on the node for a checkpoint now.
+	RequestCheckpoint(ctx context.Context, job string) error
+	// RequestHold asks for a checkpoint after which the ranks wait to be stopped.
+	RequestHold(ctx context.Context, job string) error
+}
+
+// ClusterConfig is what the cluster backend needs of the node that coordinates
+// a job: who it is, where its data is, and how it reaches the other nodes.
+type ClusterConfig struct {
+	Node     string // this node's name
+	DataDir  string // this agent's data dir: files/, coord/, ckpt/
+	ShoalBin string // the shoal executable (rank wrapper and rsh agent)
+	// Nodes returns the cluster's nodes as membership sees them now.
+	Nodes func(ctx context.Context) ([]api.Node, error)
+	// Peer returns a client of a node's agent.
+	Peer func(n api.Node) Peer
+	// Links, when set, returns the measured links between the live nodes
+	// (internal/links): the planner weighs them (placement.go).
+	Links func(ctx context.Context) ([]api.Link, error)
+	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
+	// complete epochs change (one became complete, older ones were pruned), so
+	// that a coordinator taking the job over can start from it (see [Resume]);
+	// unset, the job's [Record] keeps it. Never called concurrently for one job;
+	// it should return quickly.
+	OnBook func(job string, book epochs.Book)
+	// Failures, when set, returns the cluster's record of node failures, from
+	// which a job with an automatic checkpoint interval learns its mean time
+	// between failures at each launch; unset, the record is empty (the prior).
+	Failures func() mtbf.Estimate
+	// NodeLost, when set, hears of every node a job lost without being told
+	// (its agent stopped answering): the record behind Failures counts it.
+	NodeLost func(name string)
+}
+
+// cache is this node's cache of job files, which the submitter uploaded here.
+func (c ClusterConfig) cache() files.Cache {
+	return files.Cache{Dir: filepath.Join(c.DataDir, "files")}
+}
+
+// runRoot holds the directories of the runs of the jobs this node coordinates
+// (DATA/coord).
+func (c ClusterConfig) runRoot() string { return filepath.Join(c.DataDir, "coord") }
+
+// SetUp grants job info to node n, which runs ranks of its ranks, and copies it
+// the job's files of its instruction set it lacks from this node's cache,
+// returning those it copied.
+func (c ClusterConfig) SetUp(ctx context.Context, n api.Node, info job.Job, ranks int) ([]job.File, error) {
+	return c.setUp(ctx, c.Peer(n), n.Name, n.Arch, info, ranks, nil)
+}
+
+// Record is a job's record as its run keeps it up to date: the job service
+// writes it through to the job store, where every node reads it. Its methods
+// must be safe for concurrent use.
+type Record interface {
+	// Job returns a copy of the record.
+	Job() job.Job
+	// Update changes the record; the change is written within a short delay,
+	// with whatever follows it.
+	Update(f func(*job.Job))
+	// Decide changes the record with f and, when f reports a change, writes
+	// it at once: the job acts on it.
+	Decide(f func(*job.Job) (changed bool))
+	// KeepBook keeps the job's epoch book, so that the next coordinator
+	// resumes from it.
+	KeepBook(book epochs.Book)
+}
+
+// The causes with which the job service stops a job's run ([context.Cause]):
+// the node no longer leads the cluster, and the new leader takes the job over;
+// or it leaves, its ranks held at a checkpoint for the next one (which stops
+// the launcher with no grace, as for a planned move).
+var (
+	ErrLostLead   = errors.New("coord: this node no longer leads the cluster")
+	ErrHandedOver = fmt.Errorf("%w: it leaves, and hands its jobs over", ErrLostLead)
+)
+
+// ClusterRun is one job's run over the cluster's nodes: the job loop with the
+// cluster backend. The node that leads the job store makes one for every MPI
+// job it drives. Run is called once; the other methods are safe to call from
+// other goroutines while it runs.
+type ClusterRun struct {
+	cfg    ClusterConfig
+	rec    Record
+	rj     *jobRun
+	b      *clusterBackend
+	resume *Resume
+}
+
+// NewClusterRun returns the run of the job rec holds, whose rank output and
+// events go to out. book is the job's epoch book (nil: a new job's, empty);
+// resume, when set, makes the job begin by relaunching from the book's newest
+// surviving epoch, as a new coordinator does with a job whose coordinator was
+// lost.
+func NewClusterRun(cfg ClusterConfig, rec Record, out Output, book *epochs.Book, resume *Resume) *ClusterRun {
+	info := rec.Job()
+	spec := info.Spec
+	spec.ID = info.ID                              // a job stored before the spec carried its id
+	launcher, _ := engine.ByName(info.Spec.Engine) // the spec was validated
+	rcfg := Config{
+		CkptRoot: filepath.Join(cfg.DataDir, "ckpt"), RunRoot: cfg.runRoot(),
+		ShoalBin: cfg.ShoalBin, Engine: launcher, PollInterval: 200 * time.Millisecond, KillGrace: 3 * time.Second,
+		NodeLost: cfg.NodeLost,
+	}
+	if book == nil {
+		fresh := NewBook(info.Spec)
+		book = &fresh
+	}
+	rj := newJob(rcfg, spec, out)
+	rj.resume = resume
+	b := newClusterBackend(cfg, rec, rj, *book)
+	if info.Ranks > 0 {
+		rj.ranks = info.Ranks // the count of the run another coordinator ran
+	}
+	if b.onBook == nil {
+		b.onBook = rec.KeepBook
+	}
+	return &ClusterRun{cfg: cfg, rec: rec, rj: rj, b: b, resume: resume}
+}
+
+// Run drives the job from placement to its end, or until ctx ends (with
+// [ErrLostLead] as its cause when the node stops leading).
+func (c *ClusterRun) Run(ctx context.Context) Result {
+	info := c.rec.Job()
+	if c.resume != nil {
+		c.b.seedRun(info.Placement, info.Avoid, c.resume.Lost)
+		c.b.fenceAll(ctx)
+		// This node's record of the complete epochs starts from the book it took
+		// over, not from the first epoch completed under it: a job that ends
+		// before one does still leaves it.
+		c.b.writeManifest()
+	}
+	if err := c.rj.spec.Validate(); err != nil {
+		return c.rj.fail(err.Error())
+	}
+	if err := runDir(c.rj.cfg.RunRoot, c.rj.spec.ID); err != nil {
+		return c.rj.fail(err.Error())
+	}
+	c.rj.be = c.b
+	return c.rj.loop(ctx)
+}
+
+// Ended tells those who asked for a reconfiguration that the job has ended:
+// nobody waits in vain for a relaunch. Called once Run has returned.
+func (c *ClusterRun) Ended() {
+	if c.b.pending != nil {
+		close(c.b.pending.done)
+	}
+	for {
+		select {
+		case rc := <-c.b.reconfigs:
+			close(rc.done)
+		default:
+			return
+		}
+	}
+}
+
+// Clear revokes the job on the nodes of its last run, in the background, and
+// removes its shards there when removeShards. Called once Run has returned.
+func (c *ClusterRun) Clear(removeShards bool) {
+	id := c.rec.Job().ID
+	for name := range c.b.nodes {
+		go func(p Peer) {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p.Revoke(cctx, id)
+			if removeShards {
+				p.RemoveShardsBefore(cctx, id, ^uint64(0))
+			}
+		}(c.b.peer(name))
+	}
+}
+
+// Reconfig asks a run for a planned relaunch: a node leaving, a rebalance
+// over the live nodes, or a hand-over to the next coordinator.
+type Reconfig struct {
+	Without string // node to leave out ("" for a rebalance)
+	Reason  string
+	// Force relaunches a rebalance even when it is estimated not to pay.
+	Force bool
+	// Refused, when not nil, receives why a rebalance was not done, before
+	// Done is closed.
+	Refused *string
+	// HandOver, when not nil, makes the reconfiguration a hand-over to the
+	// next coordinator: no relaunch here; once the held checkpoint is
+	// complete, where the run stopped is put here before Done is closed, and
+	// the run waits, its ranks held, to be stopped.
+	HandOver *job.Handover
+	// Done is closed once the job runs without the node, is rebalanced or
+	// held, or has ended.
+	Done chan struct{}
+}
+
+// Reconfigure passes rc to the run; false when the run has as many
+// reconfigurations waiting as it takes.
+func (c *ClusterRun) Reconfigure(rc Reconfig) bool {
+	select {
+	case c.b.reconfigs <- reconfig{without: rc.Without, reason: rc.Reason, force: rc.Force, refused: rc.Refused, handOver: rc.HandOver, done: rc.Done}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Uses reports whether the current run has ranks on node.
+func (c *ClusterRun) Uses(node string) bool {
+	c.b.placedMu.Lock()
+	defer c.b.placedMu.Unlock()
+	return c.b.placed.Counts()[node] > 0
+}
+
+// NewBook is the empty epoch book of a job of spec.
+func NewBook(spec job.Spec) epochs.Book {
+	red := spec.Redundancy
+	if red == 0 {
+		red = 2
+	}
+	if p := spec.Parity; p != nil {
+		red = p.M + 1
+	}
+	book := epochs.NewBook(spec.Ranks, red)
+	if p := spec.Parity; p != nil {
+		book.Parity = &epochs.ParitySpec{K: p.K, M: p.M}
+	}
+	return book
+}
+
+// runDir makes the directory of job's runs in root, both the agent's, which no
+// user can write: a coordinator running as root writes its launch files there,
+// and must not be led by a user's link. Both are passable by all but listed by
+// none (the launcher of a user's job runs as that user and reads the files
+// launchFiles gives it); the files that hold the job's output or describe its
+// launch belong to the job's owner, mode 0600. A directory of the job that is
+// not the agent's (a user's, as runs before this rule left it) is removed
+// first.
+func runDir(root, job string) error {
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return err
+	}
+	t, dir := userdir.Tree{Base: root}, filepath.Join(root, job)
+	if fi, err := t.Lstat(dir); err == nil {
+		if st := fi.Sys().(*syscall.Stat_t); fi.IsDir() && int(st.Uid) == os.Geteuid() {
+			return t.Chmod(dir, 0o711)
+		}
+		if err := t.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := t.Mkdir(dir, 0o711); err != nil {
+		return err
+	}
+	return t.Chmod(dir, 0o711) // past the umask
+}

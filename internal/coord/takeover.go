@@ -1,0 +1,68 @@
+package coord
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"shoal/internal/place"
+)
+
+// seedRun gives a backend taking a job over the previous coordinator's run: its
+// placement (node → ranks), so that the shards that run wrote are counted and the
+// restart line says where its ranks went, and the nodes not to place on until
+// membership declares them gone: those the previous run found lost (avoid) and
+// the lost coordinator's. Which nodes to ask and to fence, the backend finds from
+// the live nodes (choose).
+func (b *clusterBackend) seedRun(byNode map[string][]int, avoid []string, lost string) {
+	b.mu.Lock()
+	for _, n := range avoid {
+		b.excluded[n] = true
+	}
+	if lost != "" {
+		b.excluded[lost] = true
+	}
+	b.mu.Unlock()
+	b.recordAvoid()
+	n := 0
+	for _, ranks := range byNode {
+		n += len(ranks)
+	}
+	p := make(place.Placement, n) // an elastic job's last count, not its spec's
+	for name, ranks := range byNode {
+		for _, r := range ranks {
+			if r < 0 || r >= len(p) {
+				return // not this job's placement: start without one
+			}
+			p[r] = name
+		}
+	}
+	for _, n := range p {
+		if n == "" {
+			return
+		}
+	}
+	b.placement = p
+}
+
+// fenceAll revokes the job on every live node, in parallel: a new coordinator
+// stops the old run's ranks before it reads what the nodes hold, so that no
+// rank of the old run writes on while the epoch to restart from is chosen.
+func (b *clusterBackend) fenceAll(ctx context.Context) {
+	live, err := b.liveNodes(ctx, "")
+	if err != nil {
+		return
+	}
+	id := b.rec.Job().ID
+	var wg sync.WaitGroup
+	for _, n := range live {
+		wg.Add(1)
+		go func(p Peer) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			p.Revoke(cctx, id)
+		}(b.cfg.Peer(n))
+	}
+	wg.Wait()
+}
