@@ -69,6 +69,7 @@ func (c *reachCheck) mark(ctx context.Context, nodes []api.Node, dial func(ctx c
 	}
 	c.mu.Unlock()
 	var wg sync.WaitGroup
+	silent := make([]bool, len(nodes))
 	for i, n := range nodes {
 		if memo[i] || n.Local || n.API == "" || (n.State != "alive" && n.State != "suspect") {
 			continue
@@ -78,7 +79,8 @@ func (c *reachCheck) mark(ctx context.Context, nodes []api.Node, dial func(ctx c
 			defer wg.Done()
 			dctx, cancel := context.WithTimeout(ctx, reachTimeout)
 			defer cancel()
-			refused[i] = Refused(dial(dctx, n.API))
+			err := dial(dctx, n.API)
+			refused[i], silent[i] = Refused(err), err != nil && !Refused(err)
 		}()
 	}
 	wg.Wait()
@@ -87,6 +89,14 @@ func (c *reachCheck) mark(ctx context.Context, nodes []api.Node, dial func(ctx c
 	defer c.mu.Unlock()
 	if c.since == nil {
 		c.since = map[string]time.Time{}
+	}
+	for i, n := range nodes {
+		// No answer within reachTimeout (a slow network, or this agent not
+		// scheduled in time on a busy machine) says nothing new: a node seen
+		// refusing stays so until a connection to it is made.
+		if _, was := c.since[n.Name]; silent[i] && was {
+			refused[i] = true
+		}
 	}
 	for i := range nodes {
 		n := &nodes[i]

@@ -98,3 +98,29 @@ func TestReachCheckOlderCheckEndsLast(t *testing.T) {
 		t.Errorf("a check within reachMemo after both: state %s, want %s", later[0].State, StateUnreachable)
 	}
 }
+
+// A node seen refusing stays unreachable through a check it does not answer
+// in time (no news), and is alive again once a connection to it is made.
+func TestReachCheckSilenceKeepsRefusal(t *testing.T) {
+	var c reachCheck
+	check := func(err error) string {
+		c.mu.Lock()
+		c.checked = nil // past reachMemo: dial again
+		c.mu.Unlock()
+		nodes := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+		c.mark(context.Background(), nodes, func(ctx context.Context, addr string) error { return err })
+		return nodes[0].State
+	}
+	if got := check(context.DeadlineExceeded); got != "alive" {
+		t.Errorf("a node never seen refusing, silent: %s, want alive (membership's to judge)", got)
+	}
+	if got := check(syscall.ECONNREFUSED); got != StateUnreachable {
+		t.Fatalf("refusing: %s, want %s", got, StateUnreachable)
+	}
+	if got := check(context.DeadlineExceeded); got != StateUnreachable {
+		t.Errorf("refused, then silent: %s, want %s", got, StateUnreachable)
+	}
+	if got := check(nil); got != "alive" {
+		t.Errorf("refused, then answering: %s, want alive", got)
+	}
+}

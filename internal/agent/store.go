@@ -150,7 +150,10 @@ func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) 
 	if a.store == nil {
 		return api.RecoverResponse{}, fmt.Errorf("%w: this agent keeps no job store", api.ErrNotAvailable)
 	}
-	nodes, err := a.Nodes(ctx)
+	// The view GET /v1/nodes gives, which `shoal run` and `shoal jobs` judged
+	// the quorum by: a voter whose agent refuses connections is lost already,
+	// seconds before membership declares it dead.
+	nodes, err := (*localNode)(a).Nodes(ctx)
 	if err != nil {
 		return api.RecoverResponse{}, err
 	}
@@ -170,6 +173,7 @@ func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) 
 	if lead, asked, _ := a.peerLeader(ctx); lead != "" {
 		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum: %s leads, as %s knows (this node's copy of the job store is behind): nothing to recover", api.ErrConflict, lead, asked)
 	}
+	a.awaitLeaderGone(ctx, v)
 	a.log.Warn("recovering the job store: this node becomes its only voter", "lost", v.Down())
 	if err := a.store.Recover(); errors.Is(err, jobstore.ErrHasLeader) {
 		return api.RecoverResponse{}, fmt.Errorf("%w: %v", api.ErrConflict, err)
@@ -183,6 +187,35 @@ func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) 
 	return api.RecoverResponse{Name: a.cfg.Name, Lost: v.Down()}, nil
 }
 
+// leaderGoneWait bounds how long RecoverQuorum waits for Raft to let go of a
+// leader that is lost already: more than a heartbeat timeout and its lease.
+const leaderGoneWait = 10 * time.Second
+
+// awaitLeaderGone waits, up to leaderGoneWait, while this node's Raft still
+// names a leader that v, the nodes' view, has lost (its agent refuses
+// connections or membership holds it dead): Raft lets go of a leader it no
+// longer hears from only after a heartbeat timeout, and a recovery asked in
+// that moment would be refused as if the cluster had a quorum.
+func (a *Agent) awaitLeaderGone(ctx context.Context, v api.Voters) {
+	lost := func(name string) bool {
+		for _, n := range v.Nodes {
+			if n.Name == name {
+				return n.State != "alive" && n.State != "suspect"
+			}
+		}
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaderGoneWait)
+	defer cancel()
+	for lead := a.store.Leader(); lead != "" && lead != a.cfg.Name && lost(lead); lead = a.store.Leader() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (n *localNode) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) {
 	return (*Agent)(n).RecoverQuorum(ctx)
 }
@@ -191,10 +224,11 @@ var _ api.QuorumRecoverer = (*localNode)(nil)
 
 // forgetStaleStore, on a node that joins with a copy of the job store that
 // makes it a voter, asks the live nodes who leads. When one names another
-// node as leader and gives this node no part in its job store, the copy
-// belongs to a configuration the cluster has left: its voters were recovered
-// without this node (RecoverQuorum), or the leader removed it while it was
-// gone. The copy is then set aside (jobstore.Store.Forget) and the node joins
+// node as leader and gives this node no vote in its job store (no part, or
+// the follower's part a leader gives a node that has just joined, which it
+// may have done already), the copy belongs to a configuration the cluster
+// has left: its voters were recovered without this node (RecoverQuorum), or
+// the leader removed it while it was gone. The copy is then set aside (jobstore.Store.Forget) and the node joins
 // as a new one: with another voter that comes back so, it could otherwise
 // make a majority of the old configuration and elect a leader of its own.
 func (a *Agent) forgetStaleStore(ctx context.Context) {
@@ -203,8 +237,10 @@ func (a *Agent) forgetStaleStore(ctx context.Context) {
 		return
 	}
 	lead, asked, nodes := a.peerLeader(ctx)
-	if lead == "" || slices.ContainsFunc(nodes, func(n api.Node) bool { return n.Name == a.cfg.Name && n.Role != "" }) {
-		return // no leader known, or this node is part of its configuration: the copy is current
+	if lead == "" || slices.ContainsFunc(nodes, func(n api.Node) bool {
+		return n.Name == a.cfg.Name && (n.Role == api.RoleVoter || n.Role == api.RoleLeader)
+	}) {
+		return // no leader known, or this node votes in its configuration: the copy is current
 	}
 	a.recoverMu.Lock()
 	kept, err := a.store.Forget()
