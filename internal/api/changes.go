@@ -9,11 +9,6 @@ import (
 	"strconv"
 )
 
-// ShardBlockSize is the length of the blocks a shard's changes are counted in
-// (POST /v1/shards/{job}/{epoch}/{rank}/changes); a shard's last block may be
-// shorter.
-const ShardBlockSize = 256 << 10
-
 // MaxChangesBlocks bounds the blocks a changes request may name: the blocks
 // of a 256 GiB shard.
 const MaxChangesBlocks = 1 << 20

@@ -18,31 +18,31 @@ package api
 
 import (
 	"errors"
-	"shoal/internal/job"
 	"slices"
+
+	"shoal/internal/errkind"
+	"shoal/internal/job"
 )
 
-// Errors. Services return errors wrapping these to choose the HTTP status;
-// [Client] methods return an [*Error] that unwraps to the one matching the
-// status they received. Test with errors.Is.
+// Errors. Services return errors wrapping these, or the kinds of
+// internal/errkind they stand for, to choose the HTTP status; [Client] methods
+// return an [*Error] that unwraps to the one matching the status they
+// received. Test with errors.Is.
 var (
-	ErrBadRequest       = errors.New("api: bad request")        // 400
-	ErrUnauthorized     = errors.New("api: unauthorized")       // 401
-	ErrForbidden        = errors.New("api: forbidden")          // 403: a local user asking for what only root may do
-	ErrNotFound         = errors.New("api: not found")          // 404
+	ErrBadRequest       = errkind.BadRequest                    // 400
+	ErrUnauthorized     = errkind.Unauthorized                  // 401
+	ErrForbidden        = errkind.Forbidden                     // 403: a local user asking for what only root may do
+	ErrNotFound         = errkind.NotFound                      // 404
 	ErrMethodNotAllowed = errors.New("api: method not allowed") // 405
-	ErrConflict         = errors.New("api: conflict")           // 409
+	ErrConflict         = errkind.Conflict                      // 409
 	ErrMisdirected      = errors.New("api: misdirected")        // 421: signed for another agent, or an earlier run of this one
-	ErrTooLarge         = errors.New("api: request too large")  // 413
-	ErrCorrupt          = errors.New("api: corrupt")            // 422: a stored shard fails verification
-	ErrInternal         = errors.New("api: internal error")     // 500
-	ErrBadGateway       = errors.New("api: bad gateway")        // 502: another node this one called failed
-	ErrNotAvailable     = errors.New("api: not available")      // 503: service not plugged in yet
-	// ErrOverQuota: a local user's upload would take their files in the
-	// node's cache over their quota (507, as WebDAV's quotas answer, RFC 4331).
-	ErrOverQuota = errors.New("api: over quota")
-	// ErrUnreachable: the client could not get an answer from the agent at all.
-	ErrUnreachable = errors.New("api: agent unreachable")
+	ErrTooLarge         = errkind.TooLarge                      // 413
+	ErrCorrupt          = errkind.Corrupt                       // 422: a stored shard fails verification
+	ErrInternal         = errkind.Internal                      // 500
+	ErrBadGateway       = errkind.BadGateway                    // 502: another node this one called failed
+	ErrNotAvailable     = errkind.NotAvailable                  // 503: service not plugged in yet
+	ErrOverQuota        = errkind.OverQuota                     // 507
+	ErrUnreachable      = errkind.Unreachable                   // the client could not get an answer from the agent at all
 )
 
 // statusErrors maps statuses to sentinels and wire codes, both ways: the one

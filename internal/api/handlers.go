@@ -8,10 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"shoal/internal/job"
 	"strconv"
 	"strings"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // LaunchProtocol is the Upgrade token of POST /v1/launch.

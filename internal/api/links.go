@@ -7,30 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"shoal/internal/job"
 	"strconv"
 	"time"
 )
-
-// Link is what a node measured of its link to another: the round trip (the
-// kernel's, of the probe's TCP connection; else that of a small request) and
-// the bandwidth of a larger transfer. Estimated links were
-// not measured but inferred through a third node (internal/links).
-type Link struct {
-	From      string       `json:"from"`
-	To        string       `json:"to"`
-	RTT       job.Duration `json:"rtt"`
-	Bandwidth float64      `json:"bandwidth"` // bytes per second, from To to From
-	Measured  time.Time    `json:"measured,omitzero"`
-	Estimated bool         `json:"estimated,omitzero"`
-}
-
-// LinkList is the answer of GET /v1/links.
-type LinkList struct {
-	Links []Link `json:"links"`
-	// Skipped names the nodes whose links could not be read (all=true), and why.
-	Skipped map[string]string `json:"skipped,omitempty"`
-}
 
 // MaxProbeBytes bounds GET /v1/probe.
 const MaxProbeBytes = 64 << 20

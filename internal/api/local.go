@@ -10,10 +10,11 @@ import (
 	"net/http"
 	"os"
 	"os/user"
-	"shoal/internal/job"
 	"strconv"
 	"sync"
 	"time"
+
+	"shoal/internal/job"
 
 	"golang.org/x/sys/unix"
 )

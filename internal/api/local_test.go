@@ -12,12 +12,13 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
-	"shoal/internal/job"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"shoal/internal/job"
 )
 
 // ownedJobs is a job service whose job "mine" belongs to uid 1001 and "theirs"

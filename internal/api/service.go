@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"shoal/internal/job"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // LocalNode is the agent as the server sees it: its name, its view of the
