@@ -3,18 +3,18 @@ package main
 import (
 	"testing"
 
-	"shoal/internal/api"
+	nodepkg "shoal/internal/node"
 )
 
 func TestQuorumChange(t *testing.T) {
-	node := func(name, state, role string) api.Node { return api.Node{Name: name, State: state, Role: role} }
-	lost := api.QuorumOf([]api.Node{node("n1", "dead", api.RoleVoter), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)})
-	electing := api.QuorumOf([]api.Node{node("n1", "alive", api.RoleVoter), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)})
-	led := api.QuorumOf([]api.Node{node("n2", "alive", api.RoleLeader)})
+	node := func(name, state, role string) nodepkg.Node { return nodepkg.Node{Name: name, State: state, Role: role} }
+	lost := nodepkg.QuorumOf([]nodepkg.Node{node("n1", "dead", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)})
+	electing := nodepkg.QuorumOf([]nodepkg.Node{node("n1", "alive", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)})
+	led := nodepkg.QuorumOf([]nodepkg.Node{node("n2", "alive", nodepkg.RoleLeader)})
 	tests := []struct {
 		name     string
 		wasLost  bool
-		v        api.Voters
+		v        nodepkg.Voters
 		line     string
 		wantLost bool
 	}{
@@ -33,21 +33,21 @@ func TestQuorumChange(t *testing.T) {
 }
 
 func TestRecoverRefusal(t *testing.T) {
-	node := func(name, state, role string) api.Node { return api.Node{Name: name, State: state, Role: role} }
+	node := func(name, state, role string) nodepkg.Node { return nodepkg.Node{Name: name, State: state, Role: role} }
 	tests := []struct {
 		name  string
-		nodes []api.Node
+		nodes []nodepkg.Node
 		want  string
 	}{
-		{"healthy", []api.Node{node("n1", "alive", api.RoleLeader), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)},
+		{"healthy", []nodepkg.Node{node("n1", "alive", nodepkg.RoleLeader), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)},
 			"the cluster has a quorum (2 of 3 voters alive (n3 dead); n1 leads): nothing to recover"},
-		{"electing", []api.Node{node("n1", "alive", api.RoleVoter), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)},
+		{"electing", []nodepkg.Node{node("n1", "alive", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)},
 			"the cluster has a quorum (2 of 3 voters alive (n3 dead)), electing a leader: nothing to recover"},
-		{"no job store", []api.Node{node("n1", "alive", "")}, "the local agent knows no voter of the job store: nothing to recover"},
-		{"lost", []api.Node{node("n1", "dead", api.RoleVoter), node("n2", "alive", api.RoleFollower)}, ""},
+		{"no job store", []nodepkg.Node{node("n1", "alive", "")}, "the local agent knows no voter of the job store: nothing to recover"},
+		{"lost", []nodepkg.Node{node("n1", "dead", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleFollower)}, ""},
 	}
 	for _, tt := range tests {
-		if got := recoverRefusal(api.QuorumOf(tt.nodes)); got != tt.want {
+		if got := recoverRefusal(nodepkg.QuorumOf(tt.nodes)); got != tt.want {
 			t.Errorf("%s: recoverRefusal = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	shardpkg "shoal/internal/shard"
+
 	"shoal/internal/pki"
 )
 
@@ -149,11 +151,11 @@ func TestShardSentInGatheredWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := ShardRef{Job: "j1", Epoch: 3, Rank: 0}
+	ref := shardpkg.Ref{Job: "j1", Epoch: 3, Rank: 0}
 	shard := make([]byte, 4<<20)
 	rand.Read(shard)
 	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret, Version: "test", TLS: id.ServerConfig()})
-	s.SetShardService(&fakeData{shards: map[ShardRef][]byte{ref: shard}, changed: make(chan struct{})})
+	s.SetShardService(&fakeData{shards: map[shardpkg.Ref][]byte{ref: shard}, changed: make(chan struct{})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"time"
+
+	"shoal/internal/links"
 )
 
 // MaxProbeBytes bounds GET /v1/probe.
@@ -18,7 +20,7 @@ const MaxProbeBytes = 64 << 20
 // measurements, or with all, every live node's and estimates of the pairs none
 // measured. Same contract as [JobService].
 type LinkService interface {
-	Links(ctx context.Context, all bool) (LinkList, error)
+	Links(ctx context.Context, all bool) (links.List, error)
 }
 
 // SetLinkService plugs in the link measurements; nil unplugs them.
@@ -33,8 +35,8 @@ func (s *Server) linkService() LinkService { return *s.links.Load() }
 
 var _ LinkService = Unavailable{}
 
-func (Unavailable) Links(context.Context, bool) (LinkList, error) {
-	return LinkList{}, notAvailable("link measurements")
+func (Unavailable) Links(context.Context, bool) (links.List, error) {
+	return links.List{}, notAvailable("link measurements")
 }
 
 func (s *Server) getLinks(w http.ResponseWriter, r *http.Request) error {
@@ -54,7 +56,7 @@ func (s *Server) getLinks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if l.Links == nil {
-		l.Links = []Link{}
+		l.Links = []links.Link{}
 	}
 	writeJSON(w, http.StatusOK, l)
 	return nil
@@ -87,8 +89,8 @@ func (s *Server) linkProbe(w http.ResponseWriter, r *http.Request) error {
 
 // Links calls GET /v1/links: the node's own measurements, or with all, the
 // whole cluster's.
-func (c *Client) Links(ctx context.Context, all bool) (LinkList, error) {
-	var l LinkList
+func (c *Client) Links(ctx context.Context, all bool) (links.List, error) {
+	var l links.List
 	path := "/v1/links"
 	if all {
 		path += "?all=true"

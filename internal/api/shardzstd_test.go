@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	shardpkg "shoal/internal/shard"
 )
 
 // fakeSender is fakeData that sends a shard compressed over links slower than
@@ -20,7 +22,7 @@ type fakeSender struct {
 	cut int
 }
 
-func (f *fakeSender) OpenShardToSend(ctx context.Context, ref ShardRef, link float64) (io.ReadCloser, int64, bool, error) {
+func (f *fakeSender) OpenShardToSend(ctx context.Context, ref shardpkg.Ref, link float64) (io.ReadCloser, int64, bool, error) {
 	rc, size, err := f.GetShard(ctx, ref)
 	if err == nil && f.cut > 0 {
 		rc = io.NopCloser(io.MultiReader(io.LimitReader(rc, int64(f.cut)), errorReader{errors.New("disk on fire")}))
@@ -34,10 +36,10 @@ func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
 
 // newSenderServer runs a server whose shard service is a fakeSender holding
 // shard under ref.
-func newSenderServer(t *testing.T, ref ShardRef, shard []byte) (*fakeSender, *httptest.Server) {
+func newSenderServer(t *testing.T, ref shardpkg.Ref, shard []byte) (*fakeSender, *httptest.Server) {
 	t.Helper()
 	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret, Version: "test", MaxBody: 4096})
-	f := &fakeSender{fakeData: &fakeData{shards: map[ShardRef][]byte{ref: shard}, changed: make(chan struct{})}}
+	f := &fakeSender{fakeData: &fakeData{shards: map[shardpkg.Ref][]byte{ref: shard}, changed: make(chan struct{})}}
 	s.SetShardService(f)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
@@ -63,7 +65,7 @@ func (e *encodingRecorder) RoundTrip(req *http.Request) (*http.Response, error) 
 // client asked with a link and accepts zstd; the client returns the raw bytes
 // and size either way.
 func TestGetShardCompressed(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
+	ref := shardpkg.Ref{Job: "j1", Epoch: 2, Rank: 1}
 	shard := bytes.Repeat([]byte("heat diffuses slowly; "), 50000)
 	_, ts := newSenderServer(t, ref, shard)
 	c := NewClient(ts.URL, testSecret)
@@ -101,7 +103,7 @@ func TestGetShardCompressed(t *testing.T) {
 // TestGetShardNeedsAcceptEncoding: a link alone does not get a compressed
 // answer; the client must accept zstd.
 func TestGetShardNeedsAcceptEncoding(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
+	ref := shardpkg.Ref{Job: "j1", Epoch: 2, Rank: 1}
 	shard := bytes.Repeat([]byte{7}, 100000)
 	_, ts := newSenderServer(t, ref, shard)
 	for _, accept := range []string{"", "gzip", "zstd", "gzip, zstd"} {
@@ -134,7 +136,7 @@ func TestGetShardNeedsAcceptEncoding(t *testing.T) {
 // compressed answer leaves the frame unfinished, and the client's reader
 // fails instead of ending early.
 func TestGetShardCompressedBreaks(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
+	ref := shardpkg.Ref{Job: "j1", Epoch: 2, Rank: 1}
 	shard := bytes.Repeat([]byte("0123456789"), 100000)
 	f, ts := newSenderServer(t, ref, shard)
 	f.cut = 300000
@@ -151,7 +153,7 @@ func TestGetShardCompressedBreaks(t *testing.T) {
 
 // TestGetShardQuery: ?link= is checked, and no other parameter is taken.
 func TestGetShardQuery(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
+	ref := shardpkg.Ref{Job: "j1", Epoch: 2, Rank: 1}
 	_, ts := newSenderServer(t, ref, []byte("shard"))
 	tests := []struct {
 		query  string

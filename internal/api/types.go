@@ -3,6 +3,8 @@ package api
 import (
 	"time"
 
+	"shoal/internal/shard"
+
 	"shoal/internal/job"
 )
 
@@ -121,7 +123,7 @@ type FetchRequest struct {
 
 // Fetched is the answer of POST /v1/shards/{job}/{epoch}/{rank}/fetch.
 type Fetched struct {
-	Shard ShardInfo `json:"shard"`
+	Shard shard.Info `json:"shard"`
 	// Copied is false when the node already held a verified copy and
 	// transferred nothing.
 	Copied bool `json:"copied"`
@@ -167,7 +169,7 @@ type ParityPush struct {
 // EncodeResult is the answer of POST /v1/shards/{job}/{epoch}/parity: the
 // row stored on the encoding node, and what became of each row it pushed.
 type EncodeResult struct {
-	ParityInfo
+	shard.ParityInfo
 	Pushed []Pushed `json:"pushed,omitempty"`
 }
 

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 // mixedArch names the set of a world over several instruction sets
@@ -17,7 +17,7 @@ const mixedArch = "mixed"
 // archSet is the live nodes of one instruction set, or of several (mixedArch).
 type archSet struct {
 	arch  string
-	nodes map[string]api.Node
+	nodes map[string]node.Node
 }
 
 // archSets groups live by instruction set, since neither Open MPI nor MPICH
@@ -26,8 +26,8 @@ type archSet struct {
 // most CPU time first (CPUs, else cores, times speed), then those of more
 // nodes, then by name. The job runs on the first set its ranks fit. none says
 // why no set is given though nodes are live.
-func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []archSet, none string) {
-	bySet := map[string][]api.Node{}
+func archSets(live map[string]node.Node, allowed []string, mix bool) (sets []archSet, none string) {
+	bySet := map[string][]node.Node{}
 	for _, n := range live {
 		bySet[n.Arch] = append(bySet[n.Arch], n)
 	}
@@ -35,7 +35,7 @@ func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []arch
 		if allowed != nil && !slices.Contains(allowed, set) {
 			continue
 		}
-		s := archSet{arch: set, nodes: map[string]api.Node{}}
+		s := archSet{arch: set, nodes: map[string]node.Node{}}
 		for _, n := range nodes {
 			s.nodes[n.Name] = n
 		}
@@ -46,7 +46,7 @@ func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []arch
 			strings.Join(allowed, ", "), describeSets(bySet, ""))
 	}
 	if mix && len(sets) > 1 {
-		all := archSet{arch: mixedArch, nodes: map[string]api.Node{}}
+		all := archSet{arch: mixedArch, nodes: map[string]node.Node{}}
 		for _, s := range sets {
 			maps.Copy(all.nodes, s.nodes)
 		}
@@ -68,11 +68,11 @@ func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []arch
 // leftOut says which of live a run on chosen leaves out and why, "" when it
 // leaves out none: "running on the arm64 nodes; n1, n2 (amd64) left out: one
 // MPI world per instruction set".
-func leftOut(live map[string]api.Node, chosen archSet, allowed []string) string {
+func leftOut(live map[string]node.Node, chosen archSet, allowed []string) string {
 	if len(chosen.nodes) == len(live) {
 		return ""
 	}
-	bySet := map[string][]api.Node{}
+	bySet := map[string][]node.Node{}
 	built := false
 	for _, n := range live {
 		if _, in := chosen.nodes[n.Name]; !in {
@@ -93,7 +93,7 @@ func leftOut(live map[string]api.Node, chosen archSet, allowed []string) string 
 
 // capacity is the CPU time nodes offer together, in single-core iterations per
 // second.
-func capacity(nodes map[string]api.Node) float64 {
+func capacity(nodes map[string]node.Node) float64 {
 	var c float64
 	for _, n := range nodes {
 		cpus := n.CPUs
@@ -106,7 +106,7 @@ func capacity(nodes map[string]api.Node) float64 {
 }
 
 // describeSets names the nodes of every set but skip: "n3, n4 (arm64)".
-func describeSets(bySet map[string][]api.Node, skip string) string {
+func describeSets(bySet map[string][]node.Node, skip string) string {
 	var sets []string
 	for set := range bySet {
 		if set != skip {

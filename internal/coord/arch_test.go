@@ -5,17 +5,17 @@ import (
 	"sort"
 	"testing"
 
-	"shoal/internal/api"
+	nodepkg "shoal/internal/node"
 )
 
 func TestArchSets(t *testing.T) {
-	node := func(name, arch string, cores int, speed uint64) api.Node {
-		return api.Node{Name: name, Arch: arch, Cores: cores, Speed: speed}
+	node := func(name, arch string, cores int, speed uint64) nodepkg.Node {
+		return nodepkg.Node{Name: name, Arch: arch, Cores: cores, Speed: speed}
 	}
-	mixed := []api.Node{node("n1", "amd64", 2, 100), node("n2", "amd64", 2, 100), node("n3", "arm64", 4, 30), node("n4", "arm64", 4, 30)}
+	mixed := []nodepkg.Node{node("n1", "amd64", 2, 100), node("n2", "amd64", 2, 100), node("n3", "arm64", 4, 30), node("n4", "arm64", 4, 30)}
 	tests := []struct {
 		name    string
-		live    []api.Node
+		live    []nodepkg.Node
 		allowed []string
 		mix     bool
 		want    [][]string // each set's nodes, in the order tried
@@ -25,12 +25,12 @@ func TestArchSets(t *testing.T) {
 		{"one set: all of them", mixed[:2], nil, false, [][]string{{"n1", "n2"}}, "", ""},
 		{"the set of the most CPU time first", mixed, nil, false, [][]string{{"n1", "n2"}, {"n3", "n4"}}, "",
 			"running on the amd64 nodes; n3, n4 (arm64) left out: one MPI world per instruction set (--mix-arch allows one over several)"},
-		{"the most CPU time, by quota", []api.Node{{Name: "n1", Arch: "amd64", Cores: 8, CPUs: 1, Speed: 100}, node("n3", "arm64", 4, 30)}, nil, false,
+		{"the most CPU time, by quota", []nodepkg.Node{{Name: "n1", Arch: "amd64", Cores: 8, CPUs: 1, Speed: 100}, node("n3", "arm64", 4, 30)}, nil, false,
 			[][]string{{"n3"}, {"n1"}}, "", "running on the arm64 nodes; n1 (amd64) left out: one MPI world per instruction set (--mix-arch allows one over several)"},
 		{"only the sets built for", mixed, []string{"arm64"}, false, [][]string{{"n3", "n4"}}, "",
 			"running on the arm64 nodes; n1, n2 (amd64) left out: the program is built for arm64 only (shoal run --program-for ARCH=PATH adds a build)"},
 		{"the set left when the other is lost", mixed[2:], []string{"amd64", "arm64"}, false, [][]string{{"n3", "n4"}}, "", ""},
-		{"equal CPU time: the most nodes", []api.Node{node("n1", "arm64", 4, 50), node("n2", "amd64", 2, 50), node("n3", "amd64", 2, 50)}, nil, false,
+		{"equal CPU time: the most nodes", []nodepkg.Node{node("n1", "arm64", 4, 50), node("n2", "amd64", 2, 50), node("n3", "amd64", 2, 50)}, nil, false,
 			[][]string{{"n2", "n3"}, {"n1"}}, "", "running on the amd64 nodes; n1 (arm64) left out: one MPI world per instruction set (--mix-arch allows one over several)"},
 		{"none built for", mixed[2:], []string{"amd64"}, false, nil, "no node of an instruction set the program is built for (amd64): n3, n4 (arm64)", ""},
 		{"no nodes", nil, []string{"amd64"}, false, nil, "", ""},
@@ -42,7 +42,7 @@ func TestArchSets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			live := map[string]api.Node{}
+			live := map[string]nodepkg.Node{}
 			for _, n := range tt.live {
 				live[n.Name] = n
 			}

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/farm"
 	"shoal/internal/job"
@@ -45,7 +47,7 @@ type farmRun struct {
 	info   job.Job
 	ledger farm.Ledger
 	sched  *farm.Scheduler
-	nodes  map[string]api.Node // in the scheduler: staged and granted
+	nodes  map[string]node.Node // in the scheduler: staged and granted
 	// setting up: being staged and granted; benched: launch failed, until then
 	settingUp map[string]bool
 	benched   map[string]time.Time
@@ -68,7 +70,7 @@ type farmRun struct {
 }
 
 type nodeReady struct {
-	node api.Node
+	node node.Node
 	err  error
 }
 
@@ -76,7 +78,7 @@ type nodeReady struct {
 // internal/taskrun), started through the node's agent: tasks go to it as
 // requests, and come back as replies read by its own goroutine.
 type runner struct {
-	node   api.Node
+	node   node.Node
 	reqs   chan farm.Request // written by the main loop; closed to let it finish
 	cancel context.CancelFunc
 }
@@ -108,7 +110,7 @@ func (s *Service) runFarm(ctx context.Context, j *clusterJob) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	info := j.snapshot()
-	f := &farmRun{s: s, j: j, lc: job.NewLifecycle(info.ID, j.event), info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
+	f := &farmRun{s: s, j: j, lc: job.NewLifecycle(info.ID, j.event), info: info, nodes: map[string]node.Node{}, settingUp: map[string]bool{},
 		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady), gone: make(chan runnerEnd),
 		runners: map[string]*runner{}, inFlight: map[string]map[int]bool{}, started: time.Now(), perNode: map[string]int{},
 		results: results.Store{Dir: filepath.Join(s.cfg.DataDir, farmResultsDir)}}
@@ -213,7 +215,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 			continue
 		}
 		wg.Add(1)
-		go func(n api.Node) {
+		go func(n node.Node) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
@@ -259,7 +261,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	live := map[string]api.Node{}
+	live := map[string]node.Node{}
 	for _, n := range nodes {
 		if n.State == "alive" && !n.Leaving {
 			live[n.Name] = n
@@ -319,7 +321,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 }
 
 // setUp grants a node the farm and stages the farm's files there.
-func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
+func (f *farmRun) setUp(ctx context.Context, n node.Node) error {
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
 	_, err := f.s.setUp(ctx, f.s.cfg.Peer(n), n.Name, n.Arch, f.info, ranks, nil)
 	return err
@@ -342,7 +344,7 @@ func (f *farmRun) nodeReady(ctx context.Context, r nodeReady) {
 
 // startRunner starts the task runner of node n: it launches `shoal exec-task`
 // there and feeds it requests, and reads its replies, each into a taskEnd.
-func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
+func (f *farmRun) startRunner(ctx context.Context, n node.Node) *runner {
 	rctx, cancel := context.WithCancel(ctx)
 	spec := f.info.Spec
 	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
@@ -536,7 +538,7 @@ func (f *farmRun) ended(e taskEnd) {
 // node that ran the task, whose runner writes it without waiting for the
 // disk), and the others are, in this order, this one (synced), the node that
 // ran it, and any other in use.
-func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, held []string) (farm.Result, error) {
+func (f *farmRun) store(ctx context.Context, ran node.Node, task int, b []byte, held []string) (farm.Result, error) {
 	h := sha256.Sum256(b)
 	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name, Holders: held}
 	apis := f.nodesSnapshot()
@@ -567,7 +569,7 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 			err = f.results.Put(f.info.ID, task, r.SHA256, bytes.NewReader(b))
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err = f.s.cfg.Agent(api.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
+			err = f.s.cfg.Agent(node.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
 			cancel()
 		}
 		if err != nil {
@@ -704,7 +706,7 @@ func (f *farmRun) revokeAll() {
 	var wg sync.WaitGroup
 	for _, n := range f.nodes {
 		wg.Add(1)
-		go func(n api.Node) {
+		go func(n node.Node) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

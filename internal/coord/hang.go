@@ -4,7 +4,8 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
+
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -15,7 +16,7 @@ import (
 
 // nodeIndex is a node's index as the run's watch last received it.
 type nodeIndex struct {
-	idx api.ShardIndex
+	idx shard.Index
 	at  time.Time // when it was received (this node's clock)
 }
 

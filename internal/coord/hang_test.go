@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
+
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -19,7 +20,7 @@ func TestSilentRanks(t *testing.T) {
 	sec := func(s float64) job.Duration { return job.Duration(s * float64(time.Second)) }
 	placement := place.Placement{"n1", "n1", "n2", "n2"}
 	at := func(recv time.Time, s ...job.Silent) nodeIndex {
-		return nodeIndex{idx: api.ShardIndex{Job: "heat", Silent: s}, at: recv}
+		return nodeIndex{idx: shard.Index{Job: "heat", Silent: s}, at: recv}
 	}
 	tests := []struct {
 		name    string
@@ -63,7 +64,7 @@ func TestCheckHung(t *testing.T) {
 			j:         &jobRun{spec: job.Spec{ID: "heat", HangAfter: after}},
 			placement: place.Placement{"n1", "n2"},
 			launchAt:  now.Add(-time.Minute),
-			received:  map[string]nodeIndex{"n2": {idx: api.ShardIndex{Job: "heat", Silent: []job.Silent{stopped}}, at: now}},
+			received:  map[string]nodeIndex{"n2": {idx: shard.Index{Job: "heat", Silent: []job.Silent{stopped}}, at: now}},
 		}
 	}
 	tests := []struct {

@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
 // placeNodes is what the planner needs to know of nodes.
-func placeNodes(nodes map[string]api.Node) []place.Node {
+func placeNodes(nodes map[string]node.Node) []place.Node {
 	out := make([]place.Node, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, place.Node{Name: n.Name, Cores: n.Cores, CPUs: n.CPUs, Speed: float64(n.Speed)})
@@ -29,7 +30,7 @@ func placeNodes(nodes map[string]api.Node) []place.Node {
 // fit, it waits up to the job's WaitForNodes for nodes to join and then fails; a
 // job that does not wait and has run before is relaunched on the survivors,
 // oversubscribed, since running slower beats not running.
-func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string, epoch uint64) (map[string]api.Node, place.Placement, string, error) {
+func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string, epoch uint64) (map[string]node.Node, place.Placement, string, error) {
 	wait := time.Duration(spec.WaitForNodes)
 	deadline := time.Now().Add(wait)
 	opts := placeOptions(spec)
@@ -102,8 +103,8 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 // sayLeftOut tells the job which live nodes its run on set leaves out, when
 // that changed since it last said so, and keeps them for the fence (they may
 // hold ranks of an earlier run).
-func (b *clusterBackend) sayLeftOut(live map[string]api.Node, set archSet, allowed []string) {
-	b.setAside = map[string]api.Node{}
+func (b *clusterBackend) sayLeftOut(live map[string]node.Node, set archSet, allowed []string) {
+	b.setAside = map[string]node.Node{}
 	for name, n := range live {
 		if _, in := set.nodes[name]; !in {
 			b.setAside[name] = n
@@ -143,7 +144,7 @@ const (
 // speed (place.Spread), else the blocks. The PlanInfo says which and why; the
 // Input is what the planner was given (zero when the layout was not its to
 // choose), so that a caller predicting other layouts sees the same links.
-func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spec job.Spec, opts place.Options) (place.Placement, *job.Plan, place.Input, error) {
+func (b *clusterBackend) plan(ctx context.Context, live map[string]node.Node, spec job.Spec, opts place.Options) (place.Placement, *job.Plan, place.Input, error) {
 	nodes := b.placeNodes(live)
 	blocks, err := place.Spread(nodes, spec.Ranks, opts)
 	if err != nil {
@@ -247,7 +248,7 @@ func coresNeeded(spec job.Spec) int {
 
 // tooFew says why the job's ranks do not fit the live nodes: "too few nodes: 6
 // ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4".
-func tooFew(spec job.Spec, live map[string]api.Node) string {
+func tooFew(spec job.Spec, live map[string]node.Node) string {
 	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(coresNeeded(spec), "core"), oversubscribe(spec))
 	if spec.RanksPerNode > 0 {
 		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
@@ -256,7 +257,7 @@ func tooFew(spec job.Spec, live map[string]api.Node) string {
 	return fmt.Sprintf("%s; the live nodes (%s) have %d", msg, nodeList(live), totalCores(live))
 }
 
-func totalCores(nodes map[string]api.Node) int {
+func totalCores(nodes map[string]node.Node) int {
 	n := 0
 	for _, node := range nodes {
 		n += node.Cores
@@ -265,7 +266,7 @@ func totalCores(nodes map[string]api.Node) int {
 }
 
 // nodeList names nodes in order: "n1, n2".
-func nodeList(nodes map[string]api.Node) string {
+func nodeList(nodes map[string]node.Node) string {
 	if len(nodes) == 0 {
 		return "none"
 	}
@@ -275,7 +276,7 @@ func nodeList(nodes map[string]api.Node) string {
 // describeMoves says where a lost node's ranks went, and how many ranks of the
 // surviving nodes moved too (placing every rank anew may move some to balance the
 // load): "2 of c's ranks → a, 1 → b; 1 other rank moved". Nothing when no node was lost.
-func describeMoves(prev, next place.Placement, live map[string]api.Node) string {
+func describeMoves(prev, next place.Placement, live map[string]node.Node) string {
 	if prev == nil {
 		return ""
 	}
@@ -409,8 +410,8 @@ func linksDoubted(in place.Input, p, reportedOn place.Placement) (place.Cost, bo
 }
 
 // ofRun keeps of live the nodes of the current run.
-func (b *clusterBackend) ofRun(live map[string]api.Node) map[string]api.Node {
-	out := map[string]api.Node{}
+func (b *clusterBackend) ofRun(live map[string]node.Node) map[string]node.Node {
+	out := map[string]node.Node{}
 	for name, n := range live {
 		if _, ok := b.nodes[name]; ok {
 			out[name] = n

@@ -6,7 +6,8 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/traffic"
+
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -21,7 +22,7 @@ const trafficChange = 0.25
 // than trafficChange from the one recorded.
 func (b *clusterBackend) learnTraffic() {
 	b.mu.Lock()
-	reports := map[int]api.RankTraffic{}
+	reports := map[int]traffic.Report{}
 	for node, idx := range b.indexes {
 		for _, rt := range idx.Traffic {
 			if rt.Rank < 0 || rt.Rank >= len(b.placement) || b.placement[rt.Rank] != node ||
@@ -56,7 +57,7 @@ func (b *clusterBackend) learnTraffic() {
 
 // profile turns the ranks' reports into traffic per second between pairs of
 // ranks, both directions added; speed gives the speed of a rank's node.
-func profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *job.TrafficProfile {
+func profile(reports map[int]traffic.Report, speed func(rank int) float64) *job.TrafficProfile {
 	type pair struct{ a, b int }
 	sums := map[pair]*job.Flow{}
 	work, mpi := 0.0, 0.0

@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	linkspkg "shoal/internal/links"
+
 	"shoal/internal/job"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
@@ -48,15 +49,15 @@ func shoal(t *testing.T, b *testbed.Bed, args ...string) string {
 
 // links waits until every ordered pair of the three hosts has a measured link
 // and returns them by "from-to".
-func links(t *testing.T, b *testbed.Bed) map[string]api.Link {
+func links(t *testing.T, b *testbed.Bed) map[string]linkspkg.Link {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var l api.LinkList
+		var l linkspkg.List
 		if err := json.Unmarshal([]byte(shoal(t, b, "nodes", "--links", "--json")), &l); err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]api.Link{}
+		got := map[string]linkspkg.Link{}
 		for _, x := range l.Links {
 			if !x.Estimated {
 				got[x.From+"-"+x.To] = x
