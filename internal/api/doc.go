@@ -3,6 +3,12 @@
 // authentication both share ([Sign], [Verifier]). docs/api.md is its
 // specification.
 //
+// It is the edge, as net/http is: it owns the request and response bodies,
+// and carries the nouns of the packages named after them without owning them
+// ([node.Node], [shard.Index], [links.Link], traffic.Report, [job.Job]).
+// Services fail with the kinds of [errkind], which the server answers with
+// the statuses of one table (statusErrors) and the client maps back.
+//
 // Every request except GET /v1/health carries an HMAC-SHA256 signature made with
 // a key derived from the cluster secret ([DeriveAuthKey]), over the method, the
 // path and query, a timestamp, a nonce and the SHA-256 of the body; the secret
