@@ -3,18 +3,18 @@ package main
 import (
 	"testing"
 
-	nodepkg "shoal/internal/node"
+	"shoal/internal/node"
 )
 
 func TestQuorumChange(t *testing.T) {
-	node := func(name, state, role string) nodepkg.Node { return nodepkg.Node{Name: name, State: state, Role: role} }
-	lost := nodepkg.QuorumOf([]nodepkg.Node{node("n1", "dead", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)})
-	electing := nodepkg.QuorumOf([]nodepkg.Node{node("n1", "alive", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)})
-	led := nodepkg.QuorumOf([]nodepkg.Node{node("n2", "alive", nodepkg.RoleLeader)})
+	member := func(name, state, role string) node.Node { return node.Node{Name: name, State: state, Role: role} }
+	lost := node.QuorumOf([]node.Node{member("n1", "dead", node.RoleVoter), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)})
+	electing := node.QuorumOf([]node.Node{member("n1", "alive", node.RoleVoter), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)})
+	led := node.QuorumOf([]node.Node{member("n2", "alive", node.RoleLeader)})
 	tests := []struct {
 		name     string
 		wasLost  bool
-		v        nodepkg.Voters
+		v        node.Voters
 		line     string
 		wantLost bool
 	}{
@@ -33,21 +33,21 @@ func TestQuorumChange(t *testing.T) {
 }
 
 func TestRecoverRefusal(t *testing.T) {
-	node := func(name, state, role string) nodepkg.Node { return nodepkg.Node{Name: name, State: state, Role: role} }
+	member := func(name, state, role string) node.Node { return node.Node{Name: name, State: state, Role: role} }
 	tests := []struct {
 		name  string
-		nodes []nodepkg.Node
+		nodes []node.Node
 		want  string
 	}{
-		{"healthy", []nodepkg.Node{node("n1", "alive", nodepkg.RoleLeader), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)},
+		{"healthy", []node.Node{member("n1", "alive", node.RoleLeader), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)},
 			"the cluster has a quorum (2 of 3 voters alive (n3 dead); n1 leads): nothing to recover"},
-		{"electing", []nodepkg.Node{node("n1", "alive", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleVoter), node("n3", "dead", nodepkg.RoleVoter)},
+		{"electing", []node.Node{member("n1", "alive", node.RoleVoter), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)},
 			"the cluster has a quorum (2 of 3 voters alive (n3 dead)), electing a leader: nothing to recover"},
-		{"no job store", []nodepkg.Node{node("n1", "alive", "")}, "the local agent knows no voter of the job store: nothing to recover"},
-		{"lost", []nodepkg.Node{node("n1", "dead", nodepkg.RoleVoter), node("n2", "alive", nodepkg.RoleFollower)}, ""},
+		{"no job store", []node.Node{member("n1", "alive", "")}, "the local agent knows no voter of the job store: nothing to recover"},
+		{"lost", []node.Node{member("n1", "dead", node.RoleVoter), member("n2", "alive", node.RoleFollower)}, ""},
 	}
 	for _, tt := range tests {
-		if got := recoverRefusal(nodepkg.QuorumOf(tt.nodes)); got != tt.want {
+		if got := recoverRefusal(node.QuorumOf(tt.nodes)); got != tt.want {
 			t.Errorf("%s: recoverRefusal = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	nodepkg "shoal/internal/node"
+	"shoal/internal/node"
 
 	"shoal/internal/job"
 )
@@ -220,8 +220,8 @@ func TestAnotherUsersJobReadsAsNone(t *testing.T) {
 // for another agent (to) is relayed to it.
 func TestLocalSocket(t *testing.T) {
 	relayed := make(chan LaunchRequest, 1)
-	node := &clusterNode{nodes: []nodepkg.Node{{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true}, {Name: "n2", API: "10.0.0.2:7947", State: "alive"}}}
-	s := NewServer(ServerConfig{Node: node, Secret: testSecret,
+	cn := &clusterNode{nodes: []node.Node{{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true}, {Name: "n2", API: "10.0.0.2:7947", State: "alive"}}}
+	s := NewServer(ServerConfig{Node: cn, Secret: testSecret,
 		Relay: func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error) {
 			req.To = to
 			relayed <- req
@@ -282,23 +282,23 @@ func TestLocalSocket(t *testing.T) {
 type clusterNode struct {
 	fakeNode
 	mu    sync.Mutex
-	nodes []nodepkg.Node
+	nodes []node.Node
 }
 
-func (c *clusterNode) Nodes(context.Context) ([]nodepkg.Node, error) {
+func (c *clusterNode) Nodes(context.Context) ([]node.Node, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.nodes), nil
 }
 
-func (c *clusterNode) set(nodes ...nodepkg.Node) {
+func (c *clusterNode) set(nodes ...node.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nodes = nodes
 }
 
 func TestRelayTarget(t *testing.T) {
-	nodes := []nodepkg.Node{
+	nodes := []node.Node{
 		{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true},
 		{Name: "n2", API: "10.0.0.2:7947", State: "suspect"},
 		{Name: "n3", API: "10.0.0.3:7947", State: "dead"},
@@ -349,8 +349,8 @@ func TestRelayOnlyToMembers(t *testing.T) {
 		}
 	}()
 	addr := target.Addr().String()
-	node := &clusterNode{}
-	s := NewServer(ServerConfig{Node: node, Secret: testSecret,
+	cn := &clusterNode{}
+	s := NewServer(ServerConfig{Node: cn, Secret: testSecret,
 		Relay: func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error) {
 			var d net.Dialer // as the agent's peers client does, without its TLS
 			return d.DialContext(ctx, "tcp", to)
@@ -365,16 +365,16 @@ func TestRelayOnlyToMembers(t *testing.T) {
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	c := NewLocalClient(sock)
 	ctx := context.Background()
-	self := nodepkg.Node{Name: "n1", API: "127.0.0.1:1", State: "alive", Local: true}
+	self := node.Node{Name: "n1", API: "127.0.0.1:1", State: "alive", Local: true}
 	for _, tt := range []struct {
 		name  string
-		nodes []nodepkg.Node
+		nodes []node.Node
 	}{
-		{"an address no node has", []nodepkg.Node{self}},
-		{"a dead node's", []nodepkg.Node{self, {Name: "n2", API: addr, State: "dead"}}},
-		{"a node's that left", []nodepkg.Node{self, {Name: "n2", API: addr, State: "left"}}},
+		{"an address no node has", []node.Node{self}},
+		{"a dead node's", []node.Node{self, {Name: "n2", API: addr, State: "dead"}}},
+		{"a node's that left", []node.Node{self, {Name: "n2", API: addr, State: "left"}}},
 	} {
-		node.set(tt.nodes...)
+		cn.set(tt.nodes...)
 		conn, err := c.Launch(ctx, LaunchRequest{Job: "mine", Argv: []string{"orted"}, To: addr})
 		if err == nil {
 			conn.Close()
@@ -385,7 +385,7 @@ func TestRelayOnlyToMembers(t *testing.T) {
 	}
 	// A live member's address is dialed: the one connection the target sees,
 	// after any the refused launches would have made.
-	node.set(self, nodepkg.Node{Name: "n2", API: addr, State: "alive"})
+	cn.set(self, node.Node{Name: "n2", API: addr, State: "alive"})
 	conn, err := c.Launch(ctx, LaunchRequest{Job: "mine", Argv: []string{"orted"}, To: addr})
 	if err != nil {
 		t.Fatalf("relay to a live member: %v", err)

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"shoal/internal/errkind"
-	nodepkg "shoal/internal/node"
+	"shoal/internal/node"
 
 	"shoal/internal/api"
 	"shoal/internal/shard"
@@ -39,11 +39,11 @@ func (n storeService) OpenShardToSend(ctx context.Context, ref shard.Ref, link f
 	return f, info.Size, compress, err
 }
 
-type node struct{}
+type localNode struct{}
 
-func (node) Name() string                                  { return "n1" }
-func (node) Nodes(context.Context) ([]nodepkg.Node, error) { return nil, nil }
-func (node) Leave(context.Context) error                   { return nil }
+func (localNode) Name() string                               { return "n1" }
+func (localNode) Nodes(context.Context) ([]node.Node, error) { return nil, nil }
+func (localNode) Leave(context.Context) error                { return nil }
 
 // sender is a node serving the store src through the real API handler. It
 // records how each shard was sent, and damages a compressed one when told.
@@ -59,7 +59,7 @@ type sender struct {
 func newSender(t *testing.T) *sender {
 	t.Helper()
 	sd := &sender{src: New(t.TempDir())}
-	srv := api.NewServer(api.ServerConfig{Node: node{}, Secret: testSecret, Version: "test"})
+	srv := api.NewServer(api.ServerConfig{Node: localNode{}, Secret: testSecret, Version: "test"})
 	srv.SetShardService(storeService{s: sd.src})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/shards/") {
