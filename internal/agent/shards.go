@@ -117,7 +117,7 @@ func (s *shardService) Probe(ctx context.Context, job string, bytes int64) (api.
 	return api.Probe{Bytes: min(bytes, shardstore.MaxProbe), Error: why}, nil
 }
 
-func (s *shardService) RankStates(ctx context.Context, jobID string) ([]api.RankState, error) {
+func (s *shardService) RankStates(ctx context.Context, jobID string) ([]job.RankState, error) {
 	if !job.ValidID(jobID) { // the path below is built from it
 		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", errkind.BadRequest, jobID)
 	}

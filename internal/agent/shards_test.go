@@ -218,7 +218,7 @@ func TestRankStatesRoute(t *testing.T) {
 	engine.WriteRankState(dir, engine.RankState{Rank: 1, PID: os.Getpid(), State: engine.StateRunning}) // a wrapper alive
 	engine.WriteRankState(dir, engine.RankState{Rank: 2, PID: 200, State: engine.StateExited, Code: 3, TimeNs: 78})
 	ranks, err := c.RankStates(ctx, "heat")
-	want := []api.RankState{
+	want := []job.RankState{
 		{Rank: 1, PID: os.Getpid(), State: "running"},
 		{Rank: 2, PID: 200, State: "exited", Code: 3, TimeNs: 78},
 		{Rank: 3, PID: 300, State: "signaled", Signal: 9, TimeNs: 77},

@@ -682,7 +682,7 @@ func (c *Client) Probe(ctx context.Context, job string, bytes int64) (Probe, err
 
 // RankStates calls GET /v1/grants/{job}/ranks: the states recorded by the job's
 // ranks on the agent's node, by rank.
-func (c *Client) RankStates(ctx context.Context, job string) ([]RankState, error) {
+func (c *Client) RankStates(ctx context.Context, job string) ([]job.RankState, error) {
 	var out RankStates
 	err := c.call(ctx, "GET", "/v1/grants/"+url.PathEscape(job)+"/ranks", nil, &out)
 	return out.Ranks, err

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	jobpkg "shoal/internal/job"
+
 	"shoal/internal/node"
 	"shoal/internal/shard"
 
@@ -770,7 +772,7 @@ func (s *Server) rankStates(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if ranks == nil {
-		ranks = []RankState{}
+		ranks = []jobpkg.RankState{}
 	}
 	writeJSON(w, http.StatusOK, RankStates{Job: job, Ranks: ranks})
 	return nil

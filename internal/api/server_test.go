@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	jobpkg "shoal/internal/job"
+
 	"shoal/internal/node"
 	"shoal/internal/shard"
 
@@ -150,9 +152,9 @@ func (f *fakeData) RequestCheckpoint(_ context.Context, job string) error {
 	f.record("request %s", job)
 	return nil
 }
-func (f *fakeData) RankStates(_ context.Context, job string) ([]RankState, error) {
+func (f *fakeData) RankStates(_ context.Context, job string) ([]jobpkg.RankState, error) {
 	f.record("ranks %s", job)
-	return []RankState{{Rank: 0, PID: 10, State: "running"}, {Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}}, nil
+	return []jobpkg.RankState{{Rank: 0, PID: 10, State: "running"}, {Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}}, nil
 }
 
 func (f *fakeData) HasFile(_ context.Context, sum string) (bool, error) {
@@ -594,7 +596,7 @@ func TestShardRoutes(t *testing.T) {
 		t.Errorf("RequestCheckpoint: %v", err)
 	}
 	ranks, err := c.RankStates(ctx, "j1")
-	if err != nil || len(ranks) != 2 || ranks[1] != (RankState{Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}) {
+	if err != nil || len(ranks) != 2 || ranks[1] != (jobpkg.RankState{Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}) {
 		t.Errorf("RankStates = %+v, %v", ranks, err)
 	}
 	wantCalls := []string{`index j1 known=""`, "fetch j1/4/2 from 10.0.0.2:7947", "fetch j1/4/2 from 10.9.9.9:7947",

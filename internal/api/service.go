@@ -147,7 +147,7 @@ type ShardService interface {
 	RequestHold(ctx context.Context, job string) error
 	// RankStates returns the states the job's ranks on this node recorded,
 	// by rank; none when no rank ran here.
-	RankStates(ctx context.Context, job string) ([]RankState, error)
+	RankStates(ctx context.Context, job string) ([]job.RankState, error)
 	// Probe writes bytes to the node's checkpoint store, durably, and removes
 	// them: whether the job's ranks could write their shards here now. A store
 	// that cannot take them is an answer (Probe.Error), not an error.
@@ -258,6 +258,6 @@ func (Unavailable) Probe(context.Context, string, int64) (Probe, error) {
 func (Unavailable) RequestCheckpoint(context.Context, string) error {
 	return notAvailable("checkpoint store")
 }
-func (Unavailable) RankStates(context.Context, string) ([]RankState, error) {
+func (Unavailable) RankStates(context.Context, string) ([]job.RankState, error) {
 	return nil, notAvailable("checkpoint store")
 }

@@ -202,21 +202,10 @@ type ShardsRemoved struct {
 	Removed []uint64 `json:"removed"` // epoch directories deleted, oldest first
 }
 
-// RankState is how one rank of a job on a node ran or ended, as its wrapper
-// `shoal exec-rank` recorded it (docs/launcher-protocol.md, "Rank wrapper").
-type RankState struct {
-	Rank   int    `json:"rank"`
-	PID    int    `json:"pid"`
-	State  string `json:"state"`            // running, exited, signaled (a loss), stopped (torn down by the launcher), vanished (its wrapper killed by SIGKILL)
-	Code   int    `json:"code,omitempty"`   // exit code, for exited
-	Signal int    `json:"signal,omitempty"` // for signaled and stopped
-	TimeNs int64  `json:"time_ns"`          // when the wrapper saw it end (Unix ns); 0 while running
-}
-
 // RankStates is the answer of GET /v1/grants/{job}/ranks.
 type RankStates struct {
-	Job   string      `json:"job"`
-	Ranks []RankState `json:"ranks"`
+	Job   string          `json:"job"`
+	Ranks []job.RankState `json:"ranks"`
 }
 
 // errorBody is every error answer's body.

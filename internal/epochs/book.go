@@ -655,7 +655,7 @@ func addName(names []string, name string) []string {
 
 // Resume records in b, an empty book, epoch as complete from the shards the nodes
 // hold by their indexes: a job that begins from an epoch kept outside the cluster
-// (api.JobSpec.ResumeEpoch), whose shards the submitter put into the nodes' stores.
+// (job.Spec.ResumeEpoch), whose shards the submitter put into the nodes' stores.
 // The epoch's rank count is its shards' (they must agree); each rank's shard must
 // be held by at least one node, every copy alike; the copies count as they are,
 // however many. It fails, naming the first rank missing, when the nodes do not
