@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 func TestAgentConfig(t *testing.T) {
@@ -170,7 +170,7 @@ func TestAgentFromConfigFile(t *testing.T) {
 	os.WriteFile(conf, []byte(fmt.Sprintf("init = true\nname = \"from-file\"\nlabels = \"room=lab\"\nlog-file = %q\nlog-format = \"json\"\n", logPath)), 0o644)
 	a := startCLIAgent(t, "cfg1", "--config", conf)
 
-	var l api.NodeList
+	var l node.List
 	if err := json.Unmarshal([]byte(runCLI(t, exitOK, "nodes", "--json", "--data-dir", a.dir)), &l); err != nil ||
 		len(l.Nodes) != 1 || l.Nodes[0].Name != "cfg1" || l.Nodes[0].Labels["room"] != "lab" {
 		t.Errorf("shoal nodes --json = %+v, %v; want one node cfg1 (the command line's name) labelled room=lab (the file's)", l, err)

@@ -6,6 +6,9 @@ import (
 	"os"
 	"time"
 
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/coord"
@@ -27,11 +30,11 @@ func (p peer) Revoke(ctx context.Context, job string) error {
 	return err
 }
 
-func (p peer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
+func (p peer) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
 	return p.Client.WaitShards(ctx, job, known, wait)
 }
 
-func (p peer) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
+func (p peer) Fetch(ctx context.Context, ref shard.Ref, from string) (api.Fetched, error) {
 	return p.Client.FetchShard(ctx, ref, from)
 }
 
@@ -39,7 +42,7 @@ func (p peer) Encode(ctx context.Context, job string, epoch uint64, req api.Enco
 	return p.Client.EncodeParity(ctx, job, epoch, req)
 }
 
-func (p peer) Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error {
+func (p peer) Rebuild(ctx context.Context, ref shard.Ref, req api.RebuildRequest) error {
 	_, err := p.Client.RebuildShard(ctx, ref, req)
 	return err
 }
@@ -65,8 +68,8 @@ func plugCoordinator(a *agent.Agent, engine string) error {
 		// One client per node, shared with the agent's own calls, so that the
 		// coordinator's calls (several per node at every launch and poll) reuse
 		// kept-alive connections instead of each dialling anew.
-		Peer:     func(n api.Node) coord.Peer { return peer{a.Peer(n.API)} },
-		Agent:    func(n api.Node) *api.Client { return a.Peer(n.API) },
+		Peer:     func(n node.Node) coord.Peer { return peer{a.Peer(n.API)} },
+		Agent:    func(n node.Node) *api.Client { return a.Peer(n.API) },
 		Store:    a.Store(),
 		Links:    a.Links,
 		Engine:   engine,

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/node"
+
 	"shoal/internal/agent"
-	"shoal/internal/api"
 	"shoal/test/watch"
 )
 
@@ -70,7 +71,7 @@ func startCLIAgent(t *testing.T, name string, args ...string) *cliAgent {
 func (a *cliAgent) gossipAddr(t *testing.T) string {
 	t.Helper()
 	out := runCLI(t, exitOK, "nodes", "--json", "--data-dir", a.dir)
-	var l api.NodeList
+	var l node.List
 	if err := json.Unmarshal([]byte(out), &l); err != nil {
 		t.Fatalf("nodes --json: %v\n%s", err, out)
 	}
@@ -163,7 +164,7 @@ func TestAgentCommands(t *testing.T) {
 	if !strings.HasPrefix(out, "NAME ") || !strings.Contains(out, "cli1 ") || strings.Count(out, " alive ") != 2 {
 		t.Fatalf("shoal nodes on cli2 =\n%s\nwant cli1 and cli2 alive", out)
 	}
-	var l api.NodeList
+	var l node.List
 	if err := json.Unmarshal([]byte(runCLI(t, exitOK, "nodes", "--json")), &l); err != nil || len(l.Nodes) != 2 || l.Nodes[0].Labels["room"] != "lab" {
 		t.Errorf("shoal nodes --json = %+v, %v; want two nodes, cli1 labelled room=lab", l, err)
 	}

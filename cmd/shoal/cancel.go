@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 )
@@ -48,7 +50,7 @@ func cancelCmd(args []string, stdout, stderr io.Writer) int {
 // job is read again to tell.
 func jobRefused(ctx context.Context, c *api.Client, cmd, id string, err error, stderr io.Writer) int {
 	var now *job.Job
-	if errors.Is(err, api.ErrConflict) {
+	if errors.Is(err, errkind.Conflict) {
 		if j, jerr := c.Job(ctx, id); jerr == nil {
 			now = &j
 		}
@@ -62,9 +64,9 @@ func jobRefused(ctx context.Context, c *api.Client, cmd, id string, err error, s
 // is the agent's answer, now the job as read after it (nil if not read).
 func refusal(cmd, id, addr string, err error, now *job.Job) (string, int) {
 	switch {
-	case errors.Is(err, api.ErrNotFound):
+	case errors.Is(err, errkind.NotFound):
 		return fmt.Sprintf("shoal %s: no job %q known to the agent at %s", cmd, id, addr), exitNoJob
-	case errors.Is(err, api.ErrConflict) && now != nil && !now.Ended.IsZero():
+	case errors.Is(err, errkind.Conflict) && now != nil && !now.Ended.IsZero():
 		return fmt.Sprintf("shoal %s: job %s has already ended: %s", cmd, id, now.State), exitEnded
 	}
 	return fmt.Sprintf("shoal %s: %s", cmd, errorLine(err)), exitFailure

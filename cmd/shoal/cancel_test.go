@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 )
@@ -31,7 +33,7 @@ func TestRefusal(t *testing.T) {
 		{"rebalance", conflict, &job.Job{State: job.Cancelled, Ended: time.Now()}, "shoal rebalance: job j has already ended: cancelled", exitEnded},
 		{"rebalance", refused, running, "shoal rebalance: conflict: not rebalancing job j: no faster layout", exitFailure},
 		{"cancel", conflict, nil, "shoal cancel: conflict: job j has already ended", exitFailure}, // the job could not be read again
-		{"cancel", fmt.Errorf("%w: dial: refused", api.ErrUnreachable), nil, "shoal cancel: agent unreachable: dial: refused (is the agent running?)", exitFailure},
+		{"cancel", fmt.Errorf("%w: dial: refused", errkind.Unreachable), nil, "shoal cancel: agent unreachable: dial: refused (is the agent running?)", exitFailure},
 		{"cancel", errors.New("api: internal error: boom"), nil, "shoal cancel: internal error: boom", exitFailure},
 	} {
 		line, code := refusal(c.cmd, "j", "A", c.err, c.now)

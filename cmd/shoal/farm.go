@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/job"
@@ -244,7 +246,7 @@ func runFarm(c *api.Client, f farmFlags, program string, args []string, tasks []
 		return code
 	}
 	farmJob, err := c.Submit(ctx, spec)
-	if errors.Is(err, api.ErrConflict) && f.jobID != "" {
+	if errors.Is(err, errkind.Conflict) && f.jobID != "" {
 		// The same farm may be running: follow it rather than fail. Another
 		// user's job under the id is not found, and the refusal stands.
 		if running, jerr := c.Job(ctx, f.jobID); jerr == nil && running.Spec.Farm != nil && running.Ended.IsZero() {
@@ -371,7 +373,7 @@ func (col *collector) collectRest() {
 			col.err = col.fetch(t, col.stdout)
 			col.next = t + 1
 		}
-		if errors.Is(col.err, api.ErrNotFound) || errors.Is(col.err, results.ErrNotFound) {
+		if errors.Is(col.err, errkind.NotFound) || errors.Is(col.err, results.ErrNotFound) {
 			col.err = nil // no result: given up in an earlier run, or never run
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 )
@@ -121,7 +123,7 @@ func (e *agentGoneError) Unwrap() error { return e.err }
 // each hands every event to on, the done event included, and returns the job's
 // end once its done event is read (nil when, without follow, the stream ends
 // before it). An error before the first event is the agent's answer as it came
-// (an unknown job is api.ErrNotFound).
+// (an unknown job is errkind.NotFound).
 func (s *jobStream) each(on func(job.Event)) (*job.Done, error) {
 	stream, err := s.c.Events(context.Background(), s.id, s.next, s.follow)
 	if err != nil {
@@ -185,10 +187,10 @@ func (s *jobStream) reattach() (*api.EventStream, error) {
 			fmt.Fprintln(s.notes, "shoal: re-attached")
 			return stream, nil
 		}
-		if errors.Is(err, api.ErrUnreachable) {
+		if errors.Is(err, errkind.Unreachable) {
 			return nil, &agentGoneError{addr: s.c.Addr(), err: err}
 		}
-		if errors.Is(err, api.ErrUnauthorized) || errors.Is(err, api.ErrBadRequest) {
+		if errors.Is(err, errkind.Unauthorized) || errors.Is(err, errkind.BadRequest) {
 			return nil, err // asking again will not help
 		}
 		if time.Now().Add(wait).After(deadline) {
@@ -217,7 +219,7 @@ func followFailed(cmd, id string, c *api.Client, err error, stderr io.Writer) in
 	switch {
 	case errors.As(err, &gone):
 		fmt.Fprintf(stderr, "shoal %s: %s: cannot follow job %s any more (another node's agent may: shoal wait %s)\n", cmd, gone, id, id)
-	case errors.Is(err, api.ErrNotFound):
+	case errors.Is(err, errkind.NotFound):
 		fmt.Fprintf(stderr, "shoal %s: no job %q known to the agent at %s\n", cmd, id, c.Addr())
 		return exitNoJob
 	default:

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 )
@@ -291,7 +293,7 @@ func describeRedundancy(spec job.Spec) string {
 // showJob prints one job: as JSON, or its placement and the planner's account.
 func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, asJSON bool, stdout, stderr io.Writer) int {
 	j, err := c.Job(ctx, id)
-	if errors.Is(err, api.ErrNotFound) {
+	if errors.Is(err, errkind.NotFound) {
 		fmt.Fprintf(stderr, "shoal jobs: no job %q known to the agent at %s\n", id, c.Addr())
 		return exitNoJob
 	}

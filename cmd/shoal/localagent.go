@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"shoal/internal/errkind"
+
 	"golang.org/x/sys/unix"
 
 	"shoal/internal/agent"
@@ -75,10 +77,10 @@ func errorLine(err error) string {
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Status == 401 {
 		msg = "the agent refused the request: " + strings.TrimPrefix(msg, "api: unauthorized: ")
-	} else if errors.Is(err, api.ErrUnauthorized) { // refused in the TLS handshake
+	} else if errors.Is(err, errkind.Unauthorized) { // refused in the TLS handshake
 		msg = strings.TrimPrefix(msg, "api: unauthorized: ")
 	}
-	if errors.Is(err, api.ErrUnreachable) {
+	if errors.Is(err, errkind.Unreachable) {
 		msg += " (is the agent running?)"
 	}
 	for _, p := range []string{"api: ", "agent: "} {

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"shoal/internal/node"
+
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/membership"
@@ -99,17 +101,17 @@ func nodesCmd(args []string, stdout, stderr io.Writer) int {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(api.NodeList{Nodes: nodes})
+		enc.Encode(node.List{Nodes: nodes})
 		return exitOK
 	}
 	printNodes(stdout, nodes, time.Now())
-	if msg := api.Quorum(nodes); msg != "" {
+	if msg := node.Quorum(nodes); msg != "" {
 		fmt.Fprintf(stdout, "\nwarning: %s\n", msg)
 	}
 	return exitOK
 }
 
-func printNodes(w io.Writer, nodes []api.Node, now time.Time) {
+func printNodes(w io.Writer, nodes []node.Node, now time.Time) {
 	var fastest uint64
 	for _, n := range nodes {
 		fastest = max(fastest, n.Speed)
@@ -153,7 +155,7 @@ const goneMark = " (gone)"
 // gone when the node is dead, left or unreachable and still in the store's
 // configuration: it counts in the quorum's size, and no longer votes or keeps
 // a copy.
-func roleWords(n api.Node) string {
+func roleWords(n node.Node) string {
 	if n.Role == "" {
 		return "-"
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 // A node that is gone runs no ranks, whatever count it announced last; a
@@ -14,13 +14,13 @@ import (
 // shows its role marked gone, and a line after the table says what that means.
 func TestPrintNodesGone(t *testing.T) {
 	now := time.Now()
-	nodes := []api.Node{
-		{Name: "n1", State: "alive", Ranks: 2, Role: api.RoleLeader, Since: now},
-		{Name: "n2", State: "suspect", Ranks: 2, Role: api.RoleVoter, Since: now},
-		{Name: "n3", State: "dead", Ranks: 3, Role: api.RoleVoter, Since: now},
+	nodes := []node.Node{
+		{Name: "n1", State: "alive", Ranks: 2, Role: node.RoleLeader, Since: now},
+		{Name: "n2", State: "suspect", Ranks: 2, Role: node.RoleVoter, Since: now},
+		{Name: "n3", State: "dead", Ranks: 3, Role: node.RoleVoter, Since: now},
 		{Name: "n4", State: "left", Ranks: 1, Since: now},
-		{Name: "n5", State: "unreachable", Role: api.RoleFollower, Since: now},
-		{Name: "n6", State: "left", Role: api.RoleLeader, Since: now},
+		{Name: "n5", State: "unreachable", Role: node.RoleFollower, Since: now},
+		{Name: "n6", State: "left", Role: node.RoleLeader, Since: now},
 	}
 	var out bytes.Buffer
 	printNodes(&out, nodes, now)

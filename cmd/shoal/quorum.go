@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 )
 
@@ -18,21 +20,21 @@ func init() {
 
 // voters asks the agent how the job store's voters stand; ok is false when
 // the agent could not say.
-func voters(ctx context.Context, c *api.Client) (v api.Voters, self string, ok bool) {
+func voters(ctx context.Context, c *api.Client) (v node.Voters, self string, ok bool) {
 	nodes, err := c.Nodes(ctx)
 	if err != nil {
-		return api.Voters{}, "", false
+		return node.Voters{}, "", false
 	}
 	for _, n := range nodes {
 		if n.Local {
 			self = n.Name
 		}
 	}
-	return api.QuorumOf(nodes), self, true
+	return node.QuorumOf(nodes), self, true
 }
 
 // noQuorum is the line saying that the cluster the agent is part of has no
-// quorum (api.Voters.NoQuorum), or "" when it has one or the agent cannot say.
+// quorum (node.Voters.NoQuorum), or "" when it has one or the agent cannot say.
 func noQuorum(ctx context.Context, c *api.Client) string {
 	v, _, _ := voters(ctx, c)
 	return v.NoQuorum()
@@ -49,7 +51,7 @@ func warnNoQuorum(ctx context.Context, c *api.Client, w io.Writer) {
 // quorumChange is what a command following job id says when the quorum
 // changes: a line when it is lost, one when a leader is back; lost is the state
 // to compare the next look with. It is pure: watchQuorum does the looking.
-func quorumChange(cmd, id string, wasLost bool, v api.Voters) (line string, lost bool) {
+func quorumChange(cmd, id string, wasLost bool, v node.Voters) (line string, lost bool) {
 	switch {
 	case !wasLost && v.Lost():
 		return fmt.Sprintf("shoal %s: job %s waits: %s", cmd, id, v.NoQuorum()), true
@@ -169,7 +171,7 @@ func recoverQuorumCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal recover-quorum: %s\n", errorLine(err))
 		return exitFailure
 	}
-	v, self := api.QuorumOf(nodes), ""
+	v, self := node.QuorumOf(nodes), ""
 	for _, n := range nodes {
 		if n.Local {
 			self = n.Name
@@ -195,7 +197,7 @@ func recoverQuorumCmd(args []string, stdout, stderr io.Writer) int {
 
 // recoverRefusal says why a recovery is refused, or "" when the cluster has
 // lost its quorum.
-func recoverRefusal(v api.Voters) string {
+func recoverRefusal(v node.Voters) string {
 	switch {
 	case len(v.Nodes) == 0:
 		return "the local agent knows no voter of the job store: nothing to recover"
@@ -209,7 +211,7 @@ func recoverRefusal(v api.Voters) string {
 
 // recoverPlan says what recover-quorum --yes would do on node self, and what
 // it costs.
-func recoverPlan(v api.Voters, self string) string {
+func recoverPlan(v node.Voters, self string) string {
 	lost := downNames(v.Down())
 	return fmt.Sprintf(`shoal recover-quorum: %s.
 This makes %s the only voter of a new job store configuration, from its copy
@@ -223,7 +225,7 @@ Run it again with --yes to do it.
 `, "the cluster has no quorum: "+v.String(), self, lost, self, lost, lost)
 }
 
-// downNames is the names in an api.Voters.Down list: "n1 dead, n3 suspect"
+// downNames is the names in an node.Voters.Down list: "n1 dead, n3 suspect"
 // gives "n1, n3".
 func downNames(down string) string {
 	var names []string

@@ -3,18 +3,18 @@ package main
 import (
 	"testing"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 func TestQuorumChange(t *testing.T) {
-	node := func(name, state, role string) api.Node { return api.Node{Name: name, State: state, Role: role} }
-	lost := api.QuorumOf([]api.Node{node("n1", "dead", api.RoleVoter), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)})
-	electing := api.QuorumOf([]api.Node{node("n1", "alive", api.RoleVoter), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)})
-	led := api.QuorumOf([]api.Node{node("n2", "alive", api.RoleLeader)})
+	member := func(name, state, role string) node.Node { return node.Node{Name: name, State: state, Role: role} }
+	lost := node.QuorumOf([]node.Node{member("n1", "dead", node.RoleVoter), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)})
+	electing := node.QuorumOf([]node.Node{member("n1", "alive", node.RoleVoter), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)})
+	led := node.QuorumOf([]node.Node{member("n2", "alive", node.RoleLeader)})
 	tests := []struct {
 		name     string
 		wasLost  bool
-		v        api.Voters
+		v        node.Voters
 		line     string
 		wantLost bool
 	}{
@@ -33,21 +33,21 @@ func TestQuorumChange(t *testing.T) {
 }
 
 func TestRecoverRefusal(t *testing.T) {
-	node := func(name, state, role string) api.Node { return api.Node{Name: name, State: state, Role: role} }
+	member := func(name, state, role string) node.Node { return node.Node{Name: name, State: state, Role: role} }
 	tests := []struct {
 		name  string
-		nodes []api.Node
+		nodes []node.Node
 		want  string
 	}{
-		{"healthy", []api.Node{node("n1", "alive", api.RoleLeader), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)},
+		{"healthy", []node.Node{member("n1", "alive", node.RoleLeader), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)},
 			"the cluster has a quorum (2 of 3 voters alive (n3 dead); n1 leads): nothing to recover"},
-		{"electing", []api.Node{node("n1", "alive", api.RoleVoter), node("n2", "alive", api.RoleVoter), node("n3", "dead", api.RoleVoter)},
+		{"electing", []node.Node{member("n1", "alive", node.RoleVoter), member("n2", "alive", node.RoleVoter), member("n3", "dead", node.RoleVoter)},
 			"the cluster has a quorum (2 of 3 voters alive (n3 dead)), electing a leader: nothing to recover"},
-		{"no job store", []api.Node{node("n1", "alive", "")}, "the local agent knows no voter of the job store: nothing to recover"},
-		{"lost", []api.Node{node("n1", "dead", api.RoleVoter), node("n2", "alive", api.RoleFollower)}, ""},
+		{"no job store", []node.Node{member("n1", "alive", "")}, "the local agent knows no voter of the job store: nothing to recover"},
+		{"lost", []node.Node{member("n1", "dead", node.RoleVoter), member("n2", "alive", node.RoleFollower)}, ""},
 	}
 	for _, tt := range tests {
-		if got := recoverRefusal(api.QuorumOf(tt.nodes)); got != tt.want {
+		if got := recoverRefusal(node.QuorumOf(tt.nodes)); got != tt.want {
 			t.Errorf("%s: recoverRefusal = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/job"
@@ -39,7 +41,7 @@ func localAgent(note io.Writer) (*api.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = c.Nodes(ctx)
-	if errors.Is(err, api.ErrUnreachable) && !named {
+	if errors.Is(err, errkind.Unreachable) && !named {
 		fmt.Fprintf(note, "shoal: the local agent at %s does not answer; running on this machine only\n", c.Addr())
 		return nil, nil
 	}
@@ -238,7 +240,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		}
 	}
 	job, err := c.Submit(ctx, spec)
-	if errors.Is(err, api.ErrNotAvailable) {
+	if errors.Is(err, errkind.NotAvailable) {
 		if msg := noQuorum(ctx, c); msg != "" {
 			err = errors.New(msg) // lost while the submission waited for a leader
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/durable"
 	"shoal/internal/job"
@@ -134,7 +136,7 @@ func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []st
 				f, err := os.Open(durable.ShardPath(r.durable, m, rank))
 				if err == nil {
 					defer f.Close()
-					ref := api.ShardRef{Job: m.Job, Epoch: m.Epoch, Rank: rank}
+					ref := shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: rank}
 					err = api.NewClient(addr, r.secret).PutShard(ctx, ref, f)
 				}
 				if err != nil {
@@ -235,7 +237,7 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 	err = durable.Save(s.r.durable, m, func(rank int) (io.ReadCloser, error) {
 		var last error = fmt.Errorf("no agent holds rank %d's shard", rank)
 		for _, addr := range holders[rank] {
-			rc, _, err := api.NewClient(addr, s.r.secret).GetShard(ctx, api.ShardRef{Job: m.Job, Epoch: epoch, Rank: rank})
+			rc, _, err := api.NewClient(addr, s.r.secret).GetShard(ctx, shard.Ref{Job: m.Job, Epoch: epoch, Rank: rank})
 			if err == nil {
 				return rc, nil
 			}

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/durable"
 	"shoal/internal/shard"
 )
@@ -84,24 +85,24 @@ func TestSlurmAgentUsage(t *testing.T) {
 // name, not leaving, does.
 func TestOrphaned(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	node := func(name, state string, ago time.Duration) api.Node {
-		return api.Node{Name: name, State: state, Since: now.Add(-ago)}
+	member := func(name, state string, ago time.Duration) node.Node {
+		return node.Node{Name: name, State: state, Since: now.Add(-ago)}
 	}
 	long, short := orphanGrace+time.Second, orphanGrace-time.Second
 	tests := []struct {
 		name  string
-		nodes []api.Node
+		nodes []node.Node
 		want  bool
 	}{
-		{"dead long enough", []api.Node{node("n2", "dead", long), node("n3", "alive", time.Hour), node("n4", "alive", time.Hour)}, true},
-		{"dead too briefly", []api.Node{node("n2", "dead", short), node("n3", "alive", time.Hour), node("n4", "alive", time.Hour)}, false},
-		{"left at the job's end", []api.Node{node("n2", "left", long), node("n3", "alive", time.Hour)}, false},
-		{"suspect", []api.Node{node("n2", "suspect", long), node("n3", "alive", time.Hour)}, false},
-		{"alive", []api.Node{node("n2", "alive", long), node("n3", "alive", time.Hour)}, false},
-		{"a lower live node acts", []api.Node{node("n1", "alive", time.Hour), node("n2", "dead", long), node("n3", "alive", time.Hour)}, false},
-		{"a lower dead node does not", []api.Node{node("n1", "dead", time.Hour), node("n2", "dead", long), node("n3", "alive", time.Hour)}, true},
-		{"self leaving", []api.Node{node("n2", "dead", long), {Name: "n3", State: "alive", Leaving: true}}, false},
-		{"run node unknown", []api.Node{node("n3", "alive", time.Hour)}, false},
+		{"dead long enough", []node.Node{member("n2", "dead", long), member("n3", "alive", time.Hour), member("n4", "alive", time.Hour)}, true},
+		{"dead too briefly", []node.Node{member("n2", "dead", short), member("n3", "alive", time.Hour), member("n4", "alive", time.Hour)}, false},
+		{"left at the job's end", []node.Node{member("n2", "left", long), member("n3", "alive", time.Hour)}, false},
+		{"suspect", []node.Node{member("n2", "suspect", long), member("n3", "alive", time.Hour)}, false},
+		{"alive", []node.Node{member("n2", "alive", long), member("n3", "alive", time.Hour)}, false},
+		{"a lower live node acts", []node.Node{member("n1", "alive", time.Hour), member("n2", "dead", long), member("n3", "alive", time.Hour)}, false},
+		{"a lower dead node does not", []node.Node{member("n1", "dead", time.Hour), member("n2", "dead", long), member("n3", "alive", time.Hour)}, true},
+		{"self leaving", []node.Node{member("n2", "dead", long), {Name: "n3", State: "alive", Leaving: true}}, false},
+		{"run node unknown", []node.Node{member("n3", "alive", time.Hour)}, false},
 	}
 	for _, tt := range tests {
 		if got := orphaned(tt.nodes, "n3", "n2", now); got != tt.want {

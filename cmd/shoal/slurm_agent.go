@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/node"
+
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/slurm"
@@ -154,7 +156,7 @@ func watchOrphan(w orphanWatch, stop <-chan struct{}, stderr io.Writer) {
 
 // orphaned reports whether nodes, as agent self sees them at now, show runNode dead
 // for orphanGrace while self is the live node of the lowest name, and not leaving.
-func orphaned(nodes []api.Node, self, runNode string, now time.Time) bool {
+func orphaned(nodes []node.Node, self, runNode string, now time.Time) bool {
 	lost := false
 	for _, n := range nodes {
 		switch {

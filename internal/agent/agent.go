@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/links"
+
 	"shoal/internal/api"
 	"shoal/internal/files"
 	"shoal/internal/jobstore"
@@ -519,7 +521,7 @@ func (a *Agent) recordFailures(sub *membership.Subscription) {
 
 // Links returns the links between the live nodes as they measured them, with
 // estimates of the pairs none measured (GET /v1/links?all=true).
-func (a *Agent) Links(ctx context.Context) ([]api.Link, error) {
+func (a *Agent) Links(ctx context.Context) ([]links.Link, error) {
 	l, err := a.links.Links(ctx, true)
 	return l.Links, err
 }
@@ -540,7 +542,7 @@ func (a *Agent) GossipAddr() string { return a.members.Addr() }
 func (a *Agent) Membership() *membership.Membership { return a.members }
 
 // Peer returns a client of the agent at the API address addr (another node's
-// [api.Node.API]). Every caller on this node gets the same client for an address,
+// [node.Node.API]). Every caller on this node gets the same client for an address,
 // so calls to a node reuse its kept-alive connections; the client is dropped
 // when membership declares the node dead or gone.
 func (a *Agent) Peer(addr string) *api.Client { return a.peers.Get(addr) }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/membership"
 	"shoal/test/poll"
@@ -200,7 +202,7 @@ func TestWrongSecretRefused(t *testing.T) {
 	// The intruder's secret opens no API either.
 	other, _ := ReadSecret(filepath.Join(c.DataDir, SecretFile))
 	_, err = api.NewClient(agents[0].LocalAPIAddr(), other).Nodes(context.Background())
-	if !errors.Is(err, api.ErrUnauthorized) {
+	if !errors.Is(err, errkind.Unauthorized) {
 		t.Errorf("API call with another secret: error = %v, want 401", err)
 	}
 	if got, _ := apiStates(agents[0]); got != "n1=alive" {

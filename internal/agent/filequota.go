@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/files"
 	"shoal/internal/retention"
@@ -46,10 +48,10 @@ func (q *quotaFiles) PutFile(ctx context.Context, sum string, size int64, r io.R
 	var qe *files.QuotaError
 	switch {
 	case errors.Is(err, files.ErrLargerThanQuota) && errors.As(err, &qe):
-		return fmt.Errorf("%w: %s", api.ErrTooLarge, qe.Describe(c.String()))
+		return fmt.Errorf("%w: %s", errkind.TooLarge, qe.Describe(c.String()))
 	case errors.As(err, &qe):
 		return fmt.Errorf("%w: %s; a file no kept job names leaves the cache %v after its last use",
-			api.ErrOverQuota, qe.Describe(c.String()), q.unused)
+			errkind.OverQuota, qe.Describe(c.String()), q.unused)
 	}
 	return err
 }

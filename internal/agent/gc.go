@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/files"
@@ -154,7 +156,7 @@ func (c *collector) Collect(ctx context.Context, req api.GCRequest) (api.GCResul
 	self := c.a.Name()
 	if req.Job != "" {
 		if j, _, err := c.a.store.Job(req.Job); err == nil && !(job.Terminal(j.State) && !j.Ended.IsZero()) {
-			return api.GCResult{}, fmt.Errorf("%w: job %s is %s: its data goes once it has ended", api.ErrConflict, req.Job, j.State)
+			return api.GCResult{}, fmt.Errorf("%w: job %s is %s: its data goes once it has ended", errkind.Conflict, req.Job, j.State)
 		}
 	}
 	if req.Node == self {
@@ -171,7 +173,7 @@ func (c *collector) Collect(ctx context.Context, req api.GCRequest) (api.GCResul
 		}
 	}
 	if req.Node != "" && len(targets) == 0 {
-		return api.GCResult{}, fmt.Errorf("%w: node %q: not a member of the cluster", api.ErrNotFound, req.Node)
+		return api.GCResult{}, fmt.Errorf("%w: node %q: not a member of the cluster", errkind.NotFound, req.Node)
 	}
 	reports := make([]api.GCReport, len(targets))
 	var wg sync.WaitGroup
@@ -233,7 +235,7 @@ func (c *collector) collectHere(req api.GCRequest) (api.GCReport, time.Time, err
 	var plan retention.Plan
 	if req.Job != "" {
 		if plan, err = retention.Drop(c.policy, now, jobs, node, req.Job); err != nil {
-			return rep, time.Time{}, fmt.Errorf("%w: %v", api.ErrConflict, err)
+			return rep, time.Time{}, fmt.Errorf("%w: %v", errkind.Conflict, err)
 		}
 	} else {
 		plan = retention.Decide(c.policy, now, jobs, node)

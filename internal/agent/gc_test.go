@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
@@ -25,7 +28,7 @@ import (
 func mkJobData(t *testing.T, a *Agent, job string, epochs []uint64, dirs ...string) {
 	t.Helper()
 	for _, e := range epochs {
-		writeRankShard(t, a, api.ShardRef{Job: job, Epoch: e, Rank: 0}, testShard(t, job, e, 0, 1, 100))
+		writeRankShard(t, a, shard.Ref{Job: job, Epoch: e, Rank: 0}, testShard(t, job, e, 0, 1, 100))
 	}
 	for _, d := range dirs {
 		p := filepath.Join(a.DataDir(), d, job, "x")
@@ -149,7 +152,7 @@ func TestAgentCollects(t *testing.T) {
 
 	ctx := context.Background()
 	ca := api.NewClient(a.LocalAPIAddr(), a.Secret())
-	if _, err := ca.Collect(ctx, api.GCRequest{Job: "running"}); !errors.Is(err, api.ErrConflict) {
+	if _, err := ca.Collect(ctx, api.GCRequest{Job: "running"}); !errors.Is(err, errkind.Conflict) {
 		t.Errorf("gc of a running job: %v, want a conflict", err)
 	}
 	// A dry run on every node lists the standalone job's data as to be removed
@@ -191,7 +194,7 @@ func TestAgentCollects(t *testing.T) {
 	if !exists(ckptOf(a, "standalone", 1)) {
 		t.Error("gc --node n2 removed n1's data")
 	}
-	if _, err := ca.Collect(ctx, api.GCRequest{Node: "n9"}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := ca.Collect(ctx, api.GCRequest{Node: "n9"}); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("gc on an unknown node: %v, want not found", err)
 	}
 }

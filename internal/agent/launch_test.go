@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/membership"
@@ -41,7 +43,7 @@ func TestAgentServesLaunchesAndFences(t *testing.T) {
 	c := api.NewClient(n2.LocalAPIAddr(), n2.Secret())
 	ctx := context.Background()
 
-	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{orted, "'sleep 300'"}}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{orted, "'sleep 300'"}}); !errors.Is(err, errkind.NotFound) {
 		t.Fatalf("launch without a grant: error %v, want ErrNotFound", err)
 	}
 	// j1 is coordinated by n3, j2 by n1.

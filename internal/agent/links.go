@@ -32,16 +32,16 @@ type linkProber struct {
 	kick  chan struct{}
 
 	mu  sync.Mutex
-	row map[string]api.Link // by peer: links.Best of its recent measures
+	row map[string]links.Link // by peer: links.Best of its recent measures
 	// recent are each peer's last measures (links.Remember).
-	recent map[string][]api.Link
+	recent map[string][]links.Link
 	// peerRows are the other nodes' rows as last read, for GET
 	// /v1/links?all=true: a row is read again once older than rowTTL.
 	peerRows map[string]peerRow
 }
 
 type peerRow struct {
-	links   []api.Link
+	links   []links.Link
 	read    time.Time
 	reading bool // a read of the row is under way in the background
 }
@@ -65,7 +65,7 @@ func (a *Agent) startLinks(every time.Duration) *linkProber {
 	if every <= 0 {
 		every = DefaultLinkInterval
 	}
-	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]api.Link{}, recent: map[string][]api.Link{}, peerRows: map[string]peerRow{}}
+	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]links.Link{}, recent: map[string][]links.Link{}, peerRows: map[string]peerRow{}}
 	go p.watch(a.members.Subscribe())
 	go p.loop()
 	return p
@@ -130,7 +130,7 @@ func (p *linkProber) round() {
 }
 
 // measure times small requests and a transfer from the peer at addr.
-func (p *linkProber) measure(name, addr string) (api.Link, error) {
+func (p *linkProber) measure(name, addr string) (links.Link, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := p.a.peers.Get(addr)
@@ -138,7 +138,7 @@ func (p *linkProber) measure(name, addr string) (api.Link, error) {
 	for i := 0; i < 4; i++ { // the first may pay for a handshake
 		start := time.Now()
 		if _, err := c.Health(ctx); err != nil {
-			return api.Link{}, err
+			return links.Link{}, err
 		}
 		if d := time.Since(start); i > 0 && (rtt == 0 || d < rtt) {
 			rtt = d
@@ -151,13 +151,13 @@ func (p *linkProber) measure(name, addr string) (api.Link, error) {
 		took, krtt, err = c.ProbeLink(ctx, size)
 	}
 	if err != nil {
-		return api.Link{}, err
+		return links.Link{}, err
 	}
 	transfer := max(took-rtt, time.Microsecond)
 	if krtt > 0 && krtt < rtt {
 		rtt = krtt // the link's own, without either server's scheduling
 	}
-	return api.Link{From: p.a.cfg.Name, To: name, RTT: job.Duration(rtt), Bandwidth: float64(size) / transfer.Seconds(), Measured: time.Now()}, nil
+	return links.Link{From: p.a.cfg.Name, To: name, RTT: job.Duration(rtt), Bandwidth: float64(size) / transfer.Seconds(), Measured: time.Now()}, nil
 }
 
 // bandwidthFrom returns the bandwidth, bytes/s, of the link from the node whose
@@ -177,7 +177,7 @@ func (p *linkProber) bandwidthFrom(addr string) float64 {
 
 // readRow reads the row of the node name, whose API is at addr, and keeps it;
 // a row that cannot be read is kept as it was, to be read again next time.
-func (p *linkProber) readRow(ctx context.Context, name, addr string) ([]api.Link, error) {
+func (p *linkProber) readRow(ctx context.Context, name, addr string) ([]links.Link, error) {
 	l, err := p.a.peers.Get(addr).Links(ctx, false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -188,7 +188,7 @@ func (p *linkProber) readRow(ctx context.Context, name, addr string) ([]api.Link
 		}
 		return nil, err
 	}
-	var row []api.Link
+	var row []links.Link
 	for _, x := range l.Links {
 		if x.From == name && !x.Estimated {
 			row = append(row, x)
@@ -200,16 +200,16 @@ func (p *linkProber) readRow(ctx context.Context, name, addr string) ([]api.Link
 
 // Links answers GET /v1/links: this node's row, or with all, every live
 // node's rows and the estimates of the pairs none measured.
-func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) {
+func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 	p.mu.Lock()
-	own := make([]api.Link, 0, len(p.row))
+	own := make([]links.Link, 0, len(p.row))
 	for _, l := range p.row {
 		own = append(own, l)
 	}
 	p.mu.Unlock()
 	if !all {
 		sort.Slice(own, func(i, j int) bool { return own[i].To < own[j].To })
-		return api.LinkList{Links: own}, nil
+		return links.List{Links: own}, nil
 	}
 	var (
 		mu      sync.Mutex
@@ -260,7 +260,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (api.LinkList, error) 
 		}(n.Name, n.Meta.API)
 	}
 	wg.Wait()
-	out := api.LinkList{Links: links.Complete(names, rows)}
+	out := links.List{Links: links.Complete(names, rows)}
 	if len(skipped) > 0 {
 		out.Skipped = skipped
 	}

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/links"
+
 	"shoal/test/poll"
 )
 
@@ -23,13 +24,13 @@ func TestStaleLinkRowAnsweredAtOnce(t *testing.T) {
 	}
 	p.mu.Lock()
 	_, read := p.peerRows["n2"]
-	stale := api.Link{From: "n2", To: "n1", Bandwidth: 12345, Measured: time.Now().Add(-time.Hour)}
-	p.peerRows["n2"] = peerRow{links: []api.Link{stale}, read: time.Now().Add(-time.Hour)}
+	stale := links.Link{From: "n2", To: "n1", Bandwidth: 12345, Measured: time.Now().Add(-time.Hour)}
+	p.peerRows["n2"] = peerRow{links: []links.Link{stale}, read: time.Now().Add(-time.Hour)}
 	p.mu.Unlock()
 	if !read {
 		t.Fatal("n2's row was not kept after it was read")
 	}
-	has := func(l api.LinkList) bool {
+	has := func(l links.List) bool {
 		for _, x := range l.Links {
 			if x.From == "n2" && x.To == "n1" && x.Bandwidth == 12345 && !x.Estimated {
 				return true

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
+	"shoal/internal/node"
 )
 
 // localNode is the agent as the API server sees it.
@@ -18,22 +20,22 @@ func (n *localNode) Leave(ctx context.Context) error { return (*Agent)(n).Leave(
 // Nodes is membership's view of the nodes, with a node whose agent refuses
 // connections marked unreachable at once (reachCheck): what GET /v1/nodes
 // answers.
-func (n *localNode) Nodes(ctx context.Context) ([]api.Node, error) {
+func (n *localNode) Nodes(ctx context.Context) ([]node.Node, error) {
 	out := (*Agent)(n).memberNodes()
 	n.reach.mark(ctx, out, dialTCP)
 	return out, nil
 }
 
 // memberNodes is every node membership knows of, in its state.
-func (a *Agent) memberNodes() []api.Node {
+func (a *Agent) memberNodes() []node.Node {
 	roles := a.roles()
-	var out []api.Node
+	var out []node.Node
 	for _, m := range a.members.Nodes() {
 		ranks := m.Meta.Ranks // what a node that is gone announced last runs nowhere now
 		if !m.State.Member() {
 			ranks = 0
 		}
-		out = append(out, api.Node{
+		out = append(out, node.Node{
 			Name:    m.Name,
 			Addr:    m.Addr,
 			API:     m.Meta.API,

@@ -14,6 +14,7 @@ import (
 	"shoal/internal/membership"
 	"shoal/internal/metrics"
 	"shoal/internal/mtbf"
+	"shoal/internal/node"
 )
 
 // CheckMetricsListen refuses a --metrics-listen address that is not IP:PORT,
@@ -103,11 +104,11 @@ func (s *metricsSource) Events(id string, from uint64) ([]job.Event, error) {
 	return events, err
 }
 
-func (s *metricsSource) Nodes() []metrics.Node {
+func (s *metricsSource) Nodes() []node.Node {
 	roles := (*Agent)(s).roles()
-	var out []metrics.Node
+	var out []node.Node
 	for _, m := range s.members.Nodes() {
-		out = append(out, metrics.Node{State: m.State.String(), Role: roles[m.Name]})
+		out = append(out, node.Node{State: m.State.String(), Role: roles[m.Name]})
 	}
 	return out
 }

@@ -3,12 +3,12 @@ package agent
 import (
 	"context"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 // Nodes returns every node this agent knows of, in membership's state (GET
 // /v1/nodes also marks those whose agent refuses connections). Safe for
 // concurrent use.
-func (a *Agent) Nodes(ctx context.Context) ([]api.Node, error) {
+func (a *Agent) Nodes(ctx context.Context) ([]node.Node, error) {
 	return a.memberNodes(), nil
 }

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 // StateUnreachable is the state GET /v1/nodes gives a node that membership
@@ -54,7 +54,7 @@ type reachResult struct {
 // membership holds alive or suspect (this one aside) and marks those that
 // refuse [StateUnreachable], with no ranks (its agent and the ranks it ran
 // are gone).
-func (c *reachCheck) mark(ctx context.Context, nodes []api.Node, dial func(ctx context.Context, addr string) error) {
+func (c *reachCheck) mark(ctx context.Context, nodes []node.Node, dial func(ctx context.Context, addr string) error) {
 	refused := make([]bool, len(nodes))
 	start := time.Now()
 	c.mu.Lock()

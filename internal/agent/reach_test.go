@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 func TestReachCheck(t *testing.T) {
@@ -20,7 +20,7 @@ func TestReachCheck(t *testing.T) {
 		"d:1": nil,
 	}
 	dial := func(ctx context.Context, addr string) error { return errs[addr] }
-	nodes := []api.Node{
+	nodes := []node.Node{
 		{Name: "refuses", API: "a:1", State: "alive", Since: was, Ranks: 3},
 		{Name: "resets", API: "b:1", State: "suspect", Since: was},
 		{Name: "silent", API: "c:1", State: "alive", Since: was},
@@ -46,13 +46,13 @@ func TestReachCheck(t *testing.T) {
 	// Within reachMemo the nodes are not dialled again.
 	dials := 0
 	counting := func(ctx context.Context, addr string) error { dials++; return dial(ctx, addr) }
-	c.mark(context.Background(), []api.Node{{Name: "answers", API: "d:1", State: "alive"}, {Name: "new", API: "d:1", State: "alive"}}, counting)
+	c.mark(context.Background(), []node.Node{{Name: "answers", API: "d:1", State: "alive"}, {Name: "new", API: "d:1", State: "alive"}}, counting)
 	if dials != 1 {
 		t.Errorf("a check within %s of the last dialled %d nodes, want 1 (the node not checked yet)", reachMemo, dials)
 	}
 	// SINCE counts from the first refusal seen, not from the last check.
 	first := nodes[0].Since
-	again := []api.Node{{Name: "refuses", API: "a:1", State: "alive", Since: was}}
+	again := []node.Node{{Name: "refuses", API: "a:1", State: "alive", Since: was}}
 	c.mark(context.Background(), again, dial)
 	if got := again[0].Since; !got.Equal(first) {
 		t.Errorf("second check: since %v, want the first refusal's %v", got, first)
@@ -67,7 +67,7 @@ func TestReachCheckOlderCheckEndsLast(t *testing.T) {
 	dialled := make(chan struct{})
 	release := make(chan struct{})
 	var wg sync.WaitGroup
-	older := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+	older := []node.Node{{Name: "n4", API: "n4:1", State: "alive"}}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -79,7 +79,7 @@ func TestReachCheckOlderCheckEndsLast(t *testing.T) {
 	}()
 	<-dialled
 	time.Sleep(time.Millisecond) // the newer check begins strictly later
-	newer := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+	newer := []node.Node{{Name: "n4", API: "n4:1", State: "alive"}}
 	c.mark(context.Background(), newer, func(ctx context.Context, addr string) error { return syscall.ECONNREFUSED })
 	close(release)
 	wg.Wait()
@@ -89,7 +89,7 @@ func TestReachCheckOlderCheckEndsLast(t *testing.T) {
 	if older[0].State != StateUnreachable {
 		t.Errorf("older check ending after the newer one: state %s, want the newer result %s", older[0].State, StateUnreachable)
 	}
-	later := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+	later := []node.Node{{Name: "n4", API: "n4:1", State: "alive"}}
 	c.mark(context.Background(), later, func(ctx context.Context, addr string) error {
 		t.Error("a check within reachMemo dialled again")
 		return nil
@@ -107,7 +107,7 @@ func TestReachCheckSilenceKeepsRefusal(t *testing.T) {
 		c.mu.Lock()
 		c.checked = nil // past reachMemo: dial again
 		c.mu.Unlock()
-		nodes := []api.Node{{Name: "n4", API: "n4:1", State: "alive"}}
+		nodes := []node.Node{{Name: "n4", API: "n4:1", State: "alive"}}
 		c.mark(context.Background(), nodes, func(ctx context.Context, addr string) error { return err })
 		return nodes[0].State
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/farm"
 	"shoal/internal/results"
@@ -24,7 +26,7 @@ var _ api.ResultService = (*resultService)(nil)
 func (s *resultService) PutResult(ctx context.Context, job string, task int, sum string, r io.Reader) error {
 	err := s.store.Put(job, task, sum, r)
 	if errors.Is(err, results.ErrMismatch) || errors.Is(err, results.ErrTooLarge) {
-		return fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return fmt.Errorf("%w: %v", errkind.BadRequest, err)
 	}
 	return err
 }
@@ -43,7 +45,7 @@ func (s *resultService) GetResult(ctx context.Context, job string, task int) (io
 	}
 	r, ok := s.ledgerResult(job, task)
 	if !ok {
-		return nil, 0, "", fmt.Errorf("%w: task %d of job %s has no stored result", api.ErrNotFound, task, job)
+		return nil, 0, "", fmt.Errorf("%w: task %d of job %s has no stored result", errkind.NotFound, task, job)
 	}
 	var errs []error
 	for _, h := range r.Holders {
@@ -62,7 +64,7 @@ func (s *resultService) GetResult(ctx context.Context, job string, task int) (io
 		errs = append(errs, fmt.Errorf("%s: %w", h, err))
 	}
 	return nil, 0, "", fmt.Errorf("%w: no copy of the result of task %d of job %s could be read: %v",
-		api.ErrNotAvailable, task, job, errors.Join(errs...))
+		errkind.NotAvailable, task, job, errors.Join(errs...))
 }
 
 // ledgerResult looks task up in the job's ledger, as this node's replica of

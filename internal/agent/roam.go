@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 // MovedFile is the file in the data dir where an agent whose host moved to another
@@ -45,13 +45,13 @@ func Moved(bound net.IP, now []net.IP) (net.IP, bool) {
 }
 
 // Rejoined says whether every view asked (each the node list of another live node)
-// lists node alive at addr, its gossip address now.
-func Rejoined(node, addr string, views [][]api.Node) bool {
+// lists the node name alive at addr, its gossip address now.
+func Rejoined(name, addr string, views [][]node.Node) bool {
 	if len(views) == 0 {
 		return false
 	}
 	for _, v := range views {
-		if !slices.ContainsFunc(v, func(n api.Node) bool { return n.Name == node && n.Addr == addr && n.State == "alive" }) {
+		if !slices.ContainsFunc(v, func(n node.Node) bool { return n.Name == name && n.Addr == addr && n.State == "alive" }) {
 			return false
 		}
 	}
@@ -253,7 +253,7 @@ func (a *Agent) rejoinMoved(join []string, old string) error {
 func (a *Agent) rejoinedEverywhere() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var views [][]api.Node
+	var views [][]node.Node
 	for _, n := range a.members.Nodes() {
 		if n.Local || !n.State.Member() || n.Meta.API == "" {
 			continue

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 func ips(ss ...string) []net.IP {
@@ -45,29 +45,29 @@ func TestMoved(t *testing.T) {
 }
 
 func TestRejoined(t *testing.T) {
-	at := func(name, addr, state string) api.Node { return api.Node{Name: name, Addr: addr, State: state} }
+	at := func(name, addr, state string) node.Node { return node.Node{Name: name, Addr: addr, State: state} }
 	const newAddr = "10.77.0.103:7946"
 	tests := []struct {
 		name  string
-		views [][]api.Node
+		views [][]node.Node
 		want  bool
 	}{
 		{name: "nobody asked", views: nil, want: false},
-		{name: "all see it", views: [][]api.Node{
+		{name: "all see it", views: [][]node.Node{
 			{at("n1", "10.77.0.11:7946", "alive"), at("n3", newAddr, "alive")},
 			{at("n3", newAddr, "alive")},
 		}, want: true},
-		{name: "one holds the old address", views: [][]api.Node{
+		{name: "one holds the old address", views: [][]node.Node{
 			{at("n3", newAddr, "alive")},
 			{at("n3", "10.77.0.13:7946", "alive")},
 		}, want: false},
-		{name: "one holds it dead at the old one", views: [][]api.Node{
+		{name: "one holds it dead at the old one", views: [][]node.Node{
 			{at("n3", "10.77.0.13:7946", "dead")},
 		}, want: false},
-		{name: "new address but suspect", views: [][]api.Node{
+		{name: "new address but suspect", views: [][]node.Node{
 			{at("n3", newAddr, "suspect")},
 		}, want: false},
-		{name: "one does not list it", views: [][]api.Node{
+		{name: "one does not list it", views: [][]node.Node{
 			{at("n3", newAddr, "alive")},
 			{at("n1", "10.77.0.11:7946", "alive")},
 		}, want: false},

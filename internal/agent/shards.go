@@ -6,6 +6,9 @@ import (
 	"io"
 	"path/filepath"
 
+	"shoal/internal/errkind"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/job"
@@ -39,7 +42,7 @@ var (
 	_ api.ShardChangesSender = (*shardService)(nil)
 )
 
-func (s *shardService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
+func (s *shardService) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
 	f, info, err := s.store.Open(ref)
 	if err != nil {
 		return nil, 0, err
@@ -47,7 +50,7 @@ func (s *shardService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadC
 	return f, info.Size, nil
 }
 
-func (s *shardService) OpenShardToSend(ctx context.Context, ref api.ShardRef, link float64) (io.ReadCloser, int64, bool, error) {
+func (s *shardService) OpenShardToSend(ctx context.Context, ref shard.Ref, link float64) (io.ReadCloser, int64, bool, error) {
 	f, info, compress, err := s.store.OpenToSend(ref, link)
 	if err != nil {
 		return nil, 0, false, err
@@ -55,28 +58,28 @@ func (s *shardService) OpenShardToSend(ctx context.Context, ref api.ShardRef, li
 	return f, info.Size, compress, nil
 }
 
-func (s *shardService) OpenShardChanges(ctx context.Context, ref api.ShardRef, link float64, base []uint64) (io.ReadCloser, int64, int64, bool, error) {
+func (s *shardService) OpenShardChanges(ctx context.Context, ref shard.Ref, link float64, base []uint64) (io.ReadCloser, int64, int64, bool, error) {
 	return s.store.OpenChanges(ref, link, base)
 }
 
-func (s *shardService) PutShard(ctx context.Context, ref api.ShardRef, size int64, r io.Reader) error {
+func (s *shardService) PutShard(ctx context.Context, ref shard.Ref, size int64, r io.Reader) error {
 	_, err := s.store.Put(ref, r, size)
 	return err
 }
 
-func (s *shardService) Shards(ctx context.Context, job, known string) (api.ShardIndex, error) {
+func (s *shardService) Shards(ctx context.Context, job, known string) (shard.Index, error) {
 	return s.store.WaitIndex(ctx, job, known)
 }
 
-func (s *shardService) FetchShard(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
+func (s *shardService) FetchShard(ctx context.Context, ref shard.Ref, from string) (api.Fetched, error) {
 	return s.store.Fetch(ctx, ref, s.peers.Get(from))
 }
 
-func (s *shardService) GetParity(ctx context.Context, ref api.ParityRef) (io.ReadCloser, int64, error) {
+func (s *shardService) GetParity(ctx context.Context, ref shard.ParityRef) (io.ReadCloser, int64, error) {
 	return s.store.OpenParity(ref)
 }
 
-func (s *shardService) PutParity(ctx context.Context, ref api.ParityRef, size int64, r io.Reader) (api.ParityInfo, error) {
+func (s *shardService) PutParity(ctx context.Context, ref shard.ParityRef, size int64, r io.Reader) (shard.ParityInfo, error) {
 	return s.store.PutParity(ref, r)
 }
 
@@ -84,7 +87,7 @@ func (s *shardService) EncodeParity(ctx context.Context, job string, epoch uint6
 	return s.store.EncodeParity(ctx, job, epoch, req, s.source)
 }
 
-func (s *shardService) RebuildShard(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) (api.Fetched, error) {
+func (s *shardService) RebuildShard(ctx context.Context, ref shard.Ref, req api.RebuildRequest) (api.Fetched, error) {
 	return s.store.RebuildShard(ctx, ref, req, s.source)
 }
 
@@ -109,14 +112,14 @@ func (s *shardService) RequestCheckpoint(ctx context.Context, job string) error 
 func (s *shardService) Probe(ctx context.Context, job string, bytes int64) (api.Probe, error) {
 	why, err := s.store.Probe(bytes)
 	if err != nil {
-		return api.Probe{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return api.Probe{}, fmt.Errorf("%w: %v", errkind.BadRequest, err)
 	}
 	return api.Probe{Bytes: min(bytes, shardstore.MaxProbe), Error: why}, nil
 }
 
-func (s *shardService) RankStates(ctx context.Context, jobID string) ([]api.RankState, error) {
+func (s *shardService) RankStates(ctx context.Context, jobID string) ([]job.RankState, error) {
 	if !job.ValidID(jobID) { // the path below is built from it
-		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, jobID)
+		return nil, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", errkind.BadRequest, jobID)
 	}
 	return engine.ReadRankStates(userdir.Tree{Base: filepath.Join(s.dataDir, JobsDir)}, RanksDir(s.dataDir, jobID))
 }

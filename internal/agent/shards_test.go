@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/job"
@@ -40,7 +42,7 @@ func encodeShard(t *testing.T, h shard.Header, data []byte) []byte {
 }
 
 // writeRankShard writes a shard into a's checkpoint store as a rank there would.
-func writeRankShard(t *testing.T, a *Agent, ref api.ShardRef, b []byte) string {
+func writeRankShard(t *testing.T, a *Agent, ref shard.Ref, b []byte) string {
 	t.Helper()
 	path := jobdir.Dir{Root: filepath.Join(a.DataDir(), CkptDir), Job: ref.Job}.ShardPath(ref.Epoch, ref.Rank)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -61,10 +63,10 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 
 	// Rank 0 and 1 of epoch 3 were written on a; rank 1's copy got damaged.
 	good := testShard(t, "heat", 3, 0, 2, 1<<20)
-	writeRankShard(t, a, api.ShardRef{Job: "heat", Epoch: 3, Rank: 0}, good)
+	writeRankShard(t, a, shard.Ref{Job: "heat", Epoch: 3, Rank: 0}, good)
 	bad := testShard(t, "heat", 3, 1, 2, 1000)
 	bad[600] ^= 1
-	writeRankShard(t, a, api.ShardRef{Job: "heat", Epoch: 3, Rank: 1}, bad)
+	writeRankShard(t, a, shard.Ref{Job: "heat", Epoch: 3, Rank: 1}, bad)
 
 	idx, err := ca.Shards(ctx, "heat")
 	if err != nil {
@@ -76,7 +78,7 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 	}
 
 	// b copies rank 0 from a: verified, durable, identical.
-	ref0 := api.ShardRef{Job: "heat", Epoch: 3, Rank: 0}
+	ref0 := shard.Ref{Job: "heat", Epoch: 3, Rank: 0}
 	f, err := cb.FetchShard(ctx, ref0, a.APIAddr())
 	if err != nil || !f.Copied || !reflect.DeepEqual(f.Shard, idx.Shards[0]) {
 		t.Fatalf("FetchShard to b = %+v, %v; want a copy described as %+v", f, err, idx.Shards[0])
@@ -98,31 +100,31 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 	}
 
 	// a refuses to serve its corrupt rank 1, and b's fetch says so.
-	ref1 := api.ShardRef{Job: "heat", Epoch: 3, Rank: 1}
-	if _, _, err := ca.GetShard(ctx, ref1); !errors.Is(err, api.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
+	ref1 := shard.Ref{Job: "heat", Epoch: 3, Rank: 1}
+	if _, _, err := ca.GetShard(ctx, ref1); !errors.Is(err, errkind.Corrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
 		t.Errorf("GET of a's corrupt shard: %v, want ErrCorrupt naming the checksum mismatch", err)
 	}
 	_, err = cb.FetchShard(ctx, ref1, a.APIAddr())
-	if !errors.Is(err, api.ErrCorrupt) || !strings.Contains(err.Error(), "heat/3/1") ||
+	if !errors.Is(err, errkind.Corrupt) || !strings.Contains(err.Error(), "heat/3/1") ||
 		!strings.Contains(err.Error(), a.APIAddr()) || !strings.Contains(err.Error(), "checksum mismatch") {
 		t.Errorf("fetch of a corrupt shard: %v, want ErrCorrupt naming the shard, %s and the checksum mismatch", err, a.APIAddr())
 	}
-	if _, _, err := cb.GetShard(ctx, ref1); !errors.Is(err, api.ErrNotFound) {
+	if _, _, err := cb.GetShard(ctx, ref1); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("b after the refused fetch: %v, want no copy (ErrNotFound)", err)
 	}
 	// Not on a at all; a node that is not there.
-	if _, err := cb.FetchShard(ctx, api.ShardRef{Job: "heat", Epoch: 4, Rank: 0}, a.APIAddr()); !errors.Is(err, api.ErrNotFound) {
+	if _, err := cb.FetchShard(ctx, shard.Ref{Job: "heat", Epoch: 4, Rank: 0}, a.APIAddr()); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("fetch of a shard a lacks: %v, want ErrNotFound", err)
 	}
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	gone := l.Addr().String()
 	l.Close()
-	if _, err := cb.FetchShard(ctx, api.ShardRef{Job: "heat", Epoch: 4, Rank: 0}, gone); !errors.Is(err, api.ErrBadGateway) || !strings.Contains(err.Error(), gone) {
+	if _, err := cb.FetchShard(ctx, shard.Ref{Job: "heat", Epoch: 4, Rank: 0}, gone); !errors.Is(err, errkind.BadGateway) || !strings.Contains(err.Error(), gone) {
 		t.Errorf("fetch from a dead address: %v, want ErrBadGateway naming %s", err, gone)
 	}
 
 	// A corrupt upload is rejected and b keeps its good copy.
-	if err := cb.PutShard(ctx, ref0, bytes.NewReader(bad)); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "wrong shard") && !strings.Contains(err.Error(), "checksum") {
+	if err := cb.PutShard(ctx, ref0, bytes.NewReader(bad)); !errors.Is(err, errkind.BadRequest) || !strings.Contains(err.Error(), "wrong shard") && !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("PUT of a bad shard: %v, want ErrBadRequest naming the check", err)
 	}
 	if info, err := b.Shards().Stat(ref0); err != nil || !reflect.DeepEqual(info, idx.Shards[0]) {
@@ -143,7 +145,7 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a.DataDir(), CkptDir, "heat", "request-checkpoint")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("request file after a new grant: %v, want it gone", err)
 	}
-	writeRankShard(t, b, api.ShardRef{Job: "heat", Epoch: 5, Rank: 0}, testShard(t, "heat", 5, 0, 2, 100))
+	writeRankShard(t, b, shard.Ref{Job: "heat", Epoch: 5, Rank: 0}, testShard(t, "heat", 5, 0, 2, 100))
 	if removed, err := cb.RemoveShardsBefore(ctx, "heat", 5); err != nil || len(removed) != 1 || removed[0] != 3 {
 		t.Errorf("RemoveShardsBefore(5) on b = %v, %v; want [3]", removed, err)
 	}
@@ -157,18 +159,18 @@ func TestShardReplicationBetweenAgents(t *testing.T) {
 
 func TestShardRoutesNeedTheSecret(t *testing.T) {
 	a := startCluster(t, 1)[0]
-	writeRankShard(t, a, api.ShardRef{Job: "heat", Epoch: 1, Rank: 0}, testShard(t, "heat", 1, 0, 1, 100))
+	writeRankShard(t, a, shard.Ref{Job: "heat", Epoch: 1, Rank: 0}, testShard(t, "heat", 1, 0, 1, 100))
 	ctx := context.Background()
 	wrong := api.NewClient(a.LocalAPIAddr(), []byte("not the cluster secret at all!!"))
 	checks := map[string]error{}
 	_, checks["index"] = wrong.Shards(ctx, "heat")
-	_, _, checks["get"] = wrong.GetShard(ctx, api.ShardRef{Job: "heat", Epoch: 1, Rank: 0})
-	_, checks["fetch"] = wrong.FetchShard(ctx, api.ShardRef{Job: "heat", Epoch: 1, Rank: 0}, "127.0.0.1:1")
+	_, _, checks["get"] = wrong.GetShard(ctx, shard.Ref{Job: "heat", Epoch: 1, Rank: 0})
+	_, checks["fetch"] = wrong.FetchShard(ctx, shard.Ref{Job: "heat", Epoch: 1, Rank: 0}, "127.0.0.1:1")
 	_, checks["remove"] = wrong.RemoveJobShards(ctx, "heat")
 	checks["request"] = wrong.RequestCheckpoint(ctx, "heat")
 	_, checks["ranks"] = wrong.RankStates(ctx, "heat")
 	for name, err := range checks {
-		if !errors.Is(err, api.ErrUnauthorized) {
+		if !errors.Is(err, errkind.Unauthorized) {
 			t.Errorf("%s with a wrong secret: %v, want ErrUnauthorized", name, err)
 		}
 	}
@@ -216,7 +218,7 @@ func TestRankStatesRoute(t *testing.T) {
 	engine.WriteRankState(dir, engine.RankState{Rank: 1, PID: os.Getpid(), State: engine.StateRunning}) // a wrapper alive
 	engine.WriteRankState(dir, engine.RankState{Rank: 2, PID: 200, State: engine.StateExited, Code: 3, TimeNs: 78})
 	ranks, err := c.RankStates(ctx, "heat")
-	want := []api.RankState{
+	want := []job.RankState{
 		{Rank: 1, PID: os.Getpid(), State: "running"},
 		{Rank: 2, PID: 200, State: "exited", Code: 3, TimeNs: 78},
 		{Rank: 3, PID: 300, State: "signaled", Signal: 9, TimeNs: 77},
@@ -240,7 +242,7 @@ func TestShardIndexLongPoll(t *testing.T) {
 	ctx := context.Background()
 	ca := api.NewClient(a.LocalAPIAddr(), a.Secret())
 	cb := api.NewClient(b.LocalAPIAddr(), b.Secret())
-	ref := api.ShardRef{Job: "heat", Epoch: 3, Rank: 0}
+	ref := shard.Ref{Job: "heat", Epoch: 3, Rank: 0}
 
 	steps := []struct {
 		name   string
@@ -284,13 +286,13 @@ func TestShardCopiedAsChanges(t *testing.T) {
 	b.Shards().LinkRate = nil
 	ctx := context.Background()
 	cb := api.NewClient(b.LocalAPIAddr(), b.Secret())
-	state := make([]byte, 10*api.ShardBlockSize+1234)
+	state := make([]byte, 10*shard.BlockSize+1234)
 	for i := range state {
 		state[i] = byte(i * 31 / 7)
 	}
 	fetch := func(epoch uint64) (api.Fetched, []byte) {
 		t.Helper()
-		ref := api.ShardRef{Job: "heat", Epoch: epoch, Rank: 0}
+		ref := shard.Ref{Job: "heat", Epoch: epoch, Rank: 0}
 		want := encodeShard(t, shard.Header{Job: "heat", Epoch: epoch, Rank: 0, NRanks: 1, CreatedNs: epoch}, state)
 		writeRankShard(t, a, ref, want)
 		f, err := cb.FetchShard(ctx, ref, a.APIAddr())
@@ -314,9 +316,9 @@ func TestShardCopiedAsChanges(t *testing.T) {
 	}
 	// Epoch 2 changes the state in block 4 only; the header's block and the
 	// last (the trailer's checksum) change with every epoch.
-	state[4*api.ShardBlockSize+100]++
+	state[4*shard.BlockSize+100]++
 	f, want := fetch(2)
-	if most := int64(2+3*api.ShardBlockSize) + 1234; f.Changed == 0 || f.Changed > most || f.Changed < 2*api.ShardBlockSize || f.Wire != f.Changed {
+	if most := int64(2+3*shard.BlockSize) + 1234; f.Changed == 0 || f.Changed > most || f.Changed < 2*shard.BlockSize || f.Wire != f.Changed {
 		t.Errorf("copy of epoch 2 = %+v, want its changes: 3 blocks of %d bytes, %d bytes at most, sent raw", f, len(want), most)
 	}
 
@@ -330,14 +332,14 @@ func TestShardCopiedAsChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	damaged, _ := os.ReadFile(path)
-	damaged[6*api.ShardBlockSize+5] ^= 1
+	damaged[6*shard.BlockSize+5] ^= 1
 	if err := os.WriteFile(path, damaged, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	state[8*api.ShardBlockSize]++
+	state[8*shard.BlockSize]++
 	if f, want := fetch(3); f.Changed > 0 || f.Wire != int64(len(want)) {
 		t.Errorf("copy of epoch 3 over a damaged epoch 2 = %+v, want the whole %d bytes", f, len(want))
 	}
@@ -348,8 +350,8 @@ func TestShardCopiedAsChanges(t *testing.T) {
 	}
 	// Over a slow link the changes are sent compressed (the state compresses).
 	b.Shards().LinkRate = func(string) float64 { return 1e6 }
-	state[2*api.ShardBlockSize]++
-	if f, _ := fetch(5); f.Changed == 0 || f.Wire >= f.Changed || f.Changed > 4*api.ShardBlockSize {
+	state[2*shard.BlockSize]++
+	if f, _ := fetch(5); f.Changed == 0 || f.Wire >= f.Changed || f.Changed > 4*shard.BlockSize {
 		t.Errorf("copy of epoch 5 over a slow link = %+v, want its changes, compressed", f)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/jobstore"
 	"shoal/internal/membership"
@@ -50,11 +53,11 @@ func (a *Agent) roles() map[string]string {
 	for _, s := range servers {
 		switch {
 		case s.Name == leader:
-			out[s.Name] = api.RoleLeader
+			out[s.Name] = node.RoleLeader
 		case s.Voter:
-			out[s.Name] = api.RoleVoter
+			out[s.Name] = node.RoleVoter
 		default:
-			out[s.Name] = api.RoleFollower
+			out[s.Name] = node.RoleFollower
 		}
 	}
 	return out
@@ -141,14 +144,14 @@ func (a *Agent) handOver(ctx context.Context) {
 
 // RecoverQuorum makes this node the only voter of the job store, for a cluster
 // that lost a majority of its voters for good (jobstore.Store.Recover says what
-// that costs). It refuses, with api.ErrConflict, while the cluster has a quorum
-// as this node sees it (api.Voters.Lost), so that it cannot be run by mistake on
+// that costs). It refuses, with errkind.Conflict, while the cluster has a quorum
+// as this node sees it (node.Voters.Lost), so that it cannot be run by mistake on
 // a healthy cluster, and returns once this node leads the new configuration.
 func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) {
 	a.recoverMu.Lock()
 	defer a.recoverMu.Unlock()
 	if a.store == nil {
-		return api.RecoverResponse{}, fmt.Errorf("%w: this agent keeps no job store", api.ErrNotAvailable)
+		return api.RecoverResponse{}, fmt.Errorf("%w: this agent keeps no job store", errkind.NotAvailable)
 	}
 	// The view GET /v1/nodes gives, which `shoal run` and `shoal jobs` judged
 	// the quorum by: a voter whose agent refuses connections is lost already,
@@ -157,31 +160,31 @@ func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) 
 	if err != nil {
 		return api.RecoverResponse{}, err
 	}
-	v := api.QuorumOf(nodes)
+	v := node.QuorumOf(nodes)
 	switch {
 	case len(v.Nodes) == 0:
-		return api.RecoverResponse{}, fmt.Errorf("%w: node %s knows no voter of the job store: nothing to recover", api.ErrConflict, a.cfg.Name)
+		return api.RecoverResponse{}, fmt.Errorf("%w: node %s knows no voter of the job store: nothing to recover", errkind.Conflict, a.cfg.Name)
 	case !v.Lost():
 		lead := "no leader yet: an election is under way"
 		if v.Leader != "" {
 			lead = v.Leader + " leads"
 		}
-		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum (%s; %s): nothing to recover", api.ErrConflict, v, lead)
+		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum (%s; %s): nothing to recover", errkind.Conflict, v, lead)
 	}
 	// This node's copy may be behind: a recovery done elsewhere reaches the
 	// other live nodes only as the new leader adds them.
 	if lead, asked, _ := a.peerLeader(ctx); lead != "" {
-		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum: %s leads, as %s knows (this node's copy of the job store is behind): nothing to recover", api.ErrConflict, lead, asked)
+		return api.RecoverResponse{}, fmt.Errorf("%w: the cluster has a quorum: %s leads, as %s knows (this node's copy of the job store is behind): nothing to recover", errkind.Conflict, lead, asked)
 	}
 	a.awaitLeaderGone(ctx, v)
 	a.log.Warn("recovering the job store: this node becomes its only voter", "lost", v.Down())
 	if err := a.store.Recover(); errors.Is(err, jobstore.ErrHasLeader) {
-		return api.RecoverResponse{}, fmt.Errorf("%w: %v", api.ErrConflict, err)
+		return api.RecoverResponse{}, fmt.Errorf("%w: %v", errkind.Conflict, err)
 	} else if err != nil {
-		return api.RecoverResponse{}, fmt.Errorf("%w: %v", api.ErrInternal, err)
+		return api.RecoverResponse{}, fmt.Errorf("%w: %v", errkind.Internal, err)
 	}
 	if a.store.AwaitLeader(ctx, 30*time.Second) != a.cfg.Name {
-		return api.RecoverResponse{}, fmt.Errorf("%w: the job store was recovered but %s does not lead it yet (see the agent's log)", api.ErrInternal, a.cfg.Name)
+		return api.RecoverResponse{}, fmt.Errorf("%w: the job store was recovered but %s does not lead it yet (see the agent's log)", errkind.Internal, a.cfg.Name)
 	}
 	a.log.Info("job store recovered: this node leads it alone; live nodes join it as followers", "lost", v.Down())
 	return api.RecoverResponse{Name: a.cfg.Name, Lost: v.Down()}, nil
@@ -196,7 +199,7 @@ const leaderGoneWait = 10 * time.Second
 // connections or membership holds it dead): Raft lets go of a leader it no
 // longer hears from only after a heartbeat timeout, and a recovery asked in
 // that moment would be refused as if the cluster had a quorum.
-func (a *Agent) awaitLeaderGone(ctx context.Context, v api.Voters) {
+func (a *Agent) awaitLeaderGone(ctx context.Context, v node.Voters) {
 	lost := func(name string) bool {
 		for _, n := range v.Nodes {
 			if n.Name == name {
@@ -237,8 +240,8 @@ func (a *Agent) forgetStaleStore(ctx context.Context) {
 		return
 	}
 	lead, asked, nodes := a.peerLeader(ctx)
-	if lead == "" || slices.ContainsFunc(nodes, func(n api.Node) bool {
-		return n.Name == a.cfg.Name && (n.Role == api.RoleVoter || n.Role == api.RoleLeader)
+	if lead == "" || slices.ContainsFunc(nodes, func(n node.Node) bool {
+		return n.Name == a.cfg.Name && (n.Role == node.RoleVoter || n.Role == node.RoleLeader)
 	}) {
 		return // no leader known, or this node votes in its configuration: the copy is current
 	}
@@ -256,7 +259,7 @@ func (a *Agent) forgetStaleStore(ctx context.Context) {
 // job store, and returns the first leader named that is another node and
 // alive or suspect in the answering node's list, the node that named it, and
 // that node's list; "" when none names one.
-func (a *Agent) peerLeader(ctx context.Context) (lead, asked string, nodes []api.Node) {
+func (a *Agent) peerLeader(ctx context.Context) (lead, asked string, nodes []node.Node) {
 	for _, m := range a.members.Nodes() {
 		if m.Name == a.cfg.Name || !m.State.Member() || m.Meta.API == "" {
 			continue
@@ -265,7 +268,7 @@ func (a *Agent) peerLeader(ctx context.Context) (lead, asked string, nodes []api
 		if err != nil {
 			continue
 		}
-		v := api.QuorumOf(nodes)
+		v := node.QuorumOf(nodes)
 		if v.Leader == "" || v.Leader == a.cfg.Name {
 			continue
 		}

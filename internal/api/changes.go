@@ -7,12 +7,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-)
 
-// ShardBlockSize is the length of the blocks a shard's changes are counted in
-// (POST /v1/shards/{job}/{epoch}/{rank}/changes); a shard's last block may be
-// shorter.
-const ShardBlockSize = 256 << 10
+	"shoal/internal/shard"
+)
 
 // MaxChangesBlocks bounds the blocks a changes request may name: the blocks
 // of a 256 GiB shard.
@@ -65,8 +62,8 @@ func (b *BlockSums) UnmarshalJSON(data []byte) error {
 
 // Validate checks the request's block size and length.
 func (c ChangesRequest) Validate() error {
-	if c.BlockSize != ShardBlockSize {
-		return fmt.Errorf("%w: block_size %d: this node counts changes in blocks of %d bytes", ErrBadRequest, c.BlockSize, ShardBlockSize)
+	if c.BlockSize != shard.BlockSize {
+		return fmt.Errorf("%w: block_size %d: this node counts changes in blocks of %d bytes", ErrBadRequest, c.BlockSize, shard.BlockSize)
 	}
 	if len(c.Sums) > MaxChangesBlocks {
 		return fmt.Errorf("%w: %d sums: at most %d", ErrBadRequest, len(c.Sums), MaxChangesBlocks)
@@ -83,7 +80,7 @@ type ShardChangesSender interface {
 	// blocks have the sums base: r yields n bytes, the bitmap of the blocks
 	// sent, their sums, and those blocks; size is the shard's; compress as for
 	// [ShardSender.OpenShardToSend] (link 0: unknown, never compressed).
-	OpenShardChanges(ctx context.Context, ref ShardRef, link float64, base []uint64) (r io.ReadCloser, size, n int64, compress bool, err error)
+	OpenShardChanges(ctx context.Context, ref shard.Ref, link float64, base []uint64) (r io.ReadCloser, size, n int64, compress bool, err error)
 }
 
 // shardChanges sends a shard's changes since the receiver's earlier shard,
@@ -126,8 +123,8 @@ func (s *Server) shardChanges(w http.ResponseWriter, r *http.Request) error {
 // their sums and those blocks, decoded, and its Wire method how many bytes of
 // them have crossed the network; size is the shard's. The caller closes it
 // and checks what it stores.
-func (c *Client) GetShardChanges(ctx context.Context, ref ShardRef, link float64, base []uint64) (io.ReadCloser, int64, error) {
-	b, err := json.Marshal(ChangesRequest{BlockSize: ShardBlockSize, Sums: base})
+func (c *Client) GetShardChanges(ctx context.Context, ref shard.Ref, link float64, base []uint64) (io.ReadCloser, int64, error) {
+	b, err := json.Marshal(ChangesRequest{BlockSize: shard.BlockSize, Sums: base})
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: encoding request: %v", ErrBadRequest, err)
 	}

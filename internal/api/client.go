@@ -19,6 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/job"
 	"shoal/internal/pki"
 )
@@ -325,8 +328,8 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 }
 
 // Nodes calls GET /v1/nodes.
-func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
-	var l NodeList
+func (c *Client) Nodes(ctx context.Context) ([]node.Node, error) {
+	var l node.List
 	err := c.call(ctx, "GET", "/v1/nodes", nil, &l)
 	return l.Nodes, err
 }
@@ -525,20 +528,20 @@ func (c *Client) PutFile(ctx context.Context, sum string, r io.Reader, size int6
 	return nil
 }
 
-func shardPath(ref ShardRef) string {
+func shardPath(ref shard.Ref) string {
 	return fmt.Sprintf("/v1/shards/%s/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Rank)
 }
 
 // GetShard calls GET /v1/shards/{job}/{epoch}/{rank}; the caller closes the
 // reader and verifies the shard. The shard comes raw; [Client.GetShardOver]
 // lets the agent compress it.
-func (c *Client) GetShard(ctx context.Context, ref ShardRef) (io.ReadCloser, int64, error) {
+func (c *Client) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
 	return c.getStream(ctx, shardPath(ref))
 }
 
 // PutShard calls PUT /v1/shards/{job}/{epoch}/{rank} with the content of r,
 // which it reads twice: once to hash it, once to send it.
-func (c *Client) PutShard(ctx context.Context, ref ShardRef, r io.ReadSeeker) error {
+func (c *Client) PutShard(ctx context.Context, ref shard.Ref, r io.ReadSeeker) error {
 	resp, err := c.putStream(ctx, shardPath(ref), r, "shard "+ref.String())
 	if err != nil {
 		return err
@@ -574,7 +577,7 @@ func (c *Client) putOctets(ctx context.Context, path string, r io.Reader, sum st
 
 // Shards calls GET /v1/shards/{job}: the job's verified shards on the agent's
 // node, and the files there that fail verification.
-func (c *Client) Shards(ctx context.Context, job string) (ShardIndex, error) {
+func (c *Client) Shards(ctx context.Context, job string) (shard.Index, error) {
 	return c.WaitShards(ctx, job, "", 0)
 }
 
@@ -583,12 +586,12 @@ func (c *Client) Shards(ctx context.Context, job string) (ShardIndex, error) {
 // it is when wait (at most [MaxShardWait]) has passed. With known empty or
 // wait 0 it answers at once, as Shards does. ctx should allow wait and the
 // time of an answer.
-func (c *Client) WaitShards(ctx context.Context, job, known string, wait time.Duration) (ShardIndex, error) {
+func (c *Client) WaitShards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
 	path := "/v1/shards/" + url.PathEscape(job)
 	if known != "" && wait > 0 {
 		path += "?" + url.Values{"wait": {wait.String()}, "known": {known}}.Encode()
 	}
-	var idx ShardIndex
+	var idx shard.Index
 	err := c.call(ctx, "GET", path, nil, &idx)
 	return idx, err
 }
@@ -597,7 +600,7 @@ func (c *Client) WaitShards(ctx context.Context, job, known string, wait time.Du
 // the shard from the agent whose API address is from, verifies it and stores
 // it, and answers once it is durable (at once if it already held a verified
 // copy). ctx bounds the whole transfer.
-func (c *Client) FetchShard(ctx context.Context, ref ShardRef, from string) (Fetched, error) {
+func (c *Client) FetchShard(ctx context.Context, ref shard.Ref, from string) (Fetched, error) {
 	var f Fetched
 	err := c.call(ctx, "POST", shardPath(ref)+"/fetch", FetchRequest{From: from}, &f)
 	return f, err
@@ -605,19 +608,19 @@ func (c *Client) FetchShard(ctx context.Context, ref ShardRef, from string) (Fet
 
 // GetParity calls GET /v1/shards/{job}/{epoch}/parity/{group}/{row}; the
 // caller closes the reader.
-func (c *Client) GetParity(ctx context.Context, ref ParityRef) (io.ReadCloser, int64, error) {
+func (c *Client) GetParity(ctx context.Context, ref shard.ParityRef) (io.ReadCloser, int64, error) {
 	return c.getStream(ctx, parityPath(ref))
 }
 
-func parityPath(ref ParityRef) string {
+func parityPath(ref shard.ParityRef) string {
 	return fmt.Sprintf("/v1/shards/%s/%d/parity/%d/%d", url.PathEscape(ref.Job), ref.Epoch, ref.Group, ref.Row)
 }
 
 // PutParity calls PUT /v1/shards/{job}/{epoch}/parity/{group}/{row} with the
 // parity file r holds (read twice: for its SHA-256, then sent); the agent
 // answers once it has verified and stored it.
-func (c *Client) PutParity(ctx context.Context, ref ParityRef, r io.ReadSeeker) (ParityInfo, error) {
-	var out ParityInfo
+func (c *Client) PutParity(ctx context.Context, ref shard.ParityRef, r io.ReadSeeker) (shard.ParityInfo, error) {
+	var out shard.ParityInfo
 	resp, err := c.putStream(ctx, parityPath(ref), r, "parity "+ref.String())
 	if err != nil {
 		return out, err
@@ -641,7 +644,7 @@ func (c *Client) EncodeParity(ctx context.Context, job string, epoch uint64, req
 
 // RebuildShard calls POST /v1/shards/{job}/{epoch}/{rank}/rebuild: the agent
 // rebuilds the shard from its group's other pieces and stores it.
-func (c *Client) RebuildShard(ctx context.Context, ref ShardRef, req RebuildRequest) (Fetched, error) {
+func (c *Client) RebuildShard(ctx context.Context, ref shard.Ref, req RebuildRequest) (Fetched, error) {
 	var f Fetched
 	err := c.call(ctx, "POST", shardPath(ref)+"/rebuild", req, &f)
 	return f, err
@@ -679,7 +682,7 @@ func (c *Client) Probe(ctx context.Context, job string, bytes int64) (Probe, err
 
 // RankStates calls GET /v1/grants/{job}/ranks: the states recorded by the job's
 // ranks on the agent's node, by rank.
-func (c *Client) RankStates(ctx context.Context, job string) ([]RankState, error) {
+func (c *Client) RankStates(ctx context.Context, job string) ([]job.RankState, error) {
 	var out RankStates
 	err := c.call(ctx, "GET", "/v1/grants/"+url.PathEscape(job)+"/ranks", nil, &out)
 	return out.Ranks, err

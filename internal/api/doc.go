@@ -3,6 +3,12 @@
 // authentication both share ([Sign], [Verifier]). docs/api.md is its
 // specification.
 //
+// It is the edge, as net/http is: it owns the request and response bodies,
+// and carries the nouns of the packages named after them without owning them
+// ([node.Node], [shard.Index], [links.Link], traffic.Report, [job.Job]).
+// Services fail with the kinds of [errkind], which the server answers with
+// the statuses of one table (statusErrors) and the client maps back.
+//
 // Every request except GET /v1/health carries an HMAC-SHA256 signature made with
 // a key derived from the cluster secret ([DeriveAuthKey]), over the method, the
 // path and query, a timestamp, a nonce and the SHA-256 of the body; the secret
@@ -18,31 +24,31 @@ package api
 
 import (
 	"errors"
-	"shoal/internal/job"
 	"slices"
+
+	"shoal/internal/errkind"
+	"shoal/internal/job"
 )
 
-// Errors. Services return errors wrapping these to choose the HTTP status;
-// [Client] methods return an [*Error] that unwraps to the one matching the
-// status they received. Test with errors.Is.
+// Errors. Services return errors wrapping these, or the kinds of
+// internal/errkind they stand for, to choose the HTTP status; [Client] methods
+// return an [*Error] that unwraps to the one matching the status they
+// received. Test with errors.Is.
 var (
-	ErrBadRequest       = errors.New("api: bad request")        // 400
-	ErrUnauthorized     = errors.New("api: unauthorized")       // 401
-	ErrForbidden        = errors.New("api: forbidden")          // 403: a local user asking for what only root may do
-	ErrNotFound         = errors.New("api: not found")          // 404
+	ErrBadRequest       = errkind.BadRequest                    // 400
+	ErrUnauthorized     = errkind.Unauthorized                  // 401
+	ErrForbidden        = errkind.Forbidden                     // 403: a local user asking for what only root may do
+	ErrNotFound         = errkind.NotFound                      // 404
 	ErrMethodNotAllowed = errors.New("api: method not allowed") // 405
-	ErrConflict         = errors.New("api: conflict")           // 409
+	ErrConflict         = errkind.Conflict                      // 409
 	ErrMisdirected      = errors.New("api: misdirected")        // 421: signed for another agent, or an earlier run of this one
-	ErrTooLarge         = errors.New("api: request too large")  // 413
-	ErrCorrupt          = errors.New("api: corrupt")            // 422: a stored shard fails verification
-	ErrInternal         = errors.New("api: internal error")     // 500
-	ErrBadGateway       = errors.New("api: bad gateway")        // 502: another node this one called failed
-	ErrNotAvailable     = errors.New("api: not available")      // 503: service not plugged in yet
-	// ErrOverQuota: a local user's upload would take their files in the
-	// node's cache over their quota (507, as WebDAV's quotas answer, RFC 4331).
-	ErrOverQuota = errors.New("api: over quota")
-	// ErrUnreachable: the client could not get an answer from the agent at all.
-	ErrUnreachable = errors.New("api: agent unreachable")
+	ErrTooLarge         = errkind.TooLarge                      // 413
+	ErrCorrupt          = errkind.Corrupt                       // 422: a stored shard fails verification
+	ErrInternal         = errkind.Internal                      // 500
+	ErrBadGateway       = errkind.BadGateway                    // 502: another node this one called failed
+	ErrNotAvailable     = errkind.NotAvailable                  // 503: service not plugged in yet
+	ErrOverQuota        = errkind.OverQuota                     // 507
+	ErrUnreachable      = errkind.Unreachable                   // the client could not get an answer from the agent at all
 )
 
 // statusErrors maps statuses to sentinels and wire codes, both ways: the one

@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"shoal/internal/job"
 	"strings"
 	"testing"
+
+	"shoal/internal/job"
 )
 
 // requestKinds are the bodies the API decodes, each with its check when it has one.

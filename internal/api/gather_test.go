@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/shard"
+
 	"shoal/internal/pki"
 )
 
@@ -149,11 +151,11 @@ func TestShardSentInGatheredWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := ShardRef{Job: "j1", Epoch: 3, Rank: 0}
-	shard := make([]byte, 4<<20)
-	rand.Read(shard)
+	ref := shard.Ref{Job: "j1", Epoch: 3, Rank: 0}
+	data := make([]byte, 4<<20)
+	rand.Read(data)
 	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret, Version: "test", TLS: id.ServerConfig()})
-	s.SetShardService(&fakeData{shards: map[ShardRef][]byte{ref: shard}, changed: make(chan struct{})})
+	s.SetShardService(&fakeData{shards: map[shard.Ref][]byte{ref: data}, changed: make(chan struct{})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +179,8 @@ func TestShardSentInGatheredWrites(t *testing.T) {
 	}
 	got, err := io.ReadAll(rc)
 	rc.Close()
-	if err != nil || size != int64(len(shard)) || !bytes.Equal(got, shard) {
-		t.Fatalf("got %d bytes (size %d), %v; want the shard's %d", len(got), size, err, len(shard))
+	if err != nil || size != int64(len(data)) || !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes (size %d), %v; want the shard's %d", len(got), size, err, len(data))
 	}
 	// 4 MiB gathered is 16 writes of 256 KiB, and one for each 1 MiB piece's
 	// rest: 20 or so.

@@ -8,10 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"shoal/internal/job"
 	"strconv"
 	"strings"
 	"time"
+
+	jobpkg "shoal/internal/job"
+
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
+	"shoal/internal/job"
 )
 
 // LaunchProtocol is the Upgrade token of POST /v1/launch.
@@ -34,9 +40,9 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if nodes == nil {
-		nodes = []Node{}
+		nodes = []node.Node{}
 	}
-	writeJSON(w, http.StatusOK, NodeList{Nodes: nodes})
+	writeJSON(w, http.StatusOK, node.List{Nodes: nodes})
 	return nil
 }
 
@@ -421,31 +427,31 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func shardRef(r *http.Request) (ShardRef, error) {
+func shardRef(r *http.Request) (shard.Ref, error) {
 	id, e, rk := r.PathValue("job"), r.PathValue("epoch"), r.PathValue("rank")
 	if !job.ValidID(id) {
-		return ShardRef{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, id)
+		return shard.Ref{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", ErrBadRequest, id)
 	}
 	epoch, err := strconv.ParseUint(e, 10, 64)
 	if err != nil || epoch == 0 {
-		return ShardRef{}, fmt.Errorf("%w: epoch %q: want an integer ≥ 1", ErrBadRequest, e)
+		return shard.Ref{}, fmt.Errorf("%w: epoch %q: want an integer ≥ 1", ErrBadRequest, e)
 	}
 	rank, err := strconv.Atoi(rk)
 	if err != nil || rank < 0 || rank >= job.MaxRanks {
-		return ShardRef{}, fmt.Errorf("%w: rank %q: want an integer from 0", ErrBadRequest, rk)
+		return shard.Ref{}, fmt.Errorf("%w: rank %q: want an integer from 0", ErrBadRequest, rk)
 	}
-	return ShardRef{Job: id, Epoch: epoch, Rank: rank}, nil
+	return shard.Ref{Job: id, Epoch: epoch, Rank: rank}, nil
 }
 
 // shardAndLink reads the shard a request names and its ?link=, the only
 // parameter it may have (0 when not given).
-func shardAndLink(r *http.Request) (ShardRef, float64, error) {
+func shardAndLink(r *http.Request) (shard.Ref, float64, error) {
 	ref, err := shardRef(r)
 	if err != nil {
-		return ShardRef{}, 0, err
+		return shard.Ref{}, 0, err
 	}
 	if err := noQuery(r, "link"); err != nil {
-		return ShardRef{}, 0, err
+		return shard.Ref{}, 0, err
 	}
 	link, err := shardLink(r)
 	return ref, link, err
@@ -546,10 +552,10 @@ func (s *Server) listShards(w http.ResponseWriter, r *http.Request) error {
 	}
 	idx.Job = job
 	if idx.Shards == nil {
-		idx.Shards = []ShardInfo{}
+		idx.Shards = []shard.Info{}
 	}
 	if idx.Bad == nil {
-		idx.Bad = []BadShard{}
+		idx.Bad = []shard.Bad{}
 	}
 	writeJSON(w, http.StatusOK, idx)
 	return nil
@@ -646,18 +652,18 @@ func (s *Server) encodeParity(w http.ResponseWriter, r *http.Request) error {
 }
 
 // parityRef returns the parity row a request's path names, checked.
-func parityRef(r *http.Request) (ParityRef, error) {
+func parityRef(r *http.Request) (shard.ParityRef, error) {
 	id, epoch, err := pathEpoch(r)
 	if err != nil {
-		return ParityRef{}, err
+		return shard.ParityRef{}, err
 	}
 	g, rw := r.PathValue("group"), r.PathValue("row")
 	group, gerr := strconv.Atoi(g)
 	row, rerr := strconv.Atoi(rw)
 	if gerr != nil || group < 0 || rerr != nil || row < 0 || row >= job.MaxParity {
-		return ParityRef{}, fmt.Errorf("%w: parity %s/%s: want a group ≥ 0 and a row from 0 to %d", ErrBadRequest, g, rw, job.MaxParity-1)
+		return shard.ParityRef{}, fmt.Errorf("%w: parity %s/%s: want a group ≥ 0 and a row from 0 to %d", ErrBadRequest, g, rw, job.MaxParity-1)
 	}
-	return ParityRef{Job: id, Epoch: epoch, Group: group, Row: row}, nil
+	return shard.ParityRef{Job: id, Epoch: epoch, Group: group, Row: row}, nil
 }
 
 func (s *Server) putParity(w http.ResponseWriter, r *http.Request) error {
@@ -766,7 +772,7 @@ func (s *Server) rankStates(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if ranks == nil {
-		ranks = []RankState{}
+		ranks = []jobpkg.RankState{}
 	}
 	writeJSON(w, http.StatusOK, RankStates{Job: job, Ranks: ranks})
 	return nil

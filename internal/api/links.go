@@ -7,30 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"shoal/internal/job"
 	"strconv"
 	"time"
+
+	"shoal/internal/links"
 )
-
-// Link is what a node measured of its link to another: the round trip (the
-// kernel's, of the probe's TCP connection; else that of a small request) and
-// the bandwidth of a larger transfer. Estimated links were
-// not measured but inferred through a third node (internal/links).
-type Link struct {
-	From      string       `json:"from"`
-	To        string       `json:"to"`
-	RTT       job.Duration `json:"rtt"`
-	Bandwidth float64      `json:"bandwidth"` // bytes per second, from To to From
-	Measured  time.Time    `json:"measured,omitzero"`
-	Estimated bool         `json:"estimated,omitzero"`
-}
-
-// LinkList is the answer of GET /v1/links.
-type LinkList struct {
-	Links []Link `json:"links"`
-	// Skipped names the nodes whose links could not be read (all=true), and why.
-	Skipped map[string]string `json:"skipped,omitempty"`
-}
 
 // MaxProbeBytes bounds GET /v1/probe.
 const MaxProbeBytes = 64 << 20
@@ -39,7 +20,7 @@ const MaxProbeBytes = 64 << 20
 // measurements, or with all, every live node's and estimates of the pairs none
 // measured. Same contract as [JobService].
 type LinkService interface {
-	Links(ctx context.Context, all bool) (LinkList, error)
+	Links(ctx context.Context, all bool) (links.List, error)
 }
 
 // SetLinkService plugs in the link measurements; nil unplugs them.
@@ -54,8 +35,8 @@ func (s *Server) linkService() LinkService { return *s.links.Load() }
 
 var _ LinkService = Unavailable{}
 
-func (Unavailable) Links(context.Context, bool) (LinkList, error) {
-	return LinkList{}, notAvailable("link measurements")
+func (Unavailable) Links(context.Context, bool) (links.List, error) {
+	return links.List{}, notAvailable("link measurements")
 }
 
 func (s *Server) getLinks(w http.ResponseWriter, r *http.Request) error {
@@ -75,7 +56,7 @@ func (s *Server) getLinks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if l.Links == nil {
-		l.Links = []Link{}
+		l.Links = []links.Link{}
 	}
 	writeJSON(w, http.StatusOK, l)
 	return nil
@@ -108,8 +89,8 @@ func (s *Server) linkProbe(w http.ResponseWriter, r *http.Request) error {
 
 // Links calls GET /v1/links: the node's own measurements, or with all, the
 // whole cluster's.
-func (c *Client) Links(ctx context.Context, all bool) (LinkList, error) {
-	var l LinkList
+func (c *Client) Links(ctx context.Context, all bool) (links.List, error) {
+	var l links.List
 	path := "/v1/links"
 	if all {
 		path += "?all=true"

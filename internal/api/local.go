@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/user"
-	"shoal/internal/job"
 	"strconv"
 	"sync"
 	"time"
+
+	"shoal/internal/node"
+
+	"shoal/internal/job"
 
 	"golang.org/x/sys/unix"
 )
@@ -207,7 +210,7 @@ func (s *Server) ownedJob(r *http.Request, id string) (job.Job, error) {
 // cluster (alive or suspect) among nodes: the only addresses the local agent
 // passes a launch on to, so that a local user cannot make it dial anything
 // else.
-func relayTarget(nodes []Node, to string) error {
+func relayTarget(nodes []node.Node, to string) error {
 	for _, n := range nodes {
 		if n.API == to && (n.State == "alive" || n.State == "suspect") {
 			return nil

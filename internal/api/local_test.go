@@ -12,12 +12,15 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
-	"shoal/internal/job"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"shoal/internal/node"
+
+	"shoal/internal/job"
 )
 
 // ownedJobs is a job service whose job "mine" belongs to uid 1001 and "theirs"
@@ -217,8 +220,8 @@ func TestAnotherUsersJobReadsAsNone(t *testing.T) {
 // for another agent (to) is relayed to it.
 func TestLocalSocket(t *testing.T) {
 	relayed := make(chan LaunchRequest, 1)
-	node := &clusterNode{nodes: []Node{{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true}, {Name: "n2", API: "10.0.0.2:7947", State: "alive"}}}
-	s := NewServer(ServerConfig{Node: node, Secret: testSecret,
+	cn := &clusterNode{nodes: []node.Node{{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true}, {Name: "n2", API: "10.0.0.2:7947", State: "alive"}}}
+	s := NewServer(ServerConfig{Node: cn, Secret: testSecret,
 		Relay: func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error) {
 			req.To = to
 			relayed <- req
@@ -279,23 +282,23 @@ func TestLocalSocket(t *testing.T) {
 type clusterNode struct {
 	fakeNode
 	mu    sync.Mutex
-	nodes []Node
+	nodes []node.Node
 }
 
-func (c *clusterNode) Nodes(context.Context) ([]Node, error) {
+func (c *clusterNode) Nodes(context.Context) ([]node.Node, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.nodes), nil
 }
 
-func (c *clusterNode) set(nodes ...Node) {
+func (c *clusterNode) set(nodes ...node.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nodes = nodes
 }
 
 func TestRelayTarget(t *testing.T) {
-	nodes := []Node{
+	nodes := []node.Node{
 		{Name: "n1", API: "10.0.0.1:7947", State: "alive", Local: true},
 		{Name: "n2", API: "10.0.0.2:7947", State: "suspect"},
 		{Name: "n3", API: "10.0.0.3:7947", State: "dead"},
@@ -346,8 +349,8 @@ func TestRelayOnlyToMembers(t *testing.T) {
 		}
 	}()
 	addr := target.Addr().String()
-	node := &clusterNode{}
-	s := NewServer(ServerConfig{Node: node, Secret: testSecret,
+	cn := &clusterNode{}
+	s := NewServer(ServerConfig{Node: cn, Secret: testSecret,
 		Relay: func(ctx context.Context, to string, req LaunchRequest) (io.ReadWriteCloser, error) {
 			var d net.Dialer // as the agent's peers client does, without its TLS
 			return d.DialContext(ctx, "tcp", to)
@@ -362,16 +365,16 @@ func TestRelayOnlyToMembers(t *testing.T) {
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	c := NewLocalClient(sock)
 	ctx := context.Background()
-	self := Node{Name: "n1", API: "127.0.0.1:1", State: "alive", Local: true}
+	self := node.Node{Name: "n1", API: "127.0.0.1:1", State: "alive", Local: true}
 	for _, tt := range []struct {
 		name  string
-		nodes []Node
+		nodes []node.Node
 	}{
-		{"an address no node has", []Node{self}},
-		{"a dead node's", []Node{self, {Name: "n2", API: addr, State: "dead"}}},
-		{"a node's that left", []Node{self, {Name: "n2", API: addr, State: "left"}}},
+		{"an address no node has", []node.Node{self}},
+		{"a dead node's", []node.Node{self, {Name: "n2", API: addr, State: "dead"}}},
+		{"a node's that left", []node.Node{self, {Name: "n2", API: addr, State: "left"}}},
 	} {
-		node.set(tt.nodes...)
+		cn.set(tt.nodes...)
 		conn, err := c.Launch(ctx, LaunchRequest{Job: "mine", Argv: []string{"orted"}, To: addr})
 		if err == nil {
 			conn.Close()
@@ -382,7 +385,7 @@ func TestRelayOnlyToMembers(t *testing.T) {
 	}
 	// A live member's address is dialed: the one connection the target sees,
 	// after any the refused launches would have made.
-	node.set(self, Node{Name: "n2", API: addr, State: "alive"})
+	cn.set(self, node.Node{Name: "n2", API: addr, State: "alive"})
 	conn, err := c.Launch(ctx, LaunchRequest{Job: "mine", Argv: []string{"orted"}, To: addr})
 	if err != nil {
 		t.Fatalf("relay to a live member: %v", err)

@@ -7,8 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"shoal/internal/job"
 	"strconv"
+
+	"shoal/internal/job"
 )
 
 // ResultService is this node's store of task farm results (internal/results)

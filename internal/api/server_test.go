@@ -23,6 +23,11 @@ import (
 	"testing"
 	"time"
 
+	jobpkg "shoal/internal/job"
+
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/job"
 	"shoal/test/poll"
 )
@@ -33,8 +38,8 @@ type fakeNode struct {
 }
 
 func (f *fakeNode) Name() string { return "n1" }
-func (f *fakeNode) Nodes(context.Context) ([]Node, error) {
-	return []Node{
+func (f *fakeNode) Nodes(context.Context) ([]node.Node, error) {
+	return []node.Node{
 		{Name: "n1", API: "127.0.0.1:7947", Cores: 4, State: "alive", Local: true, Ranks: 3},
 		{Name: "n2", API: "127.0.0.2:7947", Cores: 2, State: "dead"},
 	}, nil
@@ -89,15 +94,15 @@ type fakeData struct {
 	Unavailable
 	mu     sync.Mutex
 	files  map[string][]byte
-	shards map[ShardRef][]byte
+	shards map[shard.Ref][]byte
 	calls  []string
 	// index is what Shards lists; changed is closed when it changes.
-	index   ShardIndex
+	index   shard.Index
 	changed chan struct{}
 }
 
 // setIndex replaces the shard index and wakes the Shards calls waiting for a change.
-func (f *fakeData) setIndex(idx ShardIndex) {
+func (f *fakeData) setIndex(idx shard.Index) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.index = idx
@@ -110,7 +115,7 @@ func (f *fakeData) record(format string, args ...any) {
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf(format, args...))
 }
-func (f *fakeData) Shards(ctx context.Context, job, known string) (ShardIndex, error) {
+func (f *fakeData) Shards(ctx context.Context, job, known string) (shard.Index, error) {
 	f.record("index %s known=%q", job, known)
 	for {
 		f.mu.Lock()
@@ -128,12 +133,12 @@ func (f *fakeData) Shards(ctx context.Context, job, known string) (ShardIndex, e
 		}
 	}
 }
-func (f *fakeData) FetchShard(_ context.Context, ref ShardRef, from string) (Fetched, error) {
+func (f *fakeData) FetchShard(_ context.Context, ref shard.Ref, from string) (Fetched, error) {
 	f.record("fetch %s from %s", ref, from)
 	if from == "10.9.9.9:7947" {
 		return Fetched{}, fmt.Errorf("%w: fetch shard %s from %s: connection refused", ErrBadGateway, ref, from)
 	}
-	return Fetched{Shard: ShardInfo{Epoch: ref.Epoch, Rank: ref.Rank}, Copied: true}, nil
+	return Fetched{Shard: shard.Info{Epoch: ref.Epoch, Rank: ref.Rank}, Copied: true}, nil
 }
 func (f *fakeData) RemoveShards(_ context.Context, job string, before uint64) ([]uint64, error) {
 	f.record("remove %s before %d", job, before)
@@ -147,9 +152,9 @@ func (f *fakeData) RequestCheckpoint(_ context.Context, job string) error {
 	f.record("request %s", job)
 	return nil
 }
-func (f *fakeData) RankStates(_ context.Context, job string) ([]RankState, error) {
+func (f *fakeData) RankStates(_ context.Context, job string) ([]jobpkg.RankState, error) {
 	f.record("ranks %s", job)
-	return []RankState{{Rank: 0, PID: 10, State: "running"}, {Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}}, nil
+	return []jobpkg.RankState{{Rank: 0, PID: 10, State: "running"}, {Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}}, nil
 }
 
 func (f *fakeData) HasFile(_ context.Context, sum string) (bool, error) {
@@ -177,7 +182,7 @@ func (f *fakeData) PutFile(_ context.Context, sum string, size int64, r io.Reade
 	f.files[sum] = b
 	return nil
 }
-func (f *fakeData) GetShard(_ context.Context, ref ShardRef) (io.ReadCloser, int64, error) {
+func (f *fakeData) GetShard(_ context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.shards[ref]
@@ -186,7 +191,7 @@ func (f *fakeData) GetShard(_ context.Context, ref ShardRef) (io.ReadCloser, int
 	}
 	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
 }
-func (f *fakeData) PutShard(_ context.Context, ref ShardRef, size int64, r io.Reader) error {
+func (f *fakeData) PutShard(_ context.Context, ref shard.Ref, size int64, r io.Reader) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -229,8 +234,8 @@ func newTestServer(t *testing.T, plug bool) (*Server, *httptest.Server, *fakeNod
 	s := NewServer(ServerConfig{Node: node, Secret: testSecret, Version: "test", MaxBody: 4096})
 	if plug {
 		s.SetJobService(fakeJobs{})
-		data := &fakeData{files: map[string][]byte{}, shards: map[ShardRef][]byte{}, changed: make(chan struct{}),
-			index: ShardIndex{Shards: []ShardInfo{{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}}}}
+		data := &fakeData{files: map[string][]byte{}, shards: map[shard.Ref][]byte{}, changed: make(chan struct{}),
+			index: shard.Index{Shards: []shard.Info{{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}}}}
 		s.SetDataService(data)
 		s.SetShardService(data)
 		s.SetGrantService(&fakeGrants{grants: map[string]time.Duration{}})
@@ -538,7 +543,7 @@ func TestClient(t *testing.T) {
 	if _, _, err := c.GetFile(ctx, strings.Repeat("0", 64)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetFile of a missing file: %v, want ErrNotFound", err)
 	}
-	ref := ShardRef{Job: "j1", Epoch: 3, Rank: 5}
+	ref := shard.Ref{Job: "j1", Epoch: 3, Rank: 5}
 	if err := c.PutShard(ctx, ref, bytes.NewReader([]byte("shard"))); err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +556,7 @@ func TestClient(t *testing.T) {
 	if string(b) != "shard" || size != 5 {
 		t.Errorf("GetShard = %q (%d bytes), want shard", b, size)
 	}
-	if _, _, err := c.GetShard(ctx, ShardRef{Job: "j1", Epoch: 1, Rank: 0}); !errors.Is(err, ErrNotFound) {
+	if _, _, err := c.GetShard(ctx, shard.Ref{Job: "j1", Epoch: 1, Rank: 0}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetShard of a missing shard: %v, want ErrNotFound", err)
 	}
 }
@@ -565,11 +570,11 @@ func TestShardRoutes(t *testing.T) {
 	c := NewClient(ts.URL, testSecret)
 
 	idx, err := c.Shards(ctx, "j1")
-	want := ShardInfo{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}
+	want := shard.Info{Epoch: 3, Rank: 5, NRanks: 8, Size: 5, CreatedNs: 7, Checksum: 1<<63 + 1}
 	if err != nil || idx.Job != "j1" || len(idx.Shards) != 1 || !reflect.DeepEqual(idx.Shards[0], want) || idx.Bad == nil {
 		t.Errorf("Shards = %+v, %v", idx, err)
 	}
-	ref := ShardRef{Job: "j1", Epoch: 4, Rank: 2}
+	ref := shard.Ref{Job: "j1", Epoch: 4, Rank: 2}
 	if f, err := c.FetchShard(ctx, ref, "10.0.0.2:7947"); err != nil || !f.Copied || f.Shard.Epoch != 4 || f.Shard.Rank != 2 {
 		t.Errorf("FetchShard = %+v, %v", f, err)
 	}
@@ -591,7 +596,7 @@ func TestShardRoutes(t *testing.T) {
 		t.Errorf("RequestCheckpoint: %v", err)
 	}
 	ranks, err := c.RankStates(ctx, "j1")
-	if err != nil || len(ranks) != 2 || ranks[1] != (RankState{Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}) {
+	if err != nil || len(ranks) != 2 || ranks[1] != (jobpkg.RankState{Rank: 1, PID: 11, State: "signaled", Signal: 9, TimeNs: 5}) {
 		t.Errorf("RankStates = %+v, %v", ranks, err)
 	}
 	wantCalls := []string{`index j1 known=""`, "fetch j1/4/2 from 10.0.0.2:7947", "fetch j1/4/2 from 10.9.9.9:7947",
@@ -634,7 +639,7 @@ func TestShardsLongPoll(t *testing.T) {
 		if tt.change > 0 {
 			time.AfterFunc(tt.change, func() {
 				idx := first
-				idx.Shards = append(idx.Shards, ShardInfo{Epoch: 4, Rank: 5, NRanks: 8, Size: 5, Checksum: 9})
+				idx.Shards = append(idx.Shards, shard.Info{Epoch: 4, Rank: 5, NRanks: 8, Size: 5, Checksum: 9})
 				data.setIndex(idx)
 			})
 		}
@@ -706,32 +711,32 @@ func TestShardsLongPoll(t *testing.T) {
 }
 
 func TestShardIndexTag(t *testing.T) {
-	base := ShardIndex{
-		Shards:   []ShardInfo{{Epoch: 3, Rank: 0, Size: 10, Checksum: 1}, {Epoch: 3, Rank: 1, Size: 10, Checksum: 2}},
-		Bad:      []BadShard{{Epoch: 3, Rank: 2, Error: "truncated", Detail: "/a/r000002.shard: truncated"}},
-		Progress: &Progress{Fraction: 0.421, At: time.Unix(100, 0)},
+	base := shard.Index{
+		Shards:   []shard.Info{{Epoch: 3, Rank: 0, Size: 10, Checksum: 1}, {Epoch: 3, Rank: 1, Size: 10, Checksum: 2}},
+		Bad:      []shard.Bad{{Epoch: 3, Rank: 2, Error: "truncated", Detail: "/a/r000002.shard: truncated"}},
+		Progress: &job.Progress{Fraction: 0.421, At: time.Unix(100, 0)},
 		Silent:   []job.Silent{{Rank: 1, Calls: 40, For: job.Duration(2 * time.Second), Busy: 0.5}},
 	}
 	tests := []struct {
 		name   string
-		change func(*ShardIndex)
+		change func(*shard.Index)
 		same   bool
 	}{
-		{"progress within the percent", func(i *ShardIndex) { i.Progress = &Progress{Fraction: 0.4299, At: time.Unix(200, 0)} }, true},
-		{"bad shard detail", func(i *ShardIndex) { i.Bad[0].Detail = "other words" }, true},
-		{"job name", func(i *ShardIndex) { i.Job = "j2" }, true},
-		{"a silence grown longer", func(i *ShardIndex) { i.Silent[0].For, i.Silent[0].Busy = job.Duration(3*time.Second), 0.4 }, true},
-		{"a rank silent since a later call", func(i *ShardIndex) { i.Silent[0].Calls = 60 }, false},
-		{"another rank silent", func(i *ShardIndex) { i.Silent = append(i.Silent, job.Silent{Rank: 2, Calls: 40}) }, false},
-		{"no rank silent", func(i *ShardIndex) { i.Silent = nil }, false},
-		{"progress to the next percent", func(i *ShardIndex) { i.Progress = &Progress{Fraction: 0.43} }, false},
-		{"progress gone", func(i *ShardIndex) { i.Progress = nil }, false},
-		{"a shard more", func(i *ShardIndex) { i.Shards = append(i.Shards, ShardInfo{Epoch: 4, Checksum: 3}) }, false},
-		{"a shard rewritten", func(i *ShardIndex) { i.Shards[1].Checksum = 7 }, false},
-		{"a bad shard's check", func(i *ShardIndex) { i.Bad[0].Error = "checksum mismatch" }, false},
-		{"the bad shard repaired", func(i *ShardIndex) {
+		{"progress within the percent", func(i *shard.Index) { i.Progress = &job.Progress{Fraction: 0.4299, At: time.Unix(200, 0)} }, true},
+		{"bad shard detail", func(i *shard.Index) { i.Bad[0].Detail = "other words" }, true},
+		{"job name", func(i *shard.Index) { i.Job = "j2" }, true},
+		{"a silence grown longer", func(i *shard.Index) { i.Silent[0].For, i.Silent[0].Busy = job.Duration(3*time.Second), 0.4 }, true},
+		{"a rank silent since a later call", func(i *shard.Index) { i.Silent[0].Calls = 60 }, false},
+		{"another rank silent", func(i *shard.Index) { i.Silent = append(i.Silent, job.Silent{Rank: 2, Calls: 40}) }, false},
+		{"no rank silent", func(i *shard.Index) { i.Silent = nil }, false},
+		{"progress to the next percent", func(i *shard.Index) { i.Progress = &job.Progress{Fraction: 0.43} }, false},
+		{"progress gone", func(i *shard.Index) { i.Progress = nil }, false},
+		{"a shard more", func(i *shard.Index) { i.Shards = append(i.Shards, shard.Info{Epoch: 4, Checksum: 3}) }, false},
+		{"a shard rewritten", func(i *shard.Index) { i.Shards[1].Checksum = 7 }, false},
+		{"a bad shard's check", func(i *shard.Index) { i.Bad[0].Error = "checksum mismatch" }, false},
+		{"the bad shard repaired", func(i *shard.Index) {
 			i.Bad = nil
-			i.Shards = append(i.Shards, ShardInfo{Epoch: 3, Rank: 2, Size: 10, Checksum: 4})
+			i.Shards = append(i.Shards, shard.Info{Epoch: 3, Rank: 2, Size: 10, Checksum: 4})
 		}, false},
 	}
 	want := base.ComputeTag()
@@ -934,19 +939,19 @@ func TestProbeLinkKernelRTT(t *testing.T) {
 	}
 }
 
-func (f *fakeData) PutParity(_ context.Context, ref ParityRef, size int64, r io.Reader) (ParityInfo, error) {
+func (f *fakeData) PutParity(_ context.Context, ref shard.ParityRef, size int64, r io.Reader) (shard.ParityInfo, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {
-		return ParityInfo{}, err
+		return shard.ParityInfo{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("put %s %q", ref, b))
-	return ParityInfo{Epoch: ref.Epoch, Group: ref.Group, Row: ref.Row, Size: int64(len(b))}, nil
+	return shard.ParityInfo{Epoch: ref.Epoch, Group: ref.Group, Row: ref.Row, Size: int64(len(b))}, nil
 }
 
 func (f *fakeData) EncodeParity(_ context.Context, job string, epoch uint64, req EncodeRequest) (EncodeResult, error) {
-	res := EncodeResult{ParityInfo: ParityInfo{Epoch: epoch, Group: req.Group, Row: req.Row, M: req.M}}
+	res := EncodeResult{ParityInfo: shard.ParityInfo{Epoch: epoch, Group: req.Group, Row: req.Row, M: req.M}}
 	for _, p := range req.Push {
 		res.Pushed = append(res.Pushed, Pushed{Row: p.Row, To: p.To, Error: "refused"})
 	}
@@ -962,7 +967,7 @@ func TestParityRoutes(t *testing.T) {
 	ctx := context.Background()
 	c := NewClient(ts.URL, testSecret)
 
-	ref := ParityRef{Job: "j1", Epoch: 4, Group: 2, Row: 1}
+	ref := shard.ParityRef{Job: "j1", Epoch: 4, Group: 2, Row: 1}
 	info, err := c.PutParity(ctx, ref, bytes.NewReader([]byte("row")))
 	if err != nil || info.Group != 2 || info.Row != 1 || info.Size != 3 {
 		t.Errorf("PutParity = %+v, %v", info, err)

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"shoal/internal/job"
 	"time"
+
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
+	"shoal/internal/job"
 )
 
 // LocalNode is the agent as the server sees it: its name, its view of the
@@ -15,7 +19,7 @@ type LocalNode interface {
 	Name() string
 	// Nodes returns every node this node knows of, dead and left ones included,
 	// with the ranks each announces.
-	Nodes(ctx context.Context) ([]Node, error)
+	Nodes(ctx context.Context) ([]node.Node, error)
 	// Leave makes this node leave the cluster and returns once it has (jobs
 	// checkpointed, departure gossiped). The server answers the request, then
 	// the agent shuts down. A second call while leaving waits for the first.
@@ -98,29 +102,29 @@ type DataService interface {
 type ShardService interface {
 	// GetShard opens a stored shard after verifying it; size is its length in
 	// bytes. A missing shard wraps ErrNotFound, a corrupt one ErrCorrupt.
-	GetShard(ctx context.Context, ref ShardRef) (r io.ReadCloser, size int64, err error)
+	GetShard(ctx context.Context, ref shard.Ref) (r io.ReadCloser, size int64, err error)
 	// PutShard stores a shard, verifying it first (format and identity: a bad
 	// one wraps ErrBadRequest) and replacing any previous copy only once the
 	// new one is complete and durable. r fails with ErrUnauthorized at its
 	// end if the body does not match its signed hash; nothing is committed
 	// then. size is the Content-Length, or -1.
-	PutShard(ctx context.Context, ref ShardRef, size int64, r io.Reader) error
+	PutShard(ctx context.Context, ref shard.Ref, size int64, r io.Reader) error
 	// Shards lists the job's shards on this node, verified ones and bad ones,
-	// with the index's tag ([ShardIndex.ComputeTag]). A job with no shards
+	// with the index's tag ([shard.Index.ComputeTag]). A job with no shards
 	// here has an empty index, not an error. When known is not empty, Shards
 	// first waits until the index's tag differs from known or ctx is done,
 	// and then returns the index as it last found it: the end of ctx while
 	// waiting is not an error.
-	Shards(ctx context.Context, job, known string) (ShardIndex, error)
+	Shards(ctx context.Context, job, known string) (shard.Index, error)
 	// FetchShard copies a shard from the node whose API is at from, verifying
 	// it before storing it; a verified local copy makes it a no-op.
-	FetchShard(ctx context.Context, ref ShardRef, from string) (Fetched, error)
+	FetchShard(ctx context.Context, ref shard.Ref, from string) (Fetched, error)
 	// GetParity opens a stored parity file after verifying it; errors as for
 	// GetShard.
-	GetParity(ctx context.Context, ref ParityRef) (r io.ReadCloser, size int64, err error)
+	GetParity(ctx context.Context, ref shard.ParityRef) (r io.ReadCloser, size int64, err error)
 	// PutParity stores a parity row another node computed, after verifying
 	// it as a parity file of ref; size is -1 when unknown.
-	PutParity(ctx context.Context, ref ParityRef, size int64, r io.Reader) (ParityInfo, error)
+	PutParity(ctx context.Context, ref shard.ParityRef, size int64, r io.Reader) (shard.ParityInfo, error)
 	// EncodeParity computes one parity row of a group of the job's shards of
 	// an epoch from the data shards, fetched from the nodes the request names,
 	// and stores it; the rows the request pushes are computed in the same pass
@@ -131,7 +135,7 @@ type ShardService interface {
 	// and parity rows, fetched from the nodes the request names, verifies it
 	// and stores it; a verified local copy makes it a no-op. Errors as for
 	// FetchShard.
-	RebuildShard(ctx context.Context, ref ShardRef, req RebuildRequest) (Fetched, error)
+	RebuildShard(ctx context.Context, ref shard.Ref, req RebuildRequest) (Fetched, error)
 	// RemoveShards deletes the job's epoch directories older than before, or
 	// the whole job directory (shards, manifest, requests) when before is 0,
 	// and returns the epochs deleted.
@@ -143,7 +147,7 @@ type ShardService interface {
 	RequestHold(ctx context.Context, job string) error
 	// RankStates returns the states the job's ranks on this node recorded,
 	// by rank; none when no rank ran here.
-	RankStates(ctx context.Context, job string) ([]RankState, error)
+	RankStates(ctx context.Context, job string) ([]job.RankState, error)
 	// Probe writes bytes to the node's checkpoint store, durably, and removes
 	// them: whether the job's ranks could write their shards here now. A store
 	// that cannot take them is an answer (Probe.Error), not an error.
@@ -212,36 +216,36 @@ func (Unavailable) GetFile(context.Context, string) (io.ReadCloser, int64, error
 func (Unavailable) PutFile(context.Context, string, int64, io.Reader) error {
 	return notAvailable("file store")
 }
-func (Unavailable) GetShard(context.Context, ShardRef) (io.ReadCloser, int64, error) {
+func (Unavailable) GetShard(context.Context, shard.Ref) (io.ReadCloser, int64, error) {
 	return nil, 0, notAvailable("checkpoint store")
 }
 func (Unavailable) Grant(string, string, int, time.Duration, *job.Owner) (Grant, error) {
 	return Grant{}, notAvailable("launch service")
 }
 func (Unavailable) Revoke(string) (Revoked, error) { return Revoked{}, notAvailable("launch service") }
-func (Unavailable) PutShard(context.Context, ShardRef, int64, io.Reader) error {
+func (Unavailable) PutShard(context.Context, shard.Ref, int64, io.Reader) error {
 	return notAvailable("checkpoint store")
 }
-func (Unavailable) Shards(context.Context, string, string) (ShardIndex, error) {
-	return ShardIndex{}, notAvailable("checkpoint store")
+func (Unavailable) Shards(context.Context, string, string) (shard.Index, error) {
+	return shard.Index{}, notAvailable("checkpoint store")
 }
-func (Unavailable) GetParity(context.Context, ParityRef) (io.ReadCloser, int64, error) {
+func (Unavailable) GetParity(context.Context, shard.ParityRef) (io.ReadCloser, int64, error) {
 	return nil, 0, notAvailable("checkpoint store")
 }
 
-func (Unavailable) PutParity(context.Context, ParityRef, int64, io.Reader) (ParityInfo, error) {
-	return ParityInfo{}, notAvailable("checkpoint store")
+func (Unavailable) PutParity(context.Context, shard.ParityRef, int64, io.Reader) (shard.ParityInfo, error) {
+	return shard.ParityInfo{}, notAvailable("checkpoint store")
 }
 
 func (Unavailable) EncodeParity(context.Context, string, uint64, EncodeRequest) (EncodeResult, error) {
 	return EncodeResult{}, notAvailable("checkpoint store")
 }
 
-func (Unavailable) RebuildShard(context.Context, ShardRef, RebuildRequest) (Fetched, error) {
+func (Unavailable) RebuildShard(context.Context, shard.Ref, RebuildRequest) (Fetched, error) {
 	return Fetched{}, notAvailable("checkpoint store")
 }
 
-func (Unavailable) FetchShard(context.Context, ShardRef, string) (Fetched, error) {
+func (Unavailable) FetchShard(context.Context, shard.Ref, string) (Fetched, error) {
 	return Fetched{}, notAvailable("checkpoint store")
 }
 func (Unavailable) RemoveShards(context.Context, string, uint64) ([]uint64, error) {
@@ -254,6 +258,6 @@ func (Unavailable) Probe(context.Context, string, int64) (Probe, error) {
 func (Unavailable) RequestCheckpoint(context.Context, string) error {
 	return notAvailable("checkpoint store")
 }
-func (Unavailable) RankStates(context.Context, string) ([]RankState, error) {
+func (Unavailable) RankStates(context.Context, string) ([]job.RankState, error) {
 	return nil, notAvailable("checkpoint store")
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"shoal/internal/shard"
+
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -48,7 +50,7 @@ type ShardSender interface {
 	// OpenShardToSend is GetShard for a receiver whose link from this node
 	// carries link bytes/s (> 0); compress says the shard pays to cross it
 	// zstd-compressed.
-	OpenShardToSend(ctx context.Context, ref ShardRef, link float64) (r io.ReadCloser, size int64, compress bool, err error)
+	OpenShardToSend(ctx context.Context, ref shard.Ref, link float64) (r io.ReadCloser, size int64, compress bool, err error)
 }
 
 // linkQuery is the ?link= of a request for a shard over a link of link
@@ -105,7 +107,7 @@ func sendZstd(w http.ResponseWriter, r *http.Request, rc io.ReadCloser, size int
 // is their number. A compressed stream that fails to decode, or decodes to
 // other than size bytes, fails the reader; the caller still verifies the
 // shard.
-func (c *Client) GetShardOver(ctx context.Context, ref ShardRef, link float64) (io.ReadCloser, int64, error) {
+func (c *Client) GetShardOver(ctx context.Context, ref shard.Ref, link float64) (io.ReadCloser, int64, error) {
 	if !(link > 0) || math.IsInf(link, 1) {
 		return c.GetShard(ctx, ref)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/shard"
 )
 
 // fakeSender is fakeData that sends a shard compressed over links slower than
@@ -20,7 +22,7 @@ type fakeSender struct {
 	cut int
 }
 
-func (f *fakeSender) OpenShardToSend(ctx context.Context, ref ShardRef, link float64) (io.ReadCloser, int64, bool, error) {
+func (f *fakeSender) OpenShardToSend(ctx context.Context, ref shard.Ref, link float64) (io.ReadCloser, int64, bool, error) {
 	rc, size, err := f.GetShard(ctx, ref)
 	if err == nil && f.cut > 0 {
 		rc = io.NopCloser(io.MultiReader(io.LimitReader(rc, int64(f.cut)), errorReader{errors.New("disk on fire")}))
@@ -34,10 +36,10 @@ func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
 
 // newSenderServer runs a server whose shard service is a fakeSender holding
 // shard under ref.
-func newSenderServer(t *testing.T, ref ShardRef, shard []byte) (*fakeSender, *httptest.Server) {
+func newSenderServer(t *testing.T, ref shard.Ref, data []byte) (*fakeSender, *httptest.Server) {
 	t.Helper()
 	s := NewServer(ServerConfig{Node: &fakeNode{}, Secret: testSecret, Version: "test", MaxBody: 4096})
-	f := &fakeSender{fakeData: &fakeData{shards: map[ShardRef][]byte{ref: shard}, changed: make(chan struct{})}}
+	f := &fakeSender{fakeData: &fakeData{shards: map[shard.Ref][]byte{ref: data}, changed: make(chan struct{})}}
 	s.SetShardService(f)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
@@ -63,9 +65,9 @@ func (e *encodingRecorder) RoundTrip(req *http.Request) (*http.Response, error) 
 // client asked with a link and accepts zstd; the client returns the raw bytes
 // and size either way.
 func TestGetShardCompressed(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
-	shard := bytes.Repeat([]byte("heat diffuses slowly; "), 50000)
-	_, ts := newSenderServer(t, ref, shard)
+	ref := shard.Ref{Job: "j1", Epoch: 2, Rank: 1}
+	data := bytes.Repeat([]byte("heat diffuses slowly; "), 50000)
+	_, ts := newSenderServer(t, ref, data)
 	c := NewClient(ts.URL, testSecret)
 	rec := &encodingRecorder{rt: c.hc.Transport}
 	c.hc.Transport = rec
@@ -89,8 +91,8 @@ func TestGetShardCompressed(t *testing.T) {
 		}
 		got, err := io.ReadAll(rc)
 		rc.Close()
-		if err != nil || !bytes.Equal(got, shard) || size != int64(len(shard)) {
-			t.Errorf("%s: got %d bytes (size %d), %v; want the %d bytes of the shard", tt.name, len(got), size, err, len(shard))
+		if err != nil || !bytes.Equal(got, data) || size != int64(len(data)) {
+			t.Errorf("%s: got %d bytes (size %d), %v; want the %d bytes of the shard", tt.name, len(got), size, err, len(data))
 		}
 		if len(rec.got) != 1 || rec.got[0] != tt.encoding {
 			t.Errorf("%s: sent with Content-Encoding %q, want %q", tt.name, rec.got, tt.encoding)
@@ -101,9 +103,9 @@ func TestGetShardCompressed(t *testing.T) {
 // TestGetShardNeedsAcceptEncoding: a link alone does not get a compressed
 // answer; the client must accept zstd.
 func TestGetShardNeedsAcceptEncoding(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
-	shard := bytes.Repeat([]byte{7}, 100000)
-	_, ts := newSenderServer(t, ref, shard)
+	ref := shard.Ref{Job: "j1", Epoch: 2, Rank: 1}
+	data := bytes.Repeat([]byte{7}, 100000)
+	_, ts := newSenderServer(t, ref, data)
 	for _, accept := range []string{"", "gzip", "zstd", "gzip, zstd"} {
 		req, _ := http.NewRequest("GET", ts.URL+shardPath(ref)+"?link=1000", nil)
 		req.Header.Set("Accept-Encoding", accept)
@@ -121,11 +123,11 @@ func TestGetShardNeedsAcceptEncoding(t *testing.T) {
 		if got := resp.Header.Get("Content-Encoding"); resp.StatusCode != 200 || got != want {
 			t.Errorf("Accept-Encoding %q: %d with Content-Encoding %q, want 200 with %q", accept, resp.StatusCode, got, want)
 		}
-		if want == "zstd" && resp.Header.Get(HeaderRawSize) != fmt.Sprint(len(shard)) {
-			t.Errorf("Accept-Encoding %q: %s %q, want %d", accept, HeaderRawSize, resp.Header.Get(HeaderRawSize), len(shard))
+		if want == "zstd" && resp.Header.Get(HeaderRawSize) != fmt.Sprint(len(data)) {
+			t.Errorf("Accept-Encoding %q: %s %q, want %d", accept, HeaderRawSize, resp.Header.Get(HeaderRawSize), len(data))
 		}
-		if want == "" && resp.ContentLength != int64(len(shard)) {
-			t.Errorf("Accept-Encoding %q: raw answer with Content-Length %d, want %d", accept, resp.ContentLength, len(shard))
+		if want == "" && resp.ContentLength != int64(len(data)) {
+			t.Errorf("Accept-Encoding %q: raw answer with Content-Length %d, want %d", accept, resp.ContentLength, len(data))
 		}
 	}
 }
@@ -134,9 +136,9 @@ func TestGetShardNeedsAcceptEncoding(t *testing.T) {
 // compressed answer leaves the frame unfinished, and the client's reader
 // fails instead of ending early.
 func TestGetShardCompressedBreaks(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
-	shard := bytes.Repeat([]byte("0123456789"), 100000)
-	f, ts := newSenderServer(t, ref, shard)
+	ref := shard.Ref{Job: "j1", Epoch: 2, Rank: 1}
+	data := bytes.Repeat([]byte("0123456789"), 100000)
+	f, ts := newSenderServer(t, ref, data)
 	f.cut = 300000
 	rc, size, err := NewClient(ts.URL, testSecret).GetShardOver(context.Background(), ref, 1000)
 	if err != nil {
@@ -144,14 +146,14 @@ func TestGetShardCompressedBreaks(t *testing.T) {
 	}
 	got, err := io.ReadAll(rc)
 	rc.Close()
-	if err == nil || !strings.Contains(err.Error(), "decompressing shard j1/2/1") || size != int64(len(shard)) {
+	if err == nil || !strings.Contains(err.Error(), "decompressing shard j1/2/1") || size != int64(len(data)) {
 		t.Errorf("reading a broken compressed answer: %d bytes of %d, %v; want an error naming the shard", len(got), size, err)
 	}
 }
 
 // TestGetShardQuery: ?link= is checked, and no other parameter is taken.
 func TestGetShardQuery(t *testing.T) {
-	ref := ShardRef{Job: "j1", Epoch: 2, Rank: 1}
+	ref := shard.Ref{Job: "j1", Epoch: 2, Rank: 1}
 	_, ts := newSenderServer(t, ref, []byte("shard"))
 	tests := []struct {
 		query  string

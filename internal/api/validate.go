@@ -3,10 +3,11 @@ package api
 import (
 	"fmt"
 	"net"
-	"shoal/internal/job"
 	"slices"
 	"strconv"
 	"strings"
+
+	"shoal/internal/job"
 )
 
 // Validate checks a launch request; errors wrap [ErrBadRequest].

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
@@ -32,7 +33,7 @@ type clusterBackend struct {
 	// The current run, changed only by prepare; read by the job's goroutine and by
 	// goroutines it waits for.
 	placement place.Placement
-	nodes     map[string]api.Node // the nodes of the current run, as placed
+	nodes     map[string]node.Node // the nodes of the current run, as placed
 	// lastPlan is the planner's account of the newest placement. The job's
 	// measured traffic is its record's (see trafficAt).
 	lastPlan *job.Plan
@@ -46,7 +47,7 @@ type clusterBackend struct {
 	trafficOn place.Placement
 	// setAside is the live nodes the current run left out for their
 	// instruction set, and leftOutNote what the job was told of it.
-	setAside    map[string]api.Node
+	setAside    map[string]node.Node
 	leftOutNote string
 
 	// mu guards the fields below up to run, and the measures of progress and
@@ -61,7 +62,7 @@ type clusterBackend struct {
 	// indexes are the latest shard indexes of the nodes, by node, as the watch
 	// and refresh got them; changed is set when one changed or a copy was made,
 	// and poll has yet to account for it.
-	indexes map[string]api.ShardIndex
+	indexes map[string]shard.Index
 	changed bool
 	made    epochs.Ledger // copies and rows made that the indexes may not show yet
 	run     *runWatch     // the watch of the current run, while there is one
@@ -100,8 +101,8 @@ type clusterBackend struct {
 	mtbfRecord  string
 	restartCost time.Duration // the last launch: placement to the first progress report
 	ckptCost    time.Duration // the newest complete epoch: written to durable
-	progFirst   *api.Progress // the current run's first progress report
-	progLast    *api.Progress // and its latest
+	progFirst   *job.Progress // the current run's first progress report
+	progLast    *job.Progress // and its latest
 	progSeen    time.Time     // when the latest was first seen (this node's clock)
 	autoWeighed string        // the live nodes an automatic rebalance was last weighed for
 	// covered is the shard count of the last epoch said to cover fewer ranks
@@ -122,7 +123,7 @@ func newClusterBackend(cfg ClusterConfig, rec Record, rj *jobRun, book epochs.Bo
 	b := &clusterBackend{
 		cfg: cfg, rec: rec, j: rj, book: book.Clone(),
 		inflight: map[epochs.ShardCopy]bool{}, encoding: map[epochs.ParityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
-		indexes: map[string]api.ShardIndex{}, received: map[string]nodeIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
+		indexes: map[string]shard.Index{}, received: map[string]nodeIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		waiting:   map[string]time.Time{},
 		reconfigs: make(chan reconfig, 4),
 	}
@@ -168,7 +169,7 @@ func (b *clusterBackend) peer(name string) Peer { return b.cfg.Peer(b.nodes[name
 // sources are the live nodes a restart may take shards from: the current
 // run's, and those it left out for their instruction set, which may hold the
 // copies of a run on theirs.
-func (b *clusterBackend) sources() map[string]api.Node {
+func (b *clusterBackend) sources() map[string]node.Node {
 	if len(b.setAside) == 0 {
 		return b.nodes
 	}
@@ -180,13 +181,13 @@ func (b *clusterBackend) sources() map[string]api.Node {
 // liveNodes returns the nodes the job may use now. A node excluded for not answering
 // or for leaving stays excluded until membership declares it dead or left; if it
 // comes back alive after that, it is a node like any other (a join).
-func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[string]api.Node, error) {
+func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[string]node.Node, error) {
 	nodes, err := b.cfg.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	b.forgetGone(nodes)
-	out := map[string]api.Node{}
+	out := map[string]node.Node{}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, n := range nodes {
@@ -363,7 +364,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 		b.reportInterval()
 	}
 	joined := false
-	if key := api.LiveKey(nodes); err == nil && key != b.liveKey {
+	if key := node.LiveKey(nodes); err == nil && key != b.liveKey {
 		b.liveKey, joined = key, true
 	}
 	if b.pending == nil { // one move at a time: the next waits for this one's relaunch
@@ -554,7 +555,7 @@ func (b *clusterBackend) epochBase(restart uint64) uint64 {
 }
 
 // names returns the names of nodes, sorted.
-func names(nodes map[string]api.Node) []string {
+func names(nodes map[string]node.Node) []string {
 	out := make([]string, 0, len(nodes))
 	for n := range nodes {
 		out = append(out, n)

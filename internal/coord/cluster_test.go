@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
@@ -22,24 +25,24 @@ func TestRemainingFromProgress(t *testing.T) {
 	if _, ok := b.remaining(); ok {
 		t.Error("an estimate without any progress report")
 	}
-	b.noteProgress(&api.Progress{Fraction: 0.9, At: remote.Add(-20 * time.Second)}, now.Add(-9*time.Second)) // an earlier run's
+	b.noteProgress(&job.Progress{Fraction: 0.9, At: remote.Add(-20 * time.Second)}, now.Add(-9*time.Second)) // an earlier run's
 	if b.progFirst != nil {
 		t.Error("the report from before the launch counted")
 	}
-	b.noteProgress(&api.Progress{Fraction: 0.2, At: remote.Add(-8 * time.Second)}, now.Add(-8*time.Second))
+	b.noteProgress(&job.Progress{Fraction: 0.2, At: remote.Add(-8 * time.Second)}, now.Add(-8*time.Second))
 	if b.restartCost != 2*time.Second {
 		t.Errorf("restart cost %v, want 2s (launch to first report seen)", b.restartCost)
 	}
 	if _, ok := b.remaining(); ok {
 		t.Error("an estimate from a single report")
 	}
-	b.noteProgress(&api.Progress{Fraction: 0.4, At: remote}, now)
+	b.noteProgress(&job.Progress{Fraction: 0.4, At: remote}, now)
 	rem, ok := b.remaining()
 	// 0.2 of the work took 8 s; 0.6 is left: 24 s, less the moment since the report.
 	if !ok || rem > 24*time.Second || rem < 23*time.Second {
 		t.Errorf("remaining %v %v, want about 24s", rem, ok)
 	}
-	b.noteProgress(&api.Progress{Fraction: 0.4, At: remote.Add(time.Millisecond)}, now)
+	b.noteProgress(&job.Progress{Fraction: 0.4, At: remote.Add(time.Millisecond)}, now)
 	if b.restartCost != 2*time.Second {
 		t.Error("a later report changed the restart cost")
 	}
@@ -61,7 +64,7 @@ type fetchPeer struct {
 	release chan struct{}
 }
 
-func (p fetchPeer) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
+func (p fetchPeer) Fetch(ctx context.Context, ref shard.Ref, from string) (api.Fetched, error) {
 	p.asked <- fmt.Sprintf("%d/%d→%s", ref.Epoch, ref.Rank, p.node)
 	<-p.release
 	return api.Fetched{Copied: true}, nil
@@ -71,13 +74,13 @@ func (p fetchPeer) Fetch(ctx context.Context, ref api.ShardRef, from string) (ap
 // polls must not start more copies of it (each poll used to add one more node).
 func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 	asked, release := make(chan string, 10), make(chan struct{})
-	s := ClusterConfig{Peer: func(n api.Node) Peer {
+	s := ClusterConfig{Peer: func(n node.Node) Peer {
 		return fetchPeer{node: n.Name, asked: asked, release: release}
 	}}
 	book := epochs.NewBook(1, 2)
 	book.AddCopy(1, 0, "a")
 	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 1}, Output{}), book)
-	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
+	b.nodes = map[string]node.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 	for poll := 0; poll < 3; poll++ {
 		b.replicate(context.Background())
 	}
@@ -95,11 +98,11 @@ func TestReplicateCountsCopiesUnderWay(t *testing.T) {
 // indexPeer is a Peer whose shard index is fixed.
 type indexPeer struct {
 	Peer
-	shards []api.ShardInfo
+	shards []shard.Info
 }
 
-func (p indexPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
-	return api.ShardIndex{Job: job, Shards: p.shards}, nil
+func (p indexPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	return shard.Index{Job: job, Shards: p.shards}, nil
 }
 
 // TestRefreshCountsACopyInTheWritersRound: a copy reported in the same round as the
@@ -107,15 +110,15 @@ func (p indexPeer) Shards(ctx context.Context, job, known string, wait time.Dura
 // epoch completes in that round, not a poll later (at short intervals later epochs
 // would overtake it).
 func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
-	idx := map[string][]api.ShardInfo{
+	idx := map[string][]shard.Info{
 		"a": {{Epoch: 1, Rank: 0, Checksum: 10}, {Epoch: 1, Rank: 1, Checksum: 11}},
 		"b": {{Epoch: 1, Rank: 1, Checksum: 11}, {Epoch: 1, Rank: 2, Checksum: 12}},
 		"c": {{Epoch: 1, Rank: 2, Checksum: 12}, {Epoch: 1, Rank: 0, Checksum: 10}},
 	}
-	s := ClusterConfig{Peer: func(n api.Node) Peer { return indexPeer{shards: idx[n.Name]} }}
+	s := ClusterConfig{Peer: func(n node.Node) Peer { return indexPeer{shards: idx[n.Name]} }}
 	for round := 0; round < 20; round++ {
 		b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 3}, Output{}), epochs.NewBook(3, 2))
-		b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
+		b.nodes = map[string]node.Node{"a": {Name: "a"}, "b": {Name: "b"}, "c": {Name: "c"}}
 		b.placement = place.Placement{"a", "b", "c"}
 		b.epochBase(0)
 		b.refresh(context.Background())
@@ -146,12 +149,12 @@ func TestSeconds(t *testing.T) {
 // bookPeer is a node holding a fixed shard index; removals are recorded.
 type bookPeer struct {
 	Peer
-	shards  []api.ShardInfo
+	shards  []shard.Info
 	removed chan uint64
 }
 
-func (p bookPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
-	return api.ShardIndex{Job: job, Shards: p.shards}, nil
+func (p bookPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	return shard.Index{Job: job, Shards: p.shards}, nil
 }
 
 func (p bookPeer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
@@ -166,12 +169,12 @@ func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 	var books []epochs.Book
 	s := (ClusterConfig{
 		DataDir: t.TempDir(),
-		Peer:    func(n api.Node) Peer { return bookPeer{removed: removed} },
+		Peer:    func(n node.Node) Peer { return bookPeer{removed: removed} },
 		OnBook:  func(job string, b epochs.Book) { books = append(books, b) },
 	})
 	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: 1}, Output{})
 	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, rj, epochs.NewBook(1, 1))
-	b.nodes = map[string]api.Node{"a": {Name: "a"}}
+	b.nodes = map[string]node.Node{"a": {Name: "a"}}
 	b.placement = place.Placement{"a"}
 	b.epochBase(0)
 	tests := []struct {
@@ -186,13 +189,13 @@ func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 		{2, 2, []uint64{1, 2}, 0},
 		{3, 3, []uint64{2, 3}, 2}, // epoch 1 pruned
 	}
-	var index []api.ShardInfo
+	var index []shard.Info
 	for i, tt := range tests {
 		if tt.written != 0 {
-			index = append(index, api.ShardInfo{Epoch: tt.written, Rank: 0, Checksum: tt.written})
+			index = append(index, shard.Info{Epoch: tt.written, Rank: 0, Checksum: tt.written})
 		}
 		b.mu.Lock()
-		b.book.Index(map[string][]api.ShardInfo{"a": index}, b.placement)
+		b.book.Index(map[string][]shard.Info{"a": index}, b.placement)
 		b.mu.Unlock()
 		b.markComplete(context.Background())
 		if len(books) != tt.calls {
@@ -221,7 +224,7 @@ func fiveNodeBook() epochs.Book {
 	writers := []string{"n1", "n2", "n3", "n4", "n5"}
 	b := epochs.NewBook(5, 2)
 	b.StartRun(0)
-	idx := map[string][]api.ShardInfo{}
+	idx := map[string][]shard.Info{}
 	for _, e := range []uint64{3, 4} {
 		for r, n := range writers {
 			idx[n] = append(idx[n], si(e, r, sum(e, r)))
@@ -238,8 +241,8 @@ func fiveNodeBook() epochs.Book {
 }
 
 // si is the index entry of rank's shard of epoch with checksum sum.
-func si(epoch uint64, rank int, sum uint64) api.ShardInfo {
-	return api.ShardInfo{Epoch: epoch, Rank: rank, Checksum: sum, CreatedNs: epoch * 1000}
+func si(epoch uint64, rank int, sum uint64) shard.Info {
+	return shard.Info{Epoch: epoch, Rank: rank, Checksum: sum, CreatedNs: epoch * 1000}
 }
 
 // sum is the checksum the writer of rank's shard of epoch reports in these tests.
@@ -259,10 +262,10 @@ func TestChooseFromASeededBook(t *testing.T) {
 		{"two neighbours lost with it", []string{"n1", "n2", "n5"}, 0, "epoch 4 lost: shards of rank 2 were only on n3, n4"},
 	}
 	for _, tt := range tests {
-		var nodes []api.Node
-		index := map[string][]api.ShardInfo{}
+		var nodes []node.Node
+		index := map[string][]shard.Info{}
 		for _, n := range tt.alive {
-			nodes = append(nodes, api.Node{Name: n, State: "alive"})
+			nodes = append(nodes, node.Node{Name: n, State: "alive"})
 		}
 		for _, e := range []uint64{3, 4} {
 			for r := 0; r < 5; r++ {
@@ -274,8 +277,8 @@ func TestChooseFromASeededBook(t *testing.T) {
 		asked := map[string]bool{}
 		var mu sync.Mutex
 		s := (ClusterConfig{
-			Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
-			Peer: func(n api.Node) Peer {
+			Nodes: func(context.Context) ([]node.Node, error) { return nodes, nil },
+			Peer: func(n node.Node) Peer {
 				mu.Lock()
 				asked[n.Name] = true
 				mu.Unlock()
@@ -305,14 +308,14 @@ func (holdPeer) RequestHold(ctx context.Context, job string) error { return nil 
 // TestMoveWaitsForTheHeldEpoch: an epoch written but not yet complete when a move
 // asks for its checkpoint is not the held one; the relaunch waits for the next.
 func TestMoveWaitsForTheHeldEpoch(t *testing.T) {
-	s := ClusterConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}
+	s := ClusterConfig{Peer: func(n node.Node) Peer { return holdPeer{} }}
 	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), epochs.NewBook(2, 1))
-	b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
+	b.nodes = map[string]node.Node{"a": {Name: "a"}, "b": {Name: "b"}}
 	b.placement = place.Placement{"a", "b"}
 	b.epochBase(0)
-	b.book.Index(map[string][]api.ShardInfo{"a": {{Epoch: 1, Rank: 0, Checksum: 10}}}, b.placement)
+	b.book.Index(map[string][]shard.Info{"a": {{Epoch: 1, Rank: 0, Checksum: 10}}}, b.placement)
 	b.startReconfig(context.Background(), reconfig{reason: "placing by the job's traffic", done: make(chan struct{})})
-	b.book.Index(map[string][]api.ShardInfo{"b": {{Epoch: 1, Rank: 1, Checksum: 11}}}, b.placement)
+	b.book.Index(map[string][]shard.Info{"b": {{Epoch: 1, Rank: 1, Checksum: 11}}}, b.placement)
 	b.book.MarkComplete(2)
 	if b.book.Newest() != 1 {
 		t.Fatalf("newest complete epoch %d, want 1", b.book.Newest())
@@ -320,7 +323,7 @@ func TestMoveWaitsForTheHeldEpoch(t *testing.T) {
 	if _, ok := b.held(b.pending); ok {
 		t.Error("epoch 1, under way when the hold was asked for, taken for the held checkpoint")
 	}
-	b.book.Index(map[string][]api.ShardInfo{"a": {{Epoch: 2, Rank: 0, Checksum: 20}}, "b": {{Epoch: 2, Rank: 1, Checksum: 21}}}, b.placement)
+	b.book.Index(map[string][]shard.Info{"a": {{Epoch: 2, Rank: 0, Checksum: 20}}, "b": {{Epoch: 2, Rank: 1, Checksum: 21}}}, b.placement)
 	b.book.MarkComplete(2)
 	if _, ok := b.held(b.pending); !ok {
 		t.Error("epoch 2, taken after the hold was asked for, not taken for the held checkpoint")

@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/links"
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
@@ -34,15 +38,15 @@ type Peer interface {
 	// the index's tag. With known not empty and wait > 0 it is a long poll: the
 	// node answers once its index is not the one tagged known, or as it is
 	// after wait; ctx must allow for the wait.
-	Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error)
+	Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error)
 	// Fetch makes the node copy a shard from the agent at API address from.
-	Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error)
+	Fetch(ctx context.Context, ref shard.Ref, from string) (api.Fetched, error)
 	// Encode makes the node compute and store a parity row of a group of the
 	// job's shards of epoch, from the shards on the nodes the request names,
 	// and push the rows the request lists to their nodes.
 	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.EncodeResult, error)
 	// Rebuild makes the node rebuild a shard from its parity group's pieces.
-	Rebuild(ctx context.Context, ref api.ShardRef, req api.RebuildRequest) error
+	Rebuild(ctx context.Context, ref shard.Ref, req api.RebuildRequest) error
 	// RankStates reads how the job's ranks on the node ended.
 	RankStates(ctx context.Context, job string) ([]engine.RankState, error)
 	// Probe asks whether the node's checkpoint store takes bytes now.
@@ -62,12 +66,12 @@ type ClusterConfig struct {
 	DataDir  string // this agent's data dir: files/, coord/, ckpt/
 	ShoalBin string // the shoal executable (rank wrapper and rsh agent)
 	// Nodes returns the cluster's nodes as membership sees them now.
-	Nodes func(ctx context.Context) ([]api.Node, error)
+	Nodes func(ctx context.Context) ([]node.Node, error)
 	// Peer returns a client of a node's agent.
-	Peer func(n api.Node) Peer
+	Peer func(n node.Node) Peer
 	// Links, when set, returns the measured links between the live nodes
 	// (internal/links): the planner weighs them (placement.go).
-	Links func(ctx context.Context) ([]api.Link, error)
+	Links func(ctx context.Context) ([]links.Link, error)
 	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
 	// complete epochs change (one became complete, older ones were pruned), so
 	// that a coordinator taking the job over can start from it (see [Resume]);
@@ -95,7 +99,7 @@ func (c ClusterConfig) runRoot() string { return filepath.Join(c.DataDir, "coord
 // SetUp grants job info to node n, which runs ranks of its ranks, and copies it
 // the job's files of its instruction set it lacks from this node's cache,
 // returning those it copied.
-func (c ClusterConfig) SetUp(ctx context.Context, n api.Node, info job.Job, ranks int) ([]job.File, error) {
+func (c ClusterConfig) SetUp(ctx context.Context, n node.Node, info job.Job, ranks int) ([]job.File, error) {
 	return c.setUp(ctx, c.Peer(n), n.Name, n.Arch, info, ranks, nil)
 }
 

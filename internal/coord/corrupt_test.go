@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"testing"
 
-	"shoal/internal/api"
+	"shoal/internal/errkind"
 )
 
 // A staging stopped by copies found corrupt as they were read relaunches the
 // run (the book counts them no more); any other error fails it as before.
 func TestCorruptLoss(t *testing.T) {
-	refused := fmt.Errorf("stage rank 1's shard of epoch 2 from n2 to n1: %w: shard: checksum mismatch", api.ErrCorrupt)
+	refused := fmt.Errorf("stage rank 1's shard of epoch 2 from n2 to n1: %w: shard: checksum mismatch", errkind.Corrupt)
 	for _, tt := range []struct {
 		name   string
 		staged stagedShards

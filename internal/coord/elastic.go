@@ -7,7 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/links"
@@ -28,7 +29,7 @@ import (
 // spec's for a fixed job, and for an elastic job's first launch when it asked
 // for one; else the count place.Size predicts fastest, unless epoch holds
 // per-rank regions, which restore on its own count only.
-func (b *clusterBackend) count(ctx context.Context, live map[string]api.Node, spec job.Spec, epoch uint64) (int, string) {
+func (b *clusterBackend) count(ctx context.Context, live map[string]node.Node, spec job.Spec, epoch uint64) (int, string) {
 	if !spec.Elastic() {
 		return spec.Ranks, ""
 	}
@@ -53,7 +54,7 @@ func (b *clusterBackend) count(ctx context.Context, live map[string]api.Node, sp
 
 // learnedInput is what the planner is given over live for the job: its
 // nodes, options and the links as measured (when they are).
-func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]api.Node, spec job.Spec) place.Input {
+func (b *clusterBackend) learnedInput(ctx context.Context, live map[string]node.Node, spec job.Spec) place.Input {
 	in := place.Input{Nodes: b.placeNodes(live), Options: place.OptionsOf(spec)}
 	if b.cfg.Links != nil {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -101,7 +102,7 @@ func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float6
 // among its ranks: its ranks times the rate of the slowest ([place.Rate]). Of
 // two layouts of one count it orders as their rates; of two counts, it weighs
 // that each of more ranks has less to do.
-func throughput(p place.Placement, nodes map[string]api.Node) float64 {
+func throughput(p place.Placement, nodes map[string]node.Node) float64 {
 	return float64(len(p)) * place.Rate(p, placeNodes(nodes))
 }
 

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/place"
@@ -17,7 +18,7 @@ import (
 // fastest over the live nodes, unless the epoch to restore holds per-rank
 // regions.
 func TestCount(t *testing.T) {
-	live := map[string]api.Node{"n1": {Name: "n1", Cores: 2}, "n2": {Name: "n2", Cores: 2}}
+	live := map[string]node.Node{"n1": {Name: "n1", Cores: 2}, "n2": {Name: "n2", Cores: 2}}
 	elastic := job.Spec{ID: "j", Ranks: 7, MinRanks: 2, MaxRanks: 16}
 	perRankBook := fiveNodeBook()
 	perRankBook.Epochs[4].PerRank = true
@@ -51,7 +52,7 @@ func TestCount(t *testing.T) {
 // A job that lost its 3-core node runs faster as 4 ranks on the 4 cores left
 // than as 7 ranks on them, and rebalancing weighs that.
 func TestThroughput(t *testing.T) {
-	nodes := map[string]api.Node{"a": {Name: "a", Cores: 2}, "b": {Name: "b", Cores: 2}}
+	nodes := map[string]node.Node{"a": {Name: "a", Cores: 2}, "b": {Name: "b", Cores: 2}}
 	seven := place.Placement{"a", "a", "a", "a", "b", "b", "b"}
 	four := place.Placement{"a", "a", "b", "b"}
 	if got, want := throughput(seven, nodes), 3.5; got != want {

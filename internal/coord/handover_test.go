@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/place"
@@ -26,9 +28,9 @@ func TestHeldCheckpointEndsTheRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ClusterConfig{Peer: func(n api.Node) Peer { return holdPeer{} }}
+			s := ClusterConfig{Peer: func(n node.Node) Peer { return holdPeer{} }}
 			b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 2}, Output{}), epochs.NewBook(2, 1))
-			b.nodes = map[string]api.Node{"a": {Name: "a"}, "b": {Name: "b"}}
+			b.nodes = map[string]node.Node{"a": {Name: "a"}, "b": {Name: "b"}}
 			b.placement = place.Placement{"a", "b"}
 			b.epochBase(0)
 			rc := reconfig{reason: "leaving", done: make(chan struct{})}
@@ -40,7 +42,7 @@ func TestHeldCheckpointEndsTheRun(t *testing.T) {
 				t.Fatalf("before the held checkpoint: got a loss %q, want none", loss)
 			}
 			created := time.Unix(1700000000, 123)
-			b.book.Index(map[string][]api.ShardInfo{
+			b.book.Index(map[string][]shard.Info{
 				"a": {{Epoch: 1, Rank: 0, Checksum: 10, CreatedNs: uint64(created.UnixNano())}},
 				"b": {{Epoch: 1, Rank: 1, Checksum: 11, CreatedNs: uint64(created.UnixNano())}},
 			}, b.placement)

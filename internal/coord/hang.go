@@ -3,7 +3,8 @@ package coord
 import (
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
+
 	"shoal/internal/job"
 )
 
@@ -13,7 +14,7 @@ import (
 
 // nodeIndex is a node's index as the run's watch last received it.
 type nodeIndex struct {
-	idx api.ShardIndex
+	idx shard.Index
 	at  time.Time // when it was received (this node's clock)
 }
 

@@ -4,7 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
+
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -20,7 +21,7 @@ func TestCheckHung(t *testing.T) {
 			j:         &jobRun{spec: job.Spec{ID: "heat", HangAfter: after}},
 			placement: place.Placement{"n1", "n2"},
 			launchAt:  now.Add(-time.Minute),
-			received:  map[string]nodeIndex{"n2": {idx: api.ShardIndex{Job: "heat", Silent: []job.Silent{stopped}}, at: now}},
+			received:  map[string]nodeIndex{"n2": {idx: shard.Index{Job: "heat", Silent: []job.Silent{stopped}}, at: now}},
 		}
 	}
 	tests := []struct {

@@ -3,7 +3,8 @@ package coord
 import (
 	"maps"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/engine"
 	"shoal/internal/job"
 	"shoal/internal/place"
@@ -11,7 +12,7 @@ import (
 
 // placeNodes is what the planner needs to know of nodes, with the most ranks
 // the job may run on each (its record's RankLimits).
-func (b *clusterBackend) placeNodes(nodes map[string]api.Node) []place.Node {
+func (b *clusterBackend) placeNodes(nodes map[string]node.Node) []place.Node {
 	out := placeNodes(nodes)
 	if b.rec == nil {
 		return out

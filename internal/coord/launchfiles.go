@@ -8,7 +8,8 @@ import (
 	"runtime"
 	"strings"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/engine"
 	"shoal/internal/files"
 	"shoal/internal/job"
@@ -21,7 +22,7 @@ import (
 // describes it. They are written into the job's run directory, which is the
 // agent's (runDir), as files of the job's owner, whose launcher reads them:
 // each one new, renamed over the last launch's, never written through.
-func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[string]api.Node, env []string) (engine.Launch, []string, error) {
+func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[string]node.Node, env []string) (engine.Launch, []string, error) {
 	runDir := filepath.Join(c.runRoot(), info.ID)
 	uid, gid := -1, -1
 	if o := info.Spec.Owner; o != nil {

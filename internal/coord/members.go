@@ -7,7 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/job"
 )
 
@@ -16,7 +17,7 @@ import (
 // (see Patience; the run waits for them until then). A node it doubts
 // (suspect, or dead and waited for) is probed meanwhile, so that a verdict can
 // be weighed against what the node's agent did last.
-func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *nodeLoss {
+func (b *clusterBackend) checkMembers(ctx context.Context, nodes []node.Node) *nodeLoss {
 	b.forgetGone(nodes)
 	now := time.Now()
 	var lost []string
@@ -50,7 +51,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 			delete(b.nodes, n.Name)
 			b.mu.Unlock()
 			delete(b.doubted, n.Name)
-			b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, api.GoneWord(n.State))})
+			b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("node %s %s; it ran no rank of the job: its shard copies are made again elsewhere", n.Name, node.GoneWord(n.State))})
 			continue
 		}
 		if n.State == "dead" && b.mayAnswer(n.Name) && b.answers(ctx, n.Name) {
@@ -105,7 +106,7 @@ func (b *clusterBackend) checkMembers(ctx context.Context, nodes []api.Node) *no
 //
 // nodes is membership's view (nil when it could not be had): a node that
 // announced its leave is reported as left, not lost.
-func (b *clusterBackend) checkRefused(nodes []api.Node) *nodeLoss {
+func (b *clusterBackend) checkRefused(nodes []node.Node) *nodeLoss {
 	failed := map[string]time.Time{} // by refusing node: its first failed request
 	b.mu.Lock()
 	for name := range b.nodes {
@@ -137,7 +138,7 @@ func (b *clusterBackend) checkRefused(nodes []api.Node) *nodeLoss {
 	}
 	left := true
 	for _, name := range lost {
-		i := slices.IndexFunc(nodes, func(n api.Node) bool { return n.Name == name })
+		i := slices.IndexFunc(nodes, func(n node.Node) bool { return n.Name == name })
 		left = left && i >= 0 && (nodes[i].Leaving || nodes[i].State == "left")
 	}
 	b.mu.Lock()
@@ -250,7 +251,7 @@ const probeEvery = 500 * time.Millisecond
 // forgetGone ends the exclusion of the nodes membership declares dead or left, or
 // no longer knows of: if one comes back alive, it is a join like any other (see
 // liveNodes).
-func (b *clusterBackend) forgetGone(nodes []api.Node) {
+func (b *clusterBackend) forgetGone(nodes []node.Node) {
 	known := make(map[string]string, len(nodes))
 	for _, n := range nodes {
 		known[n.Name] = n.State

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
@@ -94,14 +97,14 @@ func (p nodePeer) PutFile(ctx context.Context, sum string, r io.Reader, size int
 	return err
 }
 
-func (p nodePeer) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
-	return api.ShardIndex{Job: job}, nil
+func (p nodePeer) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	return shard.Index{Job: job}, nil
 }
 
 // TestPrepareFencesInParallel: a relaunch revokes the old run on every node at
 // once, and stages and grants only once every revoke has returned.
 func TestPrepareFencesInParallel(t *testing.T) {
-	nodes := []api.Node{
+	nodes := []node.Node{
 		{Name: "a", State: "alive", Cores: 2}, {Name: "b", State: "alive", Cores: 2}, {Name: "c", State: "alive", Cores: 2},
 	}
 	log := &callLog{}
@@ -109,14 +112,14 @@ func TestPrepareFencesInParallel(t *testing.T) {
 	data := t.TempDir()
 	s := (ClusterConfig{
 		Node: "a", DataDir: data,
-		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
-		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: revokes} },
+		Nodes: func(context.Context) ([]node.Node, error) { return nodes, nil },
+		Peer:  func(n node.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: revokes} },
 	})
 	spec := job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
 	cj := &memRecord{info: job.Job{ID: "j", Spec: spec}}
 	rj := newJob(Config{RunRoot: filepath.Join(data, "coord")}, job.Spec{ID: "j", Ranks: 6, Argv: []string{"prog"}}, Output{})
 	b := newClusterBackend(s, cj, rj, epochs.NewBook(6, 2))
-	b.nodes = map[string]api.Node{"a": nodes[0], "b": nodes[1], "c": nodes[2]} // the last run's
+	b.nodes = map[string]node.Node{"a": nodes[0], "b": nodes[1], "c": nodes[2]} // the last run's
 	if err := os.MkdirAll(filepath.Join(data, "coord", "j"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -147,15 +150,15 @@ func TestPrepareFencesInParallel(t *testing.T) {
 // TestFirstRunFencesNothing: a new job's first run has no earlier run to
 // fence, so it revokes nothing before staging and granting.
 func TestFirstRunFencesNothing(t *testing.T) {
-	nodes := []api.Node{
+	nodes := []node.Node{
 		{Name: "a", State: "alive", Cores: 2}, {Name: "b", State: "alive", Cores: 2},
 	}
 	log := &callLog{}
 	data := t.TempDir()
 	s := (ClusterConfig{
 		Node: "a", DataDir: data,
-		Nodes: func(context.Context) ([]api.Node, error) { return nodes, nil },
-		Peer:  func(n api.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: newBarrier(1)} },
+		Nodes: func(context.Context) ([]node.Node, error) { return nodes, nil },
+		Peer:  func(n node.Node) Peer { return nodePeer{node: n.Name, log: log, revokes: newBarrier(1)} },
 	})
 	spec := job.Spec{ID: "j", Ranks: 4, Argv: []string{"prog"}, Files: []job.File{{Name: "prog", SHA256: "00"}}}
 	cj := &memRecord{info: job.Job{ID: "j", Spec: spec}}

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
 // placeNodes is what the planner needs to know of nodes.
-func placeNodes(nodes map[string]api.Node) []place.Node {
+func placeNodes(nodes map[string]node.Node) []place.Node {
 	out := make([]place.Node, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, place.Node{Name: n.Name, Arch: n.Arch, Cores: n.Cores, CPUs: n.CPUs, Speed: float64(n.Speed)})
@@ -25,16 +26,16 @@ func placeNodes(nodes map[string]api.Node) []place.Node {
 // (place.Mixed).
 type archSet struct {
 	arch  string
-	nodes map[string]api.Node
+	nodes map[string]node.Node
 }
 
 // archSets groups live by instruction set (place.ArchSets): the sets the
 // job's program is built for (allowed; nil: any), in the order to try them.
 // none says why no set is given though nodes are live.
-func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []archSet, none string) {
+func archSets(live map[string]node.Node, allowed []string, mix bool) (sets []archSet, none string) {
 	bySet, none := place.ArchSets(placeNodeMap(live), allowed, mix)
 	for _, s := range bySet {
-		set := archSet{arch: s.Arch, nodes: map[string]api.Node{}}
+		set := archSet{arch: s.Arch, nodes: map[string]node.Node{}}
 		for name := range s.Nodes {
 			set.nodes[name] = live[name]
 		}
@@ -44,7 +45,7 @@ func archSets(live map[string]api.Node, allowed []string, mix bool) (sets []arch
 }
 
 // placeNodeMap is placeNodes by name.
-func placeNodeMap(nodes map[string]api.Node) map[string]place.Node {
+func placeNodeMap(nodes map[string]node.Node) map[string]place.Node {
 	out := make(map[string]place.Node, len(nodes))
 	for _, n := range placeNodes(nodes) {
 		out[n.Name] = n
@@ -58,7 +59,7 @@ func placeNodeMap(nodes map[string]api.Node) map[string]place.Node {
 // fit, it waits up to the job's WaitForNodes for nodes to join and then fails; a
 // job that does not wait and has run before is relaunched on the survivors,
 // oversubscribed, since running slower beats not running.
-func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string, epoch uint64) (map[string]api.Node, place.Placement, string, error) {
+func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without string, epoch uint64) (map[string]node.Node, place.Placement, string, error) {
 	wait := time.Duration(spec.WaitForNodes)
 	deadline := time.Now().Add(wait)
 	opts := place.OptionsOf(spec)
@@ -131,8 +132,8 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 // sayLeftOut tells the job which live nodes its run on set leaves out, when
 // that changed since it last said so, and keeps them for the fence (they may
 // hold ranks of an earlier run).
-func (b *clusterBackend) sayLeftOut(live map[string]api.Node, set archSet, allowed []string) {
-	b.setAside = map[string]api.Node{}
+func (b *clusterBackend) sayLeftOut(live map[string]node.Node, set archSet, allowed []string) {
+	b.setAside = map[string]node.Node{}
 	for name, n := range live {
 		if _, in := set.nodes[name]; !in {
 			b.setAside[name] = n
@@ -172,7 +173,7 @@ const (
 // speed (place.Spread), else the blocks. The PlanInfo says which and why; the
 // Input is what the planner was given (zero when the layout was not its to
 // choose), so that a caller predicting other layouts sees the same links.
-func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spec job.Spec, opts place.Options) (place.Placement, *job.Plan, place.Input, error) {
+func (b *clusterBackend) plan(ctx context.Context, live map[string]node.Node, spec job.Spec, opts place.Options) (place.Placement, *job.Plan, place.Input, error) {
 	nodes := b.placeNodes(live)
 	blocks, err := place.Spread(nodes, spec.Ranks, opts)
 	if err != nil {
@@ -232,7 +233,7 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]api.Node, spe
 
 // tooFew says why the job's ranks do not fit the live nodes: "too few nodes: 6
 // ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4".
-func tooFew(spec job.Spec, live map[string]api.Node) string {
+func tooFew(spec job.Spec, live map[string]node.Node) string {
 	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(spec.CoresNeeded(), "core"), spec.Oversubscription())
 	if spec.RanksPerNode > 0 {
 		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
@@ -241,7 +242,7 @@ func tooFew(spec job.Spec, live map[string]api.Node) string {
 	return fmt.Sprintf("%s; the live nodes (%s) have %d", msg, nodeList(live), totalCores(live))
 }
 
-func totalCores(nodes map[string]api.Node) int {
+func totalCores(nodes map[string]node.Node) int {
 	n := 0
 	for _, node := range nodes {
 		n += node.Cores
@@ -250,7 +251,7 @@ func totalCores(nodes map[string]api.Node) int {
 }
 
 // nodeList names nodes in order: "n1, n2".
-func nodeList(nodes map[string]api.Node) string {
+func nodeList(nodes map[string]node.Node) string {
 	if len(nodes) == 0 {
 		return "none"
 	}
@@ -323,8 +324,8 @@ func (b *clusterBackend) autoReplan(ctx context.Context) {
 }
 
 // ofRun keeps of live the nodes of the current run.
-func (b *clusterBackend) ofRun(live map[string]api.Node) map[string]api.Node {
-	out := map[string]api.Node{}
+func (b *clusterBackend) ofRun(live map[string]node.Node) map[string]node.Node {
+	out := map[string]node.Node{}
 	for name, n := range live {
 		if _, ok := b.nodes[name]; ok {
 			out[name] = n

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -17,7 +18,7 @@ import (
 // ignored). The first report of a run ends its restart: from placement to the
 // program computing again, both times on this node's clock, since the report's own
 // time is the other node's.
-func (b *clusterBackend) noteProgress(p *api.Progress, seen time.Time) {
+func (b *clusterBackend) noteProgress(p *job.Progress, seen time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p == nil || p.At.Equal(b.progBase) {
@@ -49,14 +50,14 @@ func (b *clusterBackend) remaining() (time.Duration, bool) {
 // weigh estimates what relaunching over the live nodes would gain against what it
 // costs: an elastic job's on the count it would run there. ok is false when the
 // job has not reported enough progress to tell.
-func (b *clusterBackend) weigh(ctx context.Context, all map[string]api.Node) (e place.Estimate, next place.Placement, ok bool) {
+func (b *clusterBackend) weigh(ctx context.Context, all map[string]node.Node) (e place.Estimate, next place.Placement, ok bool) {
 	spec := b.rec.Job().Spec
 	b.mu.Lock()
 	newest := b.book.Newest()
 	b.mu.Unlock()
 	// The nodes of the first instruction set the job fits, as placeRanks takes.
 	sets, _ := archSets(all, spec.ProgramArches(), spec.MixArch)
-	var live map[string]api.Node
+	var live map[string]node.Node
 	for _, set := range sets {
 		if spec.Elastic() {
 			spec.Ranks, _ = b.count(ctx, set.nodes, spec, newest)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
@@ -25,7 +27,7 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	indexes := map[string]api.ShardIndex{} // by node, those that answered
+	indexes := map[string]shard.Index{} // by node, those that answered
 	for name := range b.nodes {
 		wg.Add(1)
 		go func(name string, p Peer) {
@@ -120,7 +122,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			corrupt := b.wasCorrupt(c.Epoch, c.Rank, c.To)
-			f, err := to.Fetch(cctx, api.ShardRef{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
+			f, err := to.Fetch(cctx, shard.Ref{Job: id, Epoch: c.Epoch, Rank: c.Rank}, from)
 			if err == nil && corrupt {
 				b.j.event(job.EventShardCorrupt, job.Event{Epoch: c.Epoch, Rank: job.RankOf(c.Rank), Message: epochs.RepairNote(c.Epoch, c.Rank, c.To, c.From)})
 			}

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
@@ -150,7 +153,7 @@ type stagedShards struct {
 // from the newest epoch that is still whole, as a loss relaunches. nil when
 // some other error stopped the staging.
 func (s stagedShards) corruptLoss() *nodeLoss {
-	if s.err == nil || len(s.corrupt) == 0 || !errors.Is(s.err, api.ErrCorrupt) {
+	if s.err == nil || len(s.corrupt) == 0 || !errors.Is(s.err, errkind.Corrupt) {
 		return nil
 	}
 	slices.Sort(s.corrupt)
@@ -178,7 +181,7 @@ type downNodes struct {
 
 // note records node when err says it did not answer.
 func (d *downNodes) note(err error, node string) {
-	if !errors.Is(err, api.ErrUnreachable) {
+	if !errors.Is(err, errkind.Unreachable) {
 		return
 	}
 	d.mu.Lock()
@@ -229,10 +232,10 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 		wg.Add(1)
 		go func(f epochs.Replica, to Peer, from string) {
 			defer wg.Done()
-			ref := api.ShardRef{Job: id, Epoch: f.Epoch, Rank: f.Rank}
+			ref := shard.Ref{Job: id, Epoch: f.Epoch, Rank: f.Rank}
 			corrupt := b.wasCorrupt(f.Epoch, f.Rank, f.To)
 			got, err := to.Fetch(ctx, ref, from)
-			if errors.Is(err, api.ErrCorrupt) {
+			if errors.Is(err, errkind.Corrupt) {
 				// The holder's copy failed verification as it was read: damaged
 				// since its node's index was taken. Counted no more, the run
 				// restarts from an epoch whose shards are good (shardsStaged).
@@ -247,8 +250,8 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 			}
 			if err != nil {
 				down.note(err, f.To)
-				if errors.Is(err, api.ErrBadGateway) {
-					down.note(api.ErrUnreachable, f.From) // the holder did not answer the copy
+				if errors.Is(err, errkind.BadGateway) {
+					down.note(errkind.Unreachable, f.From) // the holder did not answer the copy
 				}
 				errs <- fmt.Errorf("stage rank %d's shard of epoch %d from %s to %s: %w", f.Rank, f.Epoch, f.From, f.To, err)
 				return
@@ -273,7 +276,7 @@ func (b *clusterBackend) stageShards(ctx context.Context, id string, epoch uint6
 		wg.Add(1)
 		go func(rb epochs.Rebuild, to Peer) {
 			defer wg.Done()
-			ref := api.ShardRef{Job: id, Epoch: rb.Epoch, Rank: rb.Rank}
+			ref := shard.Ref{Job: id, Epoch: rb.Epoch, Rank: rb.Rank}
 			req := api.RebuildRequest{Group: rb.Group, M: rb.M, Data: b.apiMembers(rb.Members)}
 			for _, r := range rb.Rows {
 				req.Parity = append(req.Parity, api.ParitySource{Row: r.Row, From: sources[r.Holder].API})

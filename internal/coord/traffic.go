@@ -3,7 +3,6 @@ package coord
 import (
 	"slices"
 
-	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/place"
 	"shoal/internal/traffic"
@@ -15,7 +14,7 @@ import (
 // than trafficChange from the one recorded.
 func (b *clusterBackend) learnTraffic() {
 	b.mu.Lock()
-	reports := map[int]api.RankTraffic{}
+	reports := map[int]traffic.Report{}
 	for node, idx := range b.indexes {
 		for _, rt := range idx.Traffic {
 			if rt.Rank < 0 || rt.Rank >= len(b.placement) || b.placement[rt.Rank] != node ||

@@ -7,7 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
+
 	"shoal/internal/epochs"
 )
 
@@ -209,7 +210,7 @@ func (b *clusterBackend) takeNews() bool {
 func (b *clusterBackend) indexCached() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	indexes := make(map[string]api.ShardIndex, len(b.nodes))
+	indexes := make(map[string]shard.Index, len(b.nodes))
 	for name := range b.nodes {
 		if idx, ok := b.indexes[name]; ok {
 			indexes[name] = idx
@@ -222,9 +223,9 @@ func (b *clusterBackend) indexCached() {
 // shards, then their parity rows (which count against the shards), then the
 // copies and rows made since that they do not show yet, then their corrupt
 // copies, kept for reportCorrupt. The caller holds mu.
-func (b *clusterBackend) indexBook(indexes map[string]api.ShardIndex) {
-	shards := make(map[string][]api.ShardInfo, len(indexes))
-	bad := make(map[string][]api.BadShard, len(indexes))
+func (b *clusterBackend) indexBook(indexes map[string]shard.Index) {
+	shards := make(map[string][]shard.Info, len(indexes))
+	bad := make(map[string][]shard.Bad, len(indexes))
 	rows := make(map[string][]epochs.ParityRow, len(indexes))
 	for name, idx := range indexes {
 		shards[name], bad[name] = idx.Shards, idx.Bad

@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
@@ -27,8 +31,8 @@ import (
 // long poll as an agent's is; Fetch copies a shard between their indexes.
 type fakeCluster struct {
 	mu       sync.Mutex
-	index    map[string][]api.ShardInfo
-	progress map[string]*api.Progress
+	index    map[string][]shard.Info
+	progress map[string]*job.Progress
 	cut      map[string]bool // requests to a cut node hang until given up
 	gone     map[string]bool // a node whose agent is gone: connections refused
 	changed  chan struct{}   // closed at every change
@@ -40,12 +44,12 @@ type fakeCluster struct {
 	// agent's rescan); fetches counts the copies ordered.
 	listAfter time.Duration
 	fetches   int
-	landed    map[string][]api.ShardInfo // by node: the copies made on it
+	landed    map[string][]shard.Info // by node: the copies made on it
 }
 
 func newFakeCluster() *fakeCluster {
-	return &fakeCluster{index: map[string][]api.ShardInfo{}, progress: map[string]*api.Progress{}, cut: map[string]bool{}, gone: map[string]bool{},
-		changed: make(chan struct{}), waits: map[string][]time.Duration{}, states: map[string]string{}, landed: map[string][]api.ShardInfo{}}
+	return &fakeCluster{index: map[string][]shard.Info{}, progress: map[string]*job.Progress{}, cut: map[string]bool{}, gone: map[string]bool{},
+		changed: make(chan struct{}), waits: map[string][]time.Duration{}, states: map[string]string{}, landed: map[string][]shard.Info{}}
 }
 
 func (f *fakeCluster) change(fn func()) {
@@ -57,7 +61,7 @@ func (f *fakeCluster) change(fn func()) {
 }
 
 // add records that node holds shard.
-func (f *fakeCluster) add(node string, shard api.ShardInfo) {
+func (f *fakeCluster) add(node string, shard shard.Info) {
 	f.change(func() { f.index[node] = append(f.index[node], shard) })
 }
 
@@ -68,17 +72,17 @@ func (f *fakeCluster) counts() (calls, active int) {
 }
 
 // nodes is membership's view of nodes: every one alive unless a test said otherwise.
-func (f *fakeCluster) nodes(names ...string) func(context.Context) ([]api.Node, error) {
-	return func(context.Context) ([]api.Node, error) {
+func (f *fakeCluster) nodes(names ...string) func(context.Context) ([]node.Node, error) {
+	return func(context.Context) ([]node.Node, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		var out []api.Node
+		var out []node.Node
 		for _, n := range names {
 			st := f.states[n]
 			if st == "" {
 				st = "alive"
 			}
-			out = append(out, api.Node{Name: n, API: n, State: st, Cores: 2})
+			out = append(out, node.Node{Name: n, API: n, State: st, Cores: 2})
 		}
 		return out, nil
 	}
@@ -96,7 +100,7 @@ type fakeClusterNode struct {
 	name string
 }
 
-func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait time.Duration) (api.ShardIndex, error) {
+func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
 	f := p.f
 	f.mu.Lock()
 	f.calls++
@@ -111,7 +115,7 @@ func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait tim
 	}()
 	if cut {
 		<-ctx.Done()
-		return api.ShardIndex{}, ctx.Err()
+		return shard.Index{}, ctx.Err()
 	}
 	var deadline <-chan time.Time
 	if wait > 0 {
@@ -120,15 +124,15 @@ func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait tim
 		deadline = t.C
 	}
 	if f.isGone(p.name) {
-		return api.ShardIndex{}, refused(p.name)
+		return shard.Index{}, refused(p.name)
 	}
 	for {
 		f.mu.Lock()
 		if f.gone[p.name] { // the request under way ends with its agent
 			f.mu.Unlock()
-			return api.ShardIndex{}, fmt.Errorf("%w at %s: %w", api.ErrUnreachable, p.name, io.ErrUnexpectedEOF)
+			return shard.Index{}, fmt.Errorf("%w at %s: %w", errkind.Unreachable, p.name, io.ErrUnexpectedEOF)
 		}
-		idx := api.ShardIndex{Job: job, Shards: slices.Clone(f.index[p.name]), Progress: f.progress[p.name]}
+		idx := shard.Index{Job: job, Shards: slices.Clone(f.index[p.name]), Progress: f.progress[p.name]}
 		changed := f.changed
 		f.mu.Unlock()
 		idx.Tag = idx.ComputeTag()
@@ -140,7 +144,7 @@ func (p fakeClusterNode) Shards(ctx context.Context, job, known string, wait tim
 		case <-deadline:
 			return idx, nil
 		case <-ctx.Done():
-			return api.ShardIndex{}, ctx.Err()
+			return shard.Index{}, ctx.Err()
 		}
 	}
 }
@@ -153,17 +157,17 @@ func (f *fakeCluster) isGone(node string) bool {
 
 // refused is the error of api.Client for a host where no agent listens.
 func refused(node string) error {
-	return fmt.Errorf("%w at %s: %w", api.ErrUnreachable, node, &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED})
+	return fmt.Errorf("%w at %s: %w", errkind.Unreachable, node, &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED})
 }
 
 // Fetch copies the shard from the node named from (its API address is its
 // name), which shows in the node's index listAfter later. A node that has the
 // shard already answers at once, as an agent does.
-func (p fakeClusterNode) Fetch(ctx context.Context, ref api.ShardRef, from string) (api.Fetched, error) {
+func (p fakeClusterNode) Fetch(ctx context.Context, ref shard.Ref, from string) (api.Fetched, error) {
 	f := p.f
 	f.mu.Lock()
 	f.fetches++
-	find := func(shards []api.ShardInfo) *api.ShardInfo {
+	find := func(shards []shard.Info) *shard.Info {
 		for _, s := range shards {
 			if s.Epoch == ref.Epoch && s.Rank == ref.Rank {
 				return &s
@@ -207,13 +211,13 @@ func watchedBackend(t *testing.T, f *fakeCluster, placement place.Placement, nod
 	s := (ClusterConfig{
 		DataDir: t.TempDir(),
 		Nodes:   f.nodes(nodes...),
-		Peer:    func(n api.Node) Peer { return fakeClusterNode{f: f, name: n.Name} },
+		Peer:    func(n node.Node) Peer { return fakeClusterNode{f: f, name: n.Name} },
 	})
 	rj := newJob(Config{RunRoot: t.TempDir()}, job.Spec{ID: "j", Ranks: len(placement)}, Output{})
 	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, rj, epochs.NewBook(len(placement), 2))
-	b.nodes = map[string]api.Node{}
+	b.nodes = map[string]node.Node{}
 	for _, n := range nodes {
-		b.nodes[n] = api.Node{Name: n, API: n, State: "alive"}
+		b.nodes[n] = node.Node{Name: n, API: n, State: "alive"}
 	}
 	b.placement = placement
 	b.launchAt = time.Now()
@@ -248,8 +252,8 @@ func TestWatchWakesOnChange(t *testing.T) {
 	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
 	news, stop := b.watch(context.Background())
 
-	f.add("a", api.ShardInfo{Epoch: 1, Rank: 0, Checksum: 10})
-	f.add("b", api.ShardInfo{Epoch: 1, Rank: 1, Checksum: 11})
+	f.add("a", shard.Info{Epoch: 1, Rank: 0, Checksum: 10})
+	f.add("b", shard.Info{Epoch: 1, Rank: 1, Checksum: 11})
 	pollUntil(t, b, news, "epoch 1 not complete", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -290,7 +294,7 @@ func TestWatchWakesOnChange(t *testing.T) {
 	if now, active := f.counts(); active != 0 {
 		t.Errorf("after stop: %d requests under way (%d made)", active, now)
 	}
-	f.add("a", api.ShardInfo{Epoch: 2, Rank: 0, Checksum: 20}) // nobody listens any more
+	f.add("a", shard.Info{Epoch: 2, Rank: 0, Checksum: 20}) // nobody listens any more
 	time.Sleep(100 * time.Millisecond)
 	if now, _ := f.counts(); now != calls {
 		t.Errorf("requests after stop: %d", now-calls)
@@ -309,8 +313,8 @@ func TestCopyOrderedOnceWhileItsIndexLags(t *testing.T) {
 	news, stop := b.watch(context.Background())
 	defer stop()
 	for epoch := uint64(1); epoch <= 3; epoch++ {
-		f.add("a", api.ShardInfo{Epoch: epoch, Rank: 0, Checksum: 10 * epoch})
-		f.add("b", api.ShardInfo{Epoch: epoch, Rank: 1, Checksum: 10*epoch + 1})
+		f.add("a", shard.Info{Epoch: epoch, Rank: 0, Checksum: 10 * epoch})
+		f.add("b", shard.Info{Epoch: epoch, Rank: 1, Checksum: 10*epoch + 1})
 		pollUntil(t, b, news, fmt.Sprintf("epoch %d not complete", epoch), func() bool {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -357,7 +361,7 @@ func TestWatchCutNode(t *testing.T) {
 		stop()
 		waitGoroutines(t, before)
 	}()
-	f.add("a", api.ShardInfo{Epoch: 1, Rank: 0, Checksum: 10})
+	f.add("a", shard.Info{Epoch: 1, Rank: 0, Checksum: 10})
 	pollUntil(t, b, news, "a's shard not seen", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -420,8 +424,8 @@ func TestWatchKilledAgent(t *testing.T) {
 		stop()
 		waitGoroutines(t, before)
 	}()
-	f.add("a", api.ShardInfo{Epoch: 1, Rank: 0, Checksum: 10})
-	f.add("b", api.ShardInfo{Epoch: 1, Rank: 1, Checksum: 11})
+	f.add("a", shard.Info{Epoch: 1, Rank: 0, Checksum: 10})
+	f.add("b", shard.Info{Epoch: 1, Rank: 1, Checksum: 11})
 	pollUntil(t, b, news, "the shards of a and b not seen", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -509,14 +513,14 @@ func TestAvoidOutlivesTheCoordinator(t *testing.T) {
 // like the others.
 func TestWatchAsksRank0ForFirstProgress(t *testing.T) {
 	f := newFakeCluster()
-	old := &api.Progress{Fraction: 0.5, At: time.Now().Add(-time.Minute)}
+	old := &job.Progress{Fraction: 0.5, At: time.Now().Add(-time.Minute)}
 	f.progress["a"] = old
 	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
 	b.progBase = old.At
 	news, stop := b.watch(context.Background())
 	defer stop()
 	time.Sleep(1500 * time.Millisecond)
-	f.change(func() { f.progress["a"] = &api.Progress{Fraction: 0.501, At: time.Now()} }) // same percent: same tag
+	f.change(func() { f.progress["a"] = &job.Progress{Fraction: 0.501, At: time.Now()} }) // same percent: same tag
 	pollUntil(t, b, news, "the first report not seen", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -548,7 +552,7 @@ func TestRefusedWhileLeaving(t *testing.T) {
 	b.j.out.Events = func(e job.Event) { events = append(events, e) }
 	b.j.cfg.NodeLost = func(n string) { failed = append(failed, n) }
 	b.noAnswer("b", time.Now(), refused("b"))
-	loss := b.checkRefused([]api.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive", Leaving: true}})
+	loss := b.checkRefused([]node.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive", Leaving: true}})
 	if loss == nil || !loss.left || !slices.Equal(loss.nodes, []string{"b"}) {
 		t.Fatalf("loss %+v, want b left", loss)
 	}
@@ -563,7 +567,7 @@ func TestRefusedWhileLeaving(t *testing.T) {
 
 	// Not leaving: lost, and counted.
 	events = nil
-	loss = b.checkRefused([]api.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive"}})
+	loss = b.checkRefused([]node.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive"}})
 	if loss == nil || loss.left {
 		t.Fatalf("loss %+v, want b lost", loss)
 	}
@@ -581,7 +585,7 @@ func TestManifestOfATakeOver(t *testing.T) {
 	b := watchedBackend(t, f, place.Placement{"a"}, "a")
 	var events []job.Event
 	b.j.out.Events = func(e job.Event) { events = append(events, e) }
-	b.book.Index(map[string][]api.ShardInfo{"a": {{Epoch: 3, Rank: 0, NRanks: 1, CreatedNs: 42, Checksum: 7}}}, b.placement)
+	b.book.Index(map[string][]shard.Info{"a": {{Epoch: 3, Rank: 0, NRanks: 1, CreatedNs: 42, Checksum: 7}}}, b.placement)
 	if got := b.book.MarkComplete(1); !slices.Equal(got, []uint64{3}) {
 		t.Fatalf("complete epochs %v, want [3]", got)
 	}
@@ -619,7 +623,7 @@ func TestQuietRunEndsWithoutRefresh(t *testing.T) {
 		t.Errorf("a quiet run that failed: %d requests at its end, want 2 (every node)", n)
 	}
 
-	f.add("b", api.ShardInfo{Epoch: 1, Rank: 1, Checksum: 11})
+	f.add("b", shard.Info{Epoch: 1, Rank: 1, Checksum: 11})
 	news, stop = b.watch(context.Background())
 	pollUntil(t, b, news, "b's shard", func() bool {
 		b.mu.Lock()

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"syscall"
 
-	"shoal/internal/api"
+	"shoal/internal/job"
 	"shoal/internal/userdir"
 )
 
 // RankState is how one rank's process ended, as written by `shoal exec-rank` (see
-// docs/launcher-protocol.md): the API's type, so a node reports the states it
+// docs/launcher-protocol.md): the job's type, so a node reports the states it
 // read as they are.
-type RankState = api.RankState
+type RankState = job.RankState
 
 // Rank wrapper states.
 const (

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
 )
 
 // ErrLost means a job had complete epochs but none survives: for each, some
@@ -139,7 +139,7 @@ type CorruptCopy struct {
 	Epoch uint64
 	Rank  int
 	Node  string
-	Error string // the failed check (api.BadShard.Error): "checksum mismatch"
+	Error string // the failed check (shard.Bad.Error): "checksum mismatch"
 	// Good are the nodes holding a verified copy, by name; none when every
 	// copy the book knows of is gone or corrupt.
 	Good []string
@@ -231,7 +231,7 @@ func (b *Book) shard(epoch uint64, rank int) *ShardEntry {
 // without the others' (see [Entry.World]). A rank of that communicator is
 // taken to be the run's rank of the same number, as it is when the program
 // splits off its first ranks in order.
-func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
+func (b *Book) Index(indexes map[string][]shard.Info, writers []string) {
 	for node, shards := range indexes {
 		for _, s := range shards {
 			b.Highest = max(b.Highest, s.Epoch)
@@ -275,13 +275,13 @@ func (b *Book) Index(indexes map[string][]api.ShardInfo, writers []string) {
 }
 
 // IndexBad takes the corrupt copies the nodes that answered list in their
-// indexes (api.ShardIndex.Bad), by node, after [Book.Index] took their good
+// indexes (shard.Index.Bad), by node, after [Book.Index] took their good
 // ones and the copies made since were added: each list replaces what the book
 // knew of its node's corrupt copies, but for a node the book counts a good
 // copy on (made after the index was taken, over the corrupt one). It returns
 // the copies of the book's epochs found corrupt that were not before, by
 // epoch, rank and node.
-func (b *Book) IndexBad(bad map[string][]api.BadShard) []CorruptCopy {
+func (b *Book) IndexBad(bad map[string][]shard.Bad) []CorruptCopy {
 	was := map[ShardCopy]bool{}
 	for epoch, e := range b.Epochs {
 		for r := range e.Shards {
@@ -655,13 +655,13 @@ func addName(names []string, name string) []string {
 
 // Resume records in b, an empty book, epoch as complete from the shards the nodes
 // hold by their indexes: a job that begins from an epoch kept outside the cluster
-// (api.JobSpec.ResumeEpoch), whose shards the submitter put into the nodes' stores.
+// (job.Spec.ResumeEpoch), whose shards the submitter put into the nodes' stores.
 // The epoch's rank count is its shards' (they must agree); each rank's shard must
 // be held by at least one node, every copy alike; the copies count as they are,
 // however many. It fails, naming the first rank missing, when the nodes do not
 // hold the whole epoch. Whether the job may run on the epoch's count is the
 // caller's to check ([Book.Ranks]).
-func (b *Book) Resume(epoch uint64, indexes map[string][]api.ShardInfo) error {
+func (b *Book) Resume(epoch uint64, indexes map[string][]shard.Info) error {
 	nranks := 0
 	for node, shards := range indexes {
 		for _, s := range shards {

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"testing"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
 )
 
 // si is the index entry of rank's shard of epoch with checksum sum.
-func si(epoch uint64, rank int, sum uint64) api.ShardInfo {
-	return api.ShardInfo{Epoch: epoch, Rank: rank, Checksum: sum, CreatedNs: epoch * 1000}
+func si(epoch uint64, rank int, sum uint64) shard.Info {
+	return shard.Info{Epoch: epoch, Rank: rank, Checksum: sum, CreatedNs: epoch * 1000}
 }
 
 // sum is the checksum the writer of rank's shard of epoch reports in these tests.
@@ -24,7 +24,7 @@ func sum(epoch uint64, rank int) uint64 { return epoch*100 + uint64(rank) }
 func written(nranks, redundancy int, writers []string, epochs ...uint64) Book {
 	b := NewBook(nranks, redundancy)
 	b.StartRun(0)
-	idx := map[string][]api.ShardInfo{}
+	idx := map[string][]shard.Info{}
 	for _, e := range epochs {
 		for r, n := range writers {
 			idx[n] = append(idx[n], si(e, r, sum(e, r)))
@@ -108,28 +108,28 @@ func TestEpochBookCountsOnlyTheWritersShards(t *testing.T) {
 	steps := []struct {
 		name  string
 		node  string
-		index []api.ShardInfo
+		index []shard.Info
 		want  map[[2]int][]string // (epoch, rank) → holders after the step
 	}{
-		{"a copy before its writer reported", "c", []api.ShardInfo{si(5, 0, 1)},
+		{"a copy before its writer reported", "c", []shard.Info{si(5, 0, 1)},
 			map[[2]int][]string{{5, 0}: nil}},
-		{"the writer's own shard", "a", []api.ShardInfo{si(5, 0, 1)},
+		{"the writer's own shard", "a", []shard.Info{si(5, 0, 1)},
 			map[[2]int][]string{{5, 0}: {"a"}}},
-		{"a replica and b's own shard", "b", []api.ShardInfo{si(5, 0, 1), si(5, 1, 2)},
+		{"a replica and b's own shard", "b", []shard.Info{si(5, 0, 1), si(5, 1, 2)},
 			map[[2]int][]string{{5, 0}: {"a", "b"}, {5, 1}: {"b"}}},
-		{"the copy c reported first, now checked", "c", []api.ShardInfo{si(5, 0, 1)},
+		{"the copy c reported first, now checked", "c", []shard.Info{si(5, 0, 1)},
 			map[[2]int][]string{{5, 0}: {"a", "b", "c"}}},
-		{"a wrong checksum under the same numbers", "d", []api.ShardInfo{si(5, 1, 9)},
+		{"a wrong checksum under the same numbers", "d", []shard.Info{si(5, 1, 9)},
 			map[[2]int][]string{{5, 1}: {"b"}}},
-		{"an epoch never seen written", "d", []api.ShardInfo{si(3, 0, 3)},
+		{"an epoch never seen written", "d", []shard.Info{si(3, 0, 3)},
 			map[[2]int][]string{{3, 0}: nil}},
-		{"ahead of the run, written by no run of ours", "d", []api.ShardInfo{si(7, 1, 7)},
+		{"ahead of the run, written by no run of ours", "d", []shard.Info{si(7, 1, 7)},
 			map[[2]int][]string{{7, 1}: nil}},
-		{"a writer's shard below the run's base", "a", []api.ShardInfo{si(4, 0, 4), si(5, 0, 1)},
+		{"a writer's shard below the run's base", "a", []shard.Info{si(4, 0, 4), si(5, 0, 1)},
 			map[[2]int][]string{{4, 0}: nil, {5, 0}: {"a", "b", "c"}}},
 	}
 	for _, st := range steps {
-		b.Index(map[string][]api.ShardInfo{st.node: st.index}, writers)
+		b.Index(map[string][]shard.Info{st.node: st.index}, writers)
 		for k, want := range st.want {
 			if got := b.Holders(uint64(k[0]), k[1]); !slices.Equal(got, want) {
 				t.Errorf("%s: holders of epoch %d rank %d = %v, want %v", st.name, k[0], k[1], got, want)
@@ -149,12 +149,12 @@ func TestEpochBookCountsOnlyTheWritersShards(t *testing.T) {
 func TestEpochBookIndexReplacesTheNode(t *testing.T) {
 	writers := []string{"a", "b"}
 	b := written(2, 2, writers, 1, 2)
-	b.Index(map[string][]api.ShardInfo{"c": {si(1, 0, sum(1, 0)), si(1, 1, sum(1, 1)), si(2, 0, sum(2, 0))}}, writers)
+	b.Index(map[string][]shard.Info{"c": {si(1, 0, sum(1, 0)), si(1, 1, sum(1, 1)), si(2, 0, sum(2, 0))}}, writers)
 	if got := b.Holders(1, 0); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("holders %v, want [a c]", got)
 	}
 	// c lost epoch 1 (removed) and its copy of epoch 2 rank 0 is corrupt (not listed).
-	b.Index(map[string][]api.ShardInfo{"c": {si(1, 1, sum(1, 1))}}, writers)
+	b.Index(map[string][]shard.Info{"c": {si(1, 1, sum(1, 1))}}, writers)
 	tests := []struct {
 		epoch uint64
 		rank  int
@@ -171,7 +171,7 @@ func TestEpochBookIndexReplacesTheNode(t *testing.T) {
 		}
 	}
 	// An empty index: the node holds nothing of the job any more.
-	b.Index(map[string][]api.ShardInfo{"b": nil}, writers)
+	b.Index(map[string][]shard.Info{"b": nil}, writers)
 	if got := b.Holders(1, 1); !slices.Equal(got, []string{"c"}) {
 		t.Errorf("after b's empty index, holders of epoch 1 rank 1 = %v, want [c]", got)
 	}
@@ -363,7 +363,7 @@ func TestEpochBookPrunedStayGone(t *testing.T) {
 	if keep, _ := b.Prune(); keep != 2 {
 		t.Fatalf("Prune() kept from %d, want 2", keep)
 	}
-	b.Index(map[string][]api.ShardInfo{"a": {si(1, 0, sum(1, 0)), si(2, 0, sum(2, 0)), si(3, 0, sum(3, 0)), si(4, 0, sum(4, 0))}}, []string{"a"})
+	b.Index(map[string][]shard.Info{"a": {si(1, 0, sum(1, 0)), si(2, 0, sum(2, 0)), si(3, 0, sum(3, 0)), si(4, 0, sum(4, 0))}}, []string{"a"})
 	if fresh := b.MarkComplete(1); !slices.Equal(fresh, []uint64{4}) {
 		t.Errorf("after an index listing pruned epoch 1 again: newly complete %v, want [4]", fresh)
 	}
@@ -509,7 +509,7 @@ func TestEpochBookKeepsBothKindsWhileAnEpochLags(t *testing.T) {
 		copyAll(&b, nodes, func(uint64) bool { return true })
 		b.MarkComplete(n)
 		// Epochs 3 and 4 written, and only 4's copies made.
-		idx := map[string][]api.ShardInfo{}
+		idx := map[string][]shard.Info{}
 		for e := uint64(1); e <= 4; e++ {
 			for r, w := range nodes {
 				idx[w] = append(idx[w], si(e, r, sum(e, r)))
@@ -594,7 +594,7 @@ func TestEpochBookRelaunchForgetsLaterEpochs(t *testing.T) {
 	b := NewBook(2, 1)
 	b.StartRun(0)
 	for e := uint64(1); e <= 6; e++ {
-		b.Index(map[string][]api.ShardInfo{"a": {si(e, 0, e)}, "b": {si(e, 1, 10+e)}}, writers)
+		b.Index(map[string][]shard.Info{"a": {si(e, 0, e)}, "b": {si(e, 1, 10+e)}}, writers)
 		if e <= 4 {
 			b.MarkComplete(2)
 		}
@@ -603,7 +603,7 @@ func TestEpochBookRelaunchForgetsLaterEpochs(t *testing.T) {
 		t.Fatalf("the relaunch's first epoch = %d, want 7", got)
 	}
 	// The stopped run's epochs 5 and 6 finish copying now: every node holds all.
-	all := map[string][]api.ShardInfo{}
+	all := map[string][]shard.Info{}
 	for _, n := range []string{"a", "b"} {
 		for e := uint64(3); e <= 6; e++ {
 			all[n] = append(all[n], si(e, 0, e), si(e, 1, 10+e))
@@ -625,13 +625,13 @@ func TestEpochBookRelaunchForgetsLaterEpochs(t *testing.T) {
 // A job resuming from an epoch kept outside the cluster starts with that epoch
 // complete wherever its shards were put, and refuses an epoch a rank lacks.
 func TestEpochBookResume(t *testing.T) {
-	with := func(epoch uint64, rank int, s uint64) api.ShardInfo {
+	with := func(epoch uint64, rank int, s uint64) shard.Info {
 		i := si(epoch, rank, s)
 		i.NRanks = 2
 		return i
 	}
 	b := NewBook(2, 2)
-	err := b.Resume(7, map[string][]api.ShardInfo{
+	err := b.Resume(7, map[string][]shard.Info{
 		"n1": {with(7, 0, 70), with(7, 1, 71)},
 		"n2": {with(7, 1, 71), with(3, 0, 30)},
 	})
@@ -654,7 +654,7 @@ func TestEpochBookResume(t *testing.T) {
 		t.Errorf("the next run's first epoch is not 8")
 	}
 
-	for name, idx := range map[string]map[string][]api.ShardInfo{
+	for name, idx := range map[string]map[string][]shard.Info{
 		"a rank missing":     {"n1": {with(7, 0, 70)}, "n2": {with(6, 1, 61)}},
 		"copies that differ": {"n1": {with(7, 0, 70), with(7, 1, 71)}, "n2": {with(7, 1, 99)}},
 		"nothing":            {},
@@ -677,7 +677,7 @@ func TestEpochBookResized(t *testing.T) {
 	b := NewBook(4, 1)
 	b.StartRun(0)
 	four := []string{"a", "a", "b", "c"}
-	var idx = map[string][]api.ShardInfo{}
+	var idx = map[string][]shard.Info{}
 	for r, n := range four {
 		idx[n] = append(idx[n], si(1, r, sum(1, r)))
 	}
@@ -693,7 +693,7 @@ func TestEpochBookResized(t *testing.T) {
 	two := []string{"a", "b"}
 	perRank := si(2, 1, sum(2, 1))
 	perRank.PerRank = []int32{3}
-	b.Index(map[string][]api.ShardInfo{"a": {si(2, 0, sum(2, 0))}, "b": {perRank, si(2, 3, 99)}}, two)
+	b.Index(map[string][]shard.Info{"a": {si(2, 0, sum(2, 0))}, "b": {perRank, si(2, 3, 99)}}, two)
 	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{2}) {
 		t.Fatalf("complete at 2 ranks = %v, want [2]", got)
 	}
@@ -730,7 +730,7 @@ func TestEpochBookResized(t *testing.T) {
 // epochs of as many shards, each saying so in its header: the epoch is
 // complete with those, and knows the run it came from had more ranks.
 func TestEpochBookSubCommunicator(t *testing.T) {
-	sub := func(epoch uint64, rank, nranks int) api.ShardInfo {
+	sub := func(epoch uint64, rank, nranks int) shard.Info {
 		s := si(epoch, rank, sum(epoch, rank))
 		s.NRanks = nranks
 		s.PerRank = []int32{1}
@@ -739,7 +739,7 @@ func TestEpochBookSubCommunicator(t *testing.T) {
 	writers := []string{"a", "a", "b"} // 3 ranks, libshoal given ranks 0 and 1
 	b := NewBook(3, 1)
 	b.StartRun(0)
-	b.Index(map[string][]api.ShardInfo{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(2, 0, 2)}, "b": {sub(2, 1, 2)}}, writers)
+	b.Index(map[string][]shard.Info{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(2, 0, 2)}, "b": {sub(2, 1, 2)}}, writers)
 	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("complete = %v, want [1] (epoch 2's rank 1 is not on its writer's node)", got)
 	}
@@ -768,8 +768,8 @@ func TestEpochBookSubCommunicator(t *testing.T) {
 	}
 	// Shards of more ranks than the run has, or of another count than the
 	// epoch's written shards, are not the run's.
-	b.Index(map[string][]api.ShardInfo{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(3, 0, 4), sub(3, 1, 2)}}, writers)
-	b.Index(map[string][]api.ShardInfo{"b": {sub(3, 2, 3)}}, writers)
+	b.Index(map[string][]shard.Info{"a": {sub(1, 0, 2), sub(1, 1, 2), sub(3, 0, 4), sub(3, 1, 2)}}, writers)
+	b.Index(map[string][]shard.Info{"b": {sub(3, 2, 3)}}, writers)
 	if got, holders := b.Ranks(3), b.Holders(3, 2); got != 2 || holders != nil {
 		t.Errorf("Ranks(3) = %d, rank 2's holders %v after shards of 4, 2 and 3 ranks; want 2 (rank 1's count; 4 is more than the run) and none", got, holders)
 	}
@@ -785,9 +785,9 @@ func TestEpochBookCorruptCopies(t *testing.T) {
 	if got := b.MarkComplete(2); !slices.Equal(got, []uint64{5}) {
 		t.Fatalf("complete %v, want [5]", got)
 	}
-	bad := func(e uint64, r int) api.BadShard { return api.BadShard{Epoch: e, Rank: r, Error: "checksum mismatch"} }
-	good := func(ranks ...int) []api.ShardInfo {
-		var out []api.ShardInfo
+	bad := func(e uint64, r int) shard.Bad { return shard.Bad{Epoch: e, Rank: r, Error: "checksum mismatch"} }
+	good := func(ranks ...int) []shard.Info {
+		var out []shard.Info
 		for _, r := range ranks {
 			out = append(out, si(5, r, sum(5, r)))
 		}
@@ -795,18 +795,18 @@ func TestEpochBookCorruptCopies(t *testing.T) {
 	}
 	steps := []struct {
 		name    string
-		shards  map[string][]api.ShardInfo
-		bad     map[string][]api.BadShard
+		shards  map[string][]shard.Info
+		bad     map[string][]shard.Bad
 		want    []CorruptCopy
 		chooses uint64
 		lost    string
 	}{
-		{"rank 0's copy on n1 corrupt", map[string][]api.ShardInfo{"n1": good(1)}, map[string][]api.BadShard{"n1": {bad(5, 0)}},
+		{"rank 0's copy on n1 corrupt", map[string][]shard.Info{"n1": good(1)}, map[string][]shard.Bad{"n1": {bad(5, 0)}},
 			[]CorruptCopy{{Epoch: 5, Rank: 0, Node: "n1", Error: "checksum mismatch", Good: []string{"n2"}}}, 5, ""},
-		{"the same again: not news", map[string][]api.ShardInfo{"n1": good(1)}, map[string][]api.BadShard{"n1": {bad(5, 0)}},
+		{"the same again: not news", map[string][]shard.Info{"n1": good(1)}, map[string][]shard.Bad{"n1": {bad(5, 0)}},
 			nil, 5, ""},
-		{"an unknown epoch's corrupt copy", nil, map[string][]api.BadShard{"n3": {bad(9, 0)}}, nil, 5, ""},
-		{"n2's copy corrupt too", map[string][]api.ShardInfo{"n2": good(1)}, map[string][]api.BadShard{"n2": {bad(5, 0)}},
+		{"an unknown epoch's corrupt copy", nil, map[string][]shard.Bad{"n3": {bad(9, 0)}}, nil, 5, ""},
+		{"n2's copy corrupt too", map[string][]shard.Info{"n2": good(1)}, map[string][]shard.Bad{"n2": {bad(5, 0)}},
 			[]CorruptCopy{{Epoch: 5, Rank: 0, Node: "n2", Error: "checksum mismatch"}}, 0, "epoch 5 lost: shards of rank 0 are corrupt on n1, n2"},
 	}
 	for _, st := range steps {
@@ -828,7 +828,7 @@ func TestEpochBookCorruptCopies(t *testing.T) {
 		t.Error("WasCorrupt(5, 0, n1) after a good copy was made = true, want false")
 	}
 	// n1's index taken before the repair still lists the corrupt copy.
-	if got := b.IndexBad(map[string][]api.BadShard{"n1": {bad(5, 0)}}); got != nil || b.WasCorrupt(5, 0, "n1") {
+	if got := b.IndexBad(map[string][]shard.Bad{"n1": {bad(5, 0)}}); got != nil || b.WasCorrupt(5, 0, "n1") {
 		t.Errorf("an index older than the repair: IndexBad = %+v, WasCorrupt %v; want nothing", got, b.WasCorrupt(5, 0, "n1"))
 	}
 }

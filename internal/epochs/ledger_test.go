@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"shoal/internal/api"
+	"shoal/internal/shard"
 )
 
 // TestMadeLedger: a copy or a parity row made counts in the book, rebuilt
@@ -14,7 +14,7 @@ import (
 // longer has is forgotten, not brought back.
 func TestMadeLedger(t *testing.T) {
 	writers := []string{"a", "b"}
-	idx := map[string][]api.ShardInfo{"a": {si(1, 0, sum(1, 0))}, "b": {si(1, 1, sum(1, 1))}}
+	idx := map[string][]shard.Info{"a": {si(1, 0, sum(1, 0))}, "b": {si(1, 1, sum(1, 1))}}
 	b := written(2, 2, writers, 1)
 	m := NewLedger()
 	m.IndexTaken("b") // an index of b before the copy settles nothing

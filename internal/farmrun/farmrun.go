@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/farm"
@@ -48,7 +50,7 @@ const (
 // which starts the node's task runner and stores results.
 type Config struct {
 	coord.ClusterConfig
-	Agent func(n api.Node) *api.Client
+	Agent func(n node.Node) *api.Client
 }
 
 // Record is a farm's record as its run keeps it: the job service writes it
@@ -80,7 +82,7 @@ type farmRun struct {
 	info   job.Job
 	ledger farm.Ledger
 	sched  *farm.Scheduler
-	nodes  map[string]api.Node // in the scheduler: staged and granted
+	nodes  map[string]node.Node // in the scheduler: staged and granted
 	// setting up: being staged and granted; benched: launch failed, until then
 	settingUp map[string]bool
 	benched   map[string]time.Time
@@ -107,7 +109,7 @@ type farmRun struct {
 }
 
 type nodeReady struct {
-	node api.Node
+	node node.Node
 	err  error
 }
 
@@ -115,7 +117,7 @@ type nodeReady struct {
 // internal/taskrun), started through the node's agent: tasks go to it as
 // requests, and come back as replies read by its own goroutine.
 type runner struct {
-	node   api.Node
+	node   node.Node
 	reqs   chan farm.Request // written by the main loop; closed to let it finish
 	cancel context.CancelFunc
 }
@@ -150,7 +152,7 @@ func Run(ctx context.Context, cfg Config, rec Record, ledger json.RawMessage) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	info := rec.Job()
-	f := &farmRun{cfg: cfg, j: rec, lc: job.NewLifecycle(info.ID, rec.Event), info: info, nodes: map[string]api.Node{}, settingUp: map[string]bool{},
+	f := &farmRun{cfg: cfg, j: rec, lc: job.NewLifecycle(info.ID, rec.Event), info: info, nodes: map[string]node.Node{}, settingUp: map[string]bool{},
 		benched: map[string]time.Time{}, ends: make(chan taskEnd), ready: make(chan nodeReady), gone: make(chan runnerEnd),
 		runners: map[string]*runner{}, inFlight: map[string]map[int]bool{}, started: time.Now(), perNode: map[string]int{},
 		results: results.Store{Dir: filepath.Join(cfg.DataDir, farmResultsDir)}}
@@ -253,7 +255,7 @@ func (f *farmRun) checkLedger(ctx context.Context) {
 			continue
 		}
 		wg.Add(1)
-		go func(n api.Node) {
+		go func(n node.Node) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
@@ -299,7 +301,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	live := map[string]api.Node{}
+	live := map[string]node.Node{}
 	for _, n := range nodes {
 		if n.State == "alive" && !n.Leaving {
 			live[n.Name] = n
@@ -310,7 +312,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 			why := "is gone"
 			for _, n := range nodes {
 				if n.Name == name {
-					why = api.GoneWord(n.State)
+					why = node.GoneWord(n.State)
 					if n.Leaving {
 						why = "is leaving"
 					}
@@ -337,7 +339,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 	}
 	// Results whose every holder is gone are lost: their tasks run again. The
 	// ledger is looked through only when the live nodes changed.
-	key := api.LiveKey(nodes)
+	key := node.LiveKey(nodes)
 	if key == f.liveKey {
 		return
 	}
@@ -359,7 +361,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 }
 
 // setUp grants a node the farm and stages the farm's files there.
-func (f *farmRun) setUp(ctx context.Context, n api.Node) error {
+func (f *farmRun) setUp(ctx context.Context, n node.Node) error {
 	ranks := min(max(n.Cores, 1), len(f.info.Spec.Farm.Tasks))
 	_, err := f.cfg.SetUp(ctx, n, f.info, ranks)
 	return err
@@ -382,7 +384,7 @@ func (f *farmRun) nodeReady(ctx context.Context, r nodeReady) {
 
 // startRunner starts the task runner of node n: it launches `shoal exec-task`
 // there and feeds it requests, and reads its replies, each into a taskEnd.
-func (f *farmRun) startRunner(ctx context.Context, n api.Node) *runner {
+func (f *farmRun) startRunner(ctx context.Context, n node.Node) *runner {
 	rctx, cancel := context.WithCancel(ctx)
 	spec := f.info.Spec
 	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
@@ -576,7 +578,7 @@ func (f *farmRun) ended(e taskEnd) {
 // node that ran the task, whose runner writes it without waiting for the
 // disk), and the others are, in this order, this one (synced), the node that
 // ran it, and any other in use.
-func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, held []string) (farm.Result, error) {
+func (f *farmRun) store(ctx context.Context, ran node.Node, task int, b []byte, held []string) (farm.Result, error) {
 	h := sha256.Sum256(b)
 	r := farm.Result{Task: task, Size: int64(len(b)), SHA256: hex.EncodeToString(h[:]), Node: ran.Name, Holders: held}
 	apis := f.nodesSnapshot()
@@ -607,7 +609,7 @@ func (f *farmRun) store(ctx context.Context, ran api.Node, task int, b []byte, h
 			err = f.results.Put(f.info.ID, task, r.SHA256, bytes.NewReader(b))
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err = f.cfg.Agent(api.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
+			err = f.cfg.Agent(node.Node{Name: name, API: apis[name]}).PutResult(cctx, f.info.ID, task, r.SHA256, b)
 			cancel()
 		}
 		if err != nil {
@@ -745,7 +747,7 @@ func (f *farmRun) revokeAll() {
 	var wg sync.WaitGroup
 	for _, n := range f.nodes {
 		wg.Add(1)
-		go func(n api.Node) {
+		go func(n node.Node) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -8,6 +8,9 @@ import (
 	"os"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/epochs"
@@ -28,7 +31,7 @@ func (s *Service) leads(ctx context.Context) bool {
 
 // awaitLeader returns the leading node's name, waiting up to electionWait for
 // an election to end; "" when none ended. It gives up at once when the cluster
-// has no quorum (api.Voters.Lost), which no wait mends, and says so in noQuorum.
+// has no quorum (node.Voters.Lost), which no wait mends, and says so in noQuorum.
 func (s *Service) awaitLeader(ctx context.Context) (name, noQuorum string) {
 	deadline := time.Now().Add(electionWait)
 	for {
@@ -48,7 +51,7 @@ func (s *Service) awaitLeader(ctx context.Context) (name, noQuorum string) {
 // cluster lost its quorum.
 const quorumCheck = 250 * time.Millisecond
 
-// noQuorum says that the cluster has no quorum (api.Voters.NoQuorum), or "".
+// noQuorum says that the cluster has no quorum (node.Voters.NoQuorum), or "".
 func (s *Service) noQuorum(ctx context.Context) string {
 	if s.cfg.Nodes == nil {
 		return ""
@@ -57,15 +60,15 @@ func (s *Service) noQuorum(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
-	return api.QuorumOf(nodes).NoQuorum()
+	return node.QuorumOf(nodes).NoQuorum()
 }
 
 // noQuorumError is a request refused because the cluster has no quorum: it
-// is api.ErrNotAvailable to the client, and passing it on again will not help.
+// is errkind.NotAvailable to the client, and passing it on again will not help.
 type noQuorumError struct{ msg string }
 
-func (e *noQuorumError) Error() string { return api.ErrNotAvailable.Error() + ": " + e.msg }
-func (e *noQuorumError) Unwrap() error { return api.ErrNotAvailable }
+func (e *noQuorumError) Error() string { return errkind.NotAvailable.Error() + ": " + e.msg }
+func (e *noQuorumError) Unwrap() error { return errkind.NotAvailable }
 
 // lead follows this node's leadership of the job store: a new leader takes over
 // every job that has not ended; a node that stops leading stops running them.
@@ -153,7 +156,7 @@ func (s *Service) awaitTaken(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(takeOverWait):
-		return fmt.Errorf("%w: %s leads the cluster but is still taking over the jobs of the previous leader; try again", api.ErrNotAvailable, s.cfg.Node)
+		return fmt.Errorf("%w: %s leads the cluster but is still taking over the jobs of the previous leader; try again", errkind.NotAvailable, s.cfg.Node)
 	}
 }
 
@@ -256,16 +259,16 @@ func (s *Service) leader(ctx context.Context) (*api.Client, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: %s", api.ErrNotAvailable, s.quorum(ctx))
+	return nil, fmt.Errorf("%w: %s", errkind.NotAvailable, s.quorum(ctx))
 }
 
-// quorum says why no node coordinates jobs ([api.Quorum]).
+// quorum says why no node coordinates jobs ([node.Quorum]).
 func (s *Service) quorum(ctx context.Context) string {
 	nodes, err := s.cfg.Nodes(ctx)
 	if err != nil {
 		return "no node coordinates jobs: " + err.Error()
 	}
-	if msg := api.Quorum(nodes); msg != "" {
+	if msg := node.Quorum(nodes); msg != "" {
 		return msg
 	}
 	return "no node coordinates jobs: the leader is not reachable from " + s.cfg.Node
@@ -325,22 +328,22 @@ func (s *Service) forwardOnce(ctx context.Context, spec job.Spec, again bool) (_
 	for _, f := range spec.Files {
 		if has, err := c.HasFile(ctx, f.SHA256); err != nil || has {
 			if err != nil {
-				return job.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+				return job.Job{}, errors.Is(err, errkind.Unreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", errkind.BadGateway, f.Name, c.Addr(), err)
 			}
 			continue
 		}
 		r, err := os.Open(s.cache.Path(f.SHA256))
 		if err != nil {
-			return job.Job{}, false, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
+			return job.Job{}, false, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", errkind.BadRequest, f.Name, f.SHA256)
 		}
 		err = c.PutFile(ctx, f.SHA256, r, f.Size)
 		r.Close()
 		if err != nil {
-			return job.Job{}, errors.Is(err, api.ErrUnreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", api.ErrBadGateway, f.Name, c.Addr(), err)
+			return job.Job{}, errors.Is(err, errkind.Unreachable), fmt.Errorf("%w: file %s to the coordinator %s: %v", errkind.BadGateway, f.Name, c.Addr(), err)
 		}
 	}
 	info, err := c.Submit(ctx, spec)
-	if again && errors.Is(err, api.ErrConflict) {
+	if again && errors.Is(err, errkind.Conflict) {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		s.cfg.Store.WaitJob(wctx, spec.ID)
@@ -349,7 +352,7 @@ func (s *Service) forwardOnce(ctx context.Context, spec job.Spec, again bool) (_
 		}
 	}
 	if err != nil {
-		return info, errors.Is(err, api.ErrUnreachable), err
+		return info, errors.Is(err, errkind.Unreachable), err
 	}
 	// The submitter follows the job here next: wait until this replica has it.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -18,6 +18,11 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/links"
+	"shoal/internal/node"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/engine"
@@ -39,9 +44,9 @@ type Config struct {
 	// MPI); the job keeps it wherever it is coordinated.
 	Engine string
 	// Nodes returns the cluster's nodes as membership sees them now.
-	Nodes func(ctx context.Context) ([]api.Node, error)
+	Nodes func(ctx context.Context) ([]node.Node, error)
 	// Peer returns a client of another node's agent.
-	Peer func(n api.Node) coord.Peer
+	Peer func(n node.Node) coord.Peer
 	// Launch serves launch requests for this node (see internal/launch); nil
 	// refuses them.
 	Launch func(ctx context.Context, req api.LaunchRequest) (func(conn io.ReadWriteCloser), error)
@@ -50,10 +55,10 @@ type Config struct {
 	Store *jobstore.Store
 	// Agent returns a client of a node's agent: what only the leader does is
 	// passed on to it.
-	Agent func(n api.Node) *api.Client
+	Agent func(n node.Node) *api.Client
 	// Links, when set, returns the measured links between the live nodes
 	// (internal/links): the planner weighs them (placement.go).
-	Links func(ctx context.Context) ([]api.Link, error)
+	Links func(ctx context.Context) ([]links.Link, error)
 	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
 	// complete epochs change (one became complete, older ones were pruned), so
 	// that a coordinator taking the job over can start from it (see [Resume]).
@@ -130,11 +135,11 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 		return job.Job{}, err
 	}
 	if err := launchable(spec); err != nil {
-		return job.Job{}, fmt.Errorf("%w: node %s coordinates the job and cannot launch it: %v", api.ErrBadRequest, s.cfg.Node, err)
+		return job.Job{}, fmt.Errorf("%w: node %s coordinates the job and cannot launch it: %v", errkind.BadRequest, s.cfg.Node, err)
 	}
 	for _, f := range spec.Files {
 		if !s.cache.Has(f.SHA256) {
-			return job.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", api.ErrBadRequest, f.Name, f.SHA256)
+			return job.Job{}, fmt.Errorf("%w: file %s (%s) was not uploaded to this node first", errkind.BadRequest, f.Name, f.SHA256)
 		}
 	}
 	id := spec.ID
@@ -160,7 +165,7 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 		// not started from the beginning.
 		var err error
 		if book, resume, err = s.resumeDurable(ctx, info); err != nil {
-			return job.Job{}, fmt.Errorf("%w: job %s: %v", api.ErrBadRequest, id, err)
+			return job.Job{}, fmt.Errorf("%w: job %s: %v", errkind.BadRequest, id, err)
 		}
 	}
 	first := []job.Event{job.NewEvent(job.EventState, submittedMessage(spec.Owner, os.Getuid(), s.cfg.Node), nil)}
@@ -178,7 +183,7 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 	case errors.Is(err, jobstore.ErrNotLeader):
 		return s.forwardSubmit(ctx, spec)
 	case err != nil:
-		return job.Job{}, fmt.Errorf("%w: recording job %s: %v", api.ErrNotAvailable, id, err)
+		return job.Job{}, fmt.Errorf("%w: recording job %s: %v", errkind.NotAvailable, id, err)
 	}
 	s.start(info, book, resume)
 	return info, nil
@@ -195,13 +200,13 @@ func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	indexes := map[string][]api.ShardInfo{}
+	indexes := map[string][]shard.Info{}
 	for _, n := range nodes {
 		if n.State != "alive" {
 			continue
 		}
 		wg.Add(1)
-		go func(n api.Node) {
+		go func(n node.Node) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
@@ -338,7 +343,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (job.Job, error) {
 		return job.Job{}, err
 	}
 	if !info.Ended.IsZero() {
-		return info, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
+		return info, fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
 	}
 	if !s.leads(ctx) {
 		c, err := s.leader(ctx)
@@ -349,7 +354,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (job.Job, error) {
 	}
 	j := s.driver(id)
 	if j == nil {
-		return info, fmt.Errorf("%w: job %s is being taken over; try again", api.ErrNotAvailable, id)
+		return info, fmt.Errorf("%w: job %s is being taken over; try again", errkind.NotAvailable, id)
 	}
 	j.cancel(nil)
 	return j.snapshot(), nil
@@ -384,7 +389,7 @@ func (s *Service) Events(ctx context.Context, id string, from uint64, follow boo
 // Launch serves a launch request through the node's launch service.
 func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(conn io.ReadWriteCloser), error) {
 	if s.cfg.Launch == nil {
-		return nil, fmt.Errorf("%w: this node does not launch MPI daemons", api.ErrNotAvailable)
+		return nil, fmt.Errorf("%w: this node does not launch MPI daemons", errkind.NotAvailable)
 	}
 	return s.cfg.Launch(ctx, req)
 }
@@ -398,7 +403,7 @@ func (s *Service) HasFile(ctx context.Context, sum string) (bool, error) {
 func (s *Service) GetFile(ctx context.Context, sum string) (io.ReadCloser, int64, error) {
 	f, err := os.Open(s.cache.Path(sum))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, fmt.Errorf("%w: file %s", api.ErrNotFound, sum)
+		return nil, 0, fmt.Errorf("%w: file %s", errkind.NotFound, sum)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -415,7 +420,7 @@ func (s *Service) GetFile(ctx context.Context, sum string) (io.ReadCloser, int64
 func (s *Service) PutFile(ctx context.Context, sum string, size int64, r io.Reader) error {
 	err := s.cache.Put(sum, r)
 	if errors.Is(err, files.ErrHashMismatch) {
-		return fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return fmt.Errorf("%w: %v", errkind.BadRequest, err)
 	}
 	return err
 }
@@ -449,21 +454,21 @@ func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceReq
 	}
 	j := s.driver(id)
 	if j == nil {
-		return job.Job{}, fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
+		return job.Job{}, fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
 	}
 	if j.snapshot().Spec.Farm != nil {
-		return j.snapshot(), fmt.Errorf("%w: job %s is a task farm: each task already goes to a node with room, new nodes included", api.ErrConflict, id)
+		return j.snapshot(), fmt.Errorf("%w: job %s is a task farm: each task already goes to a node with room, new nodes included", errkind.Conflict, id)
 	}
 	j.mu.Lock()
 	done, b := j.done, j.backend
 	j.mu.Unlock()
 	if done || b == nil {
-		return j.snapshot(), fmt.Errorf("%w: job %s has already ended", api.ErrConflict, id)
+		return j.snapshot(), fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
 	}
 	var refused string
 	rc := coord.Reconfig{Reason: "rebalancing over the live nodes", Force: req.Force, Refused: &refused, Done: make(chan struct{})}
 	if !b.Reconfigure(rc) {
-		return j.snapshot(), fmt.Errorf("%w: job %s is already being reconfigured", api.ErrConflict, id)
+		return j.snapshot(), fmt.Errorf("%w: job %s is already being reconfigured", errkind.Conflict, id)
 	}
 	select {
 	case <-rc.Done:
@@ -471,7 +476,7 @@ func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceReq
 		return job.Job{}, ctx.Err()
 	}
 	if refused != "" {
-		return j.snapshot(), fmt.Errorf("%w: not rebalancing job %s: %s", api.ErrConflict, id, refused)
+		return j.snapshot(), fmt.Errorf("%w: not rebalancing job %s: %s", errkind.Conflict, id, refused)
 	}
 	return j.snapshot(), nil
 }

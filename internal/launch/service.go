@@ -17,13 +17,15 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/userdir"
 )
 
-// Errors. Launch and Grant also return errors wrapping [api.ErrNotFound] and
-// [api.ErrBadRequest], which the API server answers as 404 and 400.
+// Errors. Launch and Grant also return errors wrapping [errkind.NotFound] and
+// [errkind.BadRequest], which the API server answers as 404 and 400.
 var (
 	// ErrProtocol: a peer broke the launch protocol (unknown frame type,
 	// oversized or malformed frame).
@@ -192,24 +194,24 @@ func (s *Service) Grant(id, coordinator string, ranks int, ttl time.Duration, ow
 		return api.Grant{}, err
 	}
 	if ttl <= 0 || ttl > s.cfg.MaxTTL {
-		return api.Grant{}, fmt.Errorf("%w: ttl %v: want more than 0 and at most %v", api.ErrBadRequest, ttl, s.cfg.MaxTTL)
+		return api.Grant{}, fmt.Errorf("%w: ttl %v: want more than 0 and at most %v", errkind.BadRequest, ttl, s.cfg.MaxTTL)
 	}
 	if s.cfg.JobRanks != nil {
 		if n, ok := s.cfg.JobRanks(id); ok && ranks > n {
-			return api.Grant{}, fmt.Errorf("%w: ranks %d: job %s has %d", api.ErrBadRequest, ranks, id, n)
+			return api.Grant{}, fmt.Errorf("%w: ranks %d: job %s has %d", errkind.BadRequest, ranks, id, n)
 		}
 	}
 	if s.cfg.IsMember != nil && !s.cfg.IsMember(coordinator) {
-		return api.Grant{}, fmt.Errorf("%w: coordinator %q is not a live member of the cluster as node %s sees it", api.ErrBadRequest, coordinator, s.cfg.Node)
+		return api.Grant{}, fmt.Errorf("%w: coordinator %q is not a live member of the cluster as node %s sees it", errkind.BadRequest, coordinator, s.cfg.Node)
 	}
 	if err := s.ownDirs(id, owner); err != nil {
-		return api.Grant{}, fmt.Errorf("%w: node %s: directories of job %s for %s: %v", api.ErrInternal, s.cfg.Node, id, owner, err)
+		return api.Grant{}, fmt.Errorf("%w: node %s: directories of job %s for %s: %v", errkind.Internal, s.cfg.Node, id, owner, err)
 	}
 	now := time.Now()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return api.Grant{}, fmt.Errorf("%w: node %s is stopping", api.ErrNotAvailable, s.cfg.Node)
+		return api.Grant{}, fmt.Errorf("%w: node %s is stopping", errkind.NotAvailable, s.cfg.Node)
 	}
 	for j, g := range s.grants { // forget expired grants with nothing running
 		if now.After(g.expires) && s.runningLocked(j) == 0 {
@@ -260,7 +262,7 @@ func (s *Service) ranksChanged() {
 // this keeps a launch's cost per node to a round trip.
 func (s *Service) Revoke(jobID string) (api.Revoked, error) {
 	if !job.ValidID(jobID) {
-		return api.Revoked{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, jobID)
+		return api.Revoked{}, fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", errkind.BadRequest, jobID)
 	}
 	s.mu.Lock()
 	_, had := s.grants[jobID]
@@ -388,8 +390,8 @@ func (s *Service) kill(procs []*proc, prefix string) (clean bool) {
 // Launch checks a launch request and returns the function that serves it on
 // the switched connection: the method [api.JobService.Launch] describes.
 //
-// It refuses, wrapping [api.ErrNotFound], a job without a live grant, and,
-// wrapping [api.ErrBadRequest], a command line that is not exactly one daemon:
+// It refuses, wrapping [errkind.NotFound], a job without a live grant, and,
+// wrapping [errkind.BadRequest], a command line that is not exactly one daemon:
 // a single command of literal words ([DaemonArgv]) whose program, found as it
 // is run (a name without a slash in the PATH below, any other as it is) and
 // with its symbolic links resolved, is the file of one of the daemons of this
@@ -411,10 +413,10 @@ func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(io.Re
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("%w: node %s is stopping", api.ErrNotAvailable, s.cfg.Node)
+		return nil, fmt.Errorf("%w: node %s is stopping", errkind.NotAvailable, s.cfg.Node)
 	}
 	if !ok || time.Now().After(g.expires) {
-		return nil, fmt.Errorf("%w: job %s has no live launch grant on node %s (its coordinator grants one before launching)", api.ErrNotFound, req.Job, s.cfg.Node)
+		return nil, fmt.Errorf("%w: job %s has no live launch grant on node %s (its coordinator grants one before launching)", errkind.NotFound, req.Job, s.cfg.Node)
 	}
 	argv, err := DaemonArgv(line)
 	var program string
@@ -423,7 +425,7 @@ func (s *Service) Launch(ctx context.Context, req api.LaunchRequest) (func(io.Re
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s only launches MPI daemons (its MPI installations' own), executed without a shell, and refuses %s: %w",
-			api.ErrBadRequest, s.cfg.Node, abbrev(line, 80), err)
+			errkind.BadRequest, s.cfg.Node, abbrev(line, 80), err)
 	}
 	return func(conn io.ReadWriteCloser) { s.serve(req, argv, program, conn) }, nil
 }

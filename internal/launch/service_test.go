@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/pki"
@@ -29,9 +32,9 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
 type testNode struct{}
 
-func (testNode) Name() string                              { return "n1" }
-func (testNode) Nodes(context.Context) ([]api.Node, error) { return nil, nil }
-func (testNode) Leave(context.Context) error               { return nil }
+func (testNode) Name() string                               { return "n1" }
+func (testNode) Nodes(context.Context) ([]node.Node, error) { return nil, nil }
+func (testNode) Leave(context.Context) error                { return nil }
 
 // testJobs is a JobService that only launches, through svc.
 type testJobs struct {
@@ -137,7 +140,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 	svc, c := testService(t)
 	ctx := context.Background()
 	_, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{"orted", "-mca", "ess", "env"}})
-	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "grant") {
+	if !errors.Is(err, errkind.NotFound) || !strings.Contains(err.Error(), "grant") {
 		t.Errorf("launch without a grant: got %v, want ErrNotFound saying there is no grant", err)
 	}
 	// An expired grant is no grant.
@@ -145,7 +148,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(60 * time.Millisecond)
-	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{"orted"}}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: []string{"orted"}}); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("launch with an expired grant: got %v, want ErrNotFound", err)
 	}
 	// A revoked one neither.
@@ -155,7 +158,7 @@ func TestLaunchRefusedWithoutGrant(t *testing.T) {
 	if _, err := c.Revoke(ctx, "j2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j2", Argv: []string{"orted"}}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := c.Launch(ctx, api.LaunchRequest{Job: "j2", Argv: []string{"orted"}}); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("launch after revoke: got %v, want ErrNotFound", err)
 	}
 }
@@ -176,7 +179,7 @@ func TestLaunchRefusesNonDaemon(t *testing.T) {
 		{"no-such-daemon"},
 	} {
 		_, err := c.Launch(ctx, api.LaunchRequest{Job: "j1", Argv: argv})
-		if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), argv[0]) || strings.Contains(err.Error(), "\n") {
+		if !errors.Is(err, errkind.BadRequest) || !strings.Contains(err.Error(), argv[0]) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("launch %q: got %v, want a one-line ErrBadRequest naming %s", argv, err, argv[0])
 		}
 	}
@@ -237,7 +240,7 @@ func TestLaunchChecksDaemonByPath(t *testing.T) {
 		switch {
 		case tt.err == nil && (err != nil || run == nil):
 			t.Errorf("launch %q (env %v): %v; want it accepted", tt.argv, tt.env, err)
-		case tt.err != nil && (!errors.Is(err, api.ErrBadRequest) || !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.has) || strings.Contains(err.Error(), "\n")):
+		case tt.err != nil && (!errors.Is(err, errkind.BadRequest) || !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.has) || strings.Contains(err.Error(), "\n")):
 			t.Errorf("launch %q (env %v): %v; want a one-line refusal (%v) naming %q", tt.argv, tt.env, err, tt.err, tt.has)
 		}
 	}
@@ -260,7 +263,7 @@ func TestGrantValidation(t *testing.T) {
 		{"j1", "n0", -time.Second, "ttl"},
 		{"j1", "n0", 25 * time.Hour, "ttl"},
 	} {
-		if _, err := c.Grant(ctx, api.GrantRequest{Job: tt.job, Coordinator: tt.coord, Ranks: 1, TTL: job.Duration(tt.ttl)}); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := c.Grant(ctx, api.GrantRequest{Job: tt.job, Coordinator: tt.coord, Ranks: 1, TTL: job.Duration(tt.ttl)}); !errors.Is(err, errkind.BadRequest) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("grant(%q, %q, %v): got %v, want ErrBadRequest naming %s", tt.job, tt.coord, tt.ttl, err, tt.want)
 		}
 	}
@@ -282,7 +285,7 @@ func TestGrantWithinTheJob(t *testing.T) {
 	if _, err := svc.Grant("j1", "n2", 4, time.Minute, nil); err != nil {
 		t.Errorf("a grant of all 4 ranks of a 4-rank job: %v", err)
 	}
-	if _, err := svc.Grant("j1", "n2", 5, time.Minute, nil); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "ranks 5: job j1 has 4") {
+	if _, err := svc.Grant("j1", "n2", 5, time.Minute, nil); !errors.Is(err, errkind.BadRequest) || !strings.Contains(err.Error(), "ranks 5: job j1 has 4") {
 		t.Errorf("a grant of 5 ranks of a 4-rank job: %v, want refused naming both", err)
 	}
 	if _, err := svc.Grant("new", "n2", 9, time.Minute, nil); err != nil {
@@ -303,13 +306,13 @@ func TestGrantNamesLiveCoordinator(t *testing.T) {
 		t.Errorf("grant from live n2: %v", err)
 	}
 	_, err = svc.Grant("j2", "ghost", 2, time.Minute, nil)
-	if !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), `coordinator "ghost" is not a live member`) {
+	if !errors.Is(err, errkind.BadRequest) || !strings.Contains(err.Error(), `coordinator "ghost" is not a live member`) {
 		t.Errorf("grant from ghost: %v, want ErrBadRequest naming ghost", err)
 	}
 	if n := svc.Ranks(); n != 2 {
 		t.Errorf("ranks after a refused grant = %d, want 2", n)
 	}
-	if _, err := svc.Grant("j3", "n2", 0, time.Minute, nil); !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), "ranks 0") {
+	if _, err := svc.Grant("j3", "n2", 0, time.Minute, nil); !errors.Is(err, errkind.BadRequest) || !strings.Contains(err.Error(), "ranks 0") {
 		t.Errorf("grant of 0 ranks: %v, want ErrBadRequest naming ranks", err)
 	}
 }

@@ -34,7 +34,6 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/api"
 	"shoal/internal/place"
 )
 
@@ -64,8 +63,8 @@ type pair struct{ from, to string }
 // measured or estimated from measured: the measured ones as they are (the
 // newest of duplicates), the others estimated as the package doc says. The
 // result is sorted by from, then to.
-func Complete(nodes []string, measured []api.Link) []api.Link {
-	known := map[pair]api.Link{}
+func Complete(nodes []string, measured []Link) []Link {
+	known := map[pair]Link{}
 	for _, l := range measured {
 		if l.From == l.To || l.Estimated {
 			continue
@@ -75,14 +74,14 @@ func Complete(nodes []string, measured []api.Link) []api.Link {
 			known[k] = l
 		}
 	}
-	get := func(a, b string) (api.Link, bool) {
+	get := func(a, b string) (Link, bool) {
 		if l, ok := known[pair{a, b}]; ok {
 			return l, true
 		}
 		l, ok := known[pair{b, a}]
 		return l, ok
 	}
-	var out []api.Link
+	var out []Link
 	for _, a := range nodes {
 		for _, b := range nodes {
 			if a == b {
@@ -93,10 +92,10 @@ func Complete(nodes []string, measured []api.Link) []api.Link {
 				continue
 			}
 			if l, ok := known[pair{b, a}]; ok {
-				out = append(out, api.Link{From: a, To: b, RTT: l.RTT, Bandwidth: l.Bandwidth, Measured: l.Measured, Estimated: true})
+				out = append(out, Link{From: a, To: b, RTT: l.RTT, Bandwidth: l.Bandwidth, Measured: l.Measured, Estimated: true})
 				continue
 			}
-			var best api.Link
+			var best Link
 			found := false
 			for _, c := range nodes {
 				if c == a || c == b {
@@ -107,7 +106,7 @@ func Complete(nodes []string, measured []api.Link) []api.Link {
 				if !ok1 || !ok2 {
 					continue
 				}
-				e := api.Link{From: a, To: b, RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth), Estimated: true}
+				e := Link{From: a, To: b, RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth), Estimated: true}
 				if !found || e.Bandwidth > best.Bandwidth || e.Bandwidth == best.Bandwidth && e.RTT < best.RTT {
 					best, found = e, true
 				}
@@ -141,7 +140,7 @@ const alike = 10.0
 // other while its agent and the job's ranks start). Measures within a factor of alike of each other are
 // then made equal (see evenOut), so that the planner moves no rank for the
 // noise between equal links.
-func ForPlanner(links []api.Link) place.Links {
+func ForPlanner(links []Link) place.Links {
 	out := forPlanner(links)
 	lat := make([]float64, 0, len(out))
 	bw := make([]float64, 0, len(out))
@@ -177,7 +176,7 @@ func evenOut(values []float64, factor float64) map[float64]float64 {
 	return out
 }
 
-func forPlanner(links []api.Link) place.Links {
+func forPlanner(links []Link) place.Links {
 	out := place.Links{}
 	for _, l := range links {
 		k := place.NodePair{A: l.From, B: l.To}
@@ -202,7 +201,7 @@ const (
 
 // Remember adds measure l to h, a link's recent measures (oldest first), and
 // drops those beyond Keep or older than Window at now.
-func Remember(h []api.Link, l api.Link, now time.Time) []api.Link {
+func Remember(h []Link, l Link, now time.Time) []Link {
 	h = append(h, l)
 	if len(h) > Keep {
 		h = h[len(h)-Keep:]
@@ -215,7 +214,7 @@ func Remember(h []api.Link, l api.Link, now time.Time) []api.Link {
 
 // Best is the link that recent measures h (oldest first, not empty) describe:
 // the least round trip and the greatest bandwidth among them, as of the newest.
-func Best(h []api.Link) api.Link {
+func Best(h []Link) Link {
 	b := h[len(h)-1]
 	for _, l := range h {
 		b.RTT = min(b.RTT, l.RTT)

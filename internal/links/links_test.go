@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/place"
 )
@@ -27,12 +26,12 @@ func TestPick(t *testing.T) {
 	}
 }
 
-func link(from, to string, rttMs, mbit float64, estimated bool) api.Link {
-	return api.Link{From: from, To: to, RTT: job.Duration(time.Duration(rttMs * float64(time.Millisecond))), Bandwidth: mbit * 1e6 / 8, Estimated: estimated}
+func link(from, to string, rttMs, mbit float64, estimated bool) Link {
+	return Link{From: from, To: to, RTT: job.Duration(time.Duration(rttMs * float64(time.Millisecond))), Bandwidth: mbit * 1e6 / 8, Estimated: estimated}
 }
 
 func TestComplete(t *testing.T) {
-	measured := []api.Link{
+	measured := []Link{
 		link("a", "b", 1, 1000, false),
 		link("b", "c", 4, 10, false),
 		link("a", "d", 2, 100, false),
@@ -41,7 +40,7 @@ func TestComplete(t *testing.T) {
 		link("a", "c", 9, 9, true),  // an estimate given as input: ignored
 	}
 	got := Complete([]string{"a", "b", "c", "d"}, measured)
-	want := []api.Link{
+	want := []Link{
 		link("a", "b", 1, 1000, false),
 		link("a", "c", 5, 50, true), // through d (bottleneck 50) beats through b (10)
 		link("a", "d", 2, 100, false),
@@ -65,7 +64,7 @@ func TestComplete(t *testing.T) {
 }
 
 func TestForPlanner(t *testing.T) {
-	got := ForPlanner([]api.Link{link("a", "b", 2, 800, false), link("b", "a", 4, 400, false), link("c", "a", 0.05, 40, true)})
+	got := ForPlanner([]Link{link("a", "b", 2, 800, false), link("b", "a", 4, 400, false), link("c", "a", 0.05, 40, true)})
 	want := place.Links{
 		{A: "a", B: "b"}: {Latency: 0.001, Bandwidth: 100e6}, // the faster direction, half the shorter round trip
 		{A: "a", B: "c"}: {Latency: 0.000025, Bandwidth: 5e6},
@@ -81,7 +80,7 @@ func TestForPlanner(t *testing.T) {
 // 2146 Mbit/s, equal hosts on one bridge); the planner must see the three
 // links alike, or it moves ranks between the two old nodes for the difference.
 func TestForPlannerJoinedNode(t *testing.T) {
-	got := ForPlanner([]api.Link{
+	got := ForPlanner([]Link{
 		link("n1", "n2", 0.18, 6413, false), link("n2", "n1", 0.17, 5095, false),
 		link("n1", "n4", 0.20, 209, false), link("n4", "n1", 0.17, 1730, false),
 		link("n2", "n4", 0.27, 2146, false), link("n4", "n2", 0.12, 1791, false),
@@ -96,7 +95,7 @@ func TestForPlannerJoinedNode(t *testing.T) {
 // while a relaunch started on it, beside the old nodes' (measured on the
 // testbed, equal veth links): the planner must see them alike.
 func TestForPlannerJoinedNodeLoaded(t *testing.T) {
-	got := ForPlanner([]api.Link{
+	got := ForPlanner([]Link{
 		link("n1", "n2", 0.02, 4099, false), link("n2", "n1", 0.02, 5551, false),
 		link("n1", "n4", 0.01, 613, false),
 		link("n2", "n4", 0.03, 4246, false),
@@ -110,7 +109,7 @@ func TestForPlannerJoinedNodeLoaded(t *testing.T) {
 // Equal links read apart on a loaded machine; the planner must see them equal,
 // and still tell a slow uplink from them.
 func TestForPlannerEvensOutNoise(t *testing.T) {
-	got := ForPlanner([]api.Link{
+	got := ForPlanner([]Link{
 		link("a", "b", 1.0, 5000, false),
 		link("a", "c", 1.4, 3500, false),
 		link("b", "c", 0.8, 4200, false),
@@ -148,12 +147,12 @@ func TestEvenOut(t *testing.T) {
 // stands until it is older than Window or Keep newer measures replaced it.
 func TestRememberBest(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(min int, rttMs, mbit float64) api.Link {
+	at := func(min int, rttMs, mbit float64) Link {
 		l := link("a", "b", rttMs, mbit, false)
 		l.Measured = t0.Add(time.Duration(min) * time.Minute)
 		return l
 	}
-	var h []api.Link
+	var h []Link
 	h = Remember(h, at(0, 0.1, 5000), t0)
 	h = Remember(h, at(5, 0.6, 900), t0.Add(5*time.Minute)) // under load
 	b := Best(h)

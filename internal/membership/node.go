@@ -45,7 +45,10 @@ func ParseState(s string) (State, bool) {
 	return 0, false
 }
 
-// Node is one member of the cluster as this node sees it.
+// Node is one member of the cluster as this node's gossip sees it: the
+// table's entry, with the member's metadata as it was announced (Meta).
+// The agent turns it into the member every other package sees
+// ([shoal/internal/node.Node]), with the role the job store gives it.
 type Node struct {
 	Name string
 	// Addr is the gossip address, host:port.

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"shoal/internal/job"
+	"shoal/internal/node"
 )
 
 // clusterCollector reports the cluster as the node's replica of the job store
@@ -119,7 +120,7 @@ var (
 )
 
 // nodeSamples returns the count of nodes by state and role.
-func nodeSamples(nodes []Node) []sample {
+func nodeSamples(nodes []node.Node) []sample {
 	count := map[[2]string]int{}
 	for _, n := range nodes {
 		role := n.Role

@@ -23,6 +23,7 @@ import (
 	"shoal/internal/job"
 	"shoal/internal/jobstore"
 	"shoal/internal/mtbf"
+	"shoal/internal/node"
 )
 
 // ErrNoSource means [New] was given no source to read.
@@ -31,12 +32,6 @@ var ErrNoSource = errors.New("metrics: no source")
 // Namespace prefixes every metric of Shoal's own.
 const Namespace = "shoal"
 
-// Node is one member of the cluster as the scraped node sees it.
-type Node struct {
-	State string // alive, suspect, dead, left
-	Role  string // leader, voter, follower; "" when not in the job store
-}
-
 // Source is the agent state the collectors read at each scrape. Its methods
 // must be safe for concurrent use: two scrapes may run at once.
 type Source interface {
@@ -44,8 +39,9 @@ type Source interface {
 	Jobs() []job.Job
 	// Events returns job id's events numbered from on.
 	Events(id string, from uint64) ([]job.Event, error)
-	// Nodes returns the members the node knows, itself included.
-	Nodes() []Node
+	// Nodes returns the members the node knows, itself included; the
+	// collectors read their State and Role.
+	Nodes() []node.Node
 	// Raft returns the node's view of the job store's replication.
 	Raft() jobstore.Stats
 	// ShardBytes returns the bytes of the files the node's checkpoint store

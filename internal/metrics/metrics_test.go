@@ -14,6 +14,7 @@ import (
 	"shoal/internal/job"
 	"shoal/internal/jobstore"
 	"shoal/internal/mtbf"
+	"shoal/internal/node"
 )
 
 // fakeSource is a [Source] of plain data; it records the event numbers asked
@@ -21,7 +22,7 @@ import (
 type fakeSource struct {
 	jobs   []job.Job
 	events map[string][]job.Event
-	nodes  []Node
+	nodes  []node.Node
 	raft   jobstore.Stats
 	bytes  int64
 	fails  mtbf.Estimate
@@ -43,7 +44,7 @@ func (f *fakeSource) Events(id string, from uint64) ([]job.Event, error) {
 	}
 	return out, nil
 }
-func (f *fakeSource) Nodes() []Node              { return f.nodes }
+func (f *fakeSource) Nodes() []node.Node         { return f.nodes }
 func (f *fakeSource) Raft() jobstore.Stats       { return f.raft }
 func (f *fakeSource) ShardBytes() (int64, error) { return f.bytes, nil }
 func (f *fakeSource) Failures() mtbf.Estimate    { return f.fails }
@@ -134,7 +135,7 @@ func TestJobHistory(t *testing.T) {
 }
 
 func TestNodeSamples(t *testing.T) {
-	nodes := []Node{{"alive", "leader"}, {"alive", "voter"}, {"alive", "voter"}, {"dead", "voter"}, {"suspect", ""}}
+	nodes := []node.Node{{State: "alive", Role: "leader"}, {State: "alive", Role: "voter"}, {State: "alive", Role: "voter"}, {State: "dead", Role: "voter"}, {State: "suspect", Role: ""}}
 	got := map[string]float64{}
 	for _, s := range nodeSamples(nodes) {
 		got[strings.Join(s.labels, "/")] = s.value
@@ -174,7 +175,7 @@ func TestScrape(t *testing.T) {
 			ev(3, 6, job.Staging, ""), ev(4, 7, job.Running, ""), typed(5, 8, job.EventProgress),
 			stageEvent(6, 8.5, 42000),
 			epochEvent(7, 9, job.EpochStats{Taken: t0.Add(8700 * time.Millisecond), Bytes: 4000, Copied: 4000, Sent: 1500, Wire: 1000})}},
-		nodes: []Node{{"alive", "leader"}, {"alive", "voter"}, {"dead", "voter"}},
+		nodes: []node.Node{{State: "alive", Role: "leader"}, {State: "alive", Role: "voter"}, {State: "dead", Role: "voter"}},
 		raft:  jobstore.Stats{Leader: true, Term: 3, CommitIndex: 40, AppliedIndex: 38},
 		bytes: 12345,
 		fails: mtbf.Estimate{Failures: 1, NodeTime: time.Hour},

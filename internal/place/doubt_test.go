@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/links"
 	"shoal/internal/place"
@@ -24,15 +23,15 @@ func TestLinksDoubted(t *testing.T) {
 		}
 		return f
 	}
-	link := func(a, b string, rtt time.Duration, bw float64) api.Link {
-		return api.Link{From: a, To: b, RTT: job.Duration(rtt), Bandwidth: bw}
+	link := func(a, b string, rtt time.Duration, bw float64) links.Link {
+		return links.Link{From: a, To: b, RTT: job.Duration(rtt), Bandwidth: bw}
 	}
-	lan := []api.Link{link("n1", "n2", 200*time.Microsecond, 2e9), link("n1", "n4", 400*time.Microsecond, 2e8)}
+	lan := []links.Link{link("n1", "n2", 200*time.Microsecond, 2e9), link("n1", "n4", 400*time.Microsecond, 2e8)}
 	nodes := []place.Node{{Name: "n1", Cores: 2, Speed: 1e9}, {Name: "n2", Cores: 2, Speed: 1e9}, {Name: "n4", Cores: 2, Speed: 1e9}}
 	now := place.Placement{"n1", "n1", "n2", "n2", "n4", "n4"}
 	for _, c := range []struct {
 		name       string
-		n2n4       api.Link
+		n2n4       links.Link
 		traffic    []place.Flow
 		reportedOn place.Placement
 		want       bool

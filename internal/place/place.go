@@ -75,7 +75,11 @@ import (
 	"strings"
 )
 
-// Node is what the planner knows of one node.
+// Node is what the planner knows of one node: a narrow view of the cluster
+// member ([shoal/internal/node.Node]) with only what a placement depends
+// on, so that the planner stays pure data in and out, testable with no
+// cluster, and says by its fields what a plan can depend on. The coordinator
+// builds it from the member and the job's history (MaxRanks).
 type Node struct {
 	Name  string
 	Arch  string // its instruction set, as Go names it ("amd64"); see ArchSets

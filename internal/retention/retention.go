@@ -78,7 +78,7 @@ type Job struct {
 	// Ended is when the job ended; zero while it has not.
 	Ended time.Time
 	// Keep is the job's own JobSpec.Keep: 0 for the policy's grace,
-	// api.KeepForever to keep its data until removed by hand.
+	// job.KeepForever to keep its data until removed by hand.
 	Keep time.Duration
 	// KeepFrom is the oldest epoch a restart of the job may still use
 	// (epochs.Book.KeepFrom); every older epoch is garbage. 0: none known.
@@ -192,7 +192,7 @@ func (p Policy) grace(j Job) (d time.Duration, forever bool) {
 //   - a job the store does not know: everything kept;
 //   - epochs older than the job's KeepFrom: removed, whatever the job's state;
 //   - a job that has not ended: the rest kept;
-//   - a job that ended with api.KeepForever: everything kept;
+//   - a job that ended with job.KeepForever: everything kept;
 //   - a job that ended: its spares removed at once (they are shards of pruned
 //     epochs, kept only to be written over);
 //   - a succeeded job without a Keep of its own: its shards removed at once;

@@ -33,7 +33,7 @@ import (
 
 // BlockSize is the length of the blocks a shard's changes are counted in: the
 // last block of a shard may be shorter.
-const BlockSize = api.ShardBlockSize
+const BlockSize = shard.BlockSize
 
 // blockSums is an io.Writer that hashes what it is given in blocks of
 // BlockSize: the XXH3-64 (seed 0) of each, the last one possibly shorter.
@@ -101,7 +101,7 @@ func sent(bits []byte, i int) bool { return bits[i/8]&(1<<(i%8)) != 0 }
 // blocks sent (changedBlocks), the sums of those blocks (8 bytes each, little
 // endian), then those blocks of the shard in order, n bytes in all; size is
 // the shard's. The caller closes r. Errors are as for Open.
-func (s *Store) OpenChanges(ref api.ShardRef, link float64, base []uint64) (r io.ReadCloser, size, n int64, compressIt bool, err error) {
+func (s *Store) OpenChanges(ref shard.Ref, link float64, base []uint64) (r io.ReadCloser, size, n int64, compressIt bool, err error) {
 	f, e, compressIt, err := s.openToSend(ref, link)
 	if err != nil {
 		return nil, 0, 0, false, err
@@ -143,7 +143,7 @@ type readCloser struct {
 // shard's. *api.Client is one.
 type ChangesSource interface {
 	LinkSource
-	GetShardChanges(ctx context.Context, ref api.ShardRef, link float64, base []uint64) (r io.ReadCloser, size int64, err error)
+	GetShardChanges(ctx context.Context, ref shard.Ref, link float64, base []uint64) (r io.ReadCloser, size int64, err error)
 }
 
 var _ ChangesSource = (*api.Client)(nil)
@@ -152,7 +152,7 @@ var _ ChangesSource = (*api.Client)(nil)
 // before ref's, verified and unchanged since, opened, with its epoch and its
 // blocks' sums; ok is false when there is none. The rank's spare is not one:
 // the shard is written over it.
-func (s *Store) base(ref api.ShardRef) (f *os.File, epoch uint64, sums []uint64, ok bool) {
+func (s *Store) base(ref shard.Ref) (f *os.File, epoch uint64, sums []uint64, ok bool) {
 	s.mu.Lock()
 	path, best := s.newestEarlierLocked(ref, func(p string, e entry) bool {
 		return !isSpare(p) && e.err == nil && e.blocks != nil
@@ -174,7 +174,7 @@ func (s *Store) base(ref api.ShardRef) (f *os.File, epoch uint64, sums []uint64,
 
 // logWhole tells Log that ref, asked of src as its changes, is copied whole
 // because of err.
-func (s *Store) logWhole(level slog.Level, ref api.ShardRef, src Source, err error) {
+func (s *Store) logWhole(level slog.Level, ref shard.Ref, src Source, err error) {
 	if s.Log != nil {
 		s.Log.Log(context.Background(), level, "shard's changes not used; copying it whole", "shard", ref.String(), "from", src.Addr(), "err", err)
 	}
@@ -277,21 +277,21 @@ func plan(bits []byte, size int64, want, spare []uint64, spareSize int64) []bloc
 // was verified; a spare damaged in place since, with its size and time kept,
 // carries the damage into the copy, which is then found when a restart reads
 // it (every reader verifies).
-func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums []uint64, size int64, what string) (api.ShardInfo, error) {
+func (s *Store) patch(ref shard.Ref, body io.Reader, base *os.File, baseSums []uint64, size int64, what string) (shard.Info, error) {
 	if err := checkRef(ref); err != nil {
-		return api.ShardInfo{}, err
+		return shard.Info{}, err
 	}
 	n := blockCount(size)
 	if size < shard.HeaderSize+shard.TrailerSize || n > api.MaxChangesBlocks {
-		return api.ShardInfo{}, fmt.Errorf("%s: a shard of %d bytes cannot be sent as changes", what, size)
+		return shard.Info{}, fmt.Errorf("%s: a shard of %d bytes cannot be sent as changes", what, size)
 	}
 	head, err := readChangesHead(body, n)
 	if err != nil {
-		return api.ShardInfo{}, fmt.Errorf("%s: %w", what, err)
+		return shard.Info{}, fmt.Errorf("%s: %w", what, err)
 	}
 	want, err := head.sums(n, baseSums)
 	if err != nil {
-		return api.ShardInfo{}, fmt.Errorf("%s: %w", what, err)
+		return shard.Info{}, fmt.Errorf("%s: %w", what, err)
 	}
 	sparePath := s.jobDir(ref.Job).SparePath(ref.Rank)
 	write := func(f *os.File, reused bool) (int64, error) {
@@ -363,7 +363,7 @@ func (s *Store) patch(ref api.ShardRef, body io.Reader, base *os.File, baseSums 
 // done is false when it was not tried or failed; then Fetch copies the shard
 // whole, and reports any failure of that (a source gone, a stall, the
 // caller's cancellation) as its own.
-func (s *Store) fetchChanges(ctx context.Context, ref api.ShardRef, src Source, dog *watchdog) (f api.Fetched, done bool) {
+func (s *Store) fetchChanges(ctx context.Context, ref shard.Ref, src Source, dog *watchdog) (f api.Fetched, done bool) {
 	cs, ok := src.(ChangesSource)
 	if !ok {
 		return api.Fetched{}, false

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"shoal/internal/errkind"
+
 	"github.com/zeebo/xxh3"
 
 	"shoal/internal/api"
@@ -117,11 +119,11 @@ func TestChangesHead(t *testing.T) {
 // network.
 type changesSource struct{ storeSource }
 
-func (c changesSource) GetShardOver(ctx context.Context, ref api.ShardRef, link float64) (io.ReadCloser, int64, error) {
+func (c changesSource) GetShardOver(ctx context.Context, ref shard.Ref, link float64) (io.ReadCloser, int64, error) {
 	return c.GetShard(ctx, ref)
 }
 
-func (c changesSource) GetShardChanges(ctx context.Context, ref api.ShardRef, link float64, base []uint64) (io.ReadCloser, int64, error) {
+func (c changesSource) GetShardChanges(ctx context.Context, ref shard.Ref, link float64, base []uint64) (io.ReadCloser, int64, error) {
 	r, size, _, _, err := c.s.OpenChanges(ref, link, base)
 	return r, size, err
 }
@@ -228,7 +230,7 @@ func TestFetchChanges(t *testing.T) {
 		t.Fatalf("the copy of epoch 3 differs from the holder's shard beyond the spare's damage")
 	}
 	// The damage kept is found by a store that verifies the file afresh.
-	if _, _, err := New(node.Dir).Open(ref(3, 0)); !errors.Is(err, api.ErrCorrupt) {
+	if _, _, err := New(node.Dir).Open(ref(3, 0)); !errors.Is(err, errkind.Corrupt) {
 		t.Errorf("epoch 3 verified afresh: %v, want it corrupt", err)
 	}
 	// Epoch 4 copies block 7 from epoch 3 (no spare now), where it no longer

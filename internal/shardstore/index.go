@@ -6,17 +6,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"shoal/internal/api"
-	"shoal/internal/job"
-	"shoal/internal/jobdir"
-	"shoal/internal/shard"
-	"shoal/internal/traffic"
-	"shoal/internal/userdir"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"shoal/internal/job"
+	"shoal/internal/jobdir"
+	"shoal/internal/shard"
+	"shoal/internal/traffic"
+	"shoal/internal/userdir"
 )
 
 // The node's index of a job's shards: what the coordinator reads, in full or
@@ -34,8 +34,8 @@ func (s *Store) scanBegins() uint64 {
 // that do not, by epoch then rank. Files being written (names other than
 // r<rank>.shard, such as .tmp files) are not listed. Verification results are
 // cached by file version, so polling costs one stat per shard once verified.
-func (s *Store) Index(job string) (api.ShardIndex, error) {
-	idx := api.ShardIndex{Job: job}
+func (s *Store) Index(job string) (shard.Index, error) {
+	idx := shard.Index{Job: job}
 	if err := checkJob(job); err != nil {
 		return idx, err
 	}
@@ -57,7 +57,7 @@ func (s *Store) Index(job string) (api.ShardIndex, error) {
 // indexEpochs lists into idx the shards and parity rows of the job's epochs on
 // this node, and marks in seen the files it verified. Each directory is opened
 // once and its entries are looked at through it.
-func (s *Store) indexEpochs(idx *api.ShardIndex, seen map[string]bool) error {
+func (s *Store) indexEpochs(idx *shard.Index, seen map[string]bool) error {
 	job := idx.Job
 	jdir, err := s.tree().OpenDir(s.jobDir(job).Path())
 	if errors.Is(err, os.ErrNotExist) {
@@ -90,7 +90,7 @@ func (s *Store) indexEpochs(idx *api.ShardIndex, seen map[string]bool) error {
 
 // indexEpoch lists into idx the shards and parity rows of epoch, whose
 // directory edir is.
-func (s *Store) indexEpoch(idx *api.ShardIndex, seen map[string]bool, edir *userdir.Dir, epoch uint64) error {
+func (s *Store) indexEpoch(idx *shard.Index, seen map[string]bool, edir *userdir.Dir, epoch uint64) error {
 	job := idx.Job
 	ents, err := edir.ReadDir()
 	if errors.Is(err, os.ErrNotExist) {
@@ -115,7 +115,7 @@ func (s *Store) indexEpoch(idx *api.ShardIndex, seen map[string]bool, edir *user
 		if !ok {
 			continue
 		}
-		ref := api.ShardRef{Job: job, Epoch: epoch, Rank: rank}
+		ref := shard.Ref{Job: job, Epoch: epoch, Rank: rank}
 		e, err := s.verifyIn(edir, ref, de.Name(), path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -123,9 +123,9 @@ func (s *Store) indexEpoch(idx *api.ShardIndex, seen map[string]bool, edir *user
 		seen[path] = true
 		switch {
 		case err != nil:
-			idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: "unreadable", Detail: err.Error()})
+			idx.Bad = append(idx.Bad, shard.Bad{Epoch: epoch, Rank: rank, Error: "unreadable", Detail: err.Error()})
 		case e.err != nil:
-			idx.Bad = append(idx.Bad, api.BadShard{Epoch: epoch, Rank: rank, Error: shard.ShortName(e.err), Detail: e.err.Error()})
+			idx.Bad = append(idx.Bad, shard.Bad{Epoch: epoch, Rank: rank, Error: shard.ShortName(e.err), Detail: e.err.Error()})
 		default:
 			idx.Shards = append(idx.Shards, e.info)
 		}
@@ -150,12 +150,12 @@ func (s *Store) readInterval(path string) *job.Interval {
 // readTraffic reads the traffic files libshoal's ranks keep in dir
 // (docs/traffic.md), in rank order; a file that does not parse is left out
 // (the next checkpoint writes it again).
-func (s *Store) readTraffic(dir string) []api.RankTraffic {
+func (s *Store) readTraffic(dir string) []traffic.Report {
 	ents, err := s.tree().ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	var out []api.RankTraffic
+	var out []traffic.Report
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue // a temporary file
@@ -169,9 +169,9 @@ func (s *Store) readTraffic(dir string) []api.RankTraffic {
 		if err != nil {
 			continue
 		}
-		rt := api.RankTraffic{Rank: tf.Rank, Epoch: tf.Epoch, SecondsMPI: tf.SecondsMPI, SecondsTotal: tf.SecondsTotal}
+		rt := traffic.Report{Rank: tf.Rank, Epoch: tf.Epoch, SecondsMPI: tf.SecondsMPI, SecondsTotal: tf.SecondsTotal}
 		for _, p := range tf.Peers {
-			rt.Sent = append(rt.Sent, api.PeerTraffic{Peer: p.Rank, Bytes: p.Bytes, Messages: p.Messages})
+			rt.Sent = append(rt.Sent, traffic.PeerReport{Peer: p.Rank, Bytes: p.Bytes, Messages: p.Messages})
 		}
 		out = append(out, rt)
 	}
@@ -194,10 +194,10 @@ func (s *Store) readTraffic(dir string) []api.RankTraffic {
 // Ranks and Put write a shard as a temporary file renamed into place, which
 // changes its directory; a shard file changed in place is noticed only at the
 // next change of its directory or the next call.
-func (s *Store) WaitIndex(ctx context.Context, job, known string) (api.ShardIndex, error) {
+func (s *Store) WaitIndex(ctx context.Context, job, known string) (shard.Index, error) {
 	fp, err := s.fingerprint(job)
 	if err != nil {
-		return api.ShardIndex{Job: job}, err
+		return shard.Index{Job: job}, err
 	}
 	idx, err := s.Index(job)
 	if err != nil || known == "" || idx.Tag != known {
@@ -287,7 +287,7 @@ func (s *Store) fingerprint(job string) (fingerprint, error) {
 
 // readProgress reads the progress file libshoal's rank 0 keeps in the job's
 // directory: one fraction in [0, 1]. Missing or unreadable means unknown.
-func (s *Store) readProgress(path string) *api.Progress {
+func (s *Store) readProgress(path string) *job.Progress {
 	f, err := s.tree().Open(path)
 	if err != nil {
 		return nil
@@ -305,12 +305,12 @@ func (s *Store) readProgress(path string) *api.Progress {
 	if err != nil || !(frac >= 0 && frac <= 1) {
 		return nil
 	}
-	return &api.Progress{Fraction: frac, At: st.ModTime()}
+	return &job.Progress{Fraction: frac, At: st.ModTime()}
 }
 
 // verifyIn verifies the shard file name in dir, at path, through the cache: a
 // stat when its version was verified before.
-func (s *Store) verifyIn(dir *userdir.Dir, ref api.ShardRef, name, path string) (entry, error) {
+func (s *Store) verifyIn(dir *userdir.Dir, ref shard.Ref, name, path string) (entry, error) {
 	fi, err := dir.Lstat(name)
 	if err != nil {
 		return entry{}, err

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/erasure"
 	"shoal/internal/jobdir"
@@ -28,17 +31,17 @@ import (
 // from it, and parity rows written to it; *api.Client is one.
 type PieceSource interface {
 	Source
-	GetParity(ctx context.Context, ref api.ParityRef) (io.ReadCloser, int64, error)
-	PutParity(ctx context.Context, ref api.ParityRef, r io.ReadSeeker) (api.ParityInfo, error)
+	GetParity(ctx context.Context, ref shard.ParityRef) (io.ReadCloser, int64, error)
+	PutParity(ctx context.Context, ref shard.ParityRef, r io.ReadSeeker) (shard.ParityInfo, error)
 }
 
-func (s *Store) parityPath(ref api.ParityRef) string {
+func (s *Store) parityPath(ref shard.ParityRef) string {
 	return s.jobDir(ref.Job).ParityPath(ref.Epoch, ref.Group, ref.Row)
 }
 
 // verifyParity verifies the open parity file f, whose path names ref, through
 // the cache, as verifyOpen does a shard.
-func (s *Store) verifyParity(ref api.ParityRef, path string, f *os.File) (entry, error) {
+func (s *Store) verifyParity(ref shard.ParityRef, path string, f *os.File) (entry, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return entry{}, err
@@ -55,7 +58,7 @@ func (s *Store) verifyParity(ref api.ParityRef, path string, f *os.File) (entry,
 	case h.Job != ref.Job || h.Epoch != ref.Epoch || h.Group != ref.Group || h.Index != ref.Row:
 		e.err = fmt.Errorf("parity file %s: wrong parity: it holds %s/%d/parity/%d/%d", path, h.Job, h.Epoch, h.Group, h.Index)
 	default:
-		p := &api.ParityInfo{Epoch: h.Epoch, Group: h.Group, Row: h.Index, K: h.K, M: h.M, Size: fi.Size()}
+		p := &shard.ParityInfo{Epoch: h.Epoch, Group: h.Group, Row: h.Index, K: h.K, M: h.M, Size: fi.Size()}
 		for _, d := range h.Data {
 			p.Ranks = append(p.Ranks, d.Rank)
 			p.Sums = append(p.Sums, d.Sum)
@@ -83,7 +86,7 @@ func trailingSum(f *os.File, size int64) (uint64, error) {
 // and reports whether the name is a parity file's; one that fails
 // verification (nil) is left out of the index (the coordinator counts only
 // listed rows, and computes a missing one again).
-func (s *Store) indexParity(dir *userdir.Dir, job string, epoch uint64, name, path string) (*api.ParityInfo, bool) {
+func (s *Store) indexParity(dir *userdir.Dir, job string, epoch uint64, name, path string) (*shard.ParityInfo, bool) {
 	group, row, ok := jobdir.ParseParityName(name)
 	if !ok {
 		return nil, false
@@ -100,7 +103,7 @@ func (s *Store) indexParity(dir *userdir.Dir, job string, epoch uint64, name, pa
 			return nil, true
 		}
 		defer f.Close()
-		if e, err = s.verifyParity(api.ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}, path, f); err != nil {
+		if e, err = s.verifyParity(shard.ParityRef{Job: job, Epoch: epoch, Group: group, Row: row}, path, f); err != nil {
 			return nil, true
 		}
 	}
@@ -108,23 +111,23 @@ func (s *Store) indexParity(dir *userdir.Dir, job string, epoch uint64, name, pa
 }
 
 // OpenParity opens the local copy of a parity file after verifying it; the
-// caller reads size bytes and closes it. Errors wrap api.ErrNotFound and
-// api.ErrCorrupt as Open's do.
-func (s *Store) OpenParity(ref api.ParityRef) (*os.File, int64, error) {
+// caller reads size bytes and closes it. Errors wrap errkind.NotFound and
+// errkind.Corrupt as Open's do.
+func (s *Store) OpenParity(ref shard.ParityRef) (*os.File, int64, error) {
 	if err := checkJob(ref.Job); err != nil {
 		return nil, 0, err
 	}
 	path := s.parityPath(ref)
 	f, err := s.tree().Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, fmt.Errorf("%w: parity %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
+		return nil, 0, fmt.Errorf("%w: parity %s is not stored on this node: %w", errkind.NotFound, ref, os.ErrNotExist)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
 	e, err := s.verifyParity(ref, path, f)
 	if err == nil && e.err != nil {
-		err = fmt.Errorf("%w: parity %s on this node fails verification and is not served: %w", api.ErrCorrupt, ref, e.err)
+		err = fmt.Errorf("%w: parity %s on this node fails verification and is not served: %w", errkind.Corrupt, ref, e.err)
 	}
 	if err != nil {
 		f.Close()
@@ -147,12 +150,12 @@ func groupHeader(job string, epoch uint64, group, row, m int, members []api.Memb
 // (it has no good copy) pass on as they are, anything else is a bad gateway.
 func sourceFailed(what, from string, err error, parent context.Context) error {
 	switch {
-	case errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrCorrupt):
+	case errors.Is(err, errkind.NotFound) || errors.Is(err, errkind.Corrupt):
 		return fmt.Errorf("%s from %s: %w", what, from, err)
 	case parent.Err() != nil:
 		return fmt.Errorf("%s from %s: %w", what, from, parent.Err())
 	default:
-		return fmt.Errorf("%w: %s from %s: %v", api.ErrBadGateway, what, from, err)
+		return fmt.Errorf("%w: %s from %s: %v", errkind.BadGateway, what, from, err)
 	}
 }
 
@@ -186,10 +189,10 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 	if err := checkJob(job); err != nil {
 		return api.EncodeResult{}, err
 	}
-	ref := api.ParityRef{Job: job, Epoch: epoch, Group: req.Group, Row: req.Row}
+	ref := shard.ParityRef{Job: job, Epoch: epoch, Group: req.Group, Row: req.Row}
 	h := groupHeader(job, epoch, req.Group, req.Row, req.M, req.Data)
 	if err := h.Validate(); err != nil {
-		return api.EncodeResult{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadRequest, ref, err)
+		return api.EncodeResult{}, fmt.Errorf("%w: parity %s: %v", errkind.BadRequest, ref, err)
 	}
 	if held, ok := s.heldRow(ref, req.Data); ok && len(req.Push) == 0 {
 		return api.EncodeResult{ParityInfo: held}, nil
@@ -201,7 +204,7 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 	defer dog.t.Stop()
 	data := make([]io.Reader, len(req.Data))
 	for i, d := range req.Data {
-		sref := api.ShardRef{Job: job, Epoch: epoch, Rank: d.Rank}
+		sref := shard.Ref{Job: job, Epoch: epoch, Rank: d.Rank}
 		rc, _, err := s.getShard(ctx, sref, source(d.From))
 		if err != nil {
 			return api.EncodeResult{}, sourceFailed("parity "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
@@ -232,9 +235,9 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 	}), func(path string, f *os.File) (entry, error) { return s.verifyParity(ref, path, f) })
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil {
-			return api.EncodeResult{}, fmt.Errorf("%w: parity %s: a data shard's transfer stalled", api.ErrBadGateway, ref)
+			return api.EncodeResult{}, fmt.Errorf("%w: parity %s: a data shard's transfer stalled", errkind.BadGateway, ref)
 		}
-		return api.EncodeResult{}, fmt.Errorf("%w: parity %s: %v", api.ErrBadGateway, ref, err)
+		return api.EncodeResult{}, fmt.Errorf("%w: parity %s: %v", errkind.BadGateway, ref, err)
 	}
 	res := api.EncodeResult{ParityInfo: *e.parity, Pushed: make([]api.Pushed, len(req.Push))}
 	var wg sync.WaitGroup
@@ -262,19 +265,19 @@ func (s *Store) EncodeParity(ctx context.Context, job string, epoch uint64, req 
 // from the shards data names (ranks and checksums): asking again for a row
 // already made, as a coordinator whose view of this node lags may, costs a
 // file check, not the group's shards read again.
-func (s *Store) heldRow(ref api.ParityRef, data []api.Member) (api.ParityInfo, bool) {
+func (s *Store) heldRow(ref shard.ParityRef, data []api.Member) (shard.ParityInfo, bool) {
 	f, _, err := s.OpenParity(ref)
 	if err != nil {
-		return api.ParityInfo{}, false
+		return shard.ParityInfo{}, false
 	}
 	defer f.Close()
 	e, err := s.verifyParity(ref, s.parityPath(ref), f)
 	if err != nil || e.parity == nil || len(e.parity.Ranks) != len(data) {
-		return api.ParityInfo{}, false
+		return shard.ParityInfo{}, false
 	}
 	for i, d := range data {
 		if e.parity.Ranks[i] != d.Rank || e.parity.Sums[i] != d.Sum {
-			return api.ParityInfo{}, false
+			return shard.ParityInfo{}, false
 		}
 	}
 	return *e.parity, true
@@ -282,11 +285,11 @@ func (s *Store) heldRow(ref api.ParityRef, data []api.Member) (api.ParityInfo, b
 
 // pushFiles creates n unlisted files beside ref's parity file, for the rows
 // an encoding node computes for others; the caller removes them.
-func (s *Store) pushFiles(ref api.ParityRef, n int) ([]*os.File, error) {
+func (s *Store) pushFiles(ref shard.ParityRef, n int) ([]*os.File, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	if err := s.mkdirs(api.ShardRef{Job: ref.Job, Epoch: ref.Epoch}); err != nil {
+	if err := s.mkdirs(shard.Ref{Job: ref.Job, Epoch: ref.Epoch}); err != nil {
 		return nil, err
 	}
 	var fs []*os.File
@@ -303,9 +306,9 @@ func (s *Store) pushFiles(ref api.ParityRef, n int) ([]*os.File, error) {
 // PutParity stores a parity row another node computed, as Put stores a
 // shard: written to a temporary file, verified as row ref (its header must
 // name ref), then renamed into place.
-func (s *Store) PutParity(ref api.ParityRef, r io.Reader) (api.ParityInfo, error) {
+func (s *Store) PutParity(ref shard.ParityRef, r io.Reader) (shard.ParityInfo, error) {
 	if err := checkJob(ref.Job); err != nil {
-		return api.ParityInfo{}, err
+		return shard.ParityInfo{}, err
 	}
 	e, err := s.commit(ref.Job, s.parityPath(ref), "", ref.Epoch, streamed(func(w io.Writer) error {
 		if _, err := io.Copy(w, r); err != nil {
@@ -317,13 +320,13 @@ func (s *Store) PutParity(ref api.ParityRef, r io.Reader) (api.ParityInfo, error
 	var rf *readFailure
 	switch {
 	case errors.As(err, &vf):
-		return api.ParityInfo{}, fmt.Errorf("%w: parity %s rejected, nothing stored: %w", api.ErrBadRequest, ref, vf.err)
-	case errors.As(err, &rf) && errors.Is(rf.err, api.ErrUnauthorized):
-		return api.ParityInfo{}, rf.err
+		return shard.ParityInfo{}, fmt.Errorf("%w: parity %s rejected, nothing stored: %w", errkind.BadRequest, ref, vf.err)
+	case errors.As(err, &rf) && errors.Is(rf.err, errkind.Unauthorized):
+		return shard.ParityInfo{}, rf.err
 	case errors.As(err, &rf):
-		return api.ParityInfo{}, fmt.Errorf("%w: reading parity %s: %w", api.ErrBadRequest, ref, rf.err)
+		return shard.ParityInfo{}, fmt.Errorf("%w: reading parity %s: %w", errkind.BadRequest, ref, rf.err)
 	case err != nil:
-		return api.ParityInfo{}, err
+		return shard.ParityInfo{}, err
 	}
 	return *e.parity, nil
 }
@@ -333,7 +336,7 @@ func (s *Store) PutParity(ref api.ParityRef, r io.Reader) (api.ParityInfo, error
 // nodes, and stores it after verifying it as Put does: the rebuilt shard must
 // verify and carry the checksum the group recorded. A verified local copy
 // makes it a no-op. Errors are as Fetch's.
-func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.RebuildRequest, source func(addr string) PieceSource) (api.Fetched, error) {
+func (s *Store) RebuildShard(ctx context.Context, ref shard.Ref, req api.RebuildRequest, source func(addr string) PieceSource) (api.Fetched, error) {
 	if err := checkRef(ref); err != nil {
 		return api.Fetched{}, err
 	}
@@ -342,11 +345,11 @@ func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.Rebu
 	}
 	h := groupHeader(ref.Job, ref.Epoch, req.Group, 0, req.M, req.Data)
 	if err := h.Validate(); err != nil {
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", api.ErrBadRequest, ref, err)
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", errkind.BadRequest, ref, err)
 	}
 	want := slices.IndexFunc(req.Data, func(d api.Member) bool { return d.Rank == ref.Rank })
 	if want < 0 {
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: rank %d is not a member of group %d", api.ErrBadRequest, ref, ref.Rank, req.Group)
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: rank %d is not a member of group %d", errkind.BadRequest, ref, ref.Rank, req.Group)
 	}
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -363,7 +366,7 @@ func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.Rebu
 		if i == want || d.From == "" {
 			continue
 		}
-		sref := api.ShardRef{Job: ref.Job, Epoch: ref.Epoch, Rank: d.Rank}
+		sref := shard.Ref{Job: ref.Job, Epoch: ref.Epoch, Rank: d.Rank}
 		rc, _, err := s.getShard(ctx, sref, source(d.From))
 		if err != nil {
 			return api.Fetched{}, sourceFailed("rebuild shard "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
@@ -375,7 +378,7 @@ func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.Rebu
 		if len(pieces) == h.K {
 			break
 		}
-		pref := api.ParityRef{Job: ref.Job, Epoch: ref.Epoch, Group: req.Group, Row: p.Row}
+		pref := shard.ParityRef{Job: ref.Job, Epoch: ref.Epoch, Group: req.Group, Row: p.Row}
 		rc, _, err := source(p.From).GetParity(ctx, pref)
 		if err != nil {
 			return api.Fetched{}, sourceFailed("rebuild shard "+ref.String()+": read parity "+pref.String(), p.From, err, parent)
@@ -391,15 +394,15 @@ func (s *Store) RebuildShard(ctx context.Context, ref api.ShardRef, req api.Rebu
 	var rf *readFailure
 	switch {
 	case errors.As(err, &vf):
-		return api.Fetched{}, fmt.Errorf("%w: shard %s rebuilt from its group fails verification, not stored: %w", api.ErrCorrupt, ref, vf.err)
+		return api.Fetched{}, fmt.Errorf("%w: shard %s rebuilt from its group fails verification, not stored: %w", errkind.Corrupt, ref, vf.err)
 	case errors.As(err, &rf) && errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil:
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: a piece's transfer stalled", api.ErrBadGateway, ref)
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: a piece's transfer stalled", errkind.BadGateway, ref)
 	case errors.As(err, &rf) && parent.Err() != nil:
 		return api.Fetched{}, fmt.Errorf("rebuild shard %s: %w", ref, parent.Err())
 	case errors.As(err, &rf) && errors.Is(rf.err, erasure.ErrCorrupt):
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", api.ErrCorrupt, ref, rf.err)
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", errkind.Corrupt, ref, rf.err)
 	case errors.As(err, &rf):
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", api.ErrBadGateway, ref, rf.err)
+		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", errkind.BadGateway, ref, rf.err)
 	case err != nil:
 		return api.Fetched{}, fmt.Errorf("rebuild shard %s: %w", ref, err)
 	}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"shoal/internal/errkind"
+	"shoal/internal/shard"
+
 	"shoal/internal/api"
 	"shoal/internal/jobdir"
 )
@@ -25,21 +28,21 @@ type storeSource struct {
 
 func (n storeSource) Addr() string { return n.addr }
 
-func (n storeSource) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
+func (n storeSource) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
 	if n.s == nil {
-		return nil, 0, fmt.Errorf("%w: no node at %s", api.ErrNotAvailable, n.addr)
+		return nil, 0, fmt.Errorf("%w: no node at %s", errkind.NotAvailable, n.addr)
 	}
 	f, info, err := n.s.Open(ref)
 	return f, info.Size, err
 }
 
-func (n storeSource) GetParity(ctx context.Context, ref api.ParityRef) (io.ReadCloser, int64, error) {
+func (n storeSource) GetParity(ctx context.Context, ref shard.ParityRef) (io.ReadCloser, int64, error) {
 	return n.s.OpenParity(ref)
 }
 
-func (n storeSource) PutParity(ctx context.Context, ref api.ParityRef, r io.ReadSeeker) (api.ParityInfo, error) {
+func (n storeSource) PutParity(ctx context.Context, ref shard.ParityRef, r io.ReadSeeker) (shard.ParityInfo, error) {
 	if n.s == nil {
-		return api.ParityInfo{}, fmt.Errorf("%w: no node at %s", api.ErrNotAvailable, n.addr)
+		return shard.ParityInfo{}, fmt.Errorf("%w: no node at %s", errkind.NotAvailable, n.addr)
 	}
 	return n.s.PutParity(ref, r)
 }
@@ -69,7 +72,7 @@ func newParitySetup(t *testing.T) *paritySetup {
 
 func (p *paritySetup) source(addr string) PieceSource { return storeSource{addr, p.stores[addr]} }
 
-func (p *paritySetup) encode(t *testing.T, node string, row int) api.ParityInfo {
+func (p *paritySetup) encode(t *testing.T, node string, row int) shard.ParityInfo {
 	t.Helper()
 	res, err := p.stores[node].EncodeParity(context.Background(), "heat", 1, api.EncodeRequest{Group: 0, Row: row, M: 2, Data: p.data}, p.source)
 	if err != nil {
@@ -157,16 +160,16 @@ func TestParityPutRejectsAnotherRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := p.stores["n5:7947"]
-	if _, err := to.PutParity(api.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 1}, bytes.NewReader(b)); !errors.Is(err, api.ErrBadRequest) {
+	if _, err := to.PutParity(shard.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 1}, bytes.NewReader(b)); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("row 0 put as row 1: %v, want a bad request", err)
 	}
-	if _, err := to.PutParity(api.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}, bytes.NewReader(flip(b, len(b)/3))); !errors.Is(err, api.ErrBadRequest) {
+	if _, err := to.PutParity(shard.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}, bytes.NewReader(flip(b, len(b)/3))); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("damaged row put: %v, want a bad request", err)
 	}
 	if idx, err := to.Index("heat"); err != nil || len(idx.Parity) != 0 {
 		t.Errorf("n5 stored %+v (%v) from rejected puts", idx.Parity, err)
 	}
-	if got, err := to.PutParity(api.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}, bytes.NewReader(b)); err != nil || got.Row != 0 {
+	if got, err := to.PutParity(shard.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}, bytes.NewReader(b)); err != nil || got.Row != 0 {
 		t.Errorf("row 0 put as row 0: %+v, %v", got, err)
 	}
 }
@@ -229,14 +232,14 @@ func TestParityCorruptRowDetected(t *testing.T) {
 	if idx, err := p.stores["n4:7947"].Index("heat"); err != nil || len(idx.Parity) != 0 {
 		t.Errorf("index lists a corrupt row: %+v, %v", idx.Parity, err)
 	}
-	if _, _, err := p.stores["n4:7947"].OpenParity(api.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}); !errors.Is(err, api.ErrCorrupt) {
+	if _, _, err := p.stores["n4:7947"].OpenParity(shard.ParityRef{Job: "heat", Epoch: 1, Group: 0, Row: 0}); !errors.Is(err, errkind.Corrupt) {
 		t.Errorf("corrupt row served: %v", err)
 	}
 	req := api.RebuildRequest{Group: 0, M: 2, Data: slices.Clone(p.data), Parity: []api.ParitySource{{Row: 0, From: "n4:7947"}}}
 	req.Data[0].From = ""
 	to := New(t.TempDir())
 	_, err = to.RebuildShard(context.Background(), ref(1, 0), req, p.source)
-	if !errors.Is(err, api.ErrCorrupt) || !strings.Contains(err.Error(), "heat/1/parity/0/0") {
+	if !errors.Is(err, errkind.Corrupt) || !strings.Contains(err.Error(), "heat/1/parity/0/0") {
 		t.Errorf("rebuild from a corrupt row: %v, want a corrupt error naming the row", err)
 	}
 	if _, err := to.Stat(ref(1, 0)); err == nil {

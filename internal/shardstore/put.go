@@ -8,9 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"shoal/internal/api"
-	"shoal/internal/shard"
 	"sync"
+
+	"shoal/internal/errkind"
+	"shoal/internal/shard"
 )
 
 // Storing a shard: written to a temporary file, verified as it is written,
@@ -24,21 +25,21 @@ type pathLock struct {
 // Put stores the shard read from r (size bytes, or negative when not known)
 // as ref: it writes a temporary file, syncs it, verifies it (format, identity
 // and size), renames it over any previous copy and syncs the directory. A
-// shard that fails verification wraps api.ErrBadRequest and the ckpt
+// shard that fails verification wraps errkind.BadRequest and the ckpt
 // sentinel; an error reading r is returned as it is (the API's signed-body
-// check wraps api.ErrUnauthorized). Either way nothing is replaced.
-func (s *Store) Put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, error) {
+// check wraps errkind.Unauthorized). Either way nothing is replaced.
+func (s *Store) Put(ref shard.Ref, r io.Reader, size int64) (shard.Info, error) {
 	info, err := s.put(ref, r, size)
 	var vf *verifyFailure
 	var rf *readFailure
 	switch {
 	case errors.As(err, &vf):
-		return info, fmt.Errorf("%w: shard %s rejected, nothing stored: %w", api.ErrBadRequest, ref, vf.err)
+		return info, fmt.Errorf("%w: shard %s rejected, nothing stored: %w", errkind.BadRequest, ref, vf.err)
 	case errors.As(err, &rf):
-		if errors.Is(rf.err, api.ErrUnauthorized) {
+		if errors.Is(rf.err, errkind.Unauthorized) {
 			return info, rf.err
 		}
-		return info, fmt.Errorf("%w: reading shard %s: %w", api.ErrBadRequest, ref, rf.err)
+		return info, fmt.Errorf("%w: reading shard %s: %w", errkind.BadRequest, ref, rf.err)
 	}
 	return info, err
 }
@@ -57,9 +58,9 @@ func (r *readFailure) Error() string { return r.err.Error() }
 
 func (r *readFailure) Unwrap() error { return r.err }
 
-func (s *Store) put(ref api.ShardRef, r io.Reader, size int64) (api.ShardInfo, error) {
+func (s *Store) put(ref shard.Ref, r io.Reader, size int64) (shard.Info, error) {
 	if err := checkRef(ref); err != nil {
-		return api.ShardInfo{}, err
+		return shard.Info{}, err
 	}
 	// The shard is verified as it is written, from the bytes in memory, rather
 	// than read back from the file afterwards.
@@ -134,7 +135,7 @@ func streamed(write func(io.Writer) error) func(*os.File, bool) (int64, error) {
 func (s *Store) commit(job, final, spare string, epoch uint64, write func(f *os.File, reused bool) (int64, error), verify func(string, *os.File) (entry, error)) (entry, error) {
 	unlock := s.lock(final)
 	defer unlock()
-	if err := s.mkdirs(api.ShardRef{Job: job, Epoch: epoch}); err != nil {
+	if err := s.mkdirs(shard.Ref{Job: job, Epoch: epoch}); err != nil {
 		return entry{}, err
 	}
 	var rnd [6]byte
@@ -231,7 +232,7 @@ func (s *Store) lock(path string) func() {
 // directory of a job with an owner (a user's job: its launch grant made the
 // directory theirs) is given to that user, whose ranks write their own shards
 // of the epoch there too.
-func (s *Store) mkdirs(ref api.ShardRef) error {
+func (s *Store) mkdirs(ref shard.Ref) error {
 	if err := s.mkdirJob(ref.Job); err != nil {
 		return err
 	}

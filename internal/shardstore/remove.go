@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"shoal/internal/api"
-	"shoal/internal/jobdir"
 	"slices"
 	"strings"
+
+	"shoal/internal/errkind"
+	"shoal/internal/jobdir"
 )
 
 // Removing a job's shards: old epochs (kept as spares to be written over), a
@@ -25,7 +26,7 @@ func (s *Store) RemoveBefore(job string, epoch uint64) ([]uint64, error) {
 		return nil, err
 	}
 	if epoch == 0 {
-		return nil, fmt.Errorf("%w: remove epochs before 0: want an epoch ≥ 1", api.ErrBadRequest)
+		return nil, fmt.Errorf("%w: remove epochs before 0: want an epoch ≥ 1", errkind.BadRequest)
 	}
 	jd := s.jobDir(job)
 	epochs, err := jd.Epochs()

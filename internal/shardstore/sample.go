@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/shard"
+
 	"github.com/klauspost/compress/zstd"
 
 	"shoal/internal/api"
@@ -30,13 +32,13 @@ const samplePieces = 4
 // earlier shard of the rank had one measured recently (ResampleEpochs), and
 // what that showed is kept with the file's verification. The caller reads info.Size raw
 // bytes from f and closes it. Errors are as for Open.
-func (s *Store) OpenToSend(ref api.ShardRef, link float64) (f *os.File, info api.ShardInfo, compressIt bool, err error) {
+func (s *Store) OpenToSend(ref shard.Ref, link float64) (f *os.File, info shard.Info, compressIt bool, err error) {
 	f, e, compressIt, err := s.openToSend(ref, link)
 	return f, e.info, compressIt, err
 }
 
 // openToSend is OpenToSend that returns the file's verification.
-func (s *Store) openToSend(ref api.ShardRef, link float64) (*os.File, entry, bool, error) {
+func (s *Store) openToSend(ref shard.Ref, link float64) (*os.File, entry, bool, error) {
 	f, e, err := s.open(ref)
 	if err != nil || !(link > 0) {
 		return f, e, false, err
@@ -61,7 +63,7 @@ const ResampleEpochs = 8
 // sample returns how a sample of the open shard file f, verified as e,
 // compresses: measured once per version of the file, or taken from an earlier
 // shard of the rank (ResampleEpochs).
-func (s *Store) sample(ref api.ShardRef, f *os.File, e entry) (compress.Sample, error) {
+func (s *Store) sample(ref shard.Ref, f *os.File, e entry) (compress.Sample, error) {
 	if e.sample != nil {
 		return *e.sample, nil
 	}
@@ -85,7 +87,7 @@ func (s *Store) sample(ref api.ShardRef, f *os.File, e entry) (compress.Sample, 
 // earlierSample returns the sample of the newest shard of ref's rank on this
 // node from an epoch before ref's, with the epoch it was measured at, when that
 // is fewer than ResampleEpochs before ref's.
-func (s *Store) earlierSample(ref api.ShardRef) (smp compress.Sample, at uint64, ok bool) {
+func (s *Store) earlierSample(ref shard.Ref) (smp compress.Sample, at uint64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, best := s.newestEarlierLocked(ref, func(_ string, e entry) bool { return e.sample != nil })

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 
+	"shoal/internal/errkind"
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/shard"
 )
@@ -26,21 +29,21 @@ type storeService struct {
 	s *Store
 }
 
-func (n storeService) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
+func (n storeService) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
 	f, info, err := n.s.Open(ref)
 	return f, info.Size, err
 }
 
-func (n storeService) OpenShardToSend(ctx context.Context, ref api.ShardRef, link float64) (io.ReadCloser, int64, bool, error) {
+func (n storeService) OpenShardToSend(ctx context.Context, ref shard.Ref, link float64) (io.ReadCloser, int64, bool, error) {
 	f, info, compress, err := n.s.OpenToSend(ref, link)
 	return f, info.Size, compress, err
 }
 
-type node struct{}
+type localNode struct{}
 
-func (node) Name() string                              { return "n1" }
-func (node) Nodes(context.Context) ([]api.Node, error) { return nil, nil }
-func (node) Leave(context.Context) error               { return nil }
+func (localNode) Name() string                               { return "n1" }
+func (localNode) Nodes(context.Context) ([]node.Node, error) { return nil, nil }
+func (localNode) Leave(context.Context) error                { return nil }
 
 // sender is a node serving the store src through the real API handler. It
 // records how each shard was sent, and damages a compressed one when told.
@@ -56,7 +59,7 @@ type sender struct {
 func newSender(t *testing.T) *sender {
 	t.Helper()
 	sd := &sender{src: New(t.TempDir())}
-	srv := api.NewServer(api.ServerConfig{Node: node{}, Secret: testSecret, Version: "test"})
+	srv := api.NewServer(api.ServerConfig{Node: localNode{}, Secret: testSecret, Version: "test"})
 	srv.SetShardService(storeService{s: sd.src})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/shards/") {
@@ -108,7 +111,7 @@ func (w *recordingWriter) Write(b []byte) (int, error) {
 }
 
 // randomShard returns a valid shard of ref whose payload is random bytes.
-func randomShard(t *testing.T, r api.ShardRef, payload int) []byte {
+func randomShard(t *testing.T, r shard.Ref, payload int) []byte {
 	t.Helper()
 	data := make([]byte, payload)
 	rand.Read(data)
@@ -134,7 +137,7 @@ func TestFetchCompressed(t *testing.T) {
 	slow := func(string) float64 { return 1e6 } // 8 Mbit/s
 	tests := []struct {
 		name     string
-		ref      api.ShardRef
+		ref      shard.Ref
 		want     []byte
 		link     func(string) float64
 		encoding string
@@ -177,13 +180,13 @@ func TestFetchCompressedDamaged(t *testing.T) {
 	dst := New(t.TempDir())
 	dst.LinkRate = func(string) float64 { return 1e6 }
 	_, err := dst.Fetch(context.Background(), ref(3, 0), sd.client)
-	if !errors.Is(err, api.ErrBadGateway) || !strings.Contains(err.Error(), "decompressing shard heat/3/0") {
+	if !errors.Is(err, errkind.BadGateway) || !strings.Contains(err.Error(), "decompressing shard heat/3/0") {
 		t.Errorf("Fetch of a damaged compressed stream: %v, want ErrBadGateway naming the decompression", err)
 	}
 	if got := sd.encodings(); len(got) != 1 || got[0] != "zstd" {
 		t.Errorf("sent with Content-Encoding %q, want zstd", got)
 	}
-	if _, err := dst.Stat(ref(3, 0)); !errors.Is(err, api.ErrNotFound) {
+	if _, err := dst.Stat(ref(3, 0)); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("after the failed fetch: Stat = %v, want ErrNotFound", err)
 	}
 	if tmp := tmpFiles(t, dst.Dir); len(tmp) > 0 {
@@ -195,7 +198,7 @@ func TestFetchCompressedDamaged(t *testing.T) {
 // asked as before.
 func TestFetchLinkRatePlainSource(t *testing.T) {
 	good := makeShard(t, "heat", 4, 1, 2, 1<<20)
-	src := &fakeSource{shards: map[api.ShardRef][]byte{ref(4, 1): good}}
+	src := &fakeSource{shards: map[shard.Ref][]byte{ref(4, 1): good}}
 	s := New(t.TempDir())
 	asked := 0
 	s.LinkRate = func(addr string) float64 {
@@ -246,7 +249,7 @@ func TestOpenToSendSamples(t *testing.T) {
 	if smp := s.cache["heat"][path].sample; smp == nil || smp == first || smp.Ratio < 0.99 {
 		t.Errorf("sample of the new version: %+v, want a new one with ratio about 1", smp)
 	}
-	if _, _, _, err := s.OpenToSend(ref(5, 1), 1e6); !errors.Is(err, api.ErrNotFound) {
+	if _, _, _, err := s.OpenToSend(ref(5, 1), 1e6); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("OpenToSend of a missing shard: %v, want ErrNotFound", err)
 	}
 }
@@ -255,7 +258,7 @@ func TestOpenToSendSamples(t *testing.T) {
 // ResampleEpochs epochs from the one measured; another rank's does not.
 func TestOpenToSendTakesEarlierSample(t *testing.T) {
 	s := New(t.TempDir())
-	open := func(r api.ShardRef) bool {
+	open := func(r shard.Ref) bool {
 		t.Helper()
 		f, _, compress, err := s.OpenToSend(r, 1e6)
 		if err != nil {

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/errkind"
+
 	"shoal/internal/api"
 	"shoal/internal/compress"
 	"shoal/internal/job"
@@ -30,7 +32,7 @@ import (
 // value with Dir set is ready; a Store must not be copied after first use. Its
 // methods are safe for concurrent use, also with libshoal's ranks writing into
 // Dir. Errors wrap the api sentinels that choose their HTTP status
-// (api.ErrBadRequest, api.ErrNotFound, api.ErrCorrupt, api.ErrBadGateway) and,
+// (errkind.BadRequest, errkind.NotFound, errkind.Corrupt, errkind.BadGateway) and,
 // for verification failures, ckpt's sentinels (ckpt.ErrChecksum, …).
 type Store struct {
 	Dir string
@@ -76,7 +78,7 @@ func New(dir string) *Store { return &Store{Dir: dir} }
 type Source interface {
 	// Addr names the node in messages (its API address).
 	Addr() string
-	GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error)
+	GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error)
 }
 
 // LinkSource is a Source that can be told the bandwidth of the link a shard
@@ -85,7 +87,7 @@ type Source interface {
 // it concurrently.
 type LinkSource interface {
 	Source
-	GetShardOver(ctx context.Context, ref api.ShardRef, link float64) (io.ReadCloser, int64, error)
+	GetShardOver(ctx context.Context, ref shard.Ref, link float64) (io.ReadCloser, int64, error)
 }
 
 var _ LinkSource = (*api.Client)(nil)
@@ -108,9 +110,9 @@ func keyOf(fi os.FileInfo) fileKey {
 // entry is the outcome of verifying one version of a shard file.
 type entry struct {
 	key  fileKey
-	info api.ShardInfo
+	info shard.Info
 	// parity describes a verified parity file (then info is zero).
-	parity *api.ParityInfo
+	parity *shard.ParityInfo
 	err    error // nil: good; else wraps a ckpt sentinel (shards)
 	// sample is how a sample of a good shard compressed, once measured
 	// (OpenToSend), on this shard or an earlier one of its rank: on the shard
@@ -130,23 +132,23 @@ func (s *Store) jobDir(job string) jobdir.Dir { return jobdir.Dir{Root: s.Dir, J
 // a user's job's directory is theirs to change, and no link in it is followed.
 func (s *Store) tree() userdir.Tree { return userdir.Tree{Base: s.Dir} }
 
-func (s *Store) path(ref api.ShardRef) string {
+func (s *Store) path(ref shard.Ref) string {
 	return s.jobDir(ref.Job).ShardPath(ref.Epoch, ref.Rank)
 }
 
 func checkJob(jobID string) error {
 	if !job.ValidID(jobID) {
-		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", api.ErrBadRequest, jobID)
+		return fmt.Errorf("%w: job id %q: want 1 to 63 bytes of [A-Za-z0-9._-]", errkind.BadRequest, jobID)
 	}
 	return nil
 }
 
-func checkRef(ref api.ShardRef) error {
+func checkRef(ref shard.Ref) error {
 	if err := checkJob(ref.Job); err != nil {
 		return err
 	}
 	if ref.Epoch == 0 || ref.Rank < 0 || ref.Rank >= job.MaxRanks {
-		return fmt.Errorf("%w: shard %s: want epoch ≥ 1 and rank from 0 to %d", api.ErrBadRequest, ref, job.MaxRanks-1)
+		return fmt.Errorf("%w: shard %s: want epoch ≥ 1 and rank from 0 to %d", errkind.BadRequest, ref, job.MaxRanks-1)
 	}
 	return nil
 }
@@ -181,7 +183,7 @@ func (s *Store) rememberLocked(job, path string, e entry) {
 // newestEarlierLocked returns the path and entry of the newest shard of ref's
 // rank in the cache from an epoch before ref's for which want holds, path ""
 // when there is none. With s.mu held.
-func (s *Store) newestEarlierLocked(ref api.ShardRef, want func(path string, e entry) bool) (string, entry) {
+func (s *Store) newestEarlierLocked(ref shard.Ref, want func(path string, e entry) bool) (string, entry) {
 	var path string
 	var best entry
 	for p, e := range s.cache[ref.Job] {
@@ -195,7 +197,7 @@ func (s *Store) newestEarlierLocked(ref api.ShardRef, want func(path string, e e
 // verifyOpen verifies the open shard file f, whose path names ref, through the
 // cache. A read failure is returned as err; a verification failure is in the
 // entry (with a nil err).
-func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, error) {
+func (s *Store) verifyOpen(ref shard.Ref, path string, f *os.File) (entry, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return entry{}, err
@@ -212,7 +214,7 @@ func (s *Store) verifyOpen(ref api.ShardRef, path string, f *os.File) (entry, er
 
 // record remembers, and returns, the outcome of verifying the version fi of
 // the shard file at path, which names ref: verifyFile's results.
-func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h shard.Header, sum uint64, blocks []uint64, err error) (entry, error) {
+func (s *Store) record(ref shard.Ref, path string, fi os.FileInfo, h shard.Header, sum uint64, blocks []uint64, err error) (entry, error) {
 	e := entry{key: keyOf(fi)}
 	var vf *verifyFailure
 	switch {
@@ -225,7 +227,7 @@ func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h shard.He
 		if err := h.Check(want); err != nil {
 			e.err = &shard.Error{Path: path, Err: err}
 		} else {
-			e.info = api.ShardInfo{Epoch: h.Epoch, Rank: int(h.Rank), NRanks: int(h.NRanks),
+			e.info = shard.Info{Epoch: h.Epoch, Rank: int(h.Rank), NRanks: int(h.NRanks),
 				Size: fi.Size(), CreatedNs: h.CreatedNs, Checksum: sum, PerRank: h.PerRank()}
 			e.blocks = blocks
 		}
@@ -235,12 +237,12 @@ func (s *Store) record(ref api.ShardRef, path string, fi os.FileInfo, h shard.He
 }
 
 // Stat returns the verified description of the local copy of ref: an error
-// wrapping api.ErrNotFound when there is none, api.ErrCorrupt (and the ckpt
+// wrapping errkind.NotFound when there is none, errkind.Corrupt (and the ckpt
 // sentinel) when it fails verification.
-func (s *Store) Stat(ref api.ShardRef) (api.ShardInfo, error) {
+func (s *Store) Stat(ref shard.Ref) (shard.Info, error) {
 	f, info, err := s.Open(ref)
 	if err != nil {
-		return api.ShardInfo{}, err
+		return shard.Info{}, err
 	}
 	f.Close()
 	return info, nil
@@ -248,28 +250,28 @@ func (s *Store) Stat(ref api.ShardRef) (api.ShardInfo, error) {
 
 // Open opens the local copy of ref after verifying it (through the cache); the
 // caller reads info.Size bytes and closes it. Errors are as for Stat.
-func (s *Store) Open(ref api.ShardRef) (*os.File, api.ShardInfo, error) {
+func (s *Store) Open(ref shard.Ref) (*os.File, shard.Info, error) {
 	f, e, err := s.open(ref)
 	return f, e.info, err
 }
 
 // open is Open that returns the file's verification: its description, block
 // sums and sample.
-func (s *Store) open(ref api.ShardRef) (*os.File, entry, error) {
+func (s *Store) open(ref shard.Ref) (*os.File, entry, error) {
 	if err := checkRef(ref); err != nil {
 		return nil, entry{}, err
 	}
 	path := s.path(ref)
 	f, _, err := jobdir.OpenShard(s.tree(), path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, entry{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", api.ErrNotFound, ref, os.ErrNotExist)
+		return nil, entry{}, fmt.Errorf("%w: shard %s is not stored on this node: %w", errkind.NotFound, ref, os.ErrNotExist)
 	}
 	if err != nil {
 		return nil, entry{}, err
 	}
 	e, err := s.verifyOpen(ref, path, f)
 	if err == nil && e.err != nil {
-		err = fmt.Errorf("%w: shard %s on this node fails verification and is not served: %w", api.ErrCorrupt, ref, e.err)
+		err = fmt.Errorf("%w: shard %s on this node fails verification and is not served: %w", errkind.Corrupt, ref, e.err)
 	}
 	if err != nil {
 		f.Close()

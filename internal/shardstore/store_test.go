@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/traffic"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
@@ -40,7 +43,7 @@ func makeShard(t *testing.T, job string, epoch uint64, rank, nranks, payload int
 }
 
 // place writes b where libshoal would write the shard of ref.
-func place(t *testing.T, s *Store, ref api.ShardRef, b []byte) string {
+func place(t *testing.T, s *Store, ref shard.Ref, b []byte) string {
 	t.Helper()
 	path := s.path(ref)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -58,14 +61,14 @@ func flip(b []byte, i int) []byte {
 	return c
 }
 
-func ref(epoch uint64, rank int) api.ShardRef {
-	return api.ShardRef{Job: "heat", Epoch: epoch, Rank: rank}
+func ref(epoch uint64, rank int) shard.Ref {
+	return shard.Ref{Job: "heat", Epoch: epoch, Rank: rank}
 }
 
 func TestIndex(t *testing.T) {
 	s := New(t.TempDir())
-	good := map[api.ShardRef][]byte{}
-	for _, r := range []api.ShardRef{ref(3, 0), ref(3, 1), ref(4, 0)} {
+	good := map[shard.Ref][]byte{}
+	for _, r := range []shard.Ref{ref(3, 0), ref(3, 1), ref(4, 0)} {
 		good[r] = makeShard(t, "heat", r.Epoch, r.Rank, 2, 100+r.Rank)
 		place(t, s, r, good[r])
 	}
@@ -93,7 +96,7 @@ func TestIndex(t *testing.T) {
 			t.Errorf("listed %s, which is not a good shard", r)
 			continue
 		}
-		want := api.ShardInfo{Epoch: r.Epoch, Rank: r.Rank, NRanks: 2, Size: int64(len(b)), CreatedNs: 1000 * r.Epoch,
+		want := shard.Info{Epoch: r.Epoch, Rank: r.Rank, NRanks: 2, Size: int64(len(b)), CreatedNs: 1000 * r.Epoch,
 			Checksum: ckptChecksum(b), PerRank: []int32{0}}
 		if !reflect.DeepEqual(si, want) {
 			t.Errorf("shard %s: %+v, want %+v", r, si, want)
@@ -120,7 +123,7 @@ func TestIndex(t *testing.T) {
 		t.Errorf("Index of an unknown job = %+v, %v; want empty", idx, err)
 	}
 	for _, job := range []string{"..", "a/b", "", strings.Repeat("x", 64)} {
-		if _, err := s.Index(job); !errors.Is(err, api.ErrBadRequest) {
+		if _, err := s.Index(job); !errors.Is(err, errkind.BadRequest) {
 			t.Errorf("Index(%q): %v, want ErrBadRequest", job, err)
 		}
 	}
@@ -350,15 +353,15 @@ func TestOpen(t *testing.T) {
 	if !bytes.Equal(got, b) || info.Size != int64(len(b)) || info.NRanks != 2 {
 		t.Errorf("Open: %d bytes, info %+v", len(got), info)
 	}
-	if _, _, err := s.Open(ref(2, 0)); !errors.Is(err, api.ErrNotFound) || !errors.Is(err, os.ErrNotExist) {
+	if _, _, err := s.Open(ref(2, 0)); !errors.Is(err, errkind.NotFound) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Open of a missing shard: %v, want ErrNotFound", err)
 	}
 	place(t, s, ref(2, 0), flip(makeShard(t, "heat", 2, 0, 2, 200<<10), 100<<10))
 	_, _, err = s.Open(ref(2, 0))
-	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, shard.ErrChecksum) || !strings.Contains(err.Error(), "heat/2/0") {
+	if !errors.Is(err, errkind.Corrupt) || !errors.Is(err, shard.ErrChecksum) || !strings.Contains(err.Error(), "heat/2/0") {
 		t.Errorf("Open of a corrupt shard: %v, want ErrCorrupt and ckpt.ErrChecksum naming heat/2/0", err)
 	}
-	if _, _, err := s.Open(api.ShardRef{Job: "heat", Epoch: 0, Rank: 0}); !errors.Is(err, api.ErrBadRequest) {
+	if _, _, err := s.Open(shard.Ref{Job: "heat", Epoch: 0, Rank: 0}); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("Open of epoch 0: %v, want ErrBadRequest", err)
 	}
 }
@@ -413,7 +416,7 @@ func TestPut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := s.Put(ref(7, 3), bytes.NewReader(tt.body), int64(len(tt.body)))
-		if !errors.Is(err, api.ErrBadRequest) || !errors.Is(err, tt.want) || !strings.Contains(err.Error(), "heat/7/3") {
+		if !errors.Is(err, errkind.BadRequest) || !errors.Is(err, tt.want) || !strings.Contains(err.Error(), "heat/7/3") {
 			t.Errorf("%s: Put = %v, want ErrBadRequest and %v naming the shard", tt.name, err, tt.want)
 		}
 		if !bytes.Equal(stored(), b) {
@@ -422,16 +425,16 @@ func TestPut(t *testing.T) {
 	}
 	// A whole shard that is not the size declared for it is refused too.
 	for _, size := range []int64{int64(len(b)) - 1, int64(len(b)) + 1} {
-		if _, err := s.Put(ref(7, 3), bytes.NewReader(b), size); !errors.Is(err, api.ErrBadRequest) || !errors.Is(err, shard.ErrTruncated) {
+		if _, err := s.Put(ref(7, 3), bytes.NewReader(b), size); !errors.Is(err, errkind.BadRequest) || !errors.Is(err, shard.ErrTruncated) {
 			t.Errorf("Put of %d bytes declared as %d: %v, want ErrBadRequest and ErrTruncated", len(b), size, err)
 		}
 	}
 	// A failing reader (the API's signed-body check) stores nothing.
-	bodyErr := fmt.Errorf("%w: body does not match its signed SHA-256", api.ErrUnauthorized)
-	if _, err := s.Put(ref(7, 3), io.MultiReader(bytes.NewReader(b), errReader{bodyErr}), int64(len(b))); !errors.Is(err, api.ErrUnauthorized) {
+	bodyErr := fmt.Errorf("%w: body does not match its signed SHA-256", errkind.Unauthorized)
+	if _, err := s.Put(ref(7, 3), io.MultiReader(bytes.NewReader(b), errReader{bodyErr}), int64(len(b))); !errors.Is(err, errkind.Unauthorized) {
 		t.Errorf("Put with a tampered body: %v, want ErrUnauthorized", err)
 	}
-	if _, err := s.Put(ref(8, 0), io.MultiReader(bytes.NewReader(b[:100]), errReader{io.ErrUnexpectedEOF}), int64(len(b))); !errors.Is(err, api.ErrBadRequest) {
+	if _, err := s.Put(ref(8, 0), io.MultiReader(bytes.NewReader(b[:100]), errReader{io.ErrUnexpectedEOF}), int64(len(b))); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("Put with a broken body: %v, want ErrBadRequest", err)
 	}
 	if _, err := os.Stat(s.path(ref(8, 0))); !errors.Is(err, os.ErrNotExist) {
@@ -482,7 +485,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			if f, _, err := s.Open(ref(1, 0)); err == nil {
 				f.Close()
-			} else if !errors.Is(err, api.ErrNotFound) {
+			} else if !errors.Is(err, errkind.NotFound) {
 				t.Errorf("Open during puts: %v", err)
 			}
 		}()
@@ -495,7 +498,7 @@ func TestConcurrent(t *testing.T) {
 
 // fakeSource serves shards from memory, or fails as told.
 type fakeSource struct {
-	shards map[api.ShardRef][]byte
+	shards map[shard.Ref][]byte
 	err    error // returned by GetShard
 	cut    int   // > 0: the body breaks after this many bytes
 	hang   bool  // the body stops sending after cut bytes, until ctx ends
@@ -511,7 +514,7 @@ func (h hangingReader) Read([]byte) (int, error) {
 }
 
 func (f *fakeSource) Addr() string { return "10.0.0.1:7947" }
-func (f *fakeSource) GetShard(ctx context.Context, ref api.ShardRef) (io.ReadCloser, int64, error) {
+func (f *fakeSource) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
 	f.calls++
 	if f.err != nil {
 		return nil, 0, f.err
@@ -533,7 +536,7 @@ func TestFetch(t *testing.T) {
 	ctx := context.Background()
 	s := New(t.TempDir())
 	good := makeShard(t, "heat", 4, 1, 2, 100<<10)
-	src := &fakeSource{shards: map[api.ShardRef][]byte{ref(4, 1): good, ref(4, 0): flip(makeShard(t, "heat", 4, 0, 2, 10), 130)}}
+	src := &fakeSource{shards: map[shard.Ref][]byte{ref(4, 1): good, ref(4, 0): flip(makeShard(t, "heat", 4, 0, 2, 10), 130)}}
 	f, err := s.Fetch(ctx, ref(4, 1), src)
 	if err != nil || !f.Copied || f.Shard.Checksum != ckptChecksum(good) {
 		t.Fatalf("Fetch = %+v, %v", f, err)
@@ -545,33 +548,33 @@ func TestFetch(t *testing.T) {
 	}
 	// The source has it, but the bytes that arrive are bad.
 	_, err = s.Fetch(ctx, ref(4, 0), src)
-	if !errors.Is(err, api.ErrCorrupt) || !errors.Is(err, shard.ErrChecksum) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
+	if !errors.Is(err, errkind.Corrupt) || !errors.Is(err, shard.ErrChecksum) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
 		t.Errorf("Fetch of bad bytes: %v, want ErrCorrupt, ErrChecksum, naming the source", err)
 	}
 	// The source does not have it.
-	if _, err = s.Fetch(ctx, ref(4, 2), src); !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
+	if _, err = s.Fetch(ctx, ref(4, 2), src); !errors.Is(err, errkind.NotFound) || !strings.Contains(err.Error(), "10.0.0.1:7947") {
 		t.Errorf("Fetch of a missing shard: %v, want ErrNotFound naming the source", err)
 	}
 	// The source's copy is corrupt: passed on as such.
 	src.err = &api.Error{Status: 422, Code: "corrupt", Message: "api: corrupt: shard heat/4/3 fails verification: checksum mismatch"}
-	if _, err = s.Fetch(ctx, ref(4, 3), src); !errors.Is(err, api.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
+	if _, err = s.Fetch(ctx, ref(4, 3), src); !errors.Is(err, errkind.Corrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
 		t.Errorf("Fetch from a corrupt source: %v, want ErrCorrupt", err)
 	}
 	// The source is unreachable or refuses: a gateway error, not its status.
 	for _, e := range []error{
-		fmt.Errorf("%w at 10.0.0.1:7947: connection refused", api.ErrUnreachable),
+		fmt.Errorf("%w at 10.0.0.1:7947: connection refused", errkind.Unreachable),
 		&api.Error{Status: 401, Code: "unauthorized", Message: "api: unauthorized: bad signature"},
 	} {
 		src.err = e
 		_, err = s.Fetch(ctx, ref(4, 3), src)
-		if !errors.Is(err, api.ErrBadGateway) || errors.Is(err, api.ErrUnauthorized) {
+		if !errors.Is(err, errkind.BadGateway) || errors.Is(err, errkind.Unauthorized) {
 			t.Errorf("Fetch with source error %v: %v, want only ErrBadGateway", e, err)
 		}
 	}
 	// The transfer breaks.
 	src.err, src.cut = nil, 1000
 	src.shards[ref(5, 0)] = makeShard(t, "heat", 5, 0, 1, 10<<10)
-	if _, err = s.Fetch(ctx, ref(5, 0), src); !errors.Is(err, api.ErrBadGateway) {
+	if _, err = s.Fetch(ctx, ref(5, 0), src); !errors.Is(err, errkind.BadGateway) {
 		t.Errorf("Fetch with a broken transfer: %v, want ErrBadGateway", err)
 	}
 	// The transfer stalls (a cut link): aborted after StallTimeout, not when
@@ -580,14 +583,14 @@ func TestFetch(t *testing.T) {
 	s.StallTimeout = 200 * time.Millisecond
 	start := time.Now()
 	_, err = s.Fetch(ctx, ref(5, 0), src)
-	if !errors.Is(err, api.ErrBadGateway) || !strings.Contains(err.Error(), "stalled") || time.Since(start) > 5*time.Second {
+	if !errors.Is(err, errkind.BadGateway) || !strings.Contains(err.Error(), "stalled") || time.Since(start) > 5*time.Second {
 		t.Errorf("Fetch of a stalled transfer: %v after %v, want ErrBadGateway (stalled) after 200ms", err, time.Since(start))
 	}
 	s.StallTimeout = time.Minute
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err = s.Fetch(cctx, ref(5, 0), src)
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrBadGateway) {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errkind.BadGateway) {
 		t.Errorf("Fetch past the caller's deadline: %v, want context.DeadlineExceeded", err)
 	}
 	if idx, _ := s.Index("heat"); len(idx.Shards) != 1 || len(idx.Bad) != 0 {
@@ -603,7 +606,7 @@ func TestRemove(t *testing.T) {
 	for e := uint64(1); e <= 5; e++ {
 		place(t, s, ref(e, 0), makeShard(t, "heat", e, 0, 1, 10))
 	}
-	place(t, s, api.ShardRef{Job: "cold", Epoch: 1}, makeShard(t, "cold", 1, 0, 1, 10))
+	place(t, s, shard.Ref{Job: "cold", Epoch: 1}, makeShard(t, "cold", 1, 0, 1, 10))
 	s.Index("heat")
 	removed, err := s.RemoveBefore("heat", 4)
 	if err != nil || !reflect.DeepEqual(removed, []uint64{1, 2, 3}) {
@@ -621,10 +624,10 @@ func TestRemove(t *testing.T) {
 	if removed, err := s.RemoveBefore("heat", 4); err != nil || len(removed) != 0 {
 		t.Errorf("RemoveBefore again = %v, %v; want nothing", removed, err)
 	}
-	if _, err := s.RemoveBefore("heat", 0); !errors.Is(err, api.ErrBadRequest) {
+	if _, err := s.RemoveBefore("heat", 0); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("RemoveBefore(0): %v, want ErrBadRequest", err)
 	}
-	if _, err := s.RemoveBefore("../x", 3); !errors.Is(err, api.ErrBadRequest) {
+	if _, err := s.RemoveBefore("../x", 3); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("RemoveBefore of a bad job id: %v, want ErrBadRequest", err)
 	}
 	place(t, s, ref(6, 0), makeShard(t, "heat", 6, 0, 1, 10))
@@ -638,7 +641,7 @@ func TestRemove(t *testing.T) {
 	if err := s.RemoveEpoch("heat", 5); err != nil {
 		t.Errorf("RemoveEpoch of an epoch not there: %v", err)
 	}
-	if err := s.RemoveEpoch("../x", 5); !errors.Is(err, api.ErrBadRequest) {
+	if err := s.RemoveEpoch("../x", 5); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("RemoveEpoch of a bad job id: %v, want ErrBadRequest", err)
 	}
 	s.RequestCheckpoint("heat")
@@ -748,7 +751,7 @@ func TestRequestCheckpoint(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Dir, "heat", jobdir.Request)); err != nil {
 		t.Error(err)
 	}
-	if err := s.RequestCheckpoint(".."); !errors.Is(err, api.ErrBadRequest) {
+	if err := s.RequestCheckpoint(".."); !errors.Is(err, errkind.BadRequest) {
 		t.Errorf("RequestCheckpoint(..): %v, want ErrBadRequest", err)
 	}
 	for i := 0; i < 2; i++ { // withdrawing none is no error
@@ -940,9 +943,9 @@ func TestIndexTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []api.RankTraffic{
+	want := []traffic.Report{
 		{Rank: 0, Epoch: 3, SecondsMPI: 0.25, SecondsTotal: 2},
-		{Rank: 1, Epoch: 3, SecondsMPI: 0.5, SecondsTotal: 2, Sent: []api.PeerTraffic{{Peer: 0, Bytes: 4096, Messages: 4}}},
+		{Rank: 1, Epoch: 3, SecondsMPI: 0.5, SecondsTotal: 2, Sent: []traffic.PeerReport{{Peer: 0, Bytes: 4096, Messages: 4}}},
 	}
 	if !reflect.DeepEqual(idx.Traffic, want) {
 		t.Errorf("index traffic = %+v, want %+v", idx.Traffic, want)

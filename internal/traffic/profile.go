@@ -5,7 +5,6 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/api"
 	"shoal/internal/job"
 )
 
@@ -15,7 +14,7 @@ const Change = 0.25
 
 // Profile turns the ranks' reports into traffic per second between pairs of
 // ranks, both directions added; speed gives the speed of a rank's node.
-func Profile(reports map[int]api.RankTraffic, speed func(rank int) float64) *job.TrafficProfile {
+func Profile(reports map[int]Report, speed func(rank int) float64) *job.TrafficProfile {
 	type pair struct{ a, b int }
 	sums := map[pair]*job.Flow{}
 	work, mpi := 0.0, 0.0

@@ -4,14 +4,13 @@ import (
 	"math"
 	"testing"
 
-	"shoal/internal/api"
 	"shoal/internal/job"
 )
 
 func TestTrafficProfile(t *testing.T) {
-	reports := map[int]api.RankTraffic{
-		0: {Rank: 0, SecondsTotal: 10, SecondsMPI: 2, Sent: []api.PeerTraffic{{Peer: 1, Bytes: 1000, Messages: 10}, {Peer: 2, Bytes: 50, Messages: 5}}},
-		1: {Rank: 1, SecondsTotal: 20, SecondsMPI: 10, Sent: []api.PeerTraffic{{Peer: 0, Bytes: 2000, Messages: 20}, {Peer: 1, Bytes: 9, Messages: 9}}},
+	reports := map[int]Report{
+		0: {Rank: 0, SecondsTotal: 10, SecondsMPI: 2, Sent: []PeerReport{{Peer: 1, Bytes: 1000, Messages: 10}, {Peer: 2, Bytes: 50, Messages: 5}}},
+		1: {Rank: 1, SecondsTotal: 20, SecondsMPI: 10, Sent: []PeerReport{{Peer: 0, Bytes: 2000, Messages: 20}, {Peer: 1, Bytes: 9, Messages: 9}}},
 		2: {Rank: 2, SecondsTotal: 5},
 	}
 	p := Profile(reports, func(rank int) float64 { return 100 })

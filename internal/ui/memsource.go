@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 
+	"shoal/internal/links"
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 )
@@ -15,7 +18,7 @@ import (
 // concurrent use once filled.
 type MemSource struct {
 	mu      sync.Mutex
-	Members []api.Node
+	Members []node.Node
 	Jobs    []job.Job
 	Evs     []job.Event
 	// LinkReads counts the calls of Links.
@@ -28,17 +31,17 @@ func (m *MemSource) Health(context.Context) (api.Health, error) {
 	return api.Health{Name: "shoal", Version: "test", Node: "n1/0123456789abcdef"}, nil
 }
 
-func (m *MemSource) Nodes(context.Context) ([]api.Node, error) {
+func (m *MemSource) Nodes(context.Context) ([]node.Node, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.Members, nil
 }
 
-func (m *MemSource) Links(context.Context, bool) (api.LinkList, error) {
+func (m *MemSource) Links(context.Context, bool) (links.List, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.LinkReads++
-	return api.LinkList{Links: []api.Link{{From: "n1", To: "n2"}}}, nil
+	return links.List{Links: []links.Link{{From: "n1", To: "n2"}}}, nil
 }
 
 func (m *MemSource) ListJobs(context.Context, job.Query) (api.JobList, error) {

@@ -29,6 +29,10 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/errkind"
+	"shoal/internal/links"
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 )
@@ -47,8 +51,8 @@ var static embed.FS
 // [ClientSource]). It must be safe for concurrent use.
 type Source interface {
 	Health(ctx context.Context) (api.Health, error)
-	Nodes(ctx context.Context) ([]api.Node, error)
-	Links(ctx context.Context, all bool) (api.LinkList, error)
+	Nodes(ctx context.Context) ([]node.Node, error)
+	Links(ctx context.Context, all bool) (links.List, error)
 	ListJobs(ctx context.Context, q job.Query) (api.JobList, error)
 	Job(ctx context.Context, id string) (job.Job, error)
 	// Events returns the job's events with Seq ≥ from: with follow until the
@@ -205,8 +209,8 @@ func (s *Server) match(t string) bool {
 // NodesView is the answer of GET /api/nodes: the members, and the links
 // between them when the agent measures them.
 type NodesView struct {
-	Nodes []api.Node `json:"nodes"`
-	Links []api.Link `json:"links,omitempty"`
+	Nodes []node.Node  `json:"nodes"`
+	Links []links.Link `json:"links,omitempty"`
 	// LinksError says why Links is missing; "" when it is not.
 	LinksError string `json:"links_error,omitempty"`
 }
@@ -246,10 +250,10 @@ const linkAge = 10 * time.Second
 type linkCache struct {
 	mu   sync.Mutex
 	at   time.Time
-	list api.LinkList
+	list links.List
 }
 
-func (c *linkCache) get(ctx context.Context, src Source) (api.LinkList, error) {
+func (c *linkCache) get(ctx context.Context, src Source) (links.List, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.at.IsZero() && time.Since(c.at) < linkAge {
@@ -257,7 +261,7 @@ func (c *linkCache) get(ctx context.Context, src Source) (api.LinkList, error) {
 	}
 	l, err := src.Links(ctx, true)
 	if err != nil {
-		return api.LinkList{}, err
+		return links.List{}, err
 	}
 	c.list, c.at = l, time.Now()
 	return l, nil
@@ -331,7 +335,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // agent does not know (or does not show this user), 502 for the rest.
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	status := http.StatusBadGateway
-	if errors.Is(err, api.ErrNotFound) || errors.Is(err, job.ErrNotFound) {
+	if errors.Is(err, errkind.NotFound) || errors.Is(err, job.ErrNotFound) {
 		status = http.StatusNotFound
 	}
 	w.Header().Set("Content-Type", "application/json")

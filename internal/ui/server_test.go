@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 )
@@ -21,7 +23,7 @@ const testToken = "0123456789abcdef0123456789abcdef"
 
 func testServer() (*Server, *MemSource) {
 	src := &MemSource{
-		Members: []api.Node{{Name: "n1", State: "alive"}},
+		Members: []node.Node{{Name: "n1", State: "alive"}},
 		Jobs:    []job.Job{{ID: "j1", State: job.Running}},
 		Evs: []job.Event{
 			{Seq: 1, Job: "j1", Type: job.EventLaunch, Time: time.Unix(1, 0)},

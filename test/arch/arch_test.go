@@ -23,7 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/node"
+
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
 	"shoal/test/watch"
@@ -88,7 +89,7 @@ func TestNodesShowArch(t *testing.T) {
 	b := up(t)
 	want := map[string]string{"n1": "amd64", "n2": "amd64", "n3": "arm64", "n4": "arm64"}
 	for _, from := range []string{"n1", "n3"} {
-		var list api.NodeList
+		var list node.List
 		if err := json.Unmarshal([]byte(shoal(t, b, from, "nodes", "--json")), &list); err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/api"
+	"shoal/internal/links"
+
 	"shoal/internal/job"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
@@ -46,17 +47,17 @@ func shoal(t *testing.T, b *testbed.Bed, args ...string) string {
 	return string(out)
 }
 
-// links waits until every ordered pair of the three hosts has a measured link
+// measuredLinks waits until every ordered pair of the three hosts has a measured link
 // and returns them by "from-to".
-func links(t *testing.T, b *testbed.Bed) map[string]api.Link {
+func measuredLinks(t *testing.T, b *testbed.Bed) map[string]links.Link {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var l api.LinkList
+		var l links.List
 		if err := json.Unmarshal([]byte(shoal(t, b, "nodes", "--links", "--json")), &l); err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]api.Link{}
+		got := map[string]links.Link{}
 		for _, x := range l.Links {
 			if !x.Estimated {
 				got[x.From+"-"+x.To] = x
@@ -76,7 +77,7 @@ func links(t *testing.T, b *testbed.Bed) map[string]api.Link {
 // and from the rate-limited host carry about its rate, the others far more.
 func TestLinksMeasured(t *testing.T) {
 	b := up(t)
-	got := links(t, b)
+	got := measuredLinks(t, b)
 	for pair, l := range got {
 		slow := strings.Contains(pair, "n3")
 		switch {
@@ -99,7 +100,7 @@ func TestLinksMeasured(t *testing.T) {
 // n3's slow link, where contiguous blocks over three hosts would put one.
 func TestPlacementAvoidsSlowLink(t *testing.T) {
 	b := up(t)
-	links(t, b)
+	measuredLinks(t, b)
 	heat := testenv.Built(t, "build/examples/heat")
 	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "4", "--", heat, "--size", "200", "--steps", "200")))
 	j := until(t, b, id, "a placement", func(j job.Job) bool { return len(j.Placement) > 0 })
@@ -162,7 +163,7 @@ func until(t *testing.T, b *testbed.Bed, id, what string, ok func(job.Job) bool)
 // that already, which the planner then says it keeps.
 func TestMoveByTraffic(t *testing.T) {
 	b := up(t)
-	links(t, b)
+	measuredLinks(t, b)
 	ring := testenv.Built(t, "build/bench/ring")
 	id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--ckpt-interval", "1s", "--", ring,
 		"--kb", "256", "--work", "1", "--shuffle", "3", "--iters", "400")))
@@ -259,7 +260,7 @@ func TestSilentJobWeighed(t *testing.T) {
 // so it is run once more; two in a row fail the test.
 func TestCopiesCompressedOverSlowLink(t *testing.T) {
 	b := up(t)
-	links(t, b) // the senders decide with the measured links
+	measuredLinks(t, b) // the senders decide with the measured links
 	heat := testenv.Built(t, "build/examples/heat")
 	for attempt := 1; ; attempt++ {
 		id := strings.TrimSpace(lastLine(shoal(t, b, "run", "--detach", "-n", "6", "--no-replan", "--ckpt-interval", "1s",

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	nodepkg "shoal/internal/node"
+
 	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/jobstore"
@@ -88,7 +90,7 @@ func (c *cluster) run(host string, timeout time.Duration, args ...string) (strin
 }
 
 // nodes is `shoal nodes --json` in host.
-func (c *cluster) nodes(host string) ([]api.Node, error) {
+func (c *cluster) nodes(host string) ([]nodepkg.Node, error) {
 	out, code, err := c.run(host, 5*time.Second, "nodes", "--json")
 	if err != nil {
 		return nil, err
@@ -96,7 +98,7 @@ func (c *cluster) nodes(host string) ([]api.Node, error) {
 	if code != 0 {
 		return nil, fmt.Errorf("shoal nodes in %s exited %d: %s", host, code, firstLine(out))
 	}
-	var list api.NodeList
+	var list nodepkg.List
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		return nil, fmt.Errorf("shoal nodes --json in %s: %v", host, err)
 	}
@@ -104,9 +106,9 @@ func (c *cluster) nodes(host string) ([]api.Node, error) {
 }
 
 // leaderOf is the node that leads the job store as nodes say, "" for none.
-func leaderOf(nodes []api.Node) string {
+func leaderOf(nodes []nodepkg.Node) string {
 	for _, n := range nodes {
-		if n.Role == api.RoleLeader {
+		if n.Role == nodepkg.RoleLeader {
 			return n.Name
 		}
 	}
@@ -194,11 +196,11 @@ func (c *cluster) settled(want map[string]testbed.HostStatus) string {
 		if err != nil {
 			return err.Error()
 		}
-		seen := map[string]api.Node{}
+		seen := map[string]nodepkg.Node{}
 		voters := 0
 		for _, n := range nodes {
 			seen[n.Name] = n
-			if n.Role == api.RoleLeader || n.Role == api.RoleVoter {
+			if n.Role == nodepkg.RoleLeader || n.Role == nodepkg.RoleVoter {
 				voters++
 			}
 		}

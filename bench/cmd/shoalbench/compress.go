@@ -33,6 +33,9 @@ import (
 	"sync"
 	"time"
 
+	nodepkg "shoal/internal/node"
+	"shoal/internal/shard"
+
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/xxh3"
 
@@ -167,7 +170,7 @@ func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); 
 
 var secret = []byte("compressbench compressbench compressbench")
 
-var ref = api.ShardRef{Job: "bench", Epoch: 1, Rank: 0}
+var ref = shard.Ref{Job: "bench", Epoch: 1, Rank: 0}
 
 // server is an agent's API serving one shard on loopback, whose connections
 // write at the rate last set.
@@ -188,11 +191,11 @@ type service struct {
 	zstd  bool
 }
 
-func (s *service) GetShard(context.Context, api.ShardRef) (io.ReadCloser, int64, error) {
+func (s *service) GetShard(context.Context, shard.Ref) (io.ReadCloser, int64, error) {
 	return io.NopCloser(bytes.NewReader(s.shard)), int64(len(s.shard)), nil
 }
 
-func (s *service) OpenShardToSend(ctx context.Context, ref api.ShardRef, link float64) (io.ReadCloser, int64, bool, error) {
+func (s *service) OpenShardToSend(ctx context.Context, ref shard.Ref, link float64) (io.ReadCloser, int64, bool, error) {
 	rc, size, err := s.GetShard(ctx, ref)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,9 +204,9 @@ func (s *service) OpenShardToSend(ctx context.Context, ref api.ShardRef, link fl
 
 type node struct{}
 
-func (node) Name() string                              { return "bench" }
-func (node) Nodes(context.Context) ([]api.Node, error) { return nil, nil }
-func (node) Leave(context.Context) error               { return nil }
+func (node) Name() string                                  { return "bench" }
+func (node) Nodes(context.Context) ([]nodepkg.Node, error) { return nil, nil }
+func (node) Leave(context.Context) error                   { return nil }
 
 func newServer(shard []byte) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -15,7 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/api"
+	nodepkg "shoal/internal/node"
+
 	"shoal/internal/job"
 )
 
@@ -132,7 +133,7 @@ func failoverOnce(ctx context.Context, cfg failoverConfig, n int, coord bool) (s
 type trial struct {
 	c         *cluster
 	hosts     []string
-	view      []api.Node // the nodes and their roles, as the first host saw them
+	view      []nodepkg.Node // the nodes and their roles, as the first host saw them
 	leader    string
 	submitter string // a host that does not lead, where the job was submitted
 	job       string
@@ -290,7 +291,7 @@ func (o *observation) sample(c *cluster) sample {
 
 // pickRankHost is a host that runs ranks of job and does not lead the job store,
 // preferring one that does not vote; "" if there is none.
-func pickRankHost(jobs []job.Job, id string, view []api.Node, leader string) string {
+func pickRankHost(jobs []job.Job, id string, view []nodepkg.Node, leader string) string {
 	role := map[string]string{}
 	for _, n := range view {
 		role[n.Name] = n.Role
@@ -307,7 +308,7 @@ func pickRankHost(jobs []job.Job, id string, view []api.Node, leader string) str
 		}
 	}
 	sort.Slice(cands, func(a, b int) bool {
-		fa, fb := role[cands[a]] != api.RoleVoter, role[cands[b]] != api.RoleVoter
+		fa, fb := role[cands[a]] != nodepkg.RoleVoter, role[cands[b]] != nodepkg.RoleVoter
 		if fa != fb {
 			return fa
 		}

@@ -1,6 +1,8 @@
-package api
+package node
 
-import "testing"
+import (
+	"testing"
+)
 
 func TestLiveKey(t *testing.T) {
 	nodes := []Node{{Name: "c", State: "alive"}, {Name: "a", State: "alive"}, {Name: "b", State: "dead"}, {Name: "d", State: "alive", Leaving: true}}
