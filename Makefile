@@ -137,7 +137,8 @@ demo: build
 # arm64-root builds a Debian bookworm arm64 root file system with its own Open MPI, MPICH
 # and compilers (mmdebstrap, under qemu-aarch64 through binfmt_misc, which it mounts and
 # registers as needed) into ARM64_ROOT, once: a stamp of its inputs beside it makes the
-# next run a no-op. arm64-agent builds the static linux/arm64 agent that those hosts run,
+# next run a no-op. Python's packages (numpy, mpi4py, xxhash) are a second step with a
+# stamp of its own, added to a cached root in minutes rather than rebuilding it. arm64-agent builds the static linux/arm64 agent that those hosts run,
 # bin/arm64/shoal.
 ARM64_ROOT ?= /var/cache/shoal/arm64-root
 
@@ -158,7 +159,8 @@ arm64-agent:
 # libshoal and the examples built for arm64 by Debian's cross compiler against that root
 # (its Open MPI, xxHash and C library as the sysroot; scripts/arm64-build.sh,
 # scripts/arm64-mpicc): $(BUILD)/arm64 has the layout of $(BUILD), so
-# $(BUILD)/arm64/examples/heat.
+# $(BUILD)/arm64/examples/heat; and the shoal Python package for the root's python3 in
+# $(BUILD)/arm64/python (PYTHONPATH), which records that libshoal's path.
 build-arm64: arm64-root
 	ROOT=$(ARM64_ROOT) OUT=$(abspath $(BUILD))/arm64 scripts/arm64-build.sh
 

@@ -6,6 +6,7 @@
 # the layout of build/ (OUT/lib/libshoal.so, OUT/lib/libshoalf.so, OUT/examples/heat, …). The programs' rpath is OUT/lib, the same path on the machine and
 # in the testbed's arm64 hosts, which see the repository at its own path. A cross
 # compiler takes seconds where the root's own compiler under qemu took about 14 minutes.
+# The shoal Python package goes to OUT/python, for the root's python3.
 set -euo pipefail
 
 ROOT=${ROOT:-/var/cache/shoal/arm64-root}
@@ -40,3 +41,12 @@ mpicc="$repo/scripts/arm64-mpicc"
 make -C "$repo" -j"$(nproc)" --no-print-directory BUILD="$OUT" \
 	MPICC="$mpicc" MPIFC="$repo/scripts/arm64-mpifort" CC="aarch64-linux-gnu-gcc --sysroot=$ROOT" \
 	AR=aarch64-linux-gnu-ar lib examples fortran
+
+# The Python package for the root's python3 (python3-numpy, python3-mpi4py and
+# python3-xxhash are among the root's extras): PYTHONPATH=OUT/python, with the path of
+# this libshoal recorded as make build records the machine's in its venv.
+rm -rf "$OUT/python"
+mkdir -p "$OUT/python"
+cp -r "$repo/python/src/shoal" "$OUT/python/"
+rm -rf "$OUT/python/shoal/__pycache__"
+printf "PATH = '%s'\n" "$OUT/lib/libshoal.so" >"$OUT/python/shoal/_libshoal.py"

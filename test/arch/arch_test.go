@@ -296,3 +296,111 @@ func TestMixedWorld(t *testing.T) {
 	}
 	t.Logf("ranks on %s, rank %d killed on arm64; checksum %s, as uninterrupted", placed, armRank, want)
 }
+
+// pythonFor is a python3 for both instruction sets at one path under dir, the way each
+// machine of a real cluster has its own python3 with numpy, mpi4py and shoal: on an
+// arm64 host the root's (its extras, `make arm64-root`) with the shoal package that
+// `make build-arm64` installs in build/arm64/python; on an amd64 host the venv of make
+// build. The testbed's hosts share the machine's file system, so one path has to say
+// which.
+func pythonFor(t *testing.T, dir string) string {
+	t.Helper()
+	for _, p := range []string{"usr/bin/python3", "usr/lib/python3/dist-packages/numpy", "usr/lib/python3/dist-packages/mpi4py", "usr/lib/python3/dist-packages/xxhash"} {
+		if _, err := os.Stat(filepath.Join(testbed.DefaultArm64Root, p)); err != nil {
+			missing(t, fmt.Sprintf("the arm64 root has no /%s (make arm64-root adds Python's packages)", p))
+		}
+	}
+	for _, p := range []string{"build/arm64/python/shoal/_libshoal.py", "build/venv/bin/python"} {
+		if _, err := os.Stat(filepath.Join(testenv.Root, p)); err != nil {
+			missing(t, p+" not built (make build build-arm64)")
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	python := filepath.Join(dir, "bin", "python3")
+	script := fmt.Sprintf(`#!/bin/sh
+case $(uname -m) in
+aarch64) PYTHONPATH=%s exec /usr/bin/python3 "$@" ;;
+*) exec %s "$@" ;;
+esac
+`, filepath.Join(testenv.Root, "build/arm64/python"), filepath.Join(testenv.Root, "build/venv/bin/python"))
+	if err := os.WriteFile(python, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return python
+}
+
+// restartAgent starts node's agent again if it is not running (a test before killed the
+// host), so that a test can kill it in its turn.
+func restartAgent(t *testing.T, b *testbed.Bed, node string) {
+	t.Helper()
+	hosts, _, err := b.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		if h.Name == node && !h.AgentAlive {
+			if err := b.StartAgent(context.Background(), node); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// pyHeatArgs make a run of a few seconds on amd64 with a checkpoint every 500 ms, and
+// under a minute for what is left of it on arm64 under qemu.
+var pyHeatArgs = []string{"--size", "100", "--steps", "400", "--pace", "5000"}
+
+// The Python heat, the same script on both instruction sets (the interpreter runs by its
+// path, and the script is staged to every node), runs on the amd64 pair, one rank a
+// node; n2 is killed after epoch 2, and with no room left on amd64 the job continues on
+// the arm64 pair from the newest epoch, in the root's python3 and mpi4py, and ends with
+// the checksum of an uninterrupted run.
+func TestPythonHeatMovesToArm64(t *testing.T) {
+	b := up(t)
+	python := pythonFor(t, t.TempDir())
+	restartAgent(t, b, "n2") // killed by TestHeatMovesToArm64 when it ran first
+	script := filepath.Join(testenv.Root, "examples/python/heat.py")
+	ref, err := b.Exec(context.Background(), "n1", append([]string{"mpirun.openmpi", "--allow-run-as-root", "-n", "1",
+		filepath.Join(testenv.Root, "build/examples/heat-plain")}, pyHeatArgs[:4]...)...)
+	if err != nil {
+		t.Fatalf("reference run in n1: %v\n%s", err, ref)
+	}
+	want := watch.Field(string(ref), "checksum")
+	if want == "" {
+		t.Fatalf("reference run printed no checksum:\n%s", ref)
+	}
+	argv := append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "-n", "2", "--ranks-per-node", "1", "--ckpt-interval", "500ms",
+		"--", python, script}, pyHeatArgs...)
+	cmd, err := b.Command(context.Background(), "n1", argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := watch.Start(t, cmd)
+	p.WaitLine(`^shoal: job ([^:]+):`, time.Minute)
+	p.WaitLine(`running on the amd64 nodes; n3, n4 \(arm64\) left out: one MPI world per instruction set`, time.Minute)
+	for {
+		if n, _ := strconv.Atoi(p.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1]); n >= 2 {
+			break
+		}
+	}
+	if _, err := b.Kill(context.Background(), "n2"); err != nil {
+		t.Fatal(err)
+	}
+	p.WaitLine(`running on the arm64 nodes; n1 \(amd64\) left out: one MPI world per instruction set`, 2*time.Minute)
+	if code := p.Wait(5 * time.Minute); code != 0 {
+		t.Fatalf("heat.py exited %d after the kill", code)
+	}
+	out := p.Output()
+	if !regexp.MustCompile(`restarting 2 ranks from epoch [1-9]`).MatchString(out) {
+		t.Errorf("no restart from an epoch:\n%s", out)
+	}
+	if !regexp.MustCompile(`heat: resumed at step [1-9]`).MatchString(out) {
+		t.Errorf("heat.py did not resume from a saved step on arm64:\n%s", out)
+	}
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("checksum %q, want %q (uninterrupted run)\n%s", got, want, out)
+	}
+	t.Logf("checksum %s after the move to arm64, as uninterrupted", want)
+}
