@@ -6,13 +6,12 @@ import (
 	"os"
 	"time"
 
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/jobservice"
+	"shoal/internal/node"
+	"shoal/internal/shard"
 )
 
 // peer adapts an API client of another agent to what the coordinator needs.

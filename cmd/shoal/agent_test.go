@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/agent"
+	"shoal/internal/node"
 	"shoal/test/watch"
 )
 

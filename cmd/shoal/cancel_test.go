@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 )
 

@@ -18,10 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/results"
 )

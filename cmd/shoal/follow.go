@@ -8,9 +8,8 @@ import (
 	"io"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 )
 

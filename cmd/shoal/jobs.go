@@ -13,9 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 )
 

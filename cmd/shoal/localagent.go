@@ -7,12 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"shoal/internal/errkind"
-
 	"golang.org/x/sys/unix"
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 )
 
 // localAgentFlags are the flags of the commands that talk to an agent (nodes,

@@ -12,11 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/agent"
 	"shoal/internal/api"
 	"shoal/internal/membership"
+	"shoal/internal/node"
 )
 
 func init() {

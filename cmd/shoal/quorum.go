@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/api"
+	"shoal/internal/node"
 )
 
 func init() {

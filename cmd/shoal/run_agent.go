@@ -16,10 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 )
 

@@ -11,11 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/durable"
 	"shoal/internal/job"
+	"shoal/internal/shard"
 	"shoal/internal/slurm"
 )
 

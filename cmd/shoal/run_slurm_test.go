@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/durable"
+	"shoal/internal/node"
 	"shoal/internal/shard"
 )
 

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"shoal/test/testenv"
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/test/testenv"
 )
 
 func TestRunArgumentErrors(t *testing.T) {

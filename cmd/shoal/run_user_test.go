@@ -4,8 +4,9 @@ import (
 	"errors"
 	"os/user"
 	"reflect"
-	"shoal/internal/job"
 	"testing"
+
+	"shoal/internal/job"
 )
 
 // --user names a user of this node by login name or uid, never root.

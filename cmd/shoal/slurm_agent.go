@@ -13,10 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/node"
 	"shoal/internal/slurm"
 )
 

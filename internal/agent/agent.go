@@ -18,12 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"shoal/internal/links"
-
 	"shoal/internal/api"
 	"shoal/internal/files"
 	"shoal/internal/jobstore"
 	"shoal/internal/launch"
+	"shoal/internal/links"
 	"shoal/internal/membership"
 	"shoal/internal/metrics"
 	"shoal/internal/mtbf"

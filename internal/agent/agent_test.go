@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/membership"
 	"shoal/test/poll"
 )

@@ -11,10 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/node"
-
 	"shoal/internal/api"
 	"shoal/internal/files"
+	"shoal/internal/node"
 )
 
 // cacheStore is the file store as the coordinator serves it: a files.Cache.

@@ -13,10 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
 	"shoal/internal/epochs"
+	"shoal/internal/errkind"
 	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"

@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/epochs"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
 	"shoal/internal/retention"
+	"shoal/internal/shard"
 	"shoal/test/poll"
 )
 

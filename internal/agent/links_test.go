@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"shoal/internal/links"
-
 	"shoal/test/poll"
 )
 

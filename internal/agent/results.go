@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"io"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/farm"
 	"shoal/internal/results"
 )

@@ -6,12 +6,11 @@ import (
 	"io"
 	"path/filepath"
 
-	"shoal/internal/errkind"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/engine"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
+	"shoal/internal/shard"
 	"shoal/internal/shardstore"
 	"shoal/internal/userdir"
 )

@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
 	"shoal/internal/engine"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
 	"shoal/internal/pki"

@@ -9,12 +9,11 @@ import (
 	"slices"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/node"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/jobstore"
 	"shoal/internal/membership"
+	"shoal/internal/node"
 )
 
 // StoreDir is where in the data dir the job store keeps its log and snapshots.

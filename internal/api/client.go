@@ -19,11 +19,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/pki"
+	"shoal/internal/shard"
 )
 
 // Client calls one agent's API. It is safe for concurrent use.

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/shard"
-
 	"shoal/internal/pki"
+	"shoal/internal/shard"
 )
 
 // writeLog is a connection that records the size of each write it is given,

@@ -12,12 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"shoal/internal/job"
 	jobpkg "shoal/internal/job"
-
 	"shoal/internal/node"
 	"shoal/internal/shard"
-
-	"shoal/internal/job"
 )
 
 // LaunchProtocol is the Upgrade token of POST /v1/launch.

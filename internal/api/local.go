@@ -14,11 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/node"
+	"golang.org/x/sys/unix"
 
 	"shoal/internal/job"
-
-	"golang.org/x/sys/unix"
+	"shoal/internal/node"
 )
 
 // Caller is who sent a request on an agent's local socket: the calling

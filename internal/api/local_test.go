@@ -18,9 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"shoal/internal/node"
-
 	"shoal/internal/job"
+	"shoal/internal/node"
 )
 
 // ownedJobs is a job service whose job "mine" belongs to uid 1001 and "theirs"

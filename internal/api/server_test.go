@@ -23,12 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/job"
 	jobpkg "shoal/internal/job"
-
 	"shoal/internal/node"
 	"shoal/internal/shard"
-
-	"shoal/internal/job"
 	"shoal/test/poll"
 )
 

@@ -6,10 +6,9 @@ import (
 	"io"
 	"time"
 
+	"shoal/internal/job"
 	"shoal/internal/node"
 	"shoal/internal/shard"
-
-	"shoal/internal/job"
 )
 
 // LocalNode is the agent as the server sees it: its name, its view of the

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"shoal/internal/shard"
-
 	"github.com/klauspost/compress/zstd"
+
+	"shoal/internal/shard"
 )
 
 // A shard crosses the network between agents zstd-compressed when its sender

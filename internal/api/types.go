@@ -3,9 +3,8 @@ package api
 import (
 	"time"
 
-	"shoal/internal/shard"
-
 	"shoal/internal/job"
+	"shoal/internal/shard"
 )
 
 // Health is the answer of GET /v1/health, the one unauthenticated route.

@@ -10,12 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/mtbf"
+	"shoal/internal/node"
 	"shoal/internal/place"
 	"shoal/internal/shard"
 )

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/place"
+	"shoal/internal/shard"
 )
 
 func TestRemainingFromProgress(t *testing.T) {

@@ -10,16 +10,15 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/links"
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/files"
 	"shoal/internal/job"
+	"shoal/internal/links"
 	"shoal/internal/mtbf"
+	"shoal/internal/node"
+	"shoal/internal/shard"
 	"shoal/internal/userdir"
 )
 

@@ -7,11 +7,10 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/links"
+	"shoal/internal/node"
 	"shoal/internal/place"
 )
 

@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/node"
-
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/place"
 )
 

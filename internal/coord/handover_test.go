@@ -5,12 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/place"
+	"shoal/internal/shard"
 )
 
 // TestHeldCheckpointEndsTheRun: once the checkpoint a move asked for is

@@ -3,9 +3,8 @@ package coord
 import (
 	"time"
 
-	"shoal/internal/shard"
-
 	"shoal/internal/job"
+	"shoal/internal/shard"
 )
 
 // A run whose ranks stopped making snapshot calls (docs/architecture.md, "A

@@ -4,10 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/shard"
-
 	"shoal/internal/job"
 	"shoal/internal/place"
+	"shoal/internal/shard"
 )
 
 // TestCheckHung: a stopped rank past its bound ends the run as hung, naming

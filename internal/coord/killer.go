@@ -3,10 +3,9 @@ package coord
 import (
 	"maps"
 
-	"shoal/internal/node"
-
 	"shoal/internal/engine"
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/place"
 )
 

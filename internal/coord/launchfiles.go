@@ -8,12 +8,11 @@ import (
 	"runtime"
 	"strings"
 
-	"shoal/internal/node"
-
 	"shoal/internal/engine"
 	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/launch"
+	"shoal/internal/node"
 	"shoal/internal/place"
 	"shoal/internal/userdir"
 )

@@ -7,9 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/job"
+	"shoal/internal/node"
 )
 
 // checkMembers reports the nodes of the run that membership, as nodes says it,

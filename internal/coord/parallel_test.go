@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/place"
+	"shoal/internal/shard"
 )
 
 // barrier lets n callers through together; a caller that waits longer than a

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/place"
 )
 

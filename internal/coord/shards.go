@@ -7,12 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
+	"shoal/internal/shard"
 )
 
 // refresh asks every node of the run at once which verified shards it holds, and

@@ -11,12 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/epochs"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
+	"shoal/internal/shard"
 )
 
 // stage copies the job's files to the nodes of the run and grants each node its

@@ -7,9 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/shard"
-
 	"shoal/internal/epochs"
+	"shoal/internal/shard"
 )
 
 // How the backend follows the shard indexes of a run's nodes (see watch).

@@ -15,16 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
+	"shoal/internal/node"
 	"shoal/internal/place"
+	"shoal/internal/shard"
 )
 
 // fakeCluster is nodes whose shard indexes a test changes. Their Shards is a

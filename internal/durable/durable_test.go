@@ -6,10 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"shoal/internal/shard"
 	"slices"
 	"strings"
 	"testing"
+
+	"shoal/internal/shard"
 )
 
 var heat = Identity{Program: "heat", Args: []string{"--steps", "3000"}, Ranks: 3}

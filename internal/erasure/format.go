@@ -21,12 +21,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"shoal/internal/shard"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
+
+	"shoal/internal/shard"
 )
 
 // Format constants from docs/shard-format.md.

@@ -12,11 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"shoal/internal/shard"
 	"strconv"
 	"testing"
 
 	"github.com/zeebo/xxh3"
+
+	"shoal/internal/shard"
 )
 
 var rewrite = flag.Bool("rewrite", false, "regenerate testdata/ from the vector definition")

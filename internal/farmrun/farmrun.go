@@ -23,13 +23,12 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/farm"
 	"shoal/internal/job"
 	"shoal/internal/launch"
+	"shoal/internal/node"
 	"shoal/internal/results"
 )
 

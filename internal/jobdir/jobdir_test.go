@@ -5,10 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"shoal/internal/shard"
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/shard"
 )
 
 func writeShard(t *testing.T, d Dir, h shard.Header) {

@@ -3,10 +3,11 @@ package jobdir
 import (
 	"fmt"
 	"path/filepath"
-	"shoal/internal/job"
 	"strconv"
 	"strings"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // The files of a job's directory besides its epochs, shards and spares, as

@@ -8,13 +8,12 @@ import (
 	"os"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/node"
-
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/epochs"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
+	"shoal/internal/node"
 )
 
 // electionWait bounds how long a request waits for an election under way to end:

@@ -18,21 +18,20 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/links"
-	"shoal/internal/node"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/coord"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
+	"shoal/internal/errkind"
 	"shoal/internal/farm"
 	"shoal/internal/farmrun"
 	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/jobstore"
+	"shoal/internal/links"
 	"shoal/internal/mtbf"
+	"shoal/internal/node"
+	"shoal/internal/shard"
 )
 
 // Config wires a coordinator into its node.

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"shoal/internal/job"
 	"sort"
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"shoal/internal/job"
 )
 
 // Bounds on what the store keeps of one job. Rank output beyond MaxOutputLines

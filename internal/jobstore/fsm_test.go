@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"shoal/internal/job"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"shoal/internal/job"
 )
 
 func applyCmd(t *testing.T, f *fsm, c Command) error {

@@ -17,9 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/userdir"
 )

@@ -18,11 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/node"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/pki"
 	"shoal/test/poll"
 	"shoal/test/watch"

@@ -14,10 +14,11 @@ package retention
 import (
 	"errors"
 	"fmt"
-	"shoal/internal/job"
 	"slices"
 	"strings"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // Defaults of [Policy]; docs/retention.md says why.

@@ -3,11 +3,12 @@ package retention
 import (
 	"errors"
 	"fmt"
-	"shoal/internal/job"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/job"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)

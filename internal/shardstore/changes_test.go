@@ -12,11 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/errkind"
-
 	"github.com/zeebo/xxh3"
 
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/shard"
 )
 

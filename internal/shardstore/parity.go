@@ -12,12 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
 	"shoal/internal/erasure"
+	"shoal/internal/errkind"
 	"shoal/internal/jobdir"
+	"shoal/internal/shard"
 	"shoal/internal/userdir"
 )
 

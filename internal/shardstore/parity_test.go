@@ -12,11 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/errkind"
-	"shoal/internal/shard"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/jobdir"
+	"shoal/internal/shard"
 )
 
 // storeSource serves another node's store as a PieceSource, as its agent's

@@ -7,12 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/shard"
-
 	"github.com/klauspost/compress/zstd"
 
 	"shoal/internal/api"
 	"shoal/internal/compress"
+	"shoal/internal/shard"
 )
 
 // SampleSize is how much of a shard OpenToSend compresses to learn how the

@@ -14,10 +14,9 @@ import (
 	"sync"
 	"testing"
 
+	"shoal/internal/api"
 	"shoal/internal/errkind"
 	"shoal/internal/node"
-
-	"shoal/internal/api"
 	"shoal/internal/shard"
 )
 

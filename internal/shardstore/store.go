@@ -18,10 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/errkind"
-
 	"shoal/internal/api"
 	"shoal/internal/compress"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
 	"shoal/internal/shard"

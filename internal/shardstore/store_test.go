@@ -17,13 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/errkind"
-	"shoal/internal/traffic"
-
 	"shoal/internal/api"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
 	"shoal/internal/shard"
+	"shoal/internal/traffic"
 )
 
 // makeShard returns a valid shard of job at epoch for rank of nranks, with payload

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"shoal/internal/jobdir"
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/jobdir"
 )
 
 // TestUsersLinksNotFollowed: the directory of a user's job is the user's to

@@ -6,11 +6,10 @@ import (
 	"slices"
 	"sync"
 
-	"shoal/internal/links"
-	"shoal/internal/node"
-
 	"shoal/internal/api"
 	"shoal/internal/job"
+	"shoal/internal/links"
+	"shoal/internal/node"
 )
 
 // MemSource is a [Source] held in memory, for tests: its fields are what it

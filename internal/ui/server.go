@@ -29,12 +29,11 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/api"
 	"shoal/internal/errkind"
+	"shoal/internal/job"
 	"shoal/internal/links"
 	"shoal/internal/node"
-
-	"shoal/internal/api"
-	"shoal/internal/job"
 )
 
 // Errors of the dashboard's configuration.

@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/node"
-
 	"shoal/internal/api"
 	"shoal/internal/job"
+	"shoal/internal/node"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef"

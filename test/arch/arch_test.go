@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"shoal/internal/node"
-
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
 	"shoal/test/watch"

@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/links"
-
 	"shoal/internal/job"
+	"shoal/internal/links"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
 )

@@ -15,11 +15,10 @@ import (
 	"strings"
 	"time"
 
-	nodepkg "shoal/internal/node"
-
 	"shoal/internal/api"
 	"shoal/internal/job"
 	"shoal/internal/jobstore"
+	nodepkg "shoal/internal/node"
 	"shoal/internal/testbed"
 )
 

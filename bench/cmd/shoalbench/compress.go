@@ -33,14 +33,13 @@ import (
 	"sync"
 	"time"
 
-	nodepkg "shoal/internal/node"
-	"shoal/internal/shard"
-
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/xxh3"
 
 	"shoal/internal/api"
 	"shoal/internal/compress"
+	nodepkg "shoal/internal/node"
+	"shoal/internal/shard"
 	"shoal/internal/shardstore"
 )
 

@@ -15,9 +15,8 @@ import (
 	"sync"
 	"time"
 
-	nodepkg "shoal/internal/node"
-
 	"shoal/internal/job"
+	nodepkg "shoal/internal/node"
 )
 
 // failoverConfig is what one invocation of the failover benchmark measures.

@@ -8,12 +8,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"shoal/internal/job"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // intervalConfig is one invocation of the interval benchmark.

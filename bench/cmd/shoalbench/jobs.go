@@ -6,11 +6,12 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
-	"shoal/internal/job"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // jobKind is one of the long jobs the chaos run keeps running: its program and

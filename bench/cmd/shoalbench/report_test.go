@@ -1,10 +1,11 @@
 package main
 
 import (
-	"shoal/internal/job"
 	"slices"
 	"testing"
 	"time"
+
+	"shoal/internal/job"
 )
 
 func TestEpochsLost(t *testing.T) {

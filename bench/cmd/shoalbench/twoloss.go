@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"shoal/internal/job"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"shoal/internal/job"
 )
 
 // twoLossConfig is what one invocation of the two-loss benchmark measures.
