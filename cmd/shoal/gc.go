@@ -157,9 +157,9 @@ func printGC(w io.Writer, res api.GCResult, dryRun bool) {
 			if !it.Removed && !dryRun && it.Error == "" {
 				continue
 			}
-			job, what, size := it.Job, it.What, "-"
-			if job == "" {
-				job = "-"
+			id, what, size := it.Job, it.What, "-"
+			if id == "" {
+				id = "-"
 			}
 			switch {
 			case it.What == "epoch":
@@ -168,9 +168,9 @@ func printGC(w io.Writer, res api.GCResult, dryRun bool) {
 				what = "file " + it.SHA256[:min(12, len(it.SHA256))]
 			}
 			if it.Removed || dryRun {
-				size = byteSize(it.Bytes)
+				size = job.Bytes(it.Bytes)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, action, job, what, size, it.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, action, id, what, size, it.Reason)
 		}
 	}
 	tw.Flush()
@@ -183,26 +183,11 @@ func printGC(w io.Writer, res api.GCResult, dryRun bool) {
 	if dryRun {
 		verb = "would remove"
 	}
-	fmt.Fprintf(w, "%s %d items, %s; kept %d", verb, removed, byteSize(bytes), kept)
+	fmt.Fprintf(w, "%s %d items, %s; kept %d", verb, removed, job.Bytes(bytes), kept)
 	if !dryRun && kept > 0 {
 		fmt.Fprint(w, " ('shoal gc --dry-run' says why)")
 	}
 	fmt.Fprintln(w)
-}
-
-// byteSize prints n bytes as 512 B, 1.5 kB, 12.3 MB or 2.0 GB (powers of 1000).
-func byteSize(n int64) string {
-	if n < 1000 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f := float64(n)
-	for _, unit := range []string{"kB", "MB", "GB", "TB"} {
-		f /= 1000
-		if f < 1000 || unit == "TB" {
-			return fmt.Sprintf("%.1f %s", f, unit)
-		}
-	}
-	return ""
 }
 
 // collectLocal is shoal gc on this machine alone: the retention policy's

@@ -64,14 +64,6 @@ func TestRunKeepSpec(t *testing.T) {
 	}
 }
 
-func TestByteSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.0 kB", 1_500_000: "1.5 MB", 12_345_678_901: "12.3 GB", 5e15: "5000.0 TB"} {
-		if got := byteSize(n); got != want {
-			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // TestGCCommand runs shoal gc against a real agent: data of a job the job
 // store does not know is listed as kept by a dry run and by a plain gc, and
 // only gc --job removes it.

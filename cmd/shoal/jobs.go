@@ -403,7 +403,7 @@ func showTraffic(j job.Job, stdout io.Writer) {
 			fmt.Fprintf(tw, "… %d more pairs\t\t\n", len(t.Flows)-i)
 			break
 		}
-		fmt.Fprintf(tw, "%d-%d\t%s\t%.1f\n", f.From, f.To, byteSize(int64(f.Bytes))+"/s", f.Messages)
+		fmt.Fprintf(tw, "%d-%d\t%s\t%.1f\n", f.From, f.To, job.Bytes(int64(f.Bytes))+"/s", f.Messages)
 	}
 	tw.Flush()
 }

@@ -193,7 +193,7 @@ func collectHere(store localrun.Store, quiet bool, stdout, stderr io.Writer) {
 	}
 	if len(jobs) > 0 && !quiet {
 		fmt.Fprintf(stdout, "shoal: removed %s of ended runs past their retention (docs/retention.md): %s %s\n",
-			byteSize(bytes), plural(len(jobs), "job"), strings.Join(jobs, ", "))
+			job.Bytes(bytes), plural(len(jobs), "job"), strings.Join(jobs, ", "))
 	}
 }
 

@@ -59,15 +59,17 @@ func DescribeStaging(copied map[string][]File) string {
 	return msg
 }
 
-// Bytes writes n bytes for people: "512 B", "17.3 kB", "1.2 MB".
+// Bytes writes n bytes for people, in powers of 1000: "512 B", "17.3 kB",
+// "1.2 MB", "2.0 GB", "5000.0 TB".
 func Bytes(n int64) string {
-	switch {
-	case n < 1000:
+	if n < 1000 {
 		return fmt.Sprintf("%d B", n)
-	case n < 1000*1000:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	case n < 1000*1000*1000:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 	}
-	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	f := float64(n)
+	for _, unit := range []string{"kB", "MB", "GB"} {
+		if f /= 1000; f < 1000 {
+			return fmt.Sprintf("%.1f %s", f, unit)
+		}
+	}
+	return fmt.Sprintf("%.1f TB", f/1000)
 }

@@ -29,7 +29,7 @@ func TestDescribeStaging(t *testing.T) {
 }
 
 func TestByteSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 17_300: "17.3 kB", 1_250_000: "1.2 MB", 3_000_000_000: "3.0 GB"} {
+	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 17_300: "17.3 kB", 1_250_000: "1.2 MB", 3_000_000_000: "3.0 GB", 12_345_678_901: "12.3 GB", 5e15: "5000.0 TB"} {
 		if got := Bytes(n); got != want {
 			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
 		}

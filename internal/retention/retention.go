@@ -88,7 +88,7 @@ type Job struct {
 	Files []string
 }
 
-// ended reports whether the job is over: a terminal state (coord.Terminal)
+// ended reports whether the job is over: a terminal state (job.Terminal)
 // with its end recorded. A terminal state without an end time is not trusted
 // to be over.
 func (j Job) ended() bool {
