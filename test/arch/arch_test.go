@@ -205,34 +205,7 @@ func TestHeatMovesToArm64(t *testing.T) {
 	}
 	argv := append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "-n", "2", "--ranks-per-node", "1", "--ckpt-interval", "500ms",
 		"--program-for", "arm64=" + heatArm, "--", heat}, heatArgs...)
-	cmd, err := b.Command(context.Background(), "n1", argv...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := watch.Start(t, cmd)
-	p.WaitLine(`^shoal: job ([^:]+):`, time.Minute)
-	p.WaitLine(`running on the amd64 nodes; n3, n4 \(arm64\) left out: one MPI world per instruction set`, time.Minute)
-	for {
-		// Epochs can be overtaken: wait for any at least 2.
-		if n, _ := strconv.Atoi(p.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1]); n >= 2 {
-			break
-		}
-	}
-	if _, err := b.Kill(context.Background(), "n2"); err != nil {
-		t.Fatal(err)
-	}
-	p.WaitLine(`running on the arm64 nodes; n1 \(amd64\) left out: one MPI world per instruction set`, 2*time.Minute)
-	if code := p.Wait(4 * time.Minute); code != 0 {
-		t.Fatalf("heat exited %d after the kill", code)
-	}
-	out := p.Output()
-	if !regexp.MustCompile(`restarting 2 ranks from epoch [1-9]`).MatchString(out) {
-		t.Errorf("no restart from an epoch:\n%s", out)
-	}
-	if got := watch.Field(out, "checksum"); got != want {
-		t.Errorf("checksum %q, want %q (uninterrupted run)\n%s", got, want, out)
-	}
-	t.Logf("checksum %s after the move to arm64, as uninterrupted", want)
+	moveToArm64(t, b, argv, want, 4*time.Minute)
 }
 
 // With --mix-arch and a build for each set, one world spans amd64 and arm64 hosts (Open
@@ -372,6 +345,18 @@ func TestPythonHeatMovesToArm64(t *testing.T) {
 	}
 	argv := append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "-n", "2", "--ranks-per-node", "1", "--ckpt-interval", "500ms",
 		"--", python, script}, pyHeatArgs...)
+	out := moveToArm64(t, b, argv, want, 5*time.Minute)
+	if !regexp.MustCompile(`heat: resumed at step [1-9]`).MatchString(out) {
+		t.Errorf("heat.py did not resume from a saved step on arm64:\n%s", out)
+	}
+}
+
+// moveToArm64 runs argv, a 2-rank heat of one rank a node, on n1: it runs on the amd64
+// pair; n2 is killed after epoch 2, and with no room left on amd64 the job goes on on the
+// arm64 pair from the newest epoch (written on amd64, read on arm64), and ends, within
+// the time given, with checksum want. It returns the job's output.
+func moveToArm64(t *testing.T, b *testbed.Bed, argv []string, want string, within time.Duration) string {
+	t.Helper()
 	cmd, err := b.Command(context.Background(), "n1", argv...)
 	if err != nil {
 		t.Fatal(err)
@@ -380,6 +365,7 @@ func TestPythonHeatMovesToArm64(t *testing.T) {
 	p.WaitLine(`^shoal: job ([^:]+):`, time.Minute)
 	p.WaitLine(`running on the amd64 nodes; n3, n4 \(arm64\) left out: one MPI world per instruction set`, time.Minute)
 	for {
+		// Epochs can be overtaken: wait for any at least 2.
 		if n, _ := strconv.Atoi(p.WaitLine(`epoch (\d+) complete`, 2*time.Minute)[1]); n >= 2 {
 			break
 		}
@@ -388,18 +374,16 @@ func TestPythonHeatMovesToArm64(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.WaitLine(`running on the arm64 nodes; n1 \(amd64\) left out: one MPI world per instruction set`, 2*time.Minute)
-	if code := p.Wait(5 * time.Minute); code != 0 {
-		t.Fatalf("heat.py exited %d after the kill", code)
+	if code := p.Wait(within); code != 0 {
+		t.Fatalf("the job exited %d after the kill", code)
 	}
 	out := p.Output()
 	if !regexp.MustCompile(`restarting 2 ranks from epoch [1-9]`).MatchString(out) {
 		t.Errorf("no restart from an epoch:\n%s", out)
 	}
-	if !regexp.MustCompile(`heat: resumed at step [1-9]`).MatchString(out) {
-		t.Errorf("heat.py did not resume from a saved step on arm64:\n%s", out)
-	}
 	if got := watch.Field(out, "checksum"); got != want {
 		t.Errorf("checksum %q, want %q (uninterrupted run)\n%s", got, want, out)
 	}
 	t.Logf("checksum %s after the move to arm64, as uninterrupted", want)
+	return out
 }
