@@ -49,7 +49,7 @@ type Resume struct {
 	// MaxRestarts.
 	LeadMoved bool
 	// Durable is set for a job that begins from an epoch kept outside the
-	// cluster (api.JobSpec.ResumeEpoch): Why says where; no node was lost.
+	// cluster (job.Spec.ResumeEpoch): Why says where; no node was lost.
 	Durable bool
 }
 

@@ -270,7 +270,7 @@ func (b *clusterBackend) forgetGone(nodes []node.Node) {
 }
 
 // recordAvoid records the nodes the job is not placed on in its stored state
-// (api.Job.Avoid), so that a coordinator taking the job over does not place it
+// (job.Job.Avoid), so that a coordinator taking the job over does not place it
 // on a node this one found lost before membership says so.
 func (b *clusterBackend) recordAvoid() {
 	b.mu.Lock()
