@@ -25,7 +25,7 @@ LIB_SRCS := $(wildcard lib/src/*.c)
 # pmpi_wrappers.inc, the MPI calls pmpi.c defines, is written from lib/src/pmpi.list by
 # lib/src/pmpi_generate.py and committed, as lib/fortran/shoal.f90 is: building needs no
 # Python, and make test-c checks that the file is current.
-LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/resize.h lib/src/alive.h \
+LIB_HDRS := lib/include/shoal.h lib/src/internal.h lib/src/shard.h lib/src/resize.h lib/src/alive.h \
 	lib/src/pmpi_wrappers.inc
 LIB_OBJS := $(patsubst lib/src/%.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS := -std=c99 -Wall -Wextra -fvisibility=hidden -fPIC -pthread \
@@ -112,10 +112,10 @@ $(TEST_DIR)/test_interval: lib/tests/test_interval.c lib/src/interval.c lib/src/
 	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_interval.c lib/src/interval.c lib/src/env.c \
 		lib/src/error.c $(TEST_COMMON) -lm
 
-$(TEST_DIR)/test_api: lib/tests/test_api.c lib/tests/test_corrupt.c lib/tests/testutil.c \
+$(TEST_DIR)/test_api: lib/tests/test_api.c lib/tests/test_when.c lib/tests/test_epochs.c lib/tests/test_corrupt.c lib/tests/testutil.c \
 		lib/tests/testutil.h $(LIB_SRCS) $(TEST_COMMON) $(TEST_HDRS)
 	@mkdir -p $(@D)
-	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_api.c lib/tests/test_corrupt.c \
+	$(MPICC) $(TEST_CFLAGS) -o $@ lib/tests/test_api.c lib/tests/test_when.c lib/tests/test_epochs.c lib/tests/test_corrupt.c \
 		lib/tests/testutil.c $(LIB_SRCS) $(TEST_COMMON) -lxxhash -lm
 
 $(TEST_DIR)/test_resize: lib/tests/test_resize.c lib/tests/testutil.c lib/tests/testutil.h \

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -193,4 +194,19 @@ int t_patch_u32_resealed(const char *path, long long off, uint32_t value)
     int rc = spill(path, buf, len);
     free(buf);
     return rc;
+}
+
+void t_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Writes request-checkpoint as the runner does: whole, then renamed into place. */
+int t_write_request(const char *job, const char *content)
+{
+    char tmp[512], path[512];
+    t_job_path(tmp, sizeof tmp, job, "request-checkpoint.tmp");
+    t_job_path(path, sizeof path, job, "request-checkpoint");
+    return t_write_text(tmp, content) == 0 && rename(tmp, path) == 0 ? 0 : -1;
 }

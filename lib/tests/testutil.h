@@ -31,6 +31,10 @@ int t_exists(const char *path);
 long long t_file_size(const char *path);
 /* Reads a small text file; "" if missing. */
 void t_read_text(const char *path, char *buf, size_t len);
+/* Sleeps ms milliseconds. */
+void t_sleep_ms(int ms);
+/* Writes job's request-checkpoint as the runner does: whole, then renamed into place. */
+int t_write_request(const char *job, const char *content);
 int t_write_text(const char *path, const char *text);
 int t_copy(const char *src, const char *dst);
 /* Shard surgery; each returns 0 on success. off < 0 counts from the end. */
