@@ -5,8 +5,10 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 )
@@ -93,7 +95,7 @@ func (o OpenMPI) Command(l Launch) *exec.Cmd {
 		// OMPI_MCA_shmem wins.
 		args = append(args, "--mca", "shmem", "mmap")
 	}
-	for _, k := range sortedKeys(l.MCA) {
+	for _, k := range slices.Sorted(maps.Keys(l.MCA)) {
 		args = append(args, "--mca", k, l.MCA[k])
 	}
 	if l.Dir != "" {

@@ -159,12 +159,3 @@ func sortedRanks(m map[int]string) []int {
 	sort.Ints(ranks)
 	return ranks
 }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -194,9 +195,9 @@ func (f *farmRun) loop(ctx context.Context) {
 	f.refreshNodes(ctx)
 	for {
 		if mode := f.info.Spec.Farm.Dispatch; mode != farm.Dynamic && !f.staticSet && len(f.settingUp) == 0 && len(f.nodes) > 0 {
-			f.sched.SetStatic(mode, sortedKeys(f.nodes))
+			f.sched.SetStatic(mode, slices.Sorted(maps.Keys(f.nodes)))
 			f.staticSet = true
-			f.note(job.EventState, fmt.Sprintf("static %s schedule over %s", mode, strings.Join(sortedKeys(f.nodes), ", ")), nil)
+			f.note(job.EventState, fmt.Sprintf("static %s schedule over %s", mode, strings.Join(slices.Sorted(maps.Keys(f.nodes)), ", ")), nil)
 		}
 		if f.info.Spec.Farm.Dispatch == farm.Dynamic || f.staticSet {
 			f.dispatch()
@@ -670,7 +671,7 @@ func (f *farmRun) progress(final bool) {
 		line += ", about " + job.Seconds(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
 	}
 	var per []string
-	for _, name := range sortedKeys(f.perNode) {
+	for _, name := range slices.Sorted(maps.Keys(f.perNode)) {
 		per = append(per, fmt.Sprintf("%s %d", name, f.perNode[name]))
 	}
 	if len(per) > 0 {
@@ -754,13 +755,4 @@ func (f *farmRun) revokeAll() {
 		}(n)
 	}
 	wg.Wait()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -98,7 +99,7 @@ func jobSamples(jobs []job.Job, restarts map[string]map[string]uint64, now time.
 				out = append(out, sample{famJobMTBF, []string{j.ID}, time.Duration(iv.MTBF).Seconds()})
 			}
 		}
-		for _, cause := range sortedKeys(restarts[j.ID]) {
+		for _, cause := range slices.Sorted(maps.Keys(restarts[j.ID])) {
 			out = append(out, sample{famJobRestarts, []string{j.ID, cause}, float64(restarts[j.ID][cause])})
 		}
 	}
@@ -135,14 +136,5 @@ func nodeSamples(nodes []node.Node) []sample {
 			out = append(out, sample{famNodes, []string{s, r}, float64(count[[2]string{s, r}])})
 		}
 	}
-	return out
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
