@@ -128,7 +128,7 @@ func Hung(silent []Silent, after Duration) (Hang, bool) {
 	for i := range silent {
 		s := &silent[i]
 		b, ok := HangBound(after, time.Duration(s.Gap))
-		if !ok || time.Duration(s.For) <= b || !idle(*s) {
+		if !ok || time.Duration(s.For) <= b || !s.Idle() {
 			continue
 		}
 		if culprit == nil || busyKey(*s) < busyKey(*culprit) ||
@@ -142,9 +142,10 @@ func Hung(silent []Silent, after Duration) (Hang, bool) {
 	return Hang{Silent: *culprit, Bound: bound}, true
 }
 
-// idle reports whether s used under IdleBusy of a core since its last call,
-// or nobody could tell.
-func idle(s Silent) bool { return s.Busy < IdleBusy }
+// Idle reports whether s used under IdleBusy of a core since its last call,
+// or nobody could tell. A rank stopped just after computing for a while is
+// busy at first and becomes idle as its silence grows.
+func (s Silent) Idle() bool { return s.Busy < IdleBusy }
 
 // busyKey orders idle ranks for blame: a rank seen using no CPU before one
 // nobody could tell of.

@@ -97,7 +97,8 @@ type Index struct {
 
 // ComputeTag returns the tag of idx: a digest of its shards (epoch, rank,
 // size, checksum), its bad shards (epoch, rank, failed check), its silent
-// ranks (rank, calls: a silence, not its length) and its progress in whole
+// ranks (rank, calls and whether it is idle: a silence and what the hang
+// rule weighs of it, not its length) and its progress in whole
 // percents. Progress is rounded so that a rank 0 reporting every
 // second changes the tag at most once per percent: a client waiting for news
 // of the shards wakes up no more often than that.
@@ -133,6 +134,14 @@ func (idx Index) ComputeTag() string {
 	for _, s := range idx.Silent {
 		put(uint64(s.Rank))
 		put(uint64(s.Calls))
+		// A client weighs the Busy of the silence's last report: a rank that
+		// computed a while before it stopped is reported busy first, and is
+		// hung only once a report says idle.
+		if s.Idle() {
+			put(1)
+		} else {
+			put(0)
+		}
 	}
 	if p := idx.Progress; p != nil {
 		put(1 + uint64(math.Floor(p.Fraction*100)))
