@@ -17,6 +17,7 @@ import (
 	"shoal/internal/node"
 	"shoal/internal/place"
 	"shoal/internal/shard"
+	"shoal/internal/staging"
 )
 
 // clusterBackend runs a job over the cluster's nodes. Each rank writes its shards to
@@ -90,7 +91,7 @@ type clusterBackend struct {
 	liveKey string
 	// staged receives how the staging of the current run's shards ended, while
 	// it goes on in the background (job goroutine only; see stage).
-	staged <-chan stagedShards
+	staged <-chan staging.Outcome
 
 	// What a rebalance is weighed with, measured on this job (under mu: the
 	// watch notes progress), and what was last weighed (job goroutine only).
@@ -289,7 +290,7 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 		}
 	}
 	fence.Wait()
-	staging, err := b.stage(ctx, info, byNode, restartEpoch, world != to)
+	awaited, err := b.stage(ctx, info, byNode, restartEpoch, world != to)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}
@@ -298,10 +299,10 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 		// on a communicator of as many as wrote the epoch, its own shard.
 		env = append(env, fmt.Sprintf("SHOAL_RESTART_NRANKS=%d", written))
 	}
-	if len(staging) > 0 {
+	if len(awaited) > 0 {
 		// Those ranks wait for their shards: a shard that cannot be staged
 		// ends the run first (poll).
-		env = append(env, engine.EnvStageWait+"="+stageWait.String(), engine.EnvStageRanks+"="+engine.FormatRanks(staging))
+		env = append(env, engine.EnvStageWait+"="+stageWait.String(), engine.EnvStageRanks+"="+engine.FormatRanks(awaited))
 	}
 	if b.j.spec.CheckpointAuto {
 		var rec mtbf.Estimate
@@ -312,7 +313,7 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 		env = append(env, mtbf.Env(node, len(byNode)))
 		b.mtbfRecord = why
 	}
-	l, launcherEnv, err := b.cfg.launchFiles(info, p, live, env)
+	l, launcherEnv, err := staging.LaunchFiles(b.cfg.host(), info, p, live, env)
 	if err != nil {
 		return engine.Launch{}, nil, "", err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -19,18 +18,17 @@ import (
 	"shoal/internal/mtbf"
 	"shoal/internal/node"
 	"shoal/internal/shard"
+	"shoal/internal/staging"
 	"shoal/internal/userdir"
 )
 
-// Peer is what the coordinator needs of a node's agent (its own included). Methods
-// must be safe for concurrent use.
+// Peer is what the coordinator needs of a node's agent (its own included):
+// what staging a run needs of it (a grant, job files, shards fetched and
+// rebuilt), and more. Methods must be safe for concurrent use.
 type Peer interface {
-	PutFile(ctx context.Context, sum string, r io.Reader, size int64) error
-	// Grant allows the node to start MPI daemons for a job (req.Job), which
-	// runs req.Ranks of its ranks there (the node announces them), and
-	// returns those of req.Files the node lacks; Revoke kills what it started
-	// for the job (fencing an old run) and withdraws the ranks.
-	Grant(ctx context.Context, req api.GrantRequest) (missing []string, err error)
+	staging.Peer
+	// Revoke kills what the node started for the job (fencing an old run)
+	// and withdraws the ranks its grant announced.
 	Revoke(ctx context.Context, job string) error
 	// Shards returns the node's index of the job: the shards it holds and has
 	// verified, the job's progress as a rank 0 on the node last reported it, and
@@ -38,14 +36,10 @@ type Peer interface {
 	// node answers once its index is not the one tagged known, or as it is
 	// after wait; ctx must allow for the wait.
 	Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error)
-	// Fetch makes the node copy a shard from the agent at API address from.
-	Fetch(ctx context.Context, ref shard.Ref, from string) (api.Fetched, error)
 	// Encode makes the node compute and store a parity row of a group of the
 	// job's shards of epoch, from the shards on the nodes the request names,
 	// and push the rows the request lists to their nodes.
 	Encode(ctx context.Context, job string, epoch uint64, req api.EncodeRequest) (api.EncodeResult, error)
-	// Rebuild makes the node rebuild a shard from its parity group's pieces.
-	Rebuild(ctx context.Context, ref shard.Ref, req api.RebuildRequest) error
 	// RankStates reads how the job's ranks on the node ended.
 	RankStates(ctx context.Context, job string) ([]engine.RankState, error)
 	// Probe asks whether the node's checkpoint store takes bytes now.
@@ -86,9 +80,15 @@ type ClusterConfig struct {
 	NodeLost func(name string)
 }
 
-// cache is this node's cache of job files, which the submitter uploaded here.
-func (c ClusterConfig) cache() files.Cache {
-	return files.Cache{Dir: filepath.Join(c.DataDir, "files")}
+// origin is this node as the one the job's files are sent from: its cache
+// of job files, which the submitter uploaded here.
+func (c ClusterConfig) origin() staging.Origin {
+	return staging.Origin{Node: c.Node, Cache: files.Cache{Dir: filepath.Join(c.DataDir, "files")}}
+}
+
+// host is this node as the launch files of its jobs name it.
+func (c ClusterConfig) host() staging.Host {
+	return staging.Host{Node: c.Node, DataDir: c.DataDir, RunRoot: c.runRoot(), ShoalBin: c.ShoalBin}
 }
 
 // runRoot holds the directories of the runs of the jobs this node coordinates
@@ -99,7 +99,7 @@ func (c ClusterConfig) runRoot() string { return filepath.Join(c.DataDir, "coord
 // the job's files of its instruction set it lacks from this node's cache,
 // returning those it copied.
 func (c ClusterConfig) SetUp(ctx context.Context, n node.Node, info job.Job, ranks int) ([]job.File, error) {
-	return c.setUp(ctx, c.Peer(n), n.Name, n.Arch, info, ranks, nil)
+	return staging.SetUp(ctx, c.origin(), c.Peer(n), n.Name, n.Arch, info, ranks, nil)
 }
 
 // Record is a job's record as its run keeps it up to date: the job service
@@ -283,7 +283,7 @@ func NewBook(spec job.Spec) epochs.Book {
 // user can write: a coordinator running as root writes its launch files there,
 // and must not be led by a user's link. Both are passable by all but listed by
 // none (the launcher of a user's job runs as that user and reads the files
-// launchFiles gives it); the files that hold the job's output or describe its
+// staging.LaunchFiles writes); the files that hold the job's output or describe its
 // launch belong to the job's owner, mode 0600. A directory of the job that is
 // not the agent's (a user's, as runs before this rule left it) is removed
 // first.

@@ -3,11 +3,8 @@ package coord
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sort"
 	"time"
 
-	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/links"
 	"shoal/internal/node"
@@ -21,7 +18,7 @@ import (
 // the job at its last count; a relaunch on another count restores the ranks
 // from an epoch of the old count, whose shards libshoal redistributes
 // (SHOAL_RESTART_NRANKS, docs/libshoal.md), once each of them is on a node of
-// the new run (resizeSources).
+// the new run (staging.ResizeSources).
 
 // count is the rank count of the job's next run over live, from epoch (0: a
 // fresh start), and why in words ("" for a job whose count is fixed): the
@@ -103,58 +100,4 @@ func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float6
 // that each of more ranks has less to do.
 func throughput(p place.Placement, nodes map[string]node.Node) float64 {
 	return float64(len(p)) * place.Rate(p, placeNodes(nodes))
-}
-
-// resizeSources returns the copies and rebuilds that put every shard of
-// epoch, written by its own count of ranks, on a node of the new run that
-// runs ranks (byNode): libshoal's ranks read the old shards their nodes hold
-// and send each new rank its part. A shard stays where a node of the run
-// holds it: on the node of the new rank whose part starts where the old
-// rank's does, if that one holds it, else on the first holder by name; a
-// shard no node of the run holds is copied there from a live holder, or
-// rebuilt from its parity group. As for a restart on the same count, a
-// holder is asked to fetch the shard all the same when another holds it: its
-// copy may have been damaged since, and a good copy answers at once.
-func (b *clusterBackend) resizeSources(byNode map[string][]int, epoch uint64, live []string) ([]epochs.Replica, []epochs.Rebuild, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	old := b.book.Ranks(epoch)
-	m := 0
-	for _, ranks := range byNode {
-		m += len(ranks)
-	}
-	nodeOf := make([]string, m)
-	for name, ranks := range byNode {
-		for _, r := range ranks {
-			nodeOf[r] = name
-		}
-	}
-	var out []epochs.Replica
-	var rebuilds []epochs.Rebuild
-	for r := range old {
-		to := nodeOf[r*m/old]
-		holders := b.book.Holders(epoch, r)
-		if !slices.Contains(holders, to) {
-			for _, h := range holders {
-				if len(byNode[h]) > 0 {
-					to = h
-					break
-				}
-			}
-		}
-		from, have := b.book.Source(epoch, r, to, live)
-		switch {
-		case from != "":
-			out = append(out, epochs.Replica{Epoch: epoch, Rank: r, From: from, To: to})
-		case have:
-		default:
-			rb, ok := b.book.RebuildFor(epoch, r, to, live)
-			if !ok {
-				return nil, nil, fmt.Errorf("no live node holds rank %d's shard of epoch %d, nor enough of its parity group to rebuild it", r, epoch)
-			}
-			rebuilds = append(rebuilds, rb)
-		}
-	}
-	sort.Slice(rebuilds, func(i, j int) bool { return rebuilds[i].Rank < rebuilds[j].Rank })
-	return out, rebuilds, nil
 }

@@ -2,8 +2,6 @@ package coord
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"testing"
 
 	"shoal/internal/epochs"
@@ -59,34 +57,5 @@ func TestThroughput(t *testing.T) {
 	}
 	if got, want := throughput(four, nodes), 4.0; got != want {
 		t.Errorf("4 ranks on 4 cores: %g, want %g", got, want)
-	}
-}
-
-// Each shard of the epoch of the old count ends on a node of the resized
-// run: where one holds it already, else copied from a live holder to the
-// node of the new rank whose part starts where the old rank's does.
-func TestResizeSources(t *testing.T) {
-	// Epoch 4 of 5 ranks: rank r on n(r+1) and n(r+2), going round.
-	rj := newJob(Config{}, job.Spec{ID: "j", MinRanks: 1}, Output{})
-	b := newClusterBackend(ClusterConfig{}, &memRecord{info: job.Job{ID: "j"}}, rj, fiveNodeBook())
-	byNode := map[string][]int{"n1": {0, 1}, "n2": {2, 3}}
-	got, rebuilds, err := b.resizeSources(byNode, 4, []string{"n1", "n2", "n3", "n4"})
-	if err != nil || len(rebuilds) != 0 {
-		t.Fatalf("resizeSources: %v, rebuilds %v", err, rebuilds)
-	}
-	slices.SortFunc(got, func(x, y epochs.Replica) int { return x.Rank - y.Rank })
-	want := []epochs.Replica{
-		{Epoch: 4, Rank: 0, From: "n2", To: "n1"}, // n1 holds it: checked against n2's
-		{Epoch: 4, Rank: 1, From: "n3", To: "n2"}, // n2 holds it
-		{Epoch: 4, Rank: 2, From: "n3", To: "n1"}, // new rank 1's node gets it
-		{Epoch: 4, Rank: 3, From: "n4", To: "n2"},
-		// rank 4: n1 holds it, and no other live node does: nothing to do
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("resizeSources:\n got %v\nwant %v", got, want)
-	}
-	_, _, err = b.resizeSources(byNode, 4, []string{"n1", "n2"})
-	if err == nil || !strings.Contains(err.Error(), "rank 2's shard of epoch 4") {
-		t.Errorf("with n3, n4, n5 gone: err %v, want rank 2's shard lost", err)
 	}
 }

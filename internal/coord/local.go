@@ -16,6 +16,7 @@ import (
 	"shoal/internal/place"
 	"shoal/internal/shard"
 	"shoal/internal/shardstore"
+	"shoal/internal/staging"
 )
 
 // localBackend runs every rank of a job on this node; shards stay in this node's
@@ -66,9 +67,9 @@ func (b *localBackend) prepare(ctx context.Context, req launchRequest) (engine.L
 	}
 	l := engine.Launch{
 		NRanks: nranks, Program: j.spec.Argv[0], Args: j.spec.Argv[1:], Dir: j.cfg.Workdir,
-		Wrapper:       append(rankWrapper(j.cfg.ShoalBin), "--"),
+		Wrapper:       append(staging.RankWrapper(j.cfg.ShoalBin), "--"),
 		Oversubscribe: nranks > j.cfg.Cores,
-		Env: append(append(env, envList(j.spec.Env)...),
+		Env: append(append(env, staging.EnvList(j.spec.Env)...),
 			"SHOAL_DIR="+j.cfg.CkptRoot,
 			engine.EnvRanksDir+"="+req.ranksDir),
 	}

@@ -2,8 +2,6 @@ package coord
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/node"
-	"shoal/internal/place"
 	"shoal/internal/shard"
 )
 
@@ -192,69 +189,4 @@ func TestFirstRunFencesNothing(t *testing.T) {
 			t.Errorf("calls %q of a job taken over: no %q", log.calls, want)
 		}
 	}
-}
-
-// TestSetUpSendsWhatTheGrantFoundMissing: a node's grant asks which of the
-// job's files it lacks, and only those are sent; the coordinator's own node
-// is not asked (the submitter uploaded them there).
-func TestSetUpSendsWhatTheGrantFoundMissing(t *testing.T) {
-	log := &callLog{}
-	data := t.TempDir()
-	s := (ClusterConfig{Node: "a", DataDir: data})
-	files := []job.File{{Name: "prog", SHA256: sumOf("prog body")}, {Name: "in1", SHA256: sumOf("in1 body")}, {Name: "in2", SHA256: sumOf("in2 body")}}
-	for _, body := range []string{"prog body", "in1 body", "in2 body"} {
-		if err := s.cache().Put(sumOf(body), strings.NewReader(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	info := job.Job{ID: "j", Spec: job.Spec{Files: files}}
-	b := nodePeer{node: "b", log: log, missing: []string{files[1].SHA256}}
-	copied, err := s.setUp(context.Background(), b, "b", "amd64", info, 2, nil)
-	if err != nil || len(copied) != 1 || copied[0].Name != "in1" {
-		t.Fatalf("set up b: copied %v, %v; want in1 alone", copied, err)
-	}
-	want := []string{"grant b", "check b " + files[0].SHA256, "check b " + files[1].SHA256, "check b " + files[2].SHA256,
-		fmt.Sprintf("put b %s %q", files[1].SHA256, "in1 body")}
-	if !slices.Equal(log.calls, want) {
-		t.Errorf("calls to b %q; want %q", log.calls, want)
-	}
-	log.calls = nil
-	a := nodePeer{node: "a", log: log, missing: []string{files[0].SHA256}}
-	if copied, err := s.setUp(context.Background(), a, "a", "amd64", info, 2, nil); err != nil || len(copied) != 0 {
-		t.Fatalf("set up a: copied %v, %v; want nothing", copied, err)
-	}
-	if !slices.Equal(log.calls, []string{"grant a"}) {
-		t.Errorf("calls to a %q; want its grant alone", log.calls)
-	}
-}
-
-// TestSetUpSendsTheBuildOfTheNodesSet: of a program built for two
-// instruction sets, a node gets the build of its own, and the files of none.
-func TestSetUpSendsTheBuildOfTheNodesSet(t *testing.T) {
-	log := &callLog{}
-	s := (ClusterConfig{Node: "a", DataDir: t.TempDir()})
-	files := []job.File{{Name: "prog", SHA256: sumOf("x86"), Arch: "amd64"}, {Name: "prog", SHA256: sumOf("arm"), Arch: "arm64"}, {Name: "in", SHA256: sumOf("in")}}
-	for _, body := range []string{"x86", "arm", "in"} {
-		if err := s.cache().Put(sumOf(body), strings.NewReader(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	info := job.Job{ID: "j", Spec: job.Spec{Argv: []string{"prog"}, Files: files}}
-	b := nodePeer{node: "b", log: log, missing: []string{files[0].SHA256, files[1].SHA256, files[2].SHA256}}
-	copied, err := s.setUp(context.Background(), b, "b", "arm64", info, 2, nil)
-	if err != nil || !slices.Equal(copied, []job.File{files[1], files[2]}) {
-		t.Fatalf("set up b (arm64): copied %v, %v; want the arm64 build and in", copied, err)
-	}
-	if got, want := StageArgs(info.Spec, "arm64"), []string{"--stage", "prog=" + files[1].SHA256 + ":755", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
-		t.Errorf("stageArgs(arm64) = %q, want %q", got, want)
-	}
-	// A world of both sets names every build with its set; each rank places its own.
-	if got, want := StageArgs(info.Spec, place.Mixed), []string{"--stage", "prog=" + files[0].SHA256 + ":755:amd64", "--stage", "prog=" + files[1].SHA256 + ":755:arm64", "--stage", "in=" + files[2].SHA256 + ":644"}; !slices.Equal(got, want) {
-		t.Errorf("stageArgs(mixed) = %q, want %q", got, want)
-	}
-}
-
-func sumOf(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
 }

@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,7 +203,7 @@ type nodeLoss struct {
 	// announced is set once its event was emitted (announceLoss).
 	announced bool
 	// corrupt is set when copies of shards the run was staged from failed
-	// verification as they were read (stagedShards.corruptLoss): no node was
+	// verification as they were read (corruptLoss): no node was
 	// lost; the run is placed again from the newest epoch still whole.
 	corrupt bool
 	// failed, when set, is why the run could not go on though no node was
@@ -729,14 +727,4 @@ func lastLine(s string) string {
 		}
 	}
 	return "(no output)"
-}
-
-// envList is env as KEY=VALUE words, sorted by key: what a rank's environment
-// gets of the job's --env.
-func envList(env map[string]string) []string {
-	out := make([]string, 0, len(env))
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
 	"shoal/internal/shard"
+	"shoal/internal/staging"
 )
 
 // refresh asks every node of the run at once which verified shards it holds, and
@@ -150,7 +151,7 @@ func (b *clusterBackend) replicate(ctx context.Context) {
 // once it is stored. A row whose push failed is asked for again at a later
 // poll.
 func (b *clusterBackend) encode(ctx context.Context, job string, e epochs.Encode) {
-	req := api.EncodeRequest{Group: e.Group, Row: e.Row, M: e.M, Data: b.apiMembers(e.Members)}
+	req := api.EncodeRequest{Group: e.Group, Row: e.Row, M: e.M, Data: staging.Members(e.Members, b.sources())}
 	for _, p := range e.Push {
 		req.Push = append(req.Push, api.ParityPush{Row: p.Row, To: b.nodes[p.To].API})
 	}
@@ -201,20 +202,6 @@ func (b *clusterBackend) copyEnded(err error) {
 	} else {
 		time.AfterFunc(copyRetry, b.tell)
 	}
-}
-
-// apiMembers names the holders of a group's shards by their API addresses;
-// a member whose holder is not a node of the run has none.
-func (b *clusterBackend) apiMembers(ms []epochs.GroupMember) []api.Member {
-	out := make([]api.Member, len(ms))
-	sources := b.sources()
-	for i, m := range ms {
-		out[i] = api.Member{Rank: m.Rank, Bytes: m.Bytes, Sum: m.Sum}
-		if n, ok := sources[m.Holder]; ok && m.Holder != "" {
-			out[i].From = n.API
-		}
-	}
-	return out
 }
 
 // wireBytes is what the copies of an epoch's shards moved: their size, the

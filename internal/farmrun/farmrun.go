@@ -31,6 +31,7 @@ import (
 	"shoal/internal/launch"
 	"shoal/internal/node"
 	"shoal/internal/results"
+	"shoal/internal/staging"
 )
 
 // Timing of a farm's coordinator.
@@ -390,7 +391,7 @@ func (f *farmRun) startRunner(ctx context.Context, n node.Node) *runner {
 	r := &runner{node: n, reqs: make(chan farm.Request, max(n.Cores, 1)+spec.Farm.Prefetch+1), cancel: cancel}
 	// The agent reads the command line as sh would: a file name may need quotes.
 	argv := []string{"shoal", "exec-task", "--slots", strconv.Itoa(max(n.Cores, 1))}
-	for _, a := range coord.StageArgs(spec, n.Arch) {
+	for _, a := range staging.StageArgs(spec, n.Arch) {
 		argv = append(argv, launch.QuoteWord(a))
 	}
 	env := map[string]string{"SHOAL_JOB": f.info.ID}

@@ -1,4 +1,4 @@
-package coord
+package staging
 
 import (
 	"bytes"
@@ -8,14 +8,14 @@ import (
 )
 
 func TestStageNote(t *testing.T) {
-	half := []nodeBytes{{Node: "n2", Sent: 20e6, Total: 40e6}, {Node: "n3", Sent: 40e6, Total: 40e6}, {Node: "n1"}}
-	done := []nodeBytes{{Node: "n2", Sent: 40e6, Total: 40e6}}
+	half := []NodeBytes{{Node: "n2", Sent: 20e6, Total: 40e6}, {Node: "n3", Sent: 40e6, Total: 40e6}, {Node: "n1"}}
+	done := []NodeBytes{{Node: "n2", Sent: 40e6, Total: 40e6}}
 	tests := []struct {
 		name      string
 		elapsed   time.Duration
 		sinceSaid time.Duration
 		said      bool
-		nodes     []nodeBytes
+		nodes     []NodeBytes
 		want      string
 	}{
 		{"quiet for the first 2 s", 1900 * time.Millisecond, 0, false, half, ""},
@@ -26,26 +26,26 @@ func TestStageNote(t *testing.T) {
 		{"nothing to send", 5 * time.Second, 0, false, nil, ""},
 	}
 	for _, tt := range tests {
-		if got := stageNote(tt.elapsed, tt.sinceSaid, tt.said, tt.nodes); got != tt.want {
-			t.Errorf("%s: stageNote = %q, want %q", tt.name, got, tt.want)
+		if got := Note(tt.elapsed, tt.sinceSaid, tt.said, tt.nodes); got != tt.want {
+			t.Errorf("%s: Note = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
 
 func TestStageMeter(t *testing.T) {
-	var m stageMeter
-	m.expect("n2", 5)
-	m.expect("n2", 3)
-	if _, err := io.Copy(io.Discard, m.reader("n2", bytes.NewReader([]byte("hello")))); err != nil {
+	var m Meter
+	m.Expect("n2", 5)
+	m.Expect("n2", 3)
+	if _, err := io.Copy(io.Discard, m.Reader("n2", bytes.NewReader([]byte("hello")))); err != nil {
 		t.Fatal(err)
 	}
-	got := m.snapshot()
-	if len(got) != 1 || got[0] != (nodeBytes{Node: "n2", Sent: 5, Total: 8}) {
+	got := m.Snapshot()
+	if len(got) != 1 || got[0] != (NodeBytes{Node: "n2", Sent: 5, Total: 8}) {
 		t.Errorf("snapshot = %+v, want n2 sent 5 of 8", got)
 	}
-	var none *stageMeter
-	none.expect("n2", 1) // a nil meter counts nothing
-	if r := none.reader("n2", bytes.NewReader(nil)); r == nil {
+	var none *Meter
+	none.Expect("n2", 1) // a nil meter counts nothing
+	if r := none.Reader("n2", bytes.NewReader(nil)); r == nil {
 		t.Error("a nil meter's reader is nil")
 	}
 }

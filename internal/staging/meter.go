@@ -1,4 +1,4 @@
-package coord
+package staging
 
 import (
 	"fmt"
@@ -18,51 +18,51 @@ const (
 	stageEvery = 2 * time.Second
 )
 
-// stageMeter counts the bytes of job files sent to each node while a run is
+// Meter counts the bytes of job files sent to each node while a run is
 // staged. Safe for concurrent use: each node's copies run in their own
-// goroutine, and the staging loop reads it.
-type stageMeter struct {
+// goroutine, and the staging loop reads it. A nil Meter counts nothing.
+type Meter struct {
 	mu    sync.Mutex
-	nodes map[string]*nodeBytes
+	nodes map[string]*NodeBytes
 }
 
-// nodeBytes is what a node is sent of the job's files: Sent of Total bytes.
-type nodeBytes struct {
+// NodeBytes is what a node is sent of the job's files: Sent of Total bytes.
+type NodeBytes struct {
 	Node        string
 	Sent, Total int64
 }
 
-// expect adds n bytes to what node is to be sent.
-func (m *stageMeter) expect(node string, n int64) {
+// Expect adds n bytes to what node is to be sent.
+func (m *Meter) Expect(node string, n int64) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.nodes == nil {
-		m.nodes = map[string]*nodeBytes{}
+		m.nodes = map[string]*NodeBytes{}
 	}
 	nb := m.nodes[node]
 	if nb == nil {
-		nb = &nodeBytes{Node: node}
+		nb = &NodeBytes{Node: node}
 		m.nodes[node] = nb
 	}
 	nb.Total += n
 }
 
-// reader counts what is read of r as sent to node.
-func (m *stageMeter) reader(node string, r io.Reader) io.Reader {
+// Reader counts what is read of r as sent to node.
+func (m *Meter) Reader(node string, r io.Reader) io.Reader {
 	if m == nil {
 		return r
 	}
 	return meterReader{r: r, m: m, node: node}
 }
 
-// snapshot returns what each node has been sent, by name.
-func (m *stageMeter) snapshot() []nodeBytes {
+// Snapshot returns what each node has been sent, by name.
+func (m *Meter) Snapshot() []NodeBytes {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]nodeBytes, 0, len(m.nodes))
+	out := make([]NodeBytes, 0, len(m.nodes))
 	for _, nb := range m.nodes {
 		out = append(out, *nb)
 	}
@@ -72,7 +72,7 @@ func (m *stageMeter) snapshot() []nodeBytes {
 
 type meterReader struct {
 	r    io.Reader
-	m    *stageMeter
+	m    *Meter
 	node string
 }
 
@@ -84,11 +84,11 @@ func (r meterReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// stageNote is the line that says how far a staging has come, elapsed after
+// Note is the line that says how far a staging has come, elapsed after
 // it began and sinceSaid after its last such line (said: there was one), or
 // "" when none is due: before stageQuiet, within stageEvery of the last, and
 // once every node has been sent all it is to get.
-func stageNote(elapsed, sinceSaid time.Duration, said bool, nodes []nodeBytes) string {
+func Note(elapsed, sinceSaid time.Duration, said bool, nodes []NodeBytes) string {
 	if elapsed < stageQuiet || said && sinceSaid < stageEvery {
 		return ""
 	}
@@ -105,4 +105,26 @@ func stageNote(elapsed, sinceSaid time.Duration, said bool, nodes []nodeBytes) s
 		return ""
 	}
 	return fmt.Sprintf("staging job files for %s: %s", elapsed.Round(time.Second), strings.Join(parts, ", "))
+}
+
+// wait waits for wg, the copies of a run's job files, saying how far they
+// have come when they last (Note).
+func wait(wg *sync.WaitGroup, meter *Meter, say func(string)) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	var said time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			if note := Note(now.Sub(start), now.Sub(said), !said.IsZero(), meter.Snapshot()); note != "" {
+				said = now
+				say(note)
+			}
+		}
+	}
 }

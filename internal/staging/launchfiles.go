@@ -1,11 +1,13 @@
-package coord
+package staging
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"shoal/internal/engine"
@@ -17,18 +19,28 @@ import (
 	"shoal/internal/userdir"
 )
 
-// launchFiles writes the hostfile, rankfile and rsh node map of a launch and
-// describes it. They are written into the job's run directory, which is the
-// agent's (runDir), as files of the job's owner, whose launcher reads them:
-// each one new, renamed over the last launch's, never written through.
-func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[string]node.Node, env []string) (engine.Launch, []string, error) {
-	runDir := filepath.Join(c.runRoot(), info.ID)
+// Host is the node that launches a job, as its launch files name it.
+type Host struct {
+	Node     string // its name
+	DataDir  string // its agent's data dir, with the agent's socket
+	RunRoot  string // the directories of the runs of its jobs, the agent's (DATA/coord)
+	ShoalBin string // the shoal executable (rank wrapper and rsh agent)
+}
+
+// LaunchFiles writes the hostfile, rankfile and rsh node map of a launch of
+// job info placed as p over the live nodes, and describes it: the ranks get
+// env, then the job's --env. They are written into the job's run directory,
+// which is the agent's (under h.RunRoot), as files of the job's owner, whose
+// launcher reads them: each one new, renamed over the last launch's, never
+// written through. It returns the launch and the launcher's environment.
+func LaunchFiles(h Host, info job.Job, p place.Placement, live map[string]node.Node, env []string) (engine.Launch, []string, error) {
+	runDir := filepath.Join(h.RunRoot, info.ID)
 	uid, gid := -1, -1
 	if o := info.Spec.Owner; o != nil {
 		uid, gid = o.UID, o.GID
 	}
 	write := func(path string, content []byte, perm os.FileMode) error {
-		return userdir.Tree{Base: c.runRoot()}.WriteFileFor(path, content, perm, uid, gid)
+		return userdir.Tree{Base: h.RunRoot}.WriteFileFor(path, content, perm, uid, gid)
 	}
 	cores := map[string]int{}
 	rshNodes := map[string]string{}
@@ -62,7 +74,7 @@ func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[str
 		}
 		arch = n.Arch
 	}
-	wrapper := rankWrapper(c.ShoalBin)
+	wrapper := RankWrapper(h.ShoalBin)
 	if arch != "" && arch != runtime.GOARCH {
 		wrapper = foreignRankWrapper
 	}
@@ -72,18 +84,18 @@ func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[str
 	for name, n := range p.Counts() {
 		over = over || n > cores[name]
 	}
-	env = append(env, envList(info.Spec.Env)...)
-	// The coordinator removes epochs once newer ones are durable (markComplete); a
+	env = append(env, EnvList(info.Spec.Env)...)
+	// The coordinator removes epochs once newer ones are durable; a
 	// rank must not remove one that is complete among the ranks but not yet copied,
 	// nor the other ranks' copies its node holds.
 	env = append(env, "SHOAL_KEEP_EPOCHS=1")
-	rsh := rshAgent(c.ShoalBin)
+	rsh := rshAgent(h.ShoalBin)
 	l := engine.Launch{
 		NRanks: len(p), Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
 		RshAgent: strings.Join(rsh, " "), Oversubscribe: over, Env: env,
 	}
-	if self, ok := live[c.Node]; ok {
+	if self, ok := live[h.Node]; ok {
 		l.LocalAddr, _, _ = net.SplitHostPort(self.Addr)
 	}
 	if info.Spec.Engine == "mpich" {
@@ -102,11 +114,11 @@ func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[str
 	// shoal rsh starts the daemons through this node's agent socket, as the
 	// launcher's user: neither it nor any rank is given the cluster secret.
 	launcherEnv := []string{
-		"SHOAL_NODE_DATA=" + c.DataDir,
+		"SHOAL_NODE_DATA=" + h.DataDir,
 		"SHOAL_JOB=" + info.ID,
 		"SHOAL_RSH_NODES=" + nodesFile,
-		"SHOAL_AGENT_SOCKET=" + filepath.Join(c.DataDir, agentSocket),
-		launch.EnvAgentBin + "=" + c.ShoalBin,
+		"SHOAL_AGENT_SOCKET=" + filepath.Join(h.DataDir, agentSocket),
+		launch.EnvAgentBin + "=" + h.ShoalBin,
 	}
 	if o := info.Spec.Owner; o != nil {
 		// The launcher, and the ranks it starts on this node, run as the job's
@@ -118,15 +130,15 @@ func (c ClusterConfig) launchFiles(info job.Job, p place.Placement, live map[str
 }
 
 // agentSocket is the agent's local socket in the data dir (agent.SocketFile;
-// the agent package imports this one).
+// the agent package is built on this one).
 const agentSocket = "agent.sock"
 
-// rankWrapper is the command each rank is started through: shoal-rank, the
+// RankWrapper is the command each rank is started through: shoal-rank, the
 // wrapper without Go's start-up (cmd/shoal-rank), when it is installed next to
 // shoalBin, as make build and make install put it; else `shoal exec-rank`.
 // Like shoal itself, it is looked for on this node and run at the same path on
 // every node of the launch.
-func rankWrapper(shoalBin string) []string { return beside(shoalBin, "shoal-rank", "exec-rank") }
+func RankWrapper(shoalBin string) []string { return beside(shoalBin, "shoal-rank", "exec-rank") }
 
 // foreignRankWrapper starts ranks on nodes of another instruction set than
 // this one's, whose shoal is another build, wherever it is: the node's own
@@ -175,4 +187,14 @@ func StageArgs(spec job.Spec, arch string) []string {
 		args = append(args, "--stage", stage.String())
 	}
 	return args
+}
+
+// EnvList is env as KEY=VALUE words, sorted by key: what a rank's environment
+// gets of the job's --env.
+func EnvList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
