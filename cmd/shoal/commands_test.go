@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,31 @@ func TestHelpCommand(t *testing.T) {
 	code, _, stderr := runOut("help", "rnu")
 	if want := "shoal: unknown command \"rnu\"; did you mean \"run\"? (see 'shoal --help')\n"; code != exitUsage || stderr != want {
 		t.Errorf("shoal help rnu: exit %d, stderr %q; want %d, %q", code, stderr, exitUsage, want)
+	}
+}
+
+// The commands other programs run (MPI's launcher hook, a rank's and a task's
+// wrappers, the agent of a Slurm allocation) are neither listed by shoal
+// --help nor offered by completion; shoal rsh stays callable, its --help too.
+func TestCommandsForPrograms(t *testing.T) {
+	_, help, _ := runOut("--help")
+	var offered []string
+	for _, s := range commandSpecs() {
+		offered = append(offered, s.name)
+	}
+	for _, name := range []string{"rsh", "exec-rank", "exec-task", "slurm-agent"} {
+		if strings.Contains(help, "  "+name+" ") {
+			t.Errorf("shoal --help lists %s", name)
+		}
+		if slices.Contains(offered, name) {
+			t.Errorf("shoal completion offers %s", name)
+		}
+	}
+	if code, stdout, _ := runOut("rsh", "--help"); code != exitOK || !strings.HasPrefix(stdout, "Usage: shoal rsh ") {
+		t.Errorf("shoal rsh --help: exit %d, stdout %.40q…; want 0 and its usage", code, stdout)
+	}
+	if code, _, stderr := runOut("rsh"); code != exitRsh || !strings.HasPrefix(stderr, "shoal rsh: ") {
+		t.Errorf("shoal rsh: exit %d, stderr %q; want %d and why", code, stderr, exitRsh)
 	}
 }
 

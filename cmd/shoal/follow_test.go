@@ -168,6 +168,14 @@ func newFakeAgent(t *testing.T, answer func(n int, from uint64, w http.ResponseW
 			json.NewEncoder(w).Encode(map[string]string{"error": "no job", "code": "not_found"})
 		}
 	}))
+	startFakeAgent(t, f.srv)
+	return f
+}
+
+// startFakeAgent starts srv serving TLS with the certificate of fakeSecret's
+// cluster, as an agent does, until the test ends.
+func startFakeAgent(t *testing.T, srv *httptest.Server) {
+	t.Helper()
 	ca, err := pki.NewCA(fakeSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -176,10 +184,9 @@ func newFakeAgent(t *testing.T, answer func(n int, from uint64, w http.ResponseW
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	f.srv.StartTLS()
-	t.Cleanup(f.srv.Close)
-	return f
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
 }
 
 // fakeSecret is the cluster secret of fake agents (writeSecret writes it).

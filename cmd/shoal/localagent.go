@@ -71,11 +71,15 @@ func (f *localAgentFlags) client() (*api.Client, error) {
 }
 
 // errorLine turns an error into the one line a command prints after its name.
+// An agent's answer is its reason alone ([api.Error.Reason]): the exit code,
+// not the words "conflict" or "not found", tells the kind.
 func errorLine(err error) string {
 	msg := err.Error()
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Status == 401 {
-		msg = "the agent refused the request: " + strings.TrimPrefix(msg, "api: unauthorized: ")
+		msg = "the agent refused the request: " + strings.Replace(msg, ae.Message, ae.Reason(), 1)
+	} else if ae != nil {
+		msg = strings.Replace(msg, ae.Message, ae.Reason(), 1)
 	} else if errors.Is(err, errkind.Unauthorized) { // refused in the TLS handshake
 		msg = strings.TrimPrefix(msg, "api: unauthorized: ")
 	}

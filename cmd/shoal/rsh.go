@@ -19,7 +19,11 @@ import (
 )
 
 func init() {
-	register("rsh", command{summary: "the launcher hook MPI runs instead of ssh (not for people)", run: rshCmd})
+	register("rsh", command{
+		summary: "the launcher hook MPI runs instead of ssh (not for people)",
+		run:     rshCmd,
+		hidden:  true,
+	})
 }
 
 // exitRsh is what shoal rsh exits with when it fails itself: 255, as ssh does,

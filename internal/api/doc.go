@@ -25,6 +25,7 @@ package api
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"shoal/internal/errkind"
 	"shoal/internal/job"
@@ -88,6 +89,21 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Reason is the message without the words of its status's kind that start it
+// (docs/api.md, "Errors"): "job j has already ended" for "api: conflict: job j
+// has already ended", for a reader told the kind otherwise, as the CLI tells
+// it by its exit code. A message that does not start with its kind is whole.
+func (e *Error) Reason() string {
+	for _, s := range statusErrors {
+		if s.status == e.Status {
+			if reason, ok := strings.CutPrefix(e.Message, s.err.Error()+": "); ok {
+				return reason
+			}
+		}
+	}
+	return e.Message
+}
 
 func (e *Error) Unwrap() error {
 	for _, s := range statusErrors {

@@ -150,7 +150,7 @@ func TestRunAsUser(t *testing.T) {
 	}
 
 	out, code = asUser(t, "n1", "shoal-test-b", "run", "-n", "1", "--user", "shoal-test-a", "--", script)
-	refusal := "shoal run: forbidden: shoal-test-b (uid "
+	refusal := "shoal run: shoal-test-b (uid "
 	if code != 1 || !strings.HasPrefix(out, refusal) || strings.Count(out, "\n") != 1 || strings.Contains(out, "uid: ") {
 		t.Errorf("shoal run --user shoal-test-a as shoal-test-b exited %d:\n%s\nwant 1 and one line starting %q", code, out, refusal)
 	}
