@@ -7,7 +7,6 @@ import (
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/node"
-	"shoal/internal/place"
 )
 
 // The count of each launch: a fixed job's is its spec's; an elastic job's
@@ -43,19 +42,5 @@ func TestCount(t *testing.T) {
 		if n != tt.want || why != tt.why {
 			t.Errorf("%s: count = %d, %q; want %d, %q", tt.name, n, why, tt.want, tt.why)
 		}
-	}
-}
-
-// A job that lost its 3-core node runs faster as 4 ranks on the 4 cores left
-// than as 7 ranks on them, and rebalancing weighs that.
-func TestThroughput(t *testing.T) {
-	nodes := map[string]node.Node{"a": {Name: "a", Cores: 2}, "b": {Name: "b", Cores: 2}}
-	seven := place.Placement{"a", "a", "a", "a", "b", "b", "b"}
-	four := place.Placement{"a", "a", "b", "b"}
-	if got, want := throughput(seven, nodes), 3.5; got != want {
-		t.Errorf("7 ranks on 4 cores: %g, want %g", got, want)
-	}
-	if got, want := throughput(four, nodes), 4.0; got != want {
-		t.Errorf("4 ranks on 4 cores: %g, want %g", got, want)
 	}
 }
