@@ -217,40 +217,33 @@ func TestOnBookWhenCompleteEpochsChange(t *testing.T) {
 	}
 }
 
-// fiveNodeBook is the book of a job of 5 ranks, one on each of n1..n5, kept as
-// two copies, each rank's second copy on the next node: epochs 3 and 4 complete.
-func fiveNodeBook() epochs.Book {
-	writers := []string{"n1", "n2", "n3", "n4", "n5"}
-	b := epochs.NewBook(5, 2)
-	b.StartRun(0)
+// ringIndex is what n1..n5 hold of epoch 4 of a job of 5 ranks kept as two
+// copies: rank r's shard on n(r+1) and on the node after it, going round.
+func ringIndex() map[string][]shard.Info {
 	idx := map[string][]shard.Info{}
-	for _, e := range []uint64{3, 4} {
-		for r, n := range writers {
-			idx[n] = append(idx[n], si(e, r, sum(e, r)))
+	for r := range 5 {
+		for _, n := range []int{r, (r + 1) % 5} {
+			name := fmt.Sprintf("n%d", n+1)
+			idx[name] = append(idx[name], shard.Info{Epoch: 4, Rank: r, NRanks: 5, Checksum: 400 + uint64(r), CreatedNs: 4000})
 		}
 	}
-	b.Index(idx, writers)
-	for _, e := range []uint64{3, 4} {
-		for r := range writers {
-			b.AddCopy(e, r, writers[(r+1)%len(writers)])
-		}
+	return idx
+}
+
+// ringBook is the book of that job, epoch 4 complete.
+func ringBook(t *testing.T) epochs.Book {
+	t.Helper()
+	b := epochs.NewBook(5, 2)
+	if err := b.Resume(4, ringIndex()); err != nil {
+		t.Fatalf("the ring's book: %v", err)
 	}
-	b.MarkComplete(5)
 	return b
 }
-
-// si is the index entry of rank's shard of epoch with checksum sum.
-func si(epoch uint64, rank int, sum uint64) shard.Info {
-	return shard.Info{Epoch: epoch, Rank: rank, Checksum: sum, CreatedNs: epoch * 1000}
-}
-
-// sum is the checksum the writer of rank's shard of epoch reports in these tests.
-func sum(epoch uint64, rank int) uint64 { return epoch*100 + uint64(rank) }
 
 // TestChooseFromASeededBook: a coordinator resuming a job chooses from the book it
 // was given, after asking every live node what it holds.
 func TestChooseFromASeededBook(t *testing.T) {
-	seed := fiveNodeBook() // epochs 3 and 4 complete over n1..n5
+	seed := ringBook(t) // epoch 4 complete over n1..n5
 	tests := []struct {
 		name  string
 		alive []string
@@ -262,16 +255,9 @@ func TestChooseFromASeededBook(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var nodes []node.Node
-		index := map[string][]shard.Info{}
+		index := ringIndex()
 		for _, n := range tt.alive {
 			nodes = append(nodes, node.Node{Name: n, State: "alive"})
-		}
-		for _, e := range []uint64{3, 4} {
-			for r := 0; r < 5; r++ {
-				for _, h := range seed.Holders(e, r) {
-					index[h] = append(index[h], si(e, r, sum(e, r)))
-				}
-			}
 		}
 		asked := map[string]bool{}
 		var mu sync.Mutex

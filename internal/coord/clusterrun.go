@@ -156,7 +156,7 @@ func NewClusterRun(cfg ClusterConfig, rec Record, out Output, book *epochs.Book,
 		NodeLost: cfg.NodeLost,
 	}
 	if book == nil {
-		fresh := NewBook(info.Spec)
+		fresh := epochs.BookOf(info.Spec)
 		book = &fresh
 	}
 	rj := newJob(rcfg, spec, out)
@@ -261,22 +261,6 @@ func (c *ClusterRun) Uses(node string) bool {
 	c.b.placedMu.Lock()
 	defer c.b.placedMu.Unlock()
 	return c.b.placed.Counts()[node] > 0
-}
-
-// NewBook is the empty epoch book of a job of spec.
-func NewBook(spec job.Spec) epochs.Book {
-	red := spec.Redundancy
-	if red == 0 {
-		red = 2
-	}
-	if p := spec.Parity; p != nil {
-		red = p.M + 1
-	}
-	book := epochs.NewBook(spec.Ranks, red)
-	if p := spec.Parity; p != nil {
-		book.Parity = &epochs.ParitySpec{K: p.K, M: p.M}
-	}
-	return book
 }
 
 // runDir makes the directory of job's runs in root, both the agent's, which no

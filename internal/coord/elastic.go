@@ -93,11 +93,3 @@ func (b *clusterBackend) trafficAt(ranks int) (flowsAt []place.Flow, work float6
 	}
 	return fs, prof.Work * float64(at) / float64(ranks), true
 }
-
-// throughput is how fast a job placed as p runs when its work divides evenly
-// among its ranks: its ranks times the rate of the slowest ([place.Rate]). Of
-// two layouts of one count it orders as their rates; of two counts, it weighs
-// that each of more ranks has less to do.
-func throughput(p place.Placement, nodes map[string]node.Node) float64 {
-	return float64(len(p)) * place.Rate(p, placeNodes(nodes))
-}

@@ -7,7 +7,6 @@ import (
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/node"
-	"shoal/internal/place"
 )
 
 // The count of each launch: a fixed job's is its spec's; an elastic job's
@@ -17,7 +16,7 @@ import (
 func TestCount(t *testing.T) {
 	live := map[string]node.Node{"n1": {Name: "n1", Cores: 2}, "n2": {Name: "n2", Cores: 2}}
 	elastic := job.Spec{ID: "j", Ranks: 7, MinRanks: 2, MaxRanks: 16}
-	perRankBook := fiveNodeBook()
+	perRankBook := ringBook(t)
 	perRankBook.Epochs[4].PerRank = true
 	tests := []struct {
 		name    string
@@ -28,11 +27,11 @@ func TestCount(t *testing.T) {
 		want    int
 		why     string
 	}{
-		{"a fixed job", job.Spec{ID: "j", Ranks: 7}, 7, fiveNodeBook(), 4, 7, ""},
+		{"a fixed job", job.Spec{ID: "j", Ranks: 7}, 7, ringBook(t), 4, 7, ""},
 		{"an elastic job's first launch at its -n", elastic, 0, epochs.NewBook(0, 2), 0, 7, ""},
 		{"an elastic job's first launch, one per core", job.Spec{ID: "j", MinRanks: 1}, 0, epochs.NewBook(0, 2), 0, 4, "one per core on n1, n2"},
-		{"a node lost", elastic, 7, fiveNodeBook(), 4, 4, "one per core on n1, n2"},
-		{"a multiple of 3", job.Spec{ID: "j", MinRanks: 2, MaxRanks: 16, RankMultiple: 3}, 7, fiveNodeBook(), 4, 3, "3 of the 4 cores of n1, n2: the most the job allows there"},
+		{"a node lost", elastic, 7, ringBook(t), 4, 4, "one per core on n1, n2"},
+		{"a multiple of 3", job.Spec{ID: "j", MinRanks: 2, MaxRanks: 16, RankMultiple: 3}, 7, ringBook(t), 4, 3, "3 of the 4 cores of n1, n2: the most the job allows there"},
 		{"an epoch of per-rank regions", elastic, 5, perRankBook, 4, 5, "epoch 4 holds per-rank regions, which restore on its own count"},
 	}
 	for _, tt := range tests {
@@ -43,19 +42,5 @@ func TestCount(t *testing.T) {
 		if n != tt.want || why != tt.why {
 			t.Errorf("%s: count = %d, %q; want %d, %q", tt.name, n, why, tt.want, tt.why)
 		}
-	}
-}
-
-// A job that lost its 3-core node runs faster as 4 ranks on the 4 cores left
-// than as 7 ranks on them, and rebalancing weighs that.
-func TestThroughput(t *testing.T) {
-	nodes := map[string]node.Node{"a": {Name: "a", Cores: 2}, "b": {Name: "b", Cores: 2}}
-	seven := place.Placement{"a", "a", "a", "a", "b", "b", "b"}
-	four := place.Placement{"a", "a", "b", "b"}
-	if got, want := throughput(seven, nodes), 3.5; got != want {
-		t.Errorf("7 ranks on 4 cores: %g, want %g", got, want)
-	}
-	if got, want := throughput(four, nodes), 4.0; got != want {
-		t.Errorf("4 ranks on 4 cores: %g, want %g", got, want)
 	}
 }

@@ -98,15 +98,14 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 			if err == nil {
 				b.lastPlan = plan
 				b.sayLeftOut(live, set, allowed)
-				b.j.event(job.EventNodes, job.Event{Message: fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
-					spec.Ranks, totalCores(set.nodes), nodeList(set.nodes))})
+				b.j.event(job.EventNodes, job.Event{Message: place.Oversubscribed(spec.Ranks, placeNodes(set.nodes))})
 				return set.nodes, p, why, nil
 			}
 		}
 		if len(sets) > 0 {
 			live = sets[0].nodes
 		}
-		short := tooFew(spec, live)
+		short := place.TooFew(spec, placeNodes(live))
 		if none != "" {
 			short = none
 		}
@@ -228,25 +227,6 @@ func (b *clusterBackend) plan(ctx context.Context, live map[string]node.Node, sp
 		info.Reason = "contiguous blocks in proportion to cores × speed: no other layout is predicted faster"
 	}
 	return blocks, info, in, nil
-}
-
-// tooFew says why the job's ranks do not fit the live nodes: "too few nodes: 6
-// ranks need 6 cores at --max-oversubscribe 1; the live nodes (n1, n2) have 4".
-func tooFew(spec job.Spec, live map[string]node.Node) string {
-	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(spec.CoresNeeded(), "core"), spec.Oversubscription())
-	if spec.RanksPerNode > 0 {
-		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
-		msg += fmt.Sprintf(" and %s at --ranks-per-node %d", job.Plural(need, "node"), spec.RanksPerNode)
-	}
-	return fmt.Sprintf("%s; the live nodes (%s) have %d", msg, nodeList(live), totalCores(live))
-}
-
-func totalCores(nodes map[string]node.Node) int {
-	n := 0
-	for _, node := range nodes {
-		n += node.Cores
-	}
-	return n
 }
 
 // nodeList names nodes in order: "n1, n2".

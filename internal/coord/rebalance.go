@@ -73,7 +73,7 @@ func (b *clusterBackend) weigh(ctx context.Context, all map[string]node.Node) (e
 		return e, nil, false
 	}
 	rem, ok := b.remaining()
-	cur, nxt := throughput(b.placement, b.nodes), throughput(next, live)
+	cur, nxt := place.Throughput(b.placement, placeNodes(b.nodes)), place.Throughput(next, placeNodes(live))
 	b.mu.Lock()
 	cost := b.ckptCost + b.restartCost
 	b.mu.Unlock()
@@ -141,7 +141,7 @@ func (b *clusterBackend) vetRebalance(ctx context.Context, rc reconfig) string {
 	switch {
 	case next == nil:
 		return ""
-	case throughput(next, live) <= throughput(b.placement, b.nodes):
+	case place.Throughput(next, placeNodes(live)) <= place.Throughput(b.placement, placeNodes(b.nodes)):
 		return fmt.Sprintf("the live nodes would not run it faster (now %s, would be %s); --force relaunches anyway", b.placement, next)
 	case ok && !e.Worth(1):
 		return fmt.Sprintf("a relaunch as %s is %s; --force relaunches anyway", b.layoutWords(next), e.Describe())

@@ -1,7 +1,6 @@
 package coord
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -528,7 +527,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		case e := <-done:
 			local, _ := engine.ReadRankStates(run, ranksDir)
 			states, loss := j.be.finish(ctx, local, e.code != 0)
-			return e.code, states, loss, strings.TrimSpace(lastLine(tail.String())), e.err
+			return e.code, states, loss, engine.FailureLine(tail.String()), e.err
 		case <-news:
 		case <-tick.C:
 			j.scanProgress()
@@ -703,28 +702,4 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
-}
-
-// rshPrefix begins every line the rsh hooks (`shoal rsh`, shoal-rsh) write
-// when they fail themselves.
-const rshPrefix = "shoal rsh: "
-
-// lastLine returns the line of the launcher's output s that says best why it
-// failed: the last line of an rsh hook's own failure (a node refusing or not
-// answering a launch), which Open MPI follows with a help box of generic
-// causes; else the last non-empty line that is not a box rule.
-func lastLine(s string) string {
-	lines := strings.Split(s, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, rshPrefix) {
-			return l
-		}
-	}
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if l != "" && !bytes.ContainsAny([]byte{l[0]}, "-*") {
-			return l
-		}
-	}
-	return "(no output)"
 }

@@ -271,10 +271,10 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		book = b.book.Clone()
 	}
 	notes, stats := make([]string, len(fresh)), make([]job.EpochStats, len(fresh))
-	shards, world := make([]int, len(fresh)), make([]int, len(fresh))
+	shards, covers := make([]int, len(fresh)), make([]string, len(fresh))
 	for i, e := range fresh {
 		stats[i] = b.epochStats(e)
-		notes[i], shards[i], world[i] = b.copiesNote(e), b.book.Ranks(e), b.book.World(e)
+		notes[i], shards[i], covers[i] = b.copiesNote(e), b.book.Ranks(e), b.book.CoverageNote(e)
 	}
 	for e := range b.wire {
 		if e < fresh[0] {
@@ -286,9 +286,9 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		b.rec.Update(func(a *job.Job) { a.Epoch = max(a.Epoch, e) })
 		data, _ := json.Marshal(stats[i])
 		b.j.event(job.EventEpoch, job.Event{Epoch: e, Data: data, Message: fmt.Sprintf("epoch %d complete (%d shards, %s%s)", e, shards[i], how, notes[i])})
-		if shards[i] < world[i] && shards[i] != b.covered {
+		if covers[i] != "" && shards[i] != b.covered {
 			b.covered = shards[i]
-			b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: coverage(shards[i], world[i])})
+			b.j.event(job.EventEpoch, job.Event{Epoch: e, Message: covers[i]})
 		}
 	}
 	b.writeManifest()
@@ -322,12 +322,4 @@ func (b *clusterBackend) writeManifest() {
 	if err != nil {
 		b.j.event(job.EventEpochBad, job.Event{Message: fmt.Sprintf("warning: recording the complete epochs: %v", err)})
 	}
-}
-
-// coverage says, once, that a job's epochs hold the shards of fewer ranks
-// than it runs: the program gave libshoal a communicator of its first shards
-// ranks, and the others are neither checkpointed nor restored.
-func coverage(shards, world int) string {
-	return fmt.Sprintf("checkpoints cover %d of %d ranks: the program gave libshoal a communicator of its first %d; "+
-		"the others have no checkpoint, and a restart starts them afresh", shards, world, shards)
 }

@@ -114,12 +114,6 @@ func (s stagingBook) Copied(c epochs.ShardCopy) {
 	s.b.copyMade(c)
 }
 
-func (s stagingBook) Rebuilt(c epochs.ShardCopy) {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	s.b.book.AddCopy(c.Epoch, c.Rank, c.Node)
-}
-
 // corruptLoss is the end of a run whose shards could not all be staged because
 // copies the book counted turned out corrupt when read: not a failure of the
 // job, since the book no longer counts them, but a relaunch from the newest

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -69,19 +70,7 @@ func (b *clusterBackend) storeFaults(ctx context.Context) *nodeLoss {
 	}
 	b.mu.Unlock()
 	b.recordAvoid()
+	slices.Sort(whys) // one of each, whichever nodes it came from
 	return &nodeLoss{nodes: nodes, fault: true, at: time.Now(),
-		reason: fmt.Sprintf("cannot store checkpoints: %s", strings.Join(dedupe(whys), "; "))}
-}
-
-// dedupe returns ss without repeats, in order.
-func dedupe(ss []string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, s := range ss {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
+		reason: fmt.Sprintf("cannot store checkpoints: %s", strings.Join(slices.Compact(whys), "; "))}
 }

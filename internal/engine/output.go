@@ -159,3 +159,27 @@ func sortedRanks(m map[int]string) []int {
 	sort.Ints(ranks)
 	return ranks
 }
+
+// rshPrefix begins every line the rsh hooks (`shoal rsh`, shoal-rsh) write
+// when they fail themselves.
+const rshPrefix = "shoal rsh: "
+
+// FailureLine returns the line of a launcher's output s that says best why it
+// failed: the last line of an rsh hook's own failure (a node refusing or not
+// answering a launch), which Open MPI follows with a help box of generic
+// causes; else the last non-empty line that is not a box rule.
+func FailureLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, rshPrefix) {
+			return l
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l != "" && !strings.ContainsAny(l[:1], "-*") {
+			return l
+		}
+	}
+	return "(no output)"
+}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"shoal/internal/job"
 	"shoal/internal/shard"
 )
 
@@ -157,6 +158,30 @@ type Replica struct {
 // kept with redundancy copies.
 func NewBook(nranks, redundancy int) Book {
 	return Book{NRanks: nranks, Redundancy: redundancy, Epochs: map[uint64]*Entry{}}
+}
+
+// DefaultRedundancy is how many copies of each shard a job keeps when its
+// spec names none (job.Spec.Redundancy 0).
+const DefaultRedundancy = 2
+
+// BookOf returns the empty book of a job of spec: its shards kept as
+// spec.Redundancy copies ([DefaultRedundancy] when 0), or, under Reed–Solomon
+// parity rs:K+M, protected by M parity rows, with M+1 copies where a run has
+// too few nodes for parity (see [Book.ParityOn]): a run that keeps copies
+// instead survives the same M nodes lost at once.
+func BookOf(spec job.Spec) Book {
+	red := spec.Redundancy
+	if red == 0 {
+		red = DefaultRedundancy
+	}
+	if p := spec.Parity; p != nil {
+		red = p.M + 1
+	}
+	b := NewBook(spec.Ranks, red)
+	if p := spec.Parity; p != nil {
+		b.Parity = &ParitySpec{K: p.K, M: p.M}
+	}
+	return b
 }
 
 // Clone returns a deep copy of b.

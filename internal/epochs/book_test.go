@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"shoal/internal/job"
 	"shoal/internal/shard"
 )
 
@@ -865,5 +866,31 @@ func TestEpochBookFoundCorrupt(t *testing.T) {
 	}
 	if !b.WasCorrupt(5, 1, "n2") {
 		t.Errorf("n2's copy of rank 1's shard of epoch 5 is not listed corrupt")
+	}
+}
+
+// A job's book keeps its shards as its spec asks: two copies by default, the
+// copies named, or M+1 copies under parity rs:K+M, with its code.
+func TestBookOf(t *testing.T) {
+	tests := []struct {
+		name       string
+		spec       job.Spec
+		redundancy int
+		parity     *ParitySpec
+	}{
+		{"no redundancy named", job.Spec{Ranks: 4}, DefaultRedundancy, nil},
+		{"three copies", job.Spec{Ranks: 4, Redundancy: 3}, 3, nil},
+		{"parity rs:4+2", job.Spec{Ranks: 8, Parity: &job.Parity{K: 4, M: 2}}, 3, &ParitySpec{K: 4, M: 2}},
+	}
+	for _, tt := range tests {
+		b := BookOf(tt.spec)
+		if b.NRanks != tt.spec.Ranks || b.Redundancy != tt.redundancy || !reflect.DeepEqual(b.Parity, tt.parity) {
+			t.Errorf("%s: book of %d ranks, redundancy %d, parity %+v; want %d, %d, %+v",
+				tt.name, b.NRanks, b.Redundancy, b.Parity, tt.spec.Ranks, tt.redundancy, tt.parity)
+		}
+		b.AddCopy(1, 0, "n1") // usable as made
+		if b.Epochs[1] == nil {
+			t.Errorf("%s: a copy recorded in the new book was not kept", tt.name)
+		}
 	}
 }

@@ -19,3 +19,17 @@ func (c CorruptCopy) Note() string {
 func RepairNote(epoch uint64, rank int, node, from string) string {
 	return fmt.Sprintf("node %s: rank %d's shard of epoch %d, corrupt there, repaired from %s's copy", node, rank, epoch, from)
 }
+
+// CoverageNote says that epoch holds the shards of fewer ranks than the run
+// that wrote it had (see [Entry.World]): the program gave libshoal a
+// communicator of its first ranks, and the others are neither checkpointed
+// nor restored. "" when its shards cover every rank, or the book has no such
+// epoch.
+func (b *Book) CoverageNote(epoch uint64) string {
+	shards, world := b.Ranks(epoch), b.World(epoch)
+	if shards >= world {
+		return ""
+	}
+	return fmt.Sprintf("checkpoints cover %d of %d ranks: the program gave libshoal a communicator of its first %d; "+
+		"the others have no checkpoint, and a restart starts them afresh", shards, world, shards)
+}

@@ -21,3 +21,24 @@ func TestCorruptNote(t *testing.T) {
 		t.Errorf("RepairNote = %q, want %q", got, want)
 	}
 }
+
+// An epoch of fewer shards than its run's ranks says so; one of as many, or
+// none, says nothing.
+func TestCoverageNote(t *testing.T) {
+	b := NewBook(5, 1)
+	b.Epochs[1] = &Entry{Shards: make([]ShardEntry, 3), World: 5}
+	b.Epochs[2] = &Entry{Shards: make([]ShardEntry, 5)}
+	tests := []struct {
+		epoch uint64
+		want  string
+	}{
+		{1, "checkpoints cover 3 of 5 ranks: the program gave libshoal a communicator of its first 3; the others have no checkpoint, and a restart starts them afresh"},
+		{2, ""},
+		{3, ""},
+	}
+	for _, tt := range tests {
+		if got := b.CoverageNote(tt.epoch); got != tt.want {
+			t.Errorf("CoverageNote(%d) = %q, want %q", tt.epoch, got, tt.want)
+		}
+	}
+}

@@ -219,7 +219,7 @@ func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book
 		}(n)
 	}
 	wg.Wait()
-	book := coord.NewBook(spec)
+	book := epochs.BookOf(spec)
 	if err := book.Resume(spec.ResumeEpoch, indexes); err != nil {
 		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: %v", spec.ResumeEpoch, spec.ResumeFrom, err)
 	}

@@ -39,6 +39,14 @@ func Rate(p Placement, nodes []Node) float64 {
 	return rate
 }
 
+// Throughput is how fast a job placed as p runs when its work divides evenly
+// among its ranks: its ranks times the rate of the slowest ([Rate]). Of two
+// layouts of one count it orders as their rates; of two counts, it weighs
+// that each of more ranks has less to do.
+func Throughput(p Placement, nodes []Node) float64 {
+	return float64(len(p)) * Rate(p, nodes)
+}
+
 // Estimate weighs relaunching a job on a new layout against running it to the end on
 // the current one.
 type Estimate struct {

@@ -34,6 +34,28 @@ func TestRate(t *testing.T) {
 	}
 }
 
+// A job that lost its 3-core node runs faster as 4 ranks on the 4 cores left
+// than as 7 ranks on them, and rebalancing weighs that.
+func TestThroughput(t *testing.T) {
+	nodes := []Node{{Name: "a", Cores: 2, Speed: 1}, {Name: "b", Cores: 2, Speed: 1}}
+	tests := []struct {
+		name string
+		p    Placement
+		want float64
+	}{
+		{"7 ranks on 4 cores", Placement{"a", "a", "a", "a", "b", "b", "b"}, 3.5},
+		{"4 ranks on 4 cores", Placement{"a", "a", "b", "b"}, 4},
+		{"2 ranks on 4 cores", Placement{"a", "b"}, 2},
+		{"a rank on a node not given", Placement{"a", "gone"}, 0},
+		{"no ranks", nil, 0},
+	}
+	for _, tt := range tests {
+		if got := Throughput(tt.p, nodes); got != tt.want {
+			t.Errorf("%s: Throughput(%v) = %g, want %g", tt.name, tt.p, got, tt.want)
+		}
+	}
+}
+
 func TestWeigh(t *testing.T) {
 	s := time.Second
 	cases := []struct {

@@ -30,3 +30,38 @@ func PerIteration(secs float64) string {
 func OptionsOf(spec job.Spec) Options {
 	return Options{MaxOversubscribe: spec.MaxOversubscribe, MaxPerNode: spec.RanksPerNode}
 }
+
+// TooFew says why a job's ranks do not fit the live nodes: the cores they
+// need at the job's oversubscription (and the nodes at its ranks per node)
+// against the cores the nodes have. "too few nodes: 6 ranks need 6 cores at
+// --max-oversubscribe 1; the live nodes (n1, n2) have 4".
+func TooFew(spec job.Spec, live []Node) string {
+	msg := fmt.Sprintf("too few nodes: %d ranks need %s at --max-oversubscribe %g", spec.Ranks, job.Plural(spec.CoresNeeded(), "core"), spec.Oversubscription())
+	if spec.RanksPerNode > 0 {
+		need := (spec.Ranks + spec.RanksPerNode - 1) / spec.RanksPerNode
+		msg += fmt.Sprintf(" and %s at --ranks-per-node %d", job.Plural(need, "node"), spec.RanksPerNode)
+	}
+	names := nodeNames(live)
+	if names == "" {
+		names = "none"
+	}
+	return fmt.Sprintf("%s; the live nodes (%s) have %d", msg, names, cores(live))
+}
+
+// Oversubscribed warns that ranks ranks run on nodes with fewer cores between
+// them, which a job that has run before takes rather than not running: "warning:
+// 6 ranks on 4 cores of n1, n2: oversubscribed, the job runs slower
+// (--wait-for-nodes waits for joins instead)".
+func Oversubscribed(ranks int, nodes []Node) string {
+	return fmt.Sprintf("warning: %d ranks on %d cores of %s: oversubscribed, the job runs slower (--wait-for-nodes waits for joins instead)",
+		ranks, cores(nodes), nodeNames(nodes))
+}
+
+// cores is the cores of nodes between them.
+func cores(nodes []Node) int {
+	n := 0
+	for _, nd := range nodes {
+		n += nd.Cores
+	}
+	return n
+}

@@ -27,10 +27,11 @@ type Book interface {
 	// FoundCorrupt records that node's copy of rank's shard of epoch failed
 	// check as it was read: the book counts it no more.
 	FoundCorrupt(epoch uint64, rank int, node, check string)
-	// Copied records a verified copy made on c.Node; Rebuilt, one rebuilt
-	// there from its parity group.
+	// Copied records a verified copy of a shard made on c.Node, fetched from
+	// a holder or rebuilt from its parity group: either way a new file that
+	// the node's index lists only at its next rescan, so the book keeps it
+	// until then (epochs.Ledger).
 	Copied(c epochs.ShardCopy)
-	Rebuilt(c epochs.ShardCopy)
 }
 
 // Run is the run whose shards are staged, as [Shards] sees it.
@@ -144,7 +145,9 @@ func Shards(ctx context.Context, run Run, epoch uint64, fetches []epochs.Replica
 				errs <- fmt.Errorf("rebuild rank %d's shard of epoch %d on %s from its parity group: %w", rb.Rank, rb.Epoch, rb.To, err)
 				return
 			}
-			run.Book.Rebuilt(epochs.ShardCopy{Epoch: rb.Epoch, Rank: rb.Rank, Node: rb.To})
+			// Kept until rb.To's index shows it, as a copy fetched is: one
+			// taken before still lists the corrupt copy it may have replaced.
+			run.Book.Copied(epochs.ShardCopy{Epoch: rb.Epoch, Rank: rb.Rank, Node: rb.To})
 		}(rb, run.Peer(rb.To))
 	}
 	wg.Wait()
