@@ -48,7 +48,7 @@ include test/programs/programs.mk
 # build. The whole of make test stays well within CI's 45 minutes on 2 cores.
 RACE ?= -race
 
-test: build
+test: build s3-server
 	$(GO) vet ./...
 	$(MAKE) test-c
 	$(MAKE) test-fortran
