@@ -54,7 +54,10 @@ type S3Config struct {
 
 // S3Server is a running S3 server, as its settings file (Dir/settings.json) holds it.
 type S3Server struct {
-	Dir       string `json:"dir"`
+	Dir string `json:"dir"`
+	// Host is where this machine reaches the S3 port: the address it listens on, or
+	// the loopback address when that is every address.
+	Host      string `json:"host"`
 	Port      int    `json:"port"`
 	Bucket    string `json:"bucket,omitempty"`
 	AccessKey string `json:"access_key"`
@@ -101,7 +104,11 @@ func StartS3(ctx context.Context, cfg S3Config) (*S3Server, error) {
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
-	s := &S3Server{Dir: cfg.Dir, Bucket: cfg.Bucket, Region: S3Region,
+	host := cfg.BindIP
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	s := &S3Server{Dir: cfg.Dir, Host: host, Bucket: cfg.Bucket, Region: S3Region,
 		AccessKey: randomKey(20, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
 		SecretKey: randomKey(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")}
 	conf, err := json.Marshal(map[string]any{"identities": []any{map[string]any{
@@ -191,9 +198,9 @@ func startWeed(cfg S3Config, args []string) (*os.Process, error) {
 	return cmd.Process, nil
 }
 
-// Client is a client of the server at the loopback address, with its credentials.
+// Client is a client of the server from this machine, with its credentials.
 func (s *S3Server) Client() (*minio.Client, error) {
-	return minio.New(net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)), &minio.Options{
+	return minio.New(net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), &minio.Options{
 		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: s.Region})
 }
 
@@ -345,6 +352,9 @@ func OpenS3() (*S3Server, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("testbed: s3: %s: %v", filepath.Join(TestbedS3Dir, "settings.json"), err)
 	}
+	if s.Host == "" {
+		s.Host = "127.0.0.1"
+	}
 	return &s, nil
 }
 
@@ -373,7 +383,7 @@ func S3Up(ctx context.Context, weed string) (*S3Server, error) {
 }
 
 func (s *S3Server) writeEnv() error {
-	return os.WriteFile(filepath.Join(s.Dir, "env"), []byte(s.Env("127.0.0.1")), 0o600)
+	return os.WriteFile(filepath.Join(s.Dir, "env"), []byte(s.Env(s.Host)), 0o600)
 }
 
 // S3Down stops the testbed's S3 server and removes its data; nothing up is no error.
