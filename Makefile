@@ -12,7 +12,7 @@ GO ?= go
 PYTHON ?= python3
 VENV := $(BUILD)/venv
 
-.PHONY: all build deps go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich install install-mpich uninstall test-integration demo chaos fuzz fuzz-go fuzz-c clean
+.PHONY: all build deps s3-server go-build lib examples kernels test-programs test test-go test-c test-fortran python test-python mpich test-mpich install install-mpich uninstall test-integration demo chaos fuzz fuzz-go fuzz-c clean
 
 all: build
 
@@ -48,7 +48,7 @@ include test/programs/programs.mk
 # build. The whole of make test stays well within CI's 45 minutes on 2 cores.
 RACE ?= -race
 
-test: build
+test: build s3-server
 	$(GO) vet ./...
 	$(MAKE) test-c
 	$(MAKE) test-fortran
@@ -129,6 +129,14 @@ install-mpich: go-build mpich $(VENV)/.build-tools
 
 uninstall:
 	$(INSTALL_ENV) scripts/install.sh uninstall
+
+# The S3-compatible server that the durable store's tests and shoal testbed s3 run:
+# SeaweedFS's weed (Apache-2.0, a program of its own, never linked into shoal), built
+# from the Go module proxy once into /var/cache/shoal/seaweedfs/VERSION/weed, with a
+# stamp beside it that makes the next run a no-op (scripts/seaweedfs.sh; the first build
+# takes minutes).
+s3-server:
+	@scripts/seaweedfs.sh >/dev/null
 
 demo: build
 	scripts/demo.sh

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"shoal/internal/durable"
 	"shoal/internal/engine"
 	"shoal/internal/job"
 	"shoal/internal/userdir"
@@ -36,8 +37,9 @@ is staged to them; a Python interpreter is not staged but run by its path, which
 every node must have, and its script is staged instead. With no agent inside a
 Slurm allocation ($SLURM_JOB_ID), shoal run starts an agent on each allocated node
 (srun --no-kill), runs the job over them and stops them at the end
-(docs/slurm.md); with --durable DIR there, the newest complete epoch is kept in
-DIR, a run of the same job resumes from it, and SIGTERM (Slurm's warning signal:
+(docs/slurm.md); with --durable DIR (or s3://BUCKET/PREFIX, an object store)
+there, the newest complete epoch is kept in DIR, a run of the same job resumes
+from it, and SIGTERM (Slurm's warning signal:
 exec shoal run in the batch script) holds the job at a checkpoint kept in DIR
 and requeues it. With no agent elsewhere, shoal run coordinates the job itself on
 this machine; an agent that refuses the job (a wrong secret) is an error, not a
@@ -111,9 +113,12 @@ type runFlags struct {
 	// stays on the nodes after it ends (docs/retention.md).
 	keep    bool
 	keepFor time.Duration
-	// durable is --durable DIR, made absolute: where the newest complete epoch
-	// is kept, in a Slurm allocation (docs/slurm.md).
-	durable string
+	// durable is --durable DIR (made absolute) or s3://BUCKET/PREFIX: where the
+	// newest complete epoch is kept, in a Slurm allocation (docs/slurm.md);
+	// durableLoc is it parsed, and durableEndpoint --durable-endpoint URL.
+	durable         string
+	durableLoc      durable.Location
+	durableEndpoint string
 	// fresh is --fresh: a run on this machine alone starts from the
 	// beginning, removing what an earlier run of the job id kept.
 	fresh bool
@@ -270,7 +275,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the MPI the program is linked with, else the agent's --engine, else openmpi; a program built with the other MPI, or linked with a libshoal built for the other, is refused")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the retention policy, of the agents or of this machine alone: 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the retention policy")
-	fs.StringVar(&f.durable, "durable", "", "in a Slurm allocation: keep the newest complete checkpoint epoch in `DIR` on the cluster's shared file system, copied in the background; a run with the same DIR, program, arguments and rank count (a requeued job) resumes from it, and SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75; docs/slurm.md)")
+	fs.StringVar(&f.durable, "durable", "", "in a Slurm allocation: keep the newest complete checkpoint epoch in `DIR` on the cluster's shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied in the background; a run with the same DIR, program, arguments and rank count (a requeued job) resumes from it, and SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75; docs/slurm.md)")
+	fs.StringVar(&f.durableEndpoint, "durable-endpoint", "", "with --durable s3://…: the S3-compatible server's `URL`, http(s)://HOST[:PORT] (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS S3)")
 	fs.StringVar(&f.user, "user", "", "run the job's ranks as `NAME` (a login name or uid of this node, not root) on every node instead of as the agents' user; for root (or the agents' user) only: any other user's jobs run as that user (with an agent)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
 	err := fs.Parse(args)
@@ -363,12 +369,24 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		f.owner = owner
 	}
 	if f.durable != "" {
-		abs, err := filepath.Abs(f.durable)
+		if !strings.Contains(f.durable, "://") {
+			abs, err := filepath.Abs(f.durable)
+			if err != nil {
+				fmt.Fprintf(stderr, "shoal run: --durable %s: %v\n", f.durable, err)
+				return f, nil, exitUsage
+			}
+			f.durable = abs
+		}
+		loc, err := durable.ParseLocation(f.durable)
 		if err != nil {
-			fmt.Fprintf(stderr, "shoal run: --durable %s: %v\n", f.durable, err)
+			fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
 			return f, nil, exitUsage
 		}
-		f.durable = abs
+		f.durableLoc, f.durable = loc, loc.String()
+	}
+	if f.durableEndpoint != "" && f.durableLoc.Bucket == "" {
+		fmt.Fprintln(stderr, "shoal run: --durable-endpoint: only with --durable s3://BUCKET/PREFIX")
+		return f, nil, exitUsage
 	}
 	return f, rest, -1
 }

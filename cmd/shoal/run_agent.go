@@ -163,7 +163,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	// (ar.hold) rather than being cancelled.
 	interrupts := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	var term chan os.Signal
-	if ar != nil && ar.durable != "" {
+	if ar != nil && ar.store != nil {
 		interrupts = interrupts[:1]
 		term = make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
@@ -233,7 +233,7 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	if code := addInputs(ctx, c, &spec, f.files, "run", stderr); code >= 0 {
 		return code
 	}
-	if ar != nil && ar.durable != "" {
+	if ar != nil && ar.store != nil {
 		if code := ar.resume(ctx, c, &spec, stderr); code >= 0 {
 			return code
 		}

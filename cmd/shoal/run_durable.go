@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,9 +37,12 @@ const (
 // Slurm allocation: the newest complete epoch kept in --durable DIR, a resume from
 // it, and a hold on SIGTERM.
 type allocRun struct {
-	alloc   slurm.Allocation
-	secret  []byte
-	durable string // --durable DIR, absolute; "" without
+	alloc  slurm.Allocation
+	secret []byte
+	// store keeps the epochs (--durable DIR or s3://BUCKET/PREFIX), nil without;
+	// durable is its location as messages say it.
+	store   durable.Store
+	durable string
 	quiet   bool
 	stdout  io.Writer
 
@@ -67,7 +71,7 @@ func identity(spec job.Spec) durable.Identity {
 // line (a corrupt or foreign epoch, shards the agents would not take), or -1.
 func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, stderr io.Writer) int {
 	ident := identity(*spec)
-	m, err := durable.Newest(r.durable, ident)
+	m, err := r.store.Newest(ctx, ident)
 	if errors.Is(err, durable.ErrNoEpoch) {
 		r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, SlurmJob: r.alloc.JobID}, 0)
 		return -1
@@ -120,9 +124,23 @@ func durableRefusal(err error) string {
 
 // putShards puts every rank's shard of the epoch m describes into the stores of two
 // of the agents at addrs (one when there is one), in parallel: any single node lost
-// before the job's next epoch is complete loses nothing. The files are streamed from
-// DIR, which durable.Newest has just verified; each agent verifies what it stores.
+// before the job's next epoch is complete loses nothing. A directory's files are
+// streamed from it, as Newest has just verified them; an object store's shards are
+// first read into a private temporary directory, verified as they arrive, since an
+// agent takes a shard it can read twice. Each agent verifies what it stores.
 func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []string) error {
+	open := func(rank int) (*os.File, error) { return os.Open(durable.ShardPath(r.durable, m, rank)) }
+	if _, isDir := r.store.(*durable.DirStore); !isDir {
+		tmp, err := os.MkdirTemp("", "shoal-resume-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		if err := r.fetchShards(ctx, m, tmp); err != nil {
+			return err
+		}
+		open = func(rank int) (*os.File, error) { return os.Open(filepath.Join(tmp, strconv.Itoa(rank))) }
+	}
 	copies := min(2, len(addrs))
 	errs := make(chan error, m.Ranks*copies)
 	var wg sync.WaitGroup
@@ -132,7 +150,7 @@ func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []st
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				f, err := os.Open(durable.ShardPath(r.durable, m, rank))
+				f, err := open(rank)
 				if err == nil {
 					defer f.Close()
 					ref := shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: rank}
@@ -148,6 +166,44 @@ func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []st
 	close(errs)
 	return <-errs // nil when the channel is empty
 }
+
+// fetchShards reads every rank's shard of the epoch m describes from the store into
+// dir/RANK, verified as it is read, four at a time.
+func (r *allocRun) fetchShards(ctx context.Context, m durable.Manifest, dir string) error {
+	errs := make(chan error, m.Ranks)
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for rank := range m.Ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rc, _, err := r.store.OpenShard(ctx, m, rank)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer rc.Close()
+			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(rank)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err == nil {
+				_, err = io.Copy(f, rc)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				errs <- fmt.Errorf("rank %d: %w", rank, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// saveTimeout bounds one save of an epoch into the store.
+const saveTimeout = 10 * time.Minute
 
 // durableSaver keeps the job's newest complete epoch in DIR: it follows the job's
 // newest complete epoch through the agent, and copies each new one from the nodes
@@ -172,7 +228,9 @@ func (s *durableSaver) wait() { <-s.done }
 
 // clear removes the epochs DIR keeps, once the job has finished.
 func (r *allocRun) clear(stderr io.Writer) {
-	if err := durable.Clear(r.durable); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.store.Clear(ctx); err != nil {
 		fmt.Fprintf(stderr, "shoal: warning: the job finished, but its epoch stays in %s: %v\n", r.durable, err)
 		return
 	}
@@ -192,7 +250,12 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 		job, err := s.c.Job(ctx, id)
 		if err == nil && job.Epoch > s.savedEpoch() && (job.Epoch != failed || time.Now().After(retry)) {
 			start := time.Now()
-			err := s.save(ctx, job.Epoch)
+			// A save under way is finished, not cut short, when ctx ends (the job
+			// ended or was held): an upload cancelled midway may still land in a bucket
+			// after the clear that follows, and a directory's save was never cut short.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			err := s.save(sctx, job.Epoch)
+			cancel()
 			switch {
 			case err != nil && ctx.Err() == nil:
 				failed, retry = job.Epoch, time.Now().Add(2*time.Second)
@@ -233,16 +296,16 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 	m := s.m
 	// The epoch's own count: an elastic job's changes from run to run.
 	m.Epoch, m.Ranks = epoch, len(holders)
-	err = durable.Save(s.r.durable, m, func(rank int) (io.ReadCloser, error) {
+	err = s.r.store.Save(ctx, m, func(rank int) (io.ReadCloser, int64, error) {
 		var last error = fmt.Errorf("no agent holds rank %d's shard", rank)
 		for _, addr := range holders[rank] {
-			rc, _, err := api.NewClient(addr, s.r.secret).GetShard(ctx, shard.Ref{Job: m.Job, Epoch: epoch, Rank: rank})
+			rc, size, err := api.NewClient(addr, s.r.secret).GetShard(ctx, shard.Ref{Job: m.Job, Epoch: epoch, Rank: rank})
 			if err == nil {
-				return rc, nil
+				return rc, size, nil
 			}
 			last = err
 		}
-		return nil, last
+		return nil, 0, last
 	})
 	if err != nil {
 		return err

@@ -40,9 +40,21 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 		fmt.Fprintf(stderr, "shoal run: cannot find the shoal executable: %v\n", err)
 		return exitFailure
 	}
+	var store durable.Store
 	if f.durable != "" {
-		// Before the agents start: a DIR that cannot be written is the user's to fix.
-		if err := os.MkdirAll(f.durable, 0o700); err != nil {
+		// Before the agents start: a DIR that cannot be written, or a bucket that
+		// cannot be read, is the user's to fix.
+		if f.durableLoc.Dir != "" {
+			if err := os.MkdirAll(f.durableLoc.Dir, 0o700); err != nil {
+				fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
+				return exitFailure
+			}
+		}
+		store, err = durable.Open(f.durableLoc, durable.S3Options{Endpoint: f.durableEndpoint,
+			Logf: func(format string, args ...any) {
+				fmt.Fprintf(stderr, "shoal: %s: "+format+"\n", append([]any{f.durable}, args...)...)
+			}})
+		if err != nil {
 			fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
 			return exitFailure
 		}
@@ -50,7 +62,10 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 		// shards are read and verified when the job resumes (allocRun.resume).
 		spec := f.spec()
 		spec.Argv, _ = jobArgv(program, args)
-		if _, err := durable.Peek(f.durable, identity(spec)); err != nil && !errors.Is(err, durable.ErrNoEpoch) {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := store.Peek(pctx, identity(spec))
+		cancel()
+		if err != nil && !errors.Is(err, durable.ErrNoEpoch) {
 			fmt.Fprintln(stderr, durableRefusal(err))
 			return exitFailure
 		}
@@ -107,7 +122,7 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 	go func() { cmd.Wait(); close(exited) }()
 	c := api.NewClient(step.APIAddr(), secret)
 	code := awaitAgents(ctx, c, len(nodes), exited, logPath, f.quiet, stdout, stderr)
-	ar := &allocRun{alloc: alloc, secret: secret, durable: f.durable, quiet: f.quiet, stdout: stdout}
+	ar := &allocRun{alloc: alloc, secret: secret, store: store, durable: f.durable, quiet: f.quiet, stdout: stdout}
 	if code < 0 {
 		// runOnCluster catches the interrupts from here on.
 		stop()

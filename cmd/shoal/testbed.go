@@ -61,6 +61,11 @@ Subcommands:
                     site S (default: the last) when there are sites
   restart NODE      start NODE's agent again (after kill); with --slurm,
                     NODE's slurmd (and slurmctld in n1)
+  s3 up|down|env     an S3-compatible server (SeaweedFS) on this machine, outside
+                    every host, for --durable s3://shoal/PREFIX: up starts it
+                    (make s3-server builds it) and writes its settings as
+                    AWS_* exports to /tmp/shoal-testbed-s3/env; env prints
+                    them for the hosts of --instance I; down removes it
   delay-line, phantom-killer, no-sysv-ipc
                     what hosts with a profile run (up and add start them;
                     down stops them)
@@ -83,7 +88,7 @@ the testbed suggests carry --instance I for any instance but 0.
 var testbedSubs = map[string]func(*tbCtx, []string) int{
 	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
 	"heal": tbHeal, "readdress": tbReaddress, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
-	"delay-line": tbDelayLine, "no-sysv-ipc": tbNoSysVIPC, "phantom-killer": tbPhantomKiller,
+	"s3": tbS3, "delay-line": tbDelayLine, "no-sysv-ipc": tbNoSysVIPC, "phantom-killer": tbPhantomKiller,
 }
 
 func testbedCmd(args []string, stdout, stderr io.Writer) int {

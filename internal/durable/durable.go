@@ -1,7 +1,10 @@
-// Package durable keeps a job's newest complete checkpoint epoch in a directory of the
-// cluster's shared file system (`shoal run --durable DIR`), so that a job whose every
-// node was lost at once, or whose Slurm allocation ended, resumes from it instead of
-// from the beginning.
+// Package durable keeps a job's newest complete checkpoint epoch where it outlives the
+// job's nodes, so that a job whose every node was lost at once, or whose Slurm
+// allocation ended, resumes from it instead of from the beginning. A [Store] is one of
+// two backends: a directory of the cluster's shared file system (`--durable DIR`,
+// [DirStore]) or a bucket of an S3-compatible object store (`--durable
+// s3://BUCKET/PREFIX`, [S3Store]). [ParseLocation] tells them apart and [Open] opens
+// either.
 //
 // A directory holds at most one complete epoch, plus the one being written:
 //
@@ -14,6 +17,21 @@
 // removed: a crash at any point leaves a complete epoch or a temporary directory that
 // nothing reads, never a half epoch under a complete one's name. Shards verify
 // themselves (docs/shard-format.md), so a reader checks every byte it resumes from.
+//
+// An object store has no rename, so there the manifest is what makes an epoch
+// complete:
+//
+//	PREFIX/epoch-N/rank-R.shard      every rank's shard, uploaded first (multipart
+//	                                 when large), each verified as it passes
+//	PREFIX/epoch-N/manifest.json     written last, once every shard is in
+//
+// The newest epoch with a valid manifest is current. A save that stops between its
+// shards and its manifest leaves objects no manifest names and the previous epoch
+// current; the next save removes them. A store keeps the two newest complete epochs,
+// not one: every object is verified when it is read (a shard by its own checksum, and
+// against the manifest's size and checksum), and a corrupt object of the newest epoch
+// is refused and the one before resumed, which costs one durable interval of work
+// rather than the job. An epoch of another job is refused, never skipped.
 package durable
 
 import (

@@ -179,6 +179,7 @@ func TestSlurm(t *testing.T) {
 		run  func(*testing.T, *testbed.Bed)
 	}{
 		{"Requeued", batchJobRequeued},
+		{"HeldS3", batchJobHeldS3},
 		{"Preempted", batchJobPreempted},
 		{"BatchHostLost", batchHostLost},
 		{"KilledHost", batchJobKilledHost},

@@ -1,0 +1,413 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"shoal/internal/shard"
+)
+
+// S3Options configure an [S3Store] beyond what the environment gives it.
+type S3Options struct {
+	// Endpoint is the server's URL, http(s)://HOST[:PORT] (--durable-endpoint); ""
+	// takes AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, then AWS S3 itself.
+	Endpoint string
+	// Logf, when set, is told of what the store does that no error reports: an epoch
+	// refused for a corrupt object in favour of the one before, orphans removed.
+	Logf func(format string, args ...any)
+}
+
+// partSize is the part of a multipart upload, and what minio-go buffers of a shard of
+// unknown size: a shard of at most this is one PUT.
+const partSize = 16 << 20
+
+// maxManifest bounds a manifest read: a million ranks' entries fit.
+const maxManifest = 64 << 20
+
+// S3Store keeps epochs in a bucket of an S3-compatible object store, under a key
+// prefix (see the package doc for the layout and what is kept). Its endpoint, region
+// and credentials come from the standard AWS environment variables, the shared
+// credentials file (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE) and, on EC2, the
+// instance's role; [S3Options.Endpoint] overrides the endpoint.
+type S3Store struct {
+	loc   Location
+	c     *minio.Client
+	creds *credentials.Credentials
+	logf  func(format string, args ...any)
+}
+
+// NewS3Store returns the store at loc, which names a bucket. It does not reach the
+// server: a bad endpoint or credential shows in the first call.
+func NewS3Store(loc Location, opts S3Options) (*S3Store, error) {
+	endpoint := opts.Endpoint
+	for _, v := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		if endpoint == "" {
+			endpoint = os.Getenv(v)
+		}
+	}
+	host, secure := "s3.amazonaws.com", true
+	if endpoint != "" {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || strings.Trim(u.Path, "/") != "" || u.User != nil || u.RawQuery != "" {
+			// The value is not echoed: it may hold a user and password.
+			return nil, errors.New("durable: the S3 endpoint is not http(s)://HOST[:PORT]")
+		}
+		host, secure = u.Host, u.Scheme == "https"
+	}
+	region := os.Getenv("AWS_REGION")
+	if region == "" {
+		region = os.Getenv("AWS_DEFAULT_REGION")
+	}
+	creds := credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.FileAWSCredentials{},
+		&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
+	})
+	c, err := minio.New(host, &minio.Options{Creds: creds, Secure: secure, Region: region})
+	if err != nil {
+		return nil, fmt.Errorf("durable: %s: %v", loc, err)
+	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return &S3Store{loc: loc, c: c, creds: creds, logf: logf}, nil
+}
+
+func (s *S3Store) String() string { return s.loc.String() }
+
+// key is the object key of name (epoch-N/...) under the store's prefix.
+func (s *S3Store) key(name string) string {
+	if s.loc.Prefix == "" {
+		return name
+	}
+	return s.loc.Prefix + "/" + name
+}
+
+// where is a key as a user reads it, s3://BUCKET/KEY.
+func (s *S3Store) where(key string) string { return "s3://" + s.loc.Bucket + "/" + key }
+
+// fail wraps err from the server with what was done, in one line, with any
+// credential the message might repeat taken out.
+func (s *S3Store) fail(what string, err error) error {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrForeign) || errors.Is(err, ErrNoEpoch) {
+		return err
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) && resp.Code != "" && !strings.Contains(msg, resp.Code) {
+		msg = resp.Code + ": " + msg
+	}
+	if v, cerr := s.creds.GetWithContext(nil); cerr == nil {
+		for _, secret := range []string{v.SecretAccessKey, v.SessionToken} {
+			if secret != "" {
+				msg = strings.ReplaceAll(msg, secret, "[redacted]")
+			}
+		}
+	}
+	return &serverError{msg: fmt.Sprintf("durable: %s: %s: %s", s.loc, what, msg), err: err}
+}
+
+// serverError is an error from the object store, its message cleaned of credentials.
+type serverError struct {
+	msg string
+	err error
+}
+
+func (e *serverError) Error() string { return e.msg }
+func (e *serverError) Unwrap() error { return e.err }
+
+// gone reports whether err says the object does not exist.
+func gone(err error) bool {
+	var resp minio.ErrorResponse
+	return errors.As(err, &resp) && (resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound)
+}
+
+// epochObjects are the objects of one epoch under the prefix.
+type epochObjects struct {
+	keys     []string
+	manifest bool
+}
+
+// list returns the objects under the prefix by epoch; objects of other names are
+// not the store's and are left out.
+func (s *S3Store) list(ctx context.Context) (map[uint64]*epochObjects, error) {
+	prefix := ""
+	if s.loc.Prefix != "" {
+		prefix = s.loc.Prefix + "/"
+	}
+	out := map[uint64]*epochObjects{}
+	for obj := range s.c.ListObjects(ctx, s.loc.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, s.fail("listing", obj.Err)
+		}
+		dir, name, ok := strings.Cut(strings.TrimPrefix(obj.Key, prefix), "/")
+		e, isEpoch := parseEpochDir(dir)
+		if !ok || !isEpoch || name == "" {
+			continue
+		}
+		eo := out[e]
+		if eo == nil {
+			eo = &epochObjects{}
+			out[e] = eo
+		}
+		eo.keys = append(eo.keys, obj.Key)
+		eo.manifest = eo.manifest || name == ManifestName
+	}
+	return out, nil
+}
+
+// complete returns the epochs with a manifest, newest first.
+func complete(epochs map[uint64]*epochObjects) []uint64 {
+	var out []uint64
+	for e, eo := range epochs {
+		if eo.manifest {
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out
+}
+
+// remove deletes keys, one at a time (every S3-compatible server has DeleteObject).
+func (s *S3Store) remove(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if err := s.c.RemoveObject(ctx, s.loc.Bucket, k, minio.RemoveObjectOptions{}); err != nil && !gone(err) {
+			return s.fail("removing "+s.where(k), err)
+		}
+	}
+	return nil
+}
+
+// Save uploads every rank's shard under epoch-N/, verified as it passes, then the
+// manifest, which makes the epoch current. Before, it removes the objects of every
+// epoch without a manifest (a save that stopped before its manifest); after, every
+// complete epoch but the two newest.
+func (s *S3Store) Save(ctx context.Context, m Manifest, src Source) error {
+	m.Format = Format
+	m.Shards = make([]ShardEntry, m.Ranks)
+	epochs, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	if eo := epochs[m.Epoch]; eo != nil && eo.manifest {
+		return nil // saved already
+	}
+	var orphans []string
+	for e, eo := range epochs {
+		if !eo.manifest {
+			orphans = append(orphans, eo.keys...)
+			s.logf("removing %d objects of epoch %d, which has no manifest", len(eo.keys), e)
+		}
+	}
+	if err := s.remove(ctx, orphans); err != nil {
+		return err
+	}
+	for r := range m.Ranks {
+		h, created, err := s.putShard(ctx, m, r, src)
+		if err != nil {
+			// What was uploaded of this epoch has no manifest: the next save removes it,
+			// and this one tries to now.
+			s.removeEpoch(ctx, m.Epoch)
+			return err
+		}
+		m.Shards[r] = h
+		if r == 0 {
+			m.CreatedNs = created
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("durable: %s: manifest: %v", s.loc, err)
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	key := s.key(path.Join(epochDir(m.Epoch), ManifestName))
+	if _, err := s.c.PutObject(ctx, s.loc.Bucket, key, strings.NewReader(string(b)), int64(len(b)),
+		minio.PutObjectOptions{ContentType: "application/json"}); err != nil {
+		return s.fail("writing "+s.where(key), err)
+	}
+	// The new epoch is current: every complete epoch but it and the one before goes.
+	done := append(complete(epochs), m.Epoch)
+	slices.Sort(done)
+	slices.Reverse(done)
+	var old []string
+	for _, e := range done[min(2, len(done)):] {
+		if eo := epochs[e]; eo != nil {
+			old = append(old, eo.keys...)
+		}
+	}
+	return s.remove(ctx, old)
+}
+
+// removeEpoch removes what there is of epoch e, as far as it can.
+func (s *S3Store) removeEpoch(ctx context.Context, e uint64) {
+	epochs, err := s.list(ctx)
+	if err == nil && epochs[e] != nil {
+		s.remove(ctx, epochs[e].keys)
+	}
+}
+
+// putShard uploads rank's shard from src, verifying it as it passes, and returns its
+// entry and when the checkpoint was taken. A shard that fails verification fails the
+// save: it was uploaded, but no manifest will name it.
+func (s *S3Store) putShard(ctx context.Context, m Manifest, rank int, src Source) (ShardEntry, uint64, error) {
+	key := s.key(path.Join(epochDir(m.Epoch), shardName(rank)))
+	rc, size, err := src(rank)
+	if err != nil {
+		return ShardEntry{}, 0, fmt.Errorf("epoch %d rank %d: %w", m.Epoch, rank, err)
+	}
+	defer rc.Close()
+	v := shard.NewVerifier(size)
+	info, err := s.c.PutObject(ctx, s.loc.Bucket, key, io.TeeReader(rc, v), max(size, -1),
+		minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: partSize})
+	if err != nil {
+		return ShardEntry{}, 0, s.fail(fmt.Sprintf("uploading epoch %d rank %d to %s", m.Epoch, rank, s.where(key)), err)
+	}
+	h, sum, err := v.Sum()
+	if err == nil {
+		err = h.Check(shard.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)})
+	}
+	if err != nil {
+		return ShardEntry{}, 0, fmt.Errorf("epoch %d rank %d: %w", m.Epoch, rank, err)
+	}
+	return ShardEntry{Size: info.Size, Checksum: sum}, h.CreatedNs, nil
+}
+
+func (s *S3Store) Newest(ctx context.Context, want Identity) (Manifest, error) {
+	return s.newest(ctx, want, true)
+}
+
+func (s *S3Store) Peek(ctx context.Context, want Identity) (Manifest, error) {
+	return s.newest(ctx, want, false)
+}
+
+// newest returns the newest complete epoch that is whole (its manifest, and with
+// verify every shard): a corrupt one is refused, said through Logf, and the one
+// before it tried. An epoch of another job ends the search: the store is not this
+// job's.
+func (s *S3Store) newest(ctx context.Context, want Identity, verify bool) (Manifest, error) {
+	epochs, err := s.list(ctx)
+	if err != nil {
+		return Manifest{}, err
+	}
+	var refused error
+	for _, e := range complete(epochs) {
+		m, err := s.manifest(ctx, e)
+		if err == nil && !m.Identity.ResumedBy(want) {
+			return m, fmt.Errorf("%w: %s holds epoch %d of %s (job %s), not of %s", ErrForeign, s.loc, m.Epoch, m.Identity, m.Job, want)
+		}
+		if err == nil && verify {
+			for r := range m.Ranks {
+				if err = s.verifyShard(ctx, m, r); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			return Manifest{}, err
+		}
+		s.logf("refusing epoch %d: %v", e, err)
+		if refused == nil {
+			refused = err
+		}
+	}
+	if refused != nil {
+		return Manifest{}, refused
+	}
+	return Manifest{}, ErrNoEpoch
+}
+
+// manifest reads and checks epoch e's manifest.
+func (s *S3Store) manifest(ctx context.Context, e uint64) (Manifest, error) {
+	key := s.key(path.Join(epochDir(e), ManifestName))
+	var m Manifest
+	obj, err := s.c.GetObject(ctx, s.loc.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return m, s.fail("reading "+s.where(key), err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(io.LimitReader(obj, maxManifest))
+	if err != nil && !gone(err) {
+		return m, s.fail("reading "+s.where(key), err)
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err == nil {
+		err = m.Validate()
+	}
+	if err == nil && m.Epoch != e {
+		err = fmt.Errorf("manifest says epoch %d", m.Epoch)
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.where(key), err)
+	}
+	return m, nil
+}
+
+// verifyShard reads rank's shard of the epoch m describes through, verifying it.
+func (s *S3Store) verifyShard(ctx context.Context, m Manifest, rank int) error {
+	rc, _, err := s.OpenShard(ctx, m, rank)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = io.CopyBuffer(io.Discard, rc, make([]byte, copyBuf))
+	if err != nil {
+		return s.fail("reading rank "+fmt.Sprint(rank)+"'s shard", err)
+	}
+	return nil
+}
+
+func (s *S3Store) OpenShard(ctx context.Context, m Manifest, rank int) (io.ReadCloser, int64, error) {
+	if rank < 0 || rank >= len(m.Shards) {
+		return nil, 0, fmt.Errorf("durable: rank %d of an epoch of %d ranks", rank, len(m.Shards))
+	}
+	key := s.key(path.Join(epochDir(m.Epoch), shardName(rank)))
+	obj, err := s.c.GetObject(ctx, s.loc.Bucket, key, minio.GetObjectOptions{})
+	if err == nil {
+		var st minio.ObjectInfo
+		if st, err = obj.Stat(); err == nil && st.Size != m.Shards[rank].Size {
+			obj.Close()
+			return nil, 0, fmt.Errorf("%w: %s: %d bytes, manifest says %d", ErrCorrupt, s.where(key), st.Size, m.Shards[rank].Size)
+		}
+	}
+	if gone(err) {
+		return nil, 0, fmt.Errorf("%w: %s: missing", ErrCorrupt, s.where(key))
+	}
+	if err != nil {
+		return nil, 0, s.fail("reading "+s.where(key), err)
+	}
+	return newVerifyingReader(obj, s.where(key), m, rank), m.Shards[rank].Size, nil
+}
+
+// Clear removes every object of an epoch under the prefix, complete or not.
+func (s *S3Store) Clear(ctx context.Context) error {
+	epochs, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for _, eo := range epochs {
+		keys = append(keys, eo.keys...)
+	}
+	return s.remove(ctx, keys)
+}
