@@ -29,7 +29,15 @@ type cgroupSetup struct {
 	V1Freezer string `json:"v1_freezer,omitempty"`
 }
 
-const cpuPeriodUs = 100000
+// cpuPeriodUs is the period of a host's CPU quota: 10 ms. A host over its quota
+// stops until the next period begins, and the ranks of an MPI job on other hosts
+// poll for its messages meanwhile, spending their own hosts' quotas on nothing.
+// With the kernel's default of 100 ms, stops of tens of milliseconds made the
+// same run of heat on two half-CPU hosts take 5 or 21 ms a step depending on how
+// the hosts' periods fell against each other (throttled in 98 % of the periods
+// in the slow case); a short period makes a quota a slower CPU, not one that
+// stops and starts.
+const cpuPeriodUs = 10000
 
 // describe says in one line what the cgroups give, for status and warnings.
 func (c cgroupSetup) describe() string {
