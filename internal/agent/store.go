@@ -94,11 +94,21 @@ func (a *Agent) reconcileVoters(sub *membership.Subscription) {
 	}
 }
 
-// storeMembers is membership as the voter plan needs it.
+// storeMembers is membership as the voter plan needs it, with the nodes whose
+// agents refuse connections marked (reachCheck, as GET /v1/nodes shows them).
 func (a *Agent) storeMembers() []jobstore.Member {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*reachTimeout)
+	defer cancel()
+	seen := a.memberNodes()
+	a.reach.mark(ctx, seen, dialTCP)
+	unreachable := map[string]bool{}
+	for _, n := range seen {
+		unreachable[n.Name] = n.State == StateUnreachable
+	}
 	var out []jobstore.Member
 	for _, n := range a.members.Nodes() {
-		out = append(out, jobstore.Member{Name: n.Name, Raft: n.Meta.Raft, Alive: n.State.Member() && !n.Meta.Leaving, Since: n.Since})
+		out = append(out, jobstore.Member{Name: n.Name, Raft: n.Meta.Raft, Alive: n.State.Member() && !n.Meta.Leaving,
+			Since: n.Since, Unreachable: unreachable[n.Name]})
 	}
 	return out
 }

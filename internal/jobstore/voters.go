@@ -19,6 +19,10 @@ type Member struct {
 	Raft  string    // the node's Raft address; "" for a node that takes no part
 	Alive bool      // alive or suspect; false for dead and left
 	Since time.Time // when it was first seen alive: older nodes are preferred
+	// Unreachable: membership holds it alive or suspect, but its agent refuses
+	// connections (gone, seconds before membership says so). It is not made a
+	// server or a voter until it answers; a server it is stays one.
+	Unreachable bool
 }
 
 // Server is one node of the Raft configuration.
@@ -67,6 +71,9 @@ func VoterTarget(n int) int {
 //     another address) are removed, the leader never;
 //   - live members with a Raft address that are not servers are added as
 //     non-voters, and promoted at a later round, once they follow the log;
+//     not one whose agent refuses connections (Unreachable), which would
+//     count in the quorum without voting: right after a recovery without it,
+//     membership still holds it alive for seconds;
 //   - VoterTarget(live members) of them vote: the leader, then the voters there
 //     are, then the longest-up members; other voters are demoted.
 //
@@ -91,6 +98,9 @@ func PlanVoters(servers []Server, members []Member, leader string) []Change {
 	// Who should vote, in order of preference.
 	cands := make([]Member, 0, len(alive))
 	for _, m := range alive {
+		if s, ok := current[m.Name]; m.Unreachable && !(ok && s.Voter) && m.Name != leader {
+			continue
+		}
 		cands = append(cands, m)
 	}
 	rank := func(m Member) int {

@@ -21,6 +21,7 @@ func TestPlanVoters(t *testing.T) {
 		return Member{Name: name, Raft: name + ":7948", Alive: true, Since: at(since)}
 	}
 	dead := func(name string) Member { return Member{Name: name, Raft: name + ":7948", Since: t0} }
+	refusing := func(name string, since int) Member { r := m(name, since); r.Unreachable = true; return r }
 	v := func(name string) Server { return Server{Name: name, Addr: name + ":7948", Voter: true} }
 	nv := func(name string) Server { return Server{Name: name, Addr: name + ":7948"} }
 	c := func(k ChangeKind, name string) Change { return Change{Kind: k, Name: name, Addr: name + ":7948"} }
@@ -54,6 +55,15 @@ func TestPlanVoters(t *testing.T) {
 			[]Member{m("n1", 0), m("n2", 1), m("n3", 2), m("n4", 3), m("n5", 4), m("n6", 5), m("n7", 9)},
 			[]Change{c(Promote, "n2"), c(Promote, "n3"), c(Promote, "n4")}},
 		{"no raft address: ignored", []Server{v("n1")}, []Member{m("n1", 0), {Name: "old", Alive: true}}, nil},
+		// Right after a recovery without n2 and n4, membership holds them alive
+		// for seconds though their agents refuse connections: neither is made a
+		// server, so neither counts in the quorum, nor finds itself a voter when
+		// it comes back with its old copy.
+		{"recovered without the refusing", []Server{v("n1")}, []Member{m("n1", 0), refusing("n2", 1), m("n3", 2), refusing("n4", 3)},
+			[]Change{c(AddNonvoter, "n3")}},
+		{"a refusing follower is not promoted", []Server{v("n1"), nv("n2"), nv("n3")}, []Member{m("n1", 0), refusing("n2", 1), m("n3", 2)},
+			nil}, // two live candidates: one voter, the leader
+		{"a refusing voter stays", []Server{v("n1"), v("n2"), v("n3")}, []Member{m("n1", 0), refusing("n2", 1), m("n3", 2)}, nil},
 	}
 	for _, tt := range tests {
 		leader := "n1"
