@@ -108,7 +108,7 @@ func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, st
 		fmt.Fprintf(r.stdout, "shoal: resuming from epoch %d kept in %s (job %s; Slurm job %s, restart %d)\n",
 			m.Epoch, r.durable, m.Job, r.alloc.JobID, r.alloc.Restarts)
 	}
-	spec.ID, spec.ResumeEpoch, spec.ResumeFrom = m.Job, m.Epoch, r.durable
+	spec.ID, spec.ResumeEpoch, spec.ResumeFrom, spec.ResumeWorld = m.Job, m.Epoch, r.durable, m.World
 	r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, Job: m.Job, SlurmJob: r.alloc.JobID}, m.Epoch)
 	return -1
 }
@@ -294,8 +294,13 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 		return fmt.Errorf("no agent holds a shard of epoch %d", epoch)
 	}
 	m := s.m
-	// The epoch's own count: an elastic job's changes from run to run.
+	// The epoch's own count: an elastic job's changes from run to run, and a
+	// program that gave libshoal a communicator of its first ranks only wrote
+	// fewer shards than its run had ranks (the run's count is then the world).
 	m.Epoch, m.Ranks = epoch, len(holders)
+	if !m.Elastic && s.m.Ranks > m.Ranks {
+		m.World = s.m.Ranks
+	}
 	err = s.r.store.Save(ctx, m, func(rank int) (io.ReadCloser, int64, error) {
 		var last error = fmt.Errorf("no agent holds rank %d's shard", rank)
 		for _, addr := range holders[rank] {

@@ -199,8 +199,8 @@ func Peek(dir string, want Identity) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, fmt.Errorf("%w: %s: %s: %v", ErrCorrupt, edir, ManifestName, err)
 	}
-	if !m.Identity.ResumedBy(want) {
-		return m, fmt.Errorf("%w: %s holds epoch %d of %s (job %s), not of %s", ErrForeign, dir, m.Epoch, m.Identity, m.Job, want)
+	if !m.Writer().ResumedBy(want) {
+		return m, fmt.Errorf("%w: %s holds epoch %d of %s (job %s), not of %s", ErrForeign, dir, m.Epoch, m.Writer(), m.Job, want)
 	}
 	return m, nil
 }

@@ -104,6 +104,12 @@ type Manifest struct {
 	SlurmJob  string `json:"slurm_job,omitempty"`
 	Epoch     uint64 `json:"epoch"`
 	CreatedNs uint64 `json:"created_ns"` // when the checkpoint was taken
+	// World is the rank count of the run that wrote the epoch when it had more
+	// ranks than shards (Ranks): a program that gives libshoal a communicator of
+	// its first ranks only, as NAS MG parks its surplus ranks; 0 when they are
+	// equal. A run of that count resumes the epoch, its extra ranks getting no
+	// shard, as they had none.
+	World int `json:"world,omitempty"`
 	// Shards are by rank, Ranks long: each shard's size and its XXH3-64 checksum
 	// (the shard's last 8 bytes), checked against the shard when it is read.
 	Shards []ShardEntry `json:"shards"`
@@ -131,8 +137,18 @@ func (m Manifest) Validate() error {
 		return errors.New("epoch 0")
 	case len(m.Shards) != m.Ranks:
 		return fmt.Errorf("%d shards listed for %d ranks", len(m.Shards), m.Ranks)
+	case m.World != 0 && m.World <= m.Ranks:
+		return fmt.Errorf("world %d, want more than the %d ranks with a shard, or none", m.World, m.Ranks)
 	}
 	return nil
+}
+
+// Writer is the identity of the run that wrote the epoch: the manifest's, with
+// the run's own rank count where it had ranks without a shard (World).
+func (m Manifest) Writer() Identity {
+	id := m.Identity
+	id.Ranks = max(m.Ranks, m.World)
+	return id
 }
 
 // epochDir is the name of complete epoch e's directory, tmpDir that of e while it

@@ -282,3 +282,26 @@ func TestNewestElastic(t *testing.T) {
 		t.Fatalf("Newest for an elastic run = epoch %d of %d ranks, %v; want epoch 2 of 3", got.Epoch, got.Ranks, err)
 	}
 }
+
+// TestNewestSubCommunicator: an epoch of 3 shards written by a run of 4 ranks
+// whose program gave libshoal a communicator of its first 3 (World 4) is resumed
+// by a run of 4, not of 3; a world no larger than the shards is refused.
+func TestNewestSubCommunicator(t *testing.T) {
+	dir := t.TempDir()
+	m := Manifest{Identity: heat, World: 4, Job: "heat-1", Epoch: 2}
+	if err := Save(dir, m, shards(t, "heat-1", 2, heat)); err != nil {
+		t.Fatal(err)
+	}
+	four := Identity{Program: "heat", Args: heat.Args, Ranks: 4}
+	got, err := Newest(dir, four)
+	if err != nil || got.Ranks != 3 || got.World != 4 {
+		t.Fatalf("Newest for 4 ranks = %d shards of a world of %d, %v; want 3 of 4", got.Ranks, got.World, err)
+	}
+	if _, err := Newest(dir, heat); !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), "on 4 ranks") {
+		t.Errorf("Newest for 3 ranks: %v, want %v naming the 4 ranks that wrote it", err, ErrForeign)
+	}
+	bad := Manifest{Identity: heat, World: 3, Job: "heat-1", Epoch: 3}
+	if err := Save(t.TempDir(), bad, shards(t, "heat-1", 3, heat)); err == nil || !strings.Contains(err.Error(), "world 3") {
+		t.Errorf("Save of a world of 3 over 3 shards: %v, want the world refused", err)
+	}
+}

@@ -308,8 +308,8 @@ func (s *S3Store) newest(ctx context.Context, want Identity, verify bool) (Manif
 	var refused error
 	for _, e := range complete(epochs) {
 		m, err := s.manifest(ctx, e)
-		if err == nil && !m.Identity.ResumedBy(want) {
-			return m, fmt.Errorf("%w: %s holds epoch %d of %s (job %s), not of %s", ErrForeign, s.loc, m.Epoch, m.Identity, m.Job, want)
+		if err == nil && !m.Writer().ResumedBy(want) {
+			return m, fmt.Errorf("%w: %s holds epoch %d of %s (job %s), not of %s", ErrForeign, s.loc, m.Epoch, m.Writer(), m.Job, want)
 		}
 		if err == nil && verify {
 			for r := range m.Ranks {

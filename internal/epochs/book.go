@@ -756,6 +756,15 @@ func (b *Book) World(epoch uint64) int {
 
 func (e *Entry) world() int { return max(e.World, len(e.Shards)) }
 
+// SetWorld records that epoch, which the book has, was written by a run of
+// world ranks, more than its shards (an epoch resumed from outside the cluster,
+// whose writing run the book never saw); a world no larger changes nothing.
+func (b *Book) SetWorld(epoch uint64, world int) {
+	if e := b.Epochs[epoch]; e != nil && world > len(e.Shards) {
+		e.World = world
+	}
+}
+
 // Restores reports whether a run of nranks ranks may restore from epoch: it
 // was written by a run of as many, or every region of its shards is
 // distributed or replicated (not [Entry.PerRank]). Epoch 0, a fresh start,

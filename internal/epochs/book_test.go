@@ -654,6 +654,14 @@ func TestEpochBookResume(t *testing.T) {
 	if b.StartRun(7) != 8 {
 		t.Errorf("the next run's first epoch is not 8")
 	}
+	// Kept outside the cluster by a run of 3 whose program checkpointed its
+	// first 2 ranks: the book is told the world it cannot see.
+	if b.SetWorld(7, 2); b.World(7) != 2 {
+		t.Errorf("world after SetWorld(7, 2) = %d, want the 2 shards'", b.World(7))
+	}
+	if b.SetWorld(7, 3); b.World(7) != 3 || b.Ranks(7) != 2 {
+		t.Errorf("after SetWorld(7, 3): world %d, ranks %d; want 3 and 2", b.World(7), b.Ranks(7))
+	}
 
 	for name, idx := range map[string]map[string][]shard.Info{
 		"a rank missing":     {"n1": {with(7, 0, 70)}, "n2": {with(6, 1, 61)}},

@@ -106,6 +106,10 @@ type Spec struct {
 	// it was kept, for the restart line. ID must then be the shards' job id.
 	ResumeEpoch uint64 `json:"resume_epoch,omitempty"`
 	ResumeFrom  string `json:"resume_from,omitempty"`
+	// ResumeWorld is the rank count of the run that wrote ResumeEpoch when it
+	// had more ranks than the epoch has shards (its program gave libshoal a
+	// communicator of its first ranks only); 0 when they are equal.
+	ResumeWorld int `json:"resume_world,omitempty"`
 	// Farm, when set, makes the job a task farm: Argv is run once per task,
 	// as a plain process (no MPI), on whichever node has room, and Ranks is 0.
 	Farm *FarmSpec `json:"farm,omitempty"`

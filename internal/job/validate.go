@@ -116,6 +116,9 @@ func (s Spec) Validate() error {
 	if s.ResumeEpoch > 0 && (s.ID == "" || s.Farm != nil) {
 		bad("resume_epoch %d: want a job id (the shards') and no farm", s.ResumeEpoch)
 	}
+	if s.ResumeWorld < 0 || s.ResumeWorld > 0 && s.ResumeEpoch == 0 {
+		bad("resume_world %d: want 0, or the ranks of the run that wrote resume_epoch", s.ResumeWorld)
+	}
 	if f := s.Farm; f != nil {
 		if s.Ranks != 0 {
 			bad("ranks %d: a task farm has none (want 0)", s.Ranks)

@@ -58,6 +58,8 @@ func TestValidateRefusesControlBytes(t *testing.T) {
 		{"a carriage return in resume_from", func(s *Spec) {
 			s.ID, s.ResumeEpoch, s.ResumeFrom = "heat", 3, "/keep/heat\rfake line"
 		}, `resume_from "/keep/heat\rfake line": contains control byte 0x0d (byte 10)`},
+		{"a world for a resumed epoch", func(s *Spec) { s.ID, s.ResumeEpoch, s.ResumeWorld = "heat", 3, 4 }, ""},
+		{"a world without an epoch", func(s *Spec) { s.ResumeWorld = 4 }, "resume_world 4: want 0, or the ranks of the run that wrote resume_epoch"},
 		{"an escape in a task", func(s *Spec) {
 			s.Ranks, s.Farm = 0, &FarmSpec{Tasks: []string{"1", "2\x1b[1A"}}
 		}, "farm.tasks[1]: contains control byte 0x1b (byte 1)"},

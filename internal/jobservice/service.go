@@ -223,7 +223,8 @@ func (s *Service) resumeDurable(ctx context.Context, info job.Job) (*epochs.Book
 	if err := book.Resume(spec.ResumeEpoch, indexes); err != nil {
 		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: %v", spec.ResumeEpoch, spec.ResumeFrom, err)
 	}
-	if n := book.Ranks(spec.ResumeEpoch); !spec.Elastic() && n != spec.Ranks {
+	book.SetWorld(spec.ResumeEpoch, spec.ResumeWorld)
+	if n := book.World(spec.ResumeEpoch); !spec.Elastic() && n != spec.Ranks {
 		return nil, nil, fmt.Errorf("cannot resume from epoch %d kept in %s: it was written by %d ranks and the job runs %d (an elastic job, --min-ranks/--max-ranks, resumes on another count)",
 			spec.ResumeEpoch, spec.ResumeFrom, n, spec.Ranks)
 	}

@@ -180,6 +180,7 @@ func TestSlurm(t *testing.T) {
 	}{
 		{"Requeued", batchJobRequeued},
 		{"HeldS3", batchJobHeldS3},
+		{"SubCommunicator", batchJobSubCommunicator},
 		{"Preempted", batchJobPreempted},
 		{"BatchHostLost", batchHostLost},
 		{"KilledHost", batchJobKilledHost},
