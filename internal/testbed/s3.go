@@ -341,6 +341,9 @@ var ErrS3NotUp = errors.New("testbed: s3: not up")
 // OpenS3 returns the testbed's S3 server from its settings, [ErrS3NotUp] when there
 // are none.
 func OpenS3() (*S3Server, error) {
+	if err := checkS3Dir(); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(filepath.Join(TestbedS3Dir, "settings.json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrS3NotUp
@@ -372,7 +375,12 @@ func S3Up(ctx context.Context, weed string) (*S3Server, error) {
 	if err := S3Down(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(TestbedS3Dir, 0o700); err != nil {
+	// Made here, after S3Down removed what was there: a directory another user
+	// made in /tmp first (or a link) fails here rather than be written by root.
+	if err := os.Mkdir(TestbedS3Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("testbed: s3: %w", err)
+	}
+	if err := checkS3Dir(); err != nil {
 		return nil, err
 	}
 	s, err := StartS3(ctx, S3Config{Weed: weed, Dir: TestbedS3Dir, BindIP: "0.0.0.0", Port: TestbedS3Port, Bucket: TestbedS3Bucket, Detach: true})
@@ -380,6 +388,24 @@ func S3Up(ctx context.Context, weed string) (*S3Server, error) {
 		return nil, err
 	}
 	return s, s.writeEnv()
+}
+
+// checkS3Dir checks that TestbedS3Dir, when it exists, is a directory only root
+// can change: not a link, root's, writable by nobody else. Root reads the pids it
+// stops there and writes credentials there, and /tmp is every user's.
+func checkS3Dir() error {
+	fi, err := os.Lstat(TestbedS3Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("testbed: s3: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("testbed: s3: %s is not a directory only root can change (%v): remove it", TestbedS3Dir, fi.Mode())
+	}
+	return nil
 }
 
 func (s *S3Server) writeEnv() error {
