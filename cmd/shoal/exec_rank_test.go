@@ -114,6 +114,14 @@ func rankWrappers(t *testing.T) map[string][]string {
 	}
 }
 
+// stopBy is how a rank wrapper under test is told to stop, if it is.
+type stopBy int
+
+const (
+	wrapperOnly stopBy = iota + 1
+	group
+)
+
 // TestRankWrappers: both wrappers keep docs/launcher-protocol.md's "Rank
 // wrapper" the same way: the program's exit code, the rank's state, signals
 // passed on, a program that cannot start, and SHOAL_STAGE_WAIT kept only for
@@ -121,7 +129,10 @@ func rankWrappers(t *testing.T) map[string][]string {
 func TestRankWrappers(t *testing.T) {
 	for name, wrapper := range rankWrappers(t) {
 		t.Run(name, func(t *testing.T) {
-			run := func(rank string, extraEnv []string, signal bool, prog ...string) (code int, state, stdout, stderr string) {
+			// signal: 0 runs prog to its end; wrapperOnly sends SIGTERM to the wrapper
+			// once the program runs; group to the wrapper's whole process group, as
+			// Open MPI's daemon does.
+			run := func(rank string, extraEnv []string, signal stopBy, prog ...string) (code int, state, stdout, stderr string) {
 				t.Helper()
 				ranks := t.TempDir()
 				cmd := exec.Command(wrapper[0], append(append(wrapper[1:], "--"), prog...)...)
@@ -129,10 +140,11 @@ func TestRankWrappers(t *testing.T) {
 				cmd.Env = append(cmd.Env, extraEnv...)
 				var out, errb strings.Builder
 				cmd.Stdout, cmd.Stderr = &out, &errb
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				if signal { // once the program runs, the wrapper is told to stop
+				if signal != 0 { // once the program runs, the wrapper is told to stop
 					deadline := time.Now().Add(10 * time.Second)
 					for {
 						b, _ := os.ReadFile(rankFile(ranks, rank))
@@ -144,7 +156,11 @@ func TestRankWrappers(t *testing.T) {
 						}
 						time.Sleep(10 * time.Millisecond)
 					}
-					cmd.Process.Signal(syscall.SIGTERM)
+					if signal == group {
+						syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+					} else {
+						cmd.Process.Signal(syscall.SIGTERM)
+					}
 				}
 				cmd.Wait()
 				b, _ := os.ReadFile(rankFile(ranks, rank))
@@ -161,13 +177,17 @@ func TestRankWrappers(t *testing.T) {
 					}
 				}
 			}
-			code, state, _, _ := run("2", nil, false, "/bin/sh", "-c", "exit 3")
+			code, state, _, _ := run("2", nil, 0, "/bin/sh", "-c", "exit 3")
 			want("exit 3", code, 3, state, "state=exited", "code=3")
-			code, state, _, _ = run("0", nil, false, "/bin/sh", "-c", "kill -9 $$")
+			code, state, _, _ = run("0", nil, 0, "/bin/sh", "-c", "kill -9 $$")
 			want("killed", code, 128+9, state, "state=signaled", "signal=9")
-			code, state, _, _ = run("1", nil, true, "/bin/sleep", "30")
+			code, state, _, _ = run("1", nil, wrapperOnly, "/bin/sleep", "30")
 			want("told to stop", code, 128+15, state, "state=stopped", "signal=15")
-			code, state, _, stderr := run("0", nil, false, "/nonexistent/program")
+			for range 5 { // the program may die before the wrapper sees its signal
+				code, state, _, _ = run("1", nil, group, "/bin/sleep", "30")
+				want("its process group told to stop", code, 128+15, state, "state=stopped", "signal=15")
+			}
+			code, state, _, stderr := run("0", nil, 0, "/nonexistent/program")
 			want("missing program", code, 127, state, "pid=0 state=exited", "code=127")
 			if !strings.Contains(stderr, "rank 0: cannot start /nonexistent/program") {
 				t.Errorf("missing program: stderr %q, want it to say the rank cannot start it", stderr)
@@ -175,12 +195,12 @@ func TestRankWrappers(t *testing.T) {
 			show := []string{"/bin/sh", "-c", `echo "wait=${SHOAL_STAGE_WAIT-unset} ranks=${SHOAL_STAGE_RANKS-unset}"`}
 			staged := []string{"SHOAL_STAGE_WAIT=30s", "SHOAL_STAGE_RANKS=0-1,5"}
 			for rank, line := range map[string]string{"5": "wait=30s ranks=unset", "1": "wait=30s ranks=unset", "3": "wait=unset ranks=unset"} {
-				code, _, stdout, _ := run(rank, staged, false, show...)
+				code, _, stdout, _ := run(rank, staged, 0, show...)
 				if code != 0 || strings.TrimSpace(stdout) != line {
 					t.Errorf("rank %s, shards of 0-1,5 staged: exit %d, the program saw %q, want %q", rank, code, stdout, line)
 				}
 			}
-			code, _, stdout, _ := run("1", []string{"SHOAL_STAGE_WAIT=30s", "SHOAL_STAGE_RANKS=1-x"}, false, show...)
+			code, _, stdout, _ := run("1", []string{"SHOAL_STAGE_WAIT=30s", "SHOAL_STAGE_RANKS=1-x"}, 0, show...)
 			if code != 0 || strings.TrimSpace(stdout) != "wait=unset ranks=unset" {
 				t.Errorf("a malformed rank list: the program saw %q, want SHOAL_STAGE_WAIT removed", stdout)
 			}

@@ -30,6 +30,15 @@ const (
 // them to the program and records the program's end as "stopped", not as a loss.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCONT, syscall.SIGUSR1, syscall.SIGUSR2}
 
+// toldGrace bounds how long a wrapper whose program died of a stop signal waits
+// to learn whether it was sent the same signal (and so was told to stop).
+const toldGrace = 200 * time.Millisecond
+
+// stopSignal reports whether s is one of the forwarded signals that stop a program.
+func stopSignal(s syscall.Signal) bool {
+	return s == syscall.SIGTERM || s == syscall.SIGINT || s == syscall.SIGHUP
+}
+
 // RunWrapped runs argv as one rank of a job and records how it ended in the ranks
 // directory named by SHOAL_RANKS_DIR (see docs/launcher-protocol.md). It returns the
 // exit code the wrapper should exit with: the program's own, or 128+signal.
@@ -66,10 +75,11 @@ func RunWrapped(argv []string, stderr io.Writer) int {
 	pid := cmd.Process.Pid
 	WriteRankState(dir, RankState{Rank: rank, PID: pid, State: StateRunning})
 	var told atomic.Bool
+	toldCh := make(chan struct{})
 	go func() {
 		for s := range sigs {
-			if s != syscall.SIGCONT && s != syscall.SIGUSR1 && s != syscall.SIGUSR2 {
-				told.Store(true)
+			if s != syscall.SIGCONT && s != syscall.SIGUSR1 && s != syscall.SIGUSR2 && !told.Swap(true) {
+				close(toldCh)
 			}
 			cmd.Process.Signal(s)
 		}
@@ -86,6 +96,15 @@ func RunWrapped(argv []string, stderr io.Writer) int {
 		if ws.Signaled() {
 			st.Signal = int(ws.Signal())
 			st.State = StateSignaled
+			if stopSignal(ws.Signal()) && !told.Load() {
+				// Open MPI's daemon signals the wrapper's whole process group: the
+				// program may die of it before this wrapper's signal has come
+				// through the runtime to the goroutine above.
+				select {
+				case <-toldCh:
+				case <-time.After(toldGrace):
+				}
+			}
 			if told.Load() {
 				st.State = StateStopped
 			}

@@ -3,6 +3,7 @@ package profiles
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -105,7 +106,16 @@ func TestAndroidKillerLearned(t *testing.T) {
 	code := j.Wait(90 * time.Second)
 	out := j.Output()
 	if code != 0 {
-		t.Fatalf("shoal run exited %d:\n%s", code, out)
+		log, _ := os.ReadFile(filepath.Join(b.Dir(), h.Name, "killer.log"))
+		var ps []byte
+		if pids, err := b.Procs(h.Name); err == nil && len(pids) > 0 {
+			list := make([]string, len(pids))
+			for i, p := range pids {
+				list[i] = strconv.Itoa(p)
+			}
+			ps, _ = exec.Command("ps", "-o", "pid,ppid,pgid,etimes,stat,args", "-p", strings.Join(list, ",")).CombinedOutput()
+		}
+		t.Fatalf("shoal run exited %d:\n%s\n%s's killer.log:\n%s\nits processes:\n%s", code, out, h.Name, log, ps)
 	}
 	if got := watch.Field(out, "checksum"); got != want {
 		t.Errorf("checksum %q, want the uninterrupted run's %q", got, want)
