@@ -103,19 +103,19 @@ func TestAndroidKillerLearned(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := watch.Start(t, cmd)
+	t.Cleanup(func() { // before the job is killed: what the host ran when it failed
+		if !t.Failed() {
+			return
+		}
+		hosts, _ := b.Hosts()
+		for _, o := range hosts {
+			logHost(t, b, o.Name)
+		}
+	})
 	code := j.Wait(90 * time.Second)
 	out := j.Output()
 	if code != 0 {
-		log, _ := os.ReadFile(filepath.Join(b.Dir(), h.Name, "killer.log"))
-		var ps []byte
-		if pids, err := b.Procs(h.Name); err == nil && len(pids) > 0 {
-			list := make([]string, len(pids))
-			for i, p := range pids {
-				list[i] = strconv.Itoa(p)
-			}
-			ps, _ = exec.Command("ps", "-o", "pid,ppid,pgid,etimes,stat,args", "-p", strings.Join(list, ",")).CombinedOutput()
-		}
-		t.Fatalf("shoal run exited %d:\n%s\n%s's killer.log:\n%s\nits processes:\n%s", code, out, h.Name, log, ps)
+		t.Fatalf("shoal run exited %d:\n%s", code, out)
 	}
 	if got := watch.Field(out, "checksum"); got != want {
 		t.Errorf("checksum %q, want the uninterrupted run's %q", got, want)
@@ -138,6 +138,24 @@ func TestAndroidKillerLearned(t *testing.T) {
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
 	}
+}
+
+// logHost logs node's processes and its process killer's log, if it has one.
+func logHost(t *testing.T, b *testbed.Bed, node string) {
+	if log, err := os.ReadFile(filepath.Join(b.Dir(), node, "killer.log")); err == nil {
+		t.Logf("%s's killer.log:\n%s", node, log)
+	}
+	pids, err := b.Procs(node)
+	if err != nil || len(pids) == 0 {
+		t.Logf("%s's processes: none (%v)", node, err)
+		return
+	}
+	list := make([]string, len(pids))
+	for i, p := range pids {
+		list[i] = strconv.Itoa(p)
+	}
+	ps, _ := exec.Command("ps", "-o", "pid,ppid,pgid,etimes,stat,wchan:20,args", "-p", strings.Join(list, ",")).CombinedOutput()
+	t.Logf("%s's processes:\n%s", node, ps)
 }
 
 // ranksOn counts the ranks a layout ("n1:0-3 n2:4-6 n4:7-23,25") puts on node.
