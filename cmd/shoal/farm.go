@@ -157,7 +157,7 @@ func farmCmd(args []string, stdout, stderr io.Writer) int {
 		return runFarmHere(f, program, fs.Args()[1:], tasks, stdout, stderr)
 	}
 	if f.agent == (localAgentFlags{}) {
-		c, err := localAgent(stderr)
+		c, _, err := localAgent(stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "shoal farm: %v\n", err)
 			return exitFailure

@@ -31,6 +31,13 @@ func (f *localAgentFlags) register(fs *flag.FlagSet) {
 
 // client returns a client of the agent the flags designate.
 func (f *localAgentFlags) client() (*api.Client, error) {
+	c, _, err := f.clientSecret()
+	return c, err
+}
+
+// clientSecret is client and the cluster secret it signs with: nil for a client of
+// the agent's local socket, for a user who cannot read the secret.
+func (f *localAgentFlags) clientSecret() (*api.Client, []byte, error) {
 	addr := f.addr
 	if addr == "" {
 		addr = os.Getenv("SHOAL_AGENT")
@@ -43,20 +50,20 @@ func (f *localAgentFlags) client() (*api.Client, error) {
 		// A user who cannot read the secret talks to the local agent through
 		// its socket, as themself: the agent's own data dir, or root's.
 		if sock := localSocket(dir, f.dataDir == "" && os.Getenv("SHOAL_DATA_DIR") == ""); sock != "" {
-			return api.NewLocalClient(sock), nil
+			return api.NewLocalClient(sock), nil, nil
 		}
 	}
 	var secret []byte
 	var err error
 	if f.secretFile != "" {
 		if secret, err = agent.ReadSecret(f.secretFile); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if addr == "" {
 		a, s, err := agent.FindLocal(dir)
 		if err != nil && !(secret != nil && errors.Is(err, agent.ErrNoSecret)) {
-			return nil, err
+			return nil, nil, err
 		}
 		addr = a
 		if secret == nil {
@@ -64,10 +71,10 @@ func (f *localAgentFlags) client() (*api.Client, error) {
 		}
 	} else if secret == nil {
 		if secret, err = agent.ReadSecret(filepath.Join(dir, agent.SecretFile)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return api.NewClient(addr, secret), nil
+	return api.NewClient(addr, secret), secret, nil
 }
 
 // errorLine turns an error into the one line a command prints after its name.

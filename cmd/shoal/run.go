@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"shoal/internal/durable"
@@ -37,13 +40,14 @@ is staged to them; a Python interpreter is not staged but run by its path, which
 every node must have, and its script is staged instead. With no agent inside a
 Slurm allocation ($SLURM_JOB_ID), shoal run starts an agent on each allocated node
 (srun --no-kill), runs the job over them and stops them at the end
-(docs/slurm.md); with --durable DIR (or s3://BUCKET/PREFIX, an object store)
-there, the newest complete epoch is kept in DIR, a run of the same job resumes
-from it, and SIGTERM (Slurm's warning signal:
-exec shoal run in the batch script) holds the job at a checkpoint kept in DIR
-and requeues it. With no agent elsewhere, shoal run coordinates the job itself on
-this machine; an agent that refuses the job (a wrong secret) is an error, not a
-reason to run it here instead. Such a run, cancelled (Ctrl-C) or failed, keeps its
+(docs/slurm.md). With --durable DIR or s3://BUCKET/PREFIX (an object store),
+on any cluster of agents or in such an allocation, shoal run copies the job's
+newest complete epoch there while it follows the job, and a run of the same job
+resumes from it, even when every node the job ran on is gone (docs/durable.md);
+in an allocation, SIGTERM (Slurm's warning signal: exec shoal run in the batch
+script) holds the job at an epoch kept there and requeues it. With no agent
+elsewhere, shoal run coordinates the job itself on this machine; an agent that
+refuses the job (a wrong secret) is an error, not a reason to run it here instead. Such a run, cancelled (Ctrl-C) or failed, keeps its
 checkpoints (24h, or as --keep and --keep-for say); the same command with its
 --job-id resumes from them. Another program, arguments or rank count is refused,
 naming what differs; --fresh starts afresh (docs/retention.md).
@@ -73,7 +77,7 @@ Exit codes: 0 success; the program's own exit code when a rank exited non-zero
 by itself (not retried); 1 shoal could not run the job; 2 usage error;
 3 ranks kept dying (or mpirun kept failing without a rank saying why) and
 --max-restarts was used up; 75 stopped on SIGTERM in a Slurm allocation with
---durable (the newest epoch is kept in DIR; the job is requeued when Slurm
+--durable (the newest epoch is kept in the store; the job is requeued when Slurm
 allows); 130 interrupted (the job is cancelled). With
 --detach: 0 once the job is submitted; 'shoal wait' gives the job's code later.
 `
@@ -114,7 +118,7 @@ type runFlags struct {
 	keep    bool
 	keepFor time.Duration
 	// durable is --durable DIR (made absolute) or s3://BUCKET/PREFIX: where the
-	// newest complete epoch is kept, in a Slurm allocation (docs/slurm.md);
+	// newest complete epoch is kept, with agents (docs/durable.md);
 	// durableLoc is it parsed, and durableEndpoint --durable-endpoint URL.
 	durable         string
 	durableLoc      durable.Location
@@ -275,7 +279,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the MPI the program is linked with, else the agent's --engine, else openmpi; a program built with the other MPI, or linked with a libshoal built for the other, is refused")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the retention policy, of the agents or of this machine alone: 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the retention policy")
-	fs.StringVar(&f.durable, "durable", "", "in a Slurm allocation: keep the newest complete checkpoint epoch in `DIR` on the cluster's shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied in the background; a run with the same DIR, program, arguments and rank count (a requeued job) resumes from it, and SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75; docs/slurm.md)")
+	fs.StringVar(&f.durable, "durable", "", "keep the newest complete checkpoint epoch in `DIR` on a shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied from the nodes by this shoal run while it follows the job (with an agent, or in a Slurm allocation; not with --detach); a run with the same location, program, arguments and rank count resumes from it, even when every node the job ran on is gone, and the job's success clears it; in a Slurm allocation, SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75); docs/durable.md")
 	fs.StringVar(&f.durableEndpoint, "durable-endpoint", "", "with --durable s3://…: the S3-compatible server's `URL`, http(s)://HOST[:PORT] (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS S3)")
 	fs.StringVar(&f.user, "user", "", "run the job's ranks as `NAME` (a login name or uid of this node, not root) on every node instead of as the agents' user; for root (or the agents' user) only: any other user's jobs run as that user (with an agent)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
@@ -349,6 +353,9 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		return f, nil, exitUsage
 	case f.keep && f.keepFor > 0:
 		fmt.Fprintln(stderr, "shoal run: --keep and --keep-for: give one (--keep keeps the data until removed by hand)")
+		return f, nil, exitUsage
+	case f.detach && f.durable != "":
+		fmt.Fprintln(stderr, "shoal run: --detach and --durable: the attached shoal run copies the job's epochs to the store, so a detached job would have none kept")
 		return f, nil, exitUsage
 	case f.detach && f.local:
 		fmt.Fprintln(stderr, "shoal run: --detach and --local: a detached job needs an agent to run it")
@@ -434,13 +441,13 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !f.local {
-		c, err := localAgent(stderr)
+		c, secret, err := localAgent(stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "shoal run: %v\n", err)
 			return exitFailure
 		}
-		if c != nil && f.durable != "" {
-			fmt.Fprintf(stderr, "shoal run: --durable: only in a Slurm allocation where shoal run starts the agents, not with the agent at %s (docs/slurm.md)\n", c.Addr())
+		if c != nil && f.durable != "" && secret == nil {
+			fmt.Fprintf(stderr, "shoal run: --durable: shoal run copies the job's epochs from every node, which needs the cluster's secret, and you cannot read the agent's (at %s)\n", c.Addr())
 			return exitUsage
 		}
 		if c != nil && f.fresh {
@@ -448,7 +455,17 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		if c != nil {
-			return runOnCluster(c, f, program, rest[1:], stdout, stderr, nil)
+			var dr *durableRun
+			if f.durable != "" {
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				store, code := openDurable(ctx, f, program, rest[1:], stderr)
+				stop()
+				if code >= 0 {
+					return code
+				}
+				dr = &durableRun{secret: secret, store: store, loc: f.durable, quiet: f.quiet, stdout: stdout}
+			}
+			return runOnCluster(c, f, program, rest[1:], stdout, stderr, dr, nil)
 		}
 		if alloc, ok := allocationOf(stderr); ok {
 			if f.owner != nil && os.Getuid() != 0 {

@@ -23,31 +23,32 @@ import (
 )
 
 // localAgent returns a client of the agent `shoal run` submits to: $SHOAL_AGENT's when
-// it is set, else this machine's. It returns nil, nil when no agent runs here (no
+// it is set, else this machine's, and the cluster secret it signs with (nil for a
+// user who cannot read it, whose client talks through the agent's local socket). It returns nil, nil when no agent runs here (no
 // DATA-DIR/agent.addr, or one left by an agent that no longer answers, which note says);
 // then `shoal run` runs the job on this machine itself. An agent that answers but
 // refuses the request is an error: running the job elsewhere than asked would hide it.
-func localAgent(note io.Writer) (*api.Client, error) {
+func localAgent(note io.Writer) (*api.Client, []byte, error) {
 	flags := localAgentFlags{dataDir: os.Getenv("SHOAL_DATA_DIR")}
 	named := os.Getenv("SHOAL_AGENT") != ""
-	c, err := flags.client()
+	c, secret, err := flags.clientSecret()
 	if errors.Is(err, agent.ErrNoAgent) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = c.Nodes(ctx)
 	if errors.Is(err, errkind.Unreachable) && !named {
 		fmt.Fprintf(note, "shoal: the local agent at %s does not answer; running on this machine only\n", c.Addr())
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent at %s: %s", c.Addr(), errorLine(err))
+		return nil, nil, fmt.Errorf("agent at %s: %s", c.Addr(), errorLine(err))
 	}
-	return c, nil
+	return c, secret, nil
 }
 
 // upload stores a local file in the agent's cache and describes it for a job spec.
@@ -155,15 +156,17 @@ func scriptArg(args []string) int {
 
 // runOnCluster submits the job to the local agent, which places it over the
 // cluster, and follows its events until it ends; with --detach it returns once
-// the job is submitted. ar, for a job over the agents shoal run started in a
-// Slurm allocation, adds --durable and the hold on SIGTERM; nil elsewhere.
-func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer, ar *allocRun) int {
+// the job is submitted. dr, with --durable, keeps the job's newest epoch in the
+// store and resumes it from there; ar, for a job with --durable over the agents
+// shoal run started in a Slurm allocation, adds the hold on SIGTERM. Both are nil
+// when not asked for.
+func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdout, stderr io.Writer, dr *durableRun, ar *allocRun) int {
 	rawArgs := args // as given: the script's path, before jobArgv names it by its file name
-	// With --durable in an allocation, SIGTERM is Slurm's warning: the job holds
-	// (ar.hold) rather than being cancelled.
+	// In an allocation, SIGTERM is Slurm's warning: the job holds (ar.hold) rather
+	// than being cancelled.
 	interrupts := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	var term chan os.Signal
-	if ar != nil && ar.store != nil {
+	if ar != nil {
 		interrupts = interrupts[:1]
 		term = make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
@@ -233,8 +236,8 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	if code := addInputs(ctx, c, &spec, f.files, "run", stderr); code >= 0 {
 		return code
 	}
-	if ar != nil && ar.store != nil {
-		if code := ar.resume(ctx, c, &spec, stderr); code >= 0 {
+	if dr != nil {
+		if code := dr.resume(ctx, c, &spec, stderr); code >= 0 {
 			return code
 		}
 	}
@@ -264,34 +267,36 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 		return exitOK
 	}
 	var stopSaver context.CancelFunc
-	if term != nil {
+	if dr != nil {
 		var sctx context.Context
 		sctx, stopSaver = context.WithCancel(context.Background())
 		defer stopSaver()
-		go ar.saver.run(sctx, job.ID)
-		ar.holding = make(chan struct{})
-		go func() {
-			select {
-			case <-term:
-				ar.hold(c, job.ID, stderr)
-			case <-sctx.Done():
-				close(ar.holding)
-			}
-		}()
-		defer func() {
-			stopSaver()
-			<-ar.holding
-		}()
+		go dr.saver.run(sctx, job.ID)
+		if ar != nil {
+			ar.holding = make(chan struct{})
+			go func() {
+				select {
+				case <-term:
+					ar.hold(c, job.ID, stderr)
+				case <-sctx.Done():
+					close(ar.holding)
+				}
+			}()
+			defer func() {
+				stopSaver()
+				<-ar.holding
+			}()
+		}
 	}
 	// Interrupted, the job is cancelled, and shoal run follows it to its end to say
 	// so; a second interrupt ends shoal run at once.
 	defer cancelOnInterrupt(ctx, cancel, c, job.ID)()
 	code := awaitJob("run", c, job.ID, jobPrinter{stdout: stdout, stderr: stderr, v: runVerbosity(f)}, stderr)
-	if term != nil && code == exitOK {
+	if dr != nil && code == exitOK {
 		// The job is done: a later run of it starts afresh, not from its last epoch.
 		stopSaver()
-		ar.saver.wait()
-		ar.clear(stderr)
+		dr.saver.wait()
+		dr.clear(stderr)
 	}
 	return code
 }

@@ -16,44 +16,62 @@ import (
 	"shoal/internal/durable"
 	"shoal/internal/job"
 	"shoal/internal/shard"
-	"shoal/internal/slurm"
 )
 
-// Exit code of `shoal run` in a Slurm allocation that held its job on SIGTERM
-// (Slurm's warning signal): the job's newest epoch is kept in --durable DIR, and
-// a requeued or new run with the same DIR resumes from it (EX_TEMPFAIL: try again).
-const exitHeld = 75
-
-// Bounds of the hold on SIGTERM: both well inside a --signal=B:TERM@60 warning,
-// leaving time to stop the agents and requeue.
-const (
-	// holdTimeout bounds the wait for the checkpoint asked for to be complete.
-	holdTimeout = 30 * time.Second
-	// holdSaveTimeout bounds the wait for it to be kept in DIR, after that.
-	holdSaveTimeout = 15 * time.Second
-)
-
-// allocRun is what shoal run adds to a job it runs over the agents it started in a
-// Slurm allocation: the newest complete epoch kept in --durable DIR, a resume from
-// it, and a hold on SIGTERM.
-type allocRun struct {
-	alloc  slurm.Allocation
+// durableRun is what shoal run adds to a job it runs over agents with --durable:
+// the job's newest complete epoch kept in a store (DIR or s3://BUCKET/PREFIX),
+// copied from the nodes by this process while it follows the job, and a resume
+// from that epoch when a run of the same job finds one there. It is the same on
+// any cluster and in a Slurm allocation, where slurmJob names the allocation's job.
+type durableRun struct {
+	// secret is the cluster's: the copy and the resume talk to every agent.
 	secret []byte
-	// store keeps the epochs (--durable DIR or s3://BUCKET/PREFIX), nil without;
-	// durable is its location as messages say it.
-	store   durable.Store
-	durable string
-	quiet   bool
-	stdout  io.Writer
+	store  durable.Store
+	// loc is the store's location as messages say it.
+	loc    string
+	quiet  bool
+	stdout io.Writer
+	// slurmJob and restarts are the Slurm job shoal run runs in and how often it
+	// was requeued; slurmJob is "" outside Slurm.
+	slurmJob string
+	restarts int
 
 	saver *durableSaver
-	// held is the epoch kept in DIR when the job was held on SIGTERM (0: not
-	// held); holding is closed once hold has returned, nil when it never ran.
-	held    uint64
-	holding chan struct{}
 }
 
-// identity is what makes an epoch in DIR this job's (docs/slurm.md).
+// openDurable opens the store of --durable and checks, before any job runs, that
+// an epoch kept there for program and args is this job's. It returns the store, or
+// an exit code after saying why in one line (a DIR that cannot be made, a store
+// that cannot be read, another job's epoch), or -1.
+func openDurable(ctx context.Context, f runFlags, program string, args []string, stderr io.Writer) (durable.Store, int) {
+	if f.durableLoc.Dir != "" {
+		if err := os.MkdirAll(f.durableLoc.Dir, 0o700); err != nil {
+			fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
+			return nil, exitFailure
+		}
+	}
+	store, err := durable.Open(f.durableLoc, durable.S3Options{Endpoint: f.durableEndpoint,
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(stderr, "shoal: %s: "+format+"\n", append([]any{f.durable}, args...)...)
+		}})
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
+		return nil, exitFailure
+	}
+	// Its shards are read and verified when the job resumes (durableRun.resume).
+	spec := f.spec()
+	spec.Argv, _ = jobArgv(program, args)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = store.Peek(pctx, identity(spec))
+	cancel()
+	if err != nil && !errors.Is(err, durable.ErrNoEpoch) {
+		fmt.Fprintln(stderr, durableRefusal(err))
+		return nil, exitFailure
+	}
+	return store, -1
+}
+
+// identity is what makes an epoch in the store this job's (docs/durable.md).
 func identity(spec job.Spec) durable.Identity {
 	args := spec.Argv[1:]
 	if args == nil {
@@ -65,15 +83,15 @@ func identity(spec job.Spec) durable.Identity {
 	return durable.Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Ranks: spec.Ranks}
 }
 
-// resume readies spec to begin from the epoch DIR keeps for the same job, if there
+// resume readies spec to begin from the epoch the store keeps for the same job, if there
 // is one: its shards go into the stores of the agents, two nodes each, and the
 // job takes the shards' job id. It returns an exit code after saying why in one
 // line (a corrupt or foreign epoch, shards the agents would not take), or -1.
-func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, stderr io.Writer) int {
+func (r *durableRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, stderr io.Writer) int {
 	ident := identity(*spec)
 	m, err := r.store.Newest(ctx, ident)
 	if errors.Is(err, durable.ErrNoEpoch) {
-		r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, SlurmJob: r.alloc.JobID}, 0)
+		r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, SlurmJob: r.slurmJob}, 0)
 		return -1
 	}
 	if err != nil {
@@ -81,7 +99,7 @@ func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, st
 		return exitFailure
 	}
 	if spec.ID != "" && spec.ID != m.Job {
-		fmt.Fprintf(stderr, "shoal run: --job-id %s: the epoch kept in %s is job %s's; give that id or none\n", spec.ID, r.durable, m.Job)
+		fmt.Fprintf(stderr, "shoal run: --job-id %s: the epoch kept in %s is job %s's; give that id or none\n", spec.ID, r.loc, m.Job)
 		return exitFailure
 	}
 	nodes, err := c.Nodes(ctx)
@@ -101,20 +119,23 @@ func (r *allocRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, st
 		return exitFailure
 	}
 	if err := r.putShards(ctx, m, addrs); err != nil {
-		fmt.Fprintf(stderr, "shoal run: resuming from epoch %d kept in %s: %s\n", m.Epoch, r.durable, errorLine(err))
+		fmt.Fprintf(stderr, "shoal run: resuming from epoch %d kept in %s: %s\n", m.Epoch, r.loc, errorLine(err))
 		return exitFailure
 	}
 	if !r.quiet {
-		fmt.Fprintf(r.stdout, "shoal: resuming from epoch %d kept in %s (job %s; Slurm job %s, restart %d)\n",
-			m.Epoch, r.durable, m.Job, r.alloc.JobID, r.alloc.Restarts)
+		slurmJob := ""
+		if r.slurmJob != "" {
+			slurmJob = fmt.Sprintf("; Slurm job %s, restart %d", r.slurmJob, r.restarts)
+		}
+		fmt.Fprintf(r.stdout, "shoal: resuming from epoch %d kept in %s (job %s%s)\n", m.Epoch, r.loc, m.Job, slurmJob)
 	}
-	spec.ID, spec.ResumeEpoch, spec.ResumeFrom, spec.ResumeWorld = m.Job, m.Epoch, r.durable, m.World
-	r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, Job: m.Job, SlurmJob: r.alloc.JobID}, m.Epoch)
+	spec.ID, spec.ResumeEpoch, spec.ResumeFrom, spec.ResumeWorld = m.Job, m.Epoch, r.loc, m.World
+	r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, Job: m.Job, SlurmJob: r.slurmJob}, m.Epoch)
 	return -1
 }
 
-// durableRefusal is shoal run's line for an epoch in --durable DIR it will not resume
-// from.
+// durableRefusal is shoal run's line for an epoch in the --durable store it will not
+// resume from.
 func durableRefusal(err error) string {
 	if errors.Is(err, durable.ErrForeign) {
 		return fmt.Sprintf("shoal run: --durable: %v; give another DIR, or remove it to start afresh", err)
@@ -128,8 +149,8 @@ func durableRefusal(err error) string {
 // streamed from it, as Newest has just verified them; an object store's shards are
 // first read into a private temporary directory, verified as they arrive, since an
 // agent takes a shard it can read twice. Each agent verifies what it stores.
-func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []string) error {
-	open := func(rank int) (*os.File, error) { return os.Open(durable.ShardPath(r.durable, m, rank)) }
+func (r *durableRun) putShards(ctx context.Context, m durable.Manifest, addrs []string) error {
+	open := func(rank int) (*os.File, error) { return os.Open(durable.ShardPath(r.loc, m, rank)) }
 	if _, isDir := r.store.(*durable.DirStore); !isDir {
 		tmp, err := os.MkdirTemp("", "shoal-resume-")
 		if err != nil {
@@ -169,7 +190,7 @@ func (r *allocRun) putShards(ctx context.Context, m durable.Manifest, addrs []st
 
 // fetchShards reads every rank's shard of the epoch m describes from the store into
 // dir/RANK, verified as it is read, four at a time.
-func (r *allocRun) fetchShards(ctx context.Context, m durable.Manifest, dir string) error {
+func (r *durableRun) fetchShards(ctx context.Context, m durable.Manifest, dir string) error {
 	errs := make(chan error, m.Ranks)
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -205,41 +226,41 @@ func (r *allocRun) fetchShards(ctx context.Context, m durable.Manifest, dir stri
 // saveTimeout bounds one save of an epoch into the store.
 const saveTimeout = 10 * time.Minute
 
-// durableSaver keeps the job's newest complete epoch in DIR: it follows the job's
+// durableSaver keeps the job's newest complete epoch in the store: it follows the job's
 // newest complete epoch through the agent, and copies each new one from the nodes
 // that hold its shards, apart from the ranks: they never wait for it.
 type durableSaver struct {
-	r  *allocRun
+	r  *durableRun
 	c  *api.Client
 	m  durable.Manifest // Identity, SlurmJob, and Job once known
 	mu sync.Mutex
-	// saved is the epoch DIR keeps; changed is closed and replaced when it changes.
+	// saved is the epoch the store keeps; changed is closed and replaced when it changes.
 	saved   uint64
 	changed chan struct{}
 	done    chan struct{} // closed when run returns
 }
 
-func newDurableSaver(r *allocRun, c *api.Client, m durable.Manifest, saved uint64) *durableSaver {
+func newDurableSaver(r *durableRun, c *api.Client, m durable.Manifest, saved uint64) *durableSaver {
 	return &durableSaver{r: r, c: c, m: m, saved: saved, changed: make(chan struct{}), done: make(chan struct{})}
 }
 
 // wait returns once run has.
 func (s *durableSaver) wait() { <-s.done }
 
-// clear removes the epochs DIR keeps, once the job has finished.
-func (r *allocRun) clear(stderr io.Writer) {
+// clear removes the epochs the store keeps, once the job has finished.
+func (r *durableRun) clear(stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := r.store.Clear(ctx); err != nil {
-		fmt.Fprintf(stderr, "shoal: warning: the job finished, but its epoch stays in %s: %v\n", r.durable, err)
+		fmt.Fprintf(stderr, "shoal: warning: the job finished, but its epoch stays in %s: %v\n", r.loc, err)
 		return
 	}
 	if !r.quiet {
-		fmt.Fprintf(r.stdout, "shoal: the job finished: %s keeps no epoch of it any more\n", r.durable)
+		fmt.Fprintf(r.stdout, "shoal: the job finished: %s keeps no epoch of it any more\n", r.loc)
 	}
 }
 
-// run keeps DIR up to date with job id's newest complete epoch until ctx ends.
+// run keeps the store up to date with job id's newest complete epoch until ctx ends.
 func (s *durableSaver) run(ctx context.Context, id string) {
 	defer close(s.done)
 	s.m.Job = id
@@ -260,12 +281,12 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 			case err != nil && ctx.Err() == nil:
 				failed, retry = job.Epoch, time.Now().Add(2*time.Second)
 				if !failing {
-					fmt.Fprintf(s.r.stdout, "shoal: warning: keeping epoch %d in %s failed: %s\n", job.Epoch, s.r.durable, errorLine(err))
+					fmt.Fprintf(s.r.stdout, "shoal: warning: keeping epoch %d in %s failed: %s\n", job.Epoch, s.r.loc, errorLine(err))
 				}
 				failing = true
 			case err == nil:
 				if failing || !s.r.quiet {
-					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.durable, time.Since(start).Seconds())
+					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.loc, time.Since(start).Seconds())
 				}
 				failing = false
 			}
@@ -284,7 +305,7 @@ func (s *durableSaver) savedEpoch() uint64 {
 	return s.saved
 }
 
-// save copies epoch from the nodes that hold its shards into DIR.
+// save copies epoch from the nodes that hold its shards into the store.
 func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 	holders, _, err := s.index(ctx, epoch)
 	if err != nil {
@@ -366,7 +387,7 @@ func (s *durableSaver) index(ctx context.Context, epoch uint64) ([][]string, uin
 	return out, highest, nil
 }
 
-// waitSaved waits until DIR keeps epoch or a newer one, or ctx ends.
+// waitSaved waits until the store keeps epoch or a newer one, or ctx ends.
 func (s *durableSaver) waitSaved(ctx context.Context, epoch uint64) bool {
 	for {
 		s.mu.Lock()
@@ -379,92 +400,6 @@ func (s *durableSaver) waitSaved(ctx context.Context, epoch uint64) bool {
 		case <-ctx.Done():
 			return false
 		case <-changed:
-		}
-	}
-}
-
-// hold answers SIGTERM in the allocation: it asks the job's rank 0 for a checkpoint
-// after which the ranks hold still, waits until that epoch is complete and kept in
-// DIR (bounded by holdTimeout and holdSaveTimeout), then cancels the job, whose
-// ranks have done nothing since. r.held is then the epoch DIR keeps. A job that
-// ends by itself meanwhile is left to end.
-func (r *allocRun) hold(c *api.Client, id string, stderr io.Writer) {
-	defer close(r.holding)
-	s := r.saver
-	fmt.Fprintf(r.stdout, "shoal: SIGTERM in Slurm job %s: checkpointing job %s and holding it for a requeue\n", r.alloc.JobID, id)
-	ctx, cancel := context.WithTimeout(context.Background(), holdTimeout)
-	defer cancel()
-	epoch, ended, err := r.requestHold(ctx, c, id)
-	if ended {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal: warning: no checkpoint for the hold: %s\n", errorLine(err))
-	}
-	if epoch > 0 {
-		sctx, scancel := context.WithTimeout(context.Background(), holdSaveTimeout)
-		if !s.waitSaved(sctx, epoch) {
-			fmt.Fprintf(stderr, "shoal: warning: epoch %d was not kept in %s within %v\n", epoch, r.durable, holdSaveTimeout)
-		}
-		scancel()
-	}
-	r.held = s.savedEpoch()
-	if r.held == 0 {
-		fmt.Fprintf(stderr, "shoal: no epoch of job %s is kept in %s: a requeued run starts from the beginning\n", id, r.durable)
-	}
-	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer ccancel()
-	c.Cancel(cctx, id)
-}
-
-// requestHold asks rank 0's node of job id for a checkpoint and a hold, and waits
-// until an epoch newer than every one the nodes held at the request is complete:
-// an epoch under way then completes first, and would lose the work since. It
-// returns that epoch, or ended when the job ended by itself.
-func (r *allocRun) requestHold(ctx context.Context, c *api.Client, id string) (epoch uint64, ended bool, err error) {
-	job, err := c.Job(ctx, id)
-	if err != nil {
-		return 0, false, err
-	}
-	_, highest, err := r.saver.index(ctx, 0)
-	if err != nil {
-		return 0, false, err
-	}
-	after := max(highest, job.Epoch)
-	rank0 := ""
-	for node, ranks := range job.Placement {
-		if slices.Contains(ranks, 0) {
-			rank0 = node
-		}
-	}
-	nodes, err := c.Nodes(ctx)
-	if err != nil {
-		return 0, false, err
-	}
-	addr := ""
-	for _, n := range nodes {
-		if n.Name == rank0 {
-			addr = n.API
-		}
-	}
-	if addr == "" {
-		return 0, false, fmt.Errorf("rank 0's node %q does not answer", rank0)
-	}
-	if err := api.NewClient(addr, r.secret).RequestHold(ctx, id); err != nil {
-		return 0, false, err
-	}
-	for {
-		job, err := c.Job(ctx, id)
-		if err == nil && !job.Ended.IsZero() {
-			return 0, true, nil
-		}
-		if err == nil && job.Epoch > after {
-			return job.Epoch, false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, false, fmt.Errorf("no epoch after %d complete within %v", after, holdTimeout)
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

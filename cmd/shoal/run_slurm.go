@@ -42,32 +42,11 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 	}
 	var store durable.Store
 	if f.durable != "" {
-		// Before the agents start: a DIR that cannot be written, or a bucket that
-		// cannot be read, is the user's to fix.
-		if f.durableLoc.Dir != "" {
-			if err := os.MkdirAll(f.durableLoc.Dir, 0o700); err != nil {
-				fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
-				return exitFailure
-			}
-		}
-		store, err = durable.Open(f.durableLoc, durable.S3Options{Endpoint: f.durableEndpoint,
-			Logf: func(format string, args ...any) {
-				fmt.Fprintf(stderr, "shoal: %s: "+format+"\n", append([]any{f.durable}, args...)...)
-			}})
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal run: --durable: %v\n", err)
-			return exitFailure
-		}
-		// An epoch of another job is found now, not once the agents are up. Its
-		// shards are read and verified when the job resumes (allocRun.resume).
-		spec := f.spec()
-		spec.Argv, _ = jobArgv(program, args)
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := store.Peek(pctx, identity(spec))
-		cancel()
-		if err != nil && !errors.Is(err, durable.ErrNoEpoch) {
-			fmt.Fprintln(stderr, durableRefusal(err))
-			return exitFailure
+		// Before the agents start: a DIR that cannot be written, a bucket that cannot
+		// be read, or another job's epoch is the user's to fix.
+		var code int
+		if store, code = openDurable(ctx, f, program, args, stderr); code >= 0 {
+			return code
 		}
 	}
 	if f.durable != "" && startedByShell() {
@@ -122,22 +101,31 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 	go func() { cmd.Wait(); close(exited) }()
 	c := api.NewClient(step.APIAddr(), secret)
 	code := awaitAgents(ctx, c, len(nodes), exited, logPath, f.quiet, stdout, stderr)
-	ar := &allocRun{alloc: alloc, secret: secret, store: store, durable: f.durable, quiet: f.quiet, stdout: stdout}
+	var dr *durableRun
+	var ar *allocRun
+	if store != nil {
+		dr = &durableRun{secret: secret, store: store, loc: f.durable, quiet: f.quiet, stdout: stdout, slurmJob: alloc.JobID, restarts: alloc.Restarts}
+		ar = &allocRun{alloc: alloc, durable: dr}
+	}
 	if code < 0 {
 		// runOnCluster catches the interrupts from here on.
 		stop()
-		code = runOnCluster(c, f, program, args, stdout, stderr, ar)
+		code = runOnCluster(c, f, program, args, stdout, stderr, dr, ar)
 	}
 	// Nothing from here on may be cut short by a SIGTERM: the requeue below sends
 	// one, the time limit another, and an agent that did not leave passes on the
 	// one stopAgents sends it.
 	signal.Ignore(syscall.SIGTERM)
-	if ar.held > 0 {
+	held := uint64(0)
+	if ar != nil {
+		held = ar.held
+	}
+	if held > 0 {
 		code = exitHeld
 	}
 	clean := stopAgents(c, secret, cmd, exited)
-	if ar.held > 0 {
-		requeue(alloc, ar.held, f.durable, stdout, stderr)
+	if held > 0 {
+		requeue(alloc, held, f.durable, stdout, stderr)
 	}
 	if !clean || (code != exitOK && code != exitHeld) {
 		fmt.Fprintf(stderr, "shoal: the agents' log is %s\n", logPath)

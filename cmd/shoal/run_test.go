@@ -34,6 +34,7 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "-n", "2", "--ranks-per-node", "-1", "/bin/true"}, exitUsage, "--ranks-per-node -1: want 0 (no bound) to 65536"},
 		{[]string{"run", "--local", "-n", "2", "--ranks-per-node", "1", "/bin/true"}, exitUsage, "--ranks-per-node needs an agent"},
 		{[]string{"run", "--local", "-n", "2", "--durable", dir, "/bin/true"}, exitUsage, "--durable needs an agent"},
+		{[]string{"run", "--detach", "-n", "2", "--durable", "s3://bucket/jobs", "/bin/true"}, exitUsage, "shoal run: --detach and --durable: the attached shoal run copies the job's epochs to the store, so a detached job would have none kept"},
 		{[]string{"run", "--local", "-n", "2", "--user", "nobody", "/bin/true"}, exitUsage, "--user needs an agent"},
 		{[]string{"run", "-n", "2", "--durable", "s3://Bad_Bucket/jobs", "/bin/true"}, exitUsage, `shoal run: --durable: durable: "s3://Bad_Bucket/jobs": bad bucket name`},
 		{[]string{"run", "-n", "2", "--durable", "s3:///jobs", "/bin/true"}, exitUsage, "no bucket"},

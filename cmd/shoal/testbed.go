@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,7 +34,7 @@ rate-limited link between sites. Needs root. See docs/testbed.md.
 Subcommands:
   up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
      [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64]
-     [--profile wifi,none,wifi] [--no-agent] [--slurm]
+     [--profile wifi,none,wifi] [--no-agent] [--slurm] [--s3]
                     remove any previous testbed, bring up a new one; --sites
                     gives the hosts of each site in order (3,3: n1-n3 and
                     n4-n6), --site-rate each site's link to the others;
@@ -42,7 +43,9 @@ Subcommands:
                     --profile each host's device condition (wifi: delay,
                     jitter, loss and a rate cap on its link; android: no
                     SysV IPC, processes beyond 32 killed);
-                    --slurm runs Slurm in the hosts instead of agents
+                    --slurm runs Slurm in the hosts instead of agents;
+                    --s3 gives every process in the hosts the AWS_*
+                    settings of the S3 server (shoal testbed s3 up)
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
   kill NODE         SIGKILL every process in NODE (the host stays)
@@ -114,7 +117,7 @@ func testbedCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // tbBoolFlags are the testbed flags that take no value.
-var tbBoolFlags = map[string]bool{"json": true, "no-agent": true, "slurm": true}
+var tbBoolFlags = map[string]bool{"json": true, "no-agent": true, "slurm": true, "s3": true}
 
 // subcommandFirst finds the subcommand in args, which may follow flags
 // (shoal testbed --instance 7 status), and returns it with the flags before it
@@ -238,7 +241,8 @@ func tbUp(c *tbCtx, args []string) int {
 	profile := fs.String("profile", "", "device condition of each host, wifi, android or none: one value for all or one per host (docs/testbed.md, \"Profiles\")")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
 	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--no-agent] [--slurm]")
+	s3 := fs.Bool("s3", false, "give every process in the hosts (agents, exec) the AWS_* settings of the testbed's S3 server (shoal testbed s3 up), its endpoint at this instance's bridge address")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--no-agent] [--slurm] [--s3]")
 	if code >= 0 {
 		return code
 	}
@@ -265,7 +269,7 @@ func tbUp(c *tbCtx, args []string) int {
 		return exitUsage
 	}
 	cfg.SiteRate = *siteRate
-	cfg.Slurm = *slurm
+	cfg.Slurm, cfg.S3 = *slurm, *s3
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
 		return exitUsage
@@ -275,6 +279,12 @@ func tbUp(c *tbCtx, args []string) int {
 	}
 	if !*noAgent && !*slurm {
 		cfg.AgentBinary = cfg.LinkBinary
+	}
+	if *s3 {
+		if _, err := testbed.OpenS3(); errors.Is(err, testbed.ErrS3NotUp) {
+			fmt.Fprintf(c.stderr, "shoal testbed up: --s3: the S3 server is not up (no %s): run 'shoal testbed s3 up' first\n", filepath.Join(testbed.TestbedS3Dir, "env"))
+			return exitFailure
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

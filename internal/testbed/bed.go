@@ -94,6 +94,12 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 	if st.LinkBinary == "" {
 		st.LinkBinary = cfg.AgentBinary
 	}
+	if cfg.S3 {
+		if err := writeS3Env(n); err != nil {
+			return nil, err
+		}
+		st.S3Env = n.s3EnvFile()
+	}
 	if cfg.AgentBinary != "" {
 		help, err := probeAgent(ctx, cfg.AgentBinary)
 		if err != nil {

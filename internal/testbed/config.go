@@ -122,6 +122,14 @@ type Config struct {
 	// `shoal run` starts agents in its allocation (docs/slurm.md).
 	Slurm bool
 
+	// S3 gives every process in the hosts (agents, Slurm's daemons, commands run with
+	// [Bed.Command]) the AWS_* settings of the testbed's S3 server ([S3Up]), its
+	// endpoint at the instance's bridge address: a shoal run --durable s3://… in a
+	// host finds the store without flags. [Up] fails with [ErrS3NotUp] when the
+	// server is not up. The settings are those of Up's time: a server brought up
+	// anew since has other credentials.
+	S3 bool
+
 	// Logf receives warnings (no cgroup cpu controller, agent missing or dead). nil
 	// discards them.
 	Logf func(format string, args ...any)
@@ -391,6 +399,7 @@ func (n names) hostDir(k int) string     { return fmt.Sprintf("%s/n%d", n.dir(),
 func (n names) stateFile() string        { return n.dir() + "/state.json" }
 func (n names) machineNetnsPath() string { return n.dir() + "/machine-netns" }
 func (n names) secretFile() string       { return n.dir() + "/secret" }
+func (n names) s3EnvFile() string        { return n.dir() + "/s3.env" }
 func (n names) cgroupGroup() string      { return n.base() }
 func (n names) lockFile() string         { return "/run/lock/" + n.base() + ".lock" }
 func (n names) netnsPath(k int) string   { return "/run/netns/" + n.netns(k) }

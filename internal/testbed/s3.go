@@ -420,6 +420,24 @@ func S3Down() error {
 	return os.RemoveAll(TestbedS3Dir)
 }
 
+// writeS3Env writes the settings of the testbed's S3 server for the hosts of
+// instance n, the endpoint at its bridge address, to n's s3.env (Config.S3).
+func writeS3Env(n names) error {
+	s, err := OpenS3()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(n.s3EnvFile(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("testbed: s3: %w", err)
+	}
+	_, err = f.WriteString(s.Env(n.bridgeIP()))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // BridgeIP is this machine's address on instance's bridge, where its hosts reach
 // what runs outside them (the S3 server).
 func BridgeIP(instance int) string { return names{inst: instance}.bridgeIP() }

@@ -70,6 +70,9 @@ type state struct {
 	Hosts       []Host      `json:"hosts"`
 	// Slurm is the testbed's Slurm cluster; nil without one.
 	Slurm *slurmState `json:"slurm,omitempty"`
+	// S3Env is the file of AWS_* exports every process in the hosts reads first
+	// (Config.S3; mode 0600: it holds the server's secret); "" for none.
+	S3Env string `json:"s3_env,omitempty"`
 }
 
 const stateVersion = 1

@@ -1,0 +1,162 @@
+// Package durable runs a job with its epochs kept in an object store (shoal run
+// --durable s3://BUCKET/PREFIX) on testbed hosts with agents (instance 264, which
+// it takes down whole), loses every host at once, and resumes the job on a new
+// testbed from the store.
+package durable
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"shoal/internal/testbed"
+	"shoal/test/testenv"
+	"shoal/test/watch"
+)
+
+const instance = 264
+
+// TestEveryHostLost: heat on 2 ranks over 2 hosts, run in n1 by shoal run with
+// --durable s3://…, the credentials in the AWS_* variables. Once an epoch is kept in
+// the bucket, the whole testbed goes down at once: ranks, agents, their data and the
+// shoal run that copied the epochs. On a new testbed the same command resumes from
+// the bucket, heat resumes past its first step, and the job ends with the checksum of
+// an uninterrupted run, leaving no object under the prefix. The secret key appears in
+// neither run's output.
+func TestEveryHostLost(t *testing.T) {
+	bin := testenv.NeedTestbed(t)
+	heat := testenv.Built(t, "build/examples/heat")
+	weed := testbed.WeedPath()
+	if _, err := os.Stat(weed); err != nil {
+		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
+			t.Fatalf("%s missing: make test builds it (make s3-server)", weed)
+		}
+		t.Skipf("%s not built (make s3-server)", weed)
+	}
+	heatArgs := []string{"--size", "200", "--steps", "300"}
+	want := reference(t, 2, heatArgs...)
+
+	// On every address of this machine, so that it outlives the testbed's bridge:
+	// the hosts of both testbeds reach it at the bridge's address.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := testbed.StartS3(ctx, testbed.S3Config{Weed: weed, Dir: t.TempDir(), BindIP: "0.0.0.0", Bucket: "shoal-durable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	env := append(os.Environ(), srv.EnvVars(testbed.BridgeIP(instance))...)
+
+	loc := "s3://shoal-durable/jobs/heat"
+	kept := regexp.QuoteMeta(loc)
+	// 300 steps of at least 20 ms: 6 s uninterrupted, a checkpoint every second.
+	argv := append([]string{bin, "run", "-n", "2", "--ckpt-interval", "1s", "--durable", loc, "--", heat}, heatArgs...)
+	argv = append(argv, "--pace", "20000")
+	run := func(b *testbed.Bed) *watch.Proc {
+		cmd, err := b.Command(context.Background(), "n1", argv...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env, cmd.Dir = env, testenv.Root
+		return watch.Start(t, cmd)
+	}
+
+	b := up(t)
+	first := run(b)
+	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(`, time.Minute)[1])
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer dcancel()
+	if err := b.Down(dctx); err != nil {
+		t.Fatalf("testbed down: %v", err)
+	}
+	first.Wait(30 * time.Second) // killed with its host
+
+	b = up(t)
+	second := run(b)
+	resumed, _ := strconv.Atoi(second.WaitLine(`^shoal: resuming from epoch (\d+) kept in `+kept+` \(job \S+\)$`, time.Minute)[1])
+	if resumed < saved {
+		t.Errorf("resumed from epoch %d, want %d or newer (kept before the testbed went down)", resumed, saved)
+	}
+	if code := second.Wait(time.Minute); code != 0 {
+		t.Fatalf("the resumed run exited %d", code)
+	}
+	out := second.Output()
+	t.Logf("first run:\n%s\nsecond run:\n%s", shoalLines(first.Output()), shoalLines(out))
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("checksum = %q, want %q (uninterrupted run)", got, want)
+	}
+	m := regexp.MustCompile(`heat: resumed at step (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Errorf("heat did not say it resumed")
+	} else if step, _ := strconv.Atoi(m[1]); step <= 0 {
+		t.Errorf("heat resumed at step %d, want past the first", step)
+	}
+	for name, p := range map[string]*watch.Proc{"first": first, "second": second} {
+		if strings.Contains(p.Output(), srv.SecretKey) {
+			t.Errorf("the %s run's output holds the secret key", name)
+		}
+	}
+
+	c, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for obj := range c.ListObjects(context.Background(), "shoal-durable", minio.ListObjectsOptions{Prefix: "jobs/heat/", Recursive: true}) {
+		t.Errorf("the bucket keeps %s (%v) after the job finished", obj.Key, obj.Err)
+	}
+}
+
+// up brings up the testbed of the test: 2 hosts of 1 core with agents.
+func up(t *testing.T) *testbed.Bed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := testbed.Up(ctx, testbed.Config{Nodes: 2, Cores: []int{1}, Instance: instance, AgentBinary: filepath.Join(testenv.Root, "bin/shoal"), Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("testbed up: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.Down(ctx); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	return b
+}
+
+// reference runs heat-plain with plain mpirun on this machine alone and returns the
+// checksum of that uninterrupted run.
+func reference(t *testing.T, ranks int, args ...string) string {
+	t.Helper()
+	argv := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", strconv.Itoa(ranks),
+		testenv.Built(t, "build/examples/heat-plain")}, args...)
+	out, err := exec.Command("mpirun", argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	v := watch.Field(string(out), "checksum")
+	if v == "" {
+		t.Fatalf("reference run printed no checksum:\n%s", out)
+	}
+	return v
+}
+
+// shoalLines keeps shoal's own lines of a run's output, and heat's resume.
+func shoalLines(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "shoal") || strings.Contains(l, "heat: resumed") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
