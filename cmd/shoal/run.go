@@ -47,9 +47,10 @@ resumes from it, even when every node the job ran on is gone (docs/durable.md);
 in an allocation, SIGTERM (Slurm's warning signal: exec shoal run in the batch
 script) holds the job at an epoch kept there and requeues it. With no agent
 elsewhere, shoal run coordinates the job itself on this machine; an agent that
-refuses the job (a wrong secret) is an error, not a reason to run it here instead. Such a run, cancelled (Ctrl-C) or failed, keeps its
-checkpoints (24h, or as --keep and --keep-for say); the same command with its
---job-id resumes from them. Another program, arguments or rank count is refused,
+refuses the job (a wrong secret) is an error, not a reason to run it here
+instead. Such a run, cancelled (Ctrl-C) or failed, keeps its checkpoints (24h,
+or as --keep and --keep-for say); the same command with its --job-id resumes
+from them. Another program, arguments or rank count is refused,
 naming what differs; --fresh starts afresh (docs/retention.md).
 
 Rank output is prefixed "[rank] "; shoal's own lines start "shoal: ".

@@ -24,9 +24,10 @@ import (
 
 // localAgent returns a client of the agent `shoal run` submits to: $SHOAL_AGENT's when
 // it is set, else this machine's, and the cluster secret it signs with (nil for a
-// user who cannot read it, whose client talks through the agent's local socket). It returns nil, nil when no agent runs here (no
-// DATA-DIR/agent.addr, or one left by an agent that no longer answers, which note says);
-// then `shoal run` runs the job on this machine itself. An agent that answers but
+// user who cannot read it, whose client talks through the agent's local socket). It
+// returns no client when no agent runs here (no DATA-DIR/agent.addr, or one left by
+// an agent that no longer answers, which note says); then `shoal run` runs the job
+// on this machine itself. An agent that answers but
 // refuses the request is an error: running the job elsewhere than asked would hide it.
 func localAgent(note io.Writer) (*api.Client, []byte, error) {
 	flags := localAgentFlags{dataDir: os.Getenv("SHOAL_DATA_DIR")}

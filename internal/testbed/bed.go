@@ -74,7 +74,7 @@ func Up(ctx context.Context, cfg Config) (*Bed, error) {
 
 func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 	n := b.n
-	if err := os.MkdirAll(n.dir(), 0o755); err != nil {
+	if err := n.makeDir(); err != nil {
 		return nil, err
 	}
 	if err := n.mountDir(); err != nil {

@@ -8,10 +8,10 @@ import (
 	"strings"
 )
 
-// prefix is the argv that runs the argv after it inside host h: a shell that moves itself
-// into the host's cgroups before anything can fork (and reads the S3 server's settings,
-// with Config.S3: from a file, so that its secret is in no argv), then nsenter into the host's network
-// and UTS namespaces (and, for an arm64 host, its mount namespace and root: see
+// prefix is the argv that runs the argv after it inside host h: a shell that moves
+// itself into the host's cgroups before anything can fork (and reads the S3 server's
+// settings, with Config.S3: from a file, so that its secret is in no argv), then
+// nsenter into the host's network and UTS namespaces (and, for an arm64 host, its mount namespace and root: see
 // [arm64Enter]), then env with [HostEnv]. On a host whose profile denies SysV IPC, a
 // `shoal testbed no-sysv-ipc` step before nsenter installs the filter ([ExecNoSysVIPC]).
 func prefix(st *state, h *Host) []string {

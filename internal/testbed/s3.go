@@ -391,19 +391,11 @@ func S3Up(ctx context.Context, weed string) (*S3Server, error) {
 }
 
 // checkS3Dir checks that TestbedS3Dir, when it exists, is a directory only root
-// can change: not a link, root's, writable by nobody else. Root reads the pids it
-// stops there and writes credentials there, and /tmp is every user's.
+// can change ([checkRootDir]): root reads the pids it stops there and writes
+// credentials there.
 func checkS3Dir() error {
-	fi, err := os.Lstat(TestbedS3Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if err := checkRootDir(TestbedS3Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("testbed: s3: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("testbed: s3: %s is not a directory only root can change (%v): remove it", TestbedS3Dir, fi.Mode())
 	}
 	return nil
 }

@@ -99,6 +99,14 @@ func (s *state) hostNames() string {
 }
 
 func loadState(n names) (*state, error) {
+	// Root acts on what the file says (the pids it kills, the mounts it removes).
+	err := checkRootDir(n.dir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (instance %d: no %s)", ErrNotUp, n.inst, n.stateFile())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
 	b, err := os.ReadFile(n.stateFile())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w (instance %d: no %s)", ErrNotUp, n.inst, n.stateFile())
