@@ -433,7 +433,8 @@ func (b *clusterBackend) held(rc *reconfig) (time.Time, bool) {
 
 // finish collects the rank states of every node after the launcher exited, and tells
 // a lost node (its agent does not answer, or membership says so) from a rank failure.
-func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
+func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, failed bool, noticed *engine.Notice) ([]engine.RankState, *nodeLoss) {
+	ended := time.Now().UnixNano()
 	if failed || !b.quiet() {
 		b.refresh(ctx)
 	}
@@ -471,6 +472,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 		}(name, b.peer(name))
 	}
 	wg.Wait()
+	states = noticed.Apply(states, ended)
 	if len(silent) == 0 {
 		if nodes, err := b.cfg.Nodes(ctx); err == nil {
 			if loss := b.checkMembers(ctx, nodes); loss != nil {

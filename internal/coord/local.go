@@ -128,12 +128,12 @@ func (b *localBackend) readInterval() {
 	}
 }
 
-func (b *localBackend) finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss) {
+func (b *localBackend) finish(ctx context.Context, local []engine.RankState, failed bool, noticed *engine.Notice) ([]engine.RankState, *nodeLoss) {
 	b.scanEpochs() // the last epoch may have completed as the run ended
 	if b.j.spec.CheckpointAuto {
 		b.readInterval() // and the last checkpoint's cost been measured
 	}
-	return local, nil
+	return noticed.Apply(local, time.Now().UnixNano()), nil
 }
 
 func (b *localBackend) epochBase(uint64) uint64 {

@@ -166,8 +166,9 @@ type backend interface {
 	// a loss when a node of the run is gone.
 	poll(ctx context.Context) *nodeLoss
 	// finish runs once the launcher has exited: the last epochs, the states of the
-	// ranks on every node, and whether a node of the run was lost.
-	finish(ctx context.Context, local []engine.RankState, failed bool) ([]engine.RankState, *nodeLoss)
+	// ranks on every node with what the launcher noticed (nil: nothing) applied,
+	// and whether a node of the run was lost.
+	finish(ctx context.Context, local []engine.RankState, failed bool, noticed *engine.Notice) ([]engine.RankState, *nodeLoss)
 	// choose picks the epoch to restart from and names the epochs passed over.
 	// Epoch 0 is a fresh start. An error means no epoch survives and the job
 	// cannot go on (an [ErrEpochLost]).
@@ -526,7 +527,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		select {
 		case e := <-done:
 			local, _ := engine.ReadRankStates(run, ranksDir)
-			states, loss := j.be.finish(ctx, local, e.code != 0)
+			states, loss := j.be.finish(ctx, local, e.code != 0, engine.LauncherNotice(tail.String()))
 			return e.code, states, loss, engine.FailureLine(tail.String()), e.err
 		case <-news:
 		case <-tick.C:

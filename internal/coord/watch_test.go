@@ -460,7 +460,7 @@ func TestWatchKilledAgent(t *testing.T) {
 	// The launcher ends before a poll: the survivors are asked (d answers
 	// again), and c is lost for the same reason.
 	f.change(func() { f.cut["d"] = false })
-	_, loss = b.finish(context.Background(), nil, true)
+	_, loss = b.finish(context.Background(), nil, true, nil)
 	if loss == nil || !slices.Equal(loss.nodes, []string{"c"}) || loss.reason != agentGone {
 		t.Errorf("finish: loss %+v, want c lost: %s", loss, agentGone)
 	}
@@ -475,7 +475,7 @@ func TestAvoidOutlivesTheCoordinator(t *testing.T) {
 	f.cut["c"] = true
 	nodes := []string{"a", "b", "c"}
 	old := watchedBackend(t, f, place.Placement{"a", "b", "c"}, nodes...)
-	if _, loss := old.finish(context.Background(), nil, true); loss == nil || !slices.Equal(loss.nodes, []string{"c"}) {
+	if _, loss := old.finish(context.Background(), nil, true, nil); loss == nil || !slices.Equal(loss.nodes, []string{"c"}) {
 		t.Fatalf("finish with c cut: loss %v, want c", loss)
 	}
 	stored := old.rec.Job()
@@ -611,7 +611,7 @@ func TestQuietRunEndsWithoutRefresh(t *testing.T) {
 	stop()
 	finishCalls := func(failed bool) int {
 		before, _ := f.counts()
-		b.finish(context.Background(), nil, failed)
+		b.finish(context.Background(), nil, failed, nil)
 		after, _ := f.counts()
 		return after - before
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"io"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,4 +183,53 @@ func FailureLine(s string) string {
 		}
 	}
 	return "(no output)"
+}
+
+// launcherNotice is Open MPI's mpirun's line for the first process of a job that
+// died of a signal.
+var launcherNotice = regexp.MustCompile(`noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)`)
+
+// Notice is a rank's death that the launcher saw and the rank's wrapper did not
+// record: a wrapper killed with its program leaves no state of its own.
+type Notice struct {
+	Rank, Signal int
+}
+
+// LauncherNotice returns the rank whose death by a signal Open MPI's mpirun reports
+// in its output s ("mpirun noticed that process rank 16 with PID 21986 on node n19
+// exited on signal 9 (Killed)."), or nil. mpirun reports the first process of the
+// job to fail, which its daemon saw die while the daemon ran: the launcher's own
+// teardown comes after it, and a daemon that dies takes its processes with it
+// unseen. (MPICH's Hydra names a pid, not a rank.)
+func LauncherNotice(s string) *Notice {
+	m := launcherNotice.FindStringSubmatch(s)
+	if m == nil {
+		return nil
+	}
+	rank, err1 := strconv.Atoi(m[1])
+	sig, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil || sig <= 0 {
+		return nil
+	}
+	return &Notice{Rank: rank, Signal: sig}
+}
+
+// Apply records n in states, the ranks' states of the run the launcher ended at
+// (Unix ns): the noticed rank, when its state says it runs or vanished (its wrapper
+// said nothing of its end), died of n.Signal then. A state the wrapper wrote at
+// the end is kept: it is the wrapper's own word. A nil n changes nothing.
+func (n *Notice) Apply(states []RankState, at int64) []RankState {
+	if n == nil {
+		return states
+	}
+	for i := range states {
+		if states[i].Rank != n.Rank {
+			continue
+		}
+		if s := states[i].State; s == StateRunning || s == StateVanished {
+			states[i].State, states[i].Signal, states[i].TimeNs = StateSignaled, n.Signal, at
+		}
+		return states
+	}
+	return append(states, RankState{Rank: n.Rank, State: StateSignaled, Signal: n.Signal, TimeNs: at})
 }
