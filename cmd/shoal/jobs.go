@@ -172,6 +172,7 @@ Prints the events of JOB, one line each: time, type, message. The types:
   epoch          a checkpoint epoch became complete (epoch-bad: its shards failed
                  verification)
   interval       the automatic checkpoint interval chosen, and what from
+  durable        an epoch kept outside the cluster (shoal run --durable), and where
   progress       the program reported its progress
   rank-lost      a rank died; node-lost: a node of the run is gone; node-fault: a node
                  is up but cannot store checkpoints
@@ -327,6 +328,9 @@ func showJob(ctx context.Context, c *api.Client, id string, placement, traffic, 
 	}
 	if j.Spec.Farm == nil {
 		fmt.Fprintf(stdout, "redundancy: %s\n", describeRedundancy(j.Spec))
+	}
+	if d := j.Durable; d != nil {
+		fmt.Fprintf(stdout, "durable: epoch %d kept in %s %s ago\n", d.Epoch, d.Location, elapsed(time.Since(d.At)))
 	}
 	if traffic {
 		showTraffic(j, stdout)

@@ -285,8 +285,15 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 				}
 				failing = true
 			case err == nil:
-				if failing || !s.r.quiet {
-					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.loc, time.Since(start).Seconds())
+				took := time.Since(start).Seconds()
+				// Recorded in the job's record, whose event prints the line with the
+				// job's other events; said here when it cannot be (the job just
+				// ended) or when --quiet would hide the end of a run of failures.
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				rerr := s.c.KeptDurable(rctx, id, api.DurableRequest{Epoch: job.Epoch, Location: s.r.loc, Took: took})
+				rcancel()
+				if rerr != nil && !s.r.quiet || failing && s.r.quiet {
+					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.loc, took)
 				}
 				failing = false
 			}

@@ -694,6 +694,12 @@ func (c *Client) Rebalance(ctx context.Context, id string, req RebalanceRequest)
 	return j, err
 }
 
+// KeptDurable calls POST /v1/jobs/{id}/durable: epoch req.Epoch of job id is kept
+// at req.Location.
+func (c *Client) KeptDurable(ctx context.Context, id string, req DurableRequest) error {
+	return c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(id)+"/durable", req, nil)
+}
+
 // Evacuate calls POST /v1/evacuate: the coordinator moves its jobs off node.
 func (c *Client) Evacuate(ctx context.Context, node string) error {
 	return c.call(ctx, "POST", "/v1/evacuate", EvacuateRequest{Node: node}, nil)

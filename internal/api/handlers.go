@@ -156,6 +156,25 @@ func (s *Server) rebalanceJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) keptDurable(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	var req DurableRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if err := s.jobService().KeptDurable(r.Context(), id, req); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (s *Server) evacuate(w http.ResponseWriter, r *http.Request) error {
 	var req EvacuateRequest
 	if err := decodeJSON(r, &req, false); err != nil {

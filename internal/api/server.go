@@ -148,6 +148,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("DELETE /v1/jobs/{id}", route{user: true, h: s.cancelJob})
 	s.handle("GET /v1/jobs/{id}/events", route{user: true, h: s.jobEvents})
 	s.handle("POST /v1/jobs/{id}/rebalance", route{h: s.rebalanceJob})
+	s.handle("POST /v1/jobs/{id}/durable", route{h: s.keptDurable})
 	s.handle("POST /v1/evacuate", route{h: s.evacuate})
 	s.handle("POST /v1/launch", route{user: true, h: s.launch})
 	s.handle("POST /v1/grants", route{h: s.grant})

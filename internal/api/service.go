@@ -73,6 +73,10 @@ type JobService interface {
 	// Evacuate moves every job this node coordinates off node without losing work
 	// (checkpoint, then relaunch elsewhere); it returns once they all have.
 	Evacuate(ctx context.Context, node string) error
+	// KeptDurable records in running job id's record, with an event, that its
+	// epoch req.Epoch is kept outside the cluster at req.Location. A job that has
+	// ended is refused with ErrConflict.
+	KeptDurable(ctx context.Context, id string, req DurableRequest) error
 }
 
 // DataService stores content-addressed job files on this node. Same
@@ -194,6 +198,9 @@ func (Unavailable) Rebalance(context.Context, string, RebalanceRequest) (job.Job
 	return job.Job{}, notAvailable("job coordinator")
 }
 func (Unavailable) Evacuate(context.Context, string) error { return notAvailable("job coordinator") }
+func (Unavailable) KeptDurable(context.Context, string, DurableRequest) error {
+	return notAvailable("job coordinator")
+}
 func (Unavailable) Job(context.Context, string) (job.Job, error) {
 	return job.Job{}, notAvailable("job coordinator")
 }

@@ -47,6 +47,15 @@ type RebalanceRequest struct {
 	Force bool `json:"force,omitempty"`
 }
 
+// DurableRequest is the body of POST /v1/jobs/{id}/durable: epoch Epoch of the job
+// is now kept at Location, outside the cluster (shoal run --durable).
+type DurableRequest struct {
+	Epoch    uint64 `json:"epoch"`
+	Location string `json:"location"` // DIR or s3://BUCKET/PREFIX, as --durable names it
+	// Took is how long keeping it took, in seconds, for the event's words.
+	Took float64 `json:"took,omitempty"`
+}
+
 // JobList is the answer of GET /v1/jobs.
 type JobList struct {
 	Jobs []job.Job `json:"jobs"`

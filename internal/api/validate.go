@@ -151,3 +151,34 @@ func (q RebuildRequest) Validate(rank int) error {
 	}
 	return nil
 }
+
+// maxLocation bounds a durable location's length.
+const maxLocation = 1024
+
+// Validate checks a durable request, reporting every bad field in one error
+// wrapping [ErrBadRequest]. A location is a directory (absolute) or
+// s3://BUCKET/PREFIX, printable, never a URL with credentials in it.
+func (d DurableRequest) Validate() error {
+	var problems []string
+	if d.Epoch < 1 {
+		problems = append(problems, "epoch 0: want the epoch kept, 1 or more")
+	}
+	loc := d.Location
+	switch {
+	case loc == "" || len(loc) > maxLocation:
+		problems = append(problems, fmt.Sprintf("location: want 1 to %d bytes", maxLocation))
+	case strings.ContainsFunc(loc, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		problems = append(problems, fmt.Sprintf("location %q: control characters", loc))
+	case !strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "s3://"):
+		problems = append(problems, fmt.Sprintf("location %q: want an absolute directory or s3://BUCKET/PREFIX", loc))
+	case strings.HasPrefix(loc, "s3://") && strings.Contains(strings.SplitN(loc[len("s3://"):], "/", 2)[0], "@"):
+		problems = append(problems, "location: s3://BUCKET/PREFIX, with no credentials in it")
+	}
+	if d.Took < 0 || d.Took > 1e7 || d.Took != d.Took {
+		problems = append(problems, fmt.Sprintf("took %v: want seconds, 0 or more", d.Took))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
+	}
+	return nil
+}

@@ -28,3 +28,32 @@ func TestLaunchRefusesControlBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestDurableRequest: a durable report names an epoch and a location as --durable
+// takes it, with no credentials and nothing a log line would choke on.
+func TestDurableRequest(t *testing.T) {
+	tests := []struct {
+		req  DurableRequest
+		want string // "" for accepted
+	}{
+		{DurableRequest{Epoch: 4, Location: "s3://lab/jobs/heat", Took: 1.2}, ""},
+		{DurableRequest{Epoch: 1, Location: "/shared/ckpt"}, ""},
+		{DurableRequest{Location: "/shared/ckpt"}, "epoch 0: want the epoch kept"},
+		{DurableRequest{Epoch: 1}, "location: want 1 to 1024 bytes"},
+		{DurableRequest{Epoch: 1, Location: "/" + strings.Repeat("a", 1024)}, "location: want 1 to 1024 bytes"},
+		{DurableRequest{Epoch: 1, Location: "ckpt"}, `location "ckpt": want an absolute directory or s3://BUCKET/PREFIX`},
+		{DurableRequest{Epoch: 1, Location: "/a\nb"}, "control characters"},
+		{DurableRequest{Epoch: 1, Location: "s3://key:secret@lab/jobs"}, "with no credentials in it"},
+		{DurableRequest{Epoch: 1, Location: "/a", Took: -1}, "took -1: want seconds"},
+		{DurableRequest{Location: "x", Took: -1}, "epoch 0: want the epoch kept, 1 or more; location \"x\": want an absolute directory or s3://BUCKET/PREFIX; took -1"},
+	}
+	for _, tt := range tests {
+		err := tt.req.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: %v, want accepted", tt.req, err)
+		case tt.want != "" && (!errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%+v: got %v, want a bad request containing %q", tt.req, err, tt.want)
+		}
+	}
+}

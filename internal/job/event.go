@@ -60,6 +60,7 @@ const (
 	EventNodes      = "nodes"          // too few nodes: waiting for joins, or oversubscribing
 	EventRebalance  = "rebalance"      // a rebalance weighed and not done
 	EventInterval   = "interval"       // libshoal chose a new checkpoint interval (auto)
+	EventDurable    = "durable"        // an epoch was kept outside the cluster (shoal run --durable): [Durable] as Data
 	EventResize     = "resize"         // an elastic job's rank count changes: [Resize] as Data
 	EventDone       = "finished"       // the run loop's last word (local runs)
 	EventEnd        = "done"           // the job's end in its record: [Done] as Data

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -85,12 +86,25 @@ type Job struct {
 	// Handover is set while a job waits for its next coordinator after the
 	// last one, leaving, stopped its run at a checkpoint; nil otherwise.
 	Handover *Handover `json:"handover,omitempty"`
+	// Durable is the newest epoch of the job kept outside the cluster (shoal
+	// run --durable), as its keeper last reported it; nil when none was.
+	Durable *Durable `json:"durable,omitempty"`
+}
+
+// Durable says that epoch Epoch of a job is kept at Location (a directory, or
+// s3://BUCKET/PREFIX: never a credential) since At: the Data of a "durable"
+// event, whose time is At.
+type Durable struct {
+	Epoch    uint64    `json:"epoch"`
+	Location string    `json:"location"`
+	At       time.Time `json:"at,omitzero"`
 }
 
 // Apply records in j what event e says of the job: the state a transition
 // moves it to (only a [Lifecycle] makes events that carry one, so the
 // lifecycle is the one writer of the job's state) and when it first ran, the
-// restarts used, the newest complete epoch.
+// restarts used, the newest complete epoch, the newest epoch kept outside the
+// cluster.
 func (j *Job) Apply(e Event) {
 	if e.State != "" {
 		j.State = e.State
@@ -103,6 +117,13 @@ func (j *Job) Apply(e Event) {
 	}
 	if e.Type == EventEpoch {
 		j.Epoch = e.Epoch
+	}
+	if e.Type == EventDurable {
+		var d Durable
+		if json.Unmarshal(e.Data, &d) == nil && d.Epoch > 0 {
+			d.At = e.Time
+			j.Durable = &d
+		}
 	}
 }
 

@@ -144,7 +144,7 @@ func (j *clusterJob) event(e job.Event) {
 		j.write(true, e)
 		return
 	}
-	j.post(e.State != "" || e.Type == job.EventEpoch, e)
+	j.post(e.State != "" || e.Type == job.EventEpoch || e.Type == job.EventDurable, e)
 }
 
 // update changes the job's info and writes it within writeDelay.

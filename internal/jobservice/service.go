@@ -439,6 +439,41 @@ func (s *Service) Evacuate(ctx context.Context, node string) error {
 	return s.reconfigure(ctx, "", node, fmt.Sprintf("node %s leaving", node))
 }
 
+// KeptDurable records in job id's record, with an event ("epoch 4 kept in
+// s3://lab/jobs/heat (1.2 s)"), that its epoch req.Epoch is kept outside the
+// cluster: `shoal jobs ID` shows it, and the events of the job say it to whoever
+// follows them. The leader, which drives the job, records it.
+func (s *Service) KeptDurable(ctx context.Context, id string, req api.DurableRequest) error {
+	if !s.leads(ctx) {
+		c, err := s.leader(ctx)
+		if err != nil {
+			return err
+		}
+		return c.KeptDurable(ctx, id, req)
+	}
+	j := s.driver(id)
+	if j == nil {
+		if _, err := s.Job(ctx, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
+	}
+	j.mu.Lock()
+	done := j.done
+	j.mu.Unlock()
+	if done {
+		return fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
+	}
+	msg := fmt.Sprintf("epoch %d kept in %s", req.Epoch, req.Location)
+	if req.Took > 0 {
+		msg += fmt.Sprintf(" (%.1f s)", req.Took)
+	}
+	e := job.NewEvent(job.EventDurable, msg, job.Durable{Epoch: req.Epoch, Location: req.Location})
+	e.Epoch = req.Epoch
+	j.event(e)
+	return nil
+}
+
 // Rebalance relaunches job id from a fresh checkpoint over every live node, so that
 // nodes that joined since its launch are used.
 func (s *Service) Rebalance(ctx context.Context, id string, req api.RebalanceRequest) (job.Job, error) {

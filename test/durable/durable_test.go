@@ -6,6 +6,7 @@ package durable
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"shoal/internal/testbed"
+	"shoal/test/poll"
 	"shoal/test/testenv"
 	"shoal/test/watch"
 )
@@ -30,7 +32,8 @@ const instance = 264
 // shoal run that copied the epochs. On a new testbed the same command resumes from
 // the bucket, heat resumes past its first step, and the job ends with the checksum of
 // an uninterrupted run, leaving no object under the prefix. The secret key appears in
-// neither run's output.
+// neither run's output. While the first runs, shoal jobs on the other host says
+// which epoch is kept where.
 func TestEveryHostLost(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
@@ -72,6 +75,21 @@ func TestEveryHostLost(t *testing.T) {
 	b := up(t)
 	first := run(b)
 	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(`, time.Minute)[1])
+	// The job's record says so too, for shoal jobs on any node.
+	id := regexp.MustCompile(`(?m)^shoal: job (\S+):`).FindStringSubmatch(first.Output())
+	if id == nil {
+		t.Fatalf("no line names the job:\n%s", first.Output())
+	}
+	poll.Until(t, 5*time.Second, func() string { // n2's replica follows the leader's
+		show, err := b.Exec(context.Background(), "n2", bin, "jobs", id[1])
+		if err != nil {
+			return err.Error()
+		}
+		if !regexp.MustCompile(`(?m)^durable: epoch \d+ kept in ` + kept + ` \d+s ago$`).Match(show) {
+			return fmt.Sprintf("shoal jobs %s on n2 does not say which epoch is kept:\n%s", id[1], show)
+		}
+		return ""
+	})
 	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer dcancel()
 	if err := b.Down(dctx); err != nil {
