@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -45,7 +44,7 @@ func TestEveryHostLost(t *testing.T) {
 		t.Skipf("%s not built (make s3-server)", weed)
 	}
 	heatArgs := []string{"--size", "200", "--steps", "300"}
-	want := reference(t, 2, heatArgs...)
+	want := testenv.Reference(t, 2, heatArgs...)
 
 	// On every address of this machine, so that it outlives the testbed's bridge:
 	// the hosts of both testbeds reach it at the bridge's address.
@@ -149,23 +148,6 @@ func up(t *testing.T) *testbed.Bed {
 		}
 	})
 	return b
-}
-
-// reference runs heat-plain with plain mpirun on this machine alone and returns the
-// checksum of that uninterrupted run.
-func reference(t *testing.T, ranks int, args ...string) string {
-	t.Helper()
-	argv := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", strconv.Itoa(ranks),
-		testenv.Built(t, "build/examples/heat-plain")}, args...)
-	out, err := exec.Command("mpirun", argv...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("reference run: %v\n%s", err, out)
-	}
-	v := watch.Field(string(out), "checksum")
-	if v == "" {
-		t.Fatalf("reference run printed no checksum:\n%s", out)
-	}
-	return v
 }
 
 // shoalLines keeps shoal's own lines of a run's output, and heat's resume.

@@ -35,7 +35,7 @@ func heatScript(dir string, ranks int, heatArgs []string) string {
 // checksum.
 func batchJobPreempted(t *testing.T, b *testbed.Bed) {
 	heatArgs := []string{"--size", "1000", "--steps", "2500"}
-	want := reference(t, 6, heatArgs...)
+	want := testenv.Reference(t, 6, heatArgs...)
 	dir := filepath.Join(t.TempDir(), "durable")
 	kept := regexp.QuoteMeta(dir)
 	j := sbatch(t, b, heatScript(dir, 6, heatArgs), "-N", "4", "--no-kill", "--requeue", "--open-mode=append")
@@ -59,7 +59,7 @@ func batchJobPreempted(t *testing.T, b *testbed.Bed) {
 // started again, and Slurm counts the host again.
 func batchHostLost(t *testing.T, b *testbed.Bed) {
 	heatArgs := []string{"--size", "1000", "--steps", "1500"}
-	want := reference(t, 4, heatArgs...)
+	want := testenv.Reference(t, 4, heatArgs...)
 	dir := filepath.Join(t.TempDir(), "durable")
 	kept := regexp.QuoteMeta(dir)
 	script := fmt.Sprintf("#!/bin/bash\nexec %s run --min-ranks 2 --max-ranks 8 --ckpt-interval 2s --durable %s -- %s %s --pace 6000\n",

@@ -26,7 +26,7 @@ import (
 // uninterrupted checksum, DIR emptied of its epochs.
 func batchJobRequeued(t *testing.T, b *testbed.Bed) {
 	heatArgs := []string{"--size", "1000", "--steps", "1500"}
-	want := reference(t, 6, heatArgs...)
+	want := testenv.Reference(t, 6, heatArgs...)
 	shoal := filepath.Join(testenv.Root, "bin/shoal")
 	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	dir := filepath.Join(t.TempDir(), "durable")

@@ -41,7 +41,7 @@ func batchJobHeldS3(t *testing.T, b *testbed.Bed) {
 	t.Cleanup(srv.Stop)
 
 	heatArgs := []string{"--size", "1000", "--steps", "800"}
-	want := reference(t, 6, heatArgs...)
+	want := testenv.Reference(t, 6, heatArgs...)
 	shoal := filepath.Join(testenv.Root, "bin/shoal")
 	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	loc := "s3://shoal-slurm/jobs/heat"

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -151,23 +150,6 @@ func rankHost(out string) string {
 	return ""
 }
 
-// reference runs heat on ranks ranks with plain mpirun on this machine alone and
-// returns its checksum: the result of an uninterrupted run.
-func reference(t *testing.T, ranks int, args ...string) string {
-	t.Helper()
-	argv := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", strconv.Itoa(ranks),
-		filepath.Join(testenv.Root, "build/examples/heat-plain")}, args...)
-	out, err := exec.Command("mpirun", argv...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("reference run: %v\n%s", err, out)
-	}
-	v := watch.Field(string(out), "checksum")
-	if v == "" {
-		t.Fatalf("reference run printed no checksum:\n%s", out)
-	}
-	return v
-}
-
 // TestSlurm runs the batch jobs of docs/slurm.md on one testbed of 4 hosts, one after
 // the other: bringing a testbed with Slurm up costs more than most of the jobs. A job
 // that loses its batch host has the host's slurmd started again after it; the job that
@@ -198,7 +180,7 @@ func TestSlurm(t *testing.T) {
 // shrunk by the lost host.
 func batchJobKilledHost(t *testing.T, b *testbed.Bed) {
 	heatArgs := []string{"--size", "1000", "--steps", "2500"}
-	want := reference(t, 6, heatArgs...)
+	want := testenv.Reference(t, 6, heatArgs...)
 	shoal := filepath.Join(testenv.Root, "bin/shoal")
 	heat := filepath.Join(testenv.Root, "build/examples/heat")
 	// --pace: at least 10 s of steps, so that the kill lands in the middle.

@@ -11,11 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"shoal/internal/testbed"
 	"shoal/test/poll"
+	"shoal/test/watch"
 )
 
 // Root is the repository's top directory.
@@ -106,4 +108,22 @@ func CoordinatorOf(t *testing.T, b *testbed.Bed, id string) string {
 	}
 	t.Fatalf("n1 lists no job %s:\n%s", id, out)
 	return ""
+}
+
+// Reference runs heat-plain (build/examples) on ranks ranks with args under plain
+// mpirun on this machine alone and returns the checksum it prints: the result of
+// an uninterrupted run, which a job Shoal ran through losses must end with.
+func Reference(t *testing.T, ranks int, args ...string) string {
+	t.Helper()
+	argv := append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", strconv.Itoa(ranks),
+		Built(t, "build/examples/heat-plain")}, args...)
+	out, err := exec.Command("mpirun", argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	v := watch.Field(string(out), "checksum")
+	if v == "" {
+		t.Fatalf("reference run printed no checksum:\n%s", out)
+	}
+	return v
 }
