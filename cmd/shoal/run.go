@@ -20,6 +20,7 @@ import (
 
 	"shoal/internal/durable"
 	"shoal/internal/engine"
+	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/userdir"
 )
@@ -124,6 +125,9 @@ type runFlags struct {
 	durable         string
 	durableLoc      durable.Location
 	durableEndpoint string
+	// durableRate is --durable-rate: the bytes a second each node may take to
+	// upload its shards (0: no bound).
+	durableRate int64
 	// fresh is --fresh: a run on this machine alone starts from the
 	// beginning, removing what an earlier run of the job id kept.
 	fresh bool
@@ -281,6 +285,14 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the retention policy, of the agents or of this machine alone: 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the retention policy")
 	fs.StringVar(&f.durable, "durable", "", "keep the newest complete checkpoint epoch in `DIR` on a shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied from the nodes by this shoal run while it follows the job (with an agent, or in a Slurm allocation; not with --detach); a run with the same location, program, arguments and rank count resumes from it, even when every node the job ran on is gone, and the job's success clears it; in a Slurm allocation, SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75); docs/durable.md")
+	fs.Func("durable-rate", "with --durable s3://…: at most `BYTES` a second (20M, 1G) for each node's upload of its shards, so that the copy leaves the job most of the node's link (default: no bound)", func(v string) error {
+		n, err := files.ParseBytes(v)
+		if err != nil || n <= 0 {
+			return errors.New("want a size a second, such as 20M")
+		}
+		f.durableRate = n
+		return nil
+	})
 	fs.StringVar(&f.durableEndpoint, "durable-endpoint", "", "with --durable s3://…: the S3-compatible server's `URL`, http(s)://HOST[:PORT] (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS S3)")
 	fs.StringVar(&f.user, "user", "", "run the job's ranks as `NAME` (a login name or uid of this node, not root) on every node instead of as the agents' user; for root (or the agents' user) only: any other user's jobs run as that user (with an agent)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the ranks' output and errors, not shoal's progress lines")
@@ -392,6 +404,10 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 		}
 		f.durableLoc, f.durable = loc, loc.String()
 	}
+	if f.durableRate > 0 && f.durableLoc.Bucket == "" {
+		fmt.Fprintln(stderr, "shoal run: --durable-rate: only with --durable s3://BUCKET/PREFIX (the nodes upload to an object store)")
+		return f, nil, exitUsage
+	}
 	if f.durableEndpoint != "" && f.durableLoc.Bucket == "" {
 		fmt.Fprintln(stderr, "shoal run: --durable-endpoint: only with --durable s3://BUCKET/PREFIX")
 		return f, nil, exitUsage
@@ -464,7 +480,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 				if code >= 0 {
 					return code
 				}
-				dr = &durableRun{secret: secret, store: store, loc: f.durable, quiet: f.quiet, stdout: stdout}
+				dr = &durableRun{secret: secret, store: store, loc: f.durable, endpoint: f.durableEndpoint, rate: f.durableRate, quiet: f.quiet, stdout: stdout}
 			}
 			return runOnCluster(c, f, program, rest[1:], stdout, stderr, dr, nil)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/durable"
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	"shoal/internal/shard"
 )
@@ -35,6 +36,11 @@ type durableRun struct {
 	// was requeued; slurmJob is "" outside Slurm.
 	slurmJob string
 	restarts int
+	// endpoint is --durable-endpoint ("": each process its own AWS_ENDPOINT_URL_S3
+	// …), and rate --durable-rate, the bytes a second each node's upload may take
+	// (0: no bound).
+	endpoint string
+	rate     int64
 
 	saver *durableSaver
 }
@@ -238,6 +244,10 @@ type durableSaver struct {
 	saved   uint64
 	changed chan struct{}
 	done    chan struct{} // closed when run returns
+	// uploaders is how many nodes uploaded the epoch saved last (0: this
+	// process); nodesCannot is set once a node could not upload to the store.
+	uploaders   int
+	nodesCannot bool
 }
 
 func newDurableSaver(r *durableRun, c *api.Client, m durable.Manifest, saved uint64) *durableSaver {
@@ -286,11 +296,14 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 				failing = true
 			case err == nil:
 				took := time.Since(start).Seconds()
+				s.mu.Lock()
+				uploaders := s.uploaders
+				s.mu.Unlock()
 				// Recorded in the job's record, whose event prints the line with the
 				// job's other events; said here when it cannot be (the job just
 				// ended) or when --quiet would hide the end of a run of failures.
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				rerr := s.c.KeptDurable(rctx, id, api.DurableRequest{Epoch: job.Epoch, Location: s.r.loc, Took: took})
+				rerr := s.c.KeptDurable(rctx, id, api.DurableRequest{Epoch: job.Epoch, Location: s.r.loc, Took: took, Uploaders: uploaders})
 				rcancel()
 				if rerr != nil && !s.r.quiet || failing && s.r.quiet {
 					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.loc, took)
@@ -329,6 +342,19 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 	if !m.Elastic && s.m.Ranks > m.Ranks {
 		m.World = s.m.Ranks
 	}
+	if up, ok := s.r.store.(*durable.S3Store); ok && !s.nodesCannot {
+		nodes, err := s.saveByNodes(ctx, up, m, holders)
+		if !errors.Is(err, errkind.NotAvailable) {
+			if err == nil {
+				s.kept(epoch, nodes)
+			}
+			return err
+		}
+		// A node without credentials for the store: this process copies the
+		// epochs from now on, as it does for a directory.
+		s.nodesCannot = true
+		fmt.Fprintf(s.r.stdout, "shoal: the nodes do not upload to %s themselves (%s): shoal run copies the epochs\n", s.r.loc, errorLine(err))
+	}
 	err = s.r.store.Save(ctx, m, func(rank int) (io.ReadCloser, int64, error) {
 		var last error = fmt.Errorf("no agent holds rank %d's shard", rank)
 		for _, addr := range holders[rank] {
@@ -343,12 +369,78 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 	if err != nil {
 		return err
 	}
+	s.kept(epoch, 0)
+	return nil
+}
+
+// kept records that the store keeps epoch, uploaded by that many nodes (0: by this
+// process).
+func (s *durableSaver) kept(epoch uint64, nodes int) {
 	s.mu.Lock()
 	s.saved = max(s.saved, epoch)
+	s.uploaders = nodes
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	return nil
+}
+
+// saveByNodes has the nodes that hold epoch m.Epoch's shards upload them into the
+// store themselves, each node its own one after another and the nodes in
+// parallel, each rank's by the holder with the fewest so far; then it writes the
+// manifest. An upload that fails removes what the others uploaded; a node that
+// cannot reach the store answers errkind.NotAvailable. It returns how many nodes
+// uploaded.
+func (s *durableSaver) saveByNodes(ctx context.Context, store *durable.S3Store, m durable.Manifest, holders [][]string) (int, error) {
+	saved, err := store.Begin(ctx, m)
+	if err != nil || saved {
+		return 0, err
+	}
+	byNode := map[string][]int{}
+	for rank, addrs := range holders {
+		if len(addrs) == 0 {
+			return 0, fmt.Errorf("no agent holds rank %d's shard", rank)
+		}
+		pick := addrs[0]
+		for _, a := range addrs[1:] {
+			if len(byNode[a]) < len(byNode[pick]) {
+				pick = a
+			}
+		}
+		byNode[pick] = append(byNode[pick], rank)
+	}
+	m.Shards = make([]durable.ShardEntry, m.Ranks)
+	created := make([]uint64, m.Ranks)
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(byNode))
+	req := api.UploadRequest{Location: s.r.loc, Endpoint: s.r.endpoint, Ranks: m.Ranks, Rate: s.r.rate}
+	for addr, ranks := range byNode {
+		go func() {
+			c := api.NewClient(addr, s.r.secret)
+			for _, rank := range ranks {
+				u, err := c.UploadShard(uctx, shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: rank}, req)
+				if err != nil {
+					errs <- fmt.Errorf("the node at %s: %w", addr, err)
+					return
+				}
+				m.Shards[rank] = durable.ShardEntry{Size: u.Size, Checksum: u.Checksum}
+				created[rank] = u.CreatedNs
+			}
+			errs <- nil
+		}()
+	}
+	for range byNode {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+			cancel()
+		}
+	}
+	if err != nil {
+		store.Abort(context.WithoutCancel(ctx), m.Epoch)
+		return 0, err
+	}
+	m.CreatedNs = created[0]
+	return len(byNode), store.Commit(ctx, m)
 }
 
 // index asks every live agent which shards of the job it holds: by rank, the

@@ -104,7 +104,8 @@ func runInAllocation(alloc slurm.Allocation, f runFlags, program string, args []
 	var dr *durableRun
 	var ar *allocRun
 	if store != nil {
-		dr = &durableRun{secret: secret, store: store, loc: f.durable, quiet: f.quiet, stdout: stdout, slurmJob: alloc.JobID, restarts: alloc.Restarts}
+		dr = &durableRun{secret: secret, store: store, loc: f.durable, endpoint: f.durableEndpoint, rate: f.durableRate,
+			quiet: f.quiet, stdout: stdout, slurmJob: alloc.JobID, restarts: alloc.Restarts}
 		ar = &allocRun{alloc: alloc, durable: dr}
 	}
 	if code < 0 {

@@ -36,6 +36,8 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "--local", "-n", "2", "--durable", dir, "/bin/true"}, exitUsage, "--durable needs an agent"},
 		{[]string{"run", "--detach", "-n", "2", "--durable", "s3://bucket/jobs", "/bin/true"}, exitUsage, "shoal run: --detach and --durable: the attached shoal run copies the job's epochs to the store, so a detached job would have none kept"},
 		{[]string{"run", "--local", "-n", "2", "--user", "nobody", "/bin/true"}, exitUsage, "--user needs an agent"},
+		{[]string{"run", "-n", "2", "--durable", dir, "--durable-rate", "20M", "/bin/true"}, exitUsage, "shoal run: --durable-rate: only with --durable s3://BUCKET/PREFIX"},
+		{[]string{"run", "-n", "2", "--durable", "s3://bucket/jobs", "--durable-rate", "fast", "/bin/true"}, exitUsage, `invalid value "fast" for flag -durable-rate: want a size a second, such as 20M`},
 		{[]string{"run", "-n", "2", "--durable", "s3://Bad_Bucket/jobs", "/bin/true"}, exitUsage, `shoal run: --durable: durable: "s3://Bad_Bucket/jobs": bad bucket name`},
 		{[]string{"run", "-n", "2", "--durable", "s3:///jobs", "/bin/true"}, exitUsage, "no bucket"},
 		{[]string{"run", "-n", "2", "--durable", "gs://bucket/jobs", "/bin/true"}, exitUsage, "neither an absolute directory nor s3://"},

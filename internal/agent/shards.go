@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"shoal/internal/api"
+	"shoal/internal/durable"
 	"shoal/internal/engine"
 	"shoal/internal/errkind"
 	"shoal/internal/job"
@@ -39,6 +40,7 @@ var (
 	_ api.ShardService       = (*shardService)(nil)
 	_ api.ShardSender        = (*shardService)(nil)
 	_ api.ShardChangesSender = (*shardService)(nil)
+	_ api.ShardUploader      = (*shardService)(nil)
 )
 
 func (s *shardService) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
@@ -59,6 +61,38 @@ func (s *shardService) OpenShardToSend(ctx context.Context, ref shard.Ref, link 
 
 func (s *shardService) OpenShardChanges(ctx context.Context, ref shard.Ref, link float64, base []uint64) (io.ReadCloser, int64, int64, bool, error) {
 	return s.store.OpenChanges(ref, link, base)
+}
+
+// UploadShard puts the node's verified copy of ref into the object store req names,
+// with the credentials of the agent's environment, at no more than req.Rate bytes
+// a second; the store verifies it again as it passes.
+func (s *shardService) UploadShard(ctx context.Context, ref shard.Ref, req api.UploadRequest) (api.Uploaded, error) {
+	loc, err := durable.ParseLocation(req.Location)
+	if err != nil || loc.Bucket == "" {
+		return api.Uploaded{}, fmt.Errorf("%w: location %q: want s3://BUCKET/PREFIX", errkind.BadRequest, req.Location)
+	}
+	if !durable.HasCredentials() {
+		return api.Uploaded{}, fmt.Errorf("%w: its agent has no credentials for %s (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials)", errkind.NotAvailable, loc)
+	}
+	store, err := durable.NewS3Store(loc, durable.S3Options{Endpoint: req.Endpoint})
+	if err != nil {
+		return api.Uploaded{}, fmt.Errorf("%w: %v", errkind.BadRequest, err)
+	}
+	f, _, err := s.store.Open(ref)
+	if err != nil {
+		return api.Uploaded{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return api.Uploaded{}, err
+	}
+	m := durable.Manifest{Identity: durable.Identity{Ranks: req.Ranks}, Job: ref.Job, Epoch: ref.Epoch}
+	e, created, err := store.PutShard(ctx, m, ref.Rank, durable.Paced(ctx, f, req.Rate), st.Size())
+	if err != nil {
+		return api.Uploaded{}, err
+	}
+	return api.Uploaded{Size: e.Size, Checksum: e.Checksum, CreatedNs: created}, nil
 }
 
 func (s *shardService) PutShard(ctx context.Context, ref shard.Ref, size int64, r io.Reader) error {

@@ -52,8 +52,10 @@ type RebalanceRequest struct {
 type DurableRequest struct {
 	Epoch    uint64 `json:"epoch"`
 	Location string `json:"location"` // DIR or s3://BUCKET/PREFIX, as --durable names it
-	// Took is how long keeping it took, in seconds, for the event's words.
-	Took float64 `json:"took,omitempty"`
+	// Took is how long keeping it took, in seconds, and Uploaders how many nodes
+	// uploaded its shards (0: the reporter copied them itself), for the event's words.
+	Took      float64 `json:"took,omitempty"`
+	Uploaders int     `json:"uploaders,omitempty"`
 }
 
 // JobList is the answer of GET /v1/jobs.

@@ -177,6 +177,9 @@ func (d DurableRequest) Validate() error {
 	if d.Took < 0 || d.Took > 1e7 || d.Took != d.Took {
 		problems = append(problems, fmt.Sprintf("took %v: want seconds, 0 or more", d.Took))
 	}
+	if d.Uploaders < 0 || d.Uploaders > job.MaxRanks {
+		problems = append(problems, fmt.Sprintf("uploaders %d: want 0 to %d", d.Uploaders, job.MaxRanks))
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
 	}

@@ -57,3 +57,28 @@ func TestDurableRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestUploadRequest: a node uploads to an object store only, an epoch's rank.
+func TestUploadRequest(t *testing.T) {
+	tests := []struct {
+		req  UploadRequest
+		want string // "" for accepted
+	}{
+		{UploadRequest{Location: "s3://lab/jobs/heat", Ranks: 4}, ""},
+		{UploadRequest{Location: "s3://lab/jobs/heat", Endpoint: "http://10.0.0.5:8333", Ranks: 4, Rate: 20 << 20}, ""},
+		{UploadRequest{Location: "/shared/ckpt", Ranks: 4}, "location: want s3://BUCKET/PREFIX"},
+		{UploadRequest{Location: "s3://lab/a\tb", Ranks: 4}, "control characters"},
+		{UploadRequest{Location: "s3://lab", Endpoint: "ftp://x", Ranks: 4}, "endpoint: want http(s)://HOST[:PORT]"},
+		{UploadRequest{Location: "s3://lab", Ranks: 0}, "ranks 0: want 1 to 65536"},
+		{UploadRequest{Location: "s3://lab", Ranks: 1, Rate: -1}, "rate -1: want bytes per second"},
+	}
+	for _, tt := range tests {
+		err := tt.req.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: %v, want accepted", tt.req, err)
+		case tt.want != "" && (!errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%+v: got %v, want a bad request containing %q", tt.req, err, tt.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -193,18 +194,41 @@ func (s *S3Store) remove(ctx context.Context, keys []string) error {
 }
 
 // Save uploads every rank's shard under epoch-N/, verified as it passes, then the
-// manifest, which makes the epoch current. Before, it removes the objects of every
-// epoch without a manifest (a save that stopped before its manifest); after, every
-// complete epoch but the two newest.
+// manifest, which makes the epoch current: [S3Store.Begin], [S3Store.PutShard] for
+// each rank, then [S3Store.Commit], all from this process.
 func (s *S3Store) Save(ctx context.Context, m Manifest, src Source) error {
-	m.Format = Format
-	m.Shards = make([]ShardEntry, m.Ranks)
-	epochs, err := s.list(ctx)
-	if err != nil {
+	saved, err := s.Begin(ctx, m)
+	if err != nil || saved {
 		return err
 	}
+	m.Shards = make([]ShardEntry, m.Ranks)
+	for r := range m.Ranks {
+		h, created, err := s.putFrom(ctx, m, r, src)
+		if err != nil {
+			// What was uploaded of this epoch has no manifest: the next save removes it,
+			// and this one tries to now.
+			s.Abort(ctx, m.Epoch)
+			return err
+		}
+		m.Shards[r] = h
+		if r == 0 {
+			m.CreatedNs = created
+		}
+	}
+	return s.Commit(ctx, m)
+}
+
+// Begin readies the store for the shards of epoch m.Epoch, which any process may
+// then upload with [S3Store.PutShard] (each node its own) before one commits them.
+// It removes the objects of every epoch without a manifest (a save that stopped
+// before its manifest), and reports saved when the epoch is kept already.
+func (s *S3Store) Begin(ctx context.Context, m Manifest) (saved bool, err error) {
+	epochs, err := s.list(ctx)
+	if err != nil {
+		return false, err
+	}
 	if eo := epochs[m.Epoch]; eo != nil && eo.manifest {
-		return nil // saved already
+		return true, nil
 	}
 	var orphans []string
 	for e, eo := range epochs {
@@ -213,22 +237,14 @@ func (s *S3Store) Save(ctx context.Context, m Manifest, src Source) error {
 			s.logf("removing %d objects of epoch %d, which has no manifest", len(eo.keys), e)
 		}
 	}
-	if err := s.remove(ctx, orphans); err != nil {
-		return err
-	}
-	for r := range m.Ranks {
-		h, created, err := s.putShard(ctx, m, r, src)
-		if err != nil {
-			// What was uploaded of this epoch has no manifest: the next save removes it,
-			// and this one tries to now.
-			s.removeEpoch(ctx, m.Epoch)
-			return err
-		}
-		m.Shards[r] = h
-		if r == 0 {
-			m.CreatedNs = created
-		}
-	}
+	return false, s.remove(ctx, orphans)
+}
+
+// Commit writes the manifest of epoch m.Epoch, whose every shard is uploaded and
+// listed in m.Shards with m.CreatedNs (rank 0's), which makes it current; then every
+// complete epoch but it and the one before goes.
+func (s *S3Store) Commit(ctx context.Context, m Manifest) error {
+	m.Format = Format
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("durable: %s: manifest: %v", s.loc, err)
 	}
@@ -241,39 +257,45 @@ func (s *S3Store) Save(ctx context.Context, m Manifest, src Source) error {
 		minio.PutObjectOptions{ContentType: "application/json"}); err != nil {
 		return s.fail("writing "+s.where(key), err)
 	}
-	// The new epoch is current: every complete epoch but it and the one before goes.
-	done := append(complete(epochs), m.Epoch)
-	slices.Sort(done)
-	slices.Reverse(done)
+	epochs, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
 	var old []string
+	done := complete(epochs)
 	for _, e := range done[min(2, len(done)):] {
-		if eo := epochs[e]; eo != nil {
-			old = append(old, eo.keys...)
-		}
+		old = append(old, epochs[e].keys...)
 	}
 	return s.remove(ctx, old)
 }
 
-// removeEpoch removes what there is of epoch e, as far as it can.
-func (s *S3Store) removeEpoch(ctx context.Context, e uint64) {
+// Abort removes what there is of epoch e, as far as it can: an upload that will not
+// be committed. The next Begin removes what it leaves.
+func (s *S3Store) Abort(ctx context.Context, e uint64) {
 	epochs, err := s.list(ctx)
-	if err == nil && epochs[e] != nil {
+	if err == nil && epochs[e] != nil && !epochs[e].manifest {
 		s.remove(ctx, epochs[e].keys)
 	}
 }
 
-// putShard uploads rank's shard from src, verifying it as it passes, and returns its
-// entry and when the checkpoint was taken. A shard that fails verification fails the
-// save: it was uploaded, but no manifest will name it.
-func (s *S3Store) putShard(ctx context.Context, m Manifest, rank int, src Source) (ShardEntry, uint64, error) {
-	key := s.key(path.Join(epochDir(m.Epoch), shardName(rank)))
+// putFrom uploads rank's shard from src ([S3Store.PutShard]).
+func (s *S3Store) putFrom(ctx context.Context, m Manifest, rank int, src Source) (ShardEntry, uint64, error) {
 	rc, size, err := src(rank)
 	if err != nil {
 		return ShardEntry{}, 0, fmt.Errorf("epoch %d rank %d: %w", m.Epoch, rank, err)
 	}
 	defer rc.Close()
+	return s.PutShard(ctx, m, rank, rc, size)
+}
+
+// PutShard uploads rank's shard of epoch m.Epoch (of m.Job's m.Ranks) from r, size
+// bytes or -1 when not known, verifying it as it passes, and returns its entry for
+// the manifest and when the checkpoint was taken. A shard that fails verification
+// is an error: it was uploaded, but no manifest will name it.
+func (s *S3Store) PutShard(ctx context.Context, m Manifest, rank int, r io.Reader, size int64) (ShardEntry, uint64, error) {
+	key := s.key(path.Join(epochDir(m.Epoch), shardName(rank)))
 	v := shard.NewVerifier(size)
-	info, err := s.c.PutObject(ctx, s.loc.Bucket, key, io.TeeReader(rc, v), max(size, -1),
+	info, err := s.c.PutObject(ctx, s.loc.Bucket, key, io.TeeReader(r, v), max(size, -1),
 		minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: partSize})
 	if err != nil {
 		return ShardEntry{}, 0, s.fail(fmt.Sprintf("uploading epoch %d rank %d to %s", m.Epoch, rank, s.where(key)), err)
@@ -410,4 +432,58 @@ func (s *S3Store) Clear(ctx context.Context) error {
 		keys = append(keys, eo.keys...)
 	}
 	return s.remove(ctx, keys)
+}
+
+// HasCredentials reports whether this process's environment gives the object store
+// credentials without asking a cloud's instance metadata: the AWS_* variables or a
+// shared credentials file. An agent without them leaves the upload to shoal run.
+func HasCredentials() bool {
+	if os.Getenv("AWS_ACCESS_KEY_ID") != "" && os.Getenv("AWS_SECRET_ACCESS_KEY") != "" {
+		return true
+	}
+	file := os.Getenv("AWS_SHARED_CREDENTIALS_FILE")
+	if file == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return false
+		}
+		file = path.Join(home, ".aws", "credentials")
+	}
+	_, err := os.Stat(file)
+	return err == nil
+}
+
+// Paced is r read at no more than rate bytes per second (rate ≤ 0: as fast as it
+// comes): an upload that must leave the job most of its node's link.
+func Paced(ctx context.Context, r io.Reader, rate int64) io.Reader {
+	if rate <= 0 {
+		return r
+	}
+	return &pacedReader{ctx: ctx, r: r, rate: rate, start: time.Now()}
+}
+
+type pacedReader struct {
+	ctx   context.Context
+	r     io.Reader
+	rate  int64
+	start time.Time
+	n     int64
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	// Reads of at most a tenth of a second's worth keep the pace smooth.
+	if most := max(p.rate/10, 4096); int64(len(b)) > most {
+		b = b[:most]
+	}
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	due := p.start.Add(time.Duration(float64(p.n) / float64(p.rate) * float64(time.Second)))
+	if wait := time.Until(due); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-p.ctx.Done():
+			return n, p.ctx.Err()
+		}
+	}
+	return n, err
 }

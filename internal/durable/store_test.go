@@ -464,3 +464,79 @@ func TestS3BadSecret(t *testing.T) {
 	}
 	t.Logf("the error: %v", nerr)
 }
+
+// Each node uploads its own shards to a bucket, in any order and at once
+// (S3Store.PutShard, after one Begin), and the epoch is current once one process
+// commits the manifest listing them: before, the previous epoch is; a shard put
+// under another rank's name is refused.
+func TestS3ShardsUploadedApart(t *testing.T) {
+	b := backends[1]
+	st := b.open(t).(*S3Store)
+	ctx := context.Background()
+	saveEpoch(t, st, 2)
+	m := Manifest{Identity: heat, Job: "heat-1", Epoch: 3}
+	if saved, err := st.Begin(ctx, m); err != nil || saved {
+		t.Fatalf("Begin epoch 3: saved %v, %v", saved, err)
+	}
+	m.Shards = make([]ShardEntry, m.Ranks)
+	created := make([]uint64, m.Ranks)
+	var wg sync.WaitGroup
+	errs := make([]error, m.Ranks)
+	for r := m.Ranks - 1; r >= 0; r-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := encodeShard(t, "heat-1", 3, r)
+			m.Shards[r], created[r], errs[r] = st.PutShard(ctx, m, r, bytes.NewReader(data), int64(len(data)))
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("PutShard rank %d: %v", r, err)
+		}
+	}
+	if p, err := st.Peek(ctx, heat); err != nil || p.Epoch != 2 {
+		t.Fatalf("before the manifest: Peek = epoch %d, %v; want 2", p.Epoch, err)
+	}
+	m.CreatedNs = created[0]
+	if err := st.Commit(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Newest(ctx, heat); err != nil || got.Epoch != 3 || got.CreatedNs != 1003 {
+		t.Fatalf("after the manifest: Newest = epoch %d created %d, %v; want 3, 1003", got.Epoch, got.CreatedNs, err)
+	}
+	wrong := encodeShard(t, "heat-1", 4, 0)
+	if _, _, err := st.PutShard(ctx, Manifest{Identity: heat, Job: "heat-1", Epoch: 4}, 1, bytes.NewReader(wrong), int64(len(wrong))); err == nil {
+		t.Errorf("PutShard of rank 0's shard as rank 1's: accepted")
+	}
+}
+
+// Paced passes every byte on, in reads of at most a tenth of a second's worth.
+func TestPaced(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789"), 10000)
+	r := strings.NewReader(string(data))
+	if got := Paced(context.Background(), r, 0); got != io.Reader(r) {
+		t.Errorf("Paced with no rate wraps the reader")
+	}
+	const rate = 400000 // 100 000 bytes: 0.25 s
+	p := Paced(context.Background(), bytes.NewReader(data), rate)
+	buf := make([]byte, 1<<20)
+	var out []byte
+	for {
+		n, err := p.Read(buf)
+		if n > rate/10 {
+			t.Fatalf("a read of %d bytes, beyond a tenth of a second's", n)
+		}
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(out, data) {
+		t.Errorf("Paced passed %d bytes, want the %d given", len(out), len(data))
+	}
+}

@@ -465,7 +465,10 @@ func (s *Service) KeptDurable(ctx context.Context, id string, req api.DurableReq
 		return fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
 	}
 	msg := fmt.Sprintf("epoch %d kept in %s", req.Epoch, req.Location)
-	if req.Took > 0 {
+	switch {
+	case req.Uploaders > 0:
+		msg += fmt.Sprintf(" (%.1f s, uploaded by %s)", req.Took, job.Plural(req.Uploaders, "node"))
+	case req.Took > 0:
 		msg += fmt.Sprintf(" (%.1f s)", req.Took)
 	}
 	e := job.NewEvent(job.EventDurable, msg, job.Durable{Epoch: req.Epoch, Location: req.Location})

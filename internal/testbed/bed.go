@@ -95,7 +95,7 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		st.LinkBinary = cfg.AgentBinary
 	}
 	if cfg.S3 {
-		if err := writeS3Env(n); err != nil {
+		if err := writeS3Env(n, cfg.S3Server); err != nil {
 			return nil, err
 		}
 		st.S3Env = n.s3EnvFile()

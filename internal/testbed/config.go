@@ -129,6 +129,10 @@ type Config struct {
 	// server is not up. The settings are those of Up's time: a server brought up
 	// anew since has other credentials.
 	S3 bool
+	// S3Server, with S3, is the server whose settings the hosts get instead of the
+	// testbed's (a test's own, [StartS3]); its endpoint is taken at the instance's
+	// bridge address, so it must listen there or on every address.
+	S3Server *S3Server
 
 	// Logf receives warnings (no cgroup cpu controller, agent missing or dead). nil
 	// discards them.

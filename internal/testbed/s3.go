@@ -412,12 +412,15 @@ func S3Down() error {
 	return os.RemoveAll(TestbedS3Dir)
 }
 
-// writeS3Env writes the settings of the testbed's S3 server for the hosts of
-// instance n, the endpoint at its bridge address, to n's s3.env (Config.S3).
-func writeS3Env(n names) error {
-	s, err := OpenS3()
-	if err != nil {
-		return err
+// writeS3Env writes the settings of the S3 server s (nil: the testbed's) for the
+// hosts of instance n, the endpoint at its bridge address, to n's s3.env
+// (Config.S3).
+func writeS3Env(n names, s *S3Server) error {
+	if s == nil {
+		var err error
+		if s, err = OpenS3(); err != nil {
+			return err
+		}
 	}
 	f, err := os.OpenFile(n.s3EnvFile(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {

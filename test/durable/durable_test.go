@@ -32,7 +32,9 @@ const instance = 264
 // the bucket, heat resumes past its first step, and the job ends with the checksum of
 // an uninterrupted run, leaving no object under the prefix. The secret key appears in
 // neither run's output. While the first runs, shoal jobs on the other host says
-// which epoch is kept where.
+// which epoch is kept where. The first testbed's agents have the store's
+// credentials and upload their nodes' shards themselves; the second's have none,
+// and shoal run copies the shards through itself.
 func TestEveryHostLost(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
@@ -71,9 +73,11 @@ func TestEveryHostLost(t *testing.T) {
 		return watch.Start(t, cmd)
 	}
 
-	b := up(t)
+	// The first testbed's agents have the store's credentials: each node uploads
+	// its own shards. The second's have none: shoal run copies them.
+	b := up(t, srv)
 	first := run(b)
-	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(`, time.Minute)[1])
+	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(\d+\.\d s, uploaded by 2 nodes\)$`, time.Minute)[1])
 	// The job's record says so too, for shoal jobs on any node.
 	id := regexp.MustCompile(`(?m)^shoal: job (\S+):`).FindStringSubmatch(first.Output())
 	if id == nil {
@@ -96,12 +100,14 @@ func TestEveryHostLost(t *testing.T) {
 	}
 	first.Wait(30 * time.Second) // killed with its host
 
-	b = up(t)
+	b = up(t, nil)
 	second := run(b)
 	resumed, _ := strconv.Atoi(second.WaitLine(`^shoal: resuming from epoch (\d+) kept in `+kept+` \(job \S+\)$`, time.Minute)[1])
 	if resumed < saved {
 		t.Errorf("resumed from epoch %d, want %d or newer (kept before the testbed went down)", resumed, saved)
 	}
+	second.WaitLine(`^shoal: the nodes do not upload to `+kept+` themselves \(the node at \S+: .*its agent has no credentials for `+kept+` .*\): shoal run copies the epochs$`, time.Minute)
+	second.WaitLine(`^shoal: epoch \d+ kept in `+kept+` \(\d+\.\d s\)$`, time.Minute)
 	if code := second.Wait(time.Minute); code != 0 {
 		t.Fatalf("the resumed run exited %d", code)
 	}
@@ -131,12 +137,14 @@ func TestEveryHostLost(t *testing.T) {
 	}
 }
 
-// up brings up the testbed of the test: 2 hosts of 1 core with agents.
-func up(t *testing.T) *testbed.Bed {
+// up brings up the testbed of the test: 2 hosts of 1 core with agents, which have
+// the settings of srv (nil: none).
+func up(t *testing.T, srv *testbed.S3Server) *testbed.Bed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := testbed.Up(ctx, testbed.Config{Nodes: 2, Cores: []int{1}, Instance: instance, AgentBinary: filepath.Join(testenv.Root, "bin/shoal"), Logf: t.Logf})
+	b, err := testbed.Up(ctx, testbed.Config{Nodes: 2, Cores: []int{1}, Instance: instance, AgentBinary: filepath.Join(testenv.Root, "bin/shoal"),
+		S3: srv != nil, S3Server: srv, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("testbed up: %v", err)
 	}

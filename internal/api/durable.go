@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"shoal/internal/job"
+	"shoal/internal/shard"
+)
+
+// UploadRequest is the body of POST /v1/shards/{job}/{epoch}/{rank}/upload: the
+// node puts its copy of the shard into the object store at Location, as rank's
+// shard of an epoch of Ranks shards, with its own credentials (the AWS_*
+// settings of the agent's environment).
+type UploadRequest struct {
+	Location string `json:"location"`           // s3://BUCKET/PREFIX
+	Endpoint string `json:"endpoint,omitempty"` // the server's URL (--durable-endpoint); "": the agent's AWS_ENDPOINT_URL_S3 …
+	Ranks    int    `json:"ranks"`              // the epoch's shards
+	// Rate bounds the bytes per second the upload may take (0: no bound): the
+	// node's link is the job's too.
+	Rate int64 `json:"rate,omitempty"`
+}
+
+// Uploaded is the answer of an upload: the shard's entry in the epoch's manifest.
+type Uploaded struct {
+	Size      int64  `json:"size"`
+	Checksum  uint64 `json:"checksum"`
+	CreatedNs uint64 `json:"created_ns"` // when the checkpoint was taken
+}
+
+// Validate checks an upload request, reporting every bad field in one error
+// wrapping [ErrBadRequest].
+func (u UploadRequest) Validate() error {
+	var problems []string
+	loc := u.Location
+	switch {
+	case !strings.HasPrefix(loc, "s3://") || len(loc) > maxLocation:
+		problems = append(problems, fmt.Sprintf("location: want s3://BUCKET/PREFIX, at most %d bytes (a node uploads to an object store only)", maxLocation))
+	case strings.ContainsFunc(loc, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		problems = append(problems, fmt.Sprintf("location %q: control characters", loc))
+	}
+	if e := u.Endpoint; e != "" && (len(e) > maxLocation || !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://")) {
+		problems = append(problems, "endpoint: want http(s)://HOST[:PORT]")
+	}
+	if u.Ranks < 1 || u.Ranks > job.MaxRanks {
+		problems = append(problems, fmt.Sprintf("ranks %d: want 1 to %d", u.Ranks, job.MaxRanks))
+	}
+	if u.Rate < 0 {
+		problems = append(problems, fmt.Sprintf("rate %d: want bytes per second, 0 for no bound", u.Rate))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ShardUploader is the optional part of a [ShardService] that puts a stored
+// shard into an object store itself, so that each node uploads its own.
+type ShardUploader interface {
+	// UploadShard uploads the node's verified copy of ref into the store req
+	// names, verifying it again as it passes. A node that cannot reach or
+	// write the store (no credentials) answers an error wrapping
+	// ErrNotAvailable; a missing shard wraps ErrNotFound.
+	UploadShard(ctx context.Context, ref shard.Ref, req UploadRequest) (Uploaded, error)
+}
+
+func (s *Server) uploadShard(w http.ResponseWriter, r *http.Request) error {
+	ref, err := shardRef(r)
+	if err != nil {
+		return err
+	}
+	var req UploadRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if ref.Rank >= req.Ranks {
+		return fmt.Errorf("%w: rank %d of an epoch of %d shards", ErrBadRequest, ref.Rank, req.Ranks)
+	}
+	up, ok := s.shardService().(ShardUploader)
+	if !ok {
+		return fmt.Errorf("%w: this node does not upload shards", ErrNotAvailable)
+	}
+	res, err := up.UploadShard(r.Context(), ref, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// UploadShard calls POST /v1/shards/{job}/{epoch}/{rank}/upload: the node puts
+// its copy of ref into the object store req names.
+func (c *Client) UploadShard(ctx context.Context, ref shard.Ref, req UploadRequest) (Uploaded, error) {
+	var u Uploaded
+	err := c.call(ctx, "POST", shardPath(ref)+"/upload", req, &u)
+	return u, err
+}
