@@ -20,8 +20,10 @@ import (
 )
 
 // durableRun is what shoal run adds to a job it runs over agents with --durable:
-// the job's newest complete epoch kept in a store (DIR or s3://BUCKET/PREFIX),
-// copied from the nodes by this process while it follows the job, and a resume
+// the job's newest complete epoch kept in a store (DIR or s3://BUCKET/PREFIX) while
+// this process follows the job, uploaded by the nodes that hold its shards (to an
+// object store, when their agents have its credentials) or copied through this
+// process, and a resume
 // from that epoch when a run of the same job finds one there. It is the same on
 // any cluster and in a Slurm allocation, where slurmJob names the allocation's job.
 type durableRun struct {
@@ -233,8 +235,9 @@ func (r *durableRun) fetchShards(ctx context.Context, m durable.Manifest, dir st
 const saveTimeout = 10 * time.Minute
 
 // durableSaver keeps the job's newest complete epoch in the store: it follows the job's
-// newest complete epoch through the agent, and copies each new one from the nodes
-// that hold its shards, apart from the ranks: they never wait for it.
+// newest complete epoch through the agent, and has each new one uploaded by the nodes
+// that hold its shards (saveByNodes), or copies it from them itself, apart from the
+// ranks: they never wait for it.
 type durableSaver struct {
 	r  *durableRun
 	c  *api.Client
