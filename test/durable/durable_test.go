@@ -32,7 +32,8 @@ const instance = 264
 // the bucket, heat resumes past its first step, and the job ends with the checksum of
 // an uninterrupted run, leaving no object under the prefix. The secret key appears in
 // neither run's output. While the first runs, shoal jobs on the other host says
-// which epoch is kept where. The first testbed's agents have the store's
+// which epoch is kept where, and neither its output, the job's events nor the
+// agents' logs hold the secret. The first testbed's agents have the store's
 // credentials and upload their nodes' shards themselves; the second's have none,
 // and shoal run copies the shards through itself.
 func TestEveryHostLost(t *testing.T) {
@@ -91,8 +92,25 @@ func TestEveryHostLost(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^durable: epoch \d+ kept in ` + kept + ` \d+s ago$`).Match(show) {
 			return fmt.Sprintf("shoal jobs %s on n2 does not say which epoch is kept:\n%s", id[1], show)
 		}
+		if strings.Contains(string(show), srv.SecretKey) {
+			t.Errorf("shoal jobs %s holds the secret key", id[1])
+		}
 		return ""
 	})
+	// The agents that uploaded, their logs and the job's events hold no secret.
+	events, err := b.Exec(context.Background(), "n1", bin, "events", id[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(b.Dir(), "n*", "agent.log"))
+	for _, f := range logs {
+		if text, _ := os.ReadFile(f); strings.Contains(string(text), srv.SecretKey) {
+			t.Errorf("%s holds the secret key", f)
+		}
+	}
+	if len(logs) != 2 || strings.Contains(string(events), srv.SecretKey) {
+		t.Errorf("the job's events hold the secret key, or the agents' logs (%d) were not read", len(logs))
+	}
 	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer dcancel()
 	if err := b.Down(dctx); err != nil {
