@@ -288,6 +288,10 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 			// ended or was held): an upload cancelled midway may still land in a bucket
 			// after the clear that follows, and a directory's save was never cut short.
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			// The nodes keep the epoch while it is copied, however many newer ones
+			// complete meanwhile (an agent that does not know the report refuses
+			// it: nothing is lost but that).
+			s.c.KeptDurable(sctx, id, api.DurableRequest{Epoch: job.Epoch, Location: s.r.loc, Copying: true})
 			err := s.save(sctx, job.Epoch)
 			cancel()
 			switch {

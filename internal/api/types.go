@@ -56,6 +56,9 @@ type DurableRequest struct {
 	// uploaded its shards (0: the reporter copied them itself), for the event's words.
 	Took      float64 `json:"took,omitempty"`
 	Uploaders int     `json:"uploaders,omitempty"`
+	// Copying says the epoch is being copied now, not kept yet: the nodes keep
+	// it until a report without Copying (or for at most 10 minutes).
+	Copying bool `json:"copying,omitempty"`
 }
 
 // JobList is the answer of GET /v1/jobs.

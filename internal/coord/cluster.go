@@ -114,6 +114,9 @@ type clusterBackend struct {
 	// received are the indexes the watch received, with when (under mu): the
 	// silences of ranks they report are as of then (checkHung).
 	received map[string]nodeIndex
+	// pinUntil is when the book's Pin lapses (under mu): a copy out of the
+	// cluster that never said it ended holds no epoch for ever.
+	pinUntil time.Time
 }
 
 // newClusterBackend returns the backend of job rj, whose record is rec. book

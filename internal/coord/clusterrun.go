@@ -256,6 +256,17 @@ func (c *ClusterRun) Reconfigure(rc Reconfig) bool {
 	}
 }
 
+// PinFor bounds how long a pinned epoch is kept ([ClusterRun.Pin]).
+const PinFor = 10 * time.Minute
+
+// Pin keeps epoch, and every newer one, on the nodes while it is copied out of the
+// cluster (shoal run --durable), for at most PinFor; Pin(0) lets pruning go on.
+func (c *ClusterRun) Pin(epoch uint64) {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.book.Pin, c.b.pinUntil = epoch, time.Now().Add(PinFor)
+}
+
 // Uses reports whether the current run has ranks on node.
 func (c *ClusterRun) Uses(node string) bool {
 	c.b.placedMu.Lock()

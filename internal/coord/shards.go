@@ -262,6 +262,9 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 		b.mu.Unlock()
 		return
 	}
+	if b.book.Pin != 0 && time.Now().After(b.pinUntil) {
+		b.book.Pin = 0 // lapsed, or a book taken over from another coordinator
+	}
 	keep, pruned := b.book.Prune()
 	if c := b.book.CreatedNs(fresh[len(fresh)-1]); c != 0 {
 		b.ckptCost = max(time.Since(time.Unix(0, int64(c))), 0)

@@ -96,6 +96,11 @@ type Book struct {
 	// an index that still lists one (its node has yet to delete it) must not
 	// bring it back to be counted complete a second time.
 	Floor uint64 `json:"floor,omitempty"`
+	// Pin is an epoch being copied out of the cluster (the durable tier's
+	// upload): pruning keeps it, and every newer one, until it is unpinned
+	// (0), so that a copy slower than two checkpoint intervals is not cut
+	// short by its epoch's removal. Whoever sets it bounds how long it holds.
+	Pin uint64 `json:"pin,omitempty"`
 }
 
 // Entry is what the book knows of one epoch.
@@ -509,9 +514,13 @@ func (b *Book) kept(c []uint64) (uint64, bool) {
 	if b.alternates() && keep%2 == newest%2 {
 		for i := len(c) - 3; i >= 0; i-- {
 			if c[i]%2 != newest%2 {
-				return c[i], true
+				keep = c[i]
+				break
 			}
 		}
+	}
+	if b.Pin != 0 && b.Pin >= b.Floor && b.Pin < keep {
+		keep = b.Pin
 	}
 	return keep, true
 }

@@ -295,14 +295,19 @@ func TestEpochBookNoCompleteEpoch(t *testing.T) {
 func TestEpochBookPrune(t *testing.T) {
 	tests := []struct {
 		complete, incomplete []uint64
+		pin                  uint64
 		keep                 uint64
 		pruned               bool
 		left                 []uint64
 	}{
-		{[]uint64{1, 2}, nil, 0, false, []uint64{1, 2}},
-		{[]uint64{1, 2, 3}, nil, 2, true, []uint64{2, 3}},
-		{[]uint64{1, 2, 3, 5}, []uint64{4, 6}, 3, true, []uint64{3, 4, 5, 6}},
-		{[]uint64{2, 4, 6}, []uint64{1, 3, 5, 7}, 4, true, []uint64{4, 5, 6, 7}},
+		{[]uint64{1, 2}, nil, 0, 0, false, []uint64{1, 2}},
+		{[]uint64{1, 2, 3}, nil, 0, 2, true, []uint64{2, 3}},
+		{[]uint64{1, 2, 3, 5}, []uint64{4, 6}, 0, 3, true, []uint64{3, 4, 5, 6}},
+		{[]uint64{2, 4, 6}, []uint64{1, 3, 5, 7}, 0, 4, true, []uint64{4, 5, 6, 7}},
+		// An epoch being copied out of the cluster stays, with every newer one.
+		{complete: []uint64{1, 2, 3, 4, 5}, pin: 2, keep: 2, pruned: true, left: []uint64{2, 3, 4, 5}},
+		{complete: []uint64{1, 2, 3, 4, 5}, pin: 1, keep: 0, pruned: false, left: []uint64{1, 2, 3, 4, 5}},
+		{complete: []uint64{1, 2, 3, 4, 5}, pin: 5, keep: 4, pruned: true, left: []uint64{4, 5}},
 	}
 	for _, tt := range tests {
 		b := written(1, 1, []string{"a"}, tt.complete...)
@@ -310,6 +315,7 @@ func TestEpochBookPrune(t *testing.T) {
 			b.entry(e) // seen, with no copy yet
 		}
 		b.MarkComplete(1)
+		b.Pin = tt.pin
 		keep, pruned := b.Prune()
 		var left []uint64
 		for e := range b.Epochs {
@@ -317,8 +323,8 @@ func TestEpochBookPrune(t *testing.T) {
 		}
 		slices.Sort(left)
 		if keep != tt.keep || pruned != tt.pruned || !slices.Equal(left, tt.left) {
-			t.Errorf("complete %v, incomplete %v: Prune() = %d, %v leaving %v; want %d, %v leaving %v",
-				tt.complete, tt.incomplete, keep, pruned, left, tt.keep, tt.pruned, tt.left)
+			t.Errorf("complete %v, incomplete %v, pin %d: Prune() = %d, %v leaving %v; want %d, %v leaving %v",
+				tt.complete, tt.incomplete, tt.pin, keep, pruned, left, tt.keep, tt.pruned, tt.left)
 		}
 	}
 }

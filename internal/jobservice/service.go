@@ -442,7 +442,8 @@ func (s *Service) Evacuate(ctx context.Context, node string) error {
 // KeptDurable records in job id's record, with an event ("epoch 4 kept in
 // s3://lab/jobs/heat (1.2 s)"), that its epoch req.Epoch is kept outside the
 // cluster: `shoal jobs ID` shows it, and the events of the job say it to whoever
-// follows them. The leader, which drives the job, records it.
+// follows them. The leader, which drives the job, records it. A report that the
+// epoch is being copied (req.Copying) keeps it on the nodes until it is kept.
 func (s *Service) KeptDurable(ctx context.Context, id string, req api.DurableRequest) error {
 	if !s.leads(ctx) {
 		c, err := s.leader(ctx)
@@ -459,10 +460,19 @@ func (s *Service) KeptDurable(ctx context.Context, id string, req api.DurableReq
 		return fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
 	}
 	j.mu.Lock()
-	done := j.done
+	done, b := j.done, j.backend
 	j.mu.Unlock()
 	if done {
 		return fmt.Errorf("%w: job %s has already ended", errkind.Conflict, id)
+	}
+	if req.Copying {
+		if b != nil {
+			b.Pin(req.Epoch)
+		}
+		return nil
+	}
+	if b != nil {
+		b.Pin(0)
 	}
 	msg := fmt.Sprintf("epoch %d kept in %s", req.Epoch, req.Location)
 	switch {
