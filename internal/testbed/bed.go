@@ -43,9 +43,10 @@ func IsRoot() bool { return os.Geteuid() == 0 }
 
 // Up brings up the testbed of cfg: it first removes whatever the same instance left behind
 // ([Clean]), then makes the bridge, the hosts and, if cfg.AgentBinary is set, their agents.
-// With agents it returns once every agent is up and sees every host alive; an agent that
-// exits, does not publish its address within 15 s or does not see the others alive within
-// 45 s fails it with [ErrAgentNotReady]. When it fails, it removes what it made.
+// With agents it returns once every agent is up and has seen every host alive; an agent
+// that exits or does not publish its address within 15 s, or agents that get no closer
+// to seeing each other alive for 45 s, fail it with [ErrAgentNotReady]. When it fails,
+// it removes what it made.
 func Up(ctx context.Context, cfg Config) (*Bed, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
