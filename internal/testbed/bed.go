@@ -115,6 +115,9 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 	if err := st.save(n); err != nil {
 		return nil, err
 	}
+	if err := b.raiseNeighLimits(cfg.Nodes); err != nil {
+		return nil, err
+	}
 	if err := makeBridge(ctx, n); err != nil {
 		return nil, err
 	}
@@ -387,6 +390,9 @@ func (b *Bed) Add(ctx context.Context, hc HostConfig) (Host, error) {
 		return Host{}, fmt.Errorf("%w: Site = %d: the testbed has %d sites", ErrInvalidConfig, hc.Site, st.Sites)
 	case hc.Site == 0:
 		hc.Site = st.Sites
+	}
+	if err := b.raiseNeighLimits(len(st.Hosts) + 1); err != nil {
+		return Host{}, err
 	}
 	h, err := b.makeHost(ctx, st, k, hc)
 	if err != nil {
