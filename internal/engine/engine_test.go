@@ -155,6 +155,21 @@ func TestRankStateRoundTrip(t *testing.T) {
 	}
 }
 
+// Across hosts, Open MPI's mpirun starts every daemon through the agent itself: a
+// daemon, which a tree spawn past 64 hosts would have start others, has no
+// $SHOAL_RSH_NODES.
+func TestOpenMPICommandAcrossHosts(t *testing.T) {
+	l := Launch{NRanks: 4, Program: "/p", Hostfile: "/h", RshAgent: "/s rsh"}
+	got := strings.Join(OpenMPI{}.Command(l).Args, " ")
+	if want := "--mca plm_rsh_agent /s rsh --mca plm_rsh_no_tree_spawn 1"; !strings.Contains(got, want) {
+		t.Errorf("Open MPI command\n got %s\nwant it to hold %s", got, want)
+	}
+	local := strings.Join(OpenMPI{}.Command(Launch{NRanks: 2, Program: "/p"}).Args, " ")
+	if strings.Contains(local, "plm_rsh") {
+		t.Errorf("on one host mpirun starts no daemon: %s", local)
+	}
+}
+
 // Across hosts, Hydra's ranks must keep their own host's environment (its
 // data directory) and call back to an address, not a host name.
 func TestMPICHCommandAcrossHosts(t *testing.T) {

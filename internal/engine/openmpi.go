@@ -84,7 +84,11 @@ func (o OpenMPI) Command(l Launch) *exec.Cmd {
 		args = append(args, "--rankfile", l.Rankfile)
 	}
 	if l.RshAgent != "" {
-		args = append(args, "--mca", "plm_rsh_agent", l.RshAgent)
+		// mpirun starts every daemon itself: past routed_radix hosts (64) Open MPI
+		// has daemons start the next ones, and there the agent (shoal rsh) finds
+		// neither the nodes' addresses ($SHOAL_RSH_NODES, set for mpirun only) nor
+		// a grant issued for a launch from that node.
+		args = append(args, "--mca", "plm_rsh_agent", l.RshAgent, "--mca", "plm_rsh_no_tree_spawn", "1")
 	}
 	if _, set := l.MCA["shmem"]; !set && !hasEnv(l.Env, "OMPI_MCA_shmem") {
 		// mmap is the component Open MPI chooses wherever SysV works (priority 50

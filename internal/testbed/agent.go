@@ -11,9 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -107,7 +107,8 @@ const agentAddrFile = "agent.addr"
 // agentTimeout bounds the wait for one agent to publish its address.
 const agentTimeout = 15 * time.Second
 
-// clusterTimeout bounds the wait for the agents to see each other alive. Gossip usually
+// clusterTimeout bounds how long the wait for the agents to see each other alive may go
+// without getting closer ([Bed.waitCluster]). Gossip usually
 // gets every join everywhere within a second or two, but with tens of agents joining at
 // once on two cores a node can miss one (seen at 32 hosts: n27 knew nothing of n13 after
 // 15 s); memberlist's full state exchange with a random member, every PushPullInterval
@@ -171,48 +172,57 @@ func (b *Bed) waitAgent(ctx context.Context, h *Host) error {
 
 // waitCluster waits until the agents see each other alive: for every pair of hosts whose
 // agents run and whose links are up, with at least one of the pair in focus (nil: every
-// host), `shoal nodes --json` run in the first lists the second as alive. It fails with
-// [ErrAgentNotReady] naming what is still wrong after clusterTimeout.
+// host), `shoal nodes --json` run in the first has listed the second as alive. Each pass
+// asks, up to clusterAskers at once, the hosts whose view was not complete yet
+// ([convergence]). It fails with [ErrAgentNotReady] naming what is still wrong when no
+// pass has got closer for clusterTimeout: at 128 hosts on two cores a pass over every
+// host takes tens of seconds, so a bound on the whole wait would grow with the hosts.
 func (b *Bed) waitCluster(ctx context.Context, st *state, focus []string) error {
-	inFocus := func(name string) bool { return focus == nil || slices.Contains(focus, name) }
-	deadline := time.Now().Add(clusterTimeout)
+	c := newConvergence(focus)
+	start := time.Now()
+	lastCloser, lastLog := start, start
 	for {
-		var up []*Host
+		hosts := map[string]*Host{}
+		var up []string
 		for i := range st.Hosts {
 			h := &st.Hosts[i]
 			if id, err := nsID(h.netnsPath()); err == nil && !h.Cut && alive(h.AgentPID, id) {
-				up = append(up, h)
+				up = append(up, h.Name)
+				hosts[h.Name] = h
 			}
 		}
-		problem := ""
-	check:
-		for _, h := range up {
-			var seen map[string]string
-			for _, o := range up {
-				if !inFocus(h.Name) && !inFocus(o.Name) {
-					continue
-				}
-				if seen == nil {
-					var err error
-					if seen, err = agentView(ctx, st, h); err != nil {
-						problem = err.Error()
-						break check
-					}
-				}
-				if state := seen[o.Name]; state != "alive" {
-					if state == "" {
-						state = "nothing"
-					}
-					problem = fmt.Sprintf("%s sees %s %s", h.Name, o.Name, state)
-					break check
-				}
-			}
+		ask := c.toAsk(up)
+		views := make(map[string]view, len(ask))
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, clusterAskers)
+		for _, name := range ask {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				seen, err := agentView(ctx, st, hosts[name])
+				<-sem
+				mu.Lock()
+				views[name] = view{seen, err}
+				mu.Unlock()
+			}()
 		}
+		wg.Wait()
+		problem, missing, closer := c.record(up, views)
 		if problem == "" {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: after %v the agents do not all see each other alive: %s", ErrAgentNotReady, clusterTimeout, problem)
+		if closer {
+			lastCloser = time.Now()
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			b.logf("after %v, %d pairs of agents still to see each other alive (%s)", time.Since(start).Round(time.Second), missing, problem)
+			lastLog = time.Now()
+		}
+		if time.Since(lastCloser) > clusterTimeout {
+			return fmt.Errorf("%w: for %v the agents got no closer to seeing each other alive (%d pairs to go): %s",
+				ErrAgentNotReady, clusterTimeout, missing, problem)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -220,6 +230,12 @@ func (b *Bed) waitCluster(ctx context.Context, st *state, focus []string) error 
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// clusterAskers is how many hosts [Bed.waitCluster] asks at once. Each answer starts a
+// shoal process in the host's namespaces and cgroup, which takes a fraction of a second
+// of the machine's CPU; a few at once overlap the agents' latency without crowding out
+// the gossip being waited for.
+const clusterAskers = 4
 
 // agentView runs `shoal nodes --json` in h (which finds h's agent through SHOAL_DATA_DIR)
 // and returns the state of every node it lists, by name.

@@ -43,9 +43,10 @@ func IsRoot() bool { return os.Geteuid() == 0 }
 
 // Up brings up the testbed of cfg: it first removes whatever the same instance left behind
 // ([Clean]), then makes the bridge, the hosts and, if cfg.AgentBinary is set, their agents.
-// With agents it returns once every agent is up and sees every host alive; an agent that
-// exits, does not publish its address within 15 s or does not see the others alive within
-// 45 s fails it with [ErrAgentNotReady]. When it fails, it removes what it made.
+// With agents it returns once every agent is up and has seen every host alive; an agent
+// that exits or does not publish its address within 15 s, or agents that get no closer
+// to seeing each other alive for 45 s, fail it with [ErrAgentNotReady]. When it fails,
+// it removes what it made.
 func Up(ctx context.Context, cfg Config) (*Bed, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -112,6 +113,9 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		return nil, err
 	}
 	if err := st.save(n); err != nil {
+		return nil, err
+	}
+	if err := b.raiseNeighLimits(cfg.Nodes); err != nil {
 		return nil, err
 	}
 	if err := makeBridge(ctx, n); err != nil {
@@ -386,6 +390,9 @@ func (b *Bed) Add(ctx context.Context, hc HostConfig) (Host, error) {
 		return Host{}, fmt.Errorf("%w: Site = %d: the testbed has %d sites", ErrInvalidConfig, hc.Site, st.Sites)
 	case hc.Site == 0:
 		hc.Site = st.Sites
+	}
+	if err := b.raiseNeighLimits(len(st.Hosts) + 1); err != nil {
+		return Host{}, err
 	}
 	h, err := b.makeHost(ctx, st, k, hc)
 	if err != nil {
