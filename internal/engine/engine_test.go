@@ -157,11 +157,15 @@ func TestRankStateRoundTrip(t *testing.T) {
 
 // Across hosts, Open MPI's mpirun starts every daemon through the agent itself: a
 // daemon, which a tree spawn past 64 hosts would have start others, has no
-// $SHOAL_RSH_NODES.
+// $SHOAL_RSH_NODES. The tree is kept flat by its radix, not by plm_rsh_no_tree_spawn,
+// which daemonizes the daemons out of the agent's launch.
 func TestOpenMPICommandAcrossHosts(t *testing.T) {
 	l := Launch{NRanks: 4, Program: "/p", Hostfile: "/h", RshAgent: "/s rsh"}
 	got := strings.Join(OpenMPI{}.Command(l).Args, " ")
-	if want := "--mca plm_rsh_agent /s rsh --mca plm_rsh_no_tree_spawn 1"; !strings.Contains(got, want) {
+	if strings.Contains(got, "no_tree_spawn") {
+		t.Errorf("Open MPI command %s: plm_rsh_no_tree_spawn has the daemons daemonize", got)
+	}
+	if want := "--mca plm_rsh_agent /s rsh --mca routed_radix 1024"; !strings.Contains(got, want) {
 		t.Errorf("Open MPI command\n got %s\nwant it to hold %s", got, want)
 	}
 	local := strings.Join(OpenMPI{}.Command(Launch{NRanks: 2, Program: "/p"}).Args, " ")

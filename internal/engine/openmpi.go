@@ -64,6 +64,13 @@ func (o OpenMPI) path() string {
 }
 
 // Command returns the mpirun command for l. Its stdout carries the ranks' tagged
+
+// maxRadix is the routed_radix Shoal gives Open MPI's mpirun across hosts: every
+// daemon of up to that many hosts is mpirun's own child. (Open MPI walks the radix
+// tree in int arithmetic that a radix of 2^20 overflows: "could not set relations
+// bit!", and mpirun crashes.)
+const maxRadix = 1024
+
 // output (see [TagReader]).
 func (o OpenMPI) Command(l Launch) *exec.Cmd {
 	mpirun := o.path()
@@ -84,11 +91,15 @@ func (o OpenMPI) Command(l Launch) *exec.Cmd {
 		args = append(args, "--rankfile", l.Rankfile)
 	}
 	if l.RshAgent != "" {
-		// mpirun starts every daemon itself: past routed_radix hosts (64) Open MPI
-		// has daemons start the next ones, and there the agent (shoal rsh) finds
-		// neither the nodes' addresses ($SHOAL_RSH_NODES, set for mpirun only) nor
-		// a grant issued for a launch from that node.
-		args = append(args, "--mca", "plm_rsh_agent", l.RshAgent, "--mca", "plm_rsh_no_tree_spawn", "1")
+		// mpirun starts every daemon itself: past routed_radix hosts (64 by
+		// default) Open MPI has daemons start the next ones, and there the agent
+		// (shoal rsh) finds neither the nodes' addresses ($SHOAL_RSH_NODES, set
+		// for mpirun only) nor a grant issued for a launch from that node. A
+		// radix of maxRadix keeps the launch tree flat up to that many hosts, as
+		// it is below 64. (plm_rsh_no_tree_spawn would do it too, but it also
+		// has each daemon --daemonize: the launch the agent runs ends at once,
+		// taking the daemon with it, and mpirun waits for it for ever.)
+		args = append(args, "--mca", "plm_rsh_agent", l.RshAgent, "--mca", "routed_radix", strconv.Itoa(maxRadix))
 	}
 	if _, set := l.MCA["shmem"]; !set && !hasEnv(l.Env, "OMPI_MCA_shmem") {
 		// mmap is the component Open MPI chooses wherever SysV works (priority 50
