@@ -281,8 +281,8 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 	var retry time.Time
 	failing := false // said so since the last save that worked
 	for {
-		job, err := s.c.Job(ctx, id)
-		if err == nil && job.Epoch > s.savedEpoch() && (job.Epoch != failed || time.Now().After(retry)) {
+		info, err := s.c.Job(ctx, id)
+		if err == nil && info.Epoch > s.savedEpoch() && (info.Epoch != failed || time.Now().After(retry)) {
 			start := time.Now()
 			// A save under way is finished, not cut short, when ctx ends (the job
 			// ended or was held): an upload cancelled midway may still land in a bucket
@@ -291,14 +291,14 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 			// The nodes keep the epoch while it is copied, however many newer ones
 			// complete meanwhile (an agent that does not know the report refuses
 			// it: nothing is lost but that).
-			s.c.KeptDurable(sctx, id, api.DurableRequest{Epoch: job.Epoch, Location: s.r.loc, Copying: true})
-			err := s.save(sctx, job.Epoch)
+			s.c.KeptDurable(sctx, id, api.DurableRequest{Epoch: info.Epoch, Location: s.r.loc, Copying: true})
+			err := s.save(sctx, info.Epoch)
 			cancel()
 			switch {
 			case err != nil && ctx.Err() == nil:
-				failed, retry = job.Epoch, time.Now().Add(2*time.Second)
+				failed, retry = info.Epoch, time.Now().Add(2*time.Second)
 				if !failing {
-					fmt.Fprintf(s.r.stdout, "shoal: warning: keeping epoch %d in %s failed: %s\n", job.Epoch, s.r.loc, errorLine(err))
+					fmt.Fprintf(s.r.stdout, "shoal: warning: keeping epoch %d in %s failed: %s\n", info.Epoch, s.r.loc, errorLine(err))
 				}
 				failing = true
 			case err == nil:
@@ -310,10 +310,14 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 				// job's other events; said here when it cannot be (the job just
 				// ended) or when --quiet would hide the end of a run of failures.
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				rerr := s.c.KeptDurable(rctx, id, api.DurableRequest{Epoch: job.Epoch, Location: s.r.loc, Took: took, Uploaders: uploaders})
+				rerr := s.c.KeptDurable(rctx, id, api.DurableRequest{Epoch: info.Epoch, Location: s.r.loc, Took: took, Uploaders: uploaders})
 				rcancel()
 				if rerr != nil && !s.r.quiet || failing && s.r.quiet {
-					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s)\n", job.Epoch, s.r.loc, took)
+					by := ""
+					if uploaders > 0 {
+						by = ", uploaded by " + job.Plural(uploaders, "node")
+					}
+					fmt.Fprintf(s.r.stdout, "shoal: epoch %d kept in %s (%.1f s%s)\n", info.Epoch, s.r.loc, took, by)
 				}
 				failing = false
 			}
