@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -447,7 +448,7 @@ func HasCredentials() bool {
 		if err != nil {
 			return false
 		}
-		file = path.Join(home, ".aws", "credentials")
+		file = filepath.Join(home, ".aws", "credentials")
 	}
 	_, err := os.Stat(file)
 	return err == nil
