@@ -47,9 +47,11 @@ type Membership struct {
 	// conflict is the gossip address of another live node that has this
 	// node's name, as memberlist reported it while joining; nil: none.
 	conflict atomic.Pointer[string]
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	// rechecking holds the suspect nodes being pinged (see recheck).
+	rechecking sync.Map
+	stopOnce   sync.Once
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // New starts gossiping on cfg's bind address as a cluster of one. meta is what
@@ -109,7 +111,7 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
 	mc.Logger = log.New(sink, "", 0)
 	d := &delegate{m}
-	mc.Delegate, mc.Events, mc.Ping, mc.Conflict = d, d, d, d
+	mc.Delegate, mc.Events, mc.Ping, mc.Conflict, mc.Alive = d, d, d, d, d
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -499,6 +501,36 @@ func (m *Membership) suspect(name string) {
 	}
 }
 
+// recheck pings n, a node this node holds suspect of which an alive message
+// came, and sets it alive again if it answers. memberlist sets a suspect node
+// alive when it refutes, but tells no delegate unless its metadata changed, and
+// this node's own next direct probe of it (NotifyPingComplete) comes round only
+// after every other node's: up to n probe intervals, minutes on a large
+// cluster. An alive message may also be old news (a retransmission, another
+// node's state at a push-pull), so it is only the cue: the answer decides, as
+// for a probe. One recheck a node at a time.
+func (m *Membership) recheck(n Node) {
+	if _, busy := m.rechecking.LoadOrStore(n.Name, true); busy {
+		return
+	}
+	go func() {
+		defer m.rechecking.Delete(n.Name)
+		if !m.answers(n) {
+			return
+		}
+		now := time.Now()
+		before, after, ok := m.table.update(n.Name, func(t *Node) {
+			if t.State == StateSuspect {
+				t.State, t.Since = StateAlive, now
+			}
+		})
+		if ok && before.State == StateSuspect && after.State == StateAlive {
+			m.log.Debug("a suspect node answers again", "node", n.Name)
+			m.publish(EventAlive, after)
+		}
+	}()
+}
+
 // delegate receives memberlist's callbacks. memberlist holds its node lock while
 // calling the event methods, so they must never call back into memberlist.
 type delegate struct{ m *Membership }
@@ -508,7 +540,17 @@ var (
 	_ memberlist.EventDelegate    = (*delegate)(nil)
 	_ memberlist.PingDelegate     = (*delegate)(nil)
 	_ memberlist.ConflictDelegate = (*delegate)(nil)
+	_ memberlist.AliveDelegate    = (*delegate)(nil)
 )
+
+// NotifyAlive is memberlist telling of an alive message about peer, before it
+// decides whether the message is news. It never refuses one.
+func (d *delegate) NotifyAlive(peer *memberlist.Node) error {
+	if n, ok := d.m.table.get(peer.Name); ok && n.State == StateSuspect && !n.Local {
+		d.m.recheck(n)
+	}
+	return nil
+}
 
 // NotifyConflict is memberlist telling that a node alive in the cluster has the
 // name of a node it knows at another address; it keeps the one it knew. When that

@@ -308,6 +308,55 @@ func TestDeathReportedByAnotherNodeHeld(t *testing.T) {
 	}
 }
 
+// TestSuspicionClearedWhenAlive: a node this node suspected is alive again
+// here once an alive message about it comes and it answers a ping, not only at
+// this node's next direct probe of it, which on a large cluster comes minutes
+// later. Here no probe ever comes (a probe interval of an hour), and the alive
+// message carries the same metadata (a state exchange, as at a refutation), so
+// memberlist tells no update.
+func TestSuspicionClearedWhenAlive(t *testing.T) {
+	var ms []*Membership
+	for _, name := range []string{"n1", "n2"} {
+		c := DefaultLocalConfig()
+		c.Name, c.BindPort, c.Secret = name, 0, testSecret
+		c.ProbeInterval = time.Hour
+		m, err := New(c, Meta{API: "127.0.0.1:1", Cores: 2, Arch: "amd64", OS: "linux"}, nil)
+		if err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		t.Cleanup(func() { m.Shutdown() })
+		ms = append(ms, m)
+	}
+	if err := ms[1].Join([]string{ms[0].Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
+	sub := ms[0].Subscribe()
+	defer sub.Close()
+	ms[0].suspect("n2") // as if n1's probe had failed
+	if err := ms[1].Join([]string{ms[0].Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	deadline := time.After(10 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case ev := <-sub.C:
+			if ev.Node.Name == "n2" {
+				seen = append(seen, ev.Type.String())
+			}
+		case <-deadline:
+			t.Fatalf("n2 on n1 after 10 s: events %v, want [suspect alive]", seen)
+		}
+	}
+	if got := strings.Join(seen, ","); got != "suspect,alive" {
+		t.Errorf("events about n2 on n1: %s, want suspect,alive", got)
+	}
+	if got := states(ms[0]); got != "n1=alive n2=alive" {
+		t.Errorf("n1 sees %q after the refutation, want both alive", got)
+	}
+}
+
 // eventsAbout returns the types of the next n events about name on sub,
 // joined by commas, failing the test if they do not come within a second
 // each.
