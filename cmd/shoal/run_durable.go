@@ -291,7 +291,7 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 			// The nodes keep the epoch while it is copied, however many newer ones
 			// complete meanwhile (an agent that does not know the report refuses
 			// it: nothing is lost but that).
-			s.c.KeptDurable(sctx, id, api.DurableRequest{Epoch: info.Epoch, Location: s.r.loc, Copying: true})
+			s.c.KeptDurable(sctx, id, api.DurableRequest{Epoch: info.Epoch, Location: s.r.loc, Endpoint: s.r.endpoint, Copying: true})
 			err := s.save(sctx, info.Epoch)
 			cancel()
 			switch {
@@ -310,7 +310,7 @@ func (s *durableSaver) run(ctx context.Context, id string) {
 				// job's other events; said here when it cannot be (the job just
 				// ended) or when --quiet would hide the end of a run of failures.
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				rerr := s.c.KeptDurable(rctx, id, api.DurableRequest{Epoch: info.Epoch, Location: s.r.loc, Took: took, Uploaders: uploaders})
+				rerr := s.c.KeptDurable(rctx, id, api.DurableRequest{Epoch: info.Epoch, Location: s.r.loc, Endpoint: s.r.endpoint, Took: took, Uploaders: uploaders})
 				rcancel()
 				if rerr != nil && !s.r.quiet || failing && s.r.quiet {
 					by := ""

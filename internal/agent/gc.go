@@ -51,6 +51,8 @@ type collector struct {
 	cache  files.Cache
 
 	mu sync.Mutex
+	// durable is the loop's own (see durablePass).
+	durable durableRetention
 }
 
 var _ api.GCService = (*collector)(nil)
@@ -131,6 +133,9 @@ func (c *collector) storeDigest() string {
 // pass collects under the policy and returns when something kept now may go.
 func (c *collector) pass() time.Time {
 	rep, next, err := c.collectHere(api.GCRequest{})
+	if d := c.durablePass(time.Now()); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+		next = d
+	}
 	if err != nil {
 		c.a.log.Warn("collecting job data", "err", err)
 		return next

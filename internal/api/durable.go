@@ -41,8 +41,8 @@ func (u UploadRequest) Validate() error {
 	case strings.ContainsFunc(loc, func(r rune) bool { return r < ' ' || r == 0x7f }):
 		problems = append(problems, fmt.Sprintf("location %q: control characters", loc))
 	}
-	if e := u.Endpoint; e != "" && (len(e) > maxLocation || !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://")) {
-		problems = append(problems, "endpoint: want http(s)://HOST[:PORT]")
+	if p := endpointProblem(u.Endpoint); p != "" {
+		problems = append(problems, p)
 	}
 	if u.Ranks < 1 || u.Ranks > job.MaxRanks {
 		problems = append(problems, fmt.Sprintf("ranks %d: want 1 to %d", u.Ranks, job.MaxRanks))
@@ -99,4 +99,19 @@ func (c *Client) UploadShard(ctx context.Context, ref shard.Ref, req UploadReque
 	var u Uploaded
 	err := c.call(ctx, "POST", shardPath(ref)+"/upload", req, &u)
 	return u, err
+}
+
+// endpointProblem says what is wrong with an object store's endpoint, or "": it
+// is "" or http(s)://HOST[:PORT], printable, with no credentials in it.
+func endpointProblem(e string) string {
+	switch {
+	case e == "":
+		return ""
+	case len(e) > maxLocation || !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://"),
+		strings.ContainsFunc(e, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		return "endpoint: want http(s)://HOST[:PORT]"
+	case strings.Contains(e, "@"):
+		return "endpoint: http(s)://HOST[:PORT], with no credentials in it"
+	}
+	return ""
 }

@@ -52,6 +52,9 @@ type RebalanceRequest struct {
 type DurableRequest struct {
 	Epoch    uint64 `json:"epoch"`
 	Location string `json:"location"` // DIR or s3://BUCKET/PREFIX, as --durable names it
+	// Endpoint is the object store's URL (--durable-endpoint; "": the agents'
+	// own AWS_ENDPOINT_URL_S3 …), for the retention of the job's epochs there.
+	Endpoint string `json:"endpoint,omitempty"`
 	// Took is how long keeping it took, in seconds, and Uploaders how many nodes
 	// uploaded its shards (0: the reporter copied them itself), for the event's words.
 	Took      float64 `json:"took,omitempty"`

@@ -174,6 +174,9 @@ func (d DurableRequest) Validate() error {
 	case strings.HasPrefix(loc, "s3://") && strings.Contains(strings.SplitN(loc[len("s3://"):], "/", 2)[0], "@"):
 		problems = append(problems, "location: s3://BUCKET/PREFIX, with no credentials in it")
 	}
+	if p := endpointProblem(d.Endpoint); p != "" {
+		problems = append(problems, p)
+	}
 	if d.Took < 0 || d.Took > 1e7 || d.Took != d.Took {
 		problems = append(problems, fmt.Sprintf("took %v: want seconds, 0 or more", d.Took))
 	}

@@ -45,6 +45,10 @@ func TestDurableRequest(t *testing.T) {
 		{DurableRequest{Epoch: 1, Location: "/a\nb"}, "control characters"},
 		{DurableRequest{Epoch: 1, Location: "s3://key:secret@lab/jobs"}, "with no credentials in it"},
 		{DurableRequest{Epoch: 1, Location: "/a", Took: -1}, "took -1: want seconds"},
+		{DurableRequest{Epoch: 1, Location: "s3://lab/jobs", Endpoint: "http://10.77.0.1:8333"}, ""},
+		{DurableRequest{Epoch: 1, Location: "s3://lab/jobs", Endpoint: "10.77.0.1:8333"}, "endpoint: want http(s)://HOST[:PORT]"},
+		{DurableRequest{Epoch: 1, Location: "s3://lab/jobs", Endpoint: "http://key:secret@10.77.0.1"}, "endpoint: http(s)://HOST[:PORT], with no credentials in it"},
+		{DurableRequest{Epoch: 1, Location: "s3://lab/jobs", Endpoint: "http://a\nb"}, "endpoint: want http(s)://HOST[:PORT]"},
 		{DurableRequest{Location: "x", Took: -1}, "epoch 0: want the epoch kept, 1 or more; location \"x\": want an absolute directory or s3://BUCKET/PREFIX; took -1"},
 	}
 	for _, tt := range tests {

@@ -435,6 +435,44 @@ func (s *S3Store) Clear(ctx context.Context) error {
 	return s.remove(ctx, keys)
 }
 
+// RemoveJob removes what the prefix keeps of job id, for the retention of the
+// job's data (the agent's collector, with the agent's own credentials, on a
+// location the job's user named): the epochs whose manifest names the job, and,
+// when no manifest under the prefix names another job, the rest under it too
+// (epochs whose save stopped before their manifest). An epoch whose manifest
+// names another job, or is corrupt, is left alone. It returns how many epochs
+// it removed.
+func (s *S3Store) RemoveJob(ctx context.Context, id string) (int, error) {
+	epochs, err := s.list(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var mine, others []uint64
+	for _, e := range complete(epochs) {
+		m, err := s.manifest(ctx, e)
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			others = append(others, e) // unreadable: not known to be this job's
+		case err != nil:
+			return 0, err
+		case m.Job == id:
+			mine = append(mine, e)
+		default:
+			others = append(others, e)
+		}
+	}
+	var keys []string
+	n := 0
+	for e, eo := range epochs {
+		switch {
+		case slices.Contains(mine, e), !eo.manifest && len(others) == 0:
+			keys = append(keys, eo.keys...)
+			n++
+		}
+	}
+	return n, s.remove(ctx, keys)
+}
+
 // HasCredentials reports whether this process's environment gives the object store
 // credentials without asking a cloud's instance metadata: the AWS_* variables or a
 // shared credentials file. An agent without them leaves the upload to shoal run.

@@ -512,6 +512,45 @@ func TestS3ShardsUploadedApart(t *testing.T) {
 	}
 }
 
+// RemoveJob removes a job's epochs, and the objects of saves cut short only when
+// no other job's epoch shares the prefix.
+func TestS3RemoveJob(t *testing.T) {
+	b := backends[1]
+	ctx := context.Background()
+
+	alone := b.open(t).(*S3Store)
+	saveEpoch(t, alone, 2)
+	b.crash(t, alone, 3)
+	if n, err := alone.RemoveJob(ctx, "heat-9"); err != nil || n != 0 {
+		t.Fatalf("RemoveJob of a job the prefix does not keep: %d epochs, %v; want 0", n, err)
+	}
+	if got := b.epochs(t, alone); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("after removing another job's: epochs %v, want [2 3]", got)
+	}
+	if n, err := alone.RemoveJob(ctx, "heat-1"); err != nil || n != 2 {
+		t.Fatalf("RemoveJob heat-1: %d epochs, %v; want 2 (its own and the one cut short)", n, err)
+	}
+	if got := b.epochs(t, alone); len(got) != 0 {
+		t.Errorf("after RemoveJob heat-1: epochs %v, want none", got)
+	}
+
+	shared := b.open(t).(*S3Store)
+	saveEpoch(t, shared, 2)
+	heat2 := func(r int) (io.ReadCloser, int64, error) {
+		return io.NopCloser(bytes.NewReader(encodeShard(t, "heat-2", 3, r))), -1, nil
+	}
+	if err := shared.Save(ctx, Manifest{Identity: heat, Job: "heat-2", Epoch: 3}, heat2); err != nil {
+		t.Fatal(err)
+	}
+	b.crash(t, shared, 4)
+	if n, err := shared.RemoveJob(ctx, "heat-1"); err != nil || n != 1 {
+		t.Fatalf("RemoveJob heat-1 beside heat-2: %d epochs, %v; want 1", n, err)
+	}
+	if got := b.epochs(t, shared); !slices.Equal(got, []uint64{3, 4}) {
+		t.Errorf("after RemoveJob heat-1 beside heat-2: epochs %v, want [3 4] (heat-2's, and one no manifest names)", got)
+	}
+}
+
 // Paced passes every byte on, in reads of at most a tenth of a second's worth.
 func TestPaced(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), 10000)

@@ -95,8 +95,11 @@ type Job struct {
 // s3://BUCKET/PREFIX: never a credential) since At: the Data of a "durable"
 // event, whose time is At.
 type Durable struct {
-	Epoch    uint64    `json:"epoch"`
-	Location string    `json:"location"`
+	Epoch    uint64 `json:"epoch"`
+	Location string `json:"location"`
+	// Endpoint is the object store's URL when shoal run named one
+	// (--durable-endpoint); "" otherwise.
+	Endpoint string    `json:"endpoint,omitempty"`
 	At       time.Time `json:"at,omitzero"`
 }
 

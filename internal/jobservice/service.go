@@ -481,7 +481,7 @@ func (s *Service) KeptDurable(ctx context.Context, id string, req api.DurableReq
 	case req.Took > 0:
 		msg += fmt.Sprintf(" (%.1f s)", req.Took)
 	}
-	e := job.NewEvent(job.EventDurable, msg, job.Durable{Epoch: req.Epoch, Location: req.Location})
+	e := job.NewEvent(job.EventDurable, msg, job.Durable{Epoch: req.Epoch, Location: req.Location, Endpoint: req.Endpoint})
 	e.Epoch = req.Epoch
 	j.event(e)
 	return nil

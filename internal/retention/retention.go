@@ -86,6 +86,9 @@ type Job struct {
 	KeepFrom uint64
 	// Files are the content hashes of the job's staged files.
 	Files []string
+	// Durable is where the job's newest epoch was kept outside the cluster
+	// (job.Durable's Location: s3://BUCKET/PREFIX or a directory); "" when none.
+	Durable string
 }
 
 // ended reports whether the job is over: a terminal state (job.Terminal)
@@ -141,6 +144,7 @@ const (
 	KindCoordDir Kind = "coord-dir" // DATA/coord/JOB
 	KindResults  Kind = "results"   // DATA/results/JOB
 	KindFile     Kind = "file"      // DATA/files/SUM
+	KindDurable  Kind = "durable"   // the job's epochs in an object store (DecideDurable)
 )
 
 // Item is one piece of a node's data and what to do with it.
@@ -386,6 +390,50 @@ func decideJob(p Policy, now time.Time, id string, j Job, known bool, h Held, dr
 	}
 	all(false, reason, shards)
 	return items, fmt.Sprintf("%s %s ago", j.State, round(age)), true
+}
+
+// DecideDurable applies the policy at time now to what jobs keep outside the
+// cluster: one item for each job with a durable location, by the rules of the
+// job's data on the nodes (see Decide), so that a job's epochs in an object
+// store go when its shards would:
+//   - a job that has not ended, or ended with job.KeepForever: kept;
+//   - a succeeded job without a Keep of its own: removed at once (nothing
+//     resumes from it; shoal run removes it itself when it sees the end);
+//   - a job that ended at least its grace ago: removed, else kept until then;
+//   - a directory (shoal run --durable DIR): always kept. It is a path the
+//     job's user named, which root does not touch; shoal run clears it.
+//
+// Only one node acts on the plan (the job store's leader): the store is
+// shared. Items are in the order of jobs.
+func DecideDurable(p Policy, now time.Time, jobs []Job) Plan {
+	var plan Plan
+	for _, j := range jobs {
+		if j.Durable == "" {
+			continue
+		}
+		it := Item{Kind: KindDurable, Job: j.ID}
+		g, forever := p.grace(j)
+		age := now.Sub(j.Ended)
+		switch {
+		case !strings.HasPrefix(j.Durable, "s3://"):
+			it.Reason = "a directory the job's user named: shoal run clears it, root does not"
+		case !j.ended():
+			it.Reason = fmt.Sprintf("job is %s", j.State)
+		case forever:
+			it.Reason = "kept with --keep until `shoal gc --job` removes it"
+		case j.State == job.Succeeded && j.Keep == 0:
+			it.Remove, it.Reason = true, "succeeded: nothing resumes from its epochs"
+		case age >= g:
+			it.Remove, it.Reason = true, fmt.Sprintf("%s %s ago; kept %s after the end", j.State, round(age), round(g))
+		default:
+			it.Reason = fmt.Sprintf("%s %s ago; kept %s after the end", j.State, round(age), round(g))
+			if t := j.Ended.Add(g); plan.Next.IsZero() || t.Before(plan.Next) {
+				plan.Next = t
+			}
+		}
+		plan.Items = append(plan.Items, it)
+	}
+	return plan
 }
 
 func round(d time.Duration) time.Duration {

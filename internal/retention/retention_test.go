@@ -343,3 +343,47 @@ func TestPolicyValidate(t *testing.T) {
 		t.Errorf("negative Failed: got %v, want an error naming Failed -1s", err)
 	}
 }
+
+// TestDecideDurable: a job's epochs in an object store go when its shards on
+// the nodes would; a directory is never touched; Next is the earliest end of
+// a grace.
+func TestDecideDurable(t *testing.T) {
+	p := DefaultPolicy()
+	loc := "s3://lab/jobs/heat"
+	ended := func(id string, s job.State, ago, keep time.Duration) Job {
+		return Job{ID: id, State: s, Ended: t0.Add(-ago), Keep: keep, Durable: loc}
+	}
+	jobs := []Job{
+		{ID: "running", State: job.Running, Durable: loc},
+		ended("ok", job.Succeeded, time.Minute, 0),
+		ended("ok-keep-for", job.Succeeded, time.Minute, 2*time.Hour),
+		ended("failed-new", job.Failed, time.Hour, 0),
+		ended("failed-old", job.Failed, 25*time.Hour, 0),
+		ended("cancelled-old", job.Cancelled, 24*time.Hour, 0),
+		ended("forever", job.Cancelled, 1000*time.Hour, time.Duration(job.KeepForever)),
+		{ID: "dir", State: job.Failed, Ended: t0.Add(-100 * time.Hour), Durable: "/shared/ckpt"},
+		{ID: "none", State: job.Failed, Ended: t0.Add(-100 * time.Hour)},
+		{ID: "no-end", State: job.Failed, Durable: loc},
+	}
+	plan := DecideDurable(p, t0, jobs)
+	var got []string
+	for _, it := range plan.Items {
+		if it.Kind != KindDurable {
+			t.Errorf("item %+v: kind %s, want durable", it, it.Kind)
+		}
+		got = append(got, fmt.Sprintf("%s:%v", it.Job, it.Remove))
+	}
+	want := "running:false ok:true ok-keep-for:false failed-new:false failed-old:true cancelled-old:true forever:false dir:false no-end:false"
+	if strings.Join(got, " ") != want {
+		t.Errorf("plan\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	// ok-keep-for's grace ends first (in 1 h 59 min), before failed-new's (23 h).
+	if wantNext := t0.Add(-time.Minute + 2*time.Hour); !plan.Next.Equal(wantNext) {
+		t.Errorf("Next %v, want %v (ok-keep-for's grace)", plan.Next, wantNext)
+	}
+	for _, it := range plan.Items {
+		if it.Job == "dir" && !strings.Contains(it.Reason, "directory") {
+			t.Errorf("dir's reason %q does not say why a directory is kept", it.Reason)
+		}
+	}
+}

@@ -35,7 +35,9 @@ const instance = 264
 // which epoch is kept where, and neither its output, the job's events nor the
 // agents' logs hold the secret. The first testbed's agents have the store's
 // credentials and upload their nodes' shards themselves; the second's have none,
-// and shoal run copies the shards through itself.
+// and shoal run copies the shards through itself. Before all that, a job
+// cancelled on the first testbed has its epochs removed from the bucket by
+// retention (cancelledGoes).
 func TestEveryHostLost(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
@@ -77,6 +79,7 @@ func TestEveryHostLost(t *testing.T) {
 	// The first testbed's agents have the store's credentials: each node uploads
 	// its own shards. The second's have none: shoal run copies them.
 	b := up(t, srv)
+	cancelledGoes(t, b, srv, env, bin, heat)
 	first := run(b)
 	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(\d+\.\d s, uploaded by 2 nodes\)$`, time.Minute)[1])
 	// The job's record says so too, for shoal jobs on any node.
@@ -153,6 +156,53 @@ func TestEveryHostLost(t *testing.T) {
 	for obj := range c.ListObjects(context.Background(), "shoal-durable", minio.ListObjectsOptions{Prefix: "jobs/heat/", Recursive: true}) {
 		t.Errorf("the bucket keeps %s (%v) after the job finished", obj.Key, obj.Err)
 	}
+}
+
+// cancelledGoes: a job run with --durable and --keep-for 2s, cancelled once an
+// epoch of it is kept, keeps that epoch in the bucket (shoal run does not clear
+// a job that did not succeed: the same command resumes it); 2 s after its end,
+// the leader's retention removes it, with its agent's credentials.
+func cancelledGoes(t *testing.T, b *testbed.Bed, srv *testbed.S3Server, env []string, bin, heat string) {
+	t.Helper()
+	loc := "s3://shoal-durable/jobs/cancelled"
+	cmd, err := b.Command(context.Background(), "n1", bin, "run", "-n", "2", "--ckpt-interval", "1s", "--keep-for", "2s",
+		"--durable", loc, "--", heat, "--size", "200", "--steps", "3000", "--pace", "20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env, cmd.Dir = env, testenv.Root
+	p := watch.Start(t, cmd)
+	p.WaitLine(`^shoal: epoch \d+ kept in `+regexp.QuoteMeta(loc)+` `, time.Minute)
+	id := regexp.MustCompile(`(?m)^shoal: job (\S+):`).FindStringSubmatch(p.Output())
+	if id == nil {
+		t.Fatalf("no line names the job:\n%s", p.Output())
+	}
+	if out, err := b.Exec(context.Background(), "n2", bin, "cancel", id[1]); err != nil {
+		t.Fatalf("shoal cancel %s: %v\n%s", id[1], err, out)
+	}
+	if code := p.Wait(30 * time.Second); code == 0 {
+		t.Fatalf("the cancelled run exited 0:\n%s", p.Output())
+	}
+	c, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := func() []string {
+		var keys []string
+		for obj := range c.ListObjects(context.Background(), "shoal-durable", minio.ListObjectsOptions{Prefix: "jobs/cancelled/", Recursive: true}) {
+			keys = append(keys, obj.Key)
+		}
+		return keys
+	}
+	if len(objects()) == 0 {
+		t.Fatalf("the cancelled job's kept epoch is not in the bucket:\n%s", shoalLines(p.Output()))
+	}
+	poll.Until(t, 30*time.Second, func() string {
+		if keys := objects(); len(keys) > 0 {
+			return fmt.Sprintf("the bucket still keeps %v of job %s, cancelled with --keep-for 2s", keys, id[1])
+		}
+		return ""
+	})
 }
 
 // up brings up the testbed of the test: 2 hosts of 1 core with agents, which have
