@@ -34,8 +34,9 @@ const instance = 264
 // neither run's output. While the first runs, shoal jobs on the other host says
 // which epoch is kept where, and neither its output, the job's events nor the
 // agents' logs hold the secret. The first testbed's agents have the store's
-// credentials and upload their nodes' shards themselves; the second's have none,
-// and shoal run copies the shards through itself.
+// credentials and upload their nodes' shards themselves. On the second only n1's
+// agent has them: n1 fetches its shards from the store itself when the job resumes,
+// and shoal run puts n2's there and copies every epoch after, through itself.
 func TestEveryHostLost(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
@@ -75,7 +76,7 @@ func TestEveryHostLost(t *testing.T) {
 	}
 
 	// The first testbed's agents have the store's credentials: each node uploads
-	// its own shards. The second's have none: shoal run copies them.
+	// its own shards.
 	b := up(t, srv)
 	first := run(b)
 	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(\d+\.\d s, uploaded by 2 nodes\)$`, time.Minute)[1])
@@ -118,9 +119,17 @@ func TestEveryHostLost(t *testing.T) {
 	}
 	first.Wait(30 * time.Second) // killed with its host
 
-	b = up(t, nil)
+	// On the second only n1's agent has them: n1 fetches its shards of the
+	// resumed epoch, shoal run puts n2's, and copies the epochs after.
+	b = up(t, srv, "n1")
 	second := run(b)
-	resumed, _ := strconv.Atoi(second.WaitLine(`^shoal: resuming from epoch (\d+) kept in `+kept+` \(job \S+\)$`, time.Minute)[1])
+	h2, err := b.Host("n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2 := regexp.QuoteMeta(h2.IP)
+	second.WaitLine(`^shoal: the node at `+n2+`:\d+ does not fetch its shards from `+kept+` itself \(.*its agent has no credentials for `+kept+` .*\): shoal run puts them there$`, time.Minute)
+	resumed, _ := strconv.Atoi(second.WaitLine(`^shoal: resuming from epoch (\d+) kept in `+kept+` \(job \S+, fetched by 1 node\)$`, time.Minute)[1])
 	if resumed < saved {
 		t.Errorf("resumed from epoch %d, want %d or newer (kept before the testbed went down)", resumed, saved)
 	}
@@ -156,13 +165,13 @@ func TestEveryHostLost(t *testing.T) {
 }
 
 // up brings up the testbed of the test: 2 hosts of 1 core with agents, which have
-// the settings of srv (nil: none).
-func up(t *testing.T, srv *testbed.S3Server) *testbed.Bed {
+// the settings of srv, on the hosts named only when some are.
+func up(t *testing.T, srv *testbed.S3Server, hosts ...string) *testbed.Bed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b, err := testbed.Up(ctx, testbed.Config{Nodes: 2, Cores: []int{1}, Instance: instance, AgentBinary: filepath.Join(testenv.Root, "bin/shoal"),
-		S3: srv != nil, S3Server: srv, Logf: t.Logf})
+		S3: true, S3Server: srv, S3Hosts: hosts, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("testbed up: %v", err)
 	}
