@@ -45,6 +45,10 @@ type durableRun struct {
 	rate     int64
 
 	saver *durableSaver
+	// cannotFetch are the nodes that said they cannot read the object store
+	// themselves, by API address: a resume puts their shards there from this
+	// process.
+	cannotFetch map[string]bool
 }
 
 // openDurable opens the store of --durable and checks, before any job runs, that
@@ -204,7 +208,7 @@ func (r *durableRun) putShards(ctx context.Context, m durable.Manifest, addrs []
 // describes from the object store, verified, into its shard store, one after
 // another and the nodes in parallel, at most --durable-rate bytes a second each.
 // It returns the ranks of the nodes that cannot (no credentials), saying so once
-// for each.
+// for each, and not asking them again.
 func (r *durableRun) fetchByNodes(ctx context.Context, m durable.Manifest, byNode map[string][]int) (map[string][]int, error) {
 	type answer struct {
 		addr string
@@ -213,28 +217,39 @@ func (r *durableRun) fetchByNodes(ctx context.Context, m durable.Manifest, byNod
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answers := make(chan answer, len(byNode))
-	for addr, ranks := range byNode {
-		go func() {
-			nc := api.NewClient(addr, r.secret)
-			for _, rank := range ranks {
-				req := api.DownloadRequest{Location: r.loc, Endpoint: r.endpoint, Ranks: m.Ranks,
-					Size: m.Shards[rank].Size, Checksum: m.Shards[rank].Checksum, Rate: r.rate}
-				if _, err := nc.DownloadShard(fctx, shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: rank}, req); err != nil {
-					answers <- answer{addr, err}
-					return
-				}
+	fetch := func(addr string, ranks []int) {
+		nc := api.NewClient(addr, r.secret)
+		for _, rank := range ranks {
+			req := api.DownloadRequest{Location: r.loc, Endpoint: r.endpoint, Ranks: m.Ranks,
+				Size: m.Shards[rank].Size, Checksum: m.Shards[rank].Checksum, Rate: r.rate}
+			if _, err := nc.DownloadShard(fctx, shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: rank}, req); err != nil {
+				answers <- answer{addr, err}
+				return
 			}
-			answers <- answer{addr, nil}
-		}()
+		}
+		answers <- answer{addr, nil}
 	}
 	left := map[string][]int{}
+	asked := 0
+	for addr, ranks := range byNode {
+		if r.cannotFetch[addr] {
+			left[addr] = ranks
+			continue
+		}
+		asked++
+		go fetch(addr, ranks)
+	}
 	var err error
-	for range byNode {
+	for range asked {
 		a := <-answers
 		switch {
 		case a.err == nil:
 		case errors.Is(a.err, errkind.NotAvailable):
 			left[a.addr] = byNode[a.addr]
+			if r.cannotFetch == nil {
+				r.cannotFetch = map[string]bool{}
+			}
+			r.cannotFetch[a.addr] = true
 			fmt.Fprintf(r.stdout, "shoal: the node at %s does not fetch its shards from %s itself (%s): shoal run puts them there\n", a.addr, r.loc, errorLine(a.err))
 		case err == nil:
 			err = fmt.Errorf("the node at %s: %w", a.addr, a.err)
