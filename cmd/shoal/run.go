@@ -45,7 +45,8 @@ Slurm allocation ($SLURM_JOB_ID), shoal run starts an agent on each allocated no
 on any cluster of agents or in such an allocation, the job's newest complete
 epoch is kept there while shoal run follows the job (to an object store, each
 node uploads its own shards), and a run of the same job resumes from it, even
-when every node the job ran on is gone (docs/durable.md); in an allocation,
+when every node the job ran on is gone (from an object store, each node
+fetches its own shards back; docs/durable.md); in an allocation,
 SIGTERM (Slurm's warning signal: exec shoal run in the batch script) holds the
 job at an epoch kept there and requeues it. With no agent
 elsewhere, shoal run coordinates the job itself on this machine; an agent that
@@ -127,7 +128,7 @@ type runFlags struct {
 	durableLoc      durable.Location
 	durableEndpoint string
 	// durableRate is --durable-rate: the bytes a second each node may take to
-	// upload its shards (0: no bound).
+	// upload its shards, or to fetch them when the job resumes (0: no bound).
 	durableRate int64
 	// fresh is --fresh: a run on this machine alone starts from the
 	// beginning, removing what an earlier run of the job id kept.
@@ -285,8 +286,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the MPI the program is linked with, else the agent's --engine, else openmpi; a program built with the other MPI, or linked with a libshoal built for the other, is refused")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the retention policy, of the agents or of this machine alone: 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the retention policy")
-	fs.StringVar(&f.durable, "durable", "", "keep the newest complete checkpoint epoch in `DIR` on a shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied while this shoal run follows the job (with an agent, or in a Slurm allocation; not with --detach): to an object store each node uploads its own shards with its agent's credentials (--durable-rate bounds each), elsewhere shoal run copies them; a run with the same location, program, arguments and rank count resumes from it, even when every node the job ran on is gone, and the job's success clears it; in a Slurm allocation, SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75); docs/durable.md")
-	fs.Func("durable-rate", "with --durable s3://…: at most `BYTES` a second (20M, 1G) for each node's upload of its shards, so that the copy leaves the job most of the node's link (default: no bound)", func(v string) error {
+	fs.StringVar(&f.durable, "durable", "", "keep the newest complete checkpoint epoch in `DIR` on a shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied while this shoal run follows the job (with an agent, or in a Slurm allocation; not with --detach): to an object store each node uploads its own shards with its agent's credentials (--durable-rate bounds each), elsewhere shoal run copies them; a run with the same location, program, arguments and rank count resumes from it, even when every node the job ran on is gone (from an object store each node fetches its own shards), and the job's success clears it; in a Slurm allocation, SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75); docs/durable.md")
+	fs.Func("durable-rate", "with --durable s3://…: at most `BYTES` a second (20M, 1G) for each node's upload of its shards (and its fetch of them on a resume), so that the copy leaves the job most of the node's link (default: no bound)", func(v string) error {
 		n, err := files.ParseBytes(v)
 		if err != nil || n <= 0 {
 			return errors.New("want a size a second, such as 20M")

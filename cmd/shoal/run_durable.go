@@ -45,6 +45,10 @@ type durableRun struct {
 	rate     int64
 
 	saver *durableSaver
+	// cannotFetch are the nodes that said they cannot read the object store
+	// themselves, by API address: a resume puts their shards there from this
+	// process.
+	cannotFetch map[string]bool
 }
 
 // openDurable opens the store of --durable and checks, before any job runs, that
@@ -97,7 +101,14 @@ func identity(spec job.Spec) durable.Identity {
 // line (a corrupt or foreign epoch, shards the agents would not take), or -1.
 func (r *durableRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, stderr io.Writer) int {
 	ident := identity(*spec)
-	m, err := r.store.Newest(ctx, ident)
+	// From an object store the nodes read the shards themselves and verify them:
+	// only the manifest is read here. A directory's are verified here first.
+	_, byNodes := r.store.(*durable.S3Store)
+	newest := r.store.Newest
+	if byNodes {
+		newest = r.store.Peek
+	}
+	m, err := newest(ctx, ident)
 	if errors.Is(err, durable.ErrNoEpoch) {
 		r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, SlurmJob: r.slurmJob}, 0)
 		return -1
@@ -126,16 +137,32 @@ func (r *durableRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, 
 		fmt.Fprintln(stderr, "shoal run: no agent alive to resume on")
 		return exitFailure
 	}
-	if err := r.putShards(ctx, m, addrs); err != nil {
+	fetched, err := r.putShards(ctx, m, addrs, byNodes)
+	if byNodes && (errors.Is(err, errkind.Corrupt) || errors.Is(err, durable.ErrCorrupt)) {
+		// A node, or this process for a node that cannot read the store, found
+		// an object of the newest epoch missing or damaged: the store's own
+		// reading, which verifies every shard, refuses that epoch (saying so)
+		// and takes the one before, if it is whole.
+		if m, err = r.store.Newest(ctx, ident); err != nil {
+			fmt.Fprintln(stderr, durableRefusal(err))
+			return exitFailure
+		}
+		fetched, err = r.putShards(ctx, m, addrs, byNodes)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "shoal run: resuming from epoch %d kept in %s: %s\n", m.Epoch, r.loc, errorLine(err))
 		return exitFailure
 	}
 	if !r.quiet {
+		by := ""
+		if fetched > 0 {
+			by = ", fetched by " + job.Plural(fetched, "node")
+		}
 		slurmJob := ""
 		if r.slurmJob != "" {
 			slurmJob = fmt.Sprintf("; Slurm job %s, restart %d", r.slurmJob, r.restarts)
 		}
-		fmt.Fprintf(r.stdout, "shoal: resuming from epoch %d kept in %s (job %s%s)\n", m.Epoch, r.loc, m.Job, slurmJob)
+		fmt.Fprintf(r.stdout, "shoal: resuming from epoch %d kept in %s (job %s%s%s)\n", m.Epoch, r.loc, m.Job, by, slurmJob)
 	}
 	spec.ID, spec.ResumeEpoch, spec.ResumeFrom, spec.ResumeWorld = m.Job, m.Epoch, r.loc, m.World
 	r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, Job: m.Job, SlurmJob: r.slurmJob}, m.Epoch)
@@ -152,12 +179,92 @@ func durableRefusal(err error) string {
 }
 
 // putShards puts every rank's shard of the epoch m describes into the stores of two
-// of the agents at addrs (one when there is one), in parallel: any single node lost
-// before the job's next epoch is complete loses nothing. A directory's files are
+// of the agents at addrs (one when there is one): any single node lost before the
+// job's next epoch is complete loses nothing. With byNodes each node reads its
+// shards from the object store itself (fetchByNodes), the nodes in parallel; the
+// shards of a node that cannot, and every shard of a directory, this process puts
+// there (putThrough). It returns how many nodes fetched their own. An object a node
+// finds missing or damaged is an error wrapping errkind.Corrupt.
+func (r *durableRun) putShards(ctx context.Context, m durable.Manifest, addrs []string, byNodes bool) (int, error) {
+	copies := min(2, len(addrs))
+	byNode := map[string][]int{}
+	for rank := range m.Ranks {
+		for k := range copies {
+			addr := addrs[(rank+k)%len(addrs)]
+			byNode[addr] = append(byNode[addr], rank)
+		}
+	}
+	if !byNodes {
+		return 0, r.putThrough(ctx, m, byNode)
+	}
+	left, err := r.fetchByNodes(ctx, m, byNode)
+	if err != nil || len(left) == 0 {
+		return len(byNode) - len(left), err
+	}
+	return len(byNode) - len(left), r.putThrough(ctx, m, left)
+}
+
+// fetchByNodes has each node of byNode read its ranks' shards of the epoch m
+// describes from the object store, verified, into its shard store, one after
+// another and the nodes in parallel, at most --durable-rate bytes a second each.
+// It returns the ranks of the nodes that cannot (no credentials), saying so once
+// for each, and not asking them again.
+func (r *durableRun) fetchByNodes(ctx context.Context, m durable.Manifest, byNode map[string][]int) (map[string][]int, error) {
+	type answer struct {
+		addr string
+		err  error
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan answer, len(byNode))
+	fetch := func(addr string, ranks []int) {
+		nc := api.NewClient(addr, r.secret)
+		for _, rank := range ranks {
+			req := api.DownloadRequest{Location: r.loc, Endpoint: r.endpoint, Ranks: m.Ranks,
+				Size: m.Shards[rank].Size, Checksum: m.Shards[rank].Checksum, Rate: r.rate}
+			if _, err := nc.DownloadShard(fctx, shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: rank}, req); err != nil {
+				answers <- answer{addr, err}
+				return
+			}
+		}
+		answers <- answer{addr, nil}
+	}
+	left := map[string][]int{}
+	asked := 0
+	for addr, ranks := range byNode {
+		if r.cannotFetch[addr] {
+			left[addr] = ranks
+			continue
+		}
+		asked++
+		go fetch(addr, ranks)
+	}
+	var err error
+	for range asked {
+		a := <-answers
+		switch {
+		case a.err == nil:
+		case errors.Is(a.err, errkind.NotAvailable):
+			left[a.addr] = byNode[a.addr]
+			if r.cannotFetch == nil {
+				r.cannotFetch = map[string]bool{}
+			}
+			r.cannotFetch[a.addr] = true
+			fmt.Fprintf(r.stdout, "shoal: the node at %s does not fetch its shards from %s itself (%s): shoal run puts them there\n", a.addr, r.loc, errorLine(a.err))
+		case err == nil:
+			err = fmt.Errorf("the node at %s: %w", a.addr, a.err)
+			cancel()
+		}
+	}
+	return left, err
+}
+
+// putThrough puts the shards byNode lists (ranks by node) of the epoch m describes
+// into those nodes' stores from this process, in parallel. A directory's files are
 // streamed from it, as Newest has just verified them; an object store's shards are
 // first read into a private temporary directory, verified as they arrive, since an
 // agent takes a shard it can read twice. Each agent verifies what it stores.
-func (r *durableRun) putShards(ctx context.Context, m durable.Manifest, addrs []string) error {
+func (r *durableRun) putThrough(ctx context.Context, m durable.Manifest, byNode map[string][]int) error {
 	open := func(rank int) (*os.File, error) { return os.Open(durable.ShardPath(r.loc, m, rank)) }
 	if _, isDir := r.store.(*durable.DirStore); !isDir {
 		tmp, err := os.MkdirTemp("", "shoal-resume-")
@@ -165,17 +272,24 @@ func (r *durableRun) putShards(ctx context.Context, m durable.Manifest, addrs []
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		if err := r.fetchShards(ctx, m, tmp); err != nil {
+		var ranks []int
+		for _, rs := range byNode {
+			ranks = append(ranks, rs...)
+		}
+		slices.Sort(ranks)
+		if err := r.fetchShards(ctx, m, slices.Compact(ranks), tmp); err != nil {
 			return err
 		}
 		open = func(rank int) (*os.File, error) { return os.Open(filepath.Join(tmp, strconv.Itoa(rank))) }
 	}
-	copies := min(2, len(addrs))
-	errs := make(chan error, m.Ranks*copies)
+	var n int
+	for _, rs := range byNode {
+		n += len(rs)
+	}
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for rank := range m.Ranks {
-		for k := range copies {
-			addr := addrs[(rank+k)%len(addrs)]
+	for addr, ranks := range byNode {
+		for _, rank := range ranks {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -196,13 +310,13 @@ func (r *durableRun) putShards(ctx context.Context, m durable.Manifest, addrs []
 	return <-errs // nil when the channel is empty
 }
 
-// fetchShards reads every rank's shard of the epoch m describes from the store into
-// dir/RANK, verified as it is read, four at a time.
-func (r *durableRun) fetchShards(ctx context.Context, m durable.Manifest, dir string) error {
-	errs := make(chan error, m.Ranks)
+// fetchShards reads ranks' shards of the epoch m describes from the store into
+// dir/RANK, verified as they are read, four at a time.
+func (r *durableRun) fetchShards(ctx context.Context, m durable.Manifest, ranks []int, dir string) error {
+	errs := make(chan error, len(ranks))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	for rank := range m.Ranks {
+	for _, rank := range ranks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -41,6 +42,7 @@ var (
 	_ api.ShardSender        = (*shardService)(nil)
 	_ api.ShardChangesSender = (*shardService)(nil)
 	_ api.ShardUploader      = (*shardService)(nil)
+	_ api.ShardDownloader    = (*shardService)(nil)
 )
 
 func (s *shardService) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
@@ -93,6 +95,68 @@ func (s *shardService) UploadShard(ctx context.Context, ref shard.Ref, req api.U
 		return api.Uploaded{}, err
 	}
 	return api.Uploaded{Size: e.Size, Checksum: e.Checksum, CreatedNs: created}, nil
+}
+
+// DownloadShard reads ref from the object store req names, with the credentials
+// of the agent's environment, at no more than req.Rate bytes a second, and keeps
+// it in the node's shard store as [shardService.PutShard] would: verified as it
+// is written, against its manifest entry and its own checksum. The request names
+// a store to read, never a place on the node: the shard goes where ref says.
+func (s *shardService) DownloadShard(ctx context.Context, ref shard.Ref, req api.DownloadRequest) (api.Fetched, error) {
+	loc, err := durable.ParseLocation(req.Location)
+	if err != nil || loc.Bucket == "" {
+		return api.Fetched{}, fmt.Errorf("%w: location %q: want s3://BUCKET/PREFIX", errkind.BadRequest, req.Location)
+	}
+	if !durable.HasCredentials() {
+		return api.Fetched{}, fmt.Errorf("%w: its agent has no credentials for %s (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials)", errkind.NotAvailable, loc)
+	}
+	store, err := durable.NewS3Store(loc, durable.S3Options{Endpoint: req.Endpoint})
+	if err != nil {
+		return api.Fetched{}, fmt.Errorf("%w: %v", errkind.BadRequest, err)
+	}
+	rc, err := store.OpenEntry(ctx, ref, req.Ranks, durable.ShardEntry{Size: req.Size, Checksum: req.Checksum})
+	if err != nil {
+		return api.Fetched{}, storeError(err)
+	}
+	defer rc.Close()
+	src := &sourceReader{r: durable.Paced(ctx, rc, req.Rate)}
+	info, err := s.store.Put(ref, src, req.Size)
+	if src.err != nil {
+		// What the store gave, not what the node did with it, is the failure.
+		return api.Fetched{}, storeError(src.err)
+	}
+	if err != nil {
+		return api.Fetched{}, err
+	}
+	return api.Fetched{Shard: info, Copied: true, Wire: req.Size}, nil
+}
+
+// storeError is err from reading the object store, as the API answers it: an
+// object missing or failing verification is corrupt, anything else the store's
+// failure (502), neither the request's nor the node's.
+func storeError(err error) error {
+	if errors.Is(err, durable.ErrCorrupt) {
+		return fmt.Errorf("%w: %v", errkind.Corrupt, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errkind.BadGateway, err)
+}
+
+// sourceReader passes r through and keeps the first error it gave other than
+// io.EOF.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF && s.err == nil {
+		s.err = err
+	}
+	return n, err
 }
 
 func (s *shardService) PutShard(ctx context.Context, ref shard.Ref, size int64, r io.Reader) error {

@@ -37,7 +37,7 @@ func (u UploadRequest) Validate() error {
 	loc := u.Location
 	switch {
 	case !strings.HasPrefix(loc, "s3://") || len(loc) > maxLocation:
-		problems = append(problems, fmt.Sprintf("location: want s3://BUCKET/PREFIX, at most %d bytes (a node uploads to an object store only)", maxLocation))
+		problems = append(problems, fmt.Sprintf("location: want s3://BUCKET/PREFIX, at most %d bytes (a node uploads to and downloads from an object store only)", maxLocation))
 	case strings.ContainsFunc(loc, func(r rune) bool { return r < ' ' || r == 0x7f }):
 		problems = append(problems, fmt.Sprintf("location %q: control characters", loc))
 	}
@@ -99,6 +99,84 @@ func (c *Client) UploadShard(ctx context.Context, ref shard.Ref, req UploadReque
 	var u Uploaded
 	err := c.call(ctx, "POST", shardPath(ref)+"/upload", req, &u)
 	return u, err
+}
+
+// DownloadRequest is the body of POST /v1/shards/{job}/{epoch}/{rank}/download:
+// the node reads the shard from the object store at Location with its own
+// credentials (the AWS_* settings of the agent's environment), verifies it
+// against the epoch's manifest entry (Size, Checksum) and its own checksum, and
+// keeps it in its shard store, as a shard put there.
+type DownloadRequest struct {
+	Location string `json:"location"`           // s3://BUCKET/PREFIX
+	Endpoint string `json:"endpoint,omitempty"` // the server's URL (--durable-endpoint); "": the agent's AWS_ENDPOINT_URL_S3 …
+	Ranks    int    `json:"ranks"`              // the epoch's shards
+	// Size and Checksum are the shard's, as the epoch's manifest lists them.
+	Size     int64  `json:"size"`
+	Checksum uint64 `json:"checksum"`
+	// Rate bounds the bytes per second the download may take (0: no bound).
+	Rate int64 `json:"rate,omitempty"`
+}
+
+// Validate checks a download request, reporting every bad field in one error
+// wrapping [ErrBadRequest].
+func (d DownloadRequest) Validate() error {
+	var problems []string
+	if err := (UploadRequest{Location: d.Location, Endpoint: d.Endpoint, Ranks: d.Ranks, Rate: d.Rate}).Validate(); err != nil {
+		problems = append(problems, strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": "))
+	}
+	if least := int64(shard.HeaderSize + shard.TrailerSize); d.Size < least {
+		problems = append(problems, fmt.Sprintf("size %d: want at least %d bytes (a shard's header and trailer)", d.Size, least))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrBadRequest, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ShardDownloader is the optional part of a [ShardService] that takes a shard
+// from an object store itself, so that each node reads its own when a job
+// resumes from the store.
+type ShardDownloader interface {
+	// DownloadShard reads ref from the store req names, verifies it and keeps
+	// it in the node's shard store. A node that cannot reach or read the store
+	// (no credentials) answers an error wrapping ErrNotAvailable; an object that
+	// is missing or fails verification wraps ErrCorrupt.
+	DownloadShard(ctx context.Context, ref shard.Ref, req DownloadRequest) (Fetched, error)
+}
+
+func (s *Server) downloadShard(w http.ResponseWriter, r *http.Request) error {
+	ref, err := shardRef(r)
+	if err != nil {
+		return err
+	}
+	var req DownloadRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if ref.Rank >= req.Ranks {
+		return fmt.Errorf("%w: rank %d of an epoch of %d shards", ErrBadRequest, ref.Rank, req.Ranks)
+	}
+	down, ok := s.shardService().(ShardDownloader)
+	if !ok {
+		return fmt.Errorf("%w: this node does not download shards", ErrNotAvailable)
+	}
+	res, err := down.DownloadShard(r.Context(), ref, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// DownloadShard calls POST /v1/shards/{job}/{epoch}/{rank}/download: the node
+// reads ref from the object store req names and keeps it.
+func (c *Client) DownloadShard(ctx context.Context, ref shard.Ref, req DownloadRequest) (Fetched, error) {
+	var f Fetched
+	err := c.call(ctx, "POST", shardPath(ref)+"/download", req, &f)
+	return f, err
 }
 
 // endpointProblem says what is wrong with an object store's endpoint, or "": it

@@ -163,6 +163,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/changes", route{h: s.shardChanges})
 	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/rebuild", route{h: s.rebuildShard})
 	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/upload", route{h: s.uploadShard})
+	s.handle("POST /v1/shards/{job}/{epoch}/{rank}/download", route{h: s.downloadShard})
 	s.handle("POST /v1/shards/{job}/{epoch}/parity", route{h: s.encodeParity})
 	s.handle("GET /v1/shards/{job}/{epoch}/parity/{group}/{row}", route{h: s.getParity})
 	s.handle("PUT /v1/shards/{job}/{epoch}/parity/{group}/{row}", route{stream: true, h: s.putParity})

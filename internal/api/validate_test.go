@@ -86,3 +86,33 @@ func TestUploadRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestDownloadRequest: a node downloads from an object store only, a shard of the
+// size its manifest entry may say.
+func TestDownloadRequest(t *testing.T) {
+	tests := []struct {
+		req  DownloadRequest
+		want string // "" for accepted
+	}{
+		{DownloadRequest{Location: "s3://lab/jobs/heat", Ranks: 4, Size: 4096, Checksum: 7}, ""},
+		{DownloadRequest{Location: "s3://lab", Endpoint: "https://s3.lab:8333", Ranks: 1, Size: 200, Rate: 20 << 20}, ""},
+		{DownloadRequest{Location: "/shared/ckpt", Ranks: 4, Size: 4096}, "location: want s3://BUCKET/PREFIX"},
+		{DownloadRequest{Location: "s3://lab/a\nb", Ranks: 4, Size: 4096}, "control characters"},
+		{DownloadRequest{Location: "s3://lab", Endpoint: "file:///etc", Ranks: 4, Size: 4096}, "endpoint: want http(s)://HOST[:PORT]"},
+		{DownloadRequest{Location: "s3://lab", Ranks: 0, Size: 4096}, "ranks 0: want 1 to 65536"},
+		{DownloadRequest{Location: "s3://lab", Ranks: 1, Size: 4096, Rate: -5}, "rate -5: want bytes per second"},
+		{DownloadRequest{Location: "s3://lab", Ranks: 1, Size: 0}, "size 0: want at least"},
+		{DownloadRequest{Location: "s3://lab", Ranks: 1, Size: -1}, "size -1: want at least"},
+		// Every bad field in one line.
+		{DownloadRequest{Location: "gs://lab", Ranks: 1, Size: 10}, "location: want s3://BUCKET/PREFIX, at most 1024 bytes (a node uploads to and downloads from an object store only); size 10"},
+	}
+	for _, tt := range tests {
+		err := tt.req.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: %v, want accepted", tt.req, err)
+		case tt.want != "" && (!errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%+v: got %v, want a bad request containing %q", tt.req, err, tt.want)
+		}
+	}
+}

@@ -404,22 +404,36 @@ func (s *S3Store) OpenShard(ctx context.Context, m Manifest, rank int) (io.ReadC
 	if rank < 0 || rank >= len(m.Shards) {
 		return nil, 0, fmt.Errorf("durable: rank %d of an epoch of %d ranks", rank, len(m.Shards))
 	}
-	key := s.key(path.Join(epochDir(m.Epoch), shardName(rank)))
+	rc, err := s.OpenEntry(ctx, shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: rank}, m.Ranks, m.Shards[rank])
+	return rc, m.Shards[rank].Size, err
+}
+
+// OpenEntry opens the shard ref of an epoch of ranks shards, which the epoch's
+// manifest lists as e: what a node reads of an epoch whose manifest shoal run read.
+// The reader verifies what it reads, as [S3Store.OpenShard]'s does: at the end of
+// the shard it returns an [ErrCorrupt] error instead of io.EOF when the bytes are
+// not that shard, of e's size and checksum.
+func (s *S3Store) OpenEntry(ctx context.Context, ref shard.Ref, ranks int, e ShardEntry) (io.ReadCloser, error) {
+	if ref.Rank < 0 || ref.Rank >= ranks {
+		return nil, fmt.Errorf("durable: rank %d of an epoch of %d ranks", ref.Rank, ranks)
+	}
+	key := s.key(path.Join(epochDir(ref.Epoch), shardName(ref.Rank)))
 	obj, err := s.c.GetObject(ctx, s.loc.Bucket, key, minio.GetObjectOptions{})
 	if err == nil {
 		var st minio.ObjectInfo
-		if st, err = obj.Stat(); err == nil && st.Size != m.Shards[rank].Size {
+		if st, err = obj.Stat(); err == nil && st.Size != e.Size {
 			obj.Close()
-			return nil, 0, fmt.Errorf("%w: %s: %d bytes, manifest says %d", ErrCorrupt, s.where(key), st.Size, m.Shards[rank].Size)
+			return nil, fmt.Errorf("%w: %s: %d bytes, manifest says %d", ErrCorrupt, s.where(key), st.Size, e.Size)
 		}
 	}
 	if gone(err) {
-		return nil, 0, fmt.Errorf("%w: %s: missing", ErrCorrupt, s.where(key))
+		return nil, fmt.Errorf("%w: %s: missing", ErrCorrupt, s.where(key))
 	}
 	if err != nil {
-		return nil, 0, s.fail("reading "+s.where(key), err)
+		return nil, s.fail("reading "+s.where(key), err)
 	}
-	return newVerifyingReader(obj, s.where(key), m, rank), m.Shards[rank].Size, nil
+	want := shard.Header{Job: ref.Job, Epoch: ref.Epoch, Rank: uint32(ref.Rank), NRanks: uint32(ranks)}
+	return newEntryReader(obj, s.where(key), want, e), nil
 }
 
 // Clear removes every object of an epoch under the prefix, complete or not.

@@ -21,12 +21,13 @@ type verifyingReader struct {
 }
 
 func newVerifyingReader(rc io.ReadCloser, name string, m Manifest, rank int) *verifyingReader {
-	return &verifyingReader{
-		rc: rc, name: name,
-		v:     shard.NewVerifier(m.Shards[rank].Size),
-		want:  shard.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)},
-		entry: m.Shards[rank],
-	}
+	return newEntryReader(rc, name, shard.Header{Job: m.Job, Epoch: m.Epoch, Rank: uint32(rank), NRanks: uint32(m.Ranks)}, m.Shards[rank])
+}
+
+// newEntryReader is a verifyingReader of the shard want names, which its
+// manifest lists as e.
+func newEntryReader(rc io.ReadCloser, name string, want shard.Header, e ShardEntry) *verifyingReader {
+	return &verifyingReader{rc: rc, name: name, v: shard.NewVerifier(e.Size), want: want, entry: e}
 }
 
 func (r *verifyingReader) Read(p []byte) (int, error) {

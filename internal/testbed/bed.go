@@ -99,7 +99,7 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		if err := writeS3Env(n, cfg.S3Server); err != nil {
 			return nil, err
 		}
-		st.S3Env = n.s3EnvFile()
+		st.S3Env, st.S3Hosts = n.s3EnvFile(), cfg.S3Hosts
 	}
 	if cfg.AgentBinary != "" {
 		help, err := probeAgent(ctx, cfg.AgentBinary)

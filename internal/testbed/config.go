@@ -133,6 +133,10 @@ type Config struct {
 	// testbed's (a test's own, [StartS3]); its endpoint is taken at the instance's
 	// bridge address, so it must listen there or on every address.
 	S3Server *S3Server
+	// S3Hosts, with S3, are the only hosts whose processes get the settings (nil:
+	// every host): a testbed whose agents have the store's credentials on some
+	// nodes only.
+	S3Hosts []string
 
 	// Logf receives warnings (no cgroup cpu controller, agent missing or dead). nil
 	// discards them.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
@@ -20,7 +21,7 @@ func prefix(st *state, h *Host) []string {
 	for _, d := range h.Cgroups {
 		script += "echo $$ > " + shellQuote(d+"/cgroup.procs") + " && "
 	}
-	if st.S3Env != "" {
+	if st.S3Env != "" && (st.S3Hosts == nil || slices.Contains(st.S3Hosts, h.Name)) {
 		script += ". " + shellQuote(st.S3Env) + " && "
 	}
 	if script != "" {

@@ -73,6 +73,9 @@ type state struct {
 	// S3Env is the file of AWS_* exports every process in the hosts reads first
 	// (Config.S3; mode 0600: it holds the server's secret); "" for none.
 	S3Env string `json:"s3_env,omitempty"`
+	// S3Hosts are the hosts whose processes read S3Env (Config.S3Hosts); nil
+	// for every host.
+	S3Hosts []string `json:"s3_hosts,omitempty"`
 }
 
 const stateVersion = 1

@@ -5,8 +5,10 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,10 +36,12 @@ const instance = 264
 // neither run's output. While the first runs, shoal jobs on the other host says
 // which epoch is kept where, and neither its output, the job's events nor the
 // agents' logs hold the secret. The first testbed's agents have the store's
-// credentials and upload their nodes' shards themselves; the second's have none,
-// and shoal run copies the shards through itself. Before all that, a job
-// cancelled on the first testbed has its epochs removed from the bucket by
-// retention (cancelledGoes).
+// credentials and upload their nodes' shards themselves. On the second only n1's
+// agent has them: n1 fetches its shards from the store itself when the job resumes,
+// and shoal run puts n2's there and copies every epoch after, through itself. The
+// newest epoch kept has a damaged object by then: n1 refuses it, and the job
+// resumes from the epoch before. Before all that, a job cancelled on the first
+// testbed has its epochs removed from the bucket by retention (cancelledGoes).
 func TestEveryHostLost(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
@@ -77,11 +81,13 @@ func TestEveryHostLost(t *testing.T) {
 	}
 
 	// The first testbed's agents have the store's credentials: each node uploads
-	// its own shards. The second's have none: shoal run copies them.
+	// its own shards.
 	b := up(t, srv)
 	cancelledGoes(t, b, srv, env, bin, heat)
 	first := run(b)
 	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(\d+\.\d s, uploaded by 2 nodes\)$`, time.Minute)[1])
+	// A second, so that a damaged newest epoch leaves one to resume from.
+	first.WaitLine(`^shoal: epoch \d+ kept in `+kept+` \(\d+\.\d s, uploaded by 2 nodes\)$`, time.Minute)
 	// The job's record says so too, for shoal jobs on any node.
 	id := regexp.MustCompile(`(?m)^shoal: job (\S+):`).FindStringSubmatch(first.Output())
 	if id == nil {
@@ -121,11 +127,31 @@ func TestEveryHostLost(t *testing.T) {
 	}
 	first.Wait(30 * time.Second) // killed with its host
 
-	b = up(t, nil)
+	// A byte of the newest epoch's rank 0 flips in the bucket: the node that
+	// fetches it refuses it, and the job resumes from the epoch before.
+	c, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := spoilNewest(t, c, "shoal-durable", "jobs/heat")
+
+	// On the second only n1's agent has them: n1 fetches its shards of the
+	// resumed epoch, shoal run puts n2's, and copies the epochs after.
+	b = up(t, srv, "n1")
 	second := run(b)
-	resumed, _ := strconv.Atoi(second.WaitLine(`^shoal: resuming from epoch (\d+) kept in `+kept+` \(job \S+\)$`, time.Minute)[1])
-	if resumed < saved {
-		t.Errorf("resumed from epoch %d, want %d or newer (kept before the testbed went down)", resumed, saved)
+	h2, err := b.Host("n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2 := regexp.QuoteMeta(h2.IP)
+	second.WaitLine(`^shoal: the node at `+n2+`:\d+ does not fetch its shards from `+kept+` itself \(.*its agent has no credentials for `+kept+` .*\): shoal run puts them there$`, time.Minute)
+	second.WaitLine(`^shoal: `+kept+`: refusing epoch `+strconv.Itoa(newest)+`: durable: corrupt epoch: .*rank-0\.shard`, time.Minute)
+	resumed, _ := strconv.Atoi(second.WaitLine(`^shoal: resuming from epoch (\d+) kept in `+kept+` \(job \S+, fetched by 1 node\)$`, time.Minute)[1])
+	if resumed < saved || resumed >= newest {
+		t.Errorf("resumed from epoch %d, want %d or newer (kept before the testbed went down) and older than %d (damaged)", resumed, saved, newest)
+	}
+	if n := strings.Count(second.Output(), "does not fetch its shards"); n != 1 {
+		t.Errorf("shoal run said %d times that n2 does not fetch its shards, want once", n)
 	}
 	second.WaitLine(`^shoal: the nodes do not upload to `+kept+` themselves \(the node at \S+: .*its agent has no credentials for `+kept+` .*\): shoal run copies the epochs$`, time.Minute)
 	second.WaitLine(`^shoal: epoch \d+ kept in `+kept+` \(\d+\.\d s\)$`, time.Minute)
@@ -149,10 +175,6 @@ func TestEveryHostLost(t *testing.T) {
 		}
 	}
 
-	c, err := srv.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for obj := range c.ListObjects(context.Background(), "shoal-durable", minio.ListObjectsOptions{Prefix: "jobs/heat/", Recursive: true}) {
 		t.Errorf("the bucket keeps %s (%v) after the job finished", obj.Key, obj.Err)
 	}
@@ -206,13 +228,13 @@ func cancelledGoes(t *testing.T, b *testbed.Bed, srv *testbed.S3Server, env []st
 }
 
 // up brings up the testbed of the test: 2 hosts of 1 core with agents, which have
-// the settings of srv (nil: none).
-func up(t *testing.T, srv *testbed.S3Server) *testbed.Bed {
+// the settings of srv, on the hosts named only when some are.
+func up(t *testing.T, srv *testbed.S3Server, hosts ...string) *testbed.Bed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b, err := testbed.Up(ctx, testbed.Config{Nodes: 2, Cores: []int{1}, Instance: instance, AgentBinary: filepath.Join(testenv.Root, "bin/shoal"),
-		S3: srv != nil, S3Server: srv, Logf: t.Logf})
+		S3: true, S3Server: srv, S3Hosts: hosts, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("testbed up: %v", err)
 	}
@@ -224,6 +246,41 @@ func up(t *testing.T, srv *testbed.S3Server) *testbed.Bed {
 		}
 	})
 	return b
+}
+
+// spoilNewest flips a byte of rank 0's shard of the newest epoch with a manifest
+// under prefix in bucket, and returns that epoch.
+func spoilNewest(t *testing.T, c *minio.Client, bucket, prefix string) int {
+	t.Helper()
+	ctx := context.Background()
+	newest := 0
+	for obj := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		var e int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(obj.Key, prefix+"/"), "epoch-%d/manifest.json", &e); err == nil {
+			newest = max(newest, e)
+		}
+	}
+	if newest == 0 {
+		t.Fatalf("no epoch with a manifest under s3://%s/%s", bucket, prefix)
+	}
+	key := fmt.Sprintf("%s/epoch-%d/rank-0.shard", prefix, newest)
+	obj, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(obj)
+	obj.Close()
+	if err != nil || len(b) < 1000 {
+		t.Fatalf("reading %s: %d bytes, %v", key, len(b), err)
+	}
+	b[len(b)/2] ^= 1
+	if _, err := c.PutObject(ctx, bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return newest
 }
 
 // shoalLines keeps shoal's own lines of a run's output, and heat's resume.

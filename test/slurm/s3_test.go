@@ -21,8 +21,9 @@ import (
 // machine, outside every host, listening at the testbed's bridge address. The
 // warning signal holds the job and its epoch goes to the bucket; the next batch job of
 // the same script resumes from the bucket and ends with the uninterrupted checksum,
-// the bucket emptied of its epochs. The credentials reach shoal run through the AWS_*
-// variables, and never appear in the job's output.
+// the bucket emptied of its epochs, its nodes having fetched their shards from it
+// themselves. The credentials reach shoal run (and the agents it starts) through the
+// AWS_* variables, and never appear in the job's output.
 func batchJobHeldS3(t *testing.T, b *testbed.Bed) {
 	weed := testbed.WeedPath()
 	if _, err := os.Stat(weed); err != nil {
@@ -60,7 +61,9 @@ func batchJobHeldS3(t *testing.T, b *testbed.Bed) {
 	}
 
 	j2 := sbatch(t, b, script, "-N", "4", "--no-kill", "--no-requeue")
-	j2.waitOutput(t, `^shoal: resuming from epoch `+held+` kept in `+kept+` \(job \S+; Slurm job `+j2.id+`, restart 0\)`, time.Minute)
+	// The agents shoal run starts in the allocation have the script's AWS_*
+	// variables: the nodes fetch the epoch's shards from the bucket themselves.
+	j2.waitOutput(t, `^shoal: resuming from epoch `+held+` kept in `+kept+` \(job \S+, fetched by \d+ nodes; Slurm job `+j2.id+`, restart 0\)`, time.Minute)
 	out := j2.finished(t, b, want)
 	if !strings.Contains(out, "heat: resumed at step") {
 		t.Errorf("heat did not resume")
