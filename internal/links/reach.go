@@ -82,6 +82,22 @@ func (r *Reach) Fresh(now time.Time, maxAge time.Duration) bool {
 	return r != nil && !r.Checked.IsZero() && now.Sub(r.Checked) <= maxAge
 }
 
+// FreshReach returns rows with the facts older than maxAge at now taken out
+// ([Reach.Fresh]), and the rows that carried nothing else left out.
+func FreshReach(rows []Link, now time.Time, maxAge time.Duration) []Link {
+	out := make([]Link, 0, len(rows))
+	for _, l := range rows {
+		if l.Reach != nil && !l.Reach.Fresh(now, maxAge) {
+			l.Reach = nil
+		}
+		if l.Reach == nil && l.Unmeasured() {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // Pair is one direction between two nodes.
 type Pair struct{ From, To string }
 

@@ -141,3 +141,21 @@ func TestCompleteCarriesReach(t *testing.T) {
 		t.Errorf("ForPlanner = %v, want the a-b link alone", pl)
 	}
 }
+
+func TestFreshReach(t *testing.T) {
+	now := time.Unix(5000, 0)
+	measured := link("a", "b", 1, 1000, false)
+	measured.Reach = &Reach{Result: Reachable, Checked: now.Add(-time.Hour)}
+	rows := []Link{
+		measured, // its fact stale: kept as a measure alone
+		reachLink("a", "c", Refused, now.Add(-time.Hour)),    // stale and nothing else: dropped
+		reachLink("a", "d", TimedOut, now.Add(-time.Second)), // fresh: kept
+	}
+	got := FreshReach(rows, now, time.Minute)
+	if len(got) != 2 || got[0].To != "b" || got[0].Reach != nil || got[0].Bandwidth != measured.Bandwidth || got[1].To != "d" || got[1].Reach == nil {
+		t.Errorf("FreshReach = %+v, want a->b without its Reach and a->d as it was", got)
+	}
+	if measured.Reach == nil || rows[0].Reach == nil {
+		t.Error("FreshReach changed its input")
+	}
+}
