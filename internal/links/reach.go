@@ -103,11 +103,12 @@ type Pair struct{ From, To string }
 
 // Matrix is the reachability of each direction the rows tell: the newest
 // fresh fact of each ordered pair (rows may come from several reads of a
-// node's row), estimated links and links to itself left out.
+// node's row), links to itself left out. An estimated link's Reach is its
+// direction's own fact ([Complete]).
 func Matrix(rows []Link, now time.Time, maxAge time.Duration) map[Pair]Reach {
 	m := map[Pair]Reach{}
 	for _, l := range rows {
-		if l.Estimated || l.From == l.To || !l.Reach.Fresh(now, maxAge) {
+		if l.From == l.To || !l.Reach.Fresh(now, maxAge) {
 			continue
 		}
 		k := Pair{l.From, l.To}

@@ -77,7 +77,7 @@ func TestMatrixAndBlocks(t *testing.T) {
 		reachLink("n4", "n1", TimedOut, ago(2)),
 		{From: "n1", To: "n4", RTT: 1, Bandwidth: 1}, // no Reach: an old node's row
 		reachLink("n1", "n1", Refused, ago(1)),       // to itself: ignored
-		{From: "n3", To: "n4", Estimated: true, Reach: &Reach{Result: Refused, Checked: ago(1)}},
+		{From: "n3", To: "n4", Estimated: true, Reach: &Reach{Result: Refused, Checked: ago(1)}}, // Complete's: its own fact
 	}
 	m := Matrix(rows, now, 90*time.Second)
 	wantM := map[Pair]Reach{
@@ -87,6 +87,7 @@ func TestMatrixAndBlocks(t *testing.T) {
 		{"n3", "n1"}: {Refused, ago(4)},
 		{"n2", "n1"}: {Reachable, ago(1)},
 		{"n4", "n1"}: {TimedOut, ago(2)},
+		{"n3", "n4"}: {Refused, ago(1)},
 	}
 	if !reflect.DeepEqual(m, wantM) {
 		t.Fatalf("Matrix = %v\nwant %v", m, wantM)
@@ -99,6 +100,7 @@ func TestMatrixAndBlocks(t *testing.T) {
 		"false n1 -> n3 refused 3s ago; n3 -> n1 refused too",
 		"true n2 -> n3 timed out 12s ago; n3 -> n2 reachable (one way only)",
 		"false n3 -> n1 refused 4s ago; n1 -> n3 refused too",
+		"false n3 -> n4 refused 1s ago; n4 -> n3 not checked",
 		"false n4 -> n1 timed out 2s ago; n1 -> n4 not checked",
 	}
 	if !reflect.DeepEqual(got, want) {
