@@ -17,18 +17,22 @@ import (
 const DefaultLinkInterval = 5 * time.Minute
 
 // Reachability checks (internal/links, "Reachability"): every
-// DefaultReachInterval, and with each round, this node opens a new TCP
+// Config.ReachInterval, and with each round, this node opens a new TCP
 // connection to every live peer's API address, at most reachParallel at once,
-// each given reachConnect to be made (a SYN dropped is sent again after 1 s,
-// and again after 3 s more: the second chance is within it). A peer's fact is
-// kept while younger than reachMaxAge: a node that stopped checking (gone, or
-// its checks stuck) leaves no fact behind it for long.
+// each given reachConnect to be made (a SYN dropped is sent again after 1 s:
+// the second chance is within it). A fact is kept while younger than
+// reachMaxAge: a node that stopped checking (gone, or its checks stuck) leaves
+// no fact behind it for long; peers checking less often than this node keep
+// theirs as long as the default lets them.
 const (
 	DefaultReachInterval = 30 * time.Second
 	reachConnect         = 3 * time.Second
 	reachParallel        = 16
-	reachMaxAge          = 3*DefaultReachInterval + reachConnect
 )
+
+func reachMaxAge(every time.Duration) time.Duration {
+	return 3*max(every, DefaultReachInterval) + reachConnect
+}
 
 // Sizes of a bandwidth probe: the small one first, the large one when the small
 // one took less than probeQuick.
@@ -43,6 +47,7 @@ const (
 type linkProber struct {
 	a     *Agent
 	every time.Duration
+	reach time.Duration // how often reachability is checked
 	kick  chan struct{}
 	mu    sync.Mutex
 	// dial opens and closes a connection to addr (dialTCP; a test's fake).
@@ -78,11 +83,14 @@ const (
 
 var _ api.LinkService = (*linkProber)(nil)
 
-func (a *Agent) startLinks(every time.Duration) *linkProber {
+func (a *Agent) startLinks(every, reach time.Duration) *linkProber {
 	if every <= 0 {
 		every = DefaultLinkInterval
 	}
-	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), dial: dialTCP, row: map[string]links.Link{}, recent: map[string][]links.Link{}, peerRows: map[string]peerRow{}}
+	if reach <= 0 {
+		reach = DefaultReachInterval
+	}
+	p := &linkProber{a: a, every: every, reach: reach, kick: make(chan struct{}, 1), dial: dialTCP, row: map[string]links.Link{}, recent: map[string][]links.Link{}, peerRows: map[string]peerRow{}}
 	go p.watch(a.members.Subscribe())
 	go p.loop()
 	return p
@@ -103,7 +111,7 @@ func (p *linkProber) watch(sub *membership.Subscription) {
 func (p *linkProber) loop() {
 	t := time.NewTimer(2 * time.Second) // the first round, once the node has joined
 	defer t.Stop()
-	r := time.NewTicker(DefaultReachInterval)
+	r := time.NewTicker(p.reach)
 	defer r.Stop()
 	for {
 		select {
@@ -277,7 +285,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 		own = append(own, l)
 	}
 	p.mu.Unlock()
-	own = links.FreshReach(own, time.Now(), reachMaxAge)
+	own = links.FreshReach(own, time.Now(), reachMaxAge(p.reach))
 	if !all {
 		sort.Slice(own, func(i, j int) bool { return own[i].To < own[j].To })
 		return links.List{Links: own}, nil
@@ -331,7 +339,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 		}(n.Name, n.Meta.API)
 	}
 	wg.Wait()
-	out := links.List{Links: links.Complete(names, links.FreshReach(rows, time.Now(), reachMaxAge))}
+	out := links.List{Links: links.Complete(names, links.FreshReach(rows, time.Now(), reachMaxAge(p.reach)))}
 	if len(skipped) > 0 {
 		out.Skipped = skipped
 	}
