@@ -75,8 +75,8 @@ func TestMatrixAndBlocks(t *testing.T) {
 		reachLink("n1", "n2", NoRoute, ago(200)), // stale: dropped
 		reachLink("n2", "n1", Reachable, ago(1)),
 		reachLink("n4", "n1", TimedOut, ago(2)),
-		{From: "n1", To: "n4", RTT: 1, Bandwidth: 1}, // no Reach: an old node's row
-		reachLink("n1", "n1", Refused, ago(1)),       // to itself: ignored
+		{From: "n1", To: "n4", RTT: 1, Bandwidth: 1},                                             // no Reach: an old node's row
+		reachLink("n1", "n1", Refused, ago(1)),                                                   // to itself: ignored
 		{From: "n3", To: "n4", Estimated: true, Reach: &Reach{Result: Refused, Checked: ago(1)}}, // Complete's: its own fact
 	}
 	m := Matrix(rows, now, 90*time.Second)
