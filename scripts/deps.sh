@@ -16,6 +16,9 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v tc >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v ping >/dev/null || need+=(iputils-ping)
+# shoal testbed block drops a host's incoming connection openings with nftables (the
+# kernel's tc has no drop action built in here).
+command -v nft >/dev/null || need+=(nftables)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3 python3-venv)
 # test/metrics checks an agent's /metrics with promtool, and docs/metrics.md's scrape
 # config was run with Debian's prometheus.

@@ -80,6 +80,7 @@ type agentOptions struct {
 	verbose                         bool
 	policy                          retention.Policy
 	gcInterval                      time.Duration
+	reachInterval                   time.Duration
 	fileQuota                       string
 	connsPerUser                    int
 	metricsListen                   string
@@ -110,6 +111,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.DurationVar(&o.policy.Failed, "keep-failed", o.policy.Failed, "how long everything of a failed or cancelled job, checkpoints included, stays on this node after it ended, for inspection")
 	fs.DurationVar(&o.policy.UnusedFiles, "keep-unused-files", o.policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
 	fs.DurationVar(&o.gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
+	fs.DurationVar(&o.reachInterval, "reach-interval", agent.DefaultReachInterval, "how often to open a new connection to every live peer's agent, to see which can be reached (shoal nodes --links, CONNECT)")
 	fs.StringVar(&o.fileQuota, "file-quota", o.fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
 	fs.IntVar(&o.connsPerUser, "conns-per-user", o.connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve GET /metrics in plain HTTP, without a certificate, on this IP:PORT, for a scraper on this machine: a loopback address such as 127.0.0.1:9108 (docs/metrics.md)")
@@ -153,6 +155,10 @@ func (o *agentOptions) check(name string) error {
 	case "gc-interval":
 		if o.gcInterval <= 0 {
 			return fmt.Errorf("%v: must be positive", o.gcInterval)
+		}
+	case "reach-interval":
+		if o.reachInterval <= 0 {
+			return fmt.Errorf("%v: must be positive", o.reachInterval)
 		}
 	case "file-quota":
 		if _, err := files.ParseBytes(o.fileQuota); err != nil {
@@ -230,22 +236,23 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 	}
 	mpi := o.mpi
 	cfg := agent.Config{
-		DataDir:    o.dataDir,
-		Name:       o.name,
-		Bind:       o.bind,
-		API:        o.apiAddr,
-		SecretFile: o.secretFile,
-		Init:       o.init,
-		Labels:     lbls,
-		Gossip:     gossip,
-		Cores:      o.cores,
-		CPUs:       o.cpus,
-		Speed:      o.speed,
-		Retention:  &o.policy,
-		GCInterval: o.gcInterval,
-		Version:    version,
-		Log:        log,
-		Ready:      func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
+		DataDir:       o.dataDir,
+		Name:          o.name,
+		Bind:          o.bind,
+		API:           o.apiAddr,
+		SecretFile:    o.secretFile,
+		Init:          o.init,
+		Labels:        lbls,
+		Gossip:        gossip,
+		Cores:         o.cores,
+		CPUs:          o.cpus,
+		Speed:         o.speed,
+		Retention:     &o.policy,
+		GCInterval:    o.gcInterval,
+		ReachInterval: o.reachInterval,
+		Version:       version,
+		Log:           log,
+		Ready:         func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
 	}
 	cfg.FileQuota, cfg.MaxConnsPerUser = quota, connsPerUser
 	cfg.MetricsListen, cfg.MetricsPublic = o.metricsListen, o.metricsPublic

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +15,7 @@ import (
 
 	"shoal/internal/agent"
 	"shoal/internal/api"
+	"shoal/internal/links"
 	"shoal/internal/membership"
 	"shoal/internal/node"
 )
@@ -51,7 +53,13 @@ them (a small request's round trip, and the bandwidth of a transfer; every
 node measures its peers soon after they join and every few minutes): FROM, TO,
 RTT, BANDWIDTH in Mbit/s, AGE of the measurement; a pair no node measured is
 estimated from the reverse direction or through a third node, marked
-"(estimated)". The placement of a job's ranks uses these.
+"(estimated)". The placement of a job's ranks uses these. CONNECT is what FROM
+met when it last opened a new connection to TO's agent (every 30 s): reachable,
+refused, timed out or no route, and how long ago; a pair that cannot connect
+and was never measured shows - for RTT and BANDWIDTH. After the table, a line
+for each direction that cannot connect, with what the other direction does:
+"n2 -> n3 timed out 12s ago; n3 -> n2 reachable (one way only)", as behind a
+NAT or a firewall.
 
 Flags:
 `
@@ -178,6 +186,40 @@ func shortDuration(d time.Duration) string {
 	return strconv.Itoa(int(d.Hours())) + "h"
 }
 
+// writeLinks writes the table of `shoal nodes --links`, and after it a line
+// for each direction in which a node could not open a connection to a peer.
+func writeLinks(w io.Writer, ls []links.Link, now time.Time) {
+	if len(ls) == 0 {
+		fmt.Fprintln(w, "no link measured yet (nodes measure their peers a few seconds after they join)")
+		return
+	}
+	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FROM\tTO\tRTT\tBANDWIDTH\tAGE\tCONNECT")
+	for _, x := range ls {
+		rtt, bw, age := "-", "-", "-"
+		if !x.Unmeasured() {
+			rtt = time.Duration(x.RTT).Round(10 * time.Microsecond).String()
+			bw = fmt.Sprintf("%.1f Mbit/s", x.Bandwidth*8/1e6)
+		}
+		if !x.Measured.IsZero() {
+			age = ago(x.Measured)
+		}
+		if x.Estimated {
+			age += " (estimated)"
+		}
+		connect := "-"
+		if x.Reach != nil {
+			connect = x.Reach.Result.String() + " " + ago(x.Reach.Checked) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.From, x.To, rtt, bw, age, connect)
+	}
+	tw.Flush()
+	for _, b := range links.Blocks(links.Matrix(ls, now, math.MaxInt64)) {
+		fmt.Fprintln(w, b.Describe(now))
+	}
+}
+
 // printLinks prints the cluster's links as `shoal nodes --links` does.
 func printLinks(ctx context.Context, c *api.Client, asJSON bool, stdout, stderr io.Writer) int {
 	l, err := c.Links(ctx, true)
@@ -191,24 +233,7 @@ func printLinks(ctx context.Context, c *api.Client, asJSON bool, stdout, stderr 
 		enc.Encode(l)
 		return exitOK
 	}
-	if len(l.Links) == 0 {
-		fmt.Fprintln(stdout, "no link measured yet (nodes measure their peers a few seconds after they join)")
-	} else {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FROM\tTO\tRTT\tBANDWIDTH\tAGE")
-		for _, x := range l.Links {
-			age := "-"
-			if !x.Measured.IsZero() {
-				age = time.Since(x.Measured).Round(time.Second).String()
-			}
-			note := ""
-			if x.Estimated {
-				note = " (estimated)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f Mbit/s\t%s%s\n", x.From, x.To, time.Duration(x.RTT).Round(10*time.Microsecond), x.Bandwidth*8/1e6, age, note)
-		}
-		tw.Flush()
-	}
+	writeLinks(stdout, l.Links, time.Now())
 	for name, why := range l.Skipped {
 		fmt.Fprintf(stderr, "shoal nodes: the links of %s could not be read: %s\n", name, why)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/job"
+	"shoal/internal/links"
 	"shoal/internal/node"
 )
 
@@ -43,5 +45,31 @@ func TestPrintNodesGone(t *testing.T) {
 	printNodes(&out, nodes[:2], now)
 	if strings.Contains(out.String(), "(gone)") {
 		t.Errorf("shoal nodes with no node gone: %q, want no (gone) line", &out)
+	}
+}
+
+// The table of `shoal nodes --links`: a pair that cannot connect shows how it
+// failed and when, without a round trip or bandwidth it never had, and a line
+// after the table says which way it fails and what the other way does.
+func TestWriteLinks(t *testing.T) {
+	now := time.Unix(5000, 0)
+	reach := func(r links.Result, s int) *links.Reach {
+		return &links.Reach{Result: r, Checked: now.Add(-time.Duration(s) * time.Second)}
+	}
+	ls := []links.Link{
+		{From: "n2", To: "n3", Reach: reach(links.TimedOut, 12)},
+		{From: "n3", To: "n2", RTT: job.Duration(250 * time.Microsecond), Bandwidth: 125e6, Measured: now.Add(-time.Minute), Reach: reach(links.Reachable, 5)},
+		{From: "n1", To: "n2", RTT: job.Duration(time.Millisecond), Bandwidth: 1e6, Estimated: true},
+	}
+	var b strings.Builder
+	writeLinks(&b, ls, now)
+	want := `FROM  TO  RTT    BANDWIDTH      AGE            CONNECT
+n2    n3  -      -              -              timed out 12s ago
+n3    n2  250µs  1000.0 Mbit/s  1m0s           reachable 5s ago
+n1    n2  1ms    8.0 Mbit/s     - (estimated)  -
+n2 -> n3 timed out 12s ago; n3 -> n2 reachable (one way only)
+`
+	if got := b.String(); got != want {
+		t.Errorf("writeLinks =\n%s\nwant\n%s", got, want)
 	}
 }

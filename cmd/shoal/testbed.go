@@ -51,6 +51,13 @@ Subcommands:
   kill NODE         SIGKILL every process in NODE (the host stays)
   cut NODE          take NODE's link down (packets vanish, processes live on)
   heal NODE         bring NODE's link up again
+  block NODE --from PEER
+                    drop PEER's new TCP connections to NODE (they time out),
+                    as a NAT or firewall in front of NODE: NODE's own
+                    connections to PEER, those made before, and UDP pass
+                    (needs nft: Debian's nftables)
+  unblock NODE --from PEER
+                    let PEER's new connections to NODE through again
   readdress NODE [--to ADDR]
                     give NODE a new address on its link, the old one removed,
                     as a phone changing networks (default 10.77.I.(100+K))
@@ -90,7 +97,7 @@ the testbed suggests carry --instance I for any instance but 0.
 // testbedSubs are the subcommands of shoal testbed.
 var testbedSubs = map[string]func(*tbCtx, []string) int{
 	"up": tbUp, "down": tbDown, "status": tbStatus, "kill": tbKill, "cut": tbCut,
-	"heal": tbHeal, "readdress": tbReaddress, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
+	"heal": tbHeal, "block": tbBlock, "unblock": tbUnblock, "readdress": tbReaddress, "sleep": tbSleep, "wake": tbWake, "add": tbAdd, "restart": tbRestart, "exec": tbExec, "rsh": tbRsh,
 	"s3": tbS3, "delay-line": tbDelayLine, "no-sysv-ipc": tbNoSysVIPC, "phantom-killer": tbPhantomKiller,
 }
 

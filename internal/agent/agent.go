@@ -107,6 +107,10 @@ type Config struct {
 	// LinkInterval is how often the node measures its links to the others
 	// again (besides soon after a node joins); 0 means DefaultLinkInterval.
 	LinkInterval time.Duration
+	// ReachInterval is how often the node opens a new connection to every
+	// live peer's API address, to see which it can reach (besides with each
+	// round of measures); 0 means DefaultReachInterval.
+	ReachInterval time.Duration
 	// MetricsListen, when set, is an IP:PORT on which the agent also serves
 	// GET /metrics in plain HTTP, without a certificate, for a scraper on the
 	// node itself: a loopback address unless MetricsPublic.
@@ -289,7 +293,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	go a.fence(a.members.Subscribe())
 	go a.recordFailures(a.members.Subscribe())
 	go a.countDetections(a.members.Subscribe())
-	a.links = a.startLinks(cfg.LinkInterval)
+	a.links = a.startLinks(cfg.LinkInterval, cfg.ReachInterval)
 	a.server.SetLinkService(a.links)
 	// Before the API serves: nothing fetches a shard until then.
 	a.shards.LinkRate = a.links.bandwidthFrom

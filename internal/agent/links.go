@@ -16,6 +16,24 @@ import (
 // (Config.LinkInterval).
 const DefaultLinkInterval = 5 * time.Minute
 
+// Reachability checks (internal/links, "Reachability"): every
+// Config.ReachInterval, and with each round, this node opens a new TCP
+// connection to every live peer's API address, at most reachParallel at once,
+// each given reachConnect to be made (a SYN dropped is sent again after 1 s:
+// the second chance is within it). A fact is kept while younger than
+// reachMaxAge: a node that stopped checking (gone, or its checks stuck) leaves
+// no fact behind it for long; peers checking less often than this node keep
+// theirs as long as the default lets them.
+const (
+	DefaultReachInterval = 30 * time.Second
+	reachConnect         = 3 * time.Second
+	reachParallel        = 16
+)
+
+func reachMaxAge(every time.Duration) time.Duration {
+	return 3*max(every, DefaultReachInterval) + reachConnect
+}
+
 // Sizes of a bandwidth probe: the small one first, the large one when the small
 // one took less than probeQuick.
 const (
@@ -29,10 +47,14 @@ const (
 type linkProber struct {
 	a     *Agent
 	every time.Duration
+	reach time.Duration // how often reachability is checked
 	kick  chan struct{}
-
-	mu  sync.Mutex
-	row map[string]links.Link // by peer: links.Best of its recent measures
+	mu    sync.Mutex
+	// dial opens and closes a connection to addr (dialTCP; a test's fake).
+	dial func(ctx context.Context, addr string) error
+	// row is by peer: links.Best of its recent measures, and the last
+	// check of its reach.
+	row map[string]links.Link
 	// recent are each peer's last measures (links.Remember).
 	recent map[string][]links.Link
 	// peerRows are the other nodes' rows as last read, for GET
@@ -61,11 +83,14 @@ const (
 
 var _ api.LinkService = (*linkProber)(nil)
 
-func (a *Agent) startLinks(every time.Duration) *linkProber {
+func (a *Agent) startLinks(every, reach time.Duration) *linkProber {
 	if every <= 0 {
 		every = DefaultLinkInterval
 	}
-	p := &linkProber{a: a, every: every, kick: make(chan struct{}, 1), row: map[string]links.Link{}, recent: map[string][]links.Link{}, peerRows: map[string]peerRow{}}
+	if reach <= 0 {
+		reach = DefaultReachInterval
+	}
+	p := &linkProber{a: a, every: every, reach: reach, kick: make(chan struct{}, 1), dial: dialTCP, row: map[string]links.Link{}, recent: map[string][]links.Link{}, peerRows: map[string]peerRow{}}
 	go p.watch(a.members.Subscribe())
 	go p.loop()
 	return p
@@ -86,10 +111,15 @@ func (p *linkProber) watch(sub *membership.Subscription) {
 func (p *linkProber) loop() {
 	t := time.NewTimer(2 * time.Second) // the first round, once the node has joined
 	defer t.Stop()
+	r := time.NewTicker(p.reach)
+	defer r.Stop()
 	for {
 		select {
 		case <-p.a.done:
 			return
+		case <-r.C:
+			p.checkReach(p.livePeers())
+			continue
 		case <-t.C:
 		case <-p.kick:
 			time.Sleep(time.Second) // the joiner's API comes up; more may join
@@ -99,21 +129,67 @@ func (p *linkProber) loop() {
 	}
 }
 
-// round probes the peers measured longest ago, one at a time (two probes at
-// once would share this node's link and measure half of it each).
-func (p *linkProber) round() {
-	var peers []string
+// livePeers returns the API address of every live peer, by name.
+func (p *linkProber) livePeers() map[string]string {
 	addrs := map[string]string{}
 	for _, n := range p.a.members.Nodes() {
 		if n.Name != p.a.cfg.Name && n.State == membership.StateAlive && n.Meta.API != "" {
-			peers = append(peers, n.Name)
 			addrs[n.Name] = n.Meta.API
 		}
+	}
+	return addrs
+}
+
+// checkReach opens a new connection to each peer of addrs (by name) and
+// records in the row what it met (links.Classify): a connection the API
+// client keeps open would hide a firewall that now drops new ones.
+func (p *linkProber) checkReach(addrs map[string]string) {
+	p.mu.Lock()
+	dial := p.dial
+	p.mu.Unlock()
+	sem := make(chan struct{}, reachParallel)
+	var wg sync.WaitGroup
+	for name, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), reachConnect)
+			defer cancel()
+			start := time.Now()
+			err := dial(ctx, addr)
+			res, ok := links.Classify(err)
+			if !ok {
+				p.a.log.Debug("reach check failed", "peer", name, "err", err)
+				return
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			l := p.row[name]
+			l.From, l.To = p.a.cfg.Name, name
+			l.Reach = &links.Reach{Result: res, Checked: start}
+			p.row[name] = l
+		}()
+	}
+	wg.Wait()
+}
+
+// round probes the peers measured longest ago, one at a time (two probes at
+// once would share this node's link and measure half of it each).
+func (p *linkProber) round() {
+	addrs := p.livePeers()
+	p.checkReach(addrs)
+	var peers []string
+	for name := range addrs {
+		peers = append(peers, name)
 	}
 	p.mu.Lock()
 	measured := map[string]time.Time{}
 	for name, l := range p.row {
-		measured[name] = l.Measured
+		if !l.Unmeasured() {
+			measured[name] = l.Measured
+		}
 	}
 	p.mu.Unlock()
 	for _, name := range links.Pick(peers, measured, links.PerRound) {
@@ -124,7 +200,9 @@ func (p *linkProber) round() {
 		}
 		p.mu.Lock()
 		p.recent[name] = links.Remember(p.recent[name], l, time.Now())
-		p.row[name] = links.Best(p.recent[name])
+		b := links.Best(p.recent[name])
+		b.Reach = p.row[name].Reach
+		p.row[name] = b
 		p.mu.Unlock()
 	}
 }
@@ -207,6 +285,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 		own = append(own, l)
 	}
 	p.mu.Unlock()
+	own = links.FreshReach(own, time.Now(), reachMaxAge(p.reach))
 	if !all {
 		sort.Slice(own, func(i, j int) bool { return own[i].To < own[j].To })
 		return links.List{Links: own}, nil
@@ -260,7 +339,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 		}(n.Name, n.Meta.API)
 	}
 	wg.Wait()
-	out := links.List{Links: links.Complete(names, rows)}
+	out := links.List{Links: links.Complete(names, links.FreshReach(rows, time.Now(), reachMaxAge(p.reach)))}
 	if len(skipped) > 0 {
 		out.Skipped = skipped
 	}

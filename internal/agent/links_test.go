@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,5 +53,47 @@ func TestStaleLinkRowAnsweredAtOnce(t *testing.T) {
 	})
 	if l, err := p.Links(ctx, true); err != nil || has(l) {
 		t.Errorf("links after the row was read again: %v, %+v; want n2's own row", err, l.Links)
+	}
+}
+
+// TestReachRecorded: a peer whose new connections time out is recorded so in
+// this node's row, beside the link measured over the connection the client
+// keeps, and as reachable once connections are made again.
+func TestReachRecorded(t *testing.T) {
+	agents := startCluster(t, 2)
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive"))
+	p := agents[0].links
+	var blocked atomic.Bool
+	blocked.Store(true)
+	p.mu.Lock()
+	p.dial = func(ctx context.Context, addr string) error {
+		if blocked.Load() {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return dialTCP(ctx, addr)
+	}
+	p.mu.Unlock()
+	row := func() links.Link {
+		l, err := p.Links(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range l.Links {
+			if x.To == "n2" {
+				return x
+			}
+		}
+		return links.Link{}
+	}
+	p.round()
+	got := row()
+	if got.Reach == nil || got.Reach.Result != links.TimedOut || got.Unmeasured() {
+		t.Errorf("n1's link to n2 after a round with connects timing out = %+v (reach %+v), want measured and timed out", got, got.Reach)
+	}
+	blocked.Store(false)
+	p.checkReach(p.livePeers())
+	if got := row(); got.Reach == nil || got.Reach.Result != links.Reachable {
+		t.Errorf("n1's link to n2 once connects are made = %+v (reach %+v), want reachable", got, got.Reach)
 	}
 }

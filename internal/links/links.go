@@ -61,15 +61,23 @@ type pair struct{ from, to string }
 
 // Complete returns a link for every ordered pair of distinct nodes that can be
 // measured or estimated from measured: the measured ones as they are (the
-// newest of duplicates), the others estimated as the package doc says. The
-// result is sorted by from, then to.
+// newest of duplicates), the others estimated as the package doc says, each
+// with the newest Reach of its direction; a pair with no measure and no estimate
+// but a Reach is given with that alone. The result is sorted by from, then to.
 func Complete(nodes []string, measured []Link) []Link {
 	known := map[pair]Link{}
+	reach := map[pair]*Reach{}
 	for _, l := range measured {
 		if l.From == l.To || l.Estimated {
 			continue
 		}
 		k := pair{l.From, l.To}
+		if r, ok := reach[k]; l.Reach != nil && (!ok || l.Reach.Checked.After(r.Checked)) {
+			reach[k] = l.Reach
+		}
+		if l.Unmeasured() {
+			continue
+		}
 		if old, ok := known[k]; !ok || l.Measured.After(old.Measured) {
 			known[k] = l
 		}
@@ -113,8 +121,13 @@ func Complete(nodes []string, measured []Link) []Link {
 			}
 			if found {
 				out = append(out, best)
+			} else if r := reach[pair{a, b}]; r != nil {
+				out = append(out, Link{From: a, To: b, Reach: r})
 			}
 		}
+	}
+	for i := range out {
+		out[i].Reach = reach[pair{out[i].From, out[i].To}]
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].From != out[j].From {
@@ -179,6 +192,9 @@ func evenOut(values []float64, factor float64) map[float64]float64 {
 func forPlanner(links []Link) place.Links {
 	out := place.Links{}
 	for _, l := range links {
+		if l.Unmeasured() {
+			continue
+		}
 		k := place.NodePair{A: l.From, B: l.To}
 		if l.To < l.From {
 			k = place.NodePair{A: l.To, B: l.From}

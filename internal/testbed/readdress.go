@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 )
 
@@ -87,6 +88,14 @@ func (b *Bed) Readdress(ctx context.Context, node, to string) (Host, error) {
 		}
 	}
 	h.IP = ip
+	// A host blocked from this one drops its new address's connections now.
+	for i := range st.Hosts {
+		if o := &st.Hosts[i]; slices.Contains(o.BlockedFrom, h.Name) {
+			if err := b.applyBlocks(ctx, st, o); err != nil {
+				return Host{}, err
+			}
+		}
+	}
 	if err := st.save(b.n); err != nil {
 		return Host{}, err
 	}

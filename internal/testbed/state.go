@@ -39,7 +39,10 @@ type Host struct {
 	KillerPID int      `json:"killer_pid,omitempty"`
 	Cgroups   []string `json:"cgroups,omitempty"` // cgroup directories every process of the host joins
 	Cut       bool     `json:"cut,omitempty"`     // link down
-	AgentPID  int      `json:"agent_pid,omitempty"`
+	// BlockedFrom names the hosts whose new TCP connections to this one are
+	// dropped ([Bed.Block]).
+	BlockedFrom []string `json:"blocked_from,omitempty"`
+	AgentPID    int      `json:"agent_pid,omitempty"`
 	// WakeAt is when a host put to sleep ([Bed.Sleep]) wakes, in Unix milliseconds; 0
 	// when awake. WakerPID is the process that wakes it then.
 	WakeAt   int64 `json:"wake_at,omitempty"`

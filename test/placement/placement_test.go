@@ -1,7 +1,9 @@
 // Package placement checks on testbed hosts that the agents measure the links
 // between them, and that a job's ranks are placed with those measurements: a
 // host behind a slow link measures slow in `shoal nodes --links`, and a job
-// that fits elsewhere is kept off it, `shoal jobs JOB --placement` saying why.
+// that fits elsewhere is kept off it, `shoal jobs JOB --placement` saying why;
+// a host blocked from a peer (`shoal testbed block`) shows that direction timed
+// out and the other reachable.
 // The tests share one testbed (instance 247): three hosts of two cores, n3
 // limited to 20 Mbit/s.
 package placement
@@ -11,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,7 +33,9 @@ const (
 	slowBytes = 20e6 / 8
 )
 
-var bed = &testenv.Shared{Config: testbed.Config{Nodes: 3, Cores: []int{2}, Rate: []string{"", "", slowRate}, Instance: instance}}
+// The agents check reachability every 5 s (30 s by default), so that a
+// block shows within seconds.
+var bed = &testenv.Shared{Config: testbed.Config{Nodes: 3, Cores: []int{2}, Rate: []string{"", "", slowRate}, Instance: instance, AgentArgs: []string{"--reach-interval", "5s"}}}
 
 func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
@@ -92,6 +97,63 @@ func TestLinksMeasured(t *testing.T) {
 	table := shoal(t, b, "nodes", "--links")
 	if !strings.HasPrefix(table, "FROM") || strings.Count(table, "Mbit/s") != 6 {
 		t.Errorf("shoal nodes --links =\n%s\nwant a header and 6 links", table)
+	}
+	t.Run("BlockedOneWay", func(t *testing.T) { blockedOneWay(t, b) })
+}
+
+// blockedOneWay: with n2's new connections to n3 dropped (as a firewall in
+// front of n3 would), the next check shows n2 -> n3 timed out and n3 -> n2
+// reachable; unblocked, the next shows n2 -> n3 reachable again. Checks come
+// every 5 s (the suite's --reach-interval): nothing asks for one sooner.
+func blockedOneWay(t *testing.T, b *testbed.Bed) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("no nft (Debian's nftables, scripts/deps.sh): shoal testbed block needs it")
+	}
+	ctx := context.Background()
+	since := time.Now()
+	if err := b.Block(ctx, "n3", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Unblock(context.Background(), "n3", "n2") })
+	waitReach(t, b, since, map[links.Pair]links.Result{{From: "n2", To: "n3"}: links.TimedOut, {From: "n3", To: "n2"}: links.Reachable})
+	table := shoal(t, b, "nodes", "--links")
+	if !strings.Contains(table, "n2 -> n3 timed out") || !strings.Contains(table, "n3 -> n2 reachable (one way only)") {
+		t.Errorf("shoal nodes --links with n3 blocked from n2 =\n%s\nwant a line n2 -> n3 timed out …; n3 -> n2 reachable (one way only)", table)
+	}
+	since = time.Now()
+	if err := b.Unblock(ctx, "n3", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	waitReach(t, b, since, map[links.Pair]links.Result{{From: "n2", To: "n3"}: links.Reachable})
+	if table := shoal(t, b, "nodes", "--links"); strings.Contains(table, "n2 -> n3") {
+		t.Errorf("shoal nodes --links once unblocked =\n%s\nwant no line for n2 -> n3", table)
+	}
+}
+
+// waitReach waits until each pair of want has a reach checked after since
+// with its result, as `shoal nodes --links --json` shows it.
+func waitReach(t *testing.T, b *testbed.Bed, since time.Time, want map[links.Pair]links.Result) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var l links.List
+		if err := json.Unmarshal([]byte(shoal(t, b, "nodes", "--links", "--json")), &l); err != nil {
+			t.Fatal(err)
+		}
+		m := links.Matrix(l.Links, time.Now(), time.Hour)
+		var wrong []string
+		for p, r := range want {
+			if got, ok := m[p]; !ok || got.Checked.Before(since) || got.Result != r {
+				wrong = append(wrong, fmt.Sprintf("%s -> %s: %+v (checked since: %v), want %s", p.From, p.To, got, ok && !got.Checked.Before(since), r))
+			}
+		}
+		if len(wrong) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 2 minutes: %s", strings.Join(wrong, "; "))
+		}
+		time.Sleep(time.Second)
 	}
 }
 

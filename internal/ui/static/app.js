@@ -165,8 +165,11 @@ function linkMatrix(v) {
   const rows = names.map((from) => el("tr", {}, el("th", {}, from), ...names.map((to) => {
     const l = at.get(from + "\u0000" + to);
     if (!l) return el("td", {}, from === to ? "·" : "");
-    const text = fmtDur(seconds(l.rtt)) + (l.bandwidth ? " · " + (l.bandwidth / 1e6).toFixed(0) + " MB/s" : "");
-    return el("td", { class: l.estimated ? "est" : "", title: l.estimated ? "estimated" : "measured " + fmtTime(l.measured) }, text);
+    const parts = [];
+    if (l.bandwidth || seconds(l.rtt) > 0) parts.push(fmtDur(seconds(l.rtt)) + (l.bandwidth ? " · " + (l.bandwidth / 1e6).toFixed(0) + " MB/s" : ""));
+    // A direction that cannot open a connection says how it failed (docs/api.md, reach).
+    if (l.reach && l.reach.result !== "reachable") parts.push(l.reach.result.replace("-", " "));
+    return el("td", { class: l.estimated ? "est" : "", title: l.estimated ? "estimated" : "measured " + fmtTime(l.measured) }, parts.join(" · "));
   })));
   return el("table", { class: "matrix" }, el("thead", {}, head), el("tbody", {}, ...rows));
 }

@@ -1,0 +1,106 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// blockTable is the nftables table in a host's network namespace that holds its
+// blocks; nothing else of the testbed uses nftables.
+const blockTable = "shoal_testbed"
+
+// blockRules is the nftables script that makes a host's blocks what from
+// says: a TCP segment from one of the addresses with SYN and without ACK (a
+// connection's opening) is dropped as it comes in, so the peer's connect times
+// out, as behind a NAT or a firewall that drops; the host's own connections to
+// the peer (whose answers carry ACK) and those already made pass. The table is
+// made, removed and made again in one transaction, so that the script is the
+// whole truth whatever was there before; with no address it is only removed.
+func blockRules(from []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\n", blockTable, blockTable)
+	if len(from) == 0 {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "table inet %s {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n", blockTable)
+	fmt.Fprintf(&b, "\t\tip saddr { %s } tcp flags & (syn | ack) == syn drop\n\t}\n}\n", strings.Join(from, ", "))
+	return b.String()
+}
+
+// Block drops the new TCP connections from peer to node (`shoal testbed block NODE
+// --from PEER`): peer's connects to node time out, while node's connects to peer and
+// the connections made before pass, as when node is behind a NAT or a firewall that
+// lets out what it does not let in. UDP (membership's gossip) passes. It needs nft
+// (Debian's nftables, scripts/deps.sh).
+func (b *Bed) Block(ctx context.Context, node, peer string) error {
+	return b.setBlock(ctx, node, peer, true)
+}
+
+// Unblock lets peer's new connections to node through again after [Bed.Block].
+func (b *Bed) Unblock(ctx context.Context, node, peer string) error {
+	return b.setBlock(ctx, node, peer, false)
+}
+
+func (b *Bed) setBlock(ctx context.Context, node, peer string, block bool) error {
+	unlock, err := lock(b.n)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := loadState(b.n)
+	if err != nil {
+		return err
+	}
+	h, err := st.host(node)
+	if err != nil {
+		return err
+	}
+	p, err := st.host(peer)
+	if err != nil {
+		return err
+	}
+	if p.Name == h.Name {
+		return fmt.Errorf("testbed: %s cannot be blocked from itself", h.Name)
+	}
+	i := slices.Index(h.BlockedFrom, p.Name)
+	switch {
+	case block && i < 0:
+		h.BlockedFrom = append(h.BlockedFrom, p.Name)
+		slices.Sort(h.BlockedFrom)
+	case !block && i >= 0:
+		h.BlockedFrom = slices.Delete(h.BlockedFrom, i, i+1)
+	}
+	if err := b.applyBlocks(ctx, st, h); err != nil {
+		return err
+	}
+	return st.save(b.n)
+}
+
+// applyBlocks makes host h's blocks those its BlockedFrom names, at the peers'
+// present addresses.
+func (b *Bed) applyBlocks(ctx context.Context, st *state, h *Host) error {
+	var ips []string
+	for _, name := range h.BlockedFrom {
+		p, err := st.host(name)
+		if err != nil {
+			return err
+		}
+		ips = append(ips, p.IP)
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		return fmt.Errorf("testbed: blocking connections needs nft (apt-get install nftables, or scripts/deps.sh): %w", err)
+	}
+	script := filepath.Join(h.Dir, "blocks.nft")
+	if err := os.WriteFile(script, []byte(blockRules(ips)), 0o644); err != nil {
+		return err
+	}
+	if err := b.n.sh(ctx, "ip", "netns", "exec", h.Netns, "nft", "-f", script); err != nil {
+		return fmt.Errorf("testbed: blocks of %s from %v: %w", h.Name, h.BlockedFrom, err)
+	}
+	return nil
+}
