@@ -18,20 +18,26 @@ const DefaultLinkInterval = 5 * time.Minute
 
 // Reachability checks (internal/links, "Reachability"): every
 // Config.ReachInterval, and with each round, this node opens a new TCP
-// connection to every live peer's API address, at most reachParallel at once,
-// each given reachConnect to be made (a SYN dropped is sent again after 1 s:
-// the second chance is within it). A fact is kept while younger than
-// reachMaxAge: a node that stopped checking (gone, or its checks stuck) leaves
-// no fact behind it for long; peers checking less often than this node keep
-// theirs as long as the default lets them.
+// connection to at most reachPerCheck live peers' API addresses, those checked
+// longest ago first, so that what a node spends stays the same however large
+// the cluster (every peer is checked once in ceil(n/reachPerCheck) checks);
+// at most reachParallel at once, each given reachConnect to be made (a SYN
+// dropped is sent again after 1 s: the second chance is within it). A fact is
+// kept while younger than reachMaxAge: a node that stopped checking (gone, or
+// its checks stuck) leaves no fact behind it for long; peers checking less
+// often than this node keep theirs as long as the default lets them.
 const (
 	DefaultReachInterval = 30 * time.Second
 	reachConnect         = 3 * time.Second
 	reachParallel        = 16
+	reachPerCheck        = 16
 )
 
-func reachMaxAge(every time.Duration) time.Duration {
-	return 3*max(every, DefaultReachInterval) + reachConnect
+// reachMaxAge is how long a fact of reach is kept, on a cluster of peers other
+// nodes checked every every: three times as long as it takes to come round.
+func reachMaxAge(every time.Duration, peers int) time.Duration {
+	checks := max(1, (peers+reachPerCheck-1)/reachPerCheck)
+	return 3*time.Duration(checks)*max(every, DefaultReachInterval) + reachConnect
 }
 
 // Sizes of a bandwidth probe: the small one first, the large one when the small
@@ -140,16 +146,28 @@ func (p *linkProber) livePeers() map[string]string {
 	return addrs
 }
 
-// checkReach opens a new connection to each peer of addrs (by name) and
-// records in the row what it met (links.Classify): a connection the API
-// client keeps open would hide a firewall that now drops new ones.
+// checkReach opens a new connection to each of the reachPerCheck peers of
+// addrs (by name) checked longest ago and records in the row what it met
+// (links.Classify): a connection the API client keeps open would hide a
+// firewall that now drops new ones.
 func (p *linkProber) checkReach(addrs map[string]string) {
+	names := make([]string, 0, len(addrs))
+	for name := range addrs {
+		names = append(names, name)
+	}
 	p.mu.Lock()
 	dial := p.dial
+	checked := map[string]time.Time{}
+	for name, l := range p.row {
+		if l.Reach != nil {
+			checked[name] = l.Reach.Checked
+		}
+	}
 	p.mu.Unlock()
 	sem := make(chan struct{}, reachParallel)
 	var wg sync.WaitGroup
-	for name, addr := range addrs {
+	for _, name := range links.Pick(names, checked, reachPerCheck) {
+		addr := addrs[name]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -285,7 +303,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 		own = append(own, l)
 	}
 	p.mu.Unlock()
-	own = links.FreshReach(own, time.Now(), reachMaxAge(p.reach))
+	own = links.FreshReach(own, time.Now(), reachMaxAge(p.reach, len(own)))
 	if !all {
 		sort.Slice(own, func(i, j int) bool { return own[i].To < own[j].To })
 		return links.List{Links: own}, nil
@@ -339,7 +357,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 		}(n.Name, n.Meta.API)
 	}
 	wg.Wait()
-	out := links.List{Links: links.Complete(names, links.FreshReach(rows, time.Now(), reachMaxAge(p.reach)))}
+	out := links.List{Links: links.Complete(names, links.FreshReach(rows, time.Now(), reachMaxAge(p.reach, len(names)-1)))}
 	if len(skipped) > 0 {
 		out.Skipped = skipped
 	}

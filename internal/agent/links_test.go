@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,5 +98,47 @@ func TestReachRecorded(t *testing.T) {
 	p.checkReach(p.livePeers())
 	if got := row(); got.Reach == nil || got.Reach.Result != links.Reachable {
 		t.Errorf("n1's link to n2 once connects are made = %+v (reach %+v), want reachable", got, got.Reach)
+	}
+}
+
+// TestReachBounded: a check dials at most reachPerCheck peers, those checked
+// longest ago first, so a node's cost does not grow with the cluster and every
+// peer comes round in ceil(n/reachPerCheck) checks.
+func TestReachBounded(t *testing.T) {
+	p := &linkProber{a: &Agent{cfg: Config{Name: "n0"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		row: map[string]links.Link{}}
+	var mu sync.Mutex
+	dialled := map[string]int{}
+	p.dial = func(ctx context.Context, addr string) error {
+		mu.Lock()
+		dialled[addr]++
+		mu.Unlock()
+		return nil
+	}
+	addrs := map[string]string{}
+	for i := 1; i <= 40; i++ {
+		addrs[fmt.Sprintf("n%d", i)] = fmt.Sprintf("10.0.0.%d:7946", i)
+	}
+	for check := 1; check <= 3; check++ {
+		before := 0
+		for _, n := range dialled {
+			before += n
+		}
+		p.checkReach(addrs)
+		after := 0
+		for _, n := range dialled {
+			after += n
+		}
+		if after-before != reachPerCheck {
+			t.Errorf("check %d dialled %d peers, want %d", check, after-before, reachPerCheck)
+		}
+	}
+	if len(dialled) != 40 {
+		t.Errorf("after 3 checks %d of 40 peers were dialled, want all", len(dialled))
+	}
+	for addr, n := range dialled {
+		if n > 2 {
+			t.Errorf("%s dialled %d times in 3 checks of 16 among 40", addr, n)
+		}
 	}
 }
