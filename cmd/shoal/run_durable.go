@@ -164,6 +164,15 @@ func (r *durableRun) resume(ctx context.Context, c *api.Client, spec *job.Spec, 
 		}
 		fmt.Fprintf(r.stdout, "shoal: resuming from epoch %d kept in %s (job %s%s%s)\n", m.Epoch, r.loc, m.Job, by, slurmJob)
 	}
+	if s3, ok := r.store.(*durable.S3Store); ok {
+		// The run numbers its epochs from m.Epoch+1 on: one the store refused
+		// under such a number would pass for kept.
+		if n, err := s3.DropAfter(ctx, m.Job, m.Epoch); err != nil {
+			fmt.Fprintf(stderr, "shoal: warning: %s keeps epochs of job %s newer than %d that were not resumed, and they could not be removed: %s\n", r.loc, m.Job, m.Epoch, errorLine(err))
+		} else if n > 0 && !r.quiet {
+			fmt.Fprintf(r.stdout, "shoal: %s removed from %s: newer than epoch %d and not resumed\n", job.Plural(n, "epoch"), r.loc, m.Epoch)
+		}
+	}
 	spec.ID, spec.ResumeEpoch, spec.ResumeFrom, spec.ResumeWorld = m.Job, m.Epoch, r.loc, m.World
 	r.saver = newDurableSaver(r, c, durable.Manifest{Identity: ident, Job: m.Job, SlurmJob: r.slurmJob}, m.Epoch)
 	return -1

@@ -487,6 +487,36 @@ func (s *S3Store) RemoveJob(ctx context.Context, id string) (int, error) {
 	return n, s.remove(ctx, keys)
 }
 
+// DropAfter removes the epochs of job id numbered after e: a run of the job
+// that resumes from epoch e writes its next epochs under those numbers, and an
+// epoch kept already under a number is one [S3Store.Begin] reports saved. They
+// are epochs the resume did not take (refused as damaged), and epochs whose
+// manifest is corrupt; another job's are left alone. It returns how many it
+// removed.
+func (s *S3Store) DropAfter(ctx context.Context, id string, e uint64) (int, error) {
+	epochs, err := s.list(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var keys []string
+	n := 0
+	for _, ep := range complete(epochs) {
+		if ep <= e {
+			continue
+		}
+		m, err := s.manifest(ctx, ep)
+		switch {
+		case err != nil && !errors.Is(err, ErrCorrupt):
+			return 0, err
+		case err == nil && m.Job != id:
+			continue
+		}
+		keys = append(keys, epochs[ep].keys...)
+		n++
+	}
+	return n, s.remove(ctx, keys)
+}
+
 // HasCredentials reports whether this process's environment gives the object store
 // credentials without asking a cloud's instance metadata: the AWS_* variables or a
 // shared credentials file. An agent without them leaves the upload to shoal run.

@@ -551,6 +551,28 @@ func TestS3RemoveJob(t *testing.T) {
 	}
 }
 
+// DropAfter removes the job's epochs newer than the one a run resumes from, so
+// that the run's own epochs under those numbers are saved, not taken for kept.
+func TestS3DropAfter(t *testing.T) {
+	b := backends[1]
+	ctx := context.Background()
+	st := b.open(t).(*S3Store)
+	saveEpoch(t, st, 2)
+	saveEpoch(t, st, 3)
+	if n, err := st.DropAfter(ctx, "heat-9", 2); err != nil || n != 0 {
+		t.Fatalf("DropAfter of another job: %d, %v; want 0", n, err)
+	}
+	if n, err := st.DropAfter(ctx, "heat-1", 2); err != nil || n != 1 {
+		t.Fatalf("DropAfter heat-1 after 2: %d, %v; want 1 (epoch 3)", n, err)
+	}
+	if got := b.epochs(t, st); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("after DropAfter: epochs %v, want [2]", got)
+	}
+	if saved, err := st.Begin(ctx, Manifest{Identity: heat, Job: "heat-1", Epoch: 3}); err != nil || saved {
+		t.Errorf("Begin epoch 3 after DropAfter: saved %v, %v; want a new save", saved, err)
+	}
+}
+
 // Paced passes every byte on, in reads of at most a tenth of a second's worth.
 func TestPaced(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), 10000)
