@@ -168,8 +168,17 @@ func PlanVoters(servers []Server, members []Member, leader string) []Change {
 	return changes
 }
 
-// Servers returns the Raft configuration as this node knows it.
+// Servers returns the Raft configuration as this node knows it: on a node that
+// follows the store from a server, as that server knows it.
 func (s *Store) Servers() ([]Server, error) {
+	if _, servers, ok := s.mirrored(); ok {
+		return servers, nil
+	}
+	return s.Configuration()
+}
+
+// Configuration returns this node's own latest Raft configuration.
+func (s *Store) Configuration() ([]Server, error) {
 	f := s.raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, s.wrap(err)
@@ -188,7 +197,7 @@ func (s *Store) Reconcile(members []Member) ([]Change, error) {
 	if !s.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	servers, err := s.Servers()
+	servers, err := s.Configuration()
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +230,7 @@ func (s *Store) HandOver(others []Member) error {
 	if !s.IsLeader() {
 		return ErrNotLeader
 	}
-	servers, err := s.Servers()
+	servers, err := s.Configuration()
 	if err != nil {
 		return err
 	}
