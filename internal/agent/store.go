@@ -242,6 +242,11 @@ func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) 
 	if a.store == nil {
 		return api.RecoverResponse{}, fmt.Errorf("%w: this agent keeps no job store", errkind.NotAvailable)
 	}
+	// A client's Raft replica is empty or stale: it would make a cluster of
+	// nothing.
+	if servers, err := a.store.Configuration(); err != nil || !slices.ContainsFunc(servers, func(s jobstore.Server) bool { return s.Name == a.cfg.Name }) {
+		return api.RecoverResponse{}, fmt.Errorf("%w: node %s keeps no replica of the job store (a client): run it on a node that voted or was a standby", errkind.Conflict, a.cfg.Name)
+	}
 	// The view GET /v1/nodes gives, which `shoal run` and `shoal jobs` judged
 	// the quorum by: a voter whose agent refuses connections is lost already,
 	// seconds before membership declares it dead.

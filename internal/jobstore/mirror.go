@@ -117,6 +117,7 @@ func (f *fsm) take(r FollowReply) error {
 	}
 	f.mu.Lock()
 	f.leader, f.servers = r.Leader, r.Servers
+	f.wake() // Leader and Servers may have changed
 	f.mu.Unlock()
 	return nil
 }
@@ -156,6 +157,7 @@ func (s *Store) follow() {
 	backoff := followRetry
 	for {
 		if s.isServer() {
+			s.client.Store(false)
 			select {
 			case <-s.done:
 				return
@@ -163,6 +165,7 @@ func (s *Store) follow() {
 			}
 			continue
 		}
+		s.client.Store(true)
 		reply, err := s.cfg.Follow(ctx, s.mirror.at())
 		if err == nil {
 			err = s.mirror.take(reply)
@@ -191,8 +194,9 @@ const (
 	followBackoff = 5 * time.Second
 )
 
-// track keeps the source of reads on the replica that is further along: the
-// Raft one on a tie, which a server keeps up to date and a client does not.
+// track keeps the source of reads on the replica that is further along; on a
+// tie (the same state), the one this node keeps up to date: the mirror while it
+// is not a server, which also holds the leader and servers it was told of.
 // When the source changes, every waiter of the old one is woken, to read
 // again from the new one: both number a job's events alike, having applied
 // the same commands in the same order.
@@ -207,7 +211,7 @@ func (s *Store) track() {
 		mc := s.mirror.changed
 		s.mirror.mu.RUnlock()
 		want := s.fsm
-		if s.mirror.at() > s.fsm.at() {
+		if m, r := s.mirror.at(), s.fsm.at(); m > r || (m == r && s.client.Load()) {
 			want = s.mirror
 		}
 		if old := s.src.Load(); old != want {

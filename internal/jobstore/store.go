@@ -150,6 +150,7 @@ type Store struct {
 	fsm    *fsm
 	mirror *fsm                // the jobs as followed from a server
 	src    atomic.Pointer[fsm] // fsm or mirror: what reads are answered from
+	client atomic.Bool         // not a server: the mirror is followed
 	trans  atomic.Pointer[raft.NetworkTransport]
 	bound  string // the address the transport listens at
 	rc     *raft.Config
