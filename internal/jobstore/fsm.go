@@ -81,6 +81,7 @@ type fsm struct {
 	recent      []Entry
 	recentBytes int
 	floor       uint64
+	mirror      bool // a mirror: nothing follows it, it keeps no commands
 	// leader and servers are, in a mirror, the Raft configuration as the
 	// member it follows knows it.
 	leader  string
@@ -100,6 +101,9 @@ const unknownFloor = ^uint64(0)
 
 func newFSM() *fsm { return &fsm{jobs: map[string]*Record{}, changed: make(chan struct{})} }
 
+// newMirror is an fsm fed by a follow loop ([Store.Follow] on a server).
+func newMirror() *fsm { f := newFSM(); f.mirror = true; return f }
+
 var _ raft.FSM = (*fsm)(nil)
 
 // Apply applies one log entry. It returns nil or an error, which the leader's
@@ -117,10 +121,17 @@ func (f *fsm) applyAt(index uint64, data []byte) error {
 		f.wake()
 		f.mu.Unlock()
 	}()
+	f.index = index
+	var c Command
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadCommand, err) // no change: not kept either
+	}
+	if f.mirror {
+		return f.apply(c)
+	}
 	if f.floor == unknownFloor {
 		f.floor = index - 1
 	}
-	f.index = index
 	f.recent = append(f.recent, Entry{Index: index, Command: data})
 	f.recentBytes += len(data)
 	drop := 0
@@ -132,10 +143,6 @@ func (f *fsm) applyAt(index uint64, data []byte) error {
 	if drop > 0 {
 		clear(f.recent[:drop])
 		f.recent = f.recent[drop:]
-	}
-	var c Command
-	if err := json.Unmarshal(data, &c); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
 	return f.apply(c)
 }

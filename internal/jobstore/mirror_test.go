@@ -176,7 +176,7 @@ func TestFollowSendsStateWhenBehind(t *testing.T) {
 		}
 	}
 	// A mirror at 10 takes the state, then the next command.
-	m := newFSM()
+	m := newMirror()
 	r, _ := f.since(10)
 	if err := m.take(r); err != nil {
 		t.Fatal(err)

@@ -178,7 +178,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
-	s := &Store{cfg: cfg, fsm: newFSM(), mirror: newFSM(), notify: make(chan bool, 16), hangUp: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{cfg: cfg, fsm: newFSM(), mirror: newMirror(), notify: make(chan bool, 16), hangUp: make(chan struct{}, 1), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.close()
