@@ -147,6 +147,19 @@ func (f *fsm) applyAt(index uint64, data []byte) error {
 	return f.apply(c)
 }
 
+var _ raft.ConfigurationStore = (*fsm)(nil)
+
+// StoreConfiguration is called by raft, in order with Apply, for every
+// configuration entry: it changes no job, but the index moves, so that a
+// follower learns of the new servers, and a new one of an index past 0 that it
+// waits on (a cluster's first entry is its configuration).
+func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index = max(f.index, index)
+	f.wake()
+}
+
 // wake closes the changed channel, waking every waiter, and takes a new one.
 // The caller holds mu.
 func (f *fsm) wake() {

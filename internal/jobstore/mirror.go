@@ -50,6 +50,9 @@ func (s *Store) Follow(ctx context.Context, after uint64, wait time.Duration) (F
 	f := s.fsm
 	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
+	s.leaderMu.Lock()
+	newLeader := s.newLeader
+	s.leaderMu.Unlock()
 	for waiting := true; waiting; {
 		f.mu.RLock()
 		index, changed := f.index, f.changed
@@ -58,6 +61,8 @@ func (s *Store) Follow(ctx context.Context, after uint64, wait time.Duration) (F
 			break
 		}
 		select {
+		case <-newLeader:
+			waiting = false
 		case <-changed:
 		case <-timeout.C:
 			waiting = false
@@ -74,6 +79,30 @@ func (s *Store) Follow(ctx context.Context, after uint64, wait time.Duration) (F
 	reply.Leader = s.Leader()
 	reply.Servers, _ = s.Configuration()
 	return reply, nil
+}
+
+// observe has r report leader changes to leaderChanges.
+func (s *Store) observe(r *raft.Raft) {
+	r.RegisterObserver(raft.NewObserver(s.observed, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+}
+
+// leaderChanges wakes the followers waiting on this node when the leader
+// changes: no command may follow for a while, and they would ask the old one.
+func (s *Store) leaderChanges() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.observed:
+		}
+		s.leaderMu.Lock()
+		close(s.newLeader)
+		s.newLeader = make(chan struct{})
+		s.leaderMu.Unlock()
+	}
 }
 
 // since is the reply to a follower at index after.
@@ -116,6 +145,11 @@ func (f *fsm) take(r FollowReply) error {
 		}
 	}
 	f.mu.Lock()
+	if r.Snapshot == nil {
+		// The entries were every command up to r.Index: the ones after are
+		// configuration entries, which change no job.
+		f.index = max(f.index, r.Index)
+	}
 	f.leader, f.servers = r.Leader, r.Servers
 	f.wake() // Leader and Servers may have changed
 	f.mu.Unlock()

@@ -15,8 +15,14 @@ import (
 )
 
 // client opens a node outside the cluster of servers, which follows the job
-// store from them, the leader first, as an agent does.
+// store from them, the leader first, as an agent does, with long polls of a
+// second.
 func client(t *testing.T, name string, servers []*Store) *Store {
+	return clientWaiting(t, name, servers, time.Second)
+}
+
+// clientWaiting is client with long polls of wait.
+func clientWaiting(t *testing.T, name string, servers []*Store, wait time.Duration) *Store {
 	t.Helper()
 	fast := Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 300 * time.Millisecond}
 	follow := func(ctx context.Context, after uint64) (FollowReply, error) {
@@ -26,13 +32,13 @@ func client(t *testing.T, name string, servers []*Store) *Store {
 				continue
 			}
 			var r FollowReply
-			if r, err = s.Follow(ctx, after, time.Second); err == nil {
+			if r, err = s.Follow(ctx, after, wait); err == nil {
 				return r, nil
 			}
 		}
 		for _, s := range servers {
 			var r FollowReply
-			if r, err = s.Follow(ctx, after, time.Second); err == nil {
+			if r, err = s.Follow(ctx, after, wait); err == nil {
 				return r, nil
 			}
 		}
@@ -134,6 +140,16 @@ func TestMirrorFollowsEveryCommand(t *testing.T) {
 	if len(servers) != 3 {
 		t.Errorf("client's servers = %v, want the three", servers)
 	}
+}
+
+// A client learns of a new leader from the server it waits on as soon as that
+// server does, not at the end of its long poll, though no command follows.
+func TestMirrorLearnsNewLeader(t *testing.T) {
+	stores := cluster(t, 3)
+	c := clientWaiting(t, "n4", stores, time.Minute)
+	waitFor(t, "the client knows n1 leads", func() bool { return c.Leader() == "n1" })
+	stores[0].Close()
+	waitFor(t, "the client knows the new leader", func() bool { l := c.Leader(); return l == "n2" || l == "n3" })
 }
 
 // A mirror far behind, or new, is sent the whole state; one within the kept

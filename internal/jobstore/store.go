@@ -151,15 +151,21 @@ type Store struct {
 	mirror *fsm                // the jobs as followed from a server
 	src    atomic.Pointer[fsm] // fsm or mirror: what reads are answered from
 	client atomic.Bool         // not a server: the mirror is followed
-	trans  atomic.Pointer[raft.NetworkTransport]
-	bound  string // the address the transport listens at
-	rc     *raft.Config
-	logs   raft.LogStore
-	snaps  raft.SnapshotStore
-	db     *raftboltdb.BoltStore
-	notify chan bool
-	hangUp chan struct{} // a connection from another replica ended
-	done   chan struct{} // closed by Close
+	// leaderMu guards newLeader, closed and replaced when raft observes
+	// another leader (or none): a follower waiting on this node is answered,
+	// so that it learns of the new leader at once.
+	leaderMu  sync.Mutex
+	newLeader chan struct{}
+	observed  chan raft.Observation
+	trans     atomic.Pointer[raft.NetworkTransport]
+	bound     string // the address the transport listens at
+	rc        *raft.Config
+	logs      raft.LogStore
+	snaps     raft.SnapshotStore
+	db        *raftboltdb.BoltStore
+	notify    chan bool
+	hangUp    chan struct{} // a connection from another replica ended
+	done      chan struct{} // closed by Close
 }
 
 // Open starts this node's replica: it opens the log in cfg.Dir, listens on
@@ -178,7 +184,8 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
-	s := &Store{cfg: cfg, fsm: newFSM(), mirror: newMirror(), notify: make(chan bool, 16), hangUp: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{cfg: cfg, fsm: newFSM(), mirror: newMirror(), notify: make(chan bool, 16), hangUp: make(chan struct{}, 1), done: make(chan struct{}),
+		newLeader: make(chan struct{}), observed: make(chan raft.Observation, 16)}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -213,6 +220,7 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
 	s.rp.Store(r)
+	s.observe(r)
 	if cfg.Bootstrap && !has {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
 			{Suffrage: raft.Voter, ID: raft.ServerID(cfg.Node), Address: trans.LocalAddr()},
@@ -224,6 +232,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	s.src.Store(s.fsm)
 	go s.watchLeader()
 	go s.track()
+	go s.leaderChanges()
 	if cfg.Follow != nil {
 		go s.follow()
 	}
