@@ -348,8 +348,10 @@ func TestCutHeal(t *testing.T) {
 
 // Eight nodes: five vote, two are standbys and the last to join is a client,
 // which keeps no replica of the job store and follows it from a server; a job
-// submitted on the client runs, and its output reaches `shoal run` whole. It
-// grows the shared testbed, so it runs last before the teardown.
+// submitted on the client runs, and its output reaches `shoal run` whole; with
+// the leader's agent killed, the client names the new leader and runs a job
+// again. It grows the shared testbed and kills its leader, so it runs last
+// before the teardown.
 func TestBoundedMembership(t *testing.T) {
 	b := cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -415,6 +417,35 @@ func TestBoundedMembership(t *testing.T) {
 		if seen[strconv.Itoa(i)] != 2 {
 			t.Fatalf("shoal run on the client: line %d seen %d times, want once per rank; stdout:\n%s", i, seen[strconv.Itoa(i)], r.stdout)
 		}
+	}
+	// The leader's agent is killed: the client names the new leader, from the
+	// server it follows, and a job submitted on it runs.
+	var leader string
+	for _, n := range ns {
+		if n.Role == "leader" {
+			leader = n.Name
+		}
+	}
+	if _, err := b.Kill(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	var now string
+	waitFor(t, 30*time.Second, client+" to name a leader other than the killed "+leader, func() bool {
+		ns, err := nodes(b, client)
+		if err != nil {
+			return false
+		}
+		for _, n := range ns {
+			if n.Role == "leader" && n.Name != leader && n.State == "alive" {
+				now = n.Name
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("%s names %s the leader after %s's agent was killed", client, now, leader)
+	if r := run(t, b, client, 2*time.Minute, shoalBin, "run", "-n", "2", "--", "/bin/echo", "again"); r.code != 0 || strings.Count(r.stdout, "again") != 2 {
+		t.Errorf("shoal run on the client after the failover: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
 
