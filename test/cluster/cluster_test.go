@@ -418,6 +418,20 @@ func TestBoundedMembership(t *testing.T) {
 			t.Fatalf("shoal run on the client: line %d seen %d times, want once per rank; stdout:\n%s", i, seen[strconv.Itoa(i)], r.stdout)
 		}
 	}
+	// Control passes from the client to the leader: a job detached, cancelled
+	// and waited for from the client ends cancelled.
+	r = run(t, b, client, time.Minute, shoalBin, "run", "--detach", "-n", "2", "--", "/bin/sleep", "120")
+	if r.code != 0 {
+		t.Fatalf("shoal run --detach on the client: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	out := strings.Fields(r.stdout)
+	id := out[len(out)-1]
+	if r := run(t, b, client, time.Minute, shoalBin, "cancel", id); r.code != 0 {
+		t.Errorf("shoal cancel %s on the client: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, b, client, time.Minute, shoalBin, "wait", id); r.code != 130 {
+		t.Errorf("shoal wait %s on the client after its cancellation: exit %d, want 130\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
 	// The leader's agent is killed: the client names the new leader, from the
 	// server it follows, and a job submitted on it runs.
 	var leader string
