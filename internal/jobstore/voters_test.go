@@ -89,6 +89,10 @@ func TestPlanVoters(t *testing.T) {
 			[]Server{v("n1"), v("n2"), v("n3"), v("n4"), v("n5"), v("n6"), v("n7"), v("n8"), nv("n9")}, fullMembers(),
 			[]Change{c(Demote, "n8"), c(Remove, "n8"), c(Remove, "n9"), c(Demote, "n6"), c(Demote, "n7")}},
 		{"a client's death changes nothing", full(), append(fullMembers()[:8], dead("n9")), nil},
+		// A standby whose agent refuses connections stays until membership
+		// decides, and the next candidate follows the log meanwhile.
+		{"a refusing standby stays, the next added", full(), append(without(fullMembers(), "n6"), refusing("n6", 5)),
+			[]Change{c(AddNonvoter, "n8")}},
 		{"a voter's death promotes a standby and adds the next as a standby", full(), append([]Member{dead("n3")}, without(fullMembers(), "n3")...),
 			[]Change{c(Remove, "n3"), c(Promote, "n6"), c(AddNonvoter, "n8")}},
 	}
