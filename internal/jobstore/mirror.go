@@ -24,9 +24,10 @@ type Entry struct {
 // it: the commands applied after the index asked for, in order, or, when it
 // no longer keeps them all, its whole state.
 type FollowReply struct {
-	// Index is the index of the last command in Entries, or of Snapshot; when
-	// neither is given, of the server's state (which may be behind the index
-	// asked for).
+	// Index is the index of the server's state: the follower's once it has
+	// taken Snapshot or Entries (entries past the last command are
+	// configuration changes, which change no job). With neither, the server
+	// applied no command past the index asked for, and Index may be behind it.
 	Index uint64 `json:"index"`
 	// Entries are the commands applied after the index asked for, in order.
 	Entries []Entry `json:"entries,omitempty"`
