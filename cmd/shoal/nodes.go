@@ -41,7 +41,9 @@ coordinates them (each node announces its own count; a change reaches the
 others within about a second), - for a dead, left or unreachable node, which
 runs none;
 ROLE, the node's part in the job store: leader (coordinates every job), voter,
-follower (keeps a copy of the jobs without voting), or - (none). A dead,
+follower (a standby: keeps a copy of the jobs without voting, ready to vote),
+client (keeps no copy: at most 5 voters and 2 standbys do, and every other node
+follows the jobs from one of them), or - (none). A dead,
 left or unreachable node keeps its place in the job store until the leader
 takes it out, within seconds: its role is shown marked "(gone)" meanwhile (it
 counts in the quorum's size and casts no vote), and "-" from then on; a voter

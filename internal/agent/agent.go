@@ -150,10 +150,13 @@ type Agent struct {
 	shards   *shardstore.Store
 	quota    *files.Quota // of the local users' uploads
 	store    *jobstore.Store
-	apiLn    net.Listener
-	sockLn   net.Listener // the local socket (SocketFile)
-	apiAddr  string       // as announced to other nodes
-	local    string       // as written to AddrFile
+	// membersUp is closed once members is set: the job store, which may open
+	// before, follows a server through it.
+	membersUp chan struct{}
+	apiLn     net.Listener
+	sockLn    net.Listener // the local socket (SocketFile)
+	apiAddr   string       // as announced to other nodes
+	local     string       // as written to AddrFile
 
 	beforeLeave atomic.Pointer[func(context.Context) error]
 	ranksDirty  chan struct{} // the launch grants' ranks changed: announce them
@@ -186,7 +189,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log, leaveDone: make(chan struct{}), done: make(chan struct{}),
-		ranksDirty: make(chan struct{}, 1), quit: make(chan struct{}), moved: make(chan string, 1)}
+		ranksDirty: make(chan struct{}, 1), quit: make(chan struct{}), moved: make(chan string, 1), membersUp: make(chan struct{})}
 	if cfg.BeforeLeave != nil {
 		a.beforeLeave.Store(&cfg.BeforeLeave)
 	}
@@ -254,6 +257,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.members, err = membership.New(gossip, meta, a.log); err != nil {
 		return nil, err
 	}
+	close(a.membersUp)
 	a.apiAddr = announcedAddr(a.apiLn.Addr(), a.members.Addr())
 	if a.store == nil {
 		host, _, _ := net.SplitHostPort(a.members.Addr())
@@ -295,6 +299,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	go a.countDetections(a.members.Subscribe())
 	a.links = a.startLinks(cfg.LinkInterval, cfg.ReachInterval)
 	a.server.SetLinkService(a.links)
+	a.server.SetStoreService(storeService{a.store})
 	// Before the API serves: nothing fetches a shard until then.
 	a.shards.LinkRate = a.links.bandwidthFrom
 	go a.announceRanks()

@@ -31,6 +31,10 @@ func (a *Agent) memberNodes() []node.Node {
 	roles := a.roles()
 	var out []node.Node
 	for _, m := range a.members.Nodes() {
+		role := roles[m.Name]
+		if role == "" && m.State.Member() && a.store != nil {
+			role = node.RoleClient
+		}
 		ranks := m.Meta.Ranks // what a node that is gone announced last runs nowhere now
 		if !m.State.Member() {
 			ranks = 0
@@ -51,7 +55,7 @@ func (a *Agent) memberNodes() []node.Node {
 			Leaving: m.Meta.Leaving,
 			Local:   m.Local,
 			Ranks:   ranks,
-			Role:    roles[m.Name],
+			Role:    role,
 		})
 	}
 	return out

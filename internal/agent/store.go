@@ -30,6 +30,7 @@ func (a *Agent) openStore(host string) error {
 		Bind: a.cfg.Raft, Advertise: net.JoinHostPort(host, port),
 		Bootstrap: len(a.cfg.Join) == 0, Timing: a.cfg.RaftTiming, Log: a.log.With("part", "raft"),
 		ServerTLS: a.tls.ServerConfig(), ClientTLS: a.tls.ClientConfig(),
+		Follow: a.followStore,
 	})
 	if err != nil {
 		return err
@@ -38,7 +39,86 @@ func (a *Agent) openStore(host string) error {
 	return nil
 }
 
-// roles is each node's part in the job store, as this node's replica knows it.
+// followWait is how long a node that is not a server of the job store waits
+// on a server for the next command (GET /v1/store/follow): what it reads lags
+// the servers by one long poll's answer, not by this.
+const followWait = 10 * time.Second
+
+// followStore asks a server of the job store for the commands applied after
+// index after, for the mirror of a node that is not one (jobstore.Config.Follow):
+// the leader first, then the other servers this node knows of, then the other
+// live nodes, longest up first (those the voter plan makes servers), moving on
+// at an error; a node that is not a server answers 503.
+func (a *Agent) followStore(ctx context.Context, after uint64) (jobstore.FollowReply, error) {
+	select {
+	case <-a.membersUp:
+	case <-ctx.Done():
+		return jobstore.FollowReply{}, ctx.Err()
+	}
+	var errs []error
+	for _, m := range a.storeServers() {
+		call, cancel := context.WithTimeout(ctx, followWait+reachTimeout+5*time.Second)
+		r, err := a.peers.Get(m.Meta.API).FollowStore(call, after, followWait)
+		cancel()
+		if err == nil {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return jobstore.FollowReply{}, ctx.Err()
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
+	}
+	return jobstore.FollowReply{}, fmt.Errorf("%w: no server of the job store answers: %w", errkind.Unreachable, errors.Join(errs...))
+}
+
+// storeServers are the other live nodes in the order followStore asks them.
+func (a *Agent) storeServers() []membership.Node {
+	rank := map[string]int{}
+	servers, _ := a.store.Servers()
+	for _, s := range servers {
+		rank[s.Name] = 1
+	}
+	if l := a.store.Leader(); l != "" {
+		rank[l] = 0
+	}
+	var out []membership.Node
+	for _, m := range a.members.Nodes() {
+		if m.Name != a.cfg.Name && m.State.Member() && m.Meta.API != "" {
+			out = append(out, m)
+		}
+	}
+	order := func(name string) int {
+		if r, ok := rank[name]; ok {
+			return r
+		}
+		return 2
+	}
+	slices.SortStableFunc(out, func(x, y membership.Node) int {
+		if c := order(x.Name) - order(y.Name); c != 0 {
+			return c
+		}
+		return x.Since.Compare(y.Since)
+	})
+	return out
+}
+
+// storeService is the job store as GET /v1/store/follow serves it.
+type storeService struct{ store *jobstore.Store }
+
+func (s storeService) Follow(ctx context.Context, after uint64, wait time.Duration) (jobstore.FollowReply, error) {
+	r, err := s.store.Follow(ctx, after, wait)
+	if errors.Is(err, jobstore.ErrNotServer) {
+		return r, fmt.Errorf("%w: %v", errkind.NotAvailable, err)
+	}
+	return r, err
+}
+
+var _ api.StoreService = storeService{}
+
+// roles is each node's part in the job store, as this node's replica knows it
+// (or, on a node that is not a server, the server it follows): a node that is
+// not a server of it is a client (node.RoleClient, the default of Role in
+// node.Node's view; see memberNodes).
 func (a *Agent) roles() map[string]string {
 	out := map[string]string{}
 	if a.store == nil {
@@ -162,6 +242,11 @@ func (a *Agent) RecoverQuorum(ctx context.Context) (api.RecoverResponse, error) 
 	if a.store == nil {
 		return api.RecoverResponse{}, fmt.Errorf("%w: this agent keeps no job store", errkind.NotAvailable)
 	}
+	// A client's Raft replica is empty or stale: it would make a cluster of
+	// nothing.
+	if servers, err := a.store.Configuration(); err != nil || !slices.ContainsFunc(servers, func(s jobstore.Server) bool { return s.Name == a.cfg.Name }) {
+		return api.RecoverResponse{}, fmt.Errorf("%w: node %s keeps no replica of the job store (a client): run it on a node that voted or was a standby", errkind.Conflict, a.cfg.Name)
+	}
 	// The view GET /v1/nodes gives, which `shoal run` and `shoal jobs` judged
 	// the quorum by: a voter whose agent refuses connections is lost already,
 	// seconds before membership declares it dead.
@@ -244,7 +329,7 @@ var _ api.QuorumRecoverer = (*localNode)(nil)
 // as a new one: with another voter that comes back so, it could otherwise
 // make a majority of the old configuration and elect a leader of its own.
 func (a *Agent) forgetStaleStore(ctx context.Context) {
-	servers, err := a.store.Servers()
+	servers, err := a.store.Configuration()
 	if err != nil || !slices.ContainsFunc(servers, func(s jobstore.Server) bool { return s.Name == a.cfg.Name && s.Voter }) {
 		return
 	}

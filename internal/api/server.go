@@ -70,6 +70,7 @@ type Server struct {
 	shards  atomic.Pointer[ShardService]
 	grants  atomic.Pointer[GrantService]
 	gc      atomic.Pointer[GCService]
+	store   atomic.Pointer[StoreService]
 	results atomic.Pointer[ResultService]
 	links   atomic.Pointer[LinkService]
 	http    *http.Server
@@ -136,6 +137,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.SetShardService(nil)
 	s.SetGrantService(nil)
 	s.SetGCService(nil)
+	s.SetStoreService(nil)
 	s.SetResultService(nil)
 	s.SetLinkService(nil)
 	s.handle("GET /v1/health", route{public: true, h: s.health})
@@ -172,6 +174,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("POST /v1/shards/{job}/request-checkpoint", route{h: s.requestCheckpoint})
 	s.handle("POST /v1/shards/{job}/probe", route{h: s.probe})
 	s.handle("POST /v1/gc", route{h: s.collect})
+	s.handle("GET /v1/store/follow", route{h: s.followStore})
 	s.handle("PUT /v1/results/{job}/{task}", route{stream: true, h: s.putResult})
 	s.handle("GET /v1/results/{job}/{task}", route{user: true, h: s.getResult})
 	s.handle("GET /v1/results/{job}", route{h: s.listResults})

@@ -1,14 +1,17 @@
 // Package jobstore keeps the cluster's jobs in a state machine replicated with
 // Raft (hashicorp/raft, its log in raft-boltdb), so that no node is special: every
-// agent holds a replica and answers `shoal jobs`, `events`, `logs` and `wait` from
-// it, the job coordinator runs on the leader, and every decision it makes (job
+// agent answers `shoal jobs`, `events`, `logs` and `wait` locally, from its
+// replica on a server of the store, from a mirror that follows a server
+// ([Store.Follow]) on any other node (a client); the job coordinator runs on the
+// leader, and every decision it makes (job
 // submitted, state changed, epoch complete, rank output, finished) is a log entry,
 // so that a new leader resumes exactly where the old one stopped.
 //
 // Who votes: up to [MaxVoters] agents, always an odd number ([VoterTarget]), picked
-// by the leader from the live members, longest-up first; the others follow the log
-// without voting. The leader removes voters that membership declares dead or left
-// and promotes followers in their place ([PlanVoters], Consul's autopilot in
+// by the leader from the live members, longest-up first, and up to [MaxStandbys]
+// standbys that follow the log without voting; the others are clients, so that
+// what the leader sends does not grow with the cluster. The leader removes voters that membership declares dead or left
+// and promotes standbys in their place ([PlanVoters], Consul's autopilot in
 // small), so a cluster that loses nodes one at a time keeps its quorum. A job
 // survives the loss of any node as long as a majority of the voters remains:
 //   - 1 node: it votes alone; it is the whole cluster.

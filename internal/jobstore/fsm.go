@@ -66,31 +66,112 @@ type Record struct {
 func IsOutput(typ string) bool { return typ == job.EventOutput || typ == job.EventOutputErr }
 
 // fsm is the replicated state: the cluster's jobs. Apply, Snapshot and Restore
-// are called by raft from one goroutine; readers take mu.
+// are called by raft from one goroutine (a mirror's by its follow loop);
+// readers take mu.
 type fsm struct {
 	mu      sync.RWMutex
 	jobs    map[string]*Record
 	changed chan struct{} // closed and replaced at every applied entry
+	// index is the Raft index of the last command applied, or of the state
+	// restored: the same in every replica and mirror that holds the same jobs.
+	index uint64
+	// recent are the last commands applied, oldest first, for the mirrors
+	// that follow this replica ([Store.Follow]); they hold every command
+	// applied after floor (unknownFloor: not known yet).
+	recent      []Entry
+	recentBytes int
+	floor       uint64
+	mirror      bool // a mirror: nothing follows it, it keeps no commands
+	// leader and servers are, in a mirror, the Raft configuration as the
+	// member it follows knows it.
+	leader  string
+	servers []Server
 }
 
+// Bounds on the commands an fsm keeps for its mirrors: a mirror further behind
+// is sent the whole state instead.
+const (
+	recentEntries = 4096
+	recentBytes   = 16 << 20
+)
+
+// unknownFloor: after a restore from a snapshot that does not say its index,
+// the commands kept start at the next one applied.
+const unknownFloor = ^uint64(0)
+
 func newFSM() *fsm { return &fsm{jobs: map[string]*Record{}, changed: make(chan struct{})} }
+
+// newMirror is an fsm fed by a follow loop ([Store.Follow] on a server).
+func newMirror() *fsm { f := newFSM(); f.mirror = true; return f }
 
 var _ raft.FSM = (*fsm)(nil)
 
 // Apply applies one log entry. It returns nil or an error, which the leader's
 // caller receives from the apply future.
 func (f *fsm) Apply(l *raft.Log) any {
-	var c Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadCommand, err)
-	}
+	return f.applyAt(l.Index, l.Data)
+}
+
+// applyAt applies the command encoded in data, at Raft index index, and keeps
+// it for the mirrors. A command that is refused (a bad one, a job taken) is
+// kept too: a mirror applying it gets the same refusal and the same state.
+func (f *fsm) applyAt(index uint64, data []byte) error {
 	f.mu.Lock()
 	defer func() {
-		close(f.changed)
-		f.changed = make(chan struct{})
+		f.wake()
 		f.mu.Unlock()
 	}()
+	f.index = index
+	var c Command
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadCommand, err) // no change: not kept either
+	}
+	if f.mirror {
+		return f.apply(c)
+	}
+	if f.floor == unknownFloor {
+		f.floor = index - 1
+	}
+	f.recent = append(f.recent, Entry{Index: index, Command: data})
+	f.recentBytes += len(data)
+	drop := 0
+	for len(f.recent)-drop > recentEntries || (f.recentBytes > recentBytes && len(f.recent)-drop > 1) {
+		f.recentBytes -= len(f.recent[drop].Command)
+		f.floor = f.recent[drop].Index
+		drop++
+	}
+	if drop > 0 {
+		clear(f.recent[:drop])
+		f.recent = f.recent[drop:]
+	}
 	return f.apply(c)
+}
+
+var _ raft.ConfigurationStore = (*fsm)(nil)
+
+// StoreConfiguration is called by raft, in order with Apply, for every
+// configuration entry: it changes no job, but the index moves, so that a
+// follower learns of the new servers, and a new one of an index past 0 that it
+// waits on (a cluster's first entry is its configuration).
+func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index = max(f.index, index)
+	f.wake()
+}
+
+// wake closes the changed channel, waking every waiter, and takes a new one.
+// The caller holds mu.
+func (f *fsm) wake() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// at returns the index of what f holds.
+func (f *fsm) at() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index
 }
 
 func (f *fsm) apply(c Command) error {
@@ -186,12 +267,19 @@ func (r *Record) since(from uint64) []job.Event {
 	return append([]job.Event(nil), r.Events[i:]...)
 }
 
+// state is a snapshot's encoding: the jobs and the index they are at.
+// Snapshots written before the index was kept are the jobs alone.
+type state struct {
+	Index uint64             `json:"index"`
+	Jobs  map[string]*Record `json:"jobs"`
+}
+
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	// Records are replaced, never changed in place, only by Apply, which does not
 	// run while Snapshot does; the encoding happens in Persist, later, so copy.
-	b, err := json.Marshal(f.jobs)
+	b, err := json.Marshal(state{Index: f.index, Jobs: f.jobs})
 	if err != nil {
 		return nil, err
 	}
@@ -200,11 +288,43 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	jobs := map[string]*Record{}
-	if err := json.NewDecoder(rc).Decode(&jobs); err != nil {
+	b, err := io.ReadAll(rc)
+	if err != nil {
 		return fmt.Errorf("jobstore: restore snapshot: %w", err)
 	}
-	for _, r := range jobs {
+	st, err := decodeState(b)
+	if err != nil {
+		return err
+	}
+	f.restore(st)
+	return nil
+}
+
+// decodeState reads a snapshot of either encoding; an old one's index is
+// unknown (0).
+func decodeState(b []byte) (state, error) {
+	var probe struct {
+		Index *uint64         `json:"index"`
+		Jobs  json.RawMessage `json:"jobs"`
+	}
+	var st state
+	if json.Unmarshal(b, &probe) == nil && probe.Index != nil && len(probe.Jobs) > 0 {
+		if err := json.Unmarshal(b, &st); err != nil {
+			return state{}, fmt.Errorf("jobstore: restore snapshot: %w", err)
+		}
+	} else if err := json.Unmarshal(b, &st.Jobs); err != nil {
+		return state{}, fmt.Errorf("jobstore: restore snapshot: %w", err)
+	}
+	if st.Jobs == nil {
+		st.Jobs = map[string]*Record{}
+	}
+	return st, nil
+}
+
+// restore replaces the state with st.
+func (f *fsm) restore(st state) {
+	for _, r := range st.Jobs {
+		r.outputs = 0
 		for _, e := range r.Events {
 			if IsOutput(e.Type) {
 				r.outputs++
@@ -212,19 +332,21 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		}
 	}
 	f.mu.Lock()
-	f.jobs = jobs
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.jobs, f.index = st.Jobs, st.Index
+	f.recent, f.recentBytes, f.floor = nil, 0, st.Index
+	if st.Index == 0 {
+		f.floor = unknownFloor
+	}
+	f.wake()
 	f.mu.Unlock()
-	return nil
 }
 
 // reset empties the state, for a replica that starts again from nothing.
 func (f *fsm) reset() {
 	f.mu.Lock()
-	f.jobs = map[string]*Record{}
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.jobs, f.index = map[string]*Record{}, 0
+	f.recent, f.recentBytes, f.floor = nil, 0, 0
+	f.wake()
 	f.mu.Unlock()
 }
 

@@ -63,6 +63,7 @@ func (s *Store) start() error {
 	}
 	s.trans.Store(trans)
 	s.rp.Store(r)
+	s.observe(r)
 	return nil
 }
 

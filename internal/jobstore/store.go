@@ -105,6 +105,13 @@ type Config struct {
 	// mutual TLS 1.3 with the cluster's authority: pki.Identity). Both nil:
 	// plain TCP (tests of the store alone).
 	ServerTLS, ClientTLS *tls.Config
+	// Follow, when set, asks a server of the job store for the commands applied
+	// after index after ([Store.Follow] on that server, through the agent's
+	// API): while this node is not a server itself, the store keeps a mirror of
+	// the jobs with it and answers reads from it. It is called from one
+	// goroutine, and returns when ctx ends. Nil: reads come from the Raft
+	// replica alone.
+	Follow func(ctx context.Context, after uint64) (FollowReply, error)
 }
 
 // Validate reports the first problem with c, naming the field.
@@ -125,23 +132,40 @@ func (c Config) Validate() error {
 }
 
 // Store is this node's replica of the cluster's jobs, kept with Raft. Reads are
-// answered from the local replica on any node; writes go through the leader.
-// Its methods are safe for concurrent use.
+// answered locally on any node: from the Raft replica on a server of the job
+// store (a voter or a standby), from a mirror that follows a server
+// (Config.Follow) on any other node, whichever is further along. Writes go
+// through the leader. Its methods are safe for concurrent use.
+//
+// Every node opens its Raft replica, so that the leader can make it a standby
+// or a voter at any time; a node outside the configuration receives nothing,
+// and it never starts an election: raft (runFollower, 1.8) starts one only
+// for a node that has a vote in its latest configuration (hasVote), and the
+// voter plan demotes a voter before it removes it ([PlanVoters]).
 type Store struct {
 	cfg Config
 	// rp is the running Raft; [Store.Recover] replaces it, so it is read
 	// through [Store.raft].
 	rp     atomic.Pointer[raft.Raft]
 	fsm    *fsm
-	trans  atomic.Pointer[raft.NetworkTransport]
-	bound  string // the address the transport listens at
-	rc     *raft.Config
-	logs   raft.LogStore
-	snaps  raft.SnapshotStore
-	db     *raftboltdb.BoltStore
-	notify chan bool
-	hangUp chan struct{} // a connection from another replica ended
-	done   chan struct{} // closed by Close
+	mirror *fsm                // the jobs as followed from a server
+	src    atomic.Pointer[fsm] // fsm or mirror: what reads are answered from
+	client atomic.Bool         // not a server: the mirror is followed
+	// leaderMu guards newLeader, closed and replaced when raft observes
+	// another leader (or none): a follower waiting on this node is answered,
+	// so that it learns of the new leader at once.
+	leaderMu  sync.Mutex
+	newLeader chan struct{}
+	observed  chan raft.Observation
+	trans     atomic.Pointer[raft.NetworkTransport]
+	bound     string // the address the transport listens at
+	rc        *raft.Config
+	logs      raft.LogStore
+	snaps     raft.SnapshotStore
+	db        *raftboltdb.BoltStore
+	notify    chan bool
+	hangUp    chan struct{} // a connection from another replica ended
+	done      chan struct{} // closed by Close
 }
 
 // Open starts this node's replica: it opens the log in cfg.Dir, listens on
@@ -160,7 +184,8 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
-	s := &Store{cfg: cfg, fsm: newFSM(), notify: make(chan bool, 16), hangUp: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{cfg: cfg, fsm: newFSM(), mirror: newMirror(), notify: make(chan bool, 16), hangUp: make(chan struct{}, 1), done: make(chan struct{}),
+		newLeader: make(chan struct{}), observed: make(chan raft.Observation, 16)}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -195,6 +220,7 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, fmt.Errorf("jobstore: %w", err)
 	}
 	s.rp.Store(r)
+	s.observe(r)
 	if cfg.Bootstrap && !has {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
 			{Suffrage: raft.Voter, ID: raft.ServerID(cfg.Node), Address: trans.LocalAddr()},
@@ -203,7 +229,13 @@ func Open(cfg Config) (_ *Store, err error) {
 			return nil, fmt.Errorf("jobstore: bootstrap: %w", err)
 		}
 	}
+	s.src.Store(s.fsm)
 	go s.watchLeader()
+	go s.track()
+	go s.leaderChanges()
+	if cfg.Follow != nil {
+		go s.follow()
+	}
 	return s, nil
 }
 
@@ -297,8 +329,12 @@ func (s *Store) Leadership() <-chan bool { return s.notify }
 // IsLeader reports whether this node leads now.
 func (s *Store) IsLeader() bool { return s.raft().State() == raft.Leader }
 
-// Leader returns the leading node's name, or "" when there is none known.
+// Leader returns the leading node's name, or "" when there is none known: on
+// a node that follows the store from a server, the leader that server named.
 func (s *Store) Leader() string {
+	if leader, _, ok := s.mirrored(); ok {
+		return leader
+	}
 	_, id := s.raft().LeaderWithID()
 	return string(id)
 }
@@ -362,9 +398,9 @@ func (s *Store) Remove(id string) error { return s.apply(Command{Op: OpRemove, I
 
 // Job returns a job's info and epoch book as this replica holds them.
 func (s *Store) Job(id string) (job.Job, json.RawMessage, error) {
-	s.fsm.mu.RLock()
-	defer s.fsm.mu.RUnlock()
-	r, ok := s.fsm.jobs[id]
+	f := s.view()
+	defer f.mu.RUnlock()
+	r, ok := f.jobs[id]
 	if !ok {
 		return job.Job{}, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
@@ -373,12 +409,12 @@ func (s *Store) Job(id string) (job.Job, json.RawMessage, error) {
 
 // Jobs returns every job this replica holds, oldest first.
 func (s *Store) Jobs() []job.Job {
-	s.fsm.mu.RLock()
-	out := make([]job.Job, 0, len(s.fsm.jobs))
-	for _, r := range s.fsm.jobs {
+	f := s.view()
+	out := make([]job.Job, 0, len(f.jobs))
+	for _, r := range f.jobs {
 		out = append(out, r.Job)
 	}
-	s.fsm.mu.RUnlock()
+	f.mu.RUnlock()
 	sort.Slice(out, func(a, b int) bool {
 		if !out[a].Submitted.Equal(out[b].Submitted) {
 			return out[a].Submitted.Before(out[b].Submitted)
@@ -392,13 +428,13 @@ func (s *Store) Jobs() []job.Job {
 // how many of its output lines were dropped for the bound, and a channel closed
 // at the next change of the store.
 func (s *Store) Events(id string, from uint64) (events []job.Event, ended bool, dropped uint64, changed <-chan struct{}, err error) {
-	s.fsm.mu.RLock()
-	defer s.fsm.mu.RUnlock()
-	r, ok := s.fsm.jobs[id]
+	f := s.view()
+	defer f.mu.RUnlock()
+	r, ok := f.jobs[id]
 	if !ok {
 		return nil, false, 0, nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	return r.since(from), !r.Job.Ended.IsZero(), r.Dropped, s.fsm.changed, nil
+	return r.since(from), !r.Job.Ended.IsZero(), r.Dropped, f.changed, nil
 }
 
 // tcpStream is raft's stream layer over TCP, advertising adv: TLS when server
@@ -560,11 +596,11 @@ func (s *Store) WaitJob(ctx context.Context, id string) error {
 // it replaced.
 func (s *Store) WaitSubmitted(ctx context.Context, id string, submitted time.Time) error {
 	for {
-		s.fsm.mu.RLock()
-		r, ok := s.fsm.jobs[id]
+		f := s.view()
+		r, ok := f.jobs[id]
 		ok = ok && (submitted.IsZero() || r.Job.Submitted.Equal(submitted))
-		changed := s.fsm.changed
-		s.fsm.mu.RUnlock()
+		changed := f.changed
+		f.mu.RUnlock()
 		if ok {
 			return nil
 		}

@@ -2,6 +2,7 @@ package jobstore
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -11,6 +12,12 @@ import (
 // MaxVoters is how many nodes vote at most. Five voters survive two lost at once;
 // more would slow every decision for little gain.
 const MaxVoters = 5
+
+// MaxStandbys is how many non-voters follow the log besides the voters, so that
+// a lost voter is replaced by a node that needs no catch-up. Every other node
+// is a client: it follows the store from a server ([Store.Follow]), so that
+// the leader's replication does not grow with the cluster.
+const MaxStandbys = 2
 
 // Member is what the leader knows of a node from membership when it decides who
 // votes.
@@ -69,15 +76,21 @@ func VoterTarget(n int) int {
 // that bring the configuration to the wanted shape, in the order to make them:
 //   - servers whose node is gone (dead, left, or no longer a member, or now at
 //     another address) are removed, the leader never;
-//   - live members with a Raft address that are not servers are added as
-//     non-voters, and promoted at a later round, once they follow the log;
-//     not one whose agent refuses connections (Unreachable), which would
-//     count in the quorum without voting: right after a recovery without it,
-//     membership still holds it alive for seconds;
-//   - VoterTarget(live members) of them vote: the leader, then the voters there
-//     are, then the longest-up members; other voters are demoted.
+//   - the live members with a Raft address are ranked: the leader, the voters
+//     there are, the servers following the log, then the longest up; not one
+//     whose agent refuses connections (Unreachable), which would count in the
+//     quorum without voting: right after a recovery without it, membership
+//     still holds it alive for seconds;
+//   - the first VoterTarget(live members) of them vote, the next MaxStandbys
+//     follow the log as non-voters ("standbys"); a voter beyond is demoted
+//     first, and every server beyond is removed: it becomes a client;
+//   - a member that is not a server is added as a non-voter (and promoted at a
+//     later round, once it follows the log) only while the configuration has
+//     fewer servers than voters and standbys wanted.
 //
-// It is pure: the same input gives the same plan.
+// So a client's death or return changes nothing, and a voter's death promotes
+// a standby and adds the next candidate as a standby. It is pure: the same
+// input gives the same plan.
 func PlanVoters(servers []Server, members []Member, leader string) []Change {
 	alive := map[string]Member{}
 	for _, m := range members {
@@ -124,10 +137,26 @@ func PlanVoters(servers []Server, members []Member, leader string) []Change {
 		}
 		return a.Name < b.Name
 	})
-	target := VoterTarget(len(cands))
-	for i, m := range cands {
+	voters := VoterTarget(len(cands))
+	wanted := min(len(cands), voters+MaxStandbys)
+	var removals []Change
+	for _, s := range servers {
+		// A server whose agent refuses connections is left as it is, as
+		// today: membership soon says whether it is gone.
+		if _, kept := current[s.Name]; kept && !alive[s.Name].Unreachable && !slices.ContainsFunc(cands[:wanted], func(m Member) bool { return m.Name == s.Name }) && s.Name != leader {
+			if s.Voter {
+				changes = append(changes, Change{Kind: Demote, Name: s.Name, Addr: s.Addr})
+			}
+			removals = append(removals, Change{Kind: Remove, Name: s.Name, Addr: s.Addr})
+			delete(current, s.Name)
+		}
+	}
+	// Removals after every demotion, so that no quorum ever counts a voter
+	// that is about to leave.
+	changes = append(changes, removals...)
+	for i, m := range cands[:wanted] {
 		s, isServer := current[m.Name]
-		switch want := i < target; {
+		switch want := i < voters; {
 		case !isServer:
 			changes = append(changes, Change{Kind: AddNonvoter, Name: m.Name, Addr: m.Raft})
 		case want && !s.Voter:
@@ -139,8 +168,17 @@ func PlanVoters(servers []Server, members []Member, leader string) []Change {
 	return changes
 }
 
-// Servers returns the Raft configuration as this node knows it.
+// Servers returns the Raft configuration as this node knows it: on a node that
+// follows the store from a server, as that server knows it.
 func (s *Store) Servers() ([]Server, error) {
+	if _, servers, ok := s.mirrored(); ok {
+		return servers, nil
+	}
+	return s.Configuration()
+}
+
+// Configuration returns this node's own latest Raft configuration.
+func (s *Store) Configuration() ([]Server, error) {
 	f := s.raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, s.wrap(err)
@@ -159,7 +197,7 @@ func (s *Store) Reconcile(members []Member) ([]Change, error) {
 	if !s.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	servers, err := s.Servers()
+	servers, err := s.Configuration()
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +230,7 @@ func (s *Store) HandOver(others []Member) error {
 	if !s.IsLeader() {
 		return ErrNotLeader
 	}
-	servers, err := s.Servers()
+	servers, err := s.Configuration()
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 package jobstore
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -25,6 +27,19 @@ func TestPlanVoters(t *testing.T) {
 	v := func(name string) Server { return Server{Name: name, Addr: name + ":7948", Voter: true} }
 	nv := func(name string) Server { return Server{Name: name, Addr: name + ":7948"} }
 	c := func(k ChangeKind, name string) Change { return Change{Kind: k, Name: name, Addr: name + ":7948"} }
+	// full is a configuration at its size, five voters and two standbys, of
+	// the nine members fullMembers.
+	full := func() []Server { return []Server{v("n1"), v("n2"), v("n3"), v("n4"), v("n5"), nv("n6"), nv("n7")} }
+	fullMembers := func() []Member {
+		var ms []Member
+		for i := 1; i <= 9; i++ {
+			ms = append(ms, m(fmt.Sprintf("n%d", i), i-1))
+		}
+		return ms
+	}
+	without := func(ms []Member, name string) []Member {
+		return slices.DeleteFunc(ms, func(m Member) bool { return m.Name == name })
+	}
 	tests := []struct {
 		name    string
 		servers []Server
@@ -64,6 +79,22 @@ func TestPlanVoters(t *testing.T) {
 		{"a refusing follower is not promoted", []Server{v("n1"), nv("n2"), nv("n3")}, []Member{m("n1", 0), refusing("n2", 1), m("n3", 2)},
 			nil}, // two live candidates: one voter, the leader
 		{"a refusing voter stays", []Server{v("n1"), v("n2"), v("n3")}, []Member{m("n1", 0), refusing("n2", 1), m("n3", 2)}, nil},
+		// Beyond five voters and two standbys, live members are clients.
+		{"joiners beyond the standbys stay clients", []Server{v("n1")},
+			[]Member{m("n1", 0), m("n2", 1), m("n3", 2), m("n4", 3), m("n5", 4), m("n6", 5), m("n7", 6), m("n8", 7), m("n9", 8)},
+			[]Change{c(AddNonvoter, "n2"), c(AddNonvoter, "n3"), c(AddNonvoter, "n4"), c(AddNonvoter, "n5"), c(AddNonvoter, "n6"), c(AddNonvoter, "n7")}},
+		// A configuration of the times when every node was a server: n8, a
+		// voter beyond the seven kept, stops voting before it leaves.
+		{"servers beyond the standbys removed, a voter demoted first",
+			[]Server{v("n1"), v("n2"), v("n3"), v("n4"), v("n5"), v("n6"), v("n7"), v("n8"), nv("n9")}, fullMembers(),
+			[]Change{c(Demote, "n8"), c(Remove, "n8"), c(Remove, "n9"), c(Demote, "n6"), c(Demote, "n7")}},
+		{"a client's death changes nothing", full(), append(fullMembers()[:8], dead("n9")), nil},
+		// A standby whose agent refuses connections stays until membership
+		// decides, and the next candidate follows the log meanwhile.
+		{"a refusing standby stays, the next added", full(), append(without(fullMembers(), "n6"), refusing("n6", 5)),
+			[]Change{c(AddNonvoter, "n8")}},
+		{"a voter's death promotes a standby and adds the next as a standby", full(), append([]Member{dead("n3")}, without(fullMembers(), "n3")...),
+			[]Change{c(Remove, "n3"), c(Promote, "n6"), c(AddNonvoter, "n8")}},
 	}
 	for _, tt := range tests {
 		leader := "n1"
@@ -101,6 +132,39 @@ func TestPlanVotersConverges(t *testing.T) {
 	}
 	if voters != 5 || len(servers) != 7 {
 		t.Errorf("got %d voters of %d servers, want 5 of 7", voters, len(servers))
+	}
+}
+
+// 128 live members converge to five voters, two standbys and no other
+// server, whichever joined first.
+func TestPlanVotersBounded(t *testing.T) {
+	var members []Member
+	for i := range 128 {
+		n := fmt.Sprintf("n%03d", i)
+		members = append(members, Member{Name: n, Raft: n + ":1", Alive: true, Since: time.Unix(int64(i), 0)})
+	}
+	servers := []Server{{Name: "n000", Addr: "n000:1", Voter: true}}
+	for round := 0; round < 3; round++ {
+		for _, c := range PlanVoters(servers, members, "n000") {
+			servers = applyChange(servers, c)
+		}
+	}
+	if got := PlanVoters(servers, members, "n000"); len(got) != 0 {
+		t.Errorf("after three rounds PlanVoters = %v, want nothing", got)
+	}
+	var voters, standbys []string
+	for _, s := range servers {
+		if s.Voter {
+			voters = append(voters, s.Name)
+		} else {
+			standbys = append(standbys, s.Name)
+		}
+	}
+	if want := []string{"n000", "n001", "n002", "n003", "n004"}; !reflect.DeepEqual(voters, want) {
+		t.Errorf("voters = %v, want %v", voters, want)
+	}
+	if want := []string{"n005", "n006"}; !reflect.DeepEqual(standbys, want) {
+		t.Errorf("standbys = %v, want %v", standbys, want)
 	}
 }
 

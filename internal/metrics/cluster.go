@@ -117,7 +117,7 @@ func jobSamples(jobs []job.Job, restarts map[string]map[string]uint64, now time.
 // combination is reported, 0 included.
 var (
 	nodeStates = []string{"alive", "suspect", "dead", "left"}
-	nodeRoles  = []string{"leader", "voter", "follower", "none"}
+	nodeRoles  = []string{"leader", "voter", "follower", "client", "none"}
 )
 
 // nodeSamples returns the count of nodes by state and role.

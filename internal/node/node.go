@@ -31,8 +31,9 @@ type Node struct {
 	Leaving bool         `json:"leaving,omitzero"` // announced it is about to leave
 	Local   bool         `json:"local,omitzero"`   // the answering node itself
 	// Role is the node's part in the job store as the answering node knows it:
-	// "leader" (coordinates every job), "voter", "follower" (keeps a replica
-	// without voting), or "" (no part).
+	// "leader" (coordinates every job), "voter", "follower" (a standby: keeps a
+	// replica without voting), "client" (a live node that keeps no replica and
+	// follows the store from one that does), or "" (no part: a node gone).
 	Role string `json:"role,omitempty"`
 	// Ranks is how many ranks of running jobs the node hosts, whichever node
 	// coordinates them: the node announces it with its metadata (the sum of

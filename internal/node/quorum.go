@@ -11,6 +11,9 @@ const (
 	RoleLeader   = "leader"
 	RoleVoter    = "voter"
 	RoleFollower = "follower"
+	// RoleClient: a live node that keeps no replica of the job store; it
+	// follows the store from one that does.
+	RoleClient = "client"
 )
 
 // Quorum says, from a node list with roles, why no node coordinates jobs: "no

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -343,6 +344,123 @@ func TestCutHeal(t *testing.T) {
 		took := waitViews(t, b, 20*time.Second, hosts, allAlive())
 		t.Logf("all alive again in every host %v after heal", took.Round(time.Millisecond))
 	})
+}
+
+// Eight nodes: five vote, two are standbys and the last to join is a client,
+// which keeps no replica of the job store and follows it from a server; a job
+// submitted on the client runs, and its output reaches `shoal run` whole; with
+// the leader's agent killed, the client names the new leader and runs a job
+// again. It grows the shared testbed and kills its leader, so it runs last
+// before the teardown.
+func TestBoundedMembership(t *testing.T) {
+	b := cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	members := append([]string(nil), hosts...)
+	for len(members) < 8 {
+		h, err := b.Add(ctx, testbed.HostConfig{Cores: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, h.Name)
+	}
+	client := members[7]
+	roles := func(host string) map[string]int {
+		ns, err := nodes(b, host)
+		if err != nil {
+			return nil
+		}
+		count := map[string]int{}
+		for _, n := range ns {
+			if n.State == "alive" {
+				count[n.Role]++
+			}
+		}
+		return count
+	}
+	want := map[string]int{"leader": 1, "voter": 4, "follower": 2, "client": 1}
+	for _, h := range []string{"n1", client} {
+		var got map[string]int
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s last showed %v", h, got)
+			}
+		}()
+		waitFor(t, 30*time.Second, h+" to show 5 voters, 2 standbys and 1 client", func() bool {
+			got = roles(h)
+			return reflect.DeepEqual(got, want)
+		})
+		t.Logf("%s shows %v", h, got)
+	}
+	ns, err := nodes(b, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		if n.Name == client && n.Role != "client" {
+			t.Errorf("%s, the last to join, is a %s; want the client", client, n.Role)
+		}
+	}
+	const lines = 300
+	r := run(t, b, client, 2*time.Minute, shoalBin, "run", "-n", "2", "--", "/bin/sh", "-c", "seq "+strconv.Itoa(lines))
+	if r.code != 0 {
+		t.Fatalf("shoal run on the client: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	seen := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 0 {
+			seen[f[len(f)-1]]++
+		}
+	}
+	for i := 1; i <= lines; i++ {
+		if seen[strconv.Itoa(i)] != 2 {
+			t.Fatalf("shoal run on the client: line %d seen %d times, want once per rank; stdout:\n%s", i, seen[strconv.Itoa(i)], r.stdout)
+		}
+	}
+	// Control passes from the client to the leader: a job detached, cancelled
+	// and waited for from the client ends cancelled.
+	r = run(t, b, client, time.Minute, shoalBin, "run", "--detach", "-n", "2", "--", "/bin/sleep", "120")
+	if r.code != 0 {
+		t.Fatalf("shoal run --detach on the client: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	out := strings.Fields(r.stdout)
+	id := out[len(out)-1]
+	if r := run(t, b, client, time.Minute, shoalBin, "cancel", id); r.code != 0 {
+		t.Errorf("shoal cancel %s on the client: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, b, client, time.Minute, shoalBin, "wait", id); r.code != 130 {
+		t.Errorf("shoal wait %s on the client after its cancellation: exit %d, want 130\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	// The leader's agent is killed: the client names the new leader, from the
+	// server it follows, and a job submitted on it runs.
+	var leader string
+	for _, n := range ns {
+		if n.Role == "leader" {
+			leader = n.Name
+		}
+	}
+	if _, err := b.Kill(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	var now string
+	waitFor(t, 30*time.Second, client+" to name a leader other than the killed "+leader, func() bool {
+		ns, err := nodes(b, client)
+		if err != nil {
+			return false
+		}
+		for _, n := range ns {
+			if n.Role == "leader" && n.Name != leader && n.State == "alive" {
+				now = n.Name
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("%s names %s the leader after %s's agent was killed", client, now, leader)
+	if r := run(t, b, client, 2*time.Minute, shoalBin, "run", "-n", "2", "--", "/bin/echo", "again"); r.code != 0 || strings.Count(r.stdout, "again") != 2 {
+		t.Errorf("shoal run on the client after the failover: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 func TestTeardown(t *testing.T) {

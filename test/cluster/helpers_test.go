@@ -249,6 +249,7 @@ type node struct {
 	State string `json:"state"`
 	Local bool   `json:"local"`
 	Ranks int    `json:"ranks"`
+	Role  string `json:"role"`
 }
 
 // result is how a command run in a host ended.
