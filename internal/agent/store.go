@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"shoal/internal/api"
@@ -46,9 +48,9 @@ const followWait = 10 * time.Second
 
 // followStore asks a server of the job store for the commands applied after
 // index after, for the mirror of a node that is not one (jobstore.Config.Follow):
-// the leader first, then the other servers this node knows of, then the other
-// live nodes, longest up first (those the voter plan makes servers), moving on
-// at an error; a node that is not a server answers 503.
+// the servers this node knows of in its own order (followOrder), then the
+// other live nodes, longest up first (those the voter plan makes servers),
+// moving on at an error; a node that is not a server answers 503.
 func (a *Agent) followStore(ctx context.Context, after uint64) (jobstore.FollowReply, error) {
 	select {
 	case <-a.membersUp:
@@ -71,15 +73,20 @@ func (a *Agent) followStore(ctx context.Context, after uint64) (jobstore.FollowR
 	return jobstore.FollowReply{}, fmt.Errorf("%w: no server of the job store answers: %w", errkind.Unreachable, errors.Join(errs...))
 }
 
-// storeServers are the other live nodes in the order followStore asks them.
+// storeServers are the other live nodes in the order followStore asks them:
+// the servers of the job store first, in an order of this node's own
+// (followOrder), then the others, longest up first (those the voter plan makes
+// servers next).
 func (a *Agent) storeServers() []membership.Node {
-	rank := map[string]int{}
-	servers, _ := a.store.Servers()
-	for _, s := range servers {
-		rank[s.Name] = 1
+	var names []string
+	if servers, err := a.store.Servers(); err == nil {
+		for _, s := range servers {
+			names = append(names, s.Name)
+		}
 	}
-	if l := a.store.Leader(); l != "" {
-		rank[l] = 0
+	rank := map[string]int{}
+	for i, name := range followOrder(a.cfg.Name, names) {
+		rank[name] = i
 	}
 	var out []membership.Node
 	for _, m := range a.members.Nodes() {
@@ -91,13 +98,46 @@ func (a *Agent) storeServers() []membership.Node {
 		if r, ok := rank[name]; ok {
 			return r
 		}
-		return 2
+		return len(rank)
 	}
 	slices.SortStableFunc(out, func(x, y membership.Node) int {
 		if c := order(x.Name) - order(y.Name); c != 0 {
 			return c
 		}
 		return x.Since.Compare(y.Since)
+	})
+	return out
+}
+
+// followOrder is the order in which client self asks the servers of the job
+// store to follow it: each client its own (highest random weight of the two
+// names), so that the clients' long polls spread evenly over the servers
+// rather than all on the leader, and a client asks the same server while it
+// stays one. Any server will do: each applies every command, a follower a
+// commit round after the leader.
+func followOrder(self string, servers []string) []string {
+	weight := func(server string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(self))
+		h.Write([]byte{0})
+		h.Write([]byte(server))
+		// FNV's last bytes barely reach its high bits: mix them (splitmix64's
+		// finalizer), or servers whose names differ at the end would not weigh
+		// alike.
+		x := h.Sum64()
+		x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+		x = (x ^ x>>27) * 0x94d049bb133111eb
+		return x ^ x>>31
+	}
+	out := slices.Clone(servers)
+	slices.SortFunc(out, func(x, y string) int {
+		if wx, wy := weight(x), weight(y); wx != wy {
+			if wx > wy {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x, y)
 	})
 	return out
 }
@@ -179,10 +219,16 @@ func (a *Agent) reconcileVoters(sub *membership.Subscription) {
 func (a *Agent) storeMembers() []jobstore.Member {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*reachTimeout)
 	defer cancel()
-	seen := a.memberNodes()
-	a.reach.mark(ctx, seen, dialTCP)
+	servers := map[string]bool{}
+	if cfg, err := a.store.Configuration(); err == nil {
+		for _, s := range cfg {
+			servers[s.Name] = true
+		}
+	}
+	check := reachCandidates(a.memberNodes(), servers, jobstore.MaxVoters+jobstore.MaxStandbys)
+	a.reach.mark(ctx, check, dialTCP)
 	unreachable := map[string]bool{}
-	for _, n := range seen {
+	for _, n := range check {
 		unreachable[n.Name] = n.State == StateUnreachable
 	}
 	var out []jobstore.Member
@@ -191,6 +237,30 @@ func (a *Agent) storeMembers() []jobstore.Member {
 			Since: n.Since, Unreachable: unreachable[n.Name]})
 	}
 	return out
+}
+
+// reachCandidates picks, of nodes, those whose agents the voter plan needs to
+// know answer: the servers of the job store, and the k live others up longest,
+// which it would add next. The other nodes are clients it leaves as they are,
+// so that the leader dials a bounded number of agents a second however large
+// the cluster.
+func reachCandidates(nodes []node.Node, servers map[string]bool, k int) []node.Node {
+	var out, others []node.Node
+	for _, n := range nodes {
+		switch {
+		case servers[n.Name]:
+			out = append(out, n)
+		case n.State == "alive" || n.State == "suspect":
+			others = append(others, n)
+		}
+	}
+	slices.SortStableFunc(others, func(x, y node.Node) int {
+		if c := x.Since.Compare(y.Since); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return append(out, others[:min(k, len(others))]...)
 }
 
 // SetBeforeHandOver sets the hook run on a graceful leave of the node that leads
