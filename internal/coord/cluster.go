@@ -117,6 +117,14 @@ type clusterBackend struct {
 	// pinUntil is when the book's Pin lapses (under mu): a copy out of the
 	// cluster that never said it ended holds no epoch for ever.
 	pinUntil time.Time
+	// kept is the epoch kept outside the cluster that the next relaunch
+	// restarts from, whose shards its nodes fetch (see kept.go); keptRefused
+	// are the kept epochs that could not be, by epoch, and keptUnread is set
+	// once the job was told that this node cannot read the store (job
+	// goroutine only).
+	kept        *keptEpoch
+	keptRefused map[uint64]bool
+	keptUnread  bool
 }
 
 // newClusterBackend returns the backend of job rj, whose record is rec. book
@@ -127,7 +135,7 @@ func newClusterBackend(cfg ClusterConfig, rec Record, rj *jobRun, book epochs.Bo
 		cfg: cfg, rec: rec, j: rj, book: book.Clone(),
 		inflight: map[epochs.ShardCopy]bool{}, encoding: map[epochs.ParityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
 		indexes: map[string]shard.Index{}, received: map[string]nodeIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
-		waiting:   map[string]time.Time{},
+		waiting: map[string]time.Time{}, keptRefused: map[uint64]bool{},
 		reconfigs: make(chan reconfig, 4),
 	}
 
@@ -524,9 +532,10 @@ func (b *clusterBackend) quiet() bool {
 }
 
 // choose picks the newest complete epoch whose every rank's shard survives on a node
-// the job may still use. With no complete epoch the job starts afresh; when none
+// the job may still use, or the epoch kept outside the cluster when it is newer
+// (restoreKept). With no complete epoch the job starts afresh; when none
 // survives, it cannot go on (a [*LostEpochError]).
-func (b *clusterBackend) choose(ctx context.Context) (uint64, shard.Header, []epochs.Skipped, error) {
+func (b *clusterBackend) choose(ctx context.Context) (restartPoint, error) {
 	if b.nodes == nil {
 		// A resumed job: its runs were another coordinator's. Every live node is
 		// asked what it holds, and fenced before the relaunch (prepare).
@@ -542,15 +551,26 @@ func (b *clusterBackend) choose(ctx context.Context) (uint64, shard.Header, []ep
 	}
 	live, _ := b.liveNodes(ctx, without)
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	epoch, skipped, err := b.book.Choose(names(live))
+	b.mu.Unlock()
+	b.kept = b.restoreKept(ctx, epoch)
+	if b.kept != nil {
+		epoch, err = b.kept.Epoch, nil
+	}
 	switch {
 	case errors.Is(err, epochs.ErrNoEpoch):
-		return 0, shard.Header{}, skipped, nil
+		return restartPoint{skipped: skipped}, nil
 	case err != nil:
-		return 0, shard.Header{}, skipped, err
+		return restartPoint{skipped: skipped}, err
 	}
-	return epoch, shard.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.book.Ranks(epoch)), CreatedNs: b.book.CreatedNs(epoch)}, skipped, nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rp := restartPoint{epoch: epoch, skipped: skipped,
+		header: shard.Header{Job: b.j.spec.ID, Epoch: epoch, NRanks: uint32(b.book.Ranks(epoch)), CreatedNs: b.book.CreatedNs(epoch)}}
+	if b.kept != nil {
+		rp.kept = b.kept.Location
+	}
+	return rp, nil
 }
 
 func (b *clusterBackend) epochBase(restart uint64) uint64 {

@@ -273,7 +273,8 @@ func TestChooseFromASeededBook(t *testing.T) {
 		rj := newJob(Config{}, job.Spec{ID: "j", Ranks: 5}, Output{})
 		rj.resume = &Resume{Why: "coordinator n1 lost"}
 		b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, rj, seed)
-		epoch, _, _, err := b.choose(context.Background())
+		rp, err := b.choose(context.Background())
+		epoch := rp.epoch
 		if epoch != tt.want || (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) {
 			t.Errorf("%s: choose = %d, %v; want %d, %q", tt.name, epoch, err, tt.want, tt.err)
 		}

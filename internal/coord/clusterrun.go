@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/durable"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/files"
@@ -50,6 +51,9 @@ type Peer interface {
 	RequestCheckpoint(ctx context.Context, job string) error
 	// RequestHold asks for a checkpoint after which the ranks wait to be stopped.
 	RequestHold(ctx context.Context, job string) error
+	// DownloadShard makes the node read a shard of an epoch kept in an object
+	// store, with its own credentials, verify it and keep it.
+	DownloadShard(ctx context.Context, ref shard.Ref, req api.DownloadRequest) (api.Fetched, error)
 }
 
 // ClusterConfig is what the cluster backend needs of the node that coordinates
@@ -78,6 +82,12 @@ type ClusterConfig struct {
 	// NodeLost, when set, hears of every node a job lost without being told
 	// (its agent stopped answering): the record behind Failures counts it.
 	NodeLost func(name string)
+	// ReadKept, when set, reads the manifest of the epoch of a job kept in an
+	// object store (shoal run --durable s3://…), with this node's
+	// credentials: an error wrapping durable.ErrNoCredentials when it has
+	// none. A job whose nodes lost every newer epoch restarts from it (see
+	// kept.go); unset, such a job restarts as if none were kept.
+	ReadKept func(ctx context.Context, kept job.Durable) (durable.Manifest, error)
 }
 
 // origin is this node as the one the job's files are sent from: its cache

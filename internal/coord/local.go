@@ -178,7 +178,7 @@ func (b *localBackend) scanEpochs() {
 // choose picks the newest complete epoch whose every shard verifies now, and removes
 // incomplete epoch directories a killed run left behind. With none, the job starts
 // from the beginning, loudly (the skipped epochs are reported).
-func (b *localBackend) choose(ctx context.Context) (uint64, shard.Header, []epochs.Skipped, error) {
+func (b *localBackend) choose(ctx context.Context) (restartPoint, error) {
 	present, _ := b.dir.Epochs()
 	var candidates []uint64
 	for _, e := range present {
@@ -195,9 +195,9 @@ func (b *localBackend) choose(ctx context.Context) (uint64, shard.Header, []epoc
 		return err
 	})
 	if errors.Is(err, epochs.ErrNoEpoch) {
-		return 0, shard.Header{}, skipped, nil
+		return restartPoint{skipped: skipped}, nil
 	}
-	return epoch, h, skipped, nil
+	return restartPoint{epoch: epoch, header: h, skipped: skipped}, nil
 }
 
 // Kept is what an earlier run of a job on this node left for a new run of the
@@ -240,7 +240,8 @@ func (b *localBackend) adopt(ctx context.Context, kept Kept) {
 			}
 		}
 	}
-	epoch, _, skipped, _ := b.choose(ctx)
+	rp, _ := b.choose(ctx)
+	epoch, skipped := rp.epoch, rp.skipped
 	for _, s := range skipped {
 		j.event(job.EventEpochBad, job.Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
 	}

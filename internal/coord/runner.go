@@ -172,10 +172,21 @@ type backend interface {
 	// choose picks the epoch to restart from and names the epochs passed over.
 	// Epoch 0 is a fresh start. An error means no epoch survives and the job
 	// cannot go on (an [ErrEpochLost]).
-	choose(ctx context.Context) (uint64, shard.Header, []epochs.Skipped, error)
+	choose(ctx context.Context) (restartPoint, error)
 	// epochBase is the lowest epoch number a new run from restart (0: fresh) may
 	// write.
 	epochBase(restart uint64) uint64
+}
+
+// restartPoint is the epoch a relaunch restarts from, as the backend chose it.
+type restartPoint struct {
+	epoch   uint64 // 0: a fresh start
+	header  shard.Header
+	skipped []epochs.Skipped // the newer complete epochs passed over
+	// kept is where the epoch is kept outside the cluster when the restart
+	// takes it from there, no node holding it or a newer one; "": the nodes
+	// hold it.
+	kept string
 }
 
 // launchRequest is what a run is prepared from.
@@ -294,20 +305,20 @@ func (j *jobRun) loop(ctx context.Context) Result {
 		if job.Terminal(d.State) {
 			return Result{State: d.State, ExitCode: d.ExitCode, Restarts: restarts, Exhausted: d.Exhausted, Reason: d.Reason}
 		}
-		epoch, h, skipped, err := j.be.choose(ctx)
+		rp, err := j.be.choose(ctx)
 		if err != nil { // no epoch survives: the error names the newest
 			d := j.restarts.Decide(job.Outcome{Kind: job.StartFailed, Detail: err.Error()}, false)
 			j.setState(d.State, job.Event{Message: d.Reason})
 			return Result{State: d.State, Restarts: restarts, Reason: d.Reason}
 		}
-		for _, s := range skipped {
+		for _, s := range rp.skipped {
 			j.event(job.EventEpochBad, job.Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
 		}
 		since := end.runStart
-		if epoch > 0 {
-			since = time.Unix(0, int64(h.CreatedNs))
+		if rp.epoch > 0 {
+			since = time.Unix(0, int64(rp.header.CreatedNs))
 		}
-		next = relaunch{epoch: epoch, note: restartNote(end, epoch, max(end.at.Sub(since), 0)), cause: end.Outcome.String()}
+		next = relaunch{epoch: rp.epoch, note: restartNote(end, rp, max(end.at.Sub(since), 0)), cause: end.Outcome.String()}
 	}
 }
 
@@ -328,13 +339,16 @@ func (j *jobRun) transitionEvent(o job.Outcome, d job.Decision, restarts int, st
 	return e
 }
 
-// restartNote returns the restart line of a relaunch from epoch after end, once the
+// restartNote returns the restart line of a relaunch from rp after end, once the
 // count and layout are known.
-func restartNote(end ending, epoch uint64, lost time.Duration) func(nranks int, layout string) string {
+func restartNote(end ending, rp restartPoint, lost time.Duration) func(nranks int, layout string) string {
 	return func(nranks int, layout string) string {
-		from := fmt.Sprintf("from epoch %d", epoch)
-		if epoch == 0 {
+		from := fmt.Sprintf("from epoch %d", rp.epoch)
+		switch {
+		case rp.epoch == 0:
 			from = "from the beginning: no complete checkpoint"
+		case rp.kept != "":
+			from = fmt.Sprintf("from epoch %d kept in %s (no node holds a newer one)", rp.epoch, rp.kept)
 		}
 		switch {
 		case end.Kind == job.Resumed:

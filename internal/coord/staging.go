@@ -18,11 +18,22 @@ import (
 // (SHOAL_STAGE_WAIT), and poll ends the run if one cannot be staged. It reports
 // the ranks whose shards are being staged, ascending.
 //
+// An epoch kept outside the cluster that no node holds (kept.go) is fetched
+// from its store by the nodes of the run first.
+//
 // A restart on another count than epoch's (resize) has each of the epoch's
 // shards brought to a node of the run (staging.ResizeSources) before the
 // launch: the ranks that read them are theirs to agree on, and none waits for
 // its own.
 func (b *clusterBackend) stage(ctx context.Context, info job.Job, byNode map[string][]int, epoch uint64, resize bool) ([]int, error) {
+	if k := b.kept; k != nil && k.Epoch == epoch {
+		// The epoch is kept outside the cluster only: its shards come from
+		// there to the nodes first, and then are where a restart wants them.
+		b.kept = nil
+		if err := b.fetchKept(ctx, k, byNode); err != nil {
+			return nil, err
+		}
+	}
 	sources := staging.Sources
 	if resize {
 		sources = staging.ResizeSources

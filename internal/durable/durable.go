@@ -52,6 +52,9 @@ var (
 	// program, other arguments, or another rank count for a job that is not
 	// elastic).
 	ErrForeign = errors.New("durable: epoch of another job")
+	// ErrNoCredentials: this process has no credentials for the object store
+	// (see [HasCredentials]).
+	ErrNoCredentials = errors.New("durable: no credentials for the object store")
 )
 
 // Format is the version of the manifest this package writes and reads.

@@ -358,6 +358,34 @@ func (s *S3Store) newest(ctx context.Context, want Identity, verify bool) (Manif
 	return Manifest{}, ErrNoEpoch
 }
 
+// EpochManifest reads and checks epoch e's manifest, and nothing of its
+// shards: what a coordinator restarting the job from e reads, whose nodes then
+// read and verify the shards themselves.
+func (s *S3Store) EpochManifest(ctx context.Context, e uint64) (Manifest, error) {
+	return s.manifest(ctx, e)
+}
+
+// ReadKept reads the manifest of epoch e kept at location, an object store's
+// s3://BUCKET/PREFIX reached at endpoint ("": the environment's), with this
+// process's credentials: [ErrNoCredentials] when it has none.
+func ReadKept(ctx context.Context, location, endpoint string, e uint64) (Manifest, error) {
+	loc, err := ParseLocation(location)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if loc.Bucket == "" {
+		return Manifest{}, fmt.Errorf("durable: %s: not an object store", location)
+	}
+	if !HasCredentials() {
+		return Manifest{}, fmt.Errorf("%w at %s (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials)", ErrNoCredentials, loc)
+	}
+	s, err := NewS3Store(loc, S3Options{Endpoint: endpoint})
+	if err != nil {
+		return Manifest{}, err
+	}
+	return s.EpochManifest(ctx, e)
+}
+
 // manifest reads and checks epoch e's manifest.
 func (s *S3Store) manifest(ctx context.Context, e uint64) (Manifest, error) {
 	key := s.key(path.Join(epochDir(e), ManifestName))

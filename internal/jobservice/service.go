@@ -20,6 +20,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/coord"
+	"shoal/internal/durable"
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/errkind"
@@ -312,7 +313,13 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *epochs.Book, res
 // cluster is what the cluster runs of the jobs this node drives need of it.
 func (c Config) cluster() coord.ClusterConfig {
 	return coord.ClusterConfig{Node: c.Node, DataDir: c.DataDir, ShoalBin: c.ShoalBin, Nodes: c.Nodes, Peer: c.Peer,
-		Links: c.Links, OnBook: c.OnBook, Failures: c.Failures, NodeLost: c.NodeLost}
+		Links: c.Links, OnBook: c.OnBook, Failures: c.Failures, NodeLost: c.NodeLost, ReadKept: readKept}
+}
+
+// readKept reads the manifest of the epoch kept reports, with this agent's
+// credentials.
+func readKept(ctx context.Context, kept job.Durable) (durable.Manifest, error) {
+	return durable.ReadKept(ctx, kept.Location, kept.Endpoint, kept.Epoch)
 }
 
 // driver returns the job this node drives, or nil.
