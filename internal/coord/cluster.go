@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -556,6 +557,8 @@ func (b *clusterBackend) choose(ctx context.Context) (restartPoint, error) {
 	b.kept = b.restoreKept(ctx, epoch)
 	if b.kept != nil {
 		epoch, err = b.kept.Epoch, nil
+		// Only the lost epochs newer than the kept one are passed over.
+		skipped = slices.DeleteFunc(skipped, func(s epochs.Skipped) bool { return s.Epoch <= epoch })
 	}
 	switch {
 	case errors.Is(err, epochs.ErrNoEpoch):

@@ -234,10 +234,16 @@ func cancelledGoes(t *testing.T, b *testbed.Bed, srv *testbed.S3Server, env []st
 // the settings of srv, on the hosts named only when some are.
 func up(t *testing.T, srv *testbed.S3Server, hosts ...string) *testbed.Bed {
 	t.Helper()
+	return upBed(t, testbed.Config{Nodes: 2, Cores: []int{1}, S3: true, S3Server: srv, S3Hosts: hosts})
+}
+
+// upBed brings up a testbed of cfg, on the test's instance, with agents.
+func upBed(t *testing.T, cfg testbed.Config) *testbed.Bed {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := testbed.Up(ctx, testbed.Config{Nodes: 2, Cores: []int{1}, Instance: instance, AgentBinary: filepath.Join(testenv.Root, "bin/shoal"),
-		S3: true, S3Server: srv, S3Hosts: hosts, Logf: t.Logf})
+	cfg.Instance, cfg.AgentBinary, cfg.Logf = instance, filepath.Join(testenv.Root, "bin/shoal"), t.Logf
+	b, err := testbed.Up(ctx, cfg)
 	if err != nil {
 		t.Fatalf("testbed up: %v", err)
 	}
