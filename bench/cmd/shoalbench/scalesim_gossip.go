@@ -10,6 +10,7 @@ import (
 	"log"
 	"math"
 	"math/rand"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -85,10 +86,14 @@ func (d simDelegate) MergeRemoteState(buf []byte, _ bool) {}
 
 // suspectCounter counts memberlist's "Suspect X has failed" log lines, the
 // ones membership's log sink turns into suspect events.
-type suspectCounter struct{ n atomic.Int64 }
+// The first few of memberlist's errors go to stderr.
+type suspectCounter struct{ n, errs atomic.Int64 }
 
 func (s *suspectCounter) Write(p []byte) (int, error) {
 	s.n.Add(int64(strings.Count(string(p), "has failed, no acks received")))
+	if strings.Contains(string(p), "[ERR]") && s.errs.Add(1) <= 10 {
+		os.Stderr.Write(p)
+	}
 	return len(p), nil
 }
 
@@ -160,32 +165,38 @@ func simulateGossip(n int, window, detectFor time.Duration, rng *rand.Rand, prog
 			return f, fmt.Errorf("node %s: %w", nd.name, err)
 		}
 	}
-	// Each node joins through one that joined before it, 16 at a time; a join
-	// whose exchange times out (a starved responder) is tried through another.
+	// Each node joins through the first, 16 at a time, then exchanges state
+	// with it once more, so that every node knows every other from the start:
+	// joins through random nodes leave 1,000 nodes to learn of each other by
+	// gossip alone, n joins retransmitted O(log n) times by each of n nodes,
+	// which this machine cannot carry in real time. A join whose exchange
+	// times out (a starved responder) is tried again, up to twice.
 	start := time.Now()
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
 	var joinErr atomic.Pointer[error]
 	var retried atomic.Int64
-	for i := 1; i < n; i++ {
-		vias := []string{nodes[rng.Intn(i)].t.addr, nodes[rng.Intn(i)].t.addr, nodes[rng.Intn(i)].t.addr}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(nd *simNode) {
-			defer func() { <-sem; wg.Done() }()
-			var err error
-			for k, via := range vias {
-				if _, err = nd.ml.Join([]string{via}); err == nil {
-					return
+	first := nodes[0].t.addr
+	for range 2 {
+		sem := make(chan struct{}, 16)
+		var wg sync.WaitGroup
+		for _, nd := range nodes[1:] {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				var err error
+				for k := range 3 {
+					if _, err = nd.ml.Join([]string{first}); err == nil {
+						return
+					}
+					if k < 2 {
+						retried.Add(1)
+					}
 				}
-				if k < len(vias)-1 {
-					retried.Add(1)
-				}
-			}
-			joinErr.Store(&err)
-		}(nodes[i])
+				joinErr.Store(&err)
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if e := joinErr.Load(); e != nil {
 		return f, fmt.Errorf("join: %w", *e)
 	}
@@ -205,8 +216,6 @@ func simulateGossip(n int, window, detectFor time.Duration, rng *rand.Rand, prog
 	}
 	f.settle = time.Since(start)
 	fmt.Fprintf(progress, "  n=%d: all nodes see %d alive after %.1f s (%d joins tried again); idle for %s\n", n, n, f.settle.Seconds(), retried.Load(), window)
-	time.Sleep(5 * time.Second) // the last joins' retransmissions
-
 	sum := func() (s [4]int64) {
 		for _, nd := range nodes {
 			c := nd.t.counts.snapshot()
@@ -215,6 +224,19 @@ func simulateGossip(n int, window, detectFor time.Duration, rng *rand.Rand, prog
 			}
 		}
 		return s
+	}
+	// Quiet: the joins' alive messages are retransmitted until their queues
+	// drain; idle is when a node sends no more than its probes (a ping and an
+	// ack a second) and a little.
+	quietFrom := time.Now()
+	for {
+		p0 := sum()[0]
+		time.Sleep(5 * time.Second)
+		rate := float64(sum()[0]-p0) / float64(n) / 5
+		if rate <= 2.5 || time.Since(quietFrom) > 5*time.Minute {
+			fmt.Fprintf(progress, "  n=%d: %.1f packets a node a second %.0f s after settling\n", n, rate, time.Since(quietFrom).Seconds())
+			break
+		}
 	}
 	before, cpu0, sus0, dead0, t0 := sum(), cpuTime(), suspects.n.Load(), allDeaths.Load(), time.Now()
 	time.Sleep(window)
