@@ -184,13 +184,17 @@ func simulateGossip(n int, window, detectFor time.Duration, rng *rand.Rand, prog
 			go func() {
 				defer func() { <-sem; wg.Done() }()
 				var err error
-				for k := range 3 {
-					if _, err = nd.ml.Join([]string{first}); err == nil {
+				via := first
+				for k := range 5 {
+					if _, err = nd.ml.Join([]string{via}); err == nil {
 						return
 					}
-					if k < 2 {
+					if k < 4 {
 						retried.Add(1)
 					}
+					mu.Lock()
+					via = nodes[rng.Intn(n)].t.addr
+					mu.Unlock()
 				}
 				joinErr.Store(&err)
 			}()
