@@ -170,7 +170,7 @@ func simulateGossip(n int, window, detectFor time.Duration, rng *rand.Rand, prog
 	// joins through random nodes leave 1,000 nodes to learn of each other by
 	// gossip alone, n joins retransmitted O(log n) times by each of n nodes,
 	// which this machine cannot carry in real time. A join whose exchange
-	// times out (a starved responder) is tried again, up to twice.
+	// times out (a starved responder) is tried through other nodes, up to four times.
 	start := time.Now()
 	var joinErr atomic.Pointer[error]
 	var retried atomic.Int64
