@@ -33,7 +33,7 @@ package main
 // 4. Link probing (count): links.PerRound probes a round per node.
 // 5. The leader's idle CPU (model).
 //
-//	shoalbench scalesim [-nodes 128,300,1000] [-idle 30s] [-detect 120s] [-seed 1]
+//	shoalbench scalesim [-nodes 128,300] [-idle 30s] [-detect 120s] [-seed 1]
 
 import (
 	"flag"
@@ -80,7 +80,7 @@ const (
 
 func scaleSimMain(args []string) int {
 	fs := flag.NewFlagSet("scalesim", flag.ContinueOnError)
-	nodesFlag := fs.String("nodes", "128,300,1000", "cluster sizes to simulate membership at, ascending")
+	nodesFlag := fs.String("nodes", "128,300", "cluster sizes to simulate membership at, ascending")
 	idle := fs.Duration("idle", 30*time.Second, "idle window measured at each size")
 	detect := fs.Duration("detect", 120*time.Second, "how long to wait for a killed node to be declared dead")
 	seed := fs.Int64("seed", 1, "random seed (joins, the node killed)")
