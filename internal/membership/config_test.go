@@ -87,3 +87,31 @@ func TestSuspicionTimeout(t *testing.T) {
 		}
 	}
 }
+
+func TestMemberlistConfig(t *testing.T) {
+	for _, tc := range []struct {
+		secret    string
+		encrypted bool
+	}{
+		{"0123456789abcdef", true},
+		{"", false},
+	} {
+		c := DefaultWiFiConfig()
+		c.Name, c.BindAddr, c.Secret = "n1", "127.0.0.1", []byte(tc.secret)
+		mc, err := MemberlistConfig(c)
+		if err != nil {
+			t.Fatalf("secret %q: %v", tc.secret, err)
+		}
+		if got := mc.Keyring != nil && mc.GossipVerifyIncoming && mc.GossipVerifyOutgoing; got != tc.encrypted {
+			t.Errorf("secret %q: encrypted and verified = %v, want %v", tc.secret, got, tc.encrypted)
+		}
+		if mc.Name != c.Name || mc.ProbeInterval != c.ProbeInterval || mc.SuspicionMult != c.SuspicionMult ||
+			mc.GossipInterval != c.GossipInterval || mc.GossipNodes != c.GossipNodes || mc.PushPullInterval != c.PushPullInterval ||
+			mc.RetransmitMult != c.RetransmitMult || mc.IndirectChecks != c.IndirectChecks {
+			t.Errorf("secret %q: memberlist config %+v does not carry the preset's name and timings %+v", tc.secret, mc, c)
+		}
+	}
+	if _, err := MemberlistConfig(Config{Secret: []byte("short")}); !errors.Is(err, ErrSecretTooShort) {
+		t.Errorf("short secret: err = %v, want ErrSecretTooShort", err)
+	}
+}

@@ -79,36 +79,11 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 		return nil, err
 	}
 	m.encoded.Store(&enc)
-	keys, err := keyring(cfg.Secret)
+	mc, err := MemberlistConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	sink := &logSink{log: logger, onSuspect: m.suspect, limit: liblog.NewLimiter(liblog.DefaultEvery, nil)}
-
-	mc := memberlist.DefaultLANConfig()
-	mc.Name = cfg.Name
-	mc.BindAddr, mc.BindPort = cfg.BindAddr, cfg.BindPort
-	mc.AdvertiseAddr, mc.AdvertisePort = cfg.AdvertiseAddr, cfg.AdvertisePort
-	if mc.AdvertiseAddr == "" && cfg.BindAddr == "0.0.0.0" {
-		mc.AdvertiseAddr = defaultIPv4()
-	}
-	if mc.AdvertisePort == 0 {
-		mc.AdvertisePort = cfg.BindPort
-	}
-	// No memberlist label: encryption already keeps other clusters out, and a
-	// labelled node logs an error for every bare TCP connect (health probes).
-	mc.Keyring = keys
-	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
-	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeTimeout
-	mc.IndirectChecks = cfg.IndirectChecks
-	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = cfg.SuspicionMult, cfg.SuspicionMaxTimeoutMult
-	mc.RetransmitMult = cfg.RetransmitMult
-	mc.GossipInterval, mc.GossipNodes = cfg.GossipInterval, cfg.GossipNodes
-	mc.GossipToTheDeadTime = cfg.GossipToTheDeadTime
-	mc.PushPullInterval = cfg.PushPullInterval
-	mc.TCPTimeout = cfg.TCPTimeout
-	mc.AwarenessMaxMultiplier = cfg.AwarenessMaxMultiplier
-	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
 	mc.Logger = log.New(sink, "", 0)
 	d := &delegate{m}
 	mc.Delegate, mc.Events, mc.Ping, mc.Conflict, mc.Alive = d, d, d, d, d
@@ -121,6 +96,46 @@ func New(cfg Config, meta Meta, logger *slog.Logger) (*Membership, error) {
 	m.ml = ml
 	go m.housekeep()
 	return m, nil
+}
+
+// MemberlistConfig returns the memberlist configuration [New] starts from for
+// cfg, before it adds its delegates and its log sink: memberlist's LAN preset
+// with cfg's addresses and timings, and gossip encrypted and authenticated under
+// cfg.Secret's key. With an empty Secret, which New refuses, gossip is left
+// unencrypted: for a simulation over memberlist's in-memory transport, which
+// sets Transport itself. It does not validate cfg.
+func MemberlistConfig(cfg Config) (*memberlist.Config, error) {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.Name
+	mc.BindAddr, mc.BindPort = cfg.BindAddr, cfg.BindPort
+	mc.AdvertiseAddr, mc.AdvertisePort = cfg.AdvertiseAddr, cfg.AdvertisePort
+	if mc.AdvertiseAddr == "" && cfg.BindAddr == "0.0.0.0" {
+		mc.AdvertiseAddr = defaultIPv4()
+	}
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = cfg.BindPort
+	}
+	// No memberlist label: encryption already keeps other clusters out, and a
+	// labelled node logs an error for every bare TCP connect (health probes).
+	if len(cfg.Secret) > 0 {
+		keys, err := keyring(cfg.Secret)
+		if err != nil {
+			return nil, err
+		}
+		mc.Keyring = keys
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
+	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeTimeout
+	mc.IndirectChecks = cfg.IndirectChecks
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = cfg.SuspicionMult, cfg.SuspicionMaxTimeoutMult
+	mc.RetransmitMult = cfg.RetransmitMult
+	mc.GossipInterval, mc.GossipNodes = cfg.GossipInterval, cfg.GossipNodes
+	mc.GossipToTheDeadTime = cfg.GossipToTheDeadTime
+	mc.PushPullInterval = cfg.PushPullInterval
+	mc.TCPTimeout = cfg.TCPTimeout
+	mc.AwarenessMaxMultiplier = cfg.AwarenessMaxMultiplier
+	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
+	return mc, nil
 }
 
 // AdvertiseIP returns the IP address a node started with cfg announces as its

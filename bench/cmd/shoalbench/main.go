@@ -11,6 +11,7 @@
 //	shoalbench compress [flags]   compressing shards between agents, raw against zstd (bench/compress)
 //	shoalbench tlscost [flags]    the CPU time of moving bytes over TCP and TLS (bench/tls-cost)
 //	shoalbench scrape [flags]     GET /metrics of an agent against GET /v1/nodes (bench/metrics-scrape)
+//	shoalbench scalesim [flags]   the cluster simulated to 10,000 nodes in one process (bench/scale-sim)
 //
 // The fault subcommands need root (the testbed), Open MPI and `make build`.
 // Each subcommand that measures ends its report with one `RESULT key=value …`
@@ -41,6 +42,7 @@ var subcommands = []struct {
 	{"compress", compressMain},
 	{"tlscost", tlsCostMain},
 	{"scrape", scrapeMain},
+	{"scalesim", scaleSimMain},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
