@@ -56,6 +56,36 @@ func (u UploadRequest) Validate() error {
 	return nil
 }
 
+// epochRequest is the body of a request about one rank's shard of an epoch of
+// epochRanks shards, between a node and an object store.
+type epochRequest interface {
+	Validate() error
+	epochRanks() int
+}
+
+func (u UploadRequest) epochRanks() int   { return u.Ranks }
+func (d DownloadRequest) epochRanks() int { return d.Ranks }
+
+// epochShardRequest reads the shard a request names and its body, checked: the
+// rank within the epoch's.
+func epochShardRequest[T epochRequest](r *http.Request) (shard.Ref, T, error) {
+	var req T
+	ref, err := shardRef(r)
+	if err != nil {
+		return ref, req, err
+	}
+	if err := decodeJSON(r, &req, false); err != nil {
+		return ref, req, err
+	}
+	if err := req.Validate(); err != nil {
+		return ref, req, err
+	}
+	if ref.Rank >= req.epochRanks() {
+		return ref, req, fmt.Errorf("%w: rank %d of an epoch of %d shards", ErrBadRequest, ref.Rank, req.epochRanks())
+	}
+	return ref, req, nil
+}
+
 // ShardUploader is the optional part of a [ShardService] that puts a stored
 // shard into an object store itself, so that each node uploads its own.
 type ShardUploader interface {
@@ -67,19 +97,9 @@ type ShardUploader interface {
 }
 
 func (s *Server) uploadShard(w http.ResponseWriter, r *http.Request) error {
-	ref, err := shardRef(r)
+	ref, req, err := epochShardRequest[UploadRequest](r)
 	if err != nil {
 		return err
-	}
-	var req UploadRequest
-	if err := decodeJSON(r, &req, false); err != nil {
-		return err
-	}
-	if err := req.Validate(); err != nil {
-		return err
-	}
-	if ref.Rank >= req.Ranks {
-		return fmt.Errorf("%w: rank %d of an epoch of %d shards", ErrBadRequest, ref.Rank, req.Ranks)
 	}
 	up, ok := s.shardService().(ShardUploader)
 	if !ok {
@@ -145,19 +165,9 @@ type ShardDownloader interface {
 }
 
 func (s *Server) downloadShard(w http.ResponseWriter, r *http.Request) error {
-	ref, err := shardRef(r)
+	ref, req, err := epochShardRequest[DownloadRequest](r)
 	if err != nil {
 		return err
-	}
-	var req DownloadRequest
-	if err := decodeJSON(r, &req, false); err != nil {
-		return err
-	}
-	if err := req.Validate(); err != nil {
-		return err
-	}
-	if ref.Rank >= req.Ranks {
-		return fmt.Errorf("%w: rank %d of an epoch of %d shards", ErrBadRequest, ref.Rank, req.Ranks)
 	}
 	down, ok := s.shardService().(ShardDownloader)
 	if !ok {

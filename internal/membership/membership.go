@@ -516,6 +516,9 @@ func (m *Membership) suspect(name string) {
 	}
 }
 
+// recheckTries is how many pings recheck sends a suspect node at most.
+const recheckTries = 5
+
 // recheck pings n, a node this node holds suspect of which an alive message
 // came, and sets it alive again if it answers. memberlist sets a suspect node
 // alive when it refutes, but tells no delegate unless its metadata changed, and
@@ -523,15 +526,29 @@ func (m *Membership) suspect(name string) {
 // after every other node's: up to n probe intervals, minutes on a large
 // cluster. An alive message may also be old news (a retransmission, another
 // node's state at a push-pull), so it is only the cue: the answer decides, as
-// for a probe. One recheck a node at a time.
+// for a probe, up to recheckTries pings a probe interval apart. One recheck a
+// node at a time.
 func (m *Membership) recheck(n Node) {
 	if _, busy := m.rechecking.LoadOrStore(n.Name, true); busy {
 		return
 	}
 	go func() {
 		defer m.rechecking.Delete(n.Name)
-		if !m.answers(n) {
-			return
+		// A node short of CPU may miss one ping's timeout: ask again each probe
+		// interval while it stays suspect here, a few times; memberlist declares
+		// it dead meanwhile if it is.
+		for try := 0; !m.answers(n); try++ {
+			if try == recheckTries-1 {
+				return
+			}
+			select {
+			case <-m.stop:
+				return
+			case <-time.After(m.cfg.ProbeInterval):
+			}
+			if cur, ok := m.table.get(n.Name); !ok || cur.State != StateSuspect {
+				return
+			}
 		}
 		now := time.Now()
 		before, after, ok := m.table.update(n.Name, func(t *Node) {

@@ -45,25 +45,9 @@ const instance = 264
 func TestEveryHostLost(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
-	weed := testbed.WeedPath()
-	if _, err := os.Stat(weed); err != nil {
-		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-			t.Fatalf("%s missing: make test builds it (make s3-server)", weed)
-		}
-		t.Skipf("%s not built (make s3-server)", weed)
-	}
 	heatArgs := []string{"--size", "200", "--steps", "300"}
 	want := testenv.Reference(t, 2, heatArgs...)
-
-	// On every address of this machine, so that it outlives the testbed's bridge:
-	// the hosts of both testbeds reach it at the bridge's address.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := testbed.StartS3(ctx, testbed.S3Config{Weed: weed, Dir: t.TempDir(), BindIP: "0.0.0.0", Bucket: "shoal-durable"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := startS3(t, "shoal-durable")
 	env := append(os.Environ(), srv.EnvVars(testbed.BridgeIP(instance))...)
 
 	loc := "s3://shoal-durable/jobs/heat"
@@ -228,6 +212,29 @@ func cancelledGoes(t *testing.T, b *testbed.Bed, srv *testbed.S3Server, env []st
 		}
 		return ""
 	})
+}
+
+// startS3 starts SeaweedFS for the test with a bucket, on every address of this
+// machine, so that it outlives a testbed's bridge: the hosts of every testbed
+// reach it at the bridge's address. Without weed the test is skipped, or fails
+// under make test (SHOAL_REQUIRE_BUILD).
+func startS3(t *testing.T, bucket string) *testbed.S3Server {
+	t.Helper()
+	weed := testbed.WeedPath()
+	if _, err := os.Stat(weed); err != nil {
+		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
+			t.Fatalf("%s missing: make test builds it (make s3-server)", weed)
+		}
+		t.Skipf("%s not built (make s3-server)", weed)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := testbed.StartS3(ctx, testbed.S3Config{Weed: weed, Dir: t.TempDir(), BindIP: "0.0.0.0", Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
 }
 
 // up brings up the testbed of the test: 2 hosts of 1 core with agents, which have

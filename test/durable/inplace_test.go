@@ -25,22 +25,9 @@ import (
 func TestKeptEpochRestartsInPlace(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
-	weed := testbed.WeedPath()
-	if _, err := os.Stat(weed); err != nil {
-		if os.Getenv("SHOAL_REQUIRE_BUILD") != "" {
-			t.Fatalf("%s missing: make test builds it (make s3-server)", weed)
-		}
-		t.Skipf("%s not built (make s3-server)", weed)
-	}
 	heatArgs := []string{"--size", "200", "--steps", "300"}
 	want := testenv.Reference(t, 2, heatArgs...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := testbed.StartS3(ctx, testbed.S3Config{Weed: weed, Dir: t.TempDir(), BindIP: "0.0.0.0", Bucket: "shoal-inplace"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := startS3(t, "shoal-inplace")
 	b := upBed(t, testbed.Config{Nodes: 3, Cores: []int{1, 1, 4}, S3: true, S3Server: srv})
 
 	loc := "s3://shoal-inplace/jobs/heat"
