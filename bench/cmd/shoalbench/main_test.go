@@ -13,7 +13,7 @@ func TestRun(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"no subcommand", nil, 2, "usage: shoalbench failover|chaos|interval|twoloss|traffic|compress|tlscost|scrape [flags]"},
+		{"no subcommand", nil, 2, "usage: shoalbench failover|chaos|interval|twoloss|traffic|compress|tlscost|scrape|scalesim [flags]"},
 		{"unknown subcommand", []string{"faultbench"}, 2, `shoalbench: unknown subcommand "faultbench": want one of failover, chaos`},
 		// The subcommands below fail on their arguments before they touch a
 		// testbed or a file: that they fail so shows run reached them.
@@ -29,6 +29,19 @@ func TestRun(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), tt.stderr) {
 			t.Errorf("%s: run(%q) printed %q, want it to contain %q", tt.name, tt.args, stderr.String(), tt.stderr)
+		}
+	}
+}
+
+// TestUsageNamesEverySubcommand keeps the usage line and the unknown-subcommand
+// line in step with the table run dispatches on.
+func TestUsageNamesEverySubcommand(t *testing.T) {
+	var usage, unknown strings.Builder
+	run(nil, &usage)
+	run([]string{"nope"}, &unknown)
+	for _, c := range subcommands {
+		if !strings.Contains(usage.String(), c.name) || !strings.Contains(unknown.String(), c.name) {
+			t.Errorf("subcommand %q missing from %q or %q", c.name, usage.String(), unknown.String())
 		}
 	}
 }
