@@ -423,7 +423,23 @@ func printStatus(c *tbCtx, b *testbed.Bed, asJSON bool) int {
 		fmt.Fprintf(w, "%s\t%s\t%s%s\t%d\t%s\t%s\t%d\t%s\n", h.Name, h.IP, siteCol(h), h.State, h.Cores, quota, rate, h.Procs, agent)
 	}
 	w.Flush()
+	printBlocks(c.stdout, b.Instance(), hosts)
 	return exitOK
+}
+
+// printBlocks says, after the table, which hosts drop which peers' new connections
+// (shoal testbed block), one line a blocked pair with the command that lifts it.
+func printBlocks(out io.Writer, instance int, hosts []testbed.HostStatus) {
+	first := true
+	for _, h := range hosts {
+		for _, peer := range h.BlockedFrom {
+			if first {
+				fmt.Fprintln(out)
+				first = false
+			}
+			fmt.Fprintf(out, "%s drops new TCP connections from %s ('shoal testbed unblock --instance %d %s --from %s')\n", h.Name, peer, instance, h.Name, peer)
+		}
+	}
 }
 
 func tbKill(c *tbCtx, args []string) int {

@@ -185,6 +185,23 @@ func TestTestbedCommands(t *testing.T) {
 		t.Errorf("process in n1 after kill n1: got %v, want killed", err)
 	}
 
+	// A block shows in status until it is lifted.
+	if _, err := exec.LookPath("nft"); err == nil {
+		if _, stderr, code := runTestbed("block", inst, "n2", "--from", "n3"); code != exitOK {
+			t.Errorf("block n2 --from n3: code %d: %s", code, stderr)
+		}
+		line := "n2 drops new TCP connections from n3 ('shoal testbed unblock --instance 202 n2 --from n3')"
+		if stdout, _, _ := runTestbed(inst, "status"); !strings.Contains(stdout, line) {
+			t.Errorf("status with n2 blocked from n3 =\n%s\nwant the line %q", stdout, line)
+		}
+		if _, stderr, code := runTestbed("unblock", inst, "n2", "--from", "n3"); code != exitOK {
+			t.Errorf("unblock n2 --from n3: code %d: %s", code, stderr)
+		}
+		if stdout, _, _ := runTestbed(inst, "status"); strings.Contains(stdout, "drops new TCP") {
+			t.Errorf("status once unblocked =\n%s\nwant no block line", stdout)
+		}
+	}
+
 	stdout, stderr, code = runTestbed(inst, "status", "--json")
 	if code != exitOK {
 		t.Fatalf("status --json: code %d: %s", code, stderr)
