@@ -134,6 +134,8 @@ func TestAgentHelpIsTrue(t *testing.T) {
 		{"agent", "--file-quota", "10GB"},
 		{"agent", "--file-quota", "-1"},
 		{"agent", "--conns-per-user", "-1"},
+		{"agent", "--store-lease", "10ms"},
+		{"agent", "--store-lease", "2h"},
 		{"nodes", "--bogus"},
 		{"leave", "--timeout", "-1s"},
 	} {

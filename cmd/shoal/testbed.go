@@ -249,7 +249,12 @@ func tbUp(c *tbCtx, args []string) int {
 	noAgent := fs.Bool("no-agent", false, "start no agents")
 	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
 	s3 := fs.Bool("s3", false, "give every process in the hosts (agents, exec) the AWS_* settings of the testbed's S3 server (shoal testbed s3 up), its endpoint at this instance's bridge address")
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--no-agent] [--slurm] [--s3]")
+	var agentArgs []string
+	fs.Func("agent-arg", "one more argument for every host's agent, after those the testbed gives (repeat it: --agent-arg=--store-lease --agent-arg=5s)", func(v string) error {
+		agentArgs = append(agentArgs, v)
+		return nil
+	})
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--agent-arg ARG]... [--no-agent] [--slurm] [--s3]")
 	if code >= 0 {
 		return code
 	}
@@ -277,6 +282,11 @@ func tbUp(c *tbCtx, args []string) int {
 	}
 	cfg.SiteRate = *siteRate
 	cfg.Slurm, cfg.S3 = *slurm, *s3
+	if len(agentArgs) > 0 && (*noAgent || *slurm) {
+		fmt.Fprintf(c.stderr, "shoal testbed up: --agent-arg with %s: no host runs an agent\n", map[bool]string{true: "--no-agent", false: "--slurm"}[*noAgent])
+		return exitUsage
+	}
+	cfg.AgentArgs = agentArgs
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
 		return exitUsage

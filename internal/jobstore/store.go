@@ -65,8 +65,18 @@ type Timing struct {
 // The heartbeat timeout is twice the lease, so that a leader cut from its quorum
 // has stepped down (and fenced its runs) before any follower can start an
 // election, even when its last answer took a while to arrive.
-func DefaultTiming() Timing {
-	return Timing{HeartbeatTimeout: 2 * time.Second, ElectionTimeout: 2 * time.Second, LeaderLeaseTimeout: time.Second}
+func DefaultTiming() Timing { return LeaseTiming(DefaultLease) }
+
+// DefaultLease is [DefaultTiming]'s leader lease.
+const DefaultLease = time.Second
+
+// LeaseTiming is [DefaultTiming] scaled to another lease: the heartbeat and
+// election timeouts twice the lease, for the reason DefaultTiming gives. A
+// longer lease keeps the lead on a node starved of CPU or behind a link that
+// stalls (Wi-Fi; a host sharing its cores with a hundred others), and makes a
+// lost leader's replacement slower by as much.
+func LeaseTiming(lease time.Duration) Timing {
+	return Timing{HeartbeatTimeout: 2 * lease, ElectionTimeout: 2 * lease, LeaderLeaseTimeout: lease}
 }
 
 // commitTimeout is how long the leader's replication to a follower waits for a
