@@ -201,6 +201,24 @@ func (s Spec) Validate() error {
 	if why := ControlIn(s.ResumeFrom, false); why != "" {
 		bad("resume_from %q: %s", s.ResumeFrom, why)
 	}
+	if d := s.Durable; d != nil {
+		bucket, _, _ := strings.Cut(strings.TrimPrefix(d.Location, "s3://"), "/")
+		switch {
+		case !strings.HasPrefix(d.Location, "s3://") || bucket == "" || len(d.Location) > 1024:
+			bad("durable.location %q: want s3://BUCKET/PREFIX, at most 1024 bytes", d.Location)
+		case strings.Contains(bucket, "@"):
+			bad("durable.location: s3://BUCKET/PREFIX, with no credentials in it")
+		}
+		if why := ControlIn(d.Location, false); why != "" {
+			bad("durable.location %q: %s", d.Location, why)
+		}
+		if d.Endpoint != "" && !strings.HasPrefix(d.Endpoint, "http://") && !strings.HasPrefix(d.Endpoint, "https://") || ControlIn(d.Endpoint, false) != "" {
+			bad("durable.endpoint %q: want http(s)://HOST[:PORT]", d.Endpoint)
+		}
+		if d.Rate < 0 {
+			bad("durable.rate %d: want bytes a second, 0 for no bound", d.Rate)
+		}
+	}
 	if s.Engine != "" && !slices.Contains(Engines, s.Engine) {
 		bad("engine %q: want %s", s.Engine, strings.Join(Engines, " or "))
 	}
