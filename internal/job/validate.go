@@ -212,8 +212,11 @@ func (s Spec) Validate() error {
 		if why := ControlIn(d.Location, false); why != "" {
 			bad("durable.location %q: %s", d.Location, why)
 		}
-		if d.Endpoint != "" && !strings.HasPrefix(d.Endpoint, "http://") && !strings.HasPrefix(d.Endpoint, "https://") || ControlIn(d.Endpoint, false) != "" {
-			bad("durable.endpoint %q: want http(s)://HOST[:PORT]", d.Endpoint)
+		switch e := d.Endpoint; {
+		case e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") || len(e) > 1024 || ControlIn(e, false) != "":
+			bad("durable.endpoint: want http(s)://HOST[:PORT]")
+		case strings.Contains(e, "@"):
+			bad("durable.endpoint: http(s)://HOST[:PORT], with no credentials in it")
 		}
 		if d.Rate < 0 {
 			bad("durable.rate %d: want bytes a second, 0 for no bound", d.Rate)
