@@ -20,12 +20,13 @@ import (
 )
 
 // durableRun is what shoal run adds to a job it runs over agents with --durable:
-// the job's newest complete epoch kept in a store (DIR or s3://BUCKET/PREFIX) while
-// this process follows the job, uploaded by the nodes that hold its shards (to an
-// object store, when their agents have its credentials) or copied through this
-// process, and a resume
-// from that epoch when a run of the same job finds one there. It is the same on
-// any cluster and in a Slurm allocation, where slurmJob names the allocation's job.
+// a resume from the epoch a store (DIR or s3://BUCKET/PREFIX) keeps when a run of
+// the same job finds one there, and, where the job's coordinator does not keep
+// its epochs itself (a Slurm allocation, a DIR, a coordinator without
+// credentials: job.Job.CoordKeeps), the job's newest complete epoch kept there
+// while this process follows the job, uploaded by the nodes that hold its shards
+// (to an object store, when their agents have its credentials) or copied through
+// this process. slurmJob names the allocation's job in Slurm.
 type durableRun struct {
 	// secret is the cluster's: the copy and the resume talk to every agent.
 	secret []byte
