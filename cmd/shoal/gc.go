@@ -50,7 +50,9 @@ collects the others' data as it starts, too.
 
 Prints one line per item removed: NODE, JOB, WHAT (shards: the job's checkpoint
 directory; epoch N; spares: its r*.spare files; job-dir: DATA/jobs/JOB;
-coord-dir: DATA/coord/JOB; file: a cached job file), SIZE and why. With --dry-run it removes nothing and lists
+coord-dir: DATA/coord/JOB; durable: with --job, the job's epochs in an object
+store, removed by the job store's leader with its agent's credentials; file: a
+cached job file), SIZE and why. With --dry-run it removes nothing and lists
 everything with what would happen to it and why.
 
 Exit codes: 0 done (nodes that are down are listed, not a failure); 1 the

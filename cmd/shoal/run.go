@@ -43,8 +43,10 @@ Slurm allocation ($SLURM_JOB_ID), shoal run starts an agent on each allocated no
 (srun --no-kill), runs the job over them and stops them at the end
 (docs/slurm.md). With --durable DIR or s3://BUCKET/PREFIX (an object store),
 on any cluster of agents or in such an allocation, the job's newest complete
-epoch is kept there while shoal run follows the job (to an object store, each
-node uploads its own shards), and a run of the same job resumes from it, even
+epoch is kept there: in an object store on a cluster of agents, by the job's
+coordinator, whose agent needs the store's credentials (each node uploads its
+own shards), so --detach may be given; elsewhere while shoal run follows the
+job. A run of the same job resumes from it, even
 when every node the job ran on is gone (from an object store, each node
 fetches its own shards back; docs/durable.md); in an allocation,
 SIGTERM (Slurm's warning signal: exec shoal run in the batch script) holds the
@@ -286,7 +288,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.engine, "engine", "", "the MPI that launches the job: openmpi or mpich (the program must be built with that MPI: build/mpich/ holds the MPICH builds); default: the MPI the program is linked with, else the agent's --engine, else openmpi; a program built with the other MPI, or linked with a libshoal built for the other, is refused")
 	fs.BoolVar(&f.keep, "keep", false, "keep the job's data (checkpoints, job directories, staged files) on every node after it ends, until 'shoal gc --job ID' removes it (default: the retention policy, of the agents or of this machine alone: 1h after success and 24h after a failure or cancel; docs/retention.md)")
 	fs.DurationVar(&f.keepFor, "keep-for", 0, "keep the job's data `DURATION` after it ends, whatever the outcome, instead of the retention policy")
-	fs.StringVar(&f.durable, "durable", "", "keep the newest complete checkpoint epoch in `DIR` on a shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied while this shoal run follows the job (with an agent, or in a Slurm allocation; not with --detach): to an object store each node uploads its own shards with its agent's credentials (--durable-rate bounds each), elsewhere shoal run copies them; a run with the same location, program, arguments and rank count resumes from it, even when every node the job ran on is gone (from an object store each node fetches its own shards), and the job's success clears it; in a Slurm allocation, SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75); docs/durable.md")
+	fs.StringVar(&f.durable, "durable", "", "keep the newest complete checkpoint epoch in `DIR` on a shared file system, or in an object store at s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* environment variables and ~/.aws/credentials), copied as each epoch is complete (with an agent, or in a Slurm allocation): to an object store on a cluster of agents the job's coordinator has each node upload its own shards with its agent's credentials (--durable-rate bounds each) and writes the manifest, with or without --detach, when its agent has credentials, else this shoal run does while it follows the job; in a Slurm allocation, or to a DIR (not with --detach), shoal run has them copied while it follows the job (through itself for a DIR and from nodes without credentials); a run with the same location, program, arguments and rank count resumes from it, even when every node the job ran on is gone (from an object store each node fetches its own shards), and the job's success clears it; in a Slurm allocation, SIGTERM (Slurm's warning signal) checkpoints, keeps the epoch there, and requeues the job (exit 75); docs/durable.md")
 	fs.Func("durable-rate", "with --durable s3://…: at most `BYTES` a second (20M, 1G) for each node's upload of its shards (and its fetch of them on a resume), so that the copy leaves the job most of the node's link (default: no bound)", func(v string) error {
 		n, err := files.ParseBytes(v)
 		if err != nil || n <= 0 {
@@ -369,8 +371,8 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	case f.keep && f.keepFor > 0:
 		fmt.Fprintln(stderr, "shoal run: --keep and --keep-for: give one (--keep keeps the data until removed by hand)")
 		return f, nil, exitUsage
-	case f.detach && f.durable != "":
-		fmt.Fprintln(stderr, "shoal run: --detach and --durable: the attached shoal run has the job's epochs copied to the store, so a detached job would have none kept")
+	case f.detach && f.durable != "" && !strings.HasPrefix(f.durable, "s3://"):
+		fmt.Fprintln(stderr, "shoal run: --detach and --durable DIR: only the attached shoal run copies the job's epochs to a directory (the agents never write a path a user named); give s3://BUCKET/PREFIX, whose copies the job's coordinator makes")
 		return f, nil, exitUsage
 	case f.detach && f.local:
 		fmt.Fprintln(stderr, "shoal run: --detach and --local: a detached job needs an agent to run it")

@@ -242,6 +242,11 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 			return code
 		}
 	}
+	if dr != nil && ar == nil && f.durableLoc.Bucket != "" {
+		// On a cluster of agents the job's coordinator keeps its epochs in an
+		// object store, when its agent can (the answer's CoordKeeps).
+		spec.Durable = &job.DurableTarget{Location: f.durable, Endpoint: f.durableEndpoint, Rate: f.durableRate}
+	}
 	job, err := c.Submit(ctx, spec)
 	if errors.Is(err, errkind.NotAvailable) {
 		if msg := noQuorum(ctx, c); msg != "" {
@@ -263,12 +268,21 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 			fmt.Fprintf(stdout, "shoal: %s\n", note)
 		}
 	}
+	if spec.Durable != nil && !job.CoordKeeps {
+		if f.detach {
+			fmt.Fprintf(stderr, "shoal run: warning: no epoch of job %s will be kept in %s: its coordinator, node %s, has no credentials for it, and only an attached shoal run copies them otherwise\n", job.ID, f.durable, job.Coordinator)
+		} else if !f.quiet {
+			fmt.Fprintf(stdout, "shoal: the coordinator, node %s, has no credentials for %s: shoal run has the epochs copied while it follows the job\n", job.Coordinator, f.durable)
+		}
+	}
 	if f.detach {
 		fmt.Fprintln(stdout, job.ID)
 		return exitOK
 	}
+	// One copier a job: the coordinator, or this process.
+	saving := dr != nil && !job.CoordKeeps
 	var stopSaver context.CancelFunc
-	if dr != nil {
+	if saving {
 		var sctx context.Context
 		sctx, stopSaver = context.WithCancel(context.Background())
 		defer stopSaver()
@@ -294,9 +308,12 @@ func runOnCluster(c *api.Client, f runFlags, program string, args []string, stdo
 	defer cancelOnInterrupt(ctx, cancel, c, job.ID)()
 	code := awaitJob("run", c, job.ID, jobPrinter{stdout: stdout, stderr: stderr, v: runVerbosity(f)}, stderr)
 	if dr != nil && code == exitOK {
-		// The job is done: a later run of it starts afresh, not from its last epoch.
-		stopSaver()
-		dr.saver.wait()
+		// The job is done: a later run of it starts afresh, not from its last
+		// epoch. A coordinator's copy under way ended with the job.
+		if saving {
+			stopSaver()
+			dr.saver.wait()
+		}
 		dr.clear(stderr)
 	}
 	return code

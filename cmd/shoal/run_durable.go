@@ -20,12 +20,13 @@ import (
 )
 
 // durableRun is what shoal run adds to a job it runs over agents with --durable:
-// the job's newest complete epoch kept in a store (DIR or s3://BUCKET/PREFIX) while
-// this process follows the job, uploaded by the nodes that hold its shards (to an
-// object store, when their agents have its credentials) or copied through this
-// process, and a resume
-// from that epoch when a run of the same job finds one there. It is the same on
-// any cluster and in a Slurm allocation, where slurmJob names the allocation's job.
+// a resume from the epoch a store (DIR or s3://BUCKET/PREFIX) keeps when a run of
+// the same job finds one there, and, where the job's coordinator does not keep
+// its epochs itself (a Slurm allocation, a DIR, a coordinator without
+// credentials: job.Job.CoordKeeps), the job's newest complete epoch kept there
+// while this process follows the job, uploaded by the nodes that hold its shards
+// (to an object store, when their agents have its credentials) or copied through
+// this process. slurmJob names the allocation's job in Slurm.
 type durableRun struct {
 	// secret is the cluster's: the copy and the resume talk to every agent.
 	secret []byte
@@ -84,16 +85,7 @@ func openDurable(ctx context.Context, f runFlags, program string, args []string,
 }
 
 // identity is what makes an epoch in the store this job's (docs/durable.md).
-func identity(spec job.Spec) durable.Identity {
-	args := spec.Argv[1:]
-	if args == nil {
-		args = []string{}
-	}
-	if spec.Elastic() {
-		return durable.Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Elastic: true}
-	}
-	return durable.Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Ranks: spec.Ranks}
-}
+func identity(spec job.Spec) durable.Identity { return durable.IdentityOf(spec) }
 
 // resume readies spec to begin from the epoch the store keeps for the same job, if there
 // is one: its shards go into the stores of the agents, two nodes each, and the
@@ -468,14 +460,8 @@ func (s *durableSaver) save(ctx context.Context, epoch uint64) error {
 	if len(holders) == 0 {
 		return fmt.Errorf("no agent holds a shard of epoch %d", epoch)
 	}
-	m := s.m
-	// The epoch's own count: an elastic job's changes from run to run, and a
-	// program that gave libshoal a communicator of its first ranks only wrote
-	// fewer shards than its run had ranks (the run's count is then the world).
-	m.Epoch, m.Ranks = epoch, len(holders)
-	if !m.Elastic && s.m.Ranks > m.Ranks {
-		m.World = s.m.Ranks
-	}
+	m := s.m.Identity.ForEpoch(s.m.Job, epoch, len(holders))
+	m.SlurmJob = s.m.SlurmJob
 	if up, ok := s.r.store.(*durable.S3Store); ok && !s.nodesCannot {
 		nodes, err := s.saveByNodes(ctx, up, m, holders)
 		if !errors.Is(err, errkind.NotAvailable) {

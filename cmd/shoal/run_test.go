@@ -34,7 +34,10 @@ func TestRunArgumentErrors(t *testing.T) {
 		{[]string{"run", "-n", "2", "--ranks-per-node", "-1", "/bin/true"}, exitUsage, "--ranks-per-node -1: want 0 (no bound) to 65536"},
 		{[]string{"run", "--local", "-n", "2", "--ranks-per-node", "1", "/bin/true"}, exitUsage, "--ranks-per-node needs an agent"},
 		{[]string{"run", "--local", "-n", "2", "--durable", dir, "/bin/true"}, exitUsage, "--durable needs an agent"},
-		{[]string{"run", "--detach", "-n", "2", "--durable", "s3://bucket/jobs", "/bin/true"}, exitUsage, "shoal run: --detach and --durable: the attached shoal run has the job's epochs copied to the store, so a detached job would have none kept"},
+		{[]string{"run", "--detach", "-n", "2", "--durable", dir, "/bin/true"}, exitUsage, "shoal run: --detach and --durable DIR: only the attached shoal run copies the job's epochs to a directory"},
+		// A detached job's coordinator keeps its epochs in an object store: the
+		// pair passes, and the run goes on to look for its program.
+		{[]string{"run", "--detach", "-n", "2", "--durable", "s3://bucket/jobs", "no-such-program-anywhere"}, exitUsage, `program "no-such-program-anywhere" not found`},
 		{[]string{"run", "--local", "-n", "2", "--user", "nobody", "/bin/true"}, exitUsage, "--user needs an agent"},
 		{[]string{"run", "-n", "2", "--durable", dir, "--durable-rate", "20M", "/bin/true"}, exitUsage, "shoal run: --durable-rate: only with --durable s3://BUCKET/PREFIX"},
 		{[]string{"run", "-n", "2", "--durable", "s3://bucket/jobs", "--durable-rate", "fast", "/bin/true"}, exitUsage, `invalid value "fast" for flag -durable-rate: want a size a second, such as 20M`},

@@ -270,6 +270,11 @@ func (c *collector) collectHere(req api.GCRequest) (api.GCReport, time.Time, err
 		}
 		rep.Items = append(rep.Items, gi)
 	}
+	if req.Job != "" {
+		if it, ok := c.dropDurable(req.Job, req.DryRun); ok {
+			rep.Items = append(rep.Items, it)
+		}
+	}
 	return rep, plan.Next, nil
 }
 

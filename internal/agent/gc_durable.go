@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
+	"shoal/internal/api"
 	"shoal/internal/durable"
 	"shoal/internal/job"
 	"shoal/internal/retention"
@@ -69,6 +72,46 @@ func (c *collector) durablePass(now time.Time) time.Time {
 		}
 	}
 	return plan.Next
+}
+
+// dropDurable is the part of `shoal gc --job ID` that falls to the job store's
+// leader: the epochs job id keeps in an object store (its record's kept epoch,
+// or the store its coordinator copies to) removed now, as the retention pass
+// removes them once their grace ends, with this agent's credentials. ok is
+// false when this node does not lead or the job keeps nothing in an object
+// store. The caller has checked that the job has ended.
+func (c *collector) dropDurable(id string, dryRun bool) (it api.GCItem, ok bool) {
+	if !c.a.store.IsLeader() {
+		return it, false
+	}
+	j, _, err := c.a.store.Job(id)
+	if err != nil {
+		return it, false
+	}
+	var d *job.Durable
+	switch {
+	case j.Durable != nil && strings.HasPrefix(j.Durable.Location, "s3://"):
+		d = j.Durable
+	case j.Spec.Durable != nil:
+		d = &job.Durable{Location: j.Spec.Durable.Location, Endpoint: j.Spec.Durable.Endpoint}
+	default:
+		return it, false
+	}
+	it = api.GCItem{Job: id, What: string(retention.KindDurable), Path: d.Location, Removed: true, Reason: "removed by request"}
+	switch {
+	case dryRun:
+	case !durable.HasCredentials():
+		it.Removed, it.Error = false, "this agent has no credentials for the object store: the epochs stay"
+	default:
+		n, err := removeDurable(id, d)
+		if err != nil {
+			it.Removed, it.Error = false, err.Error()
+			break
+		}
+		it.Reason = fmt.Sprintf("removed by request (%s)", job.Plural(n, "epoch"))
+		c.a.log.Info("removed job data", "what", it.What, "job", id, "location", d.Location, "epochs", n, "reason", "removed by request")
+	}
+	return it, true
 }
 
 // removeDurable removes what d's object store keeps of job id; it returns how

@@ -39,8 +39,10 @@ type GCItem struct {
 	Job string `json:"job,omitempty"` // "" for a cached file
 	// What is shards (the job's checkpoint directory), epoch (one epoch of
 	// it), spares (its spares, Path ending in r*.spare), job-dir
-	// (DATA/jobs/JOB), coord-dir (DATA/coord/JOB), results (DATA/results/JOB)
-	// or file (a cached job file, DATA/files/SHA256).
+	// (DATA/jobs/JOB), coord-dir (DATA/coord/JOB), results (DATA/results/JOB),
+	// durable (the job's epochs in an object store, Path its s3://BUCKET/PREFIX:
+	// `shoal gc --job` on the job store's leader) or file (a cached job file,
+	// DATA/files/SHA256).
 	What   string `json:"what"`
 	Epoch  uint64 `json:"epoch,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`

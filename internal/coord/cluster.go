@@ -126,6 +126,9 @@ type clusterBackend struct {
 	kept        *keptEpoch
 	keptRefused map[uint64]bool
 	keptUnread  bool
+	// keep copies the job's complete epochs to its durable store, when this
+	// node does (see keep.go); set before the job's loop starts.
+	keep *keeper
 }
 
 // newClusterBackend returns the backend of job rj, whose record is rec. book

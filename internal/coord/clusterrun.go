@@ -54,6 +54,9 @@ type Peer interface {
 	// DownloadShard makes the node read a shard of an epoch kept in an object
 	// store, with its own credentials, verify it and keep it.
 	DownloadShard(ctx context.Context, ref shard.Ref, req api.DownloadRequest) (api.Fetched, error)
+	// UploadShard makes the node put its copy of a shard into an object store,
+	// with its own credentials, verified as it passes.
+	UploadShard(ctx context.Context, ref shard.Ref, req api.UploadRequest) (api.Uploaded, error)
 }
 
 // ClusterConfig is what the cluster backend needs of the node that coordinates
@@ -88,6 +91,11 @@ type ClusterConfig struct {
 	// none. A job whose nodes lost every newer epoch restarts from it (see
 	// kept.go); unset, such a job restarts as if none were kept.
 	ReadKept func(ctx context.Context, kept job.Durable) (durable.Manifest, error)
+	// OpenKeep, when set, opens the object store a job's coordinator keeps its
+	// epochs in (job.Spec.Durable), with this node's credentials: an error
+	// wrapping durable.ErrNoCredentials when it has none. Unset, no
+	// coordinator keeps epochs (see keep.go).
+	OpenKeep func(target job.DurableTarget) (EpochStore, error)
 }
 
 // origin is this node as the one the job's files are sent from: its cache
@@ -200,6 +208,7 @@ func (c *ClusterRun) Run(ctx context.Context) Result {
 		return c.rj.fail(err.Error())
 	}
 	c.rj.be = c.b
+	defer c.b.startKeeper(ctx)()
 	return c.rj.loop(ctx)
 }
 

@@ -298,6 +298,9 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	if b.onBook != nil {
 		b.onBook(book)
 	}
+	if b.keep != nil {
+		b.keep.completed()
+	}
 	if pruned {
 		id := b.rec.Job().ID
 		for name := range b.nodes {

@@ -37,8 +37,11 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"shoal/internal/job"
 )
 
 // Errors of the durable package.
@@ -95,6 +98,33 @@ func (id Identity) String() string {
 // ranks unless want is elastic.
 func (id Identity) ResumedBy(want Identity) bool {
 	return id.Program == want.Program && slices.Equal(id.Args, want.Args) && (want.Elastic || id.Ranks == want.Ranks)
+}
+
+// IdentityOf is the identity of the job spec describes: its program's file
+// name, its arguments and its rank count, or any count when it is elastic.
+func IdentityOf(spec job.Spec) Identity {
+	args := spec.Argv[1:]
+	if args == nil {
+		args = []string{}
+	}
+	if spec.Elastic() {
+		return Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Elastic: true}
+	}
+	return Identity{Program: filepath.Base(spec.Argv[0]), Args: args, Ranks: spec.Ranks}
+}
+
+// ForEpoch is the manifest, shards not yet listed, of epoch of job written as
+// shards shards by a run of identity id: the epoch's own count, as an elastic
+// job's changes from run to run, and a program that gave libshoal a
+// communicator of its first ranks only wrote fewer shards than its run had
+// ranks (the run's count is then World).
+func (id Identity) ForEpoch(job string, epoch uint64, shards int) Manifest {
+	m := Manifest{Identity: id, Job: job, Epoch: epoch}
+	m.Ranks = shards
+	if !id.Elastic && id.Ranks > shards {
+		m.World = id.Ranks
+	}
+	return m
 }
 
 // Manifest describes one durable epoch. Job is the Shoal job id the shards carry in

@@ -89,6 +89,11 @@ type Job struct {
 	// Durable is the newest epoch of the job kept outside the cluster (shoal
 	// run --durable), as its keeper last reported it; nil when none was.
 	Durable *Durable `json:"durable,omitempty"`
+	// CoordKeeps says that the job's coordinators copy its newest complete
+	// epochs to Spec.Durable: its first one's agent had credentials for the
+	// store. Unset with Spec.Durable set, they do not, and an attached shoal
+	// run copies them as it does in a Slurm allocation: one copier a job.
+	CoordKeeps bool `json:"coord_keeps,omitzero"`
 }
 
 // Durable says that epoch Epoch of a job is kept at Location (a directory, or

@@ -110,9 +110,27 @@ type Spec struct {
 	// had more ranks than the epoch has shards (its program gave libshoal a
 	// communicator of its first ranks only); 0 when they are equal.
 	ResumeWorld int `json:"resume_world,omitempty"`
+	// Durable, when set, is the object store the job's coordinator keeps its
+	// newest complete epoch in (shoal run --durable s3://…, outside Slurm): the
+	// coordinator has the nodes upload each new one and writes its manifest
+	// ([Job.CoordKeeps] says whether it can).
+	Durable *DurableTarget `json:"durable,omitempty"`
 	// Farm, when set, makes the job a task farm: Argv is run once per task,
 	// as a plain process (no MPI), on whichever node has room, and Ranks is 0.
 	Farm *FarmSpec `json:"farm,omitempty"`
+}
+
+// DurableTarget is where a job's coordinator keeps the job's newest complete
+// epoch outside the cluster: an object store, never a directory (the agents do
+// not write a path the job's user named).
+type DurableTarget struct {
+	Location string `json:"location"` // s3://BUCKET/PREFIX, never a credential
+	// Endpoint is the object store's URL (--durable-endpoint); "": the agents'
+	// own AWS_ENDPOINT_URL_S3 ….
+	Endpoint string `json:"endpoint,omitempty"`
+	// Rate bounds the bytes a second each node's upload may take
+	// (--durable-rate); 0: no bound.
+	Rate int64 `json:"rate,omitempty"`
 }
 
 // FarmSpec is what makes a job a task farm (`shoal farm`).

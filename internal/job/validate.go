@@ -201,6 +201,27 @@ func (s Spec) Validate() error {
 	if why := ControlIn(s.ResumeFrom, false); why != "" {
 		bad("resume_from %q: %s", s.ResumeFrom, why)
 	}
+	if d := s.Durable; d != nil {
+		bucket, _, _ := strings.Cut(strings.TrimPrefix(d.Location, "s3://"), "/")
+		switch {
+		case !strings.HasPrefix(d.Location, "s3://") || bucket == "" || len(d.Location) > 1024:
+			bad("durable.location %q: want s3://BUCKET/PREFIX, at most 1024 bytes", d.Location)
+		case strings.Contains(bucket, "@"):
+			bad("durable.location: s3://BUCKET/PREFIX, with no credentials in it")
+		}
+		if why := ControlIn(d.Location, false); why != "" {
+			bad("durable.location %q: %s", d.Location, why)
+		}
+		switch e := d.Endpoint; {
+		case e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") || len(e) > 1024 || ControlIn(e, false) != "":
+			bad("durable.endpoint: want http(s)://HOST[:PORT]")
+		case strings.Contains(e, "@"):
+			bad("durable.endpoint: http(s)://HOST[:PORT], with no credentials in it")
+		}
+		if d.Rate < 0 {
+			bad("durable.rate %d: want bytes a second, 0 for no bound", d.Rate)
+		}
+	}
 	if s.Engine != "" && !slices.Contains(Engines, s.Engine) {
 		bad("engine %q: want %s", s.Engine, strings.Join(Engines, " or "))
 	}

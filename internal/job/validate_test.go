@@ -58,6 +58,15 @@ func TestValidateRefusesControlBytes(t *testing.T) {
 		{"a carriage return in resume_from", func(s *Spec) {
 			s.ID, s.ResumeEpoch, s.ResumeFrom = "heat", 3, "/keep/heat\rfake line"
 		}, `resume_from "/keep/heat\rfake line": contains control byte 0x0d (byte 10)`},
+		{"an object store its coordinator keeps epochs in", func(s *Spec) {
+			s.Durable = &DurableTarget{Location: "s3://lab/app", Endpoint: "http://10.0.0.5:8333", Rate: 20e6}
+		}, ""},
+		{"a directory its coordinator would keep epochs in", func(s *Spec) { s.Durable = &DurableTarget{Location: "/shared/app"} }, `durable.location "/shared/app": want s3://BUCKET/PREFIX`},
+		{"credentials in the store's location", func(s *Spec) { s.Durable = &DurableTarget{Location: "s3://key:secret@lab/app"} }, "durable.location: s3://BUCKET/PREFIX, with no credentials in it"},
+		{"credentials in the store's endpoint", func(s *Spec) {
+			s.Durable = &DurableTarget{Location: "s3://lab/app", Endpoint: "http://key:secret@10.0.0.5:8333"}
+		}, "durable.endpoint: http(s)://HOST[:PORT], with no credentials in it"},
+		{"a negative upload rate", func(s *Spec) { s.Durable = &DurableTarget{Location: "s3://lab/app", Rate: -1} }, "durable.rate -1: want bytes a second"},
 		{"a world for a resumed epoch", func(s *Spec) { s.ID, s.ResumeEpoch, s.ResumeWorld = "heat", 3, 4 }, ""},
 		{"a world without an epoch", func(s *Spec) { s.ResumeWorld = 4 }, "resume_world 4: want 0, or the ranks of the run that wrote resume_epoch"},
 		{"an escape in a task", func(s *Spec) {

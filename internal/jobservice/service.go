@@ -169,6 +169,14 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 		}
 	}
 	first := []job.Event{job.NewEvent(job.EventState, submittedMessage(spec.Owner, os.Getuid(), s.cfg.Node), nil)}
+	if d := spec.Durable; d != nil {
+		// Settled once for the job: one copier a job, this node's coordinators
+		// or the submitter's shoal run (job.Job.CoordKeeps).
+		info.CoordKeeps = durable.HasCredentials()
+		if !info.CoordKeeps {
+			first = append(first, job.NewEvent(job.EventDurable, fmt.Sprintf("warning: the coordinator, node %s, does not keep the job's epochs in %s: its agent has no credentials for it (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials); only an attached shoal run --durable copies them", s.cfg.Node, d.Location), nil))
+		}
+	}
 	if again {
 		// The owner's farm, ended, started again: it keeps the results it has
 		// and runs the tasks it lacks (given-up ones too: something may have
@@ -313,7 +321,23 @@ func (s *Service) run(ctx context.Context, j *clusterJob, book *epochs.Book, res
 // cluster is what the cluster runs of the jobs this node drives need of it.
 func (c Config) cluster() coord.ClusterConfig {
 	return coord.ClusterConfig{Node: c.Node, DataDir: c.DataDir, ShoalBin: c.ShoalBin, Nodes: c.Nodes, Peer: c.Peer,
-		Links: c.Links, OnBook: c.OnBook, Failures: c.Failures, NodeLost: c.NodeLost, ReadKept: readKept}
+		Links: c.Links, OnBook: c.OnBook, Failures: c.Failures, NodeLost: c.NodeLost, ReadKept: readKept, OpenKeep: openKeep}
+}
+
+// openKeep opens the object store a job's coordinator keeps its epochs in,
+// with this agent's credentials.
+func openKeep(t job.DurableTarget) (coord.EpochStore, error) {
+	if !durable.HasCredentials() {
+		return nil, fmt.Errorf("%w at %s", durable.ErrNoCredentials, t.Location)
+	}
+	loc, err := durable.ParseLocation(t.Location)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Bucket == "" {
+		return nil, fmt.Errorf("durable: %s: not an object store", t.Location)
+	}
+	return durable.NewS3Store(loc, durable.S3Options{Endpoint: t.Endpoint})
 }
 
 // readKept reads the manifest of the epoch kept reports, with this agent's

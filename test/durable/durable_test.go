@@ -36,12 +36,15 @@ const instance = 264
 // neither run's output. While the first runs, shoal jobs on the other host says
 // which epoch is kept where, and neither its output, the job's events nor the
 // agents' logs hold the secret. The first testbed's agents have the store's
-// credentials and upload their nodes' shards themselves. On the second only n1's
-// agent has them: n1 fetches its shards from the store itself when the job resumes,
-// and shoal run puts n2's there and copies every epoch after, through itself. The
-// newest epoch kept has a damaged object by then: n1 refuses it, and the job
-// resumes from the epoch before. Before all that, a job cancelled on the first
-// testbed has its epochs removed from the bucket by retention (cancelledGoes).
+// credentials: the job's coordinator has the nodes upload their shards themselves
+// and writes the manifests. On the second only n1's agent has them: n1 fetches its
+// shards from the store itself when the job resumes, and shoal run puts n2's there;
+// a coordinator on n1 then fails each epoch's copy naming n2 (it carries no shard
+// itself), one on n2 leaves the copies to shoal run, which makes them through
+// itself. The newest epoch kept has a damaged object by then: n1 refuses it, and
+// the job resumes from the epoch before. Before all that, a detached job on the
+// first testbed has its epochs kept by its coordinator, and once cancelled they
+// are removed from the bucket by retention (detachedKept).
 func TestEveryHostLost(t *testing.T) {
 	bin := testenv.NeedTestbed(t)
 	heat := testenv.Built(t, "build/examples/heat")
@@ -67,11 +70,11 @@ func TestEveryHostLost(t *testing.T) {
 	// The first testbed's agents have the store's credentials: each node uploads
 	// its own shards.
 	b := up(t, srv)
-	cancelledGoes(t, b, srv, env, bin, heat)
+	detachedKept(t, b, srv, env, bin, heat)
 	first := run(b)
-	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` \(\d+\.\d s, uploaded by 2 nodes\)$`, time.Minute)[1])
+	saved, _ := strconv.Atoi(first.WaitLine(`^shoal: epoch (\d+) kept in `+kept+` `+byCoordinator+`$`, time.Minute)[1])
 	// A second, so that a damaged newest epoch leaves one to resume from.
-	first.WaitLine(`^shoal: epoch \d+ kept in `+kept+` \(\d+\.\d s, uploaded by 2 nodes\)$`, time.Minute)
+	first.WaitLine(`^shoal: epoch \d+ kept in `+kept+` `+byCoordinator+`$`, time.Minute)
 	// The job's record says so too, for shoal jobs on any node.
 	id := regexp.MustCompile(`(?m)^shoal: job (\S+):`).FindStringSubmatch(first.Output())
 	if id == nil {
@@ -140,8 +143,16 @@ func TestEveryHostLost(t *testing.T) {
 	if n := strings.Count(second.Output(), "does not fetch its shards"); n != 1 {
 		t.Errorf("shoal run said %d times that n2 does not fetch its shards, want once", n)
 	}
-	second.WaitLine(`^shoal: the nodes do not upload to `+kept+` themselves \(the node at \S+: .*its agent has no credentials for `+kept+` .*\): shoal run copies the epochs$`, time.Minute)
-	second.WaitLine(`^shoal: epoch \d+ kept in `+kept+` \(\d+\.\d s\)$`, time.Minute)
+	coordinator := second.WaitLine(`^shoal: job \S+: .*, coordinated by (\S+)$`, time.Minute)[1]
+	if coordinator == "n1" {
+		// One copier a job: the coordinator, which has credentials, never
+		// carries n2's shards, and the epoch resumed stays the one kept.
+		second.WaitLine(`^shoal: warning: keeping epoch \d+ in `+kept+` failed: node n2, rank \d: .*its agent has no credentials for `+kept+` .*; epoch `+strconv.Itoa(resumed)+` stays the one kept$`, time.Minute)
+	} else {
+		second.WaitLine(`^shoal: the coordinator, node n2, has no credentials for `+kept+`: shoal run has the epochs copied while it follows the job$`, time.Minute)
+		second.WaitLine(`^shoal: the nodes do not upload to `+kept+` themselves \(the node at \S+: .*its agent has no credentials for `+kept+` .*\): shoal run copies the epochs$`, time.Minute)
+		second.WaitLine(`^shoal: epoch \d+ kept in `+kept+` \(\d+\.\d s\)$`, time.Minute)
+	}
 	if code := second.Wait(time.Minute); code != 0 {
 		t.Fatalf("the resumed run exited %d", code)
 	}
@@ -167,35 +178,65 @@ func TestEveryHostLost(t *testing.T) {
 	}
 }
 
-// cancelledGoes: a job run with --durable and --keep-for 2s, cancelled once an
-// epoch of it is kept, keeps that epoch in the bucket (shoal run does not clear
-// a job that did not succeed: the same command resumes it); 2 s after its end,
-// the leader's retention removes it, with its agent's credentials.
-func cancelledGoes(t *testing.T, b *testbed.Bed, srv *testbed.S3Server, env []string, bin, heat string) {
+// byCoordinator is the end of the line of an epoch a job's coordinator kept,
+// uploaded by the 2 nodes of its ranks.
+const byCoordinator = `\([\d.]+ [kMG]?B by 2 nodes, [\d.]+ s\)`
+
+// detachedKept: a job run with --detach, --durable and --keep-for 2s has its
+// epochs kept by its coordinator, with no shoal run following it: the job's
+// events say so, and the bucket holds the epoch's manifest. Cancelled, the job
+// keeps that epoch in the bucket (nothing clears a job that did not succeed:
+// the same command resumes it), and shoal gc --job would remove it; 2 s after
+// its end, the leader's retention removes it, with its agent's credentials.
+func detachedKept(t *testing.T, b *testbed.Bed, srv *testbed.S3Server, env []string, bin, heat string) {
 	t.Helper()
 	loc := "s3://shoal-durable/jobs/cancelled"
-	cmd, err := b.Command(context.Background(), "n1", bin, "run", "-n", "2", "--ckpt-interval", "1s", "--keep-for", "2s",
+	cmd, err := b.Command(context.Background(), "n1", bin, "run", "--detach", "-n", "2", "--ckpt-interval", "1s", "--keep-for", "2s",
 		"--durable", loc, "--", heat, "--size", "200", "--steps", "3000", "--pace", "20000")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Env, cmd.Dir = env, testenv.Root
-	p := watch.Start(t, cmd)
-	p.WaitLine(`^shoal: epoch \d+ kept in `+regexp.QuoteMeta(loc)+` `, time.Minute)
-	id := regexp.MustCompile(`(?m)^shoal: job (\S+):`).FindStringSubmatch(p.Output())
-	if id == nil {
-		t.Fatalf("no line names the job:\n%s", p.Output())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("shoal run --detach --durable %s: %v\n%s", loc, err, out)
 	}
-	if out, err := b.Exec(context.Background(), "n2", bin, "cancel", id[1]); err != nil {
-		t.Fatalf("shoal cancel %s: %v\n%s", id[1], err, out)
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		t.Fatal("shoal run --detach printed no job id")
 	}
-	if code := p.Wait(30 * time.Second); code == 0 {
-		t.Fatalf("the cancelled run exited 0:\n%s", p.Output())
+	id := lines[len(lines)-1]
+	poll.Until(t, 5*time.Second, func() string { // n2's replica learns of the job
+		if out, err := b.Exec(context.Background(), "n2", bin, "jobs", id); err != nil {
+			return fmt.Sprintf("shoal jobs %s on n2: %v\n%s", id, err, out)
+		}
+		return ""
+	})
+	ecmd, err := b.Command(context.Background(), "n2", bin, "events", "--follow", id)
+	if err != nil {
+		t.Fatal(err)
 	}
+	events := watch.Start(t, ecmd)
+	epoch := events.WaitLine(`  durable\s+epoch (\d+) kept in `+regexp.QuoteMeta(loc)+` `+byCoordinator+`$`, time.Minute)[1]
 	c, err := srv.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
+	manifest := "jobs/cancelled/epoch-" + epoch + "/manifest.json"
+	if _, err := c.StatObject(context.Background(), "shoal-durable", manifest, minio.StatObjectOptions{}); err != nil {
+		t.Fatalf("the bucket has no %s once the job's events say epoch %s is kept: %v", manifest, epoch, err)
+	}
+	if out, err := b.Exec(context.Background(), "n2", bin, "cancel", id); err != nil {
+		t.Fatalf("shoal cancel %s: %v\n%s", id, err, out)
+	}
+	events.Wait(30 * time.Second)
+	poll.Until(t, 5*time.Second, func() string { // n2's replica learns of the end
+		gc, err := b.Exec(context.Background(), "n2", bin, "gc", "--job", id, "--dry-run")
+		if err != nil || !regexp.MustCompile(`(?m)^n\d\s+would remove\s+`+regexp.QuoteMeta(id)+`\s+durable\s+.*removed by request$`).Match(gc) {
+			return fmt.Sprintf("shoal gc --job %s --dry-run lists no removal of its epochs in the bucket (%v):\n%s", id, err, gc)
+		}
+		return ""
+	})
 	objects := func() []string {
 		var keys []string
 		for obj := range c.ListObjects(context.Background(), "shoal-durable", minio.ListObjectsOptions{Prefix: "jobs/cancelled/", Recursive: true}) {
@@ -203,12 +244,9 @@ func cancelledGoes(t *testing.T, b *testbed.Bed, srv *testbed.S3Server, env []st
 		}
 		return keys
 	}
-	if len(objects()) == 0 {
-		t.Fatalf("the cancelled job's kept epoch is not in the bucket:\n%s", shoalLines(p.Output()))
-	}
 	poll.Until(t, 30*time.Second, func() string {
 		if keys := objects(); len(keys) > 0 {
-			return fmt.Sprintf("the bucket still keeps %v of job %s, cancelled with --keep-for 2s", keys, id[1])
+			return fmt.Sprintf("the bucket still keeps %v of job %s, cancelled with --keep-for 2s", keys, id)
 		}
 		return ""
 	})
