@@ -81,6 +81,7 @@ type agentOptions struct {
 	policy                          retention.Policy
 	gcInterval                      time.Duration
 	reachInterval                   time.Duration
+	overlay                         string
 	fileQuota                       string
 	connsPerUser                    int
 	metricsListen                   string
@@ -112,6 +113,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.DurationVar(&o.policy.UnusedFiles, "keep-unused-files", o.policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
 	fs.DurationVar(&o.gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
 	fs.DurationVar(&o.reachInterval, "reach-interval", agent.DefaultReachInterval, "how often to open a new connection to up to 16 live peers' agents, those checked longest ago first, to see which can be reached (shoal nodes --links, CONNECT)")
+	fs.StringVar(&o.overlay, "overlay", "", "carry the overlay MPI jobs run over with shoal run --mpi-overlay (docs/overlay.md): create the TUN device shoal0 (needs root) with this node's address, auto (chosen from --name, kept across restarts) or one of 100.64.0.0/10, and tunnel its packets to the other nodes' agents over their API's TLS (default: no overlay)")
 	fs.StringVar(&o.fileQuota, "file-quota", o.fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
 	fs.IntVar(&o.connsPerUser, "conns-per-user", o.connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve GET /metrics in plain HTTP, without a certificate, on this IP:PORT, for a scraper on this machine: a loopback address such as 127.0.0.1:9108 (docs/metrics.md)")
@@ -159,6 +161,10 @@ func (o *agentOptions) check(name string) error {
 	case "reach-interval":
 		if o.reachInterval <= 0 {
 			return fmt.Errorf("%v: must be positive", o.reachInterval)
+		}
+	case "overlay":
+		if err := agent.CheckOverlay(o.overlay); err != nil {
+			return fmt.Errorf("%q: want auto or an address in 100.64.0.0/10", o.overlay)
 		}
 	case "file-quota":
 		if _, err := files.ParseBytes(o.fileQuota); err != nil {
@@ -250,6 +256,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		Retention:     &o.policy,
 		GCInterval:    o.gcInterval,
 		ReachInterval: o.reachInterval,
+		Overlay:       o.overlay,
 		Version:       version,
 		Log:           log,
 		Ready:         func(a *agent.Agent) error { return plugCoordinator(a, mpi) },

@@ -203,6 +203,10 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, n := range nodes {
+		// A job over the overlay goes only where the overlay is.
+		if b.j.spec.MPIOverlay && n.Overlay == "" {
+			continue
+		}
 		if n.State == "alive" && !n.Leaving && !b.excluded[n.Name] && n.Name != without {
 			out[n.Name] = n
 		}
