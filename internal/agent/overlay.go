@@ -52,6 +52,8 @@ type overlayNet struct {
 	addr  atomic.Pointer[netip.Addr]
 	table atomic.Pointer[overlay.Table]
 
+	refreshMu sync.Mutex // one refresh at a time: it may move the address
+
 	mu    sync.Mutex
 	peers map[string]*overlayPeer
 	jobs  map[string]time.Time // jobs of the overlay granted here → when
@@ -153,6 +155,8 @@ func (o *overlayNet) stop() {
 // refresh rebuilds the table of the live members' addresses and moves this
 // node's own if a node of a smaller name announces it.
 func (o *overlayNet) refresh() {
+	o.refreshMu.Lock()
+	defer o.refreshMu.Unlock()
 	self := o.a.cfg.Name
 	var members []overlay.Member
 	for _, n := range o.a.members.Nodes() {
@@ -268,11 +272,13 @@ func (o *overlayNet) dial(peer string) {
 		return
 	}
 	o.mu.Unlock()
-	o.done.Add(1)
-	go func() {
-		defer o.done.Done()
-		o.carry(peer, o.a.cfg.Name, conn)
-	}()
+	select {
+	case <-o.quit: // stopped while dialling
+		conn.Close()
+		return
+	default:
+	}
+	o.carry(peer, o.a.cfg.Name, conn)
 }
 
 func (o *overlayNet) open(peer string) (io.ReadWriteCloser, error) {
@@ -327,6 +333,11 @@ func (o *overlayNet) carry(peer, dialer string, conn io.ReadWriteCloser) {
 	o.mu.Unlock()
 	if old != nil {
 		old.close()
+	}
+	select {
+	case <-o.quit: // stop closed the tunnels before this one was in place
+		t.close()
+	default:
 	}
 	o.a.log.Info("overlay: tunnel up", "peer", peer, "dialled_by", dialer)
 	go o.write(t)
