@@ -83,6 +83,7 @@ type agentOptions struct {
 	gcInterval                      time.Duration
 	reachInterval                   time.Duration
 	storeLease                      time.Duration
+	overlay                         string
 	fileQuota                       string
 	connsPerUser                    int
 	metricsListen                   string
@@ -114,7 +115,8 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.DurationVar(&o.policy.UnusedFiles, "keep-unused-files", o.policy.UnusedFiles, "how long a cached job file that no kept job names stays after its last use")
 	fs.DurationVar(&o.gcInterval, "gc-interval", agent.DefaultGCInterval, "how often to apply the retention policy, besides at start, when the job store changes and when a grace period ends")
 	fs.DurationVar(&o.reachInterval, "reach-interval", agent.DefaultReachInterval, "how often to open a new connection to up to 16 live peers' agents, those checked longest ago first, to see which can be reached (shoal nodes --links, CONNECT)")
-	fs.DurationVar(&o.storeLease, "store-lease", jobstore.DefaultLease, "how long the job store's leader keeps the lead without hearing from a quorum of voters; a follower waits twice this before it stands for election. Longer keeps the lead on nodes short of CPU or behind links that stall, and makes a lost leader's jobs wait as much longer for their new coordinator (docs/failover.md)")
+	fs.DurationVar(&o.storeLease, "store-lease", jobstore.DefaultLease, "how long the job store's leader keeps the lead without hearing from a quorum of voters; a follower waits twice this before it stands for election. Longer keeps the lead on nodes short of CPU or behind links that stall, and makes a lost leader's jobs wait as much longer for their new coordinator (docs/architecture.md, \"The lease\")")
+	fs.StringVar(&o.overlay, "overlay", "", "carry the overlay MPI jobs run over with shoal run --mpi-overlay (docs/overlay.md): create the TUN device shoal0 (needs root) with this node's address `ADDR`: auto (chosen from --name, kept across restarts) or one of 100.64.0.0/10, and tunnel its packets to the other nodes' agents over their API's TLS (default: no overlay)")
 	fs.StringVar(&o.fileQuota, "file-quota", o.fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
 	fs.IntVar(&o.connsPerUser, "conns-per-user", o.connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve GET /metrics in plain HTTP, without a certificate, on this IP:PORT, for a scraper on this machine: a loopback address such as 127.0.0.1:9108 (docs/metrics.md)")
@@ -166,6 +168,10 @@ func (o *agentOptions) check(name string) error {
 	case "store-lease":
 		if o.storeLease < 100*time.Millisecond || o.storeLease > time.Minute {
 			return fmt.Errorf("%v: want 100ms to 1m", o.storeLease)
+		}
+	case "overlay":
+		if err := agent.CheckOverlay(o.overlay); err != nil {
+			return fmt.Errorf("%q: want auto or an address in 100.64.0.0/10", o.overlay)
 		}
 	case "file-quota":
 		if _, err := files.ParseBytes(o.fileQuota); err != nil {
@@ -258,6 +264,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		GCInterval:    o.gcInterval,
 		ReachInterval: o.reachInterval,
 		RaftTiming:    jobstore.LeaseTiming(o.storeLease),
+		Overlay:       o.overlay,
 		Version:       version,
 		Log:           log,
 		Ready:         func(a *agent.Agent) error { return plugCoordinator(a, mpi) },

@@ -34,7 +34,7 @@ rate-limited link between sites. Needs root. See docs/testbed.md.
 Subcommands:
   up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
      [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64]
-     [--profile wifi,none,wifi] [--no-agent] [--slurm] [--s3]
+     [--profile wifi,none,wifi] [--no-agent] [--slurm] [--s3] [--overlay]
                     remove any previous testbed, bring up a new one; --sites
                     gives the hosts of each site in order (3,3: n1-n3 and
                     n4-n6), --site-rate each site's link to the others;
@@ -45,7 +45,8 @@ Subcommands:
                     SysV IPC, processes beyond 32 killed);
                     --slurm runs Slurm in the hosts instead of agents;
                     --s3 gives every process in the hosts the AWS_*
-                    settings of the S3 server (shoal testbed s3 up)
+                    settings of the S3 server (shoal testbed s3 up);
+                    --overlay starts every agent with --overlay auto
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
   kill NODE         SIGKILL every process in NODE (the host stays)
@@ -124,7 +125,7 @@ func testbedCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // tbBoolFlags are the testbed flags that take no value.
-var tbBoolFlags = map[string]bool{"json": true, "no-agent": true, "slurm": true, "s3": true}
+var tbBoolFlags = map[string]bool{"json": true, "no-agent": true, "slurm": true, "s3": true, "overlay": true}
 
 // subcommandFirst finds the subcommand in args, which may follow flags
 // (shoal testbed --instance 7 status), and returns it with the flags before it
@@ -247,6 +248,7 @@ func tbUp(c *tbCtx, args []string) int {
 	arch := fs.String("arch", "", "instruction set of each host, amd64 or arm64: one value for all or one per host (default amd64; arm64 needs make arm64-root and make arm64-agent)")
 	profile := fs.String("profile", "", "device condition of each host, wifi, android or none: one value for all or one per host (docs/testbed.md, \"Profiles\")")
 	noAgent := fs.Bool("no-agent", false, "start no agents")
+	overlay := fs.Bool("overlay", false, "start every agent with --overlay auto: the overlay shoal run --mpi-overlay runs MPI over (docs/overlay.md)")
 	slurm := fs.Bool("slurm", false, "run a Slurm cluster instead of agents: munged, slurmctld in n1, a slurmd in every host (Debian's slurmctld, slurmd, slurm-client, munge; docs/slurm.md)")
 	s3 := fs.Bool("s3", false, "give every process in the hosts (agents, exec) the AWS_* settings of the testbed's S3 server (shoal testbed s3 up), its endpoint at this instance's bridge address")
 	var agentArgs []string
@@ -254,7 +256,7 @@ func tbUp(c *tbCtx, args []string) int {
 		agentArgs = append(agentArgs, v)
 		return nil
 	})
-	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--agent-arg ARG]... [--no-agent] [--slurm] [--s3]")
+	rest, code := c.parse(args, "[--nodes N] [--cores LIST] [--cpu-quota LIST] [--rate LIST] [--sites LIST --site-rate R] [--arch LIST] [--profile LIST] [--agent-arg ARG]... [--no-agent] [--slurm] [--s3] [--overlay]")
 	if code >= 0 {
 		return code
 	}
@@ -282,11 +284,14 @@ func tbUp(c *tbCtx, args []string) int {
 	}
 	cfg.SiteRate = *siteRate
 	cfg.Slurm, cfg.S3 = *slurm, *s3
-	if len(agentArgs) > 0 && (*noAgent || *slurm) {
-		fmt.Fprintf(c.stderr, "shoal testbed up: --agent-arg with %s: no host runs an agent\n", map[bool]string{true: "--no-agent", false: "--slurm"}[*noAgent])
+	if (len(agentArgs) > 0 || *overlay) && (*noAgent || *slurm) {
+		fmt.Fprintf(c.stderr, "shoal testbed up: --agent-arg or --overlay with %s: no host runs an agent\n", map[bool]string{true: "--no-agent", false: "--slurm"}[*noAgent])
 		return exitUsage
 	}
 	cfg.AgentArgs = agentArgs
+	if *overlay {
+		cfg.AgentArgs = append([]string{"--overlay", "auto"}, cfg.AgentArgs...)
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(c.stderr, "shoal testbed up: %v\n", err)
 		return exitUsage

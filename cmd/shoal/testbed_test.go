@@ -40,8 +40,8 @@ func TestTestbedUsage(t *testing.T) {
 		{[]string{"--instance=600", "status"}, exitUsage, "shoal testbed status: --instance 600"},
 		{[]string{"--instance", "7"}, exitUsage, `no subcommand after the flags ["--instance" "7"]`},
 		{[]string{"stauts"}, exitUsage, `unknown subcommand "stauts"; did you mean "status"?`},
-		{[]string{"up", "--no-agent", "--agent-arg=--store-lease=5s"}, exitUsage, "shoal testbed up: --agent-arg with --no-agent: no host runs an agent"},
-		{[]string{"up", "--slurm", "--agent-arg", "-v"}, exitUsage, "shoal testbed up: --agent-arg with --slurm: no host runs an agent"},
+		{[]string{"up", "--no-agent", "--agent-arg=--store-lease=5s"}, exitUsage, "shoal testbed up: --agent-arg or --overlay with --no-agent: no host runs an agent"},
+		{[]string{"up", "--slurm", "--agent-arg", "-v"}, exitUsage, "shoal testbed up: --agent-arg or --overlay with --slurm: no host runs an agent"},
 	}
 	for _, tt := range tests {
 		_, stderr, code := runTestbed(tt.args...)

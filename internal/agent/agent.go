@@ -117,6 +117,12 @@ type Config struct {
 	MetricsListen string
 	// MetricsPublic allows MetricsListen a non-loopback address.
 	MetricsPublic bool
+	// Overlay, when set, makes the agent carry the overlay for MPI
+	// (docs/overlay.md): it creates the TUN device shoal0 with this node's
+	// address, "auto" (chosen from Name: internal/overlay's Choose) or one
+	// of 100.64.0.0/10, announces it, and tunnels packets to the other
+	// nodes' agents. It needs CAP_NET_ADMIN. Empty: no overlay.
+	Overlay string
 	// Version is reported by GET /v1/health.
 	Version string
 	// ExtraDaemons are the paths of programs a launch may start besides the
@@ -176,6 +182,8 @@ type Agent struct {
 	serving   sync.WaitGroup // the API's two servers; stop waits for them, so nothing logs after it
 	done      chan struct{}
 
+	overlay *overlayNet // nil without Config.Overlay
+
 	metrics     *metrics.Metrics // GET /metrics, on the API and on MetricsListen
 	metricsLn   net.Listener     // MetricsListen's
 	metricsHTTP *http.Server
@@ -232,6 +240,9 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.apiLn, err = net.Listen("tcp", cfg.API); err != nil {
 		return nil, fmt.Errorf("API: %w", err)
 	}
+	if a.overlay, err = a.openOverlay(); err != nil {
+		return nil, err
+	}
 	if cfg.Speed == 0 {
 		cfg.Speed = membership.MeasureSpeed(cfg.SpeedSample)
 	}
@@ -242,6 +253,9 @@ func Start(cfg Config) (_ *Agent, err error) {
 		Arch:     runtime.GOARCH,
 		OS:       runtime.GOOS,
 		Labels:   cfg.Labels,
+	}
+	if a.overlay != nil {
+		meta.Overlay = a.overlay.Addr().String()
 	}
 	// Announce the addresses the others reach this node's API and job store at:
 	// the gossip address's IP where they listen on every interface. They go into
@@ -300,6 +314,10 @@ func Start(cfg Config) (_ *Agent, err error) {
 	a.links = a.startLinks(cfg.LinkInterval, cfg.ReachInterval)
 	a.server.SetLinkService(a.links)
 	a.server.SetStoreService(storeService{a.store})
+	if a.overlay != nil {
+		a.overlay.start()
+		a.server.SetTunnelService(a.overlay)
+	}
 	// Before the API serves: nothing fetches a shard until then.
 	a.shards.LinkRate = a.links.bandwidthFrom
 	go a.announceRanks()
@@ -446,7 +464,7 @@ func (a *Agent) gossipConfig() (membership.Config, error) {
 		return g, err
 	}
 	// With room for the largest rank count, so that announcing one never fails.
-	if _, err := (membership.Meta{Labels: a.cfg.Labels, Ranks: 1 << 30}).Encode(); err != nil {
+	if _, err := (membership.Meta{Labels: a.cfg.Labels, Ranks: 1 << 30, Overlay: "100.127.255.254"}).Encode(); err != nil {
 		return g, err
 	}
 	return g, nil
@@ -601,6 +619,9 @@ func (a *Agent) newRun(job string) {
 	if err := a.shards.WithdrawRequest(job); err != nil {
 		a.log.Warn("cannot withdraw an earlier run's checkpoint request", "job", job, "err", err)
 	}
+	if a.overlay != nil {
+		a.overlay.jobGranted(job)
+	}
 }
 
 // SetBeforeLeave sets the hook run first on a graceful leave (nil: none).
@@ -695,6 +716,9 @@ func (a *Agent) stop() {
 			os.Remove(filepath.Join(a.cfg.DataDir, SocketFile))
 		}
 		a.serving.Wait()
+		if a.overlay != nil {
+			a.overlay.stop()
+		}
 		if a.launch != nil {
 			a.launch.Close() // the connections of what it launched are gone
 		}

@@ -56,6 +56,7 @@ func (a *Agent) memberNodes() []node.Node {
 			Local:   m.Local,
 			Ranks:   ranks,
 			Role:    role,
+			Overlay: m.Meta.Overlay,
 		})
 	}
 	return out

@@ -73,6 +73,7 @@ type Server struct {
 	store   atomic.Pointer[StoreService]
 	results atomic.Pointer[ResultService]
 	links   atomic.Pointer[LinkService]
+	tunnels atomic.Pointer[TunnelService]
 	http    *http.Server
 	// closing is cancelled when Shutdown begins; long polls end on it.
 	closing   context.Context
@@ -140,6 +141,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.SetStoreService(nil)
 	s.SetResultService(nil)
 	s.SetLinkService(nil)
+	s.SetTunnelService(nil)
 	s.handle("GET /v1/health", route{public: true, h: s.health})
 	s.handle("GET /v1/nodes", route{user: true, h: s.nodes})
 	s.handle("POST /v1/leave", route{h: s.leave})
@@ -180,6 +182,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.handle("GET /v1/results/{job}", route{h: s.listResults})
 	s.handle("GET /v1/links", route{user: true, h: s.getLinks})
 	s.handle("GET /v1/probe", route{h: s.linkProbe})
+	s.handle("POST /v1/tunnel", route{h: s.tunnel})
 	s.handle("GET /metrics", route{certOnly: true, h: s.metrics})
 	return s
 }

@@ -60,6 +60,9 @@ type clusterBackend struct {
 	wire     map[uint64]wireBytes       // by epoch not yet complete: what its copies moved
 	contacts map[string]contact
 	excluded map[string]bool // nodes that stopped answering; not placed on
+	// noOverlay are the live nodes the last liveNodes left out because the job
+	// runs with --mpi-overlay and their agents carry no overlay.
+	noOverlay []string
 	// indexes are the latest shard indexes of the nodes, by node, as the watch
 	// and refresh got them; changed is set when one changed or a copy was made,
 	// and poll has yet to account for it.
@@ -205,8 +208,14 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 	out := map[string]node.Node{}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.noOverlay = nil
 	for _, n := range nodes {
 		if n.State == "alive" && !n.Leaving && !b.excluded[n.Name] && n.Name != without {
+			// A job over the overlay goes only where the overlay is.
+			if b.j.spec.MPIOverlay && n.Overlay == "" {
+				b.noOverlay = append(b.noOverlay, n.Name)
+				continue
+			}
 			out[n.Name] = n
 		}
 	}

@@ -109,6 +109,11 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 		if none != "" {
 			short = none
 		}
+		b.mu.Lock()
+		if left := b.noOverlay; len(left) > 0 {
+			short += fmt.Sprintf("; --mpi-overlay leaves out %s, whose agent carries no overlay (shoal agent --overlay auto)", strings.Join(left, ", "))
+		}
+		b.mu.Unlock()
 		if wait == 0 {
 			return nil, nil, "", fmt.Errorf("%s (a higher --max-oversubscribe allows more ranks per core; --wait-for-nodes waits for nodes to join)", short)
 		}

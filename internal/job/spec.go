@@ -88,6 +88,12 @@ type Spec struct {
 	// the profile, and when it shows a layout faster by more than a move
 	// costs, the job moves there at a checkpoint.
 	NoReplan bool `json:"no_replan,omitzero"`
+	// MPIOverlay points the job's MPI between nodes at the overlay the agents
+	// carry (device shoal0, docs/overlay.md) instead of the nodes' own
+	// addresses: a pair of nodes that connects one way only still carries
+	// the ranks' traffic both ways, encrypted. The job goes only on nodes
+	// whose agent runs the overlay (shoal agent --overlay).
+	MPIOverlay bool `json:"mpi_overlay,omitzero"`
 	// HangAfter is how long the job's ranks may make no snapshot call, a rank
 	// of them idle, before the run is declared hung and relaunched from its
 	// newest complete epoch ([Hung]): 0 (the default) for the automatic rule,

@@ -119,6 +119,9 @@ func (s Spec) Validate() error {
 	if s.ResumeWorld < 0 || s.ResumeWorld > 0 && s.ResumeEpoch == 0 {
 		bad("resume_world %d: want 0, or the ranks of the run that wrote resume_epoch", s.ResumeWorld)
 	}
+	if s.MPIOverlay && s.Farm != nil {
+		bad("mpi_overlay: a task farm runs no MPI (want false)")
+	}
 	if f := s.Farm; f != nil {
 		if s.Ranks != 0 {
 			bad("ranks %d: a task farm has none (want 0)", s.Ranks)

@@ -48,18 +48,21 @@ type Meta struct {
 	// thousandths of a core, when a limit (a container's or cgroup's quota) gives
 	// them less than Cores whole cores; 0 means Cores whole cores.
 	CPUMilli uint64
+	// Overlay is the node's address on the overlay the agents carry
+	// (internal/overlay), as text; empty for a node without one.
+	Overlay string
 }
 
 // Encode returns the compact binary form of m:
 //
 //	version(1) flags(1) uvarint(cores) uvarint(speed) str(api) str(arch) str(os)
 //	uvarint(nlabels) {str(key) str(value)}…   (labels sorted by key)
-//	uvarint(ranks) str(raft) uvarint(cpu_milli)
+//	uvarint(ranks) str(raft) uvarint(cpu_milli) str(overlay)
 //
-// where str is a uvarint length followed by the bytes. Ranks, Raft and then
-// CPUMilli came last, after the first release: a decoder that stops earlier reads
-// the rest the same, and metadata that ends there decodes with Ranks 0, no Raft
-// address and no CPU limit. It fails with
+// where str is a uvarint length followed by the bytes. Ranks, Raft, CPUMilli
+// and then Overlay came last, after the first release: a decoder that stops
+// earlier reads the rest the same, and metadata that ends there decodes with
+// Ranks 0, no Raft address, no CPU limit and no overlay address. It fails with
 // [ErrMetaTooLarge] beyond [MaxMetaSize] bytes, or [ErrBadMeta] for a bad label.
 func (m Meta) Encode() ([]byte, error) {
 	if m.Cores < 0 {
@@ -93,6 +96,7 @@ func (m Meta) Encode() ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(m.Ranks))
 	b = appendString(b, m.Raft)
 	b = binary.AppendUvarint(b, m.CPUMilli)
+	b = appendString(b, m.Overlay)
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (fewer or shorter labels?)", ErrMetaTooLarge, len(b), MaxMetaSize)
 	}
@@ -129,6 +133,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 	}
 	if len(d.b) > 0 {
 		m.CPUMilli = d.uvarint(1 << 40)
+	}
+	if len(d.b) > 0 {
+		m.Overlay = d.str()
 	}
 	if d.err != nil {
 		return Meta{}, d.err

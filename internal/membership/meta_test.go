@@ -16,6 +16,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{API: "h:1", Cores: 2, Ranks: 300},
 		{API: "h:1", Cores: 2, Ranks: 3, Raft: "10.0.0.1:7948"},
 		{API: "h:1", Cores: 2, Raft: "10.0.0.1:7948", CPUMilli: 500},
+		{API: "h:1", Cores: 2, Raft: "10.0.0.1:7948", Overlay: "100.64.3.4"},
 	}
 	for _, m := range tests {
 		b, err := m.Encode()
@@ -40,8 +41,8 @@ func TestMetaEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	// version, flags, cores, speed (uvarint 300 = ac 02), "a:1", "x", "y", 2 labels
-	// sorted, ranks 0, no Raft address, no CPU limit.
-	want := []byte{1, 0, 4, 0xac, 0x02, 3, 'a', ':', '1', 1, 'x', 1, 'y', 2, 1, 'a', 1, '1', 1, 'b', 1, '2', 0, 0, 0}
+	// sorted, ranks 0, no Raft address, no CPU limit, no overlay address.
+	want := []byte{1, 0, 4, 0xac, 0x02, 3, 'a', ':', '1', 1, 'x', 1, 'y', 2, 1, 'a', 1, '1', 1, 'b', 1, '2', 0, 0, 0, 0}
 	if !reflect.DeepEqual(b, want) {
 		t.Errorf("Encode = % x, want % x", b, want)
 	}
@@ -50,16 +51,20 @@ func TestMetaEncoding(t *testing.T) {
 		t.Errorf("DecodeMeta with trailing bytes = %+v, %v; want cores 4, ranks 0, no error", got, err)
 	}
 	// Metadata of a node from before ranks were announced: no ranks.
-	if got, err := DecodeMeta(want[:len(want)-3]); err != nil || got.Cores != 4 || got.Ranks != 0 || len(got.Labels) != 2 {
+	if got, err := DecodeMeta(want[:len(want)-4]); err != nil || got.Cores != 4 || got.Ranks != 0 || len(got.Labels) != 2 {
 		t.Errorf("DecodeMeta without ranks = %+v, %v; want cores 4, 2 labels, ranks 0", got, err)
 	}
 	// Metadata of a node from before the job store: ranks, no Raft address.
-	if got, err := DecodeMeta(append(want[:len(want)-3:len(want)-3], 5)); err != nil || got.Ranks != 5 || got.Raft != "" {
+	if got, err := DecodeMeta(append(want[:len(want)-4:len(want)-4], 5)); err != nil || got.Ranks != 5 || got.Raft != "" {
 		t.Errorf("DecodeMeta without Raft = %+v, %v; want ranks 5, no Raft address", got, err)
 	}
 	// Metadata of a node from before CPU limits were announced: none.
-	if got, err := DecodeMeta(want[:len(want)-1]); err != nil || got.CPUMilli != 0 || len(got.Labels) != 2 {
+	if got, err := DecodeMeta(want[:len(want)-2]); err != nil || got.CPUMilli != 0 || len(got.Labels) != 2 {
 		t.Errorf("DecodeMeta without a CPU limit = %+v, %v; want none, 2 labels", got, err)
+	}
+	// Metadata of a node from before the overlay: no address.
+	if got, err := DecodeMeta(want[:len(want)-1]); err != nil || got.Overlay != "" || len(got.Labels) != 2 {
+		t.Errorf("DecodeMeta without an overlay address = %+v, %v; want none, 2 labels", got, err)
 	}
 }
 
@@ -72,7 +77,7 @@ func TestMetaErrors(t *testing.T) {
 		{"empty", nil},
 		{"version", append([]byte{2}, good[1:]...)},
 		{"truncated header", good[:1]},
-		{"truncated string", good[:len(good)-4]},
+		{"truncated string", good[:len(good)-5]},
 		{"truncated labels", good[:len(good)-6]},
 		{"huge cores", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 	}

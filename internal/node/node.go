@@ -39,6 +39,9 @@ type Node struct {
 	// coordinates them: the node announces it with its metadata (the sum of
 	// its launch grants' ranks), so every node's answer shows every node's.
 	Ranks int `json:"ranks"`
+	// Overlay is the node's address on the overlay its agent carries
+	// (`shoal agent --overlay`), whose device is shoal0; absent: none.
+	Overlay string `json:"overlay,omitempty"`
 }
 
 // List is the answer of GET /v1/nodes.
