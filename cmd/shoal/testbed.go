@@ -34,7 +34,8 @@ rate-limited link between sites. Needs root. See docs/testbed.md.
 Subcommands:
   up [--nodes 3] [--cores 2,2,3] [--cpu-quota 0.5,0.5,1] [--rate 15mbit]
      [--sites 3,3 --site-rate 20mbit] [--arch amd64,arm64,arm64]
-     [--profile wifi,none,wifi] [--no-agent] [--slurm] [--s3] [--overlay]
+     [--profile wifi,none,wifi] [--agent-arg ARG]... [--no-agent] [--slurm]
+     [--s3] [--overlay]
                     remove any previous testbed, bring up a new one; --sites
                     gives the hosts of each site in order (3,3: n1-n3 and
                     n4-n6), --site-rate each site's link to the others;
@@ -46,7 +47,8 @@ Subcommands:
                     --slurm runs Slurm in the hosts instead of agents;
                     --s3 gives every process in the hosts the AWS_*
                     settings of the S3 server (shoal testbed s3 up);
-                    --overlay starts every agent with --overlay auto
+                    --overlay starts every agent with --overlay auto;
+                    --agent-arg gives every agent one more argument
   down              remove everything: processes, namespaces, links, cgroups, files
   status [--json]   hosts, addresses, state, processes, agents
   kill NODE         SIGKILL every process in NODE (the host stays)

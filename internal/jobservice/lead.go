@@ -102,11 +102,20 @@ func (s *Service) takeOver() {
 		j.cancel(coord.ErrLostLead)
 		select {
 		case <-j.finished:
-		case <-time.After(30 * time.Second):
+		case <-time.After(oldRunWait):
 		}
 	}
 	for _, info := range s.cfg.Store.Jobs() {
-		if !info.Ended.IsZero() || s.driver(info.ID) != nil {
+		if !info.Ended.IsZero() {
+			continue
+		}
+		if j := s.driver(info.ID); j != nil {
+			if j.term != term {
+				// A run of an earlier term still stopping (a launch on a
+				// hundred starved hosts can take minutes to give up): the job
+				// is resumed once it has, if this term lasts.
+				go s.resumeAfter(j, info.ID, term)
+			}
 			continue
 		}
 		s.resume(info)
@@ -116,6 +125,30 @@ func (s *Service) takeOver() {
 		s.markTaken()
 	}
 	s.mu.Unlock()
+}
+
+// oldRunWait is how long a new term's takeover waits for the runs of an earlier
+// term to stop before it takes over the other jobs; those still stopping are
+// resumed when they have (resumeAfter).
+var oldRunWait = 30 * time.Second
+
+// resumeAfter resumes job id once old, a run of an earlier term, has stopped,
+// when this node still leads in term and nothing else drives the job: without
+// it a job whose old run outlasted the takeover's wait would stay unrun, its
+// state "restarting", until the next change of leader.
+func (s *Service) resumeAfter(old *clusterJob, id string, term uint64) {
+	<-old.finished
+	s.mu.Lock()
+	current := s.term == term && s.jobs[id] == nil
+	s.mu.Unlock()
+	if !current {
+		return
+	}
+	info, _, err := s.cfg.Store.Job(id)
+	if err != nil || !info.Ended.IsZero() {
+		return
+	}
+	s.resume(info)
 }
 
 // markTaken marks, under s.mu, that this node has taken the store's jobs over:
