@@ -190,6 +190,14 @@ func TestConfigValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Errorf("good config: %v", err)
 	}
+	// Every lease shoal agent --store-lease accepts makes a valid timing.
+	for _, lease := range []time.Duration{100 * time.Millisecond, DefaultLease, 5 * time.Second, time.Minute} {
+		c := good
+		c.Timing = LeaseTiming(lease)
+		if err := c.Validate(); err != nil || c.Timing.HeartbeatTimeout != 2*lease {
+			t.Errorf("lease %v: %+v, %v; want valid, heartbeat timeout %v", lease, c.Timing, err, 2*lease)
+		}
+	}
 	for name, f := range bad {
 		c := good
 		f(&c)
