@@ -159,7 +159,10 @@ func startTrial(ctx context.Context, cfg failoverConfig, n int) (*trial, error) 
 	if err != nil {
 		return nil, err
 	}
-	return t, waitEvent(ctx, c, t.submitter, t.job, time.Minute, func(e job.Event) bool {
+	// A minute at a few hosts; at 128 hosts on this machine's 2 cores the launch
+	// alone took more.
+	wait := max(time.Minute, time.Duration(len(t.hosts))*time.Second)
+	return t, waitEvent(ctx, c, t.submitter, t.job, wait, func(e job.Event) bool {
 		return e.Type == job.EventEpoch && strings.HasPrefix(e.Message, "epoch 2 complete")
 	})
 }
