@@ -36,7 +36,8 @@ var errTimeout = errors.New("timed out")
 // up brings up a testbed of n hosts of cores cores each and waits until every
 // host sees every other alive and one node leads the job store.
 func up(ctx context.Context, inst, n, cores int, shoal string) (*cluster, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	// Two minutes at a few hosts; a 128-host bring-up on 2 cores takes about that.
+	ctx, cancel := context.WithTimeout(ctx, max(2*time.Minute, time.Duration(n)*2*time.Second))
 	defer cancel()
 	bed, err := testbed.Up(ctx, testbed.Config{Nodes: n, Cores: []int{cores}, Instance: inst, AgentBinary: shoal,
 		Logf: func(format string, args ...any) { logf("testbed: "+format, args...) }})
