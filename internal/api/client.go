@@ -438,16 +438,22 @@ func (c *Client) Events(ctx context.Context, id string, from uint64, follow bool
 // the switch only: after that the connection lives until the caller closes
 // it, and closing it makes the agent kill what it launched.
 func (c *Client) Launch(ctx context.Context, lr LaunchRequest) (io.ReadWriteCloser, error) {
-	b, err := json.Marshal(lr)
+	return c.upgrade(ctx, "/v1/launch", LaunchProtocol, "launch", lr)
+}
+
+// upgrade POSTs body to path asking to switch to protocol, and returns the
+// switched connection; what names the request in its error.
+func (c *Client) upgrade(ctx context.Context, path, protocol, what string, body any) (io.ReadWriteCloser, error) {
+	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding request: %v", ErrBadRequest, err)
 	}
-	req, err := c.request(ctx, "POST", "/v1/launch", b, "", 0)
+	req, err := c.request(ctx, "POST", path, b, "", 0)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", LaunchProtocol)
+	req.Header.Set("Upgrade", protocol)
 	resp, err := c.send(req)
 	if err != nil {
 		return nil, err
@@ -455,7 +461,7 @@ func (c *Client) Launch(ctx context.Context, lr LaunchRequest) (io.ReadWriteClos
 	rwc, ok := resp.Body.(io.ReadWriteCloser)
 	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
 		resp.Body.Close()
-		return nil, fmt.Errorf("%w: launch at %s: answered %s instead of switching protocols", ErrInternal, c.addr, resp.Status)
+		return nil, fmt.Errorf("%w: %s at %s: answered %s instead of switching protocols", ErrInternal, what, c.addr, resp.Status)
 	}
 	return rwc, nil
 }

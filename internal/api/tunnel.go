@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -85,24 +84,5 @@ func (s *Server) tunnel(w http.ResponseWriter, r *http.Request) error {
 // carries the overlay's frames both ways (internal/overlay). ctx bounds the
 // request until the switch only.
 func (c *Client) Tunnel(ctx context.Context, tr TunnelRequest) (io.ReadWriteCloser, error) {
-	b, err := json.Marshal(tr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: encoding request: %v", ErrBadRequest, err)
-	}
-	req, err := c.request(ctx, "POST", "/v1/tunnel", b, "", 0)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", TunnelProtocol)
-	resp, err := c.send(req)
-	if err != nil {
-		return nil, err
-	}
-	rwc, ok := resp.Body.(io.ReadWriteCloser)
-	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w: tunnel to %s: answered %s instead of switching protocols", ErrInternal, c.addr, resp.Status)
-	}
-	return rwc, nil
+	return c.upgrade(ctx, "/v1/tunnel", TunnelProtocol, "tunnel", tr)
 }
