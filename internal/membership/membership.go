@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,6 +275,12 @@ func (m *Membership) Join(addrs []string) error {
 		full[i] = withPort(a)
 	}
 	n, err := m.ml.Join(full)
+	// An exchange that timed out is a node too busy to answer in time (a
+	// loaded host; a join among a hundred others), not a refusal: try again.
+	for try := 1; n == 0 && timedOut(err) && try < joinTries; try++ {
+		m.log.Info("join timed out; trying again", "via", full, "err", err)
+		n, err = m.ml.Join(full)
+	}
 	if c := m.conflict.Load(); n > 0 && c != nil {
 		return &NameTakenError{Name: m.cfg.Name, Addr: *c}
 	}
@@ -289,6 +296,9 @@ func (m *Membership) Join(addrs []string) error {
 		if derr == nil {
 			conn.Close()
 			m.log.Debug("join failed", "addr", a, "err", err)
+			if timedOut(err) {
+				return &JoinError{Addr: a, Err: ErrJoinUnreachable, Cause: fmt.Errorf("no answer in %v, %d times", m.cfg.TCPTimeout, joinTries)}
+			}
 			return &JoinError{Addr: a, Err: ErrJoinRefused, Cause: err}
 		}
 		if first == nil {
@@ -296,6 +306,15 @@ func (m *Membership) Join(addrs []string) error {
 		}
 	}
 	return first
+}
+
+// joinTries is how many times Join asks when the exchange times out.
+const joinTries = 3
+
+// timedOut reports whether a join failed by a timeout of its exchange. memberlist
+// wraps the network's error with %v, so only its words are left.
+func timedOut(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "i/o timeout") || strings.Contains(err.Error(), "deadline exceeded"))
 }
 
 // NameTakenError is the refusal of a join under a name that a node alive in the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,36 @@ func TestJoinUnreachable(t *testing.T) {
 	err = m.Join([]string{addr})
 	if !errors.Is(err, ErrJoinUnreachable) || !strings.Contains(err.Error(), addr) {
 		t.Errorf("join %s: error = %v, want ErrJoinUnreachable naming the address", addr, err)
+	}
+}
+
+// A node that accepts the connection but answers nothing in time (a host too
+// loaded to run its agent) is not a refusal: the join is tried again, then fails
+// as unreachable, never with "wrong cluster secret?".
+func TestJoinSilentIsNotRefused(t *testing.T) {
+	m := start(t, "n1", testSecret, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			defer c.Close() // held open, silent, until the listener closes
+		}
+	}()
+	err = m.Join([]string{l.Addr().String()})
+	if !errors.Is(err, ErrJoinUnreachable) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("join of a silent node: error = %v, want ErrJoinUnreachable without a word of the secret", err)
+	}
+	if n := accepted.Load(); n < joinTries {
+		t.Errorf("join of a silent node: %d connections, want the %d tries and the probe", n, joinTries)
 	}
 }
 
