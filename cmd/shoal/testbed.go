@@ -287,7 +287,11 @@ func tbUp(c *tbCtx, args []string) int {
 	cfg.SiteRate = *siteRate
 	cfg.Slurm, cfg.S3 = *slurm, *s3
 	if (len(agentArgs) > 0 || *overlay) && (*noAgent || *slurm) {
-		fmt.Fprintf(c.stderr, "shoal testbed up: --agent-arg or --overlay with %s: no host runs an agent\n", map[bool]string{true: "--no-agent", false: "--slurm"}[*noAgent])
+		without := "--slurm"
+		if *noAgent {
+			without = "--no-agent"
+		}
+		fmt.Fprintf(c.stderr, "shoal testbed up: --agent-arg or --overlay with %s: no host runs an agent\n", without)
 		return exitUsage
 	}
 	cfg.AgentArgs = agentArgs
