@@ -195,7 +195,7 @@ type observation struct {
 }
 
 // kill kills victim's host and watches the job until it runs again or ends;
-// when the victim leads (coord), every survivor polls for a new leader meanwhile.
+// when the victim leads (coord), every surviving voter polls for a new leader meanwhile.
 func (t *trial) kill(ctx context.Context, victim string, coord bool) (*observation, error) {
 	o := &observation{coord: coord, victim: victim, seen: leaderSeen{poll: nan}}
 	for _, h := range t.hosts {
@@ -212,7 +212,7 @@ func (t *trial) kill(ctx context.Context, victim string, coord bool) (*observati
 	defer stopPolls()
 	if coord {
 		polls.Add(1)
-		go func() { defer polls.Done(); o.seen = pollLeader(pctx, t.c, o.survivors, victim) }()
+		go func() { defer polls.Done(); o.seen = pollLeader(pctx, t.c, pollers(t.view, o.survivors), victim) }()
 	}
 	t0 := time.Now()
 	if _, err := t.c.bed.Kill(ctx, victim); err != nil {
@@ -327,6 +327,29 @@ func pickRankHost(jobs []job.Job, id string, view []nodepkg.Node, leader string)
 type leaderSeen struct {
 	at   time.Time
 	poll float64
+}
+
+// pollers are the survivors that poll for a new leader: those that vote (the
+// new leader is one of them, and names itself once elected), or every survivor
+// when the view names no voter. At 128 hosts, every survivor running `shoal
+// nodes` back to back would be 127 processes forked every few milliseconds on
+// the machine whose election is being timed.
+func pollers(view []nodepkg.Node, survivors []string) []string {
+	alive := map[string]bool{}
+	for _, h := range survivors {
+		alive[h] = true
+	}
+	var voters []string
+	for _, n := range view {
+		if alive[n.Name] && (n.Role == nodepkg.RoleVoter || n.Role == nodepkg.RoleLeader) {
+			voters = append(voters, n.Name)
+		}
+	}
+	if len(voters) == 0 {
+		return survivors
+	}
+	sort.Strings(voters)
+	return voters
 }
 
 // pollLeader runs `shoal nodes --json` over and over in every host of hosts at
