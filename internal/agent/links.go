@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -56,6 +58,9 @@ type linkProber struct {
 	reach time.Duration // how often reachability is checked
 	kick  chan struct{}
 	mu    sync.Mutex
+	// joined are the nodes that joined since the last probeJoined and
+	// that this node is a prober of.
+	joined map[string]bool
 	// dial opens and closes a connection to addr (dialTCP; a test's fake).
 	dial func(ctx context.Context, addr string) error
 	// row is by peer: links.Best of its recent measures, and the last
@@ -96,20 +101,34 @@ func (a *Agent) startLinks(every, reach time.Duration) *linkProber {
 	if reach <= 0 {
 		reach = DefaultReachInterval
 	}
-	p := &linkProber{a: a, every: every, reach: reach, kick: make(chan struct{}, 1), dial: dialTCP, row: map[string]links.Link{}, recent: map[string][]links.Link{}, peerRows: map[string]peerRow{}}
+	p := &linkProber{a: a, every: every, reach: reach, kick: make(chan struct{}, 1), joined: map[string]bool{}, dial: dialTCP, row: map[string]links.Link{}, recent: map[string][]links.Link{}, peerRows: map[string]peerRow{}}
 	go p.watch(a.members.Subscribe())
 	go p.loop()
 	return p
 }
 
-// watch starts a round soon after a node joins.
+// watch probes a node soon after it joins when this node is one of its
+// probers (links.Probers): a join costs the cluster links.PerRound probes,
+// not one by every node. The joiner measures its own row in its first round.
 func (p *linkProber) watch(sub *membership.Subscription) {
+	self := p.a.cfg.Name
 	for ev := range sub.C {
-		if ev.Type == membership.EventJoin && ev.Node.Name != p.a.cfg.Name {
-			select {
-			case p.kick <- struct{}{}:
-			default:
-			}
+		if ev.Type != membership.EventJoin || ev.Node.Name == self {
+			continue
+		}
+		live := []string{self}
+		for name := range p.livePeers() {
+			live = append(live, name)
+		}
+		if !slices.Contains(links.Probers(ev.Node.Name, live, links.PerRound), self) {
+			continue
+		}
+		p.mu.Lock()
+		p.joined[ev.Node.Name] = true
+		p.mu.Unlock()
+		select {
+		case p.kick <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -129,10 +148,29 @@ func (p *linkProber) loop() {
 		case <-t.C:
 		case <-p.kick:
 			time.Sleep(time.Second) // the joiner's API comes up; more may join
+			p.probeJoined()
+			continue
 		}
 		p.round()
 		t.Reset(p.every)
 	}
+}
+
+// probeJoined checks the reach of, and probes, the nodes that joined lately
+// and that this node is a prober of.
+func (p *linkProber) probeJoined() {
+	p.mu.Lock()
+	joined := p.joined
+	p.joined = map[string]bool{}
+	p.mu.Unlock()
+	addrs := map[string]string{}
+	for name, addr := range p.livePeers() {
+		if joined[name] {
+			addrs[name] = addr
+		}
+	}
+	p.checkReach(addrs)
+	p.probe(slices.Sorted(maps.Keys(addrs)), addrs)
 }
 
 // livePeers returns the API address of every live peer, by name.
@@ -193,8 +231,7 @@ func (p *linkProber) checkReach(addrs map[string]string) {
 	wg.Wait()
 }
 
-// round probes the peers measured longest ago, one at a time (two probes at
-// once would share this node's link and measure half of it each).
+// round probes the peers measured longest ago.
 func (p *linkProber) round() {
 	addrs := p.livePeers()
 	p.checkReach(addrs)
@@ -210,7 +247,13 @@ func (p *linkProber) round() {
 		}
 	}
 	p.mu.Unlock()
-	for _, name := range links.Pick(peers, measured, links.PerRound) {
+	p.probe(links.Pick(peers, measured, links.PerRound), addrs)
+}
+
+// probe measures the links to peers, one at a time (two probes at once would
+// share this node's link and measure half of it each), and keeps them.
+func (p *linkProber) probe(peers []string, addrs map[string]string) {
+	for _, name := range peers {
 		l, err := p.measure(name, addrs[name])
 		if err != nil {
 			p.a.log.Debug("link probe failed", "peer", name, "err", err)

@@ -12,7 +12,8 @@
 // [PerRound] peers, those measured longest ago first, so a node joining a
 // cluster of n nodes has its row complete after ⌈(n−1)/PerRound⌉ rounds, and a
 // round of the whole cluster costs n·min(n−1, PerRound) probes instead of
-// n·(n−1). Rounds come at the agent's interval and soon after a node joins.
+// n·(n−1). Rounds come at the agent's interval; a node that joins is probed
+// soon after by its [Probers] only, so a join costs the cluster PerRound probes.
 //
 // Load on either node only adds to a round trip and takes from a transfer, so a
 // link is the least round trip and the greatest bandwidth of its last [Keep]
