@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -112,9 +113,25 @@ const agentTimeout = 15 * time.Second
 // gets every join everywhere within a second or two, but with tens of agents joining at
 // once on two cores a node can miss one (seen at 32 hosts: n27 knew nothing of n13 after
 // 15 s); memberlist's full state exchange with a random member, every PushPullInterval
-// of the LAN preset the agents use (30 s), repairs that. So the bound is that interval
-// past agentTimeout.
-var clusterTimeout = agentTimeout + membership.DefaultLANConfig().PushPullInterval
+// of the LAN preset the agents use (30 s, which memberlist stretches past 32 nodes:
+// 90 s at 128), repairs that. So the bound is that interval past agentTimeout. (At 128
+// hosts a node that held another dead was still so after 45 s: the repair takes the
+// stretched interval.)
+func clusterTimeout(hosts int) time.Duration {
+	return agentTimeout + pushPullInterval(membership.DefaultLANConfig().PushPullInterval, hosts)
+}
+
+// pushPullInterval is memberlist's full state exchange interval in a cluster of n
+// nodes: base up to 32 nodes, then one more base for each doubling (memberlist's
+// pushPullScale).
+func pushPullInterval(base time.Duration, n int) time.Duration {
+	const threshold = 32
+	if n <= threshold {
+		return base
+	}
+	mult := int(math.Ceil(math.Log2(float64(n))-math.Log2(threshold))) + 1
+	return time.Duration(mult) * base
+}
 
 // startAgent starts host h's agent in the background, in its own session, with its output
 // appended to h.AgentLog, and records its pid in h. The agent's previous run (killed, so it
@@ -220,9 +237,9 @@ func (b *Bed) waitCluster(ctx context.Context, st *state, focus []string) error 
 			b.logf("after %v, %d pairs of agents still to see each other alive (%s)", time.Since(start).Round(time.Second), missing, problem)
 			lastLog = time.Now()
 		}
-		if time.Since(lastCloser) > clusterTimeout {
+		if time.Since(lastCloser) > clusterTimeout(len(up)) {
 			return fmt.Errorf("%w: for %v the agents got no closer to seeing each other alive (%d pairs to go): %s",
-				ErrAgentNotReady, clusterTimeout, missing, problem)
+				ErrAgentNotReady, clusterTimeout(len(up)), missing, problem)
 		}
 		if err := ctx.Err(); err != nil {
 			return err

@@ -147,34 +147,51 @@ func (b *Bed) up(ctx context.Context, cfg Config) (*state, error) {
 		}
 	}
 	if st.AgentBinary != "" {
-		for i := range st.Hosts {
-			join := ""
-			if i > 0 {
-				join = net.JoinHostPort(st.Hosts[0].IP, strconv.Itoa(AgentPort))
-			}
-			if err := b.startAgent(ctx, st, &st.Hosts[i], join); err != nil {
-				return nil, err
-			}
-			// The others need the first agent's secret and someone to join.
-			if i == 0 {
-				if err := b.waitAgent(ctx, &st.Hosts[0]); err != nil {
-					return nil, err
-				}
-			}
+		if err := b.startAgents(ctx, st); err != nil {
+			return nil, err
 		}
 		if err := st.save(n); err != nil {
 			return nil, err
-		}
-		for i := 1; i < len(st.Hosts); i++ {
-			if err := b.waitAgent(ctx, &st.Hosts[i]); err != nil {
-				return nil, err
-			}
 		}
 		if err := b.waitCluster(ctx, st, nil); err != nil {
 			return nil, err
 		}
 	}
 	return st, nil
+}
+
+// agentWave is how many agents join at once. The first agent creates the
+// cluster; then the others start agentWave at a time, each joining one of the
+// agents already up (in turn), the next wave once this one's have joined. With
+// every agent of 128 hosts joining the first one at once, the first one's
+// memberlist had 127 state exchanges to answer on a loaded machine, and joins
+// timed out; machines of a real cluster do not all boot in one second either.
+const agentWave = 16
+
+// startAgents starts every host's agent and waits until each has joined.
+func (b *Bed) startAgents(ctx context.Context, st *state) error {
+	if err := b.startAgent(ctx, st, &st.Hosts[0], ""); err != nil {
+		return err
+	}
+	// The others need the first agent's secret and someone to join.
+	if err := b.waitAgent(ctx, &st.Hosts[0]); err != nil {
+		return err
+	}
+	for first := 1; first < len(st.Hosts); first += agentWave {
+		wave := st.Hosts[first:min(first+agentWave, len(st.Hosts))]
+		for i := range wave {
+			seed := st.Hosts[i%first]
+			if err := b.startAgent(ctx, st, &wave[i], net.JoinHostPort(seed.IP, strconv.Itoa(AgentPort))); err != nil {
+				return err
+			}
+		}
+		for i := range wave {
+			if err := b.waitAgent(ctx, &wave[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // makeHost builds host nK: directories, UTS namespace, network, cgroups.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
 
 func alives(names ...string) map[string]string {
@@ -79,5 +80,18 @@ func TestConvergenceLoneHost(t *testing.T) {
 	}
 	if problem, _, _ := c.record([]string{"n1"}, nil); problem != "" {
 		t.Fatalf("a lone host: problem %q, want none", problem)
+	}
+}
+
+// The bound on a wait that gets no closer follows memberlist's state exchange
+// interval, which it stretches past 32 nodes.
+func TestPushPullInterval(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{4, 30 * time.Second}, {32, 30 * time.Second}, {33, 60 * time.Second}, {64, 60 * time.Second}, {128, 90 * time.Second}, {10000, 300 * time.Second}} {
+		if got := pushPullInterval(30*time.Second, c.n); got != c.want {
+			t.Errorf("pushPullInterval(30s, %d) = %v, want %v", c.n, got, c.want)
+		}
 	}
 }
