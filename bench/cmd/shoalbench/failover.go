@@ -59,12 +59,13 @@ func failoverMain(args []string) int {
 	fs.Float64Var(&cfg.mb, "mb", cfg.mb, "protected state per rank in MB")
 	fs.IntVar(&cfg.nranks, "np", cfg.nranks, "ranks of the job")
 	fs.IntVar(&cfg.hosts, "hosts", cfg.hosts, "testbed hosts")
+	fs.IntVar(&cfg.cores, "cores", cfg.cores, "cores of each testbed host (one at 128 hosts: each agent then runs with GOMAXPROCS=1)")
 	fs.IntVar(&cfg.instance, "instance", 71, "testbed instance")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if cfg.reps < 1 || cfg.hosts < 3 || cfg.nranks < 1 || cfg.mb <= 0 {
-		fmt.Fprintln(os.Stderr, "failover: want --reps ≥ 1, --hosts ≥ 3 (a quorum must survive), --np ≥ 1, --mb > 0")
+	if cfg.reps < 1 || cfg.hosts < 3 || cfg.cores < 1 || cfg.nranks < 1 || cfg.mb <= 0 {
+		fmt.Fprintln(os.Stderr, "failover: want --reps ≥ 1, --hosts ≥ 3 (a quorum must survive), --cores ≥ 1, --np ≥ 1, --mb > 0")
 		return 2
 	}
 	var err error
