@@ -512,3 +512,30 @@ func TestHeldDeathOfNodeThatAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A node this one holds dead while memberlist holds it alive (its return told
+// to memberlist and not to this node's table) is recorded alive again at the
+// next reconnect round, with a join event; reconnecting alone never repaired
+// it, since a state exchange that says alive is no news to memberlist.
+func TestStaleDeathRevived(t *testing.T) {
+	ms := cluster(t, "n1", "n2")
+	poll.Until(t, 5*time.Second, wantStates(ms, "n1=alive n2=alive"))
+	sub := ms[0].Subscribe()
+	defer sub.Close()
+	n2, _ := ms[0].Node("n2")
+	ms[0].gone(n2, false) // the death recorded, the return missed
+	if got := states(ms[0]); got != "n1=alive n2=dead" {
+		t.Fatalf("n1 sees %q after the stale death, want n2 dead", got)
+	}
+	poll.Until(t, 3*ms[0].cfg.ReconnectInterval+time.Second, wantStates(ms[:1], "n1=alive n2=alive"))
+	for {
+		select {
+		case ev := <-sub.C:
+			if ev.Node.Name == "n2" && ev.Type == EventJoin {
+				return
+			}
+		case <-time.After(time.Second):
+			t.Fatal("n2 alive again without a join event")
+		}
+	}
+}
