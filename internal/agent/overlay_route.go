@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"time"
+
+	"shoal/internal/links"
+	"shoal/internal/overlay"
+)
+
+// relayLost is how long a peer whose tunnel broke while in use (its node
+// killed, its link cut) counts as unreached, unless a tunnel with it comes up
+// again: long enough for membership to declare a dead relay dead, so that the
+// route does not move back to it meanwhile.
+const relayLost = 30 * time.Second
+
+// routeLinks bounds the read of the cluster's links for a new route.
+const routeLinks = 2 * time.Second
+
+// next is the node a packet for peer is written to: the relay of its route
+// when the pair connects in neither direction (overlay.Route), else peer.
+func (o *overlayNet) next(peer string) string {
+	if r := o.routes.Load(); r != nil {
+		if via := (*r)[peer]; via != "" {
+			return via
+		}
+	}
+	return peer
+}
+
+// forward writes pkt, which t's peer sent for another member, into this
+// node's direct tunnel to that member (dialled if need be), never through a
+// relay: a path is one relay long, so there are no chains and no loops. Only
+// the peer's own packets are forwarded: a node cannot speak for another.
+func (o *overlayNet) forward(t *tunnel, src, dst netip.Addr, pkt []byte) {
+	table := o.table.Load()
+	if owner, ok := table.Owner(src); !ok || owner != t.peer {
+		return
+	}
+	to, ok := table.Owner(dst)
+	if !ok || to == t.peer || to == o.a.cfg.Name {
+		return
+	}
+	o.send(to, append([]byte(nil), pkt...))
+}
+
+// accepts reports whether a packet from src that t brought is written into
+// the device: src is a live member's address, the peer's own or, relayed by
+// the peer, another's.
+func (o *overlayNet) accepts(src netip.Addr) bool {
+	owner, ok := o.table.Load().Owner(src)
+	return ok && owner != o.a.cfg.Name
+}
+
+// unreached are the peers without a tunnel that this node has dialled for
+// overlay.RelayAfter in vain, or whose tunnel broke in use within relayLost;
+// tunnels are those up. Called with o.mu held.
+func (o *overlayNet) unreachedLocked(now time.Time) (tunnels, unreached map[string]bool) {
+	tunnels, unreached = map[string]bool{}, map[string]bool{}
+	for name, p := range o.peers {
+		switch {
+		case p.t != nil:
+			tunnels[name] = true
+		case !p.tryingSince.IsZero() && now.Sub(p.tryingSince) >= overlay.RelayAfter,
+			!p.lostAt.IsZero() && now.Sub(p.lostAt) < relayLost:
+			unreached[name] = true
+		}
+	}
+	return tunnels, unreached
+}
+
+// reroute chooses again the way to each peer (overlay.Routes): at every
+// upkeep, reading the cluster's links afresh when fetch, and at once when a
+// tunnel comes up or goes down. With every peer reached directly, nothing is
+// read and every packet goes direct.
+func (o *overlayNet) reroute(fetch bool) {
+	o.routeMu.Lock()
+	defer o.routeMu.Unlock()
+	o.mu.Lock()
+	tunnels, unreached := o.unreachedLocked(time.Now())
+	o.mu.Unlock()
+	old := o.routes.Load()
+	if len(unreached) == 0 && (old == nil || len(*old) == 0) {
+		o.routeLinks = nil
+		return
+	}
+	if fetch || o.routeLinks == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), routeLinks)
+		l, err := o.a.links.Links(ctx, true)
+		cancel()
+		if err == nil {
+			o.routeLinks = l.Links
+		}
+	}
+	self := o.a.cfg.Name
+	members := []string{}
+	for _, name := range o.table.Load().Taken() {
+		members = append(members, name)
+	}
+	r := overlay.Routes(overlay.View{Self: self, Members: members, Links: o.routeLinks, Tunnels: tunnels, Unreached: unreached})
+	if old != nil && maps.Equal(*old, r) {
+		return
+	}
+	for peer, via := range r {
+		if old == nil || (*old)[peer] != via {
+			o.a.log.Info("overlay: route", "peer", peer, "via", via)
+		}
+	}
+	if old != nil {
+		for peer := range *old {
+			if _, ok := r[peer]; !ok {
+				o.a.log.Info("overlay: route direct again", "peer", peer)
+			}
+		}
+	}
+	o.routes.Store(&r)
+}
+
+// markRoutes sets Via on this node's own links whose route goes through a
+// relay, as this node sees it now (its own unanswered dials included), for
+// `shoal nodes --links`.
+func (o *overlayNet) markRoutes(ls []links.Link) []links.Link {
+	r := o.routes.Load()
+	if r == nil {
+		return ls
+	}
+	for i := range ls {
+		if via := (*r)[ls[i].To]; ls[i].From == o.a.cfg.Name && via != "" {
+			ls[i].Via = via
+		}
+	}
+	return ls
+}
