@@ -56,8 +56,10 @@ type overlayNet struct {
 	// can be): overlay.Route, chosen again by reroute.
 	routes atomic.Pointer[map[string]string]
 
-	routeMu    sync.Mutex   // one reroute at a time
-	routeLinks []links.Link // the cluster's links reroute read last
+	routeMu           sync.Mutex   // one reroute at a time; guards the three below
+	routeLinks        []links.Link // the cluster's links reroute read last
+	routeLinksAt      time.Time    // when
+	routeLinksReading bool         // a read is under way
 
 	refreshMu sync.Mutex // one refresh at a time: it may move the address
 

@@ -16,8 +16,15 @@ import (
 // route does not move back to it meanwhile.
 const relayLost = 30 * time.Second
 
-// routeLinks bounds the read of the cluster's links for a new route.
-const routeLinks = 2 * time.Second
+// The cluster's links a route is chosen from are read again at most every
+// routeLinksEvery (the agents' rows are read again every 5 s anyway), in the
+// background so that a row that does not come (a peer cut from this node)
+// holds up neither the upkeep nor a route's move, each read bounded by
+// routeLinksWait.
+const (
+	routeLinksEvery = 5 * time.Second
+	routeLinksWait  = 2 * time.Second
+)
 
 // next is the node a packet for peer is written to: the relay of its route
 // when the pair connects in neither direction (overlay.Route), else peer.
@@ -72,9 +79,10 @@ func (o *overlayNet) unreachedLocked(now time.Time) (tunnels, unreached map[stri
 }
 
 // reroute chooses again the way to each peer (overlay.Routes): at every
-// upkeep, reading the cluster's links afresh when fetch, and at once when a
-// tunnel comes up or goes down. With every peer reached directly, nothing is
-// read and every packet goes direct.
+// upkeep, reading the cluster's links again in the background when fetch and
+// they are older than routeLinksEvery, and at once when a tunnel comes up or
+// goes down. With every peer reached directly, nothing is read and every
+// packet goes direct.
 func (o *overlayNet) reroute(fetch bool) {
 	o.routeMu.Lock()
 	defer o.routeMu.Unlock()
@@ -83,16 +91,14 @@ func (o *overlayNet) reroute(fetch bool) {
 	o.mu.Unlock()
 	old := o.routes.Load()
 	if len(unreached) == 0 && (old == nil || len(*old) == 0) {
-		o.routeLinks = nil
 		return
 	}
-	if fetch || o.routeLinks == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), routeLinks)
-		l, err := o.a.links.Links(ctx, true)
-		cancel()
-		if err == nil {
-			o.routeLinks = l.Links
-		}
+	if fetch && time.Since(o.routeLinksAt) >= routeLinksEvery && !o.routeLinksReading {
+		o.routeLinksReading = true
+		go o.readRouteLinks()
+	}
+	if o.routeLinks == nil {
+		return // without a measure every relay looks alike: wait for the read
 	}
 	self := o.a.cfg.Name
 	members := []string{}
@@ -111,11 +117,29 @@ func (o *overlayNet) reroute(fetch bool) {
 	if old != nil {
 		for peer := range *old {
 			if _, ok := r[peer]; !ok {
-				o.a.log.Info("overlay: route direct again", "peer", peer)
+				o.a.log.Info("overlay: route not relayed any more", "peer", peer)
 			}
 		}
 	}
 	o.routes.Store(&r)
+}
+
+// readRouteLinks reads the cluster's links for reroute, then reroutes.
+func (o *overlayNet) readRouteLinks() {
+	ctx, cancel := context.WithTimeout(context.Background(), routeLinksWait)
+	l, err := o.a.links.Links(ctx, true)
+	cancel()
+	o.routeMu.Lock()
+	o.routeLinksReading = false
+	switch {
+	case err == nil:
+		o.routeLinks, o.routeLinksAt = l.Links, time.Now()
+	case o.routeLinks == nil:
+		o.routeLinks = []links.Link{} // route by what this node knows alone
+		o.a.log.Warn("overlay: the cluster's links could not be read to choose a relay", "err", err)
+	}
+	o.routeMu.Unlock()
+	o.reroute(false)
 }
 
 // markRoutes sets Via on this node's own links whose route goes through a
