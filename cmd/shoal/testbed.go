@@ -59,7 +59,9 @@ Subcommands:
                     as a NAT or firewall in front of NODE: NODE's own
                     connections to PEER, those made before, and UDP pass
                     (needs nft: Debian's nftables); with --both-ways, NODE's
-                    to PEER too: the pair connects in neither direction
+                    to PEER too: the pair connects in neither direction, each
+                    side's TCP from the other is reset (connects refused, the
+                    connections made before ended)
   unblock NODE --from PEER [--both-ways]
                     let PEER's new connections to NODE through again (and
                     NODE's to PEER)

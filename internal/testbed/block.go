@@ -19,9 +19,12 @@ const blockTable = "shoal_testbed"
 // connection's opening) is dropped as it comes in, so the peer's connect times
 // out, as behind a NAT or a firewall that drops; the host's own connections to
 // the peer (whose answers carry ACK) and those already made pass. From the
-// addresses of cut, every TCP segment is dropped: a pair blocked both ways has
-// no connection at all, as two sites behind NATs have none, so those made
-// before the block (an API client's kept-alive one) end too. The table is
+// addresses of cut, every TCP segment is answered with a reset: a pair
+// blocked both ways has no connection at all, as two sites behind NATs have
+// none, so those made before the block (an API client's kept-alive one, a
+// tunnel) end as soon as either side sends, instead of hanging as a silently
+// dropped one would for the minutes TCP retransmits; resets themselves pass,
+// so that each side's socket hears the other's rule. The table is
 // made, removed and made again in one transaction, so that the script is the
 // whole truth whatever was there before; with no address it is only removed.
 func blockRules(from, cut []string) string {
@@ -35,7 +38,7 @@ func blockRules(from, cut []string) string {
 		fmt.Fprintf(&b, "\t\tip saddr { %s } tcp flags & (syn | ack) == syn drop\n", strings.Join(from, ", "))
 	}
 	if len(cut) > 0 {
-		fmt.Fprintf(&b, "\t\tip saddr { %s } ip protocol tcp drop\n", strings.Join(cut, ", "))
+		fmt.Fprintf(&b, "\t\tip saddr { %s } tcp flags & rst == 0 reject with tcp reset\n", strings.Join(cut, ", "))
 	}
 	b.WriteString("\t}\n}\n")
 	return b.String()
@@ -45,8 +48,9 @@ func blockRules(from, cut []string) string {
 // --from PEER`): peer's connects to node time out, while node's connects to peer and
 // the connections made before pass, as when node is behind a NAT or a firewall that
 // lets out what it does not let in. UDP (membership's gossip) passes. Once node is
-// blocked from peer and peer from node (`--both-ways`), the pair's connections made
-// before are dropped too ([blockRules]). It needs nft (Debian's nftables,
+// blocked from peer and peer from node (`--both-ways`), each side's TCP from the other
+// is answered with a reset instead: their connects are refused, and the connections
+// made before end ([blockRules]). It needs nft (Debian's nftables,
 // scripts/deps.sh).
 func (b *Bed) Block(ctx context.Context, node, peer string) error {
 	return b.setBlock(ctx, node, peer, true)

@@ -23,7 +23,7 @@ table inet shoal_testbed {
 	chain input {
 		type filter hook input priority filter; policy accept;
 		ip saddr { 10.77.12.12 } tcp flags & (syn | ack) == syn drop
-		ip saddr { 10.77.12.13 } ip protocol tcp drop
+		ip saddr { 10.77.12.13 } tcp flags & rst == 0 reject with tcp reset
 	}
 }
 `},
