@@ -26,6 +26,11 @@ const (
 	routeLinksWait  = 2 * time.Second
 )
 
+// redialRelayed is how often a node dials again a peer it relays to, so that
+// a direct tunnel wins again once the pair connects, whatever carries the
+// packets (a job's peers are dialled every redialAfter anyway).
+const redialRelayed = 10 * time.Second
+
 // next is the node a packet for peer is written to: the relay of its route
 // when the pair connects in neither direction (overlay.Route), else peer.
 func (o *overlayNet) next(peer string) string {
@@ -86,10 +91,18 @@ func (o *overlayNet) unreachedLocked(now time.Time) (tunnels, unreached map[stri
 func (o *overlayNet) reroute(fetch bool) {
 	o.routeMu.Lock()
 	defer o.routeMu.Unlock()
-	o.mu.Lock()
-	tunnels, unreached := o.unreachedLocked(time.Now())
-	o.mu.Unlock()
+	now := time.Now()
 	old := o.routes.Load()
+	o.mu.Lock()
+	if fetch && old != nil {
+		for peer := range *old {
+			if p := o.peers[peer]; p != nil && p.t == nil && now.Sub(p.nextDial) >= redialRelayed-redialAfter {
+				o.dialLocked(peer, p, now)
+			}
+		}
+	}
+	tunnels, unreached := o.unreachedLocked(now)
+	o.mu.Unlock()
 	if len(unreached) == 0 && (old == nil || len(*old) == 0) {
 		return
 	}
