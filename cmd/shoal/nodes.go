@@ -61,7 +61,11 @@ refused, timed out or no route, and how long ago; a pair that cannot connect
 and was never measured shows - for RTT and BANDWIDTH. After the table, a line
 for each direction that cannot connect, with what the other direction does:
 "n2 -> n3 timed out 12s ago; n3 -> n2 reachable (one way only)", as behind a
-NAT or a firewall.
+NAT or a firewall. A pair that connects in neither direction is carried by the
+overlay through a relay (docs/overlay.md): its AGE says "(via n4)", and its RTT
+and BANDWIDTH are the path's (round trips added, the narrower bandwidth), as
+the node asked sees it (its own pairs also by its own dials that went
+unanswered; "via" in --json).
 
 Flags:
 `
@@ -207,7 +211,10 @@ func writeLinks(w io.Writer, ls []links.Link, now time.Time) {
 		if !x.Measured.IsZero() {
 			age = ago(x.Measured)
 		}
-		if x.Estimated {
+		switch {
+		case x.Via != "":
+			age += " (via " + x.Via + ")"
+		case x.Estimated:
 			age += " (estimated)"
 		}
 		connect := "-"

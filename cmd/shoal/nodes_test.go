@@ -73,3 +73,25 @@ n2 -> n3 timed out 12s ago; n3 -> n2 reachable (one way only)
 		t.Errorf("writeLinks =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A pair cut both ways shows the relay the overlay carries it through, with
+// the path's measures.
+func TestWriteLinksRelayed(t *testing.T) {
+	now := time.Unix(5000, 0)
+	reach := &links.Reach{Result: links.TimedOut, Checked: now.Add(-3 * time.Second)}
+	ls := []links.Link{
+		{From: "n2", To: "n3", RTT: job.Duration(700 * time.Microsecond), Bandwidth: 100e6, Estimated: true, Via: "n4", Reach: reach},
+		{From: "n3", To: "n2", RTT: job.Duration(700 * time.Microsecond), Bandwidth: 100e6, Estimated: true, Via: "n4", Reach: reach},
+	}
+	var b strings.Builder
+	writeLinks(&b, ls, now)
+	want := `FROM  TO  RTT    BANDWIDTH     AGE         CONNECT
+n2    n3  700µs  800.0 Mbit/s  - (via n4)  timed out 3s ago
+n3    n2  700µs  800.0 Mbit/s  - (via n4)  timed out 3s ago
+n2 -> n3 timed out 3s ago; n3 -> n2 timed out too
+n3 -> n2 timed out 3s ago; n2 -> n3 timed out too
+`
+	if got := b.String(); got != want {
+		t.Errorf("writeLinks =\n%s\nwant\n%s", got, want)
+	}
+}

@@ -54,13 +54,17 @@ Subcommands:
   kill NODE         SIGKILL every process in NODE (the host stays)
   cut NODE          take NODE's link down (packets vanish, processes live on)
   heal NODE         bring NODE's link up again
-  block NODE --from PEER
+  block NODE --from PEER [--both-ways]
                     drop PEER's new TCP connections to NODE (they time out),
                     as a NAT or firewall in front of NODE: NODE's own
                     connections to PEER, those made before, and UDP pass
-                    (needs nft: Debian's nftables)
-  unblock NODE --from PEER
-                    let PEER's new connections to NODE through again
+                    (needs nft: Debian's nftables); with --both-ways, NODE's
+                    to PEER too: the pair connects in neither direction, each
+                    side's TCP from the other is reset (connects refused, the
+                    connections made before ended)
+  unblock NODE --from PEER [--both-ways]
+                    let PEER's new connections to NODE through again (and
+                    NODE's to PEER)
   readdress NODE [--to ADDR]
                     give NODE a new address on its link, the old one removed,
                     as a phone changing networks (default 10.77.I.(100+K))

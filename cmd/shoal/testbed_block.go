@@ -15,7 +15,8 @@ func tbUnblock(c *tbCtx, args []string) int { return tbSetBlock(c, args, false) 
 func tbSetBlock(c *tbCtx, args []string, block bool) int {
 	fs := c.flags()
 	from := fs.String("from", "", "the host whose new connections to NODE are dropped (or let through again)")
-	const usage = "[--instance I] NODE --from PEER"
+	both := fs.Bool("both-ways", false, "and NODE's new connections to PEER too: the pair connects in neither direction (the overlay relays it)")
+	const usage = "[--instance I] NODE --from PEER [--both-ways]"
 	rest, code := c.parse(args, usage)
 	if code >= 0 {
 		return code
@@ -41,6 +42,11 @@ func tbSetBlock(c *tbCtx, args []string, block bool) int {
 	}
 	if err := set(b, context.Background(), rest[0], *from); err != nil {
 		return c.fail(err)
+	}
+	if *both {
+		if err := set(b, context.Background(), *from, rest[0]); err != nil {
+			return c.fail(err)
+		}
 	}
 	return exitOK
 }

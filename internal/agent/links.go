@@ -401,6 +401,9 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 	}
 	wg.Wait()
 	out := links.List{Links: links.Complete(names, links.FreshReach(rows, time.Now(), reachMaxAge(p.reach, len(names)-1)))}
+	if p.a.overlay != nil {
+		out.Links = p.a.overlay.markRoutes(out.Links)
+	}
 	if len(skipped) > 0 {
 		out.Skipped = skipped
 	}

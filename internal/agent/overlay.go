@@ -12,6 +12,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/errkind"
+	"shoal/internal/links"
 	"shoal/internal/membership"
 	"shoal/internal/overlay"
 )
@@ -51,6 +52,14 @@ type overlayNet struct {
 
 	addr  atomic.Pointer[netip.Addr]
 	table atomic.Pointer[overlay.Table]
+	// routes are the peers reached through a relay, by peer ("" for none
+	// can be): overlay.Route, chosen again by reroute.
+	routes atomic.Pointer[map[string]string]
+
+	routeMu           sync.Mutex   // one reroute at a time; guards the three below
+	routeLinks        []links.Link // the cluster's links reroute read last
+	routeLinksAt      time.Time    // when
+	routeLinksReading bool         // a read is under way
 
 	refreshMu sync.Mutex // one refresh at a time: it may move the address
 
@@ -68,6 +77,9 @@ type overlayPeer struct {
 	queuedAt time.Time // of the oldest queued packet
 	dialing  bool
 	nextDial time.Time
+	// tryingSince is when this node first dialled the peer since their
+	// last tunnel; lostAt when a tunnel in use with it broke (see reroute).
+	tryingSince, lostAt time.Time
 }
 
 // tunnel is one connection to a peer carrying frames both ways.
@@ -212,7 +224,7 @@ func (o *overlayNet) readDevice() {
 		if !ok || peer == o.a.cfg.Name {
 			continue // no node has it: the sender's TCP times out, as on any network
 		}
-		o.send(peer, append([]byte(nil), buf[:n]...))
+		o.send(o.next(peer), append([]byte(nil), buf[:n]...))
 	}
 }
 
@@ -253,6 +265,9 @@ func (o *overlayNet) dialLocked(peer string, p *overlayPeer, now time.Time) {
 		return
 	}
 	p.dialing = true
+	if p.tryingSince.IsZero() {
+		p.tryingSince = now
+	}
 	o.done.Add(1)
 	go o.dial(peer)
 }
@@ -324,6 +339,7 @@ func (o *overlayNet) carry(peer, dialer string, conn io.ReadWriteCloser) {
 		return
 	}
 	p.t = t
+	p.tryingSince, p.lostAt = time.Time{}, time.Time{}
 	for _, pkt := range p.queue {
 		if time.Since(p.queuedAt) < queueFor {
 			t.send <- pkt
@@ -340,14 +356,19 @@ func (o *overlayNet) carry(peer, dialer string, conn io.ReadWriteCloser) {
 	default:
 	}
 	o.a.log.Info("overlay: tunnel up", "peer", peer, "dialled_by", dialer)
+	go o.reroute(false) // a direct tunnel wins again
 	go o.write(t)
 	err := o.read(t)
 	o.mu.Lock()
 	if p.t == t {
 		p.t = nil
+		if time.Since(time.Unix(0, t.last.Load())) < tunnelIdle {
+			p.lostAt = time.Now() // broke in use, not closed idle
+		}
 	}
 	o.mu.Unlock()
 	t.close()
+	o.reroute(false) // a relay lost: the next-best one at once
 	o.a.log.Info("overlay: tunnel down", "peer", peer, "err", err)
 }
 
@@ -386,9 +407,10 @@ func (o *overlayNet) write(t *tunnel) {
 	}
 }
 
-// read writes the packets t brings into the device: those from the peer's
-// overlay address to this node's, nothing else (a node cannot speak for
-// another through its tunnel).
+// read writes the packets t brings into the device: those to this node's
+// overlay address from a live member's (the peer's own, or another's the peer
+// relayed), nothing else; and forwards those from the peer to another member
+// (the peer's relay is this node).
 func (o *overlayNet) read(t *tunnel) error {
 	r := bufio.NewReaderSize(t.conn, 64<<10)
 	buf := make([]byte, overlay.MTU)
@@ -400,10 +422,14 @@ func (o *overlayNet) read(t *tunnel) error {
 		t.touch()
 		src, ok1 := overlay.Source(pkt)
 		dst, ok2 := overlay.Destination(pkt)
-		if !ok1 || !ok2 || dst != o.Addr() {
+		if !ok1 || !ok2 {
 			continue
 		}
-		if owner, ok := o.table.Load().Owner(src); !ok || owner != t.peer {
+		if dst != o.Addr() {
+			o.forward(t, src, dst, pkt)
+			continue
+		}
+		if !o.accepts(src) {
 			continue
 		}
 		if _, err := o.dev.Write(pkt); err != nil {
@@ -444,6 +470,7 @@ func (o *overlayNet) upkeep() {
 		}
 		o.refresh()
 		o.keepUp()
+		o.reroute(true)
 	}
 }
 

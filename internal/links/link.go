@@ -12,7 +12,8 @@ import (
 // not measured but inferred through a third node. Reach is From's last
 // connect to To's API address (nil from a node that does not check, or when
 // it has not yet): a pair that cannot connect has a Reach and no round trip
-// or bandwidth ([Link.Unmeasured]) until it is measured.
+// or bandwidth ([Link.Unmeasured]) until it is measured, or until it is
+// estimated through the relay that carries it (Via).
 type Link struct {
 	From      string       `json:"from"`
 	To        string       `json:"to"`
@@ -21,6 +22,9 @@ type Link struct {
 	Measured  time.Time    `json:"measured,omitzero"`
 	Estimated bool         `json:"estimated,omitzero"`
 	Reach     *Reach       `json:"reach,omitempty"`
+	// Via is the relay of a pair that connects in neither direction: the
+	// link is the path through it ([Complete], [Relay]).
+	Via string `json:"via,omitempty"`
 }
 
 // Unmeasured reports whether l carries no measure, only its Reach.

@@ -64,7 +64,11 @@ type pair struct{ from, to string }
 // measured or estimated from measured: the measured ones as they are (the
 // newest of duplicates), the others estimated as the package doc says, each
 // with the newest Reach of its direction; a pair with no measure and no estimate
-// but a Reach is given with that alone. The result is sorted by from, then to.
+// but a Reach is given with that alone. A pair whose facts say it connects in
+// neither direction ([Neither]) is the overlay's relayed pair: its link is the
+// best relay's path ([Relay]), Via naming the relay, through nodes that pair
+// connects with, whatever was measured of it before; it has no link when no
+// node can relay it. The result is sorted by from, then to.
 func Complete(nodes []string, measured []Link) []Link {
 	known := map[pair]Link{}
 	reach := map[pair]*Reach{}
@@ -90,10 +94,25 @@ func Complete(nodes []string, measured []Link) []Link {
 		l, ok := known[pair{b, a}]
 		return l, ok
 	}
+	facts := make(map[Pair]Reach, len(reach))
+	for k, r := range reach {
+		facts[Pair{k.from, k.to}] = *r
+	}
+	usable := func(x, y string) bool { return !Neither(facts, x, y) }
 	var out []Link
 	for _, a := range nodes {
 		for _, b := range nodes {
 			if a == b {
+				continue
+			}
+			if Neither(facts, a, b) {
+				// A pair cut both ways is what the overlay relays: its link is
+				// the relay's path, whatever was measured before the cut.
+				if p, ok := Relay(a, b, nodes, usable, get); ok {
+					out = append(out, Link{From: a, To: b, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true, Via: p.Via})
+				} else {
+					out = append(out, Link{From: a, To: b, Reach: reach[pair{a, b}]})
+				}
 				continue
 			}
 			if l, ok := known[pair{a, b}]; ok {
@@ -104,24 +123,8 @@ func Complete(nodes []string, measured []Link) []Link {
 				out = append(out, Link{From: a, To: b, RTT: l.RTT, Bandwidth: l.Bandwidth, Measured: l.Measured, Estimated: true})
 				continue
 			}
-			var best Link
-			found := false
-			for _, c := range nodes {
-				if c == a || c == b {
-					continue
-				}
-				ac, ok1 := get(a, c)
-				cb, ok2 := get(c, b)
-				if !ok1 || !ok2 {
-					continue
-				}
-				e := Link{From: a, To: b, RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth), Estimated: true}
-				if !found || e.Bandwidth > best.Bandwidth || e.Bandwidth == best.Bandwidth && e.RTT < best.RTT {
-					best, found = e, true
-				}
-			}
-			if found {
-				out = append(out, best)
+			if p, ok := Relay(a, b, nodes, usable, get); ok {
+				out = append(out, Link{From: a, To: b, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true})
 			} else if r := reach[pair{a, b}]; r != nil {
 				out = append(out, Link{From: a, To: b, Reach: r})
 			}

@@ -18,25 +18,40 @@ const blockTable = "shoal_testbed"
 // says: a TCP segment from one of the addresses with SYN and without ACK (a
 // connection's opening) is dropped as it comes in, so the peer's connect times
 // out, as behind a NAT or a firewall that drops; the host's own connections to
-// the peer (whose answers carry ACK) and those already made pass. The table is
+// the peer (whose answers carry ACK) and those already made pass. From the
+// addresses of cut, every TCP segment is answered with a reset: a pair
+// blocked both ways has no connection at all, as two sites behind NATs have
+// none, so those made before the block (an API client's kept-alive one, a
+// tunnel) end as soon as either side sends, instead of hanging as a silently
+// dropped one would for the minutes TCP retransmits; resets themselves pass,
+// so that each side's socket hears the other's rule. The table is
 // made, removed and made again in one transaction, so that the script is the
 // whole truth whatever was there before; with no address it is only removed.
-func blockRules(from []string) string {
+func blockRules(from, cut []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\n", blockTable, blockTable)
-	if len(from) == 0 {
+	if len(from) == 0 && len(cut) == 0 {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "table inet %s {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n", blockTable)
-	fmt.Fprintf(&b, "\t\tip saddr { %s } tcp flags & (syn | ack) == syn drop\n\t}\n}\n", strings.Join(from, ", "))
+	if len(from) > 0 {
+		fmt.Fprintf(&b, "\t\tip saddr { %s } tcp flags & (syn | ack) == syn drop\n", strings.Join(from, ", "))
+	}
+	if len(cut) > 0 {
+		fmt.Fprintf(&b, "\t\tip saddr { %s } tcp flags & rst == 0 reject with tcp reset\n", strings.Join(cut, ", "))
+	}
+	b.WriteString("\t}\n}\n")
 	return b.String()
 }
 
 // Block drops the new TCP connections from peer to node (`shoal testbed block NODE
 // --from PEER`): peer's connects to node time out, while node's connects to peer and
 // the connections made before pass, as when node is behind a NAT or a firewall that
-// lets out what it does not let in. UDP (membership's gossip) passes. It needs nft
-// (Debian's nftables, scripts/deps.sh).
+// lets out what it does not let in. UDP (membership's gossip) passes. Once node is
+// blocked from peer and peer from node (`--both-ways`), each side's TCP from the other
+// is answered with a reset instead: their connects are refused, and the connections
+// made before end ([blockRules]). It needs nft (Debian's nftables,
+// scripts/deps.sh).
 func (b *Bed) Block(ctx context.Context, node, peer string) error {
 	return b.setBlock(ctx, node, peer, true)
 }
@@ -75,8 +90,11 @@ func (b *Bed) setBlock(ctx context.Context, node, peer string, block bool) error
 	case !block && i >= 0:
 		h.BlockedFrom = slices.Delete(h.BlockedFrom, i, i+1)
 	}
-	if err := b.applyBlocks(ctx, st, h); err != nil {
-		return err
+	// p's rules change too when the pair becomes, or stops being, blocked both ways.
+	for _, x := range []*Host{h, p} {
+		if err := b.applyBlocks(ctx, st, x); err != nil {
+			return err
+		}
 	}
 	return st.save(b.n)
 }
@@ -84,19 +102,23 @@ func (b *Bed) setBlock(ctx context.Context, node, peer string, block bool) error
 // applyBlocks makes host h's blocks those its BlockedFrom names, at the peers'
 // present addresses.
 func (b *Bed) applyBlocks(ctx context.Context, st *state, h *Host) error {
-	var ips []string
+	var ips, cut []string
 	for _, name := range h.BlockedFrom {
 		p, err := st.host(name)
 		if err != nil {
 			return err
 		}
-		ips = append(ips, p.IP)
+		if slices.Contains(p.BlockedFrom, h.Name) {
+			cut = append(cut, p.IP)
+		} else {
+			ips = append(ips, p.IP)
+		}
 	}
 	if _, err := exec.LookPath("nft"); err != nil {
 		return fmt.Errorf("testbed: blocking connections needs nft (apt-get install nftables, or scripts/deps.sh): %w", err)
 	}
 	script := filepath.Join(h.Dir, "blocks.nft")
-	if err := os.WriteFile(script, []byte(blockRules(ips)), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(blockRules(ips, cut)), 0o644); err != nil {
 		return err
 	}
 	if err := b.n.sh(ctx, "ip", "netns", "exec", h.Netns, "nft", "-f", script); err != nil {

@@ -3,14 +3,20 @@
 // connects one way only (`shoal testbed block n3 --from n2`), where Open MPI on
 // the hosts' own addresses hangs, heat ends with the checksum of an
 // uninterrupted run, and the testbed's bridge carries no TCP segment but to
-// and from the agents' ports (TLS) while it runs.
-// The tests share one testbed (instance 254): three hosts of two cores, their
-// agents started with --overlay auto.
+// and from the agents' ports (TLS) while it runs; and across a pair that
+// connects in neither direction, relayed by a third node, heat ends with the
+// same checksum though its relay is killed mid-job.
+// The tests share one testbed (instance 254): four hosts of two cores, their
+// agents started with --overlay auto, n1's link limited to 100 Mbit/s (so that
+// n4 is the wider relay for any pair of the others; not narrower, or relaying
+// a pair's halos after n4's loss fills it and the job store's leader there
+// loses its quorum's heartbeats), the jobs' ranks packed on n1, n2 and n3.
 package overlay
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +25,7 @@ import (
 	"time"
 
 	"shoal/internal/job"
+	"shoal/internal/links"
 	"shoal/internal/node"
 	"shoal/internal/testbed"
 	"shoal/test/testenv"
@@ -27,7 +34,7 @@ import (
 
 const instance = 254
 
-var bed = &testenv.Shared{Config: testbed.Config{Nodes: 3, Cores: []int{2}, Instance: instance, AgentArgs: []string{"--overlay", "auto"}}}
+var bed = &testenv.Shared{Config: testbed.Config{Nodes: 4, Cores: []int{2}, Rate: []string{"100mbit", "", "", ""}, Instance: instance, AgentArgs: []string{"--overlay", "auto"}}}
 
 func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
@@ -41,7 +48,7 @@ func shoal(t *testing.T, b *testbed.Bed, args ...string) string {
 	return string(out)
 }
 
-// overlayNodes waits until the three hosts announce their overlay addresses,
+// overlayNodes waits until the four hosts announce their overlay addresses,
 // each different, and returns them by node.
 func overlayNodes(t *testing.T, b *testbed.Bed) map[string]string {
 	t.Helper()
@@ -57,18 +64,185 @@ func overlayNodes(t *testing.T, b *testbed.Bed) map[string]string {
 				got[n.Name], seen[n.Overlay] = n.Overlay, true
 			}
 		}
-		if len(got) == 3 {
+		if len(got) == 4 {
 			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s, overlay addresses %v: want 3 different ones", got)
+			t.Fatalf("after 30 s, overlay addresses %v: want 4 different ones", got)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 }
 
-// With n2's new connections to n3 dropped, heat on 6 ranks in blocks over the
-// three hosts (n1:0-1 n2:2-3 n3:4-5) with --mpi-overlay ends with the
+// With n2 and n3 unable to open a connection to each other either way, heat
+// on 6 ranks packed on n1, n2 and n3 with --mpi-overlay has the pair's
+// packets relayed by n4 (its links wider than n1's): the relay n2 shows in
+// `shoal nodes --links --json` is killed mid-job, the route moves to the
+// next-best relay (n1), TCP inside the overlay retransmits what was lost, and
+// the job ends with the checksum of an uninterrupted run without a restart.
+// It runs before TestOneWayPair: a block drops new connections only, so a
+// tunnel n2-n3 that a job left up would carry the pair directly.
+func TestRelayedPair(t *testing.T) {
+	b := bed.Up(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("no nft (Debian's nftables, scripts/deps.sh): shoal testbed block needs it")
+	}
+	overlayNodes(t, b)
+	heat := testenv.Built(t, "build/examples/heat")
+	args := []string{"--size", "200", "--steps", relaySteps}
+	want := testenv.Reference(t, 6, args...)
+
+	waitMeasured(t, b)
+
+	ctx := context.Background()
+	for _, p := range [][2]string{{"n3", "n2"}, {"n2", "n3"}} {
+		if err := b.Block(ctx, p[0], p[1]); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Unblock(context.Background(), p[0], p[1]) })
+	}
+	const id = "overlay-relayed"
+	runCtx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	cmd, err := b.Command(runCtx, "n1", append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "--job-id", id,
+		"-n", "6", "--no-replan", "--layout", "packed", "--mpi-overlay", "--", heat}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out watch.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	relay := relayOf(t, b, "n2", "n3", "", done, &out)
+	// The pair's ranks talk through the relay alone: the job steps on.
+	steps := strings.Count(out.String(), "] step ")
+	for strings.Count(out.String(), "] step ") == steps {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended (%v) before it made a step relayed by %s:\n%s", err, relay, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	var j job.Job
+	if err := json.Unmarshal([]byte(shoal(t, b, "jobs", id, "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if _, carries := j.Placement[relay]; carries || relay == j.Coordinator {
+		t.Fatalf("n2 -> n3 relayed by %s, which runs ranks or the coordinator (placement %v, coordinator %s): want n4, wider than n1's 100 Mbit/s", relay, j.Placement, j.Coordinator)
+	}
+	if n, err := b.Kill(ctx, relay); err != nil {
+		t.Fatalf("kill the relay %s: %v", relay, err)
+	} else {
+		t.Logf("killed the relay %s (%d processes)", relay, n)
+	}
+	t.Cleanup(func() {
+		if err := b.StartAgent(context.Background(), relay); err != nil {
+			t.Errorf("start %s's agent again: %v", relay, err)
+		}
+	})
+	next := relayOf(t, b, "n2", "n3", relay, done, &out)
+	t.Logf("n2 -> n3 relayed by %s, then by %s once %s was killed", relay, next, relay)
+
+	if err := <-done; err != nil {
+		t.Fatalf("shoal run --mpi-overlay across n2 and n3 cut both ways: %v\n%s", err, out.String())
+	}
+	if got := watch.Field(out.String(), "checksum"); got != want {
+		t.Errorf("checksum %q, want %q (uninterrupted run)\n%s", got, want, out.String())
+	}
+	for _, e := range events(t, b, id) {
+		if e.Type == job.EventRestart || e.Type == job.EventNodeLost {
+			t.Errorf("the job did not go on over the next relay: %s event %q", e.Type, e.Message)
+		}
+	}
+	for _, n := range []string{"n2", "n3"} {
+		log, _ := os.ReadFile(filepath.Join(b.Dir(), n, "agent.log"))
+		var routes []string
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "overlay: route") || strings.Contains(line, "overlay: tunnel") {
+				routes = append(routes, line)
+			}
+		}
+		t.Logf("%s's tunnels and routes:\n%s", n, strings.Join(routes, "\n"))
+	}
+}
+
+// relaySteps makes heat last long enough over a relay for the relay to be
+// killed while it runs.
+const relaySteps = "6000"
+
+// relayOf waits until node from's agent routes its packets for node to
+// through a relay other than not (from `shoal nodes --links --json` there),
+// and returns it; it fails the test when the job ends first or after 90 s.
+func relayOf(t *testing.T, b *testbed.Bed, from, to, not string, done <-chan error, out *watch.Buffer) string {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		raw, err := b.Exec(context.Background(), from, filepath.Join(testenv.Root, "bin/shoal"), "nodes", "--links", "--json")
+		var l links.List
+		if err == nil && json.Unmarshal(raw, &l) == nil {
+			for _, x := range l.Links {
+				if x.From == from && x.To == to && x.Via != "" && x.Via != not {
+					return x.Via
+				}
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended (%v) before %s routed to %s through a relay other than %q:\n%s", err, from, to, not, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90 s, %s does not route to %s through a relay other than %q:\n%s", from, to, not, raw)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitMeasured waits until every pair of the four hosts has a measured link
+// (either way), as n1 lists them: the relay is chosen by the measures.
+func waitMeasured(t *testing.T, b *testbed.Bed) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var l links.List
+		if err := json.Unmarshal([]byte(shoal(t, b, "nodes", "--links", "--json")), &l); err != nil {
+			t.Fatal(err)
+		}
+		measured := map[[2]string]bool{}
+		for _, x := range l.Links {
+			if !x.Estimated && !x.Unmeasured() {
+				measured[[2]string{min(x.From, x.To), max(x.From, x.To)}] = true
+			}
+		}
+		if len(measured) == 6 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s, measured pairs %v: want the 6 of the four hosts", measured)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// events are job id's events as n1's agent lists them.
+func events(t *testing.T, b *testbed.Bed, id string) []job.Event {
+	t.Helper()
+	var evs []job.Event
+	for _, line := range strings.Split(strings.TrimSpace(shoal(t, b, "events", "--json", id)), "\n") {
+		var e job.Event
+		if err := json.Unmarshal([]byte(line), &e); err == nil {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+// With n2's new connections to n3 dropped, heat on 6 ranks packed on the
+// first three hosts (n1:0-1 n2:2-3 n3:4-5) with --mpi-overlay ends with the
 // checksum of an uninterrupted run: n3 dials the tunnel n2 cannot, and it
 // carries both directions. Meanwhile the bridge carries TCP between the hosts
 // on the agents' ports only: no MPI byte outside the TLS tunnels.
@@ -87,7 +261,7 @@ func TestOneWayPair(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Unblock(context.Background(), "n3", "n2") })
-	capture, err := startCapture("shoalbr254", agentPorts)
+	capture, err := startCapture(fmt.Sprintf("shoalbr%d", instance), agentPorts)
 	if err != nil {
 		t.Fatalf("capture on the bridge: %v", err)
 	}
@@ -96,7 +270,7 @@ func TestOneWayPair(t *testing.T) {
 	runCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	out, err := b.Exec(runCtx, "n1", append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "--job-id", "overlay-oneway",
-		"-n", "6", "--no-replan", "--mpi-overlay", "--", heat}, args...)...)
+		"-n", "6", "--no-replan", "--layout", "packed", "--mpi-overlay", "--", heat}, args...)...)
 	if err != nil {
 		t.Fatalf("shoal run --mpi-overlay across n3 blocked from n2: %v\n%s", err, out)
 	}

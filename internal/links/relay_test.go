@@ -1,0 +1,93 @@
+package links
+
+import (
+	"testing"
+	"time"
+
+	"shoal/internal/place"
+)
+
+func TestPathBetter(t *testing.T) {
+	for _, tt := range []struct {
+		p, q Path
+		want bool
+	}{
+		{Path{"c", 9, 100}, Path{"d", 1, 50}, true},   // the wider bottleneck first
+		{Path{"c", 2, 100}, Path{"d", 1, 100}, false}, // then the shorter round trip
+		{Path{"c", 1, 100}, Path{"d", 1, 100}, true},  // then the name
+		{Path{"d", 1, 100}, Path{"c", 1, 100}, false},
+	} {
+		if got := tt.p.Better(tt.q); got != tt.want {
+			t.Errorf("%+v.Better(%+v) = %v, want %v", tt.p, tt.q, got, tt.want)
+		}
+	}
+}
+
+func TestNeither(t *testing.T) {
+	now := time.Unix(5000, 0)
+	m := map[Pair]Reach{
+		{"a", "b"}: {TimedOut, now}, {"b", "a"}: {Refused, now}, // cut both ways
+		{"a", "c"}: {TimedOut, now}, {"c", "a"}: {Reachable, now}, // one way
+		{"b", "c"}: {NoRoute, now}, // the other way not checked
+	}
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"a", "b", true}, {"b", "a", true},
+		{"a", "c", false}, {"c", "a", false},
+		{"b", "c", false},
+		{"a", "d", false},
+	} {
+		if got := Neither(m, tt.a, tt.b); got != tt.want {
+			t.Errorf("Neither(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+// A pair measured before it was cut both ways (n2, n3) is, for the planner,
+// the path through its best relay: n4, whose links are wider than n1's
+// (n1's 10 Mbit/s), with the bottleneck bandwidth and the round trips added;
+// a relay the pair connects with in neither direction is no candidate.
+func TestCompleteRelaysCutPair(t *testing.T) {
+	now := time.Unix(5000, 0)
+	withReach := func(l Link, r Result) Link {
+		l.Reach = &Reach{Result: r, Checked: now}
+		return l
+	}
+	rows := []Link{
+		withReach(link("n2", "n3", 0.1, 5000, false), TimedOut), // measured before the cut
+		reachLink("n3", "n2", TimedOut, now),
+		link("n1", "n2", 0.2, 10, false), link("n1", "n3", 0.2, 10, false),
+		link("n4", "n2", 0.3, 900, false), link("n3", "n4", 0.4, 800, false),
+		link("n5", "n2", 0.1, 9000, false), link("n5", "n3", 0.1, 9000, false),
+		reachLink("n5", "n3", Refused, now), reachLink("n3", "n5", TimedOut, now), // n5 cannot reach n3
+	}
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	got := map[Pair]Link{}
+	for _, l := range Complete(nodes, rows) {
+		got[Pair{l.From, l.To}] = l
+	}
+	for _, p := range []Pair{{"n2", "n3"}, {"n3", "n2"}} {
+		l := got[p]
+		want := link(p.From, p.To, 0.7, 800, true)
+		if l.Via != "n4" || l.RTT != want.RTT || l.Bandwidth != want.Bandwidth || !l.Estimated || l.Reach == nil || l.Reach.Result != TimedOut {
+			t.Errorf("%s->%s = %+v, want through n4: 0.7 ms, 800 Mbit/s, estimated, its own timed-out Reach", p.From, p.To, l)
+		}
+	}
+	if l := got[Pair{"n1", "n2"}]; l.Via != "" {
+		t.Errorf("n1->n2 = %+v: a pair that connects is not relayed", l)
+	}
+	pl := ForPlanner(Complete(nodes, rows))
+	if l, ok := pl[place.NodePair{A: "n2", B: "n3"}]; !ok || l.Bandwidth != 800e6/8 {
+		t.Errorf("the planner's n2-n3 = %+v (%v), want the path's bottleneck 800 Mbit/s", l, ok)
+	}
+	// With no node to relay through, the cut pair has its facts and no measure.
+	got = map[Pair]Link{}
+	for _, l := range Complete([]string{"n2", "n3"}, rows) {
+		got[Pair{l.From, l.To}] = l
+	}
+	if l := got[Pair{"n2", "n3"}]; !l.Unmeasured() || l.Reach == nil || l.Via != "" {
+		t.Errorf("n2->n3 with no relay = %+v, want its Reach alone", l)
+	}
+}
