@@ -477,7 +477,7 @@ func (o *overlayNet) jobGranted(job string) {
 		return
 	}
 	info, _, err := o.a.store.Job(job)
-	if err != nil || !info.Spec.MPIOverlay {
+	if err != nil || !info.Spec.OnOverlay() {
 		return
 	}
 	o.mu.Lock()
