@@ -100,6 +100,9 @@ func newTunnel(peer, dialer string, conn io.ReadWriteCloser) *tunnel {
 // waits, which saves the packet a hand-off to the writer's goroutine (a
 // wake-up, on another thread when the runtime has one idle, each way); else
 // it queues a copy for the writer. It reports false when the queue is full.
+// A write into a connection whose send buffer is full waits for room, and
+// holds up the caller (the device's reader, so every peer's packets) as long:
+// the kernel's TCP sends what the buffer holds at the link's pace meanwhile.
 func (t *tunnel) put(pkt []byte) bool {
 	if t.pending.Load() == 0 && t.wmu.TryLock() {
 		if t.pending.Load() == 0 {
