@@ -84,6 +84,7 @@ type agentOptions struct {
 	reachInterval                   time.Duration
 	storeLease                      time.Duration
 	overlay                         string
+	mpiEncrypt                      bool
 	fileQuota                       string
 	connsPerUser                    int
 	metricsListen                   string
@@ -117,6 +118,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.DurationVar(&o.reachInterval, "reach-interval", agent.DefaultReachInterval, "how often to open a new connection to up to 16 live peers' agents, those checked longest ago first, to see which can be reached (shoal nodes --links, CONNECT)")
 	fs.DurationVar(&o.storeLease, "store-lease", jobstore.DefaultLease, "how long the job store's leader keeps the lead without hearing from a quorum of voters; a follower waits twice this before it stands for election. Longer keeps the lead on nodes short of CPU or behind links that stall, and makes a lost leader's jobs wait as much longer for their new coordinator (docs/architecture.md, \"The lease\")")
 	fs.StringVar(&o.overlay, "overlay", "", "carry the overlay MPI jobs run over with shoal run --mpi-overlay (docs/overlay.md): create the TUN device shoal0 (needs root) with this node's address `ADDR`: auto (chosen from --name, kept across restarts) or one of 100.64.0.0/10, and tunnel its packets to the other nodes' agents over their API's TLS (default: no overlay)")
+	fs.BoolVar(&o.mpiEncrypt, "mpi-encrypt", false, "encrypt the MPI traffic between nodes of every job submitted to this node, as shoal run --mpi-encrypt does (its jobs need --overlay on their nodes); a job cannot opt out. Give it to every agent of the cluster: a job is encrypted when it, the node it is submitted to or the leader of the job store asks (docs/security.md)")
 	fs.StringVar(&o.fileQuota, "file-quota", o.fileQuota, "bytes of files each local user other than root may have in this node's file cache, uploaded through the agent's socket: 10G, 512M, ... (0: no quota; docs/api.md#limits)")
 	fs.IntVar(&o.connsPerUser, "conns-per-user", o.connsPerUser, "connections each local user other than root may hold open on the agent's socket (0: no bound; docs/api.md#limits)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve GET /metrics in plain HTTP, without a certificate, on this IP:PORT, for a scraper on this machine: a loopback address such as 127.0.0.1:9108 (docs/metrics.md)")
@@ -247,7 +249,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 	if file != nil {
 		defer file.Close()
 	}
-	mpi := o.mpi
+	mpi, encrypt := o.mpi, o.mpiEncrypt
 	cfg := agent.Config{
 		DataDir:       o.dataDir,
 		Name:          o.name,
@@ -267,7 +269,7 @@ func runAgent(args []string, onTerm func(*slog.Logger), stdout, stderr io.Writer
 		Overlay:       o.overlay,
 		Version:       version,
 		Log:           log,
-		Ready:         func(a *agent.Agent) error { return plugCoordinator(a, mpi) },
+		Ready:         func(a *agent.Agent) error { return plugCoordinator(a, mpi, encrypt) },
 	}
 	cfg.FileQuota, cfg.MaxConnsPerUser = quota, connsPerUser
 	cfg.MetricsListen, cfg.MetricsPublic = o.metricsListen, o.metricsPublic

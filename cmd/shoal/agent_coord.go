@@ -53,8 +53,9 @@ func (p peer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) 
 
 // plugCoordinator makes a's node able to coordinate jobs: the job routes of its API
 // and its file store are served by a coordinator service, which launches with
-// engine the jobs that name none.
-func plugCoordinator(a *agent.Agent, engine string) error {
+// engine the jobs that name none, and encrypts the MPI of every job submitted
+// here when mpiEncrypt is set (shoal agent --mpi-encrypt).
+func plugCoordinator(a *agent.Agent, engine string, mpiEncrypt bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -67,13 +68,15 @@ func plugCoordinator(a *agent.Agent, engine string) error {
 		// One client per node, shared with the agent's own calls, so that the
 		// coordinator's calls (several per node at every launch and poll) reuse
 		// kept-alive connections instead of each dialling anew.
-		Peer:     func(n node.Node) coord.Peer { return peer{a.Peer(n.API)} },
-		Agent:    func(n node.Node) *api.Client { return a.Peer(n.API) },
-		Store:    a.Store(),
-		Links:    a.Links,
-		Engine:   engine,
-		Failures: a.Failures,
-		NodeLost: a.NodeLost,
+		Peer:   func(n node.Node) coord.Peer { return peer{a.Peer(n.API)} },
+		Agent:  func(n node.Node) *api.Client { return a.Peer(n.API) },
+		Store:  a.Store(),
+		Links:  a.Links,
+		Engine: engine,
+		// The jobs submitted here carry it, whoever coordinates them.
+		MPIEncrypt: mpiEncrypt,
+		Failures:   a.Failures,
+		NodeLost:   a.NodeLost,
 	})
 	a.SetJobService(svc)
 	// Before this node, leading the job store, passes the lead on as it leaves,

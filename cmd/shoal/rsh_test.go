@@ -330,7 +330,7 @@ func buildShoalRsh(t *testing.T, dir string) string {
 func rshSocketAgent(t *testing.T) string {
 	t.Helper()
 	a, orted := rshAgent(t, "j1")
-	if err := plugCoordinator(a, "openmpi"); err != nil {
+	if err := plugCoordinator(a, "openmpi", false); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SHOAL_SECRET_FILE", "")

@@ -112,6 +112,7 @@ type runFlags struct {
 	layout     string
 	noReplan   bool
 	mpiOverlay bool
+	mpiEncrypt bool
 	// maxOversubscribe is how many ranks per core a cluster job may place on a node.
 	maxOversubscribe float64
 	// ranksPerNode bounds the ranks of any one node (0: no bound).
@@ -152,7 +153,7 @@ func (f runFlags) jobSpec(argv []string, files []job.File) job.Spec {
 		CheckpointInterval: job.Duration(f.ckptInterval.d), CheckpointAuto: f.ckptInterval.auto, MTBF: job.Duration(f.mtbf), MaxRestarts: f.maxRestarts,
 		HangAfter:        job.Duration(f.hangAfter),
 		MaxOversubscribe: f.maxOversubscribe, RanksPerNode: f.ranksPerNode, Relocation: f.relocation,
-		Layout: f.layout, NoReplan: f.noReplan, MPIOverlay: f.mpiOverlay, Engine: f.engine,
+		Layout: f.layout, NoReplan: f.noReplan, MPIOverlay: f.mpiOverlay, MPIEncrypt: f.mpiEncrypt, Engine: f.engine,
 		WaitForNodes: job.Duration(f.waitForNodes), AutoRebalance: f.autoRebalance,
 		Keep: f.keepSpec(), Redundancy: f.redundancy.copies, Parity: f.redundancy.parity,
 		Owner: f.owner, Env: envMap(f.env),
@@ -278,6 +279,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, []string,
 	fs.StringVar(&f.relocation, "relocation", "rank", "after a node is lost: rank (place every rank anew) or block (move its ranks together to one node, for comparison)")
 	fs.StringVar(&f.layout, "layout", "", "where ranks go: the planner's choice (the default), or for comparison blocks (contiguous, in proportion to cores × speed), cyclic (round-robin) or packed (the fewest nodes) (with an agent)")
 	fs.BoolVar(&f.mpiOverlay, "mpi-overlay", false, "carry MPI's traffic between nodes over the overlay the agents run (shoal agent --overlay; docs/overlay.md), encrypted by their TLS: a pair of nodes that connects one way only still works; the job goes only on nodes with the overlay (with an agent)")
+	fs.BoolVar(&f.mpiEncrypt, "mpi-encrypt", false, "encrypt and authenticate every byte MPI sends between nodes: all of it goes over the overlay's TLS tunnels, as with --mpi-overlay, and the job's record says so (shoal job); the job goes only on nodes with the overlay. An agent started with --mpi-encrypt sets it on every job (with an agent; docs/security.md)")
 	fs.BoolVar(&f.noReplan, "no-replan", false, "keep the ranks in contiguous blocks in proportion to cores × speed: no placing by the measured links and the traffic the ranks report, and no move at a checkpoint for it (with an agent)")
 	fs.Var(&f.programFor, "program-for", "`ARCH=PATH`: a build of the program for another instruction set (arm64, amd64), staged to that set's nodes, so that the job may run there too: one MPI world per instruction set, on the set that fits it best (repeatable; with an agent)")
 	fs.BoolVar(&f.mixArch, "mix-arch", false, "let one MPI world span the nodes of every instruction set the program is built for (--program-for), each running its own build; Open MPI 4.1 and MPICH 4.0 run such a world between x86-64 and arm64 for every MPI basic type but long double (with an agent)")
@@ -528,6 +530,7 @@ func clusterFlags(f runFlags) []string {
 		{"--user", f.user != ""},
 		{"--durable", f.durable != ""},
 		{"--mpi-overlay", f.mpiOverlay},
+		{"--mpi-encrypt", f.mpiEncrypt},
 		{"--redundancy", f.redundancy.copies > 1 || f.redundancy.parity != nil},
 		// One machine holds every rank: a bound below the rank count spreads them
 		// over nodes this machine alone does not have.

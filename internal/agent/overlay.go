@@ -86,10 +86,69 @@ type overlayPeer struct {
 type tunnel struct {
 	peer, dialer string
 	conn         io.ReadWriteCloser
-	send         chan []byte
 	last         atomic.Int64 // UnixNano of the last packet either way
 	closing      sync.Once
 	closed       chan struct{}
+
+	// The way out: a packet is written by the goroutine that has it when no
+	// other write is under way and none waits (put), else queued in send for
+	// the tunnel's writer. pending counts the packets queued and not yet
+	// written, so that a packet never overtakes one queued before it.
+	wmu     sync.Mutex // held while writing to w
+	w       *bufio.Writer
+	frame   []byte // the frame being written, under wmu
+	send    chan []byte
+	pending atomic.Int32
+}
+
+func newTunnel(peer, dialer string, conn io.ReadWriteCloser) *tunnel {
+	t := &tunnel{peer: peer, dialer: dialer, conn: conn, closed: make(chan struct{}),
+		w: bufio.NewWriterSize(conn, 64<<10), send: make(chan []byte, sendQueue)}
+	t.touch()
+	return t
+}
+
+// put writes pkt into the tunnel at once if its writer is idle and nothing
+// waits, which saves the packet a hand-off to the writer's goroutine (a
+// wake-up, on another thread when the runtime has one idle, each way); else
+// it queues a copy for the writer. It reports false when the queue is full.
+// A write into a connection whose send buffer is full waits for room, and
+// holds up the caller (the device's reader, so every peer's packets) as long:
+// the kernel's TCP sends what the buffer holds at the link's pace meanwhile.
+func (t *tunnel) put(pkt []byte) bool {
+	if t.pending.Load() == 0 && t.wmu.TryLock() {
+		if t.pending.Load() == 0 {
+			err := t.writeLocked(pkt)
+			if err == nil {
+				err = t.w.Flush()
+			}
+			t.wmu.Unlock()
+			if err != nil {
+				t.close()
+			}
+			t.touch()
+			return true
+		}
+		t.wmu.Unlock()
+	}
+	t.pending.Add(1)
+	select {
+	case t.send <- append([]byte(nil), pkt...):
+		return true
+	default:
+		t.pending.Add(-1)
+		return false
+	}
+}
+
+// writeLocked writes pkt's frame to t.w; wmu is held.
+func (t *tunnel) writeLocked(pkt []byte) error {
+	var err error
+	if t.frame, err = overlay.AppendFrame(t.frame[:0], pkt); err != nil {
+		return nil // not a packet the overlay carries: dropped
+	}
+	_, err = t.w.Write(t.frame)
+	return err
 }
 
 func (t *tunnel) close() {
@@ -224,28 +283,28 @@ func (o *overlayNet) readDevice() {
 		if !ok || peer == o.a.cfg.Name {
 			continue // no node has it: the sender's TCP times out, as on any network
 		}
-		o.send(o.next(peer), append([]byte(nil), buf[:n]...))
+		o.send(o.next(peer), buf[:n])
 	}
 }
 
-// send hands pkt to peer's tunnel, or queues it briefly and dials one.
+// send hands pkt to peer's tunnel (see [tunnel.put]; a tunnel that is behind
+// drops it, as a full link queue would), or queues a copy of it briefly and
+// dials one. pkt is not kept.
 func (o *overlayNet) send(peer string, pkt []byte) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	p := o.peer(peer)
 	if t := p.t; t != nil {
-		select {
-		case t.send <- pkt:
-		default: // the tunnel is behind: drop, as a full link queue would
-		}
+		o.mu.Unlock()
+		t.put(pkt)
 		return
 	}
+	defer o.mu.Unlock()
 	now := time.Now()
 	if len(p.queue) == 0 {
 		p.queuedAt = now
 	}
 	if len(p.queue) < queueLen {
-		p.queue = append(p.queue, pkt)
+		p.queue = append(p.queue, append([]byte(nil), pkt...))
 	}
 	o.dialLocked(peer, p, now)
 }
@@ -327,8 +386,7 @@ func (o *overlayNet) Tunnel(_ context.Context, req api.TunnelRequest) (func(io.R
 // the pair keeps over it is up: overlay.Keep), writes the packets queued for
 // peer into it, and carries it until it ends.
 func (o *overlayNet) carry(peer, dialer string, conn io.ReadWriteCloser) {
-	t := &tunnel{peer: peer, dialer: dialer, conn: conn, send: make(chan []byte, sendQueue), closed: make(chan struct{})}
-	t.touch()
+	t := newTunnel(peer, dialer, conn)
 	self := o.a.cfg.Name
 	o.mu.Lock()
 	p := o.peer(peer)
@@ -342,6 +400,7 @@ func (o *overlayNet) carry(peer, dialer string, conn io.ReadWriteCloser) {
 	p.tryingSince, p.lostAt = time.Time{}, time.Time{}
 	for _, pkt := range p.queue {
 		if time.Since(p.queuedAt) < queueFor {
+			t.pending.Add(1)
 			t.send <- pkt
 		}
 	}
@@ -375,8 +434,6 @@ func (o *overlayNet) carry(peer, dialer string, conn io.ReadWriteCloser) {
 // write sends the packets queued for t, several to a TLS record when they
 // come together.
 func (o *overlayNet) write(t *tunnel) {
-	w := bufio.NewWriterSize(t.conn, 64<<10)
-	var frame []byte
 	for {
 		var pkt []byte
 		select {
@@ -384,22 +441,24 @@ func (o *overlayNet) write(t *tunnel) {
 		case <-t.closed:
 			return
 		}
-		for {
-			var err error
-			if frame, err = overlay.AppendFrame(frame[:0], pkt); err == nil {
-				if _, err = w.Write(frame); err != nil {
-					t.close()
-					return
-				}
-			}
+		t.wmu.Lock()
+		err := t.writeLocked(pkt)
+		t.pending.Add(-1)
+	more:
+		for err == nil {
 			select {
 			case pkt = <-t.send:
-				continue
+				err = t.writeLocked(pkt)
+				t.pending.Add(-1)
 			default:
+				break more
 			}
-			break
 		}
-		if err := w.Flush(); err != nil {
+		if err == nil {
+			err = t.w.Flush()
+		}
+		t.wmu.Unlock()
+		if err != nil {
 			t.close()
 			return
 		}
@@ -447,7 +506,7 @@ func (o *overlayNet) jobGranted(job string) {
 		return
 	}
 	info, _, err := o.a.store.Job(job)
-	if err != nil || !info.Spec.MPIOverlay {
+	if err != nil || !info.Spec.OnOverlay() {
 		return
 	}
 	o.mu.Lock()

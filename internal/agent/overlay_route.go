@@ -55,7 +55,7 @@ func (o *overlayNet) forward(t *tunnel, src, dst netip.Addr, pkt []byte) {
 	if !ok || to == t.peer || to == o.a.cfg.Name {
 		return
 	}
-	o.send(to, append([]byte(nil), pkt...))
+	o.send(to, pkt) // send copies what it keeps
 }
 
 // accepts reports whether a packet from src that t brought is written into

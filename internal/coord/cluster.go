@@ -212,7 +212,7 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 	for _, n := range nodes {
 		if n.State == "alive" && !n.Leaving && !b.excluded[n.Name] && n.Name != without {
 			// A job over the overlay goes only where the overlay is.
-			if b.j.spec.MPIOverlay && n.Overlay == "" {
+			if b.j.spec.OnOverlay() && n.Overlay == "" {
 				b.noOverlay = append(b.noOverlay, n.Name)
 				continue
 			}

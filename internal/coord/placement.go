@@ -111,7 +111,7 @@ func (b *clusterBackend) placeRanks(ctx context.Context, spec job.Spec, without 
 		}
 		b.mu.Lock()
 		if left := b.noOverlay; len(left) > 0 {
-			short += fmt.Sprintf("; --mpi-overlay leaves out %s, whose agent carries no overlay (shoal agent --overlay auto)", strings.Join(left, ", "))
+			short += fmt.Sprintf("; %s leaves out %s, whose agent carries no overlay (shoal agent --overlay auto)", spec.OverlayFlag(), strings.Join(left, ", "))
 		}
 		b.mu.Unlock()
 		if wait == 0 {

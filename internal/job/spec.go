@@ -94,6 +94,14 @@ type Spec struct {
 	// the ranks' traffic both ways, encrypted. The job goes only on nodes
 	// whose agent runs the overlay (shoal agent --overlay).
 	MPIOverlay bool `json:"mpi_overlay,omitzero"`
+	// MPIEncrypt puts every byte the job's MPI sends between nodes on the
+	// overlay, whose tunnels are the agents' TLS connections (encrypted and
+	// authenticated with the cluster's certificates): the job runs as with
+	// MPIOverlay, and says it was asked for encryption, which a later way of
+	// routing some pairs off the overlay would keep. Set by the job (shoal run
+	// --mpi-encrypt) or at submit by an agent started with --mpi-encrypt; a job
+	// cannot take it back off.
+	MPIEncrypt bool `json:"mpi_encrypt,omitzero"`
 	// HangAfter is how long the job's ranks may make no snapshot call, a rank
 	// of them idle, before the run is declared hung and relaunched from its
 	// newest complete epoch ([Hung]): 0 (the default) for the automatic rule,
@@ -262,3 +270,18 @@ type Parity struct {
 	K int `json:"k"`
 	M int `json:"m"`
 }
+
+// OverlayFlag names the option that puts the job's MPI between nodes on the
+// overlay: "--mpi-encrypt" (which wins), "--mpi-overlay", or "" for neither.
+func (s Spec) OverlayFlag() string {
+	switch {
+	case s.MPIEncrypt:
+		return "--mpi-encrypt"
+	case s.MPIOverlay:
+		return "--mpi-overlay"
+	}
+	return ""
+}
+
+// OnOverlay reports whether the job's MPI between nodes runs on the overlay.
+func (s Spec) OnOverlay() bool { return s.MPIOverlay || s.MPIEncrypt }

@@ -122,6 +122,9 @@ func (s Spec) Validate() error {
 	if s.MPIOverlay && s.Farm != nil {
 		bad("mpi_overlay: a task farm runs no MPI (want false)")
 	}
+	if s.MPIEncrypt && s.Farm != nil {
+		bad("mpi_encrypt: a task farm runs no MPI (want false)")
+	}
 	if f := s.Farm; f != nil {
 		if s.Ranks != 0 {
 			bad("ranks %d: a task farm has none (want 0)", s.Ranks)

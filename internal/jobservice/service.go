@@ -43,6 +43,11 @@ type Config struct {
 	// Engine launches the jobs submitted to this node that name none ("": Open
 	// MPI); the job keeps it wherever it is coordinated.
 	Engine string
+	// MPIEncrypt sets job.Spec.MPIEncrypt on every MPI job submitted to this
+	// node, whether it coordinates the job or passes it on to the leader, which
+	// sets it too if its own agent says so: a job is encrypted when it or
+	// either node asks, and cannot opt out.
+	MPIEncrypt bool
 	// Nodes returns the cluster's nodes as membership sees them now.
 	Nodes func(ctx context.Context) ([]node.Node, error)
 	// Peer returns a client of another node's agent.
@@ -122,12 +127,24 @@ func launchable(spec job.Spec) error {
 	return launcher.Installed()
 }
 
+// defaults fills in what the node a job is submitted to decides for it, not
+// the leader: the engine of a job that names none, and the encryption of an
+// MPI job's traffic when this node's agent asks for it (byAgent: it did, the
+// job had not).
+func (s *Service) defaults(spec job.Spec) (_ job.Spec, byAgent bool) {
+	if spec.Engine == "" {
+		spec.Engine = s.cfg.Engine
+	}
+	if s.cfg.MPIEncrypt && spec.Farm == nil && !spec.MPIEncrypt {
+		spec.MPIEncrypt, byAgent = true, true
+	}
+	return spec, byAgent
+}
+
 // Submit creates a job and starts it. The leader of the job store coordinates
 // it; another node passes the job's files and the request on to the leader.
 func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
-	if spec.Engine == "" { // the node submitted to decides, not the leader
-		spec.Engine = s.cfg.Engine
-	}
+	spec, byAgent := s.defaults(spec)
 	if !s.leads(ctx) {
 		return s.forwardSubmit(ctx, spec)
 	}
@@ -169,6 +186,9 @@ func (s *Service) Submit(ctx context.Context, spec job.Spec) (job.Job, error) {
 		}
 	}
 	first := []job.Event{job.NewEvent(job.EventState, submittedMessage(spec.Owner, os.Getuid(), s.cfg.Node), nil)}
+	if spec.MPIEncrypt {
+		first = append(first, job.NewEvent(job.EventState, encryptMessage(byAgent, s.cfg.Node), nil))
+	}
 	if d := spec.Durable; d != nil {
 		// Settled once for the job: one copier a job, this node's coordinators
 		// or the submitter's shoal run (job.Job.CoordKeeps).
@@ -585,4 +605,14 @@ func (s *Service) reconfigure(ctx context.Context, only, without, reason string)
 		}
 	}
 	return nil
+}
+
+// encryptMessage is the event that says a job's MPI between nodes is
+// encrypted, and who asked: the agent of node (byAgent), else the job or the
+// node that passed it on, which this one cannot tell apart.
+func encryptMessage(byAgent bool, node string) string {
+	if byAgent {
+		return fmt.Sprintf("MPI between nodes encrypted (on the overlay's TLS tunnels): node %s's agent runs with --mpi-encrypt", node)
+	}
+	return "MPI between nodes encrypted (on the overlay's TLS tunnels): asked by the job (shoal run --mpi-encrypt) or by the agent it was submitted to (shoal agent --mpi-encrypt)"
 }

@@ -25,3 +25,32 @@ func TestLaunchable(t *testing.T) {
 		}
 	}
 }
+
+// The node a job is submitted to gives it its engine when it names none, and
+// encrypts an MPI job's traffic when its agent runs with --mpi-encrypt; a job
+// cannot turn that off, and a task farm, which runs no MPI, is left alone.
+func TestDefaults(t *testing.T) {
+	farm := &job.FarmSpec{}
+	for _, c := range []struct {
+		name        string
+		cfg         Config
+		spec        job.Spec
+		wantEngine  string
+		wantEncrypt bool
+		wantByAgent bool
+	}{
+		{"nothing asked", Config{Engine: "openmpi"}, job.Spec{}, "openmpi", false, false},
+		{"the job's engine", Config{Engine: "openmpi"}, job.Spec{Engine: "mpich"}, "mpich", false, false},
+		{"the job asks", Config{}, job.Spec{MPIEncrypt: true}, "", true, false},
+		{"the agent asks", Config{MPIEncrypt: true}, job.Spec{}, "", true, true},
+		{"the agent asks, over the overlay", Config{MPIEncrypt: true}, job.Spec{MPIOverlay: true}, "", true, true},
+		{"both ask", Config{MPIEncrypt: true}, job.Spec{MPIEncrypt: true}, "", true, false},
+		{"a farm", Config{MPIEncrypt: true}, job.Spec{Farm: farm}, "", false, false},
+	} {
+		s := &Service{cfg: c.cfg}
+		got, byAgent := s.defaults(c.spec)
+		if got.Engine != c.wantEngine || got.MPIEncrypt != c.wantEncrypt || byAgent != c.wantByAgent {
+			t.Errorf("%s: engine %q, mpi_encrypt %v, by the agent %v; want %q, %v, %v", c.name, got.Engine, got.MPIEncrypt, byAgent, c.wantEngine, c.wantEncrypt, c.wantByAgent)
+		}
+	}
+}

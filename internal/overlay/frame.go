@@ -10,9 +10,11 @@ import (
 // MTU is the overlay device's MTU. Frames travel in a TCP stream, so nothing
 // on the way fragments them: the larger the packet, the fewer a tunnel's
 // per-packet costs (a read from the device, a frame, a write into the peer's
-// device) for the bytes MPI sends. 9000 is a jumbo frame's, which the kernel's
-// TCP over the device is used to.
-const MTU = 9000
+// device, each a wake-up and a system call) for the bytes MPI sends. Near the
+// largest IPv4 packet and within a frame's 2-byte length: on the testbed,
+// moving 1.5 GB over a tunnel took its two agents 5.1 to 5.4 CPU-s against
+// 7.3 to 9.8 with 9000, a jumbo frame's.
+const MTU = 65000
 
 // ErrFrame means a tunnel carried something that is not a frame: a length of
 // 0 or beyond [MTU].

@@ -101,8 +101,8 @@ func LaunchFiles(h Host, info job.Job, p place.Placement, live map[string]node.N
 	if self, ok := live[h.Node]; ok {
 		l.LocalAddr, _, _ = net.SplitHostPort(self.Addr)
 	}
-	if info.Spec.MPIOverlay {
-		if err := overlayLaunch(&l, info.Spec.Engine, h.Node, p, live); err != nil {
+	if flag := info.Spec.OverlayFlag(); flag != "" {
+		if err := overlayLaunch(&l, info.Spec.Engine, flag, h.Node, p, live); err != nil {
 			return engine.Launch{}, nil, err
 		}
 	}
@@ -137,26 +137,27 @@ func LaunchFiles(h Host, info job.Job, p place.Placement, live map[string]node.N
 	return l, launcherEnv, nil
 }
 
-// ErrNoOverlay means a job asks for --mpi-overlay and a node of its launch has
+// ErrNoOverlay means a job runs on the overlay (--mpi-overlay or
+// --mpi-encrypt) and a node of its launch has
 // no overlay (its agent was started without --overlay).
 var ErrNoOverlay = errors.New("staging: node without the overlay")
 
 // overlayLaunch points l's MPI at the overlay's device for a job run with
-// --mpi-overlay: Open MPI's daemons (the coordinator's callback included) and
+// flag, --mpi-overlay or --mpi-encrypt: Open MPI's daemons (the coordinator's callback included) and
 // ranks talk over shoal0 only; MPICH's ranks use UCX on shoal0 (shared memory
 // within a node stays theirs: UCX_NET_DEVICES names network devices only),
 // and Hydra's proxies call the coordinator back at its overlay address. Given
 // on the command line, Open MPI's settings win over the OMPI_MCA_ environment
 // a launcher or agent may have (the testbed's MPIEnv).
-func overlayLaunch(l *engine.Launch, mpi, coordinator string, p place.Placement, live map[string]node.Node) error {
+func overlayLaunch(l *engine.Launch, mpi, flag, coordinator string, p place.Placement, live map[string]node.Node) error {
 	self := live[coordinator]
 	for name := range p.Counts() {
 		if live[name].Overlay == "" {
-			return fmt.Errorf("%w: the job runs with --mpi-overlay and node %s has no overlay (start its agent with --overlay auto)", ErrNoOverlay, name)
+			return fmt.Errorf("%w: the job runs with %s and node %s has no overlay (start its agent with --overlay auto)", ErrNoOverlay, flag, name)
 		}
 	}
 	if self.Overlay == "" {
-		return fmt.Errorf("%w: the job runs with --mpi-overlay and its coordinator's node %s has no overlay (start its agent with --overlay auto)", ErrNoOverlay, coordinator)
+		return fmt.Errorf("%w: the job runs with %s and its coordinator's node %s has no overlay (start its agent with --overlay auto)", ErrNoOverlay, flag, coordinator)
 	}
 	if mpi == "mpich" {
 		l.Env = append(l.Env, "UCX_NET_DEVICES="+overlay.DeviceName)

@@ -3,9 +3,10 @@
 // connects one way only (`shoal testbed block n3 --from n2`), where Open MPI on
 // the hosts' own addresses hangs, heat ends with the checksum of an
 // uninterrupted run, and the testbed's bridge carries no TCP segment but to
-// and from the agents' ports (TLS) while it runs; and across a pair that
+// and from the agents' ports (TLS) while it runs; across a pair that
 // connects in neither direction, relayed by a third node, heat ends with the
-// same checksum though its relay is killed mid-job.
+// same checksum though its relay is killed mid-job; and a job run with
+// --mpi-encrypt puts none of its MPI bytes on the bridge in clear.
 // The tests share one testbed (instance 254): four hosts of two cores, their
 // agents started with --overlay auto, n1's link limited to 100 Mbit/s (so that
 // n4 is the wider relay for any pair of the others; not narrower, or relaying
@@ -33,6 +34,8 @@ import (
 )
 
 const instance = 254
+
+var bridge = fmt.Sprintf("shoalbr%d", instance)
 
 var bed = &testenv.Shared{Config: testbed.Config{Nodes: 4, Cores: []int{2}, Rate: []string{"100mbit", "", "", ""}, Instance: instance, AgentArgs: []string{"--overlay", "auto"}}}
 
@@ -261,7 +264,7 @@ func TestOneWayPair(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Unblock(context.Background(), "n3", "n2") })
-	capture, err := startCapture(fmt.Sprintf("shoalbr%d", instance), agentPorts)
+	capture, err := startCapture(bridge, agentPorts)
 	if err != nil {
 		t.Fatalf("capture on the bridge: %v", err)
 	}
@@ -295,4 +298,67 @@ func TestOneWayPair(t *testing.T) {
 		t.Errorf("TCP between the hosts outside the agents' ports while the job ran (MPI in clear?): %v", other)
 	}
 	t.Logf("checksum %s as uninterrupted, placement %v; %d TCP segments on the bridge, all on the agents' ports", want, j.Placement, total)
+}
+
+// heatRun runs heat on 6 ranks in blocks over the three hosts (n1:0-1 n2:2-3
+// n3:4-5) as job id with the run options opts, while a capture watches the
+// bridge, and returns its output and the capture, stopped.
+func heatRun(t *testing.T, b *testbed.Bed, id string, opts ...string) (string, *capture) {
+	t.Helper()
+	heat := testenv.Built(t, "build/examples/heat")
+	capture, err := startCapture(bridge, agentPorts)
+	if err != nil {
+		t.Fatalf("capture on the bridge: %v", err)
+	}
+	defer capture.end()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	argv := append([]string{filepath.Join(testenv.Root, "bin/shoal"), "run", "--job-id", id, "-n", "6", "--no-replan"}, opts...)
+	out, err := b.Exec(ctx, "n1", append(argv, "--", heat, "--size", "200", "--steps", "200")...)
+	if err != nil {
+		t.Fatalf("shoal run %s heat: %v\n%s", strings.Join(opts, " "), err, out)
+	}
+	capture.end()
+	return string(out), capture
+}
+
+// heat with --mpi-encrypt (and not --mpi-overlay) puts no MPI byte on the
+// bridge in clear: TCP between the hosts only on the agents' ports, and no
+// frame holding a piece of heat's halo rows, which the same job without it
+// shows (so the check can fail). The job's record says it is encrypted.
+func TestEncrypt(t *testing.T) {
+	b := bed.Up(t)
+	overlayNodes(t, b)
+	want := testenv.Reference(t, 6, "--size", "200", "--steps", "200")
+
+	out, clear := heatRun(t, b, "overlay-clear")
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Fatalf("without --mpi-encrypt: checksum %q, want %q\n%s", got, want, out)
+	}
+	if clear.zeroFrames() == 0 {
+		t.Fatalf("without --mpi-encrypt, no frame on the bridge held %d zero bytes in a row: the capture cannot see heat's halo rows, so it cannot tell whether they are encrypted", zeroRun)
+	}
+
+	out, enc := heatRun(t, b, "overlay-encrypt", "--mpi-encrypt")
+	if got := watch.Field(out, "checksum"); got != want {
+		t.Errorf("with --mpi-encrypt: checksum %q, want %q\n%s", got, want, out)
+	}
+	other, total := enc.stop()
+	if total == 0 {
+		t.Errorf("the capture on the bridge saw no TCP segment at all: it cannot tell where MPI went")
+	}
+	if len(other) > 0 {
+		t.Errorf("with --mpi-encrypt, TCP between the hosts outside the agents' ports: %v", other)
+	}
+	if n := enc.zeroFrames(); n > 0 {
+		t.Errorf("with --mpi-encrypt, %d frames on the bridge held %d zero bytes in a row (heat's halo rows in clear: %d frames without it)", n, zeroRun, clear.zeroFrames())
+	}
+	var j job.Job
+	if err := json.Unmarshal([]byte(shoal(t, b, "jobs", "overlay-encrypt", "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if !j.Spec.MPIEncrypt {
+		t.Errorf("the job's spec says mpi_encrypt %v, want true", j.Spec.MPIEncrypt)
+	}
+	t.Logf("%d TCP segments on the bridge, all on the agents' ports; frames with %d zero bytes in a row: %d without --mpi-encrypt, none with it", total, zeroRun, clear.zeroFrames())
 }
