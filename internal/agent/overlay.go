@@ -108,15 +108,21 @@ func newTunnel(peer, dialer string, conn io.ReadWriteCloser) *tunnel {
 	return t
 }
 
-// put writes pkt into the tunnel at once if its writer is idle and nothing
-// waits, which saves the packet a hand-off to the writer's goroutine (a
-// wake-up, on another thread when the runtime has one idle, each way); else
-// it queues a copy for the writer. It reports false when the queue is full.
-// A write into a connection whose send buffer is full waits for room, and
-// holds up the caller (the device's reader, so every peer's packets) as long:
-// the kernel's TCP sends what the buffer holds at the link's pace meanwhile.
+// directMax is the largest packet put writes itself: a small message, which
+// latency bounds, or an acknowledgement. Larger ones go to the writer.
+const directMax = 2048
+
+// put writes pkt into the tunnel at once if it is small (directMax), its
+// writer is idle and nothing waits, which saves the packet a hand-off to the
+// writer's goroutine (a wake-up, on another thread when the runtime has one
+// idle, each way); else it queues a copy for the writer. It reports false
+// when the queue is full. A write into a connection whose send buffer is full
+// waits for room and holds up the caller (the device's reader, so every
+// peer's packets): for at most directMax bytes' room, the time a slow link
+// takes to send them (16 ms at 1 Mbit/s), where a packet of the device's MTU
+// would hold every peer up for as long as that link takes to send 64 KB.
 func (t *tunnel) put(pkt []byte) bool {
-	if t.pending.Load() == 0 && t.wmu.TryLock() {
+	if len(pkt) <= directMax && t.pending.Load() == 0 && t.wmu.TryLock() {
 		if t.pending.Load() == 0 {
 			err := t.writeLocked(pkt)
 			if err == nil {
