@@ -118,7 +118,7 @@ func twoLossOnce(ctx context.Context, cfg twoLossConfig, heatArgs []string, want
 		return lossRun{}, err
 	}
 	if err := waitEvent(ctx, c, submitter, id, 2*time.Minute, func(e job.Event) bool {
-		return e.Type == job.EventEpoch && strings.HasPrefix(e.Message, "epoch 2 complete")
+		return completeFrom(e, 2)
 	}); err != nil {
 		evs, _ := c.events(submitter, id)
 		for _, e := range evs {
