@@ -3,9 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -117,11 +115,9 @@ func (b *Bed) applyBlocks(ctx context.Context, st *state, h *Host) error {
 	if _, err := exec.LookPath("nft"); err != nil {
 		return fmt.Errorf("testbed: blocking connections needs nft (apt-get install nftables, or scripts/deps.sh): %w", err)
 	}
-	script := filepath.Join(h.Dir, "blocks.nft")
-	if err := os.WriteFile(script, []byte(blockRules(ips, cut)), 0o644); err != nil {
-		return err
-	}
-	if err := b.n.sh(ctx, "ip", "netns", "exec", h.Netns, "nft", "-f", script); err != nil {
+	// The rules go to nft on its standard input: no file that a job in the
+	// host could have replaced.
+	if _, err := b.n.shIn(ctx, blockRules(ips, cut), "ip", "netns", "exec", h.Netns, "nft", "-f", "-"); err != nil {
 		return fmt.Errorf("testbed: blocks of %s from %v: %w", h.Name, h.BlockedFrom, err)
 	}
 	return nil

@@ -39,12 +39,18 @@ func (n names) sh(ctx context.Context, argv ...string) error {
 }
 
 func (n names) shOut(ctx context.Context, argv ...string) (string, error) {
+	return n.shIn(ctx, "", argv...)
+}
+
+// shIn is shOut with stdin given to the command.
+func (n names) shIn(ctx context.Context, stdin string, argv ...string) (string, error) {
 	full := argv
 	if p := n.machineNetns(); p != "" {
 		full = append([]string{"nsenter", "--net=" + p, "--"}, argv...)
 	}
 	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	var stdout, stderr bytes.Buffer
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), &CmdError{Argv: argv, Stderr: stderr.String(), Err: err}
