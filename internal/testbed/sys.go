@@ -50,7 +50,9 @@ func (n names) shIn(ctx context.Context, stdin string, argv ...string) (string, 
 	}
 	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdin = strings.NewReader(stdin)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), &CmdError{Argv: argv, Stderr: stderr.String(), Err: err}
