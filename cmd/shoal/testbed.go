@@ -61,7 +61,9 @@ Subcommands:
                     (needs nft: Debian's nftables); with --both-ways, NODE's
                     to PEER too: the pair connects in neither direction, each
                     side's TCP from the other is reset (connects refused, the
-                    connections made before ended)
+                    connections made before ended); on a testbed with sites,
+                    NODE and PEER may be sites (s1, s2, …): every pair of
+                    their hosts
   unblock NODE --from PEER [--both-ways]
                     let PEER's new connections to NODE through again (and
                     NODE's to PEER)

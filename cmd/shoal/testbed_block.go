@@ -8,7 +8,7 @@ import (
 )
 
 // tbBlock and tbUnblock drop, or let through again, the new TCP connections
-// from one host to another (testbed.Bed.Block).
+// from one host, or site, to another (testbed.Bed.Block).
 func tbBlock(c *tbCtx, args []string) int   { return tbSetBlock(c, args, true) }
 func tbUnblock(c *tbCtx, args []string) int { return tbSetBlock(c, args, false) }
 
@@ -29,7 +29,7 @@ func tbSetBlock(c *tbCtx, args []string, block bool) int {
 		rest = append([]string{node}, rest...)
 	}
 	if len(rest) != 1 || *from == "" {
-		fmt.Fprintf(c.stderr, "shoal testbed %s: want one NODE and --from PEER (n1, n2, …)\n", c.sub)
+		fmt.Fprintf(c.stderr, "shoal testbed %s: want one NODE and --from PEER (hosts n1, n2, …, or sites s1, s2, … on a testbed with sites)\n", c.sub)
 		return exitUsage
 	}
 	b, code := c.open()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -48,7 +49,9 @@ func blockRules(from, cut []string) string {
 // lets out what it does not let in. UDP (membership's gossip) passes. Once node is
 // blocked from peer and peer from node (`--both-ways`), each side's TCP from the other
 // is answered with a reset instead: their connects are refused, and the connections
-// made before end ([blockRules]). It needs nft (Debian's nftables,
+// made before end ([blockRules]). On a testbed with sites, node and peer may each be a
+// site, s1, s2, …: every host of peer is blocked from every host of node, as a site
+// behind a NAT or a firewall is from another. It needs nft (Debian's nftables,
 // scripts/deps.sh).
 func (b *Bed) Block(ctx context.Context, node, peer string) error {
 	return b.setBlock(ctx, node, peer, true)
@@ -69,32 +72,80 @@ func (b *Bed) setBlock(ctx context.Context, node, peer string, block bool) error
 	if err != nil {
 		return err
 	}
-	h, err := st.host(node)
+	changed, err := st.setBlocks(node, peer, block)
 	if err != nil {
 		return err
 	}
-	p, err := st.host(peer)
-	if err != nil {
-		return err
-	}
-	if p.Name == h.Name {
-		return fmt.Errorf("testbed: %s cannot be blocked from itself", h.Name)
-	}
-	i := slices.Index(h.BlockedFrom, p.Name)
-	switch {
-	case block && i < 0:
-		h.BlockedFrom = append(h.BlockedFrom, p.Name)
-		slices.Sort(h.BlockedFrom)
-	case !block && i >= 0:
-		h.BlockedFrom = slices.Delete(h.BlockedFrom, i, i+1)
-	}
-	// p's rules change too when the pair becomes, or stops being, blocked both ways.
-	for _, x := range []*Host{h, p} {
-		if err := b.applyBlocks(ctx, st, x); err != nil {
+	for _, h := range changed {
+		if err := b.applyBlocks(ctx, st, h); err != nil {
 			return err
 		}
 	}
 	return st.save(b.n)
+}
+
+// setBlocks records in each host of node (a host, or a site sK) which of peer's
+// hosts it is blocked from, or no longer, and returns the hosts whose rules
+// change: those of both groups, since a pair's rules on each side depend on
+// whether it is blocked both ways.
+func (s *state) setBlocks(node, peer string, block bool) ([]*Host, error) {
+	hs, err := s.group(node)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := s.group(peer)
+	if err != nil {
+		return nil, err
+	}
+	if len(hs) == 1 && len(ps) == 1 && hs[0] == ps[0] {
+		return nil, fmt.Errorf("testbed: %s cannot be blocked from itself", hs[0].Name)
+	}
+	var changed []*Host
+	for _, h := range hs {
+		for _, p := range ps {
+			if p == h {
+				continue
+			}
+			i := slices.Index(h.BlockedFrom, p.Name)
+			switch {
+			case block && i < 0:
+				h.BlockedFrom = append(h.BlockedFrom, p.Name)
+				slices.Sort(h.BlockedFrom)
+			case !block && i >= 0:
+				h.BlockedFrom = slices.Delete(h.BlockedFrom, i, i+1)
+			}
+		}
+	}
+	for _, x := range append(slices.Clone(hs), ps...) {
+		if !slices.Contains(changed, x) {
+			changed = append(changed, x)
+		}
+	}
+	return changed, nil
+}
+
+// group returns the hosts name stands for: the host it names, or on a
+// testbed with sites, every host of site sK.
+func (s *state) group(name string) ([]*Host, error) {
+	if k, ok := strings.CutPrefix(name, "s"); ok && s.Sites > 0 {
+		if i, err := strconv.Atoi(k); err == nil {
+			if i < 1 || i > s.Sites {
+				return nil, fmt.Errorf("%w: site %q (the testbed has s1 to s%d)", ErrUnknownNode, name, s.Sites)
+			}
+			var hs []*Host
+			for j := range s.Hosts {
+				if s.Hosts[j].Site == i {
+					hs = append(hs, &s.Hosts[j])
+				}
+			}
+			return hs, nil
+		}
+	}
+	h, err := s.host(name)
+	if err != nil {
+		return nil, err
+	}
+	return []*Host{h}, nil
 }
 
 // applyBlocks makes host h's blocks those its BlockedFrom names, at the peers'

@@ -123,6 +123,41 @@ func TestSites(t *testing.T) {
 		}
 	})
 
+	t.Run("site blocked from a site", func(t *testing.T) {
+		for _, h := range []string{"n1", "n2", "n3", "n4"} {
+			start(t, b, h, true, helper("serve", ip(h)+":5300")...)
+		}
+		reaches := func(from, to string) bool {
+			_, err := b.Exec(ctx, from, helper("dial", ip(to)+":5300")...)
+			return err == nil
+		}
+		check := func(when string, want map[[2]string]bool) {
+			t.Helper()
+			for pair, ok := range want {
+				if got := reaches(pair[0], pair[1]); got != ok {
+					t.Errorf("%s: %s reaches %s: %v, want %v", when, pair[0], pair[1], got, ok)
+				}
+			}
+		}
+		// s2 behind a NAT: it dials s1, s1 cannot dial it; inside each site all pass.
+		if err := b.Block(ctx, "s2", "s1"); err != nil {
+			t.Fatal(err)
+		}
+		check("s2 blocked from s1", map[[2]string]bool{
+			{"n1", "n3"}: false, {"n2", "n4"}: false, {"n3", "n1"}: true, {"n4", "n2"}: true, {"n1", "n2"}: true, {"n3", "n4"}: true,
+		})
+		if err := b.Block(ctx, "s1", "s2"); err != nil {
+			t.Fatal(err)
+		}
+		check("both ways", map[[2]string]bool{{"n3", "n1"}: false, {"n4", "n2"}: false, {"n2", "n1"}: true, {"n4", "n3"}: true})
+		for _, pair := range [][2]string{{"s2", "s1"}, {"s1", "s2"}} {
+			if err := b.Unblock(ctx, pair[0], pair[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("unblocked", map[[2]string]bool{{"n1", "n3"}: true, {"n3", "n1"}: true})
+	})
+
 	t.Run("add to a site", func(t *testing.T) {
 		if _, err := b.Add(ctx, HostConfig{Site: 3}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Site = 3") {
 			t.Errorf("Add to site 3 of 2: got %v, want ErrInvalidConfig naming Site = 3", err)
