@@ -117,6 +117,13 @@ func (s *metricsSource) Raft() jobstore.Stats { return s.store.Stats() }
 
 func (s *metricsSource) Failures() mtbf.Estimate { return (*Agent)(s).Failures() }
 
+func (s *metricsSource) Overlay() metrics.Overlay {
+	if s.overlay == nil {
+		return metrics.Overlay{}
+	}
+	return s.overlay.stats()
+}
+
 // ShardBytes sums the sizes of the regular files under the checkpoint store.
 func (s *metricsSource) ShardBytes() (int64, error) {
 	var n int64

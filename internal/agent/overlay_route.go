@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shoal/internal/links"
+	"shoal/internal/metrics"
 	"shoal/internal/overlay"
 )
 
@@ -169,4 +170,25 @@ func (o *overlayNet) markRoutes(ls []links.Link) []links.Link {
 		}
 	}
 	return ls
+}
+
+// stats counts the overlay's open tunnels and the peers it reaches through a
+// relay, for the metrics.
+func (o *overlayNet) stats() metrics.Overlay {
+	s := metrics.Overlay{On: true}
+	if r := o.routes.Load(); r != nil {
+		for _, via := range *r {
+			if via != "" {
+				s.Relayed++
+			}
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range o.peers {
+		if p.t != nil {
+			s.Tunnels++
+		}
+	}
+	return s
 }

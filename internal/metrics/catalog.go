@@ -85,6 +85,10 @@ var (
 		"Node failures in this node's record since the agent started: membership's declarations and the losses of nodes its jobs' runs found, each node once per 10 s."}
 	famNodeMTBF = Family{"shoal_node_mtbf_seconds", prometheus.GaugeValue, nil,
 		"One node's mean time between failures estimated from this node's record; the automatic checkpoint interval rests on it."}
+	famTunnels = Family{"shoal_overlay_tunnels", prometheus.GaugeValue, nil,
+		"Tunnels this node's overlay holds open to other nodes' agents: the pairs its jobs' ranks talk over, the relays its packets go through and the nodes it relays for, each closed after a minute idle (absent without --overlay)."}
+	famRelayed = Family{"shoal_overlay_relayed_peers", prometheus.GaugeValue, nil,
+		"Nodes this node's overlay reaches through a relay, the pair connecting in neither direction (absent without --overlay)."}
 	famSuspicions = Family{"shoal_membership_suspicions_total", prometheus.CounterValue, nil,
 		"Times a node stopped answering this node's probes and became suspect."}
 	famDetection = Family{"shoal_failure_detection_seconds", histogramType, nil,
@@ -97,7 +101,7 @@ func Families() []Family {
 		famJobInterval, famJobBlocking, famJobMTBF, famRecovery,
 		famCompletion, famWritten, famCopied, famCopySent, famCopyWire, famStaged, famNodes,
 		famRaftLeader, famRaftTerm, famRaftCommit, famRaftApplied, famRaftLag, famShardBytes,
-		famFailures, famNodeMTBF, famSuspicions, famDetection}
+		famFailures, famNodeMTBF, famTunnels, famRelayed, famSuspicions, famDetection}
 }
 
 // Kind is the family's Prometheus type: gauge, counter or histogram.

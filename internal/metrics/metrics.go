@@ -49,6 +49,15 @@ type Source interface {
 	ShardBytes() (int64, error)
 	// Failures returns the node's record of node failures.
 	Failures() mtbf.Estimate
+	// Overlay returns the state of the node's overlay (docs/overlay.md).
+	Overlay() Overlay
+}
+
+// Overlay is what a node's overlay holds: nothing when it is off.
+type Overlay struct {
+	On      bool // the agent carries the overlay (--overlay)
+	Tunnels int  // tunnels open to other nodes' agents
+	Relayed int  // peers reached through a relay
 }
 
 // Metrics is one agent's registry: its collectors, the Go runtime's and the

@@ -26,6 +26,7 @@ type fakeSource struct {
 	raft   jobstore.Stats
 	bytes  int64
 	fails  mtbf.Estimate
+	ovl    Overlay
 
 	mu    sync.Mutex
 	froms []uint64
@@ -48,6 +49,7 @@ func (f *fakeSource) Nodes() []node.Node         { return f.nodes }
 func (f *fakeSource) Raft() jobstore.Stats       { return f.raft }
 func (f *fakeSource) ShardBytes() (int64, error) { return f.bytes, nil }
 func (f *fakeSource) Failures() mtbf.Estimate    { return f.fails }
+func (f *fakeSource) Overlay() Overlay           { return f.ovl }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -179,6 +181,7 @@ func TestScrape(t *testing.T) {
 		raft:  jobstore.Stats{Leader: true, Term: 3, CommitIndex: 40, AppliedIndex: 38},
 		bytes: 12345,
 		fails: mtbf.Estimate{Failures: 1, NodeTime: time.Hour},
+		ovl:   Overlay{On: true, Tunnels: 3, Relayed: 1},
 	}
 	m, err := New(src)
 	if err != nil {
@@ -224,6 +227,8 @@ func TestScrape(t *testing.T) {
 		`shoal_shard_store_bytes 12345`,
 		`shoal_node_failures_total 1`,
 		`shoal_node_mtbf_seconds 3600`,
+		`shoal_overlay_tunnels 3`,
+		`shoal_overlay_relayed_peers 1`,
 		`shoal_membership_suspicions_total 1`,
 		`shoal_failure_detection_seconds_bucket{le="5"} 1`,
 		`shoal_failure_detection_seconds_sum 4.5`,
@@ -236,6 +241,10 @@ func TestScrape(t *testing.T) {
 	}
 	if strings.Contains(text, `job_id="old"`) {
 		t.Errorf("a job ended more than %v ago has series of its own", EndedShown)
+	}
+	src.ovl = Overlay{}
+	if text := scrape(t, m); strings.Contains(text, "shoal_overlay_") {
+		t.Errorf("an agent without the overlay has its series:\n%s", text)
 	}
 	// A second scrape reads only the events since the first.
 	src.froms = nil

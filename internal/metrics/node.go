@@ -12,7 +12,7 @@ type nodeCollector struct {
 }
 
 var nodeFamilies = []Family{famRaftLeader, famRaftTerm, famRaftCommit, famRaftApplied, famRaftLag,
-	famShardBytes, famFailures, famNodeMTBF}
+	famShardBytes, famFailures, famNodeMTBF, famTunnels, famRelayed}
 
 func newNodeCollector(src Source) *nodeCollector {
 	c := &nodeCollector{src: src, descs: map[string]*prometheus.Desc{}}
@@ -51,7 +51,7 @@ func (c *nodeCollector) samples() []sample {
 		lag = r.CommitIndex - r.AppliedIndex
 	}
 	f := c.src.Failures()
-	return []sample{
+	out := []sample{
 		{famRaftLeader, nil, leader},
 		{famRaftTerm, nil, float64(r.Term)},
 		{famRaftCommit, nil, float64(r.CommitIndex)},
@@ -60,4 +60,8 @@ func (c *nodeCollector) samples() []sample {
 		{famFailures, nil, float64(f.Failures)},
 		{famNodeMTBF, nil, f.NodeMTBF().Seconds()},
 	}
+	if o := c.src.Overlay(); o.On {
+		out = append(out, sample{famTunnels, nil, float64(o.Tunnels)}, sample{famRelayed, nil, float64(o.Relayed)})
+	}
+	return out
 }

@@ -37,7 +37,10 @@ const instance = 254
 
 var bridge = fmt.Sprintf("shoalbr%d", instance)
 
-var bed = &testenv.Shared{Config: testbed.Config{Nodes: 4, Cores: []int{2}, Rate: []string{"100mbit", "", "", ""}, Instance: instance, AgentArgs: []string{"--overlay", "auto"}}}
+var bed = &testenv.Shared{Config: testbed.Config{Nodes: 4, Cores: []int{2}, Rate: []string{"100mbit", "", "", ""}, Instance: instance, AgentArgs: []string{"--overlay", "auto", "--metrics-listen", metricsListen}}}
+
+// metricsListen is where each host's agent serves its metrics, inside the host.
+const metricsListen = "127.0.0.1:9108"
 
 func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
@@ -130,6 +133,14 @@ func TestRelayedPair(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// n2's overlay holds a tunnel to each node it sends to directly, n1 (its
+	// ranks' other neighbour) and the relay, none to n3, and says n3 is relayed.
+	text := scrapeMetrics(t, b, "n2")
+	for _, want := range []string{"shoal_overlay_relayed_peers 1", "shoal_overlay_tunnels 2"} {
+		if !strings.Contains(text, "\n"+want+"\n") {
+			t.Errorf("n2's metrics lack %q while n3 is relayed by %s:\n%s", want, relay, grepLines(text, "shoal_overlay_"))
+		}
+	}
 	var j job.Job
 	if err := json.Unmarshal([]byte(shoal(t, b, "jobs", id, "--json")), &j); err != nil {
 		t.Fatal(err)
@@ -171,6 +182,28 @@ func TestRelayedPair(t *testing.T) {
 		}
 		t.Logf("%s's tunnels and routes:\n%s", n, strings.Join(routes, "\n"))
 	}
+}
+
+// scrapeMetrics returns what node's agent serves on metricsListen.
+func scrapeMetrics(t *testing.T, b *testbed.Bed, node string) string {
+	t.Helper()
+	out, err := b.Exec(context.Background(), node, "python3", "-c",
+		"import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://"+metricsListen+"/metrics').read().decode())")
+	if err != nil {
+		t.Fatalf("scrape of %s's %s: %v\n%s", node, metricsListen, err, out)
+	}
+	return string(out)
+}
+
+// grepLines returns text's lines that start with prefix.
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // relaySteps makes heat last long enough over a relay for the relay to be
