@@ -1,6 +1,12 @@
 package links
 
-import "shoal/internal/job"
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"time"
+
+	"shoal/internal/job"
+)
 
 // Path is the way between two nodes through a relay, as the overlay carries a
 // pair that connects in neither direction (docs/overlay.md, "Which path a
@@ -13,8 +19,8 @@ type Path struct {
 }
 
 // Better reports whether p is the better relay than q: the higher bottleneck
-// bandwidth, then the shorter round trip, then the smaller name, so that
-// every node given the same links chooses the same relay. Bandwidth comes
+// bandwidth, then the shorter round trip, then the smaller name (a total
+// order: [Relay] then spreads pairs over the relays near the best). Bandwidth comes
 // first as links.Complete has always estimated: a relay carries the whole
 // pair's traffic, and on the clusters Shoal is for the slow hop (a Wi-Fi, a
 // site's uplink) is both the narrow and the long one.
@@ -28,12 +34,29 @@ func (p Path) Better(q Path) bool {
 	return p.Via < q.Via
 }
 
-// Relay is the best path from a to b through one node of nodes (neither a
-// nor b) for which usable(a, c) and usable(c, b) hold, the legs' measures
-// given by measure (ok false: the node is not a candidate); ok is false when
-// there is none. A path is one relay long: a relay writes into its direct
-// tunnel only, so there are no chains and no loops.
-func Relay(a, b string, nodes []string, usable func(x, y string) bool, measure func(x, y string) (Link, bool)) (best Path, ok bool) {
+// Relays as good as the best: a bottleneck bandwidth at least nearBandwidth
+// of the best's and a round trip at most nearRTT of the best's plus
+// nearRTTSlack. Two probes of the same link differ by about as much.
+const (
+	nearBandwidth = 0.8
+	nearRTT       = 1.25
+	nearRTTSlack  = job.Duration(500 * time.Microsecond)
+)
+
+// Relay is the path from a to b through one node of nodes (neither a nor b)
+// for which usable(a, c) and usable(c, b) hold, the legs' measures given by
+// measure (ok false: the node is not a candidate); ok is false when there is
+// none. Among the relays as good as the best ([Path.Better], within
+// nearBandwidth and nearRTT), the pair's rendezvous hash chooses, the same for
+// a to b and b to a: pairs cut apart spread over equally good relays, each
+// relay carrying a share of their traffic and holding tunnels to a share of
+// their nodes, where the single best by a few per cent of a probe would carry
+// them all. Every node given the same links chooses the same relay. A path
+// is one relay long: a relay writes into its direct tunnel only, so there are
+// no chains and no loops.
+func Relay(a, b string, nodes []string, usable func(x, y string) bool, measure func(x, y string) (Link, bool)) (chosen Path, ok bool) {
+	var cands []Path
+	var best Path
 	for _, c := range nodes {
 		if c == a || c == b || !usable(a, c) || !usable(c, b) {
 			continue
@@ -44,11 +67,29 @@ func Relay(a, b string, nodes []string, usable func(x, y string) bool, measure f
 			continue
 		}
 		p := Path{Via: c, RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth)}
-		if !ok || p.Better(best) {
-			best, ok = p, true
+		cands = append(cands, p)
+		if len(cands) == 1 || p.Better(best) {
+			best = p
 		}
 	}
-	return best, ok
+	if len(cands) == 0 {
+		return Path{}, false
+	}
+	pair := a + "\x00" + b
+	if b < a {
+		pair = b + "\x00" + a
+	}
+	var top uint64
+	for _, p := range cands {
+		if p.Bandwidth < nearBandwidth*best.Bandwidth || float64(p.RTT) > nearRTT*float64(best.RTT)+float64(nearRTTSlack) {
+			continue
+		}
+		h := sha256.Sum256([]byte(pair + "\x00" + p.Via))
+		if w := binary.BigEndian.Uint64(h[:8]); !ok || w > top || w == top && p.Via < chosen.Via {
+			chosen, top, ok = p, w, true
+		}
+	}
+	return chosen, ok
 }
 
 // Neither reports whether the facts of m say that a and b connect in neither

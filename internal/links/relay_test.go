@@ -1,9 +1,11 @@
 package links
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"shoal/internal/job"
 	"shoal/internal/place"
 )
 
@@ -89,5 +91,49 @@ func TestCompleteRelaysCutPair(t *testing.T) {
 	}
 	if l := got[Pair{"n2", "n3"}]; !l.Unmeasured() || l.Reach == nil || l.Via != "" {
 		t.Errorf("n2->n3 with no relay = %+v, want its Reach alone", l)
+	}
+}
+
+// Pairs cut apart spread over equally good relays, each pair's two directions
+// through the same one; a relay well below the best (half its bandwidth, or
+// twice its round trip) carries none, and the only candidate is always chosen.
+func TestRelaySpreads(t *testing.T) {
+	legs := map[string]Link{ // every relay's legs to every node
+		"r1": {RTT: job.Duration(time.Millisecond), Bandwidth: 1000},
+		"r2": {RTT: job.Duration(time.Millisecond), Bandwidth: 950},
+		"r3": {RTT: job.Duration(1100 * time.Microsecond), Bandwidth: 1000},
+		"slow": {RTT: job.Duration(time.Millisecond), Bandwidth: 500},
+		"far":  {RTT: job.Duration(3 * time.Millisecond), Bandwidth: 1000},
+	}
+	relays := []string{"r1", "r2", "r3", "slow", "far"}
+	measure := func(x, y string) (Link, bool) {
+		if l, ok := legs[x]; ok {
+			return l, true
+		}
+		return legs[y], true
+	}
+	all := func(x, y string) bool { return true }
+	count := map[string]int{}
+	for i := 0; i < 60; i++ {
+		a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+		nodes := append([]string{a, b}, relays...)
+		p, ok := Relay(a, b, nodes, all, measure)
+		back, ok2 := Relay(b, a, nodes, all, measure)
+		if !ok || !ok2 || p.Via != back.Via {
+			t.Fatalf("%s->%s through %q, %s->%s through %q: want one relay both ways", a, b, p.Via, b, a, back.Via)
+		}
+		count[p.Via]++
+	}
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if count[r] < 60/3/2 {
+			t.Errorf("relay %s carries %d of 60 pairs, want about a third (%v)", r, count[r], count)
+		}
+	}
+	if count["slow"]+count["far"] != 0 {
+		t.Errorf("relays well below the best carry pairs: %v", count)
+	}
+	only := func(x, y string) bool { return x == "slow" || y == "slow" }
+	if p, ok := Relay("a1", "b1", append([]string{"a1", "b1"}, relays...), only, measure); !ok || p.Via != "slow" {
+		t.Errorf("the only usable relay: got %+v, %v; want slow", p, ok)
 	}
 }
