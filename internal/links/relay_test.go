@@ -99,9 +99,9 @@ func TestCompleteRelaysCutPair(t *testing.T) {
 // twice its round trip) carries none, and the only candidate is always chosen.
 func TestRelaySpreads(t *testing.T) {
 	legs := map[string]Link{ // every relay's legs to every node
-		"r1": {RTT: job.Duration(time.Millisecond), Bandwidth: 1000},
-		"r2": {RTT: job.Duration(time.Millisecond), Bandwidth: 950},
-		"r3": {RTT: job.Duration(1100 * time.Microsecond), Bandwidth: 1000},
+		"r1":   {RTT: job.Duration(time.Millisecond), Bandwidth: 1000},
+		"r2":   {RTT: job.Duration(time.Millisecond), Bandwidth: 950},
+		"r3":   {RTT: job.Duration(1100 * time.Microsecond), Bandwidth: 1000},
 		"slow": {RTT: job.Duration(time.Millisecond), Bandwidth: 500},
 		"far":  {RTT: job.Duration(3 * time.Millisecond), Bandwidth: 1000},
 	}
