@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/fanout"
 	"shoal/internal/job"
 	"shoal/internal/links"
 	"shoal/internal/membership"
@@ -84,12 +85,15 @@ type peerRow struct {
 // read again in the background rowRefreshDelay later, so that a placement
 // waits on no node that it has heard from before, and the launch that follows
 // it does not share the nodes' connections and this node's CPU with the
-// reads; and a node that does not answer within rowWait is left out, so that
-// a placement never waits long on a node that just died.
+// reads; and a node that does not answer within rowWait, or whose row the
+// round (fanout.Limit reads at a time) has not read within rowRound, is left
+// out, so that a placement never waits long on a node that just died, nor on
+// thousands of rows a new leader does not hold.
 const (
 	rowTTL          = 5 * time.Second
 	rowRefreshDelay = 2 * time.Second
 	rowWait         = time.Second
+	rowRound        = 2 * rowWait
 )
 
 var _ api.LinkService = (*linkProber)(nil)
@@ -353,12 +357,12 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 	}
 	var (
 		mu      sync.Mutex
-		wg      sync.WaitGroup
 		rows    = own
 		names   = []string{p.a.cfg.Name}
 		skipped = map[string]string{}
 	)
 	now := time.Now()
+	var toRead, toRefresh []membership.Node
 	for _, n := range p.a.members.Nodes() {
 		if n.Name == p.a.cfg.Name || n.State != membership.StateAlive || n.Meta.API == "" {
 			continue
@@ -372,34 +376,44 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 			p.peerRows[n.Name] = cached
 		}
 		p.mu.Unlock()
-		if ok {
+		switch {
+		case !ok:
+			toRead = append(toRead, n)
+		case stale:
+			toRefresh = append(toRefresh, n)
+			fallthrough
+		default:
 			rows = append(rows, cached.links...)
-			if stale {
-				name, addr := n.Name, n.Meta.API
-				time.AfterFunc(rowRefreshDelay, func() {
-					ctx, cancel := context.WithTimeout(context.Background(), rowWait)
-					defer cancel()
-					p.readRow(ctx, name, addr)
-				})
-			}
-			continue
 		}
-		wg.Add(1)
-		go func(name, addr string) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, rowWait)
-			defer cancel()
-			row, err := p.readRow(cctx, name, addr)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				skipped[name] = err.Error()
-				return
-			}
-			rows = append(rows, row...)
-		}(n.Name, n.Meta.API)
 	}
-	wg.Wait()
+	// The rows read, like the stale ones read again later, fanout.Limit at a
+	// time: a new leader holds no row, and reads every node's.
+	if len(toRefresh) > 0 {
+		time.AfterFunc(rowRefreshDelay, func() {
+			fanout.Each(len(toRefresh), fanout.Limit, func(i int) {
+				ctx, cancel := context.WithTimeout(context.Background(), rowWait)
+				defer cancel()
+				p.readRow(ctx, toRefresh[i].Name, toRefresh[i].Meta.API)
+			})
+		})
+	}
+	// The round lasts at most rowRound, however many waves it takes: a row
+	// not read by then is skipped, as one whose node did not answer.
+	round, cancelRound := context.WithTimeout(ctx, rowRound)
+	defer cancelRound()
+	fanout.Each(len(toRead), fanout.Limit, func(i int) {
+		name, addr := toRead[i].Name, toRead[i].Meta.API
+		cctx, cancel := context.WithTimeout(round, rowWait)
+		defer cancel()
+		row, err := p.readRow(cctx, name, addr)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			skipped[name] = err.Error()
+			return
+		}
+		rows = append(rows, row...)
+	})
 	out := links.List{Links: links.Complete(names, links.FreshReach(rows, time.Now(), reachMaxAge(p.reach, len(names)-1)))}
 	if p.a.overlay != nil {
 		out.Links = p.a.overlay.markRoutes(out.Links)

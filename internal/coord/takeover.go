@@ -2,9 +2,11 @@ package coord
 
 import (
 	"context"
-	"sync"
+	"maps"
+	"slices"
 	"time"
 
+	"shoal/internal/fanout"
 	"shoal/internal/place"
 )
 
@@ -45,24 +47,20 @@ func (b *clusterBackend) seedRun(byNode map[string][]int, avoid []string, lost s
 	b.placement = p
 }
 
-// fenceAll revokes the job on every live node, in parallel: a new coordinator
-// stops the old run's ranks before it reads what the nodes hold, so that no
-// rank of the old run writes on while the epoch to restart from is chosen.
+// fenceAll revokes the job on every live node, in parallel and bounded
+// (fanout.Limit at a time): a new coordinator stops the old run's ranks
+// before it reads what the nodes hold, so that no rank of the old run writes
+// on while the epoch to restart from is chosen.
 func (b *clusterBackend) fenceAll(ctx context.Context) {
 	live, err := b.liveNodes(ctx, "")
 	if err != nil {
 		return
 	}
 	id := b.rec.Job().ID
-	var wg sync.WaitGroup
-	for _, n := range live {
-		wg.Add(1)
-		go func(p Peer) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			p.Revoke(cctx, id)
-		}(b.cfg.Peer(n))
-	}
-	wg.Wait()
+	nodes := slices.Collect(maps.Values(live))
+	fanout.Each(len(nodes), fanout.Limit, func(i int) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		b.cfg.Peer(nodes[i]).Revoke(cctx, id)
+	})
 }

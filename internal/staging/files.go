@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -27,6 +28,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/errkind"
+	"shoal/internal/fanout"
 	"shoal/internal/files"
 	"shoal/internal/job"
 	"shoal/internal/shard"
@@ -61,7 +63,9 @@ type Target struct {
 }
 
 // Files grants job info to every node of nodes (by name) and copies each the
-// job's files it lacks, all in parallel, and returns once they are done,
+// job's files it lacks, in parallel, fanout.Limit nodes at a time (a launch
+// over thousands of nodes opens no more connections at once), and returns
+// once they are done,
 // saying through say how far the copies have come when they last (Note). It
 // returns the files copied to each node, the nodes that did not answer
 // (ascending), and the first error.
@@ -72,10 +76,12 @@ func Files(ctx context.Context, from Origin, info job.Job, nodes map[string]Targ
 	var copiedMu sync.Mutex
 	copied := map[string][]job.File{} // by node
 	var meter Meter
-	for name, t := range nodes {
-		wg.Add(1)
-		go func(name string, t Target) {
-			defer wg.Done()
+	names := slices.Sorted(maps.Keys(nodes))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fanout.Each(len(names), fanout.Limit, func(i int) {
+			name, t := names[i], nodes[names[i]]
 			files, err := SetUp(ctx, from, t.Peer, name, t.Arch, info, t.Ranks, &meter)
 			if err != nil {
 				down.note(err, name)
@@ -85,8 +91,8 @@ func Files(ctx context.Context, from Origin, info job.Job, nodes map[string]Targ
 			copiedMu.Lock()
 			copied[name] = files
 			copiedMu.Unlock()
-		}(name, t)
-	}
+		})
+	}()
 	wait(&wg, &meter, say)
 	close(errs)
 	return copied, down.list(), <-errs
