@@ -540,8 +540,12 @@ func (o *overlayNet) upkeep() {
 }
 
 // keepUp dials the tunnels the node's running jobs of the overlay need,
-// closes those idle for tunnelIdle that none needs, and drops packets queued
-// too long.
+// closes those idle for tunnelIdle that none needs and those to nodes
+// membership holds dead or gone, and drops packets queued too long. A tunnel
+// to a host that vanished without a reset (its power, its link) would
+// otherwise stay open for as long as TCP retransmits into it, minutes; closed
+// when membership declares the node dead, a few seconds after, it is dialled
+// again when the node is back.
 func (o *overlayNet) keepUp() {
 	needed := o.neededPeers()
 	now := time.Now()
@@ -557,7 +561,14 @@ func (o *overlayNet) keepUp() {
 		if len(p.queue) > 0 && now.Sub(p.queuedAt) > queueFor {
 			p.queue = nil
 		}
-		if t := p.t; t != nil && !needed[name] && now.Sub(time.Unix(0, t.last.Load())) > tunnelIdle {
+		t := p.t
+		if t == nil {
+			continue
+		}
+		if n, ok := o.a.members.Node(name); !ok || n.State == membership.StateDead || n.State == membership.StateLeft {
+			o.a.log.Info("overlay: closing the tunnel to a node membership holds gone", "peer", name)
+			t.close()
+		} else if !needed[name] && now.Sub(time.Unix(0, t.last.Load())) > tunnelIdle {
 			t.close()
 		}
 	}

@@ -395,3 +395,59 @@ func TestEncrypt(t *testing.T) {
 	}
 	t.Logf("%d TCP segments on the bridge, all on the agents' ports; frames with %d zero bytes in a row: %d without --mpi-encrypt, none with it", total, zeroRun, clear.zeroFrames())
 }
+
+// A peer whose host vanishes without a reset (its link cut) leaves no tunnel
+// behind: n1 pings n4 over the overlay, n4's link goes down while the pings go
+// on, and n1's agent closes its tunnel to n4 once membership declares n4 dead,
+// instead of TCP retransmitting into it for minutes. It runs last: n4 comes
+// back when its link is healed.
+func TestVanishedPeer(t *testing.T) {
+	b := bed.Up(t)
+	addrs := overlayNodes(t, b)
+	ctx := context.Background()
+	for i := 0; ; i++ { // the first packets wait for the tunnel's dial
+		out, err := b.Exec(ctx, "n1", "ping", "-c", "1", "-W", "1", addrs["n4"])
+		if err == nil {
+			break
+		}
+		if i == 15 {
+			t.Fatalf("ping n4 over the overlay: %v\n%s", err, out)
+		}
+	}
+	logPath := filepath.Join(b.Dir(), "n1", "agent.log")
+	before, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingCtx, stopPing := context.WithCancel(ctx)
+	defer stopPing()
+	go b.Exec(pingCtx, "n1", "ping", "-i", "0.2", "-W", "1", addrs["n4"]) // packets in flight as the link goes
+	time.Sleep(time.Second)
+	if err := b.Cut(ctx, "n4"); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	t.Cleanup(func() {
+		if err := b.Heal(context.Background(), "n4"); err != nil {
+			t.Errorf("heal n4: %v", err)
+		}
+	})
+	deadline := cut.Add(45 * time.Second)
+	for {
+		log, _ := os.ReadFile(logPath)
+		var seen []string
+		for _, line := range strings.Split(string(log[min(len(before), len(log)):]), "\n") {
+			if strings.Contains(line, "peer=n4") {
+				seen = append(seen, line)
+			}
+			if strings.Contains(line, `msg="overlay: tunnel down"`) && strings.Contains(line, "peer=n4") {
+				t.Logf("n1's tunnel to n4 closed %.1f s after n4's link was cut:\n%s", time.Since(cut).Seconds(), strings.Join(seen, "\n"))
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n1's tunnel to n4 still open 45 s after n4's link was cut; n1's lines about n4 since:\n%s", strings.Join(seen, "\n"))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
