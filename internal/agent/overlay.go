@@ -494,7 +494,7 @@ func (o *overlayNet) read(t *tunnel) error {
 			o.forward(t, src, dst, pkt)
 			continue
 		}
-		if !o.accepts(src) {
+		if !o.accepts(t, src) {
 			continue
 		}
 		if _, err := o.dev.Write(pkt); err != nil {

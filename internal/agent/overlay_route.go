@@ -60,11 +60,18 @@ func (o *overlayNet) forward(t *tunnel, src, dst netip.Addr, pkt []byte) {
 }
 
 // accepts reports whether a packet from src that t brought is written into
-// the device: src is a live member's address, the peer's own or, relayed by
-// the peer, another's.
-func (o *overlayNet) accepts(src netip.Addr) bool {
-	owner, ok := o.table.Load().Owner(src)
-	return ok && owner != o.a.cfg.Name
+// the device (overlay.Accept): the peer's own, or relayed by the peer, a live
+// member's this node has no tunnel with.
+func (o *overlayNet) accepts(t *tunnel, src netip.Addr) bool {
+	owner, _ := o.table.Load().Owner(src)
+	if owner == t.peer {
+		return owner != o.a.cfg.Name
+	}
+	o.mu.Lock()
+	p := o.peers[owner]
+	direct := p != nil && p.t != nil
+	o.mu.Unlock()
+	return overlay.Accept(o.a.cfg.Name, t.peer, owner, direct)
 }
 
 // unreached are the peers without a tunnel that this node has dialled for

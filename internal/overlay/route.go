@@ -83,3 +83,20 @@ func Routes(v View) map[string]string {
 	}
 	return out
 }
+
+// Accept reports whether node self writes into its device a packet whose
+// source address owner owns ("" for no member), brought by its tunnel from
+// peer: the peer's own packets, or, relayed by the peer, those of another
+// member self has no tunnel with. A member with a tunnel to self sends its
+// packets through it, so a packet in its name from another tunnel is a node
+// speaking for it, and is dropped. (One that self has no tunnel with can
+// still be spoken for by any relay: docs/security.md.)
+func Accept(self, peer, owner string, tunnelWithOwner bool) bool {
+	switch {
+	case owner == "" || owner == self:
+		return false
+	case owner == peer:
+		return true
+	}
+	return !tunnelWithOwner
+}

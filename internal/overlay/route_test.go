@@ -88,3 +88,21 @@ func TestRouteAgreesWithComplete(t *testing.T) {
 		t.Errorf("Routes from n2 = %v, want %v (Complete's relay)", got, want)
 	}
 }
+
+func TestAccept(t *testing.T) {
+	for _, tt := range []struct {
+		peer, owner string
+		tunnel      bool
+		want        bool
+	}{
+		{"n2", "n2", true, true},   // the peer's own
+		{"n4", "n3", false, true},  // relayed for a member n1 cannot reach
+		{"n4", "n3", true, false},  // in the name of a member n1 has a tunnel with
+		{"n4", "", false, false},   // no member's address
+		{"n4", "n1", false, false}, // n1's own address from outside
+	} {
+		if got := Accept("n1", tt.peer, tt.owner, tt.tunnel); got != tt.want {
+			t.Errorf("Accept(n1, %s, %q, tunnel %v) = %v, want %v", tt.peer, tt.owner, tt.tunnel, got, tt.want)
+		}
+	}
+}
