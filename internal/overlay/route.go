@@ -34,8 +34,13 @@ type View struct {
 // Route is the node a packet from v.Self to node to is written to: to itself
 // when a tunnel with it is up or can be (either direction connects, as far as
 // anyone knows), else the best relay ([links.Relay]) among the members that
-// have or can get a tunnel with both; ok is false when there is none. A
-// direct tunnel that comes up later wins again.
+// have or can get a tunnel with both, those known to reach to (a direction of
+// the pair whose last check connected, or, never checked, that a probe
+// measured) before those nobody has checked yet; ok is false when there is none. A relay that
+// cannot reach to drops what it is given, and nothing tells this node so: on
+// a cluster just up, with its reach not yet checked, a relay chosen on hope
+// would swallow the pair's packets until the next round of checks. A direct
+// tunnel that comes up later wins again.
 func Route(v View, to string) (next string, ok bool) {
 	if v.Tunnels[to] {
 		return to, true
@@ -51,10 +56,30 @@ func Route(v View, to string) (next string, ok bool) {
 		return to, true
 	}
 	measured := make(map[links.Pair]links.Link, len(v.Links))
+	probed := map[links.Pair]bool{} // measured by a probe, not estimated
 	for _, l := range v.Links {
 		if !l.Unmeasured() && l.Via == "" {
 			measured[links.Pair{From: l.From, To: l.To}] = l
+			if !l.Estimated {
+				probed[links.Pair{From: l.From, To: l.To}] = true
+			}
 		}
+	}
+	known := func(x, y string) bool {
+		if !usable(x, y) {
+			return false
+		}
+		if x == v.Self {
+			return true // this node dials it, and learns
+		}
+		// A direction connects if its last check says so, or, unchecked,
+		// a probe measured it; a check that failed since the probe wins.
+		for _, p := range []links.Pair{{From: x, To: y}, {From: y, To: x}} {
+			if r, ok := facts[p]; ok && r.Result.Connects() || !ok && probed[p] {
+				return true
+			}
+		}
+		return false
 	}
 	// A leg nobody measured still carries packets: it ranks last.
 	measure := func(x, y string) (links.Link, bool) {
@@ -62,6 +87,9 @@ func Route(v View, to string) (next string, ok bool) {
 			return l, true
 		}
 		return measured[links.Pair{From: y, To: x}], true
+	}
+	if p, ok := links.Relay(v.Self, to, v.Members, known, measure); ok {
+		return p.Via, true
 	}
 	p, ok := links.Relay(v.Self, to, v.Members, usable, measure)
 	return p.Via, ok

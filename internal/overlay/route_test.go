@@ -13,6 +13,12 @@ func measured(from, to string, rttMs, mbit float64) links.Link {
 	return links.Link{From: from, To: to, RTT: job.Duration(time.Duration(rttMs * float64(time.Millisecond))), Bandwidth: mbit * 1e6 / 8}
 }
 
+func estimated(from, to string, rttMs, mbit float64) links.Link {
+	l := measured(from, to, rttMs, mbit)
+	l.Estimated = true
+	return l
+}
+
 func fact(from, to string, r links.Result) links.Link {
 	return links.Link{From: from, To: to, Reach: &links.Reach{Result: r, Checked: time.Unix(5000, 0)}}
 }
@@ -49,6 +55,18 @@ func TestRoute(t *testing.T) {
 		{name: "a relay with a tunnel up though unreached once", links: cut, tunnels: []string{"n4"}, unreached: []string{"n4"}, to: "n3", want: "n4", wantOK: true},
 		{name: "no relay left", links: cut, members: []string{"n2", "n3", "n5"}, to: "n3", wantOK: false},
 		{name: "an unmeasured relay still serves, last", links: cut, members: []string{"n2", "n3", "n6"}, to: "n3", want: "n6", wantOK: true},
+		// n7's link to n3 is an estimate (links.Complete through a third node), its
+		// reach unchecked: wider on paper than n4's, but n4 is known to reach n3.
+		{name: "a relay known to reach before one nobody checked", links: append([]links.Link{measured("n2", "n7", 0.1, 9000),
+			estimated("n7", "n3", 0.1, 9000)}, cut...), members: []string{"n2", "n3", "n4", "n7"}, to: "n3", want: "n4", wantOK: true},
+		// n1 measured its wide link to n3 before it was cut, and its check
+		// since failed: n4, narrower but known to reach n3, carries the pair.
+		{name: "a relay whose probe predates a failed check is not known to reach", links: []links.Link{
+			measured("n2", "n1", 0.1, 9000), measured("n1", "n3", 0.1, 9000), fact("n1", "n3", links.Refused),
+			measured("n4", "n2", 0.3, 900), measured("n3", "n4", 0.4, 800),
+			fact("n2", "n3", links.TimedOut), fact("n3", "n2", links.TimedOut)}, members: []string{"n1", "n2", "n3", "n4"}, to: "n3", want: "n4", wantOK: true},
+		{name: "only unchecked relays: the best of them", links: append([]links.Link{measured("n2", "n7", 0.1, 9000),
+			estimated("n7", "n3", 0.1, 9000)}, cut...), members: []string{"n2", "n3", "n7"}, to: "n3", want: "n7", wantOK: true},
 	} {
 		v := View{Self: "n2", Members: members, Links: tt.links, Tunnels: map[string]bool{}, Unreached: map[string]bool{}}
 		if tt.members != nil {
