@@ -168,7 +168,10 @@ const rshPrefix = "shoal rsh: "
 // FailureLine returns the line of a launcher's output s that says best why it
 // failed: the last line of an rsh hook's own failure (a node refusing or not
 // answering a launch), which Open MPI follows with a help box of generic
-// causes; else the last non-empty line that is not a box rule.
+// causes; else, when the output ends in a help box (Open MPI's lines between
+// two rules of dashes, perhaps followed by its note that more processes sent
+// the same help and how to see them all), the box's first line, its title;
+// else the last non-empty line.
 func FailureLine(s string) string {
 	lines := strings.Split(s, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -176,13 +179,52 @@ func FailureLine(s string) string {
 			return l
 		}
 	}
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if l != "" && !strings.ContainsAny(l[:1], "-*") {
+	end := len(lines) - 1
+	for ; end >= 0; end-- {
+		l := strings.TrimSpace(lines[end])
+		if l != "" && !helpAggregate.MatchString(l) {
+			break
+		}
+	}
+	if end < 0 { // nothing but notes of aggregated help, or nothing
+		for i := len(lines) - 1; i >= 0; i-- {
+			if l := strings.TrimSpace(lines[i]); l != "" {
+				return l
+			}
+		}
+		return "(no output)"
+	}
+	if !isRule(lines[end]) {
+		return strings.TrimSpace(lines[end])
+	}
+	start := end - 1
+	for start >= 0 && !isRule(lines[start]) {
+		start--
+	}
+	for i := start + 1; i < end; i++ {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	for i := end - 1; i >= 0; i-- { // an empty box: the last line before it
+		if l := strings.TrimSpace(lines[i]); l != "" && !isRule(l) {
 			return l
 		}
 	}
 	return "(no output)"
+}
+
+// helpAggregate matches the lines with which Open MPI's mpirun closes its
+// output when it gathered the same help from several processes: "[n1:14818]
+// 3 more processes have sent help message help-errmgr-base.txt / …" and
+// "[n1:14818] Set MCA parameter "orte_base_help_aggregate" to 0 to see all
+// help / error messages".
+var helpAggregate = regexp.MustCompile(`^\[[^\]]+\] (\d+ more process(es)? ha(s|ve) sent help message|Set MCA parameter "orte_base_help_aggregate")`)
+
+// isRule reports whether line is a help box's rule: dashes only.
+func isRule(line string) bool {
+	l := strings.TrimSpace(line)
+	return len(l) >= 10 && strings.Trim(l, "-") == ""
 }
 
 // launcherNotice is Open MPI's mpirun's line for the first process of a job that

@@ -26,7 +26,14 @@ This usually is caused by:
 `
 	for _, tt := range []struct{ name, out, want string }{
 		{"a node refused the launch", refused + "\n" + box, refused},
-		{"no rsh line", box, "and network routing requirements)."},
+		{"no rsh line: the box's title", box, "ORTE was unable to reliably start one or more daemons."},
+		{"a box and Open MPI's note of help aggregated", "[n1:4711] some earlier line\n" + box +
+			"[n1:14818] 2 more processes have sent help message help-errmgr-base.txt / no-path\n" +
+			"[n1:14818] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error messages\n",
+			"ORTE was unable to reliably start one or more daemons."},
+		{"a line after a box", box + "mpirun: Forwarding signal 18 to job\n", "mpirun: Forwarding signal 18 to job"},
+		{"only the note", "[n1:14818] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error messages\n",
+			"[n1:14818] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error messages"},
 		{"a plain line", "ORTE has lost communication with a remote daemon.\n\n", "ORTE has lost communication with a remote daemon."},
 		{"nothing", "\n", "(no output)"},
 	} {
