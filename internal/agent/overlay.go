@@ -508,10 +508,11 @@ func (o *overlayNet) write(t *tunnel) {
 // relayed), nothing else; and forwards those from the peer to another member
 // (the peer's relay is this node).
 func (o *overlayNet) read(t *tunnel) error {
-	r := bufio.NewReaderSize(t.conn, 64<<10)
+	// Straight from the connection: TLS holds what it decrypted of a record
+	// until it is read, so a buffer here would copy every byte once more.
 	buf := make([]byte, overlay.MTU)
 	for {
-		pkt, err := overlay.ReadFrame(r, buf)
+		pkt, err := overlay.ReadFrame(t.conn, buf)
 		if err != nil {
 			return err
 		}
