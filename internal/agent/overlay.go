@@ -139,12 +139,13 @@ const directMax = 2048
 // put writes pkt into the tunnel at once if it is small (directMax), its
 // writer is idle and nothing waits, which saves the packet a hand-off to the
 // writer's goroutine (a wake-up, on another thread when the runtime has one
-// idle, each way); else it queues pkt's frame for the writer (see [frames]). It reports false
-// when the queue is full. A write into a connection whose send buffer is full
-// waits for room and holds up the caller (the device's reader, so every
-// peer's packets): for at most directMax bytes' room, the time a slow link
-// takes to send them (16 ms at 1 Mbit/s), where a packet of the device's MTU
-// would hold every peer up for as long as that link takes to send 64 KB.
+// idle, each way); else it queues pkt's frame for the writer (see [frames]).
+// It reports false when the queue is full. A write into a connection whose
+// send buffer is full waits for room and holds up the caller (the device's
+// reader, so every peer's packets): for at most directMax bytes' room, the
+// time a slow link takes to send them (16 ms at 1 Mbit/s), where a packet of
+// the device's MTU would hold every peer up for as long as that link takes
+// to send 64 KB.
 func (t *tunnel) put(pkt []byte) bool {
 	if len(pkt) <= directMax && t.pending.Load() == 0 && t.wmu.TryLock() {
 		if t.pending.Load() == 0 {
@@ -434,7 +435,10 @@ func (o *overlayNet) carry(peer, dialer string, conn io.ReadWriteCloser) {
 	p.t = t
 	p.tryingSince, p.lostAt = time.Time{}, time.Time{}
 	for _, pkt := range p.queue {
-		if f := newFrame(pkt); f != nil && time.Since(p.queuedAt) < queueFor {
+		if time.Since(p.queuedAt) >= queueFor {
+			break
+		}
+		if f := newFrame(pkt); f != nil {
 			t.pending.Add(1)
 			t.send <- f
 		}
