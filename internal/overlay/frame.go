@@ -20,9 +20,9 @@ const MTU = 65000
 // 0 or beyond [MTU].
 var ErrFrame = errors.New("overlay: bad frame")
 
-// A frame is one IP packet: its length in 2 bytes, big-endian, then the
-// packet.
-const frameHeader = 2
+// FrameHeader is the length of a frame's header: a frame is one IP packet,
+// its length in 2 bytes, big-endian, then the packet.
+const FrameHeader = 2
 
 // AppendFrame appends pkt's frame to b.
 func AppendFrame(b, pkt []byte) ([]byte, error) {
@@ -35,7 +35,7 @@ func AppendFrame(b, pkt []byte) ([]byte, error) {
 
 // WriteFrame writes pkt's frame to w.
 func WriteFrame(w io.Writer, pkt []byte) error {
-	b, err := AppendFrame(make([]byte, 0, frameHeader+len(pkt)), pkt)
+	b, err := AppendFrame(make([]byte, 0, FrameHeader+len(pkt)), pkt)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func WriteFrame(w io.Writer, pkt []byte) error {
 // its packet, a slice of buf. A stream that ends between frames gives io.EOF,
 // within one io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, buf []byte) ([]byte, error) {
-	var h [frameHeader]byte
+	var h [FrameHeader]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return nil, err
 	}
