@@ -149,7 +149,7 @@ func printNodes(w io.Writer, nodes []node.Node, now time.Time) {
 		}
 		ranks := strconv.Itoa(n.Ranks)
 		if st, ok := membership.ParseState(n.State); (ok && !st.Member()) || n.State == agent.StateUnreachable {
-			ranks = "-" // the count it announced last, before it went
+			ranks = "-" // nothing runs on a node that is gone
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			n.Name, n.Addr, cores, speed, n.Arch, state, shortDuration(now.Sub(n.Since)), ranks, role)

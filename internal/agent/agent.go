@@ -165,7 +165,6 @@ type Agent struct {
 	local     string       // as written to AddrFile
 
 	beforeLeave atomic.Pointer[func(context.Context) error]
-	ranksDirty  chan struct{} // the launch grants' ranks changed: announce them
 	quit        chan struct{} // closed when the agent starts stopping
 	moved       chan string   // the host's new address: see Moved
 
@@ -197,7 +196,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log, leaveDone: make(chan struct{}), done: make(chan struct{}),
-		ranksDirty: make(chan struct{}, 1), quit: make(chan struct{}), moved: make(chan string, 1), membersUp: make(chan struct{})}
+		quit: make(chan struct{}), moved: make(chan string, 1), membersUp: make(chan struct{})}
 	if cfg.BeforeLeave != nil {
 		a.beforeLeave.Store(&cfg.BeforeLeave)
 	}
@@ -229,7 +228,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.tls, err = pki.NewIdentity(a.secret, cfg.Name, ips...); err != nil {
 		return nil, err
 	}
-	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, OnRanks: a.ranksChanged, IsMember: a.isLiveMember,
+	a.launch, err = launch.New(launch.Config{Node: cfg.Name, DataDir: cfg.DataDir, Log: a.log, IsMember: a.isLiveMember,
 		JobDirs: []string{JobsDir, CkptDir, ResultsDir}, JobRanks: a.jobRanks, OnGrant: a.newRun, ExtraDaemons: cfg.ExtraDaemons})
 	if err != nil {
 		return nil, err
@@ -320,7 +319,6 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	// Before the API serves: nothing fetches a shard until then.
 	a.shards.LinkRate = a.links.bandwidthFrom
-	go a.announceRanks()
 	go a.reconcileVoters(a.members.Subscribe())
 	a.serve("API server", func() error { return a.server.Serve(a.apiLn) })
 	if err = a.listenLocal(); err != nil {

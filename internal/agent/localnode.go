@@ -29,15 +29,16 @@ func (n *localNode) Nodes(ctx context.Context) ([]node.Node, error) {
 // memberNodes is every node membership knows of, in its state.
 func (a *Agent) memberNodes() []node.Node {
 	roles := a.roles()
+	placed := a.placedRanks()
 	var out []node.Node
 	for _, m := range a.members.Nodes() {
 		role := roles[m.Name]
 		if role == "" && m.State.Member() && a.store != nil {
 			role = node.RoleClient
 		}
-		ranks := m.Meta.Ranks // what a node that is gone announced last runs nowhere now
+		ranks := placed[m.Name]
 		if !m.State.Member() {
-			ranks = 0
+			ranks = 0 // what a node that is gone was given runs nowhere now
 		}
 		out = append(out, node.Node{
 			Name:    m.Name,
@@ -58,6 +59,28 @@ func (a *Agent) memberNodes() []node.Node {
 			Role:    role,
 			Overlay: m.Meta.Overlay,
 		})
+	}
+	return out
+}
+
+// placedRanks counts, by node, the ranks of the jobs that have not ended as
+// their placements in the job store (this node's replica or mirror) put them:
+// the RANKS of `shoal nodes`. Read from the store when asked, they cost a
+// launch nothing; announced by each node in its gossiped metadata, as they
+// were, a launch over N nodes sent N updates that every node of the cluster
+// handled, a cost per node that grew with the cluster at every launch.
+func (a *Agent) placedRanks() map[string]int {
+	if a.store == nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, j := range a.store.Jobs() {
+		if !j.Ended.IsZero() || j.State == job.Pending || j.State == job.Succeeded || j.State == job.Failed || j.State == job.Cancelled {
+			continue
+		}
+		for name, ranks := range j.Placement {
+			out[name] += len(ranks)
+		}
 	}
 	return out
 }

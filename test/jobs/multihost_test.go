@@ -36,7 +36,7 @@ func TestMultiHost(t *testing.T) {
 	t.Run("heat", func(t *testing.T) {
 		heat := filepath.Join(testenv.Root, "build/examples/heat")
 		// 4000 steps of at least 2.5 ms: 10 s or more, time to look at the nodes
-		// meanwhile (a node announces its ranks 3 s after its grants change).
+		// meanwhile.
 		args := []string{"--size", "600", "--steps", "4000", "--pace", "2500"}
 		want := reference(t, "checksum", 6, append([]string{heat}, unpaced(args)...)...)
 		j := submit(t, b, "n1", append([]string{"-n", "6", "--", heat}, args...)...)
