@@ -137,3 +137,22 @@ func TestRelaySpreads(t *testing.T) {
 		t.Errorf("the only usable relay: got %+v, %v; want slow", p, ok)
 	}
 }
+
+// BenchmarkComplete128: what a placement's links cost at 128 nodes, each
+// having measured 8 others (links.PerRound), most pairs estimated.
+func BenchmarkComplete128(b *testing.B) {
+	var nodes []string
+	for i := 1; i <= 128; i++ {
+		nodes = append(nodes, fmt.Sprintf("n%d", i))
+	}
+	var rows []Link
+	for i, a := range nodes {
+		for k := 1; k <= 8; k++ {
+			rows = append(rows, link(a, nodes[(i+k*13)%len(nodes)], 0.1+float64(k)/10, float64(100*k), false))
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		Complete(nodes, rows)
+	}
+}
