@@ -64,8 +64,8 @@ func (o *overlayNet) forward(t *tunnel, src, dst netip.Addr, pkt []byte) {
 // member's this node has no tunnel with.
 func (o *overlayNet) accepts(t *tunnel, src netip.Addr) bool {
 	owner, _ := o.table.Load().Owner(src)
-	if owner == t.peer {
-		return owner != o.a.cfg.Name
+	if owner == t.peer { // the peer's own: no need to look at the tunnels
+		return overlay.Accept(o.a.cfg.Name, t.peer, owner, false)
 	}
 	o.mu.Lock()
 	p := o.peers[owner]

@@ -25,8 +25,7 @@ func Probers(joiner string, live []string, k int) []string {
 			continue
 		}
 		seen[n] = true
-		h := sha256.Sum256([]byte(joiner + "\x00" + n))
-		rs = append(rs, ranked{n, binary.BigEndian.Uint64(h[:8])})
+		rs = append(rs, ranked{n, weight(joiner, n)})
 	}
 	sort.Slice(rs, func(i, j int) bool {
 		if rs[i].w != rs[j].w {
@@ -40,4 +39,13 @@ func Probers(joiner string, live []string, k int) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// weight is the rendezvous weight of candidate for key: every node computes
+// the same, and a candidate's weight does not depend on the others, so that
+// one joining or leaving moves only the keys it wins or held (Probers, the
+// relay of a pair among equals in Relay).
+func weight(key, candidate string) uint64 {
+	h := sha256.Sum256([]byte(key + "\x00" + candidate))
+	return binary.BigEndian.Uint64(h[:8])
 }

@@ -1,8 +1,6 @@
 package links
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"time"
 
 	"shoal/internal/job"
@@ -84,8 +82,7 @@ func Relay(a, b string, nodes []string, usable func(x, y string) bool, measure f
 		if p.Bandwidth < nearBandwidth*best.Bandwidth || float64(p.RTT) > nearRTT*float64(best.RTT)+float64(nearRTTSlack) {
 			continue
 		}
-		h := sha256.Sum256([]byte(pair + "\x00" + p.Via))
-		if w := binary.BigEndian.Uint64(h[:8]); !ok || w > top || w == top && p.Via < chosen.Via {
+		if w := weight(pair, p.Via); !ok || w > top || w == top && p.Via < chosen.Via {
 			chosen, top, ok = p, w, true
 		}
 	}
