@@ -97,25 +97,42 @@ func cluster(t *testing.T) *testbed.Bed {
 			}
 		}
 	}
-	waitFor(t, "every node alive and one leading the job store", time.Minute, func() bool {
-		for _, h := range hosts {
-			ns := nodes(t, h)
-			leaders, alive := 0, 0
-			for _, n := range ns {
-				if n.State == "alive" {
-					alive++
-				}
-				if n.Role == "leader" {
-					leaders++
-				}
-			}
-			if alive != len(hosts) || leaders != 1 {
-				return false
-			}
+	// The same leader, seen by every host, three times running: a test that
+	// reads the leader once must not read it in the middle of an election an
+	// agent's restart above set off.
+	settled, last := 0, ""
+	waitFor(t, "every node alive and one node leading the job store, the same to all", time.Minute, func() bool {
+		lead := agreedLeader(t)
+		if lead == "" || lead != last {
+			settled, last = 0, lead
+			return false
 		}
-		return true
+		settled++
+		return settled >= 3
 	})
 	return bed
+}
+
+// agreedLeader is the node every host sees alive with all the others and
+// leading the job store, or "" while they do not agree.
+func agreedLeader(t *testing.T) string {
+	lead := ""
+	for _, h := range hosts {
+		alive, leaders := 0, []string{}
+		for _, n := range nodes(t, h) {
+			if n.State == "alive" {
+				alive++
+			}
+			if n.Role == "leader" {
+				leaders = append(leaders, n.Name)
+			}
+		}
+		if alive != len(hosts) || len(leaders) != 1 || (lead != "" && leaders[0] != lead) {
+			return ""
+		}
+		lead = leaders[0]
+	}
+	return lead
 }
 
 // node is a line of `shoal nodes --json`.
@@ -491,6 +508,12 @@ func TestLeaderLeaves(t *testing.T) {
 	b := cluster(t)
 	lead, other := leaderAndOther(t)
 	id := detach(t, lead)
+	// The node that leaves is the one the job names its coordinator, should the
+	// lead have moved since it was read.
+	if c := coordinatorOf(t, other, id); c != lead {
+		t.Logf("the leader read was %s; the job's coordinator is %s", lead, c)
+		lead, other = c, lead
+	}
 	waitEpoch(t, other, id)
 	leaveStart := time.Now()
 	if out, err := b.Exec(context.Background(), lead, filepath.Join(testenv.Root, "bin/shoal"), "leave"); err != nil {
@@ -526,6 +549,19 @@ func TestLeaderLeaves(t *testing.T) {
 	if regexp.MustCompile(`[ (]` + lead + `:\d`).MatchString(restartMsg) {
 		t.Errorf("the job relaunched on the node that left: %q", restartMsg)
 	}
+}
+
+// coordinatorOf is the node job id's first event names its coordinator.
+func coordinatorOf(t *testing.T, host, id string) string {
+	t.Helper()
+	evs := jsonEvents(t, host, id)
+	if len(evs) > 0 {
+		if m := regexp.MustCompile(`; (n\d+) coordinates$`).FindStringSubmatch(evs[0].Message); m != nil {
+			return m[1]
+		}
+	}
+	t.Fatalf("job %s's first event names no coordinator:\n%s", id, eventLines(evs))
+	return ""
 }
 
 // event is a line of `shoal events --json`.
