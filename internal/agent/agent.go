@@ -215,6 +215,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.peers = api.NewClients(a.secret)
+	a.reach.heard = a.peers.Answered
 	gossip, err := a.gossipConfig()
 	if err != nil {
 		return nil, err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
+	"shoal/internal/fanout"
 	"shoal/internal/node"
 )
 
@@ -34,10 +36,23 @@ func Refused(err error) bool {
 // user) dials each node at most once in it.
 const reachMemo = time.Second
 
+// reachLimit is how many nodes one check dials at most, all at once: a check
+// over thousands of nodes opens a bounded number of sockets and returns
+// within reachTimeout even when many are silent. A node left undialled is
+// left to membership, as one that did not answer in time is.
+const reachLimit = 256
+
 // reachCheck remembers since when each node has refused connections, so that
 // SINCE counts from the first refusal seen, and each node's last check. Safe
 // for concurrent use.
 type reachCheck struct {
+	// heard, when set, says when a request to the agent at an API address
+	// was last answered ([api.Clients.Answered]): a node heard from within
+	// reachMemo is not dialled. A coordinator that reads the live nodes
+	// several times a second while it talks to every node of its run then
+	// dials none of them.
+	heard func(api string) time.Time
+
 	mu      sync.Mutex
 	since   map[string]time.Time
 	checked map[string]reachResult
@@ -50,10 +65,11 @@ type reachResult struct {
 	refused bool
 }
 
-// mark dials, in parallel, the API address of every node of nodes that
-// membership holds alive or suspect (this one aside) and marks those that
-// refuse [StateUnreachable], with no ranks (its agent and the ranks it ran
-// are gone).
+// mark dials, in parallel, the API address of the nodes of nodes that
+// membership holds alive or suspect (this one aside) and that were neither
+// checked nor heard from within reachMemo, at most reachLimit of them, and
+// marks those that refuse [StateUnreachable], with no ranks (its agent and the
+// ranks it ran are gone).
 func (c *reachCheck) mark(ctx context.Context, nodes []node.Node, dial func(ctx context.Context, addr string) error) {
 	refused := make([]bool, len(nodes))
 	start := time.Now()
@@ -62,28 +78,49 @@ func (c *reachCheck) mark(ctx context.Context, nodes []node.Node, dial func(ctx 
 		c.checked = map[string]reachResult{}
 	}
 	memo := make([]bool, len(nodes))
+	silent := make([]bool, len(nodes))  // no answer, or not dialled: nothing new
+	skipped := make([]bool, len(nodes)) // not dialled this time
 	for i, n := range nodes {
-		if r, ok := c.checked[n.Name]; ok && r.api == n.API && start.Sub(r.at) < reachMemo {
+		r, ok := c.checked[n.Name]
+		if c.heard != nil && n.API != "" {
+			// An answer newer than the last check stands for one.
+			if h := c.heard(n.API); !h.IsZero() && (!ok || r.api != n.API || h.After(r.at)) {
+				r, ok = reachResult{api: n.API, at: h}, true
+				c.checked[n.Name] = r
+			}
+		}
+		if ok && r.api == n.API && start.Sub(r.at) < reachMemo {
 			memo[i], refused[i] = true, r.refused
 		}
 	}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	silent := make([]bool, len(nodes))
+	var todo []int
+	last := make([]time.Time, len(nodes)) // of each node's last check, zero if none
 	for i, n := range nodes {
-		if memo[i] || n.Local || n.API == "" || (n.State != "alive" && n.State != "suspect") {
-			continue
+		if !memo[i] && !n.Local && n.API != "" && (n.State == "alive" || n.State == "suspect") {
+			todo = append(todo, i)
+			if r, ok := c.checked[n.Name]; ok && r.api == n.API {
+				last[i] = r.at
+			}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dctx, cancel := context.WithTimeout(ctx, reachTimeout)
-			defer cancel()
-			err := dial(dctx, n.API)
-			refused[i], silent[i] = Refused(err), err != nil && !Refused(err)
-		}()
 	}
-	wg.Wait()
+	c.mu.Unlock()
+	// At most reachLimit dials a check, the nodes checked longest ago first:
+	// past reachLimit nodes not heard from, a node is checked every
+	// n/reachLimit checks rather than every check dialling all n.
+	if len(todo) > reachLimit {
+		slices.SortStableFunc(todo, func(x, y int) int { return last[x].Compare(last[y]) })
+		for _, i := range todo[reachLimit:] {
+			skipped[i], silent[i] = true, true
+		}
+		todo = todo[:reachLimit]
+	}
+	fanout.Each(len(todo), reachLimit, func(k int) {
+		i := todo[k]
+		dctx, cancel := context.WithTimeout(ctx, reachTimeout)
+		defer cancel()
+		err := dial(dctx, nodes[i].API)
+		refused[i], silent[i] = Refused(err), err != nil && !Refused(err)
+	})
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -100,7 +137,7 @@ func (c *reachCheck) mark(ctx context.Context, nodes []node.Node, dial func(ctx 
 	}
 	for i := range nodes {
 		n := &nodes[i]
-		if !memo[i] && !n.Local && n.API != "" && (n.State == "alive" || n.State == "suspect") {
+		if !memo[i] && !skipped[i] && !n.Local && n.API != "" && (n.State == "alive" || n.State == "suspect") {
 			// A check that began earlier and ended later (one of its dials
 			// waited out reachTimeout) does not overwrite a newer one's
 			// result: an answer from before a kill would hide the refusal

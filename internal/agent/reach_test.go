@@ -124,3 +124,88 @@ func TestReachCheckSilenceKeepsRefusal(t *testing.T) {
 		t.Errorf("refused, then answering: %s, want alive", got)
 	}
 }
+
+// A node whose agent answered a request within reachMemo is not dialled and
+// stays alive; a refusal seen after that answer still stands.
+func TestReachCheckHeard(t *testing.T) {
+	now := time.Now()
+	heard := map[string]time.Time{"a:1": now, "b:1": now.Add(-time.Hour)}
+	c := reachCheck{heard: func(api string) time.Time { return heard[api] }}
+	var dialled []string
+	dial := func(ctx context.Context, addr string) error {
+		dialled = append(dialled, addr)
+		return syscall.ECONNREFUSED
+	}
+	nodes := []node.Node{
+		{Name: "answered", API: "a:1", State: "alive"},
+		{Name: "long-ago", API: "b:1", State: "alive"},
+	}
+	c.mark(context.Background(), nodes, dial)
+	if len(dialled) != 1 || dialled[0] != "b:1" {
+		t.Errorf("dialled %v, want only b:1 (a:1 answered just now)", dialled)
+	}
+	if nodes[0].State != "alive" || nodes[1].State != StateUnreachable {
+		t.Errorf("states %s, %s; want alive, %s", nodes[0].State, nodes[1].State, StateUnreachable)
+	}
+	// An answer older than the refusal the check saw does not hide it.
+	heard["b:1"] = now.Add(-time.Millisecond)
+	again := []node.Node{{Name: "long-ago", API: "b:1", State: "alive"}}
+	c.mark(context.Background(), again, dial)
+	if again[0].State != StateUnreachable {
+		t.Errorf("an answer older than the refusal seen made the node %s, want %s", again[0].State, StateUnreachable)
+	}
+	// A newer answer does: the agent is back.
+	heard["b:1"] = time.Now()
+	again[0].State = "alive"
+	c.mark(context.Background(), again, dial)
+	if again[0].State != "alive" {
+		t.Errorf("an answer newer than the refusal left the node %s, want alive", again[0].State)
+	}
+}
+
+// A check over more nodes than reachLimit dials reachLimit of them, those
+// checked longest ago first, so that the next checks dial the others; a node
+// not dialled that was seen refusing stays unreachable.
+func TestReachCheckBounded(t *testing.T) {
+	n := 2*reachLimit + 10
+	nodes := func() []node.Node {
+		out := make([]node.Node, n)
+		for i := range out {
+			out[i] = node.Node{Name: fmt.Sprintf("n%d", i), API: fmt.Sprintf("h%d:1", i), State: "alive"}
+		}
+		return out
+	}
+	var c reachCheck
+	refusing := "n0"
+	c.since = map[string]time.Time{refusing: time.Now().Add(-time.Minute)} // seen refusing, never checked here
+	var mu sync.Mutex
+	dialled := map[string]int{}
+	dial := func(ctx context.Context, addr string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		dialled[addr]++
+		if addr == "h0:1" {
+			return syscall.ECONNREFUSED
+		}
+		return nil
+	}
+	for round := 1; round <= 3; round++ {
+		ns := nodes()
+		before := len(dialled)
+		c.mark(context.Background(), ns, dial)
+		if got, want := len(dialled)-before, min(reachLimit, n-before); got != want {
+			t.Errorf("check %d dialled %d nodes not dialled before, want %d", round, got, want)
+		}
+		if ns[0].State != StateUnreachable {
+			t.Errorf("check %d: %s is %s, want %s", round, refusing, ns[0].State, StateUnreachable)
+		}
+	}
+	for addr, k := range dialled {
+		if k != 1 {
+			t.Errorf("%s dialled %d times in three checks within %v, want once", addr, k, reachMemo)
+		}
+	}
+	if len(dialled) != n {
+		t.Errorf("three checks dialled %d of %d nodes, want all", len(dialled), n)
+	}
+}

@@ -41,6 +41,9 @@ type Client struct {
 	// learned from its health answer before the first other request; cleared
 	// when the agent says a request was for someone else (it restarted).
 	node atomic.Pointer[string]
+	// answered is when (UnixNano) the newest request that the agent answered,
+	// with any status, was sent: the agent listened then ([Client.Answered]).
+	answered atomic.Int64
 }
 
 // NewClient returns a client of the agent at addr (host:port, or an https:// URL)
@@ -126,6 +129,18 @@ func (cs *Clients) Get(addr string) *Client {
 		cs.byAddr[addr] = c
 	}
 	return c
+}
+
+// Answered returns when the newest request that the agent at addr answered
+// was sent by one of these clients ([Client.Answered]), zero if none was.
+func (cs *Clients) Answered(addr string) time.Time {
+	cs.mu.Lock()
+	c := cs.byAddr[addr]
+	cs.mu.Unlock()
+	if c == nil {
+		return time.Time{}
+	}
+	return c.Answered()
 }
 
 // Forget drops the client of addr and closes its idle connections: the agent
@@ -229,7 +244,11 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	if c.broken != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInternal, c.broken)
 	}
+	sent := time.Now()
 	resp, err := c.hc.Do(req)
+	if err == nil {
+		c.heard(sent)
+	}
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%s %s at %s: %w", req.Method, req.URL.Path, c.addr, ctxErr)
@@ -250,6 +269,27 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		return nil, readError(resp)
 	}
 	return resp, nil
+}
+
+// heard records that a request sent at sent was answered.
+func (c *Client) heard(sent time.Time) {
+	at := sent.UnixNano()
+	for {
+		was := c.answered.Load()
+		if was >= at || c.answered.CompareAndSwap(was, at) {
+			return
+		}
+	}
+}
+
+// Answered returns when the newest request this client's agent answered (with
+// any status) was sent, zero if none has been: evidence that its agent
+// listened at that time, which a check of its reach need not dial again for.
+func (c *Client) Answered() time.Time {
+	if at := c.answered.Load(); at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Time{}
 }
 
 // otherCluster reports whether err is a TLS handshake that failed because one
