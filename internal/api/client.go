@@ -41,8 +41,9 @@ type Client struct {
 	// learned from its health answer before the first other request; cleared
 	// when the agent says a request was for someone else (it restarted).
 	node atomic.Pointer[string]
-	// answered is when (UnixNano) the newest request that the agent answered,
-	// with any status, was sent: the agent listened then ([Client.Answered]).
+	// answered is when (UnixNano) the newest answer of the agent, with any
+	// status, came: the agent was there a network delay before
+	// ([Client.Answered]).
 	answered atomic.Int64
 }
 
@@ -131,8 +132,8 @@ func (cs *Clients) Get(addr string) *Client {
 	return c
 }
 
-// Answered returns when the newest request that the agent at addr answered
-// was sent by one of these clients ([Client.Answered]), zero if none was.
+// Answered returns when the newest answer of the agent at addr to one of
+// these clients came ([Client.Answered]), zero if none has.
 func (cs *Clients) Answered(addr string) time.Time {
 	cs.mu.Lock()
 	c := cs.byAddr[addr]
@@ -244,10 +245,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	if c.broken != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInternal, c.broken)
 	}
-	sent := time.Now()
 	resp, err := c.hc.Do(req)
 	if err == nil {
-		c.heard(sent)
+		c.heard(time.Now())
 	}
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
@@ -271,9 +271,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// heard records that a request sent at sent was answered.
-func (c *Client) heard(sent time.Time) {
-	at := sent.UnixNano()
+// heard records an answer that came at t.
+func (c *Client) heard(t time.Time) {
+	at := t.UnixNano()
 	for {
 		was := c.answered.Load()
 		if was >= at || c.answered.CompareAndSwap(was, at) {
@@ -282,9 +282,11 @@ func (c *Client) heard(sent time.Time) {
 	}
 }
 
-// Answered returns when the newest request this client's agent answered (with
-// any status) was sent, zero if none has been: evidence that its agent
-// listened at that time, which a check of its reach need not dial again for.
+// Answered returns when the newest answer (with any status) of this client's
+// agent came, zero if none has: evidence that its agent was there a network
+// delay before, which a check of its reach need not dial again for. It is
+// when the answer came, not when its request went: a request a loaded agent
+// or a long poll kept for seconds was still answered by a live agent.
 func (c *Client) Answered() time.Time {
 	if at := c.answered.Load(); at != 0 {
 		return time.Unix(0, at)
