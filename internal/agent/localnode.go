@@ -26,6 +26,9 @@ func (n *localNode) Nodes(ctx context.Context) ([]node.Node, error) {
 	return out, nil
 }
 
+// Members is membership's view of the nodes, no node's reach checked.
+func (n *localNode) Members() []node.Node { return (*Agent)(n).memberNodes() }
+
 // memberNodes is every node membership knows of, in its state.
 func (a *Agent) memberNodes() []node.Node {
 	roles := a.roles()

@@ -279,11 +279,7 @@ func (s *Server) relayLaunch(w http.ResponseWriter, r *http.Request, c *Caller, 
 		return fmt.Errorf("%w: this agent does not pass launches on", ErrNotAvailable)
 	}
 	to := req.To
-	nodes, err := s.cfg.Node.Nodes(r.Context())
-	if err != nil {
-		return err
-	}
-	if err := relayTarget(nodes, to); err != nil {
+	if err := relayTarget(s.cfg.Node.Members(), to); err != nil {
 		return fmt.Errorf("%w (as node %s sees the cluster)", err, s.cfg.Node.Name())
 	}
 	req.To = ""

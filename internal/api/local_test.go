@@ -259,6 +259,13 @@ func TestLocalSocket(t *testing.T) {
 	if r := <-relayed; r.To != "10.0.0.2:7947" || r.Job != "theirs" {
 		t.Errorf("relayed %+v", r)
 	}
+	// A launch relays once per node of its run: finding the node must not
+	// check every node's reach (a launch over n nodes would dial n² times).
+	cn.mu.Lock()
+	if cn.checks != 0 {
+		t.Errorf("the relay read the nodes with their reach checked %d times, want membership's view only", cn.checks)
+	}
+	cn.mu.Unlock()
 	// A launch naming another agent from the network is refused.
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
@@ -280,14 +287,22 @@ func TestLocalSocket(t *testing.T) {
 // clusterNode is a node whose view of the cluster a test sets.
 type clusterNode struct {
 	fakeNode
-	mu    sync.Mutex
-	nodes []node.Node
+	mu     sync.Mutex
+	nodes  []node.Node
+	checks int // calls of Nodes, which checks every node's reach
 }
 
 func (c *clusterNode) Nodes(context.Context) ([]node.Node, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checks++
 	return slices.Clone(c.nodes), nil
+}
+
+func (c *clusterNode) Members() []node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes)
 }
 
 func (c *clusterNode) set(nodes ...node.Node) {

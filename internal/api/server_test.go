@@ -42,6 +42,10 @@ func (f *fakeNode) Nodes(context.Context) ([]node.Node, error) {
 		{Name: "n2", API: "127.0.0.2:7947", Cores: 2, State: "dead"},
 	}, nil
 }
+func (f *fakeNode) Members() []node.Node {
+	nodes, _ := f.Nodes(context.Background())
+	return nodes
+}
 func (f *fakeNode) Leave(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

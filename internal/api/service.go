@@ -19,6 +19,11 @@ type LocalNode interface {
 	// Nodes returns every node this node knows of, dead and left ones included,
 	// with the ranks each announces.
 	Nodes(ctx context.Context) ([]node.Node, error)
+	// Members returns the same nodes in membership's states, without
+	// checking that each live one's agent answers: for a lookup that needs
+	// only where a node is, such as a launch relayed to it, which a launch
+	// makes once per node of its run.
+	Members() []node.Node
 	// Leave makes this node leave the cluster and returns once it has (jobs
 	// checkpointed, departure gossiped). The server answers the request, then
 	// the agent shuts down. A second call while leaving waits for the first.
