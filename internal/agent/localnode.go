@@ -5,6 +5,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/job"
+	"shoal/internal/membership"
 	"shoal/internal/node"
 )
 
@@ -26,44 +27,56 @@ func (n *localNode) Nodes(ctx context.Context) ([]node.Node, error) {
 	return out, nil
 }
 
-// Members is membership's view of the nodes, no node's reach checked.
-func (n *localNode) Members() []node.Node { return (*Agent)(n).memberNodes() }
+// Members is membership's view of the nodes, without the job store's roles
+// and ranks and no node's reach checked: a relayed launch, once per daemon,
+// needs only where its node is.
+func (n *localNode) Members() []node.Node {
+	var out []node.Node
+	for _, m := range n.members.Nodes() {
+		out = append(out, nodeOf(m))
+	}
+	return out
+}
 
-// memberNodes is every node membership knows of, in its state.
+// memberNodes is every node membership knows of, in its state, with its role
+// in the job store and the ranks placed on it.
 func (a *Agent) memberNodes() []node.Node {
 	roles := a.roles()
 	placed := a.placedRanks()
 	var out []node.Node
 	for _, m := range a.members.Nodes() {
-		role := roles[m.Name]
-		if role == "" && m.State.Member() && a.store != nil {
-			role = node.RoleClient
+		n := nodeOf(m)
+		n.Role = roles[m.Name]
+		if n.Role == "" && m.State.Member() && a.store != nil {
+			n.Role = node.RoleClient
 		}
-		ranks := placed[m.Name]
-		if !m.State.Member() {
-			ranks = 0 // what a node that is gone was given runs nowhere now
+		if m.State.Member() {
+			n.Ranks = placed[m.Name] // what a node that is gone was given runs nowhere now
 		}
-		out = append(out, node.Node{
-			Name:    m.Name,
-			Addr:    m.Addr,
-			API:     m.Meta.API,
-			Cores:   m.Meta.Cores,
-			CPUs:    float64(m.Meta.CPUMilli) / 1000,
-			Speed:   m.Meta.Speed,
-			Arch:    m.Meta.Arch,
-			OS:      m.Meta.OS,
-			Labels:  m.Meta.Labels,
-			State:   m.State.String(),
-			Since:   m.Since,
-			RTT:     job.Duration(m.RTT),
-			Leaving: m.Meta.Leaving,
-			Local:   m.Local,
-			Ranks:   ranks,
-			Role:    role,
-			Overlay: m.Meta.Overlay,
-		})
+		out = append(out, n)
 	}
 	return out
+}
+
+// nodeOf is membership's node m as the API shows it.
+func nodeOf(m membership.Node) node.Node {
+	return node.Node{
+		Name:    m.Name,
+		Addr:    m.Addr,
+		API:     m.Meta.API,
+		Cores:   m.Meta.Cores,
+		CPUs:    float64(m.Meta.CPUMilli) / 1000,
+		Speed:   m.Meta.Speed,
+		Arch:    m.Meta.Arch,
+		OS:      m.Meta.OS,
+		Labels:  m.Meta.Labels,
+		State:   m.State.String(),
+		Since:   m.Since,
+		RTT:     job.Duration(m.RTT),
+		Leaving: m.Meta.Leaving,
+		Local:   m.Local,
+		Overlay: m.Meta.Overlay,
+	}
 }
 
 // placedRanks counts, by node, the ranks of the jobs that have not ended as

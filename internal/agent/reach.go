@@ -46,11 +46,10 @@ const reachLimit = 256
 // SINCE counts from the first refusal seen, and each node's last check. Safe
 // for concurrent use.
 type reachCheck struct {
-	// heard, when set, says when a request to the agent at an API address
-	// was last answered ([api.Clients.Answered]): a node heard from within
-	// reachMemo is not dialled. A coordinator that reads the live nodes
-	// several times a second while it talks to every node of its run then
-	// dials none of them.
+	// heard, when set, says when the agent at an API address last answered
+	// a request of this agent's ([api.Clients.Answered]): a node heard from
+	// within reachMemo is not dialled. GET /v1/nodes on the coordinator's
+	// agent, while it talks to every node of a run, dials none of them.
 	heard func(api string) time.Time
 
 	mu      sync.Mutex

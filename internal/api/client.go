@@ -246,9 +246,6 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInternal, c.broken)
 	}
 	resp, err := c.hc.Do(req)
-	if err == nil {
-		c.heard(time.Now())
-	}
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%s %s at %s: %w", req.Method, req.URL.Path, c.addr, ctxErr)
@@ -264,6 +261,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		// no agent listens) means something else than a silent one.
 		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.addr, err)
 	}
+	c.heard(time.Now())
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
 		return nil, readError(resp)
