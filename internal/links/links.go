@@ -58,8 +58,6 @@ func Pick(peers []string, measured map[string]time.Time, k int) []string {
 	return ps
 }
 
-type pair struct{ from, to string }
-
 // Complete returns a link for every ordered pair of distinct nodes that can be
 // measured or estimated from measured: the measured ones as they are (the
 // newest of duplicates), the others estimated as the package doc says, each
@@ -69,95 +67,119 @@ type pair struct{ from, to string }
 // best relay's path ([Relay]), Via naming the relay, through nodes that pair
 // connects with, whatever was measured of it before; it has no link when no
 // node can relay it. The result is sorted by from, then to.
+//
+// The pairs are kept in n×n tables indexed by the nodes' places in sorted
+// order, not in maps keyed by names: a placement completes every pair of the
+// live nodes (16,256 at 128 nodes, each asking its relays' legs), and hashing
+// two names a look-up was most of a coordinator's CPU before a launch.
 func Complete(nodes []string, measured []Link) []Link {
-	known := map[pair]Link{}
-	reach := map[pair]*Reach{}
-	for _, l := range measured {
-		if l.From == l.To || l.Estimated {
+	names := slices.Clone(nodes)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	n := len(names)
+	at := make(map[string]int, n)
+	for i, name := range names {
+		at[name] = i
+	}
+	// known[i*n+j] is 1 + the index in measured of the newest measure of
+	// names[i]→names[j], 0 for none; reach[i*n+j] its newest reachability.
+	known := make([]int32, n*n)
+	reach := make([]*Reach, n*n)
+	for k, l := range measured {
+		i, ok1 := at[l.From]
+		j, ok2 := at[l.To]
+		if !ok1 || !ok2 || i == j || l.Estimated {
 			continue
 		}
-		k := pair{l.From, l.To}
-		if r, ok := reach[k]; l.Reach != nil && (!ok || l.Reach.Checked.After(r.Checked)) {
-			reach[k] = l.Reach
+		c := i*n + j
+		if r := reach[c]; l.Reach != nil && (r == nil || l.Reach.Checked.After(r.Checked)) {
+			reach[c] = l.Reach
 		}
 		if l.Unmeasured() {
 			continue
 		}
-		if old, ok := known[k]; !ok || l.Measured.After(old.Measured) {
-			known[k] = l
+		if old := known[c]; old == 0 || l.Measured.After(measured[old-1].Measured) {
+			known[c] = int32(k + 1)
 		}
 	}
-	get := func(a, b string) (Link, bool) {
-		if l, ok := known[pair{a, b}]; ok {
-			return l, true
+	get := func(i, j int) *Link {
+		if k := known[i*n+j]; k != 0 {
+			return &measured[k-1]
 		}
-		l, ok := known[pair{b, a}]
-		return l, ok
+		if k := known[j*n+i]; k != 0 {
+			return &measured[k-1]
+		}
+		return nil
 	}
-	facts := make(map[Pair]Reach, len(reach))
-	for k, r := range reach {
-		facts[Pair{k.from, k.to}] = *r
+	neither := func(i, j int) bool {
+		ab, ba := reach[i*n+j], reach[j*n+i]
+		return ab != nil && ba != nil && !ab.Result.Connects() && !ba.Result.Connects()
 	}
-	usable := func(x, y string) bool { return !Neither(facts, x, y) }
 	// A relay of a and b needs a measured leg with a: only a's measured
 	// neighbours are asked, a few each where every node probes a few others,
 	// instead of every node for every pair (at 128 nodes, where most pairs are
 	// estimated, that was 2 million candidates a placement read).
-	among := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		among[n] = true
-	}
-	near := map[string][]string{}
-	for k := range known {
-		if among[k.from] && among[k.to] {
-			near[k.from] = append(near[k.from], k.to)
-			near[k.to] = append(near[k.to], k.from)
+	near := make([][]int, n)
+	for c, k := range known {
+		if k != 0 {
+			i, j := c/n, c%n
+			near[i] = append(near[i], j)
+			near[j] = append(near[j], i)
 		}
 	}
-	for n, cs := range near {
+	for i, cs := range near {
 		slices.Sort(cs)
-		near[n] = slices.Compact(cs)
+		near[i] = slices.Compact(cs)
+	}
+	var cands []Path
+	relay := func(a, b int) (Path, bool) {
+		cands = cands[:0]
+		for _, c := range near[a] {
+			if c == b || neither(a, c) || neither(c, b) {
+				continue
+			}
+			ac, cb := get(a, c), get(c, b)
+			if ac != nil && cb != nil {
+				cands = append(cands, Path{Via: names[c], RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth)})
+			}
+		}
+		return choose(names[a], names[b], cands)
 	}
 	var out []Link
-	for _, a := range nodes {
-		for _, b := range nodes {
+	for a := range n {
+		for b := range n {
 			if a == b {
 				continue
 			}
-			if Neither(facts, a, b) {
+			from, to, r := names[a], names[b], reach[a*n+b]
+			if neither(a, b) {
 				// A pair cut both ways is what the overlay relays: its link is
 				// the relay's path, whatever was measured before the cut.
-				if p, ok := Relay(a, b, near[a], usable, get); ok {
-					out = append(out, Link{From: a, To: b, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true, Via: p.Via})
+				if p, ok := relay(a, b); ok {
+					out = append(out, Link{From: from, To: to, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true, Via: p.Via, Reach: r})
 				} else {
-					out = append(out, Link{From: a, To: b, Reach: reach[pair{a, b}]})
+					out = append(out, Link{From: from, To: to, Reach: r})
 				}
 				continue
 			}
-			if l, ok := known[pair{a, b}]; ok {
+			if k := known[a*n+b]; k != 0 {
+				l := measured[k-1]
+				l.Reach = r
 				out = append(out, l)
 				continue
 			}
-			if l, ok := known[pair{b, a}]; ok {
-				out = append(out, Link{From: a, To: b, RTT: l.RTT, Bandwidth: l.Bandwidth, Measured: l.Measured, Estimated: true})
+			if k := known[b*n+a]; k != 0 {
+				l := measured[k-1]
+				out = append(out, Link{From: from, To: to, RTT: l.RTT, Bandwidth: l.Bandwidth, Measured: l.Measured, Estimated: true, Reach: r})
 				continue
 			}
-			if p, ok := Relay(a, b, near[a], usable, get); ok {
-				out = append(out, Link{From: a, To: b, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true})
-			} else if r := reach[pair{a, b}]; r != nil {
-				out = append(out, Link{From: a, To: b, Reach: r})
+			if p, ok := relay(a, b); ok {
+				out = append(out, Link{From: from, To: to, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true, Reach: r})
+			} else if r != nil {
+				out = append(out, Link{From: from, To: to, Reach: r})
 			}
 		}
 	}
-	for i := range out {
-		out[i].Reach = reach[pair{out[i].From, out[i].To}]
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].From != out[j].From {
-			return out[i].From < out[j].From
-		}
-		return out[i].To < out[j].To
-	})
 	return out
 }
 

@@ -52,26 +52,32 @@ const (
 // them all. Every node given the same links chooses the same relay. A path
 // is one relay long: a relay writes into its direct tunnel only, so there are
 // no chains and no loops.
-func Relay(a, b string, nodes []string, usable func(x, y string) bool, measure func(x, y string) (Link, bool)) (chosen Path, ok bool) {
+func Relay(a, b string, nodes []string, usable func(x, y string) bool, measure func(x, y string) (Link, bool)) (Path, bool) {
 	var cands []Path
-	var best Path
 	for _, c := range nodes {
 		if c == a || c == b || !usable(a, c) || !usable(c, b) {
 			continue
 		}
 		ac, ok1 := measure(a, c)
 		cb, ok2 := measure(c, b)
-		if !ok1 || !ok2 {
-			continue
-		}
-		p := Path{Via: c, RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth)}
-		cands = append(cands, p)
-		if len(cands) == 1 || p.Better(best) {
-			best = p
+		if ok1 && ok2 {
+			cands = append(cands, Path{Via: c, RTT: ac.RTT + cb.RTT, Bandwidth: min(ac.Bandwidth, cb.Bandwidth)})
 		}
 	}
+	return choose(a, b, cands)
+}
+
+// choose is [Relay]'s choice among the paths from a to b through cands: the
+// pair's rendezvous hash among those as good as the best.
+func choose(a, b string, cands []Path) (chosen Path, ok bool) {
 	if len(cands) == 0 {
 		return Path{}, false
+	}
+	best := cands[0]
+	for _, p := range cands[1:] {
+		if p.Better(best) {
+			best = p
+		}
 	}
 	pair := a + "\x00" + b
 	if b < a {

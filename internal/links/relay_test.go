@@ -2,6 +2,9 @@ package links
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,4 +158,102 @@ func BenchmarkComplete128(b *testing.B) {
 	for b.Loop() {
 		Complete(nodes, rows)
 	}
+}
+
+// Complete keeps its pairs in tables indexed by node, for speed; this is the
+// same definition read straight off the rows, a scan per look-up, checked
+// against it on random clusters: duplicate and estimated rows, rows of nodes
+// not asked about, unmeasured rows that carry only a reach, pairs cut one way
+// and both.
+func TestCompleteByDefinition(t *testing.T) {
+	results := []Result{Reachable, Refused, TimedOut, NoRoute}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 200 {
+		var all []string
+		for i := range 2 + rng.IntN(10) {
+			all = append(all, fmt.Sprintf("n%d", i))
+		}
+		var rows []Link
+		for range rng.IntN(60) {
+			l := Link{From: all[rng.IntN(len(all))], To: all[rng.IntN(len(all))],
+				Measured: time.Unix(int64(rng.IntN(5)), 0), Estimated: rng.IntN(8) == 0}
+			if rng.IntN(4) > 0 {
+				l.RTT = job.Duration(1+rng.IntN(4)) * job.Duration(time.Millisecond)
+				l.Bandwidth = float64(1+rng.IntN(4)) * 1e8
+			}
+			if rng.IntN(2) == 0 {
+				l.Reach = &Reach{Result: results[rng.IntN(len(results))], Checked: time.Unix(int64(rng.IntN(5)), 0)}
+			}
+			rows = append(rows, l)
+		}
+		nodes := all[:len(all)-rng.IntN(2)] // the last node, sometimes, only in rows
+		got := Complete(slices.Concat(nodes, nodes[:1]), rows)
+		if want := completeByDefinition(nodes, rows); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: Complete(%v, %+v) =\n%+v\nby definition\n%+v", round, nodes, rows, got, want)
+		}
+	}
+}
+
+func completeByDefinition(nodes []string, rows []Link) []Link {
+	newest := func(a, b string) (m *Link, r *Reach) {
+		for i, l := range rows {
+			if l.From != a || l.To != b || l.Estimated {
+				continue
+			}
+			if l.Reach != nil && (r == nil || l.Reach.Checked.After(r.Checked)) {
+				r = l.Reach
+			}
+			if !l.Unmeasured() && (m == nil || l.Measured.After(m.Measured)) {
+				m = &rows[i]
+			}
+		}
+		return m, r
+	}
+	facts := map[Pair]Reach{}
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if _, r := newest(a, b); r != nil {
+				facts[Pair{a, b}] = *r
+			}
+		}
+	}
+	measure := func(x, y string) (Link, bool) {
+		if m, _ := newest(x, y); m != nil {
+			return *m, true
+		}
+		if m, _ := newest(y, x); m != nil {
+			return *m, true
+		}
+		return Link{}, false
+	}
+	usable := func(x, y string) bool { return !Neither(facts, x, y) }
+	sorted := slices.Sorted(slices.Values(nodes))
+	var out []Link
+	for _, a := range sorted {
+		for _, b := range sorted {
+			if a == b {
+				continue
+			}
+			m, r := newest(a, b)
+			back, _ := newest(b, a)
+			p, relayed := Relay(a, b, sorted, usable, measure)
+			switch {
+			case Neither(facts, a, b) && relayed:
+				out = append(out, Link{From: a, To: b, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true, Via: p.Via, Reach: r})
+			case Neither(facts, a, b):
+				out = append(out, Link{From: a, To: b, Reach: r})
+			case m != nil:
+				l := *m
+				l.Reach = r
+				out = append(out, l)
+			case back != nil:
+				out = append(out, Link{From: a, To: b, RTT: back.RTT, Bandwidth: back.Bandwidth, Measured: back.Measured, Estimated: true, Reach: r})
+			case relayed:
+				out = append(out, Link{From: a, To: b, RTT: p.RTT, Bandwidth: p.Bandwidth, Estimated: true, Reach: r})
+			case r != nil:
+				out = append(out, Link{From: a, To: b, Reach: r})
+			}
+		}
+	}
+	return out
 }
