@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -259,6 +260,26 @@ static int ranks_contain(const char *list, int rank)
     }
 }
 
+/* The launcher runs with a lower soft limit on open files than its agent
+ * (SHOAL_NOFILE, docs/launcher-protocol.md); a rank it starts gets the
+ * agent's, at most the hard limit. */
+static void restore_open_files(void)
+{
+    const char *v = getenv("SHOAL_NOFILE");
+    if (!v)
+        return;
+    char *end;
+    errno = 0;
+    unsigned long long want = strtoull(v, &end, 10);
+    int ok = *v && !*end && errno == 0;
+    unsetenv("SHOAL_NOFILE");
+    struct rlimit l;
+    if (!ok || want == 0 || getrlimit(RLIMIT_NOFILE, &l) != 0)
+        return;
+    l.rlim_cur = want < l.rlim_max ? want : l.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &l);
+}
+
 static long long now_ns(void)
 {
     struct timespec ts;
@@ -349,6 +370,7 @@ int main(int argc, char **argv)
         unsetenv("SHOAL_STAGE_RANKS");
     }
 
+    restore_open_files();
     int report[2]; /* the child's errno when the program cannot be started */
     if (pipe2(report, O_CLOEXEC) != 0)
         return go_wrapper();

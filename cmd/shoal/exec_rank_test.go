@@ -271,3 +271,38 @@ func catStaged(wrapper []string, node, sum string) ([]byte, error) {
 	cmd.Env = append(os.Environ(), "SHOAL_NODE_DATA="+node, "SHOAL_JOB=j1", "OMPI_COMM_WORLD_RANK=0")
 	return cmd.CombinedOutput()
 }
+
+// TestRankWrappersRestoreOpenFiles: the launcher runs with a lower soft limit
+// on open files than its agent; both wrappers set a rank's to SHOAL_NOFILE
+// (never above the hard limit) and remove the variable.
+func TestRankWrappersRestoreOpenFiles(t *testing.T) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Max < 300 {
+		t.Skipf("the hard limit on open files is %d", lim.Max)
+	}
+	hard := strconv.FormatUint(lim.Max, 10)
+	for name, wrapper := range rankWrappers(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, tt := range []struct{ env, want string }{
+				{"SHOAL_NOFILE=250", "250 unset"},
+				{"SHOAL_NOFILE=" + strconv.FormatUint(lim.Max+1000, 10), hard + " unset"}, // at most the hard limit
+				{"SHOAL_NOFILE=0", "100 unset"},                                           // nonsense: left alone
+				{"SHOAL_NOFILE=lots", "100 unset"},                                        // not a number: left alone
+				{"SHOAL_OTHER=1", "100 unset"},
+			} {
+				// The launcher's lower limit: 100, set by the shell the wrapper replaces.
+				script := `ulimit -Sn 100 && exec "$@"`
+				args := append(append([]string{"-c", script, "sh"}, wrapper...), "--", "/bin/sh", "-c", `echo "$(ulimit -Sn) ${SHOAL_NOFILE-unset}"`)
+				cmd := exec.Command("/bin/sh", args...)
+				cmd.Env = append(os.Environ(), "SHOAL_RANKS_DIR="+t.TempDir(), "OMPI_COMM_WORLD_RANK=0", tt.env)
+				out, err := cmd.Output()
+				if err != nil || strings.TrimSpace(string(out)) != tt.want {
+					t.Errorf("%s: %v, the rank saw %q, want %q", tt.env, err, out, tt.want)
+				}
+			}
+		})
+	}
+}

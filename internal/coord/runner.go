@@ -478,7 +478,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(j.ranks, where)})
 	}
 	cmd := j.cfg.launcher().Command(l)
-	cmd.Env = append(os.Environ(), launcherEnv...)
+	cmd.Env = append(append(os.Environ(), launcherEnv...), engine.OpenFilesEnv())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: l.RunAs}
 	log, err := j.launcherLog(run, l.RunAs)
 	if err != nil {
@@ -514,6 +514,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 			started <- err
 			return
 		}
+		engine.LowerOpenFiles(cmd.Process.Pid, engine.LauncherOpenFiles(l.Hosts))
 		started <- nil
 		drain(cmd.Process.Pid, &copies, outputGrace, stdout, stderr)
 		err := cmd.Wait()

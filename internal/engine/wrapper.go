@@ -58,6 +58,7 @@ func RunWrapped(argv []string, stderr io.Writer) int {
 		}
 		os.Unsetenv(EnvStageRanks)
 	}
+	restoreOpenFiles()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// The program must not outlive the wrapper: the launcher may SIGKILL the wrapper,

@@ -191,6 +191,39 @@ func TestMultiHost(t *testing.T) {
 		}
 	})
 
+	t.Run("open-files", func(t *testing.T) {
+		// The launcher runs with a soft limit on open files of 4096 + 8 a host
+		// (mpirun closes every descriptor below it in each daemon it forks); the
+		// rank it starts beside itself gets its agent's back from the wrapper, and
+		// the daemons and ranks on the other nodes keep their agents'.
+		show := `l=$(awk '{print $4}' /proc/$PPID/stat); ` +
+			`echo "launcher: $(cat /proc/$l/comm) $(awk '/^Max open files/{print $4}' /proc/$l/limits) rank: $(ulimit -Sn)"`
+		j := submit(t, b, "n1", "-n", "3", "--ranks-per-node", "1", "--", "/bin/sh", "-c", show)
+		if code := j.Wait(time.Minute); code != 0 {
+			t.Fatalf("job exited %d\n%s", code, j.Output())
+		}
+		lines := regexp.MustCompile(`(?m)^\[\d\] launcher: (\S+) (\d+) rank: (\d+)$`).FindAllStringSubmatch(j.Output(), -1)
+		if len(lines) != 3 {
+			t.Fatalf("%d ranks said their limits, want 3:\n%s", len(lines), j.Output())
+		}
+		mpirun := 0
+		for _, m := range lines {
+			launcher, rank := m[2], m[3]
+			switch {
+			case strings.HasPrefix(m[1], "mpirun"):
+				mpirun++
+				if launcher != "4120" || rank == "4120" {
+					t.Errorf("beside mpirun: mpirun's soft limit %s, the rank's %s; want 4120 (3 hosts) and the agent's", launcher, rank)
+				}
+			case launcher != rank:
+				t.Errorf("beside %s: its soft limit %s, the rank's %s; want them the agent's, the same", m[1], launcher, rank)
+			}
+		}
+		if mpirun != 1 {
+			t.Errorf("%d ranks ran beside mpirun, want 1:\n%s", mpirun, j.Output())
+		}
+	})
+
 	t.Run("too-many-ranks", func(t *testing.T) {
 		// 7 ranks on 6 cores at the default --max-oversubscribe 1, with no
 		// --wait-for-nodes: the job must fail at once, saying why, and run nothing.
