@@ -110,6 +110,9 @@ func TestMemberlistConfig(t *testing.T) {
 			mc.RetransmitMult != c.RetransmitMult || mc.IndirectChecks != c.IndirectChecks {
 			t.Errorf("secret %q: memberlist config %+v does not carry the preset's name and timings %+v", tc.secret, mc, c)
 		}
+		if mc.EnableCompression {
+			t.Errorf("secret %q: memberlist compresses every packet (a new 64 KiB LZW table each)", tc.secret)
+		}
 	}
 	if _, err := MemberlistConfig(Config{Secret: []byte("short")}); !errors.Is(err, ErrSecretTooShort) {
 		t.Errorf("short secret: err = %v, want ErrSecretTooShort", err)
