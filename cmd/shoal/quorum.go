@@ -17,25 +17,21 @@ func init() {
 	register("recover-quorum", command{summary: "make this node the only voter of a cluster that lost its voters for good", run: recoverQuorumCmd})
 }
 
-// voters asks the agent how the job store's voters stand; ok is false when
-// the agent could not say.
-func voters(ctx context.Context, c *api.Client) (v node.Voters, self string, ok bool) {
-	nodes, err := c.Nodes(ctx)
+// voters asks the agent how the job store's voters stand (reading the voters
+// alone: the whole list checks every node's reach, and this look comes every
+// second while a job is followed); ok is false when the agent could not say.
+func voters(ctx context.Context, c *api.Client) (v node.Voters, ok bool) {
+	nodes, err := c.Voters(ctx)
 	if err != nil {
-		return node.Voters{}, "", false
+		return node.Voters{}, false
 	}
-	for _, n := range nodes {
-		if n.Local {
-			self = n.Name
-		}
-	}
-	return node.QuorumOf(nodes), self, true
+	return node.QuorumOf(nodes), true
 }
 
 // noQuorum is the line saying that the cluster the agent is part of has no
 // quorum (node.Voters.NoQuorum), or "" when it has one or the agent cannot say.
 func noQuorum(ctx context.Context, c *api.Client) string {
-	v, _, _ := voters(ctx, c)
+	v, _ := voters(ctx, c)
 	return v.NoQuorum()
 }
 
@@ -78,7 +74,7 @@ func watchQuorum(c *api.Client, cmd, id string, w io.Writer) (stop func()) {
 		defer tick.Stop()
 		lost := false
 		look := func(ctx context.Context) {
-			if v, _, ok := voters(ctx, c); ok {
+			if v, ok := voters(ctx, c); ok {
 				var line string
 				if line, lost = quorumChange(cmd, id, lost, v); line != "" {
 					fmt.Fprintln(w, line)

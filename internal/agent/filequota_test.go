@@ -32,10 +32,11 @@ func (c cacheStore) PutFile(_ context.Context, sum string, _ int64, r io.Reader)
 // oneNode is the agent as the API server sees it, alone.
 type oneNode struct{}
 
-func (oneNode) Name() string                               { return "n1" }
-func (oneNode) Nodes(context.Context) ([]node.Node, error) { return nil, nil }
-func (oneNode) Members() []node.Node                       { return nil }
-func (oneNode) Leave(context.Context) error                { return nil }
+func (oneNode) Name() string                                { return "n1" }
+func (oneNode) Nodes(context.Context) ([]node.Node, error)  { return nil, nil }
+func (oneNode) Voters(context.Context) ([]node.Node, error) { return nil, nil }
+func (oneNode) Members() []node.Node                        { return nil }
+func (oneNode) Leave(context.Context) error                 { return nil }
 
 // TestFileQuota: on the socket, the upload that would take a user's files in
 // the cache over the quota is refused with 507, naming the quota and the use;

@@ -27,6 +27,19 @@ func (n *localNode) Nodes(ctx context.Context) ([]node.Node, error) {
 	return out, nil
 }
 
+// Voters is Nodes' leader and voters alone, only their reach checked: GET
+// /v1/nodes?voters=1, for a look at the quorum.
+func (n *localNode) Voters(ctx context.Context) ([]node.Node, error) {
+	var out []node.Node
+	for _, x := range (*Agent)(n).memberNodes() {
+		if x.Role == node.RoleLeader || x.Role == node.RoleVoter {
+			out = append(out, x)
+		}
+	}
+	n.reach.mark(ctx, out, dialTCP)
+	return out, nil
+}
+
 // Members is membership's view of the nodes, without the job store's roles
 // and ranks and no node's reach checked: a relayed launch, once per daemon,
 // needs only where its node is.

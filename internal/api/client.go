@@ -373,6 +373,13 @@ func (c *Client) Nodes(ctx context.Context) ([]node.Node, error) {
 	return l.Nodes, err
 }
 
+// Voters calls GET /v1/nodes?voters=1: the job store's leader and voters.
+func (c *Client) Voters(ctx context.Context) ([]node.Node, error) {
+	var l node.List
+	err := c.call(ctx, "GET", "/v1/nodes?voters=1", nil, &l)
+	return l.Nodes, err
+}
+
 // Leave calls POST /v1/leave and returns once the agent has left; timeout 0
 // uses the agent's default.
 func (c *Client) Leave(ctx context.Context, timeout time.Duration) (LeaveResponse, error) {

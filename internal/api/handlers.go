@@ -33,7 +33,15 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
-	nodes, err := s.cfg.Node.Nodes(r.Context())
+	read := s.cfg.Node.Nodes
+	switch v := r.URL.Query().Get("voters"); v {
+	case "", "0":
+	case "1":
+		read = s.cfg.Node.Voters
+	default:
+		return fmt.Errorf("%w: voters=%q: want 1 or 0", ErrBadRequest, v)
+	}
+	nodes, err := read(r.Context())
 	if err != nil {
 		return err
 	}

@@ -299,6 +299,10 @@ func (c *clusterNode) Nodes(context.Context) ([]node.Node, error) {
 	return slices.Clone(c.nodes), nil
 }
 
+func (c *clusterNode) Voters(ctx context.Context) ([]node.Node, error) {
+	return c.Nodes(ctx)
+}
+
 func (c *clusterNode) Members() []node.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -38,9 +38,13 @@ type fakeNode struct {
 func (f *fakeNode) Name() string { return "n1" }
 func (f *fakeNode) Nodes(context.Context) ([]node.Node, error) {
 	return []node.Node{
-		{Name: "n1", API: "127.0.0.1:7947", Cores: 4, State: "alive", Local: true, Ranks: 3},
+		{Name: "n1", API: "127.0.0.1:7947", Cores: 4, State: "alive", Local: true, Ranks: 3, Role: node.RoleLeader},
 		{Name: "n2", API: "127.0.0.2:7947", Cores: 2, State: "dead"},
 	}, nil
+}
+func (f *fakeNode) Voters(ctx context.Context) ([]node.Node, error) {
+	nodes, _ := f.Nodes(ctx)
+	return nodes[:1], nil
 }
 func (f *fakeNode) Members() []node.Node {
 	nodes, _ := f.Nodes(context.Background())
@@ -458,6 +462,13 @@ func TestClient(t *testing.T) {
 	nodes, err := c.Nodes(ctx)
 	if err != nil || len(nodes) != 2 || nodes[0].Ranks != 3 || nodes[1].State != "dead" {
 		t.Errorf("Nodes = %+v, %v; want n1 with 3 ranks and n2 dead", nodes, err)
+	}
+	if voters, err := c.Voters(ctx); err != nil || len(voters) != 1 || voters[0].Name != "n1" {
+		t.Errorf("Voters = %+v, %v; want n1, the leader, alone", voters, err)
+	}
+	var e *Error
+	if err := c.call(ctx, "GET", "/v1/nodes?voters=yes", nil, nil); !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.Contains(err.Error(), `voters="yes"`) {
+		t.Errorf("GET /v1/nodes?voters=yes: %v, want 400 naming the value", err)
 	}
 	if lr, err := c.Leave(ctx, 0); err != nil || lr.State != "left" || node.leaves != 1 {
 		t.Errorf("Leave = %+v, %v (leaves %d)", lr, err, node.leaves)

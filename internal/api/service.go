@@ -19,6 +19,10 @@ type LocalNode interface {
 	// Nodes returns every node this node knows of, dead and left ones included,
 	// with the ranks each announces.
 	Nodes(ctx context.Context) ([]node.Node, error)
+	// Voters returns the job store's leader and voters among those nodes,
+	// checking only their agents answer: what a look at the quorum needs,
+	// which `shoal run` takes every second while it follows a job.
+	Voters(ctx context.Context) ([]node.Node, error)
 	// Members returns the same nodes in membership's states, without
 	// checking that each live one's agent answers: for a lookup that needs
 	// only where a node is, such as a launch relayed to it, which a launch

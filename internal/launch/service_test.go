@@ -31,10 +31,11 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
 type testNode struct{}
 
-func (testNode) Name() string                               { return "n1" }
-func (testNode) Nodes(context.Context) ([]node.Node, error) { return nil, nil }
-func (testNode) Members() []node.Node                       { return nil }
-func (testNode) Leave(context.Context) error                { return nil }
+func (testNode) Name() string                                { return "n1" }
+func (testNode) Nodes(context.Context) ([]node.Node, error)  { return nil, nil }
+func (testNode) Voters(context.Context) ([]node.Node, error) { return nil, nil }
+func (testNode) Members() []node.Node                        { return nil }
+func (testNode) Leave(context.Context) error                 { return nil }
 
 // testJobs is a JobService that only launches, through svc.
 type testJobs struct {

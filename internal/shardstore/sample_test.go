@@ -40,10 +40,11 @@ func (n storeService) OpenShardToSend(ctx context.Context, ref shard.Ref, link f
 
 type localNode struct{}
 
-func (localNode) Name() string                               { return "n1" }
-func (localNode) Nodes(context.Context) ([]node.Node, error) { return nil, nil }
-func (localNode) Members() []node.Node                       { return nil }
-func (localNode) Leave(context.Context) error                { return nil }
+func (localNode) Name() string                                { return "n1" }
+func (localNode) Nodes(context.Context) ([]node.Node, error)  { return nil, nil }
+func (localNode) Voters(context.Context) ([]node.Node, error) { return nil, nil }
+func (localNode) Members() []node.Node                        { return nil }
+func (localNode) Leave(context.Context) error                 { return nil }
 
 // sender is a node serving the store src through the real API handler. It
 // records how each shard was sent, and damages a compressed one when told.

@@ -203,10 +203,11 @@ func (s *service) OpenShardToSend(ctx context.Context, ref shard.Ref, link float
 
 type node struct{}
 
-func (node) Name() string                                  { return "bench" }
-func (node) Nodes(context.Context) ([]nodepkg.Node, error) { return nil, nil }
-func (node) Members() []nodepkg.Node                       { return nil }
-func (node) Leave(context.Context) error                   { return nil }
+func (node) Name() string                                   { return "bench" }
+func (node) Nodes(context.Context) ([]nodepkg.Node, error)  { return nil, nil }
+func (node) Voters(context.Context) ([]nodepkg.Node, error) { return nil, nil }
+func (node) Members() []nodepkg.Node                        { return nil }
+func (node) Leave(context.Context) error                    { return nil }
 
 func newServer(shard []byte) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
