@@ -66,7 +66,7 @@ func (b *localBackend) prepare(ctx context.Context, req launchRequest) (engine.L
 		b.mtbfRecord = why
 	}
 	l := engine.Launch{
-		NRanks: nranks, Program: j.spec.Argv[0], Args: j.spec.Argv[1:], Dir: j.cfg.Workdir,
+		NRanks: nranks, LocalRanks: nranks, Program: j.spec.Argv[0], Args: j.spec.Argv[1:], Dir: j.cfg.Workdir,
 		Wrapper:       append(staging.RankWrapper(j.cfg.ShoalBin), "--"),
 		Oversubscribe: nranks > j.cfg.Cores,
 		Env: append(append(env, staging.EnvList(j.spec.Env)...),

@@ -514,7 +514,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 			started <- err
 			return
 		}
-		engine.LowerOpenFiles(cmd.Process.Pid, engine.LauncherOpenFiles(l.Hosts))
+		engine.LowerOpenFiles(cmd.Process.Pid, engine.LauncherOpenFiles(l.Hosts, l.LocalRanks))
 		started <- nil
 		drain(cmd.Process.Pid, &copies, outputGrace, stdout, stderr)
 		err := cmd.Wait()

@@ -14,16 +14,17 @@ import (
 const EnvOpenFiles = "SHOAL_NOFILE"
 
 // LauncherOpenFiles is the soft limit on open files a launcher starting
-// daemons on hosts hosts runs with: room for a connection and a few pipes a
-// daemon, and for the ranks it starts on its own node.
+// daemons on hosts hosts and localRanks ranks beside itself runs with: room
+// for a connection and a few pipes a daemon, and for the pipes and the
+// connection of each rank it starts itself.
 //
 // Open MPI's mpirun closes every descriptor below its soft limit in each child
 // it forks to start a daemon, one close(2) each, so a launch costs the
 // launching node hosts × the limit system calls: an agent started by systemd
 // (LimitNOFILE=65536) made mpirun spend about 2.4 s of CPU closing nothing at
 // 128 hosts (18.7 ms a fork), where a login shell's 1024 costs 40 ms.
-func LauncherOpenFiles(hosts int) uint64 {
-	return 4096 + 8*uint64(max(hosts, 0))
+func LauncherOpenFiles(hosts, localRanks int) uint64 {
+	return 4096 + 8*uint64(max(hosts, 0)) + 8*uint64(max(localRanks, 0))
 }
 
 // LowerOpenFiles lowers the soft limit on open files of process pid, a

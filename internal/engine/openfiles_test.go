@@ -9,11 +9,11 @@ import (
 
 func TestLauncherOpenFiles(t *testing.T) {
 	for _, tt := range []struct {
-		hosts int
-		want  uint64
-	}{{0, 4096}, {1, 4104}, {128, 5120}, {10000, 84096}} {
-		if got := LauncherOpenFiles(tt.hosts); got != tt.want {
-			t.Errorf("LauncherOpenFiles(%d) = %d, want %d", tt.hosts, got, tt.want)
+		hosts, local int
+		want         uint64
+	}{{0, 0, 4096}, {1, 2, 4120}, {128, 1, 5128}, {1, 2000, 20104}, {10000, 1, 84104}} {
+		if got := LauncherOpenFiles(tt.hosts, tt.local); got != tt.want {
+			t.Errorf("LauncherOpenFiles(%d, %d) = %d, want %d", tt.hosts, tt.local, got, tt.want)
 		}
 	}
 }

@@ -26,10 +26,10 @@ type Launch struct {
 	// to one). Empty means every rank on this machine.
 	Hostfile string
 	Rankfile string
-	// Hosts is how many hosts the launch starts daemons on (0 or 1: this
-	// machine alone); the launcher's limit on open files follows it
-	// ([LauncherOpenFiles]).
-	Hosts int
+	// Hosts is how many hosts the launch runs on (0 or 1: this machine
+	// alone) and LocalRanks how many of its ranks run on the launcher's own;
+	// the launcher's limit on open files follows them ([LauncherOpenFiles]).
+	Hosts, LocalRanks int
 	// RshAgent is what mpirun runs instead of ssh to start its daemons on other hosts.
 	RshAgent string
 	// LocalAddr is the launching node's address as the other hosts reach it,

@@ -94,7 +94,8 @@ func LaunchFiles(h Host, info job.Job, p place.Placement, live map[string]node.N
 	env = append(env, "SHOAL_KEEP_EPOCHS=1")
 	rsh := rshAgent(h.ShoalBin)
 	l := engine.Launch{
-		NRanks: len(p), Hosts: len(p.Counts()), Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
+		NRanks: len(p), Hosts: len(p.Counts()), LocalRanks: p.Counts()[h.Node],
+		Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
 		RshAgent: strings.Join(rsh, " "), Oversubscribe: over, Env: env,
 	}
