@@ -47,8 +47,8 @@ func LowerOpenFiles(pid int, want uint64) error {
 // by this process: this process's soft limit, which Go raises to about the
 // hard one at its start.
 func OpenFilesEnv() string {
-	var l unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return ""
 	}
 	return EnvOpenFiles + "=" + strconv.FormatUint(l.Cur, 10)

@@ -93,8 +93,9 @@ func LaunchFiles(h Host, info job.Job, p place.Placement, live map[string]node.N
 	// nor the other ranks' copies its node holds.
 	env = append(env, "SHOAL_KEEP_EPOCHS=1")
 	rsh := rshAgent(h.ShoalBin)
+	counts := p.Counts()
 	l := engine.Launch{
-		NRanks: len(p), Hosts: len(p.Counts()), LocalRanks: p.Counts()[h.Node],
+		NRanks: len(p), Hosts: len(counts), LocalRanks: counts[h.Node],
 		Program: info.Spec.Argv[0], Args: info.Spec.Argv[1:],
 		Wrapper: wrapper, Hostfile: hostfile, Rankfile: rankfile,
 		RshAgent: strings.Join(rsh, " "), Oversubscribe: over, Env: env,
