@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -209,36 +210,60 @@ func TestConfigValidate(t *testing.T) {
 
 // A leader whose process ends on a host that stays up is replaced without
 // waiting out the heartbeat timeout: here the followers would wait 10 to 20 s,
-// and a new leader is there within 5.
+// and a new leader is there within 5. A dying process closes its listener and
+// its connections in either order; when the connections end first, a dial at
+// that moment still finds the listener.
 func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
-	stores := cluster(t, 3)
-	slow := 10 * time.Second
-	for _, s := range stores[1:] {
-		s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
-		if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// As when its process dies: the listener goes, then its connections.
-	stores[0].trans.Load().Close()
-	stores[0].trans.Load().CloseStreams()
-	stores[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for !stores[1].IsLeader() && !stores[2].IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("no new leader within 5 s of the leader's listener closing")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// The timing returns to the configured one.
-	waitFor(t, "timing restored", func() bool {
-		for _, s := range stores[1:] {
-			if s.raft().ReloadableConfig().HeartbeatTimeout != slow {
-				return false
+	for _, listenerFirst := range []bool{true, false} {
+		name := map[bool]string{true: "listener first", false: "connections first"}[listenerFirst]
+		t.Run(name, func(t *testing.T) {
+			stores := cluster(t, 3)
+			slow := 10 * time.Second
+			for _, s := range stores[1:] {
+				s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
+				if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		return true
-	})
+			leader := stores[0]
+			leader.trans.Load().Close()
+			if !listenerFirst {
+				// The dying leader's port still accepts for a while.
+				ln, err := net.Listen("tcp", leader.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer time.AfterFunc(300*time.Millisecond, func() { ln.Close() }).Stop()
+				go func() {
+					for {
+						c, err := ln.Accept()
+						if err != nil {
+							return
+						}
+						c.Close()
+					}
+				}()
+			}
+			leader.trans.Load().CloseStreams()
+			leader.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for !stores[1].IsLeader() && !stores[2].IsLeader() {
+				if time.Now().After(deadline) {
+					t.Fatal("no new leader within 5 s of the leader's end")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			// The timing returns to the configured one.
+			waitFor(t, "timing restored", func() bool {
+				for _, s := range stores[1:] {
+					if s.raft().ReloadableConfig().HeartbeatTimeout != slow {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
 }
 
 func TestRefuses(t *testing.T) {
