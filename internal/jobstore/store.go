@@ -520,16 +520,24 @@ func (s *Store) hungUp() {
 // has been silent for the leader lease (the shortest heartbeat timeout raft
 // allows), and then dials it: when the leader's host refuses, no replica
 // listens there, and the follower shortens its heartbeat timeout to the lease,
-// which starts the election at once. Every follower does the same within a
-// heartbeat's interval, so the candidates find voters that no longer know a
-// leader. The timing is restored when another leader is known, or after ten
-// heartbeat timeouts. A leader that is cut off (nothing resets, nothing
-// refuses) is still found by the heartbeat timeout alone.
+// which starts the election at once. The timing is restored when another
+// leader is known, or after ten heartbeat timeouts. A leader that is cut off
+// (nothing resets, nothing refuses) is still found by the heartbeat timeout
+// alone.
 //
 // The dial waits for the lease because a dying process may close its
 // connections before its listener: dialled at the first sign, a killed
 // leader's listener still accepted two of four followers on 8 testbed hosts,
 // and three of four at 128, which then waited out the heartbeat timeout.
+//
+// The surviving voters see the sign together, and do not start together:
+// when all four of five did, each voted for itself and none had the three
+// votes it needed, and the next try came after an election timeout (1 to 2 s;
+// half the time at 128 hosts). A voter that still knows the leader refuses
+// to vote, and one that has started an election knows none; so each goes a
+// step (a tenth of the lease) after the one before it in the voters' order of
+// names: the first ones find too few votes, and the one after a majority of
+// them has started wins them (the third of four, two steps after the first).
 func (s *Store) watchLeader() {
 	for {
 		select {
@@ -544,17 +552,20 @@ func (s *Store) watchLeader() {
 }
 
 // leaderGone reports whether the leader this follower knows has been silent
-// for the lease and its host refuses connections; it asks every 100 ms until
-// the heartbeat timeout while the leader stays silent, and gives up as soon as
-// it speaks again or another is known.
+// for the lease (and this voter's step, electionStep) since a connection
+// ended, and its host refuses connections; it asks every 100 ms until the
+// heartbeat timeout while the leader stays silent, and gives up as soon as it
+// speaks again or another is known.
 func (s *Store) leaderGone() (raft.ServerID, bool) {
+	ended := time.Now()
 	r := s.raft()
 	_, leader := r.LeaderWithID()
 	if r.State() != raft.Follower || leader == "" {
 		return "", false
 	}
 	heard := r.LastContact()
-	for at := heard.Add(s.cfg.Timing.LeaderLeaseTimeout + 5*time.Millisecond); ; at = time.Now().Add(100 * time.Millisecond) {
+	wait := s.cfg.Timing.LeaderLeaseTimeout + 5*time.Millisecond + s.electionStep(leader)
+	for at := ended.Add(wait); ; at = time.Now().Add(100 * time.Millisecond) {
 		select {
 		case <-s.done:
 			return "", false
@@ -571,6 +582,37 @@ func (s *Store) leaderGone() (raft.ServerID, bool) {
 			return "", false
 		}
 	}
+}
+
+// electionStep is how long after the first of the surviving voters this one
+// starts an election once leader is gone: its place among them in the order
+// of their names, times a tenth of the lease (see watchLeader).
+func (s *Store) electionStep(leader raft.ServerID) time.Duration {
+	f := s.raft().GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return time.Duration(stepOf(f.Configuration().Servers, leader, raft.ServerID(s.cfg.Node))) * s.cfg.Timing.LeaderLeaseTimeout / 10
+}
+
+// stepOf is self's place among the voters of servers other than leader, in the
+// order of their IDs; 0 when self is not one of them, or is the leader.
+func stepOf(servers []raft.Server, leader, self raft.ServerID) int {
+	if self == leader {
+		return 0
+	}
+	step := 0
+	for _, sv := range servers {
+		if sv.Suffrage == raft.Voter && sv.ID != leader && sv.ID < self {
+			step++
+		}
+	}
+	for _, sv := range servers {
+		if sv.ID == self && sv.Suffrage == raft.Voter {
+			return step
+		}
+	}
+	return 0
 }
 
 // refuses reports whether addr's host actively refuses a TCP connection.

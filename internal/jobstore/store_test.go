@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"shoal/internal/job"
 	"shoal/internal/pki"
 )
@@ -263,6 +265,59 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 				return true
 			})
 		})
+	}
+}
+
+// When the leader of five voters dies, the four left elect another in one
+// round: they do not all stand at once and split the vote (a split shows as a
+// term past the next one).
+func TestLostLeaderOneElection(t *testing.T) {
+	stores := cluster(t, 5)
+	slow := 10 * time.Second
+	for _, s := range stores[1:] {
+		s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
+		if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	term := stores[0].raft().CurrentTerm()
+	stores[0].trans.Load().Close()
+	stores[0].trans.Load().CloseStreams()
+	stores[0].Close()
+	var leader *Store
+	waitFor(t, "a new leader", func() bool {
+		for _, s := range stores[1:] {
+			if s.IsLeader() {
+				leader = s
+			}
+		}
+		return leader != nil
+	})
+	if got := leader.raft().CurrentTerm(); got != term+1 {
+		t.Errorf("%s leads in term %d after the leader of term %d died: want %d, one election", leader.cfg.Node, got, term, term+1)
+	}
+}
+
+func TestStepOf(t *testing.T) {
+	v := func(id string) raft.Server { return raft.Server{ID: raft.ServerID(id), Suffrage: raft.Voter} }
+	standby := raft.Server{ID: "n0", Suffrage: raft.Nonvoter}
+	servers := []raft.Server{v("n5"), v("n2"), standby, v("n9"), v("n3"), v("n1")}
+	tests := []struct {
+		self string
+		want int
+	}{
+		{"n1", 0}, // n2 leads and is gone: n1 is first of n1, n3, n5, n9
+		{"n3", 1},
+		{"n5", 2},
+		{"n9", 3},
+		{"n2", 0}, // the leader itself
+		{"n0", 0}, // a standby does not stand
+		{"n7", 0}, // not a server
+	}
+	for _, tt := range tests {
+		if got := stepOf(servers, "n2", raft.ServerID(tt.self)); got != tt.want {
+			t.Errorf("stepOf(%s) = %d, want %d", tt.self, got, tt.want)
+		}
 	}
 }
 
