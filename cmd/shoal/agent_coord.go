@@ -68,11 +68,13 @@ func plugCoordinator(a *agent.Agent, engine string, mpiEncrypt bool) error {
 		// One client per node, shared with the agent's own calls, so that the
 		// coordinator's calls (several per node at every launch and poll) reuse
 		// kept-alive connections instead of each dialling anew.
-		Peer:   func(n node.Node) coord.Peer { return peer{a.Peer(n.API)} },
-		Agent:  func(n node.Node) *api.Client { return a.Peer(n.API) },
-		Store:  a.Store(),
-		Links:  a.Links,
-		Engine: engine,
+		Peer:  func(n node.Node) coord.Peer { return peer{a.Peer(n.API)} },
+		Agent: func(n node.Node) *api.Client { return a.Peer(n.API) },
+		Store: a.Store(),
+		Links: a.Links,
+		// A new leader reads them as it takes the jobs over.
+		WarmLinks: a.WarmLinks,
+		Engine:    engine,
 		// The jobs submitted here carry it, whoever coordinates them.
 		MPIEncrypt: mpiEncrypt,
 		Failures:   a.Failures,

@@ -551,6 +551,14 @@ func (a *Agent) Links(ctx context.Context) ([]links.Link, error) {
 	return l.Links, err
 }
 
+// WarmLinks reads in the background the rows of links this node holds none
+// of, for a placement soon after (linkProber.Warm).
+func (a *Agent) WarmLinks() {
+	if a.links != nil {
+		a.links.Warm()
+	}
+}
+
 // DataDir returns the data directory, absolute.
 func (a *Agent) DataDir() string { return a.cfg.DataDir }
 

@@ -59,6 +59,40 @@ func TestStaleLinkRowAnsweredAtOnce(t *testing.T) {
 	}
 }
 
+// TestWarmReadsRows: Warm reads every live node's row in the background, once
+// at a time, and a read of every row made meanwhile waits for it and answers
+// with those rows.
+func TestWarmReadsRows(t *testing.T) {
+	agents := startCluster(t, 3)
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	p := agents[0].links
+	p.Warm()
+	p.mu.Lock()
+	first := p.warming
+	p.mu.Unlock()
+	p.Warm() // one warm-up at a time
+	p.mu.Lock()
+	again := p.warming
+	p.mu.Unlock()
+	if first != nil && again != first {
+		t.Error("a second Warm started while the first ran")
+	}
+	l, err := p.Links(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.warming != nil {
+		t.Error("Links(all) answered before the warm-up under way ended")
+	}
+	for _, n := range []string{"n2", "n3"} {
+		if _, ok := p.peerRows[n]; !ok {
+			t.Errorf("%s's row not read by the warm-up: rows %v, answered %d links", n, p.peerRows, len(l.Links))
+		}
+	}
+}
+
 // TestReachRecorded: a peer whose new connections time out is recorded so in
 // this node's row, beside the link measured over the connection the client
 // keeps, and as reachable once connections are made again.

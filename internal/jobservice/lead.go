@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"shoal/internal/api"
@@ -94,6 +95,9 @@ func (s *Service) takeOver() {
 		old = append(old, j)
 	}
 	s.mu.Unlock()
+	if s.cfg.WarmLinks != nil && slices.ContainsFunc(s.cfg.Store.Jobs(), func(j job.Job) bool { return j.Ended.IsZero() }) {
+		s.cfg.WarmLinks() // read while the jobs are taken over, for their placements
+	}
 	// Everything the old leader committed must be applied here first.
 	if err := s.cfg.Store.Barrier(10 * time.Second); err != nil {
 		return // not leading after all: a false follows

@@ -64,6 +64,10 @@ type Config struct {
 	// Links, when set, returns the measured links between the live nodes
 	// (internal/links): the planner weighs them (placement.go).
 	Links func(ctx context.Context) ([]links.Link, error)
+	// WarmLinks, when set, starts reading in the background what Links will
+	// need: called when this node becomes the leader, so that the placements
+	// of the jobs it takes over find the links read.
+	WarmLinks func()
 	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
 	// complete epochs change (one became complete, older ones were pruned), so
 	// that a coordinator taking the job over can start from it (see [Resume]).
