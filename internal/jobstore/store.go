@@ -552,10 +552,10 @@ func (s *Store) watchLeader() {
 }
 
 // leaderGone reports whether the leader this follower knows has been silent
-// for the lease (and this voter's step, electionStep) since a connection
-// ended, and its host refuses connections; it asks every 100 ms until the
-// heartbeat timeout while the leader stays silent, and gives up as soon as it
-// speaks again or another is known.
+// for the lease and its host refuses connections, asked first a lease and this
+// voter's step (electionStep) after a connection ended, then every 100 ms; it
+// gives up once another leader is known or a heartbeat timeout has passed.
+// A leader that still speaks is never dialled: its silence is checked first.
 func (s *Store) leaderGone() (raft.ServerID, bool) {
 	ended := time.Now()
 	r := s.raft()
@@ -563,22 +563,21 @@ func (s *Store) leaderGone() (raft.ServerID, bool) {
 	if r.State() != raft.Follower || leader == "" {
 		return "", false
 	}
-	heard := r.LastContact()
-	wait := s.cfg.Timing.LeaderLeaseTimeout + 5*time.Millisecond + s.electionStep(leader)
-	for at := ended.Add(wait); ; at = time.Now().Add(100 * time.Millisecond) {
+	lease := s.cfg.Timing.LeaderLeaseTimeout
+	for at := ended.Add(lease + 5*time.Millisecond + s.electionStep(leader)); ; at = time.Now().Add(100 * time.Millisecond) {
 		select {
 		case <-s.done:
 			return "", false
 		case <-time.After(time.Until(at)):
 		}
 		addr, id := r.LeaderWithID()
-		if id != leader || r.State() != raft.Follower || r.LastContact().After(heard) {
-			return "", false // raft found out first, or the leader spoke
+		if id != leader || r.State() != raft.Follower {
+			return "", false // raft found out first
 		}
-		if refuses(string(addr)) {
+		if time.Since(r.LastContact()) >= lease && refuses(string(addr)) {
 			return leader, true
 		}
-		if time.Since(heard) > s.cfg.Timing.HeartbeatTimeout {
+		if time.Since(ended) > s.cfg.Timing.HeartbeatTimeout {
 			return "", false
 		}
 	}
