@@ -210,6 +210,20 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// slowFollowers gives followers a heartbeat and election timeout of 10 s,
+// which it returns: a new leader elected well before that was elected early.
+func slowFollowers(t *testing.T, followers []*Store) time.Duration {
+	t.Helper()
+	slow := 10 * time.Second
+	for _, s := range followers {
+		s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
+		if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return slow
+}
+
 // A leader whose process ends on a host that stays up is replaced without
 // waiting out the heartbeat timeout: here the followers would wait 10 to 20 s,
 // and a new leader is there within 5. A dying process closes its listener and
@@ -220,13 +234,7 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 		name := map[bool]string{true: "listener first", false: "connections first"}[listenerFirst]
 		t.Run(name, func(t *testing.T) {
 			stores := cluster(t, 3)
-			slow := 10 * time.Second
-			for _, s := range stores[1:] {
-				s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
-				if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			slow := slowFollowers(t, stores[1:])
 			leader := stores[0]
 			leader.trans.Load().Close()
 			if !listenerFirst {
@@ -273,13 +281,7 @@ func TestLostLeaderElectedWithoutTimeout(t *testing.T) {
 // term past the next one).
 func TestLostLeaderOneElection(t *testing.T) {
 	stores := cluster(t, 5)
-	slow := 10 * time.Second
-	for _, s := range stores[1:] {
-		s.cfg.Timing.HeartbeatTimeout, s.cfg.Timing.ElectionTimeout = slow, slow
-		if err := s.raft().ReloadConfig(s.timing(slow, slow)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	slowFollowers(t, stores[1:])
 	term := stores[0].raft().CurrentTerm()
 	stores[0].trans.Load().Close()
 	stores[0].trans.Load().CloseStreams()
