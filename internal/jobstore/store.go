@@ -527,8 +527,9 @@ func (s *Store) hungUp() {
 //
 // The dial waits for the lease because a dying process may close its
 // connections before its listener: dialled at the first sign, a killed
-// leader's listener still accepted two of four followers on 8 testbed hosts,
-// and three of four at 128, which then waited out the heartbeat timeout.
+// leader's listener still accepted two of the seven dials on 8 testbed hosts,
+// and at 128 three of the four voters left took it for alive and waited out
+// the heartbeat timeout.
 //
 // The surviving voters see the sign together, and do not start together:
 // when all four of five did, each voted for itself and none had the three
