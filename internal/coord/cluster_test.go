@@ -10,6 +10,7 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/epochs"
+	"shoal/internal/fanout"
 	"shoal/internal/job"
 	"shoal/internal/node"
 	"shoal/internal/place"
@@ -126,6 +127,46 @@ func TestRefreshCountsACopyInTheWritersRound(t *testing.T) {
 				t.Fatalf("round %d: rank %d has %d counted copies after one refresh, want 2", round, r, n)
 			}
 		}
+	}
+}
+
+// countingPeer answers an empty index after a moment, counting the calls in
+// flight and the most there were at once.
+type countingPeer struct {
+	Peer
+	mu             *sync.Mutex
+	now, most, all *int
+}
+
+func (p countingPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	p.mu.Lock()
+	*p.now++
+	*p.all++
+	*p.most = max(*p.most, *p.now)
+	p.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	p.mu.Lock()
+	*p.now--
+	p.mu.Unlock()
+	return shard.Index{Job: job}, nil
+}
+
+// TestRefreshBounded: a refresh over more nodes than fanout.Limit (a job taken
+// over asks every live node) asks each once, at most fanout.Limit at a time.
+func TestRefreshBounded(t *testing.T) {
+	var mu sync.Mutex
+	var now, most, all int
+	s := ClusterConfig{Peer: func(n node.Node) Peer { return countingPeer{mu: &mu, now: &now, most: &most, all: &all} }}
+	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: 3}, Output{}), epochs.NewBook(3, 2))
+	b.nodes = map[string]node.Node{}
+	n := 3 * fanout.Limit
+	for i := range n {
+		name := fmt.Sprintf("n%d", i)
+		b.nodes[name] = node.Node{Name: name}
+	}
+	b.refresh(context.Background())
+	if all != n || most > fanout.Limit {
+		t.Errorf("refresh over %d nodes: %d calls, at most %d at once; want %d, at most %d", n, all, most, n, fanout.Limit)
 	}
 }
 

@@ -9,15 +9,16 @@ import (
 
 	"shoal/internal/api"
 	"shoal/internal/epochs"
+	"shoal/internal/fanout"
 	"shoal/internal/job"
 	"shoal/internal/jobdir"
 	"shoal/internal/shard"
 	"shoal/internal/staging"
 )
 
-// refresh asks every node of the run at once which verified shards it holds, and
-// records the answers in the book (those of the nodes that do not answer are
-// left as they were). choose and finish use it; during a run, the watch keeps
+// refresh asks every node of the run, fanout.Limit at a time, which verified
+// shards it holds, and records the answers in the book (those of the nodes
+// that do not answer are left as they were). choose and finish use it; during a run, the watch keeps
 // the indexes up to date instead (see watch).
 func (b *clusterBackend) refresh(ctx context.Context) {
 	id := b.rec.Job().ID
@@ -25,34 +26,35 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 	if len(b.placement) > 0 {
 		rank0 = b.placement[0]
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	indexes := map[string]shard.Index{} // by node, those that answered
-	for name := range b.nodes {
-		wg.Add(1)
-		go func(name string, p Peer) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			idx, err := p.Shards(cctx, id, "", 0)
-			if err != nil {
-				b.noAnswer(name, time.Now(), err)
-				return
-			}
-			b.answered(name, time.Now())
-			if name == rank0 {
-				b.noteProgress(idx.Progress, time.Now())
-			}
-			b.mu.Lock()
-			b.indexes[name] = idx
-			b.made.IndexTaken(name)
-			b.mu.Unlock()
-			mu.Lock()
-			indexes[name] = idx
-			mu.Unlock()
-		}(name, b.peer(name))
+	// A taken-over job's run is every live node.
+	nodes := names(b.nodes)
+	peers := make([]Peer, len(nodes))
+	for i, name := range nodes {
+		peers[i] = b.peer(name)
 	}
-	wg.Wait()
+	fanout.Each(len(nodes), fanout.Limit, func(i int) {
+		name := nodes[i]
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		idx, err := peers[i].Shards(cctx, id, "", 0)
+		if err != nil {
+			b.noAnswer(name, time.Now(), err)
+			return
+		}
+		b.answered(name, time.Now())
+		if name == rank0 {
+			b.noteProgress(idx.Progress, time.Now())
+		}
+		b.mu.Lock()
+		b.indexes[name] = idx
+		b.made.IndexTaken(name)
+		b.mu.Unlock()
+		mu.Lock()
+		indexes[name] = idx
+		mu.Unlock()
+	})
 	b.mu.Lock()
 	b.indexBook(indexes)
 	b.mu.Unlock()
