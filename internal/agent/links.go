@@ -362,7 +362,7 @@ func (p *linkProber) Warm() {
 	p.warming = done
 	var unread []membership.Node
 	for _, n := range p.a.members.Nodes() {
-		if _, ok := p.peerRows[n.Name]; !ok && n.Name != p.a.cfg.Name && n.State == membership.StateAlive && n.Meta.API != "" {
+		if _, ok := p.peerRows[n.Name]; !ok && p.hasRow(n) {
 			unread = append(unread, n)
 		}
 	}
@@ -374,14 +374,31 @@ func (p *linkProber) Warm() {
 			p.mu.Unlock()
 			close(done)
 		}()
-		round, cancel := context.WithTimeout(context.Background(), rowRound)
-		defer cancel()
-		fanout.Each(len(unread), fanout.Limit, func(i int) {
-			ctx, cancel := context.WithTimeout(round, rowWait)
-			defer cancel()
-			p.readRow(ctx, unread[i].Name, unread[i].Meta.API)
-		})
+		p.readRows(context.Background(), unread, nil)
 	}()
+}
+
+// hasRow reports whether n is another live node with an API to read its row
+// from.
+func (p *linkProber) hasRow(n membership.Node) bool {
+	return n.Name != p.a.cfg.Name && n.State == membership.StateAlive && n.Meta.API != ""
+}
+
+// readRows reads the rows of nodes, fanout.Limit at a time, each within
+// rowWait and all within rowRound of ctx, however many waves that takes: a
+// row not read by then is left, as one whose node did not answer. got, when
+// set, is given each answer, from the reading goroutines.
+func (p *linkProber) readRows(ctx context.Context, nodes []membership.Node, got func(name string, row []links.Link, err error)) {
+	round, cancel := context.WithTimeout(ctx, rowRound)
+	defer cancel()
+	fanout.Each(len(nodes), fanout.Limit, func(i int) {
+		cctx, cancel := context.WithTimeout(round, rowWait)
+		defer cancel()
+		row, err := p.readRow(cctx, nodes[i].Name, nodes[i].Meta.API)
+		if got != nil {
+			got(nodes[i].Name, row, err)
+		}
+	})
 }
 
 // Links answers GET /v1/links: this node's row, or with all, every live
@@ -416,7 +433,7 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 	now := time.Now()
 	var toRead, toRefresh []membership.Node
 	for _, n := range p.a.members.Nodes() {
-		if n.Name == p.a.cfg.Name || n.State != membership.StateAlive || n.Meta.API == "" {
+		if !p.hasRow(n) {
 			continue
 		}
 		names = append(names, n.Name)
@@ -449,15 +466,9 @@ func (p *linkProber) Links(ctx context.Context, all bool) (links.List, error) {
 			})
 		})
 	}
-	// The round lasts at most rowRound, however many waves it takes: a row
-	// not read by then is skipped, as one whose node did not answer.
-	round, cancelRound := context.WithTimeout(ctx, rowRound)
-	defer cancelRound()
-	fanout.Each(len(toRead), fanout.Limit, func(i int) {
-		name, addr := toRead[i].Name, toRead[i].Meta.API
-		cctx, cancel := context.WithTimeout(round, rowWait)
-		defer cancel()
-		row, err := p.readRow(cctx, name, addr)
+	// A row the round does not read is skipped, as one whose node did not
+	// answer.
+	p.readRows(ctx, toRead, func(name string, row []links.Link, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {

@@ -18,8 +18,8 @@ import (
 
 // refresh asks every node of the run, fanout.Limit at a time, which verified
 // shards it holds, and records the answers in the book (those of the nodes
-// that do not answer are left as they were). choose and finish use it; during a run, the watch keeps
-// the indexes up to date instead (see watch).
+// that do not answer are left as they were). choose and finish use it; during
+// a run, the watch keeps the indexes up to date instead (see watch).
 func (b *clusterBackend) refresh(ctx context.Context) {
 	id := b.rec.Job().ID
 	rank0 := ""

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"shoal/internal/api"
@@ -95,7 +94,7 @@ func (s *Service) takeOver() {
 		old = append(old, j)
 	}
 	s.mu.Unlock()
-	if s.cfg.WarmLinks != nil && slices.ContainsFunc(s.cfg.Store.Jobs(), func(j job.Job) bool { return j.Ended.IsZero() }) {
+	if s.cfg.WarmLinks != nil {
 		s.cfg.WarmLinks() // read while the jobs are taken over, for their placements
 	}
 	// Everything the old leader committed must be applied here first.

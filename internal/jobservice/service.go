@@ -65,8 +65,8 @@ type Config struct {
 	// (internal/links): the planner weighs them (placement.go).
 	Links func(ctx context.Context) ([]links.Link, error)
 	// WarmLinks, when set, starts reading in the background what Links will
-	// need: called when this node becomes the leader, so that the placements
-	// of the jobs it takes over find the links read.
+	// need and this node lacks: called when this node becomes the leader, so
+	// that the placements of the jobs it takes over find the links read.
 	WarmLinks func()
 	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
 	// complete epochs change (one became complete, older ones were pruned), so

@@ -596,23 +596,22 @@ func (s *Store) electionStep(leader raft.ServerID) time.Duration {
 }
 
 // stepOf is self's place among the voters of servers other than leader, in the
-// order of their IDs; 0 when self is not one of them, or is the leader.
+// order of their IDs; 0 when self is not one of them.
 func stepOf(servers []raft.Server, leader, self raft.ServerID) int {
-	if self == leader {
-		return 0
-	}
-	step := 0
+	step, voter := 0, false
 	for _, sv := range servers {
-		if sv.Suffrage == raft.Voter && sv.ID != leader && sv.ID < self {
+		switch {
+		case sv.Suffrage != raft.Voter || sv.ID == leader:
+		case sv.ID == self:
+			voter = true
+		case sv.ID < self:
 			step++
 		}
 	}
-	for _, sv := range servers {
-		if sv.ID == self && sv.Suffrage == raft.Voter {
-			return step
-		}
+	if !voter {
+		return 0
 	}
-	return 0
+	return step
 }
 
 // refuses reports whether addr's host actively refuses a TCP connection.
