@@ -43,11 +43,12 @@ type sample struct {
 	decision    float64
 	relaunch    float64
 	total       float64
-	toCoord     float64 // new leader -> coordinator event
-	toRestart   float64 // new leader (or node-lost) -> restart event
-	poll        float64 // length of the `shoal nodes` call that first showed the new leader
-	endedBy     string  // what ended the election: "poll" or "event" (the coordinator event came first)
-	declared    float64 // kill -> membership on a survivor declares the victim failed
+	toCoord     float64  // new leader -> coordinator event
+	toRestart   float64  // new leader (or node-lost) -> restart event
+	poll        float64  // length of the `shoal nodes` call that first showed the new leader
+	endedBy     string   // what ended the election: "poll" or "event" (the coordinator event came first)
+	declared    float64  // kill -> membership on a survivor declares the victim failed
+	again       []string // the runs launched after the one that ran again: the event before each
 }
 
 var nan = math.NaN()
@@ -186,9 +187,11 @@ func (t *trial) rankHost() (string, error) {
 type observation struct {
 	coord     bool
 	victim    string
+	job       string
 	survivors []string
 	killCmd   float64
 	killed    time.Time // when the kill command returned
+	query     string    // the host the job's events are read from
 	evs       []job.Event
 	launch    job.Event // the launch of the run that runs again (or the last one)
 	running   time.Time // when it ran again; zero if it did not
@@ -222,6 +225,7 @@ func (t *trial) kill(ctx context.Context, victim string, coord bool) (*observati
 	o.killed = time.Now()
 	o.killCmd = o.killed.Sub(t0).Seconds()
 	var err error
+	o.query, o.job = query, t.job
 	o.evs, o.running, o.launch, err = waitRunningAgain(ctx, t.c, query, t.job, o.killed, 90*time.Second)
 	polls.Wait() // bounded by pctx
 	return o, err
@@ -257,6 +261,14 @@ func (o *observation) sample(c *cluster) sample {
 		}))
 		if !math.IsNaN(s.declared) || time.Now().After(end) {
 			break
+		}
+	}
+	if !o.running.IsZero() {
+		// A coordinator reacts to membership's verdict at its next look: a relaunch
+		// that follows it is one more restart the loss cost the job.
+		time.Sleep(3 * time.Second)
+		if evs, err := c.events(o.query, o.job); err == nil {
+			s.again = launchedAgain(evs, o.launch.Time)
 		}
 	}
 
@@ -464,8 +476,29 @@ func (s sample) line() string {
 	if s.failure != "" {
 		return fmt.Sprintf("detect %s, election %s, then the job failed: %s", secs(s.detect), secs(s.election), s.failure)
 	}
-	return fmt.Sprintf("detect %s, election %s, decision %s, relaunch %s, total %s (from %s)",
+	l := fmt.Sprintf("detect %s, election %s, decision %s, relaunch %s, total %s (from %s)",
 		secs(s.detect), secs(s.election), secs(s.decision), secs(s.relaunch), secs(s.total), s.from)
+	for _, why := range s.again {
+		l += "; launched again after: " + why
+	}
+	return l
+}
+
+// launchedAgain is, for each launch event in evs after the one at ran, the
+// event before it that is not output: what made the coordinator launch once more.
+func launchedAgain(evs []job.Event, ran time.Time) []string {
+	var again []string
+	var last job.Event
+	for _, e := range evs {
+		switch {
+		case e.Type == "output":
+		case e.Type == "launch" && e.Time.After(ran):
+			again = append(again, fmt.Sprintf("%s %q", last.Type, last.Message))
+		default:
+			last = e
+		}
+	}
+	return again
 }
 
 func secs(v float64) string {
@@ -598,6 +631,12 @@ func failoverReport(w *os.File, cfg failoverConfig, n int, samples []sample) int
 		froms = append(froms, fmt.Sprintf("%s:%s", map[bool]string{true: "coord", false: "node"}[s.coordinator], s.from))
 	}
 	fmt.Fprintf(w, "restarted from: %s\n", strings.Join(froms, ", "))
+	again := map[bool]int{}
+	for _, s := range samples {
+		again[s.coordinator] += len(s.again)
+	}
+	fmt.Fprintf(w, "launched again after running again (membership's verdict, a rebalance; each a restart more): %d (coordinator), %d (other node)\n",
+		again[true], again[false])
 	for _, s := range samples {
 		if s.failure != "" {
 			fmt.Fprintf(w, "job did not run again (%s %s killed): %s\n", kindName(s.coordinator), s.victim, s.failure)

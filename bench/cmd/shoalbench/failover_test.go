@@ -3,6 +3,7 @@ package main
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"shoal/internal/job"
 	nodepkg "shoal/internal/node"
@@ -33,5 +34,25 @@ func TestCompleteFrom(t *testing.T) {
 		if got := completeFrom(job.Event{Type: c.typ, Message: c.msg}, 2); got != c.want {
 			t.Errorf("completeFrom(%s %q, 2) = %v, want %v", c.typ, c.msg, got, c.want)
 		}
+	}
+}
+
+func TestLaunchedAgain(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1000+int64(s), 0) }
+	evs := []job.Event{
+		{Type: "launch", Time: at(0), Message: "launching 4 ranks"},
+		{Type: "node-lost", Time: at(1), Message: "node n1 lost"},
+		{Type: "launch", Time: at(2), Message: "launching 4 ranks from epoch 2"}, // the run that ran again
+		{Type: "output", Time: at(3), Message: "[0] heat: resumed at step 40"},
+		{Type: "reconfig", Time: at(4), Message: "moving: node n1 failed"},
+		{Type: "output", Time: at(5), Message: "[0] step 50"},
+		{Type: "launch", Time: at(6), Message: "launching 4 ranks from epoch 3"},
+	}
+	got := launchedAgain(evs, at(2))
+	if want := []string{`reconfig "moving: node n1 failed"`}; !slices.Equal(got, want) {
+		t.Errorf("launchedAgain = %q, want %q", got, want)
+	}
+	if got := launchedAgain(evs[:4], at(2)); len(got) != 0 {
+		t.Errorf("launchedAgain with no later launch = %q, want none", got)
 	}
 }
