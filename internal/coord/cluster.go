@@ -13,6 +13,7 @@ import (
 
 	"shoal/internal/engine"
 	"shoal/internal/epochs"
+	"shoal/internal/fanout"
 	"shoal/internal/job"
 	"shoal/internal/mtbf"
 	"shoal/internal/node"
@@ -470,32 +471,33 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	var states []engine.RankState
 	var silent []string
 	var mu sync.Mutex
-	var wg sync.WaitGroup
+	// Only the nodes that ran ranks can say how one ended: a round over the
+	// run's nodes, bounded as every round over nodes is.
+	counts := b.placement.Counts()
+	var asked []string
 	for name := range b.nodes {
-		if b.placement.Counts()[name] == 0 {
-			continue // runs no rank: it cannot say how one ended
+		if counts[name] > 0 {
+			asked = append(asked, name)
 		}
-		wg.Add(1)
-		go func(name string, p Peer) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			s, err := p.RankStates(cctx, id)
-			cancel()
-			if err != nil {
-				b.noAnswer(name, time.Now(), err)
-			} else {
-				b.answered(name, time.Now())
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				silent = append(silent, name)
-				return
-			}
-			states = append(states, s...)
-		}(name, b.peer(name))
 	}
-	wg.Wait()
+	fanout.Each(len(asked), fanout.Limit, func(i int) {
+		name := asked[i]
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := b.peer(name).RankStates(cctx, id)
+		cancel()
+		if err != nil {
+			b.noAnswer(name, time.Now(), err)
+		} else {
+			b.answered(name, time.Now())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			silent = append(silent, name)
+			return
+		}
+		states = append(states, s...)
+	})
 	states = noticed.Apply(states, ended)
 	if len(silent) == 0 {
 		if nodes, err := b.cfg.Nodes(ctx); err == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/api"
+	"shoal/internal/engine"
 	"shoal/internal/epochs"
 	"shoal/internal/fanout"
 	"shoal/internal/job"
@@ -167,6 +168,61 @@ func TestRefreshBounded(t *testing.T) {
 	b.refresh(context.Background())
 	if all != n || most > fanout.Limit {
 		t.Errorf("refresh over %d nodes: %d calls, at most %d at once; want %d, at most %d", n, all, most, n, fanout.Limit)
+	}
+}
+
+// statesPeer counts RankStates calls (states) and store probes (probes) as
+// countingPeer counts Shards, and answers Shards at once, uncounted.
+type statesPeer struct {
+	Peer
+	states, probes countingPeer
+}
+
+func (p statesPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	return shard.Index{Job: job}, nil
+}
+
+func (p statesPeer) Probe(ctx context.Context, job string, bytes int64) (api.Probe, error) {
+	p.probes.Shards(ctx, job, "", 0)
+	return api.Probe{}, nil
+}
+
+func (p statesPeer) RankStates(ctx context.Context, job string) ([]engine.RankState, error) {
+	p.states.Shards(ctx, job, "", 0)
+	return nil, nil
+}
+
+// TestFinishBounded: the end of a failed run asks every node that ran ranks how
+// they ended, and probes its checkpoint store, each once, at most fanout.Limit
+// at a time, and no node that ran none.
+func TestFinishBounded(t *testing.T) {
+	var mu sync.Mutex
+	var counts [2]struct{ now, most, all int }
+	count := func(i int) countingPeer {
+		return countingPeer{mu: &mu, now: &counts[i].now, most: &counts[i].most, all: &counts[i].all}
+	}
+	s := ClusterConfig{
+		Peer:  func(n node.Node) Peer { return statesPeer{states: count(0), probes: count(1)} },
+		Nodes: func(context.Context) ([]node.Node, error) { return nil, nil },
+	}
+	n := 3 * fanout.Limit
+	b := newClusterBackend(s, &memRecord{info: job.Job{ID: "j"}}, newJob(Config{}, job.Spec{ID: "j", Ranks: n}, Output{}), epochs.NewBook(n, 2))
+	b.nodes = map[string]node.Node{}
+	b.placement = make(place.Placement, n)
+	for i := range n + 5 { // the last 5 run no rank
+		name := fmt.Sprintf("n%d", i)
+		b.nodes[name] = node.Node{Name: name}
+		if i < n {
+			b.placement[i] = name
+		}
+	}
+	if _, loss := b.finish(context.Background(), nil, true, nil); loss != nil {
+		t.Fatalf("finish: loss %v, want none", loss)
+	}
+	for i, what := range []string{"rank states", "store probes"} {
+		if c := counts[i]; c.all != n || c.most > fanout.Limit {
+			t.Errorf("finish over %d nodes of ranks: %d %s, at most %d at once; want %d, at most %d", n, c.all, what, c.most, n, fanout.Limit)
+		}
 	}
 }
 

@@ -3,11 +3,14 @@ package coord
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"shoal/internal/fanout"
 )
 
 // defaultProbe is what a node's checkpoint store is asked to take for each of
@@ -35,25 +38,22 @@ func (b *clusterBackend) storeFaults(ctx context.Context) *nodeLoss {
 	}
 	var (
 		mu     sync.Mutex
-		wg     sync.WaitGroup
 		faulty = map[string]string{} // node → why its store failed
 	)
-	for name, n := range b.placement.Counts() {
-		wg.Add(1)
-		go func(name string, p Peer, bytes int64) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			res, err := p.Probe(cctx, id, bytes)
-			if err != nil || res.Error == "" {
-				return // a node that does not answer is found silent elsewhere
-			}
-			mu.Lock()
-			faulty[name] = res.Error
-			mu.Unlock()
-		}(name, b.peer(name), largest*int64(n))
-	}
-	wg.Wait()
+	counts := b.placement.Counts()
+	names := slices.Collect(maps.Keys(counts))
+	fanout.Each(len(names), fanout.Limit, func(i int) {
+		name := names[i]
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, err := b.peer(name).Probe(cctx, id, largest*int64(counts[name]))
+		if err != nil || res.Error == "" {
+			return // a node that does not answer is found silent elsewhere
+		}
+		mu.Lock()
+		faulty[name] = res.Error
+		mu.Unlock()
+	})
 	if len(faulty) == 0 {
 		return nil
 	}
