@@ -35,7 +35,7 @@ type oneNode struct{}
 func (oneNode) Name() string                                { return "n1" }
 func (oneNode) Nodes(context.Context) ([]node.Node, error)  { return nil, nil }
 func (oneNode) Voters(context.Context) ([]node.Node, error) { return nil, nil }
-func (oneNode) Members() []node.Node                        { return nil }
+func (oneNode) MembersAt(string) []node.Node                { return nil }
 func (oneNode) Leave(context.Context) error                 { return nil }
 
 // TestFileQuota: on the socket, the upload that would take a user's files in

@@ -287,7 +287,7 @@ func (s *Server) relayLaunch(w http.ResponseWriter, r *http.Request, c *Caller, 
 		return fmt.Errorf("%w: this agent does not pass launches on", ErrNotAvailable)
 	}
 	to := req.To
-	if err := relayTarget(s.cfg.Node.Members(), to); err != nil {
+	if err := relayTarget(s.cfg.Node.MembersAt(to), to); err != nil {
 		return fmt.Errorf("%w (as node %s sees the cluster)", err, s.cfg.Node.Name())
 	}
 	req.To = ""

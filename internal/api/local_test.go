@@ -303,10 +303,10 @@ func (c *clusterNode) Voters(ctx context.Context) ([]node.Node, error) {
 	return c.Nodes(ctx)
 }
 
-func (c *clusterNode) Members() []node.Node {
+func (c *clusterNode) MembersAt(api string) []node.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.nodes)
+	return slices.DeleteFunc(slices.Clone(c.nodes), func(n node.Node) bool { return n.API != api })
 }
 
 func (c *clusterNode) set(nodes ...node.Node) {

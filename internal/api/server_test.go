@@ -46,9 +46,9 @@ func (f *fakeNode) Voters(ctx context.Context) ([]node.Node, error) {
 	nodes, _ := f.Nodes(ctx)
 	return nodes[:1], nil
 }
-func (f *fakeNode) Members() []node.Node {
+func (f *fakeNode) MembersAt(api string) []node.Node {
 	nodes, _ := f.Nodes(context.Background())
-	return nodes
+	return slices.DeleteFunc(nodes, func(n node.Node) bool { return n.API != api })
 }
 func (f *fakeNode) Leave(context.Context) error {
 	f.mu.Lock()

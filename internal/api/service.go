@@ -23,11 +23,11 @@ type LocalNode interface {
 	// checking only their agents answer: what a look at the quorum needs,
 	// which `shoal run` takes every second while it follows a job.
 	Voters(ctx context.Context) ([]node.Node, error)
-	// Members returns the same nodes in membership's states, without
-	// checking that each live one's agent answers: for a lookup that needs
-	// only where a node is, such as a launch relayed to it, which a launch
-	// makes once per node of its run.
-	Members() []node.Node
+	// MembersAt returns the nodes whose agent's API address is api, in
+	// membership's states, without checking that a live one's agent answers:
+	// the look-up of a launch relayed to a node, which a launch makes once per
+	// node of its run, and which costs the same at any size of the cluster.
+	MembersAt(api string) []node.Node
 	// Leave makes this node leave the cluster and returns once it has (jobs
 	// checkpointed, departure gossiped). The server answers the request, then
 	// the agent shuts down. A second call while leaving waits for the first.

@@ -34,7 +34,7 @@ type testNode struct{}
 func (testNode) Name() string                                { return "n1" }
 func (testNode) Nodes(context.Context) ([]node.Node, error)  { return nil, nil }
 func (testNode) Voters(context.Context) ([]node.Node, error) { return nil, nil }
-func (testNode) Members() []node.Node                        { return nil }
+func (testNode) MembersAt(string) []node.Node                { return nil }
 func (testNode) Leave(context.Context) error                 { return nil }
 
 // testJobs is a JobService that only launches, through svc.

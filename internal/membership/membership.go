@@ -187,6 +187,10 @@ func (m *Membership) Nodes() []Node { return m.table.list() }
 // Node returns one node by name.
 func (m *Membership) Node(name string) (Node, bool) { return m.table.get(name) }
 
+// NodesAt returns the nodes whose agent's API address is api, alive or not
+// (more than one when a node that is gone had the address), sorted by name.
+func (m *Membership) NodesAt(api string) []Node { return m.table.at(api) }
+
 // Meta returns the metadata this node announces.
 func (m *Membership) Meta() Meta {
 	m.metaMu.Lock()

@@ -68,16 +68,23 @@ type Node struct {
 type table struct {
 	mu    sync.Mutex
 	nodes map[string]*Node
+	// byAPI names the nodes by the API address in their metadata: more than one
+	// when a node that is gone had the address a live one has now.
+	byAPI map[string]map[string]bool
 }
 
-func newTable() *table { return &table{nodes: map[string]*Node{}} }
+func newTable() *table { return &table{nodes: map[string]*Node{}, byAPI: map[string]map[string]bool{}} }
 
 // set records n and returns the previous entry (zero, false if none).
 func (t *table) set(n Node) (Node, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old, ok := t.nodes[n.Name]
+	if ok {
+		t.unindex(*old)
+	}
 	t.nodes[n.Name] = &n
+	t.index(n)
 	if !ok {
 		return Node{}, false
 	}
@@ -95,7 +102,45 @@ func (t *table) update(name string, f func(*Node)) (before, after Node, ok bool)
 	}
 	before = *n
 	f(n)
+	if n.Meta.API != before.Meta.API {
+		t.unindex(before)
+		t.index(*n)
+	}
 	return before, *n, true
+}
+
+// index and unindex add and remove n in byAPI. The caller holds mu.
+func (t *table) index(n Node) {
+	if n.Meta.API == "" {
+		return
+	}
+	names := t.byAPI[n.Meta.API]
+	if names == nil {
+		names = map[string]bool{}
+		t.byAPI[n.Meta.API] = names
+	}
+	names[n.Name] = true
+}
+
+func (t *table) unindex(n Node) {
+	names := t.byAPI[n.Meta.API]
+	delete(names, n.Name)
+	if len(names) == 0 {
+		delete(t.byAPI, n.Meta.API)
+	}
+}
+
+// at returns the nodes whose metadata gives api as their API address, sorted
+// by name: as many look-ups as nodes had the address, not one per node known.
+func (t *table) at(api string) []Node {
+	t.mu.Lock()
+	out := make([]Node, 0, len(t.byAPI[api]))
+	for name := range t.byAPI[api] {
+		out = append(out, *t.nodes[name])
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func (t *table) get(name string) (Node, bool) {
@@ -126,6 +171,7 @@ func (t *table) forget(cutoff time.Time) {
 	defer t.mu.Unlock()
 	for name, n := range t.nodes {
 		if (n.State == StateDead || n.State == StateLeft) && n.Since.Before(cutoff) {
+			t.unindex(*n)
 			delete(t.nodes, name)
 		}
 	}

@@ -43,7 +43,7 @@ type localNode struct{}
 func (localNode) Name() string                                { return "n1" }
 func (localNode) Nodes(context.Context) ([]node.Node, error)  { return nil, nil }
 func (localNode) Voters(context.Context) ([]node.Node, error) { return nil, nil }
-func (localNode) Members() []node.Node                        { return nil }
+func (localNode) MembersAt(string) []node.Node                { return nil }
 func (localNode) Leave(context.Context) error                 { return nil }
 
 // sender is a node serving the store src through the real API handler. It
