@@ -116,6 +116,9 @@ type clusterBackend struct {
 	// corrupt are the copies found corrupt and not yet reported (under mu;
 	// see reportCorrupt).
 	corrupt []epochs.CorruptCopy
+	// copiedTo are the nodes a copy of a shard or a parity row was made to
+	// (under mu): they hold something of the job before their index shows it.
+	copiedTo map[string]bool
 	// received are the indexes the watch received, with when (under mu): the
 	// silences of ranks they report are as of then (checkHung).
 	received map[string]nodeIndex
@@ -142,7 +145,7 @@ func newClusterBackend(cfg ClusterConfig, rec Record, rj *jobRun, book epochs.Bo
 	b := &clusterBackend{
 		cfg: cfg, rec: rec, j: rj, book: book.Clone(),
 		inflight: map[epochs.ShardCopy]bool{}, encoding: map[epochs.ParityCopy]bool{}, wire: map[uint64]wireBytes{}, contacts: map[string]contact{}, excluded: map[string]bool{},
-		indexes: map[string]shard.Index{}, received: map[string]nodeIndex{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
+		indexes: map[string]shard.Index{}, received: map[string]nodeIndex{}, copiedTo: map[string]bool{}, made: epochs.NewLedger(), news: make(chan struct{}, 1), doubted: map[string]time.Time{},
 		waiting: map[string]time.Time{}, keptRefused: map[uint64]bool{},
 		reconfigs: make(chan reconfig, 4),
 	}

@@ -226,6 +226,76 @@ func TestFinishBounded(t *testing.T) {
 	}
 }
 
+// revokingPeer records the nodes the job is revoked on and its shards removed
+// from.
+type revokingPeer struct {
+	Peer
+	name string
+	got  chan string
+}
+
+func (p revokingPeer) Revoke(ctx context.Context, job string) error {
+	p.got <- "revoke " + p.name
+	return nil
+}
+
+func (p revokingPeer) RemoveShardsBefore(ctx context.Context, job string, epoch uint64) error {
+	p.got <- "remove " + p.name
+	return nil
+}
+
+// TestClearAsksHolders: a job's end revokes it, and removes its shards, on the
+// nodes that ran its ranks or may hold its data (an index that showed some, a
+// copy or parity row made there), not on every live node of the cluster.
+func TestClearAsksHolders(t *testing.T) {
+	got := make(chan string, 100)
+	cfg := ClusterConfig{Peer: func(n node.Node) Peer { return revokingPeer{name: n.Name, got: got} }}
+	rec := &memRecord{info: job.Job{ID: "j", Spec: job.Spec{ID: "j", Ranks: 2, Engine: "openmpi"}}}
+	c := NewClusterRun(cfg, rec, Output{}, nil, nil)
+	b := c.b
+	b.nodes = map[string]node.Node{}
+	for i := range 10 {
+		name := fmt.Sprintf("n%d", i)
+		b.nodes[name] = node.Node{Name: name}
+	}
+	b.placement = place.Placement{"n0", "n1"}
+	b.indexes["n5"] = shard.Index{Job: "j", Shards: []shard.Info{{Epoch: 1, Rank: 0}}}
+	b.indexes["n6"] = shard.Index{Job: "j"} // answered, holds nothing
+	b.mu.Lock()
+	b.copyMade(epochs.ShardCopy{Epoch: 1, Rank: 1, Node: "n7"})
+	b.rowMade(epochs.RowCopy{ParityCopy: epochs.ParityCopy{Epoch: 1}, Node: "n8"})
+	b.mu.Unlock()
+	want := []string{"n0", "n1", "n5", "n7", "n8"}
+	if h := b.holders(); !slices.Equal(h, want) {
+		t.Errorf("holders = %v, want %v", h, want)
+	}
+	c.Clear(true)
+	var asked []string
+	for len(asked) < 2*len(want) {
+		select {
+		case a := <-got:
+			asked = append(asked, a)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Clear asked %v within 5 s, want a revoke and a removal on each of %v", asked, want)
+		}
+	}
+	select {
+	case a := <-got:
+		asked = append(asked, a)
+	case <-time.After(100 * time.Millisecond):
+	}
+	slices.Sort(asked)
+	var wantAsked []string
+	for _, what := range []string{"remove ", "revoke "} {
+		for _, n := range want {
+			wantAsked = append(wantAsked, what+n)
+		}
+	}
+	if !slices.Equal(asked, wantAsked) {
+		t.Errorf("Clear asked %v, want %v", asked, wantAsked)
+	}
+}
+
 func TestSeconds(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		0:                       "0 s",

@@ -229,19 +229,19 @@ func (c *ClusterRun) Ended() {
 }
 
 // Clear revokes the job on the nodes of its last run, in the background, and
-// removes its shards there when removeShards. Called once Run has returned.
+// removes its shards there when removeShards: on the nodes that ran its ranks
+// or may hold its data (holders), not every live node. Called once Run has
+// returned.
 func (c *ClusterRun) Clear(removeShards bool) {
 	id := c.rec.Job().ID
-	for name := range c.b.nodes {
-		go func(p Peer) {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p.Revoke(cctx, id)
-			if removeShards {
-				p.RemoveShardsBefore(cctx, id, ^uint64(0))
-			}
-		}(c.b.peer(name))
-	}
+	c.b.askHolders(func(p Peer) {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Revoke(cctx, id)
+		if removeShards {
+			p.RemoveShardsBefore(cctx, id, ^uint64(0))
+		}
+	})
 }
 
 // Reconfig asks a run for a planned relaunch: a node leaving, a rebalance

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -186,12 +187,48 @@ func (b *clusterBackend) encode(ctx context.Context, job string, e epochs.Encode
 func (b *clusterBackend) copyMade(c epochs.ShardCopy) {
 	b.book.AddCopy(c.Epoch, c.Rank, c.Node)
 	b.made.Copy(c)
+	b.copiedTo[c.Node] = true
 }
 
 // rowMade is copyMade for a parity row.
 func (b *clusterBackend) rowMade(c epochs.RowCopy) {
 	b.book.AddRow(c.Epoch, c.Group, c.Row, c.Node)
 	b.made.Row(c)
+	b.copiedTo[c.Node] = true
+}
+
+// holders returns the live nodes that may hold something of the job: those
+// that run its ranks, those whose last index showed any of its shards, parity
+// rows or corrupt copies, and those a copy or row was made to. The other live
+// nodes were never given anything of it: what removes or revokes the job asks
+// these alone, as many as the job touched rather than the cluster's size. A
+// node that holds something none of these shows (its index never read) is
+// left to its own retention, which removes what the job's book no longer
+// keeps (internal/retention). The caller does not hold mu.
+func (b *clusterBackend) holders() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ranks := b.placement.Counts()
+	var out []string
+	for name := range b.nodes {
+		idx := b.indexes[name]
+		if ranks[name] > 0 || b.copiedTo[name] || len(idx.Shards)+len(idx.Parity)+len(idx.Bad) > 0 {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// askHolders calls f for every node of holders, fanout.Limit at a time, in the
+// background.
+func (b *clusterBackend) askHolders(f func(Peer)) {
+	names := b.holders()
+	peers := make([]Peer, len(names))
+	for i, name := range names {
+		peers[i] = b.peer(name)
+	}
+	go fanout.Each(len(peers), fanout.Limit, func(i int) { f(peers[i]) })
 }
 
 // copyEnded wakes the job's loop once a copy or a parity row is done: at once
@@ -305,9 +342,7 @@ func (b *clusterBackend) markComplete(ctx context.Context) {
 	}
 	if pruned {
 		id := b.rec.Job().ID
-		for name := range b.nodes {
-			go b.peer(name).RemoveShardsBefore(context.Background(), id, keep)
-		}
+		b.askHolders(func(p Peer) { p.RemoveShardsBefore(context.Background(), id, keep) })
 	}
 }
 
