@@ -71,6 +71,9 @@ type clusterBackend struct {
 	changed bool
 	made    epochs.Ledger // copies and rows made that the indexes may not show yet
 	run     *runWatch     // the watch of the current run, while there is one
+	// watched are the nodes the last run's watch followed (job goroutine
+	// only; nil before the first): the nodes whose quiet ends a run quietly.
+	watched map[string]bool
 	news    chan struct{} // tells the job's loop that changed was set (see watch)
 
 	// onBook, when set, receives a copy of the book whenever its complete epochs
@@ -384,6 +387,7 @@ func (b *clusterBackend) poll(ctx context.Context) *nodeLoss {
 	}
 	news := b.takeNews()
 	if news {
+		b.followCopied()
 		b.indexCached()
 		b.reportCorrupt()
 		b.replicate(ctx)
@@ -540,7 +544,10 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 func (b *clusterBackend) quiet() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for name := range b.nodes {
+	if b.watched == nil {
+		return false
+	}
+	for name := range b.watched {
 		idx, ok := b.indexes[name]
 		if !ok || len(idx.Shards)+len(idx.Bad)+len(idx.Parity)+len(idx.Traffic) > 0 || idx.Progress != nil || idx.Interval != nil {
 			return false

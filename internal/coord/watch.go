@@ -82,6 +82,9 @@ type runWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	job    string
+	rank0  string          // the node of the run's rank 0, whose index carries progress
+	nodes  map[string]bool // the nodes followed (job goroutine only)
 }
 
 // watch follows the nodes of the run prepare readied until stop is called:
@@ -92,24 +95,26 @@ type runWatch struct {
 // node that is cut off does not answer until its request times out; whether it
 // is lost is for membership to say (see checkMembers). stop returns once
 // every goroutine of the watch has.
+//
+// The nodes followed are those that may hold something of the job (holders:
+// the run's ranks, what earlier indexes showed, copies made), and each node a
+// copy or parity row is made to during the run from then on (followCopied): a
+// live node the job never touched has nothing to show, and following every
+// one kept a request per node of the cluster outstanding for each running
+// job, 127 for a 4-rank job on 128 hosts.
 func (b *clusterBackend) watch(ctx context.Context) (news <-chan struct{}, stop func()) {
-	w := &runWatch{}
+	w := &runWatch{job: b.rec.Job().ID, nodes: map[string]bool{}}
 	w.ctx, w.cancel = context.WithCancel(ctx)
-	id := b.rec.Job().ID
-	rank0 := ""
 	if len(b.placement) > 0 {
-		rank0 = b.placement[0]
+		w.rank0 = b.placement[0]
 	}
 	b.mu.Lock()
 	b.run = w
 	b.mu.Unlock()
+	b.watched = w.nodes
 	clear(b.doubted) // membership's doubts during this run
-	for name := range b.nodes {
-		w.wg.Add(1)
-		go func(name string, p Peer) {
-			defer w.wg.Done()
-			b.watchNode(w.ctx, id, name, p, name == rank0)
-		}(name, b.peer(name))
+	for _, name := range b.holders() {
+		b.follow(w, name)
 	}
 	return b.news, func() {
 		w.cancel()
@@ -119,6 +124,44 @@ func (b *clusterBackend) watch(ctx context.Context) (news <-chan struct{}, stop 
 			b.run = nil
 		}
 		b.mu.Unlock()
+	}
+}
+
+// follow starts following node in w, unless w follows it already or it is not
+// a live node of the run. Called from the job's goroutine, which stops w too:
+// never during stop's wait.
+func (b *clusterBackend) follow(w *runWatch, node string) {
+	if w.nodes[node] || w.ctx.Err() != nil {
+		return
+	}
+	if _, ok := b.nodes[node]; !ok {
+		return
+	}
+	w.nodes[node] = true
+	w.wg.Add(1)
+	go func(p Peer) {
+		defer w.wg.Done()
+		b.watchNode(w.ctx, w.job, node, p, node == w.rank0)
+	}(b.peer(node))
+}
+
+// followCopied follows the nodes a copy or a parity row was made to that the
+// run's watch does not follow yet: from the job's goroutine, at the news the
+// copy's end brought.
+func (b *clusterBackend) followCopied() {
+	b.mu.Lock()
+	w := b.run
+	var fresh []string
+	if w != nil {
+		for n := range b.copiedTo {
+			if !w.nodes[n] {
+				fresh = append(fresh, n)
+			}
+		}
+	}
+	b.mu.Unlock()
+	for _, n := range fresh {
+		b.follow(w, n)
 	}
 }
 

@@ -335,6 +335,45 @@ func TestCopyOrderedOnceWhileItsIndexLags(t *testing.T) {
 	}
 }
 
+// TestWatchFollowsCopies: a run's watch follows its ranks' nodes, and a node
+// a copy is made to from the copy on; the live nodes the job never touched
+// are not asked at all.
+func TestWatchFollowsCopies(t *testing.T) {
+	before := runtime.NumGoroutine()
+	f := newFakeCluster()
+	b := watchedBackend(t, f, place.Placement{"a"}, "a", "b", "c", "d")
+	news, stop := b.watch(context.Background())
+	f.add("a", shard.Info{Epoch: 1, Rank: 0, Checksum: 10})
+	pollUntil(t, b, news, "epoch 1 not complete", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return slices.Contains(b.book.Complete(), 1)
+	})
+	f.mu.Lock()
+	var to string
+	for n := range f.landed {
+		to = n
+	}
+	f.mu.Unlock()
+	if to == "" {
+		t.Fatal("epoch 1 complete with no copy made")
+	}
+	pollUntil(t, b, news, "the node the copy went to not followed", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return b.watched[to] && len(f.waits[to]) > 0
+	})
+	stop()
+	waitGoroutines(t, before)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range []string{"b", "c", "d"} {
+		if n != to && len(f.waits[n]) > 0 {
+			t.Errorf("%s, which runs no rank and was given no copy, was asked %d times, want none", n, len(f.waits[n]))
+		}
+	}
+}
+
 // waitGoroutines fails unless the goroutines are back to n within a second.
 func waitGoroutines(t *testing.T, n int) {
 	t.Helper()
@@ -410,13 +449,16 @@ func (p fakeClusterNode) RankStates(ctx context.Context, job string) ([]engine.R
 // host refusing connections) is lost at the next poll, with membership still
 // calling it alive, and the job avoids it; a silent node is not taken for one;
 // a node that runs no rank, or whose refusal came before the run, is not
-// either; and a launcher that ends first says the same of it.
+// either; a node that runs no rank and holds nothing of the job is not
+// followed at all; and a launcher that ends first says the same of it.
 func TestWatchKilledAgent(t *testing.T) {
 	before := runtime.NumGoroutine()
 	f := newFakeCluster()
 	f.cut["d"] = true
-	b := watchedBackend(t, f, place.Placement{"a", "b", "c", "d"}, "a", "b", "c", "d", "e")
-	// e runs no rank; b was refused before this run began.
+	b := watchedBackend(t, f, place.Placement{"a", "b", "c", "d"}, "a", "b", "c", "d", "e", "g")
+	// e runs no rank and held a copy when last asked; g runs none and holds
+	// nothing; b was refused before this run began.
+	b.indexes["e"] = shard.Index{Job: "j", Shards: []shard.Info{{Epoch: 1, Rank: 0, Checksum: 10}}}
 	b.noAnswer("b", b.launchAt.Add(-time.Second), refused("b"))
 	news, stop := b.watch(context.Background())
 	defer func() {
@@ -437,6 +479,12 @@ func TestWatchKilledAgent(t *testing.T) {
 		defer b.mu.Unlock()
 		return !b.contacts["e"].refused.IsZero()
 	})
+	f.mu.Lock()
+	asked := len(f.waits["g"])
+	f.mu.Unlock()
+	if asked != 0 || b.watched["g"] {
+		t.Errorf("g, which runs no rank and holds nothing of the job, was asked %d times (followed: %v), want none", asked, b.watched["g"])
+	}
 
 	f.change(func() { f.gone["c"] = true })
 	var loss *nodeLoss
