@@ -206,7 +206,7 @@ type node struct{}
 func (node) Name() string                                   { return "bench" }
 func (node) Nodes(context.Context) ([]nodepkg.Node, error)  { return nil, nil }
 func (node) Voters(context.Context) ([]nodepkg.Node, error) { return nil, nil }
-func (node) Members() []nodepkg.Node                        { return nil }
+func (node) MembersAt(string) []nodepkg.Node                { return nil }
 func (node) Leave(context.Context) error                    { return nil }
 
 func newServer(shard []byte) (*server, error) {
