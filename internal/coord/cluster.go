@@ -71,9 +71,6 @@ type clusterBackend struct {
 	changed bool
 	made    epochs.Ledger // copies and rows made that the indexes may not show yet
 	run     *runWatch     // the watch of the current run, while there is one
-	// watched are the nodes the last run's watch followed (job goroutine
-	// only; nil before the first): the nodes whose quiet ends a run quietly.
-	watched map[string]bool
 	news    chan struct{} // tells the job's loop that changed was set (see watch)
 
 	// onBook, when set, receives a copy of the book whenever its complete epochs
@@ -480,13 +477,7 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 	var mu sync.Mutex
 	// Only the nodes that ran ranks can say how one ended: a round over the
 	// run's nodes, bounded as every round over nodes is.
-	counts := b.placement.Counts()
-	var asked []string
-	for name := range b.nodes {
-		if counts[name] > 0 {
-			asked = append(asked, name)
-		}
-	}
+	asked := slices.Sorted(maps.Keys(b.placement.Counts()))
 	fanout.Each(len(asked), fanout.Limit, func(i int) {
 		name := asked[i]
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -541,13 +532,17 @@ func (b *clusterBackend) finish(ctx context.Context, local []engine.RankState, f
 // round of requests to every node): its ranks never used libshoal, or used it
 // only in their last moments, and of a run that succeeded those moments hold
 // nothing a later run needs.
+//
+// The nodes looked at are the holders: those the watch followed (a node it
+// followed that is not one now showed nothing when last asked).
 func (b *clusterBackend) quiet() bool {
+	nodes := b.holders()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.watched == nil {
+	if len(nodes) == 0 {
 		return false
 	}
-	for name := range b.watched {
+	for _, name := range nodes {
 		idx, ok := b.indexes[name]
 		if !ok || len(idx.Shards)+len(idx.Bad)+len(idx.Parity)+len(idx.Traffic) > 0 || idx.Progress != nil || idx.Interval != nil {
 			return false

@@ -111,7 +111,6 @@ func (b *clusterBackend) watch(ctx context.Context) (news <-chan struct{}, stop 
 	b.mu.Lock()
 	b.run = w
 	b.mu.Unlock()
-	b.watched = w.nodes
 	clear(b.doubted) // membership's doubts during this run
 	for _, name := range b.holders() {
 		b.follow(w, name)

@@ -361,7 +361,7 @@ func TestWatchFollowsCopies(t *testing.T) {
 	pollUntil(t, b, news, "the node the copy went to not followed", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return b.watched[to] && len(f.waits[to]) > 0
+		return b.run.nodes[to] && len(f.waits[to]) > 0
 	})
 	stop()
 	waitGoroutines(t, before)
@@ -482,8 +482,8 @@ func TestWatchKilledAgent(t *testing.T) {
 	f.mu.Lock()
 	asked := len(f.waits["g"])
 	f.mu.Unlock()
-	if asked != 0 || b.watched["g"] {
-		t.Errorf("g, which runs no rank and holds nothing of the job, was asked %d times (followed: %v), want none", asked, b.watched["g"])
+	if asked != 0 || b.run.nodes["g"] {
+		t.Errorf("g, which runs no rank and holds nothing of the job, was asked %d times (followed: %v), want none", asked, b.run.nodes["g"])
 	}
 
 	f.change(func() { f.gone["c"] = true })
