@@ -74,6 +74,7 @@ func plugCoordinator(a *agent.Agent, engine string, mpiEncrypt bool) error {
 		Links: a.Links,
 		// A new leader reads them as it takes the jobs over.
 		WarmLinks: a.WarmLinks,
+		WarmLink:  a.WarmLink,
 		Engine:    engine,
 		// The jobs submitted here carry it, whoever coordinates them.
 		MPIEncrypt: mpiEncrypt,

@@ -26,6 +26,7 @@ import (
 	"shoal/internal/membership"
 	"shoal/internal/metrics"
 	"shoal/internal/mtbf"
+	"shoal/internal/node"
 	"shoal/internal/pki"
 	"shoal/internal/results"
 	"shoal/internal/retention"
@@ -556,6 +557,14 @@ func (a *Agent) Links(ctx context.Context) ([]links.Link, error) {
 func (a *Agent) WarmLinks() {
 	if a.links != nil {
 		a.links.Warm()
+	}
+}
+
+// WarmLink reads node n's row of links unless this node holds it
+// (linkProber.warmRow).
+func (a *Agent) WarmLink(ctx context.Context, n node.Node) {
+	if a.links != nil {
+		a.links.warmRow(ctx, n.Name, n.API)
 	}
 }
 

@@ -378,6 +378,23 @@ func (p *linkProber) Warm() {
 	}()
 }
 
+// warmRow reads the row of the node name, whose API is at addr, unless this
+// node holds it, for a placement soon after: a new leader's takeover reads
+// it right after its fence's revoke there, over the connection the revoke
+// opened (a row read at the same time as another request to the node would
+// open a connection of its own).
+func (p *linkProber) warmRow(ctx context.Context, name, addr string) {
+	p.mu.Lock()
+	_, held := p.peerRows[name]
+	p.mu.Unlock()
+	if held || name == p.a.cfg.Name || addr == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, rowWait)
+	defer cancel()
+	p.readRow(cctx, name, addr)
+}
+
 // hasRow reports whether n is another live node with an API to read its row
 // from.
 func (p *linkProber) hasRow(n membership.Node) bool {

@@ -187,3 +187,27 @@ func TestReachBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmRowReadsOne: a takeover's fence reads one node's row after its
+// revoke there: that node's row only, and none it already holds again.
+func TestWarmRowReadsOne(t *testing.T) {
+	agents := startCluster(t, 3)
+	poll.Until(t, 5*time.Second, wantStates(agents, "n1=alive n2=alive n3=alive"))
+	p := agents[0].links
+	n2 := agents[1]
+	p.warmRow(context.Background(), "n2", n2.APIAddr())
+	p.mu.Lock()
+	r, ok := p.peerRows["n2"]
+	_, other := p.peerRows["n3"]
+	p.mu.Unlock()
+	if !ok || other {
+		t.Fatalf("after warmRow(n2): n2's row held %v, n3's %v; want n2's alone", ok, other)
+	}
+	p.warmRow(context.Background(), "n2", n2.APIAddr())
+	p.mu.Lock()
+	again := p.peerRows["n2"].read
+	p.mu.Unlock()
+	if !again.Equal(r.read) {
+		t.Error("warmRow read again a row this node held")
+	}
+}

@@ -318,6 +318,13 @@ func (b *clusterBackend) prepare(ctx context.Context, req launchRequest) (engine
 		}
 	}
 	fence.Wait()
+	if r := b.j.resume; r != nil && r.Fetched != nil {
+		// Staging sends the files from here: those a takeover began to fetch.
+		if err := r.Fetched(ctx); err != nil {
+			b.j.event(job.EventStage, job.Event{Message: fmt.Sprintf("warning: %v", err)})
+		}
+		r.Fetched = nil
+	}
 	awaited, err := b.stage(ctx, info, byNode, restartEpoch, world != to)
 	if err != nil {
 		return engine.Launch{}, nil, "", err

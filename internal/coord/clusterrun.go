@@ -195,7 +195,7 @@ func (c *ClusterRun) Run(ctx context.Context) Result {
 	info := c.rec.Job()
 	if c.resume != nil {
 		c.b.seedRun(info.Placement, info.Avoid, c.resume.Lost)
-		c.b.fenceAll(ctx)
+		c.b.fenceAll(ctx, c.resume.Fenced)
 		// This node's record of the complete epochs starts from the book it took
 		// over, not from the first epoch completed under it: a job that ends
 		// before one does still leaves it.

@@ -14,6 +14,7 @@
 package coord
 
 import (
+	"context"
 	"io"
 	"time"
 
@@ -51,6 +52,14 @@ type Resume struct {
 	// Durable is set for a job that begins from an epoch kept outside the
 	// cluster (job.Spec.ResumeEpoch): Why says where; no node was lost.
 	Durable bool
+	// Fenced, when not nil, is the fence of the job the new coordinator began
+	// as its takeover began ([Fence]): the run waits for it, and fences only
+	// the live nodes it did not ask.
+	Fenced *Fencing
+	// Fetched, when not nil, waits until the job's files the new coordinator
+	// began fetching into its cache are there, or could not be, and says why
+	// not: staging, which sends them from this node, calls it first.
+	Fetched func(context.Context) error
 }
 
 // Output is where a job's rank output and events go. Events must be safe to call

@@ -2,11 +2,10 @@ package coord
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"shoal/internal/fanout"
+	"shoal/internal/node"
 	"shoal/internal/place"
 )
 
@@ -47,20 +46,88 @@ func (b *clusterBackend) seedRun(byNode map[string][]int, avoid []string, lost s
 	b.placement = p
 }
 
+// Fencing is a fence of one job begun by a new coordinator on the nodes live
+// when its takeover began ([Fence]), handed to the run in [Resume].Fenced.
+type Fencing struct {
+	asked map[string]bool // the nodes asked, by name
+	done  chan struct{}   // closed once each has answered or timed out
+	// cut is set, before done is closed, when ctx ended before every revoke
+	// was made: the run fences every live node itself.
+	cut bool
+}
+
+// Fence begins revoking job id on nodes, fanout.Limit at a time, in the
+// background. A new coordinator begins it as its takeover begins, beside the
+// job store's barrier and the fetch of the job's files, none of which it
+// waits for: a round over every live node is the longest part of a takeover
+// on a large cluster, and a revoke needs nothing committed (it is safe to
+// repeat, and the job's old run is to be stopped whatever the store holds).
+// ctx bounds the requests: the caller ends it when it stops leading, so that
+// no revoke of its lands after the next coordinator's grants.
+//
+// then, when not nil, is called for each node right after its revoke, in the
+// same turn: what else a takeover reads from every node goes over the
+// connection the revoke opened, not one of its own.
+func Fence(ctx context.Context, nodes []node.Node, peer func(node.Node) Peer, id string, then func(context.Context, node.Node)) *Fencing {
+	f := &Fencing{asked: map[string]bool{}, done: make(chan struct{})}
+	for _, n := range nodes {
+		f.asked[n.Name] = true
+	}
+	go func() {
+		defer close(f.done)
+		revokeOn(ctx, nodes, peer, id, then)
+		f.cut = ctx.Err() != nil
+	}()
+	return f
+}
+
+// Done is closed once every node the fence asked has answered or timed out.
+func (f *Fencing) Done() <-chan struct{} { return f.done }
+
+// revokeOn revokes job id on every node of nodes, fanout.Limit at a time, each
+// request bounded by fenceTimeout, and calls then (when not nil) for each node
+// after its revoke.
+func revokeOn(ctx context.Context, nodes []node.Node, peer func(node.Node) Peer, id string, then func(context.Context, node.Node)) {
+	fanout.Each(len(nodes), fanout.Limit, func(i int) {
+		cctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+		peer(nodes[i]).Revoke(cctx, id)
+		cancel()
+		if then != nil && ctx.Err() == nil {
+			then(ctx, nodes[i])
+		}
+	})
+}
+
+// fenceTimeout bounds one revoke of a new coordinator's fence.
+const fenceTimeout = 5 * time.Second
+
 // fenceAll revokes the job on every live node, in parallel and bounded
 // (fanout.Limit at a time): a new coordinator stops the old run's ranks
 // before it reads what the nodes hold, so that no rank of the old run writes
-// on while the epoch to restart from is chosen.
-func (b *clusterBackend) fenceAll(ctx context.Context) {
+// on while the epoch to restart from is chosen. With a fence begun at the
+// takeover (early), it waits for that one and asks only the live nodes it did
+// not: those that joined since, and the last coordinator when it is alive.
+func (b *clusterBackend) fenceAll(ctx context.Context, early *Fencing) {
+	var asked map[string]bool
+	if early != nil {
+		select {
+		case <-early.Done():
+			if !early.cut {
+				asked = early.asked
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 	live, err := b.liveNodes(ctx, "")
 	if err != nil {
 		return
 	}
-	id := b.rec.Job().ID
-	nodes := slices.Collect(maps.Values(live))
-	fanout.Each(len(nodes), fanout.Limit, func(i int) {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		b.cfg.Peer(nodes[i]).Revoke(cctx, id)
-	})
+	var rest []node.Node
+	for name, n := range live {
+		if !asked[name] {
+			rest = append(rest, n)
+		}
+	}
+	revokeOn(ctx, rest, b.cfg.Peer, b.rec.Job().ID, nil)
 }

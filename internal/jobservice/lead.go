@@ -89,13 +89,37 @@ func (s *Service) takeOver() {
 	s.term++
 	term := s.term
 	s.notTaken()
+	s.newTermContext()
 	old := make([]*clusterJob, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		old = append(old, j)
 	}
 	s.mu.Unlock()
+	// What needs nothing committed begins now, beside the barrier: the fence
+	// and files of every job this replica holds unfinished and nothing here
+	// drives (one found only after the barrier begins them in resume).
+	began := map[string]*early{}
+	s.mu.Lock()
+	termCtx := s.termCtx
+	s.mu.Unlock()
+	nodes, err := s.cfg.Nodes(termCtx)
+	for _, info := range s.cfg.Store.Jobs() {
+		if err == nil && info.Ended.IsZero() && s.driver(info.ID) == nil {
+			began[info.ID] = s.begin(info, nodes)
+		}
+	}
 	if s.cfg.WarmLinks != nil {
-		s.cfg.WarmLinks() // read while the jobs are taken over, for their placements
+		// The rows the placements read: each fence reads a node's right
+		// after its revoke there (WarmLink), over the connection it opened;
+		// this reads those it could not, and all when no job is taken over.
+		go func() {
+			for _, e := range began {
+				if e.fence != nil {
+					<-e.fence.Done()
+				}
+			}
+			s.cfg.WarmLinks()
+		}()
 	}
 	// Everything the old leader committed must be applied here first.
 	if err := s.cfg.Store.Barrier(10 * time.Second); err != nil {
@@ -121,7 +145,7 @@ func (s *Service) takeOver() {
 			}
 			continue
 		}
-		s.resume(info)
+		s.resume(info, began[info.ID])
 	}
 	s.mu.Lock()
 	if s.term == term { // still leading since
@@ -151,7 +175,7 @@ func (s *Service) resumeAfter(old *clusterJob, id string, term uint64) {
 	if err != nil || !info.Ended.IsZero() {
 		return
 	}
-	s.resume(info)
+	s.resume(info, nil)
 }
 
 // markTaken marks, under s.mu, that this node has taken the store's jobs over:
@@ -202,6 +226,7 @@ func (s *Service) stepDown() {
 	defer s.mu.Unlock()
 	s.term++
 	s.notTaken()
+	s.newTermContext()
 	for _, j := range s.jobs {
 		j.cancel(coord.ErrLostLead)
 	}
@@ -209,8 +234,12 @@ func (s *Service) stepDown() {
 
 // resume takes over a job an earlier leader coordinated: the job's files are
 // fetched from the nodes that have them, and the job restarts from the newest
-// complete epoch of its book.
-func (s *Service) resume(info job.Job) {
+// complete epoch of its book. pre is what the takeover began for the job
+// before the store's barrier (nil: nothing, it begins now).
+func (s *Service) resume(info job.Job, pre *early) {
+	if pre == nil {
+		pre = s.begin(info, nil)
+	}
 	_, stored, _ := s.cfg.Store.Job(info.ID)
 	var book *epochs.Book
 	if len(stored) > 0 {
@@ -239,12 +268,75 @@ func (s *Service) resume(info job.Job) {
 	case book != nil && book.Newest() > 0:
 		from = fmt.Sprintf("from epoch %d", book.Newest())
 	}
-	if err := s.fetchFiles(ctx, info); err != nil {
-		why += fmt.Sprintf("; warning: %v", err)
-	}
 	info.Coordinator = s.cfg.Node
 	s.cfg.Store.Update(info.ID, &info, []job.Event{job.NewEvent(job.EventCoordinator, fmt.Sprintf("%s; %s coordinates %s", why, s.cfg.Node, from), nil)}, nil)
-	s.start(info, book, &coord.Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost, LeadMoved: moved})
+	s.start(info, book, &coord.Resume{Restarts: info.Restarts, Why: why, At: lostAt, Lost: lost, LeadMoved: moved, Fenced: pre.fence, Fetched: pre.wait})
+}
+
+// early is what a takeover begins for a job before it waits for anything
+// (begin): its fence, and the fetch of its files.
+type early struct {
+	fence    *coord.Fencing // nil when the live nodes could not be read
+	fetched  chan struct{}  // closed once the files are fetched, or not
+	fetchErr error          // why they were not
+}
+
+// wait waits until the fetch of the job's files has ended, and returns why it
+// failed.
+func (e *early) wait(ctx context.Context) error {
+	select {
+	case <-e.fetched:
+		return e.fetchErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// begin starts, in the background, what taking job info over needs and needs
+// nothing committed for, the longest parts of a takeover on a large cluster:
+// the fence of the job on every live node but its last coordinator and the
+// nodes its run found lost (coord.Fence; the run fences those it did not ask),
+// and the fetch of its files into this node's cache. nodes are the cluster's
+// nodes, read once for every job of a takeover (nil: read now). Both end with
+// this node's term as leader.
+func (s *Service) begin(info job.Job, nodes []node.Node) *early {
+	s.mu.Lock()
+	term := s.termCtx
+	s.mu.Unlock()
+	e := &early{fetched: make(chan struct{})}
+	go func() {
+		ctx, cancel := context.WithTimeout(term, time.Minute)
+		defer cancel()
+		e.fetchErr = s.fetchFiles(ctx, info)
+		close(e.fetched)
+	}()
+	if nodes == nil {
+		var err error
+		if nodes, err = s.cfg.Nodes(term); err != nil {
+			return e
+		}
+	}
+	skip := map[string]bool{info.Coordinator: true}
+	for _, n := range info.Avoid {
+		skip[n] = true
+	}
+	var live []node.Node
+	for _, n := range nodes {
+		if n.State == "alive" && !n.Leaving && !skip[n.Name] {
+			live = append(live, n)
+		}
+	}
+	e.fence = coord.Fence(term, live, s.cfg.Peer, info.ID, s.cfg.WarmLink)
+	return e
+}
+
+// newTermContext ends the context of this node's last term as leader and
+// makes the next one's; called with s.mu held.
+func (s *Service) newTermContext() {
+	if s.termEnd != nil {
+		s.termEnd()
+	}
+	s.termCtx, s.termEnd = context.WithCancel(context.Background())
 }
 
 // fetchFiles copies into this node's cache every file of the job it lacks, from

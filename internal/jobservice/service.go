@@ -68,6 +68,10 @@ type Config struct {
 	// need and this node lacks: called when this node becomes the leader, so
 	// that the placements of the jobs it takes over find the links read.
 	WarmLinks func()
+	// WarmLink, when set, reads node n's row of links unless this node holds
+	// it: called for each node right after a takeover's fence revoked a job
+	// there, over the connection the revoke opened.
+	WarmLink func(ctx context.Context, n node.Node)
 	// OnBook, when set, receives a copy of a job's epoch book whenever the job's
 	// complete epochs change (one became complete, older ones were pruned), so
 	// that a coordinator taking the job over can start from it (see [Resume]).
@@ -94,6 +98,11 @@ type Service struct {
 	// term counts this node's terms as leader: a job driven in an earlier term
 	// writes nothing more, even if this node leads again by the time it stops.
 	term uint64
+	// termCtx ends when this node's term as leader does (stepDown, or the next
+	// takeOver): the requests a takeover began in the background (begin) stop
+	// with it.
+	termCtx context.Context
+	termEnd context.CancelFunc
 	// taken is closed once this node, leading, has taken over the jobs the store
 	// holds (takeOver). A job submitted before then would be found by that scan
 	// with no driver yet, and driven twice.
@@ -110,6 +119,7 @@ var (
 func New(cfg Config) *Service {
 	s := &Service{cfg: cfg, cache: files.Cache{Dir: filepath.Join(cfg.DataDir, "files")}, jobs: map[string]*clusterJob{},
 		taken: make(chan struct{})}
+	s.termCtx, s.termEnd = context.WithCancel(context.Background())
 	if cfg.Store != nil {
 		go s.lead()
 	} else {
