@@ -214,7 +214,7 @@ func (b *clusterBackend) liveNodes(ctx context.Context, without string) (map[str
 	defer b.mu.Unlock()
 	b.noOverlay = nil
 	for _, n := range nodes {
-		if n.State == "alive" && !n.Leaving && !b.excluded[n.Name] && n.Name != without {
+		if n.Live() && !b.excluded[n.Name] && n.Name != without {
 			// A job over the overlay goes only where the overlay is.
 			if b.j.spec.OnOverlay() && n.Overlay == "" {
 				b.noOverlay = append(b.noOverlay, n.Name)

@@ -304,7 +304,7 @@ func (f *farmRun) refreshNodes(ctx context.Context) {
 	}
 	live := map[string]node.Node{}
 	for _, n := range nodes {
-		if n.State == "alive" && !n.Leaving {
+		if n.Live() {
 			live[n.Name] = n
 		}
 	}

@@ -90,6 +90,7 @@ func (s *Service) takeOver() {
 	term := s.term
 	s.notTaken()
 	s.newTermContext()
+	termCtx := s.termCtx
 	old := make([]*clusterJob, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		old = append(old, j)
@@ -99,9 +100,6 @@ func (s *Service) takeOver() {
 	// and files of every job this replica holds unfinished and nothing here
 	// drives (one found only after the barrier begins them in resume).
 	began := map[string]*early{}
-	s.mu.Lock()
-	termCtx := s.termCtx
-	s.mu.Unlock()
 	nodes, err := s.cfg.Nodes(termCtx)
 	for _, info := range s.cfg.Store.Jobs() {
 		if err == nil && info.Ended.IsZero() && s.driver(info.ID) == nil {
@@ -322,7 +320,7 @@ func (s *Service) begin(info job.Job, nodes []node.Node) *early {
 	}
 	var live []node.Node
 	for _, n := range nodes {
-		if n.State == "alive" && !n.Leaving && !skip[n.Name] {
+		if n.Live() && !skip[n.Name] {
 			live = append(live, n)
 		}
 	}

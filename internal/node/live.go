@@ -5,12 +5,15 @@ import (
 	"strings"
 )
 
+// Live reports whether n is alive and not leaving: a node jobs may use.
+func (n Node) Live() bool { return n.State == "alive" && !n.Leaving }
+
 // LiveKey names the nodes that are alive and not leaving, in name order: two
 // lists of nodes with the same key have the same live nodes.
 func LiveKey(nodes []Node) string {
 	var live []string
 	for _, n := range nodes {
-		if n.State == "alive" && !n.Leaving {
+		if n.Live() {
 			live = append(live, n.Name)
 		}
 	}
