@@ -28,6 +28,16 @@ import (
 // before stays current. A new coordinator begins with the newest complete
 // epoch the store does not keep yet; what a copy cut short left there is
 // removed by the next copy's Begin.
+//
+// A copy under way when the job ends (it finished, failed or was cancelled)
+// is stopped after the shard each node is uploading, not cut in the middle of
+// it: an upload abandoned by the coordinator may still land in the bucket
+// once the node's store has its bytes, after the end is recorded and after
+// shoal run has emptied the bucket of a finished job. The coordinator waits
+// for those uploads to be answered, for at most keepEndGrace, removes what
+// the copy put there, and only then lets the end be recorded. A coordinator
+// that stops leading cuts its copy at once: the next one's Begin removes what
+// it left, and two must not write one epoch.
 
 // EpochStore is the part of an object store a job's coordinator writes: the
 // manifests, the shards being the nodes' to upload ([durable.S3Store]). Its
@@ -47,6 +57,14 @@ var _ EpochStore = (*durable.S3Store)(nil)
 // keepTimeout bounds one copy of an epoch to the store: the time its nodes
 // keep it pinned.
 const keepTimeout = PinFor
+
+// keepEndGrace bounds how long a job's end waits for the shards being
+// uploaded when it came (at most one a node); past it they are cut, and one
+// that lands later is left for the agents' collector of the job's data.
+const keepEndGrace = 10 * time.Second
+
+// errJobEnded stops a copy at the job's end.
+var errJobEnded = errors.New("the job ended")
 
 // keepState is what a job's coordinator has copied to its durable store: the
 // pure rule of which epoch it copies next.
@@ -126,12 +144,18 @@ type keeper struct {
 	state  keepState
 	// nudge is told when an epoch became complete.
 	nudge chan struct{}
+	// ending is closed when the job's run has ended: the copy under way stops
+	// after the shards being uploaded, and no other begins.
+	ending chan struct{}
 }
 
 // startKeeper starts copying the job's complete epochs to its durable store
-// when its record says its coordinators do (job.Job.CoordKeeps), until ctx
-// ends; stop waits for a copy under way to end. A node whose agent has no
-// credentials for the store says so in the job's events, and keeps nothing.
+// when its record says its coordinators do (job.Job.CoordKeeps), until stop
+// is called, at the run's end: stop lets the shards being uploaded land (for
+// at most keepEndGrace), removes what the unfinished copy put in the store,
+// and returns once the keeper has. ctx ending with [ErrLostLead] cuts the
+// copy at once. A node whose agent has no credentials for the store says so
+// in the job's events, and keeps nothing.
 func (b *clusterBackend) startKeeper(ctx context.Context) (stop func()) {
 	info := b.rec.Job()
 	d := info.Spec.Durable
@@ -147,17 +171,32 @@ func (b *clusterBackend) startKeeper(ctx context.Context) (stop func()) {
 		b.j.event(job.EventDurable, job.Event{Message: fmt.Sprintf("warning: no epoch of the job is kept in %s while node %s coordinates it: %s", d.Location, b.cfg.Node, why)})
 		return func() {}
 	}
-	k := &keeper{b: b, target: *d, store: store, ident: durable.IdentityOf(b.j.spec), state: keepStart(info), nudge: make(chan struct{}, 1)}
+	k := &keeper{b: b, target: *d, store: store, ident: durable.IdentityOf(b.j.spec), state: keepStart(info),
+		nudge: make(chan struct{}, 1), ending: make(chan struct{})}
 	b.keep = k
-	kctx, cancel := context.WithCancel(ctx)
+	// The copy outlives a cancelled run (a cancelled job's end waits for it as
+	// a finished one's does), not a lost lead.
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	lost := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), ErrLostLead) {
+			cancel()
+		}
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		k.run(kctx)
 	}()
 	return func() {
+		close(k.ending)
+		select {
+		case <-done:
+		case <-time.After(keepEndGrace):
+			cancel()
+			<-done
+		}
+		lost()
 		cancel()
-		<-done
 	}
 }
 
@@ -176,9 +215,14 @@ func (k *keeper) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-k.ending:
+			return
 		case <-k.nudge:
 		}
 		for {
+			if k.ended() {
+				return
+			}
 			k.b.mu.Lock()
 			e := k.state.next(k.b.book.Newest())
 			if e != 0 {
@@ -195,8 +239,10 @@ func (k *keeper) run(ctx context.Context) {
 				k.b.book.Pin = 0
 			}
 			k.b.mu.Unlock()
-			if ctx.Err() != nil {
-				return // the job ended or moved: what is left is collected later
+			if ctx.Err() != nil || errors.Is(err, errJobEnded) {
+				// The node stopped leading (what is left is the next copy's to
+				// remove), or the job ended (copy removed it).
+				return
 			}
 			if err != nil {
 				before := "no epoch of the job is kept there yet"
@@ -210,8 +256,20 @@ func (k *keeper) run(ctx context.Context) {
 	}
 }
 
+// ended reports whether the job's run has ended.
+func (k *keeper) ended() bool {
+	select {
+	case <-k.ending:
+		return true
+	default:
+		return false
+	}
+}
+
 // copy has the nodes holding epoch e's shards upload them to the store, then
-// writes its manifest, and says so in the job's events.
+// writes its manifest, and says so in the job's events. The job's end stops
+// it with errJobEnded once the shards being uploaded are answered, and what
+// it uploaded is removed.
 func (k *keeper) copy(ctx context.Context, e uint64) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, keepTimeout)
@@ -268,7 +326,8 @@ func (k *keeper) copy(ctx context.Context, e uint64) error {
 
 // upload has each node of byNode upload its ranks' shards of epoch m.Epoch,
 // one after another and the nodes in parallel, and lists them in m; the first
-// failure stops the others. It returns the bytes uploaded.
+// failure stops the others, and the job's end stops each node after its
+// shard under way. It returns the bytes uploaded.
 func (k *keeper) upload(ctx context.Context, m *durable.Manifest, byNode map[string][]int, live map[string]node.Node) (int64, error) {
 	m.Shards = make([]durable.ShardEntry, m.Ranks)
 	created := make([]uint64, m.Ranks)
@@ -284,6 +343,14 @@ func (k *keeper) upload(ctx context.Context, m *durable.Manifest, byNode map[str
 			defer wg.Done()
 			p := k.b.cfg.Peer(live[name])
 			for _, r := range ranks {
+				if k.ended() {
+					mu.Lock()
+					if first == nil {
+						first = errJobEnded
+					}
+					mu.Unlock()
+					return
+				}
 				u, err := p.UploadShard(uctx, shard.Ref{Job: m.Job, Epoch: m.Epoch, Rank: r}, req)
 				mu.Lock()
 				if err != nil && first == nil {

@@ -263,6 +263,89 @@ func TestKeeperNodeWithoutCredentials(t *testing.T) {
 	}
 }
 
+// heldPeer answers an upload only once release is closed, as a node whose
+// upload is under way, or when ctx ends; asked says which ranks it was asked
+// for, answered which it finished.
+type heldPeer struct {
+	Peer
+	release  chan struct{}
+	mu       *sync.Mutex
+	asked    chan int
+	answered *[]int
+}
+
+func (p heldPeer) UploadShard(ctx context.Context, ref shard.Ref, req api.UploadRequest) (api.Uploaded, error) {
+	p.asked <- ref.Rank
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return api.Uploaded{}, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	*p.answered = append(*p.answered, ref.Rank)
+	return api.Uploaded{Size: 1_000_000, Checksum: 40 + uint64(ref.Rank), CreatedNs: 4000}, nil
+}
+
+// heldKeeper is keepRun's keeper with n1 alone alive, so that it uploads both
+// ranks one after the other, through a heldPeer, started as a run starts it.
+func heldKeeper(t *testing.T, ctx context.Context) (stop func(), store *memEpochStore, p heldPeer, events func() []job.Event) {
+	t.Helper()
+	k, store, events, _ := keepRun(t, nil)
+	p = heldPeer{release: make(chan struct{}), mu: &sync.Mutex{}, asked: make(chan int, 2), answered: new([]int)}
+	k.b.cfg.Nodes = func(context.Context) ([]node.Node, error) { return []node.Node{{Name: "n1", State: "alive"}}, nil }
+	k.b.cfg.Peer = func(node.Node) Peer { return p }
+	k.b.cfg.OpenKeep = func(job.DurableTarget) (EpochStore, error) { return store, nil }
+	return k.b.startKeeper(ctx), store, p, events
+}
+
+// The job's end lets the shard being uploaded land, asks for no other, and
+// removes the copy before the end goes on: an upload the coordinator gave up
+// on could land in the bucket after shoal run emptied it.
+func TestKeeperEndWaitsForUploadUnderWay(t *testing.T) {
+	stop, store, p, events := heldKeeper(t, context.Background())
+	if r := <-p.asked; r != 0 {
+		t.Fatalf("first upload of rank %d, want 0", r)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stop()
+	}()
+	select {
+	case <-stopped:
+		t.Fatal("the job's end went on while rank 0's upload was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(p.release)
+	<-stopped
+	p.mu.Lock()
+	answered := fmt.Sprint(*p.answered)
+	p.mu.Unlock()
+	if answered != "[0]" || len(p.asked) != 0 {
+		t.Errorf("uploads answered %s, %d more asked; want rank 0's alone", answered, len(p.asked))
+	}
+	if len(store.committed) != 0 || fmt.Sprint(store.aborted) != "[4]" {
+		t.Errorf("committed %v, aborted %v; want nothing committed and epoch 4 removed", store.committed, store.aborted)
+	}
+	if ev := events(); len(ev) != 0 {
+		t.Errorf("events %+v; a copy stopped by the job's end is no failure", ev)
+	}
+}
+
+// A node that stops leading cuts the copy at once and leaves the store alone:
+// the next coordinator's copy writes the epoch.
+func TestKeeperLostLeadCutsCopy(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop, store, p, _ := heldKeeper(t, ctx)
+	<-p.asked
+	cancel(ErrLostLead)
+	stop() // returns without release: the upload was cut
+	if len(store.committed) != 0 || len(store.aborted) != 0 {
+		t.Errorf("committed %v, aborted %v; want the store left alone", store.committed, store.aborted)
+	}
+}
+
 // waitFor polls cond until it holds, failing the test after a long while.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

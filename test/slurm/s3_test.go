@@ -76,7 +76,12 @@ func batchJobHeldS3(t *testing.T, b *testbed.Bed) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	left := false
 	for obj := range c.ListObjects(context.Background(), "shoal-slurm", minio.ListObjectsOptions{Prefix: "jobs/heat/", Recursive: true}) {
-		t.Errorf("the bucket keeps %s (%v) after the job finished", obj.Key, obj.Err)
+		t.Errorf("the bucket keeps %s (%v, written %s) after the job finished", obj.Key, obj.Err, obj.LastModified.Format(time.RFC3339Nano))
+		left = true
+	}
+	if left {
+		t.Logf("the second run's output:\n%s", out)
 	}
 }
