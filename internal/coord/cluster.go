@@ -68,6 +68,10 @@ type clusterBackend struct {
 	// and refresh got them; changed is set when one changed or a copy was made,
 	// and poll has yet to account for it.
 	indexes map[string]shard.Index
+	// fenced are the indexes a takeover's fence read, each right after its
+	// node's revoke, which the first refresh takes instead of asking (job
+	// goroutine only).
+	fenced  map[string]fencedIndex
 	changed bool
 	made    epochs.Ledger // copies and rows made that the indexes may not show yet
 	run     *runWatch     // the watch of the current run, while there is one

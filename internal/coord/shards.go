@@ -17,10 +17,15 @@ import (
 	"shoal/internal/staging"
 )
 
+// indexTimeout bounds one request for a node's index outside the watch.
+const indexTimeout = 3 * time.Second
+
 // refresh asks every node of the run, fanout.Limit at a time, which verified
 // shards it holds, and records the answers in the book (those of the nodes
-// that do not answer are left as they were). choose and finish use it; during
-// a run, the watch keeps the indexes up to date instead (see watch).
+// that do not answer are left as they were); a node a takeover's fence read
+// right after its revoke is not asked again the first time. choose and finish
+// use it; during a run, the watch keeps the indexes up to date instead (see
+// watch).
 func (b *clusterBackend) refresh(ctx context.Context) {
 	id := b.rec.Job().ID
 	rank0 := ""
@@ -35,18 +40,24 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 	for i, name := range nodes {
 		peers[i] = b.peer(name)
 	}
+	fenced := b.fenced
+	b.fenced = nil
 	fanout.Each(len(nodes), fanout.Limit, func(i int) {
 		name := nodes[i]
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		idx, err := peers[i].Shards(cctx, id, "", 0)
-		if err != nil {
-			b.noAnswer(name, time.Now(), err)
-			return
+		idx, at := fenced[name].idx, fenced[name].at
+		if at.IsZero() {
+			cctx, cancel := context.WithTimeout(ctx, indexTimeout)
+			defer cancel()
+			var err error
+			if idx, err = peers[i].Shards(cctx, id, "", 0); err != nil {
+				b.noAnswer(name, time.Now(), err)
+				return
+			}
+			at = time.Now()
 		}
-		b.answered(name, time.Now())
+		b.answered(name, at)
 		if name == rank0 {
-			b.noteProgress(idx.Progress, time.Now())
+			b.noteProgress(idx.Progress, at)
 		}
 		b.mu.Lock()
 		b.indexes[name] = idx

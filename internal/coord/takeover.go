@@ -2,11 +2,13 @@ package coord
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"shoal/internal/fanout"
 	"shoal/internal/node"
 	"shoal/internal/place"
+	"shoal/internal/shard"
 )
 
 // seedRun gives a backend taking a job over the previous coordinator's run: its
@@ -54,6 +56,18 @@ type Fencing struct {
 	// cut is set, before done is closed, when ctx ended before every revoke
 	// was made: the run fences every live node itself.
 	cut bool
+	mu  sync.Mutex
+	// read holds what each node that answered said it holds of the job, asked
+	// right after its revoke: its ranks of the old run are gone by then, so
+	// nothing of the job's changes there but copies sent from other nodes,
+	// which the run's watch catches as it would after a separate round.
+	read map[string]fencedIndex
+}
+
+// fencedIndex is a node's index of the job read in a fence's turn, and when.
+type fencedIndex struct {
+	idx shard.Index
+	at  time.Time
 }
 
 // Fence begins revoking job id on nodes, fanout.Limit at a time, in the
@@ -65,17 +79,31 @@ type Fencing struct {
 // ctx bounds the requests: the caller ends it when it stops leading, so that
 // no revoke of its lands after the next coordinator's grants.
 //
-// then, when not nil, is called for each node right after its revoke, in the
-// same turn: what else a takeover reads from every node goes over the
-// connection the revoke opened, not one of its own.
+// Right after its revoke, in the same turn, each node is asked which shards of
+// the job it holds, which the run's first choice of an epoch takes instead of
+// a round of its own; then, when not nil, is called for it: what else a
+// takeover reads from every node goes over the connection the revoke opened,
+// not one of its own.
 func Fence(ctx context.Context, nodes []node.Node, peer func(node.Node) Peer, id string, then func(context.Context, node.Node)) *Fencing {
-	f := &Fencing{asked: map[string]bool{}, done: make(chan struct{})}
+	f := &Fencing{asked: map[string]bool{}, done: make(chan struct{}), read: map[string]fencedIndex{}}
 	for _, n := range nodes {
 		f.asked[n.Name] = true
 	}
 	go func() {
 		defer close(f.done)
-		revokeOn(ctx, nodes, peer, id, then)
+		revokeOn(ctx, nodes, peer, id, func(ctx context.Context, n node.Node) {
+			cctx, cancel := context.WithTimeout(ctx, indexTimeout)
+			idx, err := peer(n).Shards(cctx, id, "", 0)
+			cancel()
+			if err == nil {
+				f.mu.Lock()
+				f.read[n.Name] = fencedIndex{idx: idx, at: time.Now()}
+				f.mu.Unlock()
+			}
+			if then != nil {
+				then(ctx, n)
+			}
+		})
 		f.cut = ctx.Err() != nil
 	}()
 	return f
@@ -106,7 +134,8 @@ const fenceTimeout = 5 * time.Second
 // before it reads what the nodes hold, so that no rank of the old run writes
 // on while the epoch to restart from is chosen. With a fence begun at the
 // takeover (early), it waits for that one and asks only the live nodes it did
-// not: those that joined since, and the last coordinator when it is alive.
+// not: those that joined since, and the last coordinator when it is alive;
+// the indexes that fence read are the first refresh's (b.fenced).
 func (b *clusterBackend) fenceAll(ctx context.Context, early *Fencing) {
 	var asked map[string]bool
 	if early != nil {
@@ -114,6 +143,7 @@ func (b *clusterBackend) fenceAll(ctx context.Context, early *Fencing) {
 		case <-early.Done():
 			if !early.cut {
 				asked = early.asked
+				b.fenced = early.read
 			}
 		case <-ctx.Done():
 			return

@@ -14,6 +14,7 @@ import (
 	"shoal/internal/epochs"
 	"shoal/internal/job"
 	"shoal/internal/node"
+	"shoal/internal/shard"
 )
 
 // blockingPeer records its revokes and holds each until release is closed or
@@ -23,6 +24,7 @@ type blockingPeer struct {
 	name    string
 	got     chan string
 	release chan struct{}
+	indexed chan string
 }
 
 func (p blockingPeer) Revoke(ctx context.Context, job string) error {
@@ -33,6 +35,15 @@ func (p blockingPeer) Revoke(ctx context.Context, job string) error {
 	}
 	p.got <- p.name
 	return nil
+}
+
+// Shards answers that the node holds rank 0 of epoch 1, and says it was asked
+// in indexed when that is set.
+func (p blockingPeer) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	if p.indexed != nil {
+		p.indexed <- p.name
+	}
+	return shard.Index{Job: job, Shards: []shard.Info{{Epoch: 1, Rank: 0, Checksum: 10}}}, nil
 }
 
 // revokedNow drains what has been revoked so far, sorted.
@@ -88,6 +99,46 @@ func TestFenceAllAfterEarlyFence(t *testing.T) {
 	b.fenceAll(context.Background(), cut)
 	if got := revokedNow(got); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Errorf("after a fence cut short, the run revoked %v, want every live node", got)
+	}
+}
+
+// TestRefreshTakesFencedIndexes: a takeover's fence asks each node which shards
+// of the job it holds right after its revoke, and the run's first refresh takes
+// those answers instead of asking the nodes again; it asks only the nodes that
+// fence did not (c), and the next refresh asks every node.
+func TestRefreshTakesFencedIndexes(t *testing.T) {
+	live := []node.Node{{Name: "a", State: "alive"}, {Name: "b", State: "alive"}, {Name: "c", State: "alive"}}
+	got, indexed := make(chan string, 10), make(chan string, 10)
+	release := make(chan struct{})
+	close(release)
+	peer := func(n node.Node) Peer {
+		return blockingPeer{name: n.Name, got: got, release: release, indexed: indexed}
+	}
+	cfg := ClusterConfig{Nodes: func(context.Context) ([]node.Node, error) { return live, nil }, Peer: peer}
+	rec := &memRecord{info: job.Job{ID: "j", Spec: job.Spec{ID: "j", Ranks: 2, Engine: "openmpi"}}}
+	b := NewClusterRun(cfg, rec, Output{}, nil, nil).b
+
+	b.fenceAll(context.Background(), Fence(context.Background(), live[:2], peer, "j", nil))
+	if asked := revokedNow(indexed); !slices.Equal(asked, []string{"a", "b"}) {
+		t.Fatalf("the fence asked %v for their indexes, want a and b", asked)
+	}
+	b.nodes = map[string]node.Node{"a": live[0], "b": live[1], "c": live[2]}
+	b.placement = []string{"a", "b"} // rank 0 wrote on a; b and c hold copies
+	b.refresh(context.Background())
+	if asked := revokedNow(indexed); !slices.Equal(asked, []string{"c"}) {
+		t.Errorf("the first refresh asked %v, want c alone", asked)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		if len(b.indexes[n].Shards) != 1 {
+			t.Errorf("node %s's index %+v, want its shard recorded", n, b.indexes[n])
+		}
+	}
+	if h := b.book.Holders(1, 0); !slices.Equal(h, []string{"a", "b", "c"}) {
+		t.Errorf("the book has epoch 1 rank 0 on %v, want a, b and c", h)
+	}
+	b.refresh(context.Background())
+	if asked := revokedNow(indexed); !slices.Equal(asked, []string{"a", "b", "c"}) {
+		t.Errorf("the second refresh asked %v, want every node", asked)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"shoal/internal/coord"
 	"shoal/internal/job"
 	"shoal/internal/node"
+	"shoal/internal/shard"
 )
 
 // revoker records the nodes a job is revoked on; with hold set, each revoke
@@ -27,6 +28,11 @@ func (p revoker) Revoke(ctx context.Context, job string) error {
 	}
 	p.got <- p.name
 	return nil
+}
+
+// Shards answers that the node holds nothing of the job.
+func (p revoker) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	return shard.Index{Job: job}, nil
 }
 
 // TestBeginFencesLiveNodes: what a takeover begins before the store's barrier
