@@ -20,6 +20,14 @@ import (
 // indexTimeout bounds one request for a node's index outside the watch.
 const indexTimeout = 3 * time.Second
 
+// readIndex asks p which verified shards of job id its node holds, once,
+// within indexTimeout: a refresh's question, and a takeover's fence's.
+func readIndex(ctx context.Context, p Peer, id string) (shard.Index, error) {
+	ctx, cancel := context.WithTimeout(ctx, indexTimeout)
+	defer cancel()
+	return p.Shards(ctx, id, "", 0)
+}
+
 // refresh asks every node of the run, fanout.Limit at a time, which verified
 // shards it holds, and records the answers in the book (those of the nodes
 // that do not answer are left as they were); a node a takeover's fence read
@@ -44,12 +52,11 @@ func (b *clusterBackend) refresh(ctx context.Context) {
 	b.fenced = nil
 	fanout.Each(len(nodes), fanout.Limit, func(i int) {
 		name := nodes[i]
-		idx, at := fenced[name].idx, fenced[name].at
-		if at.IsZero() {
-			cctx, cancel := context.WithTimeout(ctx, indexTimeout)
-			defer cancel()
+		f, ok := fenced[name]
+		idx, at := f.idx, f.at
+		if !ok {
 			var err error
-			if idx, err = peers[i].Shards(cctx, id, "", 0); err != nil {
+			if idx, err = readIndex(ctx, peers[i], id); err != nil {
 				b.noAnswer(name, time.Now(), err)
 				return
 			}

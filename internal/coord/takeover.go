@@ -92,10 +92,7 @@ func Fence(ctx context.Context, nodes []node.Node, peer func(node.Node) Peer, id
 	go func() {
 		defer close(f.done)
 		revokeOn(ctx, nodes, peer, id, func(ctx context.Context, n node.Node) {
-			cctx, cancel := context.WithTimeout(ctx, indexTimeout)
-			idx, err := peer(n).Shards(cctx, id, "", 0)
-			cancel()
-			if err == nil {
+			if idx, err := readIndex(ctx, peer(n), id); err == nil {
 				f.mu.Lock()
 				f.read[n.Name] = fencedIndex{idx: idx, at: time.Now()}
 				f.mu.Unlock()
