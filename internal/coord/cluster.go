@@ -75,6 +75,7 @@ type clusterBackend struct {
 	changed bool
 	made    epochs.Ledger // copies and rows made that the indexes may not show yet
 	run     *runWatch     // the watch of the current run, while there is one
+	stopped *runWatch     // a watch stopped whose goroutines may not have ended (settleWatch)
 	news    chan struct{} // tells the job's loop that changed was set (see watch)
 
 	// onBook, when set, receives a copy of the book whenever its complete epochs
@@ -567,6 +568,7 @@ func (b *clusterBackend) quiet() bool {
 // (restoreKept). With no complete epoch the job starts afresh; when none
 // survives, it cannot go on (a [*LostEpochError]).
 func (b *clusterBackend) choose(ctx context.Context) (restartPoint, error) {
+	b.settleWatch()
 	if b.nodes == nil {
 		// A resumed job: its runs were another coordinator's. Every live node is
 		// asked what it holds, and fenced before the relaunch (prepare).

@@ -234,6 +234,7 @@ func (c *ClusterRun) Ended() {
 // returned.
 func (c *ClusterRun) Clear(removeShards bool) {
 	id := c.rec.Job().ID
+	c.b.settleWatch() // its last answers may name more holders
 	c.b.askHolders(func(p Peer) {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

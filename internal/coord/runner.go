@@ -159,8 +159,9 @@ type backend interface {
 	prepare(ctx context.Context, req launchRequest) (engine.Launch, []string, string, error)
 	// watch starts following the run prepare readied, once its launcher runs:
 	// news (nil for none) receives when poll has something to do before its
-	// next tick. stop ends the following when the run ends, and returns once
-	// every goroutine the watch started has.
+	// next tick. stop ends the following when the run ends; what reads the
+	// nodes' state after it (choose, the next watch) first waits for every
+	// goroutine the watch started to end.
 	watch(ctx context.Context) (news <-chan struct{}, stop func())
 	// poll runs on every tick of a run and on news: it tracks epochs and returns
 	// a loss when a node of the run is gone.

@@ -287,6 +287,7 @@ func TestWatchWakesOnChange(t *testing.T) {
 
 	start := time.Now()
 	stop()
+	b.settleWatch()
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("stop took %v", took)
 	}
@@ -299,6 +300,67 @@ func TestWatchWakesOnChange(t *testing.T) {
 		t.Errorf("requests after stop: %d", now-calls)
 	}
 	waitGoroutines(t, before)
+}
+
+// lateNode is a node whose requests come back only once released after they
+// were cancelled: an agent slow to notice a closed connection.
+type lateNode struct {
+	fakeClusterNode
+	release <-chan struct{}
+}
+
+func (p lateNode) Shards(ctx context.Context, job, known string, wait time.Duration) (shard.Index, error) {
+	idx, err := p.fakeClusterNode.Shards(ctx, job, known, wait)
+	if ctx.Err() != nil {
+		<-p.release
+	}
+	return idx, err
+}
+
+// TestWatchStopDoesNotWait: a run's end does not wait for its watch's long
+// polls to come back cancelled; what reads the nodes' indexes after it (the
+// choice of a relaunch's epoch) does.
+func TestWatchStopDoesNotWait(t *testing.T) {
+	f := newFakeCluster()
+	b := watchedBackend(t, f, place.Placement{"a", "b"}, "a", "b")
+	release := make(chan struct{})
+	b.cfg.Peer = func(n node.Node) Peer {
+		p := fakeClusterNode{f: f, name: n.Name}
+		if n.Name == "b" {
+			return lateNode{p, release}
+		}
+		return p
+	}
+	news, stop := b.watch(context.Background())
+	pollUntil(t, b, news, "the nodes' long polls did not start", func() bool {
+		_, active := f.counts()
+		return active == 2
+	})
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("stop waited for node b's cancelled request to come back")
+	}
+
+	chosen := make(chan struct{})
+	go func() { b.choose(context.Background()); close(chosen) }()
+	select {
+	case <-chosen:
+		t.Fatal("a relaunch's epoch was chosen while the stopped watch's request to b was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-chosen:
+	case <-time.After(5 * time.Second):
+		t.Fatal("choose did not return once the watch's last request came back")
+	}
+	if _, active := f.counts(); active != 0 {
+		t.Errorf("after choose: %d requests under way", active)
+	}
 }
 
 // TestCopyOrderedOnceWhileItsIndexLags: a node lists a copy it made at its
@@ -657,6 +719,7 @@ func TestQuietRunEndsWithoutRefresh(t *testing.T) {
 		return len(b.indexes) == 2
 	})
 	stop()
+	b.settleWatch()
 	finishCalls := func(failed bool) int {
 		before, _ := f.counts()
 		b.finish(context.Background(), nil, failed, nil)
@@ -678,6 +741,7 @@ func TestQuietRunEndsWithoutRefresh(t *testing.T) {
 		return len(b.indexes["b"].Shards) == 1
 	})
 	stop()
+	b.settleWatch()
 	if n := finishCalls(false); n != 2 {
 		t.Errorf("a run that wrote a shard: %d requests at its end, want 2 (every node)", n)
 	}

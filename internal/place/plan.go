@@ -196,25 +196,30 @@ func (m *model) orders() [][]int {
 		}
 		starts = append(starts, next)
 	}
+	// Each node's slowest link to the nodes taken so far is kept as the order
+	// grows, rather than found again over the whole order at every step: O(n²)
+	// an order instead of O(n³) (10 of the planner's 38 ms at 128 nodes).
+	worstTo := make([]float64, len(m.nodes))
+	taken := make([]bool, len(m.nodes))
 	for _, s := range starts {
 		order := []int{s}
-		taken := map[int]bool{s: true}
+		clear(taken)
+		taken[s] = true
+		for _, a := range byCapacity {
+			worstTo[a] = dist(a, s)
+		}
 		for len(order) < len(usable) {
-			next, worst := -1, 0.0
+			next := -1
 			for _, a := range byCapacity {
-				if taken[a] {
-					continue
-				}
-				w := 0.0
-				for _, b := range order {
-					w = max(w, dist(a, b))
-				}
-				if next < 0 || w < worst {
-					next, worst = a, w
+				if !taken[a] && (next < 0 || worstTo[a] < worstTo[next]) {
+					next = a
 				}
 			}
 			order = append(order, next)
 			taken[next] = true
+			for _, a := range byCapacity {
+				worstTo[a] = max(worstTo[a], dist(a, next))
+			}
 		}
 		out = append(out, order)
 	}

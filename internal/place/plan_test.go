@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -346,7 +347,7 @@ func TestChoosePackOrSpread(t *testing.T) {
 // runs: a ring (a 1-D halo), a 2-D halo and all-to-all traffic, nodes in sites of 8
 // with a slow link between sites.
 func BenchmarkChoose(b *testing.B) {
-	for _, size := range []struct{ ranks, nodes int }{{64, 16}, {256, 32}} {
+	for _, size := range []struct{ ranks, nodes int }{{64, 16}, {256, 32}, {128, 128}} {
 		for _, pattern := range []string{"ring", "2-D halo", "all-to-all"} {
 			in := benchInput(size.ranks, size.nodes, pattern)
 			b.Run(fmt.Sprintf("%d ranks on %d nodes, %s", size.ranks, size.nodes, pattern), func(b *testing.B) {
@@ -523,5 +524,55 @@ func TestChooseErrors(t *testing.T) {
 				t.Errorf("Choose err = %v, Spread's %v", err, serr)
 			}
 		})
+	}
+}
+
+// TestOrdersByDefinition checks the link-greedy orders against their
+// definition, on random clusters: each order after the first two starts at
+// one node and grows by the first node, in capacity order, whose slowest link
+// to the nodes taken is fastest.
+func TestOrdersByDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for round := range 100 {
+		n := 2 + rng.IntN(20)
+		in := Input{Ranks: n, Work: 0.05, Links: Links{}, Traffic: ringTraffic(n, 1e6)}
+		for i := range n {
+			in.Nodes = append(in.Nodes, Node{Name: fmt.Sprintf("n%02d", i), Cores: []int{1, 2, 4}[rng.IntN(3)], Speed: 1})
+		}
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				// Few distinct latencies: ties, which the order breaks by capacity.
+				in.Links[NodePair{in.Nodes[i].Name, in.Nodes[j].Name}] = Link{Latency: float64(1+rng.IntN(3)) * 1e-4, Bandwidth: 1e8}
+			}
+		}
+		m, err := newModel(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.orders()
+		dist := m.messageTimes()
+		byCapacity := got[1]
+		for k, order := range got[2:] {
+			want := []int{order[0]}
+			for len(want) < len(byCapacity) {
+				next, worst := -1, 0.0
+				for _, a := range byCapacity {
+					if slices.Contains(want, a) {
+						continue
+					}
+					w := 0.0
+					for _, b := range want {
+						w = max(w, dist(a, b))
+					}
+					if next < 0 || w < worst {
+						next, worst = a, w
+					}
+				}
+				want = append(want, next)
+			}
+			if !slices.Equal(order, want) {
+				t.Fatalf("round %d, order %d: %v, want %v", round, k+2, order, want)
+			}
+		}
 	}
 }
