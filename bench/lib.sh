@@ -56,6 +56,13 @@ bench_need_cmd() {
     command -v "$1" >/dev/null || bench_fail "needs $1 ($2)"
 }
 
+# BENCH_LOGIN_LIMIT runs a baseline command, plain mpirun, with a login shell's soft
+# limit on open files (1024), as a user starts it: Open MPI's mpirun closes every
+# descriptor below its limit in each daemon it forks, and this machine's 20,000 made
+# the baseline spend 0.7 s of a 128-host launch closing nothing, which Shoal's
+# launcher (engine.LauncherOpenFiles) does not.
+BENCH_LOGIN_LIMIT=(prlimit --nofile=1024:)
+
 _bench_exit=()
 bench_on_exit() { _bench_exit+=("$1"); }
 _bench_cleanup() {

@@ -22,9 +22,10 @@ const EnvOpenFiles = "SHOAL_NOFILE"
 // it forks to start a daemon, one close(2) each, so a launch costs the
 // launching node hosts × the limit system calls: an agent started by systemd
 // (LimitNOFILE=65536) made mpirun spend about 2.4 s of CPU closing nothing at
-// 128 hosts (18.7 ms a fork), where a login shell's 1024 costs 40 ms.
+// 128 hosts (18.7 ms a fork), where a login shell's 1024 costs 40 ms. The
+// base is that shell's 1024, which plain mpirun runs with.
 func LauncherOpenFiles(hosts, localRanks int) uint64 {
-	return 4096 + 8*uint64(max(hosts, 0)) + 8*uint64(max(localRanks, 0))
+	return 1024 + 8*uint64(max(hosts, 0)) + 8*uint64(max(localRanks, 0))
 }
 
 // LowerOpenFiles lowers the soft limit on open files of process pid, a

@@ -11,7 +11,7 @@ func TestLauncherOpenFiles(t *testing.T) {
 	for _, tt := range []struct {
 		hosts, local int
 		want         uint64
-	}{{0, 0, 4096}, {1, 2, 4120}, {128, 1, 5128}, {1, 2000, 20104}, {10000, 1, 84104}} {
+	}{{0, 0, 1024}, {1, 2, 1048}, {128, 1, 2056}, {1, 2000, 17032}, {10000, 1, 81032}} {
 		if got := LauncherOpenFiles(tt.hosts, tt.local); got != tt.want {
 			t.Errorf("LauncherOpenFiles(%d, %d) = %d, want %d", tt.hosts, tt.local, got, tt.want)
 		}

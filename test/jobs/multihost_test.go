@@ -192,7 +192,7 @@ func TestMultiHost(t *testing.T) {
 	})
 
 	t.Run("open-files", func(t *testing.T) {
-		// The launcher runs with a soft limit on open files of 4096 + 8 a host and
+		// The launcher runs with a soft limit on open files of 1024 + 8 a host and
 		// 8 a rank beside it (mpirun closes every descriptor below it in each
 		// daemon it forks); the
 		// rank it starts beside itself gets its agent's back from the wrapper, and
@@ -213,8 +213,8 @@ func TestMultiHost(t *testing.T) {
 			switch {
 			case strings.HasPrefix(m[1], "mpirun"):
 				mpirun++
-				if launcher != "4128" || rank == "4128" {
-					t.Errorf("beside mpirun: mpirun's soft limit %s, the rank's %s; want 4128 (3 hosts, 1 rank beside it) and the agent's", launcher, rank)
+				if launcher != "1056" || rank == "1056" {
+					t.Errorf("beside mpirun: mpirun's soft limit %s, the rank's %s; want 1056 (3 hosts, 1 rank beside it) and the agent's", launcher, rank)
 				}
 			case launcher != rank:
 				t.Errorf("beside %s: its soft limit %s, the rank's %s; want them the agent's, the same", m[1], launcher, rank)
