@@ -318,7 +318,7 @@ func readError(resp *http.Response) error {
 	var body errorBody
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(b, &body) == nil && body.Error != "" {
-		e.Code, e.Message = body.Code, body.Error
+		e.Code, e.Message, e.NoAnswer = body.Code, body.Error, body.NoAnswer
 	} else {
 		e.Message = fmt.Sprintf("%s (status %d)", strings.TrimSpace(http.StatusText(resp.StatusCode)), resp.StatusCode)
 	}

@@ -81,14 +81,21 @@ var statusErrors = []struct {
 }
 
 // Error is an error answer from an agent: the HTTP status and the body
-// {"error": Message, "code": Code}. It unwraps to the sentinel of its status.
+// {"error": Message, "code": Code, "no_answer": NoAnswer}. It unwraps to the
+// sentinel of its status.
 type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// NoAnswer: the API addresses of the nodes the agent called that gave it
+	// no answer, when a 502 names them (errkind.NoAnswerFrom finds them).
+	NoAnswer []string
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// NoAnswerFrom returns the nodes a 502 named as giving no answer.
+func (e *Error) NoAnswerFrom() []string { return e.NoAnswer }
 
 // Reason is the message without the words of its status's kind that start it
 // (docs/api.md, "Errors"): "job j has already ended" for "api: conflict: job j

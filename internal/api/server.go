@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"shoal/internal/errkind"
 )
 
 // DefaultMaxBody is the largest JSON request body accepted, in bytes.
@@ -329,7 +331,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusInternalServerError {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, status, errorBody{Error: err.Error(), Code: code})
+	body := errorBody{Error: err.Error(), Code: code}
+	if status == http.StatusBadGateway {
+		body.NoAnswer = errkind.NoAnswerFrom(err)
+	}
+	writeJSON(w, status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

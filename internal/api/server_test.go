@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/errkind"
 	"shoal/internal/job"
 	jobpkg "shoal/internal/job"
 	"shoal/internal/node"
@@ -971,6 +972,16 @@ func (f *fakeData) EncodeParity(_ context.Context, job string, epoch uint64, req
 	return res, nil
 }
 
+// RebuildShard fails as a node does whose pieces' holders did not answer:
+// those of the request's parity rows.
+func (f *fakeData) RebuildShard(_ context.Context, ref shard.Ref, req RebuildRequest) (Fetched, error) {
+	var silent []string
+	for _, p := range req.Parity {
+		silent = append(silent, p.From)
+	}
+	return Fetched{}, &errkind.NoAnswer{Addrs: silent, Err: fmt.Errorf("%w: rebuild shard %s: read 1 of the 2 pieces it needs", ErrBadGateway, ref)}
+}
+
 // TestParityRoutes sends a parity row over the signed streaming PUT, and an
 // encode request with a push: the answer carries each push's outcome, and a
 // push to no address, or of the row kept, is refused before the service.
@@ -993,6 +1004,13 @@ func TestParityRoutes(t *testing.T) {
 	res, err := c.EncodeParity(ctx, "j1", 4, req)
 	if err != nil || res.Row != 0 || len(res.Pushed) != 1 || res.Pushed[0] != (Pushed{Row: 1, To: "10.0.0.5:7947", Error: "refused"}) {
 		t.Errorf("EncodeParity = %+v, %v", res, err)
+	}
+	// A rebuild that failed for nodes that gave no answer names them: the
+	// coordinator counts them lost.
+	rb := RebuildRequest{Group: 2, M: 2, Data: members, Parity: []ParitySource{{Row: 0, From: "10.0.0.4:7947"}, {Row: 1, From: "10.0.0.5:7947"}}}
+	_, err = c.RebuildShard(ctx, shard.Ref{Job: "j1", Epoch: 4, Rank: 0}, rb)
+	if !errors.Is(err, ErrBadGateway) || !slices.Equal(errkind.NoAnswerFrom(err), []string{"10.0.0.4:7947", "10.0.0.5:7947"}) {
+		t.Errorf("RebuildShard: %v (no answer from %q), want a bad gateway naming both rows' nodes", err, errkind.NoAnswerFrom(err))
 	}
 	for _, push := range [][]ParityPush{{{Row: 0, To: "10.0.0.5:7947"}}, {{Row: 1, To: "n5"}}, {{Row: 2, To: "10.0.0.5:7947"}}, {{Row: 1, To: "10.0.0.5:7947"}, {Row: 1, To: "10.0.0.6:7947"}}} {
 		req.Push = push

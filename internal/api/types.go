@@ -226,8 +226,9 @@ type RankStates struct {
 
 // errorBody is every error answer's body.
 type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
+	Error    string   `json:"error"`
+	Code     string   `json:"code"`
+	NoAnswer []string `json:"no_answer,omitempty"` // a 502's nodes that gave no answer
 }
 
 // EvacuateRequest is the body of POST /v1/evacuate: move the jobs this node

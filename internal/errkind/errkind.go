@@ -30,3 +30,26 @@ var (
 	// Unreachable: no answer from another node's agent at all.
 	Unreachable = errors.New("api: agent unreachable")
 )
+
+// NoAnswer is a failure of a call to other nodes (a bad gateway) that names
+// the nodes, by API address, that gave no answer: its caller may count them
+// as gone, where a bad gateway alone does not say which node failed.
+type NoAnswer struct {
+	Addrs []string
+	Err   error // wraps BadGateway
+}
+
+func (e *NoAnswer) Error() string          { return e.Err.Error() }
+func (e *NoAnswer) Unwrap() error          { return e.Err }
+func (e *NoAnswer) NoAnswerFrom() []string { return e.Addrs }
+
+// NoAnswerFrom returns the addresses of the nodes err says gave no answer,
+// nil when it names none: those of a *NoAnswer, or of an error from another
+// node that carried them (the API's 502 answer, docs/api.md).
+func NoAnswerFrom(err error) []string {
+	var named interface{ NoAnswerFrom() []string }
+	if errors.As(err, &named) {
+		return named.NoAnswerFrom()
+	}
+	return nil
+}

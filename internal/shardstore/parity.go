@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -166,11 +165,16 @@ type watchdog struct {
 }
 
 func (s *Store) newWatchdog(cancel context.CancelCauseFunc) *watchdog {
-	d := s.StallTimeout
-	if d <= 0 {
-		d = DefaultStallTimeout
-	}
+	d := s.stallTimeout()
 	return &watchdog{t: time.AfterFunc(d, func() { cancel(errStalled) }), d: d}
+}
+
+// stallTimeout is how long a transfer from another node may go without data.
+func (s *Store) stallTimeout() time.Duration {
+	if s.StallTimeout <= 0 {
+		return DefaultStallTimeout
+	}
+	return s.StallTimeout
 }
 
 func (w *watchdog) wrap(r io.Reader) *progressReader { return &progressReader{r: r, t: w.t, d: w.d} }
@@ -328,82 +332,4 @@ func (s *Store) PutParity(ref shard.ParityRef, r io.Reader) (shard.ParityInfo, e
 		return shard.ParityInfo{}, err
 	}
 	return *e.parity, nil
-}
-
-// RebuildShard rebuilds ref's shard from the other pieces of its parity group
-// that req names (data shards with a source, parity rows), read from their
-// nodes, and stores it after verifying it as Put does: the rebuilt shard must
-// verify and carry the checksum the group recorded. A verified local copy
-// makes it a no-op. Errors are as Fetch's.
-func (s *Store) RebuildShard(ctx context.Context, ref shard.Ref, req api.RebuildRequest, source func(addr string) PieceSource) (api.Fetched, error) {
-	if err := checkRef(ref); err != nil {
-		return api.Fetched{}, err
-	}
-	if info, err := s.Stat(ref); err == nil {
-		return api.Fetched{Shard: info}, nil
-	}
-	h := groupHeader(ref.Job, ref.Epoch, req.Group, 0, req.M, req.Data)
-	if err := h.Validate(); err != nil {
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", errkind.BadRequest, ref, err)
-	}
-	want := slices.IndexFunc(req.Data, func(d api.Member) bool { return d.Rank == ref.Rank })
-	if want < 0 {
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: rank %d is not a member of group %d", errkind.BadRequest, ref, ref.Rank, req.Group)
-	}
-	parent := ctx
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	dog := s.newWatchdog(cancel)
-	defer dog.t.Stop()
-	// The data shards first (they need no decoding of their own), then parity
-	// rows, up to the K pieces the code needs.
-	var pieces []erasure.Piece
-	for i, d := range req.Data {
-		if len(pieces) == h.K {
-			break
-		}
-		if i == want || d.From == "" {
-			continue
-		}
-		sref := shard.Ref{Job: ref.Job, Epoch: ref.Epoch, Rank: d.Rank}
-		rc, _, err := s.getShard(ctx, sref, source(d.From))
-		if err != nil {
-			return api.Fetched{}, sourceFailed("rebuild shard "+ref.String()+": read shard "+sref.String(), d.From, err, parent)
-		}
-		defer rc.Close()
-		pieces = append(pieces, erasure.Piece{Member: i, R: dog.wrap(rc)})
-	}
-	for _, p := range req.Parity {
-		if len(pieces) == h.K {
-			break
-		}
-		pref := shard.ParityRef{Job: ref.Job, Epoch: ref.Epoch, Group: req.Group, Row: p.Row}
-		rc, _, err := source(p.From).GetParity(ctx, pref)
-		if err != nil {
-			return api.Fetched{}, sourceFailed("rebuild shard "+ref.String()+": read parity "+pref.String(), p.From, err, parent)
-		}
-		defer rc.Close()
-		pieces = append(pieces, erasure.Piece{Parity: true, Row: p.Row, R: dog.wrap(rc)})
-	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(erasure.Rebuild(pw, h, want, pieces)) }()
-	info, err := s.put(ref, pr, h.Data[want].Bytes)
-	pr.CloseWithError(errors.New("rebuild abandoned")) // ends the goroutine if put stopped early
-	var vf *verifyFailure
-	var rf *readFailure
-	switch {
-	case errors.As(err, &vf):
-		return api.Fetched{}, fmt.Errorf("%w: shard %s rebuilt from its group fails verification, not stored: %w", errkind.Corrupt, ref, vf.err)
-	case errors.As(err, &rf) && errors.Is(context.Cause(ctx), errStalled) && parent.Err() == nil:
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: a piece's transfer stalled", errkind.BadGateway, ref)
-	case errors.As(err, &rf) && parent.Err() != nil:
-		return api.Fetched{}, fmt.Errorf("rebuild shard %s: %w", ref, parent.Err())
-	case errors.As(err, &rf) && errors.Is(rf.err, erasure.ErrCorrupt):
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", errkind.Corrupt, ref, rf.err)
-	case errors.As(err, &rf):
-		return api.Fetched{}, fmt.Errorf("%w: rebuild shard %s: %v", errkind.BadGateway, ref, rf.err)
-	case err != nil:
-		return api.Fetched{}, fmt.Errorf("rebuild shard %s: %w", ref, err)
-	}
-	return api.Fetched{Shard: info, Copied: true}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/errkind"
@@ -271,5 +272,81 @@ func TestParseParityName(t *testing.T) {
 		if _, _, ok := jobdir.ParseParityName(name); ok {
 			t.Errorf("%s parsed as a parity file", name)
 		}
+	}
+}
+
+// deadSource is a node that went away: "refused" answers as an agent that is
+// not there, "silent" as one behind a cut link, never.
+type deadSource struct {
+	addr, how string
+}
+
+func (d deadSource) Addr() string { return d.addr }
+
+func (d deadSource) gone(ctx context.Context) error {
+	if d.how == "silent" {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w at %s: connect: connection refused", errkind.Unreachable, d.addr)
+}
+
+func (d deadSource) GetShard(ctx context.Context, ref shard.Ref) (io.ReadCloser, int64, error) {
+	return nil, 0, d.gone(ctx)
+}
+
+func (d deadSource) GetParity(ctx context.Context, ref shard.ParityRef) (io.ReadCloser, int64, error) {
+	return nil, 0, d.gone(ctx)
+}
+
+func (d deadSource) PutParity(ctx context.Context, ref shard.ParityRef, r io.ReadSeeker) (shard.ParityInfo, error) {
+	return shard.ParityInfo{}, d.gone(ctx)
+}
+
+// TestParityRebuildPassesOverDeadNodes rebuilds rank 0 of a group of three
+// with both rows offered, after nodes the coordinator still counted died: the
+// holder of rank 1, read first, refuses, and the rebuild reads the rows in its
+// place. With rank 2's holder silent as well, one piece is missing: the
+// rebuild fails as a bad gateway naming both nodes as giving no answer, and
+// stores nothing.
+func TestParityRebuildPassesOverDeadNodes(t *testing.T) {
+	p := newParitySetup(t)
+	p.encode(t, "n4:7947", 0)
+	p.encode(t, "n5:7947", 1)
+	req := api.RebuildRequest{Group: 0, M: 2, Data: slices.Clone(p.data),
+		Parity: []api.ParitySource{{Row: 0, From: "n4:7947"}, {Row: 1, From: "n5:7947"}}}
+	req.Data[0].From = ""
+	dead := map[string]string{"n2:7947": "refused"}
+	source := func(addr string) PieceSource {
+		if how, ok := dead[addr]; ok {
+			return deadSource{addr, how}
+		}
+		return p.source(addr)
+	}
+
+	to := New(t.TempDir())
+	to.StallTimeout = 200 * time.Millisecond
+	got, err := to.RebuildShard(context.Background(), ref(1, 0), req, source)
+	if err != nil {
+		t.Fatalf("rebuild with rank 1's holder gone: %v", err)
+	}
+	if b, err := os.ReadFile(to.path(ref(1, 0))); err != nil || !bytes.Equal(b, p.shards[0]) || !got.Copied {
+		t.Errorf("rank 0 rebuilt as %d bytes (%v), want its %d bytes; %+v", len(b), err, len(p.shards[0]), got)
+	}
+
+	dead["n3:7947"] = "silent"
+	to = New(t.TempDir())
+	to.StallTimeout = 200 * time.Millisecond
+	_, err = to.RebuildShard(context.Background(), ref(1, 0), req, source)
+	if !errors.Is(err, errkind.BadGateway) || !slices.Equal(errkind.NoAnswerFrom(err), []string{"n2:7947", "n3:7947"}) {
+		t.Fatalf("rebuild with ranks 1 and 2's holders gone: %v (no answer from %v), want a bad gateway naming n2 and n3", err, errkind.NoAnswerFrom(err))
+	}
+	for _, want := range []string{"read 2 of the 3 pieces", "heat/1/1 from n2:7947", "heat/1/2 from n3:7947: no answer for 200ms"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if _, err := to.Stat(ref(1, 0)); err == nil {
+		t.Error("a shard was stored from too few pieces")
 	}
 }

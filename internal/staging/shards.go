@@ -142,6 +142,9 @@ func Shards(ctx context.Context, run Run, epoch uint64, fetches []epochs.Replica
 			}
 			if err := to.Rebuild(ctx, ref, req); err != nil {
 				down.note(err, rb.To)
+				for _, name := range byAPI(errkind.NoAnswerFrom(err), sources) {
+					down.note(errkind.Unreachable, name) // a piece's holder that did not answer rb.To
+				}
 				errs <- fmt.Errorf("rebuild rank %d's shard of epoch %d on %s from its parity group: %w", rb.Rank, rb.Epoch, rb.To, err)
 				return
 			}
@@ -160,6 +163,18 @@ func Shards(ctx context.Context, run Run, epoch uint64, fetches []epochs.Replica
 			ranks[i] = fmt.Sprintf("%d on %s", rb.Rank, rb.To)
 		}
 		run.Event(job.EventStage, job.Event{Message: fmt.Sprintf("rebuilt from parity the shards of epoch %d no live node held: rank %s", epoch, strings.Join(ranks, ", rank "))})
+	}
+	return out
+}
+
+// byAPI names the nodes of nodes at the API addresses addrs; an address of
+// none of them is left out.
+func byAPI(addrs []string, nodes map[string]node.Node) []string {
+	var out []string
+	for name, n := range nodes {
+		if slices.Contains(addrs, n.API) {
+			out = append(out, name)
+		}
 	}
 	return out
 }

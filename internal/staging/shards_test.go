@@ -1,14 +1,18 @@
 package staging
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"shoal/internal/api"
 	"shoal/internal/epochs"
 	"shoal/internal/errkind"
+	"shoal/internal/job"
+	"shoal/internal/node"
 	"shoal/internal/shard"
 )
 
@@ -78,5 +82,43 @@ func TestResizeSources(t *testing.T) {
 	_, _, err = ResizeSources(&book, byNode, 4, []string{"n1", "n2"})
 	if err == nil || !strings.Contains(err.Error(), "rank 2's shard of epoch 4") {
 		t.Errorf("with n3, n4, n5 gone: err %v, want rank 2's shard lost", err)
+	}
+}
+
+// quietBook is a book the staging under test changes nothing in that matters.
+type quietBook struct{}
+
+func (quietBook) WasCorrupt(uint64, int, string) bool      { return false }
+func (quietBook) FoundCorrupt(uint64, int, string, string) {}
+func (quietBook) Copied(epochs.ShardCopy)                  {}
+
+// silentHoldersPeer is a node whose rebuilds fail because the holders of the
+// group's pieces at silent gave it no answer.
+type silentHoldersPeer struct {
+	Peer
+	silent []string
+}
+
+func (p silentHoldersPeer) Rebuild(ctx context.Context, ref shard.Ref, req api.RebuildRequest) error {
+	return &errkind.NoAnswer{Addrs: p.silent, Err: fmt.Errorf("%w: rebuild shard %s: read 1 of the 2 pieces it needs", errkind.BadGateway, ref)}
+}
+
+// A rebuild that fails because a piece's holder gave the rebuilding node no
+// answer counts that holder down, as a copy's does its source: the run is
+// placed again without it. The rebuilding node answered, and is not.
+func TestShardsRebuildCountsSilentHoldersDown(t *testing.T) {
+	nodes := map[string]node.Node{}
+	for i := 1; i <= 5; i++ {
+		name := fmt.Sprintf("n%d", i)
+		nodes[name] = node.Node{Name: name, API: fmt.Sprintf("10.0.0.%d:7947", i)}
+	}
+	rb := epochs.Rebuild{Epoch: 2, Rank: 1, To: "n1", Group: 0, M: 2,
+		Members: []epochs.GroupMember{{Rank: 1, Bytes: 10, Sum: 1}, {Rank: 3, Bytes: 10, Sum: 2, Holder: "n4"}},
+		Rows:    []epochs.RowHolder{{Row: 0, Holder: "n5"}, {Row: 1, Holder: "n3"}}}
+	run := Run{Job: "heat", Sources: nodes, Book: quietBook{}, Event: func(string, job.Event) {},
+		Peer: func(string) Peer { return silentHoldersPeer{silent: []string{"10.0.0.4:7947", "10.0.0.9:7947"}} }}
+	out := Shards(context.Background(), run, 2, nil, []epochs.Rebuild{rb})
+	if !slices.Equal(out.Down, []string{"n4"}) || !errors.Is(out.Err, errkind.BadGateway) {
+		t.Errorf("rebuild whose piece on n4 gave no answer: down %v, error %v; want n4 down", out.Down, out.Err)
 	}
 }
