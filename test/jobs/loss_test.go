@@ -354,9 +354,16 @@ func TestCorruptShardTakenFromReplica(t *testing.T) {
 			corrupt = append(corrupt, e.Message)
 		}
 	}
+	// Rank 1's two copies are found corrupt in the order the nodes' indexes
+	// arrive: the first found says the other is good still, the second that
+	// no good copy is left.
+	lastCopy := fmt.Sprintf("rank 1's shard of epoch %d is corrupt (checksum mismatch); no good copy", newest)
+	if !slices.ContainsFunc(corrupt, func(m string) bool { return strings.Contains(m, lastCopy) }) {
+		t.Errorf("no shard-corrupt event saying %q; they were:\n%s", lastCopy, strings.Join(corrupt, "\n"))
+	}
 	for _, want := range []string{
-		fmt.Sprintf("node n1: rank 1's shard of epoch %d is corrupt (checksum mismatch); ", newest), // no good copy, or n2's while it was believed good
-		fmt.Sprintf("node n2: rank 1's shard of epoch %d is corrupt (checksum mismatch); no good copy", newest),
+		fmt.Sprintf("node n1: rank 1's shard of epoch %d is corrupt (checksum mismatch); ", newest),
+		fmt.Sprintf("node n2: rank 1's shard of epoch %d is corrupt (checksum mismatch); ", newest),
 		fmt.Sprintf("node n1: rank 0's shard of epoch %d is corrupt (checksum mismatch); not used: a good copy is on n2", before),
 		fmt.Sprintf("node n1: rank 0's shard of epoch %d, corrupt there, repaired from n2's copy", before),
 	} {
