@@ -98,7 +98,7 @@ func TestRestartFromKeptEpoch(t *testing.T) {
 	if h0, h1 := b.book.Holders(3, 0), b.book.Holders(3, 1); fmt.Sprint(h0, h1) != "[n4] [n1]" {
 		t.Errorf("holders of epoch 3 = %v, %v; want [n4], [n1]", h0, h1)
 	}
-	note := restartNote(ending{Outcome: job.Outcome{Kind: job.NodeLost, Detail: "node n2, n3 lost (no answer)"}, wholeJob: true}, rp, time.Second)(2, "on 2 nodes (n4 n1)")
+	note := restartNote(ending{Outcome: job.Outcome{Kind: job.NodeLost, Detail: "node n2, n3 lost (no answer)"}, wholeJob: true}, rp, time.Second)(2, "on 2 nodes (n4 n1)", false)
 	if !strings.Contains(note, "restarting 2 ranks from epoch 3 kept in s3://lab/app (no node holds a newer one) on 2 nodes") {
 		t.Errorf("restart line %q does not say where epoch 3 came from", note)
 	}

@@ -245,7 +245,7 @@ func (b *localBackend) adopt(ctx context.Context, kept Kept) {
 	for _, s := range skipped {
 		j.event(job.EventEpochBad, job.Event{Epoch: s.Epoch, Message: fmt.Sprintf("warning: epoch %d unusable (%v); falling back", s.Epoch, s.Err)})
 	}
-	j.first = relaunch{epoch: epoch, note: func(int, string) string {
+	j.first = relaunch{epoch: epoch, note: func(int, string, bool) string {
 		if epoch == 0 {
 			return fmt.Sprintf("job %s: %s kept no complete epoch; starting from the beginning", j.spec.ID, kept.Why)
 		}

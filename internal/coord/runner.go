@@ -262,7 +262,7 @@ type ending struct {
 // are known; cause is what ended the last run.
 type relaunch struct {
 	epoch uint64
-	note  func(ranks int, layout string) string
+	note  func(ranks int, layout string, resized bool) string
 	cause string
 }
 
@@ -341,9 +341,10 @@ func (j *jobRun) transitionEvent(o job.Outcome, d job.Decision, restarts int, st
 }
 
 // restartNote returns the restart line of a relaunch from rp after end, once the
-// count and layout are known.
-func restartNote(end ending, rp restartPoint, lost time.Duration) func(nranks int, layout string) string {
-	return func(nranks int, layout string) string {
+// count and layout are known. After a change of count, whose line said the
+// cause (job.Resized), the restart line does not say it again.
+func restartNote(end ending, rp restartPoint, lost time.Duration) func(nranks int, layout string, resized bool) string {
+	return func(nranks int, layout string, resized bool) string {
 		from := fmt.Sprintf("from epoch %d", rp.epoch)
 		switch {
 		case rp.epoch == 0:
@@ -351,15 +352,19 @@ func restartNote(end ending, rp restartPoint, lost time.Duration) func(nranks in
 		case rp.kept != "":
 			from = fmt.Sprintf("from epoch %d kept in %s (no node holds a newer one)", rp.epoch, rp.kept)
 		}
+		cause := end.Outcome.String() + "; "
+		if resized {
+			cause = ""
+		}
 		switch {
 		case end.Kind == job.Resumed:
 			// The run that kept the epoch ended elsewhere, at a time this
 			// coordinator does not know: what it lost is not said.
-			return fmt.Sprintf("%s; restarting %d ranks %s %s", end.Outcome, nranks, from, layout)
+			return fmt.Sprintf("%srestarting %d ranks %s %s", cause, nranks, from, layout)
 		case !end.wholeJob:
-			return fmt.Sprintf("%s; restarting %s (%s of work lost)", end.Outcome, from, job.Seconds(lost))
+			return fmt.Sprintf("%srestarting %s (%s of work lost)", cause, from, job.Seconds(lost))
 		}
-		return fmt.Sprintf("%s; restarting %d ranks %s %s; %s of work lost", end.Outcome, nranks, from, layout, job.Seconds(lost))
+		return fmt.Sprintf("%srestarting %d ranks %s %s; %s of work lost", cause, nranks, from, layout, job.Seconds(lost))
 	}
 }
 
@@ -458,6 +463,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		env = append(env, "SHOAL_ELASTIC=1")
 	}
 	j.setState(job.Staging, job.Event{})
+	before := j.ranks
 	l, launcherEnv, where, err := j.be.prepare(ctx, launchRequest{epoch: restartEpoch, env: env, ranksDir: ranksDir, cause: next.cause})
 	if err == nil {
 		j.ranks = l.NRanks
@@ -468,7 +474,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		if restartNote != nil {
 			// The restart being staged is said, though it never launched: the
 			// next says why.
-			j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(j.ranks, "on the nodes left")})
+			j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(j.ranks, "on the nodes left", false)})
 		}
 		return 0, nil, le.loss, "", nil
 	}
@@ -476,7 +482,7 @@ func (j *jobRun) launch(ctx context.Context, next relaunch) (int, []engine.RankS
 		return fail(err)
 	}
 	if restartNote != nil {
-		j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(j.ranks, where)})
+		j.event(job.EventRestart, job.Event{Epoch: restartEpoch, Message: restartNote(j.ranks, where, before > 0 && j.ranks != before)})
 	}
 	cmd := j.cfg.launcher().Command(l)
 	cmd.Env = append(append(os.Environ(), launcherEnv...), engine.OpenFilesEnv())

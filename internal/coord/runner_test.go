@@ -405,3 +405,17 @@ func TestLossWhileStaged(t *testing.T) {
 		})
 	}
 }
+
+// The restart line of a relaunch on another count leaves the cause to the
+// resize line before it ("node n3 lost (…): shrinking from 6 to 4 ranks"),
+// and keeps the layout and the work lost; on the same count it says the cause.
+func TestRestartNoteAfterResize(t *testing.T) {
+	end := ending{Outcome: job.Outcome{Kind: job.NodeLost, Detail: "node n3 lost (its agent is gone: connection refused)"}, wholeJob: true}
+	note := restartNote(end, restartPoint{epoch: 2}, 300*time.Millisecond)
+	if got, want := note(4, "on 3 nodes (n1:0-1 n4:2 n5:3)", true), "restarting 4 ranks from epoch 2 on 3 nodes (n1:0-1 n4:2 n5:3); 0.3 s of work lost"; got != want {
+		t.Errorf("after a resize: %q, want %q", got, want)
+	}
+	if got, want := note(6, "on n1, n4", false), "node n3 lost (its agent is gone: connection refused); restarting 6 ranks from epoch 2 on n1, n4; 0.3 s of work lost"; got != want {
+		t.Errorf("on the same count: %q, want %q", got, want)
+	}
+}
