@@ -154,10 +154,14 @@ func nodes(t *testing.T, host string) []node {
 }
 
 // leaderAndOther returns the node that leads the job store and the last other
-// host.
+// host. It waits for a leader: there may be none for a moment after the test
+// before it (an election under way, a node back from the dead).
 func leaderAndOther(t *testing.T) (lead, other string) {
 	t.Helper()
-	lead = leader(t, "n1")
+	waitFor(t, "a leader of the job store", time.Minute, func() bool {
+		lead = leader(t, "n1")
+		return lead != ""
+	})
 	for _, h := range hosts {
 		if h != lead {
 			other = h
