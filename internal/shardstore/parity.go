@@ -165,16 +165,11 @@ type watchdog struct {
 }
 
 func (s *Store) newWatchdog(cancel context.CancelCauseFunc) *watchdog {
-	d := s.stallTimeout()
-	return &watchdog{t: time.AfterFunc(d, func() { cancel(errStalled) }), d: d}
-}
-
-// stallTimeout is how long a transfer from another node may go without data.
-func (s *Store) stallTimeout() time.Duration {
-	if s.StallTimeout <= 0 {
-		return DefaultStallTimeout
+	d := s.StallTimeout
+	if d <= 0 {
+		d = DefaultStallTimeout
 	}
-	return s.StallTimeout
+	return &watchdog{t: time.AfterFunc(d, func() { cancel(errStalled) }), d: d}
 }
 
 func (w *watchdog) wrap(r io.Reader) *progressReader { return &progressReader{r: r, t: w.t, d: w.d} }

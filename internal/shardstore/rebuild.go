@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"shoal/internal/api"
 	"shoal/internal/erasure"
@@ -160,18 +159,17 @@ func (s *Store) openPieces(ctx context.Context, ref shard.Ref, offers []pieceOff
 // node that went away behind a cut link otherwise holds the rebuild until TCP
 // gives up. silent reports that the time ran out.
 func (s *Store) openPiece(ctx context.Context, open func(context.Context) (io.ReadCloser, error)) (rc io.ReadCloser, silent bool, err error) {
-	d := s.stallTimeout()
 	octx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(d, func() { cancel(errStalled) })
+	dog := s.newWatchdog(cancel)
 	rc, err = open(octx)
-	if !t.Stop() && err == nil {
+	if !dog.t.Stop() && err == nil {
 		rc.Close() // opened as the time ran out: its context is gone
 		err = octx.Err()
 	}
 	if err != nil {
 		cancel(nil)
 		if errors.Is(context.Cause(octx), errStalled) && ctx.Err() == nil {
-			return nil, true, fmt.Errorf("no answer for %v", d)
+			return nil, true, fmt.Errorf("no answer for %v", dog.d)
 		}
 		return nil, false, err
 	}
